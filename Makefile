@@ -1,0 +1,38 @@
+# Hypertrain: the two commands of the README plus the quality gate.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
+
+.PHONY: install devnet test check bench fmt schemas
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+devnet: install
+	$(VENV)/bin/hypertrain devnet $(ARGS)
+
+test: install
+	$(PY) -m pytest -q -n 2 $(ARGS)
+
+check: install
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q -n 2 $(ARGS)
+
+fmt: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+schemas: install
+	$(PY) -m hypertrain.protocol.schema docs/schemas
+
+bench: install
+	$(PY) benchmarks/run_all.py $(ARGS)

@@ -1,0 +1,74 @@
+"""Run every ``benchmarks/bench_*.py`` (or those named) and render docs/BENCHMARKS.md.
+
+Usage: ``make bench`` or ``python benchmarks/run_all.py [NAME ...]`` where NAME is
+``protocol``, ``trainer``, ... Each script runs in its own process so peak-memory
+figures do not leak between them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+DOC = HERE.parent / "docs" / "BENCHMARKS.md"
+
+INTRO = """# Benchmarks
+
+Measured by `make bench` on the machine named in each section. Each figure sits beside
+a baseline measured in the same run, and the target is stated as a ratio where the issue
+set one. These are measurements, not promises: misses are recorded as they are.
+Regenerated from `benchmarks/results/*.json` by `benchmarks/run_all.py`.
+"""
+
+
+def run_scripts(names: list[str]) -> int:
+    scripts = sorted(HERE.glob("bench_*.py"))
+    if names:
+        scripts = [s for s in scripts if s.stem.removeprefix("bench_") in names]
+    failed = 0
+    for script in scripts:
+        print(f"== {script.name}", flush=True)
+        if subprocess.run([sys.executable, str(script)], check=False).returncode:
+            failed += 1
+            print(f"!! {script.name} failed", flush=True)
+    return failed
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+
+def render() -> str:
+    parts = [INTRO]
+    for path in sorted((HERE / "results").glob("*.json")):
+        doc = json.loads(path.read_text())
+        machine = doc.pop("machine", {})
+        measured = doc.pop("measured_at", "?")
+        targets = doc.pop("targets", {})
+        notes = doc.pop("notes", "")
+        parts.append(f"\n## {path.stem}\n")
+        parts.append(
+            f"Measured {measured} on {machine.get('cores')} cores of {machine.get('cpu_model')}, "
+            f"Python {machine.get('python')}, torch {machine.get('torch')}.\n"
+        )
+        parts.append("| key | value | target |\n| --- | --- | --- |")
+        parts.extend(f"| `{k}` | {_fmt(v)} | {targets.get(k, '')} |" for k, v in sorted(doc.items()))
+        if notes:
+            parts.append(f"\n{notes}")
+    return "\n".join(parts) + "\n"
+
+
+def main() -> int:
+    failed = run_scripts(sys.argv[1:])
+    DOC.write_text(render())
+    print(f"wrote {DOC}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""The ``hypertrain`` command line: one subcommand group per package.
+
+Each group lives in its package's ``cli`` module, which exposes
+``register(subparsers)``; only the group being run is imported, so
+``hypertrain protocol ...`` never loads torch. Logging is configured here, once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from typing import Final
+
+GROUPS: Final[dict[str, str]] = {
+    "protocol": "hypertrain.protocol.cli",
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hypertrain", description="Verifiable, permissionless pretraining."
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    subparsers = parser.add_subparsers(dest="group", metavar="GROUP", required=True)
+    for name, module_name in GROUPS.items():
+        if only is None or name == only:
+            importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    group = next((a for a in args_in if not a.startswith("-")), None)
+    parser = build_parser(group if group in GROUPS else None)
+    args = parser.parse_args(args_in)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return int(args.func(args))
+    except (ValueError, OSError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,200 @@
+"""The run manifest: every public input a training segment depends on.
+
+The coordinator signs the manifest (canonical JSON in an envelope); miners and
+auditors verify it before doing anything. Sections mirror the config tree
+(``model``, ``inner``, ``outer``, ``round``, ``compression``, ``data``, ``audit``,
+``reward``) plus the determinism record an auditor must match. Cross-field rules
+(J divides H, heads × head_dim = d_model, …) are validators here, so a bad manifest
+is refused where it is parsed. All sections are frozen and reject unknown keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from hypertrain.protocol.canonical import canonical_bytes
+from hypertrain.protocol.domains import MANIFEST, tagged_hash
+
+HexDigest = str
+_HEX64 = r"^[0-9a-f]{64}$"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MoESpec(_Section):
+    """Mixture-of-experts feed-forward: top-k routing over ``num_experts``."""
+
+    num_experts: int = Field(ge=2, le=256)
+    top_k: int = Field(ge=1, le=8)
+    capacity_factor: float | None = Field(default=None, gt=0)  # None = no-drop
+    aux_loss_coef: float = Field(default=0.01, ge=0)
+
+    @model_validator(mode="after")
+    def _top_k_fits(self) -> MoESpec:
+        if self.top_k > self.num_experts:
+            raise ValueError("top_k cannot exceed num_experts")
+        return self
+
+
+class ModelSpec(_Section):
+    """Decoder-only transformer shape (pre-norm, RoPE, SwiGLU, tied LM head)."""
+
+    preset: str = "custom"
+    vocab_size: int = Field(ge=2, le=1 << 20)
+    d_model: int = Field(ge=8)
+    num_layers: int = Field(ge=1)
+    num_heads: int = Field(ge=1)
+    head_dim: int = Field(ge=2)
+    ffn_hidden: int = Field(ge=1)
+    context_length: int = Field(ge=2)
+    tied_embeddings: bool = True
+    rope_theta: float = Field(default=10000.0, gt=0)
+    norm_eps: float = Field(default=1e-5, gt=0)
+    init_std: float = Field(default=0.02, gt=0)
+    moe: MoESpec | None = None
+
+    @model_validator(mode="after")
+    def _heads_fit(self) -> ModelSpec:
+        if self.num_heads * self.head_dim != self.d_model:
+            raise ValueError("num_heads * head_dim must equal d_model")
+        if self.head_dim % 2:
+            raise ValueError("head_dim must be even for RoPE")
+        return self
+
+
+class InnerOptimSpec(_Section):
+    """Inner optimizer (per island, H steps per round)."""
+
+    name: Literal["adamw", "muon"] = "adamw"
+    lr: float = Field(default=3e-3, gt=0)
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = Field(default=1e-8, gt=0)
+    weight_decay: float = Field(default=0.1, ge=0)
+    warmup_steps: int = Field(default=10, ge=0)
+    total_steps: int = Field(default=1000, ge=1)
+    min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
+    grad_clip: float | None = Field(default=1.0, gt=0)
+    muon_lr: float = Field(default=0.02, gt=0)
+    muon_momentum: float = Field(default=0.95, ge=0, lt=1)
+    muon_ns_steps: int = Field(default=5, ge=1, le=20)
+    state_policy: Literal["carry"] = "carry"
+
+
+class OuterOptimSpec(_Section):
+    """Outer Nesterov step applied by the aggregator to the averaged pseudo-gradient."""
+
+    lr: float = Field(default=0.7, gt=0)
+    momentum: float = Field(default=0.9, ge=0, lt=1)
+    nesterov: bool = True
+    clip_to_median_factor: float = Field(default=2.0, gt=0)
+    reject_norm_factor: float = Field(default=10.0, gt=1)
+
+
+class LayoutSpec(_Section):
+    """Island data-parallel layout: ranks × micro-batches per rank × samples per micro-batch."""
+
+    dp_ranks: int = Field(default=1, ge=1, le=1024)
+    micro_batches: int = Field(default=1, ge=1, le=1024)
+    micro_batch_size: int = Field(default=4, ge=1)
+
+    @property
+    def samples_per_step(self) -> int:
+        return self.dp_ranks * self.micro_batches * self.micro_batch_size
+
+
+class RoundSpec(_Section):
+    """Inner steps per round and the checkpoint interval."""
+
+    inner_steps: int = Field(ge=1)  # H
+    checkpoint_interval: int = Field(ge=1)  # J
+    layout: LayoutSpec = LayoutSpec()
+    commit_window_rounds: int = Field(default=20, ge=1)  # beacon rounds from open to commit
+    audit_window_rounds: int = Field(default=20, ge=1)
+    dispute_window_rounds: int = Field(default=10, ge=0)
+
+    @model_validator(mode="after")
+    def _j_divides_h(self) -> RoundSpec:
+        if self.inner_steps % self.checkpoint_interval:
+            raise ValueError("checkpoint_interval (J) must divide inner_steps (H)")
+        return self
+
+    @property
+    def num_segments(self) -> int:
+        return self.inner_steps // self.checkpoint_interval
+
+
+class CompressionSpec(_Section):
+    """int8 blockwise absmax compression of the pseudo-gradient."""
+
+    block_size: int = Field(default=256, ge=8, le=1 << 20)
+    error_feedback: bool = False
+
+
+class DataSpec(_Section):
+    """Which dataset and tokenizer, pinned by hash."""
+
+    dataset_root: HexDigest = Field(pattern=_HEX64)
+    descriptor_sha256: HexDigest = Field(pattern=_HEX64)
+    tokenizer_sha256: HexDigest = Field(pattern=_HEX64)
+    sample_count: int = Field(ge=1)
+    seq_len: int = Field(ge=2)
+
+
+class AuditSpec(_Section):
+    rate: float = Field(default=0.1, ge=0, le=1)
+    segments: int = Field(default=3, ge=0)
+    probation_rounds: int = Field(default=2, ge=0)
+
+
+class RewardSpec(_Section):
+    pool_per_round: int = Field(default=1_000_000_000, ge=0)
+    vesting_rounds: int = Field(default=10, ge=1)
+
+
+class DeterminismRecord(_Section):
+    """What a replayer must match bit for bit; produced by the trainer's determinism module."""
+
+    torch_version: str
+    num_threads: int = Field(ge=1)
+    device_class: str
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    settings: dict[str, str] = Field(default_factory=dict)
+
+
+class RunManifest(_Section):
+    """Everything public about a run."""
+
+    run_id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    seed: int = Field(ge=0, le=2**53 - 1)
+    model: ModelSpec
+    inner: InnerOptimSpec = InnerOptimSpec()
+    outer: OuterOptimSpec = OuterOptimSpec()
+    round: RoundSpec
+    compression: CompressionSpec = CompressionSpec()
+    data: DataSpec
+    audit: AuditSpec = AuditSpec()
+    reward: RewardSpec = RewardSpec()
+    determinism: DeterminismRecord
+    selfcheck_reference: dict[str, str] = Field(default_factory=dict)  # device class -> hash
+    coordinator: str = ""  # SS58 of the key that signs the manifest and round records
+
+    @model_validator(mode="after")
+    def _context_fits(self) -> RunManifest:
+        if self.data.seq_len > self.model.context_length:
+            raise ValueError("data.seq_len exceeds model.context_length")
+        return self
+
+    def canonical(self) -> bytes:
+        return canonical_bytes(self.model_dump(mode="json"))
+
+    def digest(self) -> str:
+        """Hex tagged hash of the canonical manifest: the run's identity for replay."""
+        return tagged_hash(MANIFEST, self.canonical()).hex()
+
+
+def manifest_from_json(value: Any) -> RunManifest:
+    return RunManifest.model_validate(value)

@@ -1,0 +1,133 @@
+"""Bodies of the signed messages, one pydantic model per envelope domain.
+
+``DOMAINS`` maps each envelope domain to its body model; services look the model
+up there, so a message kind and its schema are defined exactly once.
+JSON Schemas are generated from these models (``python -m hypertrain.protocol.schema``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hypertrain.protocol.manifest import LayoutSpec, RunManifest
+
+_HEX64 = r"^[0-9a-f]{64}$"
+_SS58 = r"^[1-9A-HJ-NP-Za-km-z]{40,60}$"
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DeviceReport(_Body):
+    """One device's compute self-check result."""
+
+    index: int = Field(ge=0)
+    name: str = Field(max_length=128)
+    device_class: str = Field(max_length=128)
+    memory_bytes: int = Field(ge=0)
+    workload_hash: str = Field(pattern=_HEX64)
+    memory_probe_ok: bool
+
+
+class JoinRequest(_Body):
+    """A hotkey asks to join a run as an island."""
+
+    devices: list[DeviceReport] = Field(min_length=1, max_length=1024)
+    layout: LayoutSpec
+    endpoint: str | None = Field(default=None, max_length=512)
+
+
+class ManifestRecord(_Body):
+    """The coordinator-signed run manifest."""
+
+    manifest: RunManifest
+
+
+class RoundOpen(_Body):
+    """The coordinator-signed record that opens a round."""
+
+    round: int = Field(ge=0)
+    start_model_sha256: str = Field(pattern=_HEX64)
+    start_model_url: str = Field(max_length=1024)
+    beacon_round: int = Field(ge=0)
+    assignment_key: str = Field(pattern=_HEX64)
+    roster: list[str] = Field(max_length=65536)
+    commit_deadline_round: int = Field(ge=0)
+
+
+class Commit(_Body):
+    """An island's commitment for one round."""
+
+    round: int = Field(ge=0)
+    checkpoint_root: str = Field(pattern=_HEX64)
+    leaf_count: int = Field(ge=2)
+    update_sha256: str = Field(pattern=_HEX64)
+    update_bytes: int = Field(ge=1)
+    tokens: int = Field(ge=0)
+    update_url: str = Field(max_length=1024)
+    checkpoint_url: str = Field(default="", max_length=1024)
+
+
+class AuditAssignment(_Body):
+    """Which island and which segments an auditor must replay."""
+
+    round: int = Field(ge=0)
+    hotkey: str = Field(pattern=_SS58)
+    segments: list[int] = Field(max_length=4096)
+    selection_beacon_round: int = Field(ge=0)
+
+
+class Verdict(_Body):
+    """An auditor's signed result for one assignment."""
+
+    round: int = Field(ge=0)
+    hotkey: str = Field(pattern=_SS58)
+    segments: list[int] = Field(max_length=4096)
+    result: Literal["match", "mismatch"]
+    first_bad_leaf: int | None = Field(default=None, ge=0)
+    update_checked: bool = False
+    detail: str = Field(default="", max_length=2048)
+
+
+class Dispute(_Body):
+    """A miner contests a verdict within the dispute window."""
+
+    round: int = Field(ge=0)
+    verdict_id: str = Field(max_length=128)
+    reason: str = Field(max_length=4096)
+
+
+class MergeTape(_Body):
+    """The aggregator's signed record of one merge (recomputable by anyone)."""
+
+    round: int = Field(ge=0)
+    start_model_sha256: str = Field(pattern=_HEX64)
+    new_model_sha256: str = Field(pattern=_HEX64)
+    new_model_url: str = Field(max_length=1024)
+    outer_state_sha256: str = Field(pattern=_HEX64)
+    tape_sha256: str = Field(pattern=_HEX64)
+
+
+class BlobPut(_Body):
+    """Authorises a relay upload of a blob with a given hash and size."""
+
+    sha256: str = Field(pattern=_HEX64)
+    size: int = Field(ge=0)
+    round: int = Field(ge=0)
+    kind: Literal["update", "checkpoint", "model", "outer_state", "tape", "other"]
+
+
+DOMAINS: dict[str, type[_Body]] = {
+    "join": JoinRequest,
+    "manifest": ManifestRecord,
+    "round-open": RoundOpen,
+    "commit": Commit,
+    "audit-assignment": AuditAssignment,
+    "verdict": Verdict,
+    "dispute": Dispute,
+    "merge-tape": MergeTape,
+    "blob-put": BlobPut,
+}
