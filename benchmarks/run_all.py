@@ -57,7 +57,9 @@ def render() -> str:
             f"Python {machine.get('python')}, torch {machine.get('torch')}.\n"
         )
         parts.append("| key | value | target |\n| --- | --- | --- |")
-        parts.extend(f"| `{k}` | {_fmt(v)} | {targets.get(k, '')} |" for k, v in sorted(doc.items()))
+        parts.extend(
+            f"| `{k}` | {_fmt(v)} | {targets.get(k, '')} |" for k, v in sorted(doc.items())
+        )
         if notes:
             parts.append(f"\n{notes}")
     return "\n".join(parts) + "\n"

@@ -87,7 +87,10 @@ def _check_value(value: Any, depth: int) -> None:
     """Walk a value and refuse anything outside the I-JSON domain."""
     if depth > MAX_DEPTH:
         raise CanonicalJSONError(f"JSON nested deeper than {MAX_DEPTH} levels")
-    if value is None or isinstance(value, (bool, str)):
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        _check_string(value)
         return
     if isinstance(value, int):
         if abs(value) > MAX_SAFE_INTEGER:
@@ -96,6 +99,9 @@ def _check_value(value: Any, depth: int) -> None:
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise CanonicalJSONError(f"non-finite number {value} is refused")
+        if MAX_SAFE_INTEGER < abs(value) < 1e21:
+            # JCS writes these without an exponent, i.e. as an out-of-range integer.
+            raise CanonicalJSONError(f"number {value} is outside the I-JSON range ±(2**53-1)")
         return
     if isinstance(value, (list, tuple)):
         for item in value:
@@ -105,6 +111,16 @@ def _check_value(value: Any, depth: int) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise CanonicalJSONError(f"object key {key!r} is not a string")
+            _check_string(key)
             _check_value(item, depth + 1)
         return
     raise CanonicalJSONError(f"{type(value).__name__} is not a JSON value")
+
+
+def _check_string(value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CanonicalJSONError(
+            f"string contains a lone surrogate at position {exc.start} (not valid Unicode)"
+        ) from exc

@@ -29,6 +29,7 @@ ASSIGNMENT_KEY: Final = b"hypertrain/v1/assignment-key"
 AUDIT_SELECTION: Final = b"hypertrain/v1/audit-selection"
 JOURNAL_ENTRY: Final = b"hypertrain/v1/journal-entry"
 SELFCHECK: Final = b"hypertrain/v1/selfcheck"
+PERMUTATION: Final = b"hypertrain/v1/permutation"
 
 ALL_DOMAINS: Final = (
     MERKLE_LEAF,
@@ -43,6 +44,7 @@ ALL_DOMAINS: Final = (
     AUDIT_SELECTION,
     JOURNAL_ENTRY,
     SELFCHECK,
+    PERMUTATION,
 )
 
 

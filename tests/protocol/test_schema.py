@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypertrain.protocol.schema import all_schemas, main
+
+SCHEMA_DIR = Path(__file__).parents[2] / "docs" / "schemas"
+
+
+def test_checked_in_schemas_are_current() -> None:
+    expected = all_schemas()
+    on_disk = {p.name: p.read_text(encoding="utf-8") for p in SCHEMA_DIR.glob("*.schema.json")}
+    stale = sorted(n for n in expected if on_disk.get(n) != expected[n])
+    extra = sorted(set(on_disk) - set(expected))
+    assert not stale and not extra, (
+        f"docs/schemas is stale (changed: {stale}, unknown: {extra}); "
+        "run: python -m hypertrain.protocol.schema docs/schemas"
+    )
+
+
+def test_schema_cli_writes_files(tmp_path: Path) -> None:
+    assert main([str(tmp_path)]) == 0
+    assert (tmp_path / "envelope.schema.json").exists()
+    assert main([]) == 2

@@ -1,0 +1,50 @@
+"""Imports flow downward only: a package may import its own level or below."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).parents[1] / "src" / "hypertrain"
+
+LEVEL = {
+    "protocol": 0,
+    "data": 1,
+    "beacon": 1,
+    "ledger": 1,
+    "trainer": 2,
+    "challenge": 3,
+    "aggregator": 3,
+    "auditor": 3,
+    "miner": 4,
+    "relay": 4,
+    "devnet": 5,
+}
+# Packages that must never pull in torch (directly).
+TORCH_FREE = {"protocol", "ledger", "beacon", "challenge", "relay"}
+
+
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_imports_flow_downward() -> None:
+    problems = []
+    for package, level in LEVEL.items():
+        for path in (SRC / package).rglob("*.py") if (SRC / package).exists() else []:
+            for name in imports_of(path):
+                parts = name.split(".")
+                if parts[0] == "torch" and package in TORCH_FREE:
+                    problems.append(f"{path.relative_to(SRC)} imports torch")
+                if parts[0] != "hypertrain" or len(parts) < 2 or parts[1] not in LEVEL:
+                    continue
+                if LEVEL[parts[1]] > level:
+                    problems.append(f"{path.relative_to(SRC)} imports {name}")
+    assert not problems, "\n".join(problems)
