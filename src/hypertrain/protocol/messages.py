@@ -69,6 +69,7 @@ class Commit(_Body):
     tokens: int = Field(ge=0)
     update_url: str = Field(max_length=1024)
     checkpoint_url: str = Field(default="", max_length=1024)
+    train_loss: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)
 
 
 class AuditAssignment(_Body):
@@ -109,6 +110,7 @@ class MergeTape(_Body):
     new_model_url: str = Field(max_length=1024)
     outer_state_sha256: str = Field(pattern=_HEX64)
     tape_sha256: str = Field(pattern=_HEX64)
+    eval_loss: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)
 
 
 class BlobPut(_Body):
