@@ -134,3 +134,16 @@ def test_from_leaf_hashes_matches_and_checks_length() -> None:
         MerkleTree.from_leaf_hashes(b"\x00" * 33)
     with pytest.raises(MerkleError):
         MerkleTree.from_leaves(leaves).proof(9)
+
+
+def test_parallel_build_is_byte_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hypertrain.protocol.merkle as merkle
+
+    monkeypatch.setattr(merkle, "PARALLEL_MIN_DIGESTS", 8)
+    leaves = leaves_of(1001)
+    single = MerkleTree.from_leaves(leaves)
+    parallel = MerkleTree.from_leaves(leaves, workers=2)
+    assert parallel.root == single.root == rfc6962_root(leaves)
+    assert parallel.proof(999) == single.proof(999)
+    hashes = b"".join(leaf_hash(x) for x in leaves)
+    assert MerkleTree.from_leaf_hashes(hashes, workers=3).root == single.root

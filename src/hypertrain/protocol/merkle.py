@@ -16,8 +16,11 @@ holds about 2n digests and no per-node Python objects: O(n) memory and time.
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
+from operator import methodcaller
 from typing import Any, Final
 
 from hypertrain.protocol import domains
@@ -41,22 +44,50 @@ def node_hash(left: bytes, right: bytes) -> bytes:
     return hashlib.sha256(_NODE_PREFIX + left + right).digest()
 
 
+# Levels of at least this many digests are split across worker processes when the
+# caller asks for workers > 1 (process start-up costs more than it saves below it).
+PARALLEL_MIN_DIGESTS: Final = 1 << 17
+_DIGEST = methodcaller("digest")
+
+
 def _hash_leaves(leaves: Iterable[bytes]) -> bytes:
-    sha = hashlib.sha256
-    prefix = _LEAF_PREFIX
-    return b"".join([sha(prefix + leaf).digest() for leaf in leaves])
+    # map() chains keep the per-leaf loop in C; this is 2-3x faster than a comprehension.
+    return b"".join(map(_DIGEST, map(hashlib.sha256, map(_LEAF_PREFIX.__add__, leaves))))
 
 
-def _next_level(level: bytes) -> bytes:
+def _hash_pairs(level: bytes) -> bytes:
+    """Node hashes of consecutive digest pairs of ``level`` (whose length is a multiple of 64)."""
+    size = len(level)
+    pairs = map(level.__getitem__, map(slice, range(0, size, 64), range(64, size + 64, 64)))
+    return b"".join(map(_DIGEST, map(hashlib.sha256, map(_NODE_PREFIX.__add__, pairs))))
+
+
+def _chunks(total: int, parts: int, align: int) -> list[tuple[int, int]]:
+    step = -(-total // parts // align) * align
+    return [(i, min(i + step, total)) for i in range(0, total, step)]
+
+
+def _next_level(level: bytes, pool: Executor | None = None, workers: int = 1) -> bytes:
     """Pair up the digests of one level; an odd last digest is promoted."""
-    sha = hashlib.sha256
-    prefix = _NODE_PREFIX
-    view = memoryview(level)
     pairs_end = (len(level) // (2 * DIGEST_SIZE)) * 2 * DIGEST_SIZE
-    out = b"".join(
-        [sha(prefix + view[i : i + 2 * DIGEST_SIZE]).digest() for i in range(0, pairs_end, 64)]
-    )
-    return out + level[pairs_end:]
+    if pool is None or pairs_end < PARALLEL_MIN_DIGESTS * DIGEST_SIZE:
+        return _hash_pairs(level[:pairs_end]) + level[pairs_end:]
+    spans = _chunks(pairs_end, workers, 2 * DIGEST_SIZE)
+    parts = pool.map(_hash_pairs, [level[a:b] for a, b in spans])
+    return b"".join(parts) + level[pairs_end:]
+
+
+def _leaf_level(leaves: Sequence[bytes], pool: Executor | None, workers: int) -> bytes:
+    if pool is None or len(leaves) < PARALLEL_MIN_DIGESTS:
+        return _hash_leaves(leaves)
+    spans = _chunks(len(leaves), workers, 1)
+    return b"".join(pool.map(_hash_leaves, [leaves[a:b] for a, b in spans]))
+
+
+def _pool(workers: int, size: int) -> ProcessPoolExecutor | None:
+    if workers <= 1 or size < PARALLEL_MIN_DIGESTS:
+        return None
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,23 +140,38 @@ class MerkleTree:
         self._levels = levels
 
     @classmethod
-    def from_leaves(cls, leaves: Iterable[bytes]) -> MerkleTree:
-        """Build from raw leaf data (each leaf is hashed with the leaf domain)."""
-        return cls._build(_hash_leaves(leaves))
+    def from_leaves(cls, leaves: Iterable[bytes], *, workers: int = 1) -> MerkleTree:
+        """Build from raw leaf data (each leaf is hashed with the leaf domain).
+
+        ``workers > 1`` hashes large levels in that many forked processes; the bytes
+        are identical to the single-process build.
+        """
+        items = leaves if isinstance(leaves, Sequence) else list(leaves)
+        pool = _pool(workers, len(items))
+        try:
+            return cls._build(_leaf_level(items, pool, workers), pool, workers)
+        finally:
+            if pool is not None:
+                pool.shutdown()
 
     @classmethod
-    def from_leaf_hashes(cls, hashes: bytes | Sequence[bytes]) -> MerkleTree:
+    def from_leaf_hashes(cls, hashes: bytes | Sequence[bytes], *, workers: int = 1) -> MerkleTree:
         """Build from already computed leaf hashes (contiguous bytes or a sequence)."""
         level = hashes if isinstance(hashes, bytes) else b"".join(hashes)
         if len(level) % DIGEST_SIZE:
             raise MerkleError("leaf hashes must be a whole number of 32-byte digests")
-        return cls._build(level)
+        pool = _pool(workers, len(level) // DIGEST_SIZE)
+        try:
+            return cls._build(level, pool, workers)
+        finally:
+            if pool is not None:
+                pool.shutdown()
 
     @classmethod
-    def _build(cls, level: bytes) -> MerkleTree:
+    def _build(cls, level: bytes, pool: Executor | None = None, workers: int = 1) -> MerkleTree:
         levels = [level]
         while len(levels[-1]) > DIGEST_SIZE:
-            levels.append(_next_level(levels[-1]))
+            levels.append(_next_level(levels[-1], pool, workers))
         return cls(levels)
 
     def __len__(self) -> int:
