@@ -15,6 +15,8 @@ from typing import Final
 
 GROUPS: Final[dict[str, str]] = {
     "protocol": "hypertrain.protocol.cli",
+    "beacon": "hypertrain.beacon.cli",
+    "relay": "hypertrain.relay.cli",
 }
 
 

@@ -1,0 +1,201 @@
+"""``RelayClient``: upload and download blobs, always verifying hashes.
+
+Uploads stream from bytes or a file in bounded chunks and are idempotent: the client
+asks first whether the relay already holds the blob, and every retry after a transport
+error or a 5xx answer signs a fresh envelope (each envelope is accepted once).
+Downloads are re-hashed before they are returned or renamed into place, so a relay
+can lose data but never substitute it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Final, Literal
+
+import httpx
+
+from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.messages import BlobPut
+from hypertrain.relay.auth import BLOB_PUT_DOMAIN, encode_authorization
+from hypertrain.relay.errors import HashMismatchError, NotFoundError, RelayError
+from hypertrain.relay.spool import CHUNK_BYTES, sha256_file, validate_sha256
+
+log = logging.getLogger(__name__)
+
+BlobKind = Literal["update", "checkpoint", "model", "outer_state", "tape", "other"]
+RETRY_STATUSES: Final = frozenset({500, 502, 503, 504})
+
+
+class RelayClient:
+    """A client for one relay; ``key`` is needed only to upload."""
+
+    def __init__(
+        self,
+        base_url: str,
+        key: Hotkey | None,
+        run_id: str,
+        *,
+        timeout_s: float = 60.0,
+        attempts: int = 4,
+        backoff_s: float = 0.5,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.key = key
+        self.run_id = run_id
+        self._attempts = max(1, attempts)
+        self._backoff_s = backoff_s
+        self._sleep = sleep
+        self._http = httpx.Client(timeout=timeout_s, transport=transport)
+
+    def __enter__(self) -> RelayClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def url(self, sha256: str) -> str:
+        """Where the blob ``sha256`` is served by this relay."""
+        return f"{self.base_url}/blobs/{validate_sha256(sha256)}"
+
+    def exists(self, sha256: str) -> int | None:
+        """The blob's size if the relay holds it, else None."""
+        resp = self._retrying(lambda: self._http.head(self.url(sha256)))
+        if resp.status_code == 404:
+            return None
+        _raise_for(resp)
+        return int(resp.headers["content-length"])
+
+    def put(self, data: bytes | Path, *, kind: BlobKind, round: int, expiry_round: int) -> str:
+        """Upload ``data`` (bytes or a file path); returns its SHA-256."""
+        if self.key is None:
+            raise RelayError("no_key", "uploading needs a hotkey", 0)
+        if isinstance(data, Path):
+            sha256, size = sha256_file(data)
+        else:
+            sha256, size = hashlib.sha256(data).hexdigest(), len(data)
+        if self.exists(sha256) == size:
+            return sha256
+        body = BlobPut(sha256=sha256, size=size, round=round, kind=kind).model_dump()
+
+        def attempt() -> httpx.Response:
+            assert self.key is not None
+            env = seal(
+                self.key, domain=BLOB_PUT_DOMAIN, run_id=self.run_id, body=body,
+                expiry_round=expiry_round,
+            )  # fmt: skip
+            headers = {
+                "authorization": encode_authorization(env),
+                "content-type": "application/octet-stream",
+                "content-length": str(size),
+            }
+            return self._http.put(self.url(sha256), content=_chunks(data), headers=headers)
+
+        _raise_for(self._retrying(attempt))
+        return sha256
+
+    def get(self, sha256: str, *, max_bytes: int = 1 << 32) -> bytes:
+        """Download a blob into memory, verifying its hash."""
+        digest = hashlib.sha256()
+        parts: list[bytes] = []
+
+        def sink(chunk: bytes) -> None:
+            digest.update(chunk)
+            parts.append(chunk)
+
+        self._download(sha256, max_bytes, sink)
+        _check(sha256, digest.hexdigest())
+        return b"".join(parts)
+
+    def get_to_file(self, sha256: str, path: Path, *, max_bytes: int = 1 << 40) -> Path:
+        """Download a blob to ``path`` (atomically, after verifying its hash)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".part-", dir=path.parent)
+        temp = Path(name)
+        digest = hashlib.sha256()
+        try:
+            with os.fdopen(fd, "wb") as handle:
+
+                def sink(chunk: bytes) -> None:
+                    digest.update(chunk)
+                    handle.write(chunk)
+
+                self._download(sha256, max_bytes, sink)
+                handle.flush()
+                os.fsync(handle.fileno())
+            _check(sha256, digest.hexdigest())
+            temp.replace(path)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        return path
+
+    def _download(self, sha256: str, max_bytes: int, sink: Callable[[bytes], None]) -> None:
+        url = self.url(sha256)
+        with self._http.stream("GET", url) as resp:
+            if resp.status_code == 404:
+                raise NotFoundError(sha256)
+            if resp.status_code != 200:
+                resp.read()
+                _raise_for(resp)
+            received = 0
+            for chunk in resp.iter_bytes(CHUNK_BYTES):
+                received += len(chunk)
+                if received > max_bytes:
+                    raise RelayError("too_large", f"blob {sha256} exceeds {max_bytes} bytes")
+                sink(chunk)
+
+    def _retrying(self, call: Callable[[], httpx.Response]) -> httpx.Response:
+        delay = self._backoff_s
+        for attempt in range(1, self._attempts + 1):
+            try:
+                resp = call()
+            except httpx.TransportError as exc:
+                if attempt == self._attempts:
+                    raise RelayError("unreachable", f"{self.base_url}: {exc}", 0) from exc
+                log.warning("relay %s: %s; retrying in %.1fs", self.base_url, exc, delay)
+            else:
+                if resp.status_code not in RETRY_STATUSES or attempt == self._attempts:
+                    return resp
+                log.warning("relay answered %d; retrying in %.1fs", resp.status_code, delay)
+            self._sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")
+
+
+def _chunks(data: bytes | Path) -> Iterator[bytes]:
+    if isinstance(data, Path):
+        with data.open("rb") as handle:
+            while chunk := handle.read(CHUNK_BYTES):
+                yield chunk
+        return
+    view = memoryview(data)
+    for start in range(0, len(view), CHUNK_BYTES):
+        yield bytes(view[start : start + CHUNK_BYTES])
+
+
+def _check(expected: str, actual: str) -> None:
+    if actual != expected:
+        raise HashMismatchError(expected, actual)
+
+
+def _raise_for(resp: httpx.Response) -> None:
+    if resp.status_code in (200, 201):
+        return
+    try:
+        doc = resp.json()
+        reason, detail = str(doc["error"]), str(doc["detail"])
+    except (ValueError, KeyError, TypeError):
+        reason, detail = "http_error", resp.text[:300]
+    raise RelayError(reason, f"relay answered {resp.status_code}: {detail}", resp.status_code)

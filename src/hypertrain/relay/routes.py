@@ -1,0 +1,85 @@
+"""HTTP routes of the relay: ``PUT``/``GET``/``HEAD /blobs/{sha256}`` and ``/healthz``.
+
+Handlers only translate between HTTP and :class:`~hypertrain.relay.service.Relay`.
+Blobs are immutable, so a GET answers with a strong ETag (the hash itself) and may be
+cached forever by anyone in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import IO, Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from hypertrain.relay.errors import SizeMismatchError
+from hypertrain.relay.service import Relay
+from hypertrain.relay.spool import CHUNK_BYTES
+
+router = APIRouter()
+
+
+def get_relay(request: Request) -> Relay:
+    relay: Relay = request.app.state.relay
+    return relay
+
+
+RelayDep = Annotated[Relay, Depends(get_relay)]
+
+
+def _blob_headers(sha256: str, size: int) -> dict[str, str]:
+    return {
+        "content-length": str(size),
+        "content-type": "application/octet-stream",
+        "etag": f'"{sha256}"',
+        "cache-control": "public, max-age=31536000, immutable",
+    }
+
+
+@router.put("/blobs/{sha256}", status_code=201)
+async def put_blob(sha256: str, request: Request, relay: RelayDep) -> JSONResponse:
+    """Store a blob under its SHA-256; needs ``Authorization: Envelope ...``."""
+    auth = await run_in_threadpool(relay.authorise, request.headers.get("authorization"), sha256)
+    declared = request.headers.get("content-length")
+    if declared is not None and declared != str(auth.put.size):
+        raise SizeMismatchError(
+            f"Content-Length is {declared}, the envelope announces {auth.put.size} bytes"
+        )
+    result = await relay.put(auth, request.stream())
+    body: dict[str, Any] = {
+        "sha256": result.sha256,
+        "size": result.size,
+        "created": result.created,
+        "forwarded": result.forwarded,
+    }
+    return JSONResponse(body, status_code=201 if result.created else 200)
+
+
+@router.get("/blobs/{sha256}")
+async def get_blob(sha256: str, relay: RelayDep) -> StreamingResponse:
+    """Stream a blob (fetching it from upstream first on a miss)."""
+    handle, size = await relay.open(sha256)
+    return StreamingResponse(_iter_file(handle), headers=_blob_headers(sha256, size))
+
+
+@router.head("/blobs/{sha256}")
+async def head_blob(sha256: str, relay: RelayDep) -> Response:
+    """Whether a blob is held here (or upstream), and its size."""
+    size = await relay.size(sha256)
+    return Response(headers=_blob_headers(sha256, size))
+
+
+@router.get("/healthz")
+async def healthz(relay: RelayDep) -> dict[str, Any]:
+    upstream = relay.upstream.base_url if relay.upstream is not None else None
+    return {"ok": True, "upstream": upstream, "beacon_round": relay.clock.current_round()}
+
+
+def _iter_file(handle: IO[bytes]) -> Iterator[bytes]:
+    try:
+        while chunk := handle.read(CHUNK_BYTES):
+            yield chunk
+    finally:
+        handle.close()

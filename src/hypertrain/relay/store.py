@@ -1,0 +1,144 @@
+"""Blob storage back ends: the local filesystem (default) and any fsspec filesystem.
+
+Blobs live at ``blobs/<h[0:2]>/<h[2:4]>/<h>`` (fan-out keeps directories small).
+A blob only ever appears complete: the local store renames a verified spool file into
+place, the fsspec store uploads to a temporary key and moves it (an S3 object becomes
+visible only once whole). An existing blob is never overwritten, so a later upload,
+good or bad, cannot harm it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import fsspec
+
+from hypertrain.relay.errors import NotFoundError
+from hypertrain.relay.spool import validate_sha256
+
+
+def blob_key(sha256: str) -> str:
+    """The relative storage key of a blob."""
+    validate_sha256(sha256)
+    return f"blobs/{sha256[0:2]}/{sha256[2:4]}/{sha256}"
+
+
+class BlobStore(Protocol):
+    """What the relay needs from storage."""
+
+    @property
+    def spool_dir(self) -> Path: ...
+
+    def size(self, sha256: str) -> int | None:
+        """The stored blob's size, or None if absent."""
+
+    def open(self, sha256: str) -> IO[bytes]:
+        """Open a stored blob for reading; raises :class:`NotFoundError` if absent."""
+
+    def commit(self, sha256: str, spooled: Path) -> bool:
+        """Move a verified spool file into place; False if the blob was already stored."""
+
+
+class LocalStore:
+    """Blobs on a local filesystem, committed by atomic rename."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._spool = root / "spool"
+        self._spool.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def spool_dir(self) -> Path:
+        return self._spool
+
+    def _path(self, sha256: str) -> Path:
+        return self.root / blob_key(sha256)
+
+    def size(self, sha256: str) -> int | None:
+        try:
+            return self._path(sha256).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def open(self, sha256: str) -> IO[bytes]:
+        try:
+            return self._path(sha256).open("rb")
+        except FileNotFoundError as exc:
+            raise NotFoundError(sha256) from exc
+
+    def commit(self, sha256: str, spooled: Path) -> bool:
+        target = self._path(sha256)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # link() refuses to replace an existing name, so nothing stored is touched.
+            os.link(spooled, target)
+        except FileExistsError:
+            return False
+        finally:
+            spooled.unlink(missing_ok=True)
+        _fsync_dir(target.parent)
+        return True
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class FsspecStore:
+    """Blobs on any fsspec filesystem (``s3://bucket/prefix``, ``memory://``, ``file://``)."""
+
+    def __init__(self, url: str, spool_dir: Path, **storage_options: Any) -> None:
+        self.url = url
+        fs, root = fsspec.core.url_to_fs(url, **storage_options)
+        self._fs: Any = fs
+        self._root = str(root).rstrip("/")
+        self._spool = spool_dir
+        self._spool.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def spool_dir(self) -> Path:
+        return self._spool
+
+    def _path(self, key: str) -> str:
+        return f"{self._root}/{key}"
+
+    def size(self, sha256: str) -> int | None:
+        try:
+            info = self._fs.info(self._path(blob_key(sha256)))
+        except FileNotFoundError:
+            return None
+        return int(info["size"])
+
+    def open(self, sha256: str) -> IO[bytes]:
+        try:
+            handle: IO[bytes] = self._fs.open(self._path(blob_key(sha256)), "rb")
+        except FileNotFoundError as exc:
+            raise NotFoundError(sha256) from exc
+        return handle
+
+    def commit(self, sha256: str, spooled: Path) -> bool:
+        target = self._path(blob_key(sha256))
+        try:
+            if self._fs.exists(target):
+                return False
+            temp = self._path(f"tmp/{uuid.uuid4().hex}")
+            self._fs.put_file(str(spooled), temp)
+            self._fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+            self._fs.mv(temp, target)
+        finally:
+            spooled.unlink(missing_ok=True)
+        return True
+
+
+def open_store(storage: str, state_dir: Path) -> BlobStore:
+    """A store for ``storage``: a directory path, or an fsspec URL (``s3://...``)."""
+    if "://" in storage:
+        return FsspecStore(storage, state_dir / "spool")
+    return LocalStore(Path(storage))
