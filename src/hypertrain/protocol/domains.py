@@ -29,6 +29,7 @@ ASSIGNMENT_KEY: Final = b"hypertrain/v1/assignment-key"
 AUDIT_SELECTION: Final = b"hypertrain/v1/audit-selection"
 JOURNAL_ENTRY: Final = b"hypertrain/v1/journal-entry"
 SELFCHECK: Final = b"hypertrain/v1/selfcheck"
+LOCAL_BEACON_GROUP: Final = b"hypertrain/v1/local-beacon-group"
 PERMUTATION: Final = b"hypertrain/v1/permutation"
 
 ALL_DOMAINS: Final = (
@@ -45,6 +46,7 @@ ALL_DOMAINS: Final = (
     JOURNAL_ENTRY,
     SELFCHECK,
     PERMUTATION,
+    LOCAL_BEACON_GROUP,
 )
 
 
