@@ -1,0 +1,229 @@
+"""Rebuild a run's balances from its journal alone, checking every rule on the way.
+
+:class:`RunReplay` consumes one run's entries in sequence order. It checks the hash
+chain, that each natural key appears once, that no balance goes negative and that each
+kind obeys its rule (an escrow fits in its round's pool, a vest never exceeds its
+escrow, a burn matches what it closes). :meth:`RunReplay.finish` then checks the
+end-of-journal invariants: conservation (minted = escrowed + vested + paid + burned),
+each round fully accounted for, and every open escrow exactly on its vesting schedule.
+Any violation raises :class:`JournalError`; the replay stops at the first one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypertrain.ledger.errors import JournalError
+from hypertrain.ledger.journal import GENESIS, Entry
+from hypertrain.ledger.split import vested_prefix
+
+
+@dataclass
+class Row:
+    """One miner's escrow from one round."""
+
+    amount: int
+    released: int = 0
+    closed: bool = False
+
+
+@dataclass
+class Bal:
+    escrowed: int = 0
+    vested: int = 0
+    paid: int = 0
+    burned: int = 0
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.escrowed, self.vested, self.paid, self.burned)
+
+
+@dataclass
+class RunReplay:
+    """The state of one run rebuilt from its journal."""
+
+    run: str
+    pool_per_round: int = 0
+    vesting_rounds: int = 1
+    clock: int = -1
+    minted: int = 0
+    burned: int = 0
+    head_seq: int = 0
+    head_hash: str = GENESIS
+    rounds: dict[int, list[int]] = field(default_factory=dict)  # round -> [pool, escrowed, unalloc]
+    rows: dict[tuple[int, str], Row] = field(default_factory=dict)
+    by_round: dict[int, list[Row]] = field(default_factory=dict)
+    balances: dict[str, Bal] = field(default_factory=dict)
+    keys: set[tuple[str, int, str]] = field(default_factory=set)
+    pays: dict[int, dict[str, int]] = field(default_factory=dict)
+    masses: dict[int, int] = field(default_factory=dict)
+    nominal: int = 0
+
+    def apply(self, entry: Entry) -> None:
+        self._check_link(entry)
+        handler = getattr(self, f"_on_{entry.kind}")
+        handler(entry)
+        self.head_seq, self.head_hash = entry.seq, entry.hash
+
+    def _check_link(self, e: Entry) -> None:
+        if e.run != self.run:
+            raise JournalError(f"entry belongs to run {e.run!r}, not {self.run!r}")
+        if e.seq != self.head_seq + 1:
+            raise JournalError(f"sequence number {e.seq}, expected {self.head_seq + 1}")
+        if e.prev != self.head_hash:
+            raise JournalError("previous-hash link is broken (an entry was edited or removed)")
+        if (e.kind == "open_run") != (e.seq == 1):
+            raise JournalError("open_run must be exactly the first entry")
+        key = (e.kind, e.point, e.hotkey)
+        if key in self.keys:
+            raise JournalError(f"natural key {key} applied twice")
+        self.keys.add(key)
+
+    def _bal(self, hotkey: str, create: bool = False) -> Bal:
+        if hotkey not in self.balances:
+            if not create:
+                raise JournalError(f"hotkey {hotkey} has no history in the run")
+            self.balances[hotkey] = Bal()
+        return self.balances[hotkey]
+
+    def _on_open_run(self, e: Entry) -> None:
+        pool, vesting = e.detail.get("pool_per_round"), e.detail.get("vesting_rounds")
+        if type(pool) is not int or type(vesting) is not int or pool < 0 or vesting < 1:
+            raise JournalError("open_run has an invalid pool or vesting period")
+        self.pool_per_round, self.vesting_rounds = pool, vesting
+
+    def _on_mint(self, e: Entry) -> None:
+        if e.amount != self.pool_per_round:
+            raise JournalError(f"mint of {e.amount} differs from the pool {self.pool_per_round}")
+        self.rounds[e.point] = [e.amount, 0, 0]
+        self.minted += e.amount
+        self.clock = max(self.clock, e.point)
+
+    def _round(self, e: Entry) -> list[int]:
+        if e.point not in self.rounds:
+            raise JournalError(f"round {e.point} was never minted")
+        return self.rounds[e.point]
+
+    def _on_escrow(self, e: Entry) -> None:
+        rnd = self._round(e)
+        rnd[1] += e.amount
+        if rnd[1] + rnd[2] > rnd[0]:
+            raise JournalError(f"round {e.point} allocates more than its pool")
+        row = Row(e.amount)
+        self.rows[(e.point, e.hotkey)] = row
+        self.by_round.setdefault(e.point, []).append(row)
+        self._bal(e.hotkey, create=True).escrowed += e.amount
+
+    def _on_burn_unallocated(self, e: Entry) -> None:
+        rnd = self._round(e)
+        rnd[2] += e.amount
+        if rnd[1] + rnd[2] > rnd[0]:
+            raise JournalError(f"round {e.point} burns more than its pool")
+        self.burned += e.amount
+
+    def _on_vest(self, e: Entry) -> None:
+        total = 0
+        for rnd, delta in _pairs(e.detail.get("rounds")):
+            row = self.rows.get((rnd, e.hotkey))
+            if row is None or row.closed or delta <= 0 or row.released + delta > row.amount:
+                raise JournalError(f"vest from round {rnd} does not fit its escrow")
+            row.released += delta
+            total += delta
+        if total != e.amount:
+            raise JournalError("vest amount differs from the sum of its rounds")
+        bal = self._bal(e.hotkey)
+        bal.escrowed -= e.amount
+        bal.vested += e.amount
+        self._nonnegative(e.hotkey)
+
+    def _on_fault(self, e: Entry) -> None:
+        self._round(e)
+        self._burn(e)
+
+    def _on_deregister(self, e: Entry) -> None:
+        self._burn(e)
+
+    def _burn(self, e: Entry) -> None:
+        from_escrow, from_vested = e.detail.get("from_escrow"), e.detail.get("from_vested")
+        if type(from_escrow) is not int or type(from_vested) is not int:
+            raise JournalError("burn entry lacks integer from_escrow / from_vested")
+        closed = 0
+        for rnd, delta in _pairs(e.detail.get("rounds")):
+            row = self.rows.get((rnd, e.hotkey))
+            if row is None or row.closed or delta != row.amount - row.released:
+                raise JournalError(f"burn of round {rnd} does not match its open escrow")
+            row.closed = True
+            closed += delta
+        if closed != from_escrow or from_escrow + from_vested != e.amount:
+            raise JournalError("burn amount differs from what it closes")
+        bal = self._bal(e.hotkey)
+        if from_vested != bal.vested:
+            raise JournalError("burn does not take exactly the vested-unpaid balance")
+        bal.escrowed -= from_escrow
+        bal.vested -= from_vested
+        bal.burned += e.amount
+        self._nonnegative(e.hotkey)
+
+    def _on_pay(self, e: Entry) -> None:
+        bal = self._bal(e.hotkey)
+        bal.vested -= e.amount
+        bal.paid += e.amount
+        self._nonnegative(e.hotkey)
+        epoch_pays = self.pays.setdefault(e.point, {})
+        epoch_pays[e.hotkey] = epoch_pays.get(e.hotkey, 0) + e.amount
+
+    def _on_epoch(self, e: Entry) -> None:
+        nominal = self.nominal_release()
+        if e.detail.get("nominal") != nominal or e.amount != nominal - self.nominal:
+            raise JournalError(f"epoch {e.point} full share mass does not match the schedule")
+        self.nominal = nominal
+        self.masses[e.point] = e.amount
+
+    def nominal_release(self) -> int:
+        """Everything the schedule has released so far, had nothing been burned."""
+        v, total = self.vesting_rounds, 0
+        for w, (pool, _, unallocated) in self.rounds.items():
+            if self.clock - w >= v:  # fully released: the whole pool, whoever got it
+                total += pool
+                continue
+            total += vested_prefix(unallocated, v, self.clock - w)
+            total += sum(
+                vested_prefix(r.amount, v, self.clock - w) for r in self.by_round.get(w, [])
+            )
+        return total
+
+    def _nonnegative(self, hotkey: str) -> None:
+        if min(self.balances[hotkey].as_tuple()) < 0:
+            raise JournalError(f"balance of {hotkey} goes negative")
+
+    def finish(self) -> None:
+        """Check the end-of-journal invariants."""
+        held = sum(sum(b.as_tuple()) for b in self.balances.values())
+        if self.minted != held + self.burned:
+            raise JournalError(
+                f"conservation fails: minted {self.minted} != held {held} + burned {self.burned}"
+            )
+        for rnd, (pool, escrowed, unallocated) in self.rounds.items():
+            if escrowed + unallocated != pool:
+                raise JournalError(f"round {rnd} is not fully accounted for")
+        v = self.vesting_rounds
+        for (w, hotkey), row in self.rows.items():
+            due = vested_prefix(row.amount, v, self.clock - w)
+            if (row.released != due) if not row.closed else (row.released > due):
+                raise JournalError(f"escrow of {hotkey} from round {w} is off its schedule")
+
+
+def _pairs(value: Any) -> list[tuple[int, int]]:
+    if not isinstance(value, list):
+        raise JournalError("entry detail lacks its list of rounds")
+    out: list[tuple[int, int]] = []
+    for item in value:
+        if (
+            not isinstance(item, list)
+            or len(item) != 2
+            or any(type(x) is not int or x < 0 for x in item)
+        ):
+            raise JournalError("entry detail has a malformed [round, amount] pair")
+        out.append((item[0], item[1]))
+    return out

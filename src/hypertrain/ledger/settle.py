@@ -1,0 +1,129 @@
+"""Round settlement, vesting and burns: the operations that move value between buckets.
+
+Settling a final round mints its pool, splits it by largest remainder into escrows,
+burns what nobody can receive, advances the run's vesting clock to the highest settled
+round and vests every open escrow up to its schedule. A burn (fault or deregistration)
+takes everything of a miner in a run that has not been paid. All of it runs inside the
+caller's transaction, so a crash leaves the round either fully settled or untouched.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hypertrain.ledger.split import largest_remainder, vested_prefix
+from hypertrain.ledger.writer import RunConfig, add_balance, append
+
+OPEN, BURNED, VESTED = 0, 1, 2  # escrows.closed
+
+
+@dataclass(frozen=True)
+class SettleResult:
+    """What a settlement did (or, on a repeat, had done): rewards and the burned rest."""
+
+    run_id: str
+    round: int
+    rewards: dict[str, int]
+    unallocated: int
+    applied: bool
+
+
+def settle(
+    conn: sqlite3.Connection,
+    run: RunConfig,
+    round_: int,
+    accepted: Mapping[str, int],
+    epoch: int,
+) -> SettleResult:
+    """Mint, split, escrow and burn the unallocated part of one round (first call only)."""
+    rewards = largest_remainder(run.pool_per_round, accepted)
+    unallocated = run.pool_per_round - sum(rewards.values())
+    rid = run.run_id
+    total_tokens = sum(accepted.values())
+    append(conn, rid, "mint", round_, amount=run.pool_per_round, epoch=epoch,
+           detail={"miners": len(accepted), "tokens": total_tokens})  # fmt: skip
+    for hotkey, amount in rewards.items():
+        append(conn, rid, "escrow", round_, hotkey=hotkey, amount=amount, epoch=epoch,
+               detail={"tokens": accepted[hotkey]})  # fmt: skip
+    conn.executemany(
+        "INSERT INTO escrows (run_id, round, hotkey, amount, closed) VALUES (?, ?, ?, ?, ?)",
+        [(rid, round_, h, a, OPEN if a else VESTED) for h, a in rewards.items()],
+    )
+    conn.executemany(
+        "INSERT INTO balances (run_id, hotkey, escrowed) VALUES (?, ?, ?) ON CONFLICT"
+        " (run_id, hotkey) DO UPDATE SET escrowed = escrowed + excluded.escrowed",
+        [(rid, h, a) for h, a in rewards.items()],
+    )
+    if unallocated:
+        append(conn, rid, "burn_unallocated", round_, amount=unallocated, epoch=epoch,
+               reason="no eligible miner" if not total_tokens else "rounding")  # fmt: skip
+    clock = max(run.clock, round_)
+    conn.execute(
+        "UPDATE runs SET minted = minted + ?, burned = burned + ?, clock = ? WHERE run_id = ?",
+        (run.pool_per_round, unallocated, clock, rid),
+    )
+    vest(conn, run, clock, round_, epoch)
+    return SettleResult(rid, round_, rewards, unallocated, applied=True)
+
+
+def vest(conn: sqlite3.Connection, run: RunConfig, clock: int, point: int, epoch: int) -> None:
+    """Bring every open escrow of the run up to its schedule at ``clock``."""
+    rows = conn.execute(
+        "SELECT round, hotkey, amount, released FROM escrows"
+        " WHERE run_id = ? AND closed = ? AND round < ?",
+        (run.run_id, OPEN, clock),
+    ).fetchall()
+    deltas: dict[str, list[list[int]]] = {}
+    updates: list[tuple[int, int, str, int, str]] = []
+    for w, hotkey, amount, released in rows:
+        due = vested_prefix(amount, run.vesting_rounds, clock - w)
+        if due > released:
+            deltas.setdefault(hotkey, []).append([w, due - released])
+            updates.append((due, VESTED if due == amount else OPEN, run.run_id, w, hotkey))
+    conn.executemany(
+        "UPDATE escrows SET released = ?, closed = ? WHERE run_id = ? AND round = ? AND hotkey = ?",
+        updates,
+    )
+    for hotkey in sorted(deltas):
+        pairs = sorted(deltas[hotkey])
+        total = sum(d for _, d in pairs)
+        append(conn, run.run_id, "vest", point, hotkey=hotkey, amount=total, epoch=epoch,
+               detail={"rounds": pairs})  # fmt: skip
+        add_balance(conn, run.run_id, hotkey, escrowed=-total, vested=total)
+
+
+def burn_all(
+    conn: sqlite3.Connection,
+    run_id: str,
+    hotkey: str,
+    kind: str,
+    point: int,
+    epoch: int,
+    reason: str,
+) -> int:
+    """Burn every unpaid unit of ``hotkey`` in the run (escrow and vested); return it."""
+    rows = conn.execute(
+        "SELECT round, amount - released FROM escrows"
+        " WHERE run_id = ? AND hotkey = ? AND closed = ? ORDER BY round",
+        (run_id, hotkey, OPEN),
+    ).fetchall()
+    pairs = [[int(w), int(d)] for w, d in rows]
+    from_escrow = sum(d for _, d in pairs)
+    got = conn.execute(
+        "SELECT vested FROM balances WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
+    ).fetchone()
+    from_vested = int(got[0]) if got else 0
+    total = from_escrow + from_vested
+    append(
+        conn, run_id, "fault" if kind == "fault" else "deregister", point, hotkey=hotkey,
+        amount=total, epoch=epoch, reason=reason,
+        detail={"from_escrow": from_escrow, "from_vested": from_vested, "rounds": pairs},
+    )  # fmt: skip
+    conn.execute(
+        "UPDATE escrows SET closed = ? WHERE run_id = ? AND hotkey = ? AND closed = ?",
+        (BURNED, run_id, hotkey, OPEN),
+    )
+    add_balance(conn, run_id, hotkey, escrowed=-from_escrow, vested=-from_vested, burned=total)
+    return total
