@@ -1,0 +1,23 @@
+"""The deterministic trainer: a training segment is a pure function of public inputs.
+
+Public API (one concept per module):
+
+* ``presets``: ``PRESETS`` ("50m", "proxy", "proxy-moe", "tiny", "tiny-moe"),
+  ``get_preset``, ``proxy(vocab_size)``, ``with_vocab``, ``param_count``, ``flops_per_token``.
+* ``determinism``: ``configure_determinism(num_threads, device, dtype) -> DeterminismRecord``
+  (the one place every switch is set), ``check_determinism(local, manifest_record)``.
+* ``model``: ``init_params(spec, seed)``, ``forward``, ``loss_fn``, ``param_shapes`` (the
+  canonical parameter order); ``moe``: the mixture-of-experts feed-forward.
+* ``optim``: ``lr_multiplier``, ``optimizer_step`` (AdamW, Muon with Newton–Schulz).
+* ``state``: ``TrainState``, ``StateConfig``, ``init_state``, ``state_hash``, ``stream_chunks``.
+* ``checkpoint``: ``encode_checkpoint`` / ``decode_checkpoint`` (validated, typed errors).
+* ``step``: ``train_step``, ``rank_gradient``, ``reduce_gradients`` (emulated layout).
+* ``segment``: ``TrainConfig.from_manifest``, ``run_segment``, ``run_round -> RoundResult``.
+* ``codec``: ``encode_int8``, ``decode_int8``, ``iter_decode`` (streaming), ``update_hash``,
+  ``relative_l2``; ``update``: ``pseudo_gradient``, ``build_update``, ``next_round_state``.
+* ``blob``: ``encode_model_blob`` / ``decode_model_blob`` (safetensors, SHA-256 addressed).
+* ``export``: ``export_llama`` (transformers ``LlamaForCausalLM`` directory).
+* ``tracing``: ``Tracer`` (per-layer and per-op output hashes; off unless passed in).
+
+docs/trainer.md explains the design; docs/protocol-trainer.md the byte layouts.
+"""

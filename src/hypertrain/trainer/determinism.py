@@ -1,0 +1,98 @@
+"""Every switch that changes the bits of a training step, set in exactly one place.
+
+:func:`configure_determinism` turns on deterministic algorithms, pins the intra-op
+thread count (a full reduction over millions of floats differs between 1 and 2
+threads), turns TF32 off and requires ``CUBLAS_WORKSPACE_CONFIG`` on CUDA, and
+returns a :class:`DeterminismRecord` of what it set and what the process runs with:
+torch version, the CPU instruction-set dispatch (``ATEN_CPU_CAPABILITY``) and the
+math-library pins (``MKL_CBWR``, ``ONEDNN_MAX_CPU_ISA``). Those three are read when
+torch loads, so they are recorded, not changed. The record goes into the manifest;
+:func:`check_determinism` refuses to replay when the local one differs.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Literal
+
+import torch
+
+from hypertrain.protocol.manifest import DeterminismRecord
+from hypertrain.trainer.errors import DeterminismError
+
+DType = Literal["float32", "bfloat16"]
+_CUBLAS_WORKSPACE = ":4096:8"
+_RECORDED_ENV = ("MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
+
+
+def device_class(device: str = "cpu") -> str:
+    """A short name of the hardware class whose bits a replayer must share."""
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(torch.device(device))
+        return f"cuda:{props.name}:sm{props.major}{props.minor}"
+    return f"cpu:{platform.machine()}:{torch.backends.cpu.get_cpu_capability()}"
+
+
+def configure_determinism(
+    num_threads: int, device: str = "cpu", dtype: DType = "float32"
+) -> DeterminismRecord:
+    """Set every determinism switch for this process and return the record of it."""
+    if num_threads < 1:
+        raise DeterminismError(f"num_threads must be >= 1, got {num_threads}")
+    if dtype == "bfloat16" and not device.startswith("cuda"):
+        raise DeterminismError("bfloat16 autocast is only supported on CUDA (float32 on CPU)")
+    if device.startswith("cuda"):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", _CUBLAS_WORKSPACE)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(True)
+    if torch.get_num_threads() != num_threads:
+        torch.set_num_threads(num_threads)
+    return current_record(device, dtype)
+
+
+def current_record(device: str = "cpu", dtype: DType = "float32") -> DeterminismRecord:
+    """The record of the switches this process runs with right now (sets nothing)."""
+    settings = {
+        "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "deterministic_algorithms": str(torch.are_deterministic_algorithms_enabled()).lower(),
+    }
+    for name in _RECORDED_ENV:
+        settings[name.lower()] = os.environ.get(name, "")
+    if device.startswith("cuda"):
+        settings["cublas_workspace_config"] = os.environ.get("CUBLAS_WORKSPACE_CONFIG", "")
+        settings["tf32"] = str(torch.backends.cuda.matmul.allow_tf32).lower()
+        settings["cuda"] = str(torch.version.cuda)
+    return DeterminismRecord(
+        torch_version=torch.__version__,
+        num_threads=torch.get_num_threads(),
+        device_class=device_class(device),
+        dtype=dtype,
+        settings=settings,
+    )
+
+
+def record_differences(local: DeterminismRecord, expected: DeterminismRecord) -> list[str]:
+    """Human-readable ``field: local != expected`` lines; empty when they match."""
+    diffs: list[str] = []
+    a, b = local.model_dump(), expected.model_dump()
+    for key in ("torch_version", "num_threads", "device_class", "dtype"):
+        if a[key] != b[key]:
+            diffs.append(f"{key}: local {a[key]!r} != manifest {b[key]!r}")
+    for key in sorted(set(a["settings"]) | set(b["settings"])):
+        mine, theirs = a["settings"].get(key), b["settings"].get(key)
+        if mine != theirs:
+            diffs.append(f"settings.{key}: local {mine!r} != manifest {theirs!r}")
+    return diffs
+
+
+def check_determinism(local: DeterminismRecord, expected: DeterminismRecord) -> None:
+    """Refuse (raise :class:`DeterminismError`) unless the records match exactly."""
+    diffs = record_differences(local, expected)
+    if diffs:
+        raise DeterminismError(
+            "this machine cannot reproduce the run's bytes; refusing to replay: " + "; ".join(diffs)
+        )

@@ -1,0 +1,181 @@
+"""Segments and rounds: training as a pure function of public inputs.
+
+``run_segment(start, config, samples, num_steps)`` is a function of the start state
+bytes, the config (from the run manifest), the ordered samples and the number of
+steps, nothing else. Samples are ``(sample_id, tokens)`` pairs of exactly
+``seq_len`` tokens (the manifest's ``data.seq_len``): inputs are ``tokens[:-1]``,
+targets ``tokens[1:]``, so a step trains on ``B * (seq_len - 1)`` predicted tokens.
+Local step ``i`` of a run consumes ``samples[i*B : (i+1)*B]`` in order.
+
+``run_round`` trains H steps and hashes the state at local steps 0, J, 2J, ..., H:
+these ``H/J + 1`` state hashes are the Merkle leaves (``protocol.merkle``) whose root
+the island commits. Segment k (steps [kJ, (k+1)J)) replayed from the checkpoint at
+kJ must reproduce leaf k+1 byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from hypertrain.protocol.manifest import (
+    CompressionSpec,
+    InnerOptimSpec,
+    LayoutSpec,
+    ModelSpec,
+    RunManifest,
+)
+from hypertrain.protocol.merkle import MerkleTree
+from hypertrain.trainer.errors import SampleError, TrainerError
+from hypertrain.trainer.state import StateConfig, TrainState
+from hypertrain.trainer.step import StepStats, train_step
+from hypertrain.trainer.tracing import Tracer
+
+Sample = tuple[int, Any]  # (sample_id, tokens: ndarray | Tensor | Sequence[int])
+CheckpointHook = Callable[[int, TrainState], None]
+
+
+@dataclass(frozen=True, slots=True)
+class TrainConfig:
+    """The manifest sections a training segment depends on."""
+
+    model: ModelSpec
+    inner: InnerOptimSpec
+    layout: LayoutSpec
+    seq_len: int
+    inner_steps: int = 1  # H
+    checkpoint_interval: int = 1  # J
+    compression: CompressionSpec = field(default_factory=CompressionSpec)
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    device: str = "cpu"
+
+    @classmethod
+    def from_manifest(cls, manifest: RunManifest, device: str = "cpu") -> TrainConfig:
+        return cls(
+            model=manifest.model,
+            inner=manifest.inner,
+            layout=manifest.round.layout,
+            seq_len=manifest.data.seq_len,
+            inner_steps=manifest.round.inner_steps,
+            checkpoint_interval=manifest.round.checkpoint_interval,
+            compression=manifest.compression,
+            dtype=manifest.determinism.dtype,
+            device=device,
+        )
+
+    def state_config(self) -> StateConfig:
+        return StateConfig(self.model, self.inner, self.compression.error_feedback)
+
+    @property
+    def samples_per_step(self) -> int:
+        return self.layout.samples_per_step
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.samples_per_step * (self.seq_len - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundResult:
+    leaves: list[bytes]  # state hashes at local steps 0, J, ..., H
+    root: bytes
+    final: TrainState
+    tokens: int
+    losses: list[float]
+
+
+def samples_to_batch(samples: Sequence[Sample], config: TrainConfig) -> Tensor:
+    """Stack samples into a (N, seq_len) int64 tensor, refusing bad lengths or token ids."""
+    rows = []
+    for sample_id, tokens in samples:
+        arr = np.asarray(tokens.cpu() if isinstance(tokens, Tensor) else tokens)
+        if arr.ndim != 1 or arr.shape[0] != config.seq_len:
+            raise SampleError(
+                f"sample {sample_id}: shape {arr.shape}, expected ({config.seq_len},)"
+            )
+        if arr.dtype.kind not in "iu":
+            raise SampleError(f"sample {sample_id}: tokens must be integers, got {arr.dtype}")
+        if arr.size and (arr.min() < 0 or arr.max() >= config.model.vocab_size):
+            raise SampleError(
+                f"sample {sample_id}: token id outside [0, {config.model.vocab_size})"
+            )
+        rows.append(torch.from_numpy(arr.astype(np.int64)))
+    return torch.stack(rows).to(config.device)
+
+
+def _check_start(start: TrainState, config: TrainConfig) -> None:
+    if start.config_digest != config.state_config().digest():
+        raise TrainerError("start state was made for another model or optimizer config")
+
+
+def run_segment(
+    start: TrainState,
+    config: TrainConfig,
+    samples: Sequence[Sample],
+    num_steps: int,
+    *,
+    tracer: Tracer | None = None,
+    stats: list[StepStats] | None = None,
+) -> TrainState:
+    """Train ``num_steps`` steps from ``start`` (not modified) and return the end state."""
+    _check_start(start, config)
+    per_step = config.samples_per_step
+    if len(samples) != num_steps * per_step:
+        raise SampleError(
+            f"{num_steps} steps need {num_steps * per_step} samples, got {len(samples)}"
+        )
+    batch = samples_to_batch(samples, config) if samples else None
+    tensors = {k: v.detach().to(config.device, copy=True) for k, v in start.tensors.items()}
+    autocast = torch.bfloat16 if config.dtype == "bfloat16" else None
+    for i in range(num_steps):
+        assert batch is not None
+        rows = batch[i * per_step : (i + 1) * per_step]
+        result = train_step(
+            tensors,
+            start.step + i,
+            rows,
+            config.model,
+            config.inner,
+            config.layout,
+            autocast_dtype=autocast,
+            tracer=tracer,
+        )
+        if stats is not None:
+            stats.append(result)
+    cpu = {k: v.cpu() if v.device.type != "cpu" else v for k, v in tensors.items()}
+    return TrainState(start.step + num_steps, cpu, start.config_digest)
+
+
+def run_round(
+    start: TrainState,
+    config: TrainConfig,
+    samples: Sequence[Sample],
+    *,
+    on_checkpoint: CheckpointHook | None = None,
+) -> RoundResult:
+    """Train H steps, hashing the state every J steps; see the module docstring."""
+    h, j = config.inner_steps, config.checkpoint_interval
+    if h % j:
+        raise TrainerError(f"checkpoint interval {j} does not divide {h} inner steps")
+    per_segment = j * config.samples_per_step
+    if len(samples) != h * config.samples_per_step:
+        raise SampleError(
+            f"a round of {h} steps needs {h * config.samples_per_step} samples, got {len(samples)}"
+        )
+    state, stats = start, list[StepStats]()
+    leaves = [state.state_hash()]
+    if on_checkpoint is not None:
+        on_checkpoint(0, state)
+    for k in range(h // j):
+        chunk = samples[k * per_segment : (k + 1) * per_segment]
+        state = run_segment(state, config, chunk, j, stats=stats)
+        leaves.append(state.state_hash())
+        if on_checkpoint is not None:
+            on_checkpoint(k + 1, state)
+    root = MerkleTree.from_leaves(leaves).root
+    return RoundResult(leaves, root, state, h * config.tokens_per_step, [s.loss for s in stats])

@@ -1,0 +1,76 @@
+"""The pseudo-gradient of a round and its compressed update, with optional error feedback.
+
+``delta = theta_round_start - theta_after_H`` per parameter. Without error feedback
+the update is ``encode_int8(delta)``. With ``compression.error_feedback`` the island
+encodes ``delta + residual`` and keeps ``residual' = (delta + residual) - decoded`` for
+the next round, so quantisation error is re-sent later instead of lost. The residual
+is part of the training state (``residual.<param>``), hence of every state hash, so an
+auditor replaying the final segment can re-encode and compare the update hash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from hypertrain.protocol.manifest import CompressionSpec
+from hypertrain.trainer.codec import decode_int8, encode_int8, relative_l2, update_hash
+from hypertrain.trainer.state import RESIDUAL_PREFIX, TrainState
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedUpdate:
+    data: bytes
+    digest: bytes  # tagged_hash(UPDATE, data)
+    relative_l2_error: float
+    residual: dict[str, Tensor] | None  # next round's residual (error feedback only)
+    num_elements: int
+
+    @property
+    def ratio_vs_fp32(self) -> float:
+        return len(self.data) / (4 * self.num_elements)
+
+    @property
+    def ratio_vs_bf16(self) -> float:
+        return len(self.data) / (2 * self.num_elements)
+
+
+def pseudo_gradient(start: Mapping[str, Tensor], end: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """``start - end`` per tensor, in ``start``'s order."""
+    return {name: start[name] - end[name] for name in start}
+
+
+def build_update(
+    start_params: Mapping[str, Tensor], end: TrainState, compression: CompressionSpec
+) -> EncodedUpdate:
+    """Encode the round's pseudo-gradient (plus the carried residual with error feedback)."""
+    target = pseudo_gradient(start_params, end.params())
+    if compression.error_feedback:
+        target = {k: v + end.tensors[RESIDUAL_PREFIX + k] for k, v in target.items()}
+    data = encode_int8(target, compression.block_size)
+    decoded = decode_int8(data)
+    residual = {k: target[k] - decoded[k] for k in target} if compression.error_feedback else None
+    return EncodedUpdate(
+        data=data,
+        digest=update_hash(data),
+        relative_l2_error=relative_l2(target, decoded),
+        residual=residual,
+        num_elements=sum(t.numel() for t in target.values()),
+    )
+
+
+def next_round_state(
+    end: TrainState, merged_params: Mapping[str, Tensor], residual: Mapping[str, Tensor] | None
+) -> TrainState:
+    """Start state of the next round under the ``carry`` policy: merged params, same optimizer
+    state and step counter, and the new residual when error feedback is on."""
+    tensors = dict(end.tensors)
+    for name, value in merged_params.items():
+        if name not in tensors or tensors[name].shape != value.shape:
+            raise ValueError(f"merged parameter {name!r} does not fit the state")
+        tensors[name] = value.detach().float().clone()
+    for name, value in (residual or {}).items():
+        tensors[RESIDUAL_PREFIX + name] = value.detach().float().clone()
+    return TrainState(end.step, tensors, end.config_digest)
