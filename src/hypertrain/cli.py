@@ -15,6 +15,7 @@ from typing import Final
 
 GROUPS: Final[dict[str, str]] = {
     "protocol": "hypertrain.protocol.cli",
+    "trainer": "hypertrain.trainer.cli",
     "beacon": "hypertrain.beacon.cli",
     "relay": "hypertrain.relay.cli",
 }
