@@ -1,0 +1,175 @@
+"""The FastAPI application: ``create_app(settings)`` and the lazy module attribute ``app``.
+
+``uvicorn hypertrain.challenge.app:app`` builds the app from the environment on
+first access (so importing this module has no side effects and tests build apps
+from the factory). Startup opens the database, restores the last metagraph
+snapshot, then two background loops drive the service: the beacon poll (the only
+clock; every new verified round advances the round state machines) and the
+metagraph refresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from hypertrain import __version__
+from hypertrain.challenge import rounds, storage
+from hypertrain.challenge.errors import ChallengeError
+from hypertrain.challenge.metagraph import MetagraphProvider, MetagraphView, parse_snapshot
+from hypertrain.challenge.metrics import new_registry
+from hypertrain.challenge.middleware import PrefixAndLimitMiddleware
+from hypertrain.challenge.ports import BeaconSource, LedgerPort
+from hypertrain.challenge.routes import admin, miner, platform, public, worker
+from hypertrain.challenge.settings import Settings, settings_from_env
+from hypertrain.challenge.state import ServiceState, dumps, loads
+
+log = logging.getLogger(__name__)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    beacon: BeaconSource | None = None,
+    ledger: LedgerPort | None = None,
+    metagraph: MetagraphProvider | None = None,
+) -> FastAPI:
+    """Build the service; the three parts default to the production wiring."""
+    from hypertrain.challenge import wiring
+
+    parts = {
+        "beacon": beacon or wiring.beacon_source(settings),
+        "ledger": ledger or wiring.ledger(settings),
+        "metagraph": metagraph or wiring.metagraph_provider(settings),
+    }
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = _open_state(settings, parts)
+        app.state.service = state
+        await _refresh_metagraph(state)
+        await _poll_beacon(state)
+        tasks = [
+            asyncio.create_task(_every(settings.beacon_poll_s, _poll_beacon, state)),
+            asyncio.create_task(_every(settings.metagraph_refresh_s, _refresh_metagraph, state)),
+        ]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            app.state.service = None
+            state.close()
+
+    app = FastAPI(title="Hypertrain challenge service", version=__version__, lifespan=lifespan)
+    app.state.service = None
+    app.state.registry, latency = new_registry(lambda: app.state.service)
+    _install_handlers(app)
+    for module in (platform, public, miner, worker, admin):
+        app.include_router(module.router)
+
+    @app.middleware("http")
+    async def observe(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        start = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        name = getattr(route, "path", "unmatched")
+        latency.labels(name, str(response.status_code)).observe(time.perf_counter() - start)
+        return response
+
+    app.add_middleware(
+        PrefixAndLimitMiddleware, slug=settings.slug, max_body_bytes=settings.max_body_bytes
+    )
+    return app
+
+
+def _open_state(settings: Settings, parts: dict[str, Any]) -> ServiceState:
+    conn = storage.connect(settings.state_dir)
+    row = conn.execute("SELECT snapshot FROM metagraph WHERE id = 1").fetchone()
+    initial = parse_snapshot(loads(row["snapshot"]), netuid=settings.netuid) if row else None
+    return ServiceState(
+        settings=settings,
+        conn=conn,
+        metagraph=MetagraphView(parts["metagraph"], initial),
+        beacon=parts["beacon"],
+        ledger=parts["ledger"],
+    )
+
+
+async def _every(
+    period_s: float, step: Callable[[ServiceState], Awaitable[None]], state: ServiceState
+) -> None:
+    while True:
+        await asyncio.sleep(period_s)
+        try:
+            await step(state)
+        except Exception:  # a loop must survive one bad tick; the error is logged
+            log.exception("background step %s failed", step.__name__)
+
+
+async def _refresh_metagraph(state: ServiceState) -> None:
+    fresh = await state.metagraph.refresh()
+    if fresh is not None:
+        state.conn.execute(
+            "INSERT OR REPLACE INTO metagraph VALUES (1, ?, ?)",
+            (dumps(fresh.to_json()), time.time()),
+        )
+
+
+async def _poll_beacon(state: ServiceState) -> None:
+    try:
+        latest = await asyncio.to_thread(state.beacon.latest)
+    except ValueError as exc:
+        log.warning("beacon poll failed: %s", exc)
+        return
+    if state.current is None or latest.round > state.current.round:
+        state.current = latest
+        await rounds.advance(state)
+
+
+def _install_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ChallengeError)
+    async def challenge_error(_: Request, exc: ChallengeError) -> JSONResponse:
+        return JSONResponse({"error": exc.code, "detail": exc.detail}, status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg', 'invalid')}"
+            for err in exc.errors()[:10]
+        ]
+        return JSONResponse(
+            {"error": "bad_request", "detail": "; ".join(problems) or "invalid request"},
+            status_code=422,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(
+            {"error": "http_error", "detail": str(exc.detail)}, status_code=exc.status_code
+        )
+
+
+_APP: FastAPI | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """``app`` is built from the environment on first access (uvicorn's import string)."""
+    global _APP
+    if name != "app":
+        raise AttributeError(name)
+    if _APP is None:
+        _APP = create_app(settings_from_env())
+    return _APP

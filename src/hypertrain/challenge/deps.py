@@ -1,0 +1,54 @@
+"""FastAPI dependencies: the live state and the three bearer tokens.
+
+Tokens are compared in constant time (:class:`~hypertrain.challenge.settings.Secret`)
+and never logged; a missing or wrong token is 401, a route whose token is not
+configured is 503 (it cannot be used at all, rather than being open).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from hypertrain.challenge.errors import AuthError, ForbiddenError, UnavailableError
+from hypertrain.challenge.settings import Secret
+from hypertrain.challenge.state import ServiceState
+
+
+def get_state(request: Request) -> ServiceState:
+    state: ServiceState | None = getattr(request.app.state, "service", None)
+    if state is None:
+        raise UnavailableError("the service is starting")
+    return state
+
+
+State = Annotated[ServiceState, Depends(get_state)]
+
+
+def _check_bearer(secret: Secret | None, authorization: str | None, what: str) -> None:
+    if secret is None:
+        raise UnavailableError(f"the {what} token is not configured on this service")
+    scheme, _, presented = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not presented:
+        raise AuthError(f"this route needs 'Authorization: Bearer <{what} token>'")
+    if not secret.matches(presented.strip()):
+        raise AuthError(f"wrong {what} token")
+
+
+def require_internal(
+    state: State,
+    authorization: Annotated[str | None, Header()] = None,
+    x_platform_challenge_slug: Annotated[str | None, Header()] = None,
+) -> None:
+    _check_bearer(state.settings.internal_token, authorization, "internal")
+    if x_platform_challenge_slug != state.settings.slug:
+        raise ForbiddenError(f"X-Platform-Challenge-Slug must be {state.settings.slug!r}")
+
+
+def require_admin(state: State, authorization: Annotated[str | None, Header()] = None) -> None:
+    _check_bearer(state.settings.admin_token, authorization, "admin")
+
+
+def require_worker(state: State, authorization: Annotated[str | None, Header()] = None) -> None:
+    _check_bearer(state.settings.worker_token, authorization, "worker")

@@ -1,0 +1,273 @@
+"""Signed messages that change state: join, commit, verdict, dispute, merge tape.
+
+Each function verifies the envelope (signature, registration, expiry, body shape),
+then the phase and the round's rules, and only then burns the nonce and writes in
+one transaction. A late, duplicate or out-of-phase message therefore changes
+nothing and gets a typed 4xx error; database uniqueness backs every "only once".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+from typing import Any
+
+from hypertrain.challenge.admission import check_join
+from hypertrain.challenge.errors import (
+    ChallengeError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    PhaseError,
+)
+from hypertrain.challenge.settle import settle_round
+from hypertrain.challenge.state import ServiceState, dumps, loads
+from hypertrain.challenge.storage import transaction
+from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.messages import Commit, Dispute, JoinRequest, MergeTape, Verdict
+
+log = logging.getLogger(__name__)
+
+
+def envelope_id(env: Envelope) -> str:
+    """Content id of a signed message: SHA-256 of its canonical bytes."""
+    return hashlib.sha256(env.to_bytes()).hexdigest()
+
+
+def join(state: ServiceState, env: Envelope) -> dict[str, Any]:
+    verified, body = state.open_signed(env, "join", JoinRequest, registered=True)
+    run_id, hotkey = env.run_id, verified.signer
+    device_class = check_join(state.manifest(run_id), body)
+    if _roster_row(state, run_id, hotkey) is not None:
+        raise ConflictError(f"{hotkey} is already admitted to {run_id}", code="already_joined")
+    last = state.conn.execute(
+        "SELECT MAX(round) AS r FROM rounds WHERE run_id = ?", (run_id,)
+    ).fetchone()["r"]
+    first_round = 0 if last is None else int(last) + 1
+    probation_until = first_round + state.manifest(run_id).audit.probation_rounds
+    state.burn(env)
+    with transaction(state.conn):
+        state.conn.execute(
+            "INSERT INTO roster VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                hotkey,
+                state.current_round(),
+                first_round,
+                probation_until,
+                device_class,
+                len(body.devices),
+                dumps(body.model_dump(mode="json")),
+            ),
+        )
+    state.count("joins_admitted")
+    return {
+        "admitted": True,
+        "run_id": run_id,
+        "hotkey": hotkey,
+        "first_round": first_round,
+        "probation_until_round": probation_until,
+    }
+
+
+def _roster_row(state: ServiceState, run_id: str, hotkey: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = state.conn.execute(
+        "SELECT * FROM roster WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
+    ).fetchone()
+    return row
+
+
+def _round_row(state: ServiceState, run_id: str, index: int) -> sqlite3.Row:
+    row: sqlite3.Row | None = state.conn.execute(
+        "SELECT * FROM rounds WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(f"round {index} of {run_id} is not open", code="unknown_round")
+    return row
+
+
+def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
+    verified, body = state.open_signed(env, "commit", Commit, registered=True)
+    run_id, hotkey = env.run_id, verified.signer
+    row = _round_row(state, run_id, body.round)
+    now = state.current_round()
+    if row["phase"] != "train" or now > row["commit_deadline"]:
+        raise PhaseError(
+            f"commit deadline of round {body.round} was beacon round {row['commit_deadline']}"
+            f" (now {now})",
+            code="late",
+        )
+    if hotkey not in loads(row["open_envelope"])["body"]["roster"]:
+        raise ForbiddenError(
+            f"{hotkey} is not in the roster of round {body.round}", code="not_in_roster"
+        )
+    segments = state.manifest(run_id).round.num_segments
+    if body.leaf_count != segments + 1:
+        raise ChallengeError(
+            f"leaf_count is {body.leaf_count}, a round has {segments + 1} checkpoint leaves",
+            code="bad_body",
+        )
+    if state.conn.execute(
+        "SELECT 1 FROM commits WHERE run_id = ? AND round = ? AND hotkey = ?",
+        (run_id, body.round, hotkey),
+    ).fetchone():
+        raise ConflictError(f"{hotkey} already committed to round {body.round}", code="duplicate")
+    state.burn(env)
+    with transaction(state.conn):
+        state.conn.execute(
+            "INSERT INTO commits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                body.round,
+                hotkey,
+                body.tokens,
+                body.update_bytes,
+                body.train_loss,
+                dumps(body.model_dump(mode="json")),
+                dumps(env.model_dump()),
+                now,
+            ),
+        )
+    state.count("commits_accepted")
+    return {
+        "accepted": True,
+        "run_id": run_id,
+        "round": body.round,
+        "hotkey": hotkey,
+        "commit_id": envelope_id(env),
+    }
+
+
+def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
+    verified, body = state.open_signed(
+        env, "verdict", Verdict, registered=False, allowed=state.settings.worker_hotkeys
+    )
+    run_id = env.run_id
+    row = _round_row(state, run_id, body.round)
+    now = state.current_round()
+    if row["phase"] != "audit" or now >= row["audit_close_round"]:
+        raise PhaseError(
+            f"round {body.round} is not accepting verdicts (phase {row['phase']},"
+            f" beacon round {now})"
+        )
+    audit = state.conn.execute(
+        "SELECT segments FROM audits WHERE run_id = ? AND round = ? AND hotkey = ?",
+        (run_id, body.round, body.hotkey),
+    ).fetchone()
+    if audit is None:
+        raise NotFoundError(
+            f"{body.hotkey} was not selected for audit in round {body.round}", code="no_assignment"
+        )
+    extra = sorted(set(body.segments) - set(loads(audit["segments"])))
+    if extra or not body.segments:
+        raise ChallengeError(f"segments {extra or '[]'} are not the assigned ones", code="bad_body")
+    verdict_id = envelope_id(env)
+    state.burn(env)
+    try:
+        with transaction(state.conn):
+            state.conn.execute(
+                "INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    verdict_id,
+                    run_id,
+                    body.round,
+                    body.hotkey,
+                    verified.signer,
+                    body.result,
+                    dumps(body.model_dump(mode="json")),
+                    dumps(env.model_dump()),
+                    now,
+                ),
+            )
+            if body.result == "mismatch":
+                state.ledger.record_fault(
+                    run_id,
+                    body.round,
+                    body.hotkey,
+                    body.detail or f"replay mismatch at leaf {body.first_bad_leaf}",
+                )
+    except sqlite3.IntegrityError:
+        raise ConflictError(
+            f"{verified.signer} already judged {body.hotkey} in round {body.round}",
+            code="duplicate",
+        ) from None
+    state.count(f"verdicts_{body.result}")
+    return {"accepted": True, "verdict_id": verdict_id}
+
+
+def dispute(state: ServiceState, env: Envelope) -> dict[str, Any]:
+    verified, body = state.open_signed(env, "dispute", Dispute, registered=True)
+    run_id, hotkey = env.run_id, verified.signer
+    row = _round_row(state, run_id, body.round)
+    found = state.conn.execute(
+        "SELECT hotkey FROM verdicts WHERE verdict_id = ? AND run_id = ? AND round = ?",
+        (body.verdict_id, run_id, body.round),
+    ).fetchone()
+    if found is None:
+        raise NotFoundError(
+            f"verdict {body.verdict_id!r} not found in round {body.round}", code="unknown_verdict"
+        )
+    if found["hotkey"] != hotkey:
+        raise ForbiddenError("only the judged island may dispute a verdict")
+    now = state.current_round()
+    if row["dispute_deadline_round"] is None or now > row["dispute_deadline_round"]:
+        raise PhaseError(
+            f"dispute window of round {body.round} closed at beacon round "
+            f"{row['dispute_deadline_round']}",
+            code="late",
+        )
+    dispute_id = envelope_id(env)
+    state.burn(env)
+    try:
+        with transaction(state.conn):
+            state.conn.execute(
+                "INSERT INTO disputes (dispute_id, run_id, round, verdict_id, hotkey, body,"
+                " envelope, received_beacon_round) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    dispute_id,
+                    run_id,
+                    body.round,
+                    body.verdict_id,
+                    hotkey,
+                    dumps(body.model_dump(mode="json")),
+                    dumps(env.model_dump()),
+                    now,
+                ),
+            )
+    except sqlite3.IntegrityError:
+        raise ConflictError("this verdict is already disputed", code="duplicate") from None
+    return {
+        "accepted": True,
+        "dispute_id": dispute_id,
+        "deadline_round": row["dispute_deadline_round"],
+    }
+
+
+def merge(state: ServiceState, env: Envelope) -> dict[str, Any]:
+    verified, body = state.open_signed(
+        env, "merge-tape", MergeTape, registered=False, allowed=state.settings.worker_hotkeys
+    )
+    run_id = env.run_id
+    row = _round_row(state, run_id, body.round)
+    if row["phase"] != "merge":
+        raise PhaseError(f"round {body.round} is in phase {row['phase']}, not merge")
+    if body.start_model_sha256 != row["start_model_sha256"]:
+        raise ChallengeError("start_model_sha256 is not the round's start model", code="bad_body")
+    state.burn(env)
+    with transaction(state.conn):
+        state.conn.execute(
+            "INSERT INTO merges VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                body.round,
+                verified.signer,
+                body.new_model_sha256,
+                body.eval_loss,
+                dumps(body.model_dump(mode="json")),
+                dumps(env.model_dump()),
+                state.current_round(),
+            ),
+        )
+        accepted = settle_round(state, run_id, body.round)
+    return {"accepted": True, "round": body.round, "phase": "final", "paid": accepted}

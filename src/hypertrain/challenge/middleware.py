@@ -1,0 +1,82 @@
+"""ASGI middleware: the platform proxy prefix and the request body limit.
+
+The platform reaches public routes at ``/challenge/<slug>/<path>``; the prefix is
+stripped here so every route exists under both spellings (another slug is 404).
+Bodies over the limit are refused with 413 before any route sees them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class PrefixAndLimitMiddleware:
+    def __init__(self, app: ASGIApp, *, slug: str, max_body_bytes: int) -> None:
+        self.app = app
+        self.prefix = f"/challenge/{slug}"
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if path.startswith("/challenge/"):
+            if path != self.prefix and not path.startswith(self.prefix + "/"):
+                await _error(send, 404, "not_found", "unknown challenge slug in the proxy path")
+                return
+            scope = dict(scope)
+            scope["path"] = path[len(self.prefix) :] or "/"
+            scope["raw_path"] = scope["path"].encode()
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_body_bytes:
+            await _error(send, 413, "too_large", f"body over {self.max_body_bytes} bytes")
+            return
+        body = b""
+        more = scope["method"] not in ("GET", "HEAD")
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_body_bytes:
+                await _error(send, 413, "too_large", f"body over {self.max_body_bytes} bytes")
+                return
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _error(send: Send, status: int, code: str, detail: str) -> None:
+    payload: dict[str, Any] = {"error": code, "detail": detail}
+    data = json.dumps(payload).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})

@@ -1,0 +1,56 @@
+"""The two outside parts the service is driven by, as small interfaces.
+
+:class:`BeaconSource` is the only clock: the latest *verified* drand round and the
+randomness of any past round. :class:`LedgerPort` is the integer ledger that
+settles rounds and answers weights. Production wiring (``wiring.py``) plugs in
+``hypertrain.beacon`` and ``hypertrain.ledger``; both are synchronous, so the
+service calls them from a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class BeaconRound:
+    """A verified drand round: number, randomness and signature (hex)."""
+
+    round: int
+    randomness: str
+    signature: str
+
+
+class BeaconSource(Protocol):
+    def latest(self) -> BeaconRound:
+        """The newest round whose signature verified."""
+        ...
+
+    def get(self, round_number: int) -> BeaconRound:
+        """A specific verified round (raises ``ValueError`` when it does not exist yet)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class WeightsAnswer:
+    weights: dict[str, int | float]
+    full_share_mass: int | float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class LedgerPort(Protocol):
+    def create_run(self, run_id: str, *, pool_per_round: int, vesting_rounds: int) -> None: ...
+
+    def settle_round(
+        self, run_id: str, round_index: int, accepted: Mapping[str, int], epoch: int
+    ) -> None: ...
+
+    def record_fault(self, run_id: str, round_index: int, hotkey: str, reason: str) -> None: ...
+
+    def get_weights(self, epoch: int, registered: Mapping[str, int]) -> WeightsAnswer: ...
+
+    def balances(self, run_id: str) -> dict[str, dict[str, int]]:
+        """hotkey -> {"escrow", "vested", "burned"} in integer units."""
+        ...

@@ -1,0 +1,270 @@
+"""Runs and the round state machine, driven only by verified beacon rounds.
+
+Phases of a round, each entered at a beacon round (``now`` is the latest verified one):
+
+* ``train``: opened at beacon round ``b0`` with the start model and the
+  data-assignment key; commits are accepted while ``now <= commit_deadline``
+  (``b0 + commit_window_rounds``).
+* ``beacon``: the deadline has passed; waiting for beacon round ``commit_deadline + 1``,
+  the first one strictly later, whose randomness selects the audits.
+* ``audit``: assignments are fixed and signed; verdicts are accepted while
+  ``now < audit_close_round`` (selection round + ``audit_window_rounds``).
+* ``merge``: waiting for the aggregator's signed tape (a round nobody committed to
+  goes straight to final).
+* ``final``: the ledger settled the round. Disputes stay possible until
+  ``dispute_deadline_round`` (audit close + ``dispute_window_rounds``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import time
+from typing import Any
+
+from pydantic import ValidationError
+
+from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
+from hypertrain.challenge.ports import BeaconRound
+from hypertrain.challenge.selection import assignment_key, select_audits
+from hypertrain.challenge.settle import settle_round
+from hypertrain.challenge.state import ServiceState, dumps
+from hypertrain.challenge.storage import transaction
+from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import AuditAssignment, RoundOpen
+
+log = logging.getLogger(__name__)
+PHASES = ("train", "beacon", "audit", "merge", "final")
+
+
+def create_run(state: ServiceState, manifest_doc: dict[str, Any]) -> Envelope:
+    """Store a run, its coordinator-signed manifest and its ledger account."""
+    try:
+        manifest = RunManifest.model_validate({**manifest_doc, "coordinator": state.coordinator})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "manifest"
+        raise ChallengeError(f"manifest.{where}: {first['msg']}", code="bad_manifest") from None
+    claimed = manifest_doc.get("coordinator")
+    if claimed not in (None, "", state.coordinator):
+        raise ChallengeError(
+            f"manifest names coordinator {claimed}, this service is {state.coordinator}",
+            code="bad_manifest",
+        )
+    body = {"manifest": manifest.model_dump(mode="json")}
+    envelope = state.sign(manifest.run_id, "manifest", body)
+    try:
+        with transaction(state.conn):
+            state.conn.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
+                (
+                    manifest.run_id,
+                    manifest.model_dump_json(),
+                    dumps(envelope.model_dump()),
+                    manifest.digest(),
+                    time.time(),
+                ),
+            )
+            state.ledger.create_run(
+                manifest.run_id,
+                pool_per_round=manifest.reward.pool_per_round,
+                vesting_rounds=manifest.reward.vesting_rounds,
+            )
+    except sqlite3.IntegrityError:
+        raise ConflictError(f"run {manifest.run_id!r} already exists") from None
+    log.info("created run %s (manifest %s)", manifest.run_id, manifest.digest())
+    return envelope
+
+
+def open_round(
+    state: ServiceState, run_id: str, start_model_sha256: str | None, start_model_url: str | None
+) -> Envelope:
+    """Open the next round at the current beacon round; the previous one must be final."""
+    manifest = state.manifest(run_id)
+    beacon = state.current
+    state.current_round()
+    assert beacon is not None
+    last = state.conn.execute(
+        "SELECT round, phase FROM rounds WHERE run_id = ? ORDER BY round DESC LIMIT 1", (run_id,)
+    ).fetchone()
+    if last is not None and last["phase"] != "final":
+        raise PhaseError(f"round {last['round']} of {run_id} is still in phase {last['phase']}")
+    index = 0 if last is None else last["round"] + 1
+    sha, url = _start_model(state, run_id, index, start_model_sha256, start_model_url)
+    roster = [
+        row["hotkey"]
+        for row in state.conn.execute(
+            "SELECT hotkey FROM roster WHERE run_id = ? ORDER BY hotkey", (run_id,)
+        )
+        if state.metagraph.is_registered(row["hotkey"])
+    ]
+    record = RoundOpen(
+        round=index,
+        start_model_sha256=sha,
+        start_model_url=url,
+        beacon_round=beacon.round,
+        assignment_key=assignment_key(run_id, index, beacon.randomness),
+        roster=roster,
+        commit_deadline_round=beacon.round + manifest.round.commit_window_rounds,
+    )
+    envelope = state.sign(run_id, "round-open", record.model_dump(mode="json"))
+    with transaction(state.conn):
+        _remember_beacon(state.conn, beacon)
+        state.conn.execute(
+            "INSERT INTO rounds (run_id, round, phase, open_beacon_round, randomness,"
+            " assignment_key, commit_deadline, start_model_sha256, start_model_url,"
+            " open_envelope) VALUES (?, ?, 'train', ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                index,
+                beacon.round,
+                beacon.randomness,
+                record.assignment_key,
+                record.commit_deadline_round,
+                sha,
+                url,
+                dumps(envelope.model_dump()),
+            ),
+        )
+    log.info("opened round %s/%d at beacon %d", run_id, index, beacon.round)
+    return envelope
+
+
+def _start_model(
+    state: ServiceState, run_id: str, index: int, sha: str | None, url: str | None
+) -> tuple[str, str]:
+    if sha and url is not None:
+        return sha, url
+    row = state.conn.execute(
+        "SELECT body FROM merges WHERE run_id = ? AND round = ?", (run_id, index - 1)
+    ).fetchone()
+    if row is None:
+        raise ChallengeError(
+            "start_model_sha256 and start_model_url are required (no merged model to continue)",
+            code="no_start_model",
+        )
+    merged = json.loads(row["body"])
+    return str(merged["new_model_sha256"]), str(merged["new_model_url"])
+
+
+def _remember_beacon(conn: sqlite3.Connection, beacon: BeaconRound) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO beacons VALUES (?, ?, ?)",
+        (beacon.round, beacon.randomness, beacon.signature),
+    )
+
+
+async def advance(state: ServiceState) -> None:
+    """Move every unfinished round as far as the latest verified beacon round allows."""
+    if state.current is None:
+        return
+    now = state.current.round
+    rows = state.conn.execute(
+        "SELECT run_id, round, phase, commit_deadline, audit_close_round FROM rounds"
+        " WHERE phase != 'final' ORDER BY run_id, round"
+    ).fetchall()
+    for row in rows:
+        run_id, index, phase = row["run_id"], row["round"], row["phase"]
+        if phase == "train" and now > row["commit_deadline"]:
+            _set_phase(state.conn, run_id, index, "beacon")
+            phase = "beacon"
+        if phase == "beacon":
+            selector = await _beacon_round(state, row["commit_deadline"] + 1)
+            select_round(state, run_id, index, selector)
+            continue
+        if phase == "audit" and now >= row["audit_close_round"]:
+            _close_audit(state, run_id, index)
+
+
+async def _beacon_round(state: ServiceState, number: int) -> BeaconRound:
+    current = state.current
+    if current is not None and current.round == number:
+        return current
+    row = state.conn.execute("SELECT * FROM beacons WHERE round = ?", (number,)).fetchone()
+    if row is not None:
+        return BeaconRound(number, row["randomness"], row["signature"])
+    return await asyncio.to_thread(state.beacon.get, number)
+
+
+def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconRound) -> None:
+    """Fix the audit selection of a round from the selecting beacon round."""
+    manifest = state.manifest(run_id)
+    committed = {
+        row["hotkey"]: index < row["probation_until_round"]
+        for row in state.conn.execute(
+            "SELECT c.hotkey, r.probation_until_round FROM commits c JOIN roster r"
+            " ON r.run_id = c.run_id AND r.hotkey = c.hotkey WHERE c.run_id = ? AND c.round = ?",
+            (run_id, index),
+        )
+    }
+    audits = select_audits(
+        run_id=run_id,
+        round_index=index,
+        beacon_round=selector.round,
+        randomness_hex=selector.randomness,
+        committed=committed,
+        rate=manifest.audit.rate,
+        segments_per_audit=manifest.audit.segments,
+        num_segments=manifest.round.num_segments,
+    )
+    audit_close = selector.round + manifest.round.audit_window_rounds
+    with transaction(state.conn):
+        _remember_beacon(state.conn, selector)
+        for audit in audits:
+            body = AuditAssignment(
+                round=index,
+                hotkey=audit.hotkey,
+                segments=list(audit.segments),
+                selection_beacon_round=selector.round,
+            )
+            envelope = state.sign(run_id, "audit-assignment", body.model_dump(mode="json"))
+            state.conn.execute(
+                "INSERT INTO audits VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    index,
+                    audit.hotkey,
+                    dumps(list(audit.segments)),
+                    int(audit.probation),
+                    dumps(envelope.model_dump()),
+                ),
+            )
+        state.conn.execute(
+            "UPDATE rounds SET phase = 'audit', selection_beacon_round = ?, audit_close_round = ?,"
+            " dispute_deadline_round = ? WHERE run_id = ? AND round = ?",
+            (
+                selector.round,
+                audit_close,
+                audit_close + manifest.round.dispute_window_rounds,
+                run_id,
+                index,
+            ),
+        )
+    log.info(
+        "round %s/%d: %d of %d islands selected for audit by beacon %d",
+        run_id,
+        index,
+        len(audits),
+        len(committed),
+        selector.round,
+    )
+
+
+def _close_audit(state: ServiceState, run_id: str, index: int) -> None:
+    has_commits = state.conn.execute(
+        "SELECT 1 FROM commits WHERE run_id = ? AND round = ? LIMIT 1", (run_id, index)
+    ).fetchone()
+    if has_commits:
+        _set_phase(state.conn, run_id, index, "merge")
+        return
+    with transaction(state.conn):
+        settle_round(state, run_id, index)
+
+
+def _set_phase(conn: sqlite3.Connection, run_id: str, index: int, phase: str) -> None:
+    conn.execute(
+        "UPDATE rounds SET phase = ? WHERE run_id = ? AND round = ?", (phase, run_id, index)
+    )

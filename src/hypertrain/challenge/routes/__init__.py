@@ -1,0 +1,1 @@
+"""One router per resource: platform contract, public views, miners, workers, admin."""

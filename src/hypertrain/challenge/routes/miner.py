@@ -1,0 +1,40 @@
+"""Miner routes: signed envelopes from registered hotkeys (join, commit, dispute)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from hypertrain.challenge import intake
+from hypertrain.challenge.deps import State
+from hypertrain.protocol.envelope import Envelope
+
+router = APIRouter(prefix="/v1", tags=["miner"])
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {},
+    401: {},
+    403: {},
+    404: {},
+    409: {},
+    413: {},
+    503: {},
+}
+
+
+@router.post("/join", responses=_ERRORS)
+async def join(state: State, envelope: Envelope) -> dict[str, Any]:
+    """Admission: a ``join`` envelope carrying the hardware report and layout."""
+    return intake.join(state, envelope)
+
+
+@router.post("/commit", responses=_ERRORS)
+async def commit(state: State, envelope: Envelope) -> dict[str, Any]:
+    """A ``commit`` envelope for the round in its train phase."""
+    return intake.commit(state, envelope)
+
+
+@router.post("/dispute", responses=_ERRORS)
+async def dispute(state: State, envelope: Envelope) -> dict[str, Any]:
+    """A ``dispute`` envelope against a verdict on the signer, within the dispute window."""
+    return intake.dispute(state, envelope)

@@ -1,0 +1,55 @@
+"""The Cortex platform contract (version 1): health, version, get_weights, metrics."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from hypertrain import __version__
+from hypertrain.challenge.deps import State, require_internal
+from hypertrain.challenge.weights import weights_body
+
+router = APIRouter(tags=["platform"])
+
+
+@router.get("/health", responses={503: {"description": "cannot score yet"}})
+async def health(request: Request, response: Response) -> dict[str, Any]:
+    """Readiness: 200 when the service can score (a metagraph snapshot is held), else 503."""
+    state = getattr(request.app.state, "service", None)
+    if state is None:
+        response.status_code = 503
+        return {"ok": False, "reason": "starting"}
+    ok = state.metagraph.snapshot is not None
+    response.status_code = 200 if ok else 503
+    return {
+        "ok": ok,
+        "metagraph": state.metagraph.status(),
+        "beacon_round": state.current.round if state.current else None,
+    }
+
+
+@router.get("/version")
+async def version(state: State) -> dict[str, Any]:
+    return {
+        "slug": state.settings.slug,
+        "version": __version__,
+        "contract": 1,
+        "capabilities": ["get_weights", "proxy_routes"],
+    }
+
+
+@router.get(
+    "/internal/v1/get_weights",
+    dependencies=[Depends(require_internal)],
+    responses={401: {}, 403: {}, 503: {}},
+)
+async def get_weights(state: State, epoch: Annotated[int, Query(ge=0, le=2**53 - 1)]) -> Response:
+    """Weights for an epoch; the first answer is stored and repeated byte for byte."""
+    return Response(weights_body(state, epoch), media_type="application/json")
+
+
+@router.get("/metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    return Response(generate_latest(request.app.state.registry), media_type=CONTENT_TYPE_LATEST)

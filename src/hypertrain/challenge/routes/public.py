@@ -1,0 +1,58 @@
+"""Read-only public JSON: runs, manifests, rounds, roster, loss curve (the dashboard's data)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
+
+from hypertrain.challenge import views
+from hypertrain.challenge.deps import State
+
+router = APIRouter(prefix="/v1", tags=["public"])
+RunId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+RoundIndex = Annotated[int, Path(ge=0, le=2**53 - 1)]
+
+
+@router.get("/beacon")
+async def beacon(state: State) -> dict[str, Any]:
+    """The latest verified beacon round the service acts on."""
+    cur = state.current
+    return {"round": cur.round if cur else None, "randomness": cur.randomness if cur else None}
+
+
+@router.get("/runs")
+async def runs(state: State) -> list[dict[str, Any]]:
+    return views.list_runs(state)
+
+
+@router.get("/runs/{run_id}")
+async def run_summary(state: State, run_id: RunId) -> dict[str, Any]:
+    return views.run_summary(state, run_id)
+
+
+@router.get("/runs/{run_id}/manifest")
+async def manifest(state: State, run_id: RunId) -> dict[str, Any]:
+    """The coordinator-signed manifest envelope (verify it before training)."""
+    return views.manifest_envelope(state, run_id)
+
+
+@router.get("/runs/{run_id}/rounds")
+async def rounds(state: State, run_id: RunId) -> list[dict[str, Any]]:
+    return views.round_summaries(state, run_id)
+
+
+@router.get("/runs/{run_id}/rounds/{round_index}")
+async def round_detail(state: State, run_id: RunId, round_index: RoundIndex) -> dict[str, Any]:
+    """One round: signed open record, commits, assignments, verdicts, merge tape."""
+    return views.round_detail(state, run_id, round_index)
+
+
+@router.get("/runs/{run_id}/roster")
+async def roster(state: State, run_id: RunId) -> list[dict[str, Any]]:
+    return views.roster(state, run_id)
+
+
+@router.get("/runs/{run_id}/loss")
+async def loss(state: State, run_id: RunId) -> list[dict[str, Any]]:
+    return views.loss_curve(state, run_id)

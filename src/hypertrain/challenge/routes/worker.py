@@ -1,0 +1,43 @@
+"""Auditor and aggregator routes: worker token plus a signed envelope."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path
+
+from hypertrain.challenge import intake, views
+from hypertrain.challenge.deps import State, require_worker
+from hypertrain.protocol.envelope import Envelope
+
+router = APIRouter(prefix="/worker/v1", tags=["worker"], dependencies=[Depends(require_worker)])
+RunId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+RoundIndex = Annotated[int, Path(ge=0, le=2**53 - 1)]
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {},
+    401: {},
+    403: {},
+    404: {},
+    409: {},
+    413: {},
+    503: {},
+}
+
+
+@router.get("/runs/{run_id}/rounds/{round_index}/assignments", responses=_ERRORS)
+async def assignments(state: State, run_id: RunId, round_index: RoundIndex) -> list[dict[str, Any]]:
+    """Coordinator-signed ``audit-assignment`` envelopes of a round."""
+    views.round_detail(state, run_id, round_index)
+    return views.assignments(state, run_id, round_index)
+
+
+@router.post("/verdict", responses=_ERRORS)
+async def verdict(state: State, envelope: Envelope) -> dict[str, Any]:
+    """An auditor's signed ``verdict`` during the audit window."""
+    return intake.verdict(state, envelope)
+
+
+@router.post("/merge", responses=_ERRORS)
+async def merge(state: State, envelope: Envelope) -> dict[str, Any]:
+    """The aggregator's signed ``merge-tape``; accepting it settles the round."""
+    return intake.merge(state, envelope)

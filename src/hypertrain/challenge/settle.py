@@ -1,0 +1,62 @@
+"""Final settlement of a round: which commits earn, and the ledger call that pays them.
+
+An island earns for a round when it committed and no auditor returned a mismatch
+for it; its weight is its committed token count. The ledger turns that into
+escrow, vesting and burns (probation holds are the ledger's vesting rule). The
+epoch is the metagraph epoch at settlement, so a hotkey deregistered meanwhile
+stops earning at the next epoch's weights.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from hypertrain.challenge.errors import UnavailableError
+from hypertrain.challenge.state import ServiceState
+
+log = logging.getLogger(__name__)
+
+
+def accepted_tokens(state: ServiceState, run_id: str, index: int) -> dict[str, int]:
+    """hotkey -> tokens for the round's commits without a mismatch verdict."""
+    faulty = {
+        row["hotkey"]
+        for row in state.conn.execute(
+            "SELECT hotkey FROM verdicts WHERE run_id = ? AND round = ? AND result = 'mismatch'",
+            (run_id, index),
+        )
+    }
+    return {
+        row["hotkey"]: int(row["tokens"])
+        for row in state.conn.execute(
+            "SELECT hotkey, tokens FROM commits WHERE run_id = ? AND round = ? ORDER BY hotkey",
+            (run_id, index),
+        )
+        if row["hotkey"] not in faulty
+    }
+
+
+def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]:
+    """Settle inside the caller's transaction; marks the round final."""
+    snapshot = state.metagraph.snapshot
+    if snapshot is None:
+        raise UnavailableError("cannot settle: no metagraph snapshot yet", code="no_metagraph")
+    accepted = accepted_tokens(state, run_id, index)
+    state.ledger.settle_round(run_id, index, accepted, snapshot.epoch)
+    state.conn.executemany(
+        "INSERT INTO settlements VALUES (?, ?, ?, ?, ?)",
+        [(run_id, index, hotkey, tokens, snapshot.epoch) for hotkey, tokens in accepted.items()],
+    )
+    state.conn.execute(
+        "UPDATE rounds SET phase = 'final', settled_epoch = ? WHERE run_id = ? AND round = ?",
+        (snapshot.epoch, run_id, index),
+    )
+    state.count("rounds_settled")
+    log.info(
+        "settled round %s/%d: %d islands paid, epoch %d",
+        run_id,
+        index,
+        len(accepted),
+        snapshot.epoch,
+    )
+    return accepted

@@ -1,0 +1,185 @@
+"""SQLite storage of the service state: one database file in the state directory.
+
+WAL mode with ``synchronous=NORMAL``: a committed transaction survives a killed
+process (SIGKILL), which is the failure the service must ride out. The schema is
+versioned: ``MIGRATIONS[i]`` takes the database from version ``i`` to ``i + 1`` and
+runs inside one transaction, so an interrupted upgrade leaves the old version.
+Uniqueness that the protocol relies on (one commit per island per round, one
+verdict per auditor per assignment, one merge per round, one weights answer per
+epoch) is enforced by primary keys here, not only by checks in Python.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+_V1: Final = """
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    manifest_json TEXT NOT NULL,
+    manifest_envelope TEXT NOT NULL,
+    manifest_digest TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE rounds (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    round INTEGER NOT NULL,
+    phase TEXT NOT NULL,
+    open_beacon_round INTEGER NOT NULL,
+    randomness TEXT NOT NULL,
+    assignment_key TEXT NOT NULL,
+    commit_deadline INTEGER NOT NULL,
+    start_model_sha256 TEXT NOT NULL,
+    start_model_url TEXT NOT NULL,
+    open_envelope TEXT NOT NULL,
+    selection_beacon_round INTEGER,
+    audit_close_round INTEGER,
+    dispute_deadline_round INTEGER,
+    settled_epoch INTEGER,
+    PRIMARY KEY (run_id, round)
+);
+CREATE TABLE roster (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    hotkey TEXT NOT NULL,
+    admitted_beacon_round INTEGER NOT NULL,
+    first_round INTEGER NOT NULL,
+    probation_until_round INTEGER NOT NULL,
+    device_class TEXT NOT NULL,
+    num_devices INTEGER NOT NULL,
+    join_body TEXT NOT NULL,
+    PRIMARY KEY (run_id, hotkey)
+);
+CREATE TABLE commits (
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    hotkey TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    update_bytes INTEGER NOT NULL,
+    train_loss REAL,
+    body TEXT NOT NULL,
+    envelope TEXT NOT NULL,
+    accepted_beacon_round INTEGER NOT NULL,
+    PRIMARY KEY (run_id, round, hotkey)
+);
+CREATE TABLE audits (
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    hotkey TEXT NOT NULL,
+    segments TEXT NOT NULL,
+    probation INTEGER NOT NULL,
+    envelope TEXT NOT NULL,
+    PRIMARY KEY (run_id, round, hotkey)
+);
+CREATE TABLE verdicts (
+    verdict_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    hotkey TEXT NOT NULL,
+    auditor TEXT NOT NULL,
+    result TEXT NOT NULL,
+    body TEXT NOT NULL,
+    envelope TEXT NOT NULL,
+    received_beacon_round INTEGER NOT NULL,
+    UNIQUE (run_id, round, hotkey, auditor)
+);
+CREATE TABLE disputes (
+    dispute_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    verdict_id TEXT NOT NULL REFERENCES verdicts(verdict_id),
+    hotkey TEXT NOT NULL,
+    body TEXT NOT NULL,
+    envelope TEXT NOT NULL,
+    received_beacon_round INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'open',
+    UNIQUE (verdict_id, hotkey)
+);
+CREATE TABLE merges (
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    aggregator TEXT NOT NULL,
+    new_model_sha256 TEXT NOT NULL,
+    eval_loss REAL,
+    body TEXT NOT NULL,
+    envelope TEXT NOT NULL,
+    received_beacon_round INTEGER NOT NULL,
+    PRIMARY KEY (run_id, round)
+);
+CREATE TABLE settlements (
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    hotkey TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    PRIMARY KEY (run_id, round, hotkey)
+);
+CREATE TABLE beacons (
+    round INTEGER PRIMARY KEY,
+    randomness TEXT NOT NULL,
+    signature TEXT NOT NULL
+);
+CREATE TABLE weights_answers (
+    epoch INTEGER PRIMARY KEY,
+    body BLOB NOT NULL
+);
+CREATE TABLE metagraph (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    snapshot TEXT NOT NULL,
+    fetched_at REAL NOT NULL
+);
+"""
+
+MIGRATIONS: Final[tuple[str, ...]] = (_V1,)
+DB_NAME: Final = "challenge.sqlite"
+
+
+def connect(state_dir: Path) -> sqlite3.Connection:
+    """Open (creating if needed) the service database and bring it to the latest schema."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(state_dir / DB_NAME), check_same_thread=False, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=5000")
+    conn.execute("PRAGMA foreign_keys=ON")
+    migrate(conn)
+    return conn
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply every pending migration; returns the resulting version."""
+    version = schema_version(conn)
+    if version > len(MIGRATIONS):
+        raise RuntimeError(
+            f"database schema version {version} is newer than this code ({len(MIGRATIONS)})"
+        )
+    for target in range(version + 1, len(MIGRATIONS) + 1):
+        with transaction(conn):
+            for statement in _statements(MIGRATIONS[target - 1]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={target}")
+    return schema_version(conn)
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

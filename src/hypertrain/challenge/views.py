@@ -1,0 +1,222 @@
+"""Read-only views for the public JSON routes and the dashboard.
+
+Pure queries over the database (plus the ledger's balances): nothing here
+changes state, so every view can be served to anyone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypertrain.challenge.errors import NotFoundError
+from hypertrain.challenge.state import ServiceState, loads
+
+
+def list_runs(state: ServiceState) -> list[dict[str, Any]]:
+    return [
+        {"run_id": r["run_id"], "manifest_digest": r["manifest_digest"]}
+        for r in state.conn.execute("SELECT run_id, manifest_digest FROM runs ORDER BY run_id")
+    ]
+
+
+def manifest_envelope(state: ServiceState, run_id: str) -> dict[str, Any]:
+    row = state.conn.execute(
+        "SELECT manifest_envelope FROM runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(f"run {run_id!r} does not exist", code="unknown_run")
+    value: dict[str, Any] = loads(row["manifest_envelope"])
+    return value
+
+
+def round_summaries(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
+    """Per round: phase, deadlines, commits, tokens, bytes, audits, verdicts, loss."""
+    state.manifest(run_id)
+    rows = state.conn.execute(
+        """
+        SELECT r.*,
+          (SELECT COUNT(*) FROM commits c WHERE c.run_id = r.run_id AND c.round = r.round) AS n,
+          (SELECT COALESCE(SUM(tokens), 0) FROM commits c
+             WHERE c.run_id = r.run_id AND c.round = r.round) AS tokens,
+          (SELECT COALESCE(SUM(update_bytes), 0) FROM commits c
+             WHERE c.run_id = r.run_id AND c.round = r.round) AS update_bytes,
+          (SELECT SUM(train_loss * tokens) / NULLIF(SUM(tokens), 0) FROM commits c
+             WHERE c.run_id = r.run_id AND c.round = r.round AND train_loss IS NOT NULL)
+             AS train_loss,
+          (SELECT COUNT(*) FROM audits a WHERE a.run_id = r.run_id AND a.round = r.round)
+             AS audits,
+          (SELECT COUNT(*) FROM verdicts v WHERE v.run_id = r.run_id AND v.round = r.round
+             AND v.result = 'match') AS matches,
+          (SELECT COUNT(*) FROM verdicts v WHERE v.run_id = r.run_id AND v.round = r.round
+             AND v.result = 'mismatch') AS mismatches,
+          (SELECT COUNT(*) FROM disputes d WHERE d.run_id = r.run_id AND d.round = r.round)
+             AS disputes,
+          m.new_model_sha256, m.eval_loss
+        FROM rounds r LEFT JOIN merges m ON m.run_id = r.run_id AND m.round = r.round
+        WHERE r.run_id = ? ORDER BY r.round
+        """,
+        (run_id,),
+    ).fetchall()
+    return [
+        {
+            "round": r["round"],
+            "phase": r["phase"],
+            "open_beacon_round": r["open_beacon_round"],
+            "commit_deadline_round": r["commit_deadline"],
+            "selection_beacon_round": r["selection_beacon_round"],
+            "audit_close_round": r["audit_close_round"],
+            "dispute_deadline_round": r["dispute_deadline_round"],
+            "start_model_sha256": r["start_model_sha256"],
+            "new_model_sha256": r["new_model_sha256"],
+            "commits": r["n"],
+            "tokens": r["tokens"],
+            "update_bytes": r["update_bytes"],
+            "train_loss": r["train_loss"],
+            "eval_loss": r["eval_loss"],
+            "audits": r["audits"],
+            "verdicts": {"match": r["matches"], "mismatch": r["mismatches"]},
+            "disputes": r["disputes"],
+            "settled_epoch": r["settled_epoch"],
+        }
+        for r in rows
+    ]
+
+
+def round_detail(state: ServiceState, run_id: str, index: int) -> dict[str, Any]:
+    row = state.conn.execute(
+        "SELECT open_envelope FROM rounds WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(f"round {index} of {run_id} does not exist", code="unknown_round")
+    summary = next(s for s in round_summaries(state, run_id) if s["round"] == index)
+    args = (run_id, index)
+    commits = [
+        loads(r["envelope"])
+        for r in state.conn.execute(
+            "SELECT envelope FROM commits WHERE run_id = ? AND round = ? ORDER BY hotkey", args
+        )
+    ]
+    verdicts = [
+        {"verdict_id": r["verdict_id"], "envelope": loads(r["envelope"])}
+        for r in state.conn.execute(
+            "SELECT verdict_id, envelope FROM verdicts WHERE run_id = ? AND round = ?"
+            " ORDER BY verdict_id",
+            args,
+        )
+    ]
+    merge = state.conn.execute(
+        "SELECT envelope FROM merges WHERE run_id = ? AND round = ?", args
+    ).fetchone()
+    return {
+        **summary,
+        "open": loads(row["open_envelope"]),
+        "commits": commits,
+        "assignments": assignments(state, run_id, index),
+        "verdicts": verdicts,
+        "merge": loads(merge["envelope"]) if merge else None,
+    }
+
+
+def assignments(state: ServiceState, run_id: str, index: int) -> list[dict[str, Any]]:
+    """The coordinator-signed audit assignments of a round."""
+    return [
+        loads(r["envelope"])
+        for r in state.conn.execute(
+            "SELECT envelope FROM audits WHERE run_id = ? AND round = ? ORDER BY hotkey",
+            (run_id, index),
+        )
+    ]
+
+
+def roster(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
+    """Per island: admission, probation, commits, faults and ledger balances."""
+    state.manifest(run_id)
+    balances = state.ledger.balances(run_id)
+    rows = state.conn.execute(
+        """
+        SELECT r.*,
+          (SELECT COUNT(*) FROM commits c WHERE c.run_id = r.run_id AND c.hotkey = r.hotkey)
+             AS commits,
+          (SELECT COALESCE(SUM(tokens), 0) FROM commits c
+             WHERE c.run_id = r.run_id AND c.hotkey = r.hotkey) AS tokens,
+          (SELECT COUNT(*) FROM verdicts v WHERE v.run_id = r.run_id AND v.hotkey = r.hotkey
+             AND v.result = 'mismatch') AS faults,
+          (SELECT MAX(round) FROM rounds x WHERE x.run_id = r.run_id) AS last_round
+        FROM roster r WHERE r.run_id = ? ORDER BY r.hotkey
+        """,
+        (run_id,),
+    ).fetchall()
+    out = []
+    for r in rows:
+        hotkey = r["hotkey"]
+        current = r["last_round"] if r["last_round"] is not None else 0
+        status = (
+            "faulted"
+            if r["faults"]
+            else ("probation" if current < r["probation_until_round"] else "active")
+        )
+        if not state.metagraph.is_registered(hotkey):
+            status = "deregistered"
+        out.append(
+            {
+                "hotkey": hotkey,
+                "uid": (
+                    state.metagraph.snapshot.hotkeys.get(hotkey)
+                    if state.metagraph.snapshot
+                    else None
+                ),
+                "status": status,
+                "device_class": r["device_class"],
+                "devices": r["num_devices"],
+                "first_round": r["first_round"],
+                "probation_until_round": r["probation_until_round"],
+                "commits": r["commits"],
+                "tokens": r["tokens"],
+                "faults": r["faults"],
+                **balances.get(hotkey, {"escrow": 0, "vested": 0, "burned": 0}),
+            }
+        )
+    return out
+
+
+def loss_curve(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "round": s["round"],
+            "train_loss": s["train_loss"],
+            "eval_loss": s["eval_loss"],
+            "tokens": s["tokens"],
+        }
+        for s in round_summaries(state, run_id)
+        if s["train_loss"] is not None or s["eval_loss"] is not None
+    ]
+
+
+def run_summary(state: ServiceState, run_id: str) -> dict[str, Any]:
+    manifest = state.manifest(run_id)
+    rounds = round_summaries(state, run_id)
+    islands = roster(state, run_id)
+    return {
+        "run_id": run_id,
+        "manifest_digest": manifest.digest(),
+        "coordinator": manifest.coordinator,
+        "model": manifest.model.model_dump(mode="json"),
+        "inner_steps": manifest.round.inner_steps,
+        "checkpoint_interval": manifest.round.checkpoint_interval,
+        "rounds": len(rounds),
+        "current_round": rounds[-1] if rounds else None,
+        "islands": len(islands),
+        "islands_by_status": _count_by(islands, "status"),
+        "tokens_total": sum(s["tokens"] for s in rounds),
+        "update_bytes_total": sum(s["update_bytes"] for s in rounds),
+        "audits_total": sum(s["audits"] for s in rounds),
+        "faults_total": sum(s["verdicts"]["mismatch"] for s in rounds),
+        "beacon_round": state.current.round if state.current else None,
+    }
+
+
+def _count_by(items: list[dict[str, Any]], key: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        out[item[key]] = out.get(item[key], 0) + 1
+    return out
