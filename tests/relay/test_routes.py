@@ -196,9 +196,8 @@ def test_replayed_envelope_refused(relay: Running, keys: Keys, http: httpx.Clien
 
 
 def test_client_reports_refusal(relay: Running, keys: Keys) -> None:
-    with RelayClient(relay.url, keys.stranger, RUN_ID) as client:
-        with pytest.raises(RelayError) as info:
-            client.put(b"nope", kind="update", round=1, expiry_round=NOW_ROUND + 1)
+    with RelayClient(relay.url, keys.stranger, RUN_ID) as client, pytest.raises(RelayError) as info:
+        client.put(b"nope", kind="update", round=1, expiry_round=NOW_ROUND + 1)
     assert (info.value.reason, info.value.status) == ("unknown_signer", 403)
 
 

@@ -129,6 +129,7 @@ class FsspecStore:
             if self._fs.exists(target):
                 return False
             temp = self._path(f"tmp/{uuid.uuid4().hex}")
+            self._fs.makedirs(self._path("tmp"), exist_ok=True)
             self._fs.put_file(str(spooled), temp)
             self._fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
             self._fs.mv(temp, target)

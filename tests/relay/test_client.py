@@ -1,0 +1,93 @@
+"""RelayClient against scripted transports: retries, fresh nonces, hash checks."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hypertrain.relay.client import RelayClient
+from hypertrain.relay.errors import HashMismatchError, RelayError
+from tests.relay.helpers import RUN_ID, Keys
+
+DATA = b"payload " * 500
+SHA = hashlib.sha256(DATA).hexdigest()
+
+
+def _nonce(request: httpx.Request) -> str:
+    token = request.headers["authorization"].split(" ", 1)[1]
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    return str(json.loads(raw)["nonce"])
+
+
+def _client(handler, key=None, **kw) -> RelayClient:  # type: ignore[no-untyped-def]
+    return RelayClient(
+        "http://relay",
+        key,
+        RUN_ID,
+        transport=httpx.MockTransport(handler),
+        sleep=lambda s: None,
+        **kw,
+    )
+
+
+def test_put_retries_with_fresh_envelopes(keys: Keys) -> None:
+    nonces: list[str] = []
+    bodies: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "HEAD":
+            return httpx.Response(404)
+        nonces.append(_nonce(request))
+        bodies.append(request.read())
+        if len(nonces) < 3:
+            return httpx.Response(503)
+        return httpx.Response(201, json={"sha256": SHA})
+
+    with _client(handler, keys.miner) as client:
+        assert client.put(DATA, kind="update", round=1, expiry_round=9) == SHA
+    assert len(set(nonces)) == 3
+    assert bodies == [DATA] * 3
+
+
+def test_put_skips_blob_already_held(keys: Keys) -> None:
+    methods: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        methods.append(request.method)
+        return httpx.Response(200, headers={"content-length": str(len(DATA))})
+
+    with _client(handler, keys.miner) as client:
+        assert client.put(DATA, kind="update", round=1, expiry_round=9) == SHA
+    assert methods == ["HEAD"]
+
+
+def test_unreachable_and_no_key(keys: Keys) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    with _client(handler, keys.miner, attempts=2) as client, pytest.raises(RelayError) as info:
+        client.exists(SHA)
+    assert info.value.reason == "unreachable"
+    with _client(handler) as client, pytest.raises(RelayError) as info:
+        client.put(DATA, kind="update", round=1, expiry_round=9)
+    assert info.value.reason == "no_key"
+
+
+def test_downloads_are_verified(tmp_path: Path) -> None:
+    def tampering(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=DATA[:-1] + b"!")
+
+    with _client(tampering) as client:
+        with pytest.raises(HashMismatchError):
+            client.get(SHA)
+        with pytest.raises(HashMismatchError):
+            client.get_to_file(SHA, tmp_path / "blob")
+        with pytest.raises(RelayError) as info:
+            client.get(SHA, max_bytes=10)
+        assert info.value.reason == "too_large"
+    assert list(tmp_path.iterdir()) == []
