@@ -15,7 +15,9 @@ from typing import Final
 
 GROUPS: Final[dict[str, str]] = {
     "protocol": "hypertrain.protocol.cli",
+    "ledger": "hypertrain.ledger.cli",
     "trainer": "hypertrain.trainer.cli",
+    "data": "hypertrain.data.cli",
     "beacon": "hypertrain.beacon.cli",
     "relay": "hypertrain.relay.cli",
 }

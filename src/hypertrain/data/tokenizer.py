@@ -25,7 +25,7 @@ from hypertrain.data.corpus import CorpusStats, EmptyPolicy, read_pieces
 from hypertrain.data.errors import TokenizerError, TokenizerMismatchError
 from hypertrain.protocol.canonical import canonical_bytes
 
-EOD_TOKEN: Final = "<|endoftext|>"
+EOD_TOKEN: Final = "<|endoftext|>"  # noqa: S105 (a vocabulary token, not a secret)
 MIN_VOCAB_SIZE: Final = 256 + 1  # every byte plus the end-of-document token
 MAX_VOCAB_SIZE: Final = 1 << 20
 
