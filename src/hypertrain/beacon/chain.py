@@ -64,15 +64,10 @@ class ChainInfo:
 
     @property
     def chain_hash(self) -> bytes:
-        """drand's chain hash (32 bytes); see the module docstring for the layout."""
-        h = hashlib.sha256()
-        h.update(self.period_s.to_bytes(4, "big"))
-        h.update(self.genesis_time.to_bytes(8, "big", signed=True))
-        h.update(self.public_key)
-        h.update(self.group_hash)
-        if self.beacon_id != DEFAULT_BEACON_ID:
-            h.update(self.beacon_id.encode("ascii"))
-        return h.digest()
+        """drand's chain hash (32 bytes); see :func:`chain_hash_of`."""
+        return chain_hash_of(
+            self.period_s, self.genesis_time, self.public_key, self.group_hash, self.beacon_id
+        )
 
     @property
     def chain_hash_hex(self) -> str:
@@ -89,6 +84,20 @@ class ChainInfo:
             "schemeID": self.scheme_id,
             "metadata": {"beaconID": self.beacon_id},
         }
+
+
+def chain_hash_of(
+    period_s: int, genesis_time: int, public_key: bytes, group_hash: bytes, beacon_id: str
+) -> bytes:
+    """drand's chain hash; the layout is in the module docstring (scheme id not hashed)."""
+    h = hashlib.sha256()
+    h.update(period_s.to_bytes(4, "big"))
+    h.update(genesis_time.to_bytes(8, "big", signed=True))
+    h.update(public_key)
+    h.update(group_hash)
+    if beacon_id != DEFAULT_BEACON_ID:
+        h.update(beacon_id.encode("ascii"))
+    return h.digest()
 
 
 QUICKNET: Final = ChainInfo(
