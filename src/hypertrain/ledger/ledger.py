@@ -15,6 +15,7 @@ import threading
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from hypertrain.ledger import settle as _settle
 from hypertrain.ledger import views
@@ -209,10 +210,15 @@ class Ledger:
 
     def export_journal(self, path: Path, run_id: str | None = None) -> int:
         """Write the journal (one run or all) as JSON lines; return the entry count."""
+        with Path(path).open("wb") as out:
+            return self.write_journal(out, run_id)
+
+    def write_journal(self, out: BinaryIO, run_id: str | None = None) -> int:
+        """Write each entry's exact bytes, one per line, ordered by run then sequence."""
         query = "SELECT body FROM journal WHERE ?1 IS NULL OR run_id = ?1 ORDER BY run_id, seq"
         count = 0
-        with self._lock, Path(path).open("wb") as out:
-            if run_id:
+        with self._lock:
+            if run_id is not None:
                 load_run(self._conn, run_id)
             for (body,) in self._conn.execute(query, (run_id,)):
                 out.write(bytes(body) + b"\n")

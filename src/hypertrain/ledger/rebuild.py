@@ -54,6 +54,7 @@ class RunReplay:
     rounds: dict[int, list[int]] = field(default_factory=dict)  # round -> [pool, escrowed, unalloc]
     rows: dict[tuple[int, str], Row] = field(default_factory=dict)
     by_round: dict[int, list[Row]] = field(default_factory=dict)
+    by_hotkey: dict[str, list[Row]] = field(default_factory=dict)
     balances: dict[str, Bal] = field(default_factory=dict)
     keys: set[tuple[str, int, str]] = field(default_factory=set)
     pays: dict[int, dict[str, int]] = field(default_factory=dict)
@@ -113,6 +114,7 @@ class RunReplay:
         row = Row(e.amount)
         self.rows[(e.point, e.hotkey)] = row
         self.by_round.setdefault(e.point, []).append(row)
+        self.by_hotkey.setdefault(e.hotkey, []).append(row)
         self._bal(e.hotkey, create=True).escrowed += e.amount
 
     def _on_burn_unallocated(self, e: Entry) -> None:
@@ -157,6 +159,8 @@ class RunReplay:
             closed += delta
         if closed != from_escrow or from_escrow + from_vested != e.amount:
             raise JournalError("burn amount differs from what it closes")
+        if any(not r.closed and r.released < r.amount for r in self.by_hotkey.get(e.hotkey, [])):
+            raise JournalError("burn leaves part of the hotkey's escrow open")
         bal = self._bal(e.hotkey)
         if from_vested != bal.vested:
             raise JournalError("burn does not take exactly the vested-unpaid balance")

@@ -70,7 +70,7 @@ def _db_entries(conn: sqlite3.Connection, run_id: str) -> Iterator[Entry]:
         (run_id,),
     )
     for seq, kind, point, hotkey, amount, body, stored_hash in cursor:
-        entry = decode_entry(bytes(body))
+        entry = decode_entry(_as_bytes(body))
         if entry.hash != stored_hash:
             raise JournalError(f"entry {seq} was edited: its bytes no longer match its hash")
         if (entry.seq, entry.kind, entry.point, entry.hotkey, entry.amount) != (
@@ -78,6 +78,15 @@ def _db_entries(conn: sqlite3.Connection, run_id: str) -> Iterator[Entry]:
         ):  # fmt: skip
             raise JournalError(f"entry {seq} was edited: its columns differ from its body")
         yield entry
+
+
+def _as_bytes(value: object) -> bytes:
+    """A stored blob; an edit through SQL text functions may have turned it into TEXT."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise JournalError(f"stored value has type {type(value).__name__}, expected bytes")
 
 
 def verify_db(conn: sqlite3.Connection, run_id: str | None = None) -> VerifyReport:
@@ -156,7 +165,7 @@ def _compare_escrows(conn: sqlite3.Connection, replay: RunReplay, report: Verify
 def _compare_weights(
     conn: sqlite3.Connection, replays: dict[str, RunReplay], report: VerifyReport
 ) -> None:
-    stored = {int(e): bytes(a) for e, a in conn.execute("SELECT epoch, answer FROM weights")}
+    stored = {int(e): _as_bytes(a) for e, a in conn.execute("SELECT epoch, answer FROM weights")}
     epochs = set(stored)
     for replay in replays.values():
         epochs |= set(replay.masses)
