@@ -51,7 +51,8 @@ def test_cli_refuses_a_mismatched_tokenizer(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    out = str(tmp_path / "o")
     args = ["data", "prepare", str(corpus_files[1]), "--tokenizer", str(tokenizer_file),
-            "--tokenizer-sha256", "0" * 64, "--seq-len", "32", "--out", str(tmp_path / "o")]  # fmt: skip
+            "--tokenizer-sha256", "0" * 64, "--seq-len", "32", "--out", out]  # fmt: skip
     assert main(args) == 1
     assert "error: tokenizer" in capsys.readouterr().err

@@ -69,7 +69,7 @@ def test_tampered_shard_bytes_are_detected(copy_dir: Path) -> None:
     data[10] ^= 0xFF
     shard.write_bytes(bytes(data))
     ds = Dataset(copy_dir / DESCRIPTOR_NAME)
-    with pytest.raises(ShardIntegrityError, match="shard-00000.bin does not match"):
+    with pytest.raises(ShardIntegrityError, match=r"shard-00000\.bin does not match"):
         ds.verify()
     with pytest.raises(SampleProofError, match="do not match its committed hash"):
         ds.verified_sample(0)

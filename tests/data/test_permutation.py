@@ -63,7 +63,7 @@ def test_bad_inputs() -> None:
 
 
 def test_streaming_root_equals_merkle_tree() -> None:
-    for n in [*range(0, 70), 127, 128, 129, 1000]:
+    for n in [*range(70), 127, 128, 129, 1000]:
         leaves = [n.to_bytes(4, "big") + i.to_bytes(4, "big") for i in range(n)]
         stream = StreamingRoot()
         for leaf in leaves:
