@@ -1,0 +1,161 @@
+"""Test helpers for the challenge service: settings on disk, a ledger fake, a stepped beacon."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypertrain.challenge.ports import BeaconRound, WeightsAnswer
+from hypertrain.challenge.settings import Settings, read_coordinator_key, read_token_file
+from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.identity import Hotkey
+
+DEVICE_CLASS = "cpu:test"
+GOOD_HASH = "ab" * 32
+TOKENS = {"internal": "i" * 32, "admin": "a" * 32, "worker": "w" * 32}
+
+
+def write_private(path: Path, text: str) -> Path:
+    path.write_text(text)
+    os.chmod(path, 0o600)
+    return path
+
+
+def write_secrets(directory: Path) -> dict[str, Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {name: write_private(directory / f"{name}.token", tok) for name, tok in TOKENS.items()}
+    files["coord"] = write_private(directory / "coord.key", secrets.token_hex(32) + "\n")
+    return files
+
+
+def write_metagraph(path: Path, hotkeys: list[str], epoch: int = 1) -> Path:
+    doc = {"epoch": epoch, "block": 100, "netuid": 100,
+           "hotkeys": {h: i for i, h in enumerate(hotkeys)}}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def make_settings(tmp: Path, registered: list[str], **overrides: Any) -> Settings:
+    files = write_secrets(tmp / "secrets")
+    metagraph = write_metagraph(tmp / "metagraph.json", registered)
+    values: dict[str, Any] = {
+        "state_dir": tmp / "state",
+        "internal_token": read_token_file(files["internal"], "internal"),
+        "admin_token": read_token_file(files["admin"], "admin"),
+        "worker_token": read_token_file(files["worker"], "worker"),
+        "coordinator_key": read_coordinator_key(files["coord"]),
+        "metagraph_source": "file",
+        "metagraph_file": metagraph,
+        "beacon_poll_s": 0.05,
+        "metagraph_refresh_s": 0.2,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def manifest_doc(run_id: str = "run-1", **audit: Any) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "seed": 7,
+        "model": {"vocab_size": 256, "d_model": 16, "num_layers": 1, "num_heads": 2,
+                  "head_dim": 8, "ffn_hidden": 32, "context_length": 32},
+        "round": {"inner_steps": 8, "checkpoint_interval": 2, "commit_window_rounds": 3,
+                  "audit_window_rounds": 2, "dispute_window_rounds": 2},
+        "data": {"dataset_root": "11" * 32, "descriptor_sha256": "22" * 32,
+                 "tokenizer_sha256": "33" * 32, "sample_count": 100, "seq_len": 16},
+        "audit": {"rate": 0.5, "segments": 2, "probation_rounds": 1, **audit},
+        "determinism": {"torch_version": "2.13.0", "num_threads": 1, "device_class": DEVICE_CLASS},
+        "selfcheck_reference": {DEVICE_CLASS: GOOD_HASH},
+    }
+
+
+def join_body(workload_hash: str = GOOD_HASH, devices: int = 1) -> dict[str, Any]:
+    return {
+        "devices": [
+            {"index": i, "name": "test", "device_class": DEVICE_CLASS, "memory_bytes": 1 << 30,
+             "workload_hash": workload_hash, "memory_probe_ok": True}
+            for i in range(devices)
+        ],
+        "layout": {"dp_ranks": devices, "micro_batches": 1, "micro_batch_size": 4 // devices},
+    }
+
+
+def commit_body(round_index: int, tokens: int = 1000, loss: float = 3.5) -> dict[str, Any]:
+    digest = hashlib.sha256(str(tokens).encode()).hexdigest()
+    return {"round": round_index, "checkpoint_root": digest, "leaf_count": 5,
+            "update_sha256": digest, "update_bytes": 4096, "tokens": tokens,
+            "update_url": "http://relay/blob", "train_loss": loss}
+
+
+def signed(key: Hotkey, domain: str, body: dict[str, Any], run_id: str = "run-1",
+           expiry: int = 10**9) -> dict[str, Any]:
+    return seal(key, domain=domain, run_id=run_id, body=body, expiry_round=expiry).model_dump()
+
+
+def bearer(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKENS[name]}"}
+
+
+@dataclass
+class SteppedBeacon:
+    """A beacon source the test advances by hand (unit tests; the full round uses drand)."""
+
+    round: int = 100
+    def _at(self, number: int) -> BeaconRound:
+        rnd = hashlib.sha256(f"r{number}".encode()).hexdigest()
+        return BeaconRound(number, rnd, rnd + rnd)
+
+    def latest(self) -> BeaconRound:
+        return self._at(self.round)
+
+    def get(self, round_number: int) -> BeaconRound:
+        if round_number > self.round:
+            raise ValueError(f"round {round_number} is in the future")
+        return self._at(round_number)
+
+
+@dataclass
+class FakeLedger:
+    """Records calls; pays each settled round's tokens as weights."""
+
+    runs: dict[str, tuple[int, int]] = field(default_factory=dict)
+    settled: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
+    faults: list[tuple[str, int, str]] = field(default_factory=list)
+    weight_calls: int = 0
+
+    def create_run(self, run_id: str, *, pool_per_round: int, vesting_rounds: int) -> None:
+        self.runs[run_id] = (pool_per_round, vesting_rounds)
+
+    def settle_round(self, run_id: str, round_index: int, accepted: Mapping[str, int],
+                     epoch: int) -> None:
+        key = (run_id, round_index)
+        if key in self.settled:
+            raise ValueError("already settled")
+        self.settled[key] = dict(accepted)
+
+    def record_fault(self, run_id: str, round_index: int, hotkey: str, reason: str) -> None:
+        self.faults.append((run_id, round_index, hotkey))
+
+    def get_weights(self, epoch: int, registered: Mapping[str, int]) -> WeightsAnswer:
+        self.weight_calls += 1
+        weights: dict[str, int | float] = {}
+        for accepted in self.settled.values():
+            for hotkey, tokens in accepted.items():
+                if hotkey in registered:
+                    weights[hotkey] = weights.get(hotkey, 0) + tokens
+        return WeightsAnswer(weights, sum(weights.values()) or 1)
+
+    def balances(self, run_id: str) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for (run, _), accepted in self.settled.items():
+            for hotkey, tokens in accepted.items():
+                if run == run_id:
+                    bal = out.setdefault(hotkey, {"escrow": 0, "vested": 0, "burned": 0})
+                    bal["escrow"] += tokens
+        return out
