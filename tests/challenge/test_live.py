@@ -1,0 +1,168 @@
+"""End to end on the real local drand-compatible beacon (real signed rounds, no fake clock).
+
+One full round through every phase in-process, and a uvicorn subprocess killed with
+SIGKILL mid-round and restarted on the same state directory.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from hypertrain.beacon import BeaconClient, LocalBeaconProcess, start_local_beacon
+from hypertrain.challenge.app import create_app
+from hypertrain.challenge.wiring import DrandBeacon
+from hypertrain.protocol.identity import Hotkey
+from tests.challenge.helpers import (
+    FakeLedger,
+    bearer,
+    commit_body,
+    join_body,
+    make_settings,
+    manifest_doc,
+    signed,
+    write_metagraph,
+    write_secrets,
+)
+
+pytestmark = pytest.mark.slow
+START = "aa" * 32
+MINERS = [Hotkey.from_seed(bytes([40 + i]) * 32) for i in range(2)]
+AUDITOR = Hotkey.from_seed(b"\x66" * 32)
+
+
+@pytest.fixture
+def local_beacon(tmp_path: Path) -> Iterator[LocalBeaconProcess]:
+    with start_local_beacon(tmp_path / "beacon", period_s=1) as beacon:
+        yield beacon
+
+
+def _wait(check: Callable[[], Any], timeout_s: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("condition not reached in time")
+
+
+def _phase(client: TestClient | httpx.Client, index: int = 0) -> str:
+    return str(client.get(f"/v1/runs/run-1/rounds/{index}").json()["phase"])
+
+
+def test_full_round_on_local_beacon(tmp_path: Path, local_beacon: LocalBeaconProcess) -> None:
+    client_b = BeaconClient([local_beacon.url], local_beacon.chain, tmp_path / "bc.sqlite")
+    settings = make_settings(tmp_path, [k.ss58_address for k in MINERS])
+    ledger = FakeLedger()
+    app = create_app(settings, beacon=DrandBeacon(client_b), ledger=ledger)
+    with TestClient(app) as c:
+        _wait(lambda: c.get("/v1/beacon").json()["round"])
+        assert c.post("/admin/v1/runs", headers=bearer("admin"),
+                      json={"manifest": manifest_doc(rate=1.0)}).is_success
+        for key in MINERS:
+            assert c.post("/v1/join", json=signed(key, "join", join_body())).is_success
+        opened = c.post("/admin/v1/runs/run-1/rounds", headers=bearer("admin"),
+                        json={"start_model_sha256": START, "start_model_url": "http://r/m0"})
+        assert opened.status_code == 200, opened.text
+        for key in MINERS:
+            r = c.post("/v1/commit", json=signed(key, "commit", commit_body(0)))
+            assert r.status_code == 200, r.text
+        deadline = opened.json()["body"]["commit_deadline_round"]
+        _wait(lambda: _phase(c) == "audit")
+        detail = c.get("/v1/runs/run-1/rounds/0").json()
+        assert detail["selection_beacon_round"] == deadline + 1
+        selector = client_b.get(deadline + 1)  # anyone can fetch and verify it
+        assert c.get("/v1/beacon").json()["round"] >= selector.round
+        assert len(detail["assignments"]) == 2
+        for a in detail["assignments"]:
+            body = a["body"]
+            verdict = {"round": 0, "hotkey": body["hotkey"], "segments": body["segments"],
+                       "result": "match"}
+            r = c.post("/worker/v1/verdict", headers=bearer("worker"),
+                       json=signed(AUDITOR, "verdict", verdict))
+            assert r.status_code == 200, r.text
+        _wait(lambda: _phase(c) == "merge")
+        tape = {"round": 0, "start_model_sha256": START, "new_model_sha256": "bb" * 32,
+                "new_model_url": "http://r/m1", "outer_state_sha256": "cc" * 32,
+                "tape_sha256": "dd" * 32}
+        r = c.post("/worker/v1/merge", headers=bearer("worker"),
+                   json=signed(AUDITOR, "merge-tape", tape))
+        assert r.status_code == 200, r.text
+        assert _phase(c) == "final"
+        assert ledger.settled[("run-1", 0)] == {k.ss58_address: 1000 for k in MINERS}
+    client_b.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-m", "tests.challenge.serve_fake_ledger", str(port)],
+                            env=env, cwd=Path(__file__).parents[2])
+    _wait(lambda: _healthy(port), timeout_s=30)
+    return proc
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_sigkill_mid_round_and_restart(tmp_path: Path, local_beacon: LocalBeaconProcess) -> None:
+    files = write_secrets(tmp_path / "secrets")
+    env = {**os.environ,
+           "CHALLENGE_STATE_DIR": str(tmp_path / "state"),
+           "CHALLENGE_INTERNAL_TOKEN_FILE": str(files["internal"]),
+           "CHALLENGE_ADMIN_TOKEN_FILE": str(files["admin"]),
+           "CHALLENGE_WORKER_TOKEN_FILE": str(files["worker"]),
+           "HYPERTRAIN_COORD_KEY_FILE": str(files["coord"]),
+           "HYPERTRAIN_METAGRAPH_SOURCE": "file",
+           "HYPERTRAIN_METAGRAPH_FILE": str(write_metagraph(
+               tmp_path / "mg.json", [k.ss58_address for k in MINERS])),
+           "HYPERTRAIN_BEACON_URLS": local_beacon.url,
+           "HYPERTRAIN_BEACON_INFO_FILE": str(tmp_path / "beacon" / "info.json"),
+           "HYPERTRAIN_BEACON_POLL_S": "0.2"}
+    port = _free_port()
+    proc = _start(env, port)
+    c = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+    try:
+        doc = manifest_doc()
+        doc["round"]["commit_window_rounds"] = 60
+        assert c.post("/admin/v1/runs", headers=bearer("admin"), json={"manifest": doc}).is_success
+        for key in MINERS:
+            assert c.post("/v1/join", json=signed(key, "join", join_body())).is_success
+        assert c.post("/admin/v1/runs/run-1/rounds", headers=bearer("admin"),
+                      json={"start_model_sha256": START, "start_model_url": "u"}).is_success
+        first = signed(MINERS[0], "commit", commit_body(0))
+        assert c.post("/v1/commit", json=first).status_code == 200
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        proc = _start(env, port)
+        assert _phase(c) == "train"
+        assert c.post("/v1/commit", json=first).json()["error"] == "replayed"
+        again = c.post("/v1/commit", json=signed(MINERS[0], "commit", commit_body(0)))
+        assert (again.status_code, again.json()["error"]) == (409, "duplicate")
+        assert c.post("/v1/commit",
+                      json=signed(MINERS[1], "commit", commit_body(0))).status_code == 200
+        assert c.get("/v1/runs/run-1/rounds").json()[0]["commits"] == 2
+    finally:
+        c.close()
+        proc.kill()
+        proc.wait(timeout=10)

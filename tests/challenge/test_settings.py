@@ -1,0 +1,73 @@
+"""Settings from the environment: token and key files are refused when unsafe or unusable."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import pytest
+
+from hypertrain.challenge.errors import SettingsError
+from hypertrain.challenge.settings import read_token_file, settings_from_env
+from tests.challenge.helpers import write_private, write_secrets
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    files = write_secrets(tmp_path)
+    return {
+        "CHALLENGE_STATE_DIR": str(tmp_path / "state"),
+        "CHALLENGE_INTERNAL_TOKEN_FILE": str(files["internal"]),
+        "CHALLENGE_ADMIN_TOKEN_FILE": str(files["admin"]),
+        "CHALLENGE_WORKER_TOKEN_FILE": str(files["worker"]),
+        "HYPERTRAIN_COORD_KEY_FILE": str(files["coord"]),
+        "CHALLENGE_MASTER_URL": "http://127.0.0.1:9",
+    }
+
+
+def test_documented_environment_builds_settings(tmp_path: Path) -> None:
+    s = settings_from_env(_env(tmp_path))
+    assert s.slug == "hypertrain" and s.netuid == 100 and s.metagraph_source == "master"
+    assert "i" * 32 not in repr(s)  # tokens never appear in a repr (so never in a log)
+    assert s.internal_token.matches("i" * 32) and not s.internal_token.matches("i" * 31)
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644])
+def test_token_readable_by_others_is_refused(tmp_path: Path, mode: int) -> None:
+    env = _env(tmp_path)
+    os.chmod(env["CHALLENGE_INTERNAL_TOKEN_FILE"], mode)
+    with pytest.raises(SettingsError, match="readable by group or others"):
+        settings_from_env(env)
+
+
+def test_missing_empty_and_placeholder_tokens_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="does not exist"):
+        read_token_file(tmp_path / "nope", "X")
+    with pytest.raises(SettingsError, match="is empty"):
+        read_token_file(write_private(tmp_path / "empty", "\n"), "X")
+    with pytest.raises(SettingsError, match="placeholder"):
+        read_token_file(write_private(tmp_path / "short", "changeme"), "X")
+
+
+def test_required_variables_and_bad_key(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    for name in ("CHALLENGE_STATE_DIR", "CHALLENGE_INTERNAL_TOKEN_FILE",
+                 "HYPERTRAIN_COORD_KEY_FILE", "CHALLENGE_MASTER_URL"):
+        partial = {k: v for k, v in env.items() if k != name}
+        with pytest.raises(SettingsError):
+            settings_from_env(partial)
+    write_private(Path(env["HYPERTRAIN_COORD_KEY_FILE"]), "zz" * 32)
+    with pytest.raises(SettingsError, match="not hex"):
+        settings_from_env(env)
+    write_private(Path(env["HYPERTRAIN_COORD_KEY_FILE"]), secrets.token_hex(16))
+    with pytest.raises(SettingsError, match="expected 32"):
+        settings_from_env(env)
+
+
+def test_bad_numbers_and_sources(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    for name, value in [("CHALLENGE_NETUID", "x"), ("HYPERTRAIN_BEACON_POLL_S", "-1"),
+                        ("HYPERTRAIN_METAGRAPH_SOURCE", "moon"),
+                        ("HYPERTRAIN_WORKER_HOTKEYS", "notakey"), ("CHALLENGE_SLUG", "a/b")]:
+        with pytest.raises(SettingsError):
+            settings_from_env({**env, name: value})
