@@ -33,7 +33,10 @@ QUICKNET_ENDPOINT = "https://api.drand.sh"
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "beacon", help="drand beacons: verify, round arithmetic, fetch, local beacon"
+        "beacon",
+        help="drand beacons: verify, round arithmetic, fetch, local beacon",
+        description="Verify drand beacons (quicknet by default), convert between rounds "
+        "and time, fetch verified beacons, and run the local devnet beacon.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -58,27 +61,60 @@ def register(subparsers: Any) -> None:
     get.add_argument(
         "--endpoint",
         action="append",
+        metavar="URL",
         help=f"drand HTTP base URL; repeat for fallbacks (default {QUICKNET_ENDPOINT})",
     )
-    get.add_argument("--cache", type=Path, help="SQLite file caching verified rounds")
-    get.add_argument("--timeout-s", type=float, default=5.0, help="per-request timeout, seconds")
+    get.add_argument(
+        "--cache", type=Path, metavar="FILE", help="SQLite file caching verified rounds"
+    )
+    get.add_argument(
+        "--timeout-s", type=float, default=5.0, metavar="S", help="per-request timeout (default 5)"
+    )
     _chain_flag(get)
     get.set_defaults(func=_get)
 
     serve = sub.add_parser("serve", help="run the drand-compatible local beacon (devnet)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    serve.add_argument("--port", type=int, default=8081, help="TCP port; 0 picks a free one")
-    serve.add_argument("--period-s", type=int, default=1, help="seconds between rounds (>= 1)")
     serve.add_argument(
-        "--key-file", type=Path, required=True, help="BLS key JSON; created (mode 0600) if absent"
+        "--host", default="127.0.0.1", metavar="ADDR", help="address to bind (default loopback)"
     )
     serve.add_argument(
-        "--state-dir", type=Path, required=True, help="directory keeping the chain (genesis time)"
+        "--port", type=int, default=8081, metavar="P", help="TCP port (default 8081; 0 = any free)"
     )
-    serve.add_argument("--beacon-id", default=DEFAULT_BEACON_ID, help="the chain's beacon id")
-    serve.add_argument("--info-out", type=Path, help="also write the chain info JSON here")
     serve.add_argument(
-        "--ready-file", type=Path, help="write {url, chain_info} here once the port is bound"
+        "--period-s",
+        type=int,
+        default=1,
+        metavar="S",
+        help="whole seconds between rounds (default 1)",
+    )
+    serve.add_argument(
+        "--key-file",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="BLS key JSON; created (mode 0600) if absent",
+    )
+    serve.add_argument(
+        "--state-dir",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="directory keeping the chain (genesis time)",
+    )
+    serve.add_argument(
+        "--beacon-id",
+        default=DEFAULT_BEACON_ID,
+        metavar="ID",
+        help=f"beacon id (default {DEFAULT_BEACON_ID})",
+    )
+    serve.add_argument(
+        "--info-out", type=Path, metavar="FILE", help="also write the chain info JSON here"
+    )
+    serve.add_argument(
+        "--ready-file",
+        type=Path,
+        metavar="FILE",
+        help="write {url, chain_info} here once the port is bound",
     )
     serve.set_defaults(func=_serve)
 
@@ -87,6 +123,7 @@ def _chain_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--chain-info",
         type=Path,
+        metavar="FILE",
         help="drand /info JSON of the chain to use (default: drand quicknet)",
     )
 
@@ -140,9 +177,15 @@ def _round_at(args: argparse.Namespace) -> int:
 def _get(args: argparse.Namespace) -> int:
     endpoints = args.endpoint or [QUICKNET_ENDPOINT]
     with BeaconClient(endpoints, _chain(args), args.cache, timeout_s=args.timeout_s) as client:
-        beacon = client.latest() if args.round == "latest" else client.get(int(args.round))
+        beacon = client.latest() if args.round == "latest" else client.get(_round(args.round))
     sys.stdout.write(json.dumps(beacon.to_json(), sort_keys=True) + "\n")
     return 0
+
+
+def _round(text: str) -> int:
+    if not text.isdigit():
+        raise ValueError(f"round {text!r} is neither a positive integer nor 'latest'")
+    return int(text)
 
 
 def _serve(args: argparse.Namespace) -> int:
