@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import IO
+from dataclasses import dataclass, field
+from typing import IO, Final
 
 from starlette.concurrency import run_in_threadpool
 
@@ -26,6 +26,8 @@ from hypertrain.relay.store import BlobStore
 from hypertrain.relay.upstream import Upstream
 
 log = logging.getLogger(__name__)
+
+PRUNE_EVERY: Final = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,18 +53,25 @@ class Relay:
     max_round_bytes: int
     coordinators: frozenset[str]
     upstream: Upstream | None = None
+    _authorised: int = field(default=0, init=False)
 
     def authorise(self, header: str | None, sha256: str) -> Authorised:
         """Check an upload's envelope (blocking: signature check, registry lookup)."""
         validate_sha256(sha256)
-        return authorise_put(
+        current_round = self.clock.current_round()
+        auth = authorise_put(
             header,
             sha256,
             policy=self.policy,
-            current_round=self.clock.current_round(),
+            current_round=current_round,
             is_registered=self._is_registered,
             replay=self.replay,
         )
+        self._authorised += 1
+        if self._authorised % PRUNE_EVERY == 0:
+            # expired nonces are refused by the expiry check, so their records can go
+            self.replay.prune(current_round)
+        return auth
 
     def _is_registered(self, ss58: str) -> bool:
         return ss58 in self.coordinators or self.registry(ss58)
