@@ -39,7 +39,12 @@ def register(subparsers: Any) -> None:
         "and time, fetch verified beacons, and run the local devnet beacon.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _register_checks(sub)
+    _register_get(sub)
+    _register_serve(sub)
 
+
+def _register_checks(sub: Any) -> None:
     verify = sub.add_parser("verify", help="verify one beacon signature and print its randomness")
     verify.add_argument("round", type=int, help="the beacon round number")
     verify.add_argument("signature", help="the round's signature, hex (96 hex digits)")
@@ -56,6 +61,8 @@ def register(subparsers: Any) -> None:
     _chain_flag(at)
     at.set_defaults(func=_round_at)
 
+
+def _register_get(sub: Any) -> None:
     get = sub.add_parser("get", help="fetch and verify a beacon from drand endpoints")
     get.add_argument("round", help="a round number, or 'latest'")
     get.add_argument(
@@ -73,6 +80,8 @@ def register(subparsers: Any) -> None:
     _chain_flag(get)
     get.set_defaults(func=_get)
 
+
+def _register_serve(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run the drand-compatible local beacon (devnet)")
     serve.add_argument(
         "--host", default="127.0.0.1", metavar="ADDR", help="address to bind (default loopback)"
