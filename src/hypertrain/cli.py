@@ -20,6 +20,7 @@ GROUPS: Final[dict[str, str]] = {
     "data": "hypertrain.data.cli",
     "beacon": "hypertrain.beacon.cli",
     "relay": "hypertrain.relay.cli",
+    "challenge": "hypertrain.challenge.cli",
 }
 
 
@@ -37,9 +38,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _requested_group(args: list[str]) -> str | None:
+    """The group named on the command line, skipping global options and their values."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--log-level")
+    _, rest = pre.parse_known_args(args)
+    return rest[0] if rest and not rest[0].startswith("-") else None
+
+
 def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
-    group = next((a for a in args_in if not a.startswith("-")), None)
+    group = _requested_group(args_in)
     parser = build_parser(group if group in GROUPS else None)
     args = parser.parse_args(args_in)
     logging.basicConfig(
