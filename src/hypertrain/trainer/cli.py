@@ -66,9 +66,7 @@ def register(subparsers: Any) -> None:
 def _spec(args: argparse.Namespace) -> tuple[ModelSpec, StateConfig]:
     if args.manifest is not None:
         manifest = manifest_from_json(parse_json(args.manifest.read_bytes(), max_bytes=1 << 24))
-        config = StateConfig(
-            manifest.model, manifest.inner, manifest.compression.error_feedback
-        )
+        config = StateConfig(manifest.model, manifest.inner, manifest.compression.error_feedback)
         return manifest.model, config
     model = get_preset(args.preset)
     if args.vocab_size is not None:

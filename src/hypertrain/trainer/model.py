@@ -98,15 +98,15 @@ def attention(x: Tensor, params: Params, prefix: str, spec: ModelSpec, rope: Ten
     h, hd = spec.num_heads, spec.head_dim
 
     def heads(name: str) -> Tensor:
-        return (x @ params[f"{prefix}{name}.weight"].T).view(b, t, h, hd).transpose(1, 2)
+        return F.linear(x, params[f"{prefix}{name}.weight"]).view(b, t, h, hd).transpose(1, 2)
 
     q, k, v = apply_rope(heads("q_proj"), rope), apply_rope(heads("k_proj"), rope), heads("v_proj")
     y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
-    return y.transpose(1, 2).reshape(b, t, h * hd) @ params[f"{prefix}o_proj.weight"].T
+    return F.linear(y.transpose(1, 2).reshape(b, t, h * hd), params[f"{prefix}o_proj.weight"])
 
 
 def swiglu(x: Tensor, gate: Tensor, up: Tensor, down: Tensor) -> Tensor:
-    return (F.silu(x @ gate.T) * (x @ up.T)) @ down.T
+    return F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down)
 
 
 def forward(
@@ -137,7 +137,7 @@ def forward(
             tracer.record(f"layers.{i}", x)
     x = rms_norm(x, params["norm.weight"], spec.norm_eps)
     head = params["embed_tokens.weight" if spec.tied_embeddings else "lm_head.weight"]
-    logits = x @ head.T  # (B, T, V)
+    logits = F.linear(x, head)  # (B, T, V)
     if tracer is not None:
         tracer.record("logits", logits)
     return logits, aux

@@ -54,7 +54,7 @@ def moe_ffn(
     """Apply the MoE feed-forward to (B, T, d); returns the output and the balance loss."""
     shape = x.shape
     flat = x.reshape(-1, shape[-1])  # (N, d)
-    probs = F.softmax(flat @ params[prefix + "router.weight"].T, dim=-1)  # (N, E)
+    probs = F.softmax(F.linear(flat, params[prefix + "router.weight"]), dim=-1)  # (N, E)
     gates, experts = route(probs, moe.top_k)
     cap = capacity(flat.shape[0], moe)
     gate_w = params[prefix + "experts.gate_proj"]
@@ -69,7 +69,7 @@ def moe_ffn(
         if tok.numel() == 0:
             continue
         h = flat[tok]
-        out = (F.silu(h @ gate_w[e].T) * (h @ up_w[e].T)) @ down_w[e].T
+        out = F.linear(F.silu(F.linear(h, gate_w[e])) * F.linear(h, up_w[e]), down_w[e])
         slots = slots.index_put((tok, slot), out * gates[tok, slot].unsqueeze(-1))
     y = slots[:, 0]
     for j in range(1, moe.top_k):
