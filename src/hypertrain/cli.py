@@ -21,6 +21,7 @@ GROUPS: Final[dict[str, str]] = {
     "beacon": "hypertrain.beacon.cli",
     "relay": "hypertrain.relay.cli",
     "challenge": "hypertrain.challenge.cli",
+    "auditor": "hypertrain.auditor.cli",
 }
 
 

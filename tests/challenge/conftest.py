@@ -50,7 +50,8 @@ def harness(tmp_path: Path, miner_keys: list[Hotkey]) -> Iterator[Harness]:
     app = create_app(settings, beacon=beacon, ledger=ledger)
     with TestClient(app) as client:
         h = Harness(client, beacon, ledger, miner_keys, outsider, auditor, tmp_path)
-        response = client.post("/admin/v1/runs", json={"manifest": manifest_doc()},
-                               headers=bearer("admin"))
+        response = client.post(
+            "/admin/v1/runs", json={"manifest": manifest_doc()}, headers=bearer("admin")
+        )
         assert response.status_code == 200, response.text
         yield h

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ TOKENS = {"internal": "i" * 32, "admin": "a" * 32, "worker": "w" * 32}
 
 def write_private(path: Path, text: str) -> Path:
     path.write_text(text)
-    os.chmod(path, 0o600)
+    path.chmod(0o600)
     return path
 
 
@@ -35,8 +34,12 @@ def write_secrets(directory: Path) -> dict[str, Path]:
 
 
 def write_metagraph(path: Path, hotkeys: list[str], epoch: int = 1) -> Path:
-    doc = {"epoch": epoch, "block": 100, "netuid": 100,
-           "hotkeys": {h: i for i, h in enumerate(hotkeys)}}
+    doc = {
+        "epoch": epoch,
+        "block": 100,
+        "netuid": 100,
+        "hotkeys": {h: i for i, h in enumerate(hotkeys)},
+    }
     path.write_text(json.dumps(doc))
     return path
 
@@ -63,12 +66,29 @@ def manifest_doc(run_id: str = "run-1", **audit: Any) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "seed": 7,
-        "model": {"vocab_size": 256, "d_model": 16, "num_layers": 1, "num_heads": 2,
-                  "head_dim": 8, "ffn_hidden": 32, "context_length": 32},
-        "round": {"inner_steps": 8, "checkpoint_interval": 2, "commit_window_rounds": 3,
-                  "audit_window_rounds": 2, "dispute_window_rounds": 2},
-        "data": {"dataset_root": "11" * 32, "descriptor_sha256": "22" * 32,
-                 "tokenizer_sha256": "33" * 32, "sample_count": 100, "seq_len": 16},
+        "model": {
+            "vocab_size": 256,
+            "d_model": 16,
+            "num_layers": 1,
+            "num_heads": 2,
+            "head_dim": 8,
+            "ffn_hidden": 32,
+            "context_length": 32,
+        },
+        "round": {
+            "inner_steps": 8,
+            "checkpoint_interval": 2,
+            "commit_window_rounds": 3,
+            "audit_window_rounds": 2,
+            "dispute_window_rounds": 2,
+        },
+        "data": {
+            "dataset_root": "11" * 32,
+            "descriptor_sha256": "22" * 32,
+            "tokenizer_sha256": "33" * 32,
+            "sample_count": 100,
+            "seq_len": 16,
+        },
         "audit": {"rate": 0.5, "segments": 2, "probation_rounds": 1, **audit},
         "determinism": {"torch_version": "2.13.0", "num_threads": 1, "device_class": DEVICE_CLASS},
         "selfcheck_reference": {DEVICE_CLASS: GOOD_HASH},
@@ -78,8 +98,14 @@ def manifest_doc(run_id: str = "run-1", **audit: Any) -> dict[str, Any]:
 def join_body(workload_hash: str = GOOD_HASH, devices: int = 1) -> dict[str, Any]:
     return {
         "devices": [
-            {"index": i, "name": "test", "device_class": DEVICE_CLASS, "memory_bytes": 1 << 30,
-             "workload_hash": workload_hash, "memory_probe_ok": True}
+            {
+                "index": i,
+                "name": "test",
+                "device_class": DEVICE_CLASS,
+                "memory_bytes": 1 << 30,
+                "workload_hash": workload_hash,
+                "memory_probe_ok": True,
+            }
             for i in range(devices)
         ],
         "layout": {"dp_ranks": devices, "micro_batches": 1, "micro_batch_size": 4 // devices},
@@ -88,13 +114,21 @@ def join_body(workload_hash: str = GOOD_HASH, devices: int = 1) -> dict[str, Any
 
 def commit_body(round_index: int, tokens: int = 1000, loss: float = 3.5) -> dict[str, Any]:
     digest = hashlib.sha256(str(tokens).encode()).hexdigest()
-    return {"round": round_index, "checkpoint_root": digest, "leaf_count": 5,
-            "update_sha256": digest, "update_bytes": 4096, "tokens": tokens,
-            "update_url": "http://relay/blob", "train_loss": loss}
+    return {
+        "round": round_index,
+        "checkpoint_root": digest,
+        "leaf_count": 5,
+        "update_sha256": digest,
+        "update_bytes": 4096,
+        "tokens": tokens,
+        "update_url": "http://relay/blob",
+        "train_loss": loss,
+    }
 
 
-def signed(key: Hotkey, domain: str, body: dict[str, Any], run_id: str = "run-1",
-           expiry: int = 10**9) -> dict[str, Any]:
+def signed(
+    key: Hotkey, domain: str, body: dict[str, Any], run_id: str = "run-1", expiry: int = 10**9
+) -> dict[str, Any]:
     return seal(key, domain=domain, run_id=run_id, body=body, expiry_round=expiry).model_dump()
 
 
@@ -107,6 +141,7 @@ class SteppedBeacon:
     """A beacon source the test advances by hand (unit tests; the full round uses drand)."""
 
     round: int = 100
+
     def _at(self, number: int) -> BeaconRound:
         rnd = hashlib.sha256(f"r{number}".encode()).hexdigest()
         return BeaconRound(number, rnd, rnd + rnd)
@@ -132,8 +167,9 @@ class FakeLedger:
     def create_run(self, run_id: str, *, pool_per_round: int, vesting_rounds: int) -> None:
         self.runs[run_id] = (pool_per_round, vesting_rounds)
 
-    def settle_round(self, run_id: str, round_index: int, accepted: Mapping[str, int],
-                     epoch: int) -> None:
+    def settle_round(
+        self, run_id: str, round_index: int, accepted: Mapping[str, int], epoch: int
+    ) -> None:
         key = (run_id, round_index)
         if key in self.settled:
             raise ValueError("already settled")

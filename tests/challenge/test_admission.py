@@ -24,8 +24,9 @@ def test_unregistered_hotkey_is_refused(harness: Harness) -> None:
 
 
 def test_replayed_join_is_refused(harness: Harness) -> None:
-    env = seal(harness.miners[0], domain="join", run_id="run-1", body=join_body(),
-               expiry_round=10**9).model_dump()
+    env = seal(
+        harness.miners[0], domain="join", run_id="run-1", body=join_body(), expiry_round=10**9
+    ).model_dump()
     assert harness.client.post("/v1/join", json=env).status_code == 200
     again = harness.client.post("/v1/join", json=env)
     assert again.status_code == 409
@@ -41,8 +42,9 @@ def test_second_join_with_new_nonce_is_duplicate(harness: Harness) -> None:
 
 
 def test_bad_selfcheck_hash_is_refused(harness: Harness) -> None:
-    r = harness.client.post("/v1/join", json=signed(harness.miners[1], "join",
-                                                    join_body("cd" * 32)))
+    r = harness.client.post(
+        "/v1/join", json=signed(harness.miners[1], "join", join_body("cd" * 32))
+    )
     assert r.status_code == 403
     assert r.json()["error"] == "selfcheck_mismatch"
 
@@ -79,13 +81,15 @@ def test_bad_signature_expired_and_wrong_domain(harness: Harness) -> None:
     env["body"]["endpoint"] = "tampered"
     r = harness.client.post("/v1/join", json=env)
     assert (r.status_code, r.json()["error"]) == (401, "bad_signature")
-    r = harness.client.post("/v1/join", json=signed(harness.miners[0], "join", join_body(),
-                                                    expiry=5))
+    r = harness.client.post(
+        "/v1/join", json=signed(harness.miners[0], "join", join_body(), expiry=5)
+    )
     assert (r.status_code, r.json()["error"]) == (400, "expired")
     r = harness.client.post("/v1/join", json=signed(harness.miners[0], "commit", join_body()))
     assert (r.status_code, r.json()["error"]) == (400, "wrong_domain")
-    r = harness.client.post("/v1/join", json=signed(harness.miners[0], "join", join_body(),
-                                                    run_id="nope"))
+    r = harness.client.post(
+        "/v1/join", json=signed(harness.miners[0], "join", join_body(), run_id="nope")
+    )
     assert (r.status_code, r.json()["error"]) == (404, "unknown_run")
 
 

@@ -23,15 +23,24 @@ def test_openapi_fuzz_has_no_server_errors(harness: Harness) -> None:
 
 
 def _fuzz(operation: schemathesis.APIOperation) -> None:
-    token = "admin" if operation.path.startswith("/admin") else (
-        "worker" if operation.path.startswith("/worker") else "internal")
+    token = (
+        "admin"
+        if operation.path.startswith("/admin")
+        else ("worker" if operation.path.startswith("/worker") else "internal")
+    )
 
-    @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES_PER_OPERATION,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(case=operation.as_strategy())
     def check(case: schemathesis.Case) -> None:
-        headers = {"Authorization": f"Bearer {TOKENS[token]}",
-                   "X-Platform-Challenge-Slug": "hypertrain"}
+        headers = {
+            "Authorization": f"Bearer {TOKENS[token]}",
+            "X-Platform-Challenge-Slug": "hypertrain",
+        }
         response = case.call(headers=headers)
         where = f"{operation.method.upper()} {operation.path}: {response.text[:300]}"
         assert response.status_code < 500 or response.status_code == 503, where

@@ -69,12 +69,16 @@ def test_full_round_on_local_beacon(tmp_path: Path, local_beacon: LocalBeaconPro
     app = create_app(settings, beacon=DrandBeacon(client_b), ledger=ledger)
     with TestClient(app) as c:
         _wait(lambda: c.get("/v1/beacon").json()["round"])
-        assert c.post("/admin/v1/runs", headers=bearer("admin"),
-                      json={"manifest": manifest_doc(rate=1.0)}).is_success
+        assert c.post(
+            "/admin/v1/runs", headers=bearer("admin"), json={"manifest": manifest_doc(rate=1.0)}
+        ).is_success
         for key in MINERS:
             assert c.post("/v1/join", json=signed(key, "join", join_body())).is_success
-        opened = c.post("/admin/v1/runs/run-1/rounds", headers=bearer("admin"),
-                        json={"start_model_sha256": START, "start_model_url": "http://r/m0"})
+        opened = c.post(
+            "/admin/v1/runs/run-1/rounds",
+            headers=bearer("admin"),
+            json={"start_model_sha256": START, "start_model_url": "http://r/m0"},
+        )
         assert opened.status_code == 200, opened.text
         for key in MINERS:
             r = c.post("/v1/commit", json=signed(key, "commit", commit_body(0)))
@@ -88,17 +92,30 @@ def test_full_round_on_local_beacon(tmp_path: Path, local_beacon: LocalBeaconPro
         assert len(detail["assignments"]) == 2
         for a in detail["assignments"]:
             body = a["body"]
-            verdict = {"round": 0, "hotkey": body["hotkey"], "segments": body["segments"],
-                       "result": "match"}
-            r = c.post("/worker/v1/verdict", headers=bearer("worker"),
-                       json=signed(AUDITOR, "verdict", verdict))
+            verdict = {
+                "round": 0,
+                "hotkey": body["hotkey"],
+                "segments": body["segments"],
+                "result": "match",
+            }
+            r = c.post(
+                "/worker/v1/verdict",
+                headers=bearer("worker"),
+                json=signed(AUDITOR, "verdict", verdict),
+            )
             assert r.status_code == 200, r.text
         _wait(lambda: _phase(c) == "merge")
-        tape = {"round": 0, "start_model_sha256": START, "new_model_sha256": "bb" * 32,
-                "new_model_url": "http://r/m1", "outer_state_sha256": "cc" * 32,
-                "tape_sha256": "dd" * 32}
-        r = c.post("/worker/v1/merge", headers=bearer("worker"),
-                   json=signed(AUDITOR, "merge-tape", tape))
+        tape = {
+            "round": 0,
+            "start_model_sha256": START,
+            "new_model_sha256": "bb" * 32,
+            "new_model_url": "http://r/m1",
+            "outer_state_sha256": "cc" * 32,
+            "tape_sha256": "dd" * 32,
+        }
+        r = c.post(
+            "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape)
+        )
         assert r.status_code == 200, r.text
         assert _phase(c) == "final"
         assert ledger.settled[("run-1", 0)] == {k.ss58_address: 1000 for k in MINERS}
@@ -112,8 +129,11 @@ def _free_port() -> int:
 
 
 def _start(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "tests.challenge.serve_fake_ledger", str(port)],
-                            env=env, cwd=Path(__file__).parents[2])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.challenge.serve_fake_ledger", str(port)],
+        env=env,
+        cwd=Path(__file__).parents[2],
+    )
     _wait(lambda: _healthy(port), timeout_s=30)
     return proc
 
@@ -127,18 +147,21 @@ def _healthy(port: int) -> bool:
 
 def test_sigkill_mid_round_and_restart(tmp_path: Path, local_beacon: LocalBeaconProcess) -> None:
     files = write_secrets(tmp_path / "secrets")
-    env = {**os.environ,
-           "CHALLENGE_STATE_DIR": str(tmp_path / "state"),
-           "CHALLENGE_INTERNAL_TOKEN_FILE": str(files["internal"]),
-           "CHALLENGE_ADMIN_TOKEN_FILE": str(files["admin"]),
-           "CHALLENGE_WORKER_TOKEN_FILE": str(files["worker"]),
-           "HYPERTRAIN_COORD_KEY_FILE": str(files["coord"]),
-           "HYPERTRAIN_METAGRAPH_SOURCE": "file",
-           "HYPERTRAIN_METAGRAPH_FILE": str(write_metagraph(
-               tmp_path / "mg.json", [k.ss58_address for k in MINERS])),
-           "HYPERTRAIN_BEACON_URLS": local_beacon.url,
-           "HYPERTRAIN_BEACON_INFO_FILE": str(tmp_path / "beacon" / "info.json"),
-           "HYPERTRAIN_BEACON_POLL_S": "0.2"}
+    env = {
+        **os.environ,
+        "CHALLENGE_STATE_DIR": str(tmp_path / "state"),
+        "CHALLENGE_INTERNAL_TOKEN_FILE": str(files["internal"]),
+        "CHALLENGE_ADMIN_TOKEN_FILE": str(files["admin"]),
+        "CHALLENGE_WORKER_TOKEN_FILE": str(files["worker"]),
+        "HYPERTRAIN_COORD_KEY_FILE": str(files["coord"]),
+        "HYPERTRAIN_METAGRAPH_SOURCE": "file",
+        "HYPERTRAIN_METAGRAPH_FILE": str(
+            write_metagraph(tmp_path / "mg.json", [k.ss58_address for k in MINERS])
+        ),
+        "HYPERTRAIN_BEACON_URLS": local_beacon.url,
+        "HYPERTRAIN_BEACON_INFO_FILE": str(tmp_path / "beacon" / "info.json"),
+        "HYPERTRAIN_BEACON_POLL_S": "0.2",
+    }
     port = _free_port()
     proc = _start(env, port)
     c = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
@@ -148,8 +171,11 @@ def test_sigkill_mid_round_and_restart(tmp_path: Path, local_beacon: LocalBeacon
         assert c.post("/admin/v1/runs", headers=bearer("admin"), json={"manifest": doc}).is_success
         for key in MINERS:
             assert c.post("/v1/join", json=signed(key, "join", join_body())).is_success
-        assert c.post("/admin/v1/runs/run-1/rounds", headers=bearer("admin"),
-                      json={"start_model_sha256": START, "start_model_url": "u"}).is_success
+        assert c.post(
+            "/admin/v1/runs/run-1/rounds",
+            headers=bearer("admin"),
+            json={"start_model_sha256": START, "start_model_url": "u"},
+        ).is_success
         first = signed(MINERS[0], "commit", commit_body(0))
         assert c.post("/v1/commit", json=first).status_code == 200
         proc.send_signal(signal.SIGKILL)
@@ -159,8 +185,10 @@ def test_sigkill_mid_round_and_restart(tmp_path: Path, local_beacon: LocalBeacon
         assert c.post("/v1/commit", json=first).json()["error"] == "replayed"
         again = c.post("/v1/commit", json=signed(MINERS[0], "commit", commit_body(0)))
         assert (again.status_code, again.json()["error"]) == (409, "duplicate")
-        assert c.post("/v1/commit",
-                      json=signed(MINERS[1], "commit", commit_body(0))).status_code == 200
+        assert (
+            c.post("/v1/commit", json=signed(MINERS[1], "commit", commit_body(0))).status_code
+            == 200
+        )
         assert c.get("/v1/runs/run-1/rounds").json()[0]["commits"] == 2
     finally:
         c.close()

@@ -14,8 +14,12 @@ def test_health_and_version(harness: Harness) -> None:
     r = harness.client.get("/health")
     assert r.status_code == 200 and r.json()["ok"] is True
     v = harness.client.get("/version").json()
-    assert v == {"slug": "hypertrain", "version": v["version"], "contract": 1,
-                 "capabilities": ["get_weights", "proxy_routes"]}
+    assert v == {
+        "slug": "hypertrain",
+        "version": v["version"],
+        "contract": 1,
+        "capabilities": ["get_weights", "proxy_routes"],
+    }
 
 
 def test_get_weights_auth_and_persistence(harness: Harness) -> None:
@@ -30,15 +34,25 @@ def test_get_weights_auth_and_persistence(harness: Harness) -> None:
     first = c.get("/internal/v1/get_weights?epoch=3", headers={**bearer("internal"), **SLUG})
     assert first.status_code == 200
     body = first.json()
-    assert set(body) == {"challenge_slug", "epoch", "weights", "full_share_mass", "metadata",
-                         "computed_at"}
+    assert set(body) == {
+        "challenge_slug",
+        "epoch",
+        "weights",
+        "full_share_mass",
+        "metadata",
+        "computed_at",
+    }
     harness.ledger.settled[("run-1", 0)] = {harness.miners[0].ss58_address: 5}
     again = c.get("/internal/v1/get_weights?epoch=3", headers={**bearer("internal"), **SLUG})
     assert again.content == first.content
     fresh = c.get("/internal/v1/get_weights?epoch=4", headers={**bearer("internal"), **SLUG})
     assert fresh.json()["weights"] == {harness.miners[0].ss58_address: 5}
-    assert c.get("/internal/v1/get_weights?epoch=-1",
-                 headers={**bearer("internal"), **SLUG}).status_code == 422
+    assert (
+        c.get(
+            "/internal/v1/get_weights?epoch=-1", headers={**bearer("internal"), **SLUG}
+        ).status_code
+        == 422
+    )
 
 
 def _protected_routes(harness: Harness) -> list[tuple[str, str]]:
@@ -55,8 +69,11 @@ def test_token_auth_on_every_non_miner_route(harness: Harness, token: str | None
     routes = _protected_routes(harness)
     assert len(routes) >= 7
     for method, path in routes:
-        needed = "admin" if path.startswith("/admin") else (
-            "worker" if path.startswith("/worker") else "internal")
+        needed = (
+            "admin"
+            if path.startswith("/admin")
+            else ("worker" if path.startswith("/worker") else "internal")
+        )
         if token == needed:
             continue
         headers = {**SLUG}
@@ -76,8 +93,11 @@ def test_routes_work_under_proxy_prefix(harness: Harness) -> None:
 
 def test_body_limit_and_error_bodies(harness: Harness) -> None:
     c = harness.client
-    big = c.post("/v1/join", content=b"{" + b" " * (1 << 20) + b"}",
-                 headers={"content-type": "application/json"})
+    big = c.post(
+        "/v1/join",
+        content=b"{" + b" " * (1 << 20) + b"}",
+        headers={"content-type": "application/json"},
+    )
     assert big.status_code == 413 and big.json()["error"] == "too_large"
     bad = c.post("/v1/commit", content=b"not json", headers={"content-type": "application/json"})
     assert bad.status_code == 422 and bad.json()["detail"]

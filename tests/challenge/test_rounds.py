@@ -15,8 +15,11 @@ START = "aa" * 32
 def _open(h: Harness) -> dict[str, Any]:
     for key in h.miners[:3]:
         assert h.client.post("/v1/join", json=signed(key, "join", join_body())).status_code == 200
-    r = h.client.post("/admin/v1/runs/run-1/rounds", headers=bearer("admin"),
-                      json={"start_model_sha256": START, "start_model_url": "http://relay/m0"})
+    r = h.client.post(
+        "/admin/v1/runs/run-1/rounds",
+        headers=bearer("admin"),
+        json={"start_model_sha256": START, "start_model_url": "http://relay/m0"},
+    )
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -51,8 +54,10 @@ def test_commit_rules_late_duplicate_roster(harness: Harness) -> None:
     r = h.client.post("/v1/commit", json=signed(h.miners[1], "commit", commit_body(5)))
     assert (r.status_code, r.json()["error"]) == (404, "unknown_round")
     h.tick(3)  # now == deadline: still accepted
-    assert h.client.post("/v1/commit", json=signed(h.miners[1], "commit",
-                                                   commit_body(0))).status_code == 200
+    assert (
+        h.client.post("/v1/commit", json=signed(h.miners[1], "commit", commit_body(0))).status_code
+        == 200
+    )
     h.tick(1)  # past the deadline: selection happens at deadline + 1
     late = h.client.post("/v1/commit", json=signed(h.miners[2], "commit", commit_body(0)))
     assert (late.status_code, late.json()["error"]) == (409, "late")
@@ -65,38 +70,55 @@ def test_full_phase_sequence_with_verdicts_and_merge(harness: Harness) -> None:
     _open(h)
     for key in h.miners[:2]:
         assert h.client.post("/v1/commit", json=signed(key, "commit", commit_body(0))).is_success
-    early = h.client.post("/worker/v1/merge", headers=bearer("worker"),
-                          json=signed(h.auditor, "merge-tape", _tape()))
+    early = h.client.post(
+        "/worker/v1/merge", headers=bearer("worker"), json=signed(h.auditor, "merge-tape", _tape())
+    )
     assert (early.status_code, early.json()["error"]) == (409, "wrong_phase")
     h.tick(4)
     detail = h.client.get("/v1/runs/run-1/rounds/0").json()
     assert detail["phase"] == "audit" and detail["selection_beacon_round"] == 104
-    assigned = h.client.get("/worker/v1/runs/run-1/rounds/0/assignments",
-                            headers=bearer("worker")).json()
+    assigned = h.client.get(
+        "/worker/v1/runs/run-1/rounds/0/assignments", headers=bearer("worker")
+    ).json()
     # both islands are in probation (first round), so both are audited, final segment always
     assert [a["body"]["hotkey"] for a in assigned] == sorted(k.ss58_address for k in h.miners[:2])
     for a in assigned:
         assert open_envelope(a, domain="audit-assignment").signer == h.state.coordinator
         assert a["body"]["segments"][-1] == 3 and len(a["body"]["segments"]) == 3
-    expected = select_audits(run_id="run-1", round_index=0, beacon_round=104,
-                             randomness_hex=h.beacon.get(104).randomness,
-                             committed={k.ss58_address: True for k in h.miners[:2]},
-                             rate=0.5, segments_per_audit=2, num_segments=4)
+    expected = select_audits(
+        run_id="run-1",
+        round_index=0,
+        beacon_round=104,
+        randomness_hex=h.beacon.get(104).randomness,
+        committed={k.ss58_address: True for k in h.miners[:2]},
+        rate=0.5,
+        segments_per_audit=2,
+        num_segments=4,
+    )
     assert [list(e.segments) for e in expected] == [a["body"]["segments"] for a in assigned]
     good, bad = assigned[0]["body"], assigned[1]["body"]
     verdicts = [
         {"round": 0, "hotkey": good["hotkey"], "segments": good["segments"], "result": "match"},
-        {"round": 0, "hotkey": bad["hotkey"], "segments": bad["segments"], "result": "mismatch",
-         "first_bad_leaf": 4},
+        {
+            "round": 0,
+            "hotkey": bad["hotkey"],
+            "segments": bad["segments"],
+            "result": "mismatch",
+            "first_bad_leaf": 4,
+        },
     ]
     ids = []
     for v in verdicts:
-        r = h.client.post("/worker/v1/verdict", headers=bearer("worker"),
-                          json=signed(h.auditor, "verdict", v))
+        r = h.client.post(
+            "/worker/v1/verdict", headers=bearer("worker"), json=signed(h.auditor, "verdict", v)
+        )
         assert r.status_code == 200, r.text
         ids.append(r.json()["verdict_id"])
-    dup = h.client.post("/worker/v1/verdict", headers=bearer("worker"),
-                        json=signed(h.auditor, "verdict", verdicts[0]))
+    dup = h.client.post(
+        "/worker/v1/verdict",
+        headers=bearer("worker"),
+        json=signed(h.auditor, "verdict", verdicts[0]),
+    )
     assert (dup.status_code, dup.json()["error"]) == (409, "duplicate")
     assert h.ledger.faults == [("run-1", 0, bad["hotkey"])]
     bad_key = next(k for k in h.miners if k.ss58_address == bad["hotkey"])
@@ -105,16 +127,21 @@ def test_full_phase_sequence_with_verdicts_and_merge(harness: Harness) -> None:
     assert r.status_code == 200, r.text
     h.tick(2)  # audit window closes at selection + 2
     assert _phase(h) == "merge"
-    late = h.client.post("/worker/v1/verdict", headers=bearer("worker"),
-                         json=signed(h.auditor, "verdict", {**verdicts[0], "result": "mismatch"}))
+    late = h.client.post(
+        "/worker/v1/verdict",
+        headers=bearer("worker"),
+        json=signed(h.auditor, "verdict", {**verdicts[0], "result": "mismatch"}),
+    )
     assert late.status_code == 409
-    r = h.client.post("/worker/v1/merge", headers=bearer("worker"),
-                      json=signed(h.auditor, "merge-tape", _tape()))
+    r = h.client.post(
+        "/worker/v1/merge", headers=bearer("worker"), json=signed(h.auditor, "merge-tape", _tape())
+    )
     assert r.status_code == 200, r.text
     assert _phase(h) == "final"
     assert h.ledger.settled[("run-1", 0)] == {good["hotkey"]: 1000}
-    again = h.client.post("/worker/v1/merge", headers=bearer("worker"),
-                          json=signed(h.auditor, "merge-tape", _tape()))
+    again = h.client.post(
+        "/worker/v1/merge", headers=bearer("worker"), json=signed(h.auditor, "merge-tape", _tape())
+    )
     assert again.status_code == 409
     summary = h.client.get("/v1/runs/run-1").json()
     assert summary["faults_total"] == 1 and summary["tokens_total"] == 2000
@@ -141,6 +168,12 @@ def test_round_without_commits_settles_at_audit_close(harness: Harness) -> None:
 
 
 def _tape() -> dict[str, Any]:
-    return {"round": 0, "start_model_sha256": START, "new_model_sha256": "bb" * 32,
-            "new_model_url": "http://relay/m1", "outer_state_sha256": "cc" * 32,
-            "tape_sha256": "dd" * 32, "eval_loss": 3.25}
+    return {
+        "round": 0,
+        "start_model_sha256": START,
+        "new_model_sha256": "bb" * 32,
+        "new_model_url": "http://relay/m1",
+        "outer_state_sha256": "cc" * 32,
+        "tape_sha256": "dd" * 32,
+        "eval_loss": 3.25,
+    }

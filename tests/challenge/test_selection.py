@@ -17,9 +17,16 @@ HOTKEYS = [f"5hotkey{i:02d}" for i in range(200)]
 
 
 def _select(rate: float, probation: bool = False, randomness: str = "ab" * 32) -> list[str]:
-    audits = select_audits(run_id="r", round_index=3, beacon_round=99, randomness_hex=randomness,
-                           committed={h: probation for h in HOTKEYS}, rate=rate,
-                           segments_per_audit=3, num_segments=8)
+    audits = select_audits(
+        run_id="r",
+        round_index=3,
+        beacon_round=99,
+        randomness_hex=randomness,
+        committed=dict.fromkeys(HOTKEYS, probation),
+        rate=rate,
+        segments_per_audit=3,
+        num_segments=8,
+    )
     return [a.hotkey for a in audits]
 
 
@@ -51,13 +58,16 @@ def test_segments_distinct_sorted_final_included() -> None:
 
 
 def test_catch_probability_formula() -> None:
-    assert catch_probability(rate=0.1, segments_per_audit=3, num_segments=8, faked=1,
-                             final_faked=True) == pytest.approx(0.1)
+    assert catch_probability(
+        rate=0.1, segments_per_audit=3, num_segments=8, faked=1, final_faked=True
+    ) == pytest.approx(0.1)
     # 1 faked non-final segment of 7, 3 drawn: caught with chance 3/7 when audited
-    assert catch_probability(rate=1.0, segments_per_audit=3, num_segments=8, faked=1,
-                             final_faked=False) == pytest.approx(3 / 7)
-    assert catch_probability(rate=1.0, segments_per_audit=3, num_segments=8, faked=5,
-                             final_faked=False) == pytest.approx(1.0)
+    assert catch_probability(
+        rate=1.0, segments_per_audit=3, num_segments=8, faked=1, final_faked=False
+    ) == pytest.approx(3 / 7)
+    assert catch_probability(
+        rate=1.0, segments_per_audit=3, num_segments=8, faked=5, final_faked=False
+    ) == pytest.approx(1.0)
 
 
 def test_assignment_key_is_stable_hex() -> None:

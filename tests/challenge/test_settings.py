@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
 
@@ -35,7 +34,7 @@ def test_documented_environment_builds_settings(tmp_path: Path) -> None:
 @pytest.mark.parametrize("mode", [0o640, 0o604, 0o644])
 def test_token_readable_by_others_is_refused(tmp_path: Path, mode: int) -> None:
     env = _env(tmp_path)
-    os.chmod(env["CHALLENGE_INTERNAL_TOKEN_FILE"], mode)
+    Path(env["CHALLENGE_INTERNAL_TOKEN_FILE"]).chmod(mode)
     with pytest.raises(SettingsError, match="readable by group or others"):
         settings_from_env(env)
 
@@ -51,8 +50,12 @@ def test_missing_empty_and_placeholder_tokens_are_refused(tmp_path: Path) -> Non
 
 def test_required_variables_and_bad_key(tmp_path: Path) -> None:
     env = _env(tmp_path)
-    for name in ("CHALLENGE_STATE_DIR", "CHALLENGE_INTERNAL_TOKEN_FILE",
-                 "HYPERTRAIN_COORD_KEY_FILE", "CHALLENGE_MASTER_URL"):
+    for name in (
+        "CHALLENGE_STATE_DIR",
+        "CHALLENGE_INTERNAL_TOKEN_FILE",
+        "HYPERTRAIN_COORD_KEY_FILE",
+        "CHALLENGE_MASTER_URL",
+    ):
         partial = {k: v for k, v in env.items() if k != name}
         with pytest.raises(SettingsError):
             settings_from_env(partial)
@@ -66,8 +69,12 @@ def test_required_variables_and_bad_key(tmp_path: Path) -> None:
 
 def test_bad_numbers_and_sources(tmp_path: Path) -> None:
     env = _env(tmp_path)
-    for name, value in [("CHALLENGE_NETUID", "x"), ("HYPERTRAIN_BEACON_POLL_S", "-1"),
-                        ("HYPERTRAIN_METAGRAPH_SOURCE", "moon"),
-                        ("HYPERTRAIN_WORKER_HOTKEYS", "notakey"), ("CHALLENGE_SLUG", "a/b")]:
+    for name, value in [
+        ("CHALLENGE_NETUID", "x"),
+        ("HYPERTRAIN_BEACON_POLL_S", "-1"),
+        ("HYPERTRAIN_METAGRAPH_SOURCE", "moon"),
+        ("HYPERTRAIN_WORKER_HOTKEYS", "notakey"),
+        ("CHALLENGE_SLUG", "a/b"),
+    ]:
         with pytest.raises(SettingsError):
             settings_from_env({**env, name: value})

@@ -29,7 +29,7 @@ from hypertrain.challenge.metagraph import MetagraphProvider, MetagraphView, par
 from hypertrain.challenge.metrics import new_registry
 from hypertrain.challenge.middleware import PrefixAndLimitMiddleware
 from hypertrain.challenge.ports import BeaconSource, LedgerPort
-from hypertrain.challenge.routes import admin, miner, platform, public, worker
+from hypertrain.challenge.routes import admin, dashboard, miner, platform, public, worker
 from hypertrain.challenge.settings import Settings, settings_from_env
 from hypertrain.challenge.state import ServiceState, dumps, loads
 
@@ -75,7 +75,7 @@ def create_app(
     app.state.service = None
     app.state.registry, latency = new_registry(lambda: app.state.service)
     _install_handlers(app)
-    for module in (platform, public, miner, worker, admin):
+    for module in (platform, public, miner, worker, admin, dashboard):
         app.include_router(module.router)
 
     @app.middleware("http")

@@ -107,6 +107,11 @@ def round_detail(state: ServiceState, run_id: str, index: int) -> dict[str, Any]
     merge = state.conn.execute(
         "SELECT envelope FROM merges WHERE run_id = ? AND round = ?", args
     ).fetchone()
+    selector = state.conn.execute(
+        "SELECT b.* FROM beacons b JOIN rounds r ON b.round = r.selection_beacon_round"
+        " WHERE r.run_id = ? AND r.round = ?",
+        args,
+    ).fetchone()
     return {
         **summary,
         "open": loads(row["open_envelope"]),
@@ -114,6 +119,13 @@ def round_detail(state: ServiceState, run_id: str, index: int) -> dict[str, Any]
         "assignments": assignments(state, run_id, index),
         "verdicts": verdicts,
         "merge": loads(merge["envelope"]) if merge else None,
+        "selection_beacon": dict(selector) if selector else None,
+        "probation": {
+            r["hotkey"]: bool(r["probation"])
+            for r in state.conn.execute(
+                "SELECT hotkey, probation FROM audits WHERE run_id = ? AND round = ?", args
+            )
+        },
     }
 
 

@@ -1,0 +1,250 @@
+"""The dashboard's one read-only JSON document: ``GET /v1/runs/{run_id}/dashboard``.
+
+The web page polls this single view instead of stitching five routes together, so
+every panel is drawn from one consistent database read. Everything here is derived
+from public records: commits, audit assignments, verdicts, disputes, merges, the
+beacon rounds that chose the audits, and the ledger's balances.
+
+Time is measured in beacon rounds (the service's only clock) and converted to
+seconds with the beacon chain's period. "Compute" is from a round's opening to
+its last accepted commit; "sync" from that commit to the accepted merge tape.
+The data-parallel comparison assumes every island would upload one float32
+gradient per inner step (a lower bound: a ring all-reduce sends about twice that).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from hypertrain.challenge import views
+from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.protocol.manifest import ModelSpec, RunManifest
+
+QUICKNET_GENESIS: Final = 1692803367
+QUICKNET_PERIOD_S: Final = 3
+FLOAT32_BYTES: Final = 4
+
+
+def param_count(spec: ModelSpec) -> int:
+    """Trainable scalars of a model spec (same count as the trainer's presets)."""
+    dense = 3 * spec.d_model * spec.ffn_hidden
+    ffn = dense if spec.moe is None else spec.moe.num_experts * (dense + spec.d_model)
+    block = 4 * spec.d_model * spec.d_model + ffn + 2 * spec.d_model
+    head = 0 if spec.tied_embeddings else spec.vocab_size * spec.d_model
+    return spec.vocab_size * spec.d_model + spec.num_layers * block + spec.d_model + head
+
+
+def chain_timing(state: ServiceState) -> tuple[int, int]:
+    """(genesis unix seconds, period seconds) of the beacon chain the service follows."""
+    path = state.settings.beacon_info_file
+    if path is None:
+        return QUICKNET_GENESIS, QUICKNET_PERIOD_S
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        return int(info["genesis_time"]), int(info["period"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return QUICKNET_GENESIS, QUICKNET_PERIOD_S
+
+
+def model_card(manifest: RunManifest) -> dict[str, Any]:
+    spec = manifest.model
+    return {
+        "preset": spec.preset,
+        "layers": spec.num_layers,
+        "d_model": spec.d_model,
+        "heads": spec.num_heads,
+        "context": spec.context_length,
+        "vocab": spec.vocab_size,
+        "parameters": param_count(spec),
+        "moe": spec.moe.model_dump(mode="json") if spec.moe else None,
+        "inner": {
+            "name": manifest.inner.name,
+            "lr": manifest.inner.lr,
+            "weight_decay": manifest.inner.weight_decay,
+            "steps_per_round": manifest.round.inner_steps,
+            "checkpoint_interval": manifest.round.checkpoint_interval,
+        },
+        "outer": {
+            "name": "nesterov-sgd" if manifest.outer.nesterov else "sgd",
+            "lr": manifest.outer.lr,
+            "momentum": manifest.outer.momentum,
+        },
+        "compression": {"codec": "int8", "block_size": manifest.compression.block_size},
+    }
+
+
+def _round_timing(state: ServiceState, run_id: str) -> dict[int, dict[str, Any]]:
+    rows = state.conn.execute(
+        """
+        SELECT r.round, r.open_beacon_round,
+          (SELECT MAX(accepted_beacon_round) FROM commits c
+             WHERE c.run_id = r.run_id AND c.round = r.round) AS last_commit,
+          (SELECT received_beacon_round FROM merges m
+             WHERE m.run_id = r.run_id AND m.round = r.round) AS merged
+        FROM rounds r WHERE r.run_id = ?
+        """,
+        (run_id,),
+    ).fetchall()
+    return {r["round"]: dict(r) for r in rows}
+
+
+def round_rows(state: ServiceState, run_id: str, manifest: RunManifest) -> list[dict[str, Any]]:
+    """Recent rounds with timing, bytes and the data-parallel comparison."""
+    genesis, period = chain_timing(state)
+    timing = _round_timing(state, run_id)
+    per_step = param_count(manifest.model) * FLOAT32_BYTES
+    out = []
+    for s in views.round_summaries(state, run_id):
+        t = timing[s["round"]]
+        compute = (t["last_commit"] - t["open_beacon_round"]) * period if t["last_commit"] else None
+        sync = (t["merged"] - t["last_commit"]) * period if t["merged"] and t["last_commit"] else None
+        ddp = s["commits"] * manifest.round.inner_steps * per_step
+        out.append(
+            {
+                **s,
+                "islands": s["commits"],
+                "started_unix": genesis + (t["open_beacon_round"] - 1) * period,
+                "compute_s": compute,
+                "sync_s": sync,
+                "bytes_sent": s["update_bytes"],
+                "ddp_bytes": ddp,
+                "saved_factor": ddp / s["update_bytes"] if s["update_bytes"] else None,
+            }
+        )
+    return out
+
+
+def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
+    """Every audit: the selecting beacon round, the segments, verdicts and disputes."""
+    rows = state.conn.execute(
+        """
+        SELECT a.round, a.hotkey, a.segments, a.probation, r.selection_beacon_round,
+               b.randomness
+        FROM audits a JOIN rounds r ON r.run_id = a.run_id AND r.round = a.round
+        LEFT JOIN beacons b ON b.round = r.selection_beacon_round
+        WHERE a.run_id = ? ORDER BY a.round DESC, a.hotkey
+        """,
+        (run_id,),
+    ).fetchall()
+    out = []
+    for a in rows:
+        args = (run_id, a["round"], a["hotkey"])
+        verdicts = [
+            {
+                "auditor": v["auditor"],
+                "result": v["result"],
+                "first_bad_leaf": loads(v["body"]).get("first_bad_leaf"),
+                "detail": loads(v["body"]).get("detail", ""),
+            }
+            for v in state.conn.execute(
+                "SELECT auditor, result, body FROM verdicts"
+                " WHERE run_id = ? AND round = ? AND hotkey = ? ORDER BY auditor",
+                args,
+            )
+        ]
+        disputes = [
+            {"status": d["status"], "reason": loads(d["body"]).get("reason", "")}
+            for d in state.conn.execute(
+                "SELECT status, body FROM disputes WHERE run_id = ? AND round = ? AND hotkey = ?",
+                args,
+            )
+        ]
+        out.append(
+            {
+                "round": a["round"],
+                "hotkey": a["hotkey"],
+                "segments": loads(a["segments"]),
+                "probation": bool(a["probation"]),
+                "beacon_round": a["selection_beacon_round"],
+                "beacon_randomness": a["randomness"],
+                "verdicts": verdicts,
+                "disputes": disputes,
+                "fault": any(v["result"] == "mismatch" for v in verdicts),
+            }
+        )
+    return out
+
+
+def _island_rows(
+    state: ServiceState, run_id: str, rounds: list[dict[str, Any]], roster: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    inner_steps = state.manifest(run_id).round.inner_steps
+    current = rounds[-1]["round"] if rounds else None
+    compute = {r["round"]: r["compute_s"] for r in rounds}
+    merged = {r["round"] for r in rounds if r["new_model_sha256"]}
+    commits = state.conn.execute(
+        "SELECT hotkey, round, tokens FROM commits WHERE run_id = ? ORDER BY round", (run_id,)
+    ).fetchall()
+    total_tokens = sum(c["tokens"] for c in commits) or 0
+    out = []
+    for member in roster:
+        mine = [c for c in commits if c["hotkey"] == member["hotkey"]]
+        seconds = sum(compute.get(c["round"]) or 0 for c in mine)
+        tokens = sum(c["tokens"] for c in mine)
+        synced = [c["round"] for c in mine if c["round"] in merged]
+        done_now = any(c["round"] == current for c in mine)
+        out.append(
+            {
+                **member,
+                "rounds": len(mine),
+                "tokens_per_s": tokens / seconds if seconds else None,
+                "share": tokens / total_tokens if total_tokens else 0.0,
+                "steps_done": inner_steps if done_now else 0,
+                "steps_total": inner_steps,
+                "last_sync_round": max(synced) if synced else None,
+            }
+        )
+    return out
+
+
+def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
+    """Everything the dashboard draws, for one run."""
+    manifest = state.manifest(run_id)
+    summary = views.run_summary(state, run_id)
+    rounds = round_rows(state, run_id, manifest)
+    islands = _island_rows(state, run_id, rounds, views.roster(state, run_id))
+    losses = [r["eval_loss"] for r in rounds if r["eval_loss"] is not None]
+    bytes_sent = sum(r["bytes_sent"] for r in rounds)
+    ddp = sum(r["ddp_bytes"] for r in rounds)
+    current = rounds[-1] if rounds else None
+    active = [i for i in islands if i["status"] in ("probation", "active")]
+    genesis, period = chain_timing(state)
+    return {
+        "run_id": run_id,
+        "glance": {
+            "status": _status(current),
+            "round": current["round"] if current else None,
+            "phase": current["phase"] if current else None,
+            "rounds_done": sum(1 for r in rounds if r["phase"] == "final"),
+            "heldout_loss": losses[-1] if losses else None,
+            "first_heldout_loss": losses[0] if losses else None,
+            "islands": len(active),
+            "tokens_per_s": sum(i["tokens_per_s"] or 0 for i in active),
+            "tokens": summary["tokens_total"],
+            "bytes_sent": bytes_sent,
+            "ddp_bytes": ddp,
+            "bandwidth_saved": ddp / bytes_sent if bytes_sent else None,
+            "audits": summary["audits_total"],
+            "faults": summary["faults_total"],
+            "beacon_round": summary["beacon_round"],
+        },
+        "beacon": {"genesis_unix": genesis, "period_s": period},
+        "model": model_card(manifest),
+        "curve": [
+            {"round": r["round"], "heldout_loss": r["eval_loss"], "train_loss": r["train_loss"]}
+            for r in rounds
+            if r["eval_loss"] is not None or r["train_loss"] is not None
+        ],
+        "islands": islands,
+        "rounds": rounds,
+        "audits": audit_rows(state, run_id),
+    }
+
+
+def _status(current: dict[str, Any] | None) -> str:
+    if current is None:
+        return "waiting for the first round"
+    if current["phase"] == "final":
+        return "between rounds"
+    return f"round {current['round']}: {current['phase']}"

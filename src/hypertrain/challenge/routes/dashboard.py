@@ -1,0 +1,62 @@
+"""The live dashboard: a static page shipped in the package plus its JSON view.
+
+``GET /dashboard/`` serves ``index.html``; ``/dashboard/app.js`` and
+``/dashboard/style.css`` its assets (no CDN, no build step, works offline). The
+page uses relative URLs, so it also works behind the platform's
+``/challenge/<slug>/`` proxy prefix. ``GET /v1/runs/{run_id}/dashboard`` is the
+one read-only document the page polls.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Annotated, Any, Final
+
+from fastapi import APIRouter, Path
+from fastapi.responses import RedirectResponse, Response
+
+from hypertrain.challenge import dashview
+from hypertrain.challenge.deps import State
+from hypertrain.challenge.errors import NotFoundError
+
+router = APIRouter(tags=["dashboard"])
+RunId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+ASSETS: Final[dict[str, str]] = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+}
+_HEADERS: Final = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-cache",
+}
+
+
+def asset_bytes(name: str) -> bytes:
+    """One shipped dashboard file, read from the installed package."""
+    return resources.files("hypertrain.challenge.dashboard").joinpath(name).read_bytes()
+
+
+@router.get("/dashboard", include_in_schema=False)
+async def dashboard_redirect() -> RedirectResponse:
+    return RedirectResponse("dashboard/", status_code=307)
+
+
+@router.get("/dashboard/", include_in_schema=False)
+async def dashboard_page() -> Response:
+    return Response(asset_bytes("index.html"), media_type=ASSETS["index.html"], headers=_HEADERS)
+
+
+@router.get("/dashboard/{name}", include_in_schema=False)
+async def dashboard_asset(name: str) -> Response:
+    if name not in ASSETS:
+        raise NotFoundError(f"no dashboard asset {name!r}", code="not_found")
+    return Response(asset_bytes(name), media_type=ASSETS[name], headers=_HEADERS)
+
+
+@router.get("/v1/runs/{run_id}/dashboard")
+async def dashboard_view(state: State, run_id: RunId) -> dict[str, Any]:
+    """Everything the dashboard draws for one run, from one consistent read."""
+    return dashview.dashboard(state, run_id)
