@@ -1,0 +1,20 @@
+"""Typed errors of the auditor (and of the verified-input helpers the miner shares)."""
+
+from __future__ import annotations
+
+
+class AuditError(ValueError):
+    """Base class: something an audit or a round preparation cannot accept."""
+
+
+class VerificationError(AuditError):
+    """A record, blob, checkpoint or sample failed verification against a committed hash."""
+
+
+class ServiceError(AuditError):
+    """The challenge service refused a request or answered with something unusable."""
+
+    def __init__(self, message: str, status: int = 0, code: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code

@@ -1,0 +1,74 @@
+"""The checkpoint index: how an island publishes the checkpoints behind its Merkle root.
+
+The island uploads every checkpoint (``H/J + 1`` of them) to the relay and then a
+small JSON index listing, per leaf, the state hash and the relay address of the
+checkpoint bytes; the commit's ``checkpoint_url`` points at the index. A requester
+never trusts the index: it checks that leaf ``k`` is under the committed root with a
+Merkle inclusion proof, then that the checkpoint bytes hash to that leaf (the
+checkpoint decoder recomputes the state hash), so a relay or island can withhold
+data but never substitute it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+from hypertrain.auditor.errors import VerificationError
+from hypertrain.protocol.canonical import canonical_bytes
+from hypertrain.protocol.errors import MerkleError
+from hypertrain.protocol.merkle import MerkleTree, verify_proof
+
+FORMAT: Final = "hypertrain-checkpoints/1"
+_MAX_INDEX_BYTES: Final = 1 << 22
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointIndex:
+    round: int
+    leaves: tuple[str, ...]  # hex state hashes at local steps 0, J, ..., H
+    blobs: tuple[str, ...]  # hex SHA-256 relay addresses of the checkpoint bytes
+
+    def to_bytes(self) -> bytes:
+        doc = {"format": FORMAT, "round": self.round, "leaves": list(self.leaves),
+               "blobs": list(self.blobs)}  # fmt: skip
+        return canonical_bytes(doc)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CheckpointIndex:
+        if len(data) > _MAX_INDEX_BYTES:
+            raise VerificationError("checkpoint index is too large")
+        try:
+            doc: Any = json.loads(data)
+            ok = doc["format"] == FORMAT and len(doc["leaves"]) == len(doc["blobs"])
+            index = cls(int(doc["round"]), tuple(doc["leaves"]), tuple(doc["blobs"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise VerificationError(f"checkpoint index is malformed: {exc}") from exc
+        if not ok or not all(_is_hex64(h) for h in (*index.leaves, *index.blobs)):
+            raise VerificationError("checkpoint index is malformed")
+        return index
+
+    def verified_leaf(self, k: int, root_hex: str) -> bytes:
+        """Leaf ``k`` after checking its inclusion proof against the committed root."""
+        if not 0 <= k < len(self.leaves):
+            raise VerificationError(f"checkpoint index has no leaf {k}")
+        leaves = [bytes.fromhex(h) for h in self.leaves]
+        proof = MerkleTree.from_leaves(leaves).proof(k)
+        try:
+            verify_proof(bytes.fromhex(root_hex), leaves[k], proof)
+        except MerkleError as exc:
+            raise VerificationError(f"checkpoint leaf {k}: {exc}") from exc
+        return leaves[k]
+
+
+def _is_hex64(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def sha_from_url(url: str) -> str:
+    """The blob address at the end of a relay URL (``…/blobs/<sha256>``)."""
+    tail = url.rstrip("/").rsplit("/", 1)[-1]
+    if not _is_hex64(tail):
+        raise VerificationError(f"URL {url[:80]!r} does not end in a blob hash")
+    return tail

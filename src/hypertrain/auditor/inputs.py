@@ -1,0 +1,88 @@
+"""The public inputs of one island's round, each verified before use.
+
+* :func:`open_dataset`: the local prepared dataset, checked against the manifest's
+  descriptor hash and dataset root.
+* :func:`round_sample_ids`: the island's sample ids for a round, recomputed from
+  every round-open record so far (the assignment walks one keyed permutation per
+  epoch, so round ``w`` depends on the rosters of rounds ``0..w``).
+* :func:`load_samples`: ``(id, tokens)`` pairs, each checked against the dataset root.
+* :func:`fetch_start_params`: the round's start model from a relay, hash-checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from torch import Tensor
+
+from hypertrain.auditor.errors import VerificationError
+from hypertrain.data import DESCRIPTOR_NAME, DataError, Dataset, EpochState, assign_round
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import RoundOpen
+from hypertrain.trainer.blob import decode_model_blob
+from hypertrain.trainer.errors import TrainerError
+from hypertrain.trainer.segment import Sample
+
+
+class BlobSource(Protocol):
+    def get(self, sha256: str, *, max_bytes: int = ...) -> bytes: ...
+
+
+def open_dataset(dataset_dir: Path, manifest: RunManifest) -> Dataset:
+    """Open the prepared dataset and refuse one other than the manifest pins."""
+    try:
+        dataset = Dataset(
+            dataset_dir / DESCRIPTOR_NAME, expected_sha256=manifest.data.descriptor_sha256
+        )
+    except (DataError, OSError) as exc:
+        raise VerificationError(f"dataset in {dataset_dir.name}: {exc}") from exc
+    if dataset.descriptor.dataset_root != manifest.data.dataset_root:
+        raise VerificationError("local dataset root is not the manifest's dataset root")
+    if dataset.seq_len != manifest.data.seq_len:
+        raise VerificationError("local dataset seq_len differs from the manifest")
+    return dataset
+
+
+def samples_per_round(manifest: RunManifest) -> int:
+    """Each island's budget: H steps of ``samples_per_step`` samples."""
+    return manifest.round.inner_steps * manifest.round.layout.samples_per_step
+
+
+def round_sample_ids(
+    manifest: RunManifest, dataset: Dataset, opens: Sequence[RoundOpen], hotkey: str
+) -> list[int]:
+    """The ids ``hotkey`` trains on in the last of ``opens`` (records of rounds 0..w)."""
+    if not opens or [o.round for o in opens] != list(range(len(opens))):
+        raise VerificationError("round-open records must be rounds 0..w in order")
+    budget = samples_per_round(manifest)
+    state: EpochState | None = None
+    try:
+        for record in opens:
+            roster = [(h, budget) for h in record.roster]
+            result = assign_round(bytes.fromhex(record.assignment_key), roster, dataset.split(), state)
+            state = result.state
+        return result.for_hotkey(hotkey)
+    except DataError as exc:
+        raise VerificationError(f"assignment of round {opens[-1].round}: {exc}") from exc
+
+
+def load_samples(dataset: Dataset, ids: Sequence[int]) -> list[Sample]:
+    """Each sample's tokens after checking them against the dataset root."""
+    try:
+        return [(i, dataset.verified_sample(i)) for i in ids]
+    except DataError as exc:
+        raise VerificationError(str(exc)) from exc
+
+
+def fetch_start_params(
+    relay: BlobSource, record: RoundOpen, manifest: RunManifest
+) -> tuple[bytes, dict[str, Tensor]]:
+    """The round's start model (bytes and parameters), refused unless its hash matches."""
+    data = relay.get(record.start_model_sha256)
+    try:
+        params = decode_model_blob(data, manifest.model, record.start_model_sha256)
+    except TrainerError as exc:
+        raise VerificationError(f"start model of round {record.round}: {exc}") from exc
+    return data, params

@@ -1,0 +1,132 @@
+"""Audit a round: for each coordinator-signed assignment, verify, replay, post a verdict.
+
+:func:`audit_round` handles one round in its audit phase; :func:`follow` loops over
+the run, auditing each round once when it reaches the audit phase. Every input is
+verified first (see the package docstring); a verdict is signed with the auditor's
+hotkey (which the service must list as a worker) and posted with the worker token.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hypertrain.auditor.errors import AuditError, ServiceError, VerificationError
+from hypertrain.auditor.index import CheckpointIndex, sha_from_url
+from hypertrain.auditor.inputs import (
+    fetch_start_params,
+    load_samples,
+    open_dataset,
+    round_sample_ids,
+)
+from hypertrain.auditor.replay import AuditOutcome, IslandRound, audit_island
+from hypertrain.auditor.service import ServiceClient
+from hypertrain.auditor.verify import verify_assignment, verify_commit, verify_round_open
+from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import AuditAssignment, Verdict
+from hypertrain.relay.client import RelayClient
+
+log = logging.getLogger(__name__)
+Emit = Callable[..., None]
+
+
+def emit_json(event: str, **fields: Any) -> None:
+    doc = {"ts": round(time.time(), 3), "role": "auditor", "event": event, **fields}
+    sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class Auditor:
+    service: ServiceClient
+    relay: RelayClient
+    key: Hotkey
+    manifest: RunManifest
+    dataset_dir: Path
+    expiry_margin: int = 50
+
+    def island_round(self, detail: dict[str, Any], assignment: AuditAssignment) -> IslandRound:
+        index, hotkey = assignment.round, assignment.hotkey
+        opens = [
+            verify_round_open(
+                (detail if w == index else self.service.round_detail(self.manifest.run_id, w))[
+                    "open"
+                ],
+                self.manifest,
+                w,
+            )
+            for w in range(index + 1)
+        ]
+        raw = next((c for c in detail["commits"] if c.get("signer") == hotkey), None)
+        if raw is None:
+            raise VerificationError(f"{hotkey} has no commit in round {index}")
+        commit = verify_commit(raw, self.manifest, hotkey, index)
+        dataset = open_dataset(self.dataset_dir, self.manifest)
+        ids = round_sample_ids(self.manifest, dataset, opens, hotkey)
+        _, params = fetch_start_params(self.relay, opens[-1], self.manifest)
+        index_bytes = self.relay.get(sha_from_url(commit.checkpoint_url))
+        return IslandRound(self.manifest, commit, CheckpointIndex.from_bytes(index_bytes),
+                           load_samples(dataset, ids), params)  # fmt: skip
+
+    def judge(self, detail: dict[str, Any], assignment: AuditAssignment) -> AuditOutcome:
+        try:
+            island = self.island_round(detail, assignment)
+        except VerificationError as exc:
+            if "checkpoint index" not in str(exc):
+                raise
+            return AuditOutcome("mismatch", 0, False, str(exc), tuple(assignment.segments))
+        return audit_island(island, assignment.segments, self.relay.get)
+
+    def post(self, assignment: AuditAssignment, outcome: AuditOutcome) -> dict[str, Any]:
+        body = Verdict(round=assignment.round, hotkey=assignment.hotkey,
+                       segments=list(outcome.segments), result=outcome.result,
+                       first_bad_leaf=outcome.first_bad_leaf,
+                       update_checked=outcome.update_checked, detail=outcome.detail[:2048])  # fmt: skip
+        expiry = self.service.beacon_round() + self.expiry_margin
+        env = seal(self.key, domain="verdict", run_id=self.manifest.run_id,
+                   body=body.model_dump(mode="json"), expiry_round=expiry)  # fmt: skip
+        return self.service.verdict(env)
+
+
+def audit_round(auditor: Auditor, index: int, emit: Emit = emit_json) -> list[AuditOutcome]:
+    """Judge every assignment of round ``index``; returns the outcomes posted."""
+    detail = auditor.service.round_detail(auditor.manifest.run_id, index)
+    outcomes = []
+    for raw in detail["assignments"]:
+        assignment = verify_assignment(raw, auditor.manifest)
+        t0 = time.perf_counter()
+        outcome = auditor.judge(detail, assignment)
+        emit("verdict", round=index, hotkey=assignment.hotkey, result=outcome.result,
+             first_bad_leaf=outcome.first_bad_leaf, segments=list(outcome.segments),
+             update_checked=outcome.update_checked, seconds=round(time.perf_counter() - t0, 3))  # fmt: skip
+        try:
+            auditor.post(assignment, outcome)
+        except ServiceError as exc:
+            if exc.code != "duplicate":
+                raise
+        outcomes.append(outcome)
+    return outcomes
+
+
+def follow(auditor: Auditor, *, poll_s: float = 1.0, stop: Callable[[], bool] = lambda: False,
+           emit: Emit = emit_json) -> None:  # fmt: skip
+    """Audit each round of the run once, when it is in its audit phase; loop until ``stop``."""
+    done: set[int] = set()
+    while not stop():
+        try:
+            for summary in auditor.service.rounds(auditor.manifest.run_id):
+                index = int(summary["round"])
+                if summary.get("phase") == "audit" and index not in done:
+                    audit_round(auditor, index, emit)
+                    done.add(index)
+        except (AuditError, OSError) as exc:
+            emit("error", detail=str(exc)[:500])
+        time.sleep(poll_s)

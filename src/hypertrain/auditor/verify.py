@@ -1,0 +1,86 @@
+"""Verify coordinator-signed records: the run manifest, round-open records, commits.
+
+A miner or auditor pins the coordinator's SS58 address (its config); when it does not,
+the manifest's own ``coordinator`` field is used and every later record must be signed
+by that same key (trust on first use, logged by the caller).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from hypertrain.auditor.errors import VerificationError
+from hypertrain.protocol.envelope import open_envelope
+from hypertrain.protocol.errors import EnvelopeError
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import AuditAssignment, Commit, ManifestRecord, RoundOpen
+
+
+def _open(raw: Any, domain: str, run_id: str | None, signer: str | None) -> dict[str, Any]:
+    try:
+        verified = open_envelope(raw, domain=domain, run_id=run_id)
+    except EnvelopeError as exc:
+        raise VerificationError(f"{domain} record refused: {exc}") from exc
+    if signer is not None and verified.signer != signer:
+        raise VerificationError(
+            f"{domain} record is signed by {verified.signer}, expected {signer}"
+        )
+    return verified.body
+
+
+def verify_manifest(raw: Any, run_id: str, coordinator: str | None) -> RunManifest:
+    """The run manifest from its signed envelope (signature, run id, signer)."""
+    try:
+        claimed = raw["body"]["manifest"]["coordinator"]
+    except (KeyError, TypeError):
+        raise VerificationError("manifest envelope has no coordinator field") from None
+    expected = coordinator or claimed
+    body = _open(raw, "manifest", run_id, expected)
+    try:
+        manifest = ManifestRecord.model_validate(body).manifest
+    except ValidationError as exc:
+        raise VerificationError(f"manifest body is invalid: {exc.errors()[0]['msg']}") from exc
+    if manifest.coordinator != expected:
+        raise VerificationError("manifest names another coordinator than its signer")
+    return manifest
+
+
+def verify_round_open(raw: Any, manifest: RunManifest, index: int) -> RoundOpen:
+    """A round-open record signed by the run's coordinator, for round ``index``."""
+    body = _open(raw, "round-open", manifest.run_id, manifest.coordinator)
+    try:
+        record = RoundOpen.model_validate(body)
+    except ValidationError as exc:
+        raise VerificationError(f"round-open body is invalid: {exc.errors()[0]['msg']}") from exc
+    if record.round != index:
+        raise VerificationError(f"round-open record is for round {record.round}, not {index}")
+    return record
+
+
+def verify_assignment(raw: Any, manifest: RunManifest) -> AuditAssignment:
+    """An audit assignment signed by the coordinator, with segments in range."""
+    body = _open(raw, "audit-assignment", manifest.run_id, manifest.coordinator)
+    try:
+        assignment = AuditAssignment.model_validate(body)
+    except ValidationError as exc:
+        raise VerificationError(f"assignment body is invalid: {exc.errors()[0]['msg']}") from exc
+    bad = [s for s in assignment.segments if not 0 <= s < manifest.round.num_segments]
+    if bad:
+        raise VerificationError(f"assignment names segments {bad} outside the round")
+    return assignment
+
+
+def verify_commit(raw: Any, manifest: RunManifest, hotkey: str, index: int) -> Commit:
+    """An island's commit, signed by that island, for round ``index``."""
+    body = _open(raw, "commit", manifest.run_id, hotkey)
+    try:
+        commit = Commit.model_validate(body)
+    except ValidationError as exc:
+        raise VerificationError(f"commit body is invalid: {exc.errors()[0]['msg']}") from exc
+    if commit.round != index:
+        raise VerificationError(f"commit is for round {commit.round}, not {index}")
+    if commit.leaf_count != manifest.round.num_segments + 1:
+        raise VerificationError(f"commit has {commit.leaf_count} leaves, the round needs more")
+    return commit

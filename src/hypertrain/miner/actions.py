@@ -1,0 +1,171 @@
+"""The handlers behind ``hypertrain-miner``'s subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from hypertrain.auditor.errors import ServiceError
+from hypertrain.auditor.index import sha_from_url
+from hypertrain.auditor.service import ServiceClient
+from hypertrain.miner.admission import SelfcheckConfig, selfcheck
+from hypertrain.miner.context import load_run
+from hypertrain.miner.errors import MinerError
+from hypertrain.miner.island import checkpoint_path
+from hypertrain.miner.report import Reporter
+from hypertrain.miner.run import run_round
+from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.messages import Dispute, JoinRequest
+from hypertrain.relay.client import RelayClient
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from hypertrain.miner.cli import config_from_args
+
+    return config_from_args(args)
+
+
+def selfcheck_cmd(args: argparse.Namespace) -> int:
+    reports = selfcheck(cfg=SelfcheckConfig(probe_bytes=args.probe_mib << 20))
+    if args.json:
+        doc = {"devices": [r.model_dump(mode="json") for r in reports]}
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    else:
+        table = Table(title="hypertrain selfcheck")
+        for col in ("#", "device", "class", "memory GiB", "workload hash", "memory probe"):
+            table.add_column(col)
+        for r in reports:
+            table.add_row(str(r.index), r.name, r.device_class, f"{r.memory_bytes / 2**30:.1f}",
+                          r.workload_hash[:16] + "…", "ok" if r.memory_probe_ok else "FAILED")  # fmt: skip
+        Console(file=sys.stdout).print(table)
+    consistent = len({r.workload_hash for r in reports}) == 1
+    return 0 if consistent and all(r.memory_probe_ok for r in reports) else 1
+
+
+def join_cmd(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    key = cfg.load_key()
+    with ServiceClient(cfg.service_url) as service:
+        ctx = load_run(cfg, service, check=False)
+        body = JoinRequest(devices=selfcheck(), layout=ctx.manifest.round.layout,
+                           endpoint=cfg.endpoint or None)  # fmt: skip
+        env = seal(key, domain="join", run_id=cfg.run_id, body=body.model_dump(mode="json"),
+                   expiry_round=service.beacon_round() + cfg.expiry_margin)  # fmt: skip
+        answer = service.join(env)
+    sys.stdout.write(json.dumps(answer, sort_keys=True) + "\n")
+    return 0
+
+
+def run_cmd(args: argparse.Namespace) -> int:
+    if (args.round is None) == (not args.follow):
+        raise MinerError("give exactly one of --round W or --follow")
+    cfg = _config(args)
+    key = cfg.load_key()
+    reporter = Reporter("miner")
+    with ServiceClient(cfg.service_url) as service:
+        ctx = load_run(cfg, service)
+        reporter.event("started", run_id=cfg.run_id, hotkey=key.ss58_address,
+                       honeypot=cfg.honeypot or None)  # fmt: skip
+        if not args.follow:
+            run_round(ctx, key, args.round, reporter, wait_s=args.wait_s)
+            return 0
+        done: set[int] = set()
+        while True:
+            for summary in service.rounds(cfg.run_id):
+                index = int(summary["round"])
+                if summary["phase"] == "train" and index not in done:
+                    try:
+                        run_round(ctx, key, index, reporter)
+                    except MinerError as exc:
+                        reporter.event("skipped", round=index, reason=str(exc))
+                    done.add(index)
+            time.sleep(cfg.poll_s)
+
+
+def _mine(detail: dict[str, Any], hotkey: str) -> tuple[dict[str, Any] | None, list[Any]]:
+    commit = next((c for c in detail["commits"] if c.get("signer") == hotkey), None)
+    verdicts = [v for v in detail["verdicts"] if v["envelope"]["body"]["hotkey"] == hotkey]
+    return commit, verdicts
+
+
+def watch_cmd(args: argparse.Namespace) -> int:
+    """Keep this island's committed checkpoints available and report (or dispute) verdicts."""
+    cfg = _config(args)
+    key = cfg.load_key()
+    reporter = Reporter("miner")
+    seen: set[str] = set()
+    with ServiceClient(cfg.service_url) as service, RelayClient(
+        cfg.relay_url, key, cfg.run_id
+    ) as relay:
+        ctx = load_run(cfg, service, check=False)
+        while True:
+            for summary in service.rounds(cfg.run_id):
+                detail = service.round_detail(cfg.run_id, int(summary["round"]))
+                commit, verdicts = _mine(detail, key.ss58_address)
+                if commit is not None and summary["phase"] in ("train", "beacon", "audit"):
+                    _serve(relay, cfg.round_dir(int(summary["round"])), commit, service, cfg)
+                for v in verdicts:
+                    if v["verdict_id"] not in seen:
+                        seen.add(v["verdict_id"])
+                        body = v["envelope"]["body"]
+                        reporter.event("verdict", round=body["round"], result=body["result"],
+                                       first_bad_leaf=body.get("first_bad_leaf"))  # fmt: skip
+                        if args.dispute and body["result"] == "mismatch":
+                            _dispute(ctx, key, service, body["round"], v["verdict_id"], cfg)
+            if not args.follow:
+                return 0
+            time.sleep(cfg.poll_s)
+
+
+def _serve(relay: RelayClient, workdir: Path, commit: dict[str, Any], service: ServiceClient,
+           cfg: Any) -> None:  # fmt: skip
+    """Re-upload any checkpoint the relay lost (audits fetch them from there)."""
+    body = commit["body"]
+    if relay.exists(sha_from_url(body["checkpoint_url"])) is None:
+        return  # the index itself is gone; nothing verifiable to restore from here
+    for k in range(body["leaf_count"]):
+        path = checkpoint_path(workdir, k)
+        if path.exists():
+            relay.put(path, kind="checkpoint", round=body["round"],
+                      expiry_round=service.beacon_round() + cfg.expiry_margin)  # fmt: skip
+
+
+def _dispute(ctx: Any, key: Any, service: ServiceClient, index: int, verdict_id: str,
+             cfg: Any) -> None:  # fmt: skip
+    body = Dispute(round=index, verdict_id=verdict_id,
+                   reason="island's checkpoints reproduce its committed leaves")  # fmt: skip
+    env = seal(key, domain="dispute", run_id=cfg.run_id, body=body.model_dump(mode="json"),
+               expiry_round=service.beacon_round() + cfg.expiry_margin)  # fmt: skip
+    try:
+        service.dispute(env)
+    except ServiceError as exc:
+        if exc.code not in ("duplicate", "late"):
+            raise
+
+
+def status_cmd(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    key = cfg.load_key()
+    with ServiceClient(cfg.service_url) as service:
+        ctx = load_run(cfg, service, check=False)
+        roster = [r for r in service._get(f"/v1/runs/{cfg.run_id}/roster")
+                  if r.get("hotkey") == key.ss58_address]  # fmt: skip
+        table = Table(title=f"{key.ss58_address} in {cfg.run_id}")
+        for col in ("round", "phase", "committed", "verdicts"):
+            table.add_column(col)
+        for summary in service.rounds(cfg.run_id):
+            detail = service.round_detail(cfg.run_id, int(summary["round"]))
+            commit, verdicts = _mine(detail, key.ss58_address)
+            results = ",".join(v["envelope"]["body"]["result"] for v in verdicts) or "-"
+            table.add_row(str(summary["round"]), summary["phase"], "yes" if commit else "no", results)
+        console = Console(file=sys.stdout)
+        console.print(f"manifest {ctx.manifest.digest()[:16]}…  admitted: {'yes' if roster else 'no'}")
+        console.print(table)
+    return 0

@@ -1,0 +1,88 @@
+"""``hypertrain-miner``: selfcheck, join, run, watch, status (argparse, one handler each)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from hypertrain.auditor.honeypot import STRATEGIES
+from hypertrain.miner import actions
+from hypertrain.miner.config import MinerConfig, load_config
+
+_FLAGS = (
+    ("service_url", "challenge service base URL"),
+    ("relay_url", "relay base URL"),
+    ("run_id", "run to take part in"),
+    ("dataset_dir", "directory of the prepared dataset (dataset.json)"),
+    ("state_dir", "where checkpoints and round files are kept"),
+    ("wallet", "Bittensor wallet name"),
+    ("hotkey", "hotkey name inside the wallet"),
+    ("wallet_path", "root of the Bittensor wallets"),
+    ("key_file", "explicit hotkey file (instead of wallet/hotkey)"),
+    ("coordinator", "pinned coordinator SS58 address"),
+    ("device", "torch device to train on (cpu, cuda:0)"),
+)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="miner.toml (flags override it)")
+    for name, text in _FLAGS:
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, help=text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hypertrain-miner", description="Run a Hypertrain island: train, commit, serve audits."
+    )
+    parser.add_argument("--log-level", default="WARNING", help="Python logging level")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    check = sub.add_parser("selfcheck", help="admission workload on every local device (table)")
+    check.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    check.add_argument("--probe-mib", type=int, default=64, help="memory probe size per device")
+    check.set_defaults(func=actions.selfcheck_cmd)
+    join = sub.add_parser("join", help="send a signed join request with the hardware report")
+    _common(join)
+    join.add_argument("--endpoint", help="optional public URL of this miner")
+    join.set_defaults(func=actions.join_cmd)
+    run = sub.add_parser("run", help="train one round (--round W) or every round (--follow)")
+    _common(run)
+    run.add_argument("--round", type=int, help="round to train")
+    run.add_argument("--follow", action="store_true", help="train every round as it opens")
+    run.add_argument("--wait-s", type=float, default=0.0, help="wait this long for --round W")
+    run.add_argument("--honeypot", choices=STRATEGIES, help="operator's adversarial island only")
+    run.set_defaults(func=actions.run_cmd)
+    watch = sub.add_parser("watch", help="serve audits: keep checkpoints available, show verdicts")
+    _common(watch)
+    watch.add_argument("--follow", action="store_true", help="keep watching (else one pass)")
+    watch.add_argument("--dispute", action="store_true", help="dispute mismatch verdicts")
+    watch.set_defaults(func=actions.watch_cmd)
+    status = sub.add_parser("status", help="this hotkey's standing in the run")
+    _common(status)
+    status.set_defaults(func=actions.status_cmd)
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> MinerConfig:
+    overrides: dict[str, Any] = {name: getattr(args, name, None) for name, _ in _FLAGS}
+    overrides["honeypot"] = getattr(args, "honeypot", None)
+    overrides["endpoint"] = getattr(args, "endpoint", None)
+    return load_config(args.config, overrides)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=str(args.log_level).upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args))
+    except (ValueError, OSError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""The verified view of a run that every miner command starts from.
+
+:func:`load_run` fetches the coordinator-signed manifest and checks the local
+determinism record against it; :func:`round_records` fetches and verifies the
+round-open records of rounds ``0..w`` (the assignment of round ``w`` depends on all).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypertrain.auditor.errors import ServiceError
+from hypertrain.auditor.service import ServiceClient
+from hypertrain.auditor.verify import verify_manifest, verify_round_open
+from hypertrain.miner.config import MinerConfig
+from hypertrain.miner.errors import MinerError
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import RoundOpen
+from hypertrain.trainer.determinism import check_determinism, configure_determinism
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    config: MinerConfig
+    service: ServiceClient
+    manifest: RunManifest
+
+
+def load_run(config: MinerConfig, service: ServiceClient, *, check: bool = True) -> RunContext:
+    config.require("service_url", "run_id")
+    manifest = verify_manifest(
+        service.manifest_envelope(config.run_id), config.run_id, config.coordinator or None
+    )
+    if check:
+        det = manifest.determinism
+        local = configure_determinism(det.num_threads, config.device, det.dtype)
+        check_determinism(local, det)
+    return RunContext(config, service, manifest)
+
+
+def round_records(ctx: RunContext, index: int) -> tuple[list[RoundOpen], dict[str, object]]:
+    """Verified open records of rounds 0..index and the raw detail of round ``index``."""
+    records: list[RoundOpen] = []
+    detail: dict[str, object] = {}
+    for w in range(index + 1):
+        try:
+            detail = ctx.service.round_detail(ctx.manifest.run_id, w)
+        except ServiceError as exc:
+            if exc.status == 404:
+                raise MinerError(f"round {w} of {ctx.manifest.run_id} is not open yet") from exc
+            raise
+        records.append(verify_round_open(detail["open"], ctx.manifest, w))
+    return records, detail

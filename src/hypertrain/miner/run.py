@@ -1,0 +1,156 @@
+"""``hypertrain-miner run``: train one round end to end and commit it.
+
+Order of work (each step verifies what it receives before using it): signed manifest
+and round records, start model from the relay (hash), the island's assignment from
+the round's public key, samples against the dataset root; then ``H`` resumable steps,
+the int8 update, uploads of every checkpoint, the update and the checkpoint index to
+the relay, and finally the signed commit. Re-running a finished or half-finished
+round reuses the checkpoints on disk and the blobs already on the relay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+from hypertrain.auditor.errors import ServiceError
+from hypertrain.auditor.honeypot import sample_ids, tamper_start
+from hypertrain.auditor.index import CheckpointIndex
+from hypertrain.auditor.inputs import (
+    fetch_start_params,
+    load_samples,
+    open_dataset,
+    round_sample_ids,
+)
+from hypertrain.miner.context import RunContext, round_records
+from hypertrain.miner.errors import MinerError
+from hypertrain.miner.island import IslandResult, checkpoint_path, train_round
+from hypertrain.miner.report import Reporter
+from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.messages import Commit, RoundOpen
+from hypertrain.relay.client import RelayClient
+from hypertrain.trainer.checkpoint import decode_checkpoint
+from hypertrain.trainer.errors import TrainerError
+from hypertrain.trainer.segment import TrainConfig
+from hypertrain.trainer.state import TrainState, init_state
+from hypertrain.trainer.update import build_update, next_round_state
+
+
+@dataclass(frozen=True, slots=True)
+class RoundOutcome:
+    round: int
+    root: str
+    update_sha256: str
+    commit: dict[str, Any]
+
+
+def start_state(
+    ctx: RunContext, config: TrainConfig, index: int, params: dict[str, Tensor]
+) -> TrainState:
+    """Carry the previous round's optimizer state onto the merged model when we have it."""
+    prev_dir = ctx.config.round_dir(index - 1)
+    last = checkpoint_path(prev_dir, config.inner_steps // config.checkpoint_interval)
+    if index > 0 and last.exists():
+        try:
+            prev = decode_checkpoint(last.read_bytes(), config.state_config())
+            residual_path = prev_dir / "residual.safetensors"
+            residual = load_file(residual_path) if residual_path.exists() else None
+            return next_round_state(prev, params, residual)
+        except (TrainerError, OSError, ValueError):
+            pass  # fall back to a fresh optimizer state on the merged model
+    fresh = init_state(config.state_config(), ctx.manifest.seed)
+    return next_round_state(fresh, params, None)
+
+
+def _upload(
+    relay: RelayClient, result: IslandResult, update: bytes, index: int, expiry: int
+) -> tuple[str, str]:
+    blobs = [relay.put(p, kind="checkpoint", round=index, expiry_round=expiry)
+             for p in result.checkpoint_paths]  # fmt: skip
+    idx = CheckpointIndex(index, tuple(x.hex() for x in result.leaves), tuple(blobs))
+    index_sha = relay.put(idx.to_bytes(), kind="other", round=index, expiry_round=expiry)
+    update_sha = relay.put(update, kind="update", round=index, expiry_round=expiry)
+    return index_sha, update_sha
+
+
+def _wait_for_round(ctx: RunContext, index: int, reporter: Reporter, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            round_records(ctx, index)
+            return
+        except MinerError:
+            if time.monotonic() > deadline:
+                raise
+            reporter.event("waiting", round=index)
+            time.sleep(ctx.config.poll_s)
+
+
+def run_round(
+    ctx: RunContext, key: Hotkey, index: int, reporter: Reporter, *, wait_s: float = 0.0
+) -> RoundOutcome:
+    """Train, upload and commit round ``index`` (see the module docstring)."""
+    cfg = ctx.config
+    cfg.require("relay_url", "dataset_dir")
+    if wait_s > 0:
+        _wait_for_round(ctx, index, reporter, wait_s)
+    records, detail = round_records(ctx, index)
+    record: RoundOpen = records[-1]
+    if key.ss58_address not in record.roster:
+        raise MinerError(f"{key.ss58_address} is not in the roster of round {index} (join first)")
+    if detail.get("phase") != "train":
+        raise MinerError(f"round {index} is in phase {detail.get('phase')}, commits are closed")
+    manifest = ctx.manifest
+    config = TrainConfig.from_manifest(manifest, cfg.device)
+    dataset = open_dataset(Path(cfg.dataset_dir), manifest)
+    ids = round_sample_ids(manifest, dataset, records, key.ss58_address)
+    samples = load_samples(dataset, sample_ids(cfg.strategy, ids, dataset.sample_count))
+    with RelayClient(cfg.relay_url, key, manifest.run_id) as relay:
+        _, params = fetch_start_params(relay, record, manifest)
+        reporter.event("round_start", round=index, samples=len(samples), steps=config.inner_steps)
+        start = start_state(ctx, config, index, params)
+        workdir = cfg.round_dir(index)
+        reporter.start_steps(config.inner_steps, f"round {index}")
+        try:
+            result = train_round(start, config, samples, workdir, strategy=cfg.strategy,
+                                 on_step=lambda ev: reporter.step(index, ev))  # fmt: skip
+        finally:
+            reporter.stop_steps()
+        update = build_update(tamper_start(cfg.strategy, params), result.final, manifest.compression)
+        if update.residual is not None:
+            save_file(update.residual, str(workdir / "residual.safetensors"))
+        expiry = ctx.service.beacon_round() + cfg.expiry_margin
+        index_sha, update_sha = _upload(relay, result, update.data, index, expiry)
+        reporter.event("uploaded", round=index, bytes=len(update.data), update_sha256=update_sha)
+        body = Commit(
+            round=index,
+            checkpoint_root=result.root.hex(),
+            leaf_count=len(result.leaves),
+            update_sha256=hashlib.sha256(update.data).hexdigest(),
+            update_bytes=len(update.data),
+            tokens=result.tokens,
+            update_url=relay.url(update_sha),
+            checkpoint_url=relay.url(index_sha),
+            train_loss=sum(result.losses) / len(result.losses) if result.losses else None,
+        )
+    answer = _post_commit(ctx, key, body, expiry)
+    reporter.event("committed", round=index, root=body.checkpoint_root, loss=body.train_loss)
+    return RoundOutcome(index, body.checkpoint_root, body.update_sha256, answer)
+
+
+def _post_commit(ctx: RunContext, key: Hotkey, body: Commit, expiry: int) -> dict[str, Any]:
+    env = seal(key, domain="commit", run_id=ctx.manifest.run_id,
+               body=body.model_dump(mode="json"), expiry_round=expiry)  # fmt: skip
+    try:
+        return ctx.service.commit(env)
+    except ServiceError as exc:
+        if exc.code == "duplicate":
+            return {"accepted": True, "already": True}
+        raise
