@@ -19,6 +19,7 @@ counted in :class:`CorpusStats` and dropped (policy ``"count"``) or refused with
 from __future__ import annotations
 
 import codecs
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,12 +31,9 @@ from hypertrain.data.errors import (
     EncodingError,
     MissingTextColumnError,
 )
-from hypertrain.protocol.canonical import parse_json
-from hypertrain.protocol.errors import CanonicalJSONError
 
 PIECE_CHARS: Final = 1 << 16
 MAX_PIECE_CHARS: Final = 1 << 22
-MAX_RECORD_BYTES: Final = 1 << 28
 PARQUET_BATCH_ROWS: Final = 1024
 SUFFIXES: Final = (".txt", ".jsonl", ".parquet")
 
@@ -63,47 +61,43 @@ def read_pieces(
 ) -> Iterator[Piece]:
     """All non-empty documents of ``paths``, in order, as pieces."""
     for path in paths:
-        for doc in _documents(path):
-            yield from _apply_policy(path, doc, stats, empty_policy)
-
-
-def _documents(path: Path) -> Iterator[Iterator[Piece]]:
-    suffix = path.suffix.lower()
-    if suffix == ".txt":
-        return iter([_txt_pieces(path)])
-    if suffix == ".jsonl":
-        return (iter([Piece(t, True)]) for t in _jsonl_texts(path))
-    if suffix == ".parquet":
-        return (iter([Piece(t, True)]) for t in _parquet_texts(path))
-    raise CorpusError(f"{path.name}: unsupported corpus file type (use one of {SUFFIXES})")
-
-
-def _apply_policy(
-    path: Path, doc: Iterator[Piece], stats: CorpusStats, policy: EmptyPolicy
-) -> Iterator[Piece]:
-    """Hold back leading whitespace-only pieces until the document proves non-empty."""
-    held: list[str] = []
-    seen_text = False
-    for piece in doc:
-        if not seen_text and not piece.text.strip():
-            held.append(piece.text)
-            if piece.end_of_document:
-                break
-            continue
-        if not seen_text:
-            seen_text = True
-            yield Piece("".join(held) + piece.text, piece.end_of_document)
-            held = []
-        else:
+        held: list[str] = []  # leading whitespace-only pieces of the current document
+        seen_text = False
+        for piece in _file_pieces(path):
+            if not seen_text:
+                if not piece.text or piece.text.isspace():
+                    held.append(piece.text)
+                    if piece.end_of_document:
+                        held = []
+                        _count_empty(path, stats, empty_policy)
+                    continue
+                if held:
+                    piece = Piece("".join(held) + piece.text, piece.end_of_document)
+                    held = []
+                seen_text = True
             yield piece
-        if piece.end_of_document:
-            stats.documents += 1
-            return
+            if piece.end_of_document:
+                stats.documents += 1
+                seen_text = False
+
+
+def _count_empty(path: Path, stats: CorpusStats, policy: EmptyPolicy) -> None:
     stats.empty_documents += 1
     if policy == "error":
         raise EmptyDocumentError(
             f"{path.name}: empty document (number {stats.documents + stats.empty_documents})"
         )
+
+
+def _file_pieces(path: Path) -> Iterator[Piece]:
+    suffix = path.suffix.lower()
+    if suffix == ".txt":
+        return _txt_pieces(path)
+    if suffix == ".jsonl":
+        return (Piece(t, True) for t in _jsonl_texts(path))
+    if suffix == ".parquet":
+        return (Piece(t, True) for t in _parquet_texts(path))
+    raise CorpusError(f"{path.name}: unsupported corpus file type (use one of {SUFFIXES})")
 
 
 def _txt_pieces(path: Path) -> Iterator[Piece]:
@@ -151,9 +145,9 @@ def _jsonl_texts(path: Path) -> Iterator[str]:
 
 def _record_text(path: Path, line_no: int, line: str) -> str:
     try:
-        record = parse_json(line, max_bytes=MAX_RECORD_BYTES)
-    except CanonicalJSONError as exc:
-        raise CorpusError(f"{path.name}:{line_no}: {exc}") from exc
+        record = json.loads(line, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise CorpusError(f"{path.name}:{line_no}: malformed JSON: {exc.msg}") from exc
     if not isinstance(record, dict):
         raise CorpusError(f"{path.name}:{line_no}: a record must be a JSON object")
     if "text" not in record:
@@ -163,6 +157,10 @@ def _record_text(path: Path, line_no: int, line: str) -> str:
         raise CorpusError(f"{path.name}:{line_no}: 'text' must be a string")
     _check_encodable(text, f"{path.name}:{line_no}")
     return text
+
+
+def _refuse_constant(name: str) -> Any:
+    raise CorpusError(f"{name} is not valid JSON")
 
 
 def _check_encodable(text: str, where: str) -> None:

@@ -11,9 +11,12 @@ plus one shard hasher, so it does not grow with the corpus.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import logging
+import queue
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +65,8 @@ class Packer:
         return len(self._rest)
 
 
-def _batches(pieces: Iterator[Piece]) -> Iterator[list[Piece]]:
+def batch_pieces(pieces: Iterator[Piece]) -> Iterator[list[Piece]]:
+    """Group pieces into encoder batches of about :data:`BATCH_CHARS` characters."""
     batch: list[Piece] = []
     chars = 0
     for piece in pieces:
@@ -73,6 +77,43 @@ def _batches(pieces: Iterator[Piece]) -> Iterator[list[Piece]]:
             batch, chars = [], 0
     if batch:
         yield batch
+
+
+_DONE: Final = object()
+
+
+def prefetch(items: Iterator[list[Piece]], depth: int = 2) -> Iterator[list[Piece]]:
+    """Read the next batches in a thread while the caller encodes (order is kept).
+
+    The tokenizer releases the GIL while encoding, so parsing the corpus overlaps it.
+    An exception in the reader is re-raised here, in the consumer.
+    """
+    box: queue.Queue[object] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                box.put(item)
+            box.put(_DONE)
+        except BaseException as exc:  # handed to the consumer, not swallowed
+            box.put(exc)
+
+    thread = threading.Thread(target=produce, name="corpus-reader", daemon=True)
+    thread.start()
+    try:
+        while (item := box.get()) is not _DONE:
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
+    finally:
+        stop.set()
+        while thread.is_alive():  # unblock a producer waiting on a full queue
+            with contextlib.suppress(queue.Empty):
+                box.get(timeout=0.05)
+        thread.join()
 
 
 def encode_pieces(tok: LoadedTokenizer, batch: list[Piece]) -> npt.NDArray[np.uint32]:
@@ -141,7 +182,8 @@ def prepare(
     packer = Packer(seq_len)
     tokens = heldout = 0
     try:
-        for batch in _batches(read_pieces(inputs, stats, empty_policy=opts.empty_policy)):
+        pieces = read_pieces(inputs, stats, empty_policy=opts.empty_policy)
+        for batch in prefetch(batch_pieces(pieces)):
             ids = encode_pieces(tokenizer, batch)
             tokens += len(ids)
             hashes = writer.add(packer.feed(ids))
