@@ -125,8 +125,8 @@ def main() -> None:
         notes=(
             f"Corpus: tinyshakespeare paragraphs as JSON-lines documents, repeated to "
             f"{BASE_MB:g}/{4 * BASE_MB:g}/{16 * BASE_MB:g} MiB; byte-level BPE vocab {VOCAB}, "
-            f"seq_len {SEQ_LEN}. Throughputs on the 4x input, best of 4 interleaved runs. The tokenizer "
-            "baseline is encode_batch on the same batches of text (ids materialised); "
+            f"seq_len {SEQ_LEN}. Throughputs on the 4x input, best of 4 interleaved runs. "
+            "The tokenizer baseline is encode_batch on the same text batches (ids materialised); "
             "prepare adds reading, packing, hashing, shard writing and the root. "
             "Assignment: 1M samples of a 4M-sample split (1% held out) to 256 islands. "
             "Measured on a 2-core machine shared with other work, so absolute rates are noisy."
