@@ -98,7 +98,9 @@ def round_rows(state: ServiceState, run_id: str, manifest: RunManifest) -> list[
     for s in views.round_summaries(state, run_id):
         t = timing[s["round"]]
         compute = (t["last_commit"] - t["open_beacon_round"]) * period if t["last_commit"] else None
-        sync = (t["merged"] - t["last_commit"]) * period if t["merged"] and t["last_commit"] else None
+        sync = (
+            (t["merged"] - t["last_commit"]) * period if t["merged"] and t["last_commit"] else None
+        )
         ddp = s["commits"] * manifest.round.inner_steps * per_step
         out.append(
             {

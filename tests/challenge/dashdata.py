@@ -1,0 +1,62 @@
+"""Drive a service through real rounds (joins, commits, audits, verdicts, merges)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.challenge.conftest import Harness
+from tests.challenge.helpers import bearer, commit_body, join_body, signed
+
+START = "aa" * 32
+
+
+def run_rounds(h: Harness, rounds: int = 2, islands: int = 3) -> None:
+    """Every island commits each round; the last one is caught cheating in round 0."""
+    for key in h.miners[:islands]:
+        assert h.client.post("/v1/join", json=signed(key, "join", join_body())).status_code == 200
+    model = START
+    for index in range(rounds):
+        body = (
+            {"start_model_sha256": START, "start_model_url": "http://relay/m0"} if not index else {}
+        )
+        r = h.client.post("/admin/v1/runs/run-1/rounds", headers=bearer("admin"), json=body)
+        assert r.status_code == 200, r.text
+        for n, key in enumerate(h.miners[:islands]):
+            commit = commit_body(index, tokens=1000 * (n + 1), loss=5.0 - index)
+            assert h.client.post("/v1/commit", json=signed(key, "commit", commit)).is_success
+        h.tick(4)
+        assigned = h.client.get(
+            f"/worker/v1/runs/run-1/rounds/{index}/assignments", headers=bearer("worker")
+        ).json()
+        for a in assigned:
+            cheat = index == 0 and a["body"]["hotkey"] == h.miners[islands - 1].ss58_address
+            verdict: dict[str, Any] = {
+                "round": index,
+                "hotkey": a["body"]["hotkey"],
+                "segments": a["body"]["segments"],
+                "result": "mismatch" if cheat else "match",
+            }
+            if cheat:
+                verdict |= {"first_bad_leaf": 2, "detail": "state hash differs at leaf 2"}
+            r = h.client.post(
+                "/worker/v1/verdict",
+                headers=bearer("worker"),
+                json=signed(h.auditor, "verdict", verdict),
+            )
+            assert r.status_code == 200, r.text
+        h.tick(2)
+        new = f"{index + 1:02x}" * 32
+        tape = {
+            "round": index,
+            "start_model_sha256": model,
+            "new_model_sha256": new,
+            "new_model_url": f"http://relay/m{index + 1}",
+            "outer_state_sha256": "cc" * 32,
+            "tape_sha256": "dd" * 32,
+            "eval_loss": 4.5 - 0.5 * index,
+        }
+        r = h.client.post(
+            "/worker/v1/merge", headers=bearer("worker"), json=signed(h.auditor, "merge-tape", tape)
+        )
+        assert r.status_code == 200, r.text
+        model = new

@@ -1,0 +1,61 @@
+"""The dashboard page, its assets and its JSON view on a service driven through real rounds."""
+
+from __future__ import annotations
+
+from tests.challenge.conftest import Harness
+from tests.challenge.dashdata import run_rounds
+
+
+def test_page_and_assets_are_served_offline(harness: Harness) -> None:
+    c = harness.client
+    page = c.get("/dashboard/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    html = page.text
+    for panel in ("glance", "model", "curve", "islands", "roster", "rounds", "audits"):
+        assert f'id="{panel}"' in html
+    assert "http://" not in html and "https://" not in html  # no CDN
+    for name, kind in (("app.js", "text/javascript"), ("style.css", "text/css")):
+        r = c.get(f"/dashboard/{name}")
+        assert r.status_code == 200 and r.headers["content-type"].startswith(kind)
+    assert "https://" not in c.get("/dashboard/app.js").text
+    assert c.get("/dashboard", follow_redirects=False).status_code == 307
+    assert c.get("/challenge/hypertrain/dashboard/").status_code == 200  # behind the proxy prefix
+
+
+def test_unknown_asset_and_run_are_404(harness: Harness) -> None:
+    c = harness.client
+    assert c.get("/dashboard/secrets.txt").status_code == 404
+    assert c.get("/dashboard/..%2Fapp.py").status_code == 404
+    r = c.get("/v1/runs/nope/dashboard")
+    assert (r.status_code, r.json()["error"]) == (404, "unknown_run")
+
+
+def test_view_of_a_run_without_rounds_is_explicitly_empty(harness: Harness) -> None:
+    d = harness.client.get("/v1/runs/run-1/dashboard").json()
+    assert d["rounds"] == [] and d["curve"] == [] and d["islands"] == [] and d["audits"] == []
+    assert d["glance"]["status"] == "waiting for the first round"
+    assert d["glance"]["heldout_loss"] is None and d["glance"]["bandwidth_saved"] is None
+    assert d["model"]["parameters"] == 256 * 16 + (4 * 16 * 16 + 3 * 16 * 32 + 2 * 16) + 16
+
+
+def test_view_after_two_rounds(harness: Harness) -> None:
+    run_rounds(harness, rounds=2)
+    d = harness.client.get("/v1/runs/run-1/dashboard").json()
+    g = d["glance"]
+    assert g["rounds_done"] == 2 and g["heldout_loss"] == 4.0 and g["first_heldout_loss"] == 4.5
+    assert g["tokens"] == 2 * 6000 and g["faults"] == 1 and g["audits"] >= 3
+    assert [p["heldout_loss"] for p in d["curve"]] == [4.5, 4.0]
+    first = d["rounds"][0]
+    per_step = d["model"]["parameters"] * 4
+    assert first["ddp_bytes"] == 3 * 8 * per_step and first["bytes_sent"] == 3 * 4096
+    assert first["saved_factor"] == first["ddp_bytes"] / first["bytes_sent"]
+    assert first["compute_s"] is not None and first["sync_s"] is not None
+    shares = [i["share"] for i in d["islands"]]
+    assert abs(sum(shares) - 1) < 1e-9 and len(set(shares)) == 3
+    caught = [a for a in d["audits"] if a["fault"]]
+    assert len(caught) == 1 and caught[0]["round"] == 0
+    assert caught[0]["beacon_round"] == 104 and len(caught[0]["beacon_randomness"]) == 64
+    assert caught[0]["verdicts"][0]["first_bad_leaf"] == 2
+    statuses = {i["hotkey"]: i["status"] for i in d["islands"]}
+    assert statuses[caught[0]["hotkey"]] == "faulted"
