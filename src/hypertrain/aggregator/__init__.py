@@ -1,0 +1,19 @@
+"""The aggregator: merge a round's accepted updates into the next model, reproducibly.
+
+Public API (one concept per module):
+
+* ``merge``: ``MergeInputs``, ``merge(inputs, blobs) -> MergeResult`` (two streaming
+  passes: exact norms, then the token-weighted clipped sum and the outer step).
+* ``norms``: ``update_norm`` (order-free exact L2 norm from the int8 codes).
+* ``screen``: ``screen`` (median, outlier rejection, clip factors), ``token_weights``.
+* ``outer``: ``nesterov_step``, ``encode_outer_state`` / ``decode_outer_state``.
+* ``tape``: ``Tape``, ``Candidate``, ``Included``, ``Excluded``, ``decode_tape``.
+* ``verify``: ``verify_tape`` (recompute and compare), ``rollback``.
+* ``collect``: candidates from a round record (signed commits, verdicts).
+* ``service``: ``ServiceClient`` for the challenge service's public/worker/admin routes.
+* ``runner``: ``genesis``, ``merge_round``, ``follow`` (the process mode).
+* ``blobs`` / ``relay_http``: blob sources (memory, relay with a disk cache).
+* ``canon``: byte-stable safetensors for published blobs.
+
+docs/aggregator.md explains the design.
+"""

@@ -1,0 +1,84 @@
+"""Where the aggregator reads and writes blobs: a relay (with a disk cache) or memory.
+
+The merge reads every update twice (norms first, then the weighted sum), so relay
+downloads go through a content-addressed disk cache: the second pass, a
+``verify-tape`` run or a rollback costs no network. Every read re-checks the
+SHA-256, whatever the source, so a corrupted cache file is refused too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from hypertrain.aggregator.errors import BlobError
+from hypertrain.aggregator.relay_http import BlobKind, RelayHttp
+
+
+class BlobSource(Protocol):
+    def get(self, sha256: str) -> bytes: ...
+
+
+class BlobStore(BlobSource, Protocol):
+    def put(self, data: bytes, *, kind: BlobKind, round: int) -> str: ...
+
+    def url(self, sha256: str) -> str: ...
+
+
+def check_hash(sha256: str, data: bytes) -> bytes:
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256:
+        raise BlobError("hash_mismatch", f"blob {sha256[:16]}… hashes to {actual[:16]}…")
+    return data
+
+
+class MemoryBlobs:
+    """A dict of blobs by SHA-256 (tests, benchmarks, offline verification)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def get(self, sha256: str) -> bytes:
+        if sha256 not in self.data:
+            raise BlobError("missing_blob", f"blob {sha256[:16]}… is not available")
+        return check_hash(sha256, self.data[sha256])
+
+    def put(self, data: bytes, *, kind: BlobKind, round: int) -> str:
+        sha256 = hashlib.sha256(data).hexdigest()
+        self.data[sha256] = data
+        return sha256
+
+    def url(self, sha256: str) -> str:
+        return f"memory:{sha256}"
+
+
+class RelayBlobs:
+    """A relay plus a disk cache; ``expiry`` gives the envelope expiry round for uploads."""
+
+    def __init__(
+        self, relay: RelayHttp, cache_dir: Path, expiry: Callable[[], int] = lambda: 2**40
+    ) -> None:
+        self.relay = relay
+        self.cache_dir = cache_dir
+        self.expiry = expiry
+
+    def get(self, sha256: str) -> bytes:
+        path = self.cache_dir / sha256
+        if path.is_file():
+            try:
+                return check_hash(sha256, path.read_bytes())
+            except BlobError:
+                path.unlink(missing_ok=True)
+        self.relay.get_to_file(sha256, path)
+        return check_hash(sha256, path.read_bytes())
+
+    def put(self, data: bytes, *, kind: BlobKind, round: int) -> str:
+        sha256 = self.relay.put(data, kind=kind, round=round, expiry_round=self.expiry())
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        (self.cache_dir / sha256).write_bytes(data)
+        return sha256
+
+    def url(self, sha256: str) -> str:
+        return self.relay.url(sha256)

@@ -1,0 +1,31 @@
+"""Typed errors of the aggregator; each is a ``ValueError`` so the CLI prints it cleanly."""
+
+from __future__ import annotations
+
+
+class AggregatorError(ValueError):
+    """Base class: the merge could not be done or verified."""
+
+
+class BlobError(AggregatorError):
+    """A blob is missing, has the wrong hash or the wrong size."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class UpdateFormatError(AggregatorError):
+    """An update does not decode for this model (``reason`` is its screen code)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class TapeError(AggregatorError):
+    """A tape is malformed, or it does not match the merge recomputed from its blobs."""
+
+
+class ServiceError(AggregatorError):
+    """The challenge service refused a request or answered something unusable."""

@@ -1,0 +1,174 @@
+"""The merge: screen, clip and average a round's updates, then take the outer step.
+
+Two streaming passes over the candidates, in hotkey order:
+
+1. *Norms.* Fetch each update (hash-checked), check its size against the commit and
+   its tokens against what H steps can train, validate it for the model and compute
+   its exact norm (:mod:`hypertrain.aggregator.norms`). Failures are recorded with a
+   reason; then :func:`~hypertrain.aggregator.screen.screen` rejects outliers and
+   fixes every clip factor from the round median.
+2. *Sum.* Fetch each accepted update again and add ``float32(weight * clip) * u``,
+   tensor by tensor (``trainer.codec.iter_decode``), into one accumulator.
+
+Only the start model, the momentum, the accumulator and one update are alive at a
+time: memory is O(model), not O(M x model). The order is fixed (sorted hotkeys) and
+every operation is elementwise float32, so the merge is bitwise reproducible. A
+round where nothing survives keeps the model and the momentum unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from hypertrain.aggregator.blobs import BlobSource
+from hypertrain.aggregator.canon import encode_model
+from hypertrain.aggregator.errors import AggregatorError, BlobError, UpdateFormatError
+from hypertrain.aggregator.norms import classify, update_norm
+from hypertrain.aggregator.outer import (
+    decode_outer_state,
+    encode_outer_state,
+    nesterov_step,
+    zero_momentum,
+)
+from hypertrain.aggregator.screen import screen, token_weights
+from hypertrain.aggregator.tape import Candidate, Excluded, Included, Tape
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.trainer.blob import decode_model_blob
+from hypertrain.trainer.codec import iter_decode
+from hypertrain.trainer.errors import CodecError
+from hypertrain.trainer.model import param_shapes
+from hypertrain.trainer.segment import TrainConfig
+
+
+@dataclass(frozen=True)
+class MergeInputs:
+    manifest: RunManifest
+    round: int
+    start_model_sha256: str
+    prev_outer_state_sha256: str | None
+    candidates: list[Candidate]
+    collect_excluded: list[Excluded] = field(default_factory=list)
+    stale_updates: frozenset[str] = frozenset()  # update hashes merged in earlier rounds
+    rollback_of: str | None = None
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    tape: Tape
+    model_blob: bytes
+    outer_blob: bytes
+
+
+def max_tokens(manifest: RunManifest) -> int:
+    """The most tokens one island can train in a round (H steps of the manifest layout)."""
+    return TrainConfig.from_manifest(manifest).tokens_per_step * manifest.round.inner_steps
+
+
+def _precheck(c: Candidate, inputs: MergeInputs, data: bytes) -> tuple[str, str] | None:
+    if c.update_sha256 in inputs.stale_updates:
+        return "stale_update", "this update was already merged in an earlier round"
+    if len(data) != c.update_bytes:
+        return "wrong_size", f"update is {len(data)} bytes, the commit says {c.update_bytes}"
+    limit = max_tokens(inputs.manifest)
+    if not 0 < c.tokens <= limit:
+        return "tokens_out_of_range", f"{c.tokens} tokens claimed, a round trains at most {limit}"
+    return None
+
+
+def norms_pass(
+    inputs: MergeInputs, blobs: BlobSource
+) -> tuple[dict[str, float], list[Excluded]]:
+    """Pass 1: exact norms of the valid candidates, and the failures with reasons."""
+    shapes = param_shapes(inputs.manifest.model)
+    norms: dict[str, float] = {}
+    failed: list[Excluded] = []
+    for c in sorted(inputs.candidates, key=lambda c: c.hotkey):
+        try:
+            data = blobs.get(c.update_sha256)
+            problem = _precheck(c, inputs, data)
+            if problem is None:
+                norms[c.hotkey] = update_norm(data, shapes)
+        except (BlobError, UpdateFormatError) as exc:
+            problem = (exc.reason, str(exc))
+        if problem is not None:
+            failed.append(_excluded(c, *problem))
+    return norms, failed
+
+
+def _excluded(c: Candidate, reason: str, detail: str) -> Excluded:
+    return Excluded(
+        hotkey=c.hotkey, update_sha256=c.update_sha256, tokens=c.tokens, stage="screen",
+        reason=reason, detail=detail[:2048],
+    )  # fmt: skip
+
+
+def weighted_sum(
+    included: Iterable[Included], inputs: MergeInputs, blobs: BlobSource
+) -> dict[str, Tensor]:
+    """Pass 2: ``sum_i float32(weight_i * clip_i) * update_i`` in the given order."""
+    shapes = param_shapes(inputs.manifest.model)
+    acc = {name: torch.zeros(shape) for name, shape in shapes}
+    for inc in included:
+        coef = torch.tensor(np.float32(inc.weight * inc.clip_factor))
+        try:
+            for name, tensor in iter_decode(blobs.get(inc.update_sha256), shapes):
+                acc[name].add_(tensor.mul_(coef))
+        except CodecError as exc:  # pass 1 validated it; only a changed blob gets here
+            raise classify(exc) from None
+    return acc
+
+
+def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
+    """Run both passes and the outer step; returns the tape and the two new blobs."""
+    spec, outer = inputs.manifest.model, inputs.manifest.outer
+    hotkeys = [c.hotkey for c in inputs.candidates]
+    if len(set(hotkeys)) != len(hotkeys):
+        raise AggregatorError("two candidate updates from the same hotkey")
+    start = decode_model_blob(blobs.get(inputs.start_model_sha256), spec)
+    momentum = zero_momentum(spec)
+    if inputs.prev_outer_state_sha256 is not None:
+        momentum, _ = decode_outer_state(blobs.get(inputs.prev_outer_state_sha256), spec)
+    norms, failed = norms_pass(inputs, blobs)
+    screened = screen(norms, outer)
+    by_key = {c.hotkey: c for c in inputs.candidates}
+    failed += [_excluded(by_key[h], r, d) for h, (r, d) in screened.rejected.items()]
+    weights = token_weights({h: by_key[h].tokens for h in screened.clip})
+    included = [
+        Included(hotkey=h, update_sha256=by_key[h].update_sha256, tokens=by_key[h].tokens,
+                 norm=norms[h], clip_factor=screened.clip[h], weight=weights[h])
+        for h in sorted(screened.clip)
+    ]  # fmt: skip
+    new_params, new_momentum = start, momentum
+    if included:
+        delta = weighted_sum(included, inputs, blobs)
+        new_params, new_momentum = {}, {}
+        for name, _ in param_shapes(spec):
+            new_params[name], new_momentum[name] = nesterov_step(
+                start[name], delta.pop(name), momentum[name], outer
+            )
+    model_blob = encode_model(new_params, spec)
+    outer_blob = encode_outer_state(new_momentum, spec, inputs.round)
+    tape = Tape(
+        run_id=inputs.manifest.run_id,
+        round=inputs.round,
+        manifest=inputs.manifest,
+        manifest_digest=inputs.manifest.digest(),
+        start_model_sha256=inputs.start_model_sha256,
+        prev_outer_state_sha256=inputs.prev_outer_state_sha256,
+        median_norm=screened.median,
+        clip_threshold=screened.clip_threshold,
+        total_tokens=sum(i.tokens for i in included),
+        included=included,
+        excluded=sorted(inputs.collect_excluded + failed, key=lambda e: (e.hotkey, e.stage)),
+        candidates=sorted(inputs.candidates, key=lambda c: c.hotkey),
+        new_outer_state_sha256=hashlib.sha256(outer_blob).hexdigest(),
+        new_model_sha256=hashlib.sha256(model_blob).hexdigest(),
+        rollback_of=inputs.rollback_of,
+    )
+    return MergeResult(tape, model_blob, outer_blob)

@@ -1,0 +1,66 @@
+"""Pass 1 of a merge: validate an int8 update and compute its L2 norm exactly.
+
+The norm decides clipping and screening, so it must be the same number on every
+machine. It is computed from the codes, not from float tensors: per block,
+``sum(q^2)`` is an exact integer, ``scale^2`` is exact in float64, their product is
+one IEEE rounding, and the blocks are summed with ``math.fsum`` (correctly rounded,
+independent of order). No thread count or BLAS choice can change the result.
+
+Every failure is an :class:`UpdateFormatError` whose ``reason`` is a screen code:
+``wrong_size`` (length disagrees with the header or the commit), ``wrong_shape``
+(tensor names or shapes are not the model's), ``non_finite`` (a NaN/Inf scale),
+``malformed`` (anything else the codec refuses).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from hypertrain.aggregator.errors import UpdateFormatError
+from hypertrain.trainer.codec import parse_header
+from hypertrain.trainer.errors import CodecError
+
+Shapes = Sequence[tuple[str, tuple[int, ...]]]
+
+
+def classify(exc: CodecError) -> UpdateFormatError:
+    """Map a codec refusal to a screen code."""
+    text = str(exc)
+    if "header implies" in text or "truncated" in text:
+        reason = "wrong_size"
+    elif "names and shapes" in text:
+        reason = "wrong_shape"
+    elif "NaN" in text or "Inf" in text:
+        reason = "non_finite"
+    else:
+        reason = "malformed"
+    return UpdateFormatError(reason, text)
+
+
+def update_norm(data: bytes, expected: Shapes) -> float:
+    """The exact L2 norm of the decoded update, after validating it for ``expected``."""
+    try:
+        block_size, metas, pos = parse_header(data)
+    except CodecError as exc:
+        raise classify(exc) from None
+    got = [(m.name, m.shape) for m in metas]
+    if got != [(n, tuple(s)) for n, s in expected]:
+        raise UpdateFormatError("wrong_shape", "update tensors are not the model's names/shapes")
+    view, terms = memoryview(data), []
+    for meta in metas:
+        nb = -(-meta.numel // block_size)
+        scales = np.frombuffer(view[pos : pos + 4 * nb], dtype="<f4").astype(np.float64)
+        codes = np.frombuffer(view[pos + 4 * nb : pos + 4 * nb + meta.numel], dtype=np.int8)
+        pos += meta.body_size(block_size)
+        if not np.isfinite(scales).all():
+            raise UpdateFormatError("non_finite", f"{meta.name}: a scale is NaN or Inf")
+        if (scales < 0).any() or (codes == -128).any():
+            raise UpdateFormatError("malformed", f"{meta.name}: negative scale or code -128")
+        squares = codes.astype(np.int64) ** 2
+        pad = -meta.numel % block_size
+        per_block = np.pad(squares, (0, pad)).reshape(nb, block_size).sum(axis=1)
+        terms.append(scales * scales * per_block.astype(np.float64))
+    return math.sqrt(math.fsum(np.concatenate(terms).tolist())) if terms else 0.0
