@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -175,10 +175,14 @@ class FakeLedger:
             raise ValueError("already settled")
         self.settled[key] = dict(accepted)
 
-    def record_fault(self, run_id: str, round_index: int, hotkey: str, reason: str) -> None:
+    def record_fault(
+        self, run_id: str, round_index: int, hotkey: str, reason: str, epoch: int
+    ) -> int:
+        assert (run_id, round_index) in self.settled, "the ledger faults only final rounds"
         self.faults.append((run_id, round_index, hotkey))
+        return 0
 
-    def get_weights(self, epoch: int, registered: Mapping[str, int]) -> WeightsAnswer:
+    def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer:
         self.weight_calls += 1
         weights: dict[str, int | float] = {}
         for accepted in self.settled.values():
@@ -187,7 +191,7 @@ class FakeLedger:
                     weights[hotkey] = weights.get(hotkey, 0) + tokens
         return WeightsAnswer(weights, sum(weights.values()) or 1)
 
-    def balances(self, run_id: str) -> dict[str, dict[str, int]]:
+    def balances(self, run_id: str, hotkeys: list[str]) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
         for (run, _), accepted in self.settled.items():
             for hotkey, tokens in accepted.items():

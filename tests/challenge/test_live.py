@@ -65,8 +65,7 @@ def _phase(client: TestClient | httpx.Client, index: int = 0) -> str:
 def test_full_round_on_local_beacon(tmp_path: Path, local_beacon: LocalBeaconProcess) -> None:
     client_b = BeaconClient([local_beacon.url], local_beacon.chain, tmp_path / "bc.sqlite")
     settings = make_settings(tmp_path, [k.ss58_address for k in MINERS])
-    ledger = FakeLedger()
-    app = create_app(settings, beacon=DrandBeacon(client_b), ledger=ledger)
+    app = create_app(settings, beacon=DrandBeacon(client_b))  # the real integer ledger
     with TestClient(app) as c:
         _wait(lambda: c.get("/v1/beacon").json()["round"])
         assert c.post(
@@ -118,7 +117,14 @@ def test_full_round_on_local_beacon(tmp_path: Path, local_beacon: LocalBeaconPro
         )
         assert r.status_code == 200, r.text
         assert _phase(c) == "final"
-        assert ledger.settled[("run-1", 0)] == {k.ss58_address: 1000 for k in MINERS}
+        roster = c.get("/v1/runs/run-1/roster").json()
+        assert sorted(i["escrow"] + i["vested"] for i in roster) == [500_000_000] * 2
+        weights = c.get(
+            "/internal/v1/get_weights?epoch=2",
+            headers={**bearer("internal"), "X-Platform-Challenge-Slug": "hypertrain"},
+        )
+        assert weights.status_code == 200, weights.text
+        assert set(weights.json()["weights"]) <= {k.ss58_address for k in MINERS}
     client_b.close()
 
 
@@ -129,12 +135,12 @@ def _free_port() -> int:
 
 
 def _start(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.challenge.serve_fake_ledger", str(port)],
-        env=env,
-        cwd=Path(__file__).parents[2],
-    )
-    _wait(lambda: _healthy(port), timeout_s=30)
+    # exactly the documented start command, settings from the environment
+    command = [sys.executable, "-m", "uvicorn", "hypertrain.challenge.app:app"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen(command, env=env, cwd=Path(__file__).parents[2])
+    _wait(lambda: proc.poll() is not None or _healthy(port), timeout_s=30)
+    assert proc.poll() is None, "the service exited at startup"
     return proc
 
 

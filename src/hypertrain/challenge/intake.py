@@ -180,13 +180,6 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
                     now,
                 ),
             )
-            if body.result == "mismatch":
-                state.ledger.record_fault(
-                    run_id,
-                    body.round,
-                    body.hotkey,
-                    body.detail or f"replay mismatch at leaf {body.first_bad_leaf}",
-                )
     except sqlite3.IntegrityError:
         raise ConflictError(
             f"{verified.signer} already judged {body.hotkey} in round {body.round}",

@@ -9,7 +9,7 @@ service calls them from a worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -47,10 +47,14 @@ class LedgerPort(Protocol):
         self, run_id: str, round_index: int, accepted: Mapping[str, int], epoch: int
     ) -> None: ...
 
-    def record_fault(self, run_id: str, round_index: int, hotkey: str, reason: str) -> None: ...
+    def record_fault(
+        self, run_id: str, round_index: int, hotkey: str, reason: str, epoch: int
+    ) -> int:
+        """Burn the hotkey's unpaid value in the run; the round must already be settled."""
+        ...
 
-    def get_weights(self, epoch: int, registered: Mapping[str, int]) -> WeightsAnswer: ...
+    def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer: ...
 
-    def balances(self, run_id: str) -> dict[str, dict[str, int]]:
-        """hotkey -> {"escrow", "vested", "burned"} in integer units."""
+    def balances(self, run_id: str, hotkeys: list[str]) -> dict[str, dict[str, int]]:
+        """hotkey -> {"escrow", "vested", "paid", "burned"} in integer base units."""
         ...

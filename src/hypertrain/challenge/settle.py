@@ -1,7 +1,9 @@
 """Final settlement of a round: which commits earn, and the ledger call that pays them.
 
 An island earns for a round when it committed and no auditor returned a mismatch
-for it; its weight is its committed token count. The ledger turns that into
+for it; its weight is its committed token count. A mismatch is recorded as a fault
+in the ledger right after the round settles (the ledger burns a fault only against
+a final round), which also claws back the island's unpaid value from earlier rounds. The ledger turns that into
 escrow, vesting and burns (probation holds are the ledger's vesting rule). The
 epoch is the metagraph epoch at settlement, so a hotkey deregistered meanwhile
 stops earning at the next epoch's weights.
@@ -36,6 +38,18 @@ def accepted_tokens(state: ServiceState, run_id: str, index: int) -> dict[str, i
     }
 
 
+def _faults(state: ServiceState, run_id: str, index: int) -> dict[str, str]:
+    """hotkey -> reason for every mismatch verdict of the round (first one wins)."""
+    out: dict[str, str] = {}
+    for row in state.conn.execute(
+        "SELECT hotkey, auditor, verdict_id FROM verdicts WHERE run_id = ? AND round = ?"
+        " AND result = 'mismatch' ORDER BY verdict_id",
+        (run_id, index),
+    ):
+        out.setdefault(row["hotkey"], f"mismatch verdict {row['verdict_id']} by {row['auditor']}")
+    return out
+
+
 def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]:
     """Settle inside the caller's transaction; marks the round final."""
     snapshot = state.metagraph.snapshot
@@ -43,6 +57,8 @@ def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]
         raise UnavailableError("cannot settle: no metagraph snapshot yet", code="no_metagraph")
     accepted = accepted_tokens(state, run_id, index)
     state.ledger.settle_round(run_id, index, accepted, snapshot.epoch)
+    for hotkey, reason in _faults(state, run_id, index).items():
+        state.ledger.record_fault(run_id, index, hotkey, reason, snapshot.epoch)
     state.conn.executemany(
         "INSERT INTO settlements VALUES (?, ?, ?, ?, ?)",
         [(run_id, index, hotkey, tokens, snapshot.epoch) for hotkey, tokens in accepted.items()],

@@ -143,7 +143,6 @@ def assignments(state: ServiceState, run_id: str, index: int) -> list[dict[str, 
 def roster(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
     """Per island: admission, probation, commits, faults and ledger balances."""
     state.manifest(run_id)
-    balances = state.ledger.balances(run_id)
     rows = state.conn.execute(
         """
         SELECT r.*,
@@ -158,6 +157,7 @@ def roster(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
         """,
         (run_id,),
     ).fetchall()
+    balances = state.ledger.balances(run_id, [r["hotkey"] for r in rows])
     out = []
     for r in rows:
         hotkey = r["hotkey"]
@@ -185,7 +185,7 @@ def roster(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
                 "commits": r["commits"],
                 "tokens": r["tokens"],
                 "faults": r["faults"],
-                **balances.get(hotkey, {"escrow": 0, "vested": 0, "burned": 0}),
+                **balances.get(hotkey, {"escrow": 0, "vested": 0, "paid": 0, "burned": 0}),
             }
         )
     return out

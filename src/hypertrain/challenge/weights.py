@@ -27,7 +27,7 @@ def weights_body(state: ServiceState, epoch: int) -> bytes:
     snapshot = state.metagraph.snapshot
     if snapshot is None:
         raise UnavailableError("no metagraph snapshot yet; cannot score", code="no_metagraph")
-    answer = state.ledger.get_weights(epoch, dict(snapshot.hotkeys))
+    answer = state.ledger.get_weights(epoch, sorted(snapshot.hotkeys))
     weights = dict(answer.weights)
     bad = [k for k, v in weights.items() if not math.isfinite(v) or v < 0]
     if bad or len(weights) > MAX_WEIGHTS or not math.isfinite(answer.full_share_mass):

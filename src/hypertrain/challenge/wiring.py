@@ -6,8 +6,10 @@ chain provider is only imported when chosen.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
+
+from hypertrain.ledger import Ledger, LedgerError, UnknownHotkeyError
 
 from hypertrain.challenge.metagraph import (
     ChainMetagraph,
@@ -46,50 +48,54 @@ def beacon_source(settings: Settings) -> BeaconSource:
 
 
 class LedgerAdapter:
-    """:class:`LedgerPort` over :class:`hypertrain.ledger.Ledger`."""
+    """:class:`LedgerPort` over :class:`hypertrain.ledger.Ledger` (integer base units)."""
 
-    def __init__(self, ledger: Any) -> None:
+    def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
 
     def create_run(self, run_id: str, *, pool_per_round: int, vesting_rounds: int) -> None:
-        self._ledger.create_run(
-            run_id, pool_per_round=pool_per_round, vesting_rounds=vesting_rounds
-        )
+        self._ledger.create_run(run_id, pool_per_round, vesting_rounds)
 
     def settle_round(
         self, run_id: str, round_index: int, accepted: Mapping[str, int], epoch: int
     ) -> None:
-        self._ledger.settle_round(run_id, round_index, dict(accepted), epoch)
+        self._ledger.settle_round(run_id, round_index, accepted, epoch)
 
-    def record_fault(self, run_id: str, round_index: int, hotkey: str, reason: str) -> None:
-        self._ledger.record_fault(run_id, round_index, hotkey, reason)
+    def record_fault(
+        self, run_id: str, round_index: int, hotkey: str, reason: str, epoch: int
+    ) -> int:
+        try:
+            return self._ledger.record_fault(run_id, round_index, hotkey, reason, epoch)
+        except UnknownHotkeyError:
+            return 0  # a miner faulting in its first round holds nothing to burn
 
-    def get_weights(self, epoch: int, registered: Mapping[str, int]) -> WeightsAnswer:
-        answer = self._ledger.get_weights(epoch, set(registered))
+    def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer:
+        answer = self._ledger.get_weights(epoch, registered)
         return WeightsAnswer(
             dict(answer.weights),
             answer.full_share_mass,
-            {"ledger_answer_sha256": getattr(answer, "sha256", "")},
+            {"ledger_answer_sha256": answer.sha256},
         )
 
-    def balances(self, run_id: str) -> dict[str, dict[str, int]]:
-        summary = self._ledger.summary(run_id)
+    def balances(self, run_id: str, hotkeys: list[str]) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
-        for hotkey, bal in getattr(summary, "balances", {}).items():
+        for hotkey in hotkeys:
+            try:
+                bal = self._ledger.balances(run_id, hotkey)
+            except LedgerError:
+                continue
             out[hotkey] = {
-                "escrow": int(getattr(bal, "escrow", 0)),
-                "vested": int(getattr(bal, "vested", 0)),
-                "burned": int(getattr(bal, "burned", 0)),
+                "escrow": bal.escrowed,
+                "vested": bal.vested,
+                "paid": bal.paid,
+                "burned": bal.burned,
             }
         return out
 
 
 def ledger(settings: Settings) -> LedgerPort:
-    import hypertrain.ledger as ledger_pkg
-
     settings.state_dir.mkdir(parents=True, exist_ok=True)
-    instance = ledger_pkg.Ledger(settings.state_dir / "ledger.sqlite")
-    return LedgerAdapter(instance)
+    return LedgerAdapter(Ledger.in_state_dir(settings.state_dir))
 
 
 def metagraph_provider(settings: Settings) -> MetagraphProvider:
