@@ -221,7 +221,7 @@ def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
             "rounds_done": sum(1 for r in rounds if r["phase"] == "final"),
             "heldout_loss": losses[-1] if losses else None,
             "first_heldout_loss": losses[0] if losses else None,
-            "islands": len(active),
+            "islands": current["islands"] if current and current["islands"] else len(active),
             "tokens_per_s": sum(i["tokens_per_s"] or 0 for i in active),
             "tokens": summary["tokens_total"],
             "bytes_sent": bytes_sent,
