@@ -1,0 +1,105 @@
+"""Replay audits on real text: an honest island matches, every honeypot is caught by bytes."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from hypertrain.auditor.errors import VerificationError
+from hypertrain.auditor.honeypot import sample_ids, tamper_start
+from hypertrain.auditor.index import CheckpointIndex
+from hypertrain.auditor.inputs import load_samples, round_sample_ids
+from hypertrain.auditor.replay import IslandRound, audit_island
+from hypertrain.auditor.verify import verify_manifest, verify_round_open
+from hypertrain.miner.island import train_round
+from hypertrain.protocol.messages import Commit
+from hypertrain.trainer.blob import decode_model_blob
+from hypertrain.trainer.segment import TrainConfig
+from hypertrain.trainer.state import init_state
+from hypertrain.trainer.update import build_update, next_round_state
+from tests.auditor.world import COORD, ISLANDS, RUN_ID, World, make_world
+
+
+@pytest.fixture(scope="module")
+def world(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> World:
+    return make_world(assets_dir, tmp_path_factory.mktemp("world"))
+
+
+def island_round(world: World, workdir: Path, strategy: str | None) -> tuple[IslandRound, dict[str, bytes]]:
+    """Train island 0's round 0 with ``strategy`` and publish it into an in-memory relay."""
+    manifest = world.manifest
+    config = TrainConfig.from_manifest(manifest)
+    roster = [k.ss58_address for k in ISLANDS]
+    opens = [verify_round_open(world.round_open(0, roster).model_dump(), manifest, 0)]
+    hotkey = ISLANDS[0].ss58_address
+    ids = round_sample_ids(manifest, world.dataset, opens, hotkey)
+    honest = load_samples(world.dataset, ids)
+    trained = load_samples(world.dataset, sample_ids(strategy, ids, world.dataset.sample_count))  # type: ignore[arg-type]
+    params = decode_model_blob(world.model_blob, manifest.model, world.model_sha)
+    start = next_round_state(init_state(config.state_config(), manifest.seed), params, None)
+    result = train_round(start, config, trained, workdir, strategy=strategy)  # type: ignore[arg-type]
+    update = build_update(tamper_start(strategy, params), result.final, manifest.compression)  # type: ignore[arg-type]
+    store = {hashlib.sha256(p.read_bytes()).hexdigest(): p.read_bytes() for p in result.checkpoint_paths}
+    index = CheckpointIndex(0, tuple(x.hex() for x in result.leaves), tuple(store))
+    commit = Commit(round=0, checkpoint_root=result.root.hex(), leaf_count=len(result.leaves),
+                    update_sha256=hashlib.sha256(update.data).hexdigest(),
+                    update_bytes=len(update.data), tokens=result.tokens, update_url="u")  # fmt: skip
+    return IslandRound(manifest, commit, index, honest, params), store
+
+
+def test_honest_island_matches_with_update_check(world: World, tmp_path: Path) -> None:
+    island, store = island_round(world, tmp_path, None)
+    outcome = audit_island(island, [0, 1], store.__getitem__)
+    assert outcome.result == "match" and outcome.update_checked and outcome.first_bad_leaf is None
+
+
+@pytest.mark.parametrize(("strategy", "segments", "leaf"),
+                         [("wrong-samples", [1], 2), ("skip-steps", [0], 1), ("bad-update", [1], 2)])
+def test_honeypots_are_caught(world: World, tmp_path: Path, strategy: str, segments: list[int],
+                              leaf: int) -> None:  # fmt: skip
+    island, store = island_round(world, tmp_path, strategy)
+    outcome = audit_island(island, segments, store.__getitem__)
+    assert outcome.result == "mismatch" and outcome.first_bad_leaf == leaf, outcome.detail
+    if strategy == "bad-update":
+        assert "update" in outcome.detail
+        assert audit_island(island, [0], store.__getitem__).result == "match"
+
+
+def test_checkpoint_whose_proof_fails_is_refused(world: World, tmp_path: Path) -> None:
+    island, store = island_round(world, tmp_path, None)
+    forged = list(island.index.leaves)
+    forged[1] = "00" * 32
+    bad_index = CheckpointIndex(0, tuple(forged), island.index.blobs)
+    with pytest.raises(VerificationError, match="proof for leaf 1"):
+        bad_index.verified_leaf(1, island.commit.checkpoint_root)
+    tampered = IslandRound(island.manifest, island.commit, bad_index, island.samples, island.start_params)
+    outcome = audit_island(tampered, [0], store.__getitem__)
+    assert outcome.result == "mismatch" and "unverifiable checkpoint" in outcome.detail
+    # a checkpoint blob whose bytes are not the committed leaf is refused too
+    swapped = {**store, island.index.blobs[0]: store[island.index.blobs[1]]}
+    outcome = audit_island(island, [0], swapped.__getitem__)
+    assert outcome.result == "mismatch" and "not the expected" in outcome.detail
+
+
+def test_manifest_with_bad_signature_is_refused(world: World) -> None:
+    env = world.manifest_envelope().model_dump()
+    assert verify_manifest(env, RUN_ID, COORD.ss58_address).run_id == RUN_ID
+    env["body"]["manifest"]["seed"] = 4
+    with pytest.raises(VerificationError, match="bad_signature|signature"):
+        verify_manifest(env, RUN_ID, None)
+    forged = world.manifest_envelope(ISLANDS[0]).model_dump()
+    with pytest.raises(VerificationError, match="signed by"):
+        verify_manifest(forged, RUN_ID, COORD.ss58_address)
+    with pytest.raises(VerificationError, match="run"):
+        verify_manifest(world.manifest_envelope().model_dump(), "other-run", None)
+
+
+def test_round_record_must_be_from_the_coordinator(world: World) -> None:
+    env = world.round_open(0, [ISLANDS[0].ss58_address]).model_dump()
+    env["body"]["start_model_sha256"] = "ff" * 32
+    with pytest.raises(VerificationError):
+        verify_round_open(env, world.manifest, 0)
+    with pytest.raises(VerificationError, match="round 0, not 1"):
+        verify_round_open(world.round_open(0, []).model_dump(), world.manifest, 1)
