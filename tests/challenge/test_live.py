@@ -25,7 +25,6 @@ from hypertrain.challenge.app import create_app
 from hypertrain.challenge.wiring import DrandBeacon
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.helpers import (
-    FakeLedger,
     bearer,
     commit_body,
     join_body,

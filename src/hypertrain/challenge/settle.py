@@ -3,8 +3,8 @@
 An island earns for a round when it committed and no auditor returned a mismatch
 for it; its weight is its committed token count. A mismatch is recorded as a fault
 in the ledger right after the round settles (the ledger burns a fault only against
-a final round), which also claws back the island's unpaid value from earlier rounds. The ledger turns that into
-escrow, vesting and burns (probation holds are the ledger's vesting rule). The
+a final round), which also claws back the island's unpaid value from earlier
+rounds. The ledger turns the accepted tokens into escrow, vesting and burns. The
 epoch is the metagraph epoch at settlement, so a hotkey deregistered meanwhile
 stops earning at the next epoch's weights.
 """

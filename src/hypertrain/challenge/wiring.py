@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from hypertrain.ledger import Ledger, LedgerError, UnknownHotkeyError
-
 from hypertrain.challenge.metagraph import (
     ChainMetagraph,
     FileMetagraph,
@@ -19,6 +17,7 @@ from hypertrain.challenge.metagraph import (
 )
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort, WeightsAnswer
 from hypertrain.challenge.settings import Settings
+from hypertrain.ledger import Ledger, LedgerError, UnknownHotkeyError
 
 
 class DrandBeacon:
