@@ -150,8 +150,9 @@ class Ledger:
     def deregister(self, hotkey: str, epoch: int) -> int:
         """The hotkey left the subnet at ``epoch``: burn its unpaid value in every run.
 
-        Returns the amount burned (0 on a repeat for the same epoch). Refuses a hotkey
-        that has no history in any run.
+        Returns the amount burned. The natural key (hotkey, epoch) is one event across all
+        runs: a repeat is a no-op (returns 0) even if the hotkey has earned in another run
+        since. Refuses a hotkey that has no history in any run.
         """
         check_hotkey(hotkey)
         check_int(epoch, "epoch")
@@ -161,14 +162,12 @@ class Ledger:
             )]  # fmt: skip
             if not runs:
                 raise UnknownHotkeyError(f"hotkey {hotkey} has no history in any run")
-            burned = 0
-            for run_id in runs:
-                if not has_key(conn, run_id, "deregister", epoch, hotkey):
-                    reason = f"deregistered at epoch {epoch}"
-                    burned += _settle.burn_all(
-                        conn, run_id, hotkey, "deregister", epoch, epoch, reason
-                    )
-            return burned
+            if any(has_key(conn, r, "deregister", epoch, hotkey) for r in runs):
+                return 0  # one event for the whole ledger, even if runs were added since
+            reason = f"deregistered at epoch {epoch}"
+            return sum(
+                _settle.burn_all(conn, r, hotkey, "deregister", epoch, epoch, reason) for r in runs
+            )
 
     def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer:
         """The integer weights for ``epoch``; the first answer is final and pays out."""

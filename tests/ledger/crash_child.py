@@ -1,0 +1,26 @@
+"""Child process for the crash test: apply a seeded random op sequence to a ledger file.
+
+Run as ``python -m tests.ledger.crash_child DB SEED COUNT``. It always starts from the
+first op; ops already applied by an earlier (killed) run are idempotent no-ops.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+from hypertrain.ledger import Ledger
+from tests.ledger.ops import Driver, random_ops
+
+
+def run(db: Path, seed: int, count: int) -> None:
+    with Ledger(db) as ledger:
+        driver = Driver(ledger)
+        driver.setup()
+        for op in random_ops(random.Random(seed), count):
+            driver.apply(op)
+
+
+if __name__ == "__main__":
+    run(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
