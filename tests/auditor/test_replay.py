@@ -27,7 +27,9 @@ def world(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> World:
     return make_world(assets_dir, tmp_path_factory.mktemp("world"))
 
 
-def island_round(world: World, workdir: Path, strategy: str | None) -> tuple[IslandRound, dict[str, bytes]]:
+def island_round(
+    world: World, workdir: Path, strategy: str | None
+) -> tuple[IslandRound, dict[str, bytes]]:
     """Train island 0's round 0 with ``strategy`` and publish it into an in-memory relay."""
     manifest = world.manifest
     config = TrainConfig.from_manifest(manifest)
@@ -41,11 +43,19 @@ def island_round(world: World, workdir: Path, strategy: str | None) -> tuple[Isl
     start = next_round_state(init_state(config.state_config(), manifest.seed), params, None)
     result = train_round(start, config, trained, workdir, strategy=strategy)  # type: ignore[arg-type]
     update = build_update(tamper_start(strategy, params), result.final, manifest.compression)  # type: ignore[arg-type]
-    store = {hashlib.sha256(p.read_bytes()).hexdigest(): p.read_bytes() for p in result.checkpoint_paths}
+    store = {
+        hashlib.sha256(p.read_bytes()).hexdigest(): p.read_bytes() for p in result.checkpoint_paths
+    }
     index = CheckpointIndex(0, tuple(x.hex() for x in result.leaves), tuple(store))
-    commit = Commit(round=0, checkpoint_root=result.root.hex(), leaf_count=len(result.leaves),
-                    update_sha256=hashlib.sha256(update.data).hexdigest(),
-                    update_bytes=len(update.data), tokens=result.tokens, update_url="u")  # fmt: skip
+    commit = Commit(
+        round=0,
+        checkpoint_root=result.root.hex(),
+        leaf_count=len(result.leaves),
+        update_sha256=hashlib.sha256(update.data).hexdigest(),
+        update_bytes=len(update.data),
+        tokens=result.tokens,
+        update_url="u",
+    )
     return IslandRound(manifest, commit, index, honest, params), store
 
 
@@ -55,10 +65,13 @@ def test_honest_island_matches_with_update_check(world: World, tmp_path: Path) -
     assert outcome.result == "match" and outcome.update_checked and outcome.first_bad_leaf is None
 
 
-@pytest.mark.parametrize(("strategy", "segments", "leaf"),
-                         [("wrong-samples", [1], 2), ("skip-steps", [0], 1), ("bad-update", [1], 2)])
-def test_honeypots_are_caught(world: World, tmp_path: Path, strategy: str, segments: list[int],
-                              leaf: int) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("strategy", "segments", "leaf"),
+    [("wrong-samples", [1], 2), ("skip-steps", [0], 1), ("bad-update", [1], 2)],
+)
+def test_honeypots_are_caught(
+    world: World, tmp_path: Path, strategy: str, segments: list[int], leaf: int
+) -> None:
     island, store = island_round(world, tmp_path, strategy)
     outcome = audit_island(island, segments, store.__getitem__)
     assert outcome.result == "mismatch" and outcome.first_bad_leaf == leaf, outcome.detail
@@ -74,7 +87,9 @@ def test_checkpoint_whose_proof_fails_is_refused(world: World, tmp_path: Path) -
     bad_index = CheckpointIndex(0, tuple(forged), island.index.blobs)
     with pytest.raises(VerificationError, match="proof for leaf 1"):
         bad_index.verified_leaf(1, island.commit.checkpoint_root)
-    tampered = IslandRound(island.manifest, island.commit, bad_index, island.samples, island.start_params)
+    tampered = IslandRound(
+        island.manifest, island.commit, bad_index, island.samples, island.start_params
+    )
     outcome = audit_island(tampered, [0], store.__getitem__)
     assert outcome.result == "mismatch" and "unverifiable checkpoint" in outcome.detail
     # a checkpoint blob whose bytes are not the committed leaf is refused too
@@ -87,7 +102,7 @@ def test_manifest_with_bad_signature_is_refused(world: World) -> None:
     env = world.manifest_envelope().model_dump()
     assert verify_manifest(env, RUN_ID, COORD.ss58_address).run_id == RUN_ID
     env["body"]["manifest"]["seed"] = 4
-    with pytest.raises(VerificationError, match="bad_signature|signature"):
+    with pytest.raises(VerificationError, match="signature"):
         verify_manifest(env, RUN_ID, None)
     forged = world.manifest_envelope(ISLANDS[0]).model_dump()
     with pytest.raises(VerificationError, match="signed by"):

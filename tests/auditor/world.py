@@ -37,9 +37,15 @@ def make_dataset(assets_dir: Path, out: Path, text_bytes: int = 40_000) -> Datas
 
 def manifest_doc(dataset: Dataset, **round_over: Any) -> dict[str, Any]:
     spec = with_vocab(get_preset("tiny"), dataset.descriptor.vocab_size)
-    rnd = {"inner_steps": 4, "checkpoint_interval": 2, "commit_window_rounds": 8,
-           "audit_window_rounds": 6, "dispute_window_rounds": 1,
-           "layout": {"micro_batch_size": 2}, **round_over}  # fmt: skip
+    rnd = {
+        "inner_steps": 4,
+        "checkpoint_interval": 2,
+        "commit_window_rounds": 8,
+        "audit_window_rounds": 6,
+        "dispute_window_rounds": 1,
+        "layout": {"micro_batch_size": 2},
+        **round_over,
+    }
     return {
         "run_id": RUN_ID,
         "seed": 3,
@@ -47,8 +53,11 @@ def manifest_doc(dataset: Dataset, **round_over: Any) -> dict[str, Any]:
         "inner": {"warmup_steps": 2, "total_steps": 100},
         "round": rnd,
         "data": dataset.descriptor.data_spec().model_dump(mode="json"),
-        "audit": {"rate": 1.0, "segments": rnd["inner_steps"] // rnd["checkpoint_interval"],
-                  "probation_rounds": 0},  # fmt: skip
+        "audit": {
+            "rate": 1.0,
+            "segments": rnd["inner_steps"] // rnd["checkpoint_interval"],
+            "probation_rounds": 0,
+        },
         "determinism": current_record("cpu").model_dump(mode="json"),
         "coordinator": COORD.ss58_address,
     }
@@ -70,12 +79,22 @@ class World:
         return seal(key, domain="manifest", run_id=RUN_ID, body=body, expiry_round=10**9)
 
     def round_open(self, index: int, roster: list[str], sha: str | None = None) -> Envelope:
-        record = RoundOpen(round=index, start_model_sha256=sha or self.model_sha,
-                           start_model_url=f"http://relay/blobs/{sha or self.model_sha}",
-                           beacon_round=100 + index, assignment_key=f"{index + 1:02x}" * 32,
-                           roster=sorted(roster), commit_deadline_round=200)  # fmt: skip
-        return seal(COORD, domain="round-open", run_id=RUN_ID,
-                    body=record.model_dump(mode="json"), expiry_round=10**9)  # fmt: skip
+        record = RoundOpen(
+            round=index,
+            start_model_sha256=sha or self.model_sha,
+            start_model_url=f"http://relay/blobs/{sha or self.model_sha}",
+            beacon_round=100 + index,
+            assignment_key=f"{index + 1:02x}" * 32,
+            roster=sorted(roster),
+            commit_deadline_round=200,
+        )
+        return seal(
+            COORD,
+            domain="round-open",
+            run_id=RUN_ID,
+            body=record.model_dump(mode="json"),
+            expiry_round=10**9,
+        )
 
 
 def make_world(assets_dir: Path, tmp: Path) -> World:

@@ -35,12 +35,15 @@ def test_sections_and_overrides(tmp_path: Path) -> None:
     assert load_config(path, {"run_id": "other"}).run_id == "other"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("run_id = 3", "must be a str"),
-    ("nonsense = 1", "unknown setting"),
-    ("run_id = ", "not valid TOML"),
-    ('honeypot = "lazy"', "unknown honeypot"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("run_id = 3", "must be a str"),
+        ("nonsense = 1", "unknown setting"),
+        ("run_id = ", "not valid TOML"),
+        ('honeypot = "lazy"', "unknown honeypot"),
+    ],
+)
 def test_bad_config_is_refused(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "miner.toml"
     path.write_text(text)

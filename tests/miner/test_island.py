@@ -17,7 +17,7 @@ from hypertrain.trainer.update import next_round_state
 from tests.auditor.world import ISLANDS, World, make_world
 
 
-class Crash(Exception):
+class CrashError(Exception):
     pass
 
 
@@ -28,8 +28,11 @@ def world(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> World:
 
 def _inputs(world: World) -> tuple[TrainState, TrainConfig, list[Sample]]:
     config = TrainConfig.from_manifest(world.manifest)
-    opens = [verify_round_open(world.round_open(0, [ISLANDS[0].ss58_address]).model_dump(),
-                               world.manifest, 0)]  # fmt: skip
+    opens = [
+        verify_round_open(
+            world.round_open(0, [ISLANDS[0].ss58_address]).model_dump(), world.manifest, 0
+        )
+    ]
     ids = round_sample_ids(world.manifest, world.dataset, opens, ISLANDS[0].ss58_address)
     params = decode_model_blob(world.model_blob, world.manifest.model)
     start = next_round_state(init_state(config.state_config(), world.manifest.seed), params, None)
@@ -44,9 +47,9 @@ def test_killed_mid_round_resumes_with_identical_results(world: World, tmp_path:
     def crash_at_3(ev: StepEvent) -> None:
         events.append(ev)
         if ev.step == 3:
-            raise Crash
+            raise CrashError
 
-    with pytest.raises(Crash):
+    with pytest.raises(CrashError):
         train_round(start, config, samples, tmp_path, on_step=crash_at_3)
     assert checkpoint_path(tmp_path, 1).exists() and not checkpoint_path(tmp_path, 2).exists()
     resumed = train_round(start, config, samples, tmp_path, on_step=events.append)
@@ -59,13 +62,17 @@ def test_killed_mid_round_resumes_with_identical_results(world: World, tmp_path:
     assert again.resumed_from == 2 and again.root == reference.root
 
 
-def test_damaged_checkpoint_is_retrained_and_other_start_wipes(world: World, tmp_path: Path) -> None:
+def test_damaged_checkpoint_is_retrained_and_other_start_wipes(
+    world: World, tmp_path: Path
+) -> None:
     start, config, samples = _inputs(world)
     first = train_round(start, config, samples, tmp_path)
     checkpoint_path(tmp_path, 2).write_bytes(b"junk" * 10)
     redo = train_round(start, config, samples, tmp_path)
     assert redo.resumed_from == 1 and redo.root == first.root
-    other = TrainState(start.step, {k: v + 0 for k, v in start.tensors.items()}, start.config_digest)
+    other = TrainState(
+        start.step, {k: v + 0 for k, v in start.tensors.items()}, start.config_digest
+    )
     other.tensors[next(iter(other.tensors))].add_(1.0)
     fresh = train_round(other, config, samples, tmp_path)
     assert fresh.resumed_from == 0 and fresh.root != first.root

@@ -25,7 +25,7 @@ def check_strategy(name: str | None) -> Strategy | None:
         return None
     if name not in STRATEGIES:
         raise ValueError(f"unknown honeypot strategy {name!r}; choose from {', '.join(STRATEGIES)}")
-    return name  # type: ignore[return-value]
+    return name
 
 
 def sample_ids(strategy: Strategy | None, ids: Sequence[int], sample_count: int) -> list[int]:

@@ -31,8 +31,12 @@ class CheckpointIndex:
     blobs: tuple[str, ...]  # hex SHA-256 relay addresses of the checkpoint bytes
 
     def to_bytes(self) -> bytes:
-        doc = {"format": FORMAT, "round": self.round, "leaves": list(self.leaves),
-               "blobs": list(self.blobs)}  # fmt: skip
+        doc = {
+            "format": FORMAT,
+            "round": self.round,
+            "leaves": list(self.leaves),
+            "blobs": list(self.blobs),
+        }
         return canonical_bytes(doc)
 
     @classmethod
@@ -63,7 +67,9 @@ class CheckpointIndex:
 
 
 def _is_hex64(value: Any) -> bool:
-    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    return (
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    )
 
 
 def sha_from_url(url: str) -> str:

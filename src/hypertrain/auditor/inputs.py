@@ -61,7 +61,9 @@ def round_sample_ids(
     try:
         for record in opens:
             roster = [(h, budget) for h in record.roster]
-            result = assign_round(bytes.fromhex(record.assignment_key), roster, dataset.split(), state)
+            result = assign_round(
+                bytes.fromhex(record.assignment_key), roster, dataset.split(), state
+            )
             state = result.state
         return result.for_hotkey(hotkey)
     except DataError as exc:

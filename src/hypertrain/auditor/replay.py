@@ -56,7 +56,7 @@ class IslandRound:
     start_params: dict[str, Tensor]
 
 
-class _Mismatch(Exception):
+class _MismatchError(Exception):
     def __init__(self, leaf: int | None, detail: str) -> None:
         self.leaf, self.detail = leaf, detail
 
@@ -78,23 +78,23 @@ def _segment(island: IslandRound, k: int, fetch: FetchBlob, config: TrainConfig)
         start = load_verified_checkpoint(island, k, fetch, config)
         expected = island.index.verified_leaf(k + 1, island.commit.checkpoint_root)
     except VerificationError as exc:
-        raise _Mismatch(k, f"unverifiable checkpoint: {exc}") from exc
+        raise _MismatchError(k, f"unverifiable checkpoint: {exc}") from exc
     if k == 0:
         params = start.params()
         if any(not torch.equal(params[n], island.start_params[n]) for n in island.start_params):
-            raise _Mismatch(0, "checkpoint 0 does not hold the round's start model")
+            raise _MismatchError(0, "checkpoint 0 does not hold the round's start model")
     per_segment = config.checkpoint_interval * config.samples_per_step
     chunk = island.samples[k * per_segment : (k + 1) * per_segment]
     end = run_segment(start, config, chunk, config.checkpoint_interval)
     if end.state_hash() != expected:
-        raise _Mismatch(k + 1, f"replay of segment {k} does not reproduce leaf {k + 1}")
+        raise _MismatchError(k + 1, f"replay of segment {k} does not reproduce leaf {k + 1}")
     return end
 
 
 def _check_update(island: IslandRound, end: TrainState) -> None:
     update = build_update(island.start_params, end, island.manifest.compression)
     if hashlib.sha256(update.data).hexdigest() != island.commit.update_sha256:
-        raise _Mismatch(
+        raise _MismatchError(
             island.commit.leaf_count - 1,
             "uploaded update is not the compressed delta of the final state",
         )
@@ -111,6 +111,6 @@ def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob)
             end = _segment(island, k, fetch, config)
             if k == last:
                 _check_update(island, end)
-    except _Mismatch as bad:
+    except _MismatchError as bad:
         return AuditOutcome("mismatch", bad.leaf, update_checked, bad.detail, ordered)
     return AuditOutcome("match", None, update_checked, "", ordered)

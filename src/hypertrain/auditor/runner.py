@@ -73,8 +73,13 @@ class Auditor:
         ids = round_sample_ids(self.manifest, dataset, opens, hotkey)
         _, params = fetch_start_params(self.relay, opens[-1], self.manifest)
         index_bytes = self.relay.get(sha_from_url(commit.checkpoint_url))
-        return IslandRound(self.manifest, commit, CheckpointIndex.from_bytes(index_bytes),
-                           load_samples(dataset, ids), params)  # fmt: skip
+        return IslandRound(
+            self.manifest,
+            commit,
+            CheckpointIndex.from_bytes(index_bytes),
+            load_samples(dataset, ids),
+            params,
+        )
 
     def judge(self, detail: dict[str, Any], assignment: AuditAssignment) -> AuditOutcome:
         try:
@@ -86,13 +91,23 @@ class Auditor:
         return audit_island(island, assignment.segments, self.relay.get)
 
     def post(self, assignment: AuditAssignment, outcome: AuditOutcome) -> dict[str, Any]:
-        body = Verdict(round=assignment.round, hotkey=assignment.hotkey,
-                       segments=list(outcome.segments), result=outcome.result,
-                       first_bad_leaf=outcome.first_bad_leaf,
-                       update_checked=outcome.update_checked, detail=outcome.detail[:2048])  # fmt: skip
+        body = Verdict(
+            round=assignment.round,
+            hotkey=assignment.hotkey,
+            segments=list(outcome.segments),
+            result=outcome.result,
+            first_bad_leaf=outcome.first_bad_leaf,
+            update_checked=outcome.update_checked,
+            detail=outcome.detail[:2048],
+        )
         expiry = self.service.beacon_round() + self.expiry_margin
-        env = seal(self.key, domain="verdict", run_id=self.manifest.run_id,
-                   body=body.model_dump(mode="json"), expiry_round=expiry)  # fmt: skip
+        env = seal(
+            self.key,
+            domain="verdict",
+            run_id=self.manifest.run_id,
+            body=body.model_dump(mode="json"),
+            expiry_round=expiry,
+        )
         return self.service.verdict(env)
 
 
@@ -104,9 +119,16 @@ def audit_round(auditor: Auditor, index: int, emit: Emit = emit_json) -> list[Au
         assignment = verify_assignment(raw, auditor.manifest)
         t0 = time.perf_counter()
         outcome = auditor.judge(detail, assignment)
-        emit("verdict", round=index, hotkey=assignment.hotkey, result=outcome.result,
-             first_bad_leaf=outcome.first_bad_leaf, segments=list(outcome.segments),
-             update_checked=outcome.update_checked, seconds=round(time.perf_counter() - t0, 3))  # fmt: skip
+        emit(
+            "verdict",
+            round=index,
+            hotkey=assignment.hotkey,
+            result=outcome.result,
+            first_bad_leaf=outcome.first_bad_leaf,
+            segments=list(outcome.segments),
+            update_checked=outcome.update_checked,
+            seconds=round(time.perf_counter() - t0, 3),
+        )
         try:
             auditor.post(assignment, outcome)
         except ServiceError as exc:
@@ -116,8 +138,13 @@ def audit_round(auditor: Auditor, index: int, emit: Emit = emit_json) -> list[Au
     return outcomes
 
 
-def follow(auditor: Auditor, *, poll_s: float = 1.0, stop: Callable[[], bool] = lambda: False,
-           emit: Emit = emit_json) -> None:  # fmt: skip
+def follow(
+    auditor: Auditor,
+    *,
+    poll_s: float = 1.0,
+    stop: Callable[[], bool] = lambda: False,
+    emit: Emit = emit_json,
+) -> None:
     """Audit each round of the run once, when it is in its audit phase; loop until ``stop``."""
     done: set[int] = set()
     while not stop():

@@ -42,8 +42,14 @@ def selfcheck_cmd(args: argparse.Namespace) -> int:
         for col in ("#", "device", "class", "memory GiB", "workload hash", "memory probe"):
             table.add_column(col)
         for r in reports:
-            table.add_row(str(r.index), r.name, r.device_class, f"{r.memory_bytes / 2**30:.1f}",
-                          r.workload_hash[:16] + "…", "ok" if r.memory_probe_ok else "FAILED")  # fmt: skip
+            table.add_row(
+                str(r.index),
+                r.name,
+                r.device_class,
+                f"{r.memory_bytes / 2**30:.1f}",
+                r.workload_hash[:16] + "…",
+                "ok" if r.memory_probe_ok else "FAILED",
+            )
         Console(file=sys.stdout).print(table)
     consistent = len({r.workload_hash for r in reports}) == 1
     return 0 if consistent and all(r.memory_probe_ok for r in reports) else 1
@@ -54,10 +60,16 @@ def join_cmd(args: argparse.Namespace) -> int:
     key = cfg.load_key()
     with ServiceClient(cfg.service_url) as service:
         ctx = load_run(cfg, service, check=False)
-        body = JoinRequest(devices=selfcheck(), layout=ctx.manifest.round.layout,
-                           endpoint=cfg.endpoint or None)  # fmt: skip
-        env = seal(key, domain="join", run_id=cfg.run_id, body=body.model_dump(mode="json"),
-                   expiry_round=service.beacon_round() + cfg.expiry_margin)  # fmt: skip
+        body = JoinRequest(
+            devices=selfcheck(), layout=ctx.manifest.round.layout, endpoint=cfg.endpoint or None
+        )
+        env = seal(
+            key,
+            domain="join",
+            run_id=cfg.run_id,
+            body=body.model_dump(mode="json"),
+            expiry_round=service.beacon_round() + cfg.expiry_margin,
+        )
         answer = service.join(env)
     sys.stdout.write(json.dumps(answer, sort_keys=True) + "\n")
     return 0
@@ -71,8 +83,9 @@ def run_cmd(args: argparse.Namespace) -> int:
     reporter = Reporter("miner")
     with ServiceClient(cfg.service_url) as service:
         ctx = load_run(cfg, service)
-        reporter.event("started", run_id=cfg.run_id, hotkey=key.ss58_address,
-                       honeypot=cfg.honeypot or None)  # fmt: skip
+        reporter.event(
+            "started", run_id=cfg.run_id, hotkey=key.ss58_address, honeypot=cfg.honeypot or None
+        )
         if not args.follow:
             run_round(ctx, key, args.round, reporter, wait_s=args.wait_s)
             return 0
@@ -101,9 +114,10 @@ def watch_cmd(args: argparse.Namespace) -> int:
     key = cfg.load_key()
     reporter = Reporter("miner")
     seen: set[str] = set()
-    with ServiceClient(cfg.service_url) as service, RelayClient(
-        cfg.relay_url, key, cfg.run_id
-    ) as relay:
+    with (
+        ServiceClient(cfg.service_url) as service,
+        RelayClient(cfg.relay_url, key, cfg.run_id) as relay,
+    ):
         ctx = load_run(cfg, service, check=False)
         while True:
             for summary in service.rounds(cfg.run_id):
@@ -115,8 +129,12 @@ def watch_cmd(args: argparse.Namespace) -> int:
                     if v["verdict_id"] not in seen:
                         seen.add(v["verdict_id"])
                         body = v["envelope"]["body"]
-                        reporter.event("verdict", round=body["round"], result=body["result"],
-                                       first_bad_leaf=body.get("first_bad_leaf"))  # fmt: skip
+                        reporter.event(
+                            "verdict",
+                            round=body["round"],
+                            result=body["result"],
+                            first_bad_leaf=body.get("first_bad_leaf"),
+                        )
                         if args.dispute and body["result"] == "mismatch":
                             _dispute(ctx, key, service, body["round"], v["verdict_id"], cfg)
             if not args.follow:
@@ -124,8 +142,9 @@ def watch_cmd(args: argparse.Namespace) -> int:
             time.sleep(cfg.poll_s)
 
 
-def _serve(relay: RelayClient, workdir: Path, commit: dict[str, Any], service: ServiceClient,
-           cfg: Any) -> None:  # fmt: skip
+def _serve(
+    relay: RelayClient, workdir: Path, commit: dict[str, Any], service: ServiceClient, cfg: Any
+) -> None:
     """Re-upload any checkpoint the relay lost (audits fetch them from there)."""
     body = commit["body"]
     if relay.exists(sha_from_url(body["checkpoint_url"])) is None:
@@ -133,16 +152,29 @@ def _serve(relay: RelayClient, workdir: Path, commit: dict[str, Any], service: S
     for k in range(body["leaf_count"]):
         path = checkpoint_path(workdir, k)
         if path.exists():
-            relay.put(path, kind="checkpoint", round=body["round"],
-                      expiry_round=service.beacon_round() + cfg.expiry_margin)  # fmt: skip
+            relay.put(
+                path,
+                kind="checkpoint",
+                round=body["round"],
+                expiry_round=service.beacon_round() + cfg.expiry_margin,
+            )
 
 
-def _dispute(ctx: Any, key: Any, service: ServiceClient, index: int, verdict_id: str,
-             cfg: Any) -> None:  # fmt: skip
-    body = Dispute(round=index, verdict_id=verdict_id,
-                   reason="island's checkpoints reproduce its committed leaves")  # fmt: skip
-    env = seal(key, domain="dispute", run_id=cfg.run_id, body=body.model_dump(mode="json"),
-               expiry_round=service.beacon_round() + cfg.expiry_margin)  # fmt: skip
+def _dispute(
+    ctx: Any, key: Any, service: ServiceClient, index: int, verdict_id: str, cfg: Any
+) -> None:
+    body = Dispute(
+        round=index,
+        verdict_id=verdict_id,
+        reason="island's checkpoints reproduce its committed leaves",
+    )
+    env = seal(
+        key,
+        domain="dispute",
+        run_id=cfg.run_id,
+        body=body.model_dump(mode="json"),
+        expiry_round=service.beacon_round() + cfg.expiry_margin,
+    )
     try:
         service.dispute(env)
     except ServiceError as exc:
@@ -155,8 +187,11 @@ def status_cmd(args: argparse.Namespace) -> int:
     key = cfg.load_key()
     with ServiceClient(cfg.service_url) as service:
         ctx = load_run(cfg, service, check=False)
-        roster = [r for r in service._get(f"/v1/runs/{cfg.run_id}/roster")
-                  if r.get("hotkey") == key.ss58_address]  # fmt: skip
+        roster = [
+            r
+            for r in service._get(f"/v1/runs/{cfg.run_id}/roster")
+            if r.get("hotkey") == key.ss58_address
+        ]
         table = Table(title=f"{key.ss58_address} in {cfg.run_id}")
         for col in ("round", "phase", "committed", "verdicts"):
             table.add_column(col)
@@ -164,8 +199,12 @@ def status_cmd(args: argparse.Namespace) -> int:
             detail = service.round_detail(cfg.run_id, int(summary["round"]))
             commit, verdicts = _mine(detail, key.ss58_address)
             results = ",".join(v["envelope"]["body"]["result"] for v in verdicts) or "-"
-            table.add_row(str(summary["round"]), summary["phase"], "yes" if commit else "no", results)
+            table.add_row(
+                str(summary["round"]), summary["phase"], "yes" if commit else "no", results
+            )
         console = Console(file=sys.stdout)
-        console.print(f"manifest {ctx.manifest.digest()[:16]}…  admitted: {'yes' if roster else 'no'}")
+        console.print(
+            f"manifest {ctx.manifest.digest()[:16]}…  admitted: {'yes' if roster else 'no'}"
+        )
         console.print(table)
     return 0

@@ -74,7 +74,9 @@ def config_from_args(args: argparse.Namespace) -> MinerConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=str(args.log_level).upper(), format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=str(args.log_level).upper(), format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         return int(args.func(args))
     except (ValueError, OSError) as exc:

@@ -44,11 +44,15 @@ class MinerConfig:
         missing = [n for n in names if not getattr(self, n)]
         if missing:
             flags = ", ".join("--" + n.replace("_", "-") for n in missing)
-            raise ConfigError(f"missing setting(s) {', '.join(missing)}: set them in miner.toml or pass {flags}")
+            raise ConfigError(
+                f"missing setting(s) {', '.join(missing)}: set them in miner.toml or pass {flags}"
+            )
 
     def load_key(self) -> Hotkey:
-        path = Path(self.key_file) if self.key_file else wallet_hotkey_path(
-            self.wallet, self.hotkey, self.wallet_path
+        path = (
+            Path(self.key_file)
+            if self.key_file
+            else wallet_hotkey_path(self.wallet, self.hotkey, self.wallet_path)
         )
         return load_key_file(path.expanduser())
 
@@ -96,7 +100,7 @@ def _flatten(doc: dict[str, Any]) -> dict[str, Any]:
     for key, value in doc.items():
         if isinstance(value, dict):
             for inner, v in value.items():
-                flat[_SECTION_KEYS.get((key, inner), inner)] = v
+                flat[_SECTION_KEYS.get((key, inner)) or inner] = v
         else:
             flat[key] = value
     return flat

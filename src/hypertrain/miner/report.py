@@ -57,8 +57,14 @@ class Reporter:
                 rate=f"{ev.tokens_per_s:,.0f}",
             )
             return
-        self.event("step", round=round_index, step=ev.step, total=ev.total,
-                   loss=round(ev.loss, 6), tokens_per_s=round(ev.tokens_per_s, 1))  # fmt: skip
+        self.event(
+            "step",
+            round=round_index,
+            step=ev.step,
+            total=ev.total,
+            loss=round(ev.loss, 6),
+            tokens_per_s=round(ev.tokens_per_s, 1),
+        )
 
     def stop_steps(self) -> None:
         if self._progress is not None:

@@ -72,8 +72,10 @@ def start_state(
 def _upload(
     relay: RelayClient, result: IslandResult, update: bytes, index: int, expiry: int
 ) -> tuple[str, str]:
-    blobs = [relay.put(p, kind="checkpoint", round=index, expiry_round=expiry)
-             for p in result.checkpoint_paths]  # fmt: skip
+    blobs = [
+        relay.put(p, kind="checkpoint", round=index, expiry_round=expiry)
+        for p in result.checkpoint_paths
+    ]
     idx = CheckpointIndex(index, tuple(x.hex() for x in result.leaves), tuple(blobs))
     index_sha = relay.put(idx.to_bytes(), kind="other", round=index, expiry_round=expiry)
     update_sha = relay.put(update, kind="update", round=index, expiry_round=expiry)
@@ -119,11 +121,19 @@ def run_round(
         workdir = cfg.round_dir(index)
         reporter.start_steps(config.inner_steps, f"round {index}")
         try:
-            result = train_round(start, config, samples, workdir, strategy=cfg.strategy,
-                                 on_step=lambda ev: reporter.step(index, ev))  # fmt: skip
+            result = train_round(
+                start,
+                config,
+                samples,
+                workdir,
+                strategy=cfg.strategy,
+                on_step=lambda ev: reporter.step(index, ev),
+            )
         finally:
             reporter.stop_steps()
-        update = build_update(tamper_start(cfg.strategy, params), result.final, manifest.compression)
+        update = build_update(
+            tamper_start(cfg.strategy, params), result.final, manifest.compression
+        )
         if update.residual is not None:
             save_file(update.residual, str(workdir / "residual.safetensors"))
         expiry = ctx.service.beacon_round() + cfg.expiry_margin
@@ -146,8 +156,13 @@ def run_round(
 
 
 def _post_commit(ctx: RunContext, key: Hotkey, body: Commit, expiry: int) -> dict[str, Any]:
-    env = seal(key, domain="commit", run_id=ctx.manifest.run_id,
-               body=body.model_dump(mode="json"), expiry_round=expiry)  # fmt: skip
+    env = seal(
+        key,
+        domain="commit",
+        run_id=ctx.manifest.run_id,
+        body=body.model_dump(mode="json"),
+        expiry_round=expiry,
+    )
     try:
         return ctx.service.commit(env)
     except ServiceError as exc:
