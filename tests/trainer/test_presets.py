@@ -17,7 +17,12 @@ from hypertrain.trainer.presets import (
 def test_50m_is_the_brief_model() -> None:
     spec = PRESETS["50m"]
     assert (spec.vocab_size, spec.d_model, spec.num_layers) == (50_000, 512, 8)
-    assert (spec.num_heads, spec.head_dim, spec.ffn_hidden, spec.context_length) == (8, 64, 1536, 2048)
+    assert (spec.num_heads, spec.head_dim, spec.ffn_hidden, spec.context_length) == (
+        8,
+        64,
+        1536,
+        2048,
+    )
     assert spec.tied_embeddings and spec.moe is None
     assert param_count(spec) == 52_871_680
 

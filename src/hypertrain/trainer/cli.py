@@ -17,11 +17,11 @@ from typing import Any
 from hypertrain.protocol.canonical import parse_json
 from hypertrain.protocol.manifest import InnerOptimSpec, ModelSpec, manifest_from_json
 from hypertrain.trainer.blob import decode_model_blob
-from hypertrain.trainer.checkpoint import MAGIC, decode_checkpoint
+from hypertrain.trainer.checkpoint import decode_checkpoint
 from hypertrain.trainer.determinism import configure_determinism
 from hypertrain.trainer.export import export_llama
 from hypertrain.trainer.presets import flops_per_token, get_preset, param_count, with_vocab
-from hypertrain.trainer.state import StateConfig
+from hypertrain.trainer.state import MAGIC, StateConfig
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:

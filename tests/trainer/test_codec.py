@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+import struct
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from hypertrain.protocol.manifest import CompressionSpec
+from hypertrain.trainer.codec import (
+    HEADER,
+    decode_int8,
+    encode_int8,
+    iter_decode,
+    parse_header,
+    quantize,
+    relative_l2,
+    update_hash,
+)
+from hypertrain.trainer.errors import CodecError
+from hypertrain.trainer.segment import run_round
+from hypertrain.trainer.state import RESIDUAL_PREFIX, init_state
+from hypertrain.trainer.update import build_update, next_round_state, pseudo_gradient
+from tests.trainer.conftest import make_config, make_samples
+
+
+def _tensors(seed: int = 0) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return {
+        "a.weight": torch.randn(37, 11, generator=gen) * 1e-3,
+        "b.weight": torch.randn(300, generator=gen),
+        "zeros": torch.zeros(5, 4),
+    }
+
+
+def test_round_trip_error_is_bounded_and_deterministic() -> None:
+    x = _tensors()
+    data = encode_int8(x, 64)
+    assert data == encode_int8(_tensors(), 64)
+    assert update_hash(data) == update_hash(encode_int8(_tensors(), 64))
+    y = decode_int8(data, [(k, tuple(v.shape)) for k, v in x.items()])
+    assert list(y) == list(x)
+    for name, t in x.items():
+        scales, _ = quantize(t, 64)
+        per_elem = scales.repeat_interleave(64)[: t.numel()].reshape(t.shape)
+        assert bool(((t - y[name]).abs() <= per_elem / 2 + 1e-12).all())
+    assert torch.equal(y["zeros"], x["zeros"])
+    err = relative_l2(x, y)
+    assert 0 < err < 0.01
+    n = sum(t.numel() for t in x.values())
+    assert len(data) < 1.1 * n + 100  # ~1 byte per element plus scales
+
+
+def test_rounding_matches_numpy_reference() -> None:
+    t = torch.tensor([1.0, -0.5, 0.25, 127.0, -127.0, 63.5, 0.0, 2.0])
+    scales, q = quantize(t, 8)
+    assert float(scales[0]) == pytest.approx(1.0)
+    np.testing.assert_array_equal(q.numpy(), np.round(t.numpy() / 1.0).astype(np.int8))
+
+
+def test_streaming_decode_yields_per_tensor() -> None:
+    x = _tensors()
+    names = [name for name, _ in iter_decode(encode_int8(x, 16))]
+    assert names == list(x)
+    block, metas, _ = parse_header(encode_int8(x, 16))
+    assert block == 16 and [m.shape for m in metas] == [tuple(v.shape) for v in x.values()]
+
+
+def test_wrong_length_is_refused() -> None:
+    data = encode_int8(_tensors(), 32)
+    for bad in (data[:-1], data + b"\x00", data[:3], b""):
+        with pytest.raises(CodecError, match=r"bytes|truncated"):
+            decode_int8(bad)
+
+
+def test_bad_header_is_refused() -> None:
+    data = bytearray(encode_int8(_tensors(), 32))
+    with pytest.raises(CodecError, match="magic"):
+        decode_int8(b"XXXX" + bytes(data[4:]))
+    zero_block = bytearray(data)
+    struct.pack_into("<I", zero_block, 6, 0)
+    with pytest.raises(CodecError, match="block size"):
+        decode_int8(bytes(zero_block))
+    bad_dtype = bytearray(data)
+    name_len = struct.unpack_from("<H", data, HEADER.size)[0]
+    bad_dtype[HEADER.size + 2 + name_len] = 9
+    with pytest.raises(CodecError, match="dtype"):
+        decode_int8(bytes(bad_dtype))
+    with pytest.raises(CodecError, match="names and shapes"):
+        decode_int8(bytes(data), [("a.weight", (11, 37))])
+
+
+def test_non_finite_scale_is_refused() -> None:
+    x = {"w": torch.ones(64)}
+    data = bytearray(encode_int8(x, 32))
+    _, _, body = parse_header(bytes(data))
+    for bad in (float("nan"), float("inf"), -1.0):
+        corrupt = bytearray(data)
+        struct.pack_into("<f", corrupt, body, bad)
+        with pytest.raises(CodecError, match="scale"):
+            decode_int8(bytes(corrupt))
+    corrupt = bytearray(data)
+    corrupt[body + 8] = 0x80  # int8 -128
+    with pytest.raises(CodecError, match="-128"):
+        decode_int8(bytes(corrupt))
+
+
+def test_non_finite_input_is_refused() -> None:
+    with pytest.raises(CodecError, match="NaN"):
+        encode_int8({"w": torch.tensor([1.0, float("nan")])}, 8)
+
+
+def test_update_from_a_round() -> None:
+    cfg = make_config(steps=2, interval=1)
+    start = init_state(cfg.state_config(), 0)
+    result = run_round(start, cfg, make_samples(8))
+    update = build_update(start.params(), result.final, cfg.compression)
+    delta = pseudo_gradient(start.params(), result.final.params())
+    decoded = decode_int8(update.data)
+    assert update.relative_l2_error == pytest.approx(relative_l2(delta, decoded))
+    assert update.relative_l2_error < 0.05
+    assert update.residual is None and update.ratio_vs_fp32 < 0.27
+    assert update.digest == build_update(start.params(), result.final, cfg.compression).digest
+
+
+def test_error_feedback_carries_the_residual_into_the_next_round() -> None:
+    cfg = replace(
+        make_config(steps=2, interval=1),
+        compression=CompressionSpec(block_size=64, error_feedback=True),
+    )
+    start = init_state(cfg.state_config(), 0)
+    assert all(not bool(v.any()) for k, v in start.tensors.items() if k.startswith(RESIDUAL_PREFIX))
+    end = run_round(start, cfg, make_samples(8)).final
+    update = build_update(start.params(), end, cfg.compression)
+    assert update.residual is not None
+    decoded = decode_int8(update.data)
+    delta = pseudo_gradient(start.params(), end.params())
+    for name, r in update.residual.items():
+        torch.testing.assert_close(decoded[name] + r, delta[name], rtol=0, atol=1e-7)
+    merged = {k: start.params()[k] - decoded[k] for k in decoded}
+    nxt = next_round_state(end, merged, update.residual)
+    assert torch.equal(nxt.tensors[RESIDUAL_PREFIX + "norm.weight"], update.residual["norm.weight"])
+    assert nxt.state_hash() != next_round_state(end, merged, None).state_hash()
+    second = run_round(nxt, cfg, make_samples(8, seed=1)).final
+    again = build_update(nxt.params(), second, cfg.compression)
+    plain = pseudo_gradient(nxt.params(), second.params())
+    target = {k: plain[k] + update.residual[k] for k in plain}
+    assert relative_l2(target, decode_int8(again.data)) == pytest.approx(again.relative_l2_error)
