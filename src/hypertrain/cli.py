@@ -20,7 +20,9 @@ GROUPS: Final[dict[str, str]] = {
     "data": "hypertrain.data.cli",
     "beacon": "hypertrain.beacon.cli",
     "relay": "hypertrain.relay.cli",
+    "aggregator": "hypertrain.aggregator.cli",
     "challenge": "hypertrain.challenge.cli",
+    "devnet": "hypertrain.devnet.cli",
     "auditor": "hypertrain.auditor.cli",
 }
 

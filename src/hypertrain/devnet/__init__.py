@@ -1,0 +1,13 @@
+"""The devnet: a whole Hypertrain network on one machine, on loopback.
+
+``hypertrain devnet`` (and ``make devnet``) prepares a small corpus, generates every
+key and token, then starts as separate processes the local beacon, the challenge
+service (which also serves the web dashboard), a relay, N honest islands, one
+honeypot island that cheats in a randomly chosen way, an auditor and the
+aggregator. It opens R outer rounds, shows live progress in the terminal, and at
+the end writes a report (JSON + Markdown) and exports the final model as a
+transformers-loadable directory. See docs/devnet.md.
+
+Entry points: :func:`hypertrain.devnet.orchestrator.run_devnet` and the CLI group
+``devnet`` (:mod:`hypertrain.devnet.cli`).
+"""

@@ -1,0 +1,71 @@
+"""``hypertrain devnet``: the whole network on this machine (``make devnet`` runs it)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from hypertrain.devnet.config import PRESETS, DevnetConfig
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "devnet",
+        help="run a whole network on loopback with a live dashboard",
+        description="Start a local beacon, the challenge service with its dashboard, a relay, "
+        "N islands, a honeypot island, an auditor and the aggregator; train R outer rounds; "
+        "print a summary, write a report and export the final model.",
+    )
+    p.add_argument("--rounds", type=int, default=4, help="outer rounds to train (default 4)")
+    p.add_argument("--islands", type=int, default=3, help="honest islands (default 3)")
+    p.add_argument("--h", dest="inner_steps", type=int, default=8, help="inner steps H per round")
+    p.add_argument("--j", dest="checkpoint_interval", type=int, default=4,
+                   help="checkpoint interval J (steps between committed state hashes)")  # fmt: skip
+    p.add_argument("--preset", default="proxy", choices=PRESETS, help="model preset")
+    p.add_argument("--seq-len", type=int, default=64, help="tokens per training sample")
+    p.add_argument("--vocab-size", type=int, default=1024, help="tokenizer vocabulary size")
+    p.add_argument("--port", type=int, default=8000, help="service/dashboard port (0 = free)")
+    p.add_argument("--state-dir", type=Path, default=Path(".devnet"),
+                   help="where state, logs, report and the exported model go")  # fmt: skip
+    p.add_argument("--cache-dir", type=Path, default=Path(".cache/devnet"),
+                   help="cache for the prepared tokenizer and dataset")  # fmt: skip
+    p.add_argument("--corpus", type=Path, action="append", help="corpus file (repeatable)")
+    p.add_argument("--honeypot", help="honeypot strategy (default: chosen at random)")
+    p.add_argument("--keep", action="store_true", help="keep the state directory at exit")
+    p.add_argument("--report", type=Path, help="write the report JSON here")
+    p.add_argument("--exit-when-done", action="store_true",
+                   help="exit after the report instead of keeping the dashboard up")  # fmt: skip
+    p.add_argument("--timeout-s", type=float, default=1800.0, help="give up after this long")
+    p.set_defaults(func=_run)
+
+
+def _sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _run(args: argparse.Namespace) -> int:
+    from hypertrain.devnet.orchestrator import run_devnet
+
+    cfg = DevnetConfig(
+        rounds=args.rounds,
+        islands=args.islands,
+        inner_steps=args.inner_steps,
+        checkpoint_interval=args.checkpoint_interval,
+        preset=args.preset,
+        seq_len=args.seq_len,
+        vocab_size=args.vocab_size,
+        port=args.port,
+        state_dir=args.state_dir,
+        cache_dir=args.cache_dir,
+        corpus=tuple(args.corpus or ()),
+        honeypot=args.honeypot,
+        keep=args.keep,
+        report=args.report,
+        exit_when_done=args.exit_when_done,
+        timeout_s=args.timeout_s,
+    )
+    signal.signal(signal.SIGTERM, _sigterm)
+    return run_devnet(cfg)

@@ -1,0 +1,61 @@
+"""The devnet's settings: one frozen value built from the command line and checked once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from hypertrain.devnet.errors import DevnetError
+
+PRESETS: Final = ("proxy", "tiny", "proxy-moe", "tiny-moe")
+MAX_ISLANDS: Final = 8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DevnetConfig:
+    """Everything one devnet run needs; defaults give a 3-5 minute run on two cores."""
+
+    rounds: int = 4
+    islands: int = 3
+    inner_steps: int = 8  # H
+    checkpoint_interval: int = 4  # J
+    preset: str = "proxy"
+    seq_len: int = 64
+    vocab_size: int = 1024
+    port: int = 8000
+    state_dir: Path = Path(".devnet")
+    cache_dir: Path = Path(".cache/devnet")
+    corpus: tuple[Path, ...] = ()
+    keep: bool = False
+    report: Path | None = None
+    exit_when_done: bool = False
+    honeypot: str | None = None  # None = chosen at random
+    seed: int = 7
+    beacon_period_s: int = 1
+    live_view: bool = True
+    timeout_s: float = 1800.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.rounds <= 1000:
+            raise DevnetError(f"--rounds {self.rounds} must be between 1 and 1000")
+        if not 1 <= self.islands <= MAX_ISLANDS:
+            raise DevnetError(f"--islands {self.islands} must be between 1 and {MAX_ISLANDS}")
+        if self.checkpoint_interval < 1 or self.inner_steps < self.checkpoint_interval:
+            raise DevnetError(f"--j {self.checkpoint_interval} must be between 1 and --h")
+        if self.inner_steps % self.checkpoint_interval:
+            raise DevnetError(
+                f"--h {self.inner_steps} must be a multiple of --j {self.checkpoint_interval}"
+            )
+        if self.preset not in PRESETS:
+            raise DevnetError(f"--preset {self.preset!r} is not one of {', '.join(PRESETS)}")
+        if not 0 <= self.port <= 65535:
+            raise DevnetError(f"--port {self.port} is not a TCP port (0 picks a free one)")
+        if self.seq_len < 8 or self.vocab_size < 300:
+            raise DevnetError("--seq-len must be >= 8 and --vocab-size >= 300")
+        if self.timeout_s <= 0:
+            raise DevnetError("--timeout-s must be positive")
+
+    @property
+    def segments(self) -> int:
+        return self.inner_steps // self.checkpoint_interval

@@ -1,0 +1,90 @@
+"""Every secret and identity of a devnet, generated fresh in its state directory.
+
+Bearer tokens (internal, admin, worker) and the coordinator seed are random and
+written with mode 600, as the service requires. Islands, the auditor and the
+aggregator get sr25519 hotkeys in wallet key files. The metagraph snapshot lists
+the islands' hotkeys, so the service admits exactly the devnet's miners.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypertrain.protocol.identity import Hotkey, write_key_file
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    name: str
+    key: Hotkey
+    key_file: Path
+
+    @property
+    def ss58(self) -> str:
+        return self.key.ss58_address
+
+
+@dataclass(frozen=True, slots=True)
+class Secrets:
+    internal_token: Path
+    admin_token: Path
+    worker_token: Path
+    coordinator_seed: Path
+    coordinator: Identity
+    islands: tuple[Identity, ...]  # honest islands first, the honeypot last
+    auditor: Identity
+    aggregator: Identity
+    metagraph: Path
+
+    def token(self, path: Path) -> str:
+        return path.read_text(encoding="utf-8").strip()
+
+
+def _private(path: Path, text: str) -> Path:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+def _identity(directory: Path, name: str, seed: bytes | None = None) -> Identity:
+    path = directory / f"{name}.json"
+    key = write_key_file(seed or secrets.token_bytes(32), path)
+    path.chmod(0o600)
+    return Identity(name, key, path)
+
+
+def generate(directory: Path, islands: int) -> Secrets:
+    """Fresh tokens, keys and a metagraph snapshot for ``islands`` + 1 (honeypot) miners."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tokens = {
+        n: _private(directory / f"{n}.token", secrets.token_hex(24))
+        for n in ("internal", "admin", "worker")
+    }
+    seed = secrets.token_bytes(32)
+    coord_seed = _private(directory / "coordinator.key", seed.hex() + "\n")
+    names = [f"island-{i + 1}" for i in range(islands)] + ["honeypot"]
+    members = tuple(_identity(directory, name) for name in names)
+    metagraph = directory / "metagraph.json"
+    doc = {
+        "epoch": 1,
+        "block": 1,
+        "netuid": 100,
+        "hotkeys": {m.ss58: uid for uid, m in enumerate(members)},
+    }
+    metagraph.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    return Secrets(
+        internal_token=tokens["internal"],
+        admin_token=tokens["admin"],
+        worker_token=tokens["worker"],
+        coordinator_seed=coord_seed,
+        coordinator=_identity(directory, "coordinator", seed),
+        islands=members,
+        auditor=_identity(directory, "auditor"),
+        aggregator=_identity(directory, "aggregator"),
+        metagraph=metagraph,
+    )

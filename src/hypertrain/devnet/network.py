@@ -1,0 +1,119 @@
+"""Starting the network's processes on loopback and waiting until each one answers."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from hypertrain.devnet.errors import DevnetError
+from hypertrain.devnet.keys import Secrets
+from hypertrain.devnet.procs import Child, Supervisor, hypertrain_cmd
+
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(
+    url: str, child: Child, timeout_s: float = 60.0, ok: tuple[int, ...] = (200,)
+) -> None:
+    """Poll ``url`` until it answers one of ``ok``; fail early if the child died."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not child.alive:
+            raise DevnetError(f"{child.name} exited while starting:\n{child.tail()}")
+        try:
+            if httpx.get(url, timeout=2).status_code in ok:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise DevnetError(f"{child.name} did not answer at {url} within {timeout_s:.0f} s")
+
+
+@dataclass(frozen=True, slots=True)
+class Beacon:
+    url: str
+    info_file: Path
+    genesis_unix: int
+    period_s: int
+
+
+def start_beacon(sup: Supervisor, directory: Path, period_s: int) -> Beacon:
+    directory.mkdir(parents=True, exist_ok=True)
+    ready, info = directory / "ready.json", directory / "info.json"
+    child = sup.start(
+        "beacon",
+        hypertrain_cmd(
+            *("beacon", "serve", "--host", HOST, "--port", "0", "--period-s", str(period_s)),
+            *("--key-file", str(directory / "beacon_key.json"), "--state-dir", str(directory)),
+            *("--info-out", str(info), "--ready-file", str(ready)),
+        ),
+    )
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        if not child.alive or time.monotonic() > deadline:
+            raise DevnetError(f"the local beacon did not start:\n{child.tail()}")
+        time.sleep(0.05)
+    doc = json.loads(ready.read_text())
+    chain = doc["chain_info"]
+    return Beacon(doc["url"], info, int(chain["genesis_time"]), int(chain["period"]))
+
+
+def start_service(
+    sup: Supervisor, directory: Path, port: int, secrets: Secrets, beacon: Beacon
+) -> str:
+    workers = ",".join((secrets.auditor.ss58, secrets.aggregator.ss58))
+    env = {
+        "CHALLENGE_STATE_DIR": str(directory),
+        "CHALLENGE_INTERNAL_TOKEN_FILE": str(secrets.internal_token),
+        "CHALLENGE_ADMIN_TOKEN_FILE": str(secrets.admin_token),
+        "CHALLENGE_WORKER_TOKEN_FILE": str(secrets.worker_token),
+        "HYPERTRAIN_COORD_KEY_FILE": str(secrets.coordinator_seed),
+        "HYPERTRAIN_METAGRAPH_SOURCE": "file",
+        "HYPERTRAIN_METAGRAPH_FILE": str(secrets.metagraph),
+        "HYPERTRAIN_METAGRAPH_REFRESH_S": "5",
+        "HYPERTRAIN_BEACON_URLS": beacon.url,
+        "HYPERTRAIN_BEACON_INFO_FILE": str(beacon.info_file),
+        "HYPERTRAIN_BEACON_POLL_S": "0.5",
+        "HYPERTRAIN_WORKER_HOTKEYS": workers,
+    }
+    child = sup.start(
+        "service", hypertrain_cmd("challenge", "serve", "--host", HOST, "--port", str(port)), env
+    )
+    url = f"http://{HOST}:{port}"
+    wait_http(f"{url}/health", child)
+    return url
+
+
+def start_relay(
+    sup: Supervisor, directory: Path, run_id: str, secrets: Secrets, beacon: Beacon
+) -> str:
+    directory.mkdir(parents=True, exist_ok=True)
+    allow = directory / "allow.json"
+    members = [*secrets.islands, secrets.aggregator, secrets.auditor, secrets.coordinator]
+    allow.write_text(json.dumps([m.ss58 for m in members]), encoding="utf-8")
+    port = free_port()
+    child = sup.start(
+        "relay",
+        hypertrain_cmd(
+            *("relay", "serve", "--host", HOST, "--port", str(port)),
+            *("--storage", str(directory / "blobs"), "--state-dir", str(directory / "state")),
+            *("--run-id", run_id, "--allow-list", str(allow)),
+            *("--coordinator", secrets.coordinator.ss58),
+            *("--beacon-genesis-unix", str(beacon.genesis_unix)),
+            *("--beacon-period-s", str(beacon.period_s)),
+        ),
+    )
+    url = f"http://{HOST}:{port}"
+    wait_http(f"{url}/healthz", child)
+    return url

@@ -1,0 +1,210 @@
+"""Run a whole devnet: start every process, follow the rounds, report, stop cleanly.
+
+Layout under ``--state-dir`` (default ``.devnet``): ``state/`` holds the fresh
+service, relay, beacon, island and worker directories plus every process log
+(removed at exit unless ``--keep``); ``model/`` the exported final model;
+``report.json`` and ``report.md`` the run report. Ctrl-C at any point stops every
+child (see :mod:`hypertrain.devnet.procs`) and still writes what is known.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.live import Live
+
+from hypertrain.devnet import evaluate, keys, network, prep, report, roles, view
+from hypertrain.devnet.config import DevnetConfig
+from hypertrain.devnet.errors import DevnetError
+from hypertrain.devnet.procs import Supervisor, hypertrain_cmd
+from hypertrain.protocol.manifest import RunManifest
+
+log = logging.getLogger(__name__)
+SERVING = ("beacon", "service", "relay")
+
+
+@dataclass
+class Devnet:
+    cfg: DevnetConfig
+    console: Console
+    sup: Supervisor
+    state: Path
+    url: str = ""
+    relay: str = ""
+    secrets: keys.Secrets | None = None
+    manifest: RunManifest | None = None
+    strategy: str = ""
+    doc: dict[str, Any] | None = None
+    losses: dict[int, float] = field(default_factory=dict)
+    final_params: Any = None
+
+    def get(self, path: str) -> Any:
+        response = httpx.get(f"{self.url}{path}", timeout=10)
+        response.raise_for_status()
+        return response.json()
+
+
+def start(net: Devnet, dataset: Path) -> None:
+    cfg, sup, state = net.cfg, net.sup, net.state
+    net.secrets = sec = keys.generate(state / "secrets", cfg.islands)
+    beacon = network.start_beacon(sup, state / "beacon", cfg.beacon_period_s)
+    port = cfg.port or network.free_port()
+    net.url = network.start_service(sup, state / "service", port, sec, beacon)
+    net.relay = network.start_relay(sup, state / "relay", roles.RUN_ID, sec, beacon)
+    doc = roles.manifest_doc(cfg, dataset, sec.coordinator.ss58)
+    token = sec.token(sec.admin_token)
+    r = httpx.post(f"{net.url}/admin/v1/runs", json={"manifest": doc},
+                   headers={"Authorization": f"Bearer {token}"}, timeout=30)  # fmt: skip
+    if not r.is_success:
+        raise DevnetError(f"the service refused the run manifest: {r.text}")
+    net.manifest = RunManifest.model_validate(doc)
+    islands = state / "islands"
+    args = [roles.miner_args(m, net.url, net.relay, dataset, islands, sec.coordinator.ss58)
+            for m in sec.islands]  # fmt: skip
+    for member, a in zip(sec.islands, args, strict=True):
+        join = sup.start(f"join-{member.name}", roles.join_cmd(a))
+        if join.process.wait(timeout=300) != 0:
+            raise DevnetError(f"{member.name} could not join:\n{join.tail()}")
+    for member, a in zip(sec.islands, args, strict=True):
+        hp = net.strategy if member.name == "honeypot" else None
+        sup.start(member.name, roles.island_cmd(a, hp))
+    sup.start("auditor", roles.auditor_cmd(sec, net.url, net.relay, dataset))
+    sup.start(
+        "aggregator", roles.aggregator_cmd(cfg, sec, net.url, net.relay, state / "aggregator")
+    )
+
+
+def evaluate_new_rounds(net: Devnet, batch: Any) -> None:
+    """Held-out loss of every merged model not measured yet."""
+    assert net.doc is not None and net.manifest is not None
+    for r in net.doc["rounds"]:
+        if r["new_model_sha256"] and r["round"] not in net.losses:
+            detail = net.get(f"/v1/runs/{roles.RUN_ID}/rounds/{r['round']}")
+            url = detail["merge"]["body"]["new_model_url"]
+            params = evaluate.fetch_model(url, r["new_model_sha256"], net.manifest.model)
+            net.losses[r["round"]] = evaluate.heldout_loss(params, net.manifest.model, batch)
+            net.final_params = params
+
+
+def follow(net: Devnet, dataset: Path) -> None:
+    """Poll until R rounds are final, redrawing the live view."""
+    batch = evaluate.heldout_batch(dataset)
+    deadline = time.monotonic() + net.cfg.timeout_s
+    joins = [c.name for c in net.sup.children if c.name.startswith("join-")]
+    live = Live(console=net.console, refresh_per_second=2, transient=False)
+    with live if net.console.is_terminal else contextlib.nullcontext():
+        while True:
+            net.sup.check(ignore=["aggregator", *joins])
+            with contextlib.suppress(httpx.HTTPError):
+                net.doc = net.get(f"/v1/runs/{roles.RUN_ID}/dashboard")
+                evaluate_new_rounds(net, batch)
+            if net.console.is_terminal:
+                live.update(view.live_view(net.doc, net.losses, net.cfg.rounds, net.url))
+            if (
+                net.doc
+                and _finished(net.doc) >= net.cfg.rounds
+                and len(net.losses) >= net.cfg.rounds
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise DevnetError(f"the run did not finish {net.cfg.rounds} rounds in time")
+            time.sleep(1.0)
+
+
+def _finished(doc: dict[str, Any]) -> int:
+    return sum(1 for r in doc["rounds"] if r["phase"] == "final")
+
+
+def conclude(net: Devnet, dataset: Path) -> dict[str, Any]:
+    """Stop the workers, then weights, ledger check, export and the report."""
+    assert net.secrets is not None and net.doc is not None and net.manifest is not None
+    net.sup.stop_all(keep=SERVING)
+    net.doc = net.get(f"/v1/runs/{roles.RUN_ID}/dashboard")
+    token = net.secrets.token(net.secrets.internal_token)
+    w = httpx.get(f"{net.url}/internal/v1/get_weights", params={"epoch": 1},
+                  headers={"Authorization": f"Bearer {token}"}, timeout=30)  # fmt: skip
+    weights = w.json() if w.is_success else {"error": w.text}
+    verify = subprocess.run(
+        hypertrain_cmd(
+            "ledger", "verify", "--state-dir", str(net.state / "service"), "--run", roles.RUN_ID
+        ),  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    model_dir = net.cfg.state_dir / "model"
+    shutil.rmtree(model_dir, ignore_errors=True)
+    exported = None
+    if net.final_params is not None:
+        exported = str(evaluate.export_final(net.final_params, net.manifest.model, model_dir))
+    return report.build_report(
+        net.doc,
+        net.losses,
+        net.secrets,
+        strategy=net.strategy,
+        weights=weights,
+        ledger_verified=verify.returncode == 0,
+        model_export=exported,
+        children_left=-1,
+    )
+
+
+def run_devnet(cfg: DevnetConfig, console: Console | None = None) -> int:
+    """The whole devnet; returns the exit code (0 = every round done and reported)."""
+    console = console or Console()
+    state = cfg.state_dir / "state"
+    shutil.rmtree(state, ignore_errors=True)
+    net = Devnet(cfg, console, Supervisor(state / "logs"), state)
+    net.strategy = cfg.honeypot or random.SystemRandom().choice(_strategies())
+    result: dict[str, Any] | None = None
+    code = 1
+    try:
+        corpus = cfg.corpus or prep.default_corpus()
+        dataset = prep.prepared_dataset(cfg.cache_dir, corpus, cfg.vocab_size, cfg.seq_len)
+        start(net, dataset)
+        console.print(f"dashboard: {net.url}/dashboard/?rounds={cfg.rounds}")
+        follow(net, dataset)
+        result = conclude(net, dataset)
+        console.print(view.summary_table(result))
+        code = 0
+        if not cfg.exit_when_done:
+            console.print(f"dashboard stays up at {net.url}/dashboard/ (Ctrl-C to stop)")
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        console.print("interrupted: stopping every process")
+        code = 130 if result is None else 0
+    finally:
+        net.sup.stop_all()
+        left = net.sup.children_left()
+        if result is not None:
+            result["children_left"] = left
+            path = cfg.report or cfg.state_dir / "report.json"
+            md = report.write_report(result, path)
+            console.print(f"report: {path} and {md}")
+        if not cfg.keep:
+            shutil.rmtree(state, ignore_errors=True)
+    return code
+
+
+def _strategies() -> tuple[str, ...]:
+    from hypertrain.auditor.honeypot import STRATEGIES
+
+    return tuple(STRATEGIES)
+
+
+def report_json(path: Path) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return value

@@ -1,0 +1,122 @@
+"""Child processes of the devnet: start with logs, watch, and stop every one of them.
+
+Each child runs in its own session (its own process group), so a terminal's Ctrl-C
+reaches only the devnet, which then stops the children in reverse start order:
+SIGTERM to the whole group, a grace period, then SIGKILL. ``children_left`` counts
+groups that still have a live member afterwards; a clean exit leaves zero.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hypertrain.devnet.errors import DevnetError
+
+log = logging.getLogger(__name__)
+
+
+def hypertrain_cmd(*args: str) -> list[str]:
+    """The ``hypertrain`` command line run with this interpreter."""
+    return [sys.executable, "-m", "hypertrain.cli", *args]
+
+
+def miner_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hypertrain.miner.cli", *args]
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def tail(self, chars: int = 1500) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class Supervisor:
+    """Starts children with their output in ``log_dir`` and stops them all on exit."""
+
+    log_dir: Path
+    children: list[Child] = field(default_factory=list)
+
+    def start(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Child:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{name}.log"
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        with log_path.open("ab") as out:
+            process = subprocess.Popen(
+                list(argv),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=full_env,
+                start_new_session=True,
+            )
+        child = Child(name, process, log_path)
+        self.children.append(child)
+        log.info("started %s (pid %d)", name, process.pid)
+        return child
+
+    def check(self, ignore: Sequence[str] = ()) -> None:
+        """Raise if a long-running child died (its log tail says why)."""
+        for child in self.children:
+            if child.name not in ignore and not child.alive and child.process.returncode != 0:
+                raise DevnetError(
+                    f"{child.name} exited with status {child.process.returncode}; "
+                    f"last lines of {child.log_path}:\n{child.tail()}"
+                )
+
+    def stop(self, child: Child, grace_s: float = 5.0) -> None:
+        pgid = child.process.pid
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
+            if not _group_alive(pgid):
+                break
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline and _group_alive(pgid):
+                if child.process.poll() is not None and not _group_alive(pgid):
+                    break
+                child.process.poll()
+                time.sleep(0.05)
+        try:
+            child.process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            log.warning("%s (pid %d) did not exit", child.name, pgid)
+
+    def stop_all(self, keep: Sequence[str] = ()) -> None:
+        for child in reversed(self.children):
+            if child.name not in keep:
+                self.stop(child)
+
+    def children_left(self) -> int:
+        return sum(1 for c in self.children if c.alive or _group_alive(c.process.pid))

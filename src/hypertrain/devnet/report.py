@@ -1,0 +1,94 @@
+"""The run report: one JSON document (keys fixed by the issue) and its Markdown twin."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hypertrain.devnet.keys import Secrets
+from hypertrain.devnet.view import summary_rows
+
+
+def build_report(
+    doc: dict[str, Any],
+    losses: dict[int, float],
+    secrets: Secrets,
+    *,
+    strategy: str,
+    weights: dict[str, Any],
+    ledger_verified: bool,
+    model_export: str | None,
+    children_left: int,
+) -> dict[str, Any]:
+    """Per-round figures, the honeypot's fate, ledger, weights and the export path."""
+    rounds = [
+        {
+            "round": r["round"],
+            "heldout_loss": losses.get(r["round"], r["eval_loss"]),
+            "train_loss": r["train_loss"],
+            "tokens": r["tokens"],
+            "bytes_sent": r["bytes_sent"],
+            "ddp_bytes": r["ddp_bytes"],
+            "audits": r["audits"],
+            "faults": r["verdicts"]["mismatch"],
+            "compute_s": r["compute_s"],
+            "sync_s": r["sync_s"],
+        }
+        for r in doc["rounds"]
+        if r["phase"] == "final"
+    ]
+    honeypot = secrets.islands[-1]
+    caught = any(a["fault"] and a["hotkey"] == honeypot.ss58 for a in doc["audits"])
+    sent = sum(r["bytes_sent"] for r in rounds)
+    names = {m.ss58: m.name for m in secrets.islands}
+    weight_map = weights.get("weights", {})
+    return {
+        "run_id": doc["run_id"],
+        "rounds": rounds,
+        "honeypot": {"hotkey": honeypot.ss58, "strategy": strategy, "caught": caught},
+        "ledger_verified": ledger_verified,
+        "weights": weights,
+        "bandwidth_saved_vs_ddp": sum(r["ddp_bytes"] for r in rounds) / sent if sent else None,
+        "model_export": model_export,
+        "children_left": children_left,
+        "model": doc["model"],
+        "miners": [
+            {
+                "name": names.get(i["hotkey"], "?"),
+                "hotkey": i["hotkey"],
+                "status": i["status"],
+                "tokens": i["tokens"],
+                "escrow": i["escrow"],
+                "vested": i["vested"],
+                "burned": i["burned"],
+                "weight": weight_map.get(i["hotkey"]),
+            }
+            for i in doc["islands"]
+        ],
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = ["# Hypertrain devnet report", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in summary_rows(report)]
+    header = (
+        "| round | held-out loss | tokens | bytes sent | data-parallel bytes | audits | faults |"
+    )
+    lines += ["", "## Rounds", "", header, "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in report["rounds"]:
+        loss = "—" if r["heldout_loss"] is None else f"{r['heldout_loss']:.4f}"
+        lines.append(
+            f"| {r['round']} | {loss} | {r['tokens']:,} | {r['bytes_sent']:,} |"
+            f" {r['ddp_bytes']:,} | {r['audits']} | {r['faults']} |"
+        )
+    lines += ["", f"children left after exit: {report['children_left']}", ""]
+    return "\n".join(lines)
+
+
+def write_report(report: dict[str, Any], json_path: Path) -> Path:
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    md = json_path.with_suffix(".md")
+    md.write_text(markdown(report), encoding="utf-8")
+    return md

@@ -1,0 +1,89 @@
+"""The run manifest and the command lines of the islands, honeypot, auditor and aggregator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hypertrain.data.dataset import Dataset
+from hypertrain.data.descriptor import DESCRIPTOR_NAME
+from hypertrain.devnet.config import DevnetConfig
+from hypertrain.devnet.keys import Identity, Secrets
+from hypertrain.devnet.procs import hypertrain_cmd, miner_cmd
+
+RUN_ID = "devnet"
+
+
+def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict[str, Any]:
+    """The devnet's run manifest: every island is in probation, so every island is audited."""
+    import torch
+
+    from hypertrain.miner.admission import device_class, workload_hash
+    from hypertrain.trainer.determinism import current_record
+    from hypertrain.trainer.presets import get_preset, with_vocab
+
+    dataset = Dataset(dataset_dir / DESCRIPTOR_NAME)
+    spec = with_vocab(get_preset(cfg.preset), dataset.descriptor.vocab_size)
+    spec = spec.model_copy(update={"context_length": max(spec.context_length, cfg.seq_len)})
+    cpu = torch.device("cpu")
+    return {
+        "run_id": RUN_ID,
+        "seed": cfg.seed,
+        "model": spec.model_dump(mode="json"),
+        "inner": {"warmup_steps": 2, "total_steps": max(10, cfg.rounds * cfg.inner_steps)},
+        "round": {
+            "inner_steps": cfg.inner_steps,
+            "checkpoint_interval": cfg.checkpoint_interval,
+            "commit_window_rounds": 600,
+            "audit_window_rounds": 600,
+            "dispute_window_rounds": 2,
+            "layout": {"micro_batch_size": 4},
+        },
+        "data": dataset.descriptor.data_spec().model_dump(mode="json"),
+        "audit": {"rate": 1.0, "segments": min(2, cfg.segments), "probation_rounds": cfg.rounds},
+        "reward": {"pool_per_round": 1_000_000, "vesting_rounds": 2},
+        "determinism": current_record("cpu").model_dump(mode="json"),
+        "selfcheck_reference": {device_class(cpu): workload_hash(cpu)},
+        "coordinator": coordinator,
+    }
+
+
+def miner_args(
+    member: Identity, service: str, relay: str, dataset: Path, state: Path, coordinator: str
+) -> list[str]:
+    return [
+        *("--service-url", service, "--relay-url", relay, "--run-id", RUN_ID),
+        *("--dataset-dir", str(dataset), "--state-dir", str(state / member.name)),
+        *("--key-file", str(member.key_file), "--coordinator", coordinator),
+    ]
+
+
+def join_cmd(args: list[str]) -> list[str]:
+    return miner_cmd("join", *args)
+
+
+def island_cmd(args: list[str], honeypot: str | None) -> list[str]:
+    extra = ["--honeypot", honeypot] if honeypot else []
+    return miner_cmd("run", "--follow", *args, *extra)
+
+
+def auditor_cmd(secrets: Secrets, service: str, relay: str, dataset: Path) -> list[str]:
+    return hypertrain_cmd(
+        *("auditor", "run", "--follow", "--poll-s", "0.5"),
+        *("--service", service, "--relay", relay, "--run-id", RUN_ID),
+        *("--key-file", str(secrets.auditor.key_file)),
+        *("--worker-token-file", str(secrets.worker_token)),
+        *("--dataset-dir", str(dataset), "--coordinator", secrets.coordinator.ss58),
+    )
+
+
+def aggregator_cmd(
+    cfg: DevnetConfig, secrets: Secrets, service: str, relay: str, state: Path
+) -> list[str]:
+    return hypertrain_cmd(
+        *("aggregator", "run", "--follow", "--poll-s", "0.5", "--max-rounds", str(cfg.rounds)),
+        *("--service", service, "--relay", relay, "--run-id", RUN_ID),
+        *("--key-file", str(secrets.aggregator.key_file)),
+        *("--worker-token-file", str(secrets.worker_token)),
+        *("--admin-token-file", str(secrets.admin_token), "--state-dir", str(state)),
+    )

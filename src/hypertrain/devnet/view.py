@@ -1,0 +1,98 @@
+"""The live terminal view (rich) and the final summary table.
+
+Both are pure renderings of the dashboard JSON document plus the devnet's own
+held-out losses, so what the terminal shows is what the web page shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+
+def _short(hotkey: str) -> str:
+    return f"{hotkey[:6]}…{hotkey[-4:]}"
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def live_view(
+    doc: dict[str, Any] | None, losses: dict[int, float], total_rounds: int, url: str
+) -> Group:
+    """One frame: round and phase, per-island progress, loss, throughput, bytes, audits."""
+    if doc is None:
+        return Group(Text(f"starting the network… dashboard: {url}/dashboard/"))
+    g = doc["glance"]
+    latest = max(losses) if losses else None
+    head = Text.assemble(
+        ("Hypertrain devnet  ", "bold"),
+        f"round {0 if g['round'] is None else g['round'] + 1}/{total_rounds}  ",
+        f"phase {g['phase'] or '—'}  ",
+        f"held-out loss {_fmt(losses.get(latest) if latest is not None else None)}  ",
+        f"tokens {g['tokens']:,}  sent {g['bytes_sent']:,} B  ",
+        f"audits {g['audits']}  faults {g['faults']}",
+    )
+    table = Table(expand=True)
+    for col in ("island", "status", "inner steps", "tok/s", "tokens", "share"):
+        table.add_column(col)
+    for n, isl in enumerate(doc["islands"]):
+        bar = ProgressBar(total=max(1, isl["steps_total"]), completed=isl["steps_done"], width=20)
+        table.add_row(
+            f"{n + 1} {_short(isl['hotkey'])}",
+            isl["status"],
+            Group(bar, Text(f"{isl['steps_done']}/{isl['steps_total']}")),
+            _fmt(isl["tokens_per_s"], 0),
+            f"{isl['tokens']:,}",
+            f"{100 * isl['share']:.1f} %",
+        )
+    verdicts = [
+        f"r{a['round']} {_short(a['hotkey'])}: "
+        + (", ".join(v["result"] for v in a["verdicts"]) or "pending")
+        for a in doc["audits"][:6]
+    ]
+    foot = Text(f"dashboard: {url}/dashboard/  (Ctrl-C stops everything)", style="dim")
+    return Group(head, table, Text("audits: " + ("; ".join(verdicts) or "none yet")), foot)
+
+
+def summary_table(report: dict[str, Any]) -> Table:
+    """The end-of-run summary: loss, tokens, bandwidth, audits, ledger, weights."""
+    table = Table(title="Devnet summary", show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    for key, value in summary_rows(report):
+        table.add_row(key, value)
+    return table
+
+
+def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
+    rounds = report["rounds"]
+    first = rounds[0]["heldout_loss"] if rounds else None
+    last = rounds[-1]["heldout_loss"] if rounds else None
+    drop = None if first is None or last is None else first - last
+    hp = report["honeypot"]
+    rows = [
+        ("final held-out loss", f"{_fmt(last)} (round 1: {_fmt(first)}, drop {_fmt(drop)})"),
+        ("rounds", str(len(rounds))),
+        ("tokens trained", f"{sum(r['tokens'] for r in rounds):,}"),
+        ("bandwidth saved vs data-parallel", f"{_fmt(report['bandwidth_saved_vs_ddp'], 1)}x"),
+        ("audits run", str(sum(r["audits"] for r in rounds))),
+        ("faults caught", str(sum(r["faults"] for r in rounds))),
+        ("honeypot", f"{_short(hp['hotkey'])} {hp['strategy']}: caught={hp['caught']}"),
+        ("ledger verified", str(report["ledger_verified"])),
+    ]
+    for m in report["miners"]:
+        rows.append(
+            (
+                f"miner {m['name']} {_short(m['hotkey'])}",
+                f"escrow {m['escrow']:,}  vested {m['vested']:,}  burned {m['burned']:,}"
+                f"  weight {_fmt(m['weight'], 4)}",
+            )
+        )
+    rows.append(("model export", str(report["model_export"])))
+    return rows
