@@ -138,7 +138,7 @@ def conclude(net: Devnet, dataset: Path) -> dict[str, Any]:
     verify = subprocess.run(
         hypertrain_cmd(
             "ledger", "verify", "--state-dir", str(net.state / "service"), "--run", roles.RUN_ID
-        ),  # fmt: skip
+        ),
         capture_output=True,
         text=True,
         timeout=120,
