@@ -8,11 +8,11 @@ from typing import Any
 import torch
 
 from hypertrain.aggregator.blobs import MemoryBlobs
+from hypertrain.aggregator.canon import encode_model
 from hypertrain.aggregator.merge import MergeInputs, max_tokens
 from hypertrain.aggregator.tape import Candidate
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.aggregator.canon import encode_model
 from hypertrain.trainer.codec import encode_int8
 from hypertrain.trainer.model import init_params, param_shapes
 from hypertrain.trainer.presets import PRESETS

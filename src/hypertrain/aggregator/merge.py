@@ -54,7 +54,6 @@ class MergeInputs:
     prev_outer_state_sha256: str | None
     candidates: list[Candidate]
     collect_excluded: list[Excluded] = field(default_factory=list)
-    stale_updates: frozenset[str] = frozenset()  # update hashes merged in earlier rounds
     rollback_of: str | None = None
 
 
@@ -71,8 +70,6 @@ def max_tokens(manifest: RunManifest) -> int:
 
 
 def _precheck(c: Candidate, inputs: MergeInputs, data: bytes) -> tuple[str, str] | None:
-    if c.update_sha256 in inputs.stale_updates:
-        return "stale_update", "this update was already merged in an earlier round"
     if len(data) != c.update_bytes:
         return "wrong_size", f"update is {len(data)} bytes, the commit says {c.update_bytes}"
     limit = max_tokens(inputs.manifest)
@@ -81,9 +78,7 @@ def _precheck(c: Candidate, inputs: MergeInputs, data: bytes) -> tuple[str, str]
     return None
 
 
-def norms_pass(
-    inputs: MergeInputs, blobs: BlobSource
-) -> tuple[dict[str, float], list[Excluded]]:
+def norms_pass(inputs: MergeInputs, blobs: BlobSource) -> tuple[dict[str, float], list[Excluded]]:
     """Pass 1: exact norms of the valid candidates, and the failures with reasons."""
     shapes = param_shapes(inputs.manifest.model)
     norms: dict[str, float] = {}

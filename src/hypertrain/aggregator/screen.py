@@ -61,5 +61,5 @@ def token_weights(tokens: Mapping[str, int]) -> dict[str, float]:
     """Each hotkey's share of the verified tokens (float64, exact integer total)."""
     total = sum(tokens.values())
     if total <= 0:
-        return {hotkey: 0.0 for hotkey in tokens}
+        return dict.fromkeys(tokens, 0.0)
     return {hotkey: tokens[hotkey] / total for hotkey in sorted(tokens)}

@@ -13,7 +13,7 @@ its canonical bytes; the signed ``MergeTape`` message body points to it.
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -21,7 +21,7 @@ from hypertrain.aggregator.errors import TapeError
 from hypertrain.protocol.canonical import canonical_bytes, parse_json
 from hypertrain.protocol.manifest import RunManifest
 
-TAPE_FORMAT = "hypertrain-merge-tape/1"
+TAPE_FORMAT: Final = "hypertrain-merge-tape/1"
 _HEX64 = r"^[0-9a-f]{64}$"
 
 

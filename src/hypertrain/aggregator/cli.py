@@ -1,0 +1,167 @@
+"""``hypertrain aggregator``: genesis, merge, run (--follow), verify-tape, rollback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypertrain.aggregator.blobs import RelayBlobs
+from hypertrain.aggregator.errors import AggregatorError
+from hypertrain.aggregator.relay_http import RelayHttp
+from hypertrain.aggregator.runner import Aggregator, follow, genesis
+from hypertrain.aggregator.service import ServiceClient
+from hypertrain.aggregator.tape import Tape, decode_tape
+from hypertrain.aggregator.verify import rollback, verify_tape
+from hypertrain.protocol.identity import load_key_file
+
+
+def _emit(event: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps({"role": "aggregator", **event}, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def _token(path: Path | None) -> str | None:
+    return path.read_text(encoding="utf-8").strip() if path else None
+
+
+def _common(p: argparse.ArgumentParser, *, service: bool = True) -> None:
+    if service:
+        p.add_argument("--service", required=True, help="challenge service base URL")
+        p.add_argument("--worker-token-file", type=Path, help="file holding the worker token")
+    p.add_argument("--relay", required=True, help="relay base URL")
+    p.add_argument("--run-id", required=True, help="run identifier")
+    p.add_argument("--key-file", type=Path, required=True, help="aggregator hotkey file (JSON)")
+    p.add_argument("--state-dir", type=Path, default=Path("aggregator-state"),
+                   help="directory for the blob cache, tapes and merged-update list")  # fmt: skip
+
+
+def register(subparsers: Any) -> None:
+    group = subparsers.add_parser("aggregator", help="merge rounds, verify merge tapes")
+    sub = group.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    gen = sub.add_parser("genesis", help="publish the round-0 model from the manifest seed")
+    _common(gen)
+    gen.add_argument("--admin-token-file", type=Path, help="admin token: also open round 0")
+    gen.set_defaults(func=cmd_genesis)
+
+    one = sub.add_parser("merge", help="merge one round that is in the merge phase")
+    _common(one)
+    one.add_argument("--round", type=int, required=True, help="round index to merge")
+    one.set_defaults(func=cmd_merge)
+
+    run = sub.add_parser("run", help="merge waiting rounds (once, or continuously)")
+    _common(run)
+    run.add_argument("--admin-token-file", type=Path,
+                     help="admin token: open round 0 and every next round")  # fmt: skip
+    run.add_argument("--follow", action="store_true", help="keep polling the service")
+    run.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
+    run.add_argument("--max-rounds", type=int, help="stop after this many merges")
+    run.set_defaults(func=cmd_run)
+
+    ver = sub.add_parser("verify-tape", help="recompute a merge and compare its bytes")
+    ver.add_argument("tape", help="tape SHA-256 on the relay, or a tape file")
+    ver.add_argument("--relay", required=True, help="relay base URL to fetch blobs from")
+    ver.add_argument("--cache-dir", type=Path, help="blob cache (default: a temporary one)")
+    ver.set_defaults(func=cmd_verify)
+
+    rb = sub.add_parser("rollback", help="recompute a round without a faulty island's update")
+    rb.add_argument("tape", help="tape SHA-256 on the relay, or a tape file")
+    rb.add_argument("--hotkey", required=True, help="SS58 of the island whose fault was proven")
+    rb.add_argument("--relay", required=True, help="relay base URL")
+    rb.add_argument("--out", type=Path, required=True, help="write the new tape here")
+    rb.add_argument("--key-file", type=Path, help="hotkey file: publish the new blobs")
+    rb.add_argument("--expiry-round", type=int, default=0, help="envelope expiry for uploads")
+    rb.add_argument("--cache-dir", type=Path, help="blob cache (default: a temporary one)")
+    rb.set_defaults(func=cmd_rollback)
+
+
+def _aggregator(args: argparse.Namespace, admin: bool = False) -> Aggregator:
+    key = load_key_file(args.key_file)
+    service = ServiceClient(
+        args.service,
+        worker_token=_token(args.worker_token_file),
+        admin_token=_token(getattr(args, "admin_token_file", None)) if admin else None,
+    )
+    relay = RelayHttp(args.relay, args.run_id, key)
+    store = RelayBlobs(relay, args.state_dir / "blobs", lambda: service.beacon_round() + 10)
+    return Aggregator(service, store, key, args.run_id, args.state_dir, _emit)
+
+
+def cmd_genesis(args: argparse.Namespace) -> int:
+    agg = _aggregator(args, admin=True)
+    manifest = agg.service.manifest(args.run_id)
+    sha, url = genesis(manifest, agg.store)
+    _emit({"event": "genesis", "round": 0, "model": sha, "url": url})
+    if args.admin_token_file:
+        agg.service.open_round(args.run_id, sha, url)
+        _emit({"event": "opened", "round": 0, "phase": "train", "model": sha})
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    agg = _aggregator(args)
+    agg.merge_round(agg.service.manifest(args.run_id), args.round)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    agg = _aggregator(args, admin=True)
+    stopping: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    if not args.follow:
+        agg.step(agg.service.manifest(args.run_id), args.admin_token_file is not None)
+        return 0
+    follow(agg, open_rounds=args.admin_token_file is not None, poll_s=args.poll_s,
+           max_rounds=args.max_rounds, stop=lambda: bool(stopping))  # fmt: skip
+    return 0
+
+
+def _load_tape(ref: str, relay: RelayBlobs) -> Tape:
+    path = Path(ref)
+    if path.is_file():
+        return decode_tape(path.read_bytes())
+    if len(ref) != 64 or any(c not in "0123456789abcdef" for c in ref):
+        raise AggregatorError(f"{ref!r} is neither a file nor a 64-hex tape hash")
+    return decode_tape(relay.get(ref))
+
+
+def _relay_blobs(args: argparse.Namespace, key_file: Path | None = None) -> RelayBlobs:
+    key = load_key_file(key_file) if key_file else None
+    cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="hypertrain-agg-"))
+    expiry = getattr(args, "expiry_round", 0)
+    return RelayBlobs(RelayHttp(args.relay, "unknown", key), cache, lambda: expiry)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    blobs = _relay_blobs(args)
+    tape = _load_tape(args.tape, blobs)
+    report = verify_tape(tape, blobs)
+    published = blobs.get(tape.new_model_sha256) == report.recomputed.model_blob
+    if report.identical and published:
+        sys.stdout.write(f"identical: round {tape.round} model {tape.new_model_sha256}\n")
+        return 0
+    where = report.first_difference or "the relay's model blob differs from the recomputed one"
+    sys.stdout.write(f"DIFFERENT: {where}\n")
+    return 1
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    blobs = _relay_blobs(args, args.key_file)
+    tape = _load_tape(args.tape, blobs)
+    blobs.relay.run_id = tape.run_id
+    result = rollback(tape, args.hotkey, blobs)
+    args.out.write_bytes(result.tape.to_bytes())
+    if args.key_file:
+        blobs.put(result.outer_blob, kind="outer_state", round=tape.round)
+        blobs.put(result.model_blob, kind="model", round=tape.round)
+        blobs.put(result.tape.to_bytes(), kind="tape", round=tape.round)
+    sys.stdout.write(
+        f"rolled back {args.hotkey} from round {tape.round}: model {result.tape.new_model_sha256}"
+        f" outer {result.tape.new_outer_state_sha256} tape {result.tape.sha256()}\n"
+    )
+    return 0

@@ -1,0 +1,112 @@
+"""Collection: which committed updates of a round are offered to the merge.
+
+Input is the service's public round record (``GET /v1/runs/{run}/rounds/{w}``).
+Nothing in it is trusted on the service's word: the round-open record must carry the
+run coordinator's signature, and each commit the signature of the island it names.
+A commit is excluded at this stage, with its reason, when
+
+* its signature does not verify (``bad_commit``) or it names another run or round
+  (``wrong_round``);
+* an auditor's verdict for that island in this round is a mismatch (``audit_mismatch``),
+  the same rule the service's settlement uses;
+* it re-submits an update already merged in an earlier round (``stale_update``).
+
+The update is addressed by ``Commit.update_sha256``: the plain SHA-256 of the
+encoded update, which is also its relay address.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from hypertrain.aggregator.errors import ServiceError
+from hypertrain.aggregator.tape import Candidate, Excluded
+from hypertrain.protocol.envelope import open_envelope
+from hypertrain.protocol.errors import EnvelopeError
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import Commit, RoundOpen, Verdict
+
+
+@dataclass(frozen=True)
+class Collected:
+    round: int
+    start_model_sha256: str
+    candidates: list[Candidate]
+    excluded: list[Excluded]
+
+
+def verify_round_open(record: Any, manifest: RunManifest, index: int) -> RoundOpen:
+    try:
+        env = open_envelope(record, domain="round-open", run_id=manifest.run_id)
+        body = RoundOpen.model_validate(env.body)
+    except (EnvelopeError, ValidationError) as exc:
+        raise ServiceError(f"round {index}: bad round-open record: {exc}") from None
+    if manifest.coordinator and env.signer != manifest.coordinator:
+        raise ServiceError(f"round {index} was opened by {env.signer}, not the coordinator")
+    if body.round != index:
+        raise ServiceError(f"round-open record is for round {body.round}, not {index}")
+    return body
+
+
+def faulty_hotkeys(verdicts: Iterable[Any], run_id: str, index: int) -> set[str]:
+    """Islands with a signed mismatch verdict for this round."""
+    out: set[str] = set()
+    for item in verdicts:
+        try:
+            env = open_envelope(item.get("envelope", item), domain="verdict", run_id=run_id)
+            body = Verdict.model_validate(env.body)
+        except (EnvelopeError, ValidationError, AttributeError):
+            continue
+        if body.round == index and body.result == "mismatch":
+            out.add(body.hotkey)
+    return out
+
+
+def _commit(raw: Any, run_id: str) -> tuple[str, Commit | None, str]:
+    signer = str(raw.get("signer", "?")) if isinstance(raw, dict) else "?"
+    try:
+        env = open_envelope(raw, domain="commit", run_id=run_id)
+        return env.signer, Commit.model_validate(env.body), ""
+    except (EnvelopeError, ValidationError) as exc:
+        return signer, None, str(exc).splitlines()[0]
+
+
+def collect(
+    detail: dict[str, Any], manifest: RunManifest, index: int, stale: frozenset[str] = frozenset()
+) -> Collected:
+    """Candidates and collect-stage exclusions of round ``index`` from its record."""
+    opened = verify_round_open(detail.get("open"), manifest, index)
+    faulty = faulty_hotkeys(detail.get("verdicts") or [], manifest.run_id, index)
+    candidates: list[Candidate] = []
+    excluded: list[Excluded] = []
+    seen: set[str] = set()
+    for raw in detail.get("commits") or []:
+        hotkey, body, problem = _commit(raw, manifest.run_id)
+        sha = body.update_sha256 if body else "0" * 64
+        tokens = body.tokens if body else 0
+        reason = "bad_commit" if body is None else ""
+        if body is not None and body.round != index:
+            reason, problem = "wrong_round", f"commit is for round {body.round}, not {index}"
+        elif body is not None and hotkey in faulty:
+            reason, problem = "audit_mismatch", "an auditor's replay did not match the commit"
+        elif body is not None and sha in stale:
+            reason, problem = "stale_update", "this update was already merged in an earlier round"
+        elif hotkey in seen:
+            reason, problem = "duplicate", "a second commit from the same island"
+        if reason:
+            excluded.append(
+                Excluded(hotkey=hotkey, update_sha256=sha, tokens=tokens, stage="collect",
+                         reason=reason, detail=problem[:2048])
+            )  # fmt: skip
+            continue
+        assert body is not None
+        seen.add(hotkey)
+        candidates.append(
+            Candidate(hotkey=hotkey, update_sha256=sha, tokens=tokens,
+                      update_bytes=body.update_bytes)
+        )  # fmt: skip
+    return Collected(index, opened.start_model_sha256, candidates, excluded)

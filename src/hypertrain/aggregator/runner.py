@@ -1,0 +1,167 @@
+"""The aggregator as a process: create the start model, merge rounds, open the next.
+
+* :func:`genesis` builds round 0's start model from the manifest seed
+  (``trainer.model.init_params``) and publishes it; the service's round-open record
+  needs its hash and URL, and nothing else creates it.
+* :func:`merge_round` collects round ``w`` from the service, merges it against the
+  blobs, publishes the outer state, the model and the full tape to the relay, then
+  posts the signed ``merge-tape`` message (whose acceptance settles the round).
+* :func:`follow` polls the service: it merges every round that reaches the merge
+  phase and, given the admin token, opens round 0 (with the genesis model) and each
+  next round once the previous one is final.
+
+State kept in ``state_dir``: the tapes it produced and the update hashes already
+merged (for the ``stale_update`` rule). Each event is reported to ``emit`` as one
+flat dict, which the CLI prints as a JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypertrain.aggregator.blobs import BlobStore
+from hypertrain.aggregator.canon import encode_model
+from hypertrain.aggregator.collect import collect
+from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
+from hypertrain.aggregator.service import ServiceClient
+from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import MergeTape
+from hypertrain.trainer.model import init_params
+
+log = logging.getLogger(__name__)
+Emit = Callable[[dict[str, Any]], None]
+EXPIRY_MARGIN = 10
+
+
+def genesis(manifest: RunManifest, store: BlobStore) -> tuple[str, str]:
+    """Publish the round-0 model (fresh parameters from the manifest seed)."""
+    blob = encode_model(init_params(manifest.model, manifest.seed), manifest.model)
+    sha = store.put(blob, kind="model", round=0)
+    return sha, store.url(sha)
+
+
+@dataclass
+class Aggregator:
+    service: ServiceClient
+    store: BlobStore
+    key: Hotkey
+    run_id: str
+    state_dir: Path
+    emit: Emit = field(default=lambda event: None)
+
+    def _merged_path(self) -> Path:
+        return self.state_dir / "merged_updates.json"
+
+    def stale(self) -> frozenset[str]:
+        path = self._merged_path()
+        return frozenset(json.loads(path.read_text())) if path.is_file() else frozenset()
+
+    def _remember(self, result: MergeResult) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        merged = sorted(self.stale() | {i.update_sha256 for i in result.tape.included})
+        self._merged_path().write_text(json.dumps(merged))
+        tapes = self.state_dir / "tapes"
+        tapes.mkdir(exist_ok=True)
+        (tapes / f"{result.tape.round:06d}.json").write_bytes(result.tape.to_bytes())
+
+    def previous_outer(self, index: int) -> str | None:
+        """Outer-state hash of the latest merge before round ``index`` (None: zero momentum)."""
+        for w in range(index - 1, -1, -1):
+            merged = self.service.round_detail(self.run_id, w).get("merge")
+            if merged:
+                return str(merged["body"]["outer_state_sha256"])
+        return None
+
+    def merge_round(self, manifest: RunManifest, index: int) -> MergeResult:
+        detail = self.service.round_detail(self.run_id, index)
+        got = collect(detail, manifest, index, self.stale())
+        inputs = MergeInputs(
+            manifest, index, got.start_model_sha256, self.previous_outer(index),
+            got.candidates, got.excluded,
+        )  # fmt: skip
+        started = time.monotonic()
+        result = merge(inputs, self.store)
+        self.store.put(result.outer_blob, kind="outer_state", round=index)
+        self.store.put(result.model_blob, kind="model", round=index)
+        tape_sha = self.store.put(result.tape.to_bytes(), kind="tape", round=index)
+        body = MergeTape(
+            round=index,
+            start_model_sha256=result.tape.start_model_sha256,
+            new_model_sha256=result.tape.new_model_sha256,
+            new_model_url=self.store.url(result.tape.new_model_sha256),
+            outer_state_sha256=result.tape.new_outer_state_sha256,
+            tape_sha256=tape_sha,
+        )
+        expiry = self.service.beacon_round() + EXPIRY_MARGIN
+        env = seal(self.key, domain="merge-tape", run_id=self.run_id,
+                   body=body.model_dump(mode="json"), expiry_round=expiry)  # fmt: skip
+        answer = self.service.post_merge(env)
+        self._remember(result)
+        self.emit({
+            "event": "merged", "round": index, "phase": "merge",
+            "included": len(result.tape.included), "excluded": len(result.tape.excluded),
+            "tokens": result.tape.total_tokens, "bytes": len(result.model_blob),
+            "seconds": round(time.monotonic() - started, 3), "model": body.new_model_sha256,
+            "tape": tape_sha, "paid": answer.get("paid"),
+        })  # fmt: skip
+        return result
+
+    def open_next(self, manifest: RunManifest, rounds: list[dict[str, Any]]) -> None:
+        """Open round 0 with the genesis model, or the next round from the last merge."""
+        if not rounds:
+            sha, url = genesis(manifest, self.store)
+        else:
+            sha, url = self._latest_model(rounds)
+        self.service.open_round(self.run_id, sha, url)
+        self.emit({"event": "opened", "round": len(rounds), "phase": "train", "model": sha})
+
+    def _latest_model(self, rounds: list[dict[str, Any]]) -> tuple[str, str]:
+        for summary in reversed(rounds):
+            merged = self.service.round_detail(self.run_id, summary["round"]).get("merge")
+            if merged:
+                return str(merged["body"]["new_model_sha256"]), str(merged["body"]["new_model_url"])
+        first = self.service.round_detail(self.run_id, rounds[0]["round"])["open"]["body"]
+        return str(first["start_model_sha256"]), str(first["start_model_url"])
+
+    def step(self, manifest: RunManifest, open_rounds: bool) -> int:
+        """One poll: merge what waits for a merge, open the next round; returns merges done."""
+        rounds = self.service.rounds(self.run_id)
+        done = 0
+        for summary in rounds:
+            if summary["phase"] == "merge":
+                self.merge_round(manifest, int(summary["round"]))
+                done += 1
+        if open_rounds:
+            rounds = self.service.rounds(self.run_id) if done else rounds
+            if not rounds or rounds[-1]["phase"] == "final":
+                self.open_next(manifest, rounds)
+        return done
+
+
+def follow(
+    agg: Aggregator,
+    *,
+    open_rounds: bool,
+    poll_s: float = 1.0,
+    max_rounds: int | None = None,
+    stop: Callable[[], bool] = lambda: False,
+) -> int:
+    """Poll until ``stop()`` or ``max_rounds`` merges; errors are logged and retried."""
+    manifest = agg.service.manifest(agg.run_id)
+    merged = 0
+    while not stop() and (max_rounds is None or merged < max_rounds):
+        try:
+            merged += agg.step(manifest, open_rounds)
+        except ValueError as exc:
+            log.warning("aggregator step failed: %s (retrying)", exc)
+            agg.emit({"event": "error", "detail": str(exc)[:500]})
+        time.sleep(poll_s)
+    return merged
