@@ -107,7 +107,9 @@ def decode_checkpoint(
         spans.append((spec, r.take(nbytes, f"{spec.name} data")))
     if r.pos + DIGEST_SIZE != len(data):
         raise CheckpointError(f"checkpoint has {len(data) - r.pos - DIGEST_SIZE} trailing bytes")
-    actual = domains.tagged_hash(domains.STATE, r.view[: r.pos].tobytes())
+    hasher = domains.tagged_hasher(domains.STATE)
+    hasher.update(r.view[: r.pos])
+    actual = hasher.digest()
     if actual != data[-DIGEST_SIZE:]:
         raise CheckpointError("checkpoint hash does not match its contents (corrupt)")
     if expected_hash is not None and actual != expected_hash:
