@@ -25,12 +25,15 @@ from torch import Tensor
 
 from hypertrain.protocol.manifest import (
     CompressionSpec,
+    DeterminismRecord,
     InnerOptimSpec,
     LayoutSpec,
     ModelSpec,
     RunManifest,
 )
 from hypertrain.protocol.merkle import MerkleTree
+from hypertrain.trainer.checkpoint import decode_checkpoint
+from hypertrain.trainer.determinism import check_determinism
 from hypertrain.trainer.errors import SampleError, TrainerError
 from hypertrain.trainer.state import StateConfig, TrainState
 from hypertrain.trainer.step import StepStats, train_step
@@ -179,3 +182,20 @@ def run_round(
             on_checkpoint(k + 1, state)
     root = MerkleTree.from_leaves(leaves).root
     return RoundResult(leaves, root, state, h * config.tokens_per_step, [s.loss for s in stats])
+
+
+def replay_segment(
+    manifest: RunManifest,
+    checkpoint: bytes,
+    start_leaf: bytes,
+    samples: Sequence[Sample],
+    *,
+    local: DeterminismRecord,
+    device: str = "cpu",
+) -> bytes:
+    """An auditor's replay of one segment: refuse on a determinism mismatch, load the
+    checkpoint only if it hashes to ``start_leaf``, train J steps, return the end hash."""
+    check_determinism(local, manifest.determinism)
+    config = TrainConfig.from_manifest(manifest, device)
+    start = decode_checkpoint(checkpoint, config.state_config(), expected_hash=start_leaf)
+    return run_segment(start, config, samples, config.checkpoint_interval).state_hash()
