@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,7 +71,7 @@ def test_rehashed_edit_breaks_the_next_link(state_dir: Path) -> None:
     assert first_bad.startswith("run r1 entry 4:") and "link" in first_bad
 
 
-def _fields(body: bytes) -> dict[str, object]:
+def _fields(body: bytes) -> dict[str, Any]:
     from hypertrain.ledger.journal import decode_entry
 
     e = decode_entry(body)

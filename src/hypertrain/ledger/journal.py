@@ -10,13 +10,13 @@ anyone can recompute every hash from an export alone.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
 from hypertrain.ledger.errors import JournalError
-from hypertrain.protocol.canonical import canonical_bytes, parse_json
+from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.domains import JOURNAL_ENTRY, tagged_hash
-from hypertrain.protocol.errors import CanonicalJSONError
 
 JOURNAL_VERSION: Final = 1
 GENESIS: Final = "0" * 64
@@ -101,10 +101,19 @@ def make_entry(
 
 
 def decode_entry(body: bytes) -> Entry:
-    """Parse stored or exported entry bytes, refusing anything malformed."""
+    """Parse stored or exported entry bytes, refusing anything malformed.
+
+    Entries are written by :func:`canonical_bytes`; reading them back only needs a strict
+    subset check (unique keys, no floats or NaN), the hash chain covers the exact bytes.
+    """
     try:
-        doc = parse_json(body)
-    except CanonicalJSONError as exc:
+        doc = json.loads(
+            body,
+            object_pairs_hook=_unique_object,
+            parse_float=_refuse_number,
+            parse_constant=_refuse_number,
+        )
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
         raise JournalError(f"entry is not valid JSON: {exc}") from exc
     if not isinstance(doc, dict) or set(doc) != FIELDS:
         raise JournalError("entry does not have exactly the journal fields")
@@ -124,3 +133,14 @@ def decode_entry(body: bytes) -> Entry:
         doc["amount"], doc["epoch"], doc["detail"], doc["reason"], bytes(body),
         entry_hash(body),
     )  # fmt: skip
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise JournalError("entry has a duplicate object key")
+    return out
+
+
+def _refuse_number(text: str) -> Any:
+    raise JournalError(f"entry holds a non-integer number {text}; the ledger has no floats")
