@@ -22,7 +22,7 @@ from hypertrain.challenge.errors import (
     PhaseError,
 )
 from hypertrain.challenge.settle import settle_round
-from hypertrain.challenge.state import ServiceState, dumps, loads
+from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.challenge.storage import transaction
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import Commit, Dispute, JoinRequest, MergeTape, Verdict
@@ -33,6 +33,12 @@ log = logging.getLogger(__name__)
 def envelope_id(env: Envelope) -> str:
     """Content id of a signed message: SHA-256 of its canonical bytes."""
     return hashlib.sha256(env.to_bytes()).hexdigest()
+
+
+def _stored(env: Envelope) -> tuple[str, str]:
+    """(id, canonical text) of an envelope, canonicalised once."""
+    raw = env.to_bytes()
+    return hashlib.sha256(raw).hexdigest(), raw.decode("utf-8")
 
 
 def join(state: ServiceState, env: Envelope) -> dict[str, Any]:
@@ -46,8 +52,8 @@ def join(state: ServiceState, env: Envelope) -> dict[str, Any]:
     ).fetchone()["r"]
     first_round = 0 if last is None else int(last) + 1
     probation_until = first_round + state.manifest(run_id).audit.probation_rounds
-    state.burn(env)
     with transaction(state.conn):
+        state.burn(env)
         state.conn.execute(
             "INSERT INTO roster VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -58,7 +64,7 @@ def join(state: ServiceState, env: Envelope) -> dict[str, Any]:
                 probation_until,
                 device_class,
                 len(body.devices),
-                dumps(body.model_dump(mode="json")),
+                quick_dumps(body.model_dump(mode="json")),
             ),
         )
     state.count("joins_admitted")
@@ -98,7 +104,7 @@ def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
             f" (now {now})",
             code="late",
         )
-    if hotkey not in loads(row["open_envelope"])["body"]["roster"]:
+    if hotkey not in state.roster_of(run_id, body.round, row["open_envelope"]):
         raise ForbiddenError(
             f"{hotkey} is not in the roster of round {body.round}", code="not_in_roster"
         )
@@ -113,8 +119,9 @@ def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
         (run_id, body.round, hotkey),
     ).fetchone():
         raise ConflictError(f"{hotkey} already committed to round {body.round}", code="duplicate")
-    state.burn(env)
+    commit_id, env_text = _stored(env)
     with transaction(state.conn):
+        state.burn(env)
         state.conn.execute(
             "INSERT INTO commits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -124,8 +131,8 @@ def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
                 body.tokens,
                 body.update_bytes,
                 body.train_loss,
-                dumps(body.model_dump(mode="json")),
-                dumps(env.model_dump()),
+                quick_dumps(body.model_dump(mode="json")),
+                env_text,
                 now,
             ),
         )
@@ -135,7 +142,7 @@ def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
         "run_id": run_id,
         "round": body.round,
         "hotkey": hotkey,
-        "commit_id": envelope_id(env),
+        "commit_id": commit_id,
     }
 
 
@@ -162,10 +169,10 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
     extra = sorted(set(body.segments) - set(loads(audit["segments"])))
     if extra or not body.segments:
         raise ChallengeError(f"segments {extra or '[]'} are not the assigned ones", code="bad_body")
-    verdict_id = envelope_id(env)
-    state.burn(env)
+    verdict_id, env_text = _stored(env)
     try:
         with transaction(state.conn):
+            state.burn(env)
             state.conn.execute(
                 "INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -175,8 +182,8 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
                     body.hotkey,
                     verified.signer,
                     body.result,
-                    dumps(body.model_dump(mode="json")),
-                    dumps(env.model_dump()),
+                    quick_dumps(body.model_dump(mode="json")),
+                    env_text,
                     now,
                 ),
             )
@@ -210,10 +217,10 @@ def dispute(state: ServiceState, env: Envelope) -> dict[str, Any]:
             f"{row['dispute_deadline_round']}",
             code="late",
         )
-    dispute_id = envelope_id(env)
-    state.burn(env)
+    dispute_id, env_text = _stored(env)
     try:
         with transaction(state.conn):
+            state.burn(env)
             state.conn.execute(
                 "INSERT INTO disputes (dispute_id, run_id, round, verdict_id, hotkey, body,"
                 " envelope, received_beacon_round) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -223,8 +230,8 @@ def dispute(state: ServiceState, env: Envelope) -> dict[str, Any]:
                     body.round,
                     body.verdict_id,
                     hotkey,
-                    dumps(body.model_dump(mode="json")),
-                    dumps(env.model_dump()),
+                    quick_dumps(body.model_dump(mode="json")),
+                    env_text,
                     now,
                 ),
             )
@@ -247,8 +254,9 @@ def merge(state: ServiceState, env: Envelope) -> dict[str, Any]:
         raise PhaseError(f"round {body.round} is in phase {row['phase']}, not merge")
     if body.start_model_sha256 != row["start_model_sha256"]:
         raise ChallengeError("start_model_sha256 is not the round's start model", code="bad_body")
-    state.burn(env)
+    _merge_id, env_text = _stored(env)
     with transaction(state.conn):
+        state.burn(env)
         state.conn.execute(
             "INSERT INTO merges VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -257,8 +265,8 @@ def merge(state: ServiceState, env: Envelope) -> dict[str, Any]:
                 verified.signer,
                 body.new_model_sha256,
                 body.eval_loss,
-                dumps(body.model_dump(mode="json")),
-                dumps(env.model_dump()),
+                quick_dumps(body.model_dump(mode="json")),
+                env_text,
                 state.current_round(),
             ),
         )

@@ -162,6 +162,7 @@ async def advance(state: ServiceState) -> None:
     if state.current is None:
         return
     now = state.current.round
+    state.prune_nonces()
     rows = state.conn.execute(
         "SELECT run_id, round, phase, commit_deadline, audit_close_round FROM rounds"
         " WHERE phase != 'final' ORDER BY run_id, round"

@@ -1,9 +1,11 @@
 """The service's live state and the envelope check every signed route shares.
 
 :class:`ServiceState` bundles the database connection, settings, metagraph view,
-beacon, ledger and per-run replay stores. All mutation happens on the event loop
-thread (routes are ``async`` and do their short SQLite work inline), so requests
-are serialised without locks; slow calls (beacon, ledger) go to worker threads.
+beacon and ledger. Replay protection is a table in the same database (one set per
+run), written in the same transaction as the message it guards. All mutation
+happens on the event loop thread (routes are ``async`` and do their short SQLite
+work inline), so requests are serialised without locks; slow calls (the beacon)
+go to worker threads.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.envelope import Envelope, VerifiedEnvelope, open_envelope, seal
 from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.replay import ReplayStore
 
 BodyT = TypeVar("BodyT", bound=BaseModel)
 # Envelopes the coordinator signs stay valid for this many beacon rounds (~1 year at 3 s).
@@ -46,12 +47,21 @@ class ServiceState:
     ledger: LedgerPort
     current: BeaconRound | None = None
     counters: dict[str, int] = field(default_factory=dict)
-    _replay: dict[str, ReplayStore] = field(default_factory=dict)
     _manifests: dict[str, RunManifest] = field(default_factory=dict)
+    _rosters: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
 
     @property
     def coordinator(self) -> str:
         return self.settings.coordinator_key.ss58_address
+
+    def roster_of(self, run_id: str, index: int, open_envelope: str) -> frozenset[str]:
+        """The round's roster (fixed at open), parsed once per round."""
+        key = (run_id, index)
+        roster = self._rosters.get(key)
+        if roster is None:
+            roster = frozenset(loads(open_envelope)["body"]["roster"])
+            self._rosters[key] = roster
+        return roster
 
     def current_round(self) -> int:
         if self.current is None:
@@ -74,15 +84,6 @@ class ServiceState:
         self._manifests[run_id] = manifest
         return manifest
 
-    def replay(self, run_id: str) -> ReplayStore:
-        store = self._replay.get(run_id)
-        if store is None:
-            directory = self.settings.state_dir / "replay"
-            directory.mkdir(parents=True, exist_ok=True)
-            store = ReplayStore(directory / f"{run_id}.sqlite")
-            self._replay[run_id] = store
-        return store
-
     def sign(self, run_id: str, domain: str, body: dict[str, Any]) -> Envelope:
         """An envelope signed by the coordinator key."""
         return seal(
@@ -102,7 +103,7 @@ class ServiceState:
         registered: bool,
         allowed: frozenset[str] | None = None,
     ) -> tuple[VerifiedEnvelope, BodyT]:
-        """Verify an envelope and its body (not yet burning its nonce: see :meth:`burn`)."""
+        """Verify an envelope and its body; the nonce is burned later by :meth:`burn`."""
         self.manifest(env.run_id)
         now = self.current_round()
         try:
@@ -122,20 +123,33 @@ class ServiceState:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "body"
             raise ChallengeError(f"body.{where}: {first['msg']}", code="bad_body") from None
-        if self.replay(env.run_id).seen(env.signer, env.nonce):
+        if self.conn.execute(
+            "SELECT 1 FROM seen_nonces WHERE run_id = ? AND signer = ? AND nonce = ?",
+            (env.run_id, env.signer, env.nonce),
+        ).fetchone():
             raise ConflictError(f"nonce {env.nonce!r} was already used", code="replayed")
         return verified, body
 
     def burn(self, env: Envelope) -> None:
-        """Record the envelope's nonce; call after every check passed, before writing."""
+        """Record the envelope's nonce in the run's replay set; call inside the write txn."""
         try:
-            self.replay(env.run_id).record(env.signer, env.nonce, env.expiry_round)
-        except EnvelopeError as exc:
-            raise _envelope_refusal(exc) from None
+            self.conn.execute(
+                "INSERT INTO seen_nonces VALUES (?, ?, ?, ?)",
+                (env.run_id, env.signer, env.nonce, env.expiry_round),
+            )
+        except sqlite3.IntegrityError:
+            raise ConflictError(
+                f"nonce {env.nonce!r} from {env.signer} was already used", code="replayed"
+            ) from None
+
+    def prune_nonces(self) -> int:
+        """Forget nonces of expired envelopes (open_envelope refuses those anyway)."""
+        cur = self.conn.execute(
+            "DELETE FROM seen_nonces WHERE expiry_round < ?", (self.current_round(),)
+        )
+        return cur.rowcount
 
     def close(self) -> None:
-        for store in self._replay.values():
-            store.close()
         self.conn.close()
 
 
@@ -152,6 +166,11 @@ def _envelope_refusal(exc: EnvelopeError) -> ChallengeError:
 def dumps(value: Any) -> str:
     """Canonical JSON text for storage (what was signed is stored as signed)."""
     return canonical_bytes(value).decode("utf-8")
+
+
+def quick_dumps(value: Any) -> str:
+    """Compact sorted JSON for derived, unsigned records (cheaper than JCS on hot paths)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def loads(text: str) -> Any:

@@ -133,7 +133,20 @@ CREATE TABLE metagraph (
 );
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1,)
+# Replay protection lives in the same database as the state it guards, so burning a
+# nonce and applying its message commit in one transaction (never one without the other).
+_V2: Final = """
+CREATE TABLE seen_nonces (
+    run_id TEXT NOT NULL,
+    signer TEXT NOT NULL,
+    nonce TEXT NOT NULL,
+    expiry_round INTEGER NOT NULL,
+    PRIMARY KEY (run_id, signer, nonce)
+) WITHOUT ROWID;
+CREATE INDEX seen_nonces_expiry ON seen_nonces (expiry_round);
+"""
+
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2)
 DB_NAME: Final = "challenge.sqlite"
 
 

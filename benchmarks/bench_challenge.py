@@ -1,0 +1,171 @@
+"""Load benchmark of the challenge service: 256 simulated miners joining and committing.
+
+Starts the local beacon and the service (the documented uvicorn command) on loopback,
+creates RUNS runs, lets every miner join every run, opens a round in each, then all
+miners commit concurrently (one commit per miner per run, real sr25519 signatures
+made up front so the load generator measures the service, not its own signing).
+Reports sustained commits/s and the p50/p99 latency of the commit requests.
+
+    .venv/bin/python benchmarks/bench_challenge.py [--miners 256] [--runs 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks.common import write_result
+from hypertrain.beacon import start_local_beacon
+from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.identity import Hotkey
+
+CLASS = "cpu:bench"
+HASH = "ab" * 32
+
+
+def _private(path: Path, text: str) -> str:
+    path.write_text(text)
+    path.chmod(0o600)
+    return str(path)
+
+
+def _manifest(run_id: str) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "seed": 1,
+        "model": {"vocab_size": 256, "d_model": 16, "num_layers": 1, "num_heads": 2,
+                  "head_dim": 8, "ffn_hidden": 32, "context_length": 32},
+        "round": {"inner_steps": 8, "checkpoint_interval": 2, "commit_window_rounds": 100000},
+        "data": {"dataset_root": "11" * 32, "descriptor_sha256": "22" * 32,
+                 "tokenizer_sha256": "33" * 32, "sample_count": 100, "seq_len": 16},
+        "determinism": {"torch_version": "2.13.0", "num_threads": 1, "device_class": CLASS},
+        "selfcheck_reference": {CLASS: HASH},
+    }
+
+
+def _join(key: Hotkey, run_id: str) -> dict[str, Any]:
+    body = {"devices": [{"index": 0, "name": "b", "device_class": CLASS, "memory_bytes": 1,
+                         "workload_hash": HASH, "memory_probe_ok": True}],
+            "layout": {"dp_ranks": 1, "micro_batches": 1, "micro_batch_size": 4}}
+    return seal(key, domain="join", run_id=run_id, body=body, expiry_round=10**12).model_dump()
+
+
+def _commit(key: Hotkey, run_id: str) -> dict[str, Any]:
+    body = {"round": 0, "checkpoint_root": "44" * 32, "leaf_count": 5, "update_sha256": "55" * 32,
+            "update_bytes": 1 << 20, "tokens": 4096, "update_url": "http://relay/x"}
+    return seal(key, domain="commit", run_id=run_id, body=body, expiry_round=10**12).model_dump()
+
+
+async def _send_all(base: str, envelopes: list[tuple[str, dict[str, Any]]], workers: int
+                    ) -> tuple[float, list[float]]:
+    """POST every envelope with ``workers`` concurrent clients; (wall seconds, latencies)."""
+    queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+    for item in envelopes:
+        queue.put_nowait(item)
+    latencies: list[float] = []
+    limits = httpx.Limits(max_connections=workers, max_keepalive_connections=workers)
+    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
+
+        async def worker() -> None:
+            while not queue.empty():
+                path, env = queue.get_nowait()
+                start = time.perf_counter()
+                response = await client.post(path, json=env)
+                latencies.append(time.perf_counter() - start)
+                if response.status_code != 200:
+                    raise RuntimeError(f"{path}: {response.status_code} {response.text}")
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(workers)))
+        return time.perf_counter() - start, latencies
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--miners", type=int, default=256)
+    parser.add_argument("--runs", type=int, default=8)
+    args = parser.parse_args()
+    keys = [Hotkey.from_seed(secrets.token_bytes(32)) for _ in range(args.miners)]
+    tmp = Path(tempfile.mkdtemp(prefix="bench-challenge-"))
+    mg = {"epoch": 1, "block": 1, "netuid": 100,
+          "hotkeys": {k.ss58_address: i for i, k in enumerate(keys)}}
+    (tmp / "mg.json").write_text(json.dumps(mg))
+    beacon = start_local_beacon(tmp / "beacon", period_s=1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ,
+           "CHALLENGE_STATE_DIR": str(tmp / "state"),
+           "CHALLENGE_INTERNAL_TOKEN_FILE": _private(tmp / "i.token", secrets.token_hex(32)),
+           "CHALLENGE_ADMIN_TOKEN_FILE": _private(tmp / "a.token", admin := secrets.token_hex(32)),
+           "HYPERTRAIN_COORD_KEY_FILE": _private(tmp / "coord.key", secrets.token_hex(32)),
+           "HYPERTRAIN_METAGRAPH_SOURCE": "file",
+           "HYPERTRAIN_METAGRAPH_FILE": str(tmp / "mg.json"),
+           "HYPERTRAIN_BEACON_URLS": beacon.url,
+           "HYPERTRAIN_BEACON_INFO_FILE": str(tmp / "beacon" / "info.json")}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "hypertrain.challenge.app:app", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "warning", "--no-access-log"], env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            try:
+                if httpx.get(base + "/v1/beacon").json().get("round"):
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        admin_h = {"Authorization": f"Bearer {admin}"}
+        runs = [f"bench-{i}" for i in range(args.runs)]
+        for run_id in runs:
+            httpx.post(base + "/admin/v1/runs", json={"manifest": _manifest(run_id)},
+                       headers=admin_h).raise_for_status()
+        joins = [("/v1/join", _join(k, r)) for r in runs for k in keys]
+        join_s, _ = asyncio.run(_send_all(base, joins, args.miners))
+        for run_id in runs:
+            httpx.post(base + f"/admin/v1/runs/{run_id}/rounds", headers=admin_h,
+                       json={"start_model_sha256": "66" * 32, "start_model_url": "x"}
+                       ).raise_for_status()
+        commits = [("/v1/commit", _commit(k, r)) for r in runs for k in keys]
+        wall, lat = asyncio.run(_send_all(base, commits, args.miners))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        beacon.stop()
+    values = {
+        "miners": args.miners,
+        "commits_per_s": round(len(commits) / wall, 1),
+        "p50_ms": round(_percentile(lat, 0.50) * 1000, 2),
+        "p99_ms": round(_percentile(lat, 0.99) * 1000, 2),
+    }
+    print(values, f"joins/s={len(joins) / join_s:.1f}")
+    write_result(
+        "challenge",
+        values,
+        targets={"commits_per_s": ">= 500", "p99_ms": "< 250"},
+        notes=(f"{len(commits)} signed commits ({args.runs} runs x {args.miners} miners, "
+               f"{args.miners} concurrent connections), load generator and service on the same "
+               f"shared 2-core machine (other helpers were running); joins/s "
+               f"{len(joins) / join_s:.0f}"),
+    )
+
+
+if __name__ == "__main__":
+    main()
