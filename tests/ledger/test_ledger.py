@@ -12,6 +12,7 @@ from hypertrain.ledger import (
     InvalidHotkeyError,
     Ledger,
     LedgerConflictError,
+    LedgerError,
     RoundNotFinalError,
     UnknownHotkeyError,
     UnknownRunError,
@@ -194,3 +195,12 @@ def test_ledger_file_is_wal_and_reopens(tmp_path: Path, hotkeys: list[str]) -> N
     with Ledger(path) as again:
         assert again.balances("r1", hotkeys[0]).escrowed == 10
         assert again.verify().ok
+
+
+def test_fault_reason_and_registered_shape_are_checked(ledger: Ledger, hotkeys: list[str]) -> None:
+    ledger.create_run("r1", 10, 1)
+    ledger.settle_round("r1", 0, {hotkeys[0]: 1}, epoch=0)
+    with pytest.raises(LedgerError, match="reason"):
+        ledger.record_fault("r1", 0, hotkeys[0], "x" * 2000, epoch=0)
+    with pytest.raises(LedgerError, match="collection"):
+        ledger.get_weights(1, hotkeys[0])

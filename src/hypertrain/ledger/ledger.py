@@ -21,6 +21,7 @@ from hypertrain.ledger import settle as _settle
 from hypertrain.ledger import views
 from hypertrain.ledger.errors import (
     LedgerConflictError,
+    LedgerError,
     RoundNotFinalError,
     UnknownHotkeyError,
 )
@@ -34,6 +35,7 @@ from hypertrain.ledger.writer import append, has_key, load_run
 from hypertrain.protocol.canonical import canonical_hash
 
 logger = logging.getLogger(__name__)
+MAX_REASON_CHARS = 1024
 
 
 class Ledger:
@@ -135,6 +137,8 @@ class Ledger:
         check_int(round, "round")
         check_int(epoch, "epoch")
         check_hotkey(hotkey)
+        if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS:
+            raise LedgerError(f"reason must be a string of at most {MAX_REASON_CHARS} characters")
         with self._tx() as conn:
             load_run(conn, run_id)
             final = conn.execute(
@@ -145,7 +149,7 @@ class Ledger:
             if has_key(conn, run_id, "fault", round, hotkey):
                 return 0
             views.balance(conn, run_id, hotkey)
-            return _settle.burn_all(conn, run_id, hotkey, "fault", round, epoch, str(reason))
+            return _settle.burn_all(conn, run_id, hotkey, "fault", round, epoch, reason)
 
     def deregister(self, hotkey: str, epoch: int) -> int:
         """The hotkey left the subnet at ``epoch``: burn its unpaid value in every run.
@@ -172,6 +176,8 @@ class Ledger:
     def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer:
         """The integer weights for ``epoch``; the first answer is final and pays out."""
         check_int(epoch, "epoch")
+        if isinstance(registered, str):
+            raise LedgerError("registered must be a collection of hotkeys, not one string")
         with self._tx() as conn:
             existing = stored_answer(conn, epoch)
             if existing is not None:
