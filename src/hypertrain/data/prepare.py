@@ -36,7 +36,7 @@ from hypertrain.data.descriptor import (
     write_descriptor,
 )
 from hypertrain.data.errors import DataError
-from hypertrain.data.shards import ShardWriter
+from hypertrain.data.shards import ShardWriter, WrittenShards
 from hypertrain.data.split import PPM, heldout_mask
 from hypertrain.data.tokenizer import LoadedTokenizer
 
@@ -199,11 +199,29 @@ def prepare(
         log.warning(
             "dropped %d empty documents (recorded in the descriptor)", stats.empty_documents
         )
-    descriptor = DatasetDescriptor(
+    descriptor = _describe(
+        written, tokenizer, seq_len, opts, heldout, sources, stats, tokens, packer.leftover
+    )
+    write_descriptor(descriptor, out_dir / DESCRIPTOR_NAME)
+    return descriptor
+
+
+def _describe(
+    written: WrittenShards,
+    tokenizer: LoadedTokenizer,
+    seq_len: int,
+    opts: PrepareOptions,
+    heldout: int,
+    sources: list[SourceInfo],
+    stats: CorpusStats,
+    tokens: int,
+    tail: int,
+) -> DatasetDescriptor:
+    return DatasetDescriptor(
         dataset_root=written.root.hex(),
         sample_count=written.sample_count,
         seq_len=seq_len,
-        token_dtype=dtype,
+        token_dtype=dtype_for_vocab(tokenizer.vocab_size),
         vocab_size=tokenizer.vocab_size,
         eod_id=tokenizer.eod_id,
         tokenizer_sha256=tokenizer.sha256,
@@ -211,7 +229,7 @@ def prepare(
         shards=written.shards,
         sample_hashes=written.hashes,
         split=SplitInfo(
-            heldout_ppm=heldout_ppm,
+            heldout_ppm=opts.heldout_ppm,
             heldout_count=heldout,
             train_count=written.sample_count - heldout,
         ),
@@ -220,8 +238,6 @@ def prepare(
             documents=stats.documents,
             empty_documents=stats.empty_documents,
             tokens=tokens,
-            tail_tokens_dropped=packer.leftover,
+            tail_tokens_dropped=tail,
         ),
     )
-    write_descriptor(descriptor, out_dir / DESCRIPTOR_NAME)
-    return descriptor
