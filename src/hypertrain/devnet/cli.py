@@ -39,6 +39,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--exit-when-done", action="store_true",
                    help="exit after the report instead of keeping the dashboard up")  # fmt: skip
     p.add_argument("--timeout-s", type=float, default=1800.0, help="give up after this long")
+    p.add_argument("--commit-window-s", type=int, help="seconds islands get to commit a round")
+    p.add_argument("--audit-window-s", type=int, help="seconds auditors get to post verdicts")
     p.set_defaults(func=_run)
 
 
@@ -66,6 +68,8 @@ def _run(args: argparse.Namespace) -> int:
         report=args.report,
         exit_when_done=args.exit_when_done,
         timeout_s=args.timeout_s,
+        commit_window_s=args.commit_window_s,
+        audit_window_s=args.audit_window_s,
     )
     signal.signal(signal.SIGTERM, _sigterm)
     return run_devnet(cfg)

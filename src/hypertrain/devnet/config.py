@@ -35,6 +35,8 @@ class DevnetConfig:
     beacon_period_s: int = 1
     live_view: bool = True
     timeout_s: float = 1800.0
+    commit_window_s: int | None = None  # None = sized from the preset and H
+    audit_window_s: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.rounds <= 1000:
@@ -55,6 +57,14 @@ class DevnetConfig:
             raise DevnetError("--seq-len must be >= 8 and --vocab-size >= 300")
         if self.timeout_s <= 0:
             raise DevnetError("--timeout-s must be positive")
+
+    @property
+    def windows(self) -> tuple[int, int]:
+        """(commit, audit) windows in beacon rounds: long enough for one H-step segment."""
+        per_step = 1.0 if self.preset.startswith("tiny") else 5.0
+        commit = self.commit_window_s or int(20 + per_step * self.inner_steps)
+        audit = self.audit_window_s or int(15 + per_step * self.inner_steps)
+        return commit // self.beacon_period_s, audit // self.beacon_period_s
 
     @property
     def segments(self) -> int:

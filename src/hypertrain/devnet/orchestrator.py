@@ -72,10 +72,13 @@ def start(net: Devnet, dataset: Path) -> None:
     islands = state / "islands"
     args = [roles.miner_args(m, net.url, net.relay, dataset, islands, sec.coordinator.ss58)
             for m in sec.islands]  # fmt: skip
-    for member, a in zip(sec.islands, args, strict=True):
-        join = sup.start(f"join-{member.name}", roles.join_cmd(a))
+    joins = [
+        sup.start(f"join-{m.name}", roles.join_cmd(a))
+        for m, a in zip(sec.islands, args, strict=True)
+    ]
+    for join in joins:  # concurrently: each runs the admission selfcheck
         if join.process.wait(timeout=300) != 0:
-            raise DevnetError(f"{member.name} could not join:\n{join.tail()}")
+            raise DevnetError(f"{join.name} failed:\n{join.tail()}")
     for member, a in zip(sec.islands, args, strict=True):
         hp = net.strategy if member.name == "honeypot" else None
         sup.start(member.name, roles.island_cmd(a, hp))
@@ -163,6 +166,7 @@ def conclude(net: Devnet, dataset: Path) -> dict[str, Any]:
 
 def run_devnet(cfg: DevnetConfig, console: Console | None = None) -> int:
     """The whole devnet; returns the exit code (0 = every round done and reported)."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     console = console or Console()
     state = cfg.state_dir / "state"
     shutil.rmtree(state, ignore_errors=True)

@@ -19,7 +19,7 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
     import torch
 
     from hypertrain.miner.admission import device_class, workload_hash
-    from hypertrain.trainer.determinism import current_record
+    from hypertrain.trainer.determinism import configure_determinism
     from hypertrain.trainer.presets import get_preset, with_vocab
 
     dataset = Dataset(dataset_dir / DESCRIPTOR_NAME)
@@ -34,15 +34,15 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
         "round": {
             "inner_steps": cfg.inner_steps,
             "checkpoint_interval": cfg.checkpoint_interval,
-            "commit_window_rounds": 600,
-            "audit_window_rounds": 600,
+            "commit_window_rounds": cfg.windows[0],
+            "audit_window_rounds": cfg.windows[1],
             "dispute_window_rounds": 2,
             "layout": {"micro_batch_size": 4},
         },
         "data": dataset.descriptor.data_spec().model_dump(mode="json"),
         "audit": {"rate": 1.0, "segments": min(2, cfg.segments), "probation_rounds": cfg.rounds},
         "reward": {"pool_per_round": 1_000_000, "vesting_rounds": 2},
-        "determinism": current_record("cpu").model_dump(mode="json"),
+        "determinism": configure_determinism(1, "cpu").model_dump(mode="json"),
         "selfcheck_reference": {device_class(cpu): workload_hash(cpu)},
         "coordinator": coordinator,
     }

@@ -1,0 +1,65 @@
+"""Devnet settings, keys and the process supervisor (fast, no network)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from hypertrain.devnet.config import DevnetConfig
+from hypertrain.devnet.errors import DevnetError
+from hypertrain.devnet.keys import generate
+from hypertrain.devnet.procs import Supervisor
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rounds": 0}, "--rounds"),
+        ({"islands": 0}, "--islands"),
+        ({"islands": 99}, "--islands"),
+        ({"inner_steps": 6, "checkpoint_interval": 4}, "multiple"),
+        ({"inner_steps": 2, "checkpoint_interval": 4}, "--j"),
+        ({"preset": "huge"}, "--preset"),
+        ({"port": 70000}, "--port"),
+        ({"vocab_size": 10}, "--vocab-size"),
+        ({"timeout_s": 0}, "--timeout-s"),
+    ],
+)
+def test_bad_settings_are_refused(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(DevnetError, match=message):
+        DevnetConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_generated_secrets_are_private_and_listed(tmp_path: Path) -> None:
+    sec = generate(tmp_path / "s", islands=3)
+    assert [m.name for m in sec.islands] == ["island-1", "island-2", "island-3", "honeypot"]
+    for path in (sec.internal_token, sec.admin_token, sec.worker_token, sec.coordinator_seed):
+        assert path.stat().st_mode & 0o077 == 0 and len(sec.token(path)) >= 16
+    listed = json.loads(sec.metagraph.read_text())["hotkeys"]
+    assert set(listed) == {m.ss58 for m in sec.islands}
+    assert sec.auditor.ss58 not in listed and len({m.ss58 for m in sec.islands}) == 4
+
+
+def test_supervisor_stops_process_groups(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path / "logs")
+    script = (
+        "import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    )
+    sup.start("sleeper", [sys.executable, "-c", script])
+    sup.start("quick", [sys.executable, "-c", "print('hi')"]).process.wait(timeout=30)
+    assert sup.children_left() == 1
+    sup.stop_all()
+    assert sup.children_left() == 0
+    assert (tmp_path / "logs" / "quick.log").read_text().strip() == "hi"
+
+
+def test_a_failed_child_is_reported_with_its_log(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path / "logs")
+    sup.start("broken", [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"])
+    sup.children[0].process.wait(timeout=30)
+    with pytest.raises(DevnetError, match=r"(?s)broken exited with status 3.*boom"):
+        sup.check()
