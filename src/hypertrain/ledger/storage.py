@@ -79,6 +79,7 @@ _V1: Final = (
 _V2: Final = (
     "CREATE INDEX escrows_open ON escrows (run_id, closed, hotkey)",
     "CREATE INDEX balances_vested ON balances (run_id, vested)",
+    "CREATE INDEX balances_hotkey ON balances (hotkey)",
 )
 
 # Ordered, append-only: step i+1 upgrades a version-i database. Never edit a shipped step.
