@@ -58,9 +58,17 @@ def manifest_doc(dataset: Dataset, **round_over: Any) -> dict[str, Any]:
             "segments": rnd["inner_steps"] // rnd["checkpoint_interval"],
             "probation_rounds": 0,
         },
-        "determinism": current_record("cpu").model_dump(mode="json"),
+        "determinism": _determinism(),
         "coordinator": COORD.ss58_address,
     }
+
+
+def _determinism() -> dict[str, Any]:
+    """What ``configure_determinism(1, "cpu")`` records, without changing this process."""
+    record = current_record("cpu").model_dump(mode="json")
+    record["num_threads"] = 1
+    record["settings"]["deterministic_algorithms"] = "true"
+    return record
 
 
 @dataclass

@@ -1,0 +1,267 @@
+"""Two rounds of the whole network as real processes on loopback, on real text.
+
+Local beacon, challenge service, relay, aggregator, auditor and three islands (two
+honest, one training on the wrong samples) run as separate processes. The honest
+islands are accepted and paid into escrow, the cheater is caught by byte comparison
+and its reward burned, round 1 starts from round 0's merged model, and
+``aggregator verify-tape`` recomputes the merge to the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from hypertrain.beacon import LocalBeaconProcess, start_local_beacon
+from hypertrain.miner.admission import SelfcheckConfig, selfcheck
+from hypertrain.protocol.identity import Hotkey, write_key_file
+from tests.auditor.world import make_dataset, manifest_doc
+from tests.e2e.launch import REPO, Fleet, free_port, http_ok, wait_for
+
+pytestmark = pytest.mark.slow
+RUN = "run-t"
+TOKENS = {"internal": "i" * 32, "admin": "a" * 32, "worker": "w" * 32}
+HONEST = ("honest-a", "honest-b")
+CHEATER = "cheater"
+
+
+def _private(path: Path, text: str) -> Path:
+    path.write_text(text)
+    os.chmod(path, 0o600)
+    return path
+
+
+@pytest.fixture
+def beacon(tmp_path: Path) -> Iterator[LocalBeaconProcess]:
+    with start_local_beacon(tmp_path / "beacon", period_s=1) as b:
+        yield b
+
+
+def _keys(root: Path) -> dict[str, tuple[Path, Hotkey]]:
+    names = (*HONEST, CHEATER, "auditor", "aggregator")
+    out = {}
+    for i, name in enumerate(names):
+        path = root / "wallets" / "e2e" / "hotkeys" / name
+        out[name] = (path, write_key_file(bytes([0x40 + i]) * 32, path))
+    return out
+
+
+def _manifest(dataset: Any) -> dict[str, Any]:
+    doc = manifest_doc(dataset, commit_window_rounds=25, audit_window_rounds=12)
+    doc.pop("coordinator")
+    report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
+    doc["selfcheck_reference"] = {report.device_class: report.workload_hash}
+    return doc
+
+
+def _miner_toml(root: Path, name: str, service: str, relay: str, dataset: Path) -> Path:
+    path = root / f"{name}.toml"
+    path.write_text(
+        f'run_id = "{RUN}"\n[network]\nservice_url = "{service}"\nrelay_url = "{relay}"\n'
+        f'[wallet]\nname = "e2e"\nhotkey = "{name}"\npath = "{root / "wallets"}"\n'
+        f'[data]\ndataset_dir = "{dataset}"\n[node]\nstate_dir = "{root / "state" / name}"\n'
+        "poll_s = 0.5\n"
+    )
+    return path
+
+
+def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeaconProcess) -> None:
+    dataset = make_dataset(REPO / "tests" / "assets", tmp_path / "dataset")
+    keys = _keys(tmp_path)
+    secrets = {n: _private(tmp_path / f"{n}.token", t) for n, t in TOKENS.items()}
+    coord_file = _private(tmp_path / "coord.key", "77" * 32)
+    coord = Hotkey.from_seed(bytes.fromhex("77" * 32)).ss58_address
+    islands = [keys[n][1].ss58_address for n in (*HONEST, CHEATER)]
+    workers = [keys[n][1].ss58_address for n in ("auditor", "aggregator")]
+    (tmp_path / "metagraph.json").write_text(
+        json.dumps(
+            {
+                "epoch": 1,
+                "block": 100,
+                "netuid": 100,
+                "hotkeys": {h: i for i, h in enumerate(islands)},
+            }
+        )
+    )
+    (tmp_path / "allow.json").write_text(json.dumps([*islands, *workers]))
+    svc_port, relay_port = free_port(), free_port()
+    service, relay = f"http://127.0.0.1:{svc_port}", f"http://127.0.0.1:{relay_port}"
+    fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    svc_env = {
+        "CHALLENGE_STATE_DIR": str(tmp_path / "service"),
+        "CHALLENGE_INTERNAL_TOKEN_FILE": str(secrets["internal"]),
+        "CHALLENGE_ADMIN_TOKEN_FILE": str(secrets["admin"]),
+        "CHALLENGE_WORKER_TOKEN_FILE": str(secrets["worker"]),
+        "HYPERTRAIN_COORD_KEY_FILE": str(coord_file),
+        "HYPERTRAIN_METAGRAPH_SOURCE": "file",
+        "HYPERTRAIN_METAGRAPH_FILE": str(tmp_path / "metagraph.json"),
+        "HYPERTRAIN_BEACON_URLS": beacon.url,
+        "HYPERTRAIN_BEACON_INFO_FILE": str(tmp_path / "beacon" / "info.json"),
+        "HYPERTRAIN_BEACON_POLL_S": "0.3",
+        "HYPERTRAIN_WORKER_HOTKEYS": ",".join(workers),
+    }
+    try:
+        fleet.hypertrain("service", "challenge", "serve", "--port", str(svc_port), env=svc_env)
+        fleet.hypertrain(
+            "relay",
+            "relay",
+            "serve",
+            "--port",
+            str(relay_port),
+            "--storage",
+            str(tmp_path / "blobs"),
+            "--run-id",
+            RUN,
+            "--allow-list",
+            str(tmp_path / "allow.json"),
+            "--coordinator",
+            coord,
+            "--beacon-genesis-unix",
+            str(beacon.chain.genesis_time),
+            "--beacon-period-s",
+            str(beacon.chain.period_s),
+        )
+        wait_for(
+            lambda: http_ok(f"{service}/v1/beacon") and http_ok(f"{relay}/health"),
+            60,
+            "service and relay",
+        )
+        wait_for(lambda: httpx.get(f"{service}/v1/beacon").json()["round"], 30, "a beacon round")
+        admin = {"authorization": f"Bearer {TOKENS['admin']}"}
+        r = httpx.post(
+            f"{service}/admin/v1/runs", headers=admin, json={"manifest": _manifest(dataset)}
+        )
+        assert r.status_code == 200, r.text
+        tomls = {
+            n: _miner_toml(tmp_path, n, service, relay, tmp_path / "dataset")
+            for n in (*HONEST, CHEATER)
+        }
+        for name, toml in tomls.items():
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "hypertrain.miner.cli",
+                    "join",
+                    "--config",
+                    str(toml),
+                    "--coordinator",
+                    coord,
+                ],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stderr
+        common = [
+            "--service",
+            service,
+            "--relay",
+            relay,
+            "--run-id",
+            RUN,
+            "--worker-token-file",
+            str(secrets["worker"]),
+        ]
+        fleet.hypertrain(
+            "aggregator",
+            "aggregator",
+            "run",
+            *common,
+            "--key-file",
+            str(keys["aggregator"][0]),
+            "--state-dir",
+            str(tmp_path / "agg"),
+            "--admin-token-file",
+            str(secrets["admin"]),
+            "--follow",
+            "--poll-s",
+            "0.5",
+        )
+        fleet.hypertrain(
+            "auditor",
+            "auditor",
+            "run",
+            *common,
+            "--key-file",
+            str(keys["auditor"][0]),
+            "--dataset-dir",
+            str(tmp_path / "dataset"),
+            "--coordinator",
+            coord,
+            "--follow",
+            "--poll-s",
+            "0.5",
+        )
+        for name, toml in tomls.items():
+            extra = ["--honeypot", "wrong-samples"] if name == CHEATER else []
+            fleet.miner(
+                name, "run", "--config", str(toml), "--coordinator", coord, "--follow", *extra
+            )
+        names = ("service", "relay", "aggregator", "auditor", *tomls)
+
+        def round_final(index: int) -> bool:
+            fleet.check_alive(*names)
+            rounds = httpx.get(f"{service}/v1/runs/{RUN}/rounds").json()
+            return len(rounds) > index and rounds[index]["phase"] == "final"
+
+        wait_for(lambda: round_final(0), 150, "round 0 to be final", poll_s=1)
+        _check_round_0(service, keys)
+        wait_for(lambda: round_final(1), 150, "round 1 to be final", poll_s=1)
+        _check_round_1(service, relay, fleet)
+    except AssertionError:
+        for name in fleet.procs:
+            sys.stderr.write(f"--- {name}\n{fleet.tail(name, 1500)}\n")
+        raise
+    finally:
+        fleet.stop()
+
+
+def _check_round_0(service: str, keys: dict[str, tuple[Path, Hotkey]]) -> None:
+    detail = httpx.get(f"{service}/v1/runs/{RUN}/rounds/0").json()
+    results = {v["envelope"]["body"]["hotkey"]: v["envelope"]["body"] for v in detail["verdicts"]}
+    for name in HONEST:
+        assert results[keys[name][1].ss58_address]["result"] == "match"
+    bad = results[keys[CHEATER][1].ss58_address]
+    assert bad["result"] == "mismatch" and bad["first_bad_leaf"] == 1, bad
+    roster = {r["hotkey"]: r for r in httpx.get(f"{service}/v1/runs/{RUN}/roster").json()}
+    for name in HONEST:
+        assert roster[keys[name][1].ss58_address]["escrow"] > 0
+    cheater = roster[keys[CHEATER][1].ss58_address]
+    assert cheater["escrow"] == 0 and cheater["paid"] == 0, cheater
+
+
+def _check_round_1(service: str, relay: str, fleet: Fleet) -> None:
+    r0 = httpx.get(f"{service}/v1/runs/{RUN}/rounds/0").json()
+    r1 = httpx.get(f"{service}/v1/runs/{RUN}/rounds/1").json()
+    merged = r0["merge"]["body"]
+    assert r1["open"]["body"]["start_model_sha256"] == merged["new_model_sha256"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hypertrain.cli",
+            "aggregator",
+            "verify-tape",
+            merged["tape_sha256"],
+            "--relay",
+            relay,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert any(
+        e.get("event") == "committed" and e.get("round") == 1 for e in fleet.events(HONEST[0])
+    )
