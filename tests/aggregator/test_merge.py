@@ -14,7 +14,7 @@ import torch
 from hypertrain.aggregator.errors import AggregatorError
 from hypertrain.aggregator.merge import max_tokens, merge
 from hypertrain.trainer.blob import decode_model_blob
-from hypertrain.trainer.codec import decode_int8, encode_int8
+from hypertrain.trainer.codec import decode_int8, encode_int8, parse_header
 from tests.aggregator.helpers import HOTKEYS, World, delta
 
 ROOT = Path(__file__).parents[2]
@@ -112,7 +112,7 @@ def test_malformed_updates_are_screened(monkeypatch: pytest.MonkeyPatch) -> None
     w.add(2, data=encode_int8(wrong_shape, block))
     w.add(3, data=good[:-1])  # truncated: wrong size for its header
     # NaN in the first scale of the first tensor body
-    _, metas, pos = __import__("hypertrain.trainer.codec", fromlist=["x"]).parse_header(good)
+    pos = parse_header(good)[2]
     nan = good[:pos] + bytes.fromhex("0000c07f") + good[pos + 4 :]
     w.add(4, data=nan)
     w.add(5, data=b"JUNK" + good[4:])

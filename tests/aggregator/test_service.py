@@ -1,0 +1,123 @@
+"""Round trip against the real challenge service: genesis, collect, merge, settle, next round."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hypertrain.aggregator.blobs import MemoryBlobs
+from hypertrain.aggregator.collect import collect
+from hypertrain.aggregator.errors import ServiceError
+from hypertrain.aggregator.runner import Aggregator
+from hypertrain.aggregator.service import ServiceClient
+from hypertrain.aggregator.tape import decode_tape
+from hypertrain.aggregator.verify import verify_tape
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.trainer.codec import encode_int8
+from tests.aggregator.helpers import delta
+from tests.challenge.conftest import Harness
+from tests.challenge.helpers import TOKENS, join_body, signed
+
+AGG = Hotkey.from_seed(b"\x66" * 32)
+
+
+def _aggregator(
+    h: Harness, tmp: Path, blobs: MemoryBlobs, events: list[dict[str, Any]] | None = None
+) -> Aggregator:
+    service = ServiceClient(
+        "http://testserver", worker_token=TOKENS["worker"], admin_token=TOKENS["admin"],
+        http=h.client,
+    )  # fmt: skip
+    sink = events if events is not None else []
+    return Aggregator(service, blobs, AGG, "run-1", tmp / "agg", sink.append)
+
+
+def _commit(h: Harness, key: Hotkey, m: RunManifest, blobs: MemoryBlobs, seed: int) -> str:
+    data = encode_int8(delta(m, seed), m.compression.block_size)
+    sha = blobs.put(data, kind="update", round=0)
+    body = {
+        "round": 0, "checkpoint_root": "cd" * 32, "leaf_count": m.round.num_segments + 1,
+        "update_sha256": sha, "update_bytes": len(data), "tokens": 400,
+        "update_url": f"memory:{sha}", "train_loss": 3.0,
+    }  # fmt: skip
+    r = h.client.post("/v1/commit", json=signed(key, "commit", body))
+    assert r.status_code == 200, r.text
+    return sha
+
+
+def test_genesis_merge_settle_and_next_round(harness: Harness, tmp_path: Path) -> None:
+    h, blobs, events = harness, MemoryBlobs(), []
+    agg = _aggregator(h, tmp_path, blobs, events)
+    manifest = agg.service.manifest("run-1")
+    for key in h.miners[:3]:
+        assert h.client.post("/v1/join", json=signed(key, "join", join_body())).status_code == 200
+    assert agg.step(manifest, open_rounds=True) == 0  # opens round 0 with the genesis model
+    detail = agg.service.round_detail("run-1", 0)
+    assert detail["open"]["body"]["start_model_sha256"] in blobs.data
+    for i, key in enumerate(h.miners[:3]):
+        _commit(h, key, manifest, blobs, seed=i)
+    h.tick(4)
+    assigned = agg.service.round_detail("run-1", 0)["assignments"]
+    bad = assigned[0]["body"]
+    verdict = {"round": 0, "hotkey": bad["hotkey"], "segments": bad["segments"],
+               "result": "mismatch", "first_bad_leaf": 1}  # fmt: skip
+    r = h.client.post("/worker/v1/verdict", json=signed(h.auditor, "verdict", verdict),
+                      headers={"Authorization": f"Bearer {TOKENS['worker']}"})  # fmt: skip
+    assert r.status_code == 200, r.text
+    h.tick(2)
+    assert agg.step(manifest, open_rounds=True) == 1
+    rounds = agg.service.rounds("run-1")
+    assert [r["phase"] for r in rounds] == ["final", "train"]
+    merged = agg.service.round_detail("run-1", 0)["merge"]["body"]
+    tape_sha = merged["tape_sha256"]
+    tape = decode_tape(blobs.get(tape_sha))
+    assert {e.hotkey: e.reason for e in tape.excluded} == {bad["hotkey"]: "audit_mismatch"}
+    assert len(tape.included) == 2 and tape.new_model_sha256 == merged["new_model_sha256"]
+    assert h.ledger.settled[("run-1", 0)] == {i.hotkey: 400 for i in tape.included}
+    assert agg.service.round_detail("run-1", 1)["open"]["body"]["start_model_sha256"] == (
+        tape.new_model_sha256
+    )
+    assert verify_tape(tape, blobs).identical
+    assert (tmp_path / "agg" / "tapes" / "000000.json").read_bytes() == tape.to_bytes()
+    assert [e["event"] for e in events[-2:]] == ["merged", "opened"]
+    # the merged updates are remembered: re-committing one later is a stale update
+    assert agg.stale() == {i.update_sha256 for i in tape.included}
+
+
+def test_collect_screens_commits(harness: Harness, tmp_path: Path) -> None:
+    h, blobs = harness, MemoryBlobs()
+    agg = _aggregator(h, tmp_path, blobs)
+    manifest = agg.service.manifest("run-1")
+    for key in h.miners[:2]:
+        h.client.post("/v1/join", json=signed(key, "join", join_body()))
+    agg.step(manifest, open_rounds=True)
+    shas = [_commit(h, key, manifest, blobs, seed=i) for i, key in enumerate(h.miners[:2])]
+    detail = agg.service.round_detail("run-1", 0)
+    forged = dict(detail["commits"][0], signature="00" * 64)
+    other_round = signed(h.miners[2], "commit", {**detail["commits"][1]["body"], "round": 5})
+    doc = {**detail, "commits": [forged, detail["commits"][1], other_round]}
+    got = collect(doc, manifest, 0, stale=frozenset({shas[1]}))
+    assert got.candidates == []
+    reasons = sorted(e.reason for e in got.excluded)
+    assert reasons == ["bad_commit", "stale_update", "wrong_round"]
+    clean = collect(detail, manifest, 0)
+    assert sorted(c.update_sha256 for c in clean.candidates) == sorted(shas)
+    assert all(c.update_bytes == len(blobs.get(c.update_sha256)) for c in clean.candidates)
+    with pytest.raises(ServiceError, match="round-open"):
+        collect({**detail, "open": {**detail["open"], "signature": "00" * 64}}, manifest, 0)
+    with pytest.raises(ServiceError, match="not 1"):
+        collect(detail, manifest, 1)
+
+
+def test_service_errors_are_typed(harness: Harness, tmp_path: Path) -> None:
+    agg = _aggregator(harness, tmp_path, MemoryBlobs())
+    with pytest.raises(ServiceError, match="404"):
+        agg.service.round_detail("run-1", 7)
+    bare = ServiceClient("http://testserver", http=harness.client)
+    with pytest.raises(ServiceError, match="worker token"):
+        bare.post_merge(signed(AGG, "merge-tape", {}))  # type: ignore[arg-type]
+    with pytest.raises(ServiceError, match="admin token"):
+        bare.open_round("run-1", None, None)
