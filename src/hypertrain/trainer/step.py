@@ -69,13 +69,15 @@ def rank_gradient(
             if name in total:
                 total[name].add_(g)
             else:
-                total[name] = g.clone()
+                total[name] = g  # autograd returns fresh tensors: take ownership
     return total, loss_sum
 
 
 def reduce_gradients(rank_grads: Sequence[Grads], count: int) -> Grads:
-    """Left-fold sum of per-rank gradients in rank order, divided by ``count`` micro-batches."""
-    out = {name: g.clone() for name, g in rank_grads[0].items()}
+    """Left-fold sum of per-rank gradients in rank order, divided by ``count`` micro-batches.
+
+    Accumulates into (and returns) rank 0's tensors: callers hand over fresh gradients."""
+    out = dict(rank_grads[0])
     for grads in rank_grads[1:]:
         for name, g in grads.items():
             out[name].add_(g)
