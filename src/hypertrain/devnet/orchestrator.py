@@ -65,7 +65,7 @@ def start(net: Devnet, dataset: Path) -> None:
     doc = roles.manifest_doc(cfg, dataset, sec.coordinator.ss58)
     token = sec.token(sec.admin_token)
     r = httpx.post(f"{net.url}/admin/v1/runs", json={"manifest": doc},
-                   headers={"Authorization": f"Bearer {token}", "X-Platform-Challenge-Slug": "hypertrain"}, timeout=30)  # fmt: skip
+                   headers=_auth(token), timeout=30)  # fmt: skip
     if not r.is_success:
         raise DevnetError(f"the service refused the run manifest: {r.text}")
     net.manifest = RunManifest.model_validate(doc)
@@ -125,6 +125,10 @@ def follow(net: Devnet, dataset: Path) -> None:
             time.sleep(1.0)
 
 
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "X-Platform-Challenge-Slug": "hypertrain"}
+
+
 def _finished(doc: dict[str, Any]) -> int:
     return sum(1 for r in doc["rounds"] if r["phase"] == "final")
 
@@ -136,7 +140,7 @@ def conclude(net: Devnet, dataset: Path) -> dict[str, Any]:
     net.doc = net.get(f"/v1/runs/{roles.RUN_ID}/dashboard")
     token = net.secrets.token(net.secrets.internal_token)
     w = httpx.get(f"{net.url}/internal/v1/get_weights", params={"epoch": 1},
-                  headers={"Authorization": f"Bearer {token}", "X-Platform-Challenge-Slug": "hypertrain"}, timeout=30)  # fmt: skip
+                  headers=_auth(token), timeout=30)  # fmt: skip
     weights = w.json() if w.is_success else {"error": w.text}
     verify = subprocess.run(
         hypertrain_cmd(
