@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from hypertrain.aggregator.blobs import BlobStore
 from hypertrain.aggregator.canon import encode_model
 from hypertrain.aggregator.collect import collect
@@ -160,7 +162,7 @@ def follow(
     while not stop() and (max_rounds is None or merged < max_rounds):
         try:
             merged += agg.step(manifest, open_rounds)
-        except ValueError as exc:
+        except (ValueError, OSError, httpx.HTTPError) as exc:
             log.warning("aggregator step failed: %s (retrying)", exc)
             agg.emit({"event": "error", "detail": str(exc)[:500]})
         time.sleep(poll_s)
