@@ -35,7 +35,7 @@ CHEATER = "cheater"
 
 def _private(path: Path, text: str) -> Path:
     path.write_text(text)
-    os.chmod(path, 0o600)
+    path.chmod(0o600)
     return path
 
 
@@ -55,7 +55,7 @@ def _keys(root: Path) -> dict[str, tuple[Path, Hotkey]]:
 
 
 def _manifest(dataset: Any) -> dict[str, Any]:
-    doc = manifest_doc(dataset, commit_window_rounds=25, audit_window_rounds=12)
+    doc = manifest_doc(dataset, commit_window_rounds=12, audit_window_rounds=6)
     doc.pop("coordinator")
     report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
     doc["selfcheck_reference"] = {report.device_class: report.workload_hash}
@@ -144,7 +144,7 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
             n: _miner_toml(tmp_path, n, service, relay, tmp_path / "dataset")
             for n in (*HONEST, CHEATER)
         }
-        for name, toml in tomls.items():
+        for toml in tomls.values():
             done = subprocess.run(
                 [
                     sys.executable,
