@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -78,19 +78,11 @@ def create_app(
     for module in (platform, public, miner, worker, admin, dashboard):
         app.include_router(module.router)
 
-    @app.middleware("http")
-    async def observe(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        start = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        name = getattr(route, "path", "unmatched")
-        latency.labels(name, str(response.status_code)).observe(time.perf_counter() - start)
-        return response
-
     app.add_middleware(
-        PrefixAndLimitMiddleware, slug=settings.slug, max_body_bytes=settings.max_body_bytes
+        PrefixAndLimitMiddleware,
+        slug=settings.slug,
+        max_body_bytes=settings.max_body_bytes,
+        latency=latency,
     )
     return app
 

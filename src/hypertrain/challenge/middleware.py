@@ -1,21 +1,28 @@
-"""ASGI middleware: the platform proxy prefix and the request body limit.
+"""ASGI middleware: the platform proxy prefix, the request body limit, request latency.
 
 The platform reaches public routes at ``/challenge/<slug>/<path>``; the prefix is
 stripped here so every route exists under both spellings (another slug is 404).
-Bodies over the limit are refused with 413 before any route sees them.
+Bodies over the limit are refused with 413 before any route sees them. Latency is
+observed here (plain ASGI, cheaper than a per-request middleware object) per route
+template and status.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
+from prometheus_client import Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class PrefixAndLimitMiddleware:
-    def __init__(self, app: ASGIApp, *, slug: str, max_body_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, slug: str, max_body_bytes: int, latency: Histogram | None = None
+    ) -> None:
         self.app = app
+        self.latency = latency
         self.prefix = f"/challenge/{slug}"
         self.max_body_bytes = max_body_bytes
 
@@ -44,16 +51,37 @@ class PrefixAndLimitMiddleware:
             if len(body) > self.max_body_bytes:
                 await _error(send, 413, "too_large", f"body over {self.max_body_bytes} bytes")
                 return
-        sent = False
+        await self._timed(scope, _replay(body, receive), send)
 
-        async def replay() -> Message:
-            nonlocal sent
-            if sent:
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
+    async def _timed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start, status = time.perf_counter(), 500
 
-        await self.app(scope, replay, send)
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            if self.latency is not None:
+                route = getattr(scope.get("route"), "path", "unmatched")
+                self.latency.labels(route, str(status)).observe(time.perf_counter() - start)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive callable that yields the already-read body once, then defers."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 def _content_length(scope: Scope) -> int | None:
