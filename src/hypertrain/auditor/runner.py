@@ -33,6 +33,7 @@ from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import AuditAssignment, Verdict
 from hypertrain.relay.client import RelayClient
+from hypertrain.relay.errors import NotFoundError as RelayNotFoundError
 
 log = logging.getLogger(__name__)
 Emit = Callable[..., None]
@@ -72,7 +73,7 @@ class Auditor:
         dataset = open_dataset(self.dataset_dir, self.manifest)
         ids = round_sample_ids(self.manifest, dataset, opens, hotkey)
         _, params = fetch_start_params(self.relay, opens[-1], self.manifest)
-        index_bytes = self.relay.get(sha_from_url(commit.checkpoint_url))
+        index_bytes = self.island_blob(sha_from_url(commit.checkpoint_url), "checkpoint index")
         return IslandRound(
             self.manifest,
             commit,
@@ -81,6 +82,13 @@ class Auditor:
             params,
         )
 
+    def island_blob(self, sha256: str, what: str = "checkpoint") -> bytes:
+        """A blob the island must provide; missing means withheld (VerificationError)."""
+        try:
+            return self.relay.get(sha256)
+        except RelayNotFoundError as exc:
+            raise VerificationError(f"{what} {sha256[:16]}… is not available") from exc
+
     def judge(self, detail: dict[str, Any], assignment: AuditAssignment) -> AuditOutcome:
         try:
             island = self.island_round(detail, assignment)
@@ -88,7 +96,7 @@ class Auditor:
             if "checkpoint index" not in str(exc):
                 raise
             return AuditOutcome("mismatch", 0, False, str(exc), tuple(assignment.segments))
-        return audit_island(island, assignment.segments, self.relay.get)
+        return audit_island(island, assignment.segments, self.island_blob)
 
     def post(self, assignment: AuditAssignment, outcome: AuditOutcome) -> dict[str, Any]:
         body = Verdict(

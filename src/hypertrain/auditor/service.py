@@ -20,10 +20,14 @@ class ServiceClient:
         worker_token: str | None = None,
         timeout_s: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        http: httpx.Client | None = None,
     ) -> None:
+        """``http`` injects a ready client (e.g. a test client bound to the app)."""
         self.base_url = base_url.rstrip("/")
         self._worker_token = worker_token
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
+        self._http = http or httpx.Client(
+            base_url=self.base_url, timeout=timeout_s, transport=transport
+        )
 
     def close(self) -> None:
         self._http.close()
