@@ -1,0 +1,111 @@
+"""The auditor's judge on verified records: honest, withheld blobs, unsigned commits."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hypertrain.auditor.errors import VerificationError
+from hypertrain.auditor.index import CheckpointIndex
+from hypertrain.auditor.inputs import load_samples, round_sample_ids
+from hypertrain.auditor.runner import Auditor
+from hypertrain.auditor.verify import verify_round_open
+from hypertrain.miner.island import train_round
+from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.messages import AuditAssignment, Commit
+from hypertrain.relay.errors import NotFoundError
+from hypertrain.trainer.blob import decode_model_blob
+from hypertrain.trainer.segment import TrainConfig
+from hypertrain.trainer.state import init_state
+from hypertrain.trainer.update import build_update, next_round_state
+from tests.auditor.world import ISLANDS, RUN_ID, World, make_world
+
+
+class MemoryRelay:
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+
+    def put(self, data: bytes) -> str:
+        sha = hashlib.sha256(data).hexdigest()
+        self.blobs[sha] = data
+        return sha
+
+    def get(self, sha256: str, *, max_bytes: int = 1 << 32) -> bytes:
+        if sha256 not in self.blobs:
+            raise NotFoundError(sha256)
+        return self.blobs[sha256]
+
+
+@pytest.fixture(scope="module")
+def world(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> World:
+    return make_world(assets_dir, tmp_path_factory.mktemp("world"))
+
+
+def _published(world: World, tmp: Path) -> tuple[MemoryRelay, dict[str, Any], CheckpointIndex]:
+    relay, island = MemoryRelay(), ISLANDS[0]
+    relay.put(world.model_blob)
+    opened = world.round_open(0, [island.ss58_address]).model_dump()
+    record = verify_round_open(opened, world.manifest, 0)
+    config = TrainConfig.from_manifest(world.manifest)
+    ids = round_sample_ids(world.manifest, world.dataset, [record], island.ss58_address)
+    params = decode_model_blob(world.model_blob, world.manifest.model)
+    start = next_round_state(init_state(config.state_config(), world.manifest.seed), params, None)
+    result = train_round(start, config, load_samples(world.dataset, ids), tmp)
+    update = build_update(params, result.final, world.manifest.compression)
+    blobs = tuple(relay.put(p.read_bytes()) for p in result.checkpoint_paths)
+    index = CheckpointIndex(0, tuple(x.hex() for x in result.leaves), blobs)
+    index_sha, update_sha = relay.put(index.to_bytes()), relay.put(update.data)
+    body = Commit(
+        round=0,
+        checkpoint_root=result.root.hex(),
+        leaf_count=3,
+        update_sha256=update_sha,
+        update_bytes=len(update.data),
+        tokens=result.tokens,
+        update_url=f"http://relay/blobs/{update_sha}",
+        checkpoint_url=f"http://relay/blobs/{index_sha}",
+    )
+    commit = seal(
+        island,
+        domain="commit",
+        run_id=RUN_ID,
+        body=body.model_dump(mode="json"),
+        expiry_round=10**9,
+    ).model_dump()
+    return relay, {"open": opened, "commits": [commit]}, index
+
+
+def _auditor(world: World, relay: MemoryRelay) -> Auditor:
+    return Auditor(None, relay, ISLANDS[2], world.manifest, world.dataset_dir)  # type: ignore[arg-type]
+
+
+def test_judge_matches_and_withheld_blobs_mismatch(world: World, tmp_path: Path) -> None:
+    relay, detail, index = _published(world, tmp_path)
+    assignment = AuditAssignment(
+        round=0, hotkey=ISLANDS[0].ss58_address, segments=[0, 1], selection_beacon_round=1
+    )
+    auditor = _auditor(world, relay)
+    assert auditor.judge(detail, assignment).result == "match"
+    del relay.blobs[index.blobs[1]]
+    outcome = auditor.judge(detail, assignment)
+    assert outcome.result == "mismatch" and "not available" in outcome.detail
+    relay.blobs.clear()
+    relay.put(world.model_blob)
+    withheld = auditor.judge(detail, assignment)
+    assert withheld.result == "mismatch" and "checkpoint index" in withheld.detail
+
+
+def test_commit_signed_by_another_key_is_refused(world: World, tmp_path: Path) -> None:
+    relay, detail, _ = _published(world, tmp_path)
+    forged = dict(detail["commits"][0])
+    forged["body"] = {**forged["body"], "tokens": 1}
+    assignment = AuditAssignment(
+        round=0, hotkey=ISLANDS[0].ss58_address, segments=[0], selection_beacon_round=1
+    )
+    with pytest.raises(VerificationError, match="signature"):
+        _auditor(world, relay).judge({**detail, "commits": [forged]}, assignment)
+    with pytest.raises(VerificationError, match="no commit"):
+        _auditor(world, relay).judge({**detail, "commits": []}, assignment)
