@@ -22,7 +22,7 @@ from tests.ledger.crash_child import run as run_child
 from tests.ledger.ops import check_invariants
 
 ROOT = Path(__file__).resolve().parents[2]
-SEED, COUNT, KILLS = 20260101, 700, 18
+SEED, COUNT, KILLS = 20260101, 2000, 18
 
 
 def _child(db: Path) -> subprocess.Popen[bytes]:
