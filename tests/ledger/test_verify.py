@@ -181,3 +181,13 @@ def test_cli_verify_export_summary(
     assert "no ledger" in capsys.readouterr().err
     assert main(["ledger", "summary", "--state-dir", str(state_dir), "--run", "zz"]) == 1
     assert "unknown run" in capsys.readouterr().err
+
+
+def test_cli_export_to_stdout(state_dir: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    assert (
+        main(["ledger", "export", "--state-dir", str(state_dir), "--out", "-", "--run", "r2"]) == 0
+    )
+    lines = capsysbinary.readouterr().out.splitlines()
+    with Ledger.in_state_dir(state_dir) as led:
+        assert len(lines) == led.summary("r2").journal_entries
+    assert lines[0].startswith(b'{"amount":0,"detail":{"pool_per_round":50')
