@@ -10,7 +10,7 @@ import pytest
 from hypertrain.aggregator.blobs import MemoryBlobs
 from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.errors import ServiceError
-from hypertrain.aggregator.runner import Aggregator
+from hypertrain.aggregator.runner import Aggregator, follow
 from hypertrain.aggregator.service import ServiceClient
 from hypertrain.aggregator.tape import decode_tape
 from hypertrain.aggregator.verify import verify_tape
@@ -121,3 +121,22 @@ def test_service_errors_are_typed(harness: Harness, tmp_path: Path) -> None:
         bare.post_merge(signed(AGG, "merge-tape", {}))  # type: ignore[arg-type]
     with pytest.raises(ServiceError, match="admin token"):
         bare.open_round("run-1", None, None)
+
+
+def test_follow_opens_round_zero_and_survives_errors(harness: Harness, tmp_path: Path) -> None:
+    events: list[dict[str, Any]] = []
+    agg = _aggregator(harness, tmp_path, MemoryBlobs(), events)
+    polls: list[int] = []
+
+    def stop() -> bool:
+        polls.append(1)
+        return len(polls) > 2
+
+    assert follow(agg, open_rounds=True, poll_s=0, stop=stop) == 0
+    assert [r["phase"] for r in agg.service.rounds("run-1")] == ["train"]
+    assert events[0]["event"] == "opened"
+    agg.step = lambda *a, **k: (_ for _ in ()).throw(ServiceError("down"))  # type: ignore[method-assign]
+    agg.run_id = "run-1"
+    polls.clear()
+    assert follow(agg, open_rounds=True, poll_s=0, stop=stop) == 0
+    assert events[-1] == {"event": "error", "detail": "down"}
