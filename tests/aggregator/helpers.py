@@ -8,11 +8,11 @@ from typing import Any
 import torch
 
 from hypertrain.aggregator.blobs import MemoryBlobs
-from hypertrain.aggregator.canon import encode_model
 from hypertrain.aggregator.merge import MergeInputs, max_tokens
 from hypertrain.aggregator.tape import Candidate
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
+from hypertrain.trainer.blob import encode_model_blob
 from hypertrain.trainer.codec import encode_int8
 from hypertrain.trainer.model import init_params, param_shapes
 from hypertrain.trainer.presets import PRESETS
@@ -63,7 +63,7 @@ class World:
         self.blobs = MemoryBlobs()
         start = init_params(self.manifest.model, self.manifest.seed)
         self.start_sha = self.blobs.put(
-            encode_model(start, self.manifest.model), kind="model", round=0
+            encode_model_blob(start, self.manifest.model), kind="model", round=0
         )
         self.candidates: list[Candidate] = []
 

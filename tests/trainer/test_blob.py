@@ -36,3 +36,23 @@ def test_bad_blobs_are_refused() -> None:
         decode_model_blob(encode_model_blob(params, spec), spec)
     with pytest.raises(CheckpointError, match="missing"):
         encode_model_blob({}, spec)
+
+
+def test_blob_bytes_are_stable_across_processes() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import hashlib; from hypertrain.trainer.presets import get_preset; "
+        "from hypertrain.trainer.model import init_params; "
+        "from hypertrain.trainer.blob import encode_model_blob; "
+        "s = get_preset('tiny'); "
+        "print(hashlib.sha256(encode_model_blob(init_params(s, 3), s)).hexdigest())"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for _ in range(3)
+    }
+    assert len(digests) == 1

@@ -13,7 +13,6 @@ Public API (one concept per module):
 * ``service``: ``ServiceClient`` for the challenge service's public/worker/admin routes.
 * ``runner``: ``genesis``, ``merge_round``, ``follow`` (the process mode).
 * ``blobs`` / ``relay_http``: blob sources (memory, relay with a disk cache).
-* ``canon``: byte-stable safetensors for published blobs.
 
 docs/aggregator.md explains the design.
 """

@@ -27,7 +27,6 @@ import torch
 from torch import Tensor
 
 from hypertrain.aggregator.blobs import BlobSource
-from hypertrain.aggregator.canon import encode_model
 from hypertrain.aggregator.errors import AggregatorError, BlobError, UpdateFormatError
 from hypertrain.aggregator.norms import classify, update_norm
 from hypertrain.aggregator.outer import (
@@ -39,7 +38,7 @@ from hypertrain.aggregator.outer import (
 from hypertrain.aggregator.screen import screen, token_weights
 from hypertrain.aggregator.tape import Candidate, Excluded, Included, Tape
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.trainer.blob import decode_model_blob
+from hypertrain.trainer.blob import decode_model_blob, encode_model_blob
 from hypertrain.trainer.codec import iter_decode
 from hypertrain.trainer.errors import CodecError
 from hypertrain.trainer.model import param_shapes
@@ -147,7 +146,7 @@ def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
             new_params[name], new_momentum[name] = nesterov_step(
                 start[name], delta.pop(name), momentum[name], outer
             )
-    model_blob = encode_model(new_params, spec)
+    model_blob = encode_model_blob(new_params, spec)
     outer_blob = encode_outer_state(new_momentum, spec, inputs.round)
     tape = Tape(
         run_id=inputs.manifest.run_id,

@@ -27,10 +27,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from torch import Tensor
 
-from hypertrain.aggregator import canon
 from hypertrain.aggregator.errors import AggregatorError
 from hypertrain.protocol.manifest import ModelSpec, OuterOptimSpec
-from hypertrain.trainer.blob import model_digest
+from hypertrain.trainer.blob import encode_safetensors, model_digest
 from hypertrain.trainer.model import param_shapes
 
 FORMAT = "hypertrain-outer/1"
@@ -59,7 +58,7 @@ def encode_outer_state(momentum: Mapping[str, Tensor], spec: ModelSpec, round_in
         for name, _ in param_shapes(spec)
     }
     meta = {"format": FORMAT, "model_sha256": model_digest(spec), "round": str(round_index)}
-    return canon.encode(tensors, meta)
+    return encode_safetensors(tensors, meta)
 
 
 def decode_outer_state(data: bytes, spec: ModelSpec) -> tuple[dict[str, Tensor], int]:

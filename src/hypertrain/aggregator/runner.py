@@ -28,7 +28,6 @@ from typing import Any
 import httpx
 
 from hypertrain.aggregator.blobs import BlobStore
-from hypertrain.aggregator.canon import encode_model
 from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.service import ServiceClient
@@ -36,6 +35,7 @@ from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import MergeTape
+from hypertrain.trainer.blob import encode_model_blob
 from hypertrain.trainer.model import init_params
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ EXPIRY_MARGIN = 10
 
 def genesis(manifest: RunManifest, store: BlobStore) -> tuple[str, str]:
     """Publish the round-0 model (fresh parameters from the manifest seed)."""
-    blob = encode_model(init_params(manifest.model, manifest.seed), manifest.model)
+    blob = encode_model_blob(init_params(manifest.model, manifest.seed), manifest.model)
     sha = store.put(blob, kind="model", round=0)
     return sha, store.url(sha)
 

@@ -2,6 +2,10 @@
 
 A blob is safetensors bytes of the parameters (float32, canonical names) with
 metadata ``{"format": "hypertrain-model/1", "model_sha256": <digest of the ModelSpec>}``.
+The bytes are stable: the ``safetensors`` library writes its header map in hash-map
+order (different from one process to the next), so :func:`encode_safetensors` writes
+the header itself as RFC 8785 canonical JSON padded with spaces to 8 bytes, followed by
+the tensor data in the given order. Any safetensors reader loads the result.
 It is addressed by its plain SHA-256, as every relay blob is; the reader recomputes
 that hash before trusting anything. Decoding checks the digest, the exact set of
 names, shapes and dtypes, and finiteness, raising :class:`CheckpointError`.
@@ -16,13 +20,13 @@ from collections.abc import Mapping
 import torch
 from safetensors import SafetensorError, deserialize
 from safetensors.torch import load as st_load
-from safetensors.torch import save as st_save
 from torch import Tensor
 
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.manifest import ModelSpec
 from hypertrain.trainer.errors import CheckpointError
 from hypertrain.trainer.model import param_shapes
+from hypertrain.trainer.state import tensor_bytes
 
 FORMAT = "hypertrain-model/1"
 
@@ -32,14 +36,34 @@ def model_digest(spec: ModelSpec) -> str:
     return hashlib.sha256(canonical_bytes(spec.model_dump(mode="json"))).hexdigest()
 
 
+def encode_safetensors(tensors: Mapping[str, Tensor], metadata: Mapping[str, str]) -> bytes:
+    """Byte-stable safetensors of float32 ``tensors`` (in mapping order) with ``metadata``."""
+    header: dict[str, object] = {"__metadata__": dict(metadata)}
+    parts: list[bytes | memoryview] = []
+    offset = 0
+    for name, t in tensors.items():
+        data = t.detach().to(torch.float32).contiguous().cpu()
+        size = data.numel() * 4
+        header[name] = {
+            "dtype": "F32",
+            "shape": list(data.shape),
+            "data_offsets": [offset, offset + size],
+        }
+        parts.append(tensor_bytes(data))
+        offset += size
+    raw = canonical_bytes(header)
+    raw += b" " * (-len(raw) % 8)
+    return b"".join([len(raw).to_bytes(8, "little"), raw, *parts])
+
+
 def encode_model_blob(params: Mapping[str, Tensor], spec: ModelSpec) -> bytes:
     """Safetensors bytes of the parameters, in canonical order, with the spec's digest."""
     names = [name for name, _ in param_shapes(spec)]
     missing = [n for n in names if n not in params]
     if missing:
         raise CheckpointError(f"parameters missing from the model: {missing[:3]}")
-    tensors = {n: params[n].detach().cpu().to(torch.float32).contiguous() for n in names}
-    return bytes(st_save(tensors, metadata={"format": FORMAT, "model_sha256": model_digest(spec)}))
+    meta = {"format": FORMAT, "model_sha256": model_digest(spec)}
+    return encode_safetensors({n: params[n] for n in names}, meta)
 
 
 def blob_hash(data: bytes) -> str:
