@@ -218,6 +218,7 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
         _check_round_0(service, keys)
         wait_for(lambda: round_final(1), 150, "round 1 to be final", poll_s=1)
         _check_round_1(service, relay, fleet)
+        _check_miner_views(tomls[HONEST[0]], coord)
     except AssertionError:
         for name in fleet.procs:
             sys.stderr.write(f"--- {name}\n{fleet.tail(name, 1500)}\n")
@@ -265,3 +266,26 @@ def _check_round_1(service: str, relay: str, fleet: Fleet) -> None:
     assert any(
         e.get("event") == "committed" and e.get("round") == 1 for e in fleet.events(HONEST[0])
     )
+
+
+def _check_miner_views(toml: Path, coord: str) -> None:
+    """``status`` and one ``watch`` pass work against the live network."""
+    for command in ("status", "watch"):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hypertrain.miner.cli",
+                command,
+                "--config",
+                str(toml),
+                "--coordinator",
+                coord,
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "match" in done.stdout, done.stdout

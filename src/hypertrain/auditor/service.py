@@ -79,6 +79,10 @@ class ServiceClient:
         result: list[dict[str, Any]] = self._get(f"/v1/runs/{run_id}/rounds")
         return result
 
+    def roster(self, run_id: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._get(f"/v1/runs/{run_id}/roster")
+        return result
+
     def round_detail(self, run_id: str, index: int) -> dict[str, Any]:
         result: dict[str, Any] = self._get(f"/v1/runs/{run_id}/rounds/{index}")
         return result

@@ -187,11 +187,7 @@ def status_cmd(args: argparse.Namespace) -> int:
     key = cfg.load_key()
     with ServiceClient(cfg.service_url) as service:
         ctx = load_run(cfg, service, check=False)
-        roster = [
-            r
-            for r in service._get(f"/v1/runs/{cfg.run_id}/roster")
-            if r.get("hotkey") == key.ss58_address
-        ]
+        roster = [r for r in service.roster(cfg.run_id) if r.get("hotkey") == key.ss58_address]
         table = Table(title=f"{key.ss58_address} in {cfg.run_id}")
         for col in ("round", "phase", "committed", "verdicts"):
             table.add_column(col)
