@@ -27,7 +27,8 @@ def random_ops(rng: random.Random, count: int) -> list[Op]:
         roll = rng.random()
         if roll < 0.5:
             tokens = {rng.randrange(len(HOTKEYS)): rng.randrange(0, 50) for _ in range(3)}
-            ops.append(("settle", rng.randrange(2), rng.choice([0, 0, 0, 1, 2]), tokens))
+            holds = {rng.randrange(len(HOTKEYS)): rng.randrange(1, 4) for _ in range(2)}
+            ops.append(("settle", rng.randrange(2), rng.choice([0, 0, 0, 1, 2]), tokens, holds))
         elif roll < 0.65:
             ops.append(("fault", rng.randrange(2), rng.randrange(4), rng.randrange(5)))
         elif roll < 0.72:
@@ -46,7 +47,9 @@ class Driver:
     ledger: Ledger
     epoch: int = 0
     next_round: dict[int, int] = field(default_factory=lambda: {0: 0, 1: 0})
-    settled: dict[tuple[int, int], dict[str, int]] = field(default_factory=dict)
+    settled: dict[tuple[int, int], tuple[dict[str, int], dict[str, int]]] = field(
+        default_factory=dict
+    )
     known: set[tuple[int, str]] = field(default_factory=set)  # (run, hotkey) with history
 
     def setup(self) -> None:
@@ -56,18 +59,22 @@ class Driver:
     def apply(self, op: Op) -> None:
         getattr(self, f"_{op[0]}")(*op[1:])
 
-    def _settle(self, run: int, mode: int, tokens: dict[int, int]) -> None:
+    def _settle(
+        self, run: int, mode: int, tokens: dict[int, int], holds: dict[int, int] | None = None
+    ) -> None:
+        """``holds`` puts hotkeys on probation for 1..3 more rounds (those with a reward)."""
         if mode == 1 and self.next_round[run] > 0:  # repeat the last settlement exactly
             rnd = self.next_round[run] - 1
-            accepted = self.settled[(run, rnd)]
+            accepted, held = self.settled[(run, rnd)]
         else:
             rnd = self.next_round[run] + (1 if mode == 2 else 0)
             accepted = {HOTKEYS[i]: t for i, t in tokens.items()}
+            held = {HOTKEYS[i]: rnd + k for i, k in (holds or {}).items() if HOTKEYS[i] in accepted}
             self.next_round[run] = rnd + 1
-        result = self.ledger.settle_round(RUNS[run], rnd, accepted, self.epoch)
+        result = self.ledger.settle_round(RUNS[run], rnd, accepted, self.epoch, held=held)
         pool = 1000 if run == 0 else 777
         assert sum(result.rewards.values()) + result.unallocated == pool
-        self.settled[(run, rnd)] = accepted
+        self.settled[(run, rnd)] = (accepted, held)
         self.known |= {(run, h) for h in accepted}
 
     def _fault(self, run: int, back: int, hotkey: int) -> None:

@@ -12,8 +12,9 @@ from hypertrain.ledger import Ledger
 from tests.ledger.ops import Driver, Op, check_invariants
 
 tokens = st.dictionaries(st.integers(0, 4), st.integers(0, 60), max_size=4)
+holds = st.dictionaries(st.integers(0, 4), st.integers(1, 3), max_size=2)  # probation left
 op_strategy: st.SearchStrategy[Op] = st.one_of(
-    st.tuples(st.just("settle"), st.integers(0, 1), st.sampled_from([0, 0, 1, 2]), tokens),
+    st.tuples(st.just("settle"), st.integers(0, 1), st.sampled_from([0, 0, 1, 2]), tokens, holds),
     st.tuples(st.just("fault"), st.integers(0, 1), st.integers(0, 3), st.integers(0, 4)),
     st.tuples(st.just("dereg"), st.integers(0, 4)),
     st.tuples(st.just("weights"), st.integers(0, 31)),

@@ -4,7 +4,8 @@ Public API (all amounts are ``int`` base units; anything else is refused)::
 
     ledger = Ledger(path)                       # or Ledger.in_state_dir(state_dir)
     ledger.create_run(run_id, pool_per_round, vesting_rounds)      -> bool (idempotent)
-    ledger.settle_round(run_id, round, {hotkey: verified_tokens}, epoch) -> SettleResult
+    ledger.settle_round(run_id, round, {hotkey: verified_tokens}, epoch,
+                        held={hotkey: probation_end_round}) -> SettleResult
     ledger.record_fault(run_id, round, hotkey, reason, epoch)      -> amount burned
     ledger.deregister(hotkey, epoch)                                -> amount burned
     ledger.get_weights(epoch, registered_hotkeys)                   -> WeightsAnswer
@@ -20,6 +21,9 @@ Rules, in short (docs/mechanism.md has the full text and a worked example):
 * Each reward vests in ``vesting_rounds`` integer tranches (the first ``R mod V`` are one
   unit larger). The vesting clock is the highest settled round: tranche ``i`` of a
   round-``w`` reward vests when a round ``>= w + 1 + i`` is settled.
+* A reward settled with a probation hold (``held``: the first round after the
+  island's probation) stays in escrow and vests as if earned in round
+  ``held_until - 1``; a fault before then burns it like any other unvested value.
 * record_fault (round must be final) and deregister burn everything of the hotkey in
   the run(s) that is not yet paid: open escrow and vested-unpaid value (clawback).
 * "Paid" means included in the first get_weights answer of an epoch. That answer is
@@ -35,6 +39,7 @@ This package never imports torch.
 from hypertrain.ledger.errors import (
     EpochError,
     InvalidAmountError,
+    InvalidHoldError,
     InvalidHotkeyError,
     JournalError,
     LedgerConflictError,
@@ -58,6 +63,7 @@ __all__ = [
     "Balance",
     "EpochError",
     "InvalidAmountError",
+    "InvalidHoldError",
     "InvalidHotkeyError",
     "JournalError",
     "Ledger",

@@ -27,6 +27,10 @@ class UnknownHotkeyError(LedgerError):
     """The hotkey has no history in the run (or in any run, for deregistration)."""
 
 
+class InvalidHoldError(LedgerError):
+    """A probation hold names a hotkey without a reward, or a release not after the round."""
+
+
 class RoundNotFinalError(LedgerError):
     """A fault names a round that has not been settled (made final) yet."""
 

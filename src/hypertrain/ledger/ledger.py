@@ -28,7 +28,7 @@ from hypertrain.ledger.errors import (
 from hypertrain.ledger.journal import GENESIS
 from hypertrain.ledger.settle import SettleResult
 from hypertrain.ledger.storage import LEDGER_FILENAME, connect, transaction
-from hypertrain.ledger.validate import check_hotkey, check_int, check_run_id
+from hypertrain.ledger.validate import check_holds, check_hotkey, check_int, check_run_id
 from hypertrain.ledger.verify import VerifyReport, verify_db
 from hypertrain.ledger.weights import WeightsAnswer, answer_epoch, stored_answer
 from hypertrain.ledger.writer import append, has_key, load_run
@@ -92,16 +92,29 @@ class Ledger:
         return True
 
     def settle_round(
-        self, run_id: str, round: int, accepted: Mapping[str, int], epoch: int
+        self,
+        run_id: str,
+        round: int,
+        accepted: Mapping[str, int],
+        epoch: int,
+        held: Mapping[str, int] | None = None,
     ) -> SettleResult:
-        """Make ``round`` final: split the pool by verified tokens, escrow, burn the rest."""
+        """Make ``round`` final: split the pool by verified tokens, escrow, burn the rest.
+
+        ``held`` maps hotkeys still in probation to the first round after their
+        probation: their rewards stay in escrow and start vesting only from there.
+        """
         check_run_id(run_id)
         check_int(round, "round")
         check_int(epoch, "epoch")
         clean = {
             check_hotkey(h): check_int(t, f"verified tokens of {h}") for h, t in accepted.items()
         }
-        inputs_hash = canonical_hash({"accepted": clean})
+        holds = check_holds(held or {}, clean, round)
+        inputs: dict[str, object] = {"accepted": clean}
+        if holds:  # absent when empty: unheld settlements keep their original hash
+            inputs["held"] = holds
+        inputs_hash = canonical_hash(inputs)
         with self._tx() as conn:
             run = load_run(conn, run_id)
             prior = conn.execute(
@@ -118,7 +131,7 @@ class Ledger:
                     (run_id, round),
                 ).fetchall())  # fmt: skip
                 return SettleResult(run_id, round, rewards, int(prior[1]), applied=False)
-            result = _settle.settle(conn, run, round, clean, epoch)
+            result = _settle.settle(conn, run, round, clean, epoch, holds)
             conn.execute(
                 "INSERT INTO rounds (run_id, round, epoch, pool, unallocated, inputs_hash)"
                 " VALUES (?, ?, ?, ?, ?, ?)",

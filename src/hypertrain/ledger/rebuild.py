@@ -2,8 +2,9 @@
 
 :class:`RunReplay` consumes one run's entries in sequence order. It checks the hash
 chain, that each natural key appears once, that no balance goes negative and that each
-kind obeys its rule (an escrow fits in its round's pool, a vest never exceeds its
-escrow, a burn matches what it closes). :meth:`RunReplay.finish` then checks the
+kind obeys its rule (an escrow fits in its round's pool and a probation hold ends
+after its round, a vest never runs ahead of its escrow's schedule, a burn matches
+what it closes). :meth:`RunReplay.finish` then checks the
 end-of-journal invariants: conservation (minted = escrowed + vested + paid + burned),
 each round fully accounted for, and every open escrow exactly on its vesting schedule.
 Any violation raises :class:`JournalError`; the replay stops at the first one.
@@ -16,14 +17,16 @@ from typing import Any
 
 from hypertrain.ledger.errors import JournalError
 from hypertrain.ledger.journal import GENESIS, Entry
-from hypertrain.ledger.split import vested_prefix
+from hypertrain.ledger.split import vest_start, vested_prefix
 
 
 @dataclass
 class Row:
-    """One miner's escrow from one round."""
+    """One miner's escrow from one round; ``start`` is where its vesting clock counts from."""
 
     amount: int
+    start: int
+    held_until: int = 0
     released: int = 0
     closed: bool = False
 
@@ -54,6 +57,7 @@ class RunReplay:
     rounds: dict[int, list[int]] = field(default_factory=dict)  # round -> [pool, escrowed, unalloc]
     rows: dict[tuple[int, str], Row] = field(default_factory=dict)
     by_round: dict[int, list[Row]] = field(default_factory=dict)
+    last_start: dict[int, int] = field(default_factory=dict)  # round -> latest vesting start
     by_hotkey: dict[str, list[Row]] = field(default_factory=dict)
     balances: dict[str, Bal] = field(default_factory=dict)
     keys: set[tuple[str, int, str]] = field(default_factory=set)
@@ -111,9 +115,13 @@ class RunReplay:
         rnd[1] += e.amount
         if rnd[1] + rnd[2] > rnd[0]:
             raise JournalError(f"round {e.point} allocates more than its pool")
-        row = Row(e.amount)
+        held_until = e.detail.get("held_until", 0)
+        if "held_until" in e.detail and (type(held_until) is not int or held_until <= e.point):
+            raise JournalError(f"escrow of round {e.point} has an invalid probation hold")
+        row = Row(e.amount, vest_start(e.point, held_until), held_until)
         self.rows[(e.point, e.hotkey)] = row
         self.by_round.setdefault(e.point, []).append(row)
+        self.last_start[e.point] = max(self.last_start.get(e.point, e.point), row.start)
         self.by_hotkey.setdefault(e.hotkey, []).append(row)
         self._bal(e.hotkey, create=True).escrowed += e.amount
 
@@ -130,6 +138,8 @@ class RunReplay:
             row = self.rows.get((rnd, e.hotkey))
             if row is None or row.closed or delta <= 0 or row.released + delta > row.amount:
                 raise JournalError(f"vest from round {rnd} does not fit its escrow")
+            if row.released + delta > self._due(row):
+                raise JournalError(f"vest from round {rnd} runs ahead of its schedule")
             row.released += delta
             total += delta
         if total != e.amount:
@@ -186,16 +196,18 @@ class RunReplay:
 
     def nominal_release(self) -> int:
         """Everything the schedule has released so far, had nothing been burned."""
-        v, total = self.vesting_rounds, 0
+        v, clock, total = self.vesting_rounds, self.clock, 0
         for w, (pool, _, unallocated) in self.rounds.items():
-            if self.clock - w >= v:  # fully released: the whole pool, whoever got it
+            if clock - self.last_start.get(w, w) >= v:  # fully released, holds included
                 total += pool
                 continue
-            total += vested_prefix(unallocated, v, self.clock - w)
-            total += sum(
-                vested_prefix(r.amount, v, self.clock - w) for r in self.by_round.get(w, [])
-            )
+            total += vested_prefix(unallocated, v, clock - w)
+            total += sum(self._due(row) for row in self.by_round.get(w, []))
         return total
+
+    def _due(self, row: Row) -> int:
+        """What the schedule has released of an escrow at the current clock."""
+        return vested_prefix(row.amount, self.vesting_rounds, self.clock - row.start)
 
     def _nonnegative(self, hotkey: str) -> None:
         if min(self.balances[hotkey].as_tuple()) < 0:
@@ -211,9 +223,8 @@ class RunReplay:
         for rnd, (pool, escrowed, unallocated) in self.rounds.items():
             if escrowed + unallocated != pool:
                 raise JournalError(f"round {rnd} is not fully accounted for")
-        v = self.vesting_rounds
         for (w, hotkey), row in self.rows.items():
-            due = vested_prefix(row.amount, v, self.clock - w)
+            due = self._due(row)
             if (row.released != due) if not row.closed else (row.released > due):
                 raise JournalError(f"escrow of {hotkey} from round {w} is off its schedule")
 

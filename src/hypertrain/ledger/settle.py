@@ -2,8 +2,11 @@
 
 Settling a final round mints its pool, splits it by largest remainder into escrows,
 burns what nobody can receive, advances the run's vesting clock to the highest settled
-round and vests every open escrow up to its schedule. A burn (fault or deregistration)
-takes everything of a miner in a run that has not been paid. All of it runs inside the
+round and vests every open escrow up to its schedule. An escrow of a hotkey still in
+probation is *held*: it records the first round after the probation (``held_until``)
+and its schedule starts from there (:func:`~hypertrain.ledger.split.vest_start`). A
+burn (fault or deregistration) takes everything of a miner in a run that has not been
+paid. All of it runs inside the
 caller's transaction, so a crash leaves the round either fully settled or untouched.
 """
 
@@ -13,7 +16,7 @@ import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hypertrain.ledger.split import largest_remainder, vested_prefix
+from hypertrain.ledger.split import largest_remainder, vest_start, vested_prefix
 from hypertrain.ledger.writer import RunConfig, add_balance, append
 
 OPEN, BURNED, VESTED = 0, 1, 2  # escrows.closed
@@ -36,8 +39,13 @@ def settle(
     round_: int,
     accepted: Mapping[str, int],
     epoch: int,
+    held: Mapping[str, int],
 ) -> SettleResult:
-    """Mint, split, escrow and burn the unallocated part of one round (first call only)."""
+    """Mint, split, escrow and burn the unallocated part of one round (first call only).
+
+    ``held`` maps hotkeys still in probation to the first round after it; their
+    escrows carry that round and vest only from there.
+    """
     rewards = largest_remainder(run.pool_per_round, accepted)
     unallocated = run.pool_per_round - sum(rewards.values())
     rid = run.run_id
@@ -45,11 +53,15 @@ def settle(
     append(conn, rid, "mint", round_, amount=run.pool_per_round, epoch=epoch,
            detail={"miners": len(accepted), "tokens": total_tokens})  # fmt: skip
     for hotkey, amount in rewards.items():
+        detail = {"tokens": accepted[hotkey]}
+        if hotkey in held:
+            detail["held_until"] = held[hotkey]
         append(conn, rid, "escrow", round_, hotkey=hotkey, amount=amount, epoch=epoch,
-               detail={"tokens": accepted[hotkey]})  # fmt: skip
+               detail=detail)  # fmt: skip
     conn.executemany(
-        "INSERT INTO escrows (run_id, round, hotkey, amount, closed) VALUES (?, ?, ?, ?, ?)",
-        [(rid, round_, h, a, OPEN if a else VESTED) for h, a in rewards.items()],
+        "INSERT INTO escrows (run_id, round, hotkey, amount, closed, held_until)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        [(rid, round_, h, a, OPEN if a else VESTED, held.get(h, 0)) for h, a in rewards.items()],
     )
     conn.executemany(
         "INSERT INTO balances (run_id, hotkey, escrowed) VALUES (?, ?, ?) ON CONFLICT"
@@ -71,14 +83,14 @@ def settle(
 def vest(conn: sqlite3.Connection, run: RunConfig, clock: int, point: int, epoch: int) -> None:
     """Bring every open escrow of the run up to its schedule at ``clock``."""
     rows = conn.execute(
-        "SELECT round, hotkey, amount, released FROM escrows"
-        " WHERE run_id = ? AND closed = ? AND round < ?",
+        "SELECT round, hotkey, amount, released, held_until FROM escrows"
+        " WHERE run_id = ?1 AND closed = ?2 AND round < ?3 AND held_until - 1 < ?3",
         (run.run_id, OPEN, clock),
     ).fetchall()
     deltas: dict[str, list[list[int]]] = {}
     updates: list[tuple[int, int, str, int, str]] = []
-    for w, hotkey, amount, released in rows:
-        due = vested_prefix(amount, run.vesting_rounds, clock - w)
+    for w, hotkey, amount, released, held_until in rows:
+        due = vested_prefix(amount, run.vesting_rounds, clock - vest_start(w, held_until))
         if due > released:
             deltas.setdefault(hotkey, []).append([w, due - released])
             updates.append((due, VESTED if due == amount else OPEN, run.run_id, w, hotkey))

@@ -1,6 +1,6 @@
 """Exact integer splits: the pool among miners, and a reward over its vesting tranches.
 
-Both functions are pure and return parts that sum to the input exactly; no floats are
+All functions here are pure and return parts that sum to the input exactly; no floats are
 used anywhere. Ties in the largest-remainder method go to the hotkey that sorts first
 (plain string order of the SS58 address), so the split is a function of its inputs only.
 """
@@ -48,3 +48,13 @@ def vested_prefix(amount: int, vesting_rounds: int, elapsed_rounds: int) -> int:
     k = max(0, min(vesting_rounds, elapsed_rounds))
     base, extra = divmod(amount, vesting_rounds)
     return k * base + min(k, extra)
+
+
+def vest_start(round_: int, held_until: int) -> int:
+    """The round a reward's vesting clock counts from: its own, or later if it was held.
+
+    ``held_until`` is the first round after the island's probation (0: never held). A
+    held reward vests as if earned in the last probation round ``held_until - 1``, so
+    its first tranche comes with the first settlement at or after ``held_until``.
+    """
+    return max(round_, held_until - 1)

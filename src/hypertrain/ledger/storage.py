@@ -81,9 +81,14 @@ _V2: Final = (
     "CREATE INDEX balances_vested ON balances (run_id, vested)",
     "CREATE INDEX balances_hotkey ON balances (hotkey)",
 )
+# Probation holds: the first round after the hotkey's probation (0 = not held).
+_V3: Final = (
+    "ALTER TABLE escrows ADD COLUMN held_until INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX escrows_held ON escrows (run_id, held_until)",
+)
 
 # Ordered, append-only: step i+1 upgrades a version-i database. Never edit a shipped step.
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2)
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

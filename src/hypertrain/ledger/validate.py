@@ -8,9 +8,15 @@ stores can be written to canonical JSON unchanged.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Final
 
-from hypertrain.ledger.errors import InvalidAmountError, InvalidHotkeyError, UnknownRunError
+from hypertrain.ledger.errors import (
+    InvalidAmountError,
+    InvalidHoldError,
+    InvalidHotkeyError,
+    UnknownRunError,
+)
 from hypertrain.ledger.journal import MAX_AMOUNT
 from hypertrain.protocol.errors import IdentityError
 from hypertrain.protocol.identity import ss58_decode
@@ -42,3 +48,21 @@ def check_run_id(value: Any) -> str:
     if not isinstance(value, str) or not _RUN_ID.match(value):
         raise UnknownRunError(f"run id {value!r:.80} is not a valid run id")
     return value
+
+
+def check_holds(held: Any, accepted: Mapping[str, int], round_: int) -> dict[str, int]:
+    """Probation holds: each names an accepted hotkey and a release round after ``round_``."""
+    if not isinstance(held, Mapping):
+        raise InvalidHoldError("held must map hotkeys to the round their probation ends")
+    out: dict[str, int] = {}
+    for hotkey, release in held.items():
+        check_hotkey(hotkey)
+        check_int(release, f"probation end of {hotkey}")
+        if hotkey not in accepted:
+            raise InvalidHoldError(f"hold for {hotkey}, which has no reward in round {round_}")
+        if release <= round_:
+            raise InvalidHoldError(
+                f"hold for {hotkey} ends at round {release}, not after round {round_}"
+            )
+        out[str(hotkey)] = release
+    return out

@@ -147,16 +147,17 @@ def _compare_tables(conn: sqlite3.Connection, replay: RunReplay, report: VerifyR
 
 def _compare_escrows(conn: sqlite3.Connection, replay: RunReplay, report: VerifyReport) -> None:
     table = {
-        (int(w), str(h)): (int(a), int(r), int(c))
-        for w, h, a, r, c in conn.execute(
-            "SELECT round, hotkey, amount, released, closed FROM escrows WHERE run_id = ?",
+        (int(w), str(h)): (int(a), int(r), int(c), int(u))
+        for w, h, a, r, c, u in conn.execute(
+            "SELECT round, hotkey, amount, released, closed, held_until FROM escrows"
+            " WHERE run_id = ?",
             (replay.run,),
         )
     }
     rebuilt = {}
     for key, row in replay.rows.items():
         state = BURNED if row.closed else (OPEN if row.released < row.amount else 2)
-        rebuilt[key] = (row.amount, row.released, state)
+        rebuilt[key] = (row.amount, row.released, state, row.held_until)
     if table != rebuilt:
         bad = sorted(k for k in set(table) | set(rebuilt) if table.get(k) != rebuilt.get(k))
         report.add(f"run {replay.run}: escrow rows differ from the journal, first {bad[0]}")

@@ -1,9 +1,15 @@
-"""Read-only views of the materialised balances, for the dashboard and the CLI."""
+"""Read-only views of the materialised balances, for the dashboard and the CLI.
+
+``held`` is the part of ``escrowed`` waiting for a probation to end: escrows whose
+vesting has not started because the run's clock has not reached ``held_until``.
+It is not a separate bucket, so conservation reads the same with or without holds.
+"""
 
 from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from typing import Final
 
 from hypertrain.ledger.errors import UnknownHotkeyError
 from hypertrain.ledger.writer import load_run
@@ -19,6 +25,7 @@ class Balance:
     vested: int
     paid: int
     burned: int
+    held: int = 0
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,14 @@ class RunSummary:
     burned: int
     journal_entries: int
     head_hash: str
+    held: int = 0
+
+
+_HELD: Final = (
+    "SELECT COALESCE(SUM(e.amount - e.released), 0) FROM escrows e JOIN runs r"
+    " ON r.run_id = e.run_id WHERE e.run_id = ?1 AND (?2 IS NULL OR e.hotkey = ?2)"
+    " AND e.closed = 0 AND e.held_until > r.clock"
+)
 
 
 def balance(conn: sqlite3.Connection, run_id: str, hotkey: str) -> Balance:
@@ -48,7 +63,9 @@ def balance(conn: sqlite3.Connection, run_id: str, hotkey: str) -> Balance:
     ).fetchone()
     if row is None:
         raise UnknownHotkeyError(f"hotkey {hotkey!r:.70} has no history in run {run_id!r}")
-    return Balance(run_id, hotkey, *(int(x) for x in row))
+    held = int(conn.execute(_HELD, (run_id, hotkey)).fetchone()[0])
+    escrowed, vested, paid, burned = (int(x) for x in row)
+    return Balance(run_id, hotkey, escrowed, vested, paid, burned, held)
 
 
 def summary(conn: sqlite3.Connection, run_id: str) -> RunSummary:
@@ -69,5 +86,5 @@ def summary(conn: sqlite3.Connection, run_id: str) -> RunSummary:
         rounds_settled=int(settled), last_round=None if last is None else int(last),
         miners=int(miners), minted=int(minted), escrowed=int(esc), vested=int(ves),
         paid=int(paid), burned=int(burned) + int(burned_hk), journal_entries=int(head_seq),
-        head_hash=str(head_hash),
+        head_hash=str(head_hash), held=int(conn.execute(_HELD, (run_id, None)).fetchone()[0]),
     )  # fmt: skip

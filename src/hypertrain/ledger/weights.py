@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hypertrain.ledger.errors import EpochError, JournalError
-from hypertrain.ledger.split import vested_prefix
+from hypertrain.ledger.split import vest_start, vested_prefix
 from hypertrain.ledger.writer import RunConfig, append, load_run
 from hypertrain.protocol.canonical import canonical_bytes, parse_json
 
@@ -116,7 +116,10 @@ def _pay(
 
 
 def nominal_release(conn: sqlite3.Connection, run: RunConfig) -> int:
-    """What the schedule has released in the run so far, counting burned tranches too."""
+    """What the schedule has released in the run so far, counting burned tranches too.
+
+    Held escrows count on their delayed schedule, exactly as the journal replay does.
+    """
     v, clock = run.vesting_rounds, run.clock
     horizon = clock - v  # rounds at or before this are fully released
     full = conn.execute(
@@ -129,9 +132,13 @@ def nominal_release(conn: sqlite3.Connection, run: RunConfig) -> int:
         (run.run_id, horizon),
     ).fetchall():
         total += vested_prefix(int(unallocated), v, clock - int(w))
-    for w, amount in conn.execute(
-        "SELECT round, amount FROM escrows WHERE run_id = ? AND round > ?",
+    # Escrows whose schedule is not complete: recent ones, and held ones whose vesting
+    # starts later than their round (those inside the horizon were counted in full).
+    for w, amount, held_until in conn.execute(
+        "SELECT round, amount, held_until FROM escrows"
+        " WHERE run_id = ?1 AND (round > ?2 OR held_until - 1 > ?2)",
         (run.run_id, horizon),
     ).fetchall():
-        total += vested_prefix(int(amount), v, clock - int(w))
+        due = vested_prefix(int(amount), v, clock - vest_start(int(w), int(held_until)))
+        total += due if int(w) > horizon else due - int(amount)
     return total
