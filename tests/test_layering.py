@@ -16,12 +16,18 @@ LEVEL = {
     "challenge": 3,
     "aggregator": 3,
     "auditor": 3,
+    "relay": 3,
     "miner": 4,
-    "relay": 4,
     "devnet": 5,
 }
 # Packages that must never pull in torch (directly).
 TORCH_FREE = {"protocol", "ledger", "beacon", "challenge", "relay"}
+# The two services share level 3 with the roles that call them, but never import a
+# role (or the trainer, which the level rule alone would allow), nor each other.
+SERVICE_FORBIDDEN = {
+    "challenge": {"trainer", "aggregator", "auditor", "relay"},
+    "relay": {"trainer", "aggregator", "auditor", "challenge"},
+}
 
 
 def imports_of(path: Path) -> set[str]:
@@ -46,5 +52,16 @@ def test_imports_flow_downward() -> None:
                 if parts[0] != "hypertrain" or len(parts) < 2 or parts[1] not in LEVEL:
                     continue
                 if LEVEL[parts[1]] > level:
+                    problems.append(f"{path.relative_to(SRC)} imports {name}")
+    assert not problems, "\n".join(problems)
+
+
+def test_services_import_no_roles() -> None:
+    problems = []
+    for package, forbidden in SERVICE_FORBIDDEN.items():
+        for path in (SRC / package).rglob("*.py"):
+            for name in imports_of(path):
+                parts = name.split(".")
+                if parts[0] == "hypertrain" and len(parts) > 1 and parts[1] in forbidden:
                     problems.append(f"{path.relative_to(SRC)} imports {name}")
     assert not problems, "\n".join(problems)

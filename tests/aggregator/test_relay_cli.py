@@ -9,9 +9,10 @@ import pytest
 from hypertrain.aggregator.blobs import RelayBlobs
 from hypertrain.aggregator.errors import BlobError
 from hypertrain.aggregator.merge import merge
-from hypertrain.aggregator.relay_http import RelayHttp
 from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.cli import main
+from hypertrain.relay.client import RelayClient
+from hypertrain.relay.errors import RelayError
 from tests.aggregator.helpers import HOTKEYS, World
 from tests.relay.conftest import Running
 from tests.relay.helpers import RUN_ID, Keys
@@ -20,7 +21,7 @@ EXPIRY = 1005
 
 
 def _published(relay: Running, keys: Keys, tmp: Path) -> tuple[World, Tape, RelayBlobs]:
-    client = RelayHttp(relay.url, RUN_ID, keys.coordinator)
+    client = RelayClient(relay.url, keys.coordinator, RUN_ID)
     blobs = RelayBlobs(client, tmp / "cache", lambda: EXPIRY)
     w = World()
     for i in range(3):
@@ -38,7 +39,7 @@ def test_relay_blobs_round_trip_cache_and_errors(
     relay: Running, keys: Keys, tmp_path: Path
 ) -> None:
     tape = _published(relay, keys, tmp_path)[1]
-    fresh = RelayBlobs(RelayHttp(relay.url, RUN_ID), tmp_path / "fresh")
+    fresh = RelayBlobs(RelayClient(relay.url, None, RUN_ID), tmp_path / "fresh")
     assert decode_tape(fresh.get(tape.sha256())) == tape
     cached = tmp_path / "fresh" / tape.sha256()
     cached.write_bytes(b"corrupted")  # a bad cache file is dropped and fetched again
@@ -46,9 +47,14 @@ def test_relay_blobs_round_trip_cache_and_errors(
     with pytest.raises(BlobError) as missing:
         fresh.get("ab" * 32)
     assert missing.value.reason == "missing_blob"
-    with pytest.raises(BlobError, match="needs a key"):
+    with pytest.raises(BlobError, match="needs a hotkey"):
         fresh.put(b"x", kind="other", round=0)
     assert fresh.relay.exists(tape.sha256()) == len(tape.to_bytes())
+    # an unreachable relay is not a fault of the blob: it propagates, the step is retried
+    gone = RelayBlobs(RelayClient("http://127.0.0.1:9", None, RUN_ID, attempts=1), tmp_path / "g")
+    with pytest.raises(RelayError) as down:
+        gone.get(tape.sha256())
+    assert down.value.reason == "unreachable" and not isinstance(down.value, BlobError)
 
 
 def test_verify_tape_cli_identical_and_tampered(
@@ -82,7 +88,7 @@ def test_rollback_cli_writes_and_publishes(
     rolled = decode_tape(out.read_bytes())
     assert rolled.rollback_of == tape.sha256()
     assert [i.hotkey for i in rolled.included] == [HOTKEYS[0], HOTKEYS[2]]
-    assert RelayHttp(relay.url, RUN_ID).exists(rolled.new_model_sha256)
+    assert RelayClient(relay.url, None, RUN_ID).exists(rolled.new_model_sha256)
     assert "rolled back" in capsys.readouterr().out
 
 

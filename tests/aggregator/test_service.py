@@ -9,11 +9,11 @@ import pytest
 
 from hypertrain.aggregator.blobs import MemoryBlobs
 from hypertrain.aggregator.collect import collect
-from hypertrain.aggregator.errors import ServiceError
 from hypertrain.aggregator.runner import Aggregator, follow
-from hypertrain.aggregator.service import ServiceClient
 from hypertrain.aggregator.tape import decode_tape
 from hypertrain.aggregator.verify import verify_tape
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.errors import ServiceError
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.trainer.codec import encode_int8
@@ -27,7 +27,7 @@ AGG = Hotkey.from_seed(b"\x66" * 32)
 def _aggregator(
     h: Harness, tmp: Path, blobs: MemoryBlobs, events: list[dict[str, Any]] | None = None
 ) -> Aggregator:
-    service = ServiceClient(
+    service = ChallengeClient(
         "http://testserver", worker_token=TOKENS["worker"], admin_token=TOKENS["admin"],
         http=h.client,
     )  # fmt: skip
@@ -116,7 +116,7 @@ def test_service_errors_are_typed(harness: Harness, tmp_path: Path) -> None:
     agg = _aggregator(harness, tmp_path, MemoryBlobs())
     with pytest.raises(ServiceError, match="404"):
         agg.service.round_detail("run-1", 7)
-    bare = ServiceClient("http://testserver", http=harness.client)
+    bare = ChallengeClient("http://testserver", http=harness.client)
     with pytest.raises(ServiceError, match="worker token"):
         bare.post_merge(signed(AGG, "merge-tape", {}))  # type: ignore[arg-type]
     with pytest.raises(ServiceError, match="admin token"):

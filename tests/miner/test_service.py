@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from hypertrain.auditor.errors import ServiceError, VerificationError
-from hypertrain.auditor.service import ServiceClient
+from hypertrain.auditor.errors import VerificationError
 from hypertrain.auditor.verify import verify_manifest, verify_round_open
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.context import RunContext
 from hypertrain.miner.run import _post_commit
 from hypertrain.protocol.envelope import seal
@@ -19,8 +20,8 @@ from tests.challenge.conftest import Harness, harness, miner_keys  # noqa: F401
 from tests.challenge.helpers import bearer, commit_body, join_body
 
 
-def _client(h: Harness) -> ServiceClient:
-    return ServiceClient("http://testserver", worker_token="w" * 32, http=h.client)
+def _client(h: Harness) -> ChallengeClient:
+    return ChallengeClient("http://testserver", worker_token="w" * 32, http=h.client)
 
 
 def _open_round(h: Harness) -> None:
@@ -80,10 +81,10 @@ def test_expired_and_replayed_envelopes_are_refused(harness: Harness) -> None:  
 
 def test_worker_routes_need_the_token(harness: Harness) -> None:  # noqa: F811
     _open_round(harness)
-    anonymous = ServiceClient("http://testserver", http=harness.client)
+    anonymous = ChallengeClient("http://testserver", http=harness.client)
     with pytest.raises(ServiceError, match="worker token"):
         anonymous.assignments("run-1", 0)
-    wrong = ServiceClient("http://testserver", worker_token="x" * 32, http=harness.client)
+    wrong = ChallengeClient("http://testserver", worker_token="x" * 32, http=harness.client)
     with pytest.raises(ServiceError) as exc:
         wrong.assignments("run-1", 0)
     assert exc.value.status in (401, 403)

@@ -74,6 +74,9 @@ def test_unreachable_and_no_key(keys: Keys) -> None:
         client.exists(SHA)
     assert info.value.reason == "unreachable"
     with _client(handler) as client, pytest.raises(RelayError) as info:
+        client.get(SHA)  # a download fails with the same typed error
+    assert info.value.reason == "unreachable"
+    with _client(handler) as client, pytest.raises(RelayError) as info:
         client.put(DATA, kind="update", round=1, expiry_round=9)
     assert info.value.reason == "no_key"
 

@@ -10,9 +10,11 @@ Public API (one concept per module):
 * ``tape``: ``Tape``, ``Candidate``, ``Included``, ``Excluded``, ``decode_tape``.
 * ``verify``: ``verify_tape`` (recompute and compare), ``rollback``.
 * ``collect``: candidates from a round record (signed commits, verdicts).
-* ``service``: ``ServiceClient`` for the challenge service's public/worker/admin routes.
 * ``runner``: ``genesis``, ``merge_round``, ``follow`` (the process mode).
-* ``blobs`` / ``relay_http``: blob sources (memory, relay with a disk cache).
+* ``blobs``: blob sources (memory, or a relay with a disk cache).
+
+It reaches the challenge service through ``hypertrain.challenge.client.ChallengeClient``
+and relays through ``hypertrain.relay.client.RelayClient``.
 
 docs/aggregator.md explains the design.
 """

@@ -4,17 +4,22 @@ The merge reads every update twice (norms first, then the weighted sum), so rela
 downloads go through a content-addressed disk cache: the second pass, a
 ``verify-tape`` run or a rollback costs no network. Every read re-checks the
 SHA-256, whatever the source, so a corrupted cache file is refused too.
+A relay refusal about the blob itself becomes a :class:`BlobError` with the reason
+the merge tape records (``missing_blob``, ``hash_mismatch``, ...), so a missing update
+excludes one island; a relay that cannot be reached fails the step, which is retried.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
 from hypertrain.aggregator.errors import BlobError
-from hypertrain.aggregator.relay_http import BlobKind, RelayHttp
+from hypertrain.relay.client import BlobKind, RelayClient
+from hypertrain.relay.errors import RelayError
 
 
 class BlobSource(Protocol):
@@ -58,7 +63,7 @@ class RelayBlobs:
     """A relay plus a disk cache; ``expiry`` gives the envelope expiry round for uploads."""
 
     def __init__(
-        self, relay: RelayHttp, cache_dir: Path, expiry: Callable[[], int] = lambda: 2**40
+        self, relay: RelayClient, cache_dir: Path, expiry: Callable[[], int] = lambda: 2**40
     ) -> None:
         self.relay = relay
         self.cache_dir = cache_dir
@@ -71,14 +76,37 @@ class RelayBlobs:
                 return check_hash(sha256, path.read_bytes())
             except BlobError:
                 path.unlink(missing_ok=True)
-        self.relay.get_to_file(sha256, path)
+        with _as_blob_error(sha256):
+            self.relay.get_to_file(sha256, path)
         return check_hash(sha256, path.read_bytes())
 
     def put(self, data: bytes, *, kind: BlobKind, round: int) -> str:
-        sha256 = self.relay.put(data, kind=kind, round=round, expiry_round=self.expiry())
+        with _as_blob_error(hashlib.sha256(data).hexdigest()):
+            sha256 = self.relay.put(data, kind=kind, round=round, expiry_round=self.expiry())
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         (self.cache_dir / sha256).write_bytes(data)
         return sha256
 
     def url(self, sha256: str) -> str:
         return self.relay.url(sha256)
+
+
+# relay refusals that are about the blob itself (the tape's reason codes); any other
+# relay error (unreachable, overloaded) propagates, and the round is retried later
+_REASONS = {
+    "not_found": "missing_blob",
+    "hash_mismatch": "hash_mismatch",
+    "too_large": "too_large",
+    "no_key": "no_key",
+}
+
+
+@contextmanager
+def _as_blob_error(sha256: str) -> Iterator[None]:
+    """Re-raise a relay refusal about this blob as a ``BlobError``."""
+    try:
+        yield
+    except RelayError as exc:
+        if exc.reason not in _REASONS:
+            raise
+        raise BlobError(_REASONS[exc.reason], f"blob {sha256[:16]}…: {exc.detail}") from exc

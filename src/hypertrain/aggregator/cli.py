@@ -12,12 +12,14 @@ from typing import Any
 
 from hypertrain.aggregator.blobs import RelayBlobs
 from hypertrain.aggregator.errors import AggregatorError
-from hypertrain.aggregator.relay_http import RelayHttp
 from hypertrain.aggregator.runner import Aggregator, follow, genesis
-from hypertrain.aggregator.service import ServiceClient
 from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.aggregator.verify import rollback, verify_tape
+from hypertrain.challenge.client import ChallengeClient
 from hypertrain.protocol.identity import load_key_file
+from hypertrain.relay.client import RelayClient
+
+RELAY_TIMEOUT_S = 120.0  # model and outer-state blobs can be large
 
 
 def _emit(event: dict[str, Any]) -> None:
@@ -82,12 +84,12 @@ def register(subparsers: Any) -> None:
 
 def _aggregator(args: argparse.Namespace, admin: bool = False) -> Aggregator:
     key = load_key_file(args.key_file)
-    service = ServiceClient(
+    service = ChallengeClient(
         args.service,
         worker_token=_token(args.worker_token_file),
         admin_token=_token(getattr(args, "admin_token_file", None)) if admin else None,
     )
-    relay = RelayHttp(args.relay, args.run_id, key)
+    relay = RelayClient(args.relay, key, args.run_id, timeout_s=RELAY_TIMEOUT_S)
     store = RelayBlobs(relay, args.state_dir / "blobs", lambda: service.beacon_round() + 10)
     return Aggregator(service, store, key, args.run_id, args.state_dir, _emit)
 
@@ -134,7 +136,8 @@ def _relay_blobs(args: argparse.Namespace, key_file: Path | None = None) -> Rela
     key = load_key_file(key_file) if key_file else None
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="hypertrain-agg-"))
     expiry = getattr(args, "expiry_round", 0)
-    return RelayBlobs(RelayHttp(args.relay, "unknown", key), cache, lambda: expiry)
+    relay = RelayClient(args.relay, key, "unknown", timeout_s=RELAY_TIMEOUT_S)
+    return RelayBlobs(relay, cache, lambda: expiry)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hypertrain.aggregator.errors import ServiceError
 from hypertrain.aggregator.tape import Candidate, Excluded
+from hypertrain.challenge.errors import ServiceError
 from hypertrain.protocol.envelope import open_envelope
 from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import RunManifest

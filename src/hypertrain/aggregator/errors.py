@@ -25,7 +25,3 @@ class UpdateFormatError(AggregatorError):
 
 class TapeError(AggregatorError):
     """A tape is malformed, or it does not match the merge recomputed from its blobs."""
-
-
-class ServiceError(AggregatorError):
-    """The challenge service refused a request or answered something unusable."""

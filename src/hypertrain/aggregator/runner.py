@@ -30,7 +30,7 @@ import httpx
 from hypertrain.aggregator.blobs import BlobStore
 from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
-from hypertrain.aggregator.service import ServiceClient
+from hypertrain.challenge.client import ChallengeClient
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
@@ -52,7 +52,7 @@ def genesis(manifest: RunManifest, store: BlobStore) -> tuple[str, str]:
 
 @dataclass
 class Aggregator:
-    service: ServiceClient
+    service: ChallengeClient
     store: BlobStore
     key: Hotkey
     run_id: str

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.auditor.runner import Auditor, audit_round, emit_json, follow
-from hypertrain.auditor.service import ServiceClient
 from hypertrain.auditor.verify import verify_manifest
+from hypertrain.challenge.client import ChallengeClient
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.relay.client import RelayClient
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
@@ -38,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     if (args.round is None) == (not args.follow):
         raise ValueError("give exactly one of --round W or --follow")
     token = args.worker_token_file.read_text(encoding="utf-8").strip()
-    service = ServiceClient(args.service, worker_token=token)
+    service = ChallengeClient(args.service, worker_token=token)
     manifest = verify_manifest(
         service.manifest_envelope(args.run_id), args.run_id, args.coordinator or None
     )

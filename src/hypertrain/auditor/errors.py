@@ -9,12 +9,3 @@ class AuditError(ValueError):
 
 class VerificationError(AuditError):
     """A record, blob, checkpoint or sample failed verification against a committed hash."""
-
-
-class ServiceError(AuditError):
-    """The challenge service refused a request or answered with something unusable."""
-
-    def __init__(self, message: str, status: int = 0, code: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hypertrain.auditor.errors import AuditError, ServiceError, VerificationError
+from hypertrain.auditor.errors import AuditError, VerificationError
 from hypertrain.auditor.index import CheckpointIndex, sha_from_url
 from hypertrain.auditor.inputs import (
     fetch_start_params,
@@ -26,14 +26,16 @@ from hypertrain.auditor.inputs import (
     round_sample_ids,
 )
 from hypertrain.auditor.replay import AuditOutcome, IslandRound, audit_island
-from hypertrain.auditor.service import ServiceClient
 from hypertrain.auditor.verify import verify_assignment, verify_commit, verify_round_open
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.errors import ServiceError
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import AuditAssignment, Verdict
 from hypertrain.relay.client import RelayClient
 from hypertrain.relay.errors import NotFoundError as RelayNotFoundError
+from hypertrain.relay.errors import RelayError
 
 log = logging.getLogger(__name__)
 Emit = Callable[..., None]
@@ -47,7 +49,7 @@ def emit_json(event: str, **fields: Any) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Auditor:
-    service: ServiceClient
+    service: ChallengeClient
     relay: RelayClient
     key: Hotkey
     manifest: RunManifest
@@ -162,6 +164,6 @@ def follow(
                 if summary.get("phase") == "audit" and index not in done:
                     audit_round(auditor, index, emit)
                     done.add(index)
-        except (AuditError, OSError) as exc:
+        except (AuditError, ServiceError, RelayError, OSError) as exc:
             emit("error", detail=str(exc)[:500])
         time.sleep(poll_s)

@@ -12,9 +12,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hypertrain.auditor.errors import ServiceError
 from hypertrain.auditor.index import sha_from_url
-from hypertrain.auditor.service import ServiceClient
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.miner.context import load_run
 from hypertrain.miner.errors import MinerError
@@ -58,7 +58,7 @@ def selfcheck_cmd(args: argparse.Namespace) -> int:
 def join_cmd(args: argparse.Namespace) -> int:
     cfg = _config(args)
     key = cfg.load_key()
-    with ServiceClient(cfg.service_url) as service:
+    with ChallengeClient(cfg.service_url) as service:
         ctx = load_run(cfg, service, check=False)
         body = JoinRequest(
             devices=selfcheck(), layout=ctx.manifest.round.layout, endpoint=cfg.endpoint or None
@@ -81,7 +81,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     cfg = _config(args)
     key = cfg.load_key()
     reporter = Reporter("miner")
-    with ServiceClient(cfg.service_url) as service:
+    with ChallengeClient(cfg.service_url) as service:
         ctx = load_run(cfg, service)
         reporter.event(
             "started", run_id=cfg.run_id, hotkey=key.ss58_address, honeypot=cfg.honeypot or None
@@ -115,7 +115,7 @@ def watch_cmd(args: argparse.Namespace) -> int:
     reporter = Reporter("miner")
     seen: set[str] = set()
     with (
-        ServiceClient(cfg.service_url) as service,
+        ChallengeClient(cfg.service_url) as service,
         RelayClient(cfg.relay_url, key, cfg.run_id) as relay,
     ):
         ctx = load_run(cfg, service, check=False)
@@ -143,7 +143,7 @@ def watch_cmd(args: argparse.Namespace) -> int:
 
 
 def _serve(
-    relay: RelayClient, workdir: Path, commit: dict[str, Any], service: ServiceClient, cfg: Any
+    relay: RelayClient, workdir: Path, commit: dict[str, Any], service: ChallengeClient, cfg: Any
 ) -> None:
     """Re-upload any checkpoint the relay lost (audits fetch them from there)."""
     body = commit["body"]
@@ -161,7 +161,7 @@ def _serve(
 
 
 def _dispute(
-    ctx: Any, key: Any, service: ServiceClient, index: int, verdict_id: str, cfg: Any
+    ctx: Any, key: Any, service: ChallengeClient, index: int, verdict_id: str, cfg: Any
 ) -> None:
     body = Dispute(
         round=index,
@@ -185,7 +185,7 @@ def _dispute(
 def status_cmd(args: argparse.Namespace) -> int:
     cfg = _config(args)
     key = cfg.load_key()
-    with ServiceClient(cfg.service_url) as service:
+    with ChallengeClient(cfg.service_url) as service:
         ctx = load_run(cfg, service, check=False)
         roster = [r for r in service.roster(cfg.run_id) if r.get("hotkey") == key.ss58_address]
         table = Table(title=f"{key.ss58_address} in {cfg.run_id}")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hypertrain.auditor.errors import ServiceError
-from hypertrain.auditor.service import ServiceClient
 from hypertrain.auditor.verify import verify_manifest, verify_round_open
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.errors import MinerError
 from hypertrain.protocol.manifest import RunManifest
@@ -22,11 +22,11 @@ from hypertrain.trainer.determinism import check_determinism, configure_determin
 @dataclass(frozen=True, slots=True)
 class RunContext:
     config: MinerConfig
-    service: ServiceClient
+    service: ChallengeClient
     manifest: RunManifest
 
 
-def load_run(config: MinerConfig, service: ServiceClient, *, check: bool = True) -> RunContext:
+def load_run(config: MinerConfig, service: ChallengeClient, *, check: bool = True) -> RunContext:
     config.require("service_url", "run_id")
     manifest = verify_manifest(
         service.manifest_envelope(config.run_id), config.run_id, config.coordinator or None

@@ -19,7 +19,6 @@ from typing import Any
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from hypertrain.auditor.errors import ServiceError
 from hypertrain.auditor.honeypot import sample_ids, tamper_start
 from hypertrain.auditor.index import CheckpointIndex
 from hypertrain.auditor.inputs import (
@@ -28,6 +27,7 @@ from hypertrain.auditor.inputs import (
     open_dataset,
     round_sample_ids,
 )
+from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.context import RunContext, round_records
 from hypertrain.miner.errors import MinerError
 from hypertrain.miner.island import IslandResult, checkpoint_path, train_round

@@ -1,0 +1,162 @@
+"""``ChallengeClient``: the one HTTP client of the challenge service (no torch).
+
+Every role talks to the service through it: miners read rounds and post signed
+join, commit and dispute envelopes; auditors read assignments and post verdicts
+with the worker token; the aggregator posts merge tapes (worker token) and opens
+rounds (admin token). A route that needs a token the client was not given fails
+before anything is sent. Every refusal, transport failure or unusable answer is a
+:class:`~hypertrain.challenge.errors.ServiceError` carrying the HTTP status and
+the service's error code, so callers can treat ``duplicate`` or 404 as they need.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import httpx
+from pydantic import ValidationError
+
+from hypertrain.challenge.errors import ServiceError
+from hypertrain.protocol.envelope import Envelope, open_envelope
+from hypertrain.protocol.errors import EnvelopeError
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import ManifestRecord
+
+Role = Literal["", "worker", "admin"]
+
+
+class ChallengeClient:
+    """Talks JSON to one challenge service; the tokens unlock the worker and admin routes."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        worker_token: str | None = None,
+        admin_token: str | None = None,
+        timeout_s: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+        http: httpx.Client | None = None,
+    ) -> None:
+        """``http`` injects a ready client (e.g. a test client bound to the app)."""
+        self.base_url = base_url.rstrip("/")
+        self._tokens: dict[Role, str | None] = {"worker": worker_token, "admin": admin_token}
+        self._http = http or httpx.Client(timeout=timeout_s, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ChallengeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, body: Any = None, *, role: Role = "") -> Any:
+        """One request; ``role`` names the bearer token the route needs ("" for none)."""
+        headers = {}
+        if role:
+            token = self._tokens[role]
+            if not token:
+                what = f"{method} {path} needs the {role} token"
+                raise ServiceError(f"{what} (--{role}-token-file)")
+            headers["authorization"] = f"Bearer {token}"
+        if isinstance(body, Envelope):
+            body = body.model_dump()
+        try:
+            resp = self._http.request(method, self.base_url + path, json=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise ServiceError(f"{method} {path} failed: {exc}") from exc
+        return _json_or_raise(resp, f"{method} {path}")
+
+    # public reads
+
+    def beacon_round(self) -> int:
+        """The latest verified beacon round the service acts on."""
+        value = self._call("GET", "/v1/beacon").get("round")
+        if not isinstance(value, int):
+            raise ServiceError("the service has not verified any beacon round yet")
+        return value
+
+    def manifest_envelope(self, run_id: str) -> dict[str, Any]:
+        """The signed manifest envelope as served (callers verify it themselves)."""
+        result: dict[str, Any] = self._call("GET", f"/v1/runs/{run_id}/manifest")
+        return result
+
+    def manifest(self, run_id: str) -> RunManifest:
+        """The run manifest, verified: signed for this run by the coordinator it names."""
+        raw = self.manifest_envelope(run_id)
+        try:
+            env = open_envelope(raw, domain="manifest", run_id=run_id)
+            manifest = ManifestRecord.model_validate(env.body).manifest
+        except (EnvelopeError, ValidationError) as exc:
+            raise ServiceError(f"the manifest of {run_id} does not verify: {exc}") from None
+        if manifest.coordinator and manifest.coordinator != env.signer:
+            raise ServiceError("the manifest is not signed by the coordinator it names")
+        return manifest
+
+    def run_summary(self, run_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/v1/runs/{run_id}")
+        return result
+
+    def rounds(self, run_id: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call("GET", f"/v1/runs/{run_id}/rounds")
+        return result
+
+    def roster(self, run_id: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call("GET", f"/v1/runs/{run_id}/roster")
+        return result
+
+    def round_detail(self, run_id: str, index: int) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/v1/runs/{run_id}/rounds/{index}")
+        return result
+
+    # miner posts (the signed envelope is the authentication)
+
+    def join(self, envelope: Envelope) -> dict[str, Any]:
+        return self._post("/v1/join", envelope)
+
+    def commit(self, envelope: Envelope) -> dict[str, Any]:
+        return self._post("/v1/commit", envelope)
+
+    def dispute(self, envelope: Envelope) -> dict[str, Any]:
+        return self._post("/v1/dispute", envelope)
+
+    # worker routes (auditors, aggregator)
+
+    def assignments(self, run_id: str, index: int) -> list[dict[str, Any]]:
+        path = f"/worker/v1/runs/{run_id}/rounds/{index}/assignments"
+        result: list[dict[str, Any]] = self._call("GET", path, role="worker")
+        return result
+
+    def verdict(self, envelope: Envelope) -> dict[str, Any]:
+        return self._post("/worker/v1/verdict", envelope, role="worker")
+
+    def post_merge(self, envelope: Envelope) -> dict[str, Any]:
+        return self._post("/worker/v1/merge", envelope, role="worker")
+
+    # admin routes (the coordinator's aggregator)
+
+    def open_round(self, run_id: str, sha256: str | None, url: str | None) -> dict[str, Any]:
+        """Open the run's next round with this start model."""
+        body = {"start_model_sha256": sha256, "start_model_url": url}
+        result: dict[str, Any] = self._call(
+            "POST", f"/admin/v1/runs/{run_id}/rounds", body, role="admin"
+        )
+        return result
+
+    def _post(self, path: str, envelope: Envelope, *, role: Role = "") -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", path, envelope, role=role)
+        return result
+
+
+def _json_or_raise(resp: httpx.Response, what: str) -> Any:
+    try:
+        doc = resp.json()
+    except ValueError:
+        doc = None
+    if resp.is_success and doc is not None:
+        return doc
+    detail: Any = doc.get("detail", doc) if isinstance(doc, dict) else resp.text[:300]
+    code = str(doc.get("error", "")) if isinstance(doc, dict) else ""
+    raise ServiceError(f"{what}: HTTP {resp.status_code}: {detail}", resp.status_code, code)
