@@ -142,6 +142,12 @@ class RelayClient:
         return path
 
     def _download(self, sha256: str, max_bytes: int, sink: Callable[[bytes], None]) -> None:
+        try:
+            self._stream(sha256, max_bytes, sink)
+        except httpx.TransportError as exc:
+            raise RelayError("unreachable", f"{self.base_url}: {exc}", 0) from exc
+
+    def _stream(self, sha256: str, max_bytes: int, sink: Callable[[bytes], None]) -> None:
         url = self.url(sha256)
         with self._http.stream("GET", url) as resp:
             if resp.status_code == 404:
