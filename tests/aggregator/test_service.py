@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from hypertrain.aggregator.blobs import MemoryBlobs
 from hypertrain.aggregator.collect import collect
+from hypertrain.aggregator.heldout import heldout_loss
 from hypertrain.aggregator.runner import Aggregator, follow
 from hypertrain.aggregator.tape import decode_tape
 from hypertrain.aggregator.verify import verify_tape
@@ -16,6 +18,7 @@ from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
+from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.codec import encode_int8
 from tests.aggregator.helpers import delta
 from tests.challenge.conftest import Harness
@@ -52,6 +55,8 @@ def test_genesis_merge_settle_and_next_round(harness: Harness, tmp_path: Path) -
     h, blobs, events = harness, MemoryBlobs(), []
     agg = _aggregator(h, tmp_path, blobs, events)
     manifest = agg.service.manifest("run-1")
+    gen = torch.Generator().manual_seed(0)
+    agg.heldout = torch.randint(0, manifest.model.vocab_size, (2, 9), generator=gen)
     for key in h.miners[:3]:
         assert h.client.post("/v1/join", json=signed(key, "join", join_body())).status_code == 200
     assert agg.step(manifest, open_rounds=True) == 0  # opens round 0 with the genesis model
@@ -76,6 +81,8 @@ def test_genesis_merge_settle_and_next_round(harness: Harness, tmp_path: Path) -
     tape = decode_tape(blobs.get(tape_sha))
     assert {e.hotkey: e.reason for e in tape.excluded} == {bad["hotkey"]: "audit_mismatch"}
     assert len(tape.included) == 2 and tape.new_model_sha256 == merged["new_model_sha256"]
+    new_model = decode_model_blob(blobs.get(tape.new_model_sha256), manifest.model)
+    assert merged["eval_loss"] == heldout_loss(new_model, manifest, agg.heldout) > 0
     assert h.ledger.settled[("run-1", 0)] == {i.hotkey: 400 for i in tape.included}
     assert agg.service.round_detail("run-1", 1)["open"]["body"]["start_model_sha256"] == (
         tape.new_model_sha256

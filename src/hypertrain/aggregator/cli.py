@@ -12,6 +12,7 @@ from typing import Any
 
 from hypertrain.aggregator.blobs import RelayBlobs
 from hypertrain.aggregator.errors import AggregatorError
+from hypertrain.aggregator.heldout import open_heldout
 from hypertrain.aggregator.runner import Aggregator, follow, genesis
 from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.aggregator.verify import rollback, verify_tape
@@ -42,6 +43,12 @@ def _common(p: argparse.ArgumentParser, *, service: bool = True) -> None:
                    help="directory for the blob cache, tapes and merged-update list")  # fmt: skip
 
 
+def _dataset(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dataset-dir", type=Path, help="the run's dataset: post each new model's held-out loss"
+    )
+
+
 def register(subparsers: Any) -> None:
     group = subparsers.add_parser("aggregator", help="merge rounds, verify merge tapes")
     sub = group.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -54,6 +61,7 @@ def register(subparsers: Any) -> None:
     one = sub.add_parser("merge", help="merge one round that is in the merge phase")
     _common(one)
     one.add_argument("--round", type=int, required=True, help="round index to merge")
+    _dataset(one)
     one.set_defaults(func=cmd_merge)
 
     run = sub.add_parser("run", help="merge waiting rounds (once, or continuously)")
@@ -63,6 +71,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--follow", action="store_true", help="keep polling the service")
     run.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
     run.add_argument("--max-rounds", type=int, help="stop after this many merges")
+    _dataset(run)
     run.set_defaults(func=cmd_run)
 
     ver = sub.add_parser("verify-tape", help="recompute a merge and compare its bytes")
@@ -91,7 +100,10 @@ def _aggregator(args: argparse.Namespace, admin: bool = False) -> Aggregator:
     )
     relay = RelayClient(args.relay, key, args.run_id, timeout_s=RELAY_TIMEOUT_S)
     store = RelayBlobs(relay, args.state_dir / "blobs", lambda: service.beacon_round() + 10)
-    return Aggregator(service, store, key, args.run_id, args.state_dir, _emit)
+    agg = Aggregator(service, store, key, args.run_id, args.state_dir, _emit)
+    if getattr(args, "dataset_dir", None) is not None:
+        agg.heldout = open_heldout(args.dataset_dir, service.manifest(args.run_id))
+    return agg
 
 
 def cmd_genesis(args: argparse.Namespace) -> int:

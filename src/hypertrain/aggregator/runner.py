@@ -6,6 +6,9 @@
 * :func:`merge_round` collects round ``w`` from the service, merges it against the
   blobs, publishes the outer state, the model and the full tape to the relay, then
   posts the signed ``merge-tape`` message (whose acceptance settles the round).
+* Given a held-out batch (``--dataset-dir``), each new model's held-out loss
+  (:mod:`hypertrain.aggregator.heldout`) rides on the merge-tape message as
+  ``eval_loss``, which the dashboard's training curve shows.
 * :func:`follow` polls the service: it merges every round that reaches the merge
   phase and, given the admin token, opens round 0 (with the genesis model) and each
   next round once the previous one is final.
@@ -26,16 +29,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import torch
 
 from hypertrain.aggregator.blobs import BlobStore
 from hypertrain.aggregator.collect import collect
+from hypertrain.aggregator.heldout import heldout_loss
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import MergeTape
-from hypertrain.trainer.blob import encode_model_blob
+from hypertrain.trainer.blob import decode_model_blob, encode_model_blob
 from hypertrain.trainer.model import init_params
 
 log = logging.getLogger(__name__)
@@ -58,6 +63,7 @@ class Aggregator:
     run_id: str
     state_dir: Path
     emit: Emit = field(default=lambda event: None)
+    heldout: torch.Tensor | None = None  # held-out batch: post each new model's loss
 
     def _merged_path(self) -> Path:
         return self.state_dir / "merged_updates.json"
@@ -101,6 +107,7 @@ class Aggregator:
             new_model_url=self.store.url(result.tape.new_model_sha256),
             outer_state_sha256=result.tape.new_outer_state_sha256,
             tape_sha256=tape_sha,
+            eval_loss=self.eval_loss(manifest, result.model_blob),
         )
         expiry = self.service.beacon_round() + EXPIRY_MARGIN
         env = seal(self.key, domain="merge-tape", run_id=self.run_id,
@@ -112,9 +119,16 @@ class Aggregator:
             "included": len(result.tape.included), "excluded": len(result.tape.excluded),
             "tokens": result.tape.total_tokens, "bytes": len(result.model_blob),
             "seconds": round(time.monotonic() - started, 3), "model": body.new_model_sha256,
-            "tape": tape_sha, "paid": answer.get("paid"),
+            "tape": tape_sha, "paid": answer.get("paid"), "eval_loss": body.eval_loss,
         })  # fmt: skip
         return result
+
+    def eval_loss(self, manifest: RunManifest, model_blob: bytes) -> float | None:
+        """Held-out loss of a merged model, or None without a held-out batch."""
+        if self.heldout is None:
+            return None
+        params = decode_model_blob(model_blob, manifest.model)
+        return heldout_loss(params, manifest, self.heldout)
 
     def open_next(self, manifest: RunManifest, rounds: list[dict[str, Any]]) -> None:
         """Open round 0 with the genesis model, or the next round from the last merge."""
