@@ -161,6 +161,7 @@ class FakeLedger:
 
     runs: dict[str, tuple[int, int]] = field(default_factory=dict)
     settled: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
+    held: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
     faults: list[tuple[str, int, str]] = field(default_factory=list)
     weight_calls: int = 0
 
@@ -168,12 +169,18 @@ class FakeLedger:
         self.runs[run_id] = (pool_per_round, vesting_rounds)
 
     def settle_round(
-        self, run_id: str, round_index: int, accepted: Mapping[str, int], epoch: int
+        self,
+        run_id: str,
+        round_index: int,
+        accepted: Mapping[str, int],
+        epoch: int,
+        held: Mapping[str, int] | None = None,
     ) -> None:
         key = (run_id, round_index)
         if key in self.settled:
             raise ValueError("already settled")
         self.settled[key] = dict(accepted)
+        self.held[key] = dict(held or {})
 
     def record_fault(
         self, run_id: str, round_index: int, hotkey: str, reason: str, epoch: int

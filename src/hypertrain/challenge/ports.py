@@ -44,8 +44,15 @@ class LedgerPort(Protocol):
     def create_run(self, run_id: str, *, pool_per_round: int, vesting_rounds: int) -> None: ...
 
     def settle_round(
-        self, run_id: str, round_index: int, accepted: Mapping[str, int], epoch: int
-    ) -> None: ...
+        self,
+        run_id: str,
+        round_index: int,
+        accepted: Mapping[str, int],
+        epoch: int,
+        held: Mapping[str, int] | None = None,
+    ) -> None:
+        """Escrow the round's pool; ``held`` maps probation islands to their release round."""
+        ...
 
     def record_fault(
         self, run_id: str, round_index: int, hotkey: str, reason: str, epoch: int
@@ -56,5 +63,8 @@ class LedgerPort(Protocol):
     def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer: ...
 
     def balances(self, run_id: str, hotkeys: list[str]) -> dict[str, dict[str, int]]:
-        """hotkey -> {"escrow", "vested", "paid", "burned"} in integer base units."""
+        """hotkey -> {"escrow", "held", "vested", "paid", "burned"} in integer base units.
+
+        ``held`` is the part of ``escrow`` waiting for the island's probation to end.
+        """
         ...

@@ -7,6 +7,11 @@ a final round), which also claws back the island's unpaid value from earlier
 rounds. The ledger turns the accepted tokens into escrow, vesting and burns. The
 epoch is the metagraph epoch at settlement, so a hotkey deregistered meanwhile
 stops earning at the next epoch's weights.
+
+An island still in probation (the round is before its ``probation_until_round``,
+i.e. within ``audit.probation_rounds`` rounds of admission) has its reward *held*:
+the ledger keeps it in escrow and starts its vesting only once probation is over,
+so a fault found in any probation round burns all of it.
 """
 
 from __future__ import annotations
@@ -50,13 +55,29 @@ def _faults(state: ServiceState, run_id: str, index: int) -> dict[str, str]:
     return out
 
 
+def probation_holds(
+    state: ServiceState, run_id: str, index: int, accepted: dict[str, int]
+) -> dict[str, int]:
+    """hotkey -> release round for the accepted islands still in probation at ``index``."""
+    return {
+        row["hotkey"]: int(row["probation_until_round"])
+        for row in state.conn.execute(
+            "SELECT hotkey, probation_until_round FROM roster"
+            " WHERE run_id = ? AND probation_until_round > ? ORDER BY hotkey",
+            (run_id, index),
+        )
+        if row["hotkey"] in accepted
+    }
+
+
 def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]:
     """Settle inside the caller's transaction; marks the round final."""
     snapshot = state.metagraph.snapshot
     if snapshot is None:
         raise UnavailableError("cannot settle: no metagraph snapshot yet", code="no_metagraph")
     accepted = accepted_tokens(state, run_id, index)
-    state.ledger.settle_round(run_id, index, accepted, snapshot.epoch)
+    held = probation_holds(state, run_id, index, accepted)
+    state.ledger.settle_round(run_id, index, accepted, snapshot.epoch, held=held)
     for hotkey, reason in _faults(state, run_id, index).items():
         state.ledger.record_fault(run_id, index, hotkey, reason, snapshot.epoch)
     state.conn.executemany(
@@ -69,10 +90,11 @@ def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]
     )
     state.count("rounds_settled")
     log.info(
-        "settled round %s/%d: %d islands paid, epoch %d",
+        "settled round %s/%d: %d islands paid (%d held in probation), epoch %d",
         run_id,
         index,
         len(accepted),
+        len(held),
         snapshot.epoch,
     )
     return accepted

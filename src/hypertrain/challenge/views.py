@@ -185,7 +185,9 @@ def roster(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
                 "commits": r["commits"],
                 "tokens": r["tokens"],
                 "faults": r["faults"],
-                **balances.get(hotkey, {"escrow": 0, "vested": 0, "paid": 0, "burned": 0}),
+                **balances.get(
+                    hotkey, {"escrow": 0, "held": 0, "vested": 0, "paid": 0, "burned": 0}
+                ),
             }
         )
     return out

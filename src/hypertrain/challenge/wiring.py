@@ -56,9 +56,14 @@ class LedgerAdapter:
         self._ledger.create_run(run_id, pool_per_round, vesting_rounds)
 
     def settle_round(
-        self, run_id: str, round_index: int, accepted: Mapping[str, int], epoch: int
+        self,
+        run_id: str,
+        round_index: int,
+        accepted: Mapping[str, int],
+        epoch: int,
+        held: Mapping[str, int] | None = None,
     ) -> None:
-        self._ledger.settle_round(run_id, round_index, accepted, epoch)
+        self._ledger.settle_round(run_id, round_index, accepted, epoch, held=held)
 
     def record_fault(
         self, run_id: str, round_index: int, hotkey: str, reason: str, epoch: int
@@ -85,6 +90,7 @@ class LedgerAdapter:
                 continue
             out[hotkey] = {
                 "escrow": bal.escrowed,
+                "held": bal.held,
                 "vested": bal.vested,
                 "paid": bal.paid,
                 "burned": bal.burned,

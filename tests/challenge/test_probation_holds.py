@@ -1,0 +1,146 @@
+"""Probation holds end to end: the service settles into the real integer ledger.
+
+Two islands join before round 0 with two probation rounds (rounds 0 and 1). While on
+probation their rewards sit in escrow, held: nothing vests and get_weights pays
+nothing. A mismatch in round 1 burns everything the cheater holds. From round 2 the
+honest island's held rewards start vesting and it is paid like anyone else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from hypertrain.challenge.app import _poll_beacon, create_app
+from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.wiring import LedgerAdapter
+from hypertrain.ledger import Ledger
+from hypertrain.protocol.identity import Hotkey
+from tests.challenge.helpers import (
+    SteppedBeacon,
+    bearer,
+    commit_body,
+    join_body,
+    make_settings,
+    manifest_doc,
+    signed,
+)
+
+POOL, VESTING = 1000, 2
+PLATFORM = {**bearer("internal"), "X-Platform-Challenge-Slug": "hypertrain"}
+
+
+class Net:
+    def __init__(self, client: TestClient, beacon: SteppedBeacon, ledger: Ledger) -> None:
+        self.client, self.beacon, self.ledger = client, beacon, ledger
+        self.auditor = Hotkey.from_seed(b"\x55" * 32)
+
+    def tick(self, rounds: int) -> None:
+        self.beacon.round += rounds
+        state: ServiceState = self.client.app.state.service  # type: ignore[attr-defined]
+        self.client.portal.call(_poll_beacon, state)  # type: ignore[union-attr]
+
+    def play(self, index: int, islands: list[Hotkey], cheat: Hotkey | None = None) -> None:
+        """One round: open, commit, audit (a mismatch for ``cheat``), merge, final."""
+        c = self.client
+        start = {"start_model_sha256": "aa" * 32, "start_model_url": "http://r/m"}
+        opened = c.post("/admin/v1/runs/run-1/rounds", headers=bearer("admin"), json=start)
+        assert opened.status_code == 200, opened.text
+        for key in islands:
+            assert c.post("/v1/commit", json=signed(key, "commit", commit_body(index))).is_success
+        self.tick(4)
+        detail = c.get(f"/v1/runs/run-1/rounds/{index}").json()
+        for a in detail["assignments"]:
+            body = a["body"]
+            bad = cheat is not None and body["hotkey"] == cheat.ss58_address
+            verdict: dict[str, Any] = {
+                "round": index,
+                "hotkey": body["hotkey"],
+                "segments": body["segments"],
+                "result": "mismatch" if bad else "match",
+            }
+            if bad:
+                verdict["first_bad_leaf"] = 1
+            r = c.post(
+                "/worker/v1/verdict",
+                headers=bearer("worker"),
+                json=signed(self.auditor, "verdict", verdict),
+            )
+            assert r.status_code == 200, r.text
+        self.tick(2)
+        tape = {
+            "round": index,
+            "start_model_sha256": "aa" * 32,
+            "new_model_sha256": "bb" * 32,
+            "new_model_url": "http://r/m1",
+            "outer_state_sha256": "cc" * 32,
+            "tape_sha256": "dd" * 32,
+        }
+        merge = signed(self.auditor, "merge-tape", tape)
+        r = c.post("/worker/v1/merge", headers=bearer("worker"), json=merge)
+        assert r.status_code == 200, r.text
+
+    def roster(self) -> dict[str, dict[str, Any]]:
+        return {i["hotkey"]: i for i in self.client.get("/v1/runs/run-1/roster").json()}
+
+    def paid(self, epoch: int) -> set[str]:
+        r = self.client.get(f"/internal/v1/get_weights?epoch={epoch}", headers=PLATFORM)
+        assert r.status_code == 200, r.text
+        return {h for h, w in r.json()["weights"].items() if w > 0}
+
+
+@pytest.fixture
+def net(tmp_path: Path, miner_keys: list[Hotkey]) -> Iterator[Net]:
+    settings = make_settings(tmp_path, [k.ss58_address for k in miner_keys])
+    beacon = SteppedBeacon()
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        app = create_app(settings, beacon=beacon, ledger=LedgerAdapter(ledger))
+        with TestClient(app) as client:
+            doc = manifest_doc(rate=0.0, probation_rounds=2)
+            doc["reward"] = {"pool_per_round": POOL, "vesting_rounds": VESTING}
+            created = client.post("/admin/v1/runs", headers=bearer("admin"), json={"manifest": doc})
+            assert created.status_code == 200, created.text
+            yield Net(client, beacon, ledger)
+
+
+def test_probation_rewards_are_held_then_burned_or_vested(
+    net: Net, miner_keys: list[Hotkey]
+) -> None:
+    honest, cheater = miner_keys[0], miner_keys[1]
+    for key in (honest, cheater):
+        joined = net.client.post("/v1/join", json=signed(key, "join", join_body()))
+        assert joined.json()["probation_until_round"] == 2
+    h, x = honest.ss58_address, cheater.ss58_address
+
+    net.play(0, [honest, cheater])
+    roster = net.roster()
+    for hotkey in (h, x):
+        assert roster[hotkey]["status"] == "probation"
+        assert (roster[hotkey]["escrow"], roster[hotkey]["held"]) == (POOL // 2, POOL // 2)
+        assert roster[hotkey]["vested"] == roster[hotkey]["paid"] == 0
+    assert net.paid(10) == set()
+
+    net.play(1, [honest, cheater], cheat=cheater)  # caught in its last probation round
+    roster = net.roster()
+    assert roster[x]["status"] == "faulted"
+    assert (roster[x]["escrow"], roster[x]["held"], roster[x]["burned"]) == (0, 0, POOL // 2)
+    assert (roster[h]["escrow"], roster[h]["held"], roster[h]["vested"]) == (1500, 1500, 0)
+    assert net.paid(11) == set()  # round 0 would have vested by now without the hold
+
+    net.play(2, [honest])  # probation over: the held rewards start vesting
+    roster = net.roster()
+    assert roster[h]["status"] == "active"
+    assert roster[h]["held"] == 0
+    assert (roster[h]["escrow"], roster[h]["vested"]) == (POOL + 750, 750)
+    assert net.paid(12) == {h}
+    assert net.ledger.balances("run-1", h).paid == 750
+    net.play(3, [honest])
+    bal = net.ledger.balances("run-1", h)
+    assert (bal.escrowed, bal.vested + bal.paid, bal.burned) == (1500, 2000, 0)
+    assert net.ledger.balances("run-1", x).burned == POOL // 2
+    report = net.ledger.verify()
+    assert report.ok, report.render()
