@@ -26,11 +26,26 @@ from hypertrain.devnet.procs import Supervisor
         ({"port": 70000}, "--port"),
         ({"vocab_size": 10}, "--vocab-size"),
         ({"timeout_s": 0}, "--timeout-s"),
+        ({"islands": 2, "island_budgets": (1, 2, 3)}, "budgets"),
+        ({"islands": 2, "island_budgets": (1, 0)}, "budgets"),
     ],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(DevnetError, match=message):
         DevnetConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_islands_plan_different_budgets() -> None:
+    layouts = DevnetConfig(islands=4).island_layouts()
+    assert [lay["micro_batches"] for lay in layouts] == [1, 2, 3, 1]
+    chosen = DevnetConfig(islands=2, island_budgets=(2, 5)).island_layouts()
+    assert [lay["micro_batches"] for lay in chosen] == [2, 5]
+
+
+def test_windows_follow_h_and_can_be_overridden() -> None:
+    short, long = DevnetConfig(inner_steps=8), DevnetConfig(inner_steps=32)
+    assert short.windows < long.windows
+    assert DevnetConfig(commit_window_s=40, audit_window_s=30).windows == (40, 30)
 
 
 def test_generated_secrets_are_private_and_listed(tmp_path: Path) -> None:

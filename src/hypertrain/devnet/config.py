@@ -10,6 +10,12 @@ from hypertrain.devnet.errors import DevnetError
 
 PRESETS: Final = ("proxy", "tiny", "proxy-moe", "tiny-moe")
 MAX_ISLANDS: Final = 8
+MICRO_BATCH_SIZE: Final = 4
+DEFAULT_BUDGETS: Final = (1, 2, 3)  # micro-batches per step, island by island (cycled)
+# Islands cannot yet train with a layout of their own: admission requires the run's
+# samples per step from everyone. Until the challenge, miner and auditor accept
+# per-island layouts, the devnet plans them (report, docs) but does not pass them.
+PER_ISLAND_LAYOUTS_SUPPORTED: Final = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -18,7 +24,7 @@ class DevnetConfig:
 
     rounds: int = 4
     islands: int = 3
-    inner_steps: int = 8  # H
+    inner_steps: int = 16  # H
     checkpoint_interval: int = 4  # J
     preset: str = "proxy"
     seq_len: int = 64
@@ -37,6 +43,7 @@ class DevnetConfig:
     timeout_s: float = 1800.0
     commit_window_s: int | None = None  # None = sized from the preset and H
     audit_window_s: int | None = None
+    island_budgets: tuple[int, ...] = ()  # micro-batches per step per island; () = defaults
 
     def __post_init__(self) -> None:
         if not 1 <= self.rounds <= 1000:
@@ -57,13 +64,37 @@ class DevnetConfig:
             raise DevnetError("--seq-len must be >= 8 and --vocab-size >= 300")
         if self.timeout_s <= 0:
             raise DevnetError("--timeout-s must be positive")
+        if self.island_budgets and (
+            len(self.island_budgets) != self.islands or min(self.island_budgets) < 1
+        ):
+            raise DevnetError(
+                f"island budgets {list(self.island_budgets)} must be {self.islands} numbers >= 1"
+            )
+
+    def island_layouts(self) -> list[dict[str, int]]:
+        """Each honest island's planned layout; the budgets differ so token shares differ."""
+        budgets = self.island_budgets or tuple(
+            DEFAULT_BUDGETS[i % len(DEFAULT_BUDGETS)] for i in range(self.islands)
+        )
+        return [
+            {"dp_ranks": 1, "micro_batches": b, "micro_batch_size": MICRO_BATCH_SIZE}
+            for b in budgets
+        ]
 
     @property
     def windows(self) -> tuple[int, int]:
-        """(commit, audit) windows in beacon rounds: long enough for one H-step segment."""
-        per_step = 1.0 if self.preset.startswith("tiny") else 5.0
-        commit = self.commit_window_s or int(20 + per_step * self.inner_steps)
-        audit = self.audit_window_s or int(15 + per_step * self.inner_steps)
+        """(commit, audit) windows in beacon rounds.
+
+        The service closes a phase only when its window ends, so these windows, not the
+        compute, set the devnet's pace. They are sized for a busy two-core machine: all
+        islands train H steps at once (measured about 0.3-0.5 s per proxy step each
+        with the cores shared), and one auditor replays every island's sampled
+        segments in turn. Slower machines can pass ``--commit-window-s`` and
+        ``--audit-window-s``.
+        """
+        per_step = 0.5 if self.preset.startswith("tiny") else 0.75
+        commit = self.commit_window_s or int(15 + per_step * self.inner_steps)
+        audit = self.audit_window_s or int(12 + per_step * self.inner_steps)
         return commit // self.beacon_period_s, audit // self.beacon_period_s
 
     @property

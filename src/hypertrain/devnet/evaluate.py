@@ -1,9 +1,10 @@
-"""Held-out loss of a model, and the final model's export for transformers.
+"""The final model: fetched from the relay, checked, exported for transformers.
 
-The devnet measures every merged model on the same fixed held-out samples (the
-dataset's held-out split, never trained on), in float32 with gradients off, so the
-per-round losses are comparable. The same function is used by the test that checks
-the exported directory loads in transformers and gives the same loss.
+Held-out losses are not computed here: the aggregator measures every merged model
+on the dataset's fixed held-out slice (:mod:`hypertrain.aggregator.heldout`) and
+posts the figure with its merge tape, so the terminal, the report and the web
+dashboard all show the same numbers. :func:`heldout_batch` gives the same slice
+for tests that check an exported model against those figures.
 """
 
 from __future__ import annotations
@@ -13,29 +14,17 @@ from pathlib import Path
 import httpx
 import torch
 
+from hypertrain.aggregator import heldout
 from hypertrain.data.dataset import Dataset
 from hypertrain.data.descriptor import DESCRIPTOR_NAME
 from hypertrain.protocol.manifest import ModelSpec
 from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.export import export_llama
-from hypertrain.trainer.model import loss_fn
-
-EVAL_SAMPLES = 32
 
 
-def heldout_batch(dataset_dir: Path, samples: int = EVAL_SAMPLES) -> torch.Tensor:
-    """The first ``samples`` held-out samples as a [B, T] int64 tensor."""
-    dataset = Dataset(dataset_dir / DESCRIPTOR_NAME)
-    ids = [int(i) for i in dataset.split().heldout_ids[:samples]]
-    if not ids:
-        ids = list(range(min(samples, len(dataset))))
-    rows = [torch.from_numpy(dataset.sample(i).astype("int64")) for i in ids]
-    return torch.stack(rows)
-
-
-def heldout_loss(params: dict[str, torch.Tensor], spec: ModelSpec, batch: torch.Tensor) -> float:
-    with torch.no_grad():
-        return float(loss_fn({k: v.float() for k, v in params.items()}, spec, batch))
+def heldout_batch(dataset_dir: Path) -> torch.Tensor:
+    """The aggregator's held-out samples of a prepared dataset, as a [B, T] tensor."""
+    return heldout.heldout_batch(Dataset(dataset_dir / DESCRIPTOR_NAME))
 
 
 def fetch_model(url: str, sha256: str, spec: ModelSpec) -> dict[str, torch.Tensor]:

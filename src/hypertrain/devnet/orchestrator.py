@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.live import Live
 
 from hypertrain.devnet import evaluate, keys, network, prep, report, roles, view
-from hypertrain.devnet.config import DevnetConfig
+from hypertrain.devnet.config import PER_ISLAND_LAYOUTS_SUPPORTED, DevnetConfig
 from hypertrain.devnet.errors import DevnetError
 from hypertrain.devnet.procs import Supervisor, hypertrain_cmd
 from hypertrain.protocol.manifest import RunManifest
@@ -46,8 +46,7 @@ class Devnet:
     manifest: RunManifest | None = None
     strategy: str = ""
     doc: dict[str, Any] | None = None
-    losses: dict[int, float] = field(default_factory=dict)
-    final_params: Any = None
+    finished: set[int] = field(default_factory=set)  # rounds already reported
 
     def get(self, path: str) -> Any:
         response = httpx.get(f"{self.url}{path}", timeout=10)
@@ -84,25 +83,27 @@ def start(net: Devnet, dataset: Path) -> None:
         sup.start(member.name, roles.island_cmd(a, hp))
     sup.start("auditor", roles.auditor_cmd(sec, net.url, net.relay, dataset))
     sup.start(
-        "aggregator", roles.aggregator_cmd(cfg, sec, net.url, net.relay, state / "aggregator")
+        "aggregator",
+        roles.aggregator_cmd(cfg, sec, net.url, net.relay, state / "aggregator", dataset),
     )
 
 
-def evaluate_new_rounds(net: Devnet, batch: Any) -> None:
-    """Held-out loss of every merged model not measured yet."""
-    assert net.doc is not None and net.manifest is not None
+def record_new_rounds(net: Devnet) -> None:
+    """Note the held-out loss of every newly final round (posted by the aggregator).
+
+    Without a terminal (CI, a pipe) the live view is off, so each round gets one line.
+    """
+    assert net.doc is not None
     for r in net.doc["rounds"]:
-        if r["new_model_sha256"] and r["round"] not in net.losses:
-            detail = net.get(f"/v1/runs/{roles.RUN_ID}/rounds/{r['round']}")
-            url = detail["merge"]["body"]["new_model_url"]
-            params = evaluate.fetch_model(url, r["new_model_sha256"], net.manifest.model)
-            net.losses[r["round"]] = evaluate.heldout_loss(params, net.manifest.model, batch)
-            net.final_params = params
+        if r["phase"] != "final" or r["round"] in net.finished:
+            continue
+        net.finished.add(r["round"])
+        if not net.console.is_terminal:
+            net.console.print(view.round_line(r, net.cfg.rounds))
 
 
-def follow(net: Devnet, dataset: Path) -> None:
+def follow(net: Devnet) -> None:
     """Poll until R rounds are final, redrawing the live view."""
-    batch = evaluate.heldout_batch(dataset)
     deadline = time.monotonic() + net.cfg.timeout_s
     joins = [c.name for c in net.sup.children if c.name.startswith("join-")]
     live = Live(console=net.console, refresh_per_second=2, transient=False)
@@ -111,18 +112,25 @@ def follow(net: Devnet, dataset: Path) -> None:
             net.sup.check(ignore=["aggregator", *joins])
             with contextlib.suppress(httpx.HTTPError):
                 net.doc = net.get(f"/v1/runs/{roles.RUN_ID}/dashboard")
-                evaluate_new_rounds(net, batch)
+                record_new_rounds(net)
             if net.console.is_terminal:
-                live.update(view.live_view(net.doc, net.losses, net.cfg.rounds, net.url))
-            if (
-                net.doc
-                and _finished(net.doc) >= net.cfg.rounds
-                and len(net.losses) >= net.cfg.rounds
-            ):
+                live.update(view.live_view(net.doc, net.cfg.rounds, net.url))
+            if net.doc and _finished(net.doc) >= net.cfg.rounds:
                 return
             if time.monotonic() > deadline:
                 raise DevnetError(f"the run did not finish {net.cfg.rounds} rounds in time")
             time.sleep(1.0)
+
+
+def final_model(net: Devnet) -> Any:
+    """Parameters of the last merged model, fetched from the relay and hash-checked."""
+    assert net.doc is not None and net.manifest is not None
+    merged = [r for r in net.doc["rounds"] if r["new_model_sha256"]]
+    if not merged:
+        return None
+    detail = net.get(f"/v1/runs/{roles.RUN_ID}/rounds/{merged[-1]['round']}")
+    url = detail["merge"]["body"]["new_model_url"]
+    return evaluate.fetch_model(url, merged[-1]["new_model_sha256"], net.manifest.model)
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -133,11 +141,12 @@ def _finished(doc: dict[str, Any]) -> int:
     return sum(1 for r in doc["rounds"] if r["phase"] == "final")
 
 
-def conclude(net: Devnet, dataset: Path) -> dict[str, Any]:
+def conclude(net: Devnet) -> dict[str, Any]:
     """Stop the workers, then weights, ledger check, export and the report."""
     assert net.secrets is not None and net.doc is not None and net.manifest is not None
     net.sup.stop_all(keep=SERVING)
     net.doc = net.get(f"/v1/runs/{roles.RUN_ID}/dashboard")
+    params = final_model(net)
     token = net.secrets.token(net.secrets.internal_token)
     w = httpx.get(f"{net.url}/internal/v1/get_weights", params={"epoch": 1},
                   headers=_auth(token), timeout=30)  # fmt: skip
@@ -154,17 +163,18 @@ def conclude(net: Devnet, dataset: Path) -> dict[str, Any]:
     model_dir = net.cfg.state_dir / "model"
     shutil.rmtree(model_dir, ignore_errors=True)
     exported = None
-    if net.final_params is not None:
-        exported = str(evaluate.export_final(net.final_params, net.manifest.model, model_dir))
+    if params is not None:
+        exported = str(evaluate.export_final(params, net.manifest.model, model_dir))
     return report.build_report(
         net.doc,
-        net.losses,
         net.secrets,
         strategy=net.strategy,
         weights=weights,
         ledger_verified=verify.returncode == 0,
         model_export=exported,
         children_left=-1,
+        layouts=net.cfg.island_layouts(),
+        layouts_applied=PER_ISLAND_LAYOUTS_SUPPORTED,
     )
 
 
@@ -183,8 +193,8 @@ def run_devnet(cfg: DevnetConfig, console: Console | None = None) -> int:
         dataset = prep.prepared_dataset(cfg.cache_dir, corpus, cfg.vocab_size, cfg.seq_len)
         start(net, dataset)
         console.print(f"dashboard: {net.url}/dashboard/?rounds={cfg.rounds}")
-        follow(net, dataset)
-        result = conclude(net, dataset)
+        follow(net)
+        result = conclude(net)
         console.print(view.summary_table(result))
         code = 0
         if not cfg.exit_when_done:

@@ -12,7 +12,6 @@ from hypertrain.devnet.view import summary_rows
 
 def build_report(
     doc: dict[str, Any],
-    losses: dict[int, float],
     secrets: Secrets,
     *,
     strategy: str,
@@ -20,12 +19,14 @@ def build_report(
     ledger_verified: bool,
     model_export: str | None,
     children_left: int,
+    layouts: list[dict[str, int]] | None = None,
+    layouts_applied: bool = False,
 ) -> dict[str, Any]:
     """Per-round figures, the honeypot's fate, ledger, weights and the export path."""
     rounds = [
         {
             "round": r["round"],
-            "heldout_loss": losses.get(r["round"], r["eval_loss"]),
+            "heldout_loss": r["eval_loss"],  # the aggregator's figure, as on the dashboard
             "train_loss": r["train_loss"],
             "tokens": r["tokens"],
             "bytes_sent": r["bytes_sent"],
@@ -53,6 +54,12 @@ def build_report(
         "model_export": model_export,
         "children_left": children_left,
         "model": doc["model"],
+        "island_layouts": {
+            "applied": layouts_applied,
+            "planned": {
+                m.name: lay for m, lay in zip(secrets.islands, layouts or [], strict=False)
+            },
+        },
         "miners": [
             {
                 "name": names.get(i["hotkey"], "?"),

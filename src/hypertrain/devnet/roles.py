@@ -7,7 +7,7 @@ from typing import Any
 
 from hypertrain.data.dataset import Dataset
 from hypertrain.data.descriptor import DESCRIPTOR_NAME
-from hypertrain.devnet.config import DevnetConfig
+from hypertrain.devnet.config import MICRO_BATCH_SIZE, DevnetConfig
 from hypertrain.devnet.keys import Identity, Secrets
 from hypertrain.devnet.procs import hypertrain_cmd, miner_cmd
 
@@ -37,7 +37,7 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
             "commit_window_rounds": cfg.windows[0],
             "audit_window_rounds": cfg.windows[1],
             "dispute_window_rounds": 2,
-            "layout": {"micro_batch_size": 4},
+            "layout": {"micro_batch_size": MICRO_BATCH_SIZE},
         },
         "data": dataset.descriptor.data_spec().model_dump(mode="json"),
         "audit": {"rate": 1.0, "segments": min(2, cfg.segments), "probation_rounds": cfg.rounds},
@@ -78,7 +78,7 @@ def auditor_cmd(secrets: Secrets, service: str, relay: str, dataset: Path) -> li
 
 
 def aggregator_cmd(
-    cfg: DevnetConfig, secrets: Secrets, service: str, relay: str, state: Path
+    cfg: DevnetConfig, secrets: Secrets, service: str, relay: str, state: Path, dataset: Path
 ) -> list[str]:
     return hypertrain_cmd(
         *("aggregator", "run", "--follow", "--poll-s", "0.5", "--max-rounds", str(cfg.rounds)),
@@ -86,4 +86,5 @@ def aggregator_cmd(
         *("--key-file", str(secrets.aggregator.key_file)),
         *("--worker-token-file", str(secrets.worker_token)),
         *("--admin-token-file", str(secrets.admin_token), "--state-dir", str(state)),
+        *("--dataset-dir", str(dataset)),  # held-out loss of each merged model
     )

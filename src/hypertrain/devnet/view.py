@@ -1,7 +1,7 @@
 """The live terminal view (rich) and the final summary table.
 
-Both are pure renderings of the dashboard JSON document plus the devnet's own
-held-out losses, so what the terminal shows is what the web page shows.
+Both are pure renderings of the dashboard JSON document (held-out losses included,
+as posted by the aggregator), so what the terminal shows is what the web page shows.
 """
 
 from __future__ import annotations
@@ -22,19 +22,16 @@ def _fmt(x: float | None, digits: int = 4) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
 
-def live_view(
-    doc: dict[str, Any] | None, losses: dict[int, float], total_rounds: int, url: str
-) -> Group:
+def live_view(doc: dict[str, Any] | None, total_rounds: int, url: str) -> Group:
     """One frame: round and phase, per-island progress, loss, throughput, bytes, audits."""
     if doc is None:
         return Group(Text(f"starting the network… dashboard: {url}/dashboard/"))
     g = doc["glance"]
-    latest = max(losses) if losses else None
     head = Text.assemble(
         ("Hypertrain devnet  ", "bold"),
         f"round {0 if g['round'] is None else g['round'] + 1}/{total_rounds}  ",
         f"phase {g['phase'] or '—'}  ",
-        f"held-out loss {_fmt(losses.get(latest) if latest is not None else None)}  ",
+        f"held-out loss {_fmt(g['heldout_loss'])}  ",
         f"tokens {g['tokens']:,}  sent {g['bytes_sent']:,} B  ",
         f"audits {g['audits']}  faults {g['faults']}",
     )
@@ -58,6 +55,17 @@ def live_view(
     ]
     foot = Text(f"dashboard: {url}/dashboard/  (Ctrl-C stops everything)", style="dim")
     return Group(head, table, Text("audits: " + ("; ".join(verdicts) or "none yet")), foot)
+
+
+def round_line(r: dict[str, Any], total_rounds: int) -> str:
+    """One plain line per finished round, for runs without a terminal."""
+    v = r["verdicts"]
+    return (
+        f"round {r['round'] + 1}/{total_rounds} done: held-out loss {_fmt(r['eval_loss'])}, "
+        f"{r['tokens']:,} tokens, {r['bytes_sent']:,} B sent "
+        f"({r['ddp_bytes']:,} B data-parallel), audits {r['audits']}: "
+        f"{v['match']} match, {v['mismatch']} mismatch"
+    )
 
 
 def summary_table(report: dict[str, Any]) -> Table:
