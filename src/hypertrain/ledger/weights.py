@@ -136,7 +136,7 @@ def nominal_release(conn: sqlite3.Connection, run: RunConfig) -> int:
     # starts later than their round (those inside the horizon were counted in full).
     for w, amount, held_until in conn.execute(
         "SELECT round, amount, held_until FROM escrows"
-        " WHERE run_id = ?1 AND (round > ?2 OR held_until - 1 > ?2)",
+        " WHERE run_id = ?1 AND (round > ?2 OR held_until > ?2 + 1)",
         (run.run_id, horizon),
     ).fetchall():
         due = vested_prefix(int(amount), v, clock - vest_start(int(w), int(held_until)))
