@@ -25,12 +25,15 @@ from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import BlobPut
 from hypertrain.relay.auth import BLOB_PUT_DOMAIN, encode_authorization
 from hypertrain.relay.errors import HashMismatchError, NotFoundError, RelayError
-from hypertrain.relay.spool import CHUNK_BYTES, sha256_file, validate_sha256
+from hypertrain.relay.spool import CHUNK_BYTES, sha256_file, validate_sha256, write_all
 
 log = logging.getLogger(__name__)
 
 BlobKind = Literal["update", "checkpoint", "model", "outer_state", "tape", "other"]
 RETRY_STATUSES: Final = frozenset({500, 502, 503, 504})
+# Uploads are read from disk in CHUNK_BYTES pieces; downloads arrive in the HTTP stack's
+# (small) reads and are written out WRITE_BYTES at a time.
+WRITE_BYTES: Final = 4 << 20
 
 
 class RelayClient:
@@ -124,16 +127,19 @@ class RelayClient:
         fd, name = tempfile.mkstemp(prefix=".part-", dir=path.parent)
         temp = Path(name)
         digest = hashlib.sha256()
+        batch = _WriteBatch(fd)
         try:
-            with os.fdopen(fd, "wb") as handle:
+            try:
 
                 def sink(chunk: bytes) -> None:
                     digest.update(chunk)
-                    handle.write(chunk)
+                    batch.add(chunk)
 
                 self._download(sha256, max_bytes, sink)
-                handle.flush()
-                os.fsync(handle.fileno())
+                batch.flush()
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             _check(sha256, digest.hexdigest())
             temp.replace(path)
         except BaseException:
@@ -156,7 +162,7 @@ class RelayClient:
                 resp.read()
                 _raise_for(resp)
             received = 0
-            for chunk in resp.iter_bytes(CHUNK_BYTES):
+            for chunk in resp.iter_bytes():
                 received += len(chunk)
                 if received > max_bytes:
                     raise RelayError("too_large", f"blob {sha256} exceeds {max_bytes} bytes")
@@ -178,6 +184,25 @@ class RelayClient:
             self._sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")
+
+
+class _WriteBatch:
+    """Gathers the small pieces a response arrives in into few large ``writev`` calls."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._chunks: list[bytes] = []
+        self._size = 0
+
+    def add(self, chunk: bytes) -> None:
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        if self._size >= WRITE_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        write_all(self._fd, self._chunks)
+        self._chunks, self._size = [], 0
 
 
 def _chunks(data: bytes | Path) -> Iterator[bytes]:

@@ -19,6 +19,7 @@ from hypertrain.protocol.replay import ReplayStore
 from hypertrain.relay.auth import Authorised, UploadPolicy, authorise_put
 from hypertrain.relay.clock import BeaconClock
 from hypertrain.relay.errors import NotFoundError
+from hypertrain.relay.pipeline import spool_stream
 from hypertrain.relay.quota import QuotaBook
 from hypertrain.relay.registry import Registry
 from hypertrain.relay.spool import Spool, validate_sha256
@@ -88,9 +89,8 @@ class Relay:
         try:
             spool = Spool(self.store.spool_dir, put.sha256, put.size, self.policy.max_blob_bytes)
             try:
-                async for chunk in body:
-                    spool.write(chunk)
-                spooled = spool.finish()
+                await spool_stream(spool, body)
+                spooled = await run_in_threadpool(spool.finish)
             except BaseException:
                 spool.abort()
                 raise
@@ -147,7 +147,7 @@ class Relay:
         spool = Spool(self.store.spool_dir, sha256, None, self.policy.max_blob_bytes)
         try:
             await self.upstream.fetch(sha256, spool)
-            spooled = spool.finish()
+            spooled = await run_in_threadpool(spool.finish)
         except BaseException:
             spool.abort()
             raise

@@ -12,12 +12,14 @@ import hashlib
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
 from hypertrain.relay.errors import HashMismatchError, RelayError, SizeMismatchError
 
 CHUNK_BYTES: Final = 1 << 20
+_IOV_MAX: Final = 512  # below every platform's IOV_MAX (Linux: 1024)
 _SHA256_RE: Final = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -41,24 +43,40 @@ class Spool:
         spool_dir.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix="spool-", dir=spool_dir)
         self.path = Path(name)
-        self._file = os.fdopen(fd, "wb")
+        self._file = os.fdopen(fd, "wb", buffering=0)
         self._hash = hashlib.sha256()
         self._expected_sha256 = expected_sha256
         self._expected_size = expected_size
         self._limit = max_bytes if expected_size is None else min(expected_size, max_bytes)
         self.received = 0
 
-    def write(self, chunk: bytes) -> None:
-        self.received += len(chunk)
+    def admit(self, count: int) -> None:
+        """Account for ``count`` more bytes; refuse them if past the limit.
+
+        Cheap and non-blocking, so it runs on the event loop for every chunk; the caller
+        calls :meth:`abort` once no thread is writing any more.
+        """
+        self.received += count
         if self.received > self._limit:
-            self.abort()
             raise SizeMismatchError(f"received more than the allowed {self._limit} bytes")
-        self._hash.update(chunk)
-        self._file.write(chunk)
+
+    def absorb(self, chunks: list[bytes]) -> None:
+        """Hash and write already admitted chunks (blocking; may run in a worker thread)."""
+        for chunk in chunks:
+            self._hash.update(chunk)
+        write_all(self._file.fileno(), chunks)
+
+    def write(self, chunk: bytes) -> None:
+        """Admit and absorb one chunk; an oversized spool is aborted at once."""
+        try:
+            self.admit(len(chunk))
+        except SizeMismatchError:
+            self.abort()
+            raise
+        self.absorb([chunk])
 
     def finish(self) -> Path:
         """Flush to disk and verify; returns the spooled file's path."""
-        self._file.flush()
         os.fsync(self._file.fileno())
         self._file.close()
         if self._expected_size is not None and self.received != self._expected_size:
@@ -88,3 +106,24 @@ def sha256_file(path: Path) -> tuple[str, int]:
             digest.update(chunk)
             size += len(chunk)
     return digest.hexdigest(), size
+
+
+def write_all(fd: int, chunks: Sequence[bytes]) -> None:
+    """Write ``chunks`` in order with as few ``writev`` calls as possible.
+
+    Many small writes (one per 64-256 KiB network read) cost several times more than
+    one gathered write of the same bytes, because the kernel pays its per-call and
+    per-page-cache-lookup overhead each time.
+    """
+    pending = [memoryview(chunk) for chunk in chunks if chunk]
+    while pending:
+        group = pending[:_IOV_MAX]
+        written = os.writev(fd, group)
+        done = 0
+        while done < len(group) and written >= len(group[done]):
+            written -= len(group[done])
+            done += 1
+        rest = pending[done:]
+        if written:
+            rest[0] = rest[0][written:]
+        pending = rest

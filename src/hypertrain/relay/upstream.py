@@ -15,6 +15,7 @@ import anyio
 import httpx
 
 from hypertrain.relay.errors import NotFoundError, UpstreamError
+from hypertrain.relay.pipeline import spool_stream
 from hypertrain.relay.spool import CHUNK_BYTES, Spool
 
 
@@ -51,8 +52,7 @@ class Upstream:
                     raise NotFoundError(sha256)
                 if resp.status_code != 200:
                     raise UpstreamError(f"GET {self._url(sha256)} answered {resp.status_code}")
-                async for chunk in resp.aiter_bytes(CHUNK_BYTES):
-                    spool.write(chunk)
+                await spool_stream(spool, resp.aiter_bytes())
         except httpx.HTTPError as exc:
             raise UpstreamError(f"GET {self._url(sha256)}: {exc}") from exc
 
