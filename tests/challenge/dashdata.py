@@ -12,8 +12,9 @@ START = "aa" * 32
 
 def run_rounds(h: Harness, rounds: int = 2, islands: int = 3) -> None:
     """Every island commits each round; the last one is caught cheating in round 0."""
-    for key in h.miners[:islands]:
-        assert h.client.post("/v1/join", json=signed(key, "join", join_body())).status_code == 200
+    for n, key in enumerate(h.miners[:islands]):  # island n trains n + 1 micro-batches a step
+        joined = h.client.post("/v1/join", json=signed(key, "join", join_body(micro_batches=n + 1)))
+        assert joined.status_code == 200
     model = START
     for index in range(rounds):
         body = (

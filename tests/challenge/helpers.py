@@ -17,6 +17,10 @@ from hypertrain.protocol.identity import Hotkey
 
 DEVICE_CLASS = "cpu:test"
 GOOD_HASH = "ab" * 32
+# H = 8 steps of 5-sample micro-batches of 26 tokens (25 predicted): an island trains
+# 1000 tokens per micro-batch per step in its layout, so a 1x1 island commits 1000.
+MICRO_BATCH_SIZE = 5
+TOKENS_PER_MICRO_BATCH = 8 * MICRO_BATCH_SIZE * 25
 TOKENS = {"internal": "i" * 32, "admin": "a" * 32, "worker": "w" * 32}
 
 
@@ -78,6 +82,8 @@ def manifest_doc(run_id: str = "run-1", **audit: Any) -> dict[str, Any]:
         "round": {
             "inner_steps": 8,
             "checkpoint_interval": 2,
+            "layout": {"micro_batch_size": MICRO_BATCH_SIZE},
+            "layout_limits": {"max_dp_ranks": 2, "max_micro_batches": 4},
             "commit_window_rounds": 3,
             "audit_window_rounds": 2,
             "dispute_window_rounds": 2,
@@ -87,7 +93,7 @@ def manifest_doc(run_id: str = "run-1", **audit: Any) -> dict[str, Any]:
             "descriptor_sha256": "22" * 32,
             "tokenizer_sha256": "33" * 32,
             "sample_count": 100,
-            "seq_len": 16,
+            "seq_len": 26,
         },
         "audit": {"rate": 0.5, "segments": 2, "probation_rounds": 1, **audit},
         "determinism": {"torch_version": "2.13.0", "num_threads": 1, "device_class": DEVICE_CLASS},
@@ -95,7 +101,9 @@ def manifest_doc(run_id: str = "run-1", **audit: Any) -> dict[str, Any]:
     }
 
 
-def join_body(workload_hash: str = GOOD_HASH, devices: int = 1) -> dict[str, Any]:
+def join_body(
+    workload_hash: str = GOOD_HASH, devices: int = 1, micro_batches: int = 1
+) -> dict[str, Any]:
     return {
         "devices": [
             {
@@ -108,11 +116,17 @@ def join_body(workload_hash: str = GOOD_HASH, devices: int = 1) -> dict[str, Any
             }
             for i in range(devices)
         ],
-        "layout": {"dp_ranks": devices, "micro_batches": 1, "micro_batch_size": 4 // devices},
+        "layout": {
+            "dp_ranks": devices,
+            "micro_batches": micro_batches,
+            "micro_batch_size": MICRO_BATCH_SIZE,
+        },
     }
 
 
-def commit_body(round_index: int, tokens: int = 1000, loss: float = 3.5) -> dict[str, Any]:
+def commit_body(
+    round_index: int, tokens: int = TOKENS_PER_MICRO_BATCH, loss: float = 3.5
+) -> dict[str, Any]:
     digest = hashlib.sha256(str(tokens).encode()).hexdigest()
     return {
         "round": round_index,

@@ -56,18 +56,19 @@ def check_join(manifest: RunManifest, request: JoinRequest) -> str:
 
 
 def _check_layout(manifest: RunManifest, request: JoinRequest) -> None:
-    """One rank per device, and the run's global batch shape (so data assignment agrees)."""
-    layout, wanted = request.layout, manifest.round.layout
+    """One rank per device, and a layout within the run's limits.
+
+    The layout fixes the island's sample budget (H × samples per step), so it is part
+    of what the island is admitted with; ``micro_batch_size`` must be the run's.
+    """
+    layout = request.layout
+    if len(request.devices) > MAX_ISLAND_DEVICES:
+        raise AdmissionError(f"more than {MAX_ISLAND_DEVICES} devices", code="bad_layout")
     if layout.dp_ranks != len(request.devices):
         raise AdmissionError(
             f"layout has {layout.dp_ranks} ranks for {len(request.devices)} devices",
             code="bad_layout",
         )
-    if len(request.devices) > MAX_ISLAND_DEVICES:
-        raise AdmissionError(f"more than {MAX_ISLAND_DEVICES} devices", code="bad_layout")
-    if layout.samples_per_step != wanted.samples_per_step:
-        raise AdmissionError(
-            f"layout gives {layout.samples_per_step} samples per step, the run needs "
-            f"{wanted.samples_per_step}",
-            code="bad_layout",
-        )
+    problem = manifest.round.layout_problem(layout)
+    if problem is not None:
+        raise AdmissionError(f"layout outside the run's limits: {problem}", code="bad_layout")

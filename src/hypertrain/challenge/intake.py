@@ -55,7 +55,9 @@ def join(state: ServiceState, env: Envelope) -> dict[str, Any]:
     with transaction(state.conn):
         state.burn(env)
         state.conn.execute(
-            "INSERT INTO roster VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO roster (run_id, hotkey, admitted_beacon_round, first_round,"
+            " probation_until_round, device_class, num_devices, join_body, layout)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 run_id,
                 hotkey,
@@ -65,15 +67,19 @@ def join(state: ServiceState, env: Envelope) -> dict[str, Any]:
                 device_class,
                 len(body.devices),
                 quick_dumps(body.model_dump(mode="json")),
+                quick_dumps(body.layout.model_dump(mode="json")),
             ),
         )
     state.count("joins_admitted")
+    manifest = state.manifest(run_id)
     return {
         "admitted": True,
         "run_id": run_id,
         "hotkey": hotkey,
         "first_round": first_round,
         "probation_until_round": probation_until,
+        "layout": body.layout.model_dump(mode="json"),
+        "samples_per_round": manifest.round.island_samples(body.layout),
     }
 
 
@@ -91,6 +97,19 @@ def _round_row(state: ServiceState, run_id: str, index: int) -> sqlite3.Row:
     if row is None:
         raise NotFoundError(f"round {index} of {run_id} is not open", code="unknown_round")
     return row
+
+
+def island_tokens(state: ServiceState, round_row: sqlite3.Row, hotkey: str) -> int:
+    """The tokens an island trains in a round: H × samples per step × (seq_len - 1).
+
+    Its layout is the one the signed round-open record names; a commit must claim
+    exactly this many (a round is all H steps on the whole assignment, or nothing).
+    """
+    manifest = state.manifest(round_row["run_id"])
+    layout = state.layout_of(
+        round_row["run_id"], round_row["round"], round_row["open_envelope"], hotkey
+    )
+    return manifest.round.island_samples(layout) * (manifest.data.seq_len - 1)
 
 
 def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
@@ -113,6 +132,13 @@ def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
         raise ChallengeError(
             f"leaf_count is {body.leaf_count}, a round has {segments + 1} checkpoint leaves",
             code="bad_body",
+        )
+    budget = island_tokens(state, row, hotkey)
+    if body.tokens != budget:
+        raise ChallengeError(
+            f"commit claims {body.tokens} tokens, the island's layout trains exactly {budget}"
+            f" in round {body.round}",
+            code="bad_tokens",
         )
     if state.conn.execute(
         "SELECT 1 FROM commits WHERE run_id = ? AND round = ? AND hotkey = ?",

@@ -33,7 +33,7 @@ from hypertrain.challenge.settle import settle_round
 from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.challenge.storage import transaction
 from hypertrain.protocol.envelope import Envelope
-from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import AuditAssignment, RoundOpen
 
 log = logging.getLogger(__name__)
@@ -94,13 +94,8 @@ def open_round(
         raise PhaseError(f"round {last['round']} of {run_id} is still in phase {last['phase']}")
     index = 0 if last is None else last["round"] + 1
     sha, url = _start_model(state, run_id, index, start_model_sha256, start_model_url)
-    roster = [
-        row["hotkey"]
-        for row in state.conn.execute(
-            "SELECT hotkey FROM roster WHERE run_id = ? ORDER BY hotkey", (run_id,)
-        )
-        if state.metagraph.is_registered(row["hotkey"])
-    ]
+    layouts = _open_roster(state, run_id, manifest)
+    roster = sorted(layouts)
     record = RoundOpen(
         round=index,
         start_model_sha256=sha,
@@ -109,6 +104,7 @@ def open_round(
         assignment_key=assignment_key(run_id, index, beacon.randomness),
         roster=roster,
         commit_deadline_round=beacon.round + manifest.round.commit_window_rounds,
+        layouts=layouts,
     )
     envelope = state.sign(run_id, "round-open", record.model_dump(mode="json"))
     with transaction(state.conn):
@@ -131,6 +127,20 @@ def open_round(
         )
     log.info("opened round %s/%d at beacon %d", run_id, index, beacon.round)
     return envelope
+
+
+def _open_roster(state: ServiceState, run_id: str, manifest: RunManifest) -> dict[str, LayoutSpec]:
+    """Registered islands and the layouts they were admitted with, by hotkey."""
+    out: dict[str, LayoutSpec] = {}
+    for row in state.conn.execute(
+        "SELECT hotkey, layout FROM roster WHERE run_id = ? ORDER BY hotkey", (run_id,)
+    ):
+        if state.metagraph.is_registered(row["hotkey"]):
+            stored = json.loads(row["layout"])
+            out[row["hotkey"]] = (
+                LayoutSpec.model_validate(stored) if stored else manifest.round.layout
+            )
+    return out
 
 
 def _start_model(

@@ -31,7 +31,7 @@ from hypertrain.challenge.settings import Settings
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.envelope import Envelope, VerifiedEnvelope, open_envelope, seal
 from hypertrain.protocol.errors import EnvelopeError
-from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 
 BodyT = TypeVar("BodyT", bound=BaseModel)
 # Envelopes the coordinator signs stay valid for this many beacon rounds (~1 year at 3 s).
@@ -49,6 +49,7 @@ class ServiceState:
     counters: dict[str, int] = field(default_factory=dict)
     _manifests: dict[str, RunManifest] = field(default_factory=dict)
     _rosters: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
+    _layouts: dict[tuple[str, int], dict[str, LayoutSpec]] = field(default_factory=dict)
 
     @property
     def coordinator(self) -> str:
@@ -62,6 +63,16 @@ class ServiceState:
             roster = frozenset(loads(open_envelope)["body"]["roster"])
             self._rosters[key] = roster
         return roster
+
+    def layout_of(self, run_id: str, index: int, open_envelope: str, hotkey: str) -> LayoutSpec:
+        """The layout ``hotkey`` was opened with in a round (the run's default if unnamed)."""
+        key = (run_id, index)
+        layouts = self._layouts.get(key)
+        if layouts is None:
+            raw = loads(open_envelope)["body"].get("layouts", {})
+            layouts = {h: LayoutSpec.model_validate(v) for h, v in raw.items()}
+            self._layouts[key] = layouts
+        return layouts.get(hotkey, self.manifest(run_id).round.layout)
 
     def current_round(self) -> int:
         if self.current is None:

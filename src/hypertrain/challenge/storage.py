@@ -146,7 +146,14 @@ CREATE TABLE seen_nonces (
 CREATE INDEX seen_nonces_expiry ON seen_nonces (expiry_round);
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2)
+# Each island's admitted layout (its sample budget) becomes a column the round opener
+# reads; rows admitted before take it from the join body they were admitted with.
+_V3: Final = """
+ALTER TABLE roster ADD COLUMN layout TEXT NOT NULL DEFAULT '{}';
+UPDATE roster SET layout = COALESCE(json_extract(join_body, '$.layout'), '{}')
+"""
+
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3)
 DB_NAME: Final = "challenge.sqlite"
 
 

@@ -106,12 +106,24 @@ class LayoutSpec(_Section):
         return self.dp_ranks * self.micro_batches * self.micro_batch_size
 
 
+class LayoutLimits(_Section):
+    """The largest island layout a run admits; ``micro_batch_size`` is always the run's.
+
+    An island's sample budget per round is ``H × samples_per_step`` of its own layout,
+    so these limits cap the share one island can claim of a round.
+    """
+
+    max_dp_ranks: int = Field(default=1, ge=1, le=1024)
+    max_micro_batches: int = Field(default=1, ge=1, le=1024)
+
+
 class RoundSpec(_Section):
-    """Inner steps per round and the checkpoint interval."""
+    """Inner steps per round, the checkpoint interval and the island layouts allowed."""
 
     inner_steps: int = Field(ge=1)  # H
     checkpoint_interval: int = Field(ge=1)  # J
-    layout: LayoutSpec = LayoutSpec()
+    layout: LayoutSpec = LayoutSpec()  # the default layout (an island without one of its own)
+    layout_limits: LayoutLimits | None = None  # None = no larger than ``layout``
     commit_window_rounds: int = Field(default=20, ge=1)  # beacon rounds from open to commit
     audit_window_rounds: int = Field(default=20, ge=1)
     dispute_window_rounds: int = Field(default=10, ge=0)
@@ -120,11 +132,49 @@ class RoundSpec(_Section):
     def _j_divides_h(self) -> RoundSpec:
         if self.inner_steps % self.checkpoint_interval:
             raise ValueError("checkpoint_interval (J) must divide inner_steps (H)")
+        problem = self.layout_problem(self.layout)
+        if problem is not None:
+            raise ValueError(f"the default layout is outside layout_limits: {problem}")
         return self
 
     @property
     def num_segments(self) -> int:
         return self.inner_steps // self.checkpoint_interval
+
+    @property
+    def limits(self) -> LayoutLimits:
+        """The effective limits: ``layout_limits``, or the default layout's own size."""
+        if self.layout_limits is not None:
+            return self.layout_limits
+        return LayoutLimits(
+            max_dp_ranks=self.layout.dp_ranks, max_micro_batches=self.layout.micro_batches
+        )
+
+    @property
+    def max_samples_per_step(self) -> int:
+        limits = self.limits
+        return limits.max_dp_ranks * limits.max_micro_batches * self.layout.micro_batch_size
+
+    def layout_problem(self, layout: LayoutSpec) -> str | None:
+        """Why ``layout`` is not admissible in this run, or None when it is."""
+        limits = self.limits
+        if layout.micro_batch_size != self.layout.micro_batch_size:
+            return (
+                f"micro_batch_size is {layout.micro_batch_size}, the run's is "
+                f"{self.layout.micro_batch_size}"
+            )
+        if layout.dp_ranks > limits.max_dp_ranks:
+            return f"{layout.dp_ranks} ranks exceed the limit of {limits.max_dp_ranks}"
+        if layout.micro_batches > limits.max_micro_batches:
+            return (
+                f"{layout.micro_batches} micro-batches exceed the limit of "
+                f"{limits.max_micro_batches}"
+            )
+        return None
+
+    def island_samples(self, layout: LayoutSpec) -> int:
+        """An island's sample budget per round: H steps of its layout's samples per step."""
+        return self.inner_steps * layout.samples_per_step
 
 
 class CompressionSpec(_Section):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 
@@ -56,6 +56,20 @@ class RoundOpen(_Body):
     assignment_key: str = Field(pattern=_HEX64)
     roster: list[str] = Field(max_length=65536)
     commit_deadline_round: int = Field(ge=0)
+    # Each island's admitted layout, keyed by hotkey; an island missing here trains
+    # with the manifest's default layout (records written before layouts existed).
+    layouts: dict[str, LayoutSpec] = Field(default_factory=dict, max_length=65536)
+
+    @model_validator(mode="after")
+    def _layouts_of_roster(self) -> RoundOpen:
+        stray = sorted(set(self.layouts) - set(self.roster))
+        if stray:
+            raise ValueError(f"layouts name hotkeys outside the roster: {stray[:3]}")
+        return self
+
+    def layout_of(self, hotkey: str, default: LayoutSpec) -> LayoutSpec:
+        """The layout ``hotkey`` trains with this round (``default``: the manifest's)."""
+        return self.layouts.get(hotkey, default)
 
 
 class Commit(_Body):

@@ -58,11 +58,14 @@ class TrainConfig:
     device: str = "cpu"
 
     @classmethod
-    def from_manifest(cls, manifest: RunManifest, device: str = "cpu") -> TrainConfig:
+    def from_manifest(
+        cls, manifest: RunManifest, device: str = "cpu", *, layout: LayoutSpec | None = None
+    ) -> TrainConfig:
+        """The config of one island: ``layout`` is its admitted one (default: the run's)."""
         return cls(
             model=manifest.model,
             inner=manifest.inner,
-            layout=manifest.round.layout,
+            layout=manifest.round.layout if layout is None else layout,
             seq_len=manifest.data.seq_len,
             inner_steps=manifest.round.inner_steps,
             checkpoint_interval=manifest.round.checkpoint_interval,
@@ -192,10 +195,12 @@ def replay_segment(
     *,
     local: DeterminismRecord,
     device: str = "cpu",
+    layout: LayoutSpec | None = None,
 ) -> bytes:
     """An auditor's replay of one segment: refuse on a determinism mismatch, load the
-    checkpoint only if it hashes to ``start_leaf``, train J steps, return the end hash."""
+    checkpoint only if it hashes to ``start_leaf``, train J steps with the island's
+    ``layout`` (default: the run's), return the end hash."""
     check_determinism(local, manifest.determinism)
-    config = TrainConfig.from_manifest(manifest, device)
+    config = TrainConfig.from_manifest(manifest, device, layout=layout)
     start = decode_checkpoint(checkpoint, config.state_config(), expected_hash=start_leaf)
     return run_segment(start, config, samples, config.checkpoint_interval).state_hash()
