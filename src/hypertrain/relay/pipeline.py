@@ -23,7 +23,7 @@ from anyio.abc import ObjectReceiveStream
 
 from hypertrain.relay.spool import Spool
 
-BATCH_BYTES: Final = 4 << 20
+BATCH_BYTES: Final = 1 << 20
 
 
 async def spool_stream(spool: Spool, body: AsyncIterable[bytes]) -> None:
