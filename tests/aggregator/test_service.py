@@ -22,7 +22,7 @@ from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.codec import encode_int8
 from tests.aggregator.helpers import delta
 from tests.challenge.conftest import Harness
-from tests.challenge.helpers import TOKENS, join_body, signed
+from tests.challenge.helpers import TOKENS, TOKENS_PER_MICRO_BATCH, join_body, signed
 
 AGG = Hotkey.from_seed(b"\x66" * 32)
 
@@ -43,7 +43,7 @@ def _commit(h: Harness, key: Hotkey, m: RunManifest, blobs: MemoryBlobs, seed: i
     sha = blobs.put(data, kind="update", round=0)
     body = {
         "round": 0, "checkpoint_root": "cd" * 32, "leaf_count": m.round.num_segments + 1,
-        "update_sha256": sha, "update_bytes": len(data), "tokens": 400,
+        "update_sha256": sha, "update_bytes": len(data), "tokens": TOKENS_PER_MICRO_BATCH,
         "update_url": f"memory:{sha}", "train_loss": 3.0,
     }  # fmt: skip
     r = h.client.post("/v1/commit", json=signed(key, "commit", body))
@@ -83,7 +83,8 @@ def test_genesis_merge_settle_and_next_round(harness: Harness, tmp_path: Path) -
     assert len(tape.included) == 2 and tape.new_model_sha256 == merged["new_model_sha256"]
     new_model = decode_model_blob(blobs.get(tape.new_model_sha256), manifest.model)
     assert merged["eval_loss"] == heldout_loss(new_model, manifest, agg.heldout) > 0
-    assert h.ledger.settled[("run-1", 0)] == {i.hotkey: 400 for i in tape.included}
+    paid = {i.hotkey: TOKENS_PER_MICRO_BATCH for i in tape.included}
+    assert h.ledger.settled[("run-1", 0)] == paid
     assert agg.service.round_detail("run-1", 1)["open"]["body"]["start_model_sha256"] == (
         tape.new_model_sha256
     )

@@ -42,7 +42,6 @@ from hypertrain.trainer.blob import decode_model_blob, encode_model_blob
 from hypertrain.trainer.codec import iter_decode
 from hypertrain.trainer.errors import CodecError
 from hypertrain.trainer.model import param_shapes
-from hypertrain.trainer.segment import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -64,8 +63,10 @@ class MergeResult:
 
 
 def max_tokens(manifest: RunManifest) -> int:
-    """The most tokens one island can train in a round (H steps of the manifest layout)."""
-    return TrainConfig.from_manifest(manifest).tokens_per_step * manifest.round.inner_steps
+    """The most tokens one island can train in a round (H steps of the largest layout
+    the manifest's limits admit; the challenge holds each commit to its own budget)."""
+    spec = manifest.round
+    return spec.inner_steps * spec.max_samples_per_step * (manifest.data.seq_len - 1)
 
 
 def _precheck(c: Candidate, inputs: MergeInputs, data: bytes) -> tuple[str, str] | None:

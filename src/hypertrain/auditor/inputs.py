@@ -4,7 +4,8 @@
   descriptor hash and dataset root.
 * :func:`round_sample_ids`: the island's sample ids for a round, recomputed from
   every round-open record so far (the assignment walks one keyed permutation per
-  epoch, so round ``w`` depends on the rosters of rounds ``0..w``).
+  epoch, so round ``w`` depends on the rosters of rounds ``0..w``, and each island's
+  share of a round is H steps of the layout its record names).
 * :func:`load_samples`: ``(id, tokens)`` pairs, each checked against the dataset root.
 * :func:`fetch_start_params`: the round's start model from a relay, hash-checked.
 """
@@ -19,7 +20,7 @@ from torch import Tensor
 
 from hypertrain.auditor.errors import VerificationError
 from hypertrain.data import DESCRIPTOR_NAME, DataError, Dataset, EpochState, assign_round
-from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.errors import TrainerError
@@ -45,9 +46,14 @@ def open_dataset(dataset_dir: Path, manifest: RunManifest) -> Dataset:
     return dataset
 
 
-def samples_per_round(manifest: RunManifest) -> int:
-    """Each island's budget: H steps of ``samples_per_step`` samples."""
-    return manifest.round.inner_steps * manifest.round.layout.samples_per_step
+def island_layout(manifest: RunManifest, record: RoundOpen, hotkey: str) -> LayoutSpec:
+    """The layout ``hotkey`` trains with in the round ``record`` opened."""
+    return record.layout_of(hotkey, manifest.round.layout)
+
+
+def samples_per_round(manifest: RunManifest, layout: LayoutSpec | None = None) -> int:
+    """An island's budget: H steps of its layout's ``samples_per_step`` samples."""
+    return manifest.round.island_samples(manifest.round.layout if layout is None else layout)
 
 
 def round_sample_ids(
@@ -56,11 +62,13 @@ def round_sample_ids(
     """The ids ``hotkey`` trains on in the last of ``opens`` (records of rounds 0..w)."""
     if not opens or [o.round for o in opens] != list(range(len(opens))):
         raise VerificationError("round-open records must be rounds 0..w in order")
-    budget = samples_per_round(manifest)
     state: EpochState | None = None
     try:
         for record in opens:
-            roster = [(h, budget) for h in record.roster]
+            roster = [
+                (h, samples_per_round(manifest, island_layout(manifest, record, h)))
+                for h in record.roster
+            ]
             result = assign_round(
                 bytes.fromhex(record.assignment_key), roster, dataset.split(), state
             )

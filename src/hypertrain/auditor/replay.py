@@ -3,7 +3,8 @@
 :func:`audit_island` is the whole check for one assignment. For each assigned segment
 ``k`` it verifies leaf ``k`` against the committed root (inclusion proof), fetches the
 checkpoint at step ``kJ`` and checks its bytes hash to that leaf, replays ``J`` steps
-on the island's verified samples, and compares the state hash with leaf ``k + 1``. For
+on the island's verified samples with the island's own layout (as the signed
+round-open record names it), and compares the state hash with leaf ``k + 1``. For
 segment 0 the checkpoint's parameters must equal the round's start model; for the
 final segment the update is re-encoded from the replayed final state and its SHA-256
 compared with the committed one. The first failure decides the verdict.
@@ -25,7 +26,7 @@ from torch import Tensor
 
 from hypertrain.auditor.errors import VerificationError
 from hypertrain.auditor.index import CheckpointIndex
-from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import Commit
 from hypertrain.trainer.checkpoint import decode_checkpoint
 from hypertrain.trainer.errors import TrainerError
@@ -54,6 +55,7 @@ class IslandRound:
     index: CheckpointIndex
     samples: Sequence[Sample]  # the island's verified samples, in training order
     start_params: dict[str, Tensor]
+    layout: LayoutSpec | None = None  # from the signed round-open record; None = the run's
 
 
 class _MismatchError(Exception):
@@ -102,7 +104,7 @@ def _check_update(island: IslandRound, end: TrainState) -> None:
 
 def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob) -> AuditOutcome:
     """Replay ``segments`` and return the verdict (see the module docstring)."""
-    config = TrainConfig.from_manifest(island.manifest)
+    config = TrainConfig.from_manifest(island.manifest, layout=island.layout)
     last = island.manifest.round.num_segments - 1
     ordered = tuple(sorted(set(segments)))
     update_checked = last in ordered

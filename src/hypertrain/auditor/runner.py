@@ -21,6 +21,7 @@ from hypertrain.auditor.errors import AuditError, VerificationError
 from hypertrain.auditor.index import CheckpointIndex, sha_from_url
 from hypertrain.auditor.inputs import (
     fetch_start_params,
+    island_layout,
     load_samples,
     open_dataset,
     round_sample_ids,
@@ -82,6 +83,7 @@ class Auditor:
             CheckpointIndex.from_bytes(index_bytes),
             load_samples(dataset, ids),
             params,
+            island_layout(self.manifest, opens[-1], hotkey),
         )
 
     def island_blob(self, sha256: str, what: str = "checkpoint") -> bytes:

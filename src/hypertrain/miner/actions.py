@@ -16,12 +16,14 @@ from hypertrain.auditor.index import sha_from_url
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.admission import SelfcheckConfig, selfcheck
+from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import load_run
-from hypertrain.miner.errors import MinerError
+from hypertrain.miner.errors import ConfigError, MinerError
 from hypertrain.miner.island import checkpoint_path
 from hypertrain.miner.report import Reporter
 from hypertrain.miner.run import run_round
 from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import Dispute, JoinRequest
 from hypertrain.relay.client import RelayClient
 
@@ -55,13 +57,31 @@ def selfcheck_cmd(args: argparse.Namespace) -> int:
     return 0 if consistent and all(r.memory_probe_ok for r in reports) else 1
 
 
+def join_layout(manifest: RunManifest, cfg: MinerConfig, devices: int) -> LayoutSpec:
+    """One rank per device, ``cfg.micro_batches`` per rank (or the run's), the run's
+    micro-batch size; refused here already when outside the run's limits."""
+    default = manifest.round.layout
+    layout = LayoutSpec(
+        dp_ranks=devices,
+        micro_batches=cfg.micro_batches or default.micro_batches,
+        micro_batch_size=default.micro_batch_size,
+    )
+    problem = manifest.round.layout_problem(layout)
+    if problem is not None:
+        raise ConfigError(f"layout outside the run's limits: {problem}")
+    return layout
+
+
 def join_cmd(args: argparse.Namespace) -> int:
     cfg = _config(args)
     key = cfg.load_key()
     with ChallengeClient(cfg.service_url) as service:
         ctx = load_run(cfg, service, check=False)
+        devices = selfcheck()
         body = JoinRequest(
-            devices=selfcheck(), layout=ctx.manifest.round.layout, endpoint=cfg.endpoint or None
+            devices=devices,
+            layout=join_layout(ctx.manifest, cfg, len(devices)),
+            endpoint=cfg.endpoint or None,
         )
         env = seal(
             key,

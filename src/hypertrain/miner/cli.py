@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     join = sub.add_parser("join", help="send a signed join request with the hardware report")
     _common(join)
     join.add_argument("--endpoint", help="optional public URL of this miner")
+    join.add_argument(
+        "--micro-batches",
+        type=int,
+        help="micro-batches per step per rank (sets the island's token budget; default: the"
+        " run's layout)",
+    )
     join.set_defaults(func=actions.join_cmd)
     run = sub.add_parser("run", help="train one round (--round W) or every round (--follow)")
     _common(run)
@@ -69,6 +75,7 @@ def config_from_args(args: argparse.Namespace) -> MinerConfig:
     overrides: dict[str, Any] = {name: getattr(args, name, None) for name, _ in _FLAGS}
     overrides["honeypot"] = getattr(args, "honeypot", None)
     overrides["endpoint"] = getattr(args, "endpoint", None)
+    overrides["micro_batches"] = getattr(args, "micro_batches", None)
     return load_config(args.config, overrides)
 
 

@@ -36,6 +36,7 @@ class MinerConfig:
     coordinator: str = ""  # pinned coordinator SS58; empty = trust the manifest's field
     device: str = "cpu"
     endpoint: str = ""
+    micro_batches: int = 0  # per step per rank in the join layout; 0 = the run's default
     honeypot: str = ""
     poll_s: float = 1.0
     expiry_margin: int = 50  # beacon rounds an upload or commit envelope stays valid

@@ -23,6 +23,7 @@ from hypertrain.auditor.honeypot import sample_ids, tamper_start
 from hypertrain.auditor.index import CheckpointIndex
 from hypertrain.auditor.inputs import (
     fetch_start_params,
+    island_layout,
     load_samples,
     open_dataset,
     round_sample_ids,
@@ -110,7 +111,8 @@ def run_round(
     if detail.get("phase") != "train":
         raise MinerError(f"round {index} is in phase {detail.get('phase')}, commits are closed")
     manifest = ctx.manifest
-    config = TrainConfig.from_manifest(manifest, cfg.device)
+    layout = island_layout(manifest, record, key.ss58_address)  # as admitted, signed at open
+    config = TrainConfig.from_manifest(manifest, cfg.device, layout=layout)
     dataset = open_dataset(Path(cfg.dataset_dir), manifest)
     ids = round_sample_ids(manifest, dataset, records, key.ss58_address)
     samples = load_samples(dataset, sample_ids(cfg.strategy, ids, dataset.sample_count))
