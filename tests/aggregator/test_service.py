@@ -95,6 +95,22 @@ def test_genesis_merge_settle_and_next_round(harness: Harness, tmp_path: Path) -
     assert agg.stale() == {i.update_sha256 for i in tape.included}
 
 
+def test_no_round_is_opened_after_the_last_one(harness: Harness, tmp_path: Path) -> None:
+    h, blobs = harness, MemoryBlobs()
+    agg = _aggregator(h, tmp_path, blobs)
+    agg.last_round = 0
+    manifest = agg.service.manifest("run-1")
+    for key in h.miners[:2]:
+        assert h.client.post("/v1/join", json=signed(key, "join", join_body())).status_code == 200
+    agg.step(manifest, open_rounds=True)
+    for i, key in enumerate(h.miners[:2]):
+        _commit(h, key, manifest, blobs, seed=i)
+    h.tick(4)  # commit deadline passed: audits selected
+    h.tick(10)  # audit window closed without verdicts: the round waits for its merge
+    assert agg.step(manifest, open_rounds=True) == 1
+    assert [r["phase"] for r in agg.service.rounds("run-1")] == ["final"]
+
+
 def test_collect_screens_commits(harness: Harness, tmp_path: Path) -> None:
     h, blobs = harness, MemoryBlobs()
     agg = _aggregator(h, tmp_path, blobs)

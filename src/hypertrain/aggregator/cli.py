@@ -71,6 +71,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--follow", action="store_true", help="keep polling the service")
     run.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
     run.add_argument("--max-rounds", type=int, help="stop after this many merges")
+    run.add_argument("--last-round", type=int, help="open no round after this index")
     _dataset(run)
     run.set_defaults(func=cmd_run)
 
@@ -125,6 +126,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     agg = _aggregator(args, admin=True)
+    agg.last_round = args.last_round
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     if not args.follow:

@@ -64,6 +64,7 @@ class Aggregator:
     state_dir: Path
     emit: Emit = field(default=lambda event: None)
     heldout: torch.Tensor | None = None  # held-out batch: post each new model's loss
+    last_round: int | None = None  # open no round after this one (None: no end)
 
     def _merged_path(self) -> Path:
         return self.state_dir / "merged_updates.json"
@@ -157,7 +158,8 @@ class Aggregator:
                 done += 1
         if open_rounds:
             rounds = self.service.rounds(self.run_id) if done else rounds
-            if not rounds or rounds[-1]["phase"] == "final":
+            ended = self.last_round is not None and len(rounds) > self.last_round
+            if (not rounds or rounds[-1]["phase"] == "final") and not ended:
                 self.open_next(manifest, rounds)
         return done
 
