@@ -45,6 +45,7 @@ def test_view_after_two_rounds(harness: Harness) -> None:
     g = d["glance"]
     assert g["rounds_done"] == 2 and g["heldout_loss"] == 4.0 and g["first_heldout_loss"] == 4.5
     assert g["tokens"] == 2 * 6000 and g["faults"] == 1 and g["audits"] >= 3
+    assert g["status"] == "between rounds"
     assert [p["heldout_loss"] for p in d["curve"]] == [4.5, 4.0]
     first = d["rounds"][0]
     per_step = d["model"]["parameters"] * 4

@@ -117,6 +117,7 @@ def test_dashboard_in_chromium(live: tuple[str, uvicorn.Server]) -> None:
         glance = page.locator("#glance-tiles")
         expect(glance).to_contain_text("4.0000")
         expect(glance).to_contain_text("2 / 2")
+        expect(glance.locator(".tile.status")).to_contain_text("finished")
         expect(glance.locator(".tile").nth(2)).to_contain_text("3")
         expect(glance).to_contain_text("12,000")
         expect(page.locator("#model-body")).to_contain_text("Parameters")

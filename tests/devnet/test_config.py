@@ -36,10 +36,12 @@ def test_bad_settings_are_refused(kwargs: dict[str, object], message: str) -> No
 
 
 def test_islands_plan_different_budgets() -> None:
-    layouts = DevnetConfig(islands=4).island_layouts()
-    assert [lay["micro_batches"] for lay in layouts] == [1, 2, 3, 1]
-    chosen = DevnetConfig(islands=2, island_budgets=(2, 5)).island_layouts()
-    assert [lay["micro_batches"] for lay in chosen] == [2, 5]
+    layouts = DevnetConfig(islands=4).island_layouts()  # the honeypot's comes last
+    assert [lay["micro_batches"] for lay in layouts] == [1, 2, 3, 1, 1]
+    chosen = DevnetConfig(islands=2, island_budgets=(2, 5))
+    assert [lay["micro_batches"] for lay in chosen.island_layouts()] == [2, 5, 1]
+    assert chosen.max_micro_batches == 5
+    assert chosen.windows[0] > DevnetConfig(islands=2, island_budgets=(2, 2)).windows[0]
 
 
 def test_windows_follow_h_and_can_be_overridden() -> None:

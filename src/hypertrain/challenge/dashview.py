@@ -244,9 +244,16 @@ def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
     }
 
 
+PHASE_WORDS: Final = {
+    "train": "training",
+    "beacon": "waiting for the audit beacon",
+    "audit": "auditing",
+    "merge": "merging",
+    "final": "between rounds",
+}
+
+
 def _status(current: dict[str, Any] | None) -> str:
     if current is None:
         return "waiting for the first round"
-    if current["phase"] == "final":
-        return "between rounds"
-    return f"round {current['round']}: {current['phase']}"
+    return str(PHASE_WORDS.get(current["phase"], current["phase"]))

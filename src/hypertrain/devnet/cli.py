@@ -21,7 +21,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--rounds", type=int, default=4, help="outer rounds to train (default 4)")
     p.add_argument("--islands", type=int, default=3, help="honest islands (default 3)")
-    p.add_argument("--h", dest="inner_steps", type=int, default=16, help="inner steps H per round")
+    p.add_argument("--h", dest="inner_steps", type=int, default=12, help="inner steps H per round")
     p.add_argument("--j", dest="checkpoint_interval", type=int, default=4,
                    help="checkpoint interval J (steps between committed state hashes)")  # fmt: skip
     p.add_argument("--preset", default="proxy", choices=PRESETS, help="model preset")

@@ -10,12 +10,17 @@ from hypertrain.devnet.errors import DevnetError
 
 PRESETS: Final = ("proxy", "tiny", "proxy-moe", "tiny-moe")
 MAX_ISLANDS: Final = 8
-MICRO_BATCH_SIZE: Final = 4
+MICRO_BATCH_SIZE: Final = 2
+AUDIT_SEGMENTS: Final = 2  # random segments per audit; the final one is always added
 DEFAULT_BUDGETS: Final = (1, 2, 3)  # micro-batches per step, island by island (cycled)
-# Islands cannot yet train with a layout of their own: admission requires the run's
-# samples per step from everyone. Until the challenge, miner and auditor accept
-# per-island layouts, the devnet plans them (report, docs) but does not pass them.
-PER_ISLAND_LAYOUTS_SUPPORTED: Final = False
+HONEYPOT_BUDGET: Final = 1
+# Each island joins with its own layout (micro-batches per step from the budgets),
+# within the manifest's layout limits, so the islands' token shares differ.
+PER_ISLAND_LAYOUTS_SUPPORTED: Final = True
+# Seconds per training sample-step of one island while every island trains at once on
+# a busy two-core machine (measured: ~0.25 s loaded, ~0.08 s quiet for the proxy).
+SAMPLE_STEP_S: Final = {"proxy": 0.2, "proxy-moe": 0.3, "tiny": 0.05, "tiny-moe": 0.08}
+REPLAY_SPEEDUP: Final = 4  # the auditor replays alone, while the islands wait
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,7 +29,7 @@ class DevnetConfig:
 
     rounds: int = 4
     islands: int = 3
-    inner_steps: int = 16  # H
+    inner_steps: int = 12  # H
     checkpoint_interval: int = 4  # J
     preset: str = "proxy"
     seq_len: int = 64
@@ -71,14 +76,23 @@ class DevnetConfig:
                 f"island budgets {list(self.island_budgets)} must be {self.islands} numbers >= 1"
             )
 
-    def island_layouts(self) -> list[dict[str, int]]:
-        """Each honest island's planned layout; the budgets differ so token shares differ."""
-        budgets = self.island_budgets or tuple(
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        """Micro-batches per step of each honest island, then the honeypot's."""
+        honest = self.island_budgets or tuple(
             DEFAULT_BUDGETS[i % len(DEFAULT_BUDGETS)] for i in range(self.islands)
         )
+        return (*honest, HONEYPOT_BUDGET)
+
+    @property
+    def max_micro_batches(self) -> int:
+        return max(self.budgets)
+
+    def island_layouts(self) -> list[dict[str, int]]:
+        """Each island's layout (honeypot last); the budgets differ so token shares differ."""
         return [
             {"dp_ranks": 1, "micro_batches": b, "micro_batch_size": MICRO_BATCH_SIZE}
-            for b in budgets
+            for b in self.budgets
         ]
 
     @property
@@ -86,15 +100,18 @@ class DevnetConfig:
         """(commit, audit) windows in beacon rounds.
 
         The service closes a phase only when its window ends, so these windows, not the
-        compute, set the devnet's pace. They are sized for a busy two-core machine: all
-        islands train H steps at once (measured about 0.3-0.5 s per proxy step each
-        with the cores shared), and one auditor replays every island's sampled
-        segments in turn. Slower machines can pass ``--commit-window-s`` and
-        ``--audit-window-s``.
+        compute, set the devnet's pace. They are sized for a busy two-core machine
+        (``SAMPLE_STEP_S``): the commit window covers the largest island's H steps
+        while every island trains at once, plus start-up and upload; the audit window
+        covers one auditor replaying up to three J-step segments of every island.
+        Slower machines can pass ``--commit-window-s`` and ``--audit-window-s``.
         """
-        per_step = 0.5 if self.preset.startswith("tiny") else 0.75
-        commit = self.commit_window_s or int(15 + per_step * self.inner_steps)
-        audit = self.audit_window_s or int(12 + per_step * self.inner_steps)
+        per_sample = SAMPLE_STEP_S[self.preset]
+        largest = max(self.budgets) * MICRO_BATCH_SIZE * self.inner_steps
+        replayed = min(AUDIT_SEGMENTS + 1, self.segments)  # k drawn plus the final one
+        audited = sum(self.budgets) * MICRO_BATCH_SIZE * replayed * self.checkpoint_interval
+        commit = self.commit_window_s or int(20 + per_sample * largest)
+        audit = self.audit_window_s or int(12 + per_sample * audited / REPLAY_SPEEDUP)
         return commit // self.beacon_period_s, audit // self.beacon_period_s
 
     @property

@@ -71,17 +71,23 @@ def start(net: Devnet, dataset: Path) -> None:
     islands = state / "islands"
     args = [roles.miner_args(m, net.url, net.relay, dataset, islands, sec.coordinator.ss58)
             for m in sec.islands]  # fmt: skip
+    budgets = cfg.budgets  # one per island, the honeypot last
     joins = [
-        sup.start(f"join-{m.name}", roles.join_cmd(a))
-        for m, a in zip(sec.islands, args, strict=True)
+        sup.start(f"join-{m.name}", roles.join_cmd(a, mb))
+        for m, a, mb in zip(sec.islands, args, budgets, strict=True)
     ]
     for join in joins:  # concurrently: each runs the admission selfcheck
         if join.process.wait(timeout=300) != 0:
             raise DevnetError(f"{join.name} failed:\n{join.tail()}")
-    for member, a in zip(sec.islands, args, strict=True):
-        hp = net.strategy if member.name == "honeypot" else None
-        sup.start(member.name, roles.island_cmd(a, hp))
+    trainers = [
+        sup.start(m.name, roles.island_cmd(a, net.strategy if m.name == "honeypot" else None))
+        for m, a in zip(sec.islands, args, strict=True)
+    ]
     sup.start("auditor", roles.auditor_cmd(sec, net.url, net.relay, dataset))
+    # The aggregator opens round 0 at once, and the commit window starts then:
+    # start it only when every island is up and waiting for that round.
+    for child in trainers:
+        child.wait_for_line(roles.ISLAND_READY, timeout_s=300)
     sup.start(
         "aggregator",
         roles.aggregator_cmd(cfg, sec, net.url, net.relay, state / "aggregator", dataset),
@@ -99,7 +105,7 @@ def record_new_rounds(net: Devnet) -> None:
             continue
         net.finished.add(r["round"])
         if not net.console.is_terminal:
-            net.console.print(view.round_line(r, net.cfg.rounds))
+            net.console.print(view.round_line(r, net.cfg.rounds), soft_wrap=True)
 
 
 def follow(net: Devnet) -> None:

@@ -42,6 +42,16 @@ class Child:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def wait_for_line(self, needle: str, timeout_s: float) -> None:
+        """Wait until the child's log holds ``needle``; fail if it dies or takes too long."""
+        deadline = time.monotonic() + timeout_s
+        while needle not in self.tail(1 << 20):
+            if not self.alive:
+                raise DevnetError(f"{self.name} exited while starting:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise DevnetError(f"{self.name} did not start within {timeout_s:.0f} s")
+            time.sleep(0.2)
+
     def tail(self, chars: int = 1500) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-chars:]

@@ -7,11 +7,12 @@ from typing import Any
 
 from hypertrain.data.dataset import Dataset
 from hypertrain.data.descriptor import DESCRIPTOR_NAME
-from hypertrain.devnet.config import MICRO_BATCH_SIZE, DevnetConfig
+from hypertrain.devnet.config import AUDIT_SEGMENTS, MICRO_BATCH_SIZE, DevnetConfig
 from hypertrain.devnet.keys import Identity, Secrets
 from hypertrain.devnet.procs import hypertrain_cmd, miner_cmd
 
 RUN_ID = "devnet"
+ISLAND_READY = '"event": "started"'  # the miner's first JSON line, once it follows the run
 
 
 def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict[str, Any]:
@@ -38,9 +39,16 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
             "audit_window_rounds": cfg.windows[1],
             "dispute_window_rounds": 2,
             "layout": {"micro_batch_size": MICRO_BATCH_SIZE},
+            "layout_limits": {"max_dp_ranks": 1, "max_micro_batches": cfg.max_micro_batches},
         },
         "data": dataset.descriptor.data_spec().model_dump(mode="json"),
-        "audit": {"rate": 1.0, "segments": min(2, cfg.segments), "probation_rounds": cfg.rounds},
+        # Rate 1: every island is audited every round. Probation covers round 0 only,
+        # so honest rewards start vesting within a short run and get_weights is not empty.
+        "audit": {
+            "rate": 1.0,
+            "segments": min(AUDIT_SEGMENTS, cfg.segments),
+            "probation_rounds": 1,
+        },
         "reward": {"pool_per_round": 1_000_000, "vesting_rounds": 2},
         "determinism": configure_determinism(1, "cpu").model_dump(mode="json"),
         "selfcheck_reference": {device_class(cpu): workload_hash(cpu)},
@@ -58,8 +66,10 @@ def miner_args(
     ]
 
 
-def join_cmd(args: list[str]) -> list[str]:
-    return miner_cmd("join", *args)
+def join_cmd(args: list[str], micro_batches: int | None = None) -> list[str]:
+    """Join with ``micro_batches`` per step (the island's budget); None = the run's default."""
+    extra = ["--micro-batches", str(micro_batches)] if micro_batches else []
+    return miner_cmd("join", *args, *extra)
 
 
 def island_cmd(args: list[str], honeypot: str | None) -> list[str]:
@@ -82,6 +92,7 @@ def aggregator_cmd(
 ) -> list[str]:
     return hypertrain_cmd(
         *("aggregator", "run", "--follow", "--poll-s", "0.5", "--max-rounds", str(cfg.rounds)),
+        *("--last-round", str(cfg.rounds - 1)),
         *("--service", service, "--relay", relay, "--run-id", RUN_ID),
         *("--key-file", str(secrets.aggregator.key_file)),
         *("--worker-token-file", str(secrets.worker_token)),

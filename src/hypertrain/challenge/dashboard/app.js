@@ -68,22 +68,24 @@ function fillBody(table, rows, cols, emptyText) {
 
 function drawGlance(d) {
   const g = d.glance;
-  const total = params.get("rounds");
-  const roundText = g.round === null ? dash : `${g.round + 1}${total ? ` / ${total}` : ""}`;
-  const drop = g.first_heldout_loss !== null && g.heldout_loss !== null
-    ? `from ${loss(g.first_heldout_loss)}` : null;
+  const total = Number(params.get("rounds")) || null;
+  const finished = total !== null && g.rounds_done >= total;
+  const now = g.round === null || finished ? null : `now round ${g.round} (${g.phase})`;
+  const measured = d.curve.filter((p) => p.heldout_loss !== null).length;
+  const drop = measured > 1 ? `from ${loss(g.first_heldout_loss)} after round ${d.curve[0].round}` : null;
   const tiles = [
     ["Held-out loss", loss(g.heldout_loss), drop],
-    ["Outer round", roundText, g.phase],
+    ["Outer rounds done", `${num(g.rounds_done)}${total ? ` / ${total}` : ""}`, now],
     ["Islands taking part", num(g.islands), null],
     ["Throughput", num(g.tokens_per_s, 0), "tokens/s, all islands"],
     ["Bandwidth saved", g.bandwidth_saved ? `${num(g.bandwidth_saved, 1)}×` : dash, "vs data-parallel"],
     ["Tokens trained", num(g.tokens), null],
     ["Audits / faults", `${num(g.audits)} / ${num(g.faults)}`, null],
-    ["Run status", g.status, g.beacon_round ? `beacon ${g.beacon_round}` : null],
+    ["Run status", finished ? "finished" : g.status, g.beacon_round ? `beacon round ${g.beacon_round}` : null, "status"],
   ];
-  $("glance-tiles").replaceChildren(...tiles.map(([k, v, sub]) =>
-    el("div", { class: "tile" }, el("dt", {}, k), el("dd", {}, v, sub ? el("small", {}, ` ${sub}`) : null))));
+  $("glance-tiles").replaceChildren(...tiles.map(([k, v, sub, cls]) =>
+    el("div", { class: cls ? `tile ${cls}` : "tile" }, el("dt", {}, k),
+      el("dd", {}, v, sub ? el("small", {}, ` ${sub}`) : null))));
 }
 
 function drawModel(d) {
