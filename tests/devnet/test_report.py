@@ -24,7 +24,8 @@ def _doc(sec: Secrets) -> dict[str, Any]:
     honeypot = sec.islands[-1].ss58
     islands = [
         {"hotkey": m.ss58, "status": "faulted" if m.ss58 == honeypot else "probation",
-         "tokens": 1000, "escrow": 0 if m.ss58 == honeypot else 500, "vested": 0, "burned": 0}
+         "tokens": 1000, "escrow": 0 if m.ss58 == honeypot else 500, "vested": 0, "paid": 7,
+         "burned": 0}
         for m in sec.islands
     ]  # fmt: skip
     return {
@@ -50,9 +51,14 @@ def test_report_uses_the_services_losses_and_finds_the_honeypot(tmp_path: Path) 
     assert report["bandwidth_saved_vs_ddp"] == 30.0
     assert report["island_layouts"]["applied"] is False
     assert report["island_layouts"]["planned"]["island-3"]["micro_batches"] == 3
-    assert report["miners"][0]["weight"] == 0.5
+    assert report["miners"][0]["weight"] == 0.5 and report["miners"][0]["paid"] == 7
     rows = dict(summary_rows(report))
-    assert rows["final held-out loss"].startswith("6.1000 (round 1: 6.5000, drop 0.4000")
+    assert rows[f"miner island-1 {sec.islands[0].ss58[:6]}…{sec.islands[0].ss58[-4:]}"].endswith(
+        "paid 7  burned 0  weight 1.000"
+    )
+    assert rows["final held-out loss"].startswith(
+        "6.1000 (after the first round: 6.5000, drop 0.4000"
+    )
     md = write_report(report, tmp_path / "out" / "report.json")
     assert json.loads((tmp_path / "out" / "report.json").read_text())["rounds"][1]["round"] == 1
     assert "| 1 | 6.1000 | 1,000 | 100 | 3,000 | 4 | 1 |" in md.read_text()

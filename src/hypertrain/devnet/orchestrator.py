@@ -151,12 +151,12 @@ def conclude(net: Devnet) -> dict[str, Any]:
     """Stop the workers, then weights, ledger check, export and the report."""
     assert net.secrets is not None and net.doc is not None and net.manifest is not None
     net.sup.stop_all(keep=SERVING)
-    net.doc = net.get(f"/v1/runs/{roles.RUN_ID}/dashboard")
-    params = final_model(net)
     token = net.secrets.token(net.secrets.internal_token)
     w = httpx.get(f"{net.url}/internal/v1/get_weights", params={"epoch": 1},
                   headers=_auth(token), timeout=30)  # fmt: skip
     weights = w.json() if w.is_success else {"error": w.text}
+    net.doc = net.get(f"/v1/runs/{roles.RUN_ID}/dashboard")  # after the payout, as shown
+    params = final_model(net)
     verify = subprocess.run(
         hypertrain_cmd(
             "ledger", "verify", "--state-dir", str(net.state / "service"), "--run", roles.RUN_ID

@@ -68,6 +68,7 @@ def build_report(
                 "tokens": i["tokens"],
                 "escrow": i["escrow"],
                 "vested": i["vested"],
+                "paid": i.get("paid", 0),
                 "burned": i["burned"],
                 "weight": weight_map.get(i["hotkey"]),
             }

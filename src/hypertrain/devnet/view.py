@@ -85,7 +85,10 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     drop = None if first is None or last is None else first - last
     hp = report["honeypot"]
     rows = [
-        ("final held-out loss", f"{_fmt(last)} (round 1: {_fmt(first)}, drop {_fmt(drop)})"),
+        (
+            "final held-out loss",
+            f"{_fmt(last)} (after the first round: {_fmt(first)}, drop {_fmt(drop)})",
+        ),
         ("rounds", str(len(rounds))),
         ("tokens trained", f"{sum(r['tokens'] for r in rounds):,}"),
         ("bandwidth saved vs data-parallel", f"{_fmt(report['bandwidth_saved_vs_ddp'], 1)}x"),
@@ -94,12 +97,14 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("honeypot", f"{_short(hp['hotkey'])} {hp['strategy']}: caught={hp['caught']}"),
         ("ledger verified", str(report["ledger_verified"])),
     ]
+    total = sum(m["weight"] or 0 for m in report["miners"])
     for m in report["miners"]:
+        share = f"{(m['weight'] or 0) / total:.3f}" if total else "—"
         rows.append(
             (
                 f"miner {m['name']} {_short(m['hotkey'])}",
-                f"escrow {m['escrow']:,}  vested {m['vested']:,}  burned {m['burned']:,}"
-                f"  weight {_fmt(m['weight'], 4)}",
+                f"escrow {m['escrow']:,}  paid {m.get('paid', 0):,}  burned {m['burned']:,}"
+                f"  weight {share}",
             )
         )
     rows.append(("model export", str(report["model_export"])))

@@ -4,6 +4,7 @@
 "use strict";
 
 const POLL_MS = 2000;
+const AUDIT_ROWS = 8;
 const params = new URLSearchParams(window.location.search);
 const API = new URL("../v1/", window.location.href);
 const ui = { selected: null, curve: [], lastOk: null, runId: params.get("run") };
@@ -191,8 +192,9 @@ function drawRoster(d) {
     el("td", {}, badge(m.status)), el("td", { class: "num" }, num(m.rounds)),
     el("td", { class: "num" }, num(m.tokens)), el("td", { class: "num" }, num(m.tokens_per_s, 0)),
     el("td", { class: "num" }, `${num(100 * m.share, 1)} %`), el("td", { class: "num" }, num(m.escrow)),
-    el("td", { class: "num" }, num(m.vested)), el("td", { class: "num" }, num(m.burned)))),
-  10, "No miners yet.");
+    el("td", { class: "num" }, num(m.vested)), el("td", { class: "num" }, num(m.paid)),
+    el("td", { class: "num" }, num(m.burned)))),
+  11, "No miners yet.");
 }
 
 function drawRounds(d) {
@@ -210,7 +212,10 @@ function drawRounds(d) {
 
 function drawAudits(d, runId) {
   const names = new Map(d.islands.map((m, i) => [m.hotkey, `Island ${i + 1}`]));
-  const rows = d.audits.map((a) => {
+  const shown = d.audits.slice(0, AUDIT_ROWS); // newest first
+  $("audits-more").textContent = d.audits.length > shown.length
+    ? `Showing the ${shown.length} latest of ${d.audits.length} audits; all of them are in the JSON API.` : "";
+  const rows = shown.map((a) => {
     const link = el("a", { href: new URL(`runs/${encodeURIComponent(runId)}/rounds/${a.round}`, API).href,
       title: a.beacon_randomness ? `randomness ${a.beacon_randomness}` : null }, `beacon #${a.beacon_round}`);
     const verdicts = a.verdicts.length ? a.verdicts.map((v) => el("div", {}, badge(v.result),
@@ -218,10 +223,10 @@ function drawAudits(d, runId) {
       v.detail ? ` ${v.detail}` : "")) : "pending";
     const outcome = a.fault ? badge("caught", "caught") : (a.verdicts.length ? badge("clean", "clean") : "waiting");
     return el("tr", {}, el("td", {}, a.round),
-      el("td", { title: a.hotkey }, `${names.get(a.hotkey) || short(a.hotkey)}${a.probation ? " (probation)" : ""}`),
+      el("td", { title: a.hotkey, class: "nowrap" }, `${names.get(a.hotkey) || short(a.hotkey)}${a.probation ? " (probation)" : ""}`),
       el("td", {}, link), el("td", {}, a.segments.join(", ") || dash), el("td", {}, verdicts),
       el("td", {}, a.disputes.length ? a.disputes.map((x) => `${x.status}: ${x.reason}`).join("; ") : "none"),
-      el("td", {}, outcome, a.fault ? " escrow burned" : ""));
+      el("td", {}, outcome, a.fault ? " no reward" : ""));
   });
   fillBody("audits-table", rows, 7, "No audits yet.");
 }
