@@ -88,3 +88,16 @@ def test_worker_routes_need_the_token(harness: Harness) -> None:  # noqa: F811
     with pytest.raises(ServiceError) as exc:
         wrong.assignments("run-1", 0)
     assert exc.value.status in (401, 403)
+
+
+def test_a_late_commit_becomes_a_skippable_miner_error(harness: Harness) -> None:  # noqa: F811
+    from hypertrain.miner.errors import MinerError
+
+    _open_round(harness)
+    client, key = _client(harness), harness.miners[0]
+    manifest = verify_manifest(client.manifest_envelope("run-1"), "run-1", None)
+    harness.tick(manifest.round.commit_window_rounds + 1)
+    ctx = RunContext(None, client, manifest)  # type: ignore[arg-type]
+    with pytest.raises(MinerError, match="commit deadline passed"):
+        _post_commit(ctx, key, Commit.model_validate(commit_body(0)), 10**9)
+    assert client.round_detail("run-1", 0)["commits"] == []

@@ -17,12 +17,13 @@ from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.miner.config import MinerConfig
-from hypertrain.miner.context import load_run
+from hypertrain.miner.context import RunContext, load_run
 from hypertrain.miner.errors import ConfigError, MinerError
 from hypertrain.miner.island import checkpoint_path
 from hypertrain.miner.report import Reporter
 from hypertrain.miner.run import run_round
 from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import Dispute, JoinRequest
 from hypertrain.relay.client import RelayClient
@@ -111,15 +112,27 @@ def run_cmd(args: argparse.Namespace) -> int:
             return 0
         done: set[int] = set()
         while True:
-            for summary in service.rounds(cfg.run_id):
-                index = int(summary["round"])
-                if summary["phase"] == "train" and index not in done:
-                    try:
-                        run_round(ctx, key, index, reporter)
-                    except MinerError as exc:
-                        reporter.event("skipped", round=index, reason=str(exc))
-                    done.add(index)
+            try:
+                _follow_once(ctx, key, service, done, reporter)
+            except ServiceError as exc:
+                if exc.status != 0:
+                    raise
+                reporter.event("service_unreachable", reason=str(exc))
             time.sleep(cfg.poll_s)
+
+
+def _follow_once(
+    ctx: RunContext, key: Hotkey, service: ChallengeClient, done: set[int], reporter: Reporter
+) -> None:
+    """Train every round that is open for training and not yet handled."""
+    for summary in service.rounds(ctx.manifest.run_id):
+        index = int(summary["round"])
+        if summary["phase"] == "train" and index not in done:
+            try:
+                run_round(ctx, key, index, reporter)
+            except MinerError as exc:
+                reporter.event("skipped", round=index, reason=str(exc))
+            done.add(index)
 
 
 def _mine(detail: dict[str, Any], hotkey: str) -> tuple[dict[str, Any] | None, list[Any]]:

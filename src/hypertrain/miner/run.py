@@ -170,4 +170,7 @@ def _post_commit(ctx: RunContext, key: Hotkey, body: Commit, expiry: int) -> dic
     except ServiceError as exc:
         if exc.code == "duplicate":
             return {"accepted": True, "already": True}
+        if exc.code == "late":
+            # The round moved on while we trained: nothing to commit, nothing at stake.
+            raise MinerError(f"round {body.round}: commit deadline passed ({exc})") from exc
         raise
