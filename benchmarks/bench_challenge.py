@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from benchmarks.common import write_result
 
+from common import write_result
 from hypertrain.beacon import start_local_beacon
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
@@ -92,7 +92,7 @@ def _commit(key: Hotkey, run_id: str) -> dict[str, Any]:
         "leaf_count": 5,
         "update_sha256": "55" * 32,
         "update_bytes": 1 << 20,
-        "tokens": 4096,
+        "tokens": 8 * 4 * 15,  # H x samples per step x (seq_len - 1): the island budget
         "update_url": "http://relay/x",
     }
     return seal(key, domain="commit", run_id=run_id, body=body, expiry_round=10**12).model_dump()

@@ -26,12 +26,12 @@ import torch
 
 from common import peak_rss_mb, write_result
 from hypertrain.aggregator.blobs import check_hash
-from hypertrain.aggregator.canon import encode_model
 from hypertrain.aggregator.errors import BlobError
 from hypertrain.aggregator.merge import MergeInputs, max_tokens, merge
 from hypertrain.aggregator.tape import Candidate
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
+from hypertrain.trainer.blob import encode_model_blob
 from hypertrain.trainer.codec import encode_int8
 from hypertrain.trainer.model import init_params, param_shapes
 from hypertrain.trainer.presets import PRESETS
@@ -68,7 +68,7 @@ def bench_manifest() -> RunManifest:
 
 def prepare(root: Path, count: int) -> dict[str, object]:
     m, blobs = bench_manifest(), DirBlobs(root)
-    start = blobs.add(encode_model(init_params(m.model, m.seed), m.model))
+    start = blobs.add(encode_model_blob(init_params(m.model, m.seed), m.model))
     cands = []
     for i in range(count):
         gen = torch.Generator().manual_seed(1000 + i)

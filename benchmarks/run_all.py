@@ -8,6 +8,7 @@ figures do not leak between them.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,9 @@ def run_scripts(names: list[str]) -> int:
     failed = 0
     for script in scripts:
         print(f"== {script.name}", flush=True)
-        if subprocess.run([sys.executable, str(script)], check=False).returncode:
+        # Scripts import ``common`` from this folder and may import ``tests`` helpers.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent)])}
+        if subprocess.run([sys.executable, str(script)], check=False, env=env).returncode:
             failed += 1
             print(f"!! {script.name} failed", flush=True)
     return failed

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hypertrain.protocol.canonical import (
@@ -120,3 +120,20 @@ def test_round_trip_is_stable(value: object) -> None:
 def test_parse_of_pretty_json_canonicalizes_identically(value: object) -> None:
     pretty = json.dumps(value, indent=2, sort_keys=False)
     assert canonical_bytes(parse_json(pretty)) == canonical_bytes(value)
+
+
+@settings(max_examples=300)
+@given(json_values)
+def test_fast_path_equals_reference_jcs(value: object) -> None:
+    import rfc8785
+
+    assert canonical_bytes(value) == rfc8785.dumps(value)
+
+
+def test_fast_path_escapes_match_jcs() -> None:
+    import rfc8785
+
+    tricky = {"k": '\x00\x1f\x7f\u2028"\\/\b\f\n\r\t é 😀', "list": [True, None, -5, 0]}
+    assert canonical_bytes(tricky) == rfc8785.dumps(tricky)
+    non_ascii_keys = {"\ufb33": 1, "\U0001f600": 2, "a": 3}
+    assert canonical_bytes(non_ascii_keys) == rfc8785.dumps(non_ascii_keys)

@@ -23,7 +23,13 @@ MAX_DEPTH: Final = 64
 
 def canonical_bytes(value: Any) -> bytes:
     """The RFC 8785 canonical UTF-8 bytes of a JSON-compatible value."""
-    _check_value(value, depth=0)
+    if _check_value(value, depth=0):
+        # No floats and only ASCII keys: here the C JSON encoder's output is exactly JCS
+        # (same string escapes, code-point key order equals UTF-16 order for ASCII keys,
+        # integers in the safe range print alike). Tested against rfc8785 in the suite.
+        return json.dumps(
+            value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+        ).encode("utf-8")
     try:
         return bytes(rfc8785.dumps(value))
     except rfc8785.CanonicalizationError as exc:
@@ -83,41 +89,59 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _check_value(value: Any, depth: int) -> None:
-    """Walk a value and refuse anything outside the I-JSON domain."""
+def _check_value(value: Any, depth: int) -> bool:
+    """Walk a value and refuse anything outside the I-JSON domain.
+
+    Returns True when the value has no floats and only ASCII object keys, the case in
+    which the standard library's encoder already produces canonical bytes.
+    """
     if depth > MAX_DEPTH:
         raise CanonicalJSONError(f"JSON nested deeper than {MAX_DEPTH} levels")
     if value is None or isinstance(value, bool):
-        return
+        return True
     if isinstance(value, str):
         _check_string(value)
-        return
+        return True
     if isinstance(value, int):
         if abs(value) > MAX_SAFE_INTEGER:
             raise CanonicalJSONError(f"integer {value} is outside the I-JSON range ±(2**53-1)")
-        return
+        return True
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise CanonicalJSONError(f"non-finite number {value} is refused")
-        if MAX_SAFE_INTEGER < abs(value) < 1e21:
-            # JCS writes these without an exponent, i.e. as an out-of-range integer.
-            raise CanonicalJSONError(f"number {value} is outside the I-JSON range ±(2**53-1)")
-        return
+        _check_float(value)
+        return False
     if isinstance(value, (list, tuple)):
+        simple = True
         for item in value:
-            _check_value(item, depth + 1)
-        return
+            simple = _check_value(item, depth + 1) and simple
+        return simple
     if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise CanonicalJSONError(f"object key {key!r} is not a string")
-            _check_string(key)
-            _check_value(item, depth + 1)
-        return
+        return _check_object(value, depth)
     raise CanonicalJSONError(f"{type(value).__name__} is not a JSON value")
 
 
+def _check_object(value: dict[Any, Any], depth: int) -> bool:
+    simple = True
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise CanonicalJSONError(f"object key {key!r} is not a string")
+        if not key.isascii():
+            _check_string(key)
+            simple = False
+        simple = _check_value(item, depth + 1) and simple
+    return simple
+
+
+def _check_float(value: float) -> None:
+    if value != value or value in (float("inf"), float("-inf")):
+        raise CanonicalJSONError(f"non-finite number {value} is refused")
+    if MAX_SAFE_INTEGER < abs(value) < 1e21:
+        # JCS writes these without an exponent, i.e. as an out-of-range integer.
+        raise CanonicalJSONError(f"number {value} is outside the I-JSON range ±(2**53-1)")
+
+
 def _check_string(value: str) -> None:
+    if value.isascii():
+        return
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -12,6 +12,7 @@ prefix || pk32)[:2])`` for one-byte prefixes 0..63.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -76,6 +77,12 @@ def ss58_decode(address: str, ss58_format: int | None = SS58_FORMAT) -> bytes:
     """The public key inside an SS58 address; refuses bad length, checksum or format."""
     if not isinstance(address, str) or not 40 <= len(address) <= 60:
         raise IdentityError(f"{address!r:.70} is not an SS58 address (wrong length)")
+    return _ss58_decode_checked(address, ss58_format)
+
+
+@functools.lru_cache(maxsize=8192)
+def _ss58_decode_checked(address: str, ss58_format: int | None) -> bytes:
+    # Cached: the same signers come back with every message, and base58 is slow.
     raw = _b58decode(address)
     if len(raw) != 1 + PUBLIC_KEY_SIZE + 2:
         raise IdentityError(f"SS58 address {address} decodes to {len(raw)} bytes, expected 35")
