@@ -147,3 +147,20 @@ def test_parallel_build_is_byte_identical(monkeypatch: pytest.MonkeyPatch) -> No
     assert parallel.proof(999) == single.proof(999)
     hashes = b"".join(leaf_hash(x) for x in leaves)
     assert MerkleTree.from_leaf_hashes(hashes, workers=3).root == single.root
+
+
+def test_accelerator_matches_pure_python() -> None:
+    import os
+
+    import hypertrain.protocol.merkle as merkle
+
+    if merkle._merkle_c is None:
+        pytest.skip("the optional C accelerator was not built here")
+    leaves = [os.urandom(n % 70) for n in range(517)]
+    assert merkle._hash_leaves(leaves) == merkle._hash_leaves_py(leaves)
+    level = os.urandom(64 * 33)
+    assert merkle._hash_pairs(level) == merkle._hash_pairs_py(level)
+    with pytest.raises(TypeError):
+        merkle._merkle_c.hash_leaves(b"p", [b"ok", "not bytes"])  # type: ignore[list-item]
+    with pytest.raises(ValueError):
+        merkle._merkle_c.hash_pairs(b"p", b"x" * 65)

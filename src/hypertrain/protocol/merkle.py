@@ -10,7 +10,9 @@ Rules (docs/protocol.md has the byte layout):
 * the root of zero leaves is tagged_hash(MERKLE_EMPTY, b""); of one leaf, its leaf hash.
 
 Each level is one contiguous ``bytes`` of 32-byte digests, so a tree over n leaves
-holds about 2n digests and no per-node Python objects: O(n) memory and time.
+holds about 2n digests and no per-node Python objects: O(n) memory and time. A small
+optional C module (``_merkle_c``, built by setup.py against OpenSSL) hashes whole levels
+per call; without it the same bytes come from hashlib.
 """
 
 from __future__ import annotations
@@ -18,13 +20,18 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from operator import methodcaller
 from typing import Any, Final
 
 from hypertrain.protocol import domains
 from hypertrain.protocol.errors import MerkleError
+
+try:  # the optional C accelerator (setup.py); same bytes, no Python call per hash
+    from hypertrain.protocol import _merkle_c
+except ImportError:  # pragma: no cover - depends on the build environment
+    _merkle_c = None  # type: ignore[assignment]
 
 DIGEST_SIZE: Final = 32
 MAX_PROOF_DEPTH: Final = 64
@@ -50,16 +57,29 @@ PARALLEL_MIN_DIGESTS: Final = 1 << 17
 _DIGEST = methodcaller("digest")
 
 
-def _hash_leaves(leaves: Iterable[bytes]) -> bytes:
+def _hash_leaves_py(leaves: Iterable[bytes]) -> bytes:
     # map() chains keep the per-leaf loop in C; this is 2-3x faster than a comprehension.
     return b"".join(map(_DIGEST, map(hashlib.sha256, map(_LEAF_PREFIX.__add__, leaves))))
 
 
-def _hash_pairs(level: bytes) -> bytes:
+def _hash_pairs_py(level: bytes) -> bytes:
     """Node hashes of consecutive digest pairs of ``level`` (whose length is a multiple of 64)."""
     size = len(level)
     pairs = map(level.__getitem__, map(slice, range(0, size, 64), range(64, size + 64, 64)))
     return b"".join(map(_DIGEST, map(hashlib.sha256, map(_NODE_PREFIX.__add__, pairs))))
+
+
+def _hash_leaves(leaves: Iterable[bytes]) -> bytes:
+    if _merkle_c is None:
+        return _hash_leaves_py(leaves)
+    items = leaves if isinstance(leaves, (list, tuple)) else list(leaves)
+    return _merkle_c.hash_leaves(_LEAF_PREFIX, items)
+
+
+def _hash_pairs(level: bytes) -> bytes:
+    if _merkle_c is None:
+        return _hash_pairs_py(level)
+    return _merkle_c.hash_pairs(_NODE_PREFIX, level)
 
 
 def _chunks(total: int, parts: int, align: int) -> list[tuple[int, int]]:
@@ -84,9 +104,12 @@ def _leaf_level(leaves: Sequence[bytes], pool: Executor | None, workers: int) ->
     return b"".join(pool.map(_hash_leaves, [leaves[a:b] for a, b in spans]))
 
 
-def _pool(workers: int, size: int) -> ProcessPoolExecutor | None:
+def _pool(workers: int, size: int) -> Executor | None:
     if workers <= 1 or size < PARALLEL_MIN_DIGESTS:
         return None
+    if _merkle_c is not None:
+        # The accelerator releases the GIL while hashing, so threads run in parallel.
+        return ThreadPoolExecutor(workers)
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
 
