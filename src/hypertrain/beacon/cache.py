@@ -8,13 +8,13 @@ threads behind a lock (the challenge service calls the client from worker thread
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from pathlib import Path
 from types import TracebackType
 
 from hypertrain.beacon.bls import randomness_of
 from hypertrain.beacon.verify import Beacon
+from hypertrain.protocol.sqlite import open_database
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS beacons (
@@ -34,11 +34,7 @@ class BeaconCache:
             path.parent.mkdir(parents=True, exist_ok=True)
         target = ":memory:" if path is None else str(path)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA busy_timeout = 5000")
-        if path is not None:
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
+        self._conn = open_database(target)
         self._conn.execute(_SCHEMA)
 
     def get(self, chain_hash: bytes, round_number: int) -> Beacon | None:

@@ -23,9 +23,9 @@ from hypertrain.challenge.errors import (
 )
 from hypertrain.challenge.settle import settle_round
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
-from hypertrain.challenge.storage import transaction
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import Commit, Dispute, JoinRequest, MergeTape, Verdict
+from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
 

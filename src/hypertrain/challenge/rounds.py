@@ -31,10 +31,10 @@ from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.selection import assignment_key, select_audits
 from hypertrain.challenge.settle import settle_round
 from hypertrain.challenge.state import ServiceState, dumps
-from hypertrain.challenge.storage import transaction
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import AuditAssignment, RoundOpen
+from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
 PHASES = ("train", "beacon", "audit", "merge", "final")

@@ -12,10 +12,10 @@ epoch) is enforced by primary keys here, not only by checks in Python.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
+
+from hypertrain.protocol.sqlite import open_database, transaction
 
 _V1: Final = """
 CREATE TABLE runs (
@@ -160,12 +160,8 @@ DB_NAME: Final = "challenge.sqlite"
 def connect(state_dir: Path) -> sqlite3.Connection:
     """Open (creating if needed) the service database and bring it to the latest schema."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(state_dir / DB_NAME), check_same_thread=False, isolation_level=None)
+    conn = open_database(state_dir / DB_NAME, foreign_keys=True)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=5000")
-    conn.execute("PRAGMA foreign_keys=ON")
     migrate(conn)
     return conn
 
@@ -191,15 +187,3 @@ def migrate(conn: sqlite3.Connection) -> int:
 
 def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
-
-
-@contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")

@@ -27,12 +27,13 @@ from hypertrain.ledger.errors import (
 )
 from hypertrain.ledger.journal import GENESIS
 from hypertrain.ledger.settle import SettleResult
-from hypertrain.ledger.storage import LEDGER_FILENAME, connect, transaction
+from hypertrain.ledger.storage import LEDGER_FILENAME, connect
 from hypertrain.ledger.validate import check_holds, check_hotkey, check_int, check_run_id
 from hypertrain.ledger.verify import VerifyReport, verify_db
 from hypertrain.ledger.weights import WeightsAnswer, answer_epoch, stored_answer
 from hypertrain.ledger.writer import append, has_key, load_run
 from hypertrain.protocol.canonical import canonical_hash
+from hypertrain.protocol.sqlite import transaction
 
 logger = logging.getLogger(__name__)
 MAX_REASON_CHARS = 1024

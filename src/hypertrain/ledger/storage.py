@@ -10,12 +10,11 @@ by newer code (a higher version) is refused rather than guessed at.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
 from hypertrain.ledger.errors import LedgerStorageError
+from hypertrain.protocol.sqlite import open_database, transaction
 
 LEDGER_FILENAME: Final = "ledger.sqlite3"
 
@@ -94,12 +93,11 @@ SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 def connect(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) a ledger database and bring its schema up to date."""
-    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA busy_timeout=10000")
+        conn = open_database(path, synchronous="FULL", busy_timeout_ms=10000, foreign_keys=True)
+    except sqlite3.DatabaseError as exc:
+        raise LedgerStorageError(f"{path} is not a usable ledger database: {exc}") from exc
+    try:
         migrate(conn)
     except sqlite3.DatabaseError as exc:
         conn.close()
@@ -137,15 +135,3 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
                 conn.execute(statement)
             conn.execute("UPDATE schema_version SET version = ?", (version,))
     return max(current, target)
-
-
-@contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` .. ``COMMIT``; any exception rolls the whole thing back."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")

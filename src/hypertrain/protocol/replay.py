@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from hypertrain.protocol.errors import ReplayError
+from hypertrain.protocol.sqlite import open_database
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS seen_nonces (
@@ -29,10 +30,7 @@ class ReplayStore:
 
     def __init__(self, path: Path | str) -> None:
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
-        self._conn.execute("PRAGMA busy_timeout=5000")
+        self._conn = open_database(path, synchronous="FULL")
         self._conn.executescript(_SCHEMA)
 
     def record(self, signer: str, nonce: str, expiry_round: int) -> None:

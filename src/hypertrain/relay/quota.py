@@ -7,10 +7,10 @@ together pass the limit, and released if the upload is refused.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from pathlib import Path
 
+from hypertrain.protocol.sqlite import open_database
 from hypertrain.relay.errors import QuotaError
 
 _SCHEMA = """
@@ -29,9 +29,7 @@ class QuotaBook:
 
     def __init__(self, path: Path | str) -> None:
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA busy_timeout=5000")
+        self._conn = open_database(path, synchronous="FULL")
         self._conn.executescript(_SCHEMA)
 
     def used(self, signer: str, round_: int) -> int:
