@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import http.server
 import json
+import threading
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
 import pytest
 
 from hypertrain.relay.client import RelayClient
-from hypertrain.relay.errors import HashMismatchError, RelayError
+from hypertrain.relay.errors import HashMismatchError, NotFoundError, RelayError
 from tests.relay.helpers import RUN_ID, Keys
 
 DATA = b"payload " * 500
@@ -94,3 +97,54 @@ def test_downloads_are_verified(tmp_path: Path) -> None:
             client.get(SHA, max_bytes=10)
         assert info.value.reason == "too_large"
     assert list(tmp_path.iterdir()) == []
+
+
+class _FixedAnswers(http.server.BaseHTTPRequestHandler):
+    """Answers GET /blobs/<sha> from a table: (status, body) per sha."""
+
+    table: ClassVar[dict[str, tuple[int, bytes]]] = {}
+
+    def do_GET(self) -> None:
+        status, body = self.table.get(self.path.rsplit("/", 1)[-1], (404, b"{}"))
+        self.send_response(status)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
+def test_stdlib_download_path_verifies_and_maps_errors(tmp_path: Path) -> None:
+    other = hashlib.sha256(b"other").hexdigest()
+    broken = hashlib.sha256(b"broken").hexdigest()
+    _FixedAnswers.table = {
+        SHA: (200, DATA),
+        other: (200, b"not the other blob"),
+        broken: (500, b'{"error": "storage", "detail": "disk on fire"}'),
+    }
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FixedAnswers)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with RelayClient(url, None, "r") as client:
+            assert client.get(SHA) == DATA
+            assert client.get_to_file(SHA, tmp_path / "blob").read_bytes() == DATA
+            with pytest.raises(HashMismatchError):
+                client.get_to_file(other, tmp_path / "other")
+            with pytest.raises(NotFoundError):
+                client.get(hashlib.sha256(b"absent").hexdigest())
+            with pytest.raises(RelayError) as info:
+                client.get(broken)
+            assert (info.value.reason, info.value.status) == ("storage", 500)
+            with pytest.raises(RelayError) as info:
+                client.get(SHA, max_bytes=10)
+            assert info.value.reason == "too_large"
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blob"]
+    with RelayClient(url, None, "r", attempts=1) as client, pytest.raises(RelayError) as info:
+        client.get(SHA)  # the server is gone
+    assert info.value.reason == "unreachable"
