@@ -36,3 +36,15 @@ schemas: install
 
 bench: install
 	$(PY) benchmarks/run_all.py $(ARGS)
+
+# Container images (podman) and the platform-contract canary against the server image;
+# see docs/operator.md, "Deploy". IMAGES=server builds the server image only.
+IMAGES ?= all
+TORCH_VARIANT ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo cuda || echo cpu)
+.PHONY: images canary
+
+images:
+	TORCH_VARIANT=$(TORCH_VARIANT) scripts/build-images.sh $(IMAGES)
+
+canary:
+	scripts/canary.sh $(CANARY_IMAGE)
