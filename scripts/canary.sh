@@ -8,7 +8,8 @@
 # the internal token and 403 without the slug header, answers within the time limit with
 # both, and its first answer for an epoch comes back byte for byte after a restart of the
 # container; inside, the root filesystem is read-only, /data is writable and the process
-# runs as UID 65532. Nothing leaves the machine (the beacon URL points at a closed port).
+# runs as UID 65532. Last, the relay starts from the same image and answers /healthz.
+# Nothing leaves the machine (the beacon URL points at a closed port).
 #
 # Environment: PODMAN (default podman), CANARY_PORT (default: a free port), CANARY_NETWORK
 # (bridge, the default, publishes the port on 127.0.0.1; host shares the host's network),
@@ -33,11 +34,14 @@ command -v curl >/dev/null || { echo "canary: curl is required" >&2; exit 2; }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/hypertrain-canary.XXXXXX")"
 name="hypertrain-canary-$$"
-cleanup() { "$PODMAN" rm -f -t 5 "$name" >/dev/null 2>&1 || true; rm -rf "$work"; }
+cleanup() {
+  "$PODMAN" rm -f -t 5 "$name" "$name-relay" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
 trap cleanup EXIT
 
 # Fresh state and fake platform secrets, as files of mode 0600 owned by the service's UID.
-mkdir -p "$work/data" "$work/secrets" "$work/config"
+mkdir -p "$work/data" "$work/secrets" "$work/config" "$work/relay"
 for token in internal admin worker; do
   head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/secrets/$token.token"
 done
@@ -50,9 +54,9 @@ cat > "$work/config/metagraph.json" <<'JSON'
              "5FHneW46xGXgs5mUiveU4sbTyGBzmstUspZC92UhjJM694ty": 1}}
 JSON
 if [[ "$(id -u)" == 0 ]]; then
-  chown -R "$uid:$uid" "$work/data" "$work/secrets"
+  chown -R "$uid:$uid" "$work/data" "$work/secrets" "$work/relay"
 else
-  "$PODMAN" unshare chown -R "$uid:$uid" "$work/data" "$work/secrets"
+  "$PODMAN" unshare chown -R "$uid:$uid" "$work/data" "$work/secrets" "$work/relay"
 fi
 internal="$(cat "$work/secrets/internal.token" 2>/dev/null || "$PODMAN" unshare cat "$work/secrets/internal.token")"
 
@@ -130,4 +134,24 @@ uids="$("$PODMAN" exec "$name" sh -c 'grep "^Uid:" /proc/1/status')"
 read -r _ ruid euid _ <<<"$uids"
 [[ "$ruid" == "$uid" && "$euid" == "$uid" ]] || fail "the service runs as $uids, want $uid"
 pass "the service process runs as UID $uid"
+
+# The relay runs from the same image, under the same constraints.
+relay_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+if [[ "$network" == host ]]; then
+  net_args=(--network host); relay_bind=(--host 127.0.0.1 --port "$relay_port")
+else
+  net_args=(-p "127.0.0.1:$relay_port:8470"); relay_bind=(--host 0.0.0.0 --port 8470)
+fi
+name="$name-relay"
+"$PODMAN" run -d --name "$name" --read-only --read-only-tmpfs=false --user "$uid:$uid" \
+  --cap-drop all --security-opt no-new-privileges -v "$work/relay:/data" "${net_args[@]}" \
+  "$image" relay serve "${relay_bind[@]}" --storage /data/blobs --state-dir /data/state >/dev/null
+deadline=$((SECONDS + 120))
+until [[ "$(code "http://127.0.0.1:$relay_port/healthz")" == 200 ]]; do
+  (( SECONDS < deadline )) || fail "the relay's /healthz did not answer 200 within 120 s"
+  [[ "$("$PODMAN" inspect -f '{{.State.Running}}' "$name" 2>/dev/null)" == true ]] \
+    || fail "the relay container stopped"
+  sleep 0.5
+done
+pass "the relay from the same image answers /healthz"
 echo "canary: PASS $image"
