@@ -33,9 +33,12 @@ command -v curl >/dev/null || { echo "canary: curl is required" >&2; exit 2; }
 "$PODMAN" image exists "$image" || { echo "canary: no image $image (run make images)" >&2; exit 2; }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/hypertrain-canary.XXXXXX")"
-name="hypertrain-canary-$$"
+service="hypertrain-canary-$$"
+relay="$service-relay"
+name="$service"  # the container fail() shows the logs of
 cleanup() {
-  "$PODMAN" rm -f -t 5 "$name" "$name-relay" >/dev/null 2>&1 || true
+  local c
+  for c in "$service" "$relay"; do "$PODMAN" rm -f -t 5 "$c" >/dev/null 2>&1 || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -142,7 +145,7 @@ if [[ "$network" == host ]]; then
 else
   net_args=(-p "127.0.0.1:$relay_port:8470"); relay_bind=(--host 0.0.0.0 --port 8470)
 fi
-name="$name-relay"
+name="$relay"
 "$PODMAN" run -d --name "$name" --read-only --read-only-tmpfs=false --user "$uid:$uid" \
   --cap-drop all --security-opt no-new-privileges -v "$work/relay:/data" "${net_args[@]}" \
   "$image" relay serve "${relay_bind[@]}" --storage /data/blobs --state-dir /data/state >/dev/null

@@ -7,6 +7,7 @@ The canary test builds nothing itself: it runs scripts/canary.sh against the ser
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -84,3 +85,12 @@ def test_canary_passes_against_the_built_server_image() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"canary: PASS {IMAGE}" in result.stdout
+    # It cleans up after itself: neither of its containers is left behind.
+    match = re.search(r" as (hypertrain-canary-\d+) ", result.stdout)
+    assert match is not None, result.stdout
+    env = {**os.environ, "CONTAINERS_CONF": str(REPO / "docker" / "containers.conf")}
+    for name in (match.group(1), match.group(1) + "-relay"):
+        left = subprocess.run(
+            ["podman", "container", "exists", name], env=env, capture_output=True, timeout=120
+        )
+        assert left.returncode == 1, f"the canary left {name} behind"

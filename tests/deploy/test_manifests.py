@@ -165,7 +165,9 @@ def test_secrets_reach_the_process_as_files_of_mode_0600(
 
 
 def test_challenge_settings_name_documented_variables() -> None:
-    (challenge,) = [w for w in workloads(render("overlays/production")) if "challenge" in str(w)]
+    (challenge,) = [
+        w for w in workloads(render("overlays/production")) if component(w) == "challenge"
+    ]
     names = {e["name"] for e in challenge["spec"]["template"]["spec"]["containers"][0]["env"]}
     operator = (DEPLOY.parent / "docs" / "operator.md").read_text(encoding="utf-8")
     for name in names:
