@@ -9,6 +9,7 @@ behind every mount, and the secret files handed over as mode 0600.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -191,3 +192,17 @@ def test_regional_relays_forward_to_their_upstream() -> None:
         assert service["spec"]["selector"]["app.kubernetes.io/instance"] == f"relay-{region}"
         assert relay["spec"]["serviceName"] == service["metadata"]["name"]
         assert pod["nodeSelector"]["topology.kubernetes.io/region"] == region
+
+
+def test_every_variable_in_args_is_defined(rendered: list[dict[str, Any]]) -> None:
+    # Kubernetes leaves an undefined $(NAME) in args as literal text: catch it here.
+    configs = {
+        o["metadata"]["name"]: o.get("data", {}) for o in rendered if o["kind"] == "ConfigMap"
+    }
+    for workload in workloads(rendered):
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            defined = {e["name"] for e in container.get("env", [])}
+            for source in container.get("envFrom", []):
+                defined |= set(configs[source["configMapRef"]["name"]])
+            used = set(re.findall(r"\$\(([A-Z0-9_]+)\)", " ".join(container.get("args", []))))
+            assert used <= defined, (workload["metadata"]["name"], used - defined)
