@@ -81,7 +81,7 @@ class InnerOptimSpec(_Section):
     muon_lr: float = Field(default=0.02, gt=0)
     muon_momentum: float = Field(default=0.95, ge=0, lt=1)
     muon_ns_steps: int = Field(default=5, ge=1, le=20)
-    state_policy: Literal["carry"] = "carry"
+    state_policy: Literal["reset", "carry"] = "reset"  # reset: start state public (mechanism.md)
 
 
 class OuterOptimSpec(_Section):

@@ -101,7 +101,7 @@ class Verdict(_Body):
     round: int = Field(ge=0)
     hotkey: str = Field(pattern=_SS58)
     segments: list[int] = Field(max_length=4096)
-    result: Literal["match", "mismatch"]
+    result: Literal["match", "mismatch", "unverifiable"]  # unverifiable: the island's fault
     first_bad_leaf: int | None = Field(default=None, ge=0)
     update_checked: bool = False
     detail: str = Field(default="", max_length=2048)
