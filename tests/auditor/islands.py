@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from hypertrain.auditor.index import CheckpointIndex
@@ -32,6 +33,7 @@ class MemoryRelay:
 
     def __init__(self) -> None:
         self.blobs: dict[str, bytes] = {}
+        self.unreachable: set[str] = set()  # downloads that fail as a network error would
 
     def put(self, data: bytes) -> str:
         sha = hashlib.sha256(data).hexdigest()
@@ -39,6 +41,8 @@ class MemoryRelay:
         return sha
 
     def get(self, sha256: str, *, max_bytes: int = 1 << 32) -> bytes:
+        if sha256 in self.unreachable:
+            raise RelayError("unreachable", "connection refused", 0)
         if sha256 not in self.blobs:
             raise NotFoundError(sha256)
         data = self.blobs[sha256]
@@ -101,3 +105,19 @@ def publish_round(
         expiry_round=10**9,
     ).model_dump(mode="json")
     return Published(body, env, index, result, params)
+
+
+def inject_moments(direction: float) -> StartHook:
+    """The attack: Adam first moments set to ``direction`` (and tiny second moments) in
+    checkpoint 0, then honest training; the update leans the way the island chose."""
+
+    def tamper(state: TrainState) -> TrainState:
+        tensors = dict(state.tensors)
+        for name in tensors:
+            if name.startswith("optim.exp_avg."):
+                tensors[name] = torch.full_like(tensors[name], direction)
+            elif name.startswith("optim.exp_avg_sq."):
+                tensors[name] = torch.full_like(tensors[name], 1e-6)
+        return TrainState(state.step, tensors, state.config_digest)
+
+    return tamper

@@ -28,7 +28,7 @@ from hypertrain.trainer.segment import TrainConfig
 from hypertrain.trainer.start_state import carry_state, reset_state
 from hypertrain.trainer.state import TrainState, init_state
 from hypertrain.trainer.update import next_round_state
-from tests.auditor.islands import MemoryRelay, Published, publish_round
+from tests.auditor.islands import MemoryRelay, Published, inject_moments, publish_round
 from tests.auditor.world import ISLANDS, World, make_world
 
 
@@ -47,19 +47,6 @@ def _opens(world: World, rounds: int, manifest: RunManifest | None = None) -> li
 
 def _island(world: World, pub: Published, start: TrainState | None = None) -> IslandRound:
     return IslandRound(world.manifest, pub.commit, pub.index, [], pub.start_params, None, start)
-
-
-def _inject(direction: float) -> Callable[[TrainState], TrainState]:
-    def tamper(state: TrainState) -> TrainState:
-        tensors = dict(state.tensors)
-        for name in tensors:
-            if name.startswith("optim.exp_avg."):
-                tensors[name] = torch.full_like(tensors[name], direction)
-            elif name.startswith("optim.exp_avg_sq."):
-                tensors[name] = torch.full_like(tensors[name], 1e-6)
-        return TrainState(state.step, tensors, state.config_digest)
-
-    return tamper
 
 
 def _samples_island(world: World, pub: Published, opens: list[RoundOpen]) -> IslandRound:
@@ -85,7 +72,7 @@ def test_injected_adam_moments_are_caught_on_every_audit(world: World, tmp_path:
     opens = _opens(world, 1)
     honest = publish_round(world, relay, ISLANDS[0], opens, tmp_path / "honest")
     attacker = publish_round(
-        world, relay, ISLANDS[0], opens, tmp_path / "attacker", tamper=_inject(0.05)
+        world, relay, ISLANDS[0], opens, tmp_path / "attacker", tamper=inject_moments(0.05)
     )
     # the attack steers the update: it differs from the honest one in direction
     a, b = (decode_int8(relay.blobs[p.commit.update_sha256]) for p in (attacker, honest))
