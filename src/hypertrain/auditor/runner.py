@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import Tensor
 
+from hypertrain.auditor.admission import check_admissions
 from hypertrain.auditor.errors import IslandInputError, VerificationError
 from hypertrain.auditor.index import MAX_INDEX_BYTES, CheckpointIndex, sha_from_url
 from hypertrain.auditor.inputs import (
@@ -77,6 +79,7 @@ class Auditor:
     manifest: RunManifest
     dataset_dir: Path
     expiry_margin: int = 50
+    device: str = "cpu"  # where admission-challenge references are computed
 
     def round_detail(self, detail: Mapping[str, Any], index: int, w: int) -> Mapping[str, Any]:
         return detail if w == index else self.service.round_detail(self.manifest.run_id, w)
@@ -265,6 +268,17 @@ def follow(
     progress: dict[int, RoundProgress] = {}
     done: set[int] = set()
     while not stop():
+        if auditor.manifest.admission.challenge:
+            try:
+                check_admissions(
+                    auditor.service,
+                    auditor.key,
+                    auditor.manifest.run_id,
+                    device=torch.device(auditor.device),
+                    emit=emit,
+                )
+            except Exception as exc:
+                emit("error", detail=f"admissions: {type(exc).__name__}: {exc}"[:500])
         try:
             summaries = auditor.service.rounds(auditor.manifest.run_id)
         except Exception as exc:  # the loop outlives any one bad answer
