@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from hypertrain.aggregator.collect import faulty_hotkeys
-from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round
+from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round, follow
 from hypertrain.auditor.verify import verify_manifest, verify_round_open
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.settle import accepted_tokens
@@ -100,10 +100,17 @@ def test_malformed_references_get_unverifiable_and_others_still_get_verdicts(
     first = audit_round(auditor, 0, emit, progress)
     assert (len(first), progress.unfinished) == (3, 1)
     assert [f["assignment"] for e, f in events if e == "error"] == [honest_b.ss58_address]
+    # ``follow`` retries it a bounded number of passes, then moves on (no endless loop)
+    polls = iter(range(4))
+    before = len(events)
+    follow(auditor, poll_s=0, stop=lambda: next(polls, None) is None, emit=emit, max_attempts=2)
+    retried = [f for e, f in events[before:] if e == "error"]
+    assert [f["assignment"] for f in retried] == [honest_b.ss58_address] * 2
     relay.unreachable = set()
     again = audit_round(auditor, 0, emit, progress)  # the next pass retries only that one
     assert (len(again), progress.unfinished, progress.attempts) == (1, 0, 2)
     results = {f["hotkey"]: f["result"] for e, f in events if e == "verdict"}
+    assert len(first) + len(again) == 4
     assert results == {
         honest_a.ss58_address: "match",
         honest_b.ss58_address: "match",
