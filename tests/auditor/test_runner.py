@@ -82,7 +82,7 @@ def _auditor(world: World, relay: MemoryRelay) -> Auditor:
     return Auditor(None, relay, ISLANDS[2], world.manifest, world.dataset_dir)  # type: ignore[arg-type]
 
 
-def test_judge_matches_and_withheld_blobs_mismatch(world: World, tmp_path: Path) -> None:
+def test_judge_matches_and_withheld_blobs_are_unverifiable(world: World, tmp_path: Path) -> None:
     relay, detail, index = _published(world, tmp_path)
     assignment = AuditAssignment(
         round=0, hotkey=ISLANDS[0].ss58_address, segments=[0, 1], selection_beacon_round=1
@@ -91,11 +91,11 @@ def test_judge_matches_and_withheld_blobs_mismatch(world: World, tmp_path: Path)
     assert auditor.judge(detail, assignment).result == "match"
     del relay.blobs[index.blobs[1]]
     outcome = auditor.judge(detail, assignment)
-    assert outcome.result == "mismatch" and "not available" in outcome.detail
+    assert outcome.result == "unverifiable" and "not available" in outcome.detail
     relay.blobs.clear()
     relay.put(world.model_blob)
     withheld = auditor.judge(detail, assignment)
-    assert withheld.result == "mismatch" and "checkpoint index" in withheld.detail
+    assert withheld.result == "unverifiable" and "checkpoint index" in withheld.detail
 
 
 def test_commit_signed_by_another_key_is_refused(world: World, tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ def verify_round_open(record: Any, manifest: RunManifest, index: int) -> RoundOp
 
 
 def faulty_hotkeys(verdicts: Iterable[Any], run_id: str, index: int) -> set[str]:
-    """Islands with a signed mismatch verdict for this round."""
+    """Islands with a signed mismatch or unverifiable verdict for this round."""
     out: set[str] = set()
     for item in verdicts:
         try:
@@ -61,7 +61,7 @@ def faulty_hotkeys(verdicts: Iterable[Any], run_id: str, index: int) -> set[str]
             body = Verdict.model_validate(env.body)
         except (EnvelopeError, ValidationError, AttributeError):
             continue
-        if body.round == index and body.result == "mismatch":
+        if body.round == index and body.result in ("mismatch", "unverifiable"):
             out.add(body.hotkey)
     return out
 

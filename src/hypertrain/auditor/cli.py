@@ -46,7 +46,7 @@ def _run(args: argparse.Namespace) -> int:
     check_determinism(configure_determinism(det.num_threads, args.device, det.dtype), det)
     key = load_key_file(args.key_file)
     with RelayClient(args.relay, key, args.run_id) as relay:
-        auditor = Auditor(service, relay, key, manifest, args.dataset_dir)
+        auditor = Auditor(service, relay, key, manifest, args.dataset_dir, device=args.device)
         emit_json("started", run_id=args.run_id, hotkey=key.ss58_address)
         if args.follow:
             follow(auditor, poll_s=args.poll_s)

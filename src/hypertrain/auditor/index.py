@@ -11,17 +11,16 @@ data but never substitute it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Final
 
 from hypertrain.auditor.errors import VerificationError
-from hypertrain.protocol.canonical import canonical_bytes
-from hypertrain.protocol.errors import MerkleError
+from hypertrain.protocol.canonical import canonical_bytes, parse_json
+from hypertrain.protocol.errors import CanonicalJSONError, MerkleError
 from hypertrain.protocol.merkle import MerkleTree, verify_proof
 
 FORMAT: Final = "hypertrain-checkpoints/1"
-_MAX_INDEX_BYTES: Final = 1 << 22
+MAX_INDEX_BYTES: Final = 1 << 22
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,18 +39,32 @@ class CheckpointIndex:
         return canonical_bytes(doc)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> CheckpointIndex:
-        if len(data) > _MAX_INDEX_BYTES:
+    def from_bytes(cls, data: bytes, *, leaf_count: int | None = None) -> CheckpointIndex:
+        """Parse an island's index strictly (size first, then strict JSON, then types).
+
+        ``leaf_count`` (the commit's) is checked when given. Every refusal is a
+        :class:`VerificationError`; nothing else escapes, whatever the bytes.
+        """
+        if len(data) > MAX_INDEX_BYTES:
             raise VerificationError("checkpoint index is too large")
         try:
-            doc: Any = json.loads(data)
-            ok = doc["format"] == FORMAT and len(doc["leaves"]) == len(doc["blobs"])
-            index = cls(int(doc["round"]), tuple(doc["leaves"]), tuple(doc["blobs"]))
-        except (ValueError, KeyError, TypeError) as exc:
+            doc: Any = parse_json(data, max_bytes=MAX_INDEX_BYTES)
+        except CanonicalJSONError as exc:
             raise VerificationError(f"checkpoint index is malformed: {exc}") from exc
-        if not ok or not all(_is_hex64(h) for h in (*index.leaves, *index.blobs)):
-            raise VerificationError("checkpoint index is malformed")
-        return index
+        if not isinstance(doc, dict) or set(doc) != {"format", "round", "leaves", "blobs"}:
+            raise VerificationError("checkpoint index is malformed: wrong fields")
+        rnd, leaves, blobs = doc["round"], doc["leaves"], doc["blobs"]
+        if doc["format"] != FORMAT or type(rnd) is not int or rnd < 0:
+            raise VerificationError("checkpoint index is malformed: format or round")
+        if not isinstance(leaves, list) or not isinstance(blobs, list) or not leaves:
+            raise VerificationError("checkpoint index is malformed: leaves and blobs")
+        if len(leaves) != len(blobs) or not all(_is_hex64(h) for h in (*leaves, *blobs)):
+            raise VerificationError("checkpoint index is malformed: leaves and blobs")
+        if leaf_count is not None and len(leaves) != leaf_count:
+            raise VerificationError(
+                f"checkpoint index lists {len(leaves)} leaves, the commit {leaf_count}"
+            )
+        return cls(rnd, tuple(leaves), tuple(blobs))
 
     def verified_leaf(self, k: int, root_hex: str) -> bytes:
         """Leaf ``k`` after checking its inclusion proof against the committed root."""

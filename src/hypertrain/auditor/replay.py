@@ -1,17 +1,23 @@
 """Replay assigned segments of one island's round and compare bytes with its commitment.
 
-:func:`audit_island` is the whole check for one assignment. For each assigned segment
-``k`` it verifies leaf ``k`` against the committed root (inclusion proof), fetches the
-checkpoint at step ``kJ`` and checks its bytes hash to that leaf, replays ``J`` steps
-on the island's verified samples with the island's own layout (as the signed
+:func:`audit_island` is the whole check for one assignment. It first checks that
+leaf 0 (under the committed root, by inclusion proof) is the hash of the round's
+*full* start state: parameters, optimizer state, step counter and residual, as the
+run's state policy derives it (:mod:`hypertrain.trainer.start_state`). For each
+assigned segment ``k`` it then fetches the checkpoint at step ``kJ`` (for ``k = 0``
+the derived start state itself), checks its bytes hash to leaf ``k``, replays ``J``
+steps on the island's verified samples with the island's own layout (as the signed
 round-open record names it), and compares the state hash with leaf ``k + 1``. For
-segment 0 the checkpoint's parameters must equal the round's start model; for the
-final segment the update is re-encoded from the replayed final state and its SHA-256
-compared with the committed one. The first failure decides the verdict.
+the final segment the update is re-encoded from the replayed final state and its
+SHA-256 compared with the committed one. The first failure decides the verdict:
 
-An island that cannot produce a verifiable checkpoint is judged a mismatch (it
-committed to bytes it cannot show); a transport failure raises instead, so the
-auditor retries rather than punish an island for the auditor's own network.
+* ``mismatch``: a proven difference (a leaf or the update is not what the public
+  inputs give);
+* ``unverifiable``: the island's own inputs (index, checkpoint bytes, proofs) could
+  not be fetched, parsed or proven. The island authored them, so this is its fault.
+
+A transport failure of the auditor's own (relay unreachable) raises instead, so the
+auditor retries rather than punish an island for its own network.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import torch
 from torch import Tensor
 
 from hypertrain.auditor.errors import VerificationError
@@ -31,15 +36,17 @@ from hypertrain.protocol.messages import Commit
 from hypertrain.trainer.checkpoint import decode_checkpoint
 from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.segment import Sample, TrainConfig, run_segment
+from hypertrain.trainer.start_state import reset_state
 from hypertrain.trainer.state import TrainState
 from hypertrain.trainer.update import build_update
 
 FetchBlob = Callable[[str], bytes]
+Result = Literal["match", "mismatch", "unverifiable"]
 
 
 @dataclass(frozen=True, slots=True)
 class AuditOutcome:
-    result: Literal["match", "mismatch"]
+    result: Result
     first_bad_leaf: int | None
     update_checked: bool
     detail: str
@@ -56,11 +63,21 @@ class IslandRound:
     samples: Sequence[Sample]  # the island's verified samples, in training order
     start_params: dict[str, Tensor]
     layout: LayoutSpec | None = None  # from the signed round-open record; None = the run's
+    start_state: TrainState | None = None  # derived start state; None = the ``reset`` one
 
 
-class _MismatchError(Exception):
-    def __init__(self, leaf: int | None, detail: str) -> None:
-        self.leaf, self.detail = leaf, detail
+class _FailedError(Exception):
+    def __init__(self, result: Result, leaf: int | None, detail: str) -> None:
+        self.result, self.leaf, self.detail = result, leaf, detail
+
+
+def expected_start(island: IslandRound, config: TrainConfig) -> TrainState:
+    """The full state leaf 0 must hash to (the ``reset`` state unless one was derived)."""
+    if island.start_state is not None:
+        return island.start_state
+    return reset_state(
+        config.state_config(), island.start_params, island.commit.round, config.inner_steps
+    )
 
 
 def load_verified_checkpoint(
@@ -75,44 +92,69 @@ def load_verified_checkpoint(
         raise VerificationError(f"checkpoint {k}: {exc}") from exc
 
 
-def _segment(island: IslandRound, k: int, fetch: FetchBlob, config: TrainConfig) -> TrainState:
+def _verified_leaf(island: IslandRound, k: int) -> bytes:
     try:
-        start = load_verified_checkpoint(island, k, fetch, config)
-        expected = island.index.verified_leaf(k + 1, island.commit.checkpoint_root)
+        return island.index.verified_leaf(k, island.commit.checkpoint_root)
     except VerificationError as exc:
-        raise _MismatchError(k, f"unverifiable checkpoint: {exc}") from exc
+        raise _FailedError("unverifiable", k, f"unverifiable leaf: {exc}") from exc
+
+
+def _check_start(island: IslandRound, start: TrainState) -> None:
+    if island.index.round != island.commit.round:
+        raise _FailedError("unverifiable", 0, "checkpoint index is for another round")
+    if len(island.index.leaves) != island.commit.leaf_count:
+        raise _FailedError("unverifiable", 0, "checkpoint index does not list every leaf")
+    if _verified_leaf(island, 0) != start.state_hash():
+        policy = island.manifest.inner.state_policy
+        raise _FailedError(
+            "mismatch", 0, f"checkpoint 0 is not the round's start state ({policy} policy)"
+        )
+
+
+def _segment(
+    island: IslandRound, k: int, fetch: FetchBlob, config: TrainConfig, start0: TrainState
+) -> TrainState:
+    expected = _verified_leaf(island, k + 1)
     if k == 0:
-        params = start.params()
-        if any(not torch.equal(params[n], island.start_params[n]) for n in island.start_params):
-            raise _MismatchError(0, "checkpoint 0 does not hold the round's start model")
+        start = start0  # leaf 0 was checked to be exactly this state's hash
+    else:
+        try:
+            start = load_verified_checkpoint(island, k, fetch, config)
+        except VerificationError as exc:
+            raise _FailedError("unverifiable", k, f"unverifiable checkpoint: {exc}") from exc
     per_segment = config.checkpoint_interval * config.samples_per_step
     chunk = island.samples[k * per_segment : (k + 1) * per_segment]
     end = run_segment(start, config, chunk, config.checkpoint_interval)
     if end.state_hash() != expected:
-        raise _MismatchError(k + 1, f"replay of segment {k} does not reproduce leaf {k + 1}")
+        raise _FailedError(
+            "mismatch", k + 1, f"replay of segment {k} does not reproduce leaf {k + 1}"
+        )
     return end
 
 
 def _check_update(island: IslandRound, end: TrainState) -> None:
     update = build_update(island.start_params, end, island.manifest.compression)
     if hashlib.sha256(update.data).hexdigest() != island.commit.update_sha256:
-        raise _MismatchError(
+        raise _FailedError(
+            "mismatch",
             island.commit.leaf_count - 1,
             "uploaded update is not the compressed delta of the final state",
         )
 
 
 def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob) -> AuditOutcome:
-    """Replay ``segments`` and return the verdict (see the module docstring)."""
+    """Check leaf 0, replay ``segments`` and return the verdict (see the module docstring)."""
     config = TrainConfig.from_manifest(island.manifest, layout=island.layout)
     last = island.manifest.round.num_segments - 1
     ordered = tuple(sorted(set(segments)))
     update_checked = last in ordered
     try:
+        start0 = expected_start(island, config)
+        _check_start(island, start0)
         for k in ordered:
-            end = _segment(island, k, fetch, config)
+            end = _segment(island, k, fetch, config, start0)
             if k == last:
                 _check_update(island, end)
-    except _MismatchError as bad:
-        return AuditOutcome("mismatch", bad.leaf, update_checked, bad.detail, ordered)
+    except _FailedError as bad:
+        return AuditOutcome(bad.result, bad.leaf, update_checked, bad.detail, ordered)
     return AuditOutcome("match", None, update_checked, "", ordered)

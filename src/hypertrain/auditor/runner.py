@@ -1,9 +1,18 @@
 """Audit a round: for each coordinator-signed assignment, verify, replay, post a verdict.
 
 :func:`audit_round` handles one round in its audit phase; :func:`follow` loops over
-the run, auditing each round once when it reaches the audit phase. Every input is
-verified first (see the package docstring); a verdict is signed with the auditor's
-hotkey (which the service must list as a worker) and posted with the worker token.
+the run, auditing each round when it reaches the audit phase. Every input is verified
+first (see the package docstring); a verdict is signed with the auditor's hotkey
+(which the service must list as a worker) and posted with the worker token.
+
+The auditor is total: each assignment ends in ``match``, ``mismatch`` or
+``unverifiable`` (the island's own inputs could not be fetched, parsed or proven),
+and nothing one island publishes can stop the work on the others. Blob downloads are
+bounded while streaming (the index by :data:`~.index.MAX_INDEX_BYTES`, a checkpoint
+by the exact size its layout gives). A failure that is not the island's (the relay
+or service unreachable, a record the coordinator signed that does not verify) is
+logged and retried on the next poll, at most ``max_attempts`` times per round, and
+never stops the assignments after it.
 """
 
 from __future__ import annotations
@@ -12,13 +21,17 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hypertrain.auditor.errors import AuditError, VerificationError
-from hypertrain.auditor.index import CheckpointIndex, sha_from_url
+import torch
+from torch import Tensor
+
+from hypertrain.auditor.admission import check_admissions
+from hypertrain.auditor.errors import IslandInputError, VerificationError
+from hypertrain.auditor.index import MAX_INDEX_BYTES, CheckpointIndex, sha_from_url
 from hypertrain.auditor.inputs import (
     fetch_start_params,
     island_layout,
@@ -27,16 +40,26 @@ from hypertrain.auditor.inputs import (
     round_sample_ids,
 )
 from hypertrain.auditor.replay import AuditOutcome, IslandRound, audit_island
-from hypertrain.auditor.verify import verify_assignment, verify_commit, verify_round_open
+from hypertrain.auditor.start import PreviousRound, derive_start_state
+from hypertrain.auditor.verify import (
+    find_commit,
+    verify_assignment,
+    verify_commit,
+    verify_round_open,
+)
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.messages import AuditAssignment, Verdict
+from hypertrain.protocol.messages import AuditAssignment, Commit, RoundOpen, Verdict
 from hypertrain.relay.client import RelayClient
 from hypertrain.relay.errors import NotFoundError as RelayNotFoundError
 from hypertrain.relay.errors import RelayError
+from hypertrain.trainer.checkpoint import checkpoint_size
+from hypertrain.trainer.segment import TrainConfig
+
+ISLAND_BLOB_FAULTS = frozenset({"too_large", "size_mismatch"})
 
 log = logging.getLogger(__name__)
 Emit = Callable[..., None]
@@ -56,50 +79,97 @@ class Auditor:
     manifest: RunManifest
     dataset_dir: Path
     expiry_margin: int = 50
+    device: str = "cpu"  # where admission-challenge references are computed
+
+    def round_detail(self, detail: Mapping[str, Any], index: int, w: int) -> Mapping[str, Any]:
+        return detail if w == index else self.service.round_detail(self.manifest.run_id, w)
 
     def island_round(self, detail: dict[str, Any], assignment: AuditAssignment) -> IslandRound:
+        """Every verified input of one assignment. Raises :class:`IslandInputError` when
+        one the island authored fails, another error when a public one does."""
         index, hotkey = assignment.round, assignment.hotkey
         opens = [
-            verify_round_open(
-                (detail if w == index else self.service.round_detail(self.manifest.run_id, w))[
-                    "open"
-                ],
-                self.manifest,
-                w,
-            )
+            verify_round_open(self.round_detail(detail, index, w)["open"], self.manifest, w)
             for w in range(index + 1)
         ]
-        raw = next((c for c in detail["commits"] if c.get("signer") == hotkey), None)
+        raw = find_commit(detail, hotkey)
         if raw is None:
             raise VerificationError(f"{hotkey} has no commit in round {index}")
         commit = verify_commit(raw, self.manifest, hotkey, index)
+        layout = island_layout(self.manifest, opens[-1], hotkey)
+        config = TrainConfig.from_manifest(self.manifest, layout=layout)
         dataset = open_dataset(self.dataset_dir, self.manifest)
         ids = round_sample_ids(self.manifest, dataset, opens, hotkey)
         _, params = fetch_start_params(self.relay, opens[-1], self.manifest)
-        index_bytes = self.island_blob(sha_from_url(commit.checkpoint_url), "checkpoint index")
+        previous = self.previous_round(detail, index, hotkey, opens)
+        try:
+            index_bytes = self.island_blob(
+                sha_from_url(commit.checkpoint_url), "checkpoint index", MAX_INDEX_BYTES
+            )
+            checkpoints = CheckpointIndex.from_bytes(index_bytes, leaf_count=commit.leaf_count)
+            start = derive_start_state(
+                self.manifest,
+                config,
+                index,
+                params,
+                previous,
+                lambda sha, limit: self.island_blob(sha, "previous checkpoint", limit),
+            )
+        except IslandInputError:
+            raise
+        except VerificationError as exc:
+            raise IslandInputError(str(exc)) from exc
         return IslandRound(
             self.manifest,
             commit,
-            CheckpointIndex.from_bytes(index_bytes),
+            checkpoints,
             load_samples(dataset, ids),
             params,
-            island_layout(self.manifest, opens[-1], hotkey),
+            layout,
+            start,
         )
 
-    def island_blob(self, sha256: str, what: str = "checkpoint") -> bytes:
-        """A blob the island must provide; missing means withheld (VerificationError)."""
+    def previous_round(
+        self, detail: Mapping[str, Any], index: int, hotkey: str, opens: list[RoundOpen]
+    ) -> PreviousRound | None:
+        """The island's commit of round ``index - 1`` (``carry`` only; None otherwise)."""
+        if self.manifest.inner.state_policy != "carry" or index == 0:
+            return None
+        raw = find_commit(self.round_detail(detail, index, index - 1), hotkey)
+        commit: Commit | None = None
+        if raw is not None:
+            commit = verify_commit(raw, self.manifest, hotkey, index - 1)
+
+        def start_params() -> dict[str, Tensor]:
+            return fetch_start_params(self.relay, opens[index - 1], self.manifest)[1]
+
+        return PreviousRound(commit, start_params)
+
+    def island_blob(self, sha256: str, what: str = "checkpoint", max_bytes: int = 0) -> bytes:
+        """A blob the island must provide, at most ``max_bytes`` (default: one checkpoint).
+
+        Missing (withheld) or oversized is the island's fault (:class:`IslandInputError`);
+        the relay being unreachable is not, and raises :class:`RelayError`.
+        """
+        limit = max_bytes or checkpoint_size(
+            TrainConfig.from_manifest(self.manifest).state_config()
+        )
         try:
-            return self.relay.get(sha256)
+            return self.relay.get(sha256, max_bytes=limit)
         except RelayNotFoundError as exc:
-            raise VerificationError(f"{what} {sha256[:16]}… is not available") from exc
+            raise IslandInputError(f"{what} {sha256[:16]}… is not available") from exc
+        except RelayError as exc:
+            if exc.reason in ISLAND_BLOB_FAULTS:
+                raise IslandInputError(f"{what} {sha256[:16]}…: {exc}") from exc
+            raise
 
     def judge(self, detail: dict[str, Any], assignment: AuditAssignment) -> AuditOutcome:
+        """The verdict on one assignment; raises only for failures that are not the island's."""
+        segments = tuple(sorted(set(assignment.segments)))
         try:
             island = self.island_round(detail, assignment)
-        except VerificationError as exc:
-            if "checkpoint index" not in str(exc):
-                raise
-            return AuditOutcome("mismatch", 0, False, str(exc), tuple(assignment.segments))
+        except IslandInputError as exc:
+            return AuditOutcome("unverifiable", 0, False, str(exc), segments)
         return audit_island(island, assignment.segments, self.island_blob)
 
     def post(self, assignment: AuditAssignment, outcome: AuditOutcome) -> dict[str, Any]:
@@ -123,29 +193,61 @@ class Auditor:
         return self.service.verdict(env)
 
 
-def audit_round(auditor: Auditor, index: int, emit: Emit = emit_json) -> list[AuditOutcome]:
-    """Judge every assignment of round ``index``; returns the outcomes posted."""
+@dataclass
+class RoundProgress:
+    """Which assignments of a round already have a posted verdict, and how many passes."""
+
+    posted: set[str] = field(default_factory=set)
+    attempts: int = 0
+    unfinished: int = 0
+
+
+def audit_round(
+    auditor: Auditor,
+    index: int,
+    emit: Emit = emit_json,
+    progress: RoundProgress | None = None,
+) -> list[AuditOutcome]:
+    """Judge every assignment of round ``index`` not yet posted; returns the outcomes posted.
+
+    A failure on one assignment is emitted as an ``error`` event and counted in
+    ``progress.unfinished``; the others are still judged and posted.
+    """
+    progress = progress if progress is not None else RoundProgress()
+    progress.attempts += 1
+    progress.unfinished = 0
     detail = auditor.service.round_detail(auditor.manifest.run_id, index)
+    assignments = detail.get("assignments")
     outcomes = []
-    for raw in detail["assignments"]:
-        assignment = verify_assignment(raw, auditor.manifest)
-        t0 = time.perf_counter()
-        outcome = auditor.judge(detail, assignment)
-        emit(
-            "verdict",
-            round=index,
-            hotkey=assignment.hotkey,
-            result=outcome.result,
-            first_bad_leaf=outcome.first_bad_leaf,
-            segments=list(outcome.segments),
-            update_checked=outcome.update_checked,
-            seconds=round(time.perf_counter() - t0, 3),
-        )
+    for position, raw in enumerate(assignments if isinstance(assignments, list) else []):
+        key = f"#{position}"
+        if key in progress.posted:
+            continue
         try:
-            auditor.post(assignment, outcome)
-        except ServiceError as exc:
-            if exc.code != "duplicate":
-                raise
+            assignment = verify_assignment(raw, auditor.manifest)
+            key = assignment.hotkey
+            t0 = time.perf_counter()
+            outcome = auditor.judge(detail, assignment)
+            emit(
+                "verdict",
+                round=index,
+                hotkey=assignment.hotkey,
+                result=outcome.result,
+                first_bad_leaf=outcome.first_bad_leaf,
+                segments=list(outcome.segments),
+                update_checked=outcome.update_checked,
+                seconds=round(time.perf_counter() - t0, 3),
+            )
+            try:
+                auditor.post(assignment, outcome)
+            except ServiceError as exc:
+                if exc.code != "duplicate":
+                    raise
+        except Exception as exc:  # one assignment never stops the others
+            progress.unfinished += 1
+            emit("error", round=index, assignment=key, detail=f"{type(exc).__name__}: {exc}"[:500])
+            continue
+        progress.posted.add(f"#{position}")
         outcomes.append(outcome)
     return outcomes
 
@@ -156,16 +258,44 @@ def follow(
     poll_s: float = 1.0,
     stop: Callable[[], bool] = lambda: False,
     emit: Emit = emit_json,
+    max_attempts: int = 5,
 ) -> None:
-    """Audit each round of the run once, when it is in its audit phase; loop until ``stop``."""
+    """Audit each round of the run in its audit phase; loop until ``stop``.
+
+    A round is done when every assignment has a posted verdict, or after
+    ``max_attempts`` passes (each pass only retries the assignments still open).
+    """
+    progress: dict[int, RoundProgress] = {}
     done: set[int] = set()
     while not stop():
+        if auditor.manifest.admission.challenge:
+            try:
+                check_admissions(
+                    auditor.service,
+                    auditor.key,
+                    auditor.manifest.run_id,
+                    device=torch.device(auditor.device),
+                    emit=emit,
+                )
+            except Exception as exc:
+                emit("error", detail=f"admissions: {type(exc).__name__}: {exc}"[:500])
         try:
-            for summary in auditor.service.rounds(auditor.manifest.run_id):
+            summaries = auditor.service.rounds(auditor.manifest.run_id)
+        except Exception as exc:  # the loop outlives any one bad answer
+            emit("error", detail=f"{type(exc).__name__}: {exc}"[:500])
+            summaries = []
+        for summary in summaries:
+            index = -1
+            try:
                 index = int(summary["round"])
-                if summary.get("phase") == "audit" and index not in done:
-                    audit_round(auditor, index, emit)
+                if summary.get("phase") != "audit" or index in done:
+                    continue
+                state = progress.setdefault(index, RoundProgress())
+                audit_round(auditor, index, emit, state)
+                if state.unfinished == 0:
                     done.add(index)
-        except (AuditError, ServiceError, RelayError, OSError) as exc:
-            emit("error", detail=str(exc)[:500])
+            except Exception as exc:
+                emit("error", detail=f"{type(exc).__name__}: {exc}"[:500])
+            if index in progress and progress[index].attempts >= max_attempts:
+                done.add(index)
         time.sleep(poll_s)

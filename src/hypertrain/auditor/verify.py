@@ -7,11 +7,12 @@ by that same key (trust on first use, logged by the caller).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
-from hypertrain.auditor.errors import VerificationError
+from hypertrain.auditor.errors import IslandInputError, VerificationError
 from hypertrain.protocol.envelope import open_envelope
 from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import RunManifest
@@ -73,14 +74,28 @@ def verify_assignment(raw: Any, manifest: RunManifest) -> AuditAssignment:
 
 
 def verify_commit(raw: Any, manifest: RunManifest, hotkey: str, index: int) -> Commit:
-    """An island's commit, signed by that island, for round ``index``."""
+    """An island's commit, signed by that island, for round ``index``.
+
+    A commit that does not open (signature, run, domain) is refused with
+    :class:`VerificationError`: the service accepted it, so the island is not to blame.
+    A well-signed body that is invalid for the round is the island's own
+    (:class:`IslandInputError`).
+    """
     body = _open(raw, "commit", manifest.run_id, hotkey)
     try:
         commit = Commit.model_validate(body)
     except ValidationError as exc:
-        raise VerificationError(f"commit body is invalid: {exc.errors()[0]['msg']}") from exc
+        raise IslandInputError(f"commit body is invalid: {exc.errors()[0]['msg']}") from exc
     if commit.round != index:
-        raise VerificationError(f"commit is for round {commit.round}, not {index}")
+        raise IslandInputError(f"commit is for round {commit.round}, not {index}")
     if commit.leaf_count != manifest.round.num_segments + 1:
-        raise VerificationError(f"commit has {commit.leaf_count} leaves, the round needs more")
+        raise IslandInputError(f"commit has {commit.leaf_count} leaves, the round needs more")
     return commit
+
+
+def find_commit(detail: Mapping[str, Any], hotkey: str) -> Any | None:
+    """The raw commit envelope ``hotkey`` signed in a round detail, if any."""
+    commits = detail.get("commits")
+    if not isinstance(commits, list):
+        raise VerificationError("round detail has no commit list")
+    return next((c for c in commits if isinstance(c, dict) and c.get("signer") == hotkey), None)

@@ -6,6 +6,10 @@ workload itself (and never imports torch): it compares the hashes the island
 reports with the reference hashes the signed manifest carries per device class,
 which the operator produced by running ``python -m hypertrain.miner.admission
 selfcheck`` on a reference machine of that class.
+
+With ``admission.challenge`` on, that self-reported hash is not enough: the join opens
+a challenge (:mod:`hypertrain.challenge.challenge`) whose workload seed
+(:func:`challenge_seed`) comes from a beacon round after the request.
 """
 
 from __future__ import annotations
@@ -13,14 +17,33 @@ from __future__ import annotations
 from typing import Final
 
 from hypertrain.challenge.errors import AdmissionError
+from hypertrain.protocol.canonical import canonical_bytes
+from hypertrain.protocol.domains import SELFCHECK, tagged_hasher
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import JoinRequest
 
 MAX_ISLAND_DEVICES: Final = 1024
 
 
-def check_join(manifest: RunManifest, request: JoinRequest) -> str:
-    """Refuse an unfit island with :class:`AdmissionError`; returns its device class."""
+def challenge_seed(run_id: str, hotkey: str, beacon_round: int, randomness: str) -> int:
+    """The workload seed of ``hotkey``'s admission challenge: 63 bits of a tagged hash
+    of the run, the hotkey and the (verified) beacon randomness of the seed round."""
+    doc = {
+        "run_id": run_id,
+        "hotkey": hotkey,
+        "beacon_round": beacon_round,
+        "randomness": randomness,
+    }
+    hasher = tagged_hasher(SELFCHECK)
+    hasher.update(b"challenge:" + canonical_bytes(doc))
+    return int.from_bytes(hasher.digest()[:8], "big") & ((1 << 63) - 1)
+
+
+def check_join(manifest: RunManifest, request: JoinRequest, *, self_reported: bool = True) -> str:
+    """Refuse an unfit island with :class:`AdmissionError`; returns its device class.
+
+    ``self_reported=False`` (challenge admission) skips the comparison of the reported
+    workload hash with the manifest's reference: the challenge answer replaces it."""
     devices = request.devices
     indices = [d.index for d in devices]
     if len(set(indices)) != len(indices):
@@ -33,17 +56,17 @@ def check_join(manifest: RunManifest, request: JoinRequest) -> str:
         )
     device_class = classes.pop()
     hashes = {d.workload_hash for d in devices}
-    if len(hashes) != 1:
+    if self_reported and len(hashes) != 1:
         raise AdmissionError(
             "self-check hashes differ between the island's devices", code="selfcheck_mismatch"
         )
     reference = manifest.selfcheck_reference.get(device_class)
-    if reference is None:
+    if reference is None and self_reported:
         raise AdmissionError(
             f"device class {device_class!r} has no self-check reference in this run",
             code="unknown_device_class",
         )
-    if hashes.pop() != reference:
+    if self_reported and hashes.pop() != reference:
         raise AdmissionError(
             f"self-check hash differs from the reference for {device_class!r}",
             code="selfcheck_mismatch",

@@ -145,6 +145,23 @@ class ChallengeClient:
         )
         return result
 
+    # admission challenge (miner: status and answer; worker: pending and check)
+
+    def admission_status(self, run_id: str, hotkey: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/v1/runs/{run_id}/admission/{hotkey}")
+        return result
+
+    def admission_answer(self, envelope: Envelope) -> dict[str, Any]:
+        return self._post("/v1/admission/answer", envelope)
+
+    def admissions(self, run_id: str) -> list[dict[str, Any]]:
+        path = f"/worker/v1/runs/{run_id}/admissions"
+        result: list[dict[str, Any]] = self._call("GET", path, role="worker")
+        return result
+
+    def admission_check(self, envelope: Envelope) -> dict[str, Any]:
+        return self._post("/worker/v1/admission/check", envelope, role="worker")
+
     def _post(self, path: str, envelope: Envelope, *, role: Role = "") -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", path, envelope, role=role)
         return result

@@ -162,7 +162,7 @@ def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
                 "beacon_randomness": a["randomness"],
                 "verdicts": verdicts,
                 "disputes": disputes,
-                "fault": any(v["result"] == "mismatch" for v in verdicts),
+                "fault": any(v["result"] in ("mismatch", "unverifiable") for v in verdicts),
             }
         )
     return out

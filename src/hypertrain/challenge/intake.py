@@ -13,6 +13,7 @@ import logging
 import sqlite3
 from typing import Any
 
+from hypertrain.challenge import challenge
 from hypertrain.challenge.admission import check_join
 from hypertrain.challenge.errors import (
     ChallengeError,
@@ -44,32 +45,44 @@ def _stored(env: Envelope) -> tuple[str, str]:
 def join(state: ServiceState, env: Envelope) -> dict[str, Any]:
     verified, body = state.open_signed(env, "join", JoinRequest, registered=True)
     run_id, hotkey = env.run_id, verified.signer
-    device_class = check_join(state.manifest(run_id), body)
+    challenged = state.manifest(run_id).admission.challenge
+    device_class = check_join(state.manifest(run_id), body, self_reported=not challenged)
     if _roster_row(state, run_id, hotkey) is not None:
         raise ConflictError(f"{hotkey} is already admitted to {run_id}", code="already_joined")
+    if challenged:
+        with transaction(state.conn):
+            state.burn(env)
+            return challenge.open_challenge(state, run_id, hotkey, body, device_class)
+    with transaction(state.conn):
+        state.burn(env)
+        return admit(state, run_id, hotkey, body, device_class)
+
+
+def admit(
+    state: ServiceState, run_id: str, hotkey: str, body: JoinRequest, device_class: str
+) -> dict[str, Any]:
+    """Add an island to the roster (inside the caller's transaction); the join answer."""
     last = state.conn.execute(
         "SELECT MAX(round) AS r FROM rounds WHERE run_id = ?", (run_id,)
     ).fetchone()["r"]
     first_round = 0 if last is None else int(last) + 1
     probation_until = first_round + state.manifest(run_id).audit.probation_rounds
-    with transaction(state.conn):
-        state.burn(env)
-        state.conn.execute(
-            "INSERT INTO roster (run_id, hotkey, admitted_beacon_round, first_round,"
-            " probation_until_round, device_class, num_devices, join_body, layout)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                run_id,
-                hotkey,
-                state.current_round(),
-                first_round,
-                probation_until,
-                device_class,
-                len(body.devices),
-                quick_dumps(body.model_dump(mode="json")),
-                quick_dumps(body.layout.model_dump(mode="json")),
-            ),
-        )
+    state.conn.execute(
+        "INSERT INTO roster (run_id, hotkey, admitted_beacon_round, first_round,"
+        " probation_until_round, device_class, num_devices, join_body, layout)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            hotkey,
+            state.current_round(),
+            first_round,
+            probation_until,
+            device_class,
+            len(body.devices),
+            quick_dumps(body.model_dump(mode="json")),
+            quick_dumps(body.layout.model_dump(mode="json")),
+        ),
+    )
     state.count("joins_admitted")
     manifest = state.manifest(run_id)
     return {
@@ -298,3 +311,15 @@ def merge(state: ServiceState, env: Envelope) -> dict[str, Any]:
         )
         accepted = settle_round(state, run_id, body.round)
     return {"accepted": True, "round": body.round, "phase": "final", "paid": accepted}
+
+
+def admission_answer(state: ServiceState, env: Envelope) -> dict[str, Any]:
+    """An island's answer to its admission challenge (:mod:`.challenge`)."""
+    return challenge.answer(state, env)
+
+
+def admission_check(state: ServiceState, env: Envelope) -> dict[str, Any]:
+    """A worker's reference hash: admits the island on a match (:mod:`.challenge`)."""
+    return challenge.check(
+        state, env, lambda run_id, hotkey, body, cls: admit(state, run_id, hotkey, body, cls)
+    )

@@ -25,11 +25,12 @@ log = logging.getLogger(__name__)
 
 
 def accepted_tokens(state: ServiceState, run_id: str, index: int) -> dict[str, int]:
-    """hotkey -> tokens for the round's commits without a mismatch verdict."""
+    """hotkey -> tokens for the round's commits without a mismatch or unverifiable verdict."""
     faulty = {
         row["hotkey"]
         for row in state.conn.execute(
-            "SELECT hotkey FROM verdicts WHERE run_id = ? AND round = ? AND result = 'mismatch'",
+            "SELECT hotkey FROM verdicts WHERE run_id = ? AND round = ?"
+            " AND result IN ('mismatch', 'unverifiable')",
             (run_id, index),
         )
     }
@@ -47,11 +48,13 @@ def _faults(state: ServiceState, run_id: str, index: int) -> dict[str, str]:
     """hotkey -> reason for every mismatch verdict of the round (first one wins)."""
     out: dict[str, str] = {}
     for row in state.conn.execute(
-        "SELECT hotkey, auditor, verdict_id FROM verdicts WHERE run_id = ? AND round = ?"
-        " AND result = 'mismatch' ORDER BY verdict_id",
+        "SELECT hotkey, auditor, verdict_id, result FROM verdicts WHERE run_id = ? AND round = ?"
+        " AND result IN ('mismatch', 'unverifiable') ORDER BY verdict_id",
         (run_id, index),
     ):
-        out.setdefault(row["hotkey"], f"mismatch verdict {row['verdict_id']} by {row['auditor']}")
+        out.setdefault(
+            row["hotkey"], f"{row['result']} verdict {row['verdict_id']} by {row['auditor']}"
+        )
     return out
 
 

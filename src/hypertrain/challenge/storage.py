@@ -153,7 +153,27 @@ ALTER TABLE roster ADD COLUMN layout TEXT NOT NULL DEFAULT '{}';
 UPDATE roster SET layout = COALESCE(json_extract(join_body, '$.layout'), '{}')
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3)
+# Admission challenges: a join opens one; the island is admitted (a roster row) only when
+# its answer arrived by the deadline and a worker's reference hash equals every device's.
+_V4: Final = """
+CREATE TABLE admission_challenges (
+    run_id TEXT NOT NULL,
+    hotkey TEXT NOT NULL,
+    device_class TEXT NOT NULL,
+    join_body TEXT NOT NULL,
+    join_beacon_round INTEGER NOT NULL,
+    seed_beacon_round INTEGER NOT NULL,
+    deadline_round INTEGER NOT NULL,
+    seed INTEGER,
+    hashes TEXT,
+    answered_round INTEGER,
+    status TEXT NOT NULL DEFAULT 'pending',
+    reason TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, hotkey)
+)
+"""
+
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4)
 DB_NAME: Final = "challenge.sqlite"
 
 

@@ -48,7 +48,7 @@ def round_summaries(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
           (SELECT COUNT(*) FROM verdicts v WHERE v.run_id = r.run_id AND v.round = r.round
              AND v.result = 'match') AS matches,
           (SELECT COUNT(*) FROM verdicts v WHERE v.run_id = r.run_id AND v.round = r.round
-             AND v.result = 'mismatch') AS mismatches,
+             AND v.result IN ('mismatch', 'unverifiable')) AS mismatches,
           (SELECT COUNT(*) FROM disputes d WHERE d.run_id = r.run_id AND d.round = r.round)
              AS disputes,
           m.new_model_sha256, m.eval_loss
@@ -151,7 +151,7 @@ def roster(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
           (SELECT COALESCE(SUM(tokens), 0) FROM commits c
              WHERE c.run_id = r.run_id AND c.hotkey = r.hotkey) AS tokens,
           (SELECT COUNT(*) FROM verdicts v WHERE v.run_id = r.run_id AND v.hotkey = r.hotkey
-             AND v.result = 'mismatch') AS faults,
+             AND v.result IN ('mismatch', 'unverifiable')) AS faults,
           (SELECT MAX(round) FROM rounds x WHERE x.run_id = r.run_id) AS last_round
         FROM roster r WHERE r.run_id = ? ORDER BY r.hotkey
         """,

@@ -15,7 +15,7 @@ from rich.table import Table
 from hypertrain.auditor.index import sha_from_url
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
-from hypertrain.miner.admission import SelfcheckConfig, selfcheck
+from hypertrain.miner.admission import SelfcheckConfig, answer_challenge, selfcheck
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import RunContext, load_run
 from hypertrain.miner.errors import ConfigError, MinerError
@@ -92,6 +92,11 @@ def join_cmd(args: argparse.Namespace) -> int:
             expiry_round=service.beacon_round() + cfg.expiry_margin,
         )
         answer = service.join(env)
+        if "challenge" in answer:  # the run admits only on a fresh, beacon-seeded workload
+            sys.stdout.write(json.dumps(answer, sort_keys=True) + "\n")
+            answer = answer_challenge(
+                service, key, cfg.run_id, poll_s=cfg.poll_s, expiry_margin=cfg.expiry_margin
+            )
     sys.stdout.write(json.dumps(answer, sort_keys=True) + "\n")
     return 0
 

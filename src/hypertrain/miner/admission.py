@@ -16,55 +16,39 @@ import argparse
 import json
 import platform
 import sys
-from dataclasses import dataclass
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import torch
 
-from hypertrain.protocol.domains import SELFCHECK, tagged_hasher
-from hypertrain.protocol.messages import DeviceReport
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.messages import AdmissionAnswer, DeviceReport
+from hypertrain.trainer.selfcheck import (
+    DEFAULT_PROBE_BYTES,
+    WORKLOAD_DIM,
+    WORKLOAD_SEED,
+    WORKLOAD_STEPS,
+    SelfcheckConfig,
+    device_class,
+    workload_hash,
+)
 
-WORKLOAD_SEED: Final = 20240611
-WORKLOAD_DIM: Final = 256
-WORKLOAD_STEPS: Final = 8
-DEFAULT_PROBE_BYTES: Final = 64 << 20
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SelfcheckConfig:
-    dim: int = WORKLOAD_DIM
-    steps: int = WORKLOAD_STEPS
-    seed: int = WORKLOAD_SEED
-    probe_bytes: int = DEFAULT_PROBE_BYTES
-
-
-def device_class(device: torch.device) -> str:
-    """A name for the arithmetic a device performs: model for GPUs, ISA for CPUs."""
-    if device.type == "cuda":
-        return "cuda:" + torch.cuda.get_device_name(device).replace(" ", "-")
-    capability = torch.backends.cpu.get_cpu_capability()
-    return f"cpu:{platform.machine()}:{capability}"
-
-
-def workload_hash(device: torch.device, cfg: SelfcheckConfig = SelfcheckConfig()) -> str:
-    """Hex tagged hash of the workload's output bytes on ``device``."""
-    generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
-    a = torch.randn(cfg.dim, cfg.dim, generator=generator, dtype=torch.float32)  # (D, D)
-    w = torch.randn(cfg.dim, cfg.dim, generator=generator, dtype=torch.float32) / cfg.dim**0.5
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        x, weight = a.to(device), w.to(device)
-        for _ in range(cfg.steps):
-            x = torch.tanh(x @ weight) + 0.5 * x  # (D, D)
-        out = x.cpu().contiguous()
-    finally:
-        torch.set_num_threads(threads)
-    hasher = tagged_hasher(SELFCHECK)
-    hasher.update(f"{cfg.dim}:{cfg.steps}:{cfg.seed}:".encode())
-    hasher.update(out.numpy().tobytes())
-    return hasher.hexdigest()
+__all__ = [
+    "WORKLOAD_DIM",
+    "WORKLOAD_SEED",
+    "WORKLOAD_STEPS",
+    "SelfcheckConfig",
+    "answer_challenge",
+    "challenge_hashes",
+    "device_class",
+    "memory_probe",
+    "selfcheck",
+    "workload_hash",
+]
 
 
 def memory_probe(device: torch.device, probe_bytes: int) -> bool:
@@ -97,8 +81,11 @@ def device_memory(device: torch.device) -> int:
     return pages
 
 
+_DEFAULT_CONFIG = SelfcheckConfig()
+
+
 def selfcheck(
-    devices: list[torch.device] | None = None, cfg: SelfcheckConfig = SelfcheckConfig()
+    devices: list[torch.device] | None = None, cfg: SelfcheckConfig = _DEFAULT_CONFIG
 ) -> list[DeviceReport]:
     """The hardware report: one entry per device."""
     reports = []
@@ -115,6 +102,52 @@ def selfcheck(
             )
         )
     return reports
+
+
+def challenge_hashes(seed: int, steps: int, devices: list[torch.device] | None = None) -> list[str]:
+    """The workload hash on every device for an admission challenge's seed, in order; the
+    devices run concurrently, since the deadline is sized to one device's throughput."""
+    cfg = SelfcheckConfig(seed=seed, steps=steps)
+    chosen = devices or local_devices()
+    if len(chosen) == 1:
+        return [workload_hash(chosen[0], cfg)]
+    with ThreadPoolExecutor(max_workers=len(chosen)) as pool:  # every device at once
+        return list(pool.map(lambda device: workload_hash(device, cfg), chosen))
+
+
+def answer_challenge(
+    service: ChallengeClient,
+    key: Hotkey,
+    run_id: str,
+    *,
+    devices: list[torch.device] | None = None,
+    poll_s: float = 1.0,
+    timeout_s: float = 600.0,
+    expiry_margin: int = 50,
+) -> dict[str, Any]:
+    """Wait for the challenge seed, run the workload on every device, post the answer.
+
+    Returns the service's answer, or the challenge status if it is no longer pending."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = service.admission_status(run_id, key.ss58_address)
+        if status["status"] != "pending":
+            return status
+        if status["seed"] is not None:
+            break
+        if time.monotonic() > deadline:
+            return status
+        time.sleep(poll_s)
+    hashes = challenge_hashes(int(status["seed"]), int(status["workload_steps"]), devices)
+    body = AdmissionAnswer(seed_beacon_round=int(status["seed_beacon_round"]), hashes=hashes)
+    env = seal(
+        key,
+        domain="admission-answer",
+        run_id=run_id,
+        body=body.model_dump(mode="json"),
+        expiry_round=service.beacon_round() + expiry_margin,
+    )
+    return service.admission_answer(env)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from hypertrain.auditor.errors import VerificationError
 from hypertrain.auditor.honeypot import sample_ids, tamper_start
 from hypertrain.auditor.index import CheckpointIndex
 from hypertrain.auditor.inputs import (
@@ -28,20 +28,20 @@ from hypertrain.auditor.inputs import (
     open_dataset,
     round_sample_ids,
 )
+from hypertrain.auditor.start import PreviousRound, derive_start_state
+from hypertrain.auditor.verify import find_commit, verify_commit
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.context import RunContext, round_records
 from hypertrain.miner.errors import MinerError
-from hypertrain.miner.island import IslandResult, checkpoint_path, train_round
+from hypertrain.miner.island import IslandResult, train_round
 from hypertrain.miner.report import Reporter
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import Commit, RoundOpen
 from hypertrain.relay.client import RelayClient
-from hypertrain.trainer.checkpoint import decode_checkpoint
-from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.segment import TrainConfig
-from hypertrain.trainer.state import TrainState, init_state
-from hypertrain.trainer.update import build_update, next_round_state
+from hypertrain.trainer.state import TrainState
+from hypertrain.trainer.update import build_update
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,21 +53,42 @@ class RoundOutcome:
 
 
 def start_state(
-    ctx: RunContext, config: TrainConfig, index: int, params: dict[str, Tensor]
+    ctx: RunContext,
+    config: TrainConfig,
+    records: list[RoundOpen],
+    params: dict[str, Tensor],
+    hotkey: str,
+    relay: RelayClient,
 ) -> TrainState:
-    """Carry the previous round's optimizer state onto the merged model when we have it."""
+    """The round's start state as the run's state policy derives it (what auditors check).
+
+    Under ``carry`` the previous round's final checkpoint is read from this island's
+    work directory when its bytes are the committed ones, else from the relay.
+    """
+    manifest, index = ctx.manifest, records[-1].round
+    previous: PreviousRound | None = None
+    if manifest.inner.state_policy == "carry" and index > 0:
+        detail = ctx.service.round_detail(manifest.run_id, index - 1)
+        raw = find_commit(detail, hotkey)
+        commit = verify_commit(raw, manifest, hotkey, index - 1) if raw is not None else None
+
+        def prev_start() -> dict[str, Tensor]:
+            return fetch_start_params(relay, records[index - 1], manifest)[1]
+
+        previous = PreviousRound(commit, prev_start)
     prev_dir = ctx.config.round_dir(index - 1)
-    last = checkpoint_path(prev_dir, config.inner_steps // config.checkpoint_interval)
-    if index > 0 and last.exists():
-        try:
-            prev = decode_checkpoint(last.read_bytes(), config.state_config())
-            residual_path = prev_dir / "residual.safetensors"
-            residual = load_file(residual_path) if residual_path.exists() else None
-            return next_round_state(prev, params, residual)
-        except (TrainerError, OSError, ValueError):
-            pass  # fall back to a fresh optimizer state on the merged model
-    fresh = init_state(config.state_config(), ctx.manifest.seed)
-    return next_round_state(fresh, params, None)
+
+    def fetch(sha256: str, max_bytes: int) -> bytes:
+        for path in sorted(prev_dir.glob("ckpt_*.bin")) if index > 0 else []:
+            data = path.read_bytes()
+            if hashlib.sha256(data).hexdigest() == sha256:
+                return data
+        return relay.get(sha256, max_bytes=max_bytes)
+
+    try:
+        return derive_start_state(manifest, config, index, params, previous, fetch)
+    except VerificationError as exc:
+        raise MinerError(f"round {index}: cannot derive the start state: {exc}") from exc
 
 
 def _upload(
@@ -119,7 +140,7 @@ def run_round(
     with RelayClient(cfg.relay_url, key, manifest.run_id) as relay:
         _, params = fetch_start_params(relay, record, manifest)
         reporter.event("round_start", round=index, samples=len(samples), steps=config.inner_steps)
-        start = start_state(ctx, config, index, params)
+        start = start_state(ctx, config, records, params, key.ss58_address, relay)
         workdir = cfg.round_dir(index)
         reporter.start_steps(config.inner_steps, f"round {index}")
         try:
@@ -136,8 +157,6 @@ def run_round(
         update = build_update(
             tamper_start(cfg.strategy, params), result.final, manifest.compression
         )
-        if update.residual is not None:
-            save_file(update.residual, str(workdir / "residual.safetensors"))
         expiry = ctx.service.beacon_round() + cfg.expiry_margin
         index_sha, update_sha = _upload(relay, result, update.data, index, expiry)
         reporter.event("uploaded", round=index, bytes=len(update.data), update_sha256=update_sha)

@@ -81,7 +81,7 @@ class InnerOptimSpec(_Section):
     muon_lr: float = Field(default=0.02, gt=0)
     muon_momentum: float = Field(default=0.95, ge=0, lt=1)
     muon_ns_steps: int = Field(default=5, ge=1, le=20)
-    state_policy: Literal["carry"] = "carry"
+    state_policy: Literal["reset", "carry"] = "reset"  # reset: start state public (mechanism.md)
 
 
 class OuterOptimSpec(_Section):
@@ -200,6 +200,19 @@ class AuditSpec(_Section):
     probation_rounds: int = Field(default=2, ge=0)
 
 
+class AdmissionSpec(_Section):
+    """The admission challenge: a workload seeded by a beacon round after the join request.
+
+    ``workload_steps`` sizes the workload so that one device of the run's class needs
+    most of ``answer_window_rounds`` for it; a device answering for others misses it.
+    """
+
+    challenge: bool = False  # off: admit on the self-reported hash (closed networks only)
+    delay_rounds: int = Field(default=1, ge=1, le=1000)  # seed round = join round + delay
+    answer_window_rounds: int = Field(default=2, ge=1, le=1000)  # after the seed round
+    workload_steps: int = Field(default=8, ge=1, le=1_000_000)
+
+
 class RewardSpec(_Section):
     pool_per_round: int = Field(default=1_000_000_000, ge=0)
     vesting_rounds: int = Field(default=10, ge=1)
@@ -228,6 +241,7 @@ class RunManifest(_Section):
     data: DataSpec
     audit: AuditSpec = AuditSpec()
     reward: RewardSpec = RewardSpec()
+    admission: AdmissionSpec = AdmissionSpec()
     determinism: DeterminismRecord
     selfcheck_reference: dict[str, str] = Field(default_factory=dict)  # device class -> hash
     coordinator: str = ""  # SS58 of the key that signs the manifest and round records

@@ -7,7 +7,7 @@ JSON Schemas are generated from these models (``python -m hypertrain.protocol.sc
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -101,7 +101,7 @@ class Verdict(_Body):
     round: int = Field(ge=0)
     hotkey: str = Field(pattern=_SS58)
     segments: list[int] = Field(max_length=4096)
-    result: Literal["match", "mismatch"]
+    result: Literal["match", "mismatch", "unverifiable"]  # unverifiable: the island's fault
     first_bad_leaf: int | None = Field(default=None, ge=0)
     update_checked: bool = False
     detail: str = Field(default="", max_length=2048)
@@ -136,6 +136,21 @@ class BlobPut(_Body):
     kind: Literal["update", "checkpoint", "model", "outer_state", "tape", "other"]
 
 
+class AdmissionAnswer(_Body):
+    """A joining island's workload hashes, one per device, for its admission challenge."""
+
+    seed_beacon_round: int = Field(ge=0)
+    hashes: list[Annotated[str, Field(pattern=_HEX64)]] = Field(min_length=1, max_length=1024)
+
+
+class AdmissionCheck(_Body):
+    """A worker's reference hash for an island's admission challenge."""
+
+    hotkey: str = Field(pattern=_SS58)
+    seed_beacon_round: int = Field(ge=0)
+    reference_hash: str = Field(pattern=_HEX64)
+
+
 DOMAINS: dict[str, type[_Body]] = {
     "join": JoinRequest,
     "manifest": ManifestRecord,
@@ -146,4 +161,6 @@ DOMAINS: dict[str, type[_Body]] = {
     "dispute": Dispute,
     "merge-tape": MergeTape,
     "blob-put": BlobPut,
+    "admission-answer": AdmissionAnswer,
+    "admission-check": AdmissionCheck,
 }

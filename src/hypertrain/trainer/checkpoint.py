@@ -38,6 +38,16 @@ def encode_checkpoint(state: TrainState) -> bytes:
     return b"".join(bytes(c) for c in stream_chunks(state)) + state_hash(state)
 
 
+def checkpoint_size(config: StateConfig) -> int:
+    """The exact byte size of every checkpoint of ``config`` (a download limit)."""
+    size = HEADER.size + DIGEST_SIZE
+    for spec in config.layout():
+        numel = int(np.prod(spec.shape, dtype=np.int64))
+        size += 2 + len(spec.name.encode("utf-8")) + 2 + 8 * len(spec.shape)
+        size += numel * spec.dtype.itemsize
+    return size
+
+
 def save_checkpoint(state: TrainState, path: Path) -> bytes:
     """Write the checkpoint atomically (temp file + rename); return its state hash."""
     data = encode_checkpoint(state)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Path
 
-from hypertrain.challenge import intake
+from hypertrain.challenge import challenge, intake
 from hypertrain.challenge.deps import State
 from hypertrain.protocol.envelope import Envelope
 
@@ -38,3 +38,19 @@ async def commit(state: State, envelope: Envelope) -> dict[str, Any]:
 async def dispute(state: State, envelope: Envelope) -> dict[str, Any]:
     """A ``dispute`` envelope against a verdict on the signer, within the dispute window."""
     return intake.dispute(state, envelope)
+
+
+@router.get("/runs/{run_id}/admission/{hotkey}", responses=_ERRORS)
+async def admission_status(
+    state: State,
+    run_id: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$")],
+    hotkey: Annotated[str, Path(pattern=r"^[1-9A-HJ-NP-Za-km-z]{40,60}$")],
+) -> dict[str, Any]:
+    """An island's admission challenge: status, deadline, and the seed once it is public."""
+    return challenge.status(state, run_id, hotkey)
+
+
+@router.post("/admission/answer", responses=_ERRORS)
+async def admission_answer(state: State, envelope: Envelope) -> dict[str, Any]:
+    """An ``admission-answer`` envelope: one workload hash per device, before the deadline."""
+    return intake.admission_answer(state, envelope)

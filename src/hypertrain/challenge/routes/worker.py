@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path
 
-from hypertrain.challenge import intake, views
+from hypertrain.challenge import challenge, intake, views
 from hypertrain.challenge.deps import State, require_worker
 from hypertrain.protocol.envelope import Envelope
 
@@ -41,3 +41,15 @@ async def verdict(state: State, envelope: Envelope) -> dict[str, Any]:
 async def merge(state: State, envelope: Envelope) -> dict[str, Any]:
     """The aggregator's signed ``merge-tape``; accepting it settles the round."""
     return intake.merge(state, envelope)
+
+
+@router.get("/runs/{run_id}/admissions", responses=_ERRORS)
+async def admissions(state: State, run_id: RunId) -> list[dict[str, Any]]:
+    """Answered admission challenges awaiting a worker's reference hash."""
+    return challenge.pending(state, run_id)
+
+
+@router.post("/admission/check", responses=_ERRORS)
+async def admission_check(state: State, envelope: Envelope) -> dict[str, Any]:
+    """A worker's signed ``admission-check``: admits the island on a match."""
+    return intake.admission_check(state, envelope)

@@ -1,0 +1,72 @@
+"""Derive the start state of an island's round from public records, for either policy.
+
+Under ``reset`` the state depends only on the merged model and the round index.
+Under ``carry`` it also depends on the island's previous round: when the island
+committed in round ``r - 1``, its final checkpoint there (leaf ``H/J`` under that
+commit's root) is fetched by its committed hash, and the start state is
+``next_round_state(that state, merged model)`` with the public residual of that
+round's update; an island with no commit in round ``r - 1`` starts from the
+``reset`` state. The miner and the auditor call the same function, so both sides
+derive the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from hypertrain.auditor.errors import VerificationError
+from hypertrain.auditor.index import MAX_INDEX_BYTES, CheckpointIndex, sha_from_url
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import Commit
+from hypertrain.trainer.checkpoint import checkpoint_size, decode_checkpoint
+from hypertrain.trainer.errors import TrainerError
+from hypertrain.trainer.segment import TrainConfig
+from hypertrain.trainer.start_state import carry_state, reset_state
+from hypertrain.trainer.state import TrainState
+
+FetchSized = Callable[[str, int], bytes]  # (sha256, max_bytes) -> bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PreviousRound:
+    """What ``carry`` needs of round ``r - 1``: the island's verified commit, if any."""
+
+    commit: Commit | None
+    start_params: Callable[[], Mapping[str, Tensor]]  # round r-1's start model (lazy)
+
+
+def previous_final_state(commit: Commit, config: TrainConfig, fetch: FetchSized) -> TrainState:
+    """The final checkpoint under ``commit``'s root, verified; VerificationError if not."""
+    index = CheckpointIndex.from_bytes(
+        fetch(sha_from_url(commit.checkpoint_url), MAX_INDEX_BYTES), leaf_count=commit.leaf_count
+    )
+    if index.round != commit.round:
+        raise VerificationError("previous checkpoint index is for another round")
+    last = commit.leaf_count - 1
+    leaf = index.verified_leaf(last, commit.checkpoint_root)
+    data = fetch(index.blobs[last], checkpoint_size(config.state_config()))
+    try:
+        return decode_checkpoint(data, config.state_config(), expected_hash=leaf)
+    except TrainerError as exc:
+        raise VerificationError(f"previous final checkpoint: {exc}") from exc
+
+
+def derive_start_state(
+    manifest: RunManifest,
+    config: TrainConfig,
+    index: int,
+    merged: Mapping[str, Tensor],
+    previous: PreviousRound | None,
+    fetch: FetchSized,
+) -> TrainState:
+    """The state checkpoint 0 of round ``index`` must be (see the module docstring)."""
+    state_config = config.state_config()
+    carried = manifest.inner.state_policy == "carry" and index > 0
+    if not carried or previous is None or previous.commit is None:
+        return reset_state(state_config, merged, index, manifest.round.inner_steps)
+    prev_final = previous_final_state(previous.commit, config, fetch)
+    prev_start = previous.start_params() if manifest.compression.error_feedback else {}
+    return carry_state(prev_final, prev_start, merged, manifest.compression)

@@ -1,0 +1,62 @@
+"""The start state of a round: a public function of public records, under either policy.
+
+Checkpoint 0 of every round must be exactly the state these functions build, so an
+auditor can check the *whole* start state (parameters, optimizer moments, step
+counter, error-feedback residual) against leaf 0, not just the parameters.
+
+* ``reset`` (:func:`reset_state`): the merged model, zero optimizer state, zero
+  residual, and the global step counter ``round * H``. Anyone holding the merged
+  model derives it.
+* ``carry`` (:func:`carry_state`): the island's final state of the previous round
+  (a committed leaf), with the merged model's parameters and, with error feedback,
+  the residual the previous round's update left behind (recomputed from that round's
+  start model and final state, so it is public too). An island with no commit in the
+  previous round starts from the ``reset`` state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor
+
+from hypertrain.protocol.manifest import CompressionSpec
+from hypertrain.trainer.state import StateConfig, TrainState
+from hypertrain.trainer.update import build_update, next_round_state
+
+
+def reset_step(round_index: int, inner_steps: int) -> int:
+    """The global step counter at the start of round ``round_index`` under ``reset``."""
+    if round_index < 0 or inner_steps < 1:
+        raise ValueError("round index must be >= 0 and inner_steps >= 1")
+    return round_index * inner_steps
+
+
+def reset_state(
+    config: StateConfig, merged: Mapping[str, Tensor], round_index: int, inner_steps: int
+) -> TrainState:
+    """Merged parameters, zero optimizer state and residual, step ``round * H``."""
+    tensors: dict[str, Tensor] = {}
+    for spec in config.layout():
+        value = merged.get(spec.name)
+        if spec.name.startswith("optim.") or spec.name.startswith("residual."):
+            tensors[spec.name] = torch.zeros(spec.shape)
+        elif value is None or tuple(value.shape) != spec.shape:
+            raise ValueError(f"merged model has no parameter {spec.name!r} of shape {spec.shape}")
+        else:
+            tensors[spec.name] = value.detach().float().clone()
+    return TrainState(reset_step(round_index, inner_steps), tensors, config.digest())
+
+
+def carry_state(
+    prev_final: TrainState,
+    prev_start_params: Mapping[str, Tensor],
+    merged: Mapping[str, Tensor],
+    compression: CompressionSpec,
+) -> TrainState:
+    """``next_round_state(prev_final, merged)`` with the public residual of the last update."""
+    residual = None
+    if compression.error_feedback:
+        residual = build_update(prev_start_params, prev_final, compression).residual
+    return next_round_state(prev_final, merged, residual)

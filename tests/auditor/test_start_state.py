@@ -1,0 +1,130 @@
+"""The whole start state is bound: an island that seeds its own optimizer state is caught.
+
+Under ``reset`` checkpoint 0 must be the merged model with zero moments and the step
+counter of the round; under ``carry`` it must be ``next_round_state`` of the island's
+committed final state of the previous round. Leaf 0 is checked on every audit, so an
+injected state is caught whichever segments are assigned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from hypertrain.auditor.errors import VerificationError
+from hypertrain.auditor.inputs import load_samples, round_sample_ids
+from hypertrain.auditor.replay import IslandRound, audit_island
+from hypertrain.auditor.start import PreviousRound, derive_start_state, previous_final_state
+from hypertrain.auditor.verify import verify_round_open
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import RoundOpen
+from hypertrain.trainer.blob import decode_model_blob
+from hypertrain.trainer.codec import decode_int8
+from hypertrain.trainer.segment import TrainConfig
+from hypertrain.trainer.start_state import carry_state, reset_state
+from hypertrain.trainer.state import TrainState, init_state
+from hypertrain.trainer.update import next_round_state
+from tests.auditor.islands import MemoryRelay, Published, inject_moments, publish_round
+from tests.auditor.world import ISLANDS, World, make_world
+
+
+@pytest.fixture(scope="module")
+def world(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> World:
+    return make_world(assets_dir, tmp_path_factory.mktemp("start"))
+
+
+def _opens(world: World, rounds: int, manifest: RunManifest | None = None) -> list[RoundOpen]:
+    roster = [k.ss58_address for k in ISLANDS]
+    return [
+        verify_round_open(world.round_open(w, roster).model_dump(), manifest or world.manifest, w)
+        for w in range(rounds)
+    ]
+
+
+def _island(world: World, pub: Published, start: TrainState | None = None) -> IslandRound:
+    return IslandRound(world.manifest, pub.commit, pub.index, [], pub.start_params, None, start)
+
+
+def _samples_island(world: World, pub: Published, opens: list[RoundOpen]) -> IslandRound:
+    ids = round_sample_ids(world.manifest, world.dataset, opens, ISLANDS[0].ss58_address)
+    island = _island(world, pub)
+    return dataclasses.replace(island, samples=load_samples(world.dataset, ids))
+
+
+def test_reset_state_of_round_zero_is_the_former_fresh_start(world: World) -> None:
+    config = TrainConfig.from_manifest(world.manifest).state_config()
+    params = decode_model_blob(world.model_blob, world.manifest.model)
+    former = next_round_state(init_state(config, world.manifest.seed), params, None)
+    assert reset_state(config, params, 0, 4).state_hash() == former.state_hash()
+    later = reset_state(config, params, 3, 4)
+    assert later.step == 12 and later.state_hash() != former.state_hash()
+    with pytest.raises(ValueError, match="no parameter"):
+        reset_state(config, {}, 0, 4)
+
+
+def test_injected_adam_moments_are_caught_on_every_audit(world: World, tmp_path: Path) -> None:
+    relay = MemoryRelay()
+    relay.put(world.model_blob)
+    opens = _opens(world, 1)
+    honest = publish_round(world, relay, ISLANDS[0], opens, tmp_path / "honest")
+    attacker = publish_round(
+        world, relay, ISLANDS[0], opens, tmp_path / "attacker", tamper=inject_moments(0.05)
+    )
+    # the attack steers the update: it differs from the honest one in direction
+    a, b = (decode_int8(relay.blobs[p.commit.update_sha256]) for p in (attacker, honest))
+    flat = [torch.cat([t.flatten() for t in d.values()]) for d in (a, b)]
+    assert float(torch.nn.functional.cosine_similarity(flat[0], flat[1], dim=0)) < 0.99
+    fetch = relay.blobs.__getitem__
+    for segments in ([0], [1], [0, 1]):
+        good = audit_island(_samples_island(world, honest, opens), segments, fetch)
+        assert good.result == "match", good.detail
+        bad = audit_island(_samples_island(world, attacker, opens), segments, fetch)
+        assert (bad.result, bad.first_bad_leaf) == ("mismatch", 0), bad.detail
+        assert "start state" in bad.detail
+
+
+def test_carry_chain_is_checked_against_the_previous_final_state(
+    world: World, tmp_path: Path
+) -> None:
+    manifest = world.manifest.model_copy(
+        update={"inner": world.manifest.inner.model_copy(update={"state_policy": "carry"})}
+    )
+    carry_world = dataclasses.replace(world, manifest=manifest)
+    relay = MemoryRelay()
+    relay.put(world.model_blob)
+    opens = _opens(carry_world, 2, manifest)
+    config = TrainConfig.from_manifest(manifest)
+    r0 = publish_round(carry_world, relay, ISLANDS[0], opens[:1], tmp_path / "r0")
+    fetch = lambda sha, limit: relay.get(sha, max_bytes=limit)  # noqa: E731
+    params = r0.start_params
+    previous = PreviousRound(r0.commit, lambda: params)
+    derived = derive_start_state(manifest, config, 1, params, previous, fetch)
+    expected = carry_state(r0.result.final, params, params, manifest.compression)
+    assert derived.state_hash() == expected.state_hash()
+    assert derived.step == r0.result.final.step and derived.step == 4
+    # without a commit in the previous round the island starts from the reset state
+    fresh = derive_start_state(manifest, config, 1, params, PreviousRound(None, dict), fetch)
+    assert fresh.state_hash() == reset_state(config.state_config(), params, 1, 4).state_hash()
+    honest = publish_round(carry_world, relay, ISLANDS[0], opens, tmp_path / "h", start=derived)
+    reset = publish_round(carry_world, relay, ISLANDS[0], opens, tmp_path / "r", start=fresh)
+    for pub, result in ((honest, "match"), (reset, "mismatch")):
+        island = IslandRound(manifest, pub.commit, pub.index, [], params, None, derived)
+        outcome = audit_island(island, [], relay.blobs.__getitem__)
+        assert outcome.result == result, outcome.detail
+    # a withheld previous final checkpoint cannot be proven: the island's fault
+    del relay.blobs[r0.index.blobs[-1]]
+    with pytest.raises(VerificationError, match="not available"):
+        previous_final_state(r0.commit, config, _raising(relay))
+
+
+def _raising(relay: MemoryRelay) -> Callable[[str, int], bytes]:
+    def fetch(sha: str, limit: int) -> bytes:
+        if sha not in relay.blobs:
+            raise VerificationError(f"checkpoint {sha[:16]} is not available")
+        return relay.get(sha, max_bytes=limit)
+
+    return fetch

@@ -1,0 +1,116 @@
+"""The admission challenge on the real service: only a device that computes is admitted.
+
+A run with ``admission.challenge`` on answers a join with a challenge whose seed is a
+beacon round after the request. The island runs the workload with that seed on its
+devices (the miner's code) and answers; a worker recomputes the reference (the
+auditor's code) and the service admits on a match. A wrong answer and a late answer
+are refused; neither reaches the roster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from hypertrain.auditor.admission import check_admissions
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.errors import ServiceError
+from hypertrain.miner.admission import answer_challenge, challenge_hashes
+from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.messages import AdmissionAnswer
+from tests.challenge.conftest import Harness
+from tests.challenge.helpers import DEVICE_CLASS, bearer, join_body, manifest_doc, signed
+
+RUN = "run-c"
+CPU = [torch.device("cpu")]
+
+
+@pytest.fixture
+def client(harness: Harness) -> ChallengeClient:
+    doc = manifest_doc(RUN)
+    doc["admission"] = {
+        "challenge": True,
+        "delay_rounds": 1,
+        "answer_window_rounds": 2,
+        "workload_steps": 2,
+    }
+    r = harness.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
+    assert r.status_code == 200, r.text
+    return ChallengeClient("http://testserver", worker_token="w" * 32, http=harness.client)
+
+
+def _join(h: Harness, key: Hotkey, devices: int = 1) -> dict[str, Any]:
+    r = h.client.post("/v1/join", json=signed(key, "join", join_body(devices=devices), run_id=RUN))
+    assert r.status_code == 200, r.text
+    answer: dict[str, Any] = r.json()
+    return answer
+
+
+def _roster(client: ChallengeClient) -> set[str]:
+    return {r["hotkey"] for r in client.roster(RUN)}
+
+
+def _answer(client: ChallengeClient, key: Hotkey, hashes: list[str]) -> dict[str, Any]:
+    status = client.admission_status(RUN, key.ss58_address)
+    body = AdmissionAnswer(seed_beacon_round=status["seed_beacon_round"], hashes=hashes)
+    env = seal(
+        key, domain="admission-answer", run_id=RUN, body=body.model_dump(), expiry_round=10**9
+    )
+    return client.admission_answer(env)
+
+
+def test_correct_answer_admits(harness: Harness, client: ChallengeClient) -> None:
+    h, key = harness, harness.miners[0]
+    joined = _join(h, key)
+    now = h.beacon.round
+    assert joined["admitted"] is False
+    assert joined["challenge"]["seed_beacon_round"] == now + 1  # not public at the join
+    assert client.admission_status(RUN, key.ss58_address)["seed"] is None
+    with pytest.raises(ServiceError) as early:
+        _answer(client, key, ["ab" * 32])
+    assert early.value.code == "no_seed"
+    h.tick(1)
+    answered = answer_challenge(client, key, RUN, devices=CPU, poll_s=0.01, timeout_s=5)
+    assert answered["status"] == "answered" and key.ss58_address not in _roster(client)
+    posted = check_admissions(client, h.auditor, RUN, classes=frozenset({DEVICE_CLASS}))
+    assert posted == [{**posted[0], "admitted": True, "hotkey": key.ss58_address}]
+    assert key.ss58_address in _roster(client)
+    assert client.admission_status(RUN, key.ss58_address)["status"] == "admitted"
+
+
+def test_wrong_answer_is_refused(harness: Harness, client: ChallengeClient) -> None:
+    h, key = harness, harness.miners[1]
+    _join(h, key, devices=2)
+    h.tick(1)
+    seed = client.admission_status(RUN, key.ss58_address)["seed"]
+    right = challenge_hashes(seed, 2, CPU)[0]
+    wrong = challenge_hashes(seed + 1, 2, CPU)[0]  # e.g. one device computing for two
+    with pytest.raises(ServiceError) as short:
+        _answer(client, key, [right])
+    assert short.value.code == "bad_body"
+    _answer(client, key, [right, wrong])
+    posted = check_admissions(client, h.auditor, RUN, classes=frozenset({DEVICE_CLASS}))
+    assert posted == [{"admitted": False, "hotkey": key.ss58_address}]
+    status = client.admission_status(RUN, key.ss58_address)
+    assert status["status"] == "refused" and "devices [1]" in status["reason"]
+    assert key.ss58_address not in _roster(client)
+
+
+def test_late_answer_is_refused(harness: Harness, client: ChallengeClient) -> None:
+    h, key = harness, harness.miners[2]
+    joined = _join(h, key)
+    h.tick(1 + 2 + 1)  # past seed round + answer window
+    assert h.beacon.round > joined["challenge"]["answer_deadline_round"]
+    seed = client.admission_status(RUN, key.ss58_address)["seed"]
+    with pytest.raises(ServiceError) as late:
+        _answer(client, key, challenge_hashes(seed, 2, CPU))
+    assert late.value.code == "late"
+    assert client.admission_status(RUN, key.ss58_address)["status"] == "refused"
+    assert check_admissions(client, h.auditor, RUN, classes=frozenset({DEVICE_CLASS})) == []
+    assert key.ss58_address not in _roster(client)
+    # a refused island may ask again: a new challenge, a new seed round
+    again = _join(h, key)
+    assert again["challenge"]["seed_beacon_round"] == h.beacon.round + 1

@@ -1,0 +1,77 @@
+"""The miner derives exactly the start state the auditor checks, under both policies.
+
+Under ``carry`` it reads its previous final checkpoint from its state directory when
+the bytes are the committed ones and from the relay otherwise (a fresh machine), and
+both give the auditor's state; under ``reset`` it ignores the previous round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hypertrain.auditor.start import PreviousRound, derive_start_state
+from hypertrain.auditor.verify import verify_round_open
+from hypertrain.miner.config import MinerConfig
+from hypertrain.miner.context import RunContext
+from hypertrain.miner.run import start_state
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.trainer.segment import TrainConfig
+from hypertrain.trainer.start_state import reset_state
+from tests.auditor.islands import MemoryRelay, publish_round
+from tests.auditor.world import ISLANDS, World, make_world
+
+
+class _Rounds:
+    """The one read ``start_state`` makes of the service: a round's public commits."""
+
+    def __init__(self, commits: list[dict[str, Any]]) -> None:
+        self.commits = commits
+
+    def round_detail(self, run_id: str, index: int) -> dict[str, Any]:
+        return {"round": index, "commits": self.commits}
+
+
+@pytest.fixture(scope="module")
+def world(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> World:
+    return make_world(assets_dir, tmp_path_factory.mktemp("miner-start"))
+
+
+def _carry(world: World) -> World:
+    inner = world.manifest.inner.model_copy(update={"state_policy": "carry"})
+    manifest = RunManifest.model_validate(
+        {**world.manifest.model_dump(mode="json"), "inner": inner.model_dump(mode="json")}
+    )
+    return dataclasses.replace(world, manifest=manifest)
+
+
+@pytest.mark.parametrize("policy", ["reset", "carry"])
+def test_miner_start_state_is_the_auditors(world: World, tmp_path: Path, policy: str) -> None:
+    world = _carry(world) if policy == "carry" else world
+    manifest, key = world.manifest, ISLANDS[0]
+    relay = MemoryRelay()
+    relay.put(world.model_blob)
+    roster = [k.ss58_address for k in ISLANDS]
+    opens = [
+        verify_round_open(world.round_open(w, roster).model_dump(), manifest, w) for w in (0, 1)
+    ]
+    cfg = MinerConfig(run_id=manifest.run_id, state_dir=str(tmp_path / "state"))
+    r0 = publish_round(world, relay, key, opens[:1], cfg.round_dir(0))
+    ctx = RunContext(cfg, _Rounds([r0.envelope]), manifest)  # type: ignore[arg-type]
+    config = TrainConfig.from_manifest(manifest)
+    params = r0.start_params
+    fetch = lambda sha, limit: relay.get(sha, max_bytes=limit)  # noqa: E731
+    expected = derive_start_state(
+        manifest, config, 1, params, PreviousRound(r0.commit, lambda: params), fetch
+    )
+    mine = start_state(ctx, config, opens, params, key.ss58_address, relay)  # type: ignore[arg-type]
+    assert mine.state_hash() == expected.state_hash()
+    reset = reset_state(config.state_config(), params, 1, config.inner_steps)
+    assert (mine.state_hash() == reset.state_hash()) == (policy == "reset")
+    shutil.rmtree(cfg.round_dir(0))  # a fresh machine: the relay has the committed bytes
+    again = start_state(ctx, config, opens, params, key.ss58_address, relay)  # type: ignore[arg-type]
+    assert again.state_hash() == expected.state_hash()
