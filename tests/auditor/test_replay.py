@@ -18,9 +18,12 @@ from hypertrain.auditor.inputs import load_samples, round_sample_ids
 from hypertrain.auditor.replay import IslandRound, audit_island
 from hypertrain.auditor.verify import verify_manifest, verify_round_open
 from hypertrain.miner.island import train_round
+from hypertrain.protocol.manifest import CompressionSpec, SparseSpec
 from hypertrain.protocol.messages import Commit
 from hypertrain.trainer.blob import decode_model_blob
+from hypertrain.trainer.checkpoint import decode_checkpoint
 from hypertrain.trainer.segment import TrainConfig
+from hypertrain.trainer.sparse_codec import is_sparse
 from hypertrain.trainer.state import init_state
 from hypertrain.trainer.update import build_update, next_round_state
 from tests.auditor.world import COORD, ISLANDS, RUN_ID, World, make_world
@@ -122,3 +125,26 @@ def test_round_record_must_be_from_the_coordinator(world: World) -> None:
         verify_round_open(env, world.manifest, 0)
     with pytest.raises(VerificationError, match="round 0, not 1"):
         verify_round_open(world.round_open(0, []).model_dump(), world.manifest, 1)
+
+
+def test_sparse_update_is_re_encoded_by_the_auditor(world: World, tmp_path: Path) -> None:
+    """With the sparse codec and error feedback, the final-segment check re-encodes exactly."""
+    sparse = CompressionSpec(
+        error_feedback=True, sparse=SparseSpec(chunk_size=256, topk_per_chunk=8, value_bits=2)
+    )
+    manifest = world.manifest.model_copy(update={"compression": sparse})
+    sparse_world = World(world.dataset, world.dataset_dir, manifest, world.model_blob)
+    island, store = island_round(sparse_world, tmp_path, None)
+    assert is_sparse(build_update(island.start_params, _final_state(island, store), sparse).data)
+    last = manifest.round.num_segments - 1
+    outcome = audit_island(island, [last], store.__getitem__)
+    assert outcome.result == "match" and outcome.update_checked, outcome.detail
+    lying, lying_store = island_round(sparse_world, tmp_path / "bad", "bad-update")
+    bad = audit_island(lying, [last], lying_store.__getitem__)
+    assert bad.result == "mismatch" and "update" in bad.detail
+
+
+def _final_state(island: IslandRound, store: dict[str, bytes]):  # type: ignore[no-untyped-def]
+    config = TrainConfig.from_manifest(island.manifest)
+    k = island.index.blobs[-1]
+    return decode_checkpoint(store[k], config.state_config())

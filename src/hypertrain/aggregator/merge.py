@@ -8,7 +8,7 @@ Two streaming passes over the candidates, in hotkey order:
    reason; then :func:`~hypertrain.aggregator.screen.screen` rejects outliers and
    fixes every clip factor from the round median.
 2. *Sum.* Fetch each accepted update again and add ``float32(weight * clip) * u``,
-   tensor by tensor (``trainer.codec.iter_decode``), into one accumulator.
+   tensor by tensor (``trainer.update.iter_decode_update``), into one accumulator.
 
 Only the start model, the momentum, the accumulator and one update are alive at a
 time: memory is O(model), not O(M x model). The order is fixed (sorted hotkeys) and
@@ -39,9 +39,9 @@ from hypertrain.aggregator.screen import screen, token_weights
 from hypertrain.aggregator.tape import Candidate, Excluded, Included, Tape
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.trainer.blob import decode_model_blob, encode_model_blob
-from hypertrain.trainer.codec import iter_decode
 from hypertrain.trainer.errors import CodecError
 from hypertrain.trainer.model import param_shapes
+from hypertrain.trainer.update import iter_decode_update
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def norms_pass(inputs: MergeInputs, blobs: BlobSource) -> tuple[dict[str, float]
             data = blobs.get(c.update_sha256)
             problem = _precheck(c, inputs, data)
             if problem is None:
-                norms[c.hotkey] = update_norm(data, shapes)
+                norms[c.hotkey] = update_norm(data, shapes, inputs.manifest.compression)
         except (BlobError, UpdateFormatError) as exc:
             problem = (exc.reason, str(exc))
         if problem is not None:
@@ -112,7 +112,8 @@ def weighted_sum(
     for inc in included:
         coef = torch.tensor(np.float32(inc.weight * inc.clip_factor))
         try:
-            for name, tensor in iter_decode(blobs.get(inc.update_sha256), shapes):
+            data = blobs.get(inc.update_sha256)
+            for name, tensor in iter_decode_update(data, inputs.manifest.compression, shapes):
                 acc[name].add_(tensor.mul_(coef))
         except CodecError as exc:  # pass 1 validated it; only a changed blob gets here
             raise classify(exc) from None

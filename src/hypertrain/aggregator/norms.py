@@ -9,7 +9,9 @@ independent of order). No thread count or BLAS choice can change the result.
 Every failure is an :class:`UpdateFormatError` whose ``reason`` is a screen code:
 ``wrong_size`` (length disagrees with the header or the commit), ``wrong_shape``
 (tensor names or shapes are not the model's), ``non_finite`` (a NaN/Inf scale),
-``malformed`` (anything else the codec refuses).
+``malformed`` (anything else the codec refuses, or an update in another codec than the
+run's). Sparse updates (``trainer.sparse_codec``) get the same exactness from their
+codes: per chunk an exact integer sum times ``scale^2 / 4``, summed with ``math.fsum``.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from hypertrain.aggregator.errors import UpdateFormatError
+from hypertrain.protocol.manifest import CompressionSpec
 from hypertrain.trainer.codec import parse_header
 from hypertrain.trainer.errors import CodecError
+from hypertrain.trainer.sparse_codec import SparseParams, is_sparse, sparse_norm_terms
+from hypertrain.trainer.update import sparse_params
 
 Shapes = Sequence[tuple[str, tuple[int, ...]]]
 
@@ -40,8 +45,14 @@ def classify(exc: CodecError) -> UpdateFormatError:
     return UpdateFormatError(reason, text)
 
 
-def update_norm(data: bytes, expected: Shapes) -> float:
-    """The exact L2 norm of the decoded update, after validating it for ``expected``."""
+def update_norm(data: bytes, expected: Shapes, compression: CompressionSpec | None = None) -> float:
+    """The exact L2 norm of the decoded update, after validating it for ``expected`` and
+    the run's codec (int8 unless ``compression`` says sparse)."""
+    params = None if compression is None else sparse_params(compression)
+    if (params is not None) != is_sparse(data):
+        raise UpdateFormatError("malformed", "update is not encoded with the run's codec")
+    if params is not None:
+        return _sparse_norm(data, expected, params)
     try:
         block_size, metas, pos = parse_header(data)
     except CodecError as exc:
@@ -64,3 +75,12 @@ def update_norm(data: bytes, expected: Shapes) -> float:
         per_block = np.pad(squares, (0, pad)).reshape(nb, block_size).sum(axis=1)
         terms.append(scales * scales * per_block.astype(np.float64))
     return math.sqrt(math.fsum(np.concatenate(terms).tolist())) if terms else 0.0
+
+
+def _sparse_norm(data: bytes, expected: Shapes, params: SparseParams) -> float:
+    """The sparse codec's exact norm (per-chunk integer sums, ``math.fsum`` over chunks)."""
+    try:
+        terms = sparse_norm_terms(data, expected, params)
+    except CodecError as exc:
+        raise classify(exc) from None
+    return math.sqrt(math.fsum(terms)) if terms else 0.0

@@ -70,8 +70,16 @@ def model_card(manifest: RunManifest) -> dict[str, Any]:
             "lr": manifest.outer.lr,
             "momentum": manifest.outer.momentum,
         },
-        "compression": {"codec": "int8", "block_size": manifest.compression.block_size},
+        "compression": _compression(manifest),
     }
+
+
+def _compression(manifest: RunManifest) -> dict[str, Any]:
+    spec = manifest.compression
+    out: dict[str, Any] = {"codec": spec.codec, "error_feedback": spec.error_feedback}
+    if spec.sparse is None:
+        return {**out, "block_size": spec.block_size}
+    return {**out, **spec.sparse.model_dump(mode="json")}
 
 
 def _round_timing(state: ServiceState, run_id: str) -> dict[int, dict[str, Any]]:

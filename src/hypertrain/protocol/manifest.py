@@ -177,11 +177,37 @@ class RoundSpec(_Section):
         return self.inner_steps * layout.samples_per_step
 
 
+class SparseSpec(_Section):
+    """Chunked top-k with low-bit values (``trainer.sparse_codec``) instead of int8."""
+
+    chunk_size: int = Field(default=4096, ge=8, le=1 << 20)
+    topk_per_chunk: int = Field(default=64, ge=1)
+    value_bits: Literal[2, 3, 4] = 2
+
+    @model_validator(mode="after")
+    def _k_fits(self) -> SparseSpec:
+        if self.topk_per_chunk > self.chunk_size:
+            raise ValueError("topk_per_chunk cannot exceed chunk_size")
+        return self
+
+
 class CompressionSpec(_Section):
-    """int8 blockwise absmax compression of the pseudo-gradient."""
+    """Compression of the pseudo-gradient: int8 blockwise absmax, or sparse when ``sparse``
+    is set (omitted from the canonical JSON when unset, so int8 manifests keep their hash)."""
 
     block_size: int = Field(default=256, ge=8, le=1 << 20)
     error_feedback: bool = False
+    sparse: SparseSpec | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @model_validator(mode="after")
+    def _sparse_needs_feedback(self) -> CompressionSpec:
+        if self.sparse is not None and not self.error_feedback:
+            raise ValueError("sparse compression needs error_feedback (unsent mass is carried)")
+        return self
+
+    @property
+    def codec(self) -> Literal["int8", "sparse"]:
+        return "int8" if self.sparse is None else "sparse"
 
 
 class DataSpec(_Section):

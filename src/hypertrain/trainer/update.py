@@ -1,7 +1,8 @@
 """The pseudo-gradient of a round and its compressed update, with optional error feedback.
 
 ``delta = theta_round_start - theta_after_H`` per parameter. Without error feedback
-the update is ``encode_int8(delta)``. With ``compression.error_feedback`` the island
+the update is ``encode_int8(delta)`` (or ``encode_sparse`` when the manifest's
+``compression.sparse`` is set). With ``compression.error_feedback`` the island
 encodes ``delta + residual`` and keeps ``residual' = (delta + residual) - decoded`` for
 the next round, so quantisation error is re-sent later instead of lost. The residual
 is part of the training state (``residual.<param>``), hence of every state hash, so an
@@ -10,13 +11,21 @@ auditor replaying the final segment can re-encode and compare the update hash.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from torch import Tensor
 
 from hypertrain.protocol.manifest import CompressionSpec
-from hypertrain.trainer.codec import decode_int8, encode_int8, relative_l2, update_hash
+from hypertrain.trainer.codec import decode_int8, encode_int8, iter_decode, relative_l2, update_hash
+from hypertrain.trainer.errors import CodecError
+from hypertrain.trainer.sparse_codec import (
+    SparseParams,
+    decode_sparse,
+    encode_sparse,
+    is_sparse,
+    iter_decode_sparse,
+)
 from hypertrain.trainer.state import RESIDUAL_PREFIX, TrainState
 
 
@@ -42,6 +51,38 @@ def pseudo_gradient(start: Mapping[str, Tensor], end: Mapping[str, Tensor]) -> d
     return {name: start[name] - end[name] for name in start}
 
 
+def sparse_params(compression: CompressionSpec) -> SparseParams | None:
+    """The sparse codec parameters of a run, or None for int8."""
+    sp = compression.sparse
+    return None if sp is None else SparseParams(sp.chunk_size, sp.topk_per_chunk, sp.value_bits)
+
+
+def encode_update(tensors: Mapping[str, Tensor], compression: CompressionSpec) -> bytes:
+    """The canonical encoding of ``tensors`` under the run's codec."""
+    params = sparse_params(compression)
+    if params is None:
+        return encode_int8(tensors, compression.block_size)
+    return encode_sparse(tensors, params)
+
+
+def decode_update(data: bytes, compression: CompressionSpec) -> dict[str, Tensor]:
+    return dict(iter_decode_update(data, compression))
+
+
+def iter_decode_update(
+    data: bytes,
+    compression: CompressionSpec,
+    expected: Sequence[tuple[str, tuple[int, ...]]] | None = None,
+) -> Iterator[tuple[str, Tensor]]:
+    """Stream-decode an update, refusing one made with another codec than the run's."""
+    params = sparse_params(compression)
+    if (params is not None) != is_sparse(data):
+        raise CodecError(f"update is not encoded with the run's {compression.codec} codec")
+    if params is None:
+        return iter_decode(data, expected)
+    return iter_decode_sparse(data, expected, params)
+
+
 def build_update(
     start_params: Mapping[str, Tensor], end: TrainState, compression: CompressionSpec
 ) -> EncodedUpdate:
@@ -49,8 +90,9 @@ def build_update(
     target = pseudo_gradient(start_params, end.params())
     if compression.error_feedback:
         target = {k: v + end.tensors[RESIDUAL_PREFIX + k] for k, v in target.items()}
-    data = encode_int8(target, compression.block_size)
-    decoded = decode_int8(data)
+    data = encode_update(target, compression)
+    params = sparse_params(compression)
+    decoded = decode_int8(data) if params is None else decode_sparse(data, params=params)
     residual = {k: target[k] - decoded[k] for k in target} if compression.error_feedback else None
     return EncodedUpdate(
         data=data,
