@@ -189,6 +189,7 @@ def _island_rows(
         out.append(
             {
                 **member,
+                "name": island_name(member["hotkey"], member.get("uid")),
                 "rounds": len(mine),
                 "tokens_per_s": tokens / seconds if seconds else None,
                 "share": tokens / total_tokens if total_tokens else 0.0,
@@ -198,6 +199,11 @@ def _island_rows(
             }
         )
     return out
+
+
+def island_name(hotkey: str, uid: int | None) -> str:
+    """An island's one name everywhere: ``island-<uid>`` on the metagraph, else its key."""
+    return f"island-{uid}" if uid is not None else f"{hotkey[:6]}…{hotkey[-4:]}"
 
 
 def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:

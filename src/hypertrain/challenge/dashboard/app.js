@@ -169,15 +169,15 @@ function select(i) {
 }
 
 function drawIslands(d) {
-  const cards = d.islands.map((isl, i) => el("article", { class: "island", "aria-label": `Island ${i + 1}` },
-    el("h3", {}, `Island ${i + 1}`, badge(isl.status)),
+  const cards = d.islands.map((isl, i) => el("article", { class: "island", "aria-label": isl.name },
+    el("h3", {}, isl.name, badge(isl.status)),
     el("dl", {},
       el("dt", {}, "Miner"), el("dd", { class: "mono", title: isl.hotkey }, short(isl.hotkey)),
       el("dt", {}, "Devices"), el("dd", {}, `${isl.devices} × ${isl.device_class}`),
       el("dt", {}, "Throughput"), el("dd", {}, `${num(isl.tokens_per_s, 0)} tok/s`),
       el("dt", {}, "Inner steps"), el("dd", {},
         el("div", { class: "bar", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": isl.steps_total,
-          "aria-valuenow": isl.steps_done, "aria-label": `Island ${i + 1} inner steps this round` },
+          "aria-valuenow": isl.steps_done, "aria-label": `${isl.name} inner steps this round` },
         el("span", { style: `width:${(100 * isl.steps_done) / Math.max(1, isl.steps_total)}%` })),
         `${isl.steps_done} / ${isl.steps_total} this round`),
       el("dt", {}, "Last sync"), el("dd", {}, isl.last_sync_round === null ? "not yet" : `round ${isl.last_sync_round}`),
@@ -188,7 +188,7 @@ function drawIslands(d) {
 
 function drawRoster(d) {
   fillBody("roster-table", d.islands.map((m, i) => el("tr", {},
-    el("td", { class: "mono", title: m.hotkey }, short(m.hotkey)), el("td", {}, `Island ${i + 1}`),
+    el("td", { class: "mono", title: m.hotkey }, short(m.hotkey)), el("td", {}, m.name),
     el("td", {}, badge(m.status)), el("td", { class: "num" }, num(m.rounds)),
     el("td", { class: "num" }, num(m.tokens)), el("td", { class: "num" }, num(m.tokens_per_s, 0)),
     el("td", { class: "num" }, `${num(100 * m.share, 1)} %`), el("td", { class: "num" }, num(m.escrow)),
@@ -211,7 +211,7 @@ function drawRounds(d) {
 }
 
 function drawAudits(d, runId) {
-  const names = new Map(d.islands.map((m, i) => [m.hotkey, `Island ${i + 1}`]));
+  const names = new Map(d.islands.map((m) => [m.hotkey, m.name]));
   const shown = d.audits.slice(0, AUDIT_ROWS); // newest first
   $("audits-more").textContent = d.audits.length > shown.length
     ? `Showing the ${shown.length} latest of ${d.audits.length} audits; all of them are in the JSON API.` : "";
