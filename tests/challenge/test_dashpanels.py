@@ -46,3 +46,16 @@ def test_dashboard_document_carries_the_new_panels(harness: Harness) -> None:
         assert isl["nodes"] == [{"node": "0", "devices": [device]}]
         assert isl["device_model"] == "test" and isl["region"] is None
         assert isl["last_sync_unix"] is not None and isl["name"] == f"island-{isl['uid']}"
+
+
+def test_region_comes_from_the_join_request_and_is_checked(harness: Harness) -> None:
+    from tests.challenge.helpers import join_body, signed
+
+    h = harness
+    body = {**join_body(), "region": "EU West"}
+    assert h.client.post("/v1/join", json=signed(h.miners[0], "join", body)).status_code == 200
+    liar = {**join_body(), "region": "<script>alert(1)</script>"}
+    bad = h.client.post("/v1/join", json=signed(h.miners[1], "join", liar))
+    assert bad.status_code == 400  # refused, and nothing of it is stored
+    d = h.client.get("/v1/runs/run-1/dashboard").json()
+    assert [i["region"] for i in d["islands"]] == ["EU West"]
