@@ -19,6 +19,7 @@ LEVEL = {
     "relay": 3,
     "miner": 4,
     "devnet": 5,
+    "ops": 5,
 }
 # Packages that must never pull in torch (directly).
 TORCH_FREE = {"protocol", "ledger", "beacon", "challenge", "relay"}

@@ -24,6 +24,8 @@ GROUPS: Final[dict[str, str]] = {
     "challenge": "hypertrain.challenge.cli",
     "devnet": "hypertrain.devnet.cli",
     "auditor": "hypertrain.auditor.cli",
+    "run": "hypertrain.ops.run_cli",
+    "keys": "hypertrain.ops.keys_cli",
 }
 
 
@@ -57,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if args.log_level != "DEBUG":  # one line per HTTP request (polling) only at DEBUG
+        for name in ("httpx", "httpcore"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return int(args.func(args))
     except (ValueError, OSError) as exc:

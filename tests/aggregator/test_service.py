@@ -64,7 +64,7 @@ def test_genesis_merge_settle_and_next_round(harness: Harness, tmp_path: Path) -
     assert detail["open"]["body"]["start_model_sha256"] in blobs.data
     for i, key in enumerate(h.miners[:3]):
         _commit(h, key, manifest, blobs, seed=i)
-    h.tick(4)
+    h.tick(1)  # every island committed: the next beacon round selects the audits
     assigned = agg.service.round_detail("run-1", 0)["assignments"]
     bad = assigned[0]["body"]
     verdict = {"round": 0, "hotkey": bad["hotkey"], "segments": bad["segments"],

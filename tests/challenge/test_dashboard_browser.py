@@ -128,7 +128,7 @@ def test_dashboard_in_chromium(live: tuple[str, uvicorn.Server]) -> None:
         expect(page.locator("#rounds-table tbody tr")).to_have_count(2)
         audits = page.locator("#audits-table")
         expect(audits).to_contain_text("caught")
-        expect(audits.locator("a", has_text="beacon #104").first).to_be_visible()
+        expect(audits.locator("a", has_text="beacon #101").first).to_be_visible()
         chart = page.locator("#chart")
         chart.focus()
         page.keyboard.press("Home")
@@ -138,8 +138,10 @@ def test_dashboard_in_chromium(live: tuple[str, uvicorn.Server]) -> None:
         page.keyboard.press("ArrowRight")
         expect(page.locator("#chart-readout")).to_contain_text("Round 1: held-out loss 4.0000")
         expect(page.locator("#curve-table tbody tr")).to_have_count(2)
+        check_new_panels(page, httpx.get(f"{base}/v1/runs/run-1/dashboard").json())
         page.screenshot(path=str(ARTIFACTS / "dashboard-test.png"), full_page=True)
         assert errors == []
+        check_fed_placeholders(browser, base)
 
         page.goto(f"{base}/dashboard/?run=nope")
         expect(page.locator("#notice")).to_contain_text('Run "nope" was not found')
@@ -150,3 +152,110 @@ def test_dashboard_in_chromium(live: tuple[str, uvicorn.Server]) -> None:
         expect(page.locator("#notice")).to_contain_text("unreachable", timeout=15000)
         expect(page.locator("#glance-tiles")).to_contain_text("4.0000")  # last data kept
         browser.close()
+
+
+def check_new_panels(page: Any, doc: dict[str, Any]) -> None:
+    """Each panel added for the run page, checked against the same JSON document."""
+    from playwright.sync_api import expect
+
+    st = doc["round_stations"]
+    expect(page.locator("#stations-list li")).to_have_count(len(st["stations"]))
+    lit = page.locator("#stations-list li.on")
+    expect(lit).to_have_count(1)
+    expect(lit).to_have_attribute("data-station", st["current"])
+    expect(lit).to_have_attribute("aria-current", "step")
+
+    spec = doc["model"]["spec"]
+    arch = page.locator("#arch-body")
+    expect(arch).to_contain_text(f"Decoder block × {spec['num_layers']}")
+    expect(arch).to_contain_text(f"Token embedding {spec['vocab_size']} × {spec['d_model']}")
+    expect(arch).to_contain_text(f"{spec['num_heads']} heads × {spec['head_dim']}")
+    expect(arch).to_contain_text(f"{spec['d_model']} → {spec['ffn_hidden']} → {spec['d_model']}")
+    expect(arch).to_contain_text("tied with the token embedding")
+    expect(arch).to_contain_text("Close-up: causal multi-head self-attention")
+    expect(arch).to_contain_text("Close-up: SwiGLU feed-forward")
+
+    m = doc["model"]
+    sync = page.locator("#sync-body")
+    expect(sync).to_contain_text(f"{m['inner']['name']} × {m['inner']['steps_per_round']} local")
+    expect(sync).to_contain_text(f"lr {m['outer']['lr']}, momentum {m['outer']['momentum']}")
+
+    cs = doc["curve_summary"]
+    summary = page.locator("#curve-summary")
+    expect(summary).to_contain_text(f"{cs['lowest']['loss']:.4f} · r{cs['lowest']['round']}")
+    expect(summary).to_contain_text(f"Started at{cs['start']['loss']:.4f}")
+    expect(summary).to_contain_text(f"{cs['synced_rounds']} of {cs['rounds']}")
+    expect(summary).to_contain_text("Largest spike" + ("none" if cs["spike"] is None else ""))
+
+    cards = page.locator("#islands-body .island")
+    for n, isl in enumerate(doc["islands"]):
+        card = cards.nth(n)
+        expect(card.locator("h3")).to_contain_text(isl["name"])
+        expect(card.locator(".region")).to_have_text(isl["region"] or "not reported")
+        expect(card.locator(".tokens")).to_have_text(f"{isl['tokens']:,}")
+        squares = sum(len(node["devices"]) for node in isl["nodes"])
+        expect(card.locator(".dev")).to_have_count(squares)
+        expect(card.locator(".node")).to_have_count(len(isl["nodes"]))
+        expect(card.locator(".sync")).to_contain_text(f"round {isl['last_sync_round']}")
+
+    by_tokens = sorted(doc["islands"], key=lambda i: (-i["tokens"], i["hotkey"]))
+    rows = page.locator("#roster-table tbody tr")
+    expect(rows.first.locator("td").nth(2)).to_have_text(by_tokens[0]["name"])
+    expect(rows.first.locator(".rank")).to_have_text("1")
+    tokens_header = page.locator("#roster-table thead th[data-sort='tokens']")
+    tokens_header.locator("button").click()  # most tokens first
+    expect(tokens_header).to_have_attribute("aria-sort", "descending")
+    tokens_header.locator("button").click()  # fewest first
+    expect(tokens_header).to_have_attribute("aria-sort", "ascending")
+    expect(rows.first.locator("td").nth(2)).to_have_text(by_tokens[-1]["name"])
+    page.locator("#roster-table thead th[data-sort='rank'] button").click()
+
+    # panels other parts of the service feed: an explicit empty state while the JSON lacks them
+    for panel, field in (
+        ("disputes", "disputes"),
+        ("honeypots", "honeypots"),
+        ("traffic", "traffic"),
+    ):
+        if field not in doc:
+            expect(page.locator(f"#{panel}-body")).to_contain_text(f'no "{field}" field yet')
+
+
+def check_fed_placeholders(browser: Any, base: str) -> None:
+    """With the fields present in the JSON API, the placeholder panels draw them."""
+    from playwright.sync_api import expect
+
+    real = httpx.get(f"{base}/v1/runs/run-1/dashboard").json()
+    hotkey = real["islands"][0]["hotkey"]
+    extra = {
+        "disputes": [
+            {
+                "round": 0,
+                "hotkey": hotkey,
+                "status": "resolved",
+                "steps": [{"low": 0, "high": 8}, {"low": 4, "high": 6}, {"low": 5, "high": 6}],
+                "outcome": "auditor upheld",
+            }
+        ],
+        "honeypots": {
+            "catch_rate": 0.75,
+            "false_positive_rate": 0.0,
+            "reveals": [{"round": 1, "strategy": "skip-steps", "caught": True}],
+        },
+        "traffic": {"ratio": 0.9, "honest_bytes": 9000, "total_bytes": 10000},
+    }
+    page = browser.new_page()
+
+    def fulfil(route: Any) -> None:
+        route.fulfill(json={**httpx.get(route.request.url).json(), **extra})
+
+    page.route("**/v1/runs/run-1/dashboard", fulfil)
+    page.goto(f"{base}/dashboard/?run=run-1")
+    disputes = page.locator("#disputes-body")
+    expect(disputes).to_contain_text("resolved")
+    expect(disputes.locator("ol.steps li")).to_have_count(3)
+    expect(disputes).to_contain_text("steps 5–6")
+    expect(page.locator("#honeypots-body .catch")).to_have_text("75 %")
+    expect(page.locator("#honeypots-body .fp")).to_have_text("0 %")
+    expect(page.locator("#honeypots-body")).to_contain_text("round 1: skip-steps caught")
+    expect(page.locator("#traffic-body .ratio")).to_have_text("90 %")
+    page.close()

@@ -52,11 +52,13 @@ def test_windows_follow_h_and_can_be_overridden() -> None:
 
 def test_generated_secrets_are_private_and_listed(tmp_path: Path) -> None:
     sec = generate(tmp_path / "s", islands=3)
-    assert [m.name for m in sec.islands] == ["island-1", "island-2", "island-3", "honeypot"]
+    assert [m.name for m in sec.islands] == ["island-1", "island-2", "island-3", "island-4"]
     for path in (sec.internal_token, sec.admin_token, sec.worker_token, sec.coordinator_seed):
         assert path.stat().st_mode & 0o077 == 0 and len(sec.token(path)) >= 16
     listed = json.loads(sec.metagraph.read_text())["hotkeys"]
     assert set(listed) == {m.ss58 for m in sec.islands}
+    # one name everywhere: island-<uid>, as the dashboard names them
+    assert {f"island-{listed[m.ss58]}" for m in sec.islands} == {m.name for m in sec.islands}
     assert sec.auditor.ss58 not in listed and len({m.ss58 for m in sec.islands}) == 4
 
 

@@ -66,7 +66,7 @@ def test_report_of_a_two_round_devnet(devnet_run: dict[str, Any]) -> None:
     assert "weights" in r["weights"]
     assert Path(r["model_export"], "config.json").is_file()
     assert r["island_layouts"]["applied"] is True  # budgets 1 and 2: the shares differ
-    honest = {m["name"]: m["tokens"] for m in r["miners"] if m["name"] != "honeypot"}
+    honest = {m["name"]: m["tokens"] for m in r["miners"] if not m["honeypot"]}
     assert honest["island-2"] == 2 * honest["island-1"] > 0
 
 

@@ -46,8 +46,10 @@ def test_report_uses_the_services_losses_and_finds_the_honeypot(tmp_path: Path) 
     )  # fmt: skip
     assert [(r["round"], r["heldout_loss"]) for r in report["rounds"]] == [(0, 6.5), (1, 6.1)]
     assert report["honeypot"] == {
-        "hotkey": sec.islands[-1].ss58, "strategy": "skip-steps", "caught": True,
+        "name": "island-4", "hotkey": sec.islands[-1].ss58, "strategy": "skip-steps",
+        "caught": True,
     }  # fmt: skip
+    assert [m["honeypot"] for m in report["miners"]] == [False, False, False, True]
     assert report["bandwidth_saved_vs_ddp"] == 30.0
     assert report["island_layouts"]["applied"] is False
     assert report["island_layouts"]["planned"]["island-3"]["micro_batches"] == 3
@@ -66,5 +68,5 @@ def test_report_uses_the_services_losses_and_finds_the_honeypot(tmp_path: Path) 
 
 def test_round_line_reads_as_a_sentence() -> None:
     line = round_line(_round(1, 6.1234), 4)
-    assert line.startswith("round 2/4 done: held-out loss 6.1234, 1,000 tokens")
+    assert line.startswith("round 1 done (2/4): held-out loss 6.1234, 1,000 tokens")
     assert line.endswith("audits 4: 3 match, 1 mismatch")

@@ -34,3 +34,24 @@ def test_moe_export_is_refused(tmp_path: Path) -> None:
     spec = PRESETS["tiny-moe"]
     with pytest.raises(TrainerError, match="dense"):
         export_llama(init_params(spec, 0), spec, tmp_path)
+
+
+def test_export_with_tokenizer_generates_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hypertrain.data.tokenizer import train_tokenizer
+    from hypertrain.devnet.evaluate import sample_text
+    from hypertrain.trainer.export import export_tokenizer
+    from hypertrain.trainer.presets import with_vocab
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    corpus = Path(__file__).parents[1] / "assets" / "tinyshakespeare.txt"
+    small = tmp_path / "corpus.txt"
+    small.write_text(corpus.read_text(encoding="utf-8")[:20000], encoding="utf-8")
+    (tmp_path / "tokenizer.json").write_bytes(train_tokenizer([small], 300))
+    spec = with_vocab(PRESETS["tiny"], 300)
+    out = export_llama(init_params(spec, 3), spec, tmp_path / "hf")
+    export_tokenizer(tmp_path / "tokenizer.json", spec, out)
+    text = sample_text(out, "ROMEO:", tokens=8)
+    assert text.startswith("ROMEO:") and len(text) > len("ROMEO:")
+    assert sample_text(tmp_path / "nothing") == ""  # no tokenizer there: no sample

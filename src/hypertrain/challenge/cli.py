@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,12 @@ import httpx
 
 from hypertrain.challenge.selection import select_audits
 from hypertrain.challenge.settings import read_token_file
-from hypertrain.protocol.canonical import parse_json
 from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.manifest_file import manifest_document
+
+
+class OperatorError(ValueError):
+    """A service that is down, answers with something else, or refuses a request."""
 
 
 def register(subparsers: Any) -> None:
@@ -34,6 +40,9 @@ def register(subparsers: Any) -> None:
     create = sub.add_parser("create-run", help="create a run from a manifest JSON file")
     _client_args(create)
     create.add_argument("--manifest", type=Path, required=True, help="run manifest JSON file")
+    create.add_argument(
+        "--coordinator-out", type=Path, help="also write the coordinator's SS58 to this file"
+    )
     create.set_defaults(func=_create_run)
 
     open_round = sub.add_parser("open-round", help="open the next round of a run")
@@ -49,6 +58,13 @@ def register(subparsers: Any) -> None:
     check.add_argument("--round", type=int, required=True, help="the round index")
     check.set_defaults(func=_check_selection)
 
+    status = sub.add_parser("status", help="is the service up: beacon round, metagraph, runs")
+    status.add_argument("--url", default="http://127.0.0.1:8000", help="service base URL")
+    status.add_argument(
+        "--wait-s", type=float, default=0.0, help="wait up to this long for it to answer"
+    )
+    status.set_defaults(func=_status)
+
 
 def _client_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default="http://127.0.0.1:8000", help="service base URL")
@@ -63,37 +79,120 @@ def _serve(args: argparse.Namespace) -> int:
     from hypertrain.challenge.app import create_app
     from hypertrain.challenge.settings import settings_from_env
 
-    uvicorn.run(create_app(settings_from_env()), host=args.host, port=args.port)
+    # Request lines (polling, mostly) only at DEBUG: a service at rest stays quiet.
+    debug = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
+    uvicorn.run(
+        create_app(settings_from_env()),
+        host=args.host,
+        port=args.port,
+        access_log=debug,
+        log_level="debug" if debug else "info",
+    )
     return 0
 
 
-def _admin_post(args: argparse.Namespace, path: str, body: dict[str, Any]) -> int:
+def call(method: str, url: str, **kwargs: Any) -> Any:
+    """One request to the service; a down, wrong or refusing service is one clear line."""
+    base = url.split("/v1/")[0].split("/admin/")[0]
+    try:
+        response = httpx.request(method, url, timeout=30, **kwargs)
+    except httpx.HTTPError as exc:
+        reason = str(exc) or type(exc).__name__
+        raise OperatorError(f"cannot reach the service at {base}: {reason}") from None
+    try:
+        doc = response.json()
+    except ValueError:
+        raise OperatorError(
+            f"{base} answered HTTP {response.status_code} without JSON:"
+            " is it a Hypertrain challenge service?"
+        ) from None
+    if not response.is_success:
+        detail = doc.get("detail", doc) if isinstance(doc, dict) else doc
+        code = doc.get("error", "") if isinstance(doc, dict) else ""
+        raise OperatorError(
+            f"the service refused ({response.status_code}{' ' + code if code else ''}): {detail}"
+        )
+    return doc
+
+
+def _admin_post(args: argparse.Namespace, path: str, body: dict[str, Any]) -> Any:
     token = read_token_file(args.admin_token_file, "--admin-token-file")
-    response = httpx.post(
+    return call(
+        "POST",
         args.url.rstrip("/") + path,
         json=body,
         headers={"Authorization": f"Bearer {token.reveal()}"},
-        timeout=30,
     )
-    sys.stdout.write(json.dumps(response.json(), indent=2) + "\n")
-    return 0 if response.is_success else 1
 
 
 def _create_run(args: argparse.Namespace) -> int:
-    manifest = parse_json(args.manifest.read_bytes())
-    return _admin_post(args, "/admin/v1/runs", {"manifest": manifest})
+    manifest = manifest_document(args.manifest.read_bytes())
+    envelope = _admin_post(args, "/admin/v1/runs", {"manifest": manifest})
+    signed = envelope["body"]["manifest"]
+    run_id, coordinator, base = signed["run_id"], envelope["signer"], args.url.rstrip("/")
+    if args.coordinator_out is not None:
+        args.coordinator_out.write_text(coordinator + "\n", encoding="utf-8")
+    sys.stdout.write(next_steps(base, run_id, coordinator, signed["data"]["dataset_root"]))
+    return 0
+
+
+def next_steps(base: str, run_id: str, coordinator: str, dataset_root: str) -> str:
+    """What create-run prints: the run, its coordinator and what to start next."""
+    return (
+        f"created run {run_id}\n"
+        f"coordinator  {coordinator}\n"
+        f"manifest     {base}/v1/runs/{run_id}/manifest (signed by the coordinator)\n"
+        f"dashboard    {base}/dashboard/?run={run_id}\n"
+        "next steps (docs/operator.md):\n"
+        f"  1. start a relay that trusts the coordinator: hypertrain relay serve --run-id {run_id}"
+        f" --coordinator {coordinator} ...\n"
+        f"  2. publish the dataset (root {dataset_root[:16]}…):"
+        " hypertrain data serve --dataset-dir DIR\n"
+        f"  3. islands join: hypertrain-miner join --service-url {base} --run-id {run_id}"
+        f" --coordinator {coordinator} ...\n"
+        f"  4. start auditors: hypertrain auditor run --follow --service {base} --run-id {run_id}"
+        " ...\n"
+        f"  5. start the aggregator with the admin token; it publishes the genesis model and"
+        f" opens round 0: hypertrain aggregator run --follow --service {base} --run-id {run_id}"
+        " --admin-token-file FILE ...\n"
+    )
 
 
 def _open_round(args: argparse.Namespace) -> int:
     body = {"start_model_sha256": args.start_model_sha256, "start_model_url": args.start_model_url}
-    return _admin_post(args, f"/admin/v1/runs/{args.run_id}/rounds", body)
+    envelope = _admin_post(args, f"/admin/v1/runs/{args.run_id}/rounds", body)
+    b = envelope["body"]
+    sys.stdout.write(
+        f"opened round {b['round']} of {args.run_id} at beacon round {b['beacon_round']}:"
+        f" {len(b['roster'])} islands, commits until beacon round {b['commit_deadline_round']}\n"
+    )
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    base = args.url.rstrip("/")
+    deadline = time.monotonic() + args.wait_s
+    while True:
+        try:
+            health = call("GET", f"{base}/health")
+            break
+        except OperatorError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+    runs = call("GET", f"{base}/v1/runs")
+    names = ", ".join(str(r.get("run_id")) for r in runs) if isinstance(runs, list) else "?"
+    sys.stdout.write(
+        f"service {base} is up: {json.dumps(health, sort_keys=True)}; runs: {names or 'none'}\n"
+    )
+    return 0
 
 
 def _check_selection(args: argparse.Namespace) -> int:
     base = args.url.rstrip("/")
-    manifest_env = httpx.get(f"{base}/v1/runs/{args.run_id}/manifest", timeout=30).json()
-    manifest = RunManifest.model_validate(manifest_env["body"]["manifest"])
-    detail = httpx.get(f"{base}/v1/runs/{args.run_id}/rounds/{args.round}", timeout=30).json()
+    manifest_env = call("GET", f"{base}/v1/runs/{args.run_id}/manifest")
+    manifest = RunManifest.model_validate(manifest_doc_of(manifest_env))
+    detail = call("GET", f"{base}/v1/runs/{args.run_id}/rounds/{args.round}")
     selector = detail.get("selection_beacon")
     if selector is None:
         raise ValueError(f"round {args.round} has no audit selection yet")
@@ -117,3 +216,8 @@ def _check_selection(args: argparse.Namespace) -> int:
         return 1
     sys.stdout.write("OK: published selection matches\n")
     return 0
+
+
+def manifest_doc_of(envelope: Any) -> dict[str, Any]:
+    """The manifest inside a served envelope (checked by its signature)."""
+    return manifest_document(json.dumps(envelope).encode("utf-8"))

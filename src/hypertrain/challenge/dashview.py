@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from hypertrain.challenge import views
+from hypertrain.challenge import dashpanels, views
 from hypertrain.challenge.state import ServiceState, loads
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 
@@ -50,6 +50,7 @@ def chain_timing(state: ServiceState) -> tuple[int, int]:
 def model_card(manifest: RunManifest) -> dict[str, Any]:
     spec = manifest.model
     return {
+        "spec": spec.model_dump(mode="json"),
         "preset": spec.preset,
         "layers": spec.num_layers,
         "d_model": spec.d_model,
@@ -194,9 +195,14 @@ def _island_rows(
         tokens = sum(c["tokens"] for c in mine)
         synced = [c["round"] for c in mine if c["round"] in merged]
         done_now = any(c["round"] == current for c in mine)
+        genesis, period = chain_timing(state)
+        synced_at = dashpanels.last_sync(state, run_id, member["hotkey"])
         out.append(
             {
                 **member,
+                **dashpanels.island_hardware(state, run_id, member["hotkey"]),
+                "last_sync_unix": None if synced_at is None else genesis + (synced_at - 1) * period,
+                "name": island_name(member["hotkey"], member.get("uid")),
                 "rounds": len(mine),
                 "tokens_per_s": tokens / seconds if seconds else None,
                 "share": tokens / total_tokens if total_tokens else 0.0,
@@ -206,6 +212,11 @@ def _island_rows(
             }
         )
     return out
+
+
+def island_name(hotkey: str, uid: int | None) -> str:
+    """An island's one name everywhere: ``island-<uid>`` on the metagraph, else its key."""
+    return f"island-{uid}" if uid is not None else f"{hotkey[:6]}…{hotkey[-4:]}"
 
 
 def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
@@ -220,6 +231,11 @@ def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
     current = rounds[-1] if rounds else None
     active = [i for i in islands if i["status"] in ("probation", "active")]
     genesis, period = chain_timing(state)
+    curve = [
+        {"round": r["round"], "heldout_loss": r["eval_loss"], "train_loss": r["train_loss"]}
+        for r in rounds
+        if r["eval_loss"] is not None or r["train_loss"] is not None
+    ]
     return {
         "run_id": run_id,
         "glance": {
@@ -241,11 +257,9 @@ def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
         },
         "beacon": {"genesis_unix": genesis, "period_s": period},
         "model": model_card(manifest),
-        "curve": [
-            {"round": r["round"], "heldout_loss": r["eval_loss"], "train_loss": r["train_loss"]}
-            for r in rounds
-            if r["eval_loss"] is not None or r["train_loss"] is not None
-        ],
+        "curve": curve,
+        "curve_summary": dashpanels.curve_summary(curve, len(rounds)),
+        "round_stations": dashpanels.stations(current),
         "islands": islands,
         "rounds": rounds,
         "audits": audit_rows(state, run_id),

@@ -4,11 +4,14 @@ Phases of a round, each entered at a beacon round (``now`` is the latest verifie
 
 * ``train``: opened at beacon round ``b0`` with the start model and the
   data-assignment key; commits are accepted while ``now <= commit_deadline``
-  (``b0 + commit_window_rounds``).
-* ``beacon``: the deadline has passed; waiting for beacon round ``commit_deadline + 1``,
-  the first one strictly later, whose randomness selects the audits.
+  (``b0 + commit_window_rounds``), or until every rostered island has committed
+  (:mod:`hypertrain.challenge.pace`).
+* ``beacon``: the commit phase closed; waiting for the first beacon round strictly
+  after the close (``commit_deadline + 1`` unless every island committed earlier),
+  whose randomness selects the audits.
 * ``audit``: assignments are fixed and signed; verdicts are accepted while
-  ``now < audit_close_round`` (selection round + ``audit_window_rounds``).
+  ``now < audit_close_round`` (selection round + ``audit_window_rounds``) and
+  until every assignment has a verdict.
 * ``merge``: waiting for the aggregator's signed tape (a round nobody committed to
   goes straight to final).
 * ``final``: the ledger settled the round. Disputes stay possible until
@@ -26,6 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from hypertrain.challenge import pace
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
 from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.selection import assignment_key, select_audits
@@ -174,19 +178,25 @@ async def advance(state: ServiceState) -> None:
     now = state.current.round
     state.prune_nonces()
     rows = state.conn.execute(
-        "SELECT run_id, round, phase, commit_deadline, audit_close_round FROM rounds"
+        "SELECT run_id, round, phase, commit_deadline, audit_close_round, open_envelope"
+        " FROM rounds"
         " WHERE phase != 'final' ORDER BY run_id, round"
     ).fetchall()
     for row in rows:
         run_id, index, phase = row["run_id"], row["round"], row["phase"]
-        if phase == "train" and now > row["commit_deadline"]:
+        closed = pace.commit_close_round(state, row, now) if phase in ("train", "beacon") else None
+        if phase == "train" and closed is not None:
             _set_phase(state.conn, run_id, index, "beacon")
             phase = "beacon"
         if phase == "beacon":
-            selector = await _beacon_round(state, row["commit_deadline"] + 1)
+            selector = await _beacon_round(
+                state, (row["commit_deadline"] if closed is None else closed) + 1
+            )
             select_round(state, run_id, index, selector)
             continue
-        if phase == "audit" and now >= row["audit_close_round"]:
+        if phase == "audit" and (
+            now >= row["audit_close_round"] or pace.audits_done(state, run_id, index)
+        ):
             _close_audit(state, run_id, index)
 
 

@@ -3,7 +3,8 @@
 ``train-tokenizer`` trains a deterministic byte-level BPE and prints its SHA-256;
 ``prepare`` turns a corpus into shards plus ``dataset.json`` and prints the root;
 ``verify`` re-hashes a dataset; ``info`` prints its summary and the manifest's
-``data`` section; ``assign`` computes one round's assignment from public inputs.
+``data`` section; ``assign`` computes one round's assignment from public inputs;
+``serve`` publishes a dataset to miners and ``fetch`` downloads and checks one.
 """
 
 from __future__ import annotations
@@ -36,6 +37,55 @@ def register(subparsers: Any) -> None:
     info.add_argument("descriptor", type=Path, help="path to dataset.json")
     info.set_defaults(func=_info)
     _add_assign(sub)
+    _add_publish(sub)
+
+
+def _add_publish(sub: Any) -> None:
+    serve = sub.add_parser("serve", help="publish a prepared dataset to miners over HTTP")
+    serve.add_argument("--dataset-dir", type=Path, required=True, help="prepared dataset dir")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind")
+    serve.add_argument("--port", type=int, default=8471, help="port to bind (0 = any free)")
+    serve.add_argument("--ready-file", type=Path, help="write {url, dataset_root} here once up")
+    serve.set_defaults(func=_serve)
+    fetch = sub.add_parser("fetch", help="download a published dataset and check its root")
+    fetch.add_argument("--url", required=True, help="where the dataset is served")
+    pin = fetch.add_mutually_exclusive_group(required=True)
+    pin.add_argument("--dataset-root", help="the root the run manifest pins")
+    pin.add_argument("--manifest-url", help="take the root from this signed run manifest")
+    fetch.add_argument("--coordinator", help="SS58 that must have signed the manifest")
+    fetch.add_argument("--descriptor-sha256", help="also require this descriptor hash")
+    fetch.add_argument("--out", type=Path, required=True, help="local dataset directory")
+    fetch.set_defaults(func=_fetch)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from hypertrain.data.publish import make_server, ready_doc
+
+    server = make_server(args.dataset_dir, args.host, args.port)
+    root = Dataset(args.dataset_dir / DESCRIPTOR_NAME).descriptor.dataset_root
+    doc = ready_doc(server, root)
+    if args.ready_file is not None:
+        args.ready_file.write_text(doc + "\n", encoding="utf-8")
+    sys.stdout.write(f"serving dataset {root}: {json.loads(doc)['url']}\n")
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    return 0
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from hypertrain.data.publish import fetch_dataset
+
+    root, descriptor_sha = args.dataset_root, args.descriptor_sha256
+    if args.manifest_url is not None:
+        from hypertrain.data.publish import pinned_by_manifest
+
+        root, descriptor_sha = pinned_by_manifest(args.manifest_url, args.coordinator)
+    ds = fetch_dataset(args.url, args.out, dataset_root=root, descriptor_sha256=descriptor_sha)
+    sys.stdout.write(f"OK: {ds.sample_count} samples under root {ds.descriptor.dataset_root}\n")
+    return 0
 
 
 def _add_train_tokenizer(sub: Any) -> None:
@@ -93,6 +143,10 @@ def _prepare(args: argparse.Namespace) -> int:
         empty_policy=args.empty_documents,
     )
     desc = prepare(args.inputs, tok, args.seq_len, args.out, opts)
+    # the tokenizer travels with the dataset: data serve publishes it, exports ship it
+    from hypertrain.data.publish import copy_tokenizer
+
+    copy_tokenizer(args.tokenizer, args.out)
     c = desc.corpus
     sys.stdout.write(
         f"dataset_root      {desc.dataset_root}\n"

@@ -19,7 +19,7 @@ def register(subparsers: Any) -> None:
         "N islands, a honeypot island, an auditor and the aggregator; train R outer rounds; "
         "print a summary, write a report and export the final model.",
     )
-    p.add_argument("--rounds", type=int, default=4, help="outer rounds to train (default 4)")
+    p.add_argument("--rounds", type=int, default=6, help="outer rounds to train (default 6)")
     p.add_argument("--islands", type=int, default=3, help="honest islands (default 3)")
     p.add_argument("--h", dest="inner_steps", type=int, default=12, help="inner steps H per round")
     p.add_argument("--j", dest="checkpoint_interval", type=int, default=4,

@@ -27,7 +27,7 @@ REPLAY_SPEEDUP: Final = 4  # the auditor replays alone, while the islands wait
 class DevnetConfig:
     """Everything one devnet run needs; defaults give a 3-5 minute run on two cores."""
 
-    rounds: int = 4
+    rounds: int = 6
     islands: int = 3
     inner_steps: int = 12  # H
     checkpoint_interval: int = 4  # J

@@ -67,14 +67,16 @@ def generate(directory: Path, islands: int) -> Secrets:
     }
     seed = secrets.token_bytes(32)
     coord_seed = _private(directory / "coordinator.key", seed.hex() + "\n")
-    names = [f"island-{i + 1}" for i in range(islands)] + ["honeypot"]
+    # One name everywhere: island-<uid>, the uid the metagraph gives it (the
+    # dashboard names islands the same way); the honeypot is the last island.
+    names = [f"island-{i + 1}" for i in range(islands + 1)]
     members = tuple(_identity(directory, name) for name in names)
     metagraph = directory / "metagraph.json"
     doc = {
         "epoch": 1,
         "block": 1,
         "netuid": 100,
-        "hotkeys": {m.ss58: uid for uid, m in enumerate(members)},
+        "hotkeys": {m.ss58: uid for uid, m in enumerate(members, start=1)},
     }
     metagraph.write_text(json.dumps(doc, indent=2), encoding="utf-8")
     return Secrets(

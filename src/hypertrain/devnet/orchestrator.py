@@ -24,7 +24,7 @@ import httpx
 from rich.console import Console
 from rich.live import Live
 
-from hypertrain.devnet import evaluate, keys, network, prep, report, roles, view
+from hypertrain.devnet import evaluate, keys, network, prep, report, roles, utilisation, view
 from hypertrain.devnet.config import PER_ISLAND_LAYOUTS_SUPPORTED, DevnetConfig
 from hypertrain.devnet.errors import DevnetError
 from hypertrain.devnet.procs import Supervisor, hypertrain_cmd
@@ -47,6 +47,8 @@ class Devnet:
     strategy: str = ""
     doc: dict[str, Any] | None = None
     finished: set[int] = field(default_factory=set)  # rounds already reported
+    finished_at: dict[int, float] = field(default_factory=dict)  # when each was seen final
+    dataset: Path | None = None
 
     def get(self, path: str) -> Any:
         response = httpx.get(f"{self.url}{path}", timeout=10)
@@ -80,7 +82,7 @@ def start(net: Devnet, dataset: Path) -> None:
         if join.process.wait(timeout=300) != 0:
             raise DevnetError(f"{join.name} failed:\n{join.tail()}")
     trainers = [
-        sup.start(m.name, roles.island_cmd(a, net.strategy if m.name == "honeypot" else None))
+        sup.start(m.name, roles.island_cmd(a, net.strategy if m == sec.islands[-1] else None))
         for m, a in zip(sec.islands, args, strict=True)
     ]
     sup.start("auditor", roles.auditor_cmd(sec, net.url, net.relay, dataset))
@@ -104,6 +106,7 @@ def record_new_rounds(net: Devnet) -> None:
         if r["phase"] != "final" or r["round"] in net.finished:
             continue
         net.finished.add(r["round"])
+        net.finished_at[r["round"]] = time.time()
         if not net.console.is_terminal:
             net.console.print(view.round_line(r, net.cfg.rounds), soft_wrap=True)
 
@@ -120,7 +123,7 @@ def follow(net: Devnet) -> None:
                 net.doc = net.get(f"/v1/runs/{roles.RUN_ID}/dashboard")
                 record_new_rounds(net)
             if net.console.is_terminal:
-                live.update(view.live_view(net.doc, net.cfg.rounds, net.url))
+                live.update(view.live_view(net.doc, net.cfg.rounds, dashboard_url(net)))
             if net.doc and _finished(net.doc) >= net.cfg.rounds:
                 return
             if time.monotonic() > deadline:
@@ -137,6 +140,11 @@ def final_model(net: Devnet) -> Any:
     detail = net.get(f"/v1/runs/{roles.RUN_ID}/rounds/{merged[-1]['round']}")
     url = detail["merge"]["body"]["new_model_url"]
     return evaluate.fetch_model(url, merged[-1]["new_model_sha256"], net.manifest.model)
+
+
+def dashboard_url(net: Devnet) -> str:
+    """The dashboard of this devnet's run, with its planned number of rounds."""
+    return f"{net.url}/dashboard/?run={roles.RUN_ID}&rounds={net.cfg.rounds}"
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -168,9 +176,13 @@ def conclude(net: Devnet) -> dict[str, Any]:
     )
     model_dir = net.cfg.state_dir / "model"
     shutil.rmtree(model_dir, ignore_errors=True)
-    exported = None
+    exported, sample = None, ""
     if params is not None:
-        exported = str(evaluate.export_final(params, net.manifest.model, model_dir))
+        exported = str(evaluate.export_final(params, net.manifest.model, model_dir, net.dataset))
+        try:
+            sample = evaluate.sample_text(model_dir)
+        except (OSError, ValueError, RuntimeError) as exc:
+            sample = f"(no sample: {exc})"
     return report.build_report(
         net.doc,
         net.secrets,
@@ -181,7 +193,22 @@ def conclude(net: Devnet) -> dict[str, Any]:
         children_left=-1,
         layouts=net.cfg.island_layouts(),
         layouts_applied=PER_ISLAND_LAYOUTS_SUPPORTED,
+        utilisation=island_utilisation(net),
+        sample=sample,
     )
+
+
+def island_utilisation(net: Devnet) -> dict[str, Any]:
+    """Compute time over round wall time, from the islands' own event lines."""
+    assert net.secrets is not None and net.doc is not None
+    names = {m.name for m in net.secrets.islands}
+    compute = {
+        c.name: utilisation.compute_seconds(c.tail(1 << 26).splitlines())
+        for c in net.sup.children
+        if c.name in names
+    }
+    walls = utilisation.round_walls(net.doc["rounds"], net.finished_at)
+    return utilisation.utilisation(walls, compute)
 
 
 def run_devnet(cfg: DevnetConfig, console: Console | None = None) -> int:
@@ -197,14 +224,15 @@ def run_devnet(cfg: DevnetConfig, console: Console | None = None) -> int:
     try:
         corpus = cfg.corpus or prep.default_corpus()
         dataset = prep.prepared_dataset(cfg.cache_dir, corpus, cfg.vocab_size, cfg.seq_len)
+        net.dataset = dataset
         start(net, dataset)
-        console.print(f"dashboard: {net.url}/dashboard/?rounds={cfg.rounds}")
+        console.print(f"dashboard: {dashboard_url(net)}")
         follow(net)
         result = conclude(net)
         console.print(view.summary_table(result))
         code = 0
         if not cfg.exit_when_done:
-            console.print(f"dashboard stays up at {net.url}/dashboard/ (Ctrl-C to stop)")
+            console.print(f"dashboard stays up at {dashboard_url(net)} (Ctrl-C to stop)")
             while True:
                 time.sleep(3600)
     except KeyboardInterrupt:

@@ -21,6 +21,7 @@ from hypertrain.devnet.errors import DevnetError
 
 log = logging.getLogger(__name__)
 HELDOUT_FRACTION = 0.02
+TOKENIZER_NAME = "tokenizer.json"
 
 
 def default_corpus() -> tuple[Path, ...]:
@@ -35,7 +36,7 @@ def default_corpus() -> tuple[Path, ...]:
 
 
 def cache_key(corpus: tuple[Path, ...], vocab_size: int, seq_len: int) -> str:
-    digest = hashlib.sha256(f"v1|{vocab_size}|{seq_len}".encode())
+    digest = hashlib.sha256(f"v2|{vocab_size}|{seq_len}".encode())
     for path in corpus:
         try:
             digest.update(hashlib.sha256(path.read_bytes()).digest())
@@ -56,10 +57,14 @@ def prepared_dataset(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.parent.mkdir(parents=True, exist_ok=True)
     log.info("training a %d-token tokenizer and preparing the corpus (first run only)", vocab_size)
-    tokenizer = tokenizer_from_bytes(train_tokenizer(list(corpus), vocab_size))
+    tokenizer_bytes = train_tokenizer(list(corpus), vocab_size)
+    tokenizer = tokenizer_from_bytes(tokenizer_bytes)
     prepare(
         list(corpus), tokenizer, seq_len, tmp, PrepareOptions(heldout_fraction=HELDOUT_FRACTION)
     )
+    # The tokenizer travels with the dataset (the manifest pins its hash), so the
+    # exported model can ship it and generate text.
+    (tmp / TOKENIZER_NAME).write_bytes(tokenizer_bytes)
     Dataset(tmp / DESCRIPTOR_NAME)  # refuse a broken result before caching it
     tmp.rename(out)
     return out

@@ -21,6 +21,8 @@ def build_report(
     children_left: int,
     layouts: list[dict[str, int]] | None = None,
     layouts_applied: bool = False,
+    utilisation: dict[str, Any] | None = None,
+    sample: str = "",
 ) -> dict[str, Any]:
     """Per-round figures, the honeypot's fate, ledger, weights and the export path."""
     rounds = [
@@ -47,11 +49,18 @@ def build_report(
     return {
         "run_id": doc["run_id"],
         "rounds": rounds,
-        "honeypot": {"hotkey": honeypot.ss58, "strategy": strategy, "caught": caught},
+        "honeypot": {
+            "name": honeypot.name,
+            "hotkey": honeypot.ss58,
+            "strategy": strategy,
+            "caught": caught,
+        },
         "ledger_verified": ledger_verified,
         "weights": weights,
         "bandwidth_saved_vs_ddp": sum(r["ddp_bytes"] for r in rounds) / sent if sent else None,
         "model_export": model_export,
+        "sample": sample,
+        "utilisation": utilisation or {"per_round": [], "mean": None},
         "children_left": children_left,
         "model": doc["model"],
         "island_layouts": {
@@ -63,6 +72,7 @@ def build_report(
         "miners": [
             {
                 "name": names.get(i["hotkey"], "?"),
+                "honeypot": i["hotkey"] == honeypot.ss58,
                 "hotkey": i["hotkey"],
                 "status": i["status"],
                 "tokens": i["tokens"],

@@ -12,6 +12,7 @@ from hypertrain.devnet.keys import Identity, Secrets
 from hypertrain.devnet.procs import hypertrain_cmd, miner_cmd
 
 RUN_ID = "devnet"
+REGION = "this machine (devnet)"  # every island runs here; shown on the dashboard
 ISLAND_READY = '"event": "started"'  # the miner's first JSON line, once it follows the run
 
 
@@ -69,7 +70,7 @@ def miner_args(
 def join_cmd(args: list[str], micro_batches: int | None = None) -> list[str]:
     """Join with ``micro_batches`` per step (the island's budget); None = the run's default."""
     extra = ["--micro-batches", str(micro_batches)] if micro_batches else []
-    return miner_cmd("join", *args, *extra)
+    return miner_cmd("join", *args, *extra, "--region", REGION)
 
 
 def island_cmd(args: list[str], honeypot: str | None) -> list[str]:

@@ -25,11 +25,12 @@ def _fmt(x: float | None, digits: int = 4) -> str:
 def live_view(doc: dict[str, Any] | None, total_rounds: int, url: str) -> Group:
     """One frame: round and phase, per-island progress, loss, throughput, bytes, audits."""
     if doc is None:
-        return Group(Text(f"starting the network… dashboard: {url}/dashboard/"))
+        return Group(Text(f"starting the network… dashboard: {url}"))
     g = doc["glance"]
     head = Text.assemble(
         ("Hypertrain devnet  ", "bold"),
-        f"round {0 if g['round'] is None else g['round'] + 1}/{total_rounds}  ",
+        f"round {'—' if g['round'] is None else g['round']}"
+        f" ({g['rounds_done']}/{total_rounds} done)  ",
         f"phase {g['phase'] or '—'}  ",
         f"held-out loss {_fmt(g['heldout_loss'])}  ",
         f"tokens {g['tokens']:,}  sent {g['bytes_sent']:,} B  ",
@@ -38,10 +39,10 @@ def live_view(doc: dict[str, Any] | None, total_rounds: int, url: str) -> Group:
     table = Table(expand=True)
     for col in ("island", "status", "inner steps", "tok/s", "tokens", "share"):
         table.add_column(col)
-    for n, isl in enumerate(doc["islands"]):
+    for isl in doc["islands"]:
         bar = ProgressBar(total=max(1, isl["steps_total"]), completed=isl["steps_done"], width=20)
         table.add_row(
-            f"{n + 1} {_short(isl['hotkey'])}",
+            f"{isl.get('name', '')} {_short(isl['hotkey'])}",
             isl["status"],
             Group(bar, Text(f"{isl['steps_done']}/{isl['steps_total']}")),
             _fmt(isl["tokens_per_s"], 0),
@@ -53,7 +54,7 @@ def live_view(doc: dict[str, Any] | None, total_rounds: int, url: str) -> Group:
         + (", ".join(v["result"] for v in a["verdicts"]) or "pending")
         for a in doc["audits"][:6]
     ]
-    foot = Text(f"dashboard: {url}/dashboard/  (Ctrl-C stops everything)", style="dim")
+    foot = Text(f"dashboard: {url}  (Ctrl-C stops everything)", style="dim")
     return Group(head, table, Text("audits: " + ("; ".join(verdicts) or "none yet")), foot)
 
 
@@ -61,7 +62,8 @@ def round_line(r: dict[str, Any], total_rounds: int) -> str:
     """One plain line per finished round, for runs without a terminal."""
     v = r["verdicts"]
     return (
-        f"round {r['round'] + 1}/{total_rounds} done: held-out loss {_fmt(r['eval_loss'])}, "
+        f"round {r['round']} done ({r['round'] + 1}/{total_rounds}): held-out loss"
+        f" {_fmt(r['eval_loss'])}, "
         f"{r['tokens']:,} tokens, {r['bytes_sent']:,} B sent "
         f"({r['ddp_bytes']:,} B data-parallel), audits {r['audits']}: "
         f"{v['match']} match, {v['mismatch']} mismatch"
@@ -94,7 +96,10 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("bandwidth saved vs data-parallel", f"{_fmt(report['bandwidth_saved_vs_ddp'], 1)}x"),
         ("audits run", str(sum(r["audits"] for r in rounds))),
         ("faults caught", str(sum(r["faults"] for r in rounds))),
-        ("honeypot", f"{_short(hp['hotkey'])} {hp['strategy']}: caught={hp['caught']}"),
+        (
+            "honeypot",
+            f"{hp.get('name', '')} {_short(hp['hotkey'])} {hp['strategy']}: caught={hp['caught']}",
+        ),
         ("ledger verified", str(report["ledger_verified"])),
     ]
     total = sum(m["weight"] or 0 for m in report["miners"])
@@ -107,5 +112,17 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
                 f"  weight {share}",
             )
         )
+    util = report.get("utilisation") or {}
+    if util.get("mean") is not None:
+        rows.insert(
+            2,
+            (
+                "island compute utilisation",
+                f"{100 * util['mean']:.0f} % (compute {util['compute_s']:.1f} s"
+                f" of a {util['wall_s']:.1f} s round, mean)",
+            ),
+        )
     rows.append(("model export", str(report["model_export"])))
+    if report.get("sample"):
+        rows.append(("sample", report["sample"]))
     return rows

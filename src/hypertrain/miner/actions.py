@@ -83,6 +83,7 @@ def join_cmd(args: argparse.Namespace) -> int:
             devices=devices,
             layout=join_layout(ctx.manifest, cfg, len(devices)),
             endpoint=cfg.endpoint or None,
+            region=cfg.region or None,
         )
         env = seal(
             key,

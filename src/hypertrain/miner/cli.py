@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     join = sub.add_parser("join", help="send a signed join request with the hardware report")
     _common(join)
     join.add_argument("--endpoint", help="optional public URL of this miner")
+    join.add_argument("--region", help="optional: where the island runs (e.g. 'EU West')")
     join.add_argument(
         "--micro-batches",
         type=int,
@@ -75,6 +76,7 @@ def config_from_args(args: argparse.Namespace) -> MinerConfig:
     overrides: dict[str, Any] = {name: getattr(args, name, None) for name, _ in _FLAGS}
     overrides["honeypot"] = getattr(args, "honeypot", None)
     overrides["endpoint"] = getattr(args, "endpoint", None)
+    overrides["region"] = getattr(args, "region", None)
     overrides["micro_batches"] = getattr(args, "micro_batches", None)
     return load_config(args.config, overrides)
 

@@ -36,6 +36,7 @@ class MinerConfig:
     coordinator: str = ""  # pinned coordinator SS58; empty = trust the manifest's field
     device: str = "cpu"
     endpoint: str = ""
+    region: str = ""  # where the island runs, shown on the dashboard (optional)
     micro_batches: int = 0  # per step per rank in the join layout; 0 = the run's default
     honeypot: str = ""
     poll_s: float = 1.0

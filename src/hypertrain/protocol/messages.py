@@ -38,6 +38,8 @@ class JoinRequest(_Body):
     devices: list[DeviceReport] = Field(min_length=1, max_length=1024)
     layout: LayoutSpec
     endpoint: str | None = Field(default=None, max_length=512)
+    # Where the island runs, as its operator states it (shown on the dashboard; unchecked).
+    region: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9 ._,()/-]+$")
 
 
 class ManifestRecord(_Body):

@@ -7,6 +7,8 @@ and prints its SHA-256; ``get`` downloads a blob, verifying its hash.
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,9 @@ def _add_serve(sub: Any) -> None:
     )
     serve.add_argument("--beacon-genesis-unix", type=int, help="beacon genesis (default quicknet)")
     serve.add_argument("--beacon-period-s", type=int, help="beacon period (default quicknet)")
+    serve.add_argument(
+        "--beacon-info-file", type=Path, help="chain info JSON (genesis_time, period) to follow"
+    )
     serve.set_defaults(func=_serve)
 
 
@@ -84,6 +89,16 @@ def settings_from_args(args: argparse.Namespace) -> RelaySettings:
             raise ValueError("--state-dir is required when --storage is a URL")
         state_dir = Path(args.storage) / "state"
     beacon: dict[str, int] = {}
+    info_file = getattr(args, "beacon_info_file", None)
+    if info_file is not None:
+        try:
+            info = json.loads(info_file.read_text(encoding="utf-8"))
+            beacon = {
+                "beacon_genesis_unix": int(info["genesis_time"]),
+                "beacon_period_s": int(info["period"]),
+            }
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"--beacon-info-file {info_file}: not chain info ({exc})") from None
     if args.beacon_genesis_unix is not None:
         beacon["beacon_genesis_unix"] = args.beacon_genesis_unix
     if args.beacon_period_s is not None:
@@ -108,7 +123,9 @@ def _serve(args: argparse.Namespace) -> int:
     from hypertrain.relay.app import create_app
 
     app = create_app(settings_from_args(args))
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    # request lines (polling, mostly) only at DEBUG: a relay at rest stays quiet
+    debug = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=debug)
     return 0
 
 

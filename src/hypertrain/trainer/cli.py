@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hypertrain.protocol.canonical import parse_json
 from hypertrain.protocol.manifest import InnerOptimSpec, ModelSpec, manifest_from_json
+from hypertrain.protocol.manifest_file import manifest_document
 from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.checkpoint import decode_checkpoint
 from hypertrain.trainer.determinism import configure_determinism
-from hypertrain.trainer.export import export_llama
+from hypertrain.trainer.export import export_llama, export_tokenizer
 from hypertrain.trainer.presets import flops_per_token, get_preset, param_count, with_vocab
 from hypertrain.trainer.state import MAGIC, StateConfig
 
@@ -59,13 +59,15 @@ def register(subparsers: Any) -> None:
     exp = sub.add_parser("export", help="export a checkpoint or model blob as a Llama directory")
     exp.add_argument("checkpoint", type=Path, help="checkpoint file or model blob")
     exp.add_argument("out_dir", type=Path, help="output directory")
+    exp.add_argument("--tokenizer", type=Path, help="the run's tokenizer.json: ship it too")
     _add_config_flags(exp)
     exp.set_defaults(func=_export)
 
 
 def _spec(args: argparse.Namespace) -> tuple[ModelSpec, StateConfig]:
     if args.manifest is not None:
-        manifest = manifest_from_json(parse_json(args.manifest.read_bytes(), max_bytes=1 << 24))
+        # a manifest file (comments allowed) or the signed envelope the service serves
+        manifest = manifest_from_json(manifest_document(args.manifest.read_bytes()))
         config = StateConfig(manifest.model, manifest.inner, manifest.compression.error_feedback)
         return manifest.model, config
     model = get_preset(args.preset)
@@ -112,5 +114,7 @@ def _export(args: argparse.Namespace) -> int:
     else:
         params = decode_model_blob(data, model)
     out = export_llama(params, model, args.out_dir)
+    if args.tokenizer is not None:
+        export_tokenizer(args.tokenizer, model, out)
     sys.stdout.write(f"wrote {out / 'config.json'} and {out / 'model.safetensors'}\n")
     return 0

@@ -68,3 +68,25 @@ def export_llama(params: Mapping[str, Tensor], spec: ModelSpec, out_dir: Path) -
     (out_dir / "config.json").write_text(json.dumps(llama_config(spec), indent=2) + "\n")
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     return out_dir
+
+
+def export_tokenizer(tokenizer_json: Path, spec: ModelSpec, out_dir: Path) -> Path:
+    """Copy the run's ``tokenizer.json`` next to the model, with a ``tokenizer_config.json``.
+
+    ``transformers.AutoTokenizer.from_pretrained(out_dir)`` then loads it as a fast
+    tokenizer whose end-of-sequence token is the dataset's end-of-document token, so
+    the exported directory can generate text on its own.
+    """
+    from hypertrain.data.tokenizer import EOD_TOKEN
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "tokenizer.json").write_bytes(tokenizer_json.read_bytes())
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "eos_token": EOD_TOKEN,
+        "bos_token": None,
+        "model_max_length": spec.context_length,
+        "clean_up_tokenization_spaces": False,
+    }
+    (out_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return out_dir

@@ -7,7 +7,8 @@ const POLL_MS = 2000;
 const AUDIT_ROWS = 8;
 const params = new URLSearchParams(window.location.search);
 const API = new URL("../v1/", window.location.href);
-const ui = { selected: null, curve: [], lastOk: null, runId: params.get("run") };
+const ui = { selected: null, curve: [], lastOk: null, runId: params.get("run"), summary: null,
+  sort: { key: "rank", dir: 1 } };
 
 function el(tag, attrs, ...kids) {
   const node = document.createElement(tag);
@@ -107,6 +108,8 @@ function drawModel(d) {
 
 function drawCurve(d) {
   ui.curve = d.curve.filter((p) => p.heldout_loss !== null);
+  ui.summary = d.curve_summary || null;
+  drawCurveSummary(ui.summary);
   const tbody = $("curve-table").tBodies[0];
   tbody.replaceChildren(...(d.curve.length ? d.curve.map((p) => el("tr", {},
     el("td", {}, p.round), el("td", {}, loss(p.heldout_loss)), el("td", {}, loss(p.train_loss))))
@@ -122,7 +125,7 @@ function renderChart() {
     $("chart-readout").textContent = "No rounds finished yet.";
     return;
   }
-  const W = 600, H = 240, L = 52, R = 16, T = 14, B = 34;
+  const W = 1000, H = 240, L = 52, R = 16, T = 14, B = 34;
   const ys = pts.map((p) => p.heldout_loss);
   let lo = Math.min(...ys), hi = Math.max(...ys);
   if (hi - lo < 1e-9) { lo -= 0.5; hi += 0.5; }
@@ -151,10 +154,19 @@ function renderChart() {
   });
   svg.append(s("text", { class: "tick", x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, "outer round"));
   svg.append(s("polyline", { class: "line", points: pts.map((p, i) => `${x(i)},${y(p.heldout_loss)}`).join(" ") }));
+  const sum = ui.summary;
   pts.forEach((p, i) => {
-    const c = s("circle", { class: i === ui.selected ? "pt sel" : "pt", cx: x(i), cy: y(p.heldout_loss), r: i === ui.selected ? 6 : 4 });
+    let cls = i === ui.selected ? "pt sel" : "pt";
+    if (sum && sum.lowest.round === p.round) cls += " low";
+    if (sum && sum.spike && sum.spike.round === p.round) cls += " spike";
+    const c = s("circle", { class: cls, cx: x(i), cy: y(p.heldout_loss), r: i === ui.selected ? 6 : 4 });
     c.addEventListener("mouseenter", () => select(i));
     svg.append(c);
+    const marks = [];
+    if (sum && pts.length > 1 && sum.lowest.round === p.round) marks.push(`low ${loss(p.heldout_loss)} · r${p.round}`);
+    if (sum && sum.spike && sum.spike.round === p.round) marks.push(`spike ${loss(p.heldout_loss)} · r${p.round}`);
+    marks.forEach((m, k) => svg.append(s("text", { class: "mark", x: Math.min(x(i), W - R - 4),
+      y: Math.max(T + 10, y(p.heldout_loss) - 10 - 13 * k), "text-anchor": i === pts.length - 1 ? "end" : "middle" }, m)));
   });
   box.replaceChildren(svg);
   const p = pts[ui.selected];
@@ -169,32 +181,64 @@ function select(i) {
 }
 
 function drawIslands(d) {
-  const cards = d.islands.map((isl, i) => el("article", { class: "island", "aria-label": `Island ${i + 1}` },
-    el("h3", {}, `Island ${i + 1}`, badge(isl.status)),
+  const cards = d.islands.map((isl, i) => el("article", { class: "island", "aria-label": isl.name },
+    el("h3", {}, isl.name, badge(isl.status)),
     el("dl", {},
       el("dt", {}, "Miner"), el("dd", { class: "mono", title: isl.hotkey }, short(isl.hotkey)),
-      el("dt", {}, "Devices"), el("dd", {}, `${isl.devices} × ${isl.device_class}`),
+      el("dt", {}, "Region"), el("dd", { class: "region" }, isl.region || "not reported"),
+      el("dt", {}, "Devices"), el("dd", {}, `${isl.devices} × ${isl.device_model || isl.device_class}`),
+      el("dt", {}, "Nodes"), el("dd", {}, deviceSquares(isl)),
+      el("dt", {}, "Tokens"), el("dd", { class: "tokens" }, num(isl.tokens)),
       el("dt", {}, "Throughput"), el("dd", {}, `${num(isl.tokens_per_s, 0)} tok/s`),
       el("dt", {}, "Inner steps"), el("dd", {},
         el("div", { class: "bar", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": isl.steps_total,
-          "aria-valuenow": isl.steps_done, "aria-label": `Island ${i + 1} inner steps this round` },
+          "aria-valuenow": isl.steps_done, "aria-label": `${isl.name} inner steps this round` },
         el("span", { style: `width:${(100 * isl.steps_done) / Math.max(1, isl.steps_total)}%` })),
         `${isl.steps_done} / ${isl.steps_total} this round`),
-      el("dt", {}, "Last sync"), el("dd", {}, isl.last_sync_round === null ? "not yet" : `round ${isl.last_sync_round}`),
+      el("dt", {}, "Last sync"), el("dd", { class: "sync" }, isl.last_sync_round === null ? "not yet"
+        : `round ${isl.last_sync_round}${isl.last_sync_unix ? `, ${new Date(isl.last_sync_unix * 1000).toLocaleTimeString()}` : ""}`),
       el("dt", {}, "Token share"), el("dd", {}, `${num(100 * isl.share, 1)} %`))));
   $("islands-body").replaceChildren(cards.length ? el("div", { class: "islands" }, cards)
     : el("p", { class: "empty" }, "No island has joined yet."));
 }
 
+function rosterRows(d) {
+  const ranked = [...d.islands].sort((a, b) => b.tokens - a.tokens || a.hotkey.localeCompare(b.hotkey))
+    .map((m, i) => ({ ...m, rank: i + 1 }));
+  const { key, dir } = ui.sort;
+  return ranked.sort((a, b) => {
+    const x = a[key], y = b[key];
+    if (typeof x === "number" || typeof y === "number") return dir * ((x ?? -Infinity) - (y ?? -Infinity));
+    return dir * String(x ?? "").localeCompare(String(y ?? ""));
+  });
+}
+
 function drawRoster(d) {
-  fillBody("roster-table", d.islands.map((m, i) => el("tr", {},
-    el("td", { class: "mono", title: m.hotkey }, short(m.hotkey)), el("td", {}, `Island ${i + 1}`),
+  ui.lastDoc = d;
+  fillBody("roster-table", rosterRows(d).map((m) => el("tr", {},
+    el("td", { class: "num rank" }, m.rank),
+    el("td", { class: "mono", title: m.hotkey }, short(m.hotkey)), el("td", {}, m.name),
     el("td", {}, badge(m.status)), el("td", { class: "num" }, num(m.rounds)),
     el("td", { class: "num" }, num(m.tokens)), el("td", { class: "num" }, num(m.tokens_per_s, 0)),
     el("td", { class: "num" }, `${num(100 * m.share, 1)} %`), el("td", { class: "num" }, num(m.escrow)),
     el("td", { class: "num" }, num(m.vested)), el("td", { class: "num" }, num(m.paid)),
     el("td", { class: "num" }, num(m.burned)))),
-  11, "No miners yet.");
+  12, "No miners yet.");
+  for (const th of $("roster-table").tHead.rows[0].cells) {
+    th.setAttribute("aria-sort", th.dataset.sort === ui.sort.key ? (ui.sort.dir > 0 ? "ascending" : "descending") : "none");
+  }
+}
+
+function setupSorting() {
+  for (const th of $("roster-table").tHead.rows[0].cells) {
+    const key = th.dataset.sort;
+    const button = el("button", { type: "button", title: `Sort by ${th.textContent}` }, th.textContent);
+    button.addEventListener("click", () => {
+      ui.sort = { key, dir: ui.sort.key === key ? -ui.sort.dir : (key === "rank" || key === "hotkey" || key === "name" ? 1 : -1) };
+      if (ui.lastDoc) drawRoster(ui.lastDoc);
+    });
+    th.replaceChildren(button);
+  }
 }
 
 function drawRounds(d) {
@@ -211,7 +255,7 @@ function drawRounds(d) {
 }
 
 function drawAudits(d, runId) {
-  const names = new Map(d.islands.map((m, i) => [m.hotkey, `Island ${i + 1}`]));
+  const names = new Map(d.islands.map((m) => [m.hotkey, m.name]));
   const shown = d.audits.slice(0, AUDIT_ROWS); // newest first
   $("audits-more").textContent = d.audits.length > shown.length
     ? `Showing the ${shown.length} latest of ${d.audits.length} audits; all of them are in the JSON API.` : "";
@@ -231,9 +275,141 @@ function drawAudits(d, runId) {
   fillBody("audits-table", rows, 7, "No audits yet.");
 }
 
+function deviceSquares(isl) {
+  const nodes = isl.nodes || [];
+  if (!nodes.length) return dash;
+  return el("div", { class: "devices", role: "img",
+    "aria-label": nodes.map((n) => `node ${n.node}: ${n.devices.length} devices`).join("; ") },
+    nodes.map((n) => el("span", { class: "node", title: `node ${n.node}` },
+      n.devices.map((dv) => el("span", { class: "dev", title: `${dv.name || "device"} #${dv.index} (${dv.class || "?"})` })))));
+}
+
+function drawStations(d) {
+  const st = d.round_stations;
+  const list = $("stations-list");
+  if (!st) { list.replaceChildren(el("li", { class: "empty" }, "No station data in the JSON API.")); return; }
+  list.replaceChildren(...st.stations.map((x) => el("li", {
+    class: x.id === st.current ? "on" : null, "aria-current": x.id === st.current ? "step" : null,
+    "data-station": x.id }, el("strong", {}, x.name), x.what)));
+}
+
+function drawArch(d) {
+  const m = d.model, sp = m.spec;
+  if (!sp) { $("arch-body").replaceChildren(el("p", { class: "empty" }, "No model spec in the JSON API.")); return; }
+  const D = num(sp.d_model), V = num(sp.vocab_size), F = num(sp.ffn_hidden);
+  const ffn = sp.moe
+    ? `Mixture of experts: ${sp.moe.num_experts} SwiGLU experts, top ${sp.moe.top_k} per token`
+    : `SwiGLU feed-forward ${D} → ${F} → ${D}`;
+  const flow = el("ol", { class: "flow", "aria-label": "Model, from input to output" },
+    el("li", {}, "Input token ids x₁ … xₜ", el("small", {}, `context up to ${num(sp.context_length)} tokens`)),
+    el("li", { class: "emb" }, `Token embedding ${V} × ${D}`, el("small", {}, "positions: RoPE inside attention")),
+    el("li", { class: "block" }, `Decoder block × ${sp.num_layers} (pre-norm)`,
+      el("ol", {},
+        el("li", {}, "RMSNorm"),
+        el("li", {}, `Causal self-attention, ${sp.num_heads} heads × ${sp.head_dim}`),
+        el("li", {}, "+ residual"),
+        el("li", {}, "RMSNorm"),
+        el("li", {}, ffn),
+        el("li", {}, "+ residual"))),
+    el("li", {}, "Final RMSNorm"),
+    el("li", { class: "head" }, `LM head ${D} → ${V}`, el("small", {}, sp.tied_embeddings ? "tied with the token embedding" : "its own weights")),
+    el("li", {}, "softmax: next-token probabilities"));
+  const attn = el("figure", { class: "zoom" }, el("figcaption", {}, "Close-up: causal multi-head self-attention"),
+    el("ol", {},
+      el("li", {}, `hₜ ∈ ℝ^${sp.d_model}`),
+      el("li", {}, `W_Q, W_K, W_V · ${D} → ${D}`),
+      el("li", {}, `RoPE on Q and K (θ = ${num(sp.rope_theta)})`),
+      el("li", {}, `${sp.num_heads} heads: softmax(QKᵀ/√${sp.head_dim} + causal mask) V`),
+      el("li", {}, `concat ${sp.num_heads} × ${sp.head_dim} = ${D}`),
+      el("li", {}, `W_O · ${D} × ${D} gives uₜ`)));
+  const mlp = el("figure", { class: "zoom" }, el("figcaption", {}, sp.moe ? "Close-up: one SwiGLU expert" : "Close-up: SwiGLU feed-forward"),
+    el("ol", {},
+      el("li", {}, `h′ₜ ∈ ℝ^${sp.d_model}`),
+      el("li", {}, `W_gate h and W_up h · ${D} → ${F}`),
+      el("li", {}, "SiLU(W_gate h) ⊙ W_up h"),
+      el("li", {}, `W_down · ${F} → ${D} gives yₜ`),
+      sp.moe ? el("li", {}, `router: top ${sp.moe.top_k} of ${sp.moe.num_experts} experts, weighted sum`) : null));
+  $("arch-body").replaceChildren(el("div", { class: "archgrid" }, flow, attn, mlp));
+}
+
+function drawSync(d) {
+  const m = d.model;
+  $("sync-body").replaceChildren(el("ol", { class: "cycle", "aria-label": "One outer round" },
+    el("li", {}, "Shared weights θ (the round's start model)"),
+    el("li", { class: "arrow", "aria-hidden": "true" }, "↓"),
+    el("li", {}, `Inner: ${m.inner.name} × ${m.inner.steps_per_round} local steps on every island`,
+      el("small", {}, `lr ${m.inner.lr}, a state hash every ${m.inner.checkpoint_interval} steps`)),
+    el("li", { class: "arrow", "aria-hidden": "true" }, "↓"),
+    el("li", {}, `Δθ = θ − θ_island, sent as an ${m.compression.codec} pseudo-gradient`,
+      el("small", {}, `blocks of ${m.compression.block_size}; no gradients cross the network between syncs`)),
+    el("li", { class: "arrow", "aria-hidden": "true" }, "↓"),
+    el("li", { class: "outer" }, `Outer: ${m.outer.name}, lr ${m.outer.lr}, momentum ${m.outer.momentum}`,
+      el("small", {}, "audited updates only, averaged by verified tokens")),
+    el("li", { class: "arrow", "aria-hidden": "true" }, "↓"),
+    el("li", {}, "New shared weights θ: the next round's start")));
+}
+
+function drawCurveSummary(sum) {
+  const box = $("curve-summary");
+  if (!sum) { box.replaceChildren(el("div", { class: "empty" }, "No held-out loss yet.")); return; }
+  const at = (x) => (x ? `${loss(x.loss)} · r${x.round}` : dash);
+  const tiles = [
+    ["Latest", at(sum.last)],
+    [`Since round ${sum.start.round}`, sum.drop_pct === null ? dash : `${sum.drop_pct > 0 ? "−" : "+"}${num(Math.abs(100 * sum.drop_pct), 1)} %`],
+    ["Lowest", at(sum.lowest)],
+    [`Highest after r${sum.start.round}`, at(sum.highest_after_first)],
+    ["Started at", loss(sum.start.loss)],
+    ["Largest spike", sum.spike ? `${at(sum.spike)} (+${loss(sum.spike.rise)})` : "none"],
+    ["Synced rounds", `${num(sum.synced_rounds)} of ${num(sum.rounds)}`],
+  ];
+  box.replaceChildren(...tiles.map(([k, v]) => el("div", { class: "tile" }, el("dt", {}, k), el("dd", {}, v))));
+}
+
+function missing(id, field) {
+  $(id).replaceChildren(el("p", { class: "empty" },
+    `No ${field} data: this run's JSON API has no "${field}" field yet.`));
+}
+
+function drawDisputes(d) {
+  if (!Array.isArray(d.disputes)) { missing("disputes-body", "disputes"); return; }
+  if (!d.disputes.length) { $("disputes-body").replaceChildren(el("p", { class: "empty" }, "No disputes in this run.")); return; }
+  const names = new Map(d.islands.map((m) => [m.hotkey, m.name]));
+  $("disputes-body").replaceChildren(el("table", {}, el("caption", { class: "vh" }, "Disputes and their narrowing steps"),
+    el("thead", {}, el("tr", {}, ["Round", "Island", "Status", "Narrowing steps", "Outcome"].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, d.disputes.map((x) => el("tr", {},
+      el("td", {}, x.round), el("td", { title: x.hotkey }, names.get(x.hotkey) || short(x.hotkey)),
+      el("td", {}, badge(x.status || "open")),
+      el("td", {}, (x.steps || []).length ? el("ol", { class: "steps" }, x.steps.map((st) =>
+        el("li", {}, `steps ${st.low}–${st.high}${st.note ? `: ${st.note}` : ""}`))) : "none yet"),
+      el("td", {}, x.outcome || dash))))));
+}
+
+function pct(x) { return x === null || x === undefined ? dash : `${num(100 * x, 1)} %`; }
+
+function drawHoneypots(d) {
+  const h = d.honeypots;
+  if (!h || typeof h !== "object") { missing("honeypots-body", "honeypots"); return; }
+  const reveals = h.reveals || [];
+  $("honeypots-body").replaceChildren(
+    el("dl", { class: "card" }, el("dt", {}, "Catch rate"), el("dd", { class: "catch" }, pct(h.catch_rate)),
+      el("dt", {}, "False positives"), el("dd", { class: "fp" }, pct(h.false_positive_rate)),
+      el("dt", {}, "Reveals"), el("dd", {}, num(reveals.length))),
+    reveals.length ? el("ul", {}, reveals.map((r) => el("li", {},
+      `round ${r.round}: ${r.strategy || "honeypot"} ${r.caught ? "caught" : "missed"}`))) : el("p", { class: "empty" }, "No reveal yet."));
+}
+
+function drawTraffic(d) {
+  const t = d.traffic;
+  if (!t || typeof t !== "object") { missing("traffic-body", "traffic"); return; }
+  $("traffic-body").replaceChildren(el("dl", { class: "card" },
+    el("dt", {}, "Honest traffic ratio"), el("dd", { class: "ratio" }, pct(t.ratio)),
+    el("dt", {}, "Needed bytes"), el("dd", {}, bytes(t.honest_bytes)),
+    el("dt", {}, "All bytes sent"), el("dd", {}, bytes(t.total_bytes))));
+}
+
 function draw(d) {
-  drawGlance(d); drawModel(d); drawCurve(d); drawIslands(d); drawRoster(d); drawRounds(d);
-  drawAudits(d, d.run_id);
+  drawGlance(d); drawStations(d); drawModel(d); drawSync(d); drawArch(d); drawCurve(d); drawIslands(d);
+  drawRoster(d); drawRounds(d); drawAudits(d, d.run_id); drawDisputes(d); drawHoneypots(d); drawTraffic(d);
 }
 
 async function tick() {
@@ -268,5 +444,6 @@ $("chart").addEventListener("keydown", (ev) => {
   else return;
   ev.preventDefault();
 });
+setupSorting();
 tick();
 setInterval(tick, POLL_MS);

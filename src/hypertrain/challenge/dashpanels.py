@@ -1,0 +1,91 @@
+"""Extra panels of the dashboard document: stations, island hardware, curve summary.
+
+Everything is derived from public records: the phase of the current round, the
+islands' signed join requests (devices, optional node and region), the merges'
+beacon rounds, and the held-out losses the aggregator posted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import pairwise
+from typing import Any, Final
+
+from hypertrain.challenge.state import ServiceState, loads
+
+STATIONS: Final = (
+    ("open", "Open", "the round opens at a beacon round with the start model"),
+    ("train", "Train", "every island runs H inner steps on its assigned samples"),
+    ("commit", "Commit", "each island signs the Merkle root of its state hashes"),
+    ("beacon", "Beacon", "the first beacon round after the close picks the audits"),
+    ("audit", "Audit", "auditors replay the chosen segments bit for bit"),
+    ("merge", "Merge", "the aggregator averages the updates and takes an outer step"),
+    ("settle", "Settle", "rewards go to escrow and vest; a proven fault burns"),
+)
+
+
+def stations(current: dict[str, Any] | None) -> dict[str, Any]:
+    """The round's stations and the one the current round is at (None before round 0)."""
+    names = [{"id": i, "name": n, "what": w} for i, n, w in STATIONS]
+    if current is None:
+        return {"stations": names, "current": None, "round": None}
+    phase = current["phase"]
+    at = {"beacon": "beacon", "audit": "audit", "merge": "merge", "final": "settle"}.get(phase)
+    if phase == "train":
+        at = "commit" if current.get("commits") else "train"
+    return {"stations": names, "current": at, "round": current["round"]}
+
+
+def island_hardware(state: ServiceState, run_id: str, hotkey: str) -> dict[str, Any]:
+    """Devices grouped by node, the device model and region, from the join request."""
+    row = state.conn.execute(
+        "SELECT join_body FROM roster WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
+    ).fetchone()
+    body = loads(row["join_body"]) if row is not None else {}
+    devices = body.get("devices", []) if isinstance(body, dict) else []
+    nodes: dict[str, list[dict[str, Any]]] = {}
+    for d in devices:
+        node = str(d.get("node", 0))
+        nodes.setdefault(node, []).append(
+            {"index": d.get("index"), "name": d.get("name"), "class": d.get("device_class")}
+        )
+    models = Counter(str(d.get("name")) for d in devices)
+    return {
+        "nodes": [{"node": k, "devices": v} for k, v in nodes.items()],
+        "device_model": models.most_common(1)[0][0] if models else None,
+        "region": body.get("region") if isinstance(body, dict) else None,
+    }
+
+
+def last_sync(state: ServiceState, run_id: str, hotkey: str) -> int | None:
+    """Beacon round at which the last merge including this island's commit was accepted."""
+    row = state.conn.execute(
+        "SELECT MAX(m.received_beacon_round) AS b FROM merges m JOIN commits c"
+        " ON c.run_id = m.run_id AND c.round = m.round WHERE m.run_id = ? AND c.hotkey = ?",
+        (run_id, hotkey),
+    ).fetchone()
+    return None if row is None or row["b"] is None else int(row["b"])
+
+
+def curve_summary(curve: list[dict[str, Any]], total_rounds: int) -> dict[str, Any] | None:
+    """Start, last, drop since the first round, lowest and highest with their rounds, spike."""
+    pts = [(p["round"], float(p["heldout_loss"])) for p in curve if p["heldout_loss"] is not None]
+    if not pts:
+        return None
+    (r0, first), (rn, last) = pts[0], pts[-1]
+    low = min(pts, key=lambda p: p[1])
+    later = pts[1:]
+    high = max(later, key=lambda p: p[1]) if later else None
+    rises = [(b[0], b[1], b[1] - a[1]) for a, b in pairwise(pts) if b[1] > a[1]]
+    spike = max(rises, key=lambda x: x[2]) if rises else None
+    return {
+        "start": {"round": r0, "loss": first},
+        "last": {"round": rn, "loss": last},
+        "drop": first - last,
+        "drop_pct": (first - last) / first if first else None,
+        "lowest": {"round": low[0], "loss": low[1]},
+        "highest_after_first": {"round": high[0], "loss": high[1]} if high else None,
+        "spike": {"round": spike[0], "loss": spike[1], "rise": spike[2]} if spike else None,
+        "synced_rounds": len(pts),
+        "rounds": total_rounds,
+    }

@@ -1,0 +1,50 @@
+"""Rounds advance on work: a phase closes when its work is done or its window ends.
+
+A round's commit phase closes at the first of two beacon rounds: its commit
+deadline, or the beacon round at which the last rostered island committed. The
+audit selection is still the first beacon round strictly after the close, so no
+committer could have known it when it committed. An audit phase closes when every
+assignment has a verdict or its window ends. Both answers are recomputed from the
+database, so a restarted service reaches the same beacon rounds.
+
+The deadlines in the signed round records do not move: they bound how long a phase
+may last, and the dispute deadline stays where selection fixed it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from hypertrain.challenge.state import ServiceState
+
+
+def commit_close_round(state: ServiceState, row: sqlite3.Row, now: int) -> int | None:
+    """The beacon round at which a round's commit phase closed, or None while it is open.
+
+    ``row`` is the round's row (``run_id``, ``round``, ``commit_deadline``,
+    ``open_envelope``); ``now`` the latest verified beacon round. An early close
+    counts only once a later beacon round exists, so the selecting round is known.
+    """
+    deadline = int(row["commit_deadline"])
+    roster = state.roster_of(row["run_id"], row["round"], row["open_envelope"])
+    done = state.conn.execute(
+        "SELECT COUNT(*) AS n, MAX(accepted_beacon_round) AS last FROM commits"
+        " WHERE run_id = ? AND round = ?",
+        (row["run_id"], row["round"]),
+    ).fetchone()
+    if roster and done["n"] >= len(roster) and done["last"] <= deadline and now > done["last"]:
+        return int(done["last"])
+    if now > deadline:
+        return deadline
+    return None
+
+
+def audits_done(state: ServiceState, run_id: str, index: int) -> bool:
+    """True when every audit assignment of a round has at least one verdict."""
+    missing = state.conn.execute(
+        "SELECT 1 FROM audits a WHERE a.run_id = ? AND a.round = ? AND NOT EXISTS"
+        " (SELECT 1 FROM verdicts v WHERE v.run_id = a.run_id AND v.round = a.round"
+        " AND v.hotkey = a.hotkey) LIMIT 1",
+        (run_id, index),
+    ).fetchone()
+    return missing is None

@@ -1,0 +1,1 @@
+"""Operator workflow commands: ``hypertrain run init`` and ``hypertrain keys``."""

@@ -1,0 +1,120 @@
+"""A complete run manifest from a preset, a prepared dataset and this machine's record.
+
+:func:`build_manifest` fills every section (the service adds only the coordinator);
+:func:`commented` renders it as JSON with a ``//`` comment line above each section,
+which ``challenge create-run`` and every other manifest reader accept
+(:mod:`hypertrain.protocol.manifest_file`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from hypertrain.protocol.manifest import RunManifest
+
+SECTION_NOTES: Final = {
+    "run_id": "the run's name; every signed message names it",
+    "seed": "seeds the genesis model; with the dataset it fixes every byte of training",
+    "model": "decoder shape (pre-norm, RoPE, SwiGLU, tied head); vocab from the dataset",
+    "inner": "inner optimizer of every island (H steps per round) and its LR schedule",
+    "outer": "outer Nesterov step of the aggregator, norm clipping and rejection",
+    "round": "H (inner_steps), J (checkpoint_interval), layouts, and phase windows in"
+    " beacon rounds (a phase closes early once its work is in)",
+    "compression": "int8 blockwise compression of the pseudo-gradient",
+    "data": "the dataset pinned by its Merkle root, descriptor and tokenizer hashes",
+    "audit": "share of islands audited per round, J-segments replayed, probation rounds",
+    "reward": "integer pool per round and vesting; a proven fault burns the unvested rest",
+    "determinism": "what a replay must match bit for bit (from this machine)",
+    "selfcheck_reference": "admission workload hash per accepted device class",
+    "coordinator": "filled in and signed by the service at create-run",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    run_id: str
+    preset: str = "proxy"
+    dataset_dir: Path
+    seed: int = 0
+    inner_steps: int = 12
+    checkpoint_interval: int = 4
+    micro_batch_size: int = 2
+    max_micro_batches: int = 3
+    commit_window_rounds: int = 120
+    audit_window_rounds: int = 120
+    dispute_window_rounds: int = 10
+    audit_rate: float = 0.25
+    audit_segments: int = 2
+    probation_rounds: int = 2
+    pool_per_round: int = 1_000_000
+    vesting_rounds: int = 4
+    threads: int = 1
+    device: str = "cpu"
+
+
+def build_manifest(opts: RunOptions) -> dict[str, Any]:
+    """Every section of the manifest, checked by the same model the service uses."""
+    import torch
+
+    from hypertrain.data.dataset import Dataset
+    from hypertrain.data.descriptor import DESCRIPTOR_NAME
+    from hypertrain.miner.admission import device_class, workload_hash
+    from hypertrain.trainer.determinism import configure_determinism
+    from hypertrain.trainer.presets import get_preset, with_vocab
+
+    dataset = Dataset(opts.dataset_dir / DESCRIPTOR_NAME)
+    spec = with_vocab(get_preset(opts.preset), dataset.descriptor.vocab_size)
+    if dataset.seq_len > spec.context_length:
+        spec = spec.model_copy(update={"context_length": dataset.seq_len})
+    device = torch.device(opts.device)
+    doc: dict[str, Any] = {
+        "run_id": opts.run_id,
+        "seed": opts.seed,
+        "model": spec.model_dump(mode="json"),
+        "inner": {"warmup_steps": 2, "total_steps": 100 * opts.inner_steps},
+        "outer": {},
+        "round": {
+            "inner_steps": opts.inner_steps,
+            "checkpoint_interval": opts.checkpoint_interval,
+            "layout": {"micro_batch_size": opts.micro_batch_size},
+            "layout_limits": {"max_dp_ranks": 1, "max_micro_batches": opts.max_micro_batches},
+            "commit_window_rounds": opts.commit_window_rounds,
+            "audit_window_rounds": opts.audit_window_rounds,
+            "dispute_window_rounds": opts.dispute_window_rounds,
+        },
+        "compression": {},
+        "data": dataset.descriptor.data_spec().model_dump(mode="json"),
+        "audit": {
+            "rate": opts.audit_rate,
+            "segments": opts.audit_segments,
+            "probation_rounds": opts.probation_rounds,
+        },
+        "reward": {"pool_per_round": opts.pool_per_round, "vesting_rounds": opts.vesting_rounds},
+        "determinism": configure_determinism(opts.threads, opts.device).model_dump(mode="json"),
+        "selfcheck_reference": {device_class(device): workload_hash(device)},
+    }
+    # Fill every default in, so the file shows the whole run; the service checks it again.
+    full = RunManifest.model_validate(doc).model_dump(mode="json")
+    full.pop("coordinator", None)
+    return full
+
+
+def commented(doc: dict[str, Any]) -> str:
+    """The manifest as JSON, one ``//`` line explaining each top-level section."""
+    lines = [
+        "// Hypertrain run manifest (hypertrain run init). Lines starting with // are",
+        "// comments; create the run with: hypertrain challenge create-run --manifest FILE",
+        "{",
+    ]
+    keys = list(doc)
+    for n, key in enumerate(keys):
+        note = SECTION_NOTES.get(key)
+        if note:
+            lines.append(f"  // {key}: {note}")
+        body = json.dumps(doc[key], indent=2).replace("\n", "\n  ")
+        lines.append(f"  {json.dumps(key)}: {body}{',' if n < len(keys) - 1 else ''}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

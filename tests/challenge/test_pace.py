@@ -1,0 +1,93 @@
+"""Rounds advance on work: commit and audit phases close early once their work is in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypertrain.challenge import rounds
+from tests.challenge.conftest import Harness
+from tests.challenge.helpers import bearer, commit_body, join_body, signed
+
+START = "aa" * 32
+
+
+def _open(h: Harness) -> None:
+    for key in h.miners[:3]:
+        assert h.client.post("/v1/join", json=signed(key, "join", join_body())).status_code == 200
+    r = h.client.post(
+        "/admin/v1/runs/run-1/rounds",
+        headers=bearer("admin"),
+        json={"start_model_sha256": START, "start_model_url": "http://relay/m0"},
+    )
+    assert r.status_code == 200, r.text
+
+
+def _detail(h: Harness) -> dict[str, Any]:
+    detail: dict[str, Any] = h.client.get("/v1/runs/run-1/rounds/0").json()
+    return detail
+
+
+def _commit(h: Harness, i: int) -> int:
+    r = h.client.post("/v1/commit", json=signed(h.miners[i], "commit", commit_body(0)))
+    return r.status_code
+
+
+def test_commit_phase_closes_when_every_island_committed(harness: Harness) -> None:
+    h = harness
+    _open(h)  # opened at beacon 100, deadline 103
+    assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
+    assert _detail(h)["phase"] == "train"  # the selecting beacon round does not exist yet
+    h.tick(1)
+    detail = _detail(h)
+    assert detail["phase"] == "audit"
+    assert detail["selection_beacon_round"] == 101  # first beacon after the last commit
+    assert detail["commit_deadline_round"] == 103  # the signed deadline does not move
+
+
+def test_selection_is_the_beacon_after_the_last_commit(harness: Harness) -> None:
+    h = harness
+    _open(h)
+    assert [_commit(h, i) for i in range(2)] == [200, 200]
+    h.tick(1)
+    assert _detail(h)["phase"] == "train"  # one island is still training
+    assert _commit(h, 2) == 200
+    h.tick(1)
+    assert _detail(h)["selection_beacon_round"] == 102
+
+
+def test_a_missing_island_holds_the_phase_until_the_deadline(harness: Harness) -> None:
+    h = harness
+    _open(h)
+    assert [_commit(h, i) for i in range(2)] == [200, 200]
+    # a duplicate and an outsider are refused and do not count towards closing
+    assert _commit(h, 0) == 409
+    outsider = h.client.post("/v1/commit", json=signed(h.miners[3], "commit", commit_body(0)))
+    assert outsider.status_code == 403
+    h.tick(3)
+    assert _detail(h)["phase"] == "train"
+    h.tick(1)
+    assert _detail(h)["selection_beacon_round"] == 104
+
+
+def test_audit_phase_closes_when_every_assignment_has_a_verdict(harness: Harness) -> None:
+    h = harness
+    _open(h)
+    assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
+    h.tick(1)
+    assigned = h.client.get(
+        "/worker/v1/runs/run-1/rounds/0/assignments", headers=bearer("worker")
+    ).json()
+    assert len(assigned) == 3  # round 0 is probation for everyone
+    close = _detail(h)["audit_close_round"]
+    for n, a in enumerate(assigned):
+        body = {"round": 0, "hotkey": a["body"]["hotkey"], "segments": a["body"]["segments"]}
+        r = h.client.post(
+            "/worker/v1/verdict",
+            headers=bearer("worker"),
+            json=signed(h.auditor, "verdict", {**body, "result": "match"}),
+        )
+        assert r.status_code == 200, r.text
+        h.client.portal.call(rounds.advance, h.state)  # type: ignore[union-attr]
+        assert _detail(h)["phase"] == ("merge" if n == len(assigned) - 1 else "audit")
+    assert h.state.current is not None and h.state.current.round < close
+    assert _detail(h)["dispute_deadline_round"] == close + 2  # disputes keep their window

@@ -1,0 +1,69 @@
+"""Fixtures: a small real dataset (via the CLI) and a real challenge service on loopback."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from hypertrain.challenge.app import create_app
+from hypertrain.cli import main
+from hypertrain.protocol.identity import Hotkey
+from tests.challenge.helpers import FakeLedger, SteppedBeacon, make_settings
+
+CORPUS_BYTES = 60_000
+
+
+@pytest.fixture(scope="session")
+def small_dataset(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dataset prepared with the operator's commands (tokenizer.json travels with it)."""
+    tmp = tmp_path_factory.mktemp("opsdata")
+    corpus = tmp / "corpus.txt"
+    corpus.write_bytes((assets_dir / "tinyshakespeare.txt").read_bytes()[:CORPUS_BYTES])
+    tok = tmp / "tokenizer.json"
+    assert (
+        main(["data", "train-tokenizer", str(corpus), "--vocab-size", "320", "--out", str(tok)])
+        == 0
+    )
+    out = tmp / "dataset"
+    args = ["data", "prepare", str(corpus), "--tokenizer", str(tok), "--seq-len", "16"]
+    assert main([*args, "--out", str(out), "--samples-per-shard", "500"]) == 0
+    return out
+
+
+class LiveService:
+    def __init__(self, url: str, admin_token: Path, beacon: SteppedBeacon) -> None:
+        self.url, self.admin_token, self.beacon = url, admin_token, beacon
+
+
+@pytest.fixture
+def live_service(tmp_path: Path) -> Iterator[LiveService]:
+    """The real service app under uvicorn on a loopback socket bound to port 0."""
+    miners = [Hotkey.from_seed(bytes([i + 1]) * 32).ss58_address for i in range(2)]
+    beacon = SteppedBeacon()
+    app = create_app(make_settings(tmp_path, miners), beacon=beacon, ledger=FakeLedger())
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    else:
+        raise AssertionError("the service did not start")
+    yield LiveService(url, tmp_path / "secrets" / "admin.token", beacon)
+    server.should_exit = True
+    thread.join(timeout=30)
+    sock.close()

@@ -1,0 +1,252 @@
+"""Operator commands as a user runs them: run init, keys, create-run, status, data, export."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hypertrain.challenge.metagraph import parse_snapshot
+from hypertrain.cli import main
+from hypertrain.data.errors import DataError
+from hypertrain.data.publish import fetch_dataset, make_server, serve_in_thread
+from hypertrain.protocol.identity import load_key_file
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.manifest_file import ManifestFileError, manifest_document
+from tests.challenge.helpers import manifest_doc
+from tests.ops.conftest import LiveService
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_keys_new_writes_a_wallet_hotkey_and_names_btcli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wallets = str(tmp_path / "wallets")
+    code, out, err = _run(capsys, "keys", "new", "--wallet-dir", wallets, "--hotkey", "h1")
+    path = tmp_path / "wallets" / "default" / "hotkeys" / "h1"
+    assert code == 0 and path.stat().st_mode & 0o077 == 0
+    assert out.split()[0] == load_key_file(path).ss58_address
+    assert "btcli" in err and "hypertrain[chain]" in err
+    again = _run(capsys, "keys", "new", "--wallet-dir", wallets, "--hotkey", "h1")
+    assert again[0] == 1 and "exists" in again[2] and "Traceback" not in again[2]
+
+
+def test_keys_metagraph_writes_a_snapshot_the_service_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wallets = str(tmp_path / "w")
+    for name in ("a", "b"):
+        assert _run(capsys, "keys", "new", "--wallet-dir", wallets, "--hotkey", name)[0] == 0
+    files = [str(tmp_path / "w" / "default" / "hotkeys" / n) for n in ("a", "b")]
+    out = tmp_path / "metagraph.json"
+    assert _run(capsys, "keys", "metagraph", *files, "--out", str(out))[0] == 0
+    snap = parse_snapshot(json.loads(out.read_text()), netuid=100)
+    assert sorted(snap.hotkeys.values()) == [1, 2]
+    twice = _run(capsys, "keys", "metagraph", files[0], files[0], "--out", str(out))
+    assert twice[0] == 1 and "twice" in twice[2]
+
+
+def test_run_init_writes_a_complete_commented_manifest(
+    small_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run.json"
+    args = [
+        "run",
+        "init",
+        "--run-id",
+        "r1",
+        "--preset",
+        "tiny",
+        "--dataset-dir",
+        str(small_dataset),
+    ]
+    code, printed, _ = _run(capsys, *args, "--h", "4", "--j", "2", "--out", str(out))
+    assert code == 0 and "create-run" in printed
+    text = out.read_text()
+    for section in ("model", "inner", "outer", "round", "data", "audit", "reward", "determinism"):
+        assert f"  // {section}: " in text  # each section explains itself
+    manifest = RunManifest.model_validate(manifest_document(text.encode()))
+    assert manifest.round.inner_steps == 4 and manifest.selfcheck_reference
+    dataset = json.loads((small_dataset / "dataset.json").read_text())
+    assert manifest.data.dataset_root == dataset["dataset_root"]
+    assert manifest.model.vocab_size == dataset["vocab_size"]
+    again = _run(capsys, *args, "--out", str(out))
+    assert again[0] == 1 and "--force" in again[2]
+
+
+def test_manifest_file_refuses_what_is_not_a_manifest() -> None:
+    with pytest.raises(ManifestFileError):
+        manifest_document(b"[1, 2]")
+    with pytest.raises(ValueError, match="malformed JSON"):
+        manifest_document(b"// only a comment\n{")
+    forged = {"body": {"manifest": {}}, "signature": "00" * 64, "version": 1}
+    with pytest.raises(ValueError):
+        manifest_document(json.dumps(forged).encode())
+
+
+def _manifest_file(tmp_path: Path) -> Path:
+    path = tmp_path / "m.json"
+    body = json.dumps(manifest_doc(), indent=2)
+    path.write_text("// a comment line, as run init writes them\n" + body, encoding="utf-8")
+    return path
+
+
+def test_create_run_prints_the_coordinator_and_next_steps(
+    live_service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    svc, manifest = live_service, _manifest_file(tmp_path)
+    coord = tmp_path / "coord.ss58"
+    code, out, err = _run(
+        capsys, "challenge", "create-run", "--url", svc.url, "--admin-token-file",
+        str(svc.admin_token), "--manifest", str(manifest), "--coordinator-out", str(coord),
+    )  # fmt: skip
+    assert code == 0, err
+    served = httpx.get(f"{svc.url}/v1/runs/run-1/manifest").json()
+    assert (
+        f"coordinator  {served['signer']}" in out and coord.read_text().strip() == served["signer"]
+    )
+    assert "next steps" in out and "aggregator run --follow" in out
+    assert f"{svc.url}/dashboard/?run=run-1" in out
+    code, out, err = _run(
+        capsys, "challenge", "create-run", "--url", svc.url, "--admin-token-file",
+        str(svc.admin_token), "--manifest", str(manifest),
+    )  # fmt: skip
+    assert code == 1 and err.startswith("error: the service refused (409")
+    assert err.count("\n") == 1
+    code, out, _ = _run(capsys, "challenge", "status", "--url", svc.url)
+    assert code == 0 and "is up" in out and "run-1" in out
+
+
+def test_trainer_export_takes_the_served_manifest_envelope(
+    live_service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hypertrain.trainer.blob import encode_model_blob
+    from hypertrain.trainer.model import init_params
+
+    svc = live_service
+    manifest = str(_manifest_file(tmp_path))
+    create = ["challenge", "create-run", "--url", svc.url, "--manifest", manifest]
+    assert _run(capsys, *create, "--admin-token-file", str(svc.admin_token))[0] == 0
+    envelope = tmp_path / "served.json"
+    envelope.write_bytes(httpx.get(f"{svc.url}/v1/runs/run-1/manifest").content)
+    spec = RunManifest.model_validate(manifest_document(envelope.read_bytes())).model
+    blob = tmp_path / "model.bin"
+    blob.write_bytes(encode_model_blob(init_params(spec, 1), spec))
+    code, _, err = _run(
+        capsys, "trainer", "export", str(blob), str(tmp_path / "hf"), "--manifest", str(envelope)
+    )
+    assert code == 0, err
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["hidden_size"] == spec.d_model
+
+
+class _NotAService(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self._html()
+
+    def do_POST(self) -> None:
+        self._html()
+
+    def _html(self) -> None:
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html")
+        self.end_headers()
+        self.wfile.write(b"<html>not here</html>")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def wrong_service() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotAService)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _closed_port() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["challenge", "create-run", "--manifest", "{m}", "--admin-token-file", "{t}"],
+        ["challenge", "open-round", "--run-id", "r", "--admin-token-file", "{t}"],
+        ["challenge", "check-selection", "--run-id", "r", "--round", "0"],
+        ["challenge", "status"],
+    ],
+)
+def test_a_down_or_wrong_service_is_one_clear_line(
+    argv: list[str], wrong_service: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = tmp_path / "admin.token"
+    token.write_text("a" * 64)
+    token.chmod(0o600)
+    filled = [a.format(m=_manifest_file(tmp_path), t=token) for a in argv]
+    for url, expected in (
+        (_closed_port(), "cannot reach the service"),
+        (wrong_service, "without JSON"),
+    ):
+        code, _, err = _run(capsys, *filled, "--url", url)
+        assert code == 1 and err.startswith("error: ") and expected in err, err
+        assert err.count("\n") == 1 and "Traceback" not in err and "Expecting value" not in err
+
+
+def test_dataset_is_served_and_fetched_against_its_root(
+    small_dataset: Path, tmp_path: Path
+) -> None:
+    server = make_server(small_dataset, "127.0.0.1", 0)
+    serve_in_thread(server)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        root = json.loads((small_dataset / "dataset.json").read_text())["dataset_root"]
+        assert httpx.get(f"{url}/").status_code == 404  # no listing
+        assert httpx.get(f"{url}/../secret").status_code == 404  # only the dataset's files
+        got = fetch_dataset(url, tmp_path / "copy", dataset_root=root)
+        assert got.descriptor.dataset_root == root
+        assert (tmp_path / "copy" / "tokenizer.json").is_file()
+        with pytest.raises(DataError, match="the run pins"):
+            fetch_dataset(url, tmp_path / "other", dataset_root="ab" * 32)
+        assert not (tmp_path / "other" / "dataset.json").exists()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_tampered_mirror_is_refused(small_dataset: Path, tmp_path: Path) -> None:
+    import shutil
+
+    mirror = tmp_path / "mirror"
+    shutil.copytree(small_dataset, mirror)
+    shard = next(mirror.glob("shard-*.bin"))
+    data = bytearray(shard.read_bytes())
+    data[0] ^= 1
+    server = make_server(small_dataset, "127.0.0.1", 0)  # checked at start, then tampered under it
+    serve_in_thread(server)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    original = (small_dataset / shard.name).read_bytes()
+    try:
+        (small_dataset / shard.name).write_bytes(bytes(data))
+        root = json.loads((small_dataset / "dataset.json").read_text())["dataset_root"]
+        with pytest.raises(DataError, match="SHA-256"):
+            fetch_dataset(url, tmp_path / "copy", dataset_root=root)
+    finally:
+        (small_dataset / shard.name).write_bytes(original)
+        server.shutdown()
+        server.server_close()
