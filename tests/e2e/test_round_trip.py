@@ -24,7 +24,7 @@ from hypertrain.beacon import LocalBeaconProcess, start_local_beacon
 from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
-from tests.e2e.launch import REPO, Fleet, free_port, http_ok, wait_for
+from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
 
 pytestmark = pytest.mark.slow
 RUN = "run-t"
@@ -92,7 +92,8 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
         )
     )
     (tmp_path / "allow.json").write_text(json.dumps([*islands, *workers]))
-    svc_port, relay_port = free_port(), free_port()
+    svc_sock, relay_sock = listener(), listener()
+    svc_port, relay_port = port_of(svc_sock), port_of(relay_sock)
     service, relay = f"http://127.0.0.1:{svc_port}", f"http://127.0.0.1:{relay_port}"
     fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
     svc_env = {
@@ -109,13 +110,11 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
         "HYPERTRAIN_WORKER_HOTKEYS": ",".join(workers),
     }
     try:
-        fleet.hypertrain("service", "challenge", "serve", "--port", str(svc_port), env=svc_env)
+        fleet.hypertrain("service", "challenge", "serve", env=svc_env, sock=svc_sock)
         fleet.hypertrain(
             "relay",
             "relay",
             "serve",
-            "--port",
-            str(relay_port),
             "--storage",
             str(tmp_path / "blobs"),
             "--run-id",
@@ -128,6 +127,7 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
             str(beacon.chain.genesis_time),
             "--beacon-period-s",
             str(beacon.chain.period_s),
+            sock=relay_sock,
         )
         wait_for(
             lambda: http_ok(f"{service}/v1/beacon") and http_ok(f"{relay}/health"),
@@ -225,6 +225,8 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
         raise
     finally:
         fleet.stop()
+        svc_sock.close()
+        relay_sock.close()
 
 
 def _check_round_0(service: str, keys: dict[str, tuple[Path, Hotkey]]) -> None:

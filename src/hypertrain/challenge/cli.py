@@ -29,6 +29,11 @@ def register(subparsers: Any) -> None:
     serve = sub.add_parser("serve", help="run the service (settings from the environment)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind")
     serve.add_argument("--port", type=int, default=8000, help="port to bind")
+    serve.add_argument(
+        "--fd",
+        type=int,
+        help="serve on this inherited listening socket instead of --host/--port",
+    )
     serve.set_defaults(func=_serve)
 
     create = sub.add_parser("create-run", help="create a run from a manifest JSON file")
@@ -63,7 +68,11 @@ def _serve(args: argparse.Namespace) -> int:
     from hypertrain.challenge.app import create_app
     from hypertrain.challenge.settings import settings_from_env
 
-    uvicorn.run(create_app(settings_from_env()), host=args.host, port=args.port)
+    app = create_app(settings_from_env())
+    if args.fd is not None:
+        uvicorn.run(app, fd=args.fd)
+    else:
+        uvicorn.run(app, host=args.host, port=args.port)
     return 0
 
 

@@ -30,6 +30,11 @@ def _add_serve(sub: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind")
     serve.add_argument("--port", type=int, default=8470, help="port to bind")
     serve.add_argument(
+        "--fd",
+        type=int,
+        help="serve on this inherited listening socket instead of --host/--port",
+    )
+    serve.add_argument(
         "--storage", required=True, help="blob directory, or an fsspec URL (s3://bucket/prefix)"
     )
     serve.add_argument(
@@ -108,7 +113,10 @@ def _serve(args: argparse.Namespace) -> int:
     from hypertrain.relay.app import create_app
 
     app = create_app(settings_from_args(args))
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    if args.fd is not None:
+        uvicorn.run(app, fd=args.fd, log_level="info")
+    else:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 
 
