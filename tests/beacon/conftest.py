@@ -1,15 +1,15 @@
 """Fixtures for beacon tests: the real quicknet vectors and scripted loopback HTTP servers.
 
 ``ScriptedServer`` is a real HTTP server on 127.0.0.1 that answers each path from a
-table of (status, body bytes, delay) and counts hits, so tests can stage dead, slow,
-lying or truncating endpoints without mocking httpx.
+table of (status, body bytes, held) and counts hits, so tests can stage dead, slow,
+lying or truncating endpoints without mocking httpx. A held reply is not sent until the
+test ends, so "slow" never races the client's timeout, however loaded the machine is.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,7 +25,7 @@ from hypertrain.beacon.chain import QUICKNET
 class Reply:
     status: int
     body: bytes
-    delay_s: float = 0.0
+    held: bool = False
 
 
 @dataclass
@@ -33,12 +33,13 @@ class ScriptedServer:
     routes: dict[str, Reply] = field(default_factory=dict)
     hits: list[str] = field(default_factory=list)
     url: str = ""
+    released: threading.Event = field(default_factory=threading.Event)
 
-    def set_json(self, path: str, doc: Any, status: int = 200, delay_s: float = 0.0) -> None:
-        self.routes[path] = Reply(status, json.dumps(doc).encode(), delay_s)
+    def set_json(self, path: str, doc: Any, status: int = 200, held: bool = False) -> None:
+        self.routes[path] = Reply(status, json.dumps(doc).encode(), held)
 
-    def set_raw(self, path: str, body: bytes, status: int = 200, delay_s: float = 0.0) -> None:
-        self.routes[path] = Reply(status, body, delay_s)
+    def set_raw(self, path: str, body: bytes, status: int = 200, held: bool = False) -> None:
+        self.routes[path] = Reply(status, body, held)
 
 
 def _handler(script: ScriptedServer) -> type[BaseHTTPRequestHandler]:
@@ -48,8 +49,8 @@ def _handler(script: ScriptedServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             script.hits.append(self.path)
             reply = script.routes.get(self.path, Reply(404, b'{"error": "not found"}'))
-            if reply.delay_s:
-                time.sleep(reply.delay_s)
+            if reply.held:
+                script.released.wait(timeout=120)
             try:
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")
@@ -69,9 +70,11 @@ def _handler(script: ScriptedServer) -> type[BaseHTTPRequestHandler]:
 def scripted_server() -> Iterator[Any]:
     """A factory of scripted servers; all are shut down at the end of the test."""
     started: list[ThreadingHTTPServer] = []
+    scripts: list[ScriptedServer] = []
 
     def make() -> ScriptedServer:
         script = ScriptedServer()
+        scripts.append(script)
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
         httpd.daemon_threads = True
         threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}).start()
@@ -81,6 +84,8 @@ def scripted_server() -> Iterator[Any]:
         return script
 
     yield make
+    for script in scripts:
+        script.released.set()
     for httpd in started:
         httpd.shutdown()
         httpd.server_close()

@@ -217,6 +217,8 @@ class FakeLedger:
         for (run, _), accepted in self.settled.items():
             for hotkey, tokens in accepted.items():
                 if run == run_id:
-                    bal = out.setdefault(hotkey, {"escrow": 0, "vested": 0, "burned": 0})
+                    bal = out.setdefault(
+                        hotkey, dict.fromkeys(("escrow", "held", "vested", "paid", "burned"), 0)
+                    )
                     bal["escrow"] += tokens
         return out

@@ -60,17 +60,24 @@ class LiveHarness:
     def tick(self, rounds: int = 1) -> None:
         target = self.beacon.round + rounds
         self.beacon.round = target
-        deadline = time.monotonic() + 10
-        while self.client.get("/v1/beacon").json()["round"] != target:
-            assert time.monotonic() < deadline, "the service did not see the beacon advance"
+        deadline = time.monotonic() + 30
+        while not self._caught_up(target):
+            assert time.monotonic() < deadline, "the service did not act on the beacon round"
             time.sleep(0.02)
-        time.sleep(0.1)  # the poll that saw it also advanced the round machines
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    def _caught_up(self, target: int) -> bool:
+        """The service saw ``target`` and every round machine has moved as far as it allows."""
+        if self.client.get("/v1/beacon").json()["round"] != target:
+            return False
+        for run in self.client.get("/v1/runs").json():
+            for rnd in self.client.get(f"/v1/runs/{run['run_id']}/rounds").json():
+                if rnd["phase"] == "beacon":
+                    return False
+                if rnd["phase"] == "train" and target > rnd["commit_deadline_round"]:
+                    return False
+                if rnd["phase"] == "audit" and target >= rnd["audit_close_round"]:
+                    return False
+        return True
 
 
 @pytest.fixture
@@ -81,9 +88,11 @@ def live(tmp_path: Path, miner_keys: list[Any]) -> Iterator[tuple[str, uvicorn.S
     settings = make_settings(tmp_path, [k.ss58_address for k in miner_keys])
     beacon = SteppedBeacon()
     app = create_app(settings, beacon=beacon, ledger=FakeLedger())
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))  # bound here and handed to uvicorn: no port race
+    port = int(sock.getsockname()[1])
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
@@ -99,6 +108,7 @@ def live(tmp_path: Path, miner_keys: list[Any]) -> Iterator[tuple[str, uvicorn.S
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        sock.close()
 
 
 def test_dashboard_in_chromium(live: tuple[str, uvicorn.Server]) -> None:

@@ -2,6 +2,11 @@
 
 One full round through every phase in-process, and a uvicorn subprocess killed with
 SIGKILL mid-round and restarted on the same state directory.
+
+The rounds are real and signed, but the service only sees them up to a cap the test
+moves (:class:`GatedBeacon`), so no phase can close before the test has done its part,
+however slow the machine. The subprocess listens on a socket the test bound (port 0)
+and handed over, so a restart can never lose its port to another process.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from fastapi.testclient import TestClient
 
 from hypertrain.beacon import BeaconClient, LocalBeaconProcess, start_local_beacon
 from hypertrain.challenge.app import create_app
+from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.wiring import DrandBeacon
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.helpers import (
@@ -57,6 +63,27 @@ def _wait(check: Callable[[], Any], timeout_s: float = 20.0) -> Any:
     raise AssertionError("condition not reached in time")
 
 
+class GatedBeacon:
+    """Verified rounds of a real beacon, released to the service up to ``cap`` only."""
+
+    def __init__(self, inner: DrandBeacon) -> None:
+        self.inner = inner
+        self.cap = 0
+
+    def latest(self) -> BeaconRound:
+        return self.inner.get(self.cap)
+
+    def get(self, round_number: int) -> BeaconRound:
+        if round_number > self.cap:
+            raise ValueError(f"round {round_number} is not released yet")
+        return self.inner.get(round_number)
+
+    def release(self, round_number: int) -> None:
+        """Wait (bounded) until the real beacon has ``round_number``, then release it."""
+        _wait(lambda: self.inner.latest().round >= round_number, timeout_s=120)
+        self.cap = round_number
+
+
 def _phase(client: TestClient | httpx.Client, index: int = 0) -> str:
     return str(client.get(f"/v1/runs/run-1/rounds/{index}").json()["phase"])
 
@@ -64,7 +91,9 @@ def _phase(client: TestClient | httpx.Client, index: int = 0) -> str:
 def test_full_round_on_local_beacon(tmp_path: Path, local_beacon: LocalBeaconProcess) -> None:
     client_b = BeaconClient([local_beacon.url], local_beacon.chain, tmp_path / "bc.sqlite")
     settings = make_settings(tmp_path, [k.ss58_address for k in MINERS])
-    app = create_app(settings, beacon=DrandBeacon(client_b))  # the real integer ledger
+    beacon = GatedBeacon(DrandBeacon(client_b))
+    beacon.release(1)
+    app = create_app(settings, beacon=beacon)  # the real integer ledger
     with TestClient(app) as c:
         _wait(lambda: c.get("/v1/beacon").json()["round"])
         assert c.post(
@@ -82,6 +111,7 @@ def test_full_round_on_local_beacon(tmp_path: Path, local_beacon: LocalBeaconPro
             r = c.post("/v1/commit", json=signed(key, "commit", commit_body(0)))
             assert r.status_code == 200, r.text
         deadline = opened.json()["body"]["commit_deadline_round"]
+        beacon.release(deadline + 1)
         _wait(lambda: _phase(c) == "audit")
         detail = c.get("/v1/runs/run-1/rounds/0").json()
         # every island committed: the first beacon round after the last commit selects
@@ -104,6 +134,7 @@ def test_full_round_on_local_beacon(tmp_path: Path, local_beacon: LocalBeaconPro
                 json=signed(AUDITOR, "verdict", verdict),
             )
             assert r.status_code == 200, r.text
+        beacon.release(detail["audit_close_round"])
         _wait(lambda: _phase(c) == "merge")
         tape = {
             "round": 0,
@@ -129,18 +160,24 @@ def test_full_round_on_local_beacon(tmp_path: Path, local_beacon: LocalBeaconPro
     client_b.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _listener() -> socket.socket:
+    """A listening loopback socket on a free port, kept by the test across restarts."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    sock.set_inheritable(True)
+    return sock
 
 
-def _start(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    # exactly the documented start command, settings from the environment
+def _start(env: dict[str, str], sock: socket.socket) -> subprocess.Popen[bytes]:
+    # the documented start command, settings from the environment, on a handed-over socket
+    port = int(sock.getsockname()[1])
     command = [sys.executable, "-m", "uvicorn", "hypertrain.challenge.app:app"]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(command, env=env, cwd=Path(__file__).parents[2])
-    _wait(lambda: proc.poll() is not None or _healthy(port), timeout_s=30)
+    command += ["--fd", str(sock.fileno()), "--log-level", "warning"]
+    proc = subprocess.Popen(
+        command, env=env, cwd=Path(__file__).parents[2], pass_fds=(sock.fileno(),)
+    )
+    _wait(lambda: proc.poll() is not None or _healthy(port), timeout_s=60)
     assert proc.poll() is None, "the service exited at startup"
     return proc
 
@@ -169,8 +206,9 @@ def test_sigkill_mid_round_and_restart(tmp_path: Path, local_beacon: LocalBeacon
         "HYPERTRAIN_BEACON_INFO_FILE": str(tmp_path / "beacon" / "info.json"),
         "HYPERTRAIN_BEACON_POLL_S": "0.2",
     }
-    port = _free_port()
-    proc = _start(env, port)
+    sock = _listener()
+    port = int(sock.getsockname()[1])
+    proc = _start(env, sock)
     c = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
     try:
         doc = manifest_doc()
@@ -187,7 +225,7 @@ def test_sigkill_mid_round_and_restart(tmp_path: Path, local_beacon: LocalBeacon
         assert c.post("/v1/commit", json=first).status_code == 200
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
-        proc = _start(env, port)
+        proc = _start(env, sock)
         assert _phase(c) == "train"
         assert c.post("/v1/commit", json=first).json()["error"] == "replayed"
         again = c.post("/v1/commit", json=signed(MINERS[0], "commit", commit_body(0)))
@@ -201,3 +239,4 @@ def test_sigkill_mid_round_and_restart(tmp_path: Path, local_beacon: LocalBeacon
         c.close()
         proc.kill()
         proc.wait(timeout=10)
+        sock.close()

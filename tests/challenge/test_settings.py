@@ -78,3 +78,20 @@ def test_bad_numbers_and_sources(tmp_path: Path) -> None:
     ]:
         with pytest.raises(SettingsError):
             settings_from_env({**env, name: value})
+
+
+def test_misspelt_and_unknown_variables_are_refused(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    for name in ("CHALLENGE_ADMIN_TOKEN_FIEL", "HYPERTRAIN_BEACON_POLL", "CHALLENGE_DEBUG"):
+        with pytest.raises(SettingsError, match=f"unknown setting.*{name}"):
+            settings_from_env({**env, name: "1"})
+    # other programs' variables (and the rest of the environment) are not the service's
+    assert settings_from_env({**env, "HYPERTRAIN_CHROMIUM": "/x", "PATH": "/bin"}).netuid == 100
+
+
+def test_wrong_types_name_the_variable(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    with pytest.raises(SettingsError, match="CHALLENGE_NETUID"):
+        settings_from_env({**env, "CHALLENGE_NETUID": "-3"})
+    with pytest.raises(SettingsError, match="HYPERTRAIN_METAGRAPH_SOURCE"):
+        settings_from_env({**env, "HYPERTRAIN_METAGRAPH_SOURCE": "moon"})

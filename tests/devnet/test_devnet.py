@@ -38,6 +38,15 @@ def _descendants(pid: int) -> list[int]:
     return sorted(found)
 
 
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 @pytest.fixture(scope="module")
 def devnet_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("devnet")
@@ -92,17 +101,19 @@ def test_exported_model_loads_in_transformers(devnet_run: dict[str, Any]) -> Non
 def test_ctrl_c_leaves_no_orphans(tmp_path: Path) -> None:
     proc = subprocess.Popen(_devnet(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)  # fmt: skip
+    seen: set[int] = set()
     deadline = time.monotonic() + 120
-    children: list[int] = []
-    while time.monotonic() < deadline and len(children) < 3:  # beacon, service, relay at least
-        time.sleep(0.5)
-        children = _descendants(proc.pid)
-    assert len(children) >= 3, "the devnet did not start its children"
-    time.sleep(2)
-    children = _descendants(proc.pid)
+    while len(seen) < 3:  # beacon, service, relay at least
+        assert time.monotonic() < deadline, "the devnet did not start its children"
+        seen |= set(_descendants(proc.pid))
+        time.sleep(0.1)
+    seen |= set(_descendants(proc.pid))  # everything alive at the moment of the interrupt
     os.kill(proc.pid, signal.SIGINT)
     proc.wait(timeout=60)
-    time.sleep(0.5)
-    alive = [p for p in children if Path(f"/proc/{p}").exists()]
+    deadline = time.monotonic() + 30  # a generous bound for the last exits to be reaped
+    alive = [p for p in sorted(seen) if _running(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in alive if _running(p)]
     assert alive == [], f"orphans left: {alive}"
     assert not (tmp_path / "devnet" / "state").exists()  # removed without --keep

@@ -1,4 +1,8 @@
-"""Process-launch helpers for network tests: free ports, children with log files, waits.
+"""Process-launch helpers for network tests: listening sockets, children with logs, waits.
+
+A server child never binds a port itself: the test binds port 0, keeps the socket and
+hands its file descriptor over (``--fd``), so no other process can take the port between
+choosing it and serving on it.
 
 Every role runs as a real child process (``python -m hypertrain.cli ...`` or
 ``python -m hypertrain.miner.cli ...``) whose stdout/stderr go to ``<name>.log``;
@@ -23,10 +27,17 @@ T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def listener() -> socket.socket:
+    """A listening loopback socket on a free port, inheritable by children."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def port_of(sock: socket.socket) -> int:
+    return int(sock.getsockname()[1])
 
 
 def wait_for(check: Callable[[], T | None], timeout_s: float, what: str, poll_s: float = 0.2) -> T:
@@ -54,19 +65,35 @@ class Fleet:
     env: dict[str, str] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+    def start(
+        self,
+        name: str,
+        args: list[str],
+        env: dict[str, str] | None = None,
+        sock: socket.socket | None = None,
+    ) -> None:
+        """Start a child; ``sock`` is handed over as ``--fd`` (appended to ``args``)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        fds = () if sock is None else (sock.fileno(),)
+        extra = [] if sock is None else ["--fd", str(sock.fileno())]
         with (self.log_dir / f"{name}.log").open("ab") as log:
             self.procs[name] = subprocess.Popen(
-                [sys.executable, *args],
+                [sys.executable, *args, *extra],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=REPO,
                 env={**self.env, **(env or {})},
+                pass_fds=fds,
             )
 
-    def hypertrain(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
-        self.start(name, ["-m", "hypertrain.cli", *args], env)
+    def hypertrain(
+        self,
+        name: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        sock: socket.socket | None = None,
+    ) -> None:
+        self.start(name, ["-m", "hypertrain.cli", *args], env, sock)
 
     def miner(self, name: str, *args: str) -> None:
         self.start(name, ["-m", "hypertrain.miner.cli", *args])

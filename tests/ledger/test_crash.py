@@ -1,5 +1,10 @@
 """Crash test: SIGKILL a process mid-sequence, many times; nothing is half-applied or doubled.
 
+Each kill is aimed at a chosen op position: the child reports each op index as it starts
+it, and the parent sends SIGKILL once the child reports the chosen index, while the op is
+in flight. No timing is involved, so the number of kills that land does not depend on the
+machine's speed or load; a kill that misses (the child finished first) is aimed again.
+
 The child applies a seeded random op sequence from the start each time it runs, so ops
 applied before a kill are repeated after it and must be no-ops. After every kill the
 ledger must verify and conserve value; at the end its journal heads and weights answers
@@ -12,7 +17,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,9 +29,23 @@ ROOT = Path(__file__).resolve().parents[2]
 SEED, COUNT, KILLS = 20260101, 2000, 18
 
 
-def _child(db: Path) -> subprocess.Popen[bytes]:
+def _child(db: Path, *, progress: bool = False) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "tests.ledger.crash_child", str(db), str(SEED), str(COUNT)]
-    return subprocess.Popen(cmd, cwd=ROOT)
+    if progress:
+        cmd.append("--progress")
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE if progress else None)
+
+
+def _kill_at(db: Path, position: int) -> bool:
+    """Run a child, SIGKILL it once it starts op ``position``; True if the kill landed."""
+    proc = _child(db, progress=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if int(line) >= position:
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.stdout.close()
+    return proc.wait(timeout=120) == -signal.SIGKILL
 
 
 def _fingerprint(db: Path) -> tuple[list[str], list[bytes]]:
@@ -42,19 +60,19 @@ def _fingerprint(db: Path) -> tuple[list[str], list[bytes]]:
 def test_sigkill_at_random_moments(tmp_path: Path) -> None:
     db = tmp_path / "crash.sqlite3"
     rng = random.Random(7)
+    # Kill positions spread over the whole sequence, so most kills interrupt fresh writes.
+    positions = sorted(rng.sample(range(1, COUNT - 1), KILLS))
     kills = 0
-    for _ in range(KILLS):
-        proc = _child(db)
-        time.sleep(rng.uniform(0.2, 0.5))
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            kills += 1
-        proc.wait(timeout=60)
+    for position in positions:
+        for _ in range(3):  # a kill misses only if the child finished first; aim again
+            if _kill_at(db, position):
+                kills += 1
+                break
         with Ledger(db) as led:
             report = led.verify()
             assert report.ok, report.render()
             check_invariants(led)
-    assert kills >= KILLS - 2  # the sequence is long enough that nearly every kill lands
+    assert kills == KILLS
     finisher = _child(db)
     assert finisher.wait(timeout=120) == 0
     reference = tmp_path / "reference.sqlite3"

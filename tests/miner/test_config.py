@@ -38,7 +38,7 @@ def test_sections_and_overrides(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("run_id = 3", "must be a str"),
+        ("run_id = 3", "run_id: Input should be a valid string"),
         ("nonsense = 1", "unknown setting"),
         ("run_id = ", "not valid TOML"),
         ('honeypot = "lazy"', "unknown honeypot"),

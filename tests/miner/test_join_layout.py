@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from hypertrain.miner.actions import join_layout
-from hypertrain.miner.cli import build_parser, config_from_args
-from hypertrain.miner.config import MinerConfig, load_config
+from hypertrain.miner.cli import build_parser
+from hypertrain.miner.config import MinerConfig, config_from_args, load_config
 from hypertrain.miner.errors import ConfigError
 from hypertrain.protocol.manifest import manifest_from_json
 from tests.challenge.helpers import manifest_doc
@@ -34,5 +34,5 @@ def test_layout_over_the_limits_is_refused_before_joining() -> None:
         join_layout(MANIFEST, MinerConfig(micro_batches=5), 1)
     with pytest.raises(ConfigError, match="3 ranks exceed"):
         join_layout(MANIFEST, MinerConfig(), 3)
-    with pytest.raises(ConfigError, match="must be a int"):
+    with pytest.raises(ConfigError, match="micro_batches: Input should be a valid integer"):
         load_config(None, {"micro_batches": "two"})

@@ -58,20 +58,19 @@ def test_put_and_get_commands(
     assert "not_found" in capsys.readouterr().err
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_serve_runs_as_a_process(tmp_path: Path) -> None:
-    port = _free_port()
+    sock = socket.socket()  # bound here and handed over: no port race with other processes
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    port = int(sock.getsockname()[1])
     (tmp_path / "allow.json").write_text("[]")
     cmd = [
-        sys.executable, "-m", "hypertrain.cli", "relay", "serve", "--port", str(port),
+        sys.executable, "-m", "hypertrain.cli", "relay", "serve", "--fd", str(sock.fileno()),
         "--storage", str(tmp_path / "blobs"), "--allow-list", str(tmp_path / "allow.json"),
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(sock.fileno(),)
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -86,3 +85,4 @@ def test_serve_runs_as_a_process(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        sock.close()

@@ -35,6 +35,11 @@ def register(subparsers: Any) -> None:
     serve = sub.add_parser("serve", help="run the service (settings from the environment)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind")
     serve.add_argument("--port", type=int, default=8000, help="port to bind")
+    serve.add_argument(
+        "--fd",
+        type=int,
+        help="serve on this inherited listening socket instead of --host/--port",
+    )
     serve.set_defaults(func=_serve)
 
     create = sub.add_parser("create-run", help="create a run from a manifest JSON file")
@@ -79,15 +84,12 @@ def _serve(args: argparse.Namespace) -> int:
     from hypertrain.challenge.app import create_app
     from hypertrain.challenge.settings import settings_from_env
 
+    app = create_app(settings_from_env())
     # Request lines (polling, mostly) only at DEBUG: a service at rest stays quiet.
     debug = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
-    uvicorn.run(
-        create_app(settings_from_env()),
-        host=args.host,
-        port=args.port,
-        access_log=debug,
-        log_level="debug" if debug else "info",
-    )
+    where: dict[str, Any] = {"fd": args.fd} if args.fd is not None else {
+        "host": args.host, "port": args.port}
+    uvicorn.run(app, access_log=debug, log_level="debug" if debug else "info", **where)
     return 0
 
 

@@ -3,8 +3,12 @@
 Secrets never travel in the environment or on the command line: the environment
 names *files*. A token file is refused when it is missing, empty, a placeholder or
 readable by group or others; the coordinator key file must hold 32 bytes as hex
-(what ``openssl rand -hex 32`` writes). Tokens are kept in :class:`Secret`, whose
-``repr`` hides the value so it cannot leak into a log line or a traceback.
+(what ``openssl rand -hex 32`` writes). Tokens are kept in :class:`Secret` (a pydantic
+``SecretStr``), whose ``repr`` hides the value so it cannot leak into a log line or a
+traceback. The environment is parsed by :class:`ServiceEnv` (pydantic-settings): values
+of the wrong type are refused, and so is any ``CHALLENGE_*`` variable, or any variable
+of the service's ``HYPERTRAIN_*`` families, that the service does not know (a misspelt
+name is an error, never silently ignored).
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
+
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from hypertrain.challenge.errors import SettingsError
 from hypertrain.protocol.identity import Hotkey, ss58_decode
@@ -27,22 +34,77 @@ _PLACEHOLDERS: Final = frozenset({"changeme", "change-me", "secret", "token", "p
 MetagraphSource = Literal["master", "file", "chain"]
 
 
-class Secret:
+class Secret(SecretStr):
     """A bearer token; compares in constant time and never prints its value."""
 
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value.encode("utf-8")
-
     def matches(self, presented: str) -> bool:
-        return hmac.compare_digest(self._value, presented.encode("utf-8", "replace"))
+        mine = self.get_secret_value().encode("utf-8")
+        return hmac.compare_digest(mine, presented.encode("utf-8", "replace"))
 
     def reveal(self) -> str:
-        return self._value.decode("utf-8")
+        return self.get_secret_value()
 
-    def __repr__(self) -> str:
-        return "Secret(***)"
+
+class ServiceEnv(BaseSettings):
+    """The service's environment variables, typed (names are the fields, upper case)."""
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True, env_ignore_empty=True)
+
+    challenge_state_dir: Path
+    challenge_internal_token_file: Path
+    challenge_admin_token_file: Path | None = None
+    challenge_worker_token_file: Path | None = None
+    challenge_slug: str = "hypertrain"
+    challenge_master_url: str | None = None
+    challenge_netuid: int = Field(default=100, ge=0)
+    hypertrain_coord_key_file: Path
+    hypertrain_metagraph_source: MetagraphSource = "master"
+    hypertrain_metagraph_file: Path | None = None
+    hypertrain_metagraph_refresh_s: float = Field(default=60.0, gt=0, lt=1e6)
+    hypertrain_chain_network: str = "finney"
+    hypertrain_beacon_urls: str = ""
+    hypertrain_beacon_info_file: Path | None = None
+    hypertrain_beacon_poll_s: float = Field(default=1.0, gt=0, lt=1e6)
+    hypertrain_worker_hotkeys: str = ""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Only what the caller passes (see :func:`settings_from_env`); no .env files."""
+        return (init_settings,)
+
+
+# Prefixes of the variable families the service reads; an unknown name in one is refused.
+_FAMILIES: Final = (
+    "CHALLENGE_",
+    "HYPERTRAIN_BEACON_",
+    "HYPERTRAIN_METAGRAPH_",
+    "HYPERTRAIN_COORD_",
+    "HYPERTRAIN_WORKER_",
+    "HYPERTRAIN_CHAIN_",
+)
+
+
+def parse_env(env: Mapping[str, str]) -> ServiceEnv:
+    """The service's variables of ``env``, validated; unknown names in its families refused."""
+    known = {name.upper() for name in ServiceEnv.model_fields}
+    unknown = sorted(k for k in env if k.startswith(_FAMILIES) and k not in known)
+    if unknown:
+        raise SettingsError(f"unknown setting(s) in the environment: {', '.join(unknown)}")
+    values: dict[str, Any] = {k.lower(): v for k, v in env.items() if k in known and v}
+    try:
+        return ServiceEnv(**values)
+    except ValidationError as exc:
+        problems = [
+            f"{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()
+        ]
+        raise SettingsError("; ".join(problems) + " (see docs/operator.md)") from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,67 +184,31 @@ def _read_private_file(path: Path, name: str) -> str:
 
 def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
     """Build :class:`Settings` from environment variables (``os.environ`` by default)."""
-    e = os.environ if env is None else env
-    state_dir = _require(e, "CHALLENGE_STATE_DIR")
-    source = e.get("HYPERTRAIN_METAGRAPH_SOURCE", "master")
-    if source not in ("master", "file", "chain"):
-        raise SettingsError(f"HYPERTRAIN_METAGRAPH_SOURCE {source!r} is not master, file or chain")
+    e = parse_env(os.environ if env is None else env)
     return Settings(
-        slug=e.get("CHALLENGE_SLUG", "hypertrain"),
-        state_dir=Path(state_dir),
+        slug=e.challenge_slug,
+        state_dir=e.challenge_state_dir,
         internal_token=read_token_file(
-            Path(_require(e, "CHALLENGE_INTERNAL_TOKEN_FILE")), "CHALLENGE_INTERNAL_TOKEN_FILE"
+            e.challenge_internal_token_file, "CHALLENGE_INTERNAL_TOKEN_FILE"
         ),
-        coordinator_key=read_coordinator_key(Path(_require(e, "HYPERTRAIN_COORD_KEY_FILE"))),
-        admin_token=_optional_token(e, "CHALLENGE_ADMIN_TOKEN_FILE"),
-        worker_token=_optional_token(e, "CHALLENGE_WORKER_TOKEN_FILE"),
-        master_url=e.get("CHALLENGE_MASTER_URL") or None,
-        netuid=_int(e, "CHALLENGE_NETUID", 100),
-        metagraph_source=source,  # type: ignore[arg-type]
-        metagraph_file=Path(e["HYPERTRAIN_METAGRAPH_FILE"])
-        if e.get("HYPERTRAIN_METAGRAPH_FILE")
-        else None,
-        metagraph_refresh_s=_float(e, "HYPERTRAIN_METAGRAPH_REFRESH_S", 60.0),
-        chain_network=e.get("HYPERTRAIN_CHAIN_NETWORK", "finney"),
-        beacon_urls=_csv(e.get("HYPERTRAIN_BEACON_URLS")) or DEFAULT_BEACON_URLS,
-        beacon_info_file=Path(e["HYPERTRAIN_BEACON_INFO_FILE"])
-        if e.get("HYPERTRAIN_BEACON_INFO_FILE")
-        else None,
-        beacon_poll_s=_float(e, "HYPERTRAIN_BEACON_POLL_S", 1.0),
-        worker_hotkeys=_hotkeys(e.get("HYPERTRAIN_WORKER_HOTKEYS")),
+        coordinator_key=read_coordinator_key(e.hypertrain_coord_key_file),
+        admin_token=_optional_token(e.challenge_admin_token_file, "CHALLENGE_ADMIN_TOKEN_FILE"),
+        worker_token=_optional_token(e.challenge_worker_token_file, "CHALLENGE_WORKER_TOKEN_FILE"),
+        master_url=e.challenge_master_url,
+        netuid=e.challenge_netuid,
+        metagraph_source=e.hypertrain_metagraph_source,
+        metagraph_file=e.hypertrain_metagraph_file,
+        metagraph_refresh_s=e.hypertrain_metagraph_refresh_s,
+        chain_network=e.hypertrain_chain_network,
+        beacon_urls=_csv(e.hypertrain_beacon_urls) or DEFAULT_BEACON_URLS,
+        beacon_info_file=e.hypertrain_beacon_info_file,
+        beacon_poll_s=e.hypertrain_beacon_poll_s,
+        worker_hotkeys=_hotkeys(e.hypertrain_worker_hotkeys),
     )
 
 
-def _require(env: Mapping[str, str], name: str) -> str:
-    value = env.get(name, "")
-    if not value:
-        raise SettingsError(f"{name} must be set (see docs/operator.md)")
-    return value
-
-
-def _optional_token(env: Mapping[str, str], name: str) -> Secret | None:
-    value = env.get(name)
-    return read_token_file(Path(value), name) if value else None
-
-
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    try:
-        value = int(env.get(name, str(default)))
-    except ValueError:
-        raise SettingsError(f"{name} must be an integer") from None
-    if value < 0:
-        raise SettingsError(f"{name} must not be negative")
-    return value
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    try:
-        value = float(env.get(name, str(default)))
-    except ValueError:
-        raise SettingsError(f"{name} must be a number") from None
-    if not 0 < value < 1e6:
-        raise SettingsError(f"{name} must be a positive number of seconds")
-    return value
+def _optional_token(path: Path | None, name: str) -> Secret | None:
+    return read_token_file(path, name) if path is not None else None
 
 
 def _csv(value: str | None) -> tuple[str, ...]:

@@ -1,4 +1,9 @@
-"""Starting the network's processes on loopback and waiting until each one answers."""
+"""Starting the network's processes on loopback and waiting until each one answers.
+
+The service and the relay never bind a port themselves: the devnet binds it (port 0 for
+any free one), hands the listening socket over (``--fd``) and closes its own copy, so no
+other process can take the port between choosing it and serving on it.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +22,26 @@ from hypertrain.devnet.procs import Child, Supervisor, hypertrain_cmd
 HOST = "127.0.0.1"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+def listen(port: int = 0) -> socket.socket:
+    """A listening socket on ``HOST:port`` (0: any free port), inheritable by a child."""
+    sock = socket.socket()
+    try:
+        sock.bind((HOST, port))
+    except OSError as exc:
+        sock.close()
+        raise DevnetError(f"cannot listen on {HOST}:{port}: {exc}") from exc
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _start_server(sup: Supervisor, name: str, argv: list[str], port: int,
+                  env: dict[str, str] | None = None) -> tuple[Child, str]:  # fmt: skip
+    """Start a server child on a socket bound here; return it and its base URL."""
+    with listen(port) as sock:
+        fd = sock.fileno()
+        child = sup.start(name, hypertrain_cmd(*argv, "--fd", str(fd)), env, pass_fds=(fd,))
+        return child, f"http://{HOST}:{sock.getsockname()[1]}"
 
 
 def wait_http(
@@ -87,10 +108,7 @@ def start_service(
         "HYPERTRAIN_BEACON_POLL_S": "0.5",
         "HYPERTRAIN_WORKER_HOTKEYS": workers,
     }
-    child = sup.start(
-        "service", hypertrain_cmd("challenge", "serve", "--host", HOST, "--port", str(port)), env
-    )
-    url = f"http://{HOST}:{port}"
+    child, url = _start_server(sup, "service", ["challenge", "serve"], port, env)
     wait_http(f"{url}/health", child)
     return url
 
@@ -102,18 +120,14 @@ def start_relay(
     allow = directory / "allow.json"
     members = [*secrets.islands, secrets.aggregator, secrets.auditor, secrets.coordinator]
     allow.write_text(json.dumps([m.ss58 for m in members]), encoding="utf-8")
-    port = free_port()
-    child = sup.start(
-        "relay",
-        hypertrain_cmd(
-            *("relay", "serve", "--host", HOST, "--port", str(port)),
-            *("--storage", str(directory / "blobs"), "--state-dir", str(directory / "state")),
-            *("--run-id", run_id, "--allow-list", str(allow)),
-            *("--coordinator", secrets.coordinator.ss58),
-            *("--beacon-genesis-unix", str(beacon.genesis_unix)),
-            *("--beacon-period-s", str(beacon.period_s)),
-        ),
-    )
-    url = f"http://{HOST}:{port}"
+    argv = [
+        *("relay", "serve"),
+        *("--storage", str(directory / "blobs"), "--state-dir", str(directory / "state")),
+        *("--run-id", run_id, "--allow-list", str(allow)),
+        *("--coordinator", secrets.coordinator.ss58),
+        *("--beacon-genesis-unix", str(beacon.genesis_unix)),
+        *("--beacon-period-s", str(beacon.period_s)),
+    ]
+    child, url = _start_server(sup, "relay", argv, 0)
     wait_http(f"{url}/healthz", child)
     return url

@@ -60,8 +60,7 @@ def start(net: Devnet, dataset: Path) -> None:
     cfg, sup, state = net.cfg, net.sup, net.state
     net.secrets = sec = keys.generate(state / "secrets", cfg.islands)
     beacon = network.start_beacon(sup, state / "beacon", cfg.beacon_period_s)
-    port = cfg.port or network.free_port()
-    net.url = network.start_service(sup, state / "service", port, sec, beacon)
+    net.url = network.start_service(sup, state / "service", cfg.port, sec, beacon)
     net.relay = network.start_relay(sup, state / "relay", roles.RUN_ID, sec, beacon)
     doc = roles.manifest_doc(cfg, dataset, sec.coordinator.ss58)
     token = sec.token(sec.admin_token)

@@ -76,7 +76,14 @@ class Supervisor:
     log_dir: Path
     children: list[Child] = field(default_factory=list)
 
-    def start(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Child:
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        pass_fds: Sequence[int] = (),
+    ) -> Child:
+        """Start a child; ``pass_fds`` (listening sockets) are inherited by it."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
@@ -88,6 +95,7 @@ class Supervisor:
                 stdin=subprocess.DEVNULL,
                 env=full_env,
                 start_new_session=True,
+                pass_fds=tuple(pass_fds),
             )
         child = Child(name, process, log_path)
         self.children.append(child)

@@ -16,7 +16,7 @@ from hypertrain.auditor.index import sha_from_url
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.admission import SelfcheckConfig, answer_challenge, selfcheck
-from hypertrain.miner.config import MinerConfig
+from hypertrain.miner.config import MinerConfig, config_from_args
 from hypertrain.miner.context import RunContext, load_run
 from hypertrain.miner.errors import ConfigError, MinerError
 from hypertrain.miner.island import checkpoint_path
@@ -29,9 +29,7 @@ from hypertrain.protocol.messages import Dispute, JoinRequest
 from hypertrain.relay.client import RelayClient
 
 
-def _config(args: argparse.Namespace) -> Any:
-    from hypertrain.miner.cli import config_from_args
-
+def _config(args: argparse.Namespace) -> MinerConfig:
     return config_from_args(args)
 
 

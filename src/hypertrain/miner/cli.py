@@ -6,30 +6,15 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Any
 
 from hypertrain.auditor.honeypot import STRATEGIES
 from hypertrain.miner import actions
-from hypertrain.miner.config import MinerConfig, load_config
-
-_FLAGS = (
-    ("service_url", "challenge service base URL"),
-    ("relay_url", "relay base URL"),
-    ("run_id", "run to take part in"),
-    ("dataset_dir", "directory of the prepared dataset (dataset.json)"),
-    ("state_dir", "where checkpoints and round files are kept"),
-    ("wallet", "Bittensor wallet name"),
-    ("hotkey", "hotkey name inside the wallet"),
-    ("wallet_path", "root of the Bittensor wallets"),
-    ("key_file", "explicit hotkey file (instead of wallet/hotkey)"),
-    ("coordinator", "pinned coordinator SS58 address"),
-    ("device", "torch device to train on (cpu, cuda:0)"),
-)
+from hypertrain.miner.config import FLAGS
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="miner.toml (flags override it)")
-    for name, text in _FLAGS:
+    for name, text in FLAGS:
         parser.add_argument("--" + name.replace("_", "-"), dest=name, help=text)
 
 
@@ -70,15 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     _common(status)
     status.set_defaults(func=actions.status_cmd)
     return parser
-
-
-def config_from_args(args: argparse.Namespace) -> MinerConfig:
-    overrides: dict[str, Any] = {name: getattr(args, name, None) for name, _ in _FLAGS}
-    overrides["honeypot"] = getattr(args, "honeypot", None)
-    overrides["endpoint"] = getattr(args, "endpoint", None)
-    overrides["region"] = getattr(args, "region", None)
-    overrides["micro_batches"] = getattr(args, "micro_batches", None)
-    return load_config(args.config, overrides)
 
 
 def main(argv: list[str] | None = None) -> int:

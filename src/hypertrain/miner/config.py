@@ -3,14 +3,20 @@
 Every key is optional in the file and can be given (or overridden) by a flag; see
 docs/miner.md for a commented example. Keys come from the standard Bittensor wallet
 layout (``<wallet_path>/<wallet>/hotkeys/<hotkey>``) or from an explicit key file.
+:class:`MinerConfig` is a strict pydantic dataclass: a value of the wrong type or an
+unknown key is refused with a :class:`ConfigError` naming the setting.
 """
 
 from __future__ import annotations
 
+import argparse
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
+
+from pydantic import ConfigDict, ValidationError
+from pydantic.dataclasses import dataclass
 
 from hypertrain.auditor.honeypot import Strategy, check_strategy
 from hypertrain.miner.errors import ConfigError
@@ -22,7 +28,7 @@ from hypertrain.protocol.identity import (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, config=ConfigDict(extra="forbid", strict=True))
 class MinerConfig:
     service_url: str = ""
     relay_url: str = ""
@@ -66,7 +72,22 @@ class MinerConfig:
         return Path(self.state_dir) / self.run_id / f"round-{index}"
 
 
-_TYPES = {f.name: f.type for f in fields(MinerConfig)}
+_NAMES = frozenset(f.name for f in fields(MinerConfig))
+
+# Settings a command-line flag may override, with the flag's help text.
+FLAGS = (
+    ("service_url", "challenge service base URL"),
+    ("relay_url", "relay base URL"),
+    ("run_id", "run to take part in"),
+    ("dataset_dir", "directory of the prepared dataset (dataset.json)"),
+    ("state_dir", "where checkpoints and round files are kept"),
+    ("wallet", "Bittensor wallet name"),
+    ("hotkey", "hotkey name inside the wallet"),
+    ("wallet_path", "root of the Bittensor wallets"),
+    ("key_file", "explicit hotkey file (instead of wallet/hotkey)"),
+    ("coordinator", "pinned coordinator SS58 address"),
+    ("device", "torch device to train on (cpu, cuda:0)"),
+)
 
 
 def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> MinerConfig:
@@ -81,19 +102,29 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> M
             raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
         values.update(_flatten(doc))
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    unknown = sorted(set(values) - set(_TYPES))
+    unknown = sorted(set(values) - _NAMES)
     if unknown:
         raise ConfigError(f"unknown setting(s) in miner config: {', '.join(unknown)}")
-    for name, value in values.items():
-        want = float if _TYPES[name] == "float" else int if _TYPES[name] == "int" else str
-        if want is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, want) or isinstance(value, bool):
-            raise ConfigError(f"setting {name} must be a {want.__name__}, got {value!r}")
-        values[name] = value
-    config = replace(MinerConfig(), **values)
+    try:
+        config = replace(MinerConfig(), **values)
+    except ValidationError as exc:
+        problems = [
+            f"setting {'.'.join(str(p) for p in e['loc'])}: {e['msg']}, got {e['input']!r}"
+            for e in exc.errors()
+        ]
+        raise ConfigError("; ".join(problems)) from None
     config.strategy  # noqa: B018 - validates the honeypot name early
     return config
+
+
+def config_from_args(args: argparse.Namespace) -> MinerConfig:
+    """The config of ``--config`` with the command's flags applied on top."""
+    overrides: dict[str, Any] = {name: getattr(args, name, None) for name, _ in FLAGS}
+    overrides["honeypot"] = getattr(args, "honeypot", None)
+    overrides["endpoint"] = getattr(args, "endpoint", None)
+    overrides["region"] = getattr(args, "region", None)
+    overrides["micro_batches"] = getattr(args, "micro_batches", None)
+    return load_config(getattr(args, "config", None), overrides)
 
 
 def _flatten(doc: dict[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,11 @@ def _add_serve(sub: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind")
     serve.add_argument("--port", type=int, default=8470, help="port to bind")
     serve.add_argument(
+        "--fd",
+        type=int,
+        help="serve on this inherited listening socket instead of --host/--port",
+    )
+    serve.add_argument(
         "--storage", required=True, help="blob directory, or an fsspec URL (s3://bucket/prefix)"
     )
     serve.add_argument(
@@ -125,7 +130,9 @@ def _serve(args: argparse.Namespace) -> int:
     app = create_app(settings_from_args(args))
     # request lines (polling, mostly) only at DEBUG: a relay at rest stays quiet
     debug = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=debug)
+    where: dict[str, Any] = {"fd": args.fd} if args.fd is not None else {
+        "host": args.host, "port": args.port}
+    uvicorn.run(app, log_level="info", access_log=debug, **where)
     return 0
 
 

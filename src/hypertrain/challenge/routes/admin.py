@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hypertrain.challenge import rounds
 from hypertrain.challenge.deps import State, require_admin
+from hypertrain.challenge.models import MetagraphStatus
+from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(require_admin)])
 RunId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
@@ -28,20 +30,20 @@ class OpenRoundIn(BaseModel):
     start_model_url: str | None = Field(default=None, max_length=1024)
 
 
-@router.post("/runs", responses=_ERRORS)
+@router.post("/runs", responses=_ERRORS, response_model=Envelope)
 async def create_run(state: State, payload: CreateRunIn) -> dict[str, Any]:
     """Store a run; the service signs its manifest with the coordinator key."""
     return rounds.create_run(state, payload.manifest).model_dump()
 
 
-@router.post("/runs/{run_id}/rounds", responses=_ERRORS)
+@router.post("/runs/{run_id}/rounds", responses=_ERRORS, response_model=Envelope)
 async def open_round(state: State, run_id: RunId, payload: OpenRoundIn) -> dict[str, Any]:
     """Open the next round at the current beacon round (start model defaults to the merge)."""
     envelope = rounds.open_round(state, run_id, payload.start_model_sha256, payload.start_model_url)
     return envelope.model_dump()
 
 
-@router.post("/metagraph/refresh", responses=_ERRORS)
+@router.post("/metagraph/refresh", responses=_ERRORS, response_model=MetagraphStatus)
 async def refresh_metagraph(state: State) -> dict[str, Any]:
     await state.metagraph.refresh()
     return state.metagraph.status()

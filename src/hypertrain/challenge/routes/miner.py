@@ -8,6 +8,7 @@ from fastapi import APIRouter, Path
 
 from hypertrain.challenge import challenge, intake
 from hypertrain.challenge.deps import State
+from hypertrain.challenge.models import CommitAnswer, DisputeAnswer, JoinAnswer
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/v1", tags=["miner"])
@@ -22,19 +23,19 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.post("/join", responses=_ERRORS)
+@router.post("/join", responses=_ERRORS, response_model=JoinAnswer)
 async def join(state: State, envelope: Envelope) -> dict[str, Any]:
     """Admission: a ``join`` envelope carrying the hardware report and layout."""
     return intake.join(state, envelope)
 
 
-@router.post("/commit", responses=_ERRORS)
+@router.post("/commit", responses=_ERRORS, response_model=CommitAnswer)
 async def commit(state: State, envelope: Envelope) -> dict[str, Any]:
     """A ``commit`` envelope for the round in its train phase."""
     return intake.commit(state, envelope)
 
 
-@router.post("/dispute", responses=_ERRORS)
+@router.post("/dispute", responses=_ERRORS, response_model=DisputeAnswer)
 async def dispute(state: State, envelope: Envelope) -> dict[str, Any]:
     """A ``dispute`` envelope against a verdict on the signer, within the dispute window."""
     return intake.dispute(state, envelope)

@@ -8,51 +8,61 @@ from fastapi import APIRouter, Path
 
 from hypertrain.challenge import views
 from hypertrain.challenge.deps import State
+from hypertrain.challenge.models import (
+    BeaconPublic,
+    LossPoint,
+    RosterEntry,
+    RoundDetail,
+    RoundSummary,
+    RunListItem,
+    RunSummary,
+)
+from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/v1", tags=["public"])
 RunId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 RoundIndex = Annotated[int, Path(ge=0, le=2**53 - 1)]
 
 
-@router.get("/beacon")
+@router.get("/beacon", response_model=BeaconPublic)
 async def beacon(state: State) -> dict[str, Any]:
     """The latest verified beacon round the service acts on."""
     cur = state.current
     return {"round": cur.round if cur else None, "randomness": cur.randomness if cur else None}
 
 
-@router.get("/runs")
+@router.get("/runs", response_model=list[RunListItem])
 async def runs(state: State) -> list[dict[str, Any]]:
     return views.list_runs(state)
 
 
-@router.get("/runs/{run_id}")
+@router.get("/runs/{run_id}", response_model=RunSummary)
 async def run_summary(state: State, run_id: RunId) -> dict[str, Any]:
     return views.run_summary(state, run_id)
 
 
-@router.get("/runs/{run_id}/manifest")
+@router.get("/runs/{run_id}/manifest", response_model=Envelope)
 async def manifest(state: State, run_id: RunId) -> dict[str, Any]:
     """The coordinator-signed manifest envelope (verify it before training)."""
     return views.manifest_envelope(state, run_id)
 
 
-@router.get("/runs/{run_id}/rounds")
+@router.get("/runs/{run_id}/rounds", response_model=list[RoundSummary])
 async def rounds(state: State, run_id: RunId) -> list[dict[str, Any]]:
     return views.round_summaries(state, run_id)
 
 
-@router.get("/runs/{run_id}/rounds/{round_index}")
+@router.get("/runs/{run_id}/rounds/{round_index}", response_model=RoundDetail)
 async def round_detail(state: State, run_id: RunId, round_index: RoundIndex) -> dict[str, Any]:
     """One round: signed open record, commits, assignments, verdicts, merge tape."""
     return views.round_detail(state, run_id, round_index)
 
 
-@router.get("/runs/{run_id}/roster")
+@router.get("/runs/{run_id}/roster", response_model=list[RosterEntry])
 async def roster(state: State, run_id: RunId) -> list[dict[str, Any]]:
     return views.roster(state, run_id)
 
 
-@router.get("/runs/{run_id}/loss")
+@router.get("/runs/{run_id}/loss", response_model=list[LossPoint])
 async def loss(state: State, run_id: RunId) -> list[dict[str, Any]]:
     return views.loss_curve(state, run_id)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Path
 
 from hypertrain.challenge import challenge, intake, views
 from hypertrain.challenge.deps import State, require_worker
+from hypertrain.challenge.models import MergeAnswer, VerdictAnswer
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/worker/v1", tags=["worker"], dependencies=[Depends(require_worker)])
@@ -24,20 +25,24 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/runs/{run_id}/rounds/{round_index}/assignments", responses=_ERRORS)
+@router.get(
+    "/runs/{run_id}/rounds/{round_index}/assignments",
+    responses=_ERRORS,
+    response_model=list[Envelope],
+)
 async def assignments(state: State, run_id: RunId, round_index: RoundIndex) -> list[dict[str, Any]]:
     """Coordinator-signed ``audit-assignment`` envelopes of a round."""
     views.round_detail(state, run_id, round_index)
     return views.assignments(state, run_id, round_index)
 
 
-@router.post("/verdict", responses=_ERRORS)
+@router.post("/verdict", responses=_ERRORS, response_model=VerdictAnswer)
 async def verdict(state: State, envelope: Envelope) -> dict[str, Any]:
     """An auditor's signed ``verdict`` during the audit window."""
     return intake.verdict(state, envelope)
 
 
-@router.post("/merge", responses=_ERRORS)
+@router.post("/merge", responses=_ERRORS, response_model=MergeAnswer)
 async def merge(state: State, envelope: Envelope) -> dict[str, Any]:
     """The aggregator's signed ``merge-tape``; accepting it settles the round."""
     return intake.merge(state, envelope)

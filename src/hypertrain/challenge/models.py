@@ -1,0 +1,194 @@
+"""The challenge service's JSON answers, one pydantic model per shape, shared by both ends.
+
+Each route declares one of these as its response model, so the service validates what it
+sends and the OpenAPI document names every field; :class:`~hypertrain.challenge.client.
+ChallengeClient` parses answers into the same models, so callers read attributes instead
+of indexing strings. Models refuse unknown fields: a field the service starts to send is
+added here first, in one place, for both ends. Signed records stay :class:`Envelope`;
+their bodies are validated by the domain's message model where they are used.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from hypertrain.protocol.envelope import Envelope
+
+Phase = Literal["train", "beacon", "audit", "merge", "final"]
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BeaconPublic(_Answer):
+    """``GET /v1/beacon``: the latest verified beacon round the service acts on."""
+
+    round: int | None
+    randomness: str | None
+
+
+class RunListItem(_Answer):
+    run_id: str
+    manifest_digest: str
+
+
+class VerdictCounts(_Answer):
+    match: int
+    mismatch: int
+
+
+class RoundSummary(_Answer):
+    """One row of ``GET /v1/runs/{run}/rounds``: phase, deadlines, commits, audits, loss."""
+
+    round: int
+    phase: Phase
+    open_beacon_round: int
+    commit_deadline_round: int
+    selection_beacon_round: int | None
+    audit_close_round: int | None
+    dispute_deadline_round: int | None
+    start_model_sha256: str | None
+    new_model_sha256: str | None
+    commits: int
+    tokens: int
+    update_bytes: int
+    train_loss: float | None
+    eval_loss: float | None
+    audits: int
+    verdicts: VerdictCounts
+    disputes: int
+    settled_epoch: int | None
+
+
+class VerdictRecord(_Answer):
+    verdict_id: str
+    envelope: Envelope
+
+
+class SelectionBeacon(_Answer):
+    round: int
+    randomness: str
+    signature: str
+
+
+class RoundDetail(_Answer):
+    """``GET /v1/runs/{run}/rounds/{i}``: the summary's fields with every signed record
+    of the round (``commits`` and ``verdicts`` are the records here, not counts)."""
+
+    round: int
+    phase: Phase
+    open_beacon_round: int
+    commit_deadline_round: int
+    selection_beacon_round: int | None
+    audit_close_round: int | None
+    dispute_deadline_round: int | None
+    start_model_sha256: str | None
+    new_model_sha256: str | None
+    tokens: int
+    update_bytes: int
+    train_loss: float | None
+    eval_loss: float | None
+    audits: int
+    disputes: int
+    settled_epoch: int | None
+    open: Envelope
+    commits: list[Envelope]
+    assignments: list[Envelope]
+    verdicts: list[VerdictRecord]
+    merge: Envelope | None
+    selection_beacon: SelectionBeacon | None
+    probation: dict[str, bool]
+
+
+class RosterEntry(_Answer):
+    """One island of ``GET /v1/runs/{run}/roster``: admission, record and balances."""
+
+    hotkey: str
+    uid: int | None
+    status: Literal["active", "probation", "faulted", "deregistered"]
+    device_class: str
+    devices: int
+    first_round: int
+    probation_until_round: int
+    commits: int
+    tokens: int
+    faults: int
+    escrow: int
+    held: int
+    vested: int
+    paid: int
+    burned: int
+
+
+class LossPoint(_Answer):
+    round: int
+    train_loss: float | None
+    eval_loss: float | None
+    tokens: int
+
+
+class RunSummary(_Answer):
+    """``GET /v1/runs/{run}``: the run at a glance."""
+
+    run_id: str
+    manifest_digest: str
+    coordinator: str | None
+    model: dict[str, Any]
+    inner_steps: int
+    checkpoint_interval: int
+    rounds: int
+    current_round: RoundSummary | None
+    islands: int
+    islands_by_status: dict[str, int]
+    tokens_total: int
+    update_bytes_total: int
+    audits_total: int
+    faults_total: int
+    beacon_round: int | None
+
+
+class JoinAnswer(_Answer):
+    admitted: bool
+    run_id: str
+    hotkey: str
+    first_round: int
+    probation_until_round: int
+    layout: dict[str, Any]
+    samples_per_round: int
+
+
+class CommitAnswer(_Answer):
+    accepted: bool
+    run_id: str
+    round: int
+    hotkey: str
+    commit_id: str
+
+
+class VerdictAnswer(_Answer):
+    accepted: bool
+    verdict_id: str
+
+
+class DisputeAnswer(_Answer):
+    accepted: bool
+    dispute_id: str
+    deadline_round: int | None
+
+
+class MergeAnswer(_Answer):
+    accepted: bool
+    round: int
+    phase: Phase
+    paid: dict[str, int]
+
+
+class MetagraphStatus(_Answer):
+    epoch: int | None
+    block: int | None
+    hotkeys: int
+    stale: bool
+    error: str | None
