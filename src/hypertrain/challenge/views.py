@@ -119,6 +119,12 @@ def round_detail(state: ServiceState, run_id: str, index: int) -> dict[str, Any]
         "assignments": assignments(state, run_id, index),
         "verdicts": verdicts,
         "merge": loads(merge["envelope"]) if merge else None,
+        "commit_order": [
+            r["hotkey"]
+            for r in state.conn.execute(
+                "SELECT hotkey FROM commits WHERE run_id = ? AND round = ? ORDER BY rowid", args
+            )
+        ],
         "selection_beacon": dict(selector) if selector else None,
         "probation": {
             r["hotkey"]: bool(r["probation"])
