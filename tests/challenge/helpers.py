@@ -177,6 +177,7 @@ class FakeLedger:
     settled: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
     held: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
     faults: list[tuple[str, int, str]] = field(default_factory=list)
+    deregistered: list[tuple[str, int]] = field(default_factory=list)
     weight_calls: int = 0
 
     def create_run(self, run_id: str, *, pool_per_round: int, vesting_rounds: int) -> None:
@@ -201,6 +202,10 @@ class FakeLedger:
     ) -> int:
         assert (run_id, round_index) in self.settled, "the ledger faults only final rounds"
         self.faults.append((run_id, round_index, hotkey))
+        return 0
+
+    def deregister(self, hotkey: str, epoch: int) -> int:
+        self.deregistered.append((hotkey, epoch))
         return 0
 
     def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer:

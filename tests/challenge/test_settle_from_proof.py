@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from hypertrain.challenge.app import _poll_beacon, create_app
+from hypertrain.challenge.app import _poll_beacon, _refresh_metagraph, create_app
 from hypertrain.challenge.settle import PENDING_AUDIT, outcome
 from hypertrain.challenge.state import ServiceState
 from hypertrain.challenge.wiring import LedgerAdapter
@@ -28,6 +28,7 @@ from tests.challenge.helpers import (
     make_settings,
     manifest_doc,
     signed,
+    write_metagraph,
 )
 
 POOL, VESTING = 1200, 1
@@ -225,3 +226,45 @@ def test_any_verdict_but_match_is_a_fault(net: Net, miner_keys: list[Hotkey]) ->
 
 def test_pending_hold_sentinel_never_vests() -> None:
     assert PENDING_AUDIT == 2**53 - 1  # the ledger's largest round: no clock reaches it
+
+
+def _metagraph(net: Net, tmp_path: Path, hotkeys: list[str], epoch: int) -> None:
+    write_metagraph(tmp_path / "metagraph.json", hotkeys, epoch=epoch)
+    net.client.portal.call(_refresh_metagraph, net.state)  # type: ignore[union-attr]
+    assert net.state.metagraph.snapshot is not None
+    assert net.state.metagraph.snapshot.epoch == epoch
+
+
+def test_deregistration_burns_at_the_next_epoch(
+    net: Net, miner_keys: list[Hotkey], tmp_path: Path
+) -> None:
+    """A hotkey that leaves loses its unpaid value; back again, it starts from zero."""
+    stay, leaver = miner_keys[:2]
+    everyone = [k.ss58_address for k in miner_keys]
+    for index in range(2):
+        net.to_merge(
+            index, [stay, leaver], {stay.ss58_address: "match", leaver.ss58_address: "match"}
+        )
+        net.merge(index, included=[stay.ss58_address, leaver.ss58_address], excluded={})
+        net.settle(index)
+    assert net.balance(leaver).escrowed == POOL // 2  # round 1's reward, not vested yet
+    assert net.balance(leaver).vested == POOL // 2
+    _metagraph(net, tmp_path, [h for h in everyone if h != leaver.ss58_address], epoch=2)
+    first = net.client.get("/internal/v1/get_weights?epoch=2", headers=PLATFORM).json()
+    assert leaver.ss58_address not in first["weights"]
+    assert net.balance(leaver).burned == POOL  # escrow and vested-unpaid, burned
+    assert sum(first["weights"].values()) <= first["full_share_mass"]
+    _metagraph(net, tmp_path, everyone, epoch=3)  # it registers again
+    net.honest_round(2, stay)
+    again = net.client.get("/internal/v1/get_weights?epoch=3", headers=PLATFORM).json()
+    assert leaver.ss58_address not in again["weights"]
+    assert sum(again["weights"].values()) <= again["full_share_mass"]
+    report = net.ledger.verify()
+    assert report.ok, report.render()
+
+
+def test_weights_for_an_older_epoch_are_a_typed_409(net: Net, miner_keys: list[Hotkey]) -> None:
+    net.honest_round(0, miner_keys[0])
+    assert net.client.get("/internal/v1/get_weights?epoch=5", headers=PLATFORM).status_code == 200
+    old = net.client.get("/internal/v1/get_weights?epoch=4", headers=PLATFORM)
+    assert (old.status_code, old.json()["error"]) == (409, "epoch_superseded")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from hypertrain.challenge.errors import ConflictError
 from hypertrain.challenge.metagraph import (
     ChainMetagraph,
     FileMetagraph,
@@ -17,7 +18,7 @@ from hypertrain.challenge.metagraph import (
 )
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort, WeightsAnswer
 from hypertrain.challenge.settings import Settings
-from hypertrain.ledger import Ledger, LedgerError, UnknownHotkeyError
+from hypertrain.ledger import EpochError, Ledger, LedgerError, UnknownHotkeyError
 
 
 class DrandBeacon:
@@ -73,8 +74,17 @@ class LedgerAdapter:
         except UnknownHotkeyError:
             return 0  # a miner faulting in its first round holds nothing to burn
 
+    def deregister(self, hotkey: str, epoch: int) -> int:
+        try:
+            return self._ledger.deregister(hotkey, epoch)
+        except UnknownHotkeyError:
+            return 0  # never earned anything: nothing to burn
+
     def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer:
-        answer = self._ledger.get_weights(epoch, registered)
+        try:
+            answer = self._ledger.get_weights(epoch, registered)
+        except EpochError as exc:
+            raise ConflictError(str(exc), code="epoch_superseded") from None
         return WeightsAnswer(
             dict(answer.weights),
             answer.full_share_mass,
