@@ -141,7 +141,7 @@ def commit_body(
 
 
 def signed(
-    key: Hotkey, domain: str, body: dict[str, Any], run_id: str = "run-1", expiry: int = 10**9
+    key: Hotkey, domain: str, body: dict[str, Any], run_id: str = "run-1", expiry: int = 50_000
 ) -> dict[str, Any]:
     return seal(key, domain=domain, run_id=run_id, body=body, expiry_round=expiry).model_dump()
 

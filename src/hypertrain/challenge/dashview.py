@@ -231,12 +231,18 @@ def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
             "faults": summary["faults_total"],
             "beacon_round": summary["beacon_round"],
         },
-        "beacon": {"genesis_unix": genesis, "period_s": period},
+        "beacon": {"genesis_unix": genesis, "period_s": period, **state.beacon_status()},
         "model": model_card(manifest),
+        # verified figures only: the held-out loss of each merged model (merge tape);
+        # the islands' own training loss rides along, labelled self-reported
         "curve": [
-            {"round": r["round"], "heldout_loss": r["eval_loss"], "train_loss": r["train_loss"]}
+            {
+                "round": r["round"],
+                "heldout_loss": r["eval_loss"],
+                "train_loss_self_reported": r["train_loss"],
+            }
             for r in rounds
-            if r["eval_loss"] is not None or r["train_loss"] is not None
+            if r["eval_loss"] is not None
         ],
         "islands": islands,
         "rounds": rounds,

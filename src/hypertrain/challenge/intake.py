@@ -117,10 +117,11 @@ def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
     run_id, hotkey = env.run_id, verified.signer
     row = _round_row(state, run_id, body.round)
     now = state.current_round()
-    if row["phase"] != "train" or now > row["commit_deadline"]:
+    due = state.due_round()  # fail closed: the deadline passes by the clock, not the poll
+    if row["phase"] != "train" or due > row["commit_deadline"]:
         raise PhaseError(
             f"commit deadline of round {body.round} was beacon round {row['commit_deadline']}"
-            f" (now {now})",
+            f" (now {due})",
             code="late",
         )
     if hotkey not in state.roster_of(run_id, body.round, row["open_envelope"]):

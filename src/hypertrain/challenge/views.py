@@ -41,7 +41,9 @@ def round_summaries(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
           (SELECT COALESCE(SUM(update_bytes), 0) FROM commits c
              WHERE c.run_id = r.run_id AND c.round = r.round) AS update_bytes,
           (SELECT SUM(train_loss * tokens) / NULLIF(SUM(tokens), 0) FROM commits c
-             WHERE c.run_id = r.run_id AND c.round = r.round AND train_loss IS NOT NULL)
+             WHERE c.run_id = r.run_id AND c.round = r.round AND train_loss IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM verdicts f WHERE f.run_id = c.run_id
+               AND f.round = c.round AND f.hotkey = c.hotkey AND f.result != 'match'))
              AS train_loss,
           (SELECT COUNT(*) FROM audits a WHERE a.run_id = r.run_id AND a.round = r.round)
              AS audits,

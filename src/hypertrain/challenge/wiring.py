@@ -33,6 +33,10 @@ class DrandBeacon:
     def get(self, round_number: int) -> BeaconRound:
         return _round(self._client.get(round_number))
 
+    def due_round(self) -> int:
+        """The round the chain's schedule says exists now (genesis + period), verified or not."""
+        return int(self._client.due_round())
+
 
 def _round(beacon: Any) -> BeaconRound:
     return BeaconRound(int(beacon.round), beacon.randomness.hex(), beacon.signature.hex())
