@@ -178,6 +178,7 @@ class FakeLedger:
     held: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
     faults: list[tuple[str, int, str]] = field(default_factory=list)
     deregistered: list[tuple[str, int]] = field(default_factory=list)
+    released: list[tuple[str, int, str]] = field(default_factory=list)
     weight_calls: int = 0
 
     def create_run(self, run_id: str, *, pool_per_round: int, vesting_rounds: int) -> None:
@@ -203,6 +204,12 @@ class FakeLedger:
         assert (run_id, round_index) in self.settled, "the ledger faults only final rounds"
         self.faults.append((run_id, round_index, hotkey))
         return 0
+
+    def release_hold(
+        self, run_id: str, round_index: int, hotkey: str, epoch: int, until: int = 0
+    ) -> bool:
+        self.released.append((run_id, round_index, hotkey))
+        return True
 
     def deregister(self, hotkey: str, epoch: int) -> int:
         self.deregistered.append((hotkey, epoch))

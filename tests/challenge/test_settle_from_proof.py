@@ -204,6 +204,13 @@ def test_audit_without_verdict_holds_the_reward_until_the_auditor_answers(
     net.honest_round(2, honest)
     assert net.balance(silent).held == third
     assert net.weights(2) == {honest.ss58_address: third + POOL}
+    # the silent island's auditor answers at last: a match releases the hold, and the
+    # reward vests with the next settlement
+    assert net.verdict(0, silent.ss58_address, "match").status_code == 200
+    assert net.balance(silent).escrowed == third and net.balance(silent).vested == 0
+    net.honest_round(3, honest)
+    assert net.balance(silent).vested == third
+    assert net.weights(3) == {honest.ss58_address: POOL, silent.ss58_address: third}
     report = net.ledger.verify()
     assert report.ok, report.render()
 

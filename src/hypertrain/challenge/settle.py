@@ -9,7 +9,7 @@ each commit of the round:
   assigned audit of it is still waiting for a verdict;
 * **held** when it was included but an assigned audit has no verdict yet: its reward is
   escrowed with a hold that never releases on its own (:data:`PENDING_AUDIT`); a late
-  verdict other than ``match`` burns it as a fault;
+  ``match`` releases it (it vests from the next settlement), anything else burns it;
 * **faulted** when any verdict for it is not ``match`` (``mismatch``, ``unverifiable``)
   or the merge tape excluded it for something only the island controls (its update
   never reached the relay, or does not decode: :data:`ISLAND_FAULTS`). The fault is
@@ -209,9 +209,20 @@ def record_fault(
 
 
 def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, result: str) -> None:
-    """A verdict that arrived after its round settled: a fault burns the held reward."""
-    if result == "match":
-        return
+    """A verdict that arrived after its round settled: it lifts or burns the held reward.
+
+    ``match`` releases the hold (the escrow vests from the next settlement on, or from
+    the end of the island's probation if that is later); anything else is a fault.
+    """
     snapshot = state.metagraph.snapshot
     epoch = snapshot.epoch if snapshot is not None else 0
-    record_fault(state, run_id, index, hotkey, f"late {result} verdict", epoch)
+    if result != "match":
+        record_fault(state, run_id, index, hotkey, f"late {result} verdict", epoch)
+        return
+    row = state.conn.execute(
+        "SELECT probation_until_round FROM roster WHERE run_id = ? AND hotkey = ?",
+        (run_id, hotkey),
+    ).fetchone()
+    probation_end = int(row["probation_until_round"]) if row is not None else 0
+    until = probation_end if probation_end > index else 0
+    state.ledger.release_hold(run_id, index, hotkey, epoch, until)

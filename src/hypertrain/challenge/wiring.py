@@ -78,6 +78,11 @@ class LedgerAdapter:
         except UnknownHotkeyError:
             return 0  # a miner faulting in its first round holds nothing to burn
 
+    def release_hold(
+        self, run_id: str, round_index: int, hotkey: str, epoch: int, until: int = 0
+    ) -> bool:
+        return self._ledger.release_hold(run_id, round_index, hotkey, epoch, until)
+
     def deregister(self, hotkey: str, epoch: int) -> int:
         try:
             return self._ledger.deregister(hotkey, epoch)
