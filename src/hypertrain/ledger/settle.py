@@ -147,7 +147,8 @@ def release(
     """End a hold that has not started vesting: it vests from the next settlement on
     (or from ``until``, if later)."""
     row = conn.execute(
-        "SELECT held_until FROM escrows WHERE run_id = ? AND round = ? AND hotkey = ? AND closed = ?",
+        "SELECT held_until FROM escrows"
+        " WHERE run_id = ? AND round = ? AND hotkey = ? AND closed = ?",
         (run.run_id, round_, hotkey, OPEN),
     ).fetchone()
     until = max(run.clock + 1, until)
