@@ -255,6 +255,7 @@ PHASE_WORDS: Final = {
     "beacon": "waiting for the audit beacon",
     "audit": "auditing",
     "merge": "merging",
+    "settle": "merged; settling after the dispute window",
     "final": "between rounds",
 }
 
