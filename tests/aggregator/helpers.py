@@ -85,4 +85,6 @@ class World:
         return cand
 
     def inputs(self, round_: int = 0, prev: str | None = None, **kw: Any) -> MergeInputs:
+        """Merge inputs; unless told otherwise every candidate counts as audit-proven."""
+        kw.setdefault("proven", [c.hotkey for c in self.candidates])
         return MergeInputs(self.manifest, round_, self.start_sha, prev, list(self.candidates), **kw)

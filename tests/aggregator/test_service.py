@@ -72,10 +72,18 @@ def test_genesis_merge_settle_and_next_round(harness: Harness, tmp_path: Path) -
     r = h.client.post("/worker/v1/verdict", json=signed(h.auditor, "verdict", verdict),
                       headers={"Authorization": f"Bearer {TOKENS['worker']}"})  # fmt: skip
     assert r.status_code == 200, r.text
+    for a in assigned[1:]:  # the others are proven: their norms set the reference
+        good = {"round": 0, "hotkey": a["body"]["hotkey"], "segments": a["body"]["segments"],
+                "result": "match", "update_checked": True}  # fmt: skip
+        r = h.client.post("/worker/v1/verdict", json=signed(h.auditor, "verdict", good),
+                          headers={"Authorization": f"Bearer {TOKENS['worker']}"})  # fmt: skip
+        assert r.status_code == 200, r.text
     h.tick(2)
     assert agg.step(manifest, open_rounds=True) == 1
     rounds = agg.service.rounds("run-1")
-    assert [r["phase"] for r in rounds] == ["final", "train"]
+    assert [r["phase"] for r in rounds] == ["settle", "train"]  # settles after disputes close
+    h.tick(3)
+    assert [r["phase"] for r in agg.service.rounds("run-1")] == ["final", "train"]
     merged = agg.service.round_detail("run-1", 0)["merge"]["body"]
     tape_sha = merged["tape_sha256"]
     tape = decode_tape(blobs.get(tape_sha))
@@ -108,7 +116,11 @@ def test_no_round_is_opened_after_the_last_one(harness: Harness, tmp_path: Path)
     h.tick(4)  # commit deadline passed: audits selected
     h.tick(10)  # audit window closed without verdicts: the round waits for its merge
     assert agg.step(manifest, open_rounds=True) == 1
+    assert [r["phase"] for r in agg.service.rounds("run-1")] == ["settle"]
+    h.tick(3)
     assert [r["phase"] for r in agg.service.rounds("run-1")] == ["final"]
+    # two unproven updates are no quorum for a reference norm: nothing merged, nobody paid
+    assert h.ledger.settled[("run-1", 0)] == {}
 
 
 def test_collect_screens_commits(harness: Harness, tmp_path: Path) -> None:

@@ -55,9 +55,11 @@ def run_rounds(h: Harness, rounds: int = 2, islands: int = 3) -> None:
             "outer_state_sha256": "cc" * 32,
             "tape_sha256": "dd" * 32,
             "eval_loss": 4.5 - 0.5 * index,
+            "included": [k.ss58_address for k in h.miners[:islands]],
         }
         r = h.client.post(
             "/worker/v1/merge", headers=bearer("worker"), json=signed(h.auditor, "merge-tape", tape)
         )
         assert r.status_code == 200, r.text
+        h.tick(3)  # past the dispute deadline: the round settles
         model = new

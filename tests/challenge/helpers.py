@@ -141,7 +141,7 @@ def commit_body(
 
 
 def signed(
-    key: Hotkey, domain: str, body: dict[str, Any], run_id: str = "run-1", expiry: int = 10**9
+    key: Hotkey, domain: str, body: dict[str, Any], run_id: str = "run-1", expiry: int = 50_000
 ) -> dict[str, Any]:
     return seal(key, domain=domain, run_id=run_id, body=body, expiry_round=expiry).model_dump()
 
@@ -177,6 +177,8 @@ class FakeLedger:
     settled: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
     held: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
     faults: list[tuple[str, int, str]] = field(default_factory=list)
+    deregistered: list[tuple[str, int]] = field(default_factory=list)
+    released: list[tuple[str, int, str]] = field(default_factory=list)
     weight_calls: int = 0
 
     def create_run(self, run_id: str, *, pool_per_round: int, vesting_rounds: int) -> None:
@@ -201,6 +203,16 @@ class FakeLedger:
     ) -> int:
         assert (run_id, round_index) in self.settled, "the ledger faults only final rounds"
         self.faults.append((run_id, round_index, hotkey))
+        return 0
+
+    def release_hold(
+        self, run_id: str, round_index: int, hotkey: str, epoch: int, until: int = 0
+    ) -> bool:
+        self.released.append((run_id, round_index, hotkey))
+        return True
+
+    def deregister(self, hotkey: str, epoch: int) -> int:
+        self.deregistered.append((hotkey, epoch))
         return 0
 
     def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer:

@@ -25,7 +25,7 @@ def test_unregistered_hotkey_is_refused(harness: Harness) -> None:
 
 def test_replayed_join_is_refused(harness: Harness) -> None:
     env = seal(
-        harness.miners[0], domain="join", run_id="run-1", body=join_body(), expiry_round=10**9
+        harness.miners[0], domain="join", run_id="run-1", body=join_body(), expiry_round=50_000
     ).model_dump()
     assert harness.client.post("/v1/join", json=env).status_code == 200
     again = harness.client.post("/v1/join", json=env)

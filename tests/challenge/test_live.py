@@ -143,12 +143,13 @@ def test_full_round_on_local_beacon(tmp_path: Path, local_beacon: LocalBeaconPro
             "new_model_url": "http://r/m1",
             "outer_state_sha256": "cc" * 32,
             "tape_sha256": "dd" * 32,
+            "included": [k.ss58_address for k in MINERS],
         }
         r = c.post(
             "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape)
         )
         assert r.status_code == 200, r.text
-        assert _phase(c) == "final"
+        _wait(lambda: _phase(c) == "final")  # after the dispute window
         roster = c.get("/v1/runs/run-1/roster").json()
         assert sorted(i["escrow"] + i["vested"] for i in roster) == [500_000_000] * 2
         weights = c.get(

@@ -81,10 +81,13 @@ class Net:
             "new_model_url": "http://r/m1",
             "outer_state_sha256": "cc" * 32,
             "tape_sha256": "dd" * 32,
+            "included": [k.ss58_address for k in islands],
         }
         merge = signed(self.auditor, "merge-tape", tape)
         r = c.post("/worker/v1/merge", headers=bearer("worker"), json=merge)
         assert r.status_code == 200, r.text
+        self.tick(3)  # past the dispute deadline (audit close + 2): the round settles
+        assert c.get(f"/v1/runs/run-1/rounds/{index}").json()["phase"] == "final"
 
     def roster(self) -> dict[str, dict[str, Any]]:
         return {i["hotkey"]: i for i in self.client.get("/v1/runs/run-1/roster").json()}

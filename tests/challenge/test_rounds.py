@@ -6,10 +6,12 @@ from typing import Any
 
 from hypertrain.challenge.selection import select_audits
 from hypertrain.protocol.envelope import open_envelope
+from hypertrain.protocol.identity import Hotkey
 from tests.challenge.conftest import Harness
 from tests.challenge.helpers import bearer, commit_body, join_body, signed
 
 START = "aa" * 32
+MINERS = [Hotkey.from_seed(bytes([i + 1]) * 32) for i in range(4)]  # conftest's miner_keys
 
 
 def _open(h: Harness) -> dict[str, Any]:
@@ -137,6 +139,11 @@ def test_full_phase_sequence_with_verdicts_and_merge(harness: Harness) -> None:
         "/worker/v1/merge", headers=bearer("worker"), json=signed(h.auditor, "merge-tape", _tape())
     )
     assert r.status_code == 200, r.text
+    assert _phase(h) == "settle"  # nothing is paid before the dispute window closes
+    assert ("run-1", 0) not in h.ledger.settled
+    h.tick(2)  # dispute deadline = audit close + 2 = 108; now 108
+    assert _phase(h) == "settle"
+    h.tick(1)
     assert _phase(h) == "final"
     assert h.ledger.settled[("run-1", 0)] == {good["hotkey"]: 1000}
     assert h.ledger.faults == [("run-1", 0, bad["hotkey"])]
@@ -177,4 +184,5 @@ def _tape() -> dict[str, Any]:
         "outer_state_sha256": "cc" * 32,
         "tape_sha256": "dd" * 32,
         "eval_loss": 3.25,
+        "included": [k.ss58_address for k in MINERS[:2]],
     }

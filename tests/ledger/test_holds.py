@@ -218,3 +218,20 @@ def test_version_2_database_gains_the_hold_column(tmp_path: Path, hotkeys: list[
         _probation(led, hotkeys, rounds=2)
         assert led.balances(RUN, hotkeys[0]).held == 1000
         assert led.verify().ok
+
+
+def test_release_ends_a_pending_hold_at_the_clock(ledger: Ledger, hotkeys: list[str]) -> None:
+    """A hold waiting for a verdict (release round 2^53 - 1) ends only by release_hold."""
+    pending = 2**53 - 1
+    ledger.create_run(RUN, 1000, 2)
+    ledger.settle_round(RUN, 0, {hotkeys[0]: 1, hotkeys[1]: 1}, 0, held={hotkeys[0]: pending})
+    for rnd in (1, 2):
+        ledger.settle_round(RUN, rnd, {hotkeys[1]: 1}, rnd)
+    assert ledger.balances(RUN, hotkeys[0]).held == 500  # the clock never reaches it
+    assert not ledger.release_hold(RUN, 1, hotkeys[0], 3)  # nothing held in round 1
+    assert ledger.release_hold(RUN, 0, hotkeys[0], 3)
+    assert not ledger.release_hold(RUN, 0, hotkeys[0], 3)  # a repeat does nothing
+    assert _journal(ledger, "release")[0]["detail"] == {"held_until": 3}
+    ledger.settle_round(RUN, 3, {hotkeys[1]: 1}, 3)
+    assert ledger.balances(RUN, hotkeys[0]).vested == 250  # first tranche at the next round
+    assert ledger.verify().ok

@@ -26,7 +26,7 @@ def _client(h: Harness) -> ChallengeClient:
 
 def _open_round(h: Harness) -> None:
     for key in h.miners[:2]:
-        env = seal(key, domain="join", run_id="run-1", body=join_body(), expiry_round=10**9)
+        env = seal(key, domain="join", run_id="run-1", body=join_body(), expiry_round=50_000)
         assert _client(h).join(env)["admitted"]
     r = h.client.post(
         "/admin/v1/runs/run-1/rounds",
@@ -65,7 +65,7 @@ def test_expired_and_replayed_envelopes_are_refused(harness: Harness) -> None:  
         client.commit(expired)
     assert exc.value.status in (400, 401, 403)
     assert client.round_detail("run-1", 0)["commits"] == []
-    good = seal(key, domain="commit", run_id="run-1", body=commit_body(0), expiry_round=10**9)
+    good = seal(key, domain="commit", run_id="run-1", body=commit_body(0), expiry_round=50_000)
     assert client.commit(good)["accepted"]
     with pytest.raises(ServiceError) as exc:
         client.commit(good)  # the very same envelope again
@@ -75,7 +75,7 @@ def test_expired_and_replayed_envelopes_are_refused(harness: Harness) -> None:  
     ctx = RunContext(
         None, client, verify_manifest(client.manifest_envelope("run-1"), "run-1", None)
     )  # type: ignore[arg-type]
-    again = _post_commit(ctx, key, Commit.model_validate(commit_body(0)), 10**9)
+    again = _post_commit(ctx, key, Commit.model_validate(commit_body(0)), 50_000)
     assert again == {"accepted": True, "already": True}
 
 
@@ -99,5 +99,5 @@ def test_a_late_commit_becomes_a_skippable_miner_error(harness: Harness) -> None
     harness.tick(manifest.round.commit_window_rounds + 1)
     ctx = RunContext(None, client, manifest)  # type: ignore[arg-type]
     with pytest.raises(MinerError, match="commit deadline passed"):
-        _post_commit(ctx, key, Commit.model_validate(commit_body(0)), 10**9)
+        _post_commit(ctx, key, Commit.model_validate(commit_body(0)), 50_000)
     assert client.round_detail("run-1", 0)["commits"] == []

@@ -11,6 +11,7 @@ import pytest
 
 from hypertrain.relay.auth import encode_authorization
 from hypertrain.relay.client import RelayClient
+from hypertrain.relay.clock import BeaconClock
 from hypertrain.relay.errors import NotFoundError, RelayError
 from tests.relay.conftest import Running
 from tests.relay.helpers import NOW_ROUND, RUN_ID, Keys, blob_envelope
@@ -63,7 +64,7 @@ def test_reupload_is_idempotent(relay: Running, keys: Keys, http: httpx.Client) 
     other = _put(http, relay, data, encode_authorization(blob_envelope(keys.other, data)))
     assert (first.status_code, again.status_code, other.status_code) == (201, 200, 200)
     assert again.json()["created"] is False
-    assert relay.relay.quota.used(keys.miner.ss58_address, 3) == len(data)
+    assert relay.relay.quota.used(keys.miner.ss58_address, relay.relay.quota_key()) == len(data)
     assert len(_stored(relay)) == 1
 
 
@@ -106,7 +107,7 @@ def test_hash_mismatch_refused_existing_unharmed(
     assert http.head(f"{relay.url}/blobs/{wrong}").status_code == 404
     _assert_unharmed(relay, http, data, sha)
     # the refused uploads were released from the round's accounting
-    assert relay.relay.quota.used(keys.miner.ss58_address, 3) == len(data)
+    assert relay.relay.quota.used(keys.miner.ss58_address, relay.relay.quota_key()) == len(data)
 
 
 def test_size_lies_refused(relay: Running, keys: Keys, http: httpx.Client) -> None:
@@ -133,11 +134,21 @@ def test_oversize_and_round_quota(relay: Running, keys: Keys, http: httpx.Client
     more = os.urandom(3 << 20)
     resp = _put(http, relay, more, encode_authorization(blob_envelope(keys.miner, more)))
     assert (resp.status_code, resp.json()["error"]) == (413, "round_quota_exceeded")
-    # the limit is per round and per hotkey; coordinators are exempt
-    next_round = encode_authorization(blob_envelope(keys.miner, more, round_=4))
-    assert _put(http, relay, more, next_round).status_code == 201
+    # claiming another (far-future) round does not open a fresh quota: the window is
+    # the relay's own beacon round
+    far = encode_authorization(blob_envelope(keys.miner, more, round_=10**9))
+    resp = _put(http, relay, more, far)
+    assert (resp.status_code, resp.json()["error"]) == (413, "round_quota_exceeded")
+    # the limit is per quota window of the relay's clock and per hotkey
+    window = relay.relay.quota_window_rounds
+    relay.relay.clock = BeaconClock(genesis_unix=0, period_s=1, now=lambda: 1000.0 + window)
+    later = blob_envelope(keys.miner, more, expiry_round=NOW_ROUND + window + 10)
+    assert _put(http, relay, more, encode_authorization(later)).status_code == 201
+    # coordinators are exempt
     coord = os.urandom(3 << 20)
-    auth = encode_authorization(blob_envelope(keys.coordinator, coord, kind="model"))
+    auth = encode_authorization(
+        blob_envelope(keys.coordinator, coord, kind="model", expiry_round=later.expiry_round)
+    )
     assert _put(http, relay, coord, auth).status_code == 201
     assert http.get(f"{relay.url}/blobs/{sha}").content == data
 

@@ -7,9 +7,15 @@ A commit is excluded at this stage, with its reason, when
 
 * its signature does not verify (``bad_commit``) or it names another run or round
   (``wrong_round``);
-* an auditor's verdict for that island in this round is a mismatch (``audit_mismatch``),
-  the same rule the service's settlement uses;
+* an auditor's verdict for that island in this round is anything but ``match``
+  (``audit_mismatch``: a mismatch or an unverifiable input), the same rule the
+  service's settlement uses;
 * it re-submits an update already merged in an earlier round (``stale_update``).
+
+Collection also reports which islands an audit *proved* this round (a ``match`` verdict
+that checked the update itself): their norms anchor the merge's reference norm. Each
+candidate carries its commit's arrival position (the service's ``commit_order``), so
+the merge keeps the earliest of two copies.
 
 The update is addressed by ``Commit.update_sha256``: the plain SHA-256 of the
 encoded update, which is also its relay address.
@@ -18,7 +24,7 @@ encoded update, which is also its relay address.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -37,6 +43,7 @@ class Collected:
     start_model_sha256: str
     candidates: list[Candidate]
     excluded: list[Excluded]
+    proven: list[str] = field(default_factory=list)
 
 
 def verify_round_open(record: Any, manifest: RunManifest, index: int) -> RoundOpen:
@@ -52,18 +59,29 @@ def verify_round_open(record: Any, manifest: RunManifest, index: int) -> RoundOp
     return body
 
 
-def faulty_hotkeys(verdicts: Iterable[Any], run_id: str, index: int) -> set[str]:
-    """Islands with a signed mismatch or unverifiable verdict for this round."""
-    out: set[str] = set()
+def _verdicts(verdicts: Iterable[Any], run_id: str, index: int) -> list[Verdict]:
+    out: list[Verdict] = []
     for item in verdicts:
         try:
             env = open_envelope(item.get("envelope", item), domain="verdict", run_id=run_id)
             body = Verdict.model_validate(env.body)
         except (EnvelopeError, ValidationError, AttributeError):
             continue
-        if body.round == index and body.result in ("mismatch", "unverifiable"):
-            out.add(body.hotkey)
+        if body.round == index:
+            out.append(body)
     return out
+
+
+def faulty_hotkeys(verdicts: Iterable[Any], run_id: str, index: int) -> set[str]:
+    """Islands with a signed verdict other than ``match`` for this round."""
+    return {v.hotkey for v in _verdicts(verdicts, run_id, index) if v.result != "match"}
+
+
+def proven_hotkeys(verdicts: Iterable[Any], run_id: str, index: int) -> set[str]:
+    """Islands whose update a ``match`` verdict checked (and no other verdict faulted)."""
+    found = _verdicts(verdicts, run_id, index)
+    bad = {v.hotkey for v in found if v.result != "match"}
+    return {v.hotkey for v in found if v.result == "match" and v.update_checked} - bad
 
 
 def _commit(raw: Any, run_id: str) -> tuple[str, Commit | None, str]:
@@ -81,6 +99,8 @@ def collect(
     """Candidates and collect-stage exclusions of round ``index`` from its record."""
     opened = verify_round_open(detail.get("open"), manifest, index)
     faulty = faulty_hotkeys(detail.get("verdicts") or [], manifest.run_id, index)
+    proven = proven_hotkeys(detail.get("verdicts") or [], manifest.run_id, index)
+    order = {str(h): i for i, h in enumerate(detail.get("commit_order") or [])}
     candidates: list[Candidate] = []
     excluded: list[Excluded] = []
     seen: set[str] = set()
@@ -107,6 +127,9 @@ def collect(
         seen.add(hotkey)
         candidates.append(
             Candidate(hotkey=hotkey, update_sha256=sha, tokens=tokens,
-                      update_bytes=body.update_bytes)
+                      update_bytes=body.update_bytes, seq=order.get(hotkey, len(order)))
         )  # fmt: skip
-    return Collected(index, opened.start_model_sha256, candidates, excluded)
+    merged = {c.hotkey for c in candidates}
+    return Collected(
+        index, opened.start_model_sha256, candidates, excluded, sorted(proven & merged)
+    )

@@ -4,9 +4,12 @@ Two streaming passes over the candidates, in hotkey order:
 
 1. *Norms.* Fetch each update (hash-checked), check its size against the commit and
    its tokens against what H steps can train, validate it for the model and compute
-   its exact norm (:mod:`hypertrain.aggregator.norms`). Failures are recorded with a
-   reason; then :func:`~hypertrain.aggregator.screen.screen` rejects outliers and
-   fixes every clip factor from the round median.
+   its exact norm (:mod:`hypertrain.aggregator.norms`) and its sketch. Failures are
+   recorded with a reason; copies and near-copies of an earlier commit's update are
+   excluded (:mod:`hypertrain.aggregator.dedup`); then
+   :func:`~hypertrain.aggregator.screen.screen` rejects outliers and fixes every clip
+   factor from a reference norm that no minority of the round can move (the trailing
+   history of merged norms and this round's audit-proven updates).
 2. *Sum.* Fetch each accepted update again and add ``float32(weight * clip) * u``,
    tensor by tensor (``trainer.update.iter_decode_update``), into one accumulator.
 
@@ -27,6 +30,7 @@ import torch
 from torch import Tensor
 
 from hypertrain.aggregator.blobs import BlobSource
+from hypertrain.aggregator.dedup import find_duplicates, sketch
 from hypertrain.aggregator.errors import AggregatorError, BlobError, UpdateFormatError
 from hypertrain.aggregator.norms import classify, update_norm
 from hypertrain.aggregator.outer import (
@@ -53,6 +57,8 @@ class MergeInputs:
     candidates: list[Candidate]
     collect_excluded: list[Excluded] = field(default_factory=list)
     rollback_of: str | None = None
+    history_norms: list[float] = field(default_factory=list)  # trailing merged (clipped) norms
+    proven: list[str] = field(default_factory=list)  # hotkeys whose update an audit proved
 
 
 @dataclass(frozen=True)
@@ -78,8 +84,10 @@ def _precheck(c: Candidate, inputs: MergeInputs, data: bytes) -> tuple[str, str]
     return None
 
 
-def norms_pass(inputs: MergeInputs, blobs: BlobSource) -> tuple[dict[str, float], list[Excluded]]:
-    """Pass 1: exact norms of the valid candidates, and the failures with reasons."""
+def norms_pass(
+    inputs: MergeInputs, blobs: BlobSource, sketches: dict[str, tuple[float, ...]] | None = None
+) -> tuple[dict[str, float], list[Excluded]]:
+    """Pass 1: exact norms (and sketches) of the valid candidates, and the failures."""
     shapes = param_shapes(inputs.manifest.model)
     norms: dict[str, float] = {}
     failed: list[Excluded] = []
@@ -89,6 +97,8 @@ def norms_pass(inputs: MergeInputs, blobs: BlobSource) -> tuple[dict[str, float]
             problem = _precheck(c, inputs, data)
             if problem is None:
                 norms[c.hotkey] = update_norm(data, shapes, inputs.manifest.compression)
+                if sketches is not None:
+                    sketches[c.hotkey] = sketch(data, inputs.manifest.compression)
         except (BlobError, UpdateFormatError) as exc:
             problem = (exc.reason, str(exc))
         if problem is not None:
@@ -130,9 +140,17 @@ def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
     momentum = zero_momentum(spec)
     if inputs.prev_outer_state_sha256 is not None:
         momentum, _ = decode_outer_state(blobs.get(inputs.prev_outer_state_sha256), spec)
-    norms, failed = norms_pass(inputs, blobs)
-    screened = screen(norms, outer)
+    sketches: dict[str, tuple[float, ...]] = {}
+    norms, failed = norms_pass(inputs, blobs, sketches)
     by_key = {c.hotkey: c for c in inputs.candidates}
+    arrival = sorted(inputs.candidates, key=lambda c: (c.seq, c.hotkey))
+    copies = find_duplicates(
+        [(c.hotkey, c.update_sha256) for c in arrival], sketches, blobs, param_shapes(spec),
+        inputs.manifest.compression,
+    )
+    failed += [_excluded(by_key[h], r, d) for h, (r, d) in sorted(copies.items())]
+    norms = {h: n for h, n in norms.items() if h not in copies}
+    screened = screen(norms, outer, inputs.history_norms, inputs.proven)
     failed += [_excluded(by_key[h], r, d) for h, (r, d) in screened.rejected.items()]
     weights = token_weights({h: by_key[h].tokens for h in screened.clip})
     included = [
@@ -166,5 +184,7 @@ def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
         new_outer_state_sha256=hashlib.sha256(outer_blob).hexdigest(),
         new_model_sha256=hashlib.sha256(model_blob).hexdigest(),
         rollback_of=inputs.rollback_of,
+        history_norms=list(inputs.history_norms),
+        proven=sorted(inputs.proven),
     )
     return MergeResult(tape, model_blob, outer_blob)

@@ -5,7 +5,8 @@
   needs its hash and URL, and nothing else creates it.
 * :func:`merge_round` collects round ``w`` from the service, merges it against the
   blobs, publishes the outer state, the model and the full tape to the relay, then
-  posts the signed ``merge-tape`` message (whose acceptance settles the round).
+  posts the signed ``merge-tape`` message, which names the included islands and the
+  reasons the others were excluded (settlement pays only the included ones).
 * Given a held-out batch (``--dataset-dir``), each new model's held-out loss
   (:mod:`hypertrain.aggregator.heldout`) rides on the merge-tape message as
   ``eval_loss``, which the dashboard's training curve shows.
@@ -35,6 +36,8 @@ from hypertrain.aggregator.blobs import BlobStore
 from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.heldout import heldout_loss
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
+from hypertrain.aggregator.screen import HISTORY_ROUNDS
+from hypertrain.aggregator.tape import decode_tape
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
@@ -53,6 +56,16 @@ def genesis(manifest: RunManifest, store: BlobStore) -> tuple[str, str]:
     blob = encode_model_blob(init_params(manifest.model, manifest.seed), manifest.model)
     sha = store.put(blob, kind="model", round=0)
     return sha, store.url(sha)
+
+
+def settlement_exclusions(result: MergeResult) -> dict[str, str]:
+    """hotkey -> reason for each excluded island (one not also included), for settlement."""
+    merged = {i.hotkey for i in result.tape.included}
+    out: dict[str, str] = {}
+    for e in result.tape.excluded:
+        if e.hotkey not in merged:
+            out.setdefault(e.hotkey, e.reason)
+    return out
 
 
 @dataclass
@@ -81,6 +94,17 @@ class Aggregator:
         tapes.mkdir(exist_ok=True)
         (tapes / f"{result.tape.round:06d}.json").write_bytes(result.tape.to_bytes())
 
+    def history(self, index: int) -> list[float]:
+        """Effective (clipped) norms merged in the trailing ``HISTORY_ROUNDS`` rounds."""
+        tapes = self.state_dir / "tapes"
+        out: list[float] = []
+        for w in range(max(0, index - HISTORY_ROUNDS), index):
+            path = tapes / f"{w:06d}.json"
+            if path.is_file():
+                tape = decode_tape(path.read_bytes())
+                out += [i.norm * i.clip_factor for i in tape.included]
+        return out
+
     def previous_outer(self, index: int) -> str | None:
         """Outer-state hash of the latest merge before round ``index`` (None: zero momentum)."""
         for w in range(index - 1, -1, -1):
@@ -94,7 +118,7 @@ class Aggregator:
         got = collect(detail, manifest, index, self.stale())
         inputs = MergeInputs(
             manifest, index, got.start_model_sha256, self.previous_outer(index),
-            got.candidates, got.excluded,
+            got.candidates, got.excluded, history_norms=self.history(index), proven=got.proven,
         )  # fmt: skip
         started = time.monotonic()
         result = merge(inputs, self.store)
@@ -109,6 +133,8 @@ class Aggregator:
             outer_state_sha256=result.tape.new_outer_state_sha256,
             tape_sha256=tape_sha,
             eval_loss=self.eval_loss(manifest, result.model_blob),
+            included=[i.hotkey for i in result.tape.included],
+            excluded=settlement_exclusions(result),
         )
         expiry = self.service.beacon_round() + EXPIRY_MARGIN
         env = seal(self.key, domain="merge-tape", run_id=self.run_id,
@@ -159,7 +185,7 @@ class Aggregator:
         if open_rounds:
             rounds = self.service.rounds(self.run_id) if done else rounds
             ended = self.last_round is not None and len(rounds) > self.last_round
-            if (not rounds or rounds[-1]["phase"] == "final") and not ended:
+            if (not rounds or rounds[-1]["phase"] in ("settle", "final")) and not ended:
                 self.open_next(manifest, rounds)
         return done
 

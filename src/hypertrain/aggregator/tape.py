@@ -1,8 +1,9 @@
 """The merge tape: everything needed to recompute one merge, as canonical JSON.
 
 The tape names the manifest (in full, so a verifier needs nothing else but blobs),
-the start model and the previous outer state by hash, the round's median norm and
-clip threshold, every included update (hotkey, relay hash, verified tokens, exact
+the start model and the previous outer state by hash, the round's reference norm
+(``median_norm``), the inputs it came from (``history_norms``, ``proven``) and the clip
+threshold, every included update (hotkey, relay hash, verified tokens, exact
 norm, clip factor, weight) in merge order, and every excluded one with a reason and
 a ``stage``: ``collect`` exclusions (failed audit, bad commit) are policy inputs the
 verifier takes as given, ``screen`` exclusions are recomputed from the blobs. The
@@ -54,6 +55,7 @@ class Candidate(_Frozen):
     update_sha256: str = Field(pattern=_HEX64)
     tokens: int = Field(ge=0)
     update_bytes: int = Field(ge=0)
+    seq: int = Field(default=0, ge=0)  # commit arrival order in the round (earliest keeps a copy)
 
 
 class Tape(_Frozen):
@@ -73,6 +75,9 @@ class Tape(_Frozen):
     new_outer_state_sha256: str = Field(pattern=_HEX64)
     new_model_sha256: str = Field(pattern=_HEX64)
     rollback_of: str | None = Field(default=None, pattern=_HEX64)
+    # inputs of the reference norm: trailing merged norms and the audit-proven hotkeys
+    history_norms: list[float] = Field(default_factory=list)
+    proven: list[str] = Field(default_factory=list)
 
     def to_bytes(self) -> bytes:
         return canonical_bytes(self.model_dump(mode="json"))

@@ -40,6 +40,8 @@ def inputs_from_tape(tape: Tape) -> MergeInputs:
         candidates=list(tape.candidates),
         collect_excluded=[e for e in tape.excluded if e.stage == "collect"],
         rollback_of=tape.rollback_of,
+        history_norms=list(tape.history_norms),
+        proven=list(tape.proven),
     )
 
 
@@ -95,5 +97,7 @@ def rollback(tape: Tape, faulty_hotkey: str, blobs: BlobSource) -> MergeResult:
         candidates=[c for c in base.candidates if c.hotkey != faulty_hotkey],
         collect_excluded=[*base.collect_excluded, dropped],
         rollback_of=tape.sha256(),
+        history_norms=base.history_norms,
+        proven=[h for h in base.proven if h != faulty_hotkey],
     )
     return merge(inputs, blobs)

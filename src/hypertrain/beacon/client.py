@@ -33,7 +33,7 @@ from hypertrain.beacon.errors import (
     MalformedError,
     RoundNotAvailableError,
 )
-from hypertrain.beacon.timing import seconds_until_round, time_of_round
+from hypertrain.beacon.timing import round_at, seconds_until_round, time_of_round
 from hypertrain.beacon.verify import Beacon, beacon_from_json
 
 logger = logging.getLogger(__name__)
@@ -77,6 +77,10 @@ class BeaconClient:
         self._lock = threading.Lock()
 
     # -- public API -------------------------------------------------------------------
+
+    def due_round(self) -> int:
+        """The round the chain's schedule says is published now (fetched or not)."""
+        return round_at(self.chain, self._clock())
 
     def info(self) -> ChainInfo:
         """The chain info from the first endpoint that serves the pinned chain."""

@@ -231,10 +231,16 @@ def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
     current = rounds[-1] if rounds else None
     active = [i for i in islands if i["status"] in ("probation", "active")]
     genesis, period = chain_timing(state)
+    # verified figures only: the held-out loss of each merged model (merge tape); the
+    # islands' own training loss rides along, labelled self-reported
     curve = [
-        {"round": r["round"], "heldout_loss": r["eval_loss"], "train_loss": r["train_loss"]}
+        {
+            "round": r["round"],
+            "heldout_loss": r["eval_loss"],
+            "train_loss_self_reported": r["train_loss"],
+        }
         for r in rounds
-        if r["eval_loss"] is not None or r["train_loss"] is not None
+        if r["eval_loss"] is not None
     ]
     return {
         "run_id": run_id,
@@ -255,7 +261,7 @@ def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
             "faults": summary["faults_total"],
             "beacon_round": summary["beacon_round"],
         },
-        "beacon": {"genesis_unix": genesis, "period_s": period},
+        "beacon": {"genesis_unix": genesis, "period_s": period, **state.beacon_status()},
         "model": model_card(manifest),
         "curve": curve,
         "curve_summary": dashpanels.curve_summary(curve, len(rounds)),
@@ -271,6 +277,7 @@ PHASE_WORDS: Final = {
     "beacon": "waiting for the audit beacon",
     "audit": "auditing",
     "merge": "merging",
+    "settle": "merged; settling after the dispute window",
     "final": "between rounds",
 }
 

@@ -22,7 +22,7 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.settle import settle_round
+from hypertrain.challenge.settle import late_verdict
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import Commit, Dispute, JoinRequest, MergeTape, Verdict
@@ -130,10 +130,11 @@ def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
     run_id, hotkey = env.run_id, verified.signer
     row = _round_row(state, run_id, body.round)
     now = state.current_round()
-    if row["phase"] != "train" or now > row["commit_deadline"]:
+    due = state.due_round()  # fail closed: the deadline passes by the clock, not the poll
+    if row["phase"] != "train" or due > row["commit_deadline"]:
         raise PhaseError(
             f"commit deadline of round {body.round} was beacon round {row['commit_deadline']}"
-            f" (now {now})",
+            f" (now {due})",
             code="late",
         )
     if hotkey not in state.roster_of(run_id, body.round, row["open_envelope"]):
@@ -192,7 +193,11 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
     run_id = env.run_id
     row = _round_row(state, run_id, body.round)
     now = state.current_round()
-    if row["phase"] != "audit" or now >= row["audit_close_round"]:
+    in_window = row["phase"] == "audit" and now < row["audit_close_round"]
+    late = row["phase"] in ("merge", "settle", "final") and not _has_verdict(
+        state, run_id, body.round, body.hotkey
+    )
+    if not (in_window or late):
         raise PhaseError(
             f"round {body.round} is not accepting verdicts (phase {row['phase']},"
             f" beacon round {now})"
@@ -226,6 +231,8 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
                     now,
                 ),
             )
+            if row["phase"] == "final":  # the reward was held for this verdict
+                late_verdict(state, run_id, body.round, body.hotkey, body.result)
     except sqlite3.IntegrityError:
         raise ConflictError(
             f"{verified.signer} already judged {body.hotkey} in round {body.round}",
@@ -233,6 +240,16 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
         ) from None
     state.count(f"verdicts_{body.result}")
     return {"accepted": True, "verdict_id": verdict_id}
+
+
+def _has_verdict(state: ServiceState, run_id: str, index: int, hotkey: str) -> bool:
+    return (
+        state.conn.execute(
+            "SELECT 1 FROM verdicts WHERE run_id = ? AND round = ? AND hotkey = ?",
+            (run_id, index, hotkey),
+        ).fetchone()
+        is not None
+    )
 
 
 def dispute(state: ServiceState, env: Envelope) -> dict[str, Any]:
@@ -309,8 +326,12 @@ def merge(state: ServiceState, env: Envelope) -> dict[str, Any]:
                 state.current_round(),
             ),
         )
-        accepted = settle_round(state, run_id, body.round)
-    return {"accepted": True, "round": body.round, "phase": "final", "paid": accepted}
+        state.conn.execute(
+            "UPDATE rounds SET phase = 'settle' WHERE run_id = ? AND round = ?",
+            (run_id, body.round),
+        )
+    # nothing is paid yet: the round settles once ready_to_settle holds
+    return {"accepted": True, "round": body.round, "phase": "settle", "paid": {}}
 
 
 def admission_answer(state: ServiceState, env: Envelope) -> dict[str, Any]:

@@ -62,6 +62,16 @@ class LedgerPort(Protocol):
 
     def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer: ...
 
+    def release_hold(
+        self, run_id: str, round_index: int, hotkey: str, epoch: int, until: int = 0
+    ) -> bool:
+        """End a hold that waited for a verdict: the escrow vests from the next settlement."""
+        ...
+
+    def deregister(self, hotkey: str, epoch: int) -> int:
+        """Burn the hotkey's unpaid value in every run (it left the subnet); 0 if none."""
+        ...
+
     def balances(self, run_id: str, hotkeys: list[str]) -> dict[str, dict[str, int]]:
         """hotkey -> {"escrow", "held", "vested", "paid", "burned"} in integer base units.
 

@@ -14,8 +14,11 @@ Phases of a round, each entered at a beacon round (``now`` is the latest verifie
   until every assignment has a verdict.
 * ``merge``: waiting for the aggregator's signed tape (a round nobody committed to
   goes straight to final).
-* ``final``: the ledger settled the round. Disputes stay possible until
-  ``dispute_deadline_round`` (audit close + ``dispute_window_rounds``).
+* ``settle``: the tape is in (the next round may open from its model); disputes stay
+  possible until ``dispute_deadline_round`` (audit close + ``dispute_window_rounds``).
+  The round settles at the first beacon round for which
+  :func:`~hypertrain.challenge.settle.ready_to_settle` holds.
+* ``final``: the ledger settled the round from the tape and the verdicts.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from hypertrain.challenge import pace
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
 from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.selection import assignment_key, select_audits
-from hypertrain.challenge.settle import settle_round
+from hypertrain.challenge.settle import ready_to_settle, settle_round
 from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
@@ -41,7 +44,8 @@ from hypertrain.protocol.messages import AuditAssignment, RoundOpen
 from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
-PHASES = ("train", "beacon", "audit", "merge", "final")
+PHASES = ("train", "beacon", "audit", "merge", "settle", "final")
+OPENABLE_AFTER = frozenset({"settle", "final"})
 
 
 def create_run(state: ServiceState, manifest_doc: dict[str, Any]) -> Envelope:
@@ -94,7 +98,7 @@ def open_round(
     last = state.conn.execute(
         "SELECT round, phase FROM rounds WHERE run_id = ? ORDER BY round DESC LIMIT 1", (run_id,)
     ).fetchone()
-    if last is not None and last["phase"] != "final":
+    if last is not None and last["phase"] not in OPENABLE_AFTER:
         raise PhaseError(f"round {last['round']} of {run_id} is still in phase {last['phase']}")
     index = 0 if last is None else last["round"] + 1
     sha, url = _start_model(state, run_id, index, start_model_sha256, start_model_url)
@@ -198,6 +202,9 @@ async def advance(state: ServiceState) -> None:
             now >= row["audit_close_round"] or pace.audits_done(state, run_id, index)
         ):
             _close_audit(state, run_id, index)
+        if phase == "settle" and ready_to_settle(state, run_id, index, now):
+            with transaction(state.conn):
+                settle_round(state, run_id, index)
 
 
 async def _beacon_round(state: ServiceState, number: int) -> BeaconRound:

@@ -1,11 +1,25 @@
 """Final settlement of a round: which commits earn, and the ledger call that pays them.
 
-An island earns for a round when it committed and no auditor returned a mismatch
-for it; its weight is its committed token count. A mismatch is recorded as a fault
-in the ledger right after the round settles (the ledger burns a fault only against
-a final round), which also claws back the island's unpaid value from earlier
-rounds. The ledger turns the accepted tokens into escrow, vesting and burns. The
-epoch is the metagraph epoch at settlement, so a hotkey deregistered meanwhile
+Settlement pays only proven work. A round is settled once :func:`ready_to_settle` says
+so (its merge tape is in and its audit and dispute windows have closed). Then, for
+each commit of the round:
+
+* **paid** (by its committed token count) when its update is listed as included in the
+  signed merge tape, no auditor returned a verdict other than ``match`` for it, and no
+  assigned audit of it is still waiting for a verdict;
+* **held** when it was included but an assigned audit has no verdict yet: its reward is
+  escrowed with a hold that never releases on its own (:data:`PENDING_AUDIT`); a late
+  ``match`` releases it (it vests from the next settlement), anything else burns it;
+* **faulted** when any verdict for it is not ``match`` (``mismatch``, ``unverifiable``)
+  or the merge tape excluded it for something only the island controls (its update
+  never reached the relay, or does not decode: :data:`ISLAND_FAULTS`). The fault is
+  recorded in the ledger right after the round settles (the ledger burns a fault only
+  against a final round), which also claws back the island's unpaid value from
+  earlier rounds;
+* **unpaid** otherwise (excluded as a duplicate, a stale update, a norm outlier, or
+  not named by the tape at all): it earns nothing this round and keeps what it has.
+
+The epoch is the metagraph epoch at settlement, so a hotkey deregistered meanwhile
 stops earning at the next epoch's weights.
 
 An island still in probation (the round is before its ``probation_until_round``,
@@ -16,46 +30,119 @@ so a fault found in any probation round burns all of it.
 
 from __future__ import annotations
 
+import json
 import logging
+from dataclasses import dataclass, field
+from typing import Final
 
 from hypertrain.challenge.errors import UnavailableError
 from hypertrain.challenge.state import ServiceState
 
 log = logging.getLogger(__name__)
 
-
-def accepted_tokens(state: ServiceState, run_id: str, index: int) -> dict[str, int]:
-    """hotkey -> tokens for the round's commits without a mismatch or unverifiable verdict."""
-    faulty = {
-        row["hotkey"]
-        for row in state.conn.execute(
-            "SELECT hotkey FROM verdicts WHERE run_id = ? AND round = ?"
-            " AND result IN ('mismatch', 'unverifiable')",
-            (run_id, index),
-        )
+# A hold that only a verdict can lift: the escrow's vesting starts at this round.
+PENDING_AUDIT: Final = 2**53 - 1
+# Merge-tape exclusion reasons that are the island's own doing, hence faults.
+ISLAND_FAULTS: Final = frozenset(
+    {
+        "missing_blob",
+        "hash_mismatch",
+        "too_large",
+        "wrong_size",
+        "wrong_shape",
+        "non_finite",
+        "malformed",
+        "tokens_out_of_range",
+        "zero_norm",
     }
-    return {
-        row["hotkey"]: int(row["tokens"])
-        for row in state.conn.execute(
-            "SELECT hotkey, tokens FROM commits WHERE run_id = ? AND round = ? ORDER BY hotkey",
-            (run_id, index),
-        )
-        if row["hotkey"] not in faulty
-    }
+)
 
 
-def _faults(state: ServiceState, run_id: str, index: int) -> dict[str, str]:
-    """hotkey -> reason for every mismatch verdict of the round (first one wins)."""
+@dataclass(frozen=True)
+class Outcome:
+    """What settlement decides for a round's commits."""
+
+    accepted: dict[str, int]  # hotkey -> verified tokens (paid or held)
+    pending: frozenset[str]  # accepted hotkeys whose assigned audit has no verdict yet
+    faults: dict[str, str]  # hotkey -> reason
+    unpaid: dict[str, str] = field(default_factory=dict)  # hotkey -> why it earns nothing
+
+
+def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> bool:
+    """Whether round ``index`` may settle at beacon round ``now``.
+
+    Every condition lives here: the merge tape was accepted (the round is in phase
+    ``settle``) and the dispute window, which opens at the audit close, has passed.
+    """
+    row = state.conn.execute(
+        "SELECT phase, dispute_deadline_round FROM rounds WHERE run_id = ? AND round = ?",
+        (run_id, index),
+    ).fetchone()
+    if row is None or row["phase"] != "settle":
+        return False
+    deadline = row["dispute_deadline_round"]
+    return deadline is not None and now > int(deadline)
+
+
+def _merge_lists(state: ServiceState, run_id: str, index: int) -> tuple[set[str], dict[str, str]]:
+    row = state.conn.execute(
+        "SELECT body FROM merges WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    if row is None:
+        return set(), {}
+    body = json.loads(row["body"])
+    return set(body.get("included") or []), dict(body.get("excluded") or {})
+
+
+def verdict_faults(state: ServiceState, run_id: str, index: int) -> dict[str, str]:
+    """hotkey -> reason for every verdict of the round other than ``match`` (first wins)."""
     out: dict[str, str] = {}
     for row in state.conn.execute(
         "SELECT hotkey, auditor, verdict_id, result FROM verdicts WHERE run_id = ? AND round = ?"
-        " AND result IN ('mismatch', 'unverifiable') ORDER BY verdict_id",
+        " AND result != 'match' ORDER BY verdict_id",
         (run_id, index),
     ):
         out.setdefault(
             row["hotkey"], f"{row['result']} verdict {row['verdict_id']} by {row['auditor']}"
         )
     return out
+
+
+def pending_audits(state: ServiceState, run_id: str, index: int) -> set[str]:
+    """Hotkeys with an audit assignment in the round and no verdict for it yet."""
+    return {
+        row["hotkey"]
+        for row in state.conn.execute(
+            "SELECT a.hotkey FROM audits a WHERE a.run_id = ? AND a.round = ? AND NOT EXISTS"
+            " (SELECT 1 FROM verdicts v WHERE v.run_id = a.run_id AND v.round = a.round"
+            " AND v.hotkey = a.hotkey)",
+            (run_id, index),
+        )
+    }
+
+
+def outcome(state: ServiceState, run_id: str, index: int) -> Outcome:
+    """Decide, for every commit of the round, paid / held / faulted / unpaid."""
+    included, excluded = _merge_lists(state, run_id, index)
+    faults = verdict_faults(state, run_id, index)
+    pending = pending_audits(state, run_id, index)
+    accepted: dict[str, int] = {}
+    unpaid: dict[str, str] = {}
+    for row in state.conn.execute(
+        "SELECT hotkey, tokens FROM commits WHERE run_id = ? AND round = ? ORDER BY hotkey",
+        (run_id, index),
+    ):
+        hotkey = row["hotkey"]
+        if hotkey in faults:
+            continue
+        reason = excluded.get(hotkey)
+        if reason in ISLAND_FAULTS:
+            faults[hotkey] = f"merge excluded the update: {reason}"
+        elif hotkey in included:
+            accepted[hotkey] = int(row["tokens"])
+        else:
+            unpaid[hotkey] = reason or "not included in the merge"
+    return Outcome(accepted, frozenset(pending & set(accepted)), faults, unpaid)
 
 
 def probation_holds(
@@ -73,16 +160,23 @@ def probation_holds(
     }
 
 
+def accepted_tokens(state: ServiceState, run_id: str, index: int) -> dict[str, int]:
+    """hotkey -> tokens for the round's commits that settlement pays or holds."""
+    return outcome(state, run_id, index).accepted
+
+
 def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]:
     """Settle inside the caller's transaction; marks the round final."""
     snapshot = state.metagraph.snapshot
     if snapshot is None:
         raise UnavailableError("cannot settle: no metagraph snapshot yet", code="no_metagraph")
-    accepted = accepted_tokens(state, run_id, index)
+    result = outcome(state, run_id, index)
+    accepted = result.accepted
     held = probation_holds(state, run_id, index, accepted)
+    held.update(dict.fromkeys(result.pending, PENDING_AUDIT))
     state.ledger.settle_round(run_id, index, accepted, snapshot.epoch, held=held)
-    for hotkey, reason in _faults(state, run_id, index).items():
-        state.ledger.record_fault(run_id, index, hotkey, reason, snapshot.epoch)
+    for hotkey, reason in sorted(result.faults.items()):
+        record_fault(state, run_id, index, hotkey, reason, snapshot.epoch)
     state.conn.executemany(
         "INSERT INTO settlements VALUES (?, ?, ?, ?, ?)",
         [(run_id, index, hotkey, tokens, snapshot.epoch) for hotkey, tokens in accepted.items()],
@@ -93,11 +187,42 @@ def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]
     )
     state.count("rounds_settled")
     log.info(
-        "settled round %s/%d: %d islands paid (%d held in probation), epoch %d",
+        "settled round %s/%d: %d islands paid (%d held in probation, %d awaiting a verdict),"
+        " %d faults, %d unpaid, epoch %d",
         run_id,
         index,
         len(accepted),
         len(held),
+        len(result.pending),
+        len(result.faults),
+        len(result.unpaid),
         snapshot.epoch,
     )
     return accepted
+
+
+def record_fault(
+    state: ServiceState, run_id: str, index: int, hotkey: str, reason: str, epoch: int
+) -> None:
+    """Burn a faulted island's unpaid value (the adapter ignores one with no history)."""
+    state.ledger.record_fault(run_id, index, hotkey, reason, epoch)
+
+
+def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, result: str) -> None:
+    """A verdict that arrived after its round settled: it lifts or burns the held reward.
+
+    ``match`` releases the hold (the escrow vests from the next settlement on, or from
+    the end of the island's probation if that is later); anything else is a fault.
+    """
+    snapshot = state.metagraph.snapshot
+    epoch = snapshot.epoch if snapshot is not None else 0
+    if result != "match":
+        record_fault(state, run_id, index, hotkey, f"late {result} verdict", epoch)
+        return
+    row = state.conn.execute(
+        "SELECT probation_until_round FROM roster WHERE run_id = ? AND hotkey = ?",
+        (run_id, hotkey),
+    ).fetchone()
+    probation_end = int(row["probation_until_round"]) if row is not None else 0
+    until = probation_end if probation_end > index else 0
+    state.ledger.release_hold(run_id, index, hotkey, epoch, until)

@@ -36,6 +36,11 @@ from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 BodyT = TypeVar("BodyT", bound=BaseModel)
 # Envelopes the coordinator signs stay valid for this many beacon rounds (~1 year at 3 s).
 COORDINATOR_EXPIRY_ROUNDS = 10_000_000
+# A signed message may not stay valid for longer than this many beacon rounds from now
+# (about 3.5 days at quicknet's 3 s): its nonce is pruned once it expires.
+MAX_EXPIRY_HORIZON_ROUNDS = 100_000
+# /health reports the beacon as lagging when the verified round is this far behind.
+BEACON_LAG_ROUNDS = 2
 
 
 @dataclass
@@ -79,6 +84,36 @@ class ServiceState:
             raise UnavailableError("no verified beacon round yet", code="no_beacon")
         return self.current.round
 
+    def due_round(self) -> int:
+        """The beacon round due by this service's own clock, never behind the verified one.
+
+        drand rounds are a fixed function of time (genesis + period), so a round may
+        already be public elsewhere before this service fetched and verified it. Every
+        deadline check uses this round: a lagging beacon closes windows, never keeps
+        them open. A source without a schedule (a hand-stepped test beacon) gives the
+        verified round.
+        """
+        now = self.current_round()
+        schedule = getattr(self.beacon, "due_round", None)
+        if schedule is None:
+            return now
+        try:
+            return max(now, int(schedule()))
+        except (ValueError, OverflowError):
+            return now
+
+    def beacon_status(self) -> dict[str, Any]:
+        """Verified vs due round, for /health and the dashboard (lagging: behind by > 2)."""
+        verified = self.current.round if self.current else None
+        due = self.due_round() if self.current else None
+        lag = (due - verified) if due is not None and verified is not None else None
+        return {
+            "verified_round": verified,
+            "due_round": due,
+            "lag_rounds": lag,
+            "lagging": verified is None or (lag is not None and lag > BEACON_LAG_ROUNDS),
+        }
+
     def count(self, name: str, by: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + by
 
@@ -116,7 +151,13 @@ class ServiceState:
     ) -> tuple[VerifiedEnvelope, BodyT]:
         """Verify an envelope and its body; the nonce is burned later by :meth:`burn`."""
         self.manifest(env.run_id)
-        now = self.current_round()
+        now = self.due_round()
+        if env.expiry_round > now + MAX_EXPIRY_HORIZON_ROUNDS:
+            raise ChallengeError(
+                f"expiry round {env.expiry_round} is more than {MAX_EXPIRY_HORIZON_ROUNDS}"
+                f" beacon rounds after the current round {now}",
+                code="expiry_too_far",
+            )
         try:
             verified = open_envelope(
                 env,

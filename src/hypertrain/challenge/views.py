@@ -41,7 +41,9 @@ def round_summaries(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
           (SELECT COALESCE(SUM(update_bytes), 0) FROM commits c
              WHERE c.run_id = r.run_id AND c.round = r.round) AS update_bytes,
           (SELECT SUM(train_loss * tokens) / NULLIF(SUM(tokens), 0) FROM commits c
-             WHERE c.run_id = r.run_id AND c.round = r.round AND train_loss IS NOT NULL)
+             WHERE c.run_id = r.run_id AND c.round = r.round AND train_loss IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM verdicts f WHERE f.run_id = c.run_id
+               AND f.round = c.round AND f.hotkey = c.hotkey AND f.result != 'match'))
              AS train_loss,
           (SELECT COUNT(*) FROM audits a WHERE a.run_id = r.run_id AND a.round = r.round)
              AS audits,
@@ -119,6 +121,12 @@ def round_detail(state: ServiceState, run_id: str, index: int) -> dict[str, Any]
         "assignments": assignments(state, run_id, index),
         "verdicts": verdicts,
         "merge": loads(merge["envelope"]) if merge else None,
+        "commit_order": [
+            r["hotkey"]
+            for r in state.conn.execute(
+                "SELECT hotkey FROM commits WHERE run_id = ? AND round = ? ORDER BY rowid", args
+            )
+        ],
         "selection_beacon": dict(selector) if selector else None,
         "probation": {
             r["hotkey"]: bool(r["probation"])

@@ -2,6 +2,14 @@
 
 The first successful answer for an epoch is stored as bytes and every later call
 returns exactly those bytes, so the platform can rely on the answer being final.
+
+Deregistration burns at the next epoch: before the first answer for an epoch is
+computed, every island of any run that is missing from the metagraph snapshot and
+still holds unpaid value (escrow or vested) is deregistered in the ledger, which burns
+that value. So value is never withheld across epochs and paid later in a lump: the
+weights of an answer never sum above its ``full_share_mass``, and a hotkey that
+registers again starts from zero. An epoch older than one already answered is
+refused with 409 ``epoch_superseded``.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ def weights_body(state: ServiceState, epoch: int) -> bytes:
     snapshot = state.metagraph.snapshot
     if snapshot is None:
         raise UnavailableError("no metagraph snapshot yet; cannot score", code="no_metagraph")
+    burn_departed(state, epoch, frozenset(snapshot.hotkeys))
     answer = state.ledger.get_weights(epoch, sorted(snapshot.hotkeys))
     weights = dict(answer.weights)
     bad = [k for k, v in weights.items() if not math.isfinite(v) or v < 0]
@@ -49,3 +58,21 @@ def weights_body(state: ServiceState, epoch: int) -> bytes:
         "SELECT body FROM weights_answers WHERE epoch = ?", (epoch,)
     ).fetchone()
     return bytes(stored["body"])
+
+
+def burn_departed(state: ServiceState, epoch: int, registered: frozenset[str]) -> dict[str, int]:
+    """Deregister every island with unpaid value that is not registered; hotkey -> burned."""
+    burned: dict[str, int] = {}
+    by_run: dict[str, list[str]] = {}
+    for row in state.conn.execute("SELECT run_id, hotkey FROM roster ORDER BY run_id, hotkey"):
+        if row["hotkey"] not in registered:
+            by_run.setdefault(row["run_id"], []).append(row["hotkey"])
+    holding: set[str] = set()
+    for run_id, hotkeys in by_run.items():
+        for hotkey, bal in state.ledger.balances(run_id, hotkeys).items():
+            if bal.get("escrow", 0) or bal.get("vested", 0):
+                holding.add(hotkey)
+    for hotkey in sorted(holding):
+        burned[hotkey] = state.ledger.deregister(hotkey, epoch)
+        state.count("deregistrations")
+    return burned

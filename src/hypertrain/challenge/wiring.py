@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from hypertrain.challenge.errors import ConflictError
 from hypertrain.challenge.metagraph import (
     ChainMetagraph,
     FileMetagraph,
@@ -17,7 +18,7 @@ from hypertrain.challenge.metagraph import (
 )
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort, WeightsAnswer
 from hypertrain.challenge.settings import Settings
-from hypertrain.ledger import Ledger, LedgerError, UnknownHotkeyError
+from hypertrain.ledger import EpochError, Ledger, LedgerError, UnknownHotkeyError
 
 
 class DrandBeacon:
@@ -31,6 +32,10 @@ class DrandBeacon:
 
     def get(self, round_number: int) -> BeaconRound:
         return _round(self._client.get(round_number))
+
+    def due_round(self) -> int:
+        """The round the chain's schedule says exists now (genesis + period), verified or not."""
+        return int(self._client.due_round())
 
 
 def _round(beacon: Any) -> BeaconRound:
@@ -73,8 +78,22 @@ class LedgerAdapter:
         except UnknownHotkeyError:
             return 0  # a miner faulting in its first round holds nothing to burn
 
+    def release_hold(
+        self, run_id: str, round_index: int, hotkey: str, epoch: int, until: int = 0
+    ) -> bool:
+        return self._ledger.release_hold(run_id, round_index, hotkey, epoch, until)
+
+    def deregister(self, hotkey: str, epoch: int) -> int:
+        try:
+            return self._ledger.deregister(hotkey, epoch)
+        except UnknownHotkeyError:
+            return 0  # never earned anything: nothing to burn
+
     def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer:
-        answer = self._ledger.get_weights(epoch, registered)
+        try:
+            answer = self._ledger.get_weights(epoch, registered)
+        except EpochError as exc:
+            raise ConflictError(str(exc), code="epoch_superseded") from None
         return WeightsAnswer(
             dict(answer.weights),
             answer.full_share_mass,

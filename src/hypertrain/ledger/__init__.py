@@ -7,6 +7,7 @@ Public API (all amounts are ``int`` base units; anything else is refused)::
     ledger.settle_round(run_id, round, {hotkey: verified_tokens}, epoch,
                         held={hotkey: probation_end_round}) -> SettleResult
     ledger.record_fault(run_id, round, hotkey, reason, epoch)      -> amount burned
+    ledger.release_hold(run_id, round, hotkey, epoch, until=0)      -> bool (ended a hold)
     ledger.deregister(hotkey, epoch)                                -> amount burned
     ledger.get_weights(epoch, registered_hotkeys)                   -> WeightsAnswer
     ledger.balances(run_id, hotkey) -> Balance;  ledger.summary(run_id) -> RunSummary

@@ -32,6 +32,7 @@ Kind = Literal[
     "deregister",  # point = epoch: the hotkey left the subnet; burn its unpaid value
     "pay",  # point = epoch: vested -> paid by the first get_weights answer
     "epoch",  # point = epoch: the run's nominal release (full share mass) this epoch
+    "release",  # point = round: a held escrow's hold ends; it vests from the next settlement
 ]
 KINDS: Final[frozenset[str]] = frozenset(get_args(Kind))
 FIELDS: Final = frozenset(

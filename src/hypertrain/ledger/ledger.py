@@ -165,6 +165,27 @@ class Ledger:
             views.balance(conn, run_id, hotkey)
             return _settle.burn_all(conn, run_id, hotkey, "fault", round, epoch, reason)
 
+    def release_hold(
+        self, run_id: str, round: int, hotkey: str, epoch: int, until: int = 0
+    ) -> bool:
+        """End the hold on ``hotkey``'s escrow from ``round`` (its audit was answered).
+
+        The escrow then vests like one earned at the current clock (or held until
+        ``until``, a probation's end, if that is later): its first tranche comes with the
+        next settlement. Returns False when there is nothing held to release (no such
+        escrow, already vesting, closed, or a repeat).
+        """
+        check_run_id(run_id)
+        check_int(round, "round")
+        check_int(epoch, "epoch")
+        check_int(until, "until")
+        check_hotkey(hotkey)
+        with self._tx() as conn:
+            run = load_run(conn, run_id)
+            if has_key(conn, run_id, "release", round, hotkey):
+                return False
+            return _settle.release(conn, run, round, hotkey, epoch, until)
+
     def deregister(self, hotkey: str, epoch: int) -> int:
         """The hotkey left the subnet at ``epoch``: burn its unpaid value in every run.
 

@@ -153,6 +153,16 @@ class RunReplay:
         self._round(e)
         self._burn(e)
 
+    def _on_release(self, e: Entry) -> None:
+        row = self.rows.get((e.point, e.hotkey))
+        until = e.detail.get("held_until")
+        if row is None or row.closed or row.released or e.amount:
+            raise JournalError(f"release of round {e.point} names no held escrow")
+        if type(until) is not int or until < self.clock + 1 or row.held_until <= until:
+            raise JournalError(f"release of round {e.point} does not end a hold at the clock")
+        row.held_until, row.start = until, vest_start(e.point, until)
+        self.last_start[e.point] = max(r.start for r in self.by_round[e.point])
+
     def _on_deregister(self, e: Entry) -> None:
         self._burn(e)
 

@@ -139,3 +139,25 @@ def burn_all(
     )
     add_balance(conn, run_id, hotkey, escrowed=-from_escrow, vested=-from_vested, burned=total)
     return total
+
+
+def release(
+    conn: sqlite3.Connection, run: RunConfig, round_: int, hotkey: str, epoch: int, until: int
+) -> bool:
+    """End a hold that has not started vesting: it vests from the next settlement on
+    (or from ``until``, if later)."""
+    row = conn.execute(
+        "SELECT held_until FROM escrows"
+        " WHERE run_id = ? AND round = ? AND hotkey = ? AND closed = ?",
+        (run.run_id, round_, hotkey, OPEN),
+    ).fetchone()
+    until = max(run.clock + 1, until)
+    if row is None or int(row[0]) <= until:
+        return False  # nothing held, or it vests from the next settlement already
+    append(conn, run.run_id, "release", round_, hotkey=hotkey, epoch=epoch,
+           detail={"held_until": until})  # fmt: skip
+    conn.execute(
+        "UPDATE escrows SET held_until = ? WHERE run_id = ? AND round = ? AND hotkey = ?",
+        (until, run.run_id, round_, hotkey),
+    )
+    return True

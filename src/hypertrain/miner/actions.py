@@ -160,7 +160,13 @@ def watch_cmd(args: argparse.Namespace) -> int:
             for summary in service.rounds(cfg.run_id):
                 detail = service.round_detail(cfg.run_id, int(summary["round"]))
                 commit, verdicts = _mine(detail, key.ss58_address)
-                if commit is not None and summary["phase"] in ("train", "beacon", "audit"):
+                if commit is not None and summary["phase"] in (
+                    "train",
+                    "beacon",
+                    "audit",
+                    "merge",
+                    "settle",
+                ):
                     _serve(relay, cfg.round_dir(int(summary["round"])), commit, service, cfg)
                 for v in verdicts:
                     if v["verdict_id"] not in seen:

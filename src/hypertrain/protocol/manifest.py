@@ -276,6 +276,11 @@ class RunManifest(_Section):
     def _context_fits(self) -> RunManifest:
         if self.data.seq_len > self.model.context_length:
             raise ValueError("data.seq_len exceeds model.context_length")
+        if self.round.num_segments > 1 and self.audit.segments < 1:
+            raise ValueError(
+                "audit.segments must be at least 1 when a round has more than one segment"
+                " (otherwise no non-final segment is ever audited)"
+            )
         return self
 
     def canonical(self) -> bytes:

@@ -127,6 +127,10 @@ class MergeTape(_Body):
     outer_state_sha256: str = Field(pattern=_HEX64)
     tape_sha256: str = Field(pattern=_HEX64)
     eval_loss: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)
+    # Settlement reads these: only ``included`` hotkeys can be paid for the round, and an
+    # ``excluded`` reason the island authored (its blob missing or malformed) is a fault.
+    included: list[str] = Field(default_factory=list, max_length=65536)
+    excluded: dict[str, str] = Field(default_factory=dict, max_length=65536)
 
 
 class BlobPut(_Body):

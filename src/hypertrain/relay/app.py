@@ -65,6 +65,7 @@ def build_relay(
             max_lifetime_rounds=settings.max_lifetime_rounds,
         ),
         max_round_bytes=settings.max_round_bytes,
+        quota_window_rounds=settings.quota_window_rounds,
         coordinators=settings.coordinators,
         upstream=upstream,
     )

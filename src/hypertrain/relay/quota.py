@@ -1,4 +1,7 @@
-"""Per-hotkey, per-round byte accounting for uploads (SQLite, survives restarts).
+"""Per-hotkey, per-window byte accounting for uploads (SQLite, survives restarts).
+
+The ``round`` column is the relay's quota window (its own beacon round divided by
+``quota_window_rounds``), never the round an uploader claims.
 
 Each (hotkey, round, blob) is counted once, so an idempotent re-upload costs nothing.
 A reservation is taken before the bytes are streamed, so concurrent uploads cannot

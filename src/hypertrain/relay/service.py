@@ -54,7 +54,16 @@ class Relay:
     max_round_bytes: int
     coordinators: frozenset[str]
     upstream: Upstream | None = None
+    quota_window_rounds: int = 100
     _authorised: int = field(default=0, init=False)
+
+    def quota_key(self) -> int:
+        """The quota window an upload counts in, from the relay's own beacon clock.
+
+        Never the round the uploader claims: a far-future claim would open a fresh,
+        empty quota each time.
+        """
+        return self.clock.current_round() // self.quota_window_rounds
 
     def authorise(self, header: str | None, sha256: str) -> Authorised:
         """Check an upload's envelope (blocking: signature check, registry lookup)."""
@@ -81,9 +90,10 @@ class Relay:
         """Stream an authorised upload into the store, then forward it upstream."""
         put = auth.put
         reserved = False
+        window = self.quota_key()
         if auth.signer not in self.coordinators:
             reserved = await run_in_threadpool(
-                self.quota.reserve, auth.signer, put.round, put.sha256, put.size,
+                self.quota.reserve, auth.signer, window, put.sha256, put.size,
                 self.max_round_bytes,
             )  # fmt: skip
         try:
@@ -97,7 +107,7 @@ class Relay:
             created = await run_in_threadpool(self.store.commit, put.sha256, spooled)
         except BaseException:
             if reserved:
-                await run_in_threadpool(self.quota.release, auth.signer, put.round, put.sha256)
+                await run_in_threadpool(self.quota.release, auth.signer, window, put.sha256)
             raise
         log.info(
             "stored blob %s (%d bytes, %s, round %d) from %s%s",

@@ -32,6 +32,8 @@ class RelaySettings(BaseModel):
     coordinators: frozenset[str] = frozenset()
     max_blob_bytes: int = Field(default=GIB, ge=1)
     max_round_bytes: int = Field(default=4 * GIB, ge=1)
+    # uploads per hotkey are counted per window of this many beacon rounds (relay clock)
+    quota_window_rounds: int = Field(default=100, ge=1)
     max_lifetime_rounds: int = Field(default=1200, ge=1)
     beacon_genesis_unix: int = QUICKNET_GENESIS_UNIX
     beacon_period_s: int = Field(default=QUICKNET_PERIOD_S, ge=1)

@@ -83,7 +83,7 @@ function drawGlance(d) {
     ["Bandwidth saved", g.bandwidth_saved ? `${num(g.bandwidth_saved, 1)}×` : dash, "vs data-parallel"],
     ["Tokens trained", num(g.tokens), null],
     ["Audits / faults", `${num(g.audits)} / ${num(g.faults)}`, null],
-    ["Run status", finished ? "finished" : g.status, g.beacon_round ? `beacon round ${g.beacon_round}` : null, "status"],
+    ["Run status", finished ? "finished" : g.status, d.beacon.lagging && d.beacon.lag_rounds ? `beacon lagging ${d.beacon.lag_rounds} rounds: commits refused` : (g.beacon_round ? `beacon round ${g.beacon_round}` : null), "status"],
   ];
   $("glance-tiles").replaceChildren(...tiles.map(([k, v, sub, cls]) =>
     el("div", { class: cls ? `tile ${cls}` : "tile" }, el("dt", {}, k),
@@ -112,7 +112,7 @@ function drawCurve(d) {
   drawCurveSummary(ui.summary);
   const tbody = $("curve-table").tBodies[0];
   tbody.replaceChildren(...(d.curve.length ? d.curve.map((p) => el("tr", {},
-    el("td", {}, p.round), el("td", {}, loss(p.heldout_loss)), el("td", {}, loss(p.train_loss))))
+    el("td", {}, p.round), el("td", {}, loss(p.heldout_loss)), el("td", {}, loss(p.train_loss_self_reported))))
     : [el("tr", {}, el("td", { colspan: 3, class: "empty" }, "No rounds finished yet."))]));
   if (ui.selected === null || ui.selected >= ui.curve.length) ui.selected = ui.curve.length - 1;
   renderChart();

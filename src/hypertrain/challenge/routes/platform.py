@@ -27,6 +27,7 @@ async def health(request: Request, response: Response) -> dict[str, Any]:
         "ok": ok,
         "metagraph": state.metagraph.status(),
         "beacon_round": state.current.round if state.current else None,
+        "beacon": state.beacon_status(),
     }
 
 
