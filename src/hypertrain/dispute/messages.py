@@ -55,7 +55,7 @@ class OpEntry(_Body):
     """One operation of a section: its name, non-tensor arguments and tensor digests."""
 
     op: str = Field(max_length=128)
-    args: str = Field(max_length=4096)  # canonical JSON of the arguments, tensors as {"t": i}
+    args: str = Field(max_length=4096)  # canonical JSON of the arguments, tensors as {"$t": i}
     inputs: list[Hex64] = Field(max_length=64)
     outputs: list[Hex64] = Field(max_length=64)
 
