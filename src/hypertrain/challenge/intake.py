@@ -23,6 +23,7 @@ from hypertrain.challenge.errors import (
 )
 from hypertrain.challenge.settle import settle_round
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.dispute.store import disputes_open
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import Commit, Dispute, JoinRequest, MergeTape, Verdict
 from hypertrain.protocol.sqlite import transaction
@@ -296,5 +297,7 @@ def merge(state: ServiceState, env: Envelope) -> dict[str, Any]:
                 state.current_round(),
             ),
         )
-        accepted = settle_round(state, run_id, body.round)
-    return {"accepted": True, "round": body.round, "phase": "final", "paid": accepted}
+        waiting = disputes_open(state.conn, run_id, body.round)  # settles once all are decided
+        accepted = {} if waiting else settle_round(state, run_id, body.round)
+    phase = "merge" if waiting else "final"
+    return {"accepted": True, "round": body.round, "phase": phase, "paid": accepted}

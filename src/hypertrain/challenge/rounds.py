@@ -26,11 +26,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from hypertrain.challenge import disputes
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
 from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.selection import assignment_key, select_audits
 from hypertrain.challenge.settle import settle_round
 from hypertrain.challenge.state import ServiceState, dumps
+from hypertrain.dispute.store import disputes_open
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import AuditAssignment, RoundOpen
@@ -173,6 +175,7 @@ async def advance(state: ServiceState) -> None:
         return
     now = state.current.round
     state.prune_nonces()
+    disputes.tick(state)
     rows = state.conn.execute(
         "SELECT run_id, round, phase, commit_deadline, audit_close_round FROM rounds"
         " WHERE phase != 'final' ORDER BY run_id, round"
@@ -188,6 +191,8 @@ async def advance(state: ServiceState) -> None:
             continue
         if phase == "audit" and now >= row["audit_close_round"]:
             _close_audit(state, run_id, index)
+        if phase == "merge":
+            _settle_when_decided(state, run_id, index)
 
 
 async def _beacon_round(state: ServiceState, number: int) -> BeaconRound:
@@ -273,6 +278,16 @@ def _close_audit(state: ServiceState, run_id: str, index: int) -> None:
         return
     with transaction(state.conn):
         settle_round(state, run_id, index)
+
+
+def _settle_when_decided(state: ServiceState, run_id: str, index: int) -> None:
+    """A merged round whose settlement waited for its disputes settles once all are decided."""
+    merged = state.conn.execute(
+        "SELECT 1 FROM merges WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    if merged and not disputes_open(state.conn, run_id, index):
+        with transaction(state.conn):
+            settle_round(state, run_id, index)
 
 
 def _set_phase(conn: sqlite3.Connection, run_id: str, index: int, phase: str) -> None:

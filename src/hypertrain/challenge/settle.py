@@ -29,7 +29,9 @@ def accepted_tokens(state: ServiceState, run_id: str, index: int) -> dict[str, i
     faulty = {
         row["hotkey"]
         for row in state.conn.execute(
-            "SELECT hotkey FROM verdicts WHERE run_id = ? AND round = ? AND result = 'mismatch'",
+            "SELECT hotkey FROM verdicts WHERE run_id = ? AND round = ? AND result = 'mismatch'"
+            " AND verdict_id NOT IN (SELECT verdict_id FROM dispute_games"
+            " WHERE outcome = 'overturned')",  # an overturned verdict is no fault
             (run_id, index),
         )
     }
@@ -48,7 +50,8 @@ def _faults(state: ServiceState, run_id: str, index: int) -> dict[str, str]:
     out: dict[str, str] = {}
     for row in state.conn.execute(
         "SELECT hotkey, auditor, verdict_id FROM verdicts WHERE run_id = ? AND round = ?"
-        " AND result = 'mismatch' ORDER BY verdict_id",
+        " AND result = 'mismatch' AND verdict_id NOT IN (SELECT verdict_id FROM dispute_games"
+        " WHERE outcome = 'overturned') ORDER BY verdict_id",
         (run_id, index),
     ):
         out.setdefault(row["hotkey"], f"mismatch verdict {row['verdict_id']} by {row['auditor']}")

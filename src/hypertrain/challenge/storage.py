@@ -15,6 +15,7 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
+from hypertrain.dispute.store import SCHEMA as DISPUTE_SCHEMA
 from hypertrain.protocol.sqlite import open_database, transaction
 
 _V1: Final = """
@@ -153,7 +154,7 @@ ALTER TABLE roster ADD COLUMN layout TEXT NOT NULL DEFAULT '{}';
 UPDATE roster SET layout = COALESCE(json_extract(join_body, '$.layout'), '{}')
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3)
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, DISPUTE_SCHEMA)
 DB_NAME: Final = "challenge.sqlite"
 
 
