@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hypertrain.auditor.disputes import answer_disputes
 from hypertrain.auditor.errors import AuditError, VerificationError
 from hypertrain.auditor.index import CheckpointIndex, sha_from_url
 from hypertrain.auditor.inputs import (
@@ -159,6 +160,7 @@ def follow(
 ) -> None:
     """Audit each round of the run once, when it is in its audit phase; loop until ``stop``."""
     done: set[int] = set()
+    parties: dict[str, Any] = {}  # dispute id -> this auditor's replay of the segment
     while not stop():
         try:
             for summary in auditor.service.rounds(auditor.manifest.run_id):
@@ -166,6 +168,7 @@ def follow(
                 if summary.get("phase") == "audit" and index not in done:
                     audit_round(auditor, index, emit)
                     done.add(index)
+            answer_disputes(auditor, parties, emit)
         except (AuditError, ServiceError, RelayError, OSError) as exc:
             emit("error", detail=str(exc)[:500])
         time.sleep(poll_s)

@@ -18,6 +18,7 @@ from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import RunContext, load_run
+from hypertrain.miner.disputes import answer_own, contest
 from hypertrain.miner.errors import ConfigError, MinerError
 from hypertrain.miner.island import checkpoint_path
 from hypertrain.miner.report import Reporter
@@ -25,7 +26,7 @@ from hypertrain.miner.run import run_round
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
-from hypertrain.protocol.messages import Dispute, JoinRequest
+from hypertrain.protocol.messages import JoinRequest
 from hypertrain.relay.client import RelayClient
 
 
@@ -147,6 +148,7 @@ def watch_cmd(args: argparse.Namespace) -> int:
     key = cfg.load_key()
     reporter = Reporter("miner")
     seen: set[str] = set()
+    parties: dict[str, Any] = {}  # dispute id -> this island's replay of the segment
     with (
         ChallengeClient(cfg.service_url) as service,
         RelayClient(cfg.relay_url, key, cfg.run_id) as relay,
@@ -168,8 +170,9 @@ def watch_cmd(args: argparse.Namespace) -> int:
                             result=body["result"],
                             first_bad_leaf=body.get("first_bad_leaf"),
                         )
-                        if args.dispute and body["result"] == "mismatch":
-                            _dispute(ctx, key, service, body["round"], v["verdict_id"], cfg)
+                        if (args.dispute or args.follow) and body["result"] == "mismatch":
+                            contest(ctx, key, v, reporter)
+            answer_own(ctx, key, parties, reporter)
             if not args.follow:
                 return 0
             time.sleep(cfg.poll_s)
@@ -191,28 +194,6 @@ def _serve(
                 round=body["round"],
                 expiry_round=service.beacon_round() + cfg.expiry_margin,
             )
-
-
-def _dispute(
-    ctx: Any, key: Any, service: ChallengeClient, index: int, verdict_id: str, cfg: Any
-) -> None:
-    body = Dispute(
-        round=index,
-        verdict_id=verdict_id,
-        reason="island's checkpoints reproduce its committed leaves",
-    )
-    env = seal(
-        key,
-        domain="dispute",
-        run_id=cfg.run_id,
-        body=body.model_dump(mode="json"),
-        expiry_round=service.beacon_round() + cfg.expiry_margin,
-    )
-    try:
-        service.dispute(env)
-    except ServiceError as exc:
-        if exc.code not in ("duplicate", "late"):
-            raise
 
 
 def status_cmd(args: argparse.Namespace) -> int:
