@@ -21,6 +21,7 @@ LEVEL = {
     "referee": 3,
     "miner": 4,
     "devnet": 5,
+    "honeypot": 5,
 }
 # Packages that must never pull in torch (directly).
 TORCH_FREE = {"protocol", "ledger", "beacon", "challenge", "relay", "dispute"}
