@@ -47,12 +47,20 @@ class SegmentParty:
         return run_segment(after, self.config, chunk, rest)
 
     def state_hashes(self, points: Sequence[int]) -> list[str]:
-        out = []
-        for p in points:
-            if p not in self._hashes:
-                self._hashes[p] = self.state_after(p).state_hash().hex()
-            out.append(self._hashes[p])
-        return out
+        """Hex state hashes after the given steps; the first call replays the segment once."""
+        if not self._hashes:
+            self._replay_all()
+        return [self._hashes[p] for p in points]
+
+    def _replay_all(self) -> None:
+        per, state = self.config.samples_per_step, self.start
+        self._hashes[0] = state.state_hash().hex()
+        for i in range(len(self.samples) // per):  # J steps
+            if self.perturb is not None and self.perturb.step == i:
+                state = self.state_after(i + 1)
+            else:
+                state = run_segment(state, self.config, self.samples[i * per : (i + 1) * per], 1)
+            self._hashes[i + 1] = state.state_hash().hex()
 
     def trace(self, step: int, capture: OpRef | None = None) -> StepTrace:
         """The operation trace of the segment's step ``step`` (0-based)."""
