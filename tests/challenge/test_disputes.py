@@ -16,6 +16,7 @@ from hypertrain.challenge.app import _poll_beacon, create_app
 from hypertrain.challenge.settings import Settings
 from hypertrain.dispute import opinputs
 from hypertrain.dispute.messages import OpEntry
+from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.merkle import MerkleTree
 from tests.challenge.helpers import (
@@ -36,6 +37,14 @@ ISLANDS = [Hotkey.from_seed(bytes([i + 1]) * 32) for i in range(2)]
 LEAVES = [hashlib.sha256(f"leaf{i}".encode()).digest() for i in range(5)]
 TREE = MerkleTree.from_leaves(LEAVES)
 TENSORS = [opinputs.RawTensor("torch.float32", (2,), bytes(8))]
+HONEYPOTS = HoneypotList(
+    salt="5a" * 32,
+    entries=[
+        HoneypotEntry(hotkey=ISLANDS[0].ss58_address, role="island", strategy="honest"),
+        HoneypotEntry(hotkey=ISLANDS[1].ss58_address, role="island", strategy="wrong-samples"),
+        HoneypotEntry(hotkey=AUDITOR.ss58_address, role="auditor", strategy="lying"),
+    ],
+)
 
 
 @dataclass
@@ -73,6 +82,7 @@ def service(tmp_path: Path) -> Iterator[Service]:
             "referee_rounds": 3,
             "referees": [REFEREE.ss58_address],
         }
+        doc["honeypots"] = {"commitment": commitment(HONEYPOTS), "reveal_round": 0}
         r = svc.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
         assert r.status_code == 200, r.text
         yield svc
@@ -219,7 +229,10 @@ def test_game_over_http_upheld_by_the_referee_then_settles(service: Service) -> 
     assert (r.status_code, r.json()["error"]) == (400, "input_mismatch")
     r = service.client.put(f"/v1/disputes/{dispute_id}/inputs", content=opinputs.encode(TENSORS))
     assert r.status_code == 200, r.text
-    data = service.client.get(f"/v1/disputes/{dispute_id}/inputs").content
+    got = service.client.get(f"/v1/disputes/{dispute_id}/inputs")
+    assert got.status_code == 200, got.text
+    data = got.content
+    assert data == opinputs.encode(TENSORS)
     ruling = {
         "dispute_id": dispute_id,
         "query": r.json()["game"]["query"],
@@ -290,6 +303,7 @@ def test_silent_auditor_loses_and_the_island_is_paid(service: Service) -> None:
     assert m.json()["phase"] == "final"
     assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
     assert service.ledger.faults == []
+    _check_honeypots(service)
     faulty = service.client.app.state.service.conn.execute(
         "SELECT auditor FROM faulty_auditors"
     ).fetchall()  # type: ignore[attr-defined]
@@ -316,3 +330,35 @@ def test_restart_resumes_the_game(service: Service) -> None:
         assert service.client.get(f"/v1/disputes/{dispute_id}").json() == before
         game = _play_to_referee(service, dispute_id)
         assert game["stage"] == "referee"
+
+
+def _check_honeypots(service: Service) -> None:
+    """Round 0 is final: the list is revealed against the commitment and tabulated."""
+    path = f"/admin/v1/runs/{RUN}/honeypots"
+    wrong = HONEYPOTS.model_copy(update={"salt": "00" * 32}).model_dump(mode="json")
+    r = service.client.post(path, json=wrong, headers=bearer("admin"))
+    assert (r.status_code, r.json()["error"]) == (400, "bad_reveal")
+    good = HONEYPOTS.model_dump(mode="json")
+    assert service.client.post(path, json=good).status_code == 401  # the admin token
+    r = service.client.post(path, json=good, headers=bearer("admin"))
+    assert r.status_code == 200, r.text
+    again = service.client.post(path, json=good, headers=bearer("admin"))
+    assert again.status_code == 409
+    rows = service.client.get(f"/v1/runs/{RUN}/honeypots").json()["table"]
+    by = {(row["role"], row["strategy"]): row for row in rows}
+    honest = by[("island", "honest")]
+    assert (honest["rounds_run"], honest["false_positives"], honest["disputes_won"]) == (1, 1, 1)
+    assert honest["caught"] == 0
+    cheat = by[("island", "wrong-samples")]
+    assert (cheat["rounds_run"], cheat["caught"], cheat["missed"]) == (1, 0, 1)
+    lying = by[("auditor", "lying")]
+    assert (lying["verdicts"], lying["disputes_lost"]) == (1, 1)
+
+
+def test_reveal_before_the_round_is_final_is_refused(service: Service) -> None:
+    r = service.client.post(
+        f"/admin/v1/runs/{RUN}/honeypots",
+        json=HONEYPOTS.model_dump(mode="json"),
+        headers=bearer("admin"),
+    )
+    assert (r.status_code, r.json()["error"]) == (409, "early")

@@ -22,6 +22,7 @@ import pytest
 
 from hypertrain.beacon import LocalBeaconProcess, start_local_beacon
 from hypertrain.miner.admission import SelfcheckConfig, selfcheck
+from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
 from tests.e2e.launch import REPO, Fleet, free_port, http_ok, wait_for
@@ -44,7 +45,15 @@ def beacon(tmp_path: Path) -> Iterator[LocalBeaconProcess]:
         yield b
 
 
-def _manifest(dataset: Any, referee: str) -> dict[str, Any]:
+def _honeypots(island: str, auditor: str) -> HoneypotList:
+    entries = [
+        HoneypotEntry(hotkey=island, role="island", strategy="honest"),
+        HoneypotEntry(hotkey=auditor, role="auditor", strategy="lying"),
+    ]
+    return HoneypotList(salt="3c" * 32, entries=entries)
+
+
+def _manifest(dataset: Any, referee: str, honeypots: HoneypotList) -> dict[str, Any]:
     doc = manifest_doc(
         dataset, commit_window_rounds=40, audit_window_rounds=30, dispute_window_rounds=30
     )
@@ -52,6 +61,7 @@ def _manifest(dataset: Any, referee: str) -> dict[str, Any]:
     report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
     doc["selfcheck_reference"] = {report.device_class: report.workload_hash}
     doc["dispute"] = {"answer_rounds": 20, "referee_rounds": 20, "referees": [referee]}
+    doc["honeypots"] = {"commitment": commitment(honeypots), "reveal_round": 0}
     return doc
 
 
@@ -119,7 +129,8 @@ def test_lying_auditor_loses_to_watch_follow(tmp_path: Path, beacon: LocalBeacon
         )
         wait_for(lambda: httpx.get(f"{service}/v1/beacon").json()["round"], 30, "a beacon round")
         admin = {"authorization": f"Bearer {TOKENS['admin']}"}
-        doc = _manifest(dataset, keys["referee"][1].ss58_address)
+        honeypots = _honeypots(island, workers[0])
+        doc = _manifest(dataset, keys["referee"][1].ss58_address, honeypots)
         r = httpx.post(f"{service}/admin/v1/runs", headers=admin, json={"manifest": doc})
         assert r.status_code == 200, r.text
         toml = tmp_path / f"{ISLAND}.toml"
@@ -213,9 +224,44 @@ def test_lying_auditor_loses_to_watch_follow(tmp_path: Path, beacon: LocalBeacon
         assert roster[island]["escrow"] > 0, roster[island]
         events = [e["event"] for e in fleet.events("watch")]
         assert "dispute_opened" in events and "dispute_answer" in events, events
+        _check_honeypots(service, admin, honeypots)
     except AssertionError:
         for name in fleet.procs:
             sys.stderr.write(f"--- {name}\n{fleet.tail(name, 2500)}\n")
         raise
     finally:
         fleet.stop()
+
+
+def _check_honeypots(service: str, admin: dict[str, str], honeypots: HoneypotList) -> None:
+    """Reveal the committed list and print the table with ``hypertrain challenge honeypots``."""
+    r = httpx.post(
+        f"{service}/admin/v1/runs/{RUN}/honeypots",
+        headers=admin,
+        json=honeypots.model_dump(mode="json"),
+    )
+    assert r.status_code == 200, r.text
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hypertrain.cli",
+            "challenge",
+            "honeypots",
+            "--url",
+            service,
+            "--run-id",
+            RUN,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line.split() for line in done.stdout.splitlines()]
+    header = lines[0]
+    rows = {(row[0], row[1]): dict(zip(header, row, strict=True)) for row in lines[1:]}
+    honest = rows[("island", "honest")]
+    assert (honest["false_positives"], honest["disputes_won"]) == ("1", "1"), done.stdout
+    assert rows[("auditor", "lying")]["disputes_lost"] == "1", done.stdout

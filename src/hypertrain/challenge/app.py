@@ -78,6 +78,7 @@ def create_app(
     for module in (platform, public, miner, worker, admin, dashboard):
         app.include_router(module.router)
     app.include_router(disputes.router)
+    app.include_router(disputes.admin_router)
 
     app.add_middleware(
         PrefixAndLimitMiddleware,

@@ -47,6 +47,11 @@ CREATE TABLE dispute_inputs (
     sha256 TEXT NOT NULL,
     data BLOB NOT NULL
 );
+CREATE TABLE honeypot_reveals (
+    run_id TEXT PRIMARY KEY,
+    list_json TEXT NOT NULL,
+    revealed_beacon_round INTEGER NOT NULL
+);
 CREATE TABLE faulty_auditors (
     run_id TEXT NOT NULL,
     auditor TEXT NOT NULL,

@@ -203,18 +203,30 @@ def status_cmd(args: argparse.Namespace) -> int:
         ctx = load_run(cfg, service, check=False)
         roster = [r for r in service.roster(cfg.run_id) if r.get("hotkey") == key.ss58_address]
         table = Table(title=f"{key.ss58_address} in {cfg.run_id}")
-        for col in ("round", "phase", "committed", "verdicts"):
+        console_lines: list[str] = []  # each dispute's narrowing, step by step
+        for col in ("round", "phase", "committed", "verdicts", "disputes"):
             table.add_column(col)
+        mine = [d for d in service.disputes(cfg.run_id) if d["hotkey"] == key.ss58_address]
         for summary in service.rounds(cfg.run_id):
             detail = service.round_detail(cfg.run_id, int(summary["round"]))
             commit, verdicts = _mine(detail, key.ss58_address)
             results = ",".join(v["envelope"]["body"]["result"] for v in verdicts) or "-"
+            games = [d["game"] for d in mine if d["round"] == summary["round"]]
             table.add_row(
-                str(summary["round"]), summary["phase"], "yes" if commit else "no", results
+                str(summary["round"]),
+                summary["phase"],
+                "yes" if commit else "no",
+                results,
+                ",".join(g["outcome"] or g["stage"] for g in games) or "-",
             )
+            for game in games:
+                for line in game["log"]:
+                    console_lines.append(f"round {summary['round']} dispute: {line}")
         console = Console(file=sys.stdout)
         console.print(
             f"manifest {ctx.manifest.digest()[:16]}…  admitted: {'yes' if roster else 'no'}"
         )
         console.print(table)
+        for line in console_lines:
+            console.print(line, markup=False)
     return 0

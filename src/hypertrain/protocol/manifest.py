@@ -221,6 +221,17 @@ class DisputeSpec(_Section):
     referees: list[str] = Field(default_factory=list, max_length=64)
 
 
+class HoneypotSpec(_Section):
+    """The operator's commitment to its honeypot list, revealed after ``reveal_round``.
+
+    ``commitment`` is ``protocol.honeypots.commitment(list)`` (empty: no honeypots);
+    ``reveal_round`` is a round index after which the list may be published.
+    """
+
+    commitment: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")
+    reveal_round: int = Field(default=0, ge=0)
+
+
 class DeterminismRecord(_Section):
     """What a replayer must match bit for bit; produced by the trainer's determinism module."""
 
@@ -248,6 +259,7 @@ class RunManifest(_Section):
     selfcheck_reference: dict[str, str] = Field(default_factory=dict)  # device class -> hash
     coordinator: str = ""  # SS58 of the key that signs the manifest and round records
     dispute: DisputeSpec = DisputeSpec()
+    honeypots: HoneypotSpec = HoneypotSpec()
 
     @model_validator(mode="after")
     def _context_fits(self) -> RunManifest:

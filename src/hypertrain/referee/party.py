@@ -32,6 +32,7 @@ class SegmentParty:
     samples: Sequence[Sample]  # the segment's samples, J steps of them
     perturb: OpRef | None = None  # tests and honeypots only: see ``trace``
     _hashes: dict[int, str] = field(default_factory=dict)
+    _traces: dict[int, StepTrace] = field(default_factory=dict)
 
     def state_after(self, steps: int) -> TrainState:
         """The state after the first ``steps`` steps of the segment."""
@@ -64,9 +65,14 @@ class SegmentParty:
 
     def trace(self, step: int, capture: OpRef | None = None) -> StepTrace:
         """The operation trace of the segment's step ``step`` (0-based)."""
+        if capture is None and step in self._traces:
+            return self._traces[step]
         before = self.state_after(step)
         tensors = {k: v.clone() for k, v in before.tensors.items()}
-        return self._trace_into(tensors, step, capture)
+        traced = self._trace_into(tensors, step, capture)
+        if capture is None:
+            self._traces = {step: traced}  # the game traces one step; keep only that one
+        return traced
 
     def _trace_into(
         self, tensors: dict[str, Tensor], step: int, capture: OpRef | None
