@@ -26,6 +26,7 @@ GROUPS: Final[dict[str, str]] = {
     "auditor": "hypertrain.auditor.cli",
     "run": "hypertrain.ops.run_cli",
     "keys": "hypertrain.ops.keys_cli",
+    "referee": "hypertrain.referee.cli",
 }
 
 

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from hypertrain.auditor.admission import check_admissions
+from hypertrain.auditor.disputes import answer_disputes
 from hypertrain.auditor.errors import IslandInputError, VerificationError
 from hypertrain.auditor.index import MAX_INDEX_BYTES, CheckpointIndex, sha_from_url
 from hypertrain.auditor.inputs import (
@@ -267,6 +268,7 @@ def follow(
     """
     progress: dict[int, RoundProgress] = {}
     done: set[int] = set()
+    parties: dict[str, Any] = {}  # dispute id -> this auditor's replay of the segment
     while not stop():
         if auditor.manifest.admission.challenge:
             try:
@@ -298,4 +300,8 @@ def follow(
                 emit("error", detail=f"{type(exc).__name__}: {exc}"[:500])
             if index in progress and progress[index].attempts >= max_attempts:
                 done.add(index)
+        try:
+            answer_disputes(auditor, parties, emit)
+        except Exception as exc:  # a dispute must not stop the audits
+            emit("error", detail=f"disputes: {type(exc).__name__}: {exc}"[:500])
         time.sleep(poll_s)

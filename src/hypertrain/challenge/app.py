@@ -29,7 +29,7 @@ from hypertrain.challenge.metagraph import MetagraphProvider, MetagraphView, par
 from hypertrain.challenge.metrics import new_registry
 from hypertrain.challenge.middleware import PrefixAndLimitMiddleware
 from hypertrain.challenge.ports import BeaconSource, LedgerPort
-from hypertrain.challenge.routes import admin, dashboard, miner, platform, public, worker
+from hypertrain.challenge.routes import admin, dashboard, disputes, miner, platform, public, worker
 from hypertrain.challenge.settings import Settings, settings_from_env
 from hypertrain.challenge.state import ServiceState, dumps, loads
 
@@ -77,6 +77,8 @@ def create_app(
     _install_handlers(app)
     for module in (platform, public, miner, worker, admin, dashboard):
         app.include_router(module.router)
+    app.include_router(disputes.router)
+    app.include_router(disputes.admin_router)
 
     app.add_middleware(
         PrefixAndLimitMiddleware,

@@ -70,6 +70,11 @@ def register(subparsers: Any) -> None:
     )
     status.set_defaults(func=_status)
 
+    pots = sub.add_parser("honeypots", help="print the revealed honeypots' per-strategy table")
+    pots.add_argument("--url", default="http://127.0.0.1:8000", help="service base URL")
+    pots.add_argument("--run-id", required=True, help="the run")
+    pots.set_defaults(func=_honeypots)
+
 
 def _client_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default="http://127.0.0.1:8000", help="service base URL")
@@ -223,3 +228,35 @@ def _check_selection(args: argparse.Namespace) -> int:
 def manifest_doc_of(envelope: Any) -> dict[str, Any]:
     """The manifest inside a served envelope (checked by its signature)."""
     return manifest_document(json.dumps(envelope).encode("utf-8"))
+
+
+_HONEYPOT_COLUMNS = (
+    "role",
+    "strategy",
+    "hotkeys",
+    "rounds_run",
+    "audited",
+    "caught",
+    "missed",
+    "false_positives",
+    "verdicts",
+    "disputes_won",
+    "disputes_lost",
+)
+
+
+def _honeypots(args: argparse.Namespace) -> int:
+    """Per strategy: rounds run, audited, caught, missed, false positives, disputes."""
+    resp = httpx.get(f"{args.url.rstrip('/')}/v1/runs/{args.run_id}/honeypots", timeout=30)
+    if not resp.is_success:
+        sys.stderr.write(f"{resp.status_code}: {resp.text[:300]}\n")
+        return 1
+    rows = resp.json()["table"]
+    lines = [
+        _HONEYPOT_COLUMNS,
+        *[tuple(str(r.get(c, "-")) for c in _HONEYPOT_COLUMNS) for r in rows],
+    ]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(_HONEYPOT_COLUMNS))]
+    for line in lines:
+        sys.stdout.write("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)) + "\n")
+    return 0

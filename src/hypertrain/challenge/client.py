@@ -162,6 +162,48 @@ class ChallengeClient:
     def admission_check(self, envelope: Envelope) -> dict[str, Any]:
         return self._post("/worker/v1/admission/check", envelope, role="worker")
 
+    # disputes (the envelope authenticates; operation inputs are checked by their hashes)
+
+    def open_dispute(self, envelope: Envelope) -> dict[str, Any]:
+        return self._post("/v1/disputes", envelope)
+
+    def disputes(
+        self, run_id: str, index: int | None = None, stage: str | None = None
+    ) -> list[dict[str, Any]]:
+        query = {"run_id": run_id, "round": index, "stage": stage}
+        params = "&".join(f"{k}={v}" for k, v in query.items() if v is not None)
+        result: list[dict[str, Any]] = self._call("GET", f"/v1/disputes?{params}")
+        return result
+
+    def get_dispute(self, dispute_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/v1/disputes/{dispute_id}")
+        return result
+
+    def dispute_answer(self, dispute_id: str, envelope: Envelope) -> dict[str, Any]:
+        return self._post(f"/v1/disputes/{dispute_id}/answer", envelope)
+
+    def dispute_ruling(self, dispute_id: str, envelope: Envelope) -> dict[str, Any]:
+        return self._post(f"/v1/disputes/{dispute_id}/ruling", envelope)
+
+    def put_dispute_inputs(self, dispute_id: str, data: bytes) -> dict[str, Any]:
+        path = f"/v1/disputes/{dispute_id}/inputs"
+        try:
+            resp = self._http.put(self.base_url + path, content=data)
+        except httpx.HTTPError as exc:
+            raise ServiceError(f"PUT {path} failed: {exc}") from exc
+        result: dict[str, Any] = _json_or_raise(resp, f"PUT {path}")
+        return result
+
+    def dispute_inputs(self, dispute_id: str) -> bytes:
+        path = f"/v1/disputes/{dispute_id}/inputs"
+        try:
+            resp = self._http.get(self.base_url + path)
+        except httpx.HTTPError as exc:
+            raise ServiceError(f"GET {path} failed: {exc}") from exc
+        if not resp.is_success:
+            _json_or_raise(resp, f"GET {path}")
+        return resp.content
+
     def _post(self, path: str, envelope: Envelope, *, role: Role = "") -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", path, envelope, role=role)
         return result

@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hypertrain.challenge import pace
+from hypertrain.challenge import disputes, pace
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
 from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.selection import assignment_key, select_audits
@@ -181,6 +181,7 @@ async def advance(state: ServiceState) -> None:
         return
     now = state.current.round
     state.prune_nonces()
+    disputes.tick(state)
     rows = state.conn.execute(
         "SELECT run_id, round, phase, commit_deadline, audit_close_round, open_envelope"
         " FROM rounds"

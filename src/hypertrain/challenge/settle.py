@@ -37,6 +37,7 @@ from typing import Final
 
 from hypertrain.challenge.errors import UnavailableError
 from hypertrain.challenge.state import ServiceState
+from hypertrain.dispute.store import disputes_open
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,8 @@ def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> b
     """Whether round ``index`` may settle at beacon round ``now``.
 
     Every condition lives here: the merge tape was accepted (the round is in phase
-    ``settle``) and the dispute window, which opens at the audit close, has passed.
+    ``settle``), the dispute window, which opens at the audit close, has passed, and
+    every dispute filed in it is decided.
     """
     row = state.conn.execute(
         "SELECT phase, dispute_deadline_round FROM rounds WHERE run_id = ? AND round = ?",
@@ -81,7 +83,9 @@ def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> b
     if row is None or row["phase"] != "settle":
         return False
     deadline = row["dispute_deadline_round"]
-    return deadline is not None and now > int(deadline)
+    if deadline is None or now <= int(deadline):
+        return False
+    return not disputes_open(state.conn, run_id, index)  # every dispute is decided
 
 
 def _merge_lists(state: ServiceState, run_id: str, index: int) -> tuple[set[str], dict[str, str]]:
@@ -99,7 +103,8 @@ def verdict_faults(state: ServiceState, run_id: str, index: int) -> dict[str, st
     out: dict[str, str] = {}
     for row in state.conn.execute(
         "SELECT hotkey, auditor, verdict_id, result FROM verdicts WHERE run_id = ? AND round = ?"
-        " AND result != 'match' ORDER BY verdict_id",
+        " AND result != 'match' AND verdict_id NOT IN (SELECT verdict_id FROM dispute_games"
+        " WHERE outcome = 'overturned') ORDER BY verdict_id",
         (run_id, index),
     ):
         out.setdefault(

@@ -15,6 +15,7 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
+from hypertrain.dispute.store import SCHEMA as DISPUTE_SCHEMA
 from hypertrain.protocol.sqlite import open_database, transaction
 
 _V1: Final = """
@@ -173,7 +174,7 @@ CREATE TABLE admission_challenges (
 )
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4)
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, DISPUTE_SCHEMA)
 DB_NAME: Final = "challenge.sqlite"
 
 

@@ -18,6 +18,7 @@ from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.admission import SelfcheckConfig, answer_challenge, selfcheck
 from hypertrain.miner.config import MinerConfig, config_from_args
 from hypertrain.miner.context import RunContext, load_run
+from hypertrain.miner.disputes import answer_own, contest
 from hypertrain.miner.errors import ConfigError, MinerError
 from hypertrain.miner.island import checkpoint_path
 from hypertrain.miner.report import Reporter
@@ -25,7 +26,7 @@ from hypertrain.miner.run import run_round
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
-from hypertrain.protocol.messages import Dispute, JoinRequest
+from hypertrain.protocol.messages import JoinRequest
 from hypertrain.relay.client import RelayClient
 
 
@@ -151,6 +152,7 @@ def watch_cmd(args: argparse.Namespace) -> int:
     key = cfg.load_key()
     reporter = Reporter("miner")
     seen: set[str] = set()
+    parties: dict[str, Any] = {}  # dispute id -> this island's replay of the segment
     with (
         ChallengeClient(cfg.service_url) as service,
         RelayClient(cfg.relay_url, key, cfg.run_id) as relay,
@@ -178,8 +180,9 @@ def watch_cmd(args: argparse.Namespace) -> int:
                             result=body["result"],
                             first_bad_leaf=body.get("first_bad_leaf"),
                         )
-                        if args.dispute and body["result"] == "mismatch":
-                            _dispute(ctx, key, service, body["round"], v["verdict_id"], cfg)
+                        if (args.dispute or args.follow) and body["result"] == "mismatch":
+                            contest(ctx, key, v, reporter)
+            answer_own(ctx, key, parties, reporter)
             if not args.follow:
                 return 0
             time.sleep(cfg.poll_s)
@@ -203,28 +206,6 @@ def _serve(
             )
 
 
-def _dispute(
-    ctx: Any, key: Any, service: ChallengeClient, index: int, verdict_id: str, cfg: Any
-) -> None:
-    body = Dispute(
-        round=index,
-        verdict_id=verdict_id,
-        reason="island's checkpoints reproduce its committed leaves",
-    )
-    env = seal(
-        key,
-        domain="dispute",
-        run_id=cfg.run_id,
-        body=body.model_dump(mode="json"),
-        expiry_round=service.beacon_round() + cfg.expiry_margin,
-    )
-    try:
-        service.dispute(env)
-    except ServiceError as exc:
-        if exc.code not in ("duplicate", "late"):
-            raise
-
-
 def status_cmd(args: argparse.Namespace) -> int:
     cfg = _config(args)
     key = cfg.load_key()
@@ -232,18 +213,30 @@ def status_cmd(args: argparse.Namespace) -> int:
         ctx = load_run(cfg, service, check=False)
         roster = [r for r in service.roster(cfg.run_id) if r.get("hotkey") == key.ss58_address]
         table = Table(title=f"{key.ss58_address} in {cfg.run_id}")
-        for col in ("round", "phase", "committed", "verdicts"):
+        console_lines: list[str] = []  # each dispute's narrowing, step by step
+        for col in ("round", "phase", "committed", "verdicts", "disputes"):
             table.add_column(col)
+        mine = [d for d in service.disputes(cfg.run_id) if d["hotkey"] == key.ss58_address]
         for summary in service.rounds(cfg.run_id):
             detail = service.round_detail(cfg.run_id, int(summary["round"]))
             commit, verdicts = _mine(detail, key.ss58_address)
             results = ",".join(v["envelope"]["body"]["result"] for v in verdicts) or "-"
+            games = [d["game"] for d in mine if d["round"] == summary["round"]]
             table.add_row(
-                str(summary["round"]), summary["phase"], "yes" if commit else "no", results
+                str(summary["round"]),
+                summary["phase"],
+                "yes" if commit else "no",
+                results,
+                ",".join(g["outcome"] or g["stage"] for g in games) or "-",
             )
+            for game in games:
+                for line in game["log"]:
+                    console_lines.append(f"round {summary['round']} dispute: {line}")
         console = Console(file=sys.stdout)
         console.print(
             f"manifest {ctx.manifest.digest()[:16]}…  admitted: {'yes' if roster else 'no'}"
         )
         console.print(table)
+        for line in console_lines:
+            console.print(line, markup=False)
     return 0

@@ -49,7 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     watch = sub.add_parser("watch", help="serve audits: keep checkpoints available, show verdicts")
     _common(watch)
     watch.add_argument("--follow", action="store_true", help="keep watching (else one pass)")
-    watch.add_argument("--dispute", action="store_true", help="dispute mismatch verdicts")
+    watch.add_argument(
+        "--dispute",
+        action="store_true",
+        help="dispute mismatch verdicts this island's replay refutes (--follow always does)",
+    )
     watch.set_defaults(func=actions.watch_cmd)
     status = sub.add_parser("status", help="this hotkey's standing in the run")
     _common(status)

@@ -244,6 +244,33 @@ class RewardSpec(_Section):
     vesting_rounds: int = Field(default=10, ge=1)
 
 
+class DisputeSpec(_Section):
+    """How a judged island contests a mismatch verdict (see docs/mechanism.md, Disputes).
+
+    ``bond``: escrow (ledger base units) an island must hold to open a dispute; it is
+    burned with the fault when the verdict is upheld. ``fanout``: state hashes asked
+    per bisection query. Deadlines are in beacon rounds per query. ``referees``: SS58
+    keys whose rulings the service accepts (never the auditor that gave the verdict).
+    """
+
+    bond: int = Field(default=0, ge=0)
+    fanout: int = Field(default=1, ge=1, le=255)
+    answer_rounds: int = Field(default=10, ge=1)
+    referee_rounds: int = Field(default=10, ge=1)
+    referees: list[str] = Field(default_factory=list, max_length=64)
+
+
+class HoneypotSpec(_Section):
+    """The operator's commitment to its honeypot list, revealed after ``reveal_round``.
+
+    ``commitment`` is ``protocol.honeypots.commitment(list)`` (empty: no honeypots);
+    ``reveal_round`` is a round index after which the list may be published.
+    """
+
+    commitment: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")
+    reveal_round: int = Field(default=0, ge=0)
+
+
 class DeterminismRecord(_Section):
     """What a replayer must match bit for bit; produced by the trainer's determinism module."""
 
@@ -271,6 +298,8 @@ class RunManifest(_Section):
     determinism: DeterminismRecord
     selfcheck_reference: dict[str, str] = Field(default_factory=dict)  # device class -> hash
     coordinator: str = ""  # SS58 of the key that signs the manifest and round records
+    dispute: DisputeSpec = DisputeSpec()
+    honeypots: HoneypotSpec = HoneypotSpec()
 
     @model_validator(mode="after")
     def _context_fits(self) -> RunManifest:

@@ -1,0 +1,50 @@
+"""The auditor's side of disputes: answer every game against its own verdicts.
+
+The auditor replays from the same verified checkpoint and samples its verdict came
+from (:meth:`~hypertrain.auditor.runner.Auditor.island_round`), so its answers are
+what its replay computes; a game it does not answer in time, it loses.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hypertrain.auditor.replay import load_verified_checkpoint
+from hypertrain.auditor.verify import verify_assignment
+from hypertrain.dispute.game import Game
+from hypertrain.referee.party import SegmentParty
+from hypertrain.referee.respond import Emit, take_part
+from hypertrain.trainer.segment import TrainConfig
+
+if TYPE_CHECKING:
+    from hypertrain.auditor.runner import Auditor
+
+
+def party_of(auditor: Auditor, game: Game) -> SegmentParty:
+    """The auditor's replay of the disputed segment, from the island's verified checkpoint."""
+    detail = auditor.service.round_detail(auditor.manifest.run_id, game.round)
+    raw = next(a for a in detail["assignments"] if a["body"]["hotkey"] == game.island)
+    island = auditor.island_round(detail, verify_assignment(raw, auditor.manifest))
+    config = TrainConfig.from_manifest(auditor.manifest, layout=island.layout)
+    start = load_verified_checkpoint(island, game.segment, auditor.island_blob, config)
+    per_segment = config.checkpoint_interval * config.samples_per_step
+    chunk = island.samples[game.segment * per_segment : (game.segment + 1) * per_segment]
+    return SegmentParty(start, config, chunk)
+
+
+def answer_disputes(auditor: Auditor, parties: dict[str, SegmentParty], emit: Emit) -> int:
+    """One pass over the run's undecided disputes against this auditor's verdicts."""
+    sent = 0
+    for view in auditor.service.disputes(auditor.manifest.run_id):
+        if view["auditor"] != auditor.key.ss58_address or view["game"]["stage"] == "decided":
+            continue
+        sent += take_part(
+            auditor.service,
+            auditor.key,
+            view,
+            parties,
+            lambda game: party_of(auditor, game),
+            expiry_margin=auditor.expiry_margin,
+            emit=emit,
+        )
+    return sent

@@ -1,0 +1,276 @@
+"""The service side of disputes: open, answer, inputs, ruling, deadlines; no torch.
+
+The game itself is :mod:`hypertrain.dispute.game`; this module checks what only the
+service knows (the verdict, the commit's root, the dispute window, the bond, the
+manifest's referees), then applies the transition and stores the new state, the
+accepted message and its size in one transaction with the envelope's nonce. A
+refused message changes nothing. :func:`tick` applies deadlines at each beacon round,
+so a game resumes from the database after a restart exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+from typing import Any
+
+from hypertrain.challenge.errors import (
+    ChallengeError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    PhaseError,
+)
+from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.dispute import game as g
+from hypertrain.dispute import store
+from hypertrain.dispute.errors import (
+    DecidedError,
+    DisputeError,
+    DuplicateAnswerError,
+    LateAnswerError,
+    NotAPartyError,
+    UnknownRefereeError,
+)
+from hypertrain.dispute.messages import DisputeAnswer, DisputeOpen, DisputeRuling, LeafProof
+from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.errors import MerkleError
+from hypertrain.protocol.merkle import MerkleProof, verify_proof
+from hypertrain.protocol.sqlite import transaction
+
+log = logging.getLogger(__name__)
+
+
+def refusal(exc: DisputeError) -> ChallengeError:
+    """The HTTP form of a game refusal (the code is the error's own)."""
+    if isinstance(exc, NotAPartyError | UnknownRefereeError):
+        return ForbiddenError(str(exc), code=exc.code)
+    if isinstance(exc, LateAnswerError):
+        return PhaseError(str(exc), code=exc.code)
+    if isinstance(exc, DuplicateAnswerError | DecidedError):
+        return ConflictError(str(exc), code=exc.code)
+    return ChallengeError(str(exc), code=exc.code)
+
+
+def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
+    verified, body = state.open_signed(env, "dispute-open", DisputeOpen, registered=True)
+    run_id, hotkey, now = env.run_id, verified.signer, state.current_round()
+    verdict = _verdict(state, run_id, body)
+    if verdict["hotkey"] != hotkey:
+        raise ForbiddenError("only the judged island may dispute a verdict", code="not_judged")
+    if verdict["result"] != "mismatch":
+        raise ChallengeError("only a mismatch verdict can be disputed", code="not_mismatch")
+    if body.segment not in loads(verdict["body"])["segments"]:
+        raise ChallengeError(f"segment {body.segment} was not audited", code="bad_segment")
+    row = state.conn.execute(
+        "SELECT dispute_deadline_round, open_envelope FROM rounds WHERE run_id = ? AND round = ?",
+        (run_id, body.round),
+    ).fetchone()
+    if row["dispute_deadline_round"] is None or now > row["dispute_deadline_round"]:
+        raise PhaseError(
+            f"the dispute window of round {body.round} closed at beacon round"
+            f" {row['dispute_deadline_round']}",
+            code="late",
+        )
+    _check_leaves(state, run_id, body, hotkey)
+    manifest = state.manifest(run_id)
+    _check_bond(state, run_id, hotkey, manifest.dispute.bond)
+    layout = state.layout_of(run_id, body.round, row["open_envelope"], hotkey)
+    dispute_id = hashlib.sha256(env.to_bytes()).hexdigest()
+    game = g.open_game(
+        dispute_id=dispute_id,
+        run_id=run_id,
+        round=body.round,
+        segment=body.segment,
+        island=hotkey,
+        auditor=verdict["auditor"],
+        interval=manifest.round.checkpoint_interval,
+        sections=g.section_names(manifest.model.num_layers, layout.dp_ranks * layout.micro_batches),
+        start_hash=body.start.leaf,
+        island_end=body.end.leaf,
+        rules=g.Rules(
+            fanout=manifest.dispute.fanout,
+            answer_rounds=manifest.dispute.answer_rounds,
+            referee_rounds=manifest.dispute.referee_rounds,
+        ),
+        now=now,
+    )
+    try:
+        with transaction(state.conn):
+            state.burn(env)
+            store.insert_game(state.conn, game, body.verdict_id, manifest.dispute.bond, now)
+            store.save_game(state.conn, game, now, len(env.to_bytes()))
+            store.record_message(state.conn, dispute_id, "open", hotkey, _text(env), now)
+    except sqlite3.IntegrityError:
+        raise ConflictError("this verdict is already disputed", code="duplicate") from None
+    state.count("disputes_opened")
+    log.info(
+        "dispute %s opened by %s against verdict %s", dispute_id[:16], hotkey, body.verdict_id[:16]
+    )
+    return _view(state, dispute_id)
+
+
+def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.DisputeView:
+    verified, body = state.open_signed(env, "dispute-answer", DisputeAnswer, registered=False)
+    if body.dispute_id != dispute_id:
+        raise ChallengeError("the answer names another dispute", code="wrong_query")
+    game, now = _game(state, dispute_id), state.current_round()
+    try:
+        new = g.answer(game, verified.signer, body, now)
+    except DisputeError as exc:
+        raise refusal(exc) from None
+    with transaction(state.conn):
+        state.burn(env)
+        store.save_game(state.conn, new, now, len(env.to_bytes()))
+        store.record_message(state.conn, dispute_id, body.level, verified.signer, _text(env), now)
+    _log_progress(game, new)
+    return _view(state, dispute_id)
+
+
+def put_inputs(state: ServiceState, dispute_id: str, data: bytes) -> store.DisputeView:
+    """The contested operation's inputs: anyone may upload them, the hashes decide."""
+    game, now = _game(state, dispute_id), state.current_round()
+    if game.inputs_sha256 is not None:
+        return _view(state, dispute_id)  # already supplied; the bytes are fixed by the hashes
+    try:
+        new, sha = g.supply_inputs(game, data, now)
+    except DisputeError as exc:
+        raise refusal(exc) from None
+    with transaction(state.conn):
+        state.conn.execute("INSERT INTO dispute_inputs VALUES (?, ?, ?)", (dispute_id, sha, data))
+        store.save_game(state.conn, new, now, len(data))
+        store.record_message(
+            state.conn, dispute_id, "inputs", "", quick_dumps({"sha256": sha}), now
+        )
+    return _view(state, dispute_id)
+
+
+def get_inputs(state: ServiceState, dispute_id: str) -> bytes:
+    row = state.conn.execute(
+        "SELECT data FROM dispute_inputs WHERE dispute_id = ?", (dispute_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFoundError("no inputs were supplied for this dispute", code="no_inputs")
+    return bytes(row["data"])
+
+
+def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> store.DisputeView:
+    verified, body = state.open_signed(env, "dispute-ruling", DisputeRuling, registered=False)
+    game, now = _game(state, dispute_id), state.current_round()
+    referees = frozenset(state.manifest(game.run_id).dispute.referees)
+    try:
+        new = g.rule(game, verified.signer, body, referees, now)
+    except DisputeError as exc:
+        raise refusal(exc) from None
+    with transaction(state.conn):
+        state.burn(env)
+        store.save_game(state.conn, new, now, len(env.to_bytes()))
+        store.record_message(state.conn, dispute_id, "ruling", verified.signer, _text(env), now)
+    _log_progress(game, new)
+    return _view(state, dispute_id)
+
+
+def tick(state: ServiceState) -> int:
+    """Apply every due deadline; returns how many games changed."""
+    if state.current is None:
+        return 0
+    now, changed = state.current.round, 0
+    for game in store.undecided(state.conn):
+        new = g.expire(game, now)
+        if new != game:
+            with transaction(state.conn):
+                store.save_game(state.conn, new, now)
+            _log_progress(game, new)
+            changed += 1
+    return changed
+
+
+def view(state: ServiceState, dispute_id: str) -> store.DisputeView:
+    return _view(state, dispute_id)
+
+
+def listing(
+    state: ServiceState, run_id: str, round: int | None, stage: str | None
+) -> list[store.DisputeView]:
+    state.manifest(run_id)
+    return [_view(state, i) for i in store.list_ids(state.conn, run_id, round, stage)]
+
+
+def _verdict(state: ServiceState, run_id: str, body: DisputeOpen) -> sqlite3.Row:
+    row: sqlite3.Row | None = state.conn.execute(
+        "SELECT hotkey, auditor, result, body FROM verdicts WHERE verdict_id = ? AND run_id = ?"
+        " AND round = ?",
+        (body.verdict_id, run_id, body.round),
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(
+            f"verdict {body.verdict_id[:16]} not found in round {body.round}",
+            code="unknown_verdict",
+        )
+    return row
+
+
+def _check_leaves(state: ServiceState, run_id: str, body: DisputeOpen, hotkey: str) -> None:
+    commit = state.conn.execute(
+        "SELECT body FROM commits WHERE run_id = ? AND round = ? AND hotkey = ?",
+        (run_id, body.round, hotkey),
+    ).fetchone()
+    root = bytes.fromhex(loads(commit["body"])["checkpoint_root"])
+    for index, leaf in ((body.segment, body.start), (body.segment + 1, body.end)):
+        _check_leaf(root, index, leaf)
+
+
+def _check_leaf(root: bytes, index: int, leaf: LeafProof) -> None:
+    try:
+        proof = MerkleProof.from_json(leaf.proof)
+        if proof.index != index:
+            raise MerkleError(f"the proof is for leaf {proof.index}, not {index}")
+        verify_proof(root, bytes.fromhex(leaf.leaf), proof)
+    except MerkleError as exc:
+        raise ChallengeError(f"leaf {index}: {exc}", code="bad_proof") from None
+
+
+def _check_bond(state: ServiceState, run_id: str, hotkey: str, bond: int) -> None:
+    if bond <= 0:
+        return
+    escrow = state.ledger.balances(run_id, [hotkey]).get(hotkey, {}).get("escrow", 0)
+    if escrow < bond:
+        raise ForbiddenError(
+            f"a dispute needs a bond of {bond} in escrow; {hotkey} holds {escrow}", code="no_bond"
+        )
+
+
+def _game(state: ServiceState, dispute_id: str) -> g.Game:
+    game = store.load_game(state.conn, dispute_id)
+    if game is None:
+        raise NotFoundError(f"dispute {dispute_id[:16]} does not exist", code="unknown_dispute")
+    return game
+
+
+def _view(state: ServiceState, dispute_id: str) -> store.DisputeView:
+    found = store.load_view(state.conn, dispute_id)
+    if found is None:
+        raise NotFoundError(f"dispute {dispute_id[:16]} does not exist", code="unknown_dispute")
+    return found
+
+
+def _text(env: Envelope) -> str:
+    return env.to_bytes().decode("utf-8")
+
+
+def _log_progress(old: g.Game, new: g.Game) -> None:
+    for line in new.log[len(old.log) :]:
+        log.info("dispute %s: %s", new.dispute_id[:16], line)
+
+
+def summary(game: g.Game) -> dict[str, Any]:
+    """The narrowing so far, for dashboards and ``hypertrain-miner status``."""
+    return {
+        "stage": game.stage,
+        "step": game.step,
+        "section": None if game.section is None else game.sections[game.section],
+        "op": game.op.op if game.op else None,
+        "outcome": game.outcome,
+        "log": list(game.log),
+    }

@@ -1,0 +1,85 @@
+"""Dispute routes: open a game, answer its queries, upload inputs, rule, read it; honeypots.
+
+Envelopes authenticate parties and referees; the game decides who may say what.
+Operation inputs are raw bytes anyone may upload: the service checks them against
+the input hashes both parties signed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request, Response
+
+from hypertrain.challenge import disputes, honeypots
+from hypertrain.challenge.deps import State, require_admin
+from hypertrain.dispute.store import DisputeView
+from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.honeypots import HoneypotList
+
+router = APIRouter(prefix="/v1", tags=["disputes"])
+admin_router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(require_admin)])
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {},
+    401: {},
+    403: {},
+    404: {},
+    409: {},
+    413: {},
+    503: {},
+}
+
+
+@router.post("/disputes", responses=_ERRORS)
+async def open_dispute(state: State, envelope: Envelope) -> DisputeView:
+    """A ``dispute-open`` envelope from the judged island, within the dispute window."""
+    return disputes.open_dispute(state, envelope)
+
+
+@router.get("/disputes", responses=_ERRORS)
+async def list_disputes(
+    state: State, run_id: str, round: int | None = None, stage: str | None = None
+) -> list[DisputeView]:
+    """Every dispute of a run (optionally of one round, or at one stage)."""
+    return disputes.listing(state, run_id, round, stage)
+
+
+@router.get("/disputes/{dispute_id}", responses=_ERRORS)
+async def get_dispute(state: State, dispute_id: str) -> DisputeView:
+    return disputes.view(state, dispute_id)
+
+
+@router.post("/disputes/{dispute_id}/answer", responses=_ERRORS)
+async def answer(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
+    """A ``dispute-answer`` envelope from a party, for the open query."""
+    return disputes.answer(state, dispute_id, envelope)
+
+
+@router.put("/disputes/{dispute_id}/inputs", responses=_ERRORS)
+async def put_inputs(state: State, dispute_id: str, request: Request) -> DisputeView:
+    """The contested operation's input tensors (``application/octet-stream``)."""
+    return disputes.put_inputs(state, dispute_id, await request.body())
+
+
+@router.get("/disputes/{dispute_id}/inputs", responses=_ERRORS)
+async def get_inputs(state: State, dispute_id: str) -> Response:
+    return Response(disputes.get_inputs(state, dispute_id), media_type="application/octet-stream")
+
+
+@router.post("/disputes/{dispute_id}/ruling", responses=_ERRORS)
+async def ruling(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
+    """A ``dispute-ruling`` envelope from a referee named in the manifest."""
+    return disputes.ruling(state, dispute_id, envelope)
+
+
+@router.get("/runs/{run_id}/honeypots", responses=_ERRORS)
+async def honeypot_table(state: State, run_id: str) -> dict[str, Any]:
+    """The revealed honeypot list and the per-strategy table computed from public records."""
+    revealed = honeypots.revealed(state, run_id)
+    return {"list": revealed.model_dump(mode="json"), "table": honeypots.table(state, run_id)}
+
+
+@admin_router.post("/runs/{run_id}/honeypots", responses=_ERRORS)
+async def reveal_honeypots(state: State, run_id: str, payload: HoneypotList) -> dict[str, Any]:
+    """Publish the honeypot list; it must hash to the manifest's commitment."""
+    return honeypots.reveal(state, run_id, payload)

@@ -1,0 +1,208 @@
+"""The dispute tables of the challenge service's database, and the queries on them.
+
+The service owns the database (its migrations add :data:`SCHEMA`); these functions
+take the connection explicitly so settlement can ask :func:`disputes_open` and
+:func:`overturned_verdicts` without knowing the game. ``dispute_games`` holds each
+game's whole state as JSON (so a restarted service resumes where it stopped);
+``dispute_messages`` keeps every accepted signed message, in order, as received.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict
+
+from hypertrain.dispute.game import Game
+
+SCHEMA: Final = """
+CREATE TABLE dispute_games (
+    dispute_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    verdict_id TEXT NOT NULL UNIQUE REFERENCES verdicts(verdict_id),
+    hotkey TEXT NOT NULL,
+    auditor TEXT NOT NULL,
+    bond INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    outcome TEXT,
+    game TEXT NOT NULL,
+    opened_beacon_round INTEGER NOT NULL,
+    decided_beacon_round INTEGER,
+    bytes_in INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX dispute_games_round ON dispute_games (run_id, round);
+CREATE TABLE dispute_messages (
+    dispute_id TEXT NOT NULL REFERENCES dispute_games(dispute_id),
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    signer TEXT NOT NULL,
+    body TEXT NOT NULL,
+    received_beacon_round INTEGER NOT NULL,
+    PRIMARY KEY (dispute_id, seq)
+);
+CREATE TABLE dispute_inputs (
+    dispute_id TEXT PRIMARY KEY REFERENCES dispute_games(dispute_id),
+    sha256 TEXT NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE TABLE honeypot_reveals (
+    run_id TEXT PRIMARY KEY,
+    list_json TEXT NOT NULL,
+    revealed_beacon_round INTEGER NOT NULL
+);
+CREATE TABLE faulty_auditors (
+    run_id TEXT NOT NULL,
+    auditor TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    dispute_id TEXT NOT NULL,
+    PRIMARY KEY (run_id, auditor, dispute_id)
+)
+"""
+
+
+def disputes_open(conn: sqlite3.Connection, run_id: str, round: int) -> bool:
+    """True while any dispute of the round is undecided: its settlement must wait."""
+    row = conn.execute(
+        "SELECT 1 FROM dispute_games WHERE run_id = ? AND round = ? AND outcome IS NULL LIMIT 1",
+        (run_id, round),
+    ).fetchone()
+    return row is not None
+
+
+def overturned_verdicts(conn: sqlite3.Connection, run_id: str, round: int) -> set[str]:
+    """Verdicts of the round that a decided dispute overturned (no longer faults)."""
+    return {
+        r[0]
+        for r in conn.execute(
+            "SELECT verdict_id FROM dispute_games WHERE run_id = ? AND round = ?"
+            " AND outcome = 'overturned'",
+            (run_id, round),
+        )
+    }
+
+
+def insert_game(conn: sqlite3.Connection, game: Game, verdict_id: str, bond: int, now: int) -> None:
+    conn.execute(
+        "INSERT INTO dispute_games (dispute_id, run_id, round, verdict_id, hotkey, auditor, bond,"
+        " stage, outcome, game, opened_beacon_round) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            game.dispute_id,
+            game.run_id,
+            game.round,
+            verdict_id,
+            game.island,
+            game.auditor,
+            bond,
+            game.stage,
+            game.outcome,
+            game.model_dump_json(),
+            now,
+        ),
+    )
+
+
+def save_game(conn: sqlite3.Connection, game: Game, now: int, nbytes: int = 0) -> None:
+    """Store a game's new state; records the decision round and the auditor's fault."""
+    conn.execute(
+        "UPDATE dispute_games SET stage = ?, outcome = ?, game = ?, bytes_in = bytes_in + ?,"
+        " decided_beacon_round = CASE WHEN ? IS NULL THEN NULL ELSE"
+        " COALESCE(decided_beacon_round, ?) END WHERE dispute_id = ?",
+        (
+            game.stage,
+            game.outcome,
+            game.model_dump_json(),
+            nbytes,
+            game.outcome,
+            now,
+            game.dispute_id,
+        ),
+    )
+    if game.outcome == "overturned":
+        conn.execute(
+            "INSERT OR IGNORE INTO faulty_auditors VALUES (?, ?, ?, ?)",
+            (game.run_id, game.auditor, game.round, game.dispute_id),
+        )
+
+
+def record_message(
+    conn: sqlite3.Connection, dispute_id: str, kind: str, signer: str, body: str, now: int
+) -> None:
+    seq = conn.execute(
+        "SELECT COALESCE(MAX(seq), -1) + 1 FROM dispute_messages WHERE dispute_id = ?",
+        (dispute_id,),
+    ).fetchone()[0]
+    conn.execute(
+        "INSERT INTO dispute_messages VALUES (?, ?, ?, ?, ?, ?)",
+        (dispute_id, seq, kind, signer, body, now),
+    )
+
+
+def load_game(conn: sqlite3.Connection, dispute_id: str) -> Game | None:
+    row = conn.execute(
+        "SELECT game FROM dispute_games WHERE dispute_id = ?", (dispute_id,)
+    ).fetchone()
+    return None if row is None else Game.model_validate_json(row[0])
+
+
+def undecided(conn: sqlite3.Connection) -> list[Game]:
+    return [
+        Game.model_validate_json(r[0])
+        for r in conn.execute(
+            "SELECT game FROM dispute_games WHERE outcome IS NULL ORDER BY dispute_id"
+        )
+    ]
+
+
+class DisputeView(BaseModel):
+    """What ``GET /v1/disputes/{id}`` answers: the stored record and the game's state."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dispute_id: str
+    run_id: str
+    round: int
+    verdict_id: str
+    hotkey: str
+    auditor: str
+    bond: int
+    opened_beacon_round: int
+    decided_beacon_round: int | None
+    bytes_in: int
+    game: Game
+
+
+def load_view(conn: sqlite3.Connection, dispute_id: str) -> DisputeView | None:
+    row = conn.execute(
+        "SELECT dispute_id, run_id, round, verdict_id, hotkey, auditor, bond, opened_beacon_round,"
+        " decided_beacon_round, bytes_in, game FROM dispute_games WHERE dispute_id = ?",
+        (dispute_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    return DisputeView(
+        dispute_id=row[0],
+        run_id=row[1],
+        round=row[2],
+        verdict_id=row[3],
+        hotkey=row[4],
+        auditor=row[5],
+        bond=row[6],
+        opened_beacon_round=row[7],
+        decided_beacon_round=row[8],
+        bytes_in=row[9],
+        game=Game.model_validate_json(row[10]),
+    )
+
+
+def list_ids(
+    conn: sqlite3.Connection, run_id: str, round: int | None = None, stage: str | None = None
+) -> list[str]:
+    sql = "SELECT dispute_id FROM dispute_games WHERE run_id = ?"
+    args: list[str | int] = [run_id]
+    if round is not None:
+        sql, args = sql + " AND round = ?", [*args, round]
+    if stage is not None:
+        sql, args = sql + " AND stage = ?", [*args, stage]
+    return [r[0] for r in conn.execute(sql + " ORDER BY opened_beacon_round, dispute_id", args)]

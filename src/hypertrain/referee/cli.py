@@ -1,0 +1,41 @@
+"""``hypertrain referee``: the dispute referee (its key must be listed in the manifest)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from hypertrain.auditor.verify import verify_manifest
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.protocol.identity import load_key_file
+from hypertrain.referee.worker import Referee, emit_json, serve
+from hypertrain.trainer.determinism import check_determinism, configure_determinism
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("referee", help="rule on contested operations of disputes")
+    sub = parser.add_subparsers(dest="referee_command", metavar="COMMAND", required=True)
+    run = sub.add_parser("serve", help="poll the service and rule on every contested operation")
+    run.add_argument("--service", required=True, help="challenge service base URL")
+    run.add_argument("--run-id", required=True, help="run whose disputes to rule on")
+    run.add_argument("--key-file", type=Path, required=True, help="referee hotkey file")
+    run.add_argument("--coordinator", default="", help="pinned coordinator SS58 (recommended)")
+    run.add_argument("--device", default="cpu", help="torch device to recompute on")
+    run.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
+    run.set_defaults(func=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    service = ChallengeClient(args.service)
+    manifest = verify_manifest(
+        service.manifest_envelope(args.run_id), args.run_id, args.coordinator or None
+    )
+    det = manifest.determinism
+    check_determinism(configure_determinism(det.num_threads, args.device, det.dtype), det)
+    key = load_key_file(args.key_file)
+    if key.ss58_address not in manifest.dispute.referees:
+        raise ValueError(f"{key.ss58_address} is not a referee of {args.run_id}")
+    emit_json("started", run_id=args.run_id, hotkey=key.ss58_address)
+    serve(Referee(service, key, args.run_id), poll_s=args.poll_s)
+    return 0

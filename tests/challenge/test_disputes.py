@@ -1,0 +1,364 @@
+"""Disputes through the service: open, every refusal, the game over HTTP, outcomes, restart."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from hypertrain.challenge.app import _poll_beacon, create_app
+from hypertrain.challenge.settings import Settings
+from hypertrain.dispute import opinputs
+from hypertrain.dispute.messages import OpEntry
+from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.merkle import MerkleTree
+from tests.challenge.helpers import (
+    FakeLedger,
+    SteppedBeacon,
+    bearer,
+    commit_body,
+    join_body,
+    make_settings,
+    manifest_doc,
+    signed,
+)
+
+RUN = "run-d"
+REFEREE = Hotkey.from_seed(b"\x66" * 32)
+AUDITOR = Hotkey.from_seed(b"\x55" * 32)
+ISLANDS = [Hotkey.from_seed(bytes([i + 1]) * 32) for i in range(2)]
+LEAVES = [hashlib.sha256(f"leaf{i}".encode()).digest() for i in range(5)]
+TREE = MerkleTree.from_leaves(LEAVES)
+TENSORS = [opinputs.RawTensor("torch.float32", (2,), bytes(8))]
+HONEYPOTS = HoneypotList(
+    salt="5a" * 32,
+    entries=[
+        HoneypotEntry(hotkey=ISLANDS[0].ss58_address, role="island", strategy="honest"),
+        HoneypotEntry(hotkey=ISLANDS[1].ss58_address, role="island", strategy="wrong-samples"),
+        HoneypotEntry(hotkey=AUDITOR.ss58_address, role="auditor", strategy="lying"),
+    ],
+)
+
+
+@dataclass
+class Service:
+    settings: Settings
+    beacon: SteppedBeacon
+    ledger: FakeLedger
+    client: TestClient
+
+    def tick(self, rounds: int = 1) -> None:
+        self.beacon.round += rounds
+        self.client.portal.call(_poll_beacon, self.client.app.state.service)  # type: ignore[union-attr,attr-defined]
+
+    def post(self, path: str, key: Hotkey, domain: str, body: dict[str, Any]) -> Any:
+        return self.client.post(path, json=signed(key, domain, body, run_id=RUN))
+
+
+@contextlib.contextmanager
+def _running(svc: Service) -> Iterator[Service]:
+    app = create_app(svc.settings, beacon=svc.beacon, ledger=svc.ledger)
+    with TestClient(app) as client:
+        svc.client = client
+        yield svc
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS])
+    svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
+    with _running(svc):
+        doc = manifest_doc(RUN, rate=1.0, segments=1)
+        doc["round"]["audit_window_rounds"] = 20
+        doc["dispute"] = {
+            "answer_rounds": 3,
+            "referee_rounds": 3,
+            "referees": [REFEREE.ss58_address],
+        }
+        doc["honeypots"] = {"commitment": commitment(HONEYPOTS), "reveal_round": 0}
+        r = svc.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
+        assert r.status_code == 200, r.text
+        yield svc
+
+
+def _to_verdict(svc: Service) -> tuple[str, int]:
+    """Round 0 with both islands committed and island 0 judged a mismatch."""
+    for key in ISLANDS:
+        assert svc.post("/v1/join", key, "join", join_body()).status_code == 200
+    r = svc.client.post(
+        f"/admin/v1/runs/{RUN}/rounds",
+        headers=bearer("admin"),
+        json={"start_model_sha256": "aa" * 32, "start_model_url": "http://relay/m0"},
+    )
+    assert r.status_code == 200, r.text
+    for key in ISLANDS:
+        body = {**commit_body(0), "checkpoint_root": TREE.root_hex}
+        assert svc.post("/v1/commit", key, "commit", body).status_code == 200
+    svc.tick(4)
+    assigned = svc.client.get(
+        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
+    ).json()
+    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == ISLANDS[0].ss58_address)
+    segment = mine["segments"][0]
+    verdict = {**mine, "result": "mismatch", "first_bad_leaf": segment + 1}
+    verdict.pop("selection_beacon_round")
+    r = svc.client.post(
+        "/worker/v1/verdict",
+        headers=bearer("worker"),
+        json=signed(AUDITOR, "verdict", verdict, RUN),
+    )
+    assert r.status_code == 200, r.text
+    return r.json()["verdict_id"], segment
+
+
+def _open_body(verdict_id: str, segment: int) -> dict[str, Any]:
+    def leaf(i: int) -> dict[str, Any]:
+        return {"leaf": LEAVES[i].hex(), "proof": TREE.proof(i).to_json()}
+
+    return {
+        "round": 0,
+        "verdict_id": verdict_id,
+        "segment": segment,
+        "start": leaf(segment),
+        "end": leaf(segment + 1),
+    }
+
+
+def _hash(party: str, step: int, part_at: int) -> str:
+    return hashlib.sha256(
+        f"{step}".encode() if step < part_at else f"{step}{party}".encode()
+    ).hexdigest()
+
+
+def _answer(game: dict[str, Any], party: str, part_at: int, end: str) -> dict[str, Any]:
+    base = {"dispute_id": game["dispute_id"], "query": game["query"], "segment": game["segment"]}
+    if game["stage"] == "step":
+        hashes = [
+            end if (p == game["interval"] and party == "island") else _hash(party, p, part_at)
+            for p in game["points"]
+        ]
+        return {**base, "level": "step", "hashes": hashes}
+    if game["stage"] == "layer":
+        sections = [
+            {"name": n, "digest": _hash(party, i, 2)} for i, n in enumerate(game["sections"])
+        ]
+        return {**base, "level": "layer", "step": game["step"], "sections": sections}
+    out = _hash(party, 9, 0)
+    op = OpEntry(
+        op="aten.neg.default", args='[[{"$t":0}],{}]', inputs=[TENSORS[0].digest()], outputs=[out]
+    )
+    return {
+        **base,
+        "level": "op",
+        "step": game["step"],
+        "section": game["section"],
+        "ops": [op.model_dump()],
+    }
+
+
+def _play_to_referee(svc: Service, dispute_id: str) -> dict[str, Any]:
+    end = LEAVES[0].hex()
+    while True:
+        game = svc.client.get(f"/v1/disputes/{dispute_id}").json()["game"]
+        if game["stage"] not in ("step", "layer", "op"):
+            return game
+        end = game["island_end"]
+        for key, party in ((ISLANDS[0], "island"), (AUDITOR, "auditor")):
+            if party in game["answers"]:
+                continue
+            r = svc.post(
+                f"/v1/disputes/{dispute_id}/answer",
+                key,
+                "dispute-answer",
+                _answer(game, party, 1, end),
+            )
+            assert r.status_code == 200, r.text
+
+
+def test_open_refusals(service: Service) -> None:
+    verdict_id, segment = _to_verdict(service)
+    body = _open_body(verdict_id, segment)
+    other = service.post("/v1/disputes", ISLANDS[1], "dispute-open", body)
+    assert (other.status_code, other.json()["error"]) == (403, "not_judged")
+    wrong = _open_body(verdict_id, segment)
+    wrong["end"] = wrong["start"]
+    bad_proof = service.post("/v1/disputes", ISLANDS[0], "dispute-open", wrong)
+    assert (bad_proof.status_code, bad_proof.json()["error"]) == (400, "bad_proof")
+    forged = signed(ISLANDS[0], "dispute-open", body, run_id=RUN)
+    forged["signature"] = "00" * 64
+    r = service.client.post("/v1/disputes", json=forged)
+    assert (r.status_code, r.json()["error"]) == (401, "bad_signature")
+    ok = service.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
+    assert ok.status_code == 200, ok.text
+    dup = service.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
+    assert (dup.status_code, dup.json()["error"]) == (409, "duplicate")
+
+
+def test_late_dispute_is_refused(service: Service) -> None:
+    verdict_id, segment = _to_verdict(service)
+    service.tick(40)  # past audit close + dispute window
+    r = service.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
+    assert (r.status_code, r.json()["error"]) == (409, "late")
+
+
+def test_game_over_http_upheld_by_the_referee_then_settles(service: Service) -> None:
+    verdict_id, segment = _to_verdict(service)
+    opened = service.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    dispute_id = opened.json()["dispute_id"]
+    # a bad answer is refused and changes nothing
+    before = service.client.get(f"/v1/disputes/{dispute_id}").json()
+    bad = _answer(before["game"], "auditor", 1, "")
+    bad["hashes"] = bad["hashes"][:-1]
+    r = service.post(f"/v1/disputes/{dispute_id}/answer", AUDITOR, "dispute-answer", bad)
+    assert (r.status_code, r.json()["error"]) == (400, "wrong_count")
+    assert service.client.get(f"/v1/disputes/{dispute_id}").json() == before
+    game = _play_to_referee(service, dispute_id)
+    assert game["stage"] == "referee" and game["step"] == 0
+    # inputs that do not hash to the agreed ones are refused
+    wrong = opinputs.encode([opinputs.RawTensor("torch.float32", (2,), b"\x01" * 8)])
+    r = service.client.put(f"/v1/disputes/{dispute_id}/inputs", content=wrong)
+    assert (r.status_code, r.json()["error"]) == (400, "input_mismatch")
+    r = service.client.put(f"/v1/disputes/{dispute_id}/inputs", content=opinputs.encode(TENSORS))
+    assert r.status_code == 200, r.text
+    got = service.client.get(f"/v1/disputes/{dispute_id}/inputs")
+    assert got.status_code == 200, got.text
+    data = got.content
+    assert data == opinputs.encode(TENSORS)
+    ruling = {
+        "dispute_id": dispute_id,
+        "query": r.json()["game"]["query"],
+        "inputs_sha256": hashlib.sha256(data).hexdigest(),
+        "outputs": game["outputs"]["auditor"],
+    }
+    stranger = service.post(f"/v1/disputes/{dispute_id}/ruling", AUDITOR, "dispute-ruling", ruling)
+    assert (stranger.status_code, stranger.json()["error"]) == (403, "unknown_referee")
+    # the merge arrives while the dispute is open: settlement waits
+    service.tick(20)
+    tape = {
+        "round": 0,
+        "start_model_sha256": "aa" * 32,
+        "new_model_sha256": "bb" * 32,
+        "new_model_url": "http://relay/m1",
+        "outer_state_sha256": "cc" * 32,
+        "tape_sha256": "dd" * 32,
+    }
+    m = service.client.post(
+        "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
+    )
+    assert m.status_code == 200 and m.json()["phase"] == "merge", m.text
+    assert (RUN, 0) not in service.ledger.settled
+    decided = service.post(f"/v1/disputes/{dispute_id}/ruling", REFEREE, "dispute-ruling", ruling)
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["game"]["outcome"] == "upheld"
+    service.tick()
+    assert service.ledger.settled[(RUN, 0)] == {ISLANDS[1].ss58_address: commit_body(0)["tokens"]}
+    assert service.ledger.faults == [(RUN, 0, ISLANDS[0].ss58_address)]
+
+
+def test_silent_auditor_loses_and_the_island_is_paid(service: Service) -> None:
+    verdict_id, segment = _to_verdict(service)
+    opened = service.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    dispute_id = opened.json()["dispute_id"]
+    game = opened.json()["game"]
+    r = service.post(
+        f"/v1/disputes/{dispute_id}/answer",
+        ISLANDS[0],
+        "dispute-answer",
+        _answer(game, "island", 1, game["island_end"]),
+    )
+    assert r.status_code == 200, r.text
+    service.tick(4)  # past the answer deadline
+    view = service.client.get(f"/v1/disputes/{dispute_id}").json()
+    assert view["game"]["outcome"] == "overturned" and view["decided_beacon_round"] is not None
+    late = service.post(
+        f"/v1/disputes/{dispute_id}/answer",
+        AUDITOR,
+        "dispute-answer",
+        _answer(game, "auditor", 1, ""),
+    )
+    assert (late.status_code, late.json()["error"]) == (409, "decided")
+    service.tick(20)
+    tape = {
+        "round": 0,
+        "start_model_sha256": "aa" * 32,
+        "new_model_sha256": "bb" * 32,
+        "new_model_url": "u",
+        "outer_state_sha256": "cc" * 32,
+        "tape_sha256": "dd" * 32,
+    }
+    m = service.client.post(
+        "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
+    )
+    assert m.json()["phase"] == "final"
+    assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
+    assert service.ledger.faults == []
+    _check_honeypots(service)
+    faulty = service.client.app.state.service.conn.execute(
+        "SELECT auditor FROM faulty_auditors"
+    ).fetchall()  # type: ignore[attr-defined]
+    assert [r[0] for r in faulty] == [AUDITOR.ss58_address]
+
+
+def test_restart_resumes_the_game(service: Service) -> None:
+    verdict_id, segment = _to_verdict(service)
+    opened = service.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    dispute_id = opened.json()["dispute_id"]
+    game = opened.json()["game"]
+    r = service.post(
+        f"/v1/disputes/{dispute_id}/answer",
+        AUDITOR,
+        "dispute-answer",
+        _answer(game, "auditor", 1, ""),
+    )
+    assert r.status_code == 200
+    before = service.client.get(f"/v1/disputes/{dispute_id}").json()
+    service.client.__exit__(None, None, None)
+    with _running(service):
+        assert service.client.get(f"/v1/disputes/{dispute_id}").json() == before
+        game = _play_to_referee(service, dispute_id)
+        assert game["stage"] == "referee"
+
+
+def _check_honeypots(service: Service) -> None:
+    """Round 0 is final: the list is revealed against the commitment and tabulated."""
+    path = f"/admin/v1/runs/{RUN}/honeypots"
+    wrong = HONEYPOTS.model_copy(update={"salt": "00" * 32}).model_dump(mode="json")
+    r = service.client.post(path, json=wrong, headers=bearer("admin"))
+    assert (r.status_code, r.json()["error"]) == (400, "bad_reveal")
+    good = HONEYPOTS.model_dump(mode="json")
+    assert service.client.post(path, json=good).status_code == 401  # the admin token
+    r = service.client.post(path, json=good, headers=bearer("admin"))
+    assert r.status_code == 200, r.text
+    again = service.client.post(path, json=good, headers=bearer("admin"))
+    assert again.status_code == 409
+    rows = service.client.get(f"/v1/runs/{RUN}/honeypots").json()["table"]
+    by = {(row["role"], row["strategy"]): row for row in rows}
+    honest = by[("island", "honest")]
+    assert (honest["rounds_run"], honest["false_positives"], honest["disputes_won"]) == (1, 1, 1)
+    assert honest["caught"] == 0
+    cheat = by[("island", "wrong-samples")]
+    assert (cheat["rounds_run"], cheat["caught"], cheat["missed"]) == (1, 0, 1)
+    lying = by[("auditor", "lying")]
+    assert (lying["verdicts"], lying["disputes_lost"]) == (1, 1)
+
+
+def test_reveal_before_the_round_is_final_is_refused(service: Service) -> None:
+    r = service.client.post(
+        f"/admin/v1/runs/{RUN}/honeypots",
+        json=HONEYPOTS.model_dump(mode="json"),
+        headers=bearer("admin"),
+    )
+    assert (r.status_code, r.json()["error"]) == (409, "early")

@@ -1,0 +1,101 @@
+"""Two scripted parties whose state hashes part at a chosen step."""
+
+from __future__ import annotations
+
+import hashlib
+
+from hypertrain.dispute import game as g
+from hypertrain.dispute.messages import DisputeAnswer, OpEntry, SectionDigest
+
+ISLAND = "5" + "I" * 47
+AUDITOR = "5" + "A" * 47
+REFEREE = "5" + "R" * 47
+DISPUTE_ID = "d" * 64
+
+
+def h(*parts: object) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def state_hash(party: str, step: int, part_at: int) -> str:
+    """Both parties agree on states before ``part_at``, then each has its own."""
+    return h("state", step) if step < part_at else h("state", step, party)
+
+
+def new_game(interval: int, part_at: int, fanout: int = 1, now: int = 0) -> g.Game:
+    return g.open_game(
+        dispute_id=DISPUTE_ID,
+        run_id="run",
+        round=3,
+        segment=1,
+        island=ISLAND,
+        auditor=AUDITOR,
+        interval=interval,
+        sections=g.section_names(2, 1),
+        start_hash=state_hash(ISLAND, 0, part_at),
+        island_end=state_hash(ISLAND, interval, part_at),
+        rules=g.Rules(fanout=fanout, answer_rounds=5, referee_rounds=5),
+        now=now,
+    )
+
+
+def step_answer(game: g.Game, party: str, part_at: int) -> DisputeAnswer:
+    return DisputeAnswer(
+        dispute_id=game.dispute_id,
+        query=game.query,
+        level="step",
+        segment=game.segment,
+        hashes=[state_hash(party, p, part_at) for p in game.points],
+    )
+
+
+def sections(game: g.Game, party: str, bad_section: int) -> list[SectionDigest]:
+    return [
+        SectionDigest(name=n, digest=h(n) if i < bad_section else h(n, party))
+        for i, n in enumerate(game.sections)
+    ]
+
+
+def ops(party: str, bad_op: int, count: int = 6) -> list[OpEntry]:
+    out = []
+    for i in range(count):
+        agreed = i <= bad_op
+        out.append(
+            OpEntry(
+                op="aten.mm.default",
+                args='[{"t":0},{"t":1}]',
+                inputs=[h("in", i), h("in2", i)] if agreed else [h("in", i, party), h("x")],
+                outputs=[h("out", i)] if i < bad_op else [h("out", i, party)],
+            )
+        )
+    return out
+
+
+def layer_answer(game: g.Game, party: str, bad_section: int) -> DisputeAnswer:
+    return DisputeAnswer(
+        dispute_id=game.dispute_id,
+        query=game.query,
+        level="layer",
+        segment=game.segment,
+        step=game.step,
+        sections=sections(game, party, bad_section),
+    )
+
+
+def op_answer(game: g.Game, party: str, bad_op: int) -> DisputeAnswer:
+    return DisputeAnswer(
+        dispute_id=game.dispute_id,
+        query=game.query,
+        level="op",
+        segment=game.segment,
+        step=game.step,
+        section=game.section,
+        ops=ops(party, bad_op),
+    )
+
+
+def narrow_steps(game: g.Game, part_at: int) -> g.Game:
+    while game.stage == "step":
+        game = g.answer(game, ISLAND, step_answer(game, ISLAND, part_at), 1)
+        game = g.answer(game, AUDITOR, step_answer(game, AUDITOR, part_at), 1)
+    return game

@@ -1,0 +1,267 @@
+"""A dispute end to end as real processes: a lying auditor loses to an honest island.
+
+Local beacon, challenge service, relay, aggregator, a honeypot auditor that flips
+its verdict, a referee and one honest island (``run --follow`` and ``watch
+--follow``) run as separate processes. The island's own replay refutes the verdict,
+so ``watch --follow`` disputes on its own; the auditor's honest answers reach the
+island's leaf, the verdict is overturned, and the round settles paying the island.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from hypertrain.beacon import LocalBeaconProcess, start_local_beacon
+from hypertrain.miner.admission import SelfcheckConfig, selfcheck
+from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
+from hypertrain.protocol.identity import Hotkey, write_key_file
+from tests.auditor.world import make_dataset, manifest_doc
+from tests.e2e.launch import REPO, Fleet, free_port, http_ok, wait_for
+
+pytestmark = pytest.mark.slow
+RUN = "run-t"
+TOKENS = {"internal": "i" * 32, "admin": "a" * 32, "worker": "w" * 32}
+ISLAND = "honest"
+
+
+def _private(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture
+def beacon(tmp_path: Path) -> Iterator[LocalBeaconProcess]:
+    with start_local_beacon(tmp_path / "beacon", period_s=1) as b:
+        yield b
+
+
+def _honeypots(island: str, auditor: str) -> HoneypotList:
+    entries = [
+        HoneypotEntry(hotkey=island, role="island", strategy="honest"),
+        HoneypotEntry(hotkey=auditor, role="auditor", strategy="lying"),
+    ]
+    return HoneypotList(salt="3c" * 32, entries=entries)
+
+
+def _manifest(dataset: Any, referee: str, honeypots: HoneypotList) -> dict[str, Any]:
+    doc = manifest_doc(
+        dataset, commit_window_rounds=40, audit_window_rounds=30, dispute_window_rounds=30
+    )
+    doc.pop("coordinator")
+    report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
+    doc["selfcheck_reference"] = {report.device_class: report.workload_hash}
+    doc["dispute"] = {"answer_rounds": 20, "referee_rounds": 20, "referees": [referee]}
+    doc["honeypots"] = {"commitment": commitment(honeypots), "reveal_round": 0}
+    return doc
+
+
+def _service_env(
+    tmp: Path, beacon: LocalBeaconProcess, secrets: dict[str, Path], coord: Path, workers: list[str]
+) -> dict[str, str]:
+    return {
+        "CHALLENGE_STATE_DIR": str(tmp / "service"),
+        "CHALLENGE_INTERNAL_TOKEN_FILE": str(secrets["internal"]),
+        "CHALLENGE_ADMIN_TOKEN_FILE": str(secrets["admin"]),
+        "CHALLENGE_WORKER_TOKEN_FILE": str(secrets["worker"]),
+        "HYPERTRAIN_COORD_KEY_FILE": str(coord),
+        "HYPERTRAIN_METAGRAPH_SOURCE": "file",
+        "HYPERTRAIN_METAGRAPH_FILE": str(tmp / "metagraph.json"),
+        "HYPERTRAIN_BEACON_URLS": beacon.url,
+        "HYPERTRAIN_BEACON_INFO_FILE": str(tmp / "beacon" / "info.json"),
+        "HYPERTRAIN_BEACON_POLL_S": "0.3",
+        "HYPERTRAIN_WORKER_HOTKEYS": ",".join(workers),
+    }
+
+
+def test_lying_auditor_loses_to_watch_follow(tmp_path: Path, beacon: LocalBeaconProcess) -> None:
+    dataset = make_dataset(REPO / "tests" / "assets", tmp_path / "dataset")
+    keys = {}
+    for i, name in enumerate((ISLAND, "auditor", "aggregator", "referee")):
+        path = tmp_path / "wallets" / "e2e" / "hotkeys" / name
+        keys[name] = (path, write_key_file(bytes([0x50 + i]) * 32, path))
+    secrets = {n: _private(tmp_path / f"{n}.token", t) for n, t in TOKENS.items()}
+    coord_file = _private(tmp_path / "coord.key", "77" * 32)
+    coord = Hotkey.from_seed(bytes.fromhex("77" * 32)).ss58_address
+    island = keys[ISLAND][1].ss58_address
+    workers = [keys[n][1].ss58_address for n in ("auditor", "aggregator")]
+    metagraph = {"epoch": 1, "block": 100, "netuid": 100, "hotkeys": {island: 0}}
+    (tmp_path / "metagraph.json").write_text(json.dumps(metagraph))
+    (tmp_path / "allow.json").write_text(json.dumps([island, *workers]))
+    svc_port, relay_port = free_port(), free_port()
+    service, relay = f"http://127.0.0.1:{svc_port}", f"http://127.0.0.1:{relay_port}"
+    fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    env = _service_env(tmp_path, beacon, secrets, coord_file, workers)
+    try:
+        fleet.hypertrain("service", "challenge", "serve", "--port", str(svc_port), env=env)
+        fleet.hypertrain(
+            "relay",
+            "relay",
+            "serve",
+            "--port",
+            str(relay_port),
+            "--storage",
+            str(tmp_path / "blobs"),
+            "--run-id",
+            RUN,
+            "--allow-list",
+            str(tmp_path / "allow.json"),
+            "--coordinator",
+            coord,
+            "--beacon-genesis-unix",
+            str(beacon.chain.genesis_time),
+            "--beacon-period-s",
+            str(beacon.chain.period_s),
+        )
+        wait_for(
+            lambda: http_ok(f"{service}/v1/beacon") and http_ok(f"{relay}/health"),
+            60,
+            "service and relay",
+        )
+        wait_for(lambda: httpx.get(f"{service}/v1/beacon").json()["round"], 30, "a beacon round")
+        admin = {"authorization": f"Bearer {TOKENS['admin']}"}
+        honeypots = _honeypots(island, workers[0])
+        doc = _manifest(dataset, keys["referee"][1].ss58_address, honeypots)
+        r = httpx.post(f"{service}/admin/v1/runs", headers=admin, json={"manifest": doc})
+        assert r.status_code == 200, r.text
+        toml = tmp_path / f"{ISLAND}.toml"
+        toml.write_text(
+            f'run_id = "{RUN}"\n[network]\nservice_url = "{service}"\nrelay_url = "{relay}"\n'
+            f'[wallet]\nname = "e2e"\nhotkey = "{ISLAND}"\npath = "{tmp_path / "wallets"}"\n'
+            f'[data]\ndataset_dir = "{tmp_path / "dataset"}"\n'
+            f'[node]\nstate_dir = "{tmp_path / "state" / ISLAND}"\npoll_s = 0.5\n'
+        )
+        miner = [sys.executable, "-m", "hypertrain.miner.cli"]
+        done = subprocess.run(
+            [*miner, "join", "--config", str(toml), "--coordinator", coord],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        common = [
+            "--service",
+            service,
+            "--relay",
+            relay,
+            "--run-id",
+            RUN,
+            "--worker-token-file",
+            str(secrets["worker"]),
+        ]
+        fleet.hypertrain(
+            "aggregator",
+            "aggregator",
+            "run",
+            *common,
+            "--key-file",
+            str(keys["aggregator"][0]),
+            "--state-dir",
+            str(tmp_path / "agg"),
+            "--admin-token-file",
+            str(secrets["admin"]),
+            "--follow",
+            "--poll-s",
+            "0.5",
+        )
+        fleet.start(
+            "auditor",
+            [
+                "-m",
+                "hypertrain.honeypot.auditor",
+                *common,
+                "--key-file",
+                str(keys["auditor"][0]),
+                "--dataset-dir",
+                str(tmp_path / "dataset"),
+                "--coordinator",
+                coord,
+                "--poll-s",
+                "0.5",
+            ],
+        )
+        fleet.hypertrain(
+            "referee",
+            "referee",
+            "serve",
+            "--service",
+            service,
+            "--run-id",
+            RUN,
+            "--key-file",
+            str(keys["referee"][0]),
+            "--coordinator",
+            coord,
+            "--poll-s",
+            "0.5",
+        )
+        fleet.miner("island", "run", "--config", str(toml), "--coordinator", coord, "--follow")
+        fleet.miner("watch", "watch", "--config", str(toml), "--coordinator", coord, "--follow")
+        names = ("service", "relay", "aggregator", "auditor", "referee", "island", "watch")
+
+        def round_final() -> bool:
+            fleet.check_alive(*names)
+            rounds = httpx.get(f"{service}/v1/runs/{RUN}/rounds").json()
+            return bool(rounds) and rounds[0]["phase"] == "final"
+
+        wait_for(round_final, 240, "round 0 to be final", poll_s=1)
+        disputes = httpx.get(f"{service}/v1/disputes", params={"run_id": RUN}).json()
+        assert len(disputes) == 1, disputes
+        game = disputes[0]["game"]
+        assert game["outcome"] == "overturned", game
+        assert disputes[0]["hotkey"] == island and disputes[0]["auditor"] == workers[0]
+        roster = {row["hotkey"]: row for row in httpx.get(f"{service}/v1/runs/{RUN}/roster").json()}
+        assert roster[island]["escrow"] > 0, roster[island]
+        events = [e["event"] for e in fleet.events("watch")]
+        assert "dispute_opened" in events and "dispute_answer" in events, events
+        _check_honeypots(service, admin, honeypots)
+    except AssertionError:
+        for name in fleet.procs:
+            sys.stderr.write(f"--- {name}\n{fleet.tail(name, 2500)}\n")
+        raise
+    finally:
+        fleet.stop()
+
+
+def _check_honeypots(service: str, admin: dict[str, str], honeypots: HoneypotList) -> None:
+    """Reveal the committed list and print the table with ``hypertrain challenge honeypots``."""
+    r = httpx.post(
+        f"{service}/admin/v1/runs/{RUN}/honeypots",
+        headers=admin,
+        json=honeypots.model_dump(mode="json"),
+    )
+    assert r.status_code == 200, r.text
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hypertrain.cli",
+            "challenge",
+            "honeypots",
+            "--url",
+            service,
+            "--run-id",
+            RUN,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line.split() for line in done.stdout.splitlines()]
+    header = lines[0]
+    rows = {(row[0], row[1]): dict(zip(header, row, strict=True)) for row in lines[1:]}
+    honest = rows[("island", "honest")]
+    assert (honest["false_positives"], honest["disputes_won"]) == ("1", "1"), done.stdout
+    assert rows[("auditor", "lying")]["disputes_lost"] == "1", done.stdout

@@ -1,0 +1,129 @@
+"""Step traces, the narrowing they drive, and the referee's one-operation recompute."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from hypertrain.dispute import game as g
+from hypertrain.dispute.errors import InputMismatchError
+from hypertrain.dispute.messages import DisputeRuling
+from hypertrain.referee.party import SegmentParty
+from hypertrain.referee.recompute import recompute
+from hypertrain.referee.trace import OpRef, traced_step
+from hypertrain.trainer.segment import TrainConfig, samples_to_batch
+from hypertrain.trainer.state import init_state
+from hypertrain.trainer.step import train_step
+from tests.dispute.helpers import AUDITOR, ISLAND, REFEREE
+from tests.trainer.conftest import make_config, make_samples
+
+J = 4
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _party(config: TrainConfig, perturb: OpRef | None = None) -> SegmentParty:
+    start = init_state(config.state_config(), seed=7)
+    samples = make_samples(J * config.samples_per_step)
+    return SegmentParty(start, config, samples, perturb=perturb)
+
+
+@pytest.mark.parametrize("layout", [(1, 1, 4), (2, 2, 2)])
+def test_traced_step_is_train_step(layout: tuple[int, int, int]) -> None:
+    config = make_config(layout=layout)
+    state = init_state(config.state_config(), seed=3)
+    batch = samples_to_batch(make_samples(config.samples_per_step), config)
+    plain = {k: v.clone() for k, v in state.tensors.items()}
+    traced = {k: v.clone() for k, v in state.tensors.items()}
+    train_step(plain, 0, batch, config.model, config.inner, config.layout)
+    trace = traced_step(traced, 0, batch, config.model, config.inner, config.layout)
+    assert all(torch.equal(plain[k], traced[k]) for k in plain)
+    count = layout[0] * layout[1]
+    assert trace.names == g.section_names(config.model.num_layers, count)
+    assert all(trace.ops)  # every section holds operations
+
+
+def _play(island: SegmentParty, auditor: SegmentParty) -> g.Game:
+    start = island.start.state_hash().hex()
+    game = g.open_game(
+        dispute_id="d" * 64,
+        run_id="run",
+        round=0,
+        segment=0,
+        island=ISLAND,
+        auditor=AUDITOR,
+        interval=J,
+        sections=g.section_names(island.config.model.num_layers, 1),
+        start_hash=start,
+        island_end=island.state_hashes([J])[0],
+        rules=g.Rules(),
+        now=0,
+    )
+    while game.stage in ("step", "layer", "op"):
+        game = g.answer(game, ISLAND, island.answer(game), 1)
+        game = g.answer(game, AUDITOR, auditor.answer(game), 1)
+    return game
+
+
+def test_narrowing_names_the_perturbed_step_layer_and_operation() -> None:
+    config = make_config()
+    where = OpRef(step=2, section=1, index=5)  # layers.1, its sixth operation
+    cheat, honest = _party(config, perturb=where), _party(config)
+    game = _play(cheat, honest)
+    assert game.stage == "referee"
+    assert (game.step, game.section, game.op_index) == (2, 1, 5)
+    assert game.sections[1] == "mb0.layers.1"
+    data = honest.op_inputs(game)
+    assert data == cheat.op_inputs(game)  # inputs agree: the difference is this operation
+    game, sha = g.supply_inputs(game, data, 2)
+    assert game.op is not None
+    outputs = recompute(game.op, data)
+    assert outputs == game.outputs["auditor"] != game.outputs["island"]
+    ruling = DisputeRuling(
+        dispute_id=game.dispute_id, query=game.query, inputs_sha256=sha, outputs=outputs
+    )
+    decided = g.rule(game, REFEREE, ruling, frozenset({REFEREE}), 3)
+    assert decided.outcome == "upheld"
+
+
+def test_a_perturbed_update_is_found_in_the_update_section() -> None:
+    config = make_config()
+    update = len(g.section_names(config.model.num_layers, 1)) - 1
+    game = _play(_party(config), _party(config, perturb=OpRef(step=0, section=update, index=3)))
+    assert (game.step, game.section, game.op_index) == (0, update, 3)
+    assert game.outputs["island"] != game.outputs["auditor"]
+
+
+def test_honest_parties_agree_and_the_verdict_is_overturned() -> None:
+    config = make_config()
+    game = _play(_party(config), _party(config))
+    assert game.outcome == "overturned"
+
+
+def test_recompute_reproduces_operations_across_a_step() -> None:
+    config = make_config()
+    party = _party(config)
+    trace = party.trace(0)
+    for section in (0, len(trace.names) - 1):
+        for index in range(0, len(trace.ops[section]), 13):
+            entry = trace.ops[section][index]
+            data = party.op_inputs_at(OpRef(0, section, index))
+            assert recompute(entry, data) == entry.outputs, (section, index, entry.op)
+
+
+def test_recompute_refuses_inputs_that_are_not_the_agreed_ones() -> None:
+    config = make_config()
+    party = _party(config)
+    entry = party.trace(0).ops[0][3]
+    data = bytearray(party.op_inputs_at(OpRef(0, 0, 3)))
+    data[-1] ^= 1
+    with pytest.raises(InputMismatchError):
+        recompute(entry, bytes(data))
