@@ -86,10 +86,11 @@ def gather_fold(flat: Tensor, count: int) -> Tensor:
     parts = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
     dist.all_gather(parts, flat.contiguous())
     rows = [row for part in parts for row in part]  # rank order
-    out = rows[0].clone()
+    out: Tensor = rows[0].clone()
     for row in rows[1:]:
         out.add_(row)
-    return out.div_(count)
+    out.div_(count)
+    return out
 
 
 def all_reduce_mean(flat: Tensor, count: int) -> Tensor:
