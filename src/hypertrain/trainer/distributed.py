@@ -66,6 +66,8 @@ def init_island(device: str = "cpu") -> RankGroup:
     if not dist.is_initialized():
         if "RANK" not in os.environ:
             raise IslandError("not started by torchrun: RANK/WORLD_SIZE are not set")
+        if device.startswith("cuda"):
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group(backend_for(device))
     return RankGroup(dist.get_rank(), dist.get_world_size())
 
