@@ -7,12 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from hypertrain.miner.config import MinerConfig
+from hypertrain.miner.errors import ConfigError
 from hypertrain.miner.island import checkpoint_path, train_round
-from hypertrain.miner.ranks import IslandJob, RankError, torchrun_command, train_ranks
+from hypertrain.miner.ranks import (
+    IslandJob,
+    RankError,
+    launch_ranks,
+    torchrun_command,
+    train_ranks,
+)
 from hypertrain.protocol.manifest import DataSpec, RoundSpec, RunManifest
 from hypertrain.trainer.determinism import configure_determinism
 from hypertrain.trainer.presets import PRESETS
-from hypertrain.trainer.segment import TrainConfig, run_round
+from hypertrain.trainer.segment import TrainConfig, replay_segment, run_round
 from hypertrain.trainer.state import init_state
 from tests.trainer.conftest import SEQ_LEN, make_config, make_samples
 
@@ -67,3 +75,25 @@ def test_two_ranks_match_the_emulation_and_resume_after_a_failure(tmp_path: Path
     assert result.leaves == reference.leaves
     assert result.root == reference.root
     assert result.final.state_hash() == reference.final.state_hash()
+    # The auditor replays each segment in one process from the island's checkpoints.
+    local, per_segment = configure_determinism(1), 2 * config.samples_per_step
+    for k in range(3):
+        end = replay_segment(
+            manifest,
+            result.checkpoint_paths[k].read_bytes(),
+            result.leaves[k],
+            samples[k * per_segment : (k + 1) * per_segment],
+            local=local,
+            layout=config.layout,
+        )
+        assert end == result.leaves[k + 1]
+
+
+def test_a_layout_the_processes_cannot_split_is_refused(tmp_path: Path) -> None:
+    manifest = _manifest()
+    config = TrainConfig.from_manifest(manifest)
+    start = init_state(config.state_config(), manifest.seed)
+    with pytest.raises(ConfigError, match="cannot split"):
+        launch_ranks(MinerConfig(ranks=3), manifest, config.layout, start, [], tmp_path)
+    launch_ranks(MinerConfig(ranks=1), manifest, config.layout, start, [], tmp_path)  # in-process
+    assert not any(tmp_path.iterdir())

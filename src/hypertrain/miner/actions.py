@@ -59,11 +59,11 @@ def selfcheck_cmd(args: argparse.Namespace) -> int:
 
 
 def join_layout(manifest: RunManifest, cfg: MinerConfig, devices: int) -> LayoutSpec:
-    """One rank per device, ``cfg.micro_batches`` per rank (or the run's), the run's
-    micro-batch size; refused here already when outside the run's limits."""
+    """One rank per device (or ``cfg.ranks``), ``cfg.micro_batches`` per rank (or the run's),
+    the run's micro-batch size; refused here already when outside the run's limits."""
     default = manifest.round.layout
     layout = LayoutSpec(
-        dp_ranks=devices,
+        dp_ranks=cfg.ranks or devices,
         micro_batches=cfg.micro_batches or default.micro_batches,
         micro_batch_size=default.micro_batch_size,
     )

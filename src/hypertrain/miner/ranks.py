@@ -33,7 +33,8 @@ import numpy as np
 import torch.distributed as dist
 from pydantic import BaseModel, ConfigDict
 
-from hypertrain.miner.errors import MinerError
+from hypertrain.miner.config import MinerConfig
+from hypertrain.miner.errors import ConfigError, MinerError
 from hypertrain.miner.island import _losses, _resume_point, checkpoint_path
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.trainer.checkpoint import decode_checkpoint, encode_checkpoint, save_checkpoint
@@ -121,6 +122,33 @@ def train_ranks(
             f"a rank of the island failed (torchrun exit {code}); nothing was committed, "
             "run the round again to resume from the last checkpoint"
         )
+
+
+def launch_ranks(
+    cfg: MinerConfig,
+    manifest: RunManifest,
+    layout: LayoutSpec,
+    start: TrainState,
+    samples: Sequence[Sample],
+    workdir: Path,
+) -> None:
+    """Train the round on the island's ranks when it has more than one process (else the
+    miner trains it in-process): ``cfg.ranks``, or one process per admitted rank."""
+    ranks = cfg.ranks or layout.dp_ranks
+    if ranks == 1:
+        return
+    if layout.dp_ranks % ranks:
+        raise ConfigError(f"{ranks} processes cannot split {layout.dp_ranks} data-parallel ranks")
+    if cfg.strategy is not None:
+        raise ConfigError("a honeypot island trains in one process (ranks = 1)")
+    job = IslandJob(
+        manifest=manifest,
+        layout=layout,
+        workdir=str(workdir),
+        zero1=bool(cfg.zero1),
+        device=cfg.device,
+    )
+    train_ranks(job, start, samples, ranks, torchrun_args=shlex.split(cfg.torchrun_args))
 
 
 def _root_inputs(job_path: Path) -> tuple[dict[str, Any], int, bytes, Any]:

@@ -32,6 +32,7 @@ from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.context import RunContext, round_records
 from hypertrain.miner.errors import MinerError
 from hypertrain.miner.island import IslandResult, checkpoint_path, train_round
+from hypertrain.miner.ranks import launch_ranks
 from hypertrain.miner.report import Reporter
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
@@ -123,6 +124,7 @@ def run_round(
         workdir = cfg.round_dir(index)
         reporter.start_steps(config.inner_steps, f"round {index}")
         try:
+            launch_ranks(cfg, manifest, layout, start, samples, workdir)
             result = train_round(
                 start,
                 config,
