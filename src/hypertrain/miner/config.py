@@ -37,7 +37,7 @@ class MinerConfig:
     device: str = "cpu"
     endpoint: str = ""
     micro_batches: int = 0  # per step per rank in the join layout; 0 = the run's default
-    ranks: int = 0  # processes of the island (torchrun); 0 = one per rank of the admitted layout
+    ranks: int = 0  # island processes on this host (torchrun); 0 = one per admitted rank
     zero1: int = 0  # 1 = shard the optimizer state over the ranks (same bytes, less memory)
     torchrun_args: str = ""  # extra torchrun options, e.g. a multi-host rendezvous
     honeypot: str = ""

@@ -2,7 +2,8 @@
 
 :func:`configure_determinism` turns on deterministic algorithms, pins the intra-op
 thread count (a full reduction over millions of floats differs between 1 and 2
-threads), turns TF32 off and requires ``CUBLAS_WORKSPACE_CONFIG`` on CUDA, and
+threads), turns TF32 off, requires ``CUBLAS_WORKSPACE_CONFIG`` and pins attention to
+the math SDPA backend on CUDA (recorded as ``sdpa_backend``), and
 returns a :class:`DeterminismRecord` of what it set and what the process runs with:
 torch version, the CPU instruction-set dispatch (``ATEN_CPU_CAPABILITY``) and the
 math-library pins (``MKL_CBWR``, ``ONEDNN_MAX_CPU_ISA``). Those three are read when
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -48,6 +49,11 @@ def configure_determinism(
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
+        # Attention: the math backend only (flash and memory-efficient kernels choose
+        # their tiling by device and accumulate in backward with atomics).
+        torch.backends.cuda.enable_flash_sdp(False)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
+        torch.backends.cuda.enable_math_sdp(True)
     torch.use_deterministic_algorithms(True)
     if torch.get_num_threads() != num_threads:
         torch.set_num_threads(num_threads)
@@ -66,6 +72,7 @@ def current_record(device: str = "cpu", dtype: DType = "float32") -> Determinism
         settings["cublas_workspace_config"] = os.environ.get("CUBLAS_WORKSPACE_CONFIG", "")
         settings["tf32"] = str(torch.backends.cuda.matmul.allow_tf32).lower()
         settings["cuda"] = str(torch.version.cuda)
+        settings["sdpa_backend"] = _sdpa_backends()
     return DeterminismRecord(
         torch_version=torch.__version__,
         num_threads=torch.get_num_threads(),
@@ -73,6 +80,17 @@ def current_record(device: str = "cpu", dtype: DType = "float32") -> Determinism
         dtype=dtype,
         settings=settings,
     )
+
+
+def _sdpa_backends() -> str:
+    """The enabled scaled-dot-product attention backends, e.g. ``"math"``."""
+    cuda: Any = torch.backends.cuda  # the *_sdp_enabled functions are untyped
+    enabled = {
+        "flash": cuda.flash_sdp_enabled(),
+        "mem_efficient": cuda.mem_efficient_sdp_enabled(),
+        "math": cuda.math_sdp_enabled(),
+    }
+    return ",".join(name for name, on in enabled.items() if on)
 
 
 def record_differences(local: DeterminismRecord, expected: DeterminismRecord) -> list[str]:
