@@ -40,6 +40,7 @@ from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.trainer.checkpoint import decode_checkpoint, encode_checkpoint, save_checkpoint
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
 from hypertrain.trainer.distributed import Island, RankGroup, init_island
+from hypertrain.trainer.profile import apply_profile
 from hypertrain.trainer.segment import Sample, TrainConfig
 from hypertrain.trainer.state import TrainState
 from hypertrain.trainer.step import StepStats
@@ -182,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     job = IslandJob.model_validate(box[0])
     device = _device(job)
     det = job.manifest.determinism
+    apply_profile(det, reexec=False)  # the miner set the switches before starting the ranks
     check_determinism(configure_determinism(det.num_threads, device, det.dtype), det)
     config = TrainConfig.from_manifest(job.manifest, device, layout=job.layout)
     state = decode_checkpoint(box[2], config.state_config())
