@@ -76,7 +76,7 @@ def emulated(steps: int, threads: int) -> dict[str, Any]:
     def run(n: int) -> None:
         lo = used[0] * config.samples_per_step
         chunk = samples[lo : lo + n * config.samples_per_step]
-        state[0] = run_segment(state[0], config, chunk, n)
+        state[0] = run_segment(state[0], config, chunk, n, local_step=used[0])
         used[0] += n
 
     seconds = _timed_steps(run, steps)

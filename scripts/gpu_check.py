@@ -77,7 +77,7 @@ def train(config: TrainConfig, steps: int) -> tuple[TrainState, float]:
     state = run_segment(start, config, samples[:per], 1)
     sync(config.device)
     t0 = time.perf_counter()
-    state = run_segment(state, config, samples[per:], steps)
+    state = run_segment(state, config, samples[per:], steps, local_step=1)
     sync(config.device)
     return state, (time.perf_counter() - t0) / steps
 

@@ -85,6 +85,7 @@ def test_two_ranks_match_the_emulation_and_resume_after_a_failure(tmp_path: Path
             samples[k * per_segment : (k + 1) * per_segment],
             local=local,
             layout=config.layout,
+            segment=k,
         )
         assert end == result.leaves[k + 1]
 
@@ -94,6 +95,6 @@ def test_a_layout_the_processes_cannot_split_is_refused(tmp_path: Path) -> None:
     config = TrainConfig.from_manifest(manifest)
     start = init_state(config.state_config(), manifest.seed)
     with pytest.raises(ConfigError, match="cannot split"):
-        launch_ranks(MinerConfig(ranks=3), manifest, config.layout, start, [], tmp_path)
-    launch_ranks(MinerConfig(ranks=1), manifest, config.layout, start, [], tmp_path)  # in-process
+        launch_ranks(MinerConfig(ranks=3), manifest, config, start, [], tmp_path)
+    launch_ranks(MinerConfig(ranks=1), manifest, config, start, [], tmp_path)  # in-process
     assert not any(tmp_path.iterdir())

@@ -87,7 +87,8 @@ def _segment(island: IslandRound, k: int, fetch: FetchBlob, config: TrainConfig)
             raise _MismatchError(0, "checkpoint 0 does not hold the round's start model")
     per_segment = config.checkpoint_interval * config.samples_per_step
     chunk = island.samples[k * per_segment : (k + 1) * per_segment]
-    end = run_segment(start, config, chunk, config.checkpoint_interval)
+    j = config.checkpoint_interval
+    end = run_segment(start, config, chunk, j, local_step=k * j)
     if end.state_hash() != expected:
         raise _MismatchError(k + 1, f"replay of segment {k} does not reproduce leaf {k + 1}")
     return end
@@ -104,7 +105,9 @@ def _check_update(island: IslandRound, end: TrainState) -> None:
 
 def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob) -> AuditOutcome:
     """Replay ``segments`` and return the verdict (see the module docstring)."""
-    config = TrainConfig.from_manifest(island.manifest, layout=island.layout)
+    config = TrainConfig.from_manifest(
+        island.manifest, layout=island.layout, round_index=island.commit.round
+    )
     last = island.manifest.round.num_segments - 1
     ordered = tuple(sorted(set(segments)))
     update_checked = last in ordered

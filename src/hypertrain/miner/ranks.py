@@ -63,6 +63,7 @@ class IslandJob(BaseModel):
     workdir: str
     zero1: bool = False
     device: str = "cpu"  # "cuda" = one device per local rank
+    round_index: int = 0  # fixes the learning-rate schedule's global step
 
 
 def job_dir(workdir: Path) -> Path:
@@ -128,13 +129,14 @@ def train_ranks(
 def launch_ranks(
     cfg: MinerConfig,
     manifest: RunManifest,
-    layout: LayoutSpec,
+    config: TrainConfig,
     start: TrainState,
     samples: Sequence[Sample],
     workdir: Path,
 ) -> None:
     """Train the round on the island's ranks when it has more than one process (else the
     miner trains it in-process): ``cfg.ranks``, or one process per admitted rank."""
+    layout = config.layout
     ranks = cfg.ranks or layout.dp_ranks
     if ranks == 1:
         return
@@ -148,6 +150,7 @@ def launch_ranks(
         workdir=str(workdir),
         zero1=bool(cfg.zero1),
         device=cfg.device,
+        round_index=config.round_index,
     )
     train_ranks(job, start, samples, ranks, torchrun_args=shlex.split(cfg.torchrun_args))
 
@@ -156,7 +159,7 @@ def _root_inputs(job_path: Path) -> tuple[dict[str, Any], int, bytes, Any]:
     """Rank 0: the job, the resume point, its checkpoint bytes and the samples."""
     job = IslandJob.model_validate_json(job_path.read_text())
     folder = job_path.parent
-    config = TrainConfig.from_manifest(job.manifest, layout=job.layout)
+    config = TrainConfig.from_manifest(job.manifest, layout=job.layout, round_index=job.round_index)
     start = decode_checkpoint((folder / START_FILE).read_bytes(), config.state_config())
     resumed, state = _resume_point(Path(job.workdir), start, config)
     with np.load(folder / SAMPLES_FILE) as npz:
@@ -185,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     det = job.manifest.determinism
     apply_profile(det, reexec=False)  # the miner set the switches before starting the ranks
     check_determinism(configure_determinism(det.num_threads, device, det.dtype), det)
-    config = TrainConfig.from_manifest(job.manifest, device, layout=job.layout)
+    config = TrainConfig.from_manifest(
+        job.manifest, device, layout=job.layout, round_index=job.round_index
+    )
     state = decode_checkpoint(box[2], config.state_config())
     ids, tokens = box[3]
     samples = list(zip(ids.tolist(), tokens, strict=True))
@@ -205,7 +210,7 @@ def _train(
     """Segments ``resumed..H/J``; rank 0 writes each checkpoint and the losses."""
     workdir = Path(job.workdir)
     h, j, per_step = config.inner_steps, config.checkpoint_interval, config.samples_per_step
-    island = Island(state, config, group, zero1=job.zero1)
+    island = Island(state, config, group, zero1=job.zero1, local_step=resumed * j)
     losses = _losses(workdir) if group.is_root else {}
     for k in range(resumed, h // j):
         stats: list[StepStats] = []

@@ -113,7 +113,7 @@ def run_round(
         raise MinerError(f"round {index} is in phase {detail.get('phase')}, commits are closed")
     manifest = ctx.manifest
     layout = island_layout(manifest, record, key.ss58_address)  # as admitted, signed at open
-    config = TrainConfig.from_manifest(manifest, cfg.device, layout=layout)
+    config = TrainConfig.from_manifest(manifest, cfg.device, layout=layout, round_index=index)
     dataset = open_dataset(Path(cfg.dataset_dir), manifest)
     ids = round_sample_ids(manifest, dataset, records, key.ss58_address)
     samples = load_samples(dataset, sample_ids(cfg.strategy, ids, dataset.sample_count))
@@ -124,7 +124,7 @@ def run_round(
         workdir = cfg.round_dir(index)
         reporter.start_steps(config.inner_steps, f"round {index}")
         try:
-            launch_ranks(cfg, manifest, layout, start, samples, workdir)
+            launch_ranks(cfg, manifest, config, start, samples, workdir)
             result = train_round(
                 start,
                 config,

@@ -125,15 +125,22 @@ class Island:
     """One process's share of an island's training state (see the module docstring)."""
 
     def __init__(
-        self, start: TrainState, config: TrainConfig, group: RankGroup, *, zero1: bool = False
+        self,
+        start: TrainState,
+        config: TrainConfig,
+        group: RankGroup,
+        *,
+        zero1: bool = False,
+        local_step: int = 0,
     ) -> None:
+        """``start`` is the state at ``local_step`` of the round."""
         if start.config_digest != config.state_config().digest():
             raise IslandError("start state was made for another model or optimizer config")
         self.config, self.group, self.zero1 = config, group, zero1
         self.ranks = local_ranks(config.layout, group)
         self.shapes = param_shapes(config.model)
         self.owners = shard_owners(self.shapes, group.world_size if zero1 else 1)
-        self.step = start.step
+        self.step, self.local_step = start.step, local_step
         self.digest = start.config_digest
         self.slot_owners = self._slot_owners() if zero1 else {}
         self.tensors = {
@@ -174,11 +181,13 @@ class Island:
         grads = _unflatten(self.reduction(flat, count), self.shapes)
         norm = clip_grads(grads, cfg.inner.grad_clip)
         mine = {n: g for n, g in grads.items() if self._owns(n)}
-        optimizer_step(self.tensors, mine, self.step, cfg.inner)
+        schedule = cfg.schedule_step(self.local_step)
+        optimizer_step(self.tensors, mine, self.step, cfg.inner, schedule_step=schedule)
         if self.zero1:
             for name, _ in self.shapes:
                 dist.broadcast(self.tensors[name], src=self.owners[name])
         self.step += 1
+        self.local_step += 1
         return StepStats(loss=_gather_loss(per_rank, rows.device) / count, grad_norm=norm)
 
     def run(
