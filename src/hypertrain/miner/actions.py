@@ -20,6 +20,7 @@ from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import RunContext, load_run
 from hypertrain.miner.errors import ConfigError, MinerError
 from hypertrain.miner.island import checkpoint_path
+from hypertrain.miner.ranks import RankError
 from hypertrain.miner.report import Reporter
 from hypertrain.miner.run import run_round
 from hypertrain.protocol.envelope import seal
@@ -130,6 +131,11 @@ def _follow_once(
         if summary["phase"] == "train" and index not in done:
             try:
                 run_round(ctx, key, index, reporter)
+            except RankError as exc:
+                # Retried at the next poll while the round trains: resumes from the last
+                # checkpoint the ranks wrote.
+                reporter.event("rank_failed", round=index, reason=str(exc))
+                continue
             except MinerError as exc:
                 reporter.event("skipped", round=index, reason=str(exc))
             done.add(index)
