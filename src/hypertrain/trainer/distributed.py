@@ -8,7 +8,9 @@ fixed-order sum from three ranks up): every process all-gathers the flat per-ran
 gradients and folds them left to right in rank order, then divides by ``R*M``, exactly
 as :func:`~hypertrain.trainer.step.reduce_gradients` does in one process. Each
 gradient is copied into a fresh tensor before clipping and the optimizer, so no kernel
-sees a different memory layout from the emulation.
+sees a different memory layout from the emulation. The all-gather holds ``R`` gradient
+copies per process for a moment; a reduce-scatter with a fixed per-chunk order would
+cut that to one and is the next step for large models.
 
 **ZeRO-1** (``zero1=True``): the optimizer state is sharded by whole parameters
 (:func:`shard_owners`, contiguous in canonical order, balanced by size). Each process
