@@ -44,7 +44,7 @@ def test_auditor_replay_matches_the_committed_leaf() -> None:
     )
     local = configure_determinism(1)
     ckpt = encode_checkpoint(saved[1])
-    end = replay_segment(manifest, ckpt, result.leaves[1], samples[8:16], local=local)
+    end = replay_segment(manifest, ckpt, result.leaves[1], samples[8:16], local=local, segment=1)
     assert end == result.leaves[2]
     with pytest.raises(CheckpointError, match="expected"):
         replay_segment(manifest, ckpt, result.leaves[0], samples[8:16], local=local)

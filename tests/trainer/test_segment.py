@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from hypertrain.trainer.model import param_shapes
 from hypertrain.trainer.optim import clip_grads, optimizer_step
 from hypertrain.trainer.segment import TrainConfig, run_round, run_segment, samples_to_batch
 from hypertrain.trainer.state import TrainState, init_state
-from hypertrain.trainer.step import rank_gradient, reduce_gradients, split_batch
+from hypertrain.trainer.step import rank_gradient, reduce_gradients, split_batch, train_step
 from tests.trainer.conftest import make_config, make_samples
 
 _SCRIPT = """
@@ -83,7 +84,7 @@ def test_segment_replay_from_checkpoint_reproduces_the_leaf() -> None:
         on_checkpoint=lambda k, s: saved.__setitem__(k, encode_checkpoint(s)),
     )
     start = decode_checkpoint(saved[1], cfg.state_config(), expected_hash=result.leaves[1])
-    end = run_segment(start, cfg, samples[8:16], 2)
+    end = run_segment(start, cfg, samples[8:16], 2, local_step=2)
     assert end.state_hash() == result.leaves[2]
     assert start.state_hash() == result.leaves[1]  # start state not modified
 
@@ -167,3 +168,17 @@ def test_start_state_for_another_config_is_refused() -> None:
     start = init_state(make_config(name="muon").state_config(), 0)
     with pytest.raises(TrainerError, match="another model"):
         run_segment(start, make_config(), make_samples(4), 1)
+
+
+def test_the_schedule_follows_the_run_global_step() -> None:
+    """A fresh state in round 1 trains with the learning rate of global step H, not 0."""
+    round0 = make_config(steps=4, interval=2)
+    round1 = dataclasses.replace(round0, round_index=1)
+    start = init_state(round0.state_config(), 5)
+    samples = make_samples(4)
+    late = run_segment(start, round1, samples, 1)
+    assert late.state_hash() != run_segment(start, round0, samples, 1).state_hash()
+    tensors = {k: v.clone() for k, v in start.tensors.items()}
+    batch = samples_to_batch(samples, round0)
+    train_step(tensors, 0, batch, round0.model, round0.inner, round0.layout, schedule_step=4)
+    assert TrainState(1, tensors, start.config_digest).state_hash() == late.state_hash()

@@ -12,6 +12,7 @@ from hypertrain.challenge.client import ChallengeClient
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.relay.client import RelayClient
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
+from hypertrain.trainer.profile import apply_profile
 
 
 def register(subparsers: Any) -> None:
@@ -43,6 +44,7 @@ def _run(args: argparse.Namespace) -> int:
         service.manifest_envelope(args.run_id), args.run_id, args.coordinator or None
     )
     det = manifest.determinism
+    apply_profile(det)  # may re-execute this process with the run's CPU switches
     check_determinism(configure_determinism(det.num_threads, args.device, det.dtype), det)
     key = load_key_file(args.key_file)
     with RelayClient(args.relay, key, args.run_id) as relay:

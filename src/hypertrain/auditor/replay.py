@@ -124,7 +124,8 @@ def _segment(
             raise _FailedError("unverifiable", k, f"unverifiable checkpoint: {exc}") from exc
     per_segment = config.checkpoint_interval * config.samples_per_step
     chunk = island.samples[k * per_segment : (k + 1) * per_segment]
-    end = run_segment(start, config, chunk, config.checkpoint_interval)
+    j = config.checkpoint_interval
+    end = run_segment(start, config, chunk, j, local_step=k * j)
     if end.state_hash() != expected:
         raise _FailedError(
             "mismatch", k + 1, f"replay of segment {k} does not reproduce leaf {k + 1}"
@@ -144,7 +145,9 @@ def _check_update(island: IslandRound, end: TrainState) -> None:
 
 def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob) -> AuditOutcome:
     """Check leaf 0, replay ``segments`` and return the verdict (see the module docstring)."""
-    config = TrainConfig.from_manifest(island.manifest, layout=island.layout)
+    config = TrainConfig.from_manifest(
+        island.manifest, layout=island.layout, round_index=island.commit.round
+    )
     last = island.manifest.round.num_segments - 1
     ordered = tuple(sorted(set(segments)))
     update_checked = last in ordered

@@ -21,6 +21,7 @@ from hypertrain.miner.context import RunContext, load_run
 from hypertrain.miner.disputes import answer_own, contest
 from hypertrain.miner.errors import ConfigError, MinerError
 from hypertrain.miner.island import checkpoint_path
+from hypertrain.miner.ranks import RankError
 from hypertrain.miner.report import Reporter
 from hypertrain.miner.run import run_round
 from hypertrain.protocol.envelope import seal
@@ -58,11 +59,11 @@ def selfcheck_cmd(args: argparse.Namespace) -> int:
 
 
 def join_layout(manifest: RunManifest, cfg: MinerConfig, devices: int) -> LayoutSpec:
-    """One rank per device, ``cfg.micro_batches`` per rank (or the run's), the run's
-    micro-batch size; refused here already when outside the run's limits."""
+    """One rank per device (or ``cfg.ranks``), ``cfg.micro_batches`` per rank (or the run's),
+    the run's micro-batch size; refused here already when outside the run's limits."""
     default = manifest.round.layout
     layout = LayoutSpec(
-        dp_ranks=devices,
+        dp_ranks=cfg.ranks or devices,
         micro_batches=cfg.micro_batches or default.micro_batches,
         micro_batch_size=default.micro_batch_size,
     )
@@ -135,6 +136,11 @@ def _follow_once(
         if summary["phase"] == "train" and index not in done:
             try:
                 run_round(ctx, key, index, reporter)
+            except RankError as exc:
+                # Retried at the next poll while the round trains: resumes from the last
+                # checkpoint the ranks wrote.
+                reporter.event("rank_failed", round=index, reason=str(exc))
+                continue
             except MinerError as exc:
                 reporter.event("skipped", round=index, reason=str(exc))
             done.add(index)

@@ -17,6 +17,7 @@ from hypertrain.miner.errors import MinerError
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
+from hypertrain.trainer.profile import apply_profile
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,7 @@ def load_run(config: MinerConfig, service: ChallengeClient, *, check: bool = Tru
     )
     if check:
         det = manifest.determinism
+        apply_profile(det)  # may re-execute this process with the run's CPU switches
         local = configure_determinism(det.num_threads, config.device, det.dtype)
         check_determinism(local, det)
     return RunContext(config, service, manifest)

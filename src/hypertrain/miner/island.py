@@ -104,7 +104,9 @@ def train_round(
         for i in range(steps):
             row = (k * j + i) * per_step
             t0, stats = time.perf_counter(), list[StepStats]()
-            state = run_segment(state, config, samples[row : row + per_step], 1, stats=stats)
+            state = run_segment(
+                state, config, samples[row : row + per_step], 1, stats=stats, local_step=k * j + i
+            )
             seg_losses.append(stats[0].loss)
             if on_step is not None:
                 rate = config.tokens_per_step / max(time.perf_counter() - t0, 1e-9)

@@ -33,7 +33,8 @@ from hypertrain.auditor.verify import find_commit, verify_commit
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.context import RunContext, round_records
 from hypertrain.miner.errors import MinerError
-from hypertrain.miner.island import IslandResult, train_round
+from hypertrain.miner.island import IslandResult, checkpoint_path, train_round
+from hypertrain.miner.ranks import launch_ranks
 from hypertrain.miner.report import Reporter
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
@@ -133,7 +134,7 @@ def run_round(
         raise MinerError(f"round {index} is in phase {detail.get('phase')}, commits are closed")
     manifest = ctx.manifest
     layout = island_layout(manifest, record, key.ss58_address)  # as admitted, signed at open
-    config = TrainConfig.from_manifest(manifest, cfg.device, layout=layout)
+    config = TrainConfig.from_manifest(manifest, cfg.device, layout=layout, round_index=index)
     dataset = open_dataset(Path(cfg.dataset_dir), manifest)
     ids = round_sample_ids(manifest, dataset, records, key.ss58_address)
     samples = load_samples(dataset, sample_ids(cfg.strategy, ids, dataset.sample_count))
@@ -144,6 +145,7 @@ def run_round(
         workdir = cfg.round_dir(index)
         reporter.start_steps(config.inner_steps, f"round {index}")
         try:
+            launch_ranks(cfg, manifest, config, start, samples, workdir)
             result = train_round(
                 start,
                 config,

@@ -13,6 +13,10 @@ Public API (one concept per module):
 * ``checkpoint``: ``encode_checkpoint`` / ``decode_checkpoint`` (validated, typed errors).
 * ``step``: ``train_step``, ``rank_gradient``, ``reduce_gradients`` (emulated layout).
 * ``segment``: ``TrainConfig.from_manifest``, ``run_segment``, ``run_round -> RoundResult``.
+* ``distributed``: ``Island`` (a real multi-process island over torch.distributed, data
+  parallel with a fixed-order reduction, optional ZeRO-1), ``run_island_round``.
+* ``profile``: ``apply_profile(record)`` (the CPU switches of the run, set before torch
+  loads, re-executing if needed), ``PROFILES`` ("native", "portable").
 * ``codec``: ``encode_int8``, ``decode_int8``, ``iter_decode`` (streaming), ``update_hash``,
   ``relative_l2``; ``sparse_codec``: ``encode_sparse``, ``decode_sparse`` (chunked top-k,
   low-bit values); ``update``: ``pseudo_gradient``, ``build_update`` and

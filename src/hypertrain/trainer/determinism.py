@@ -2,19 +2,24 @@
 
 :func:`configure_determinism` turns on deterministic algorithms, pins the intra-op
 thread count (a full reduction over millions of floats differs between 1 and 2
-threads), turns TF32 off and requires ``CUBLAS_WORKSPACE_CONFIG`` on CUDA, and
+threads), turns TF32 off, requires ``CUBLAS_WORKSPACE_CONFIG`` and pins attention to
+the math SDPA backend on CUDA (recorded as ``sdpa_backend``), and
 returns a :class:`DeterminismRecord` of what it set and what the process runs with:
 torch version, the CPU instruction-set dispatch (``ATEN_CPU_CAPABILITY``) and the
-math-library pins (``MKL_CBWR``, ``ONEDNN_MAX_CPU_ISA``). Those three are read when
-torch loads, so they are recorded, not changed. The record goes into the manifest;
-:func:`check_determinism` refuses to replay when the local one differs.
+math-library pins (``MKL_CBWR``, ``ONEDNN_MAX_CPU_ISA``), the MKL and oneDNN versions and
+the CPU vendor (``any`` under MKL's COMPATIBLE path, which does not depend on it). The
+three switches are read when torch loads: ``profile.apply_profile`` sets them (and
+re-executes the process) before anything trains; this module records them. The record
+goes into the manifest; :func:`check_determinism` refuses to replay when the local one
+differs.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-from typing import Literal
+import re
+from typing import Any, Literal
 
 import torch
 
@@ -48,6 +53,11 @@ def configure_determinism(
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
+        # Attention: the math backend only (flash and memory-efficient kernels choose
+        # their tiling by device and accumulate in backward with atomics).
+        torch.backends.cuda.enable_flash_sdp(False)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
+        torch.backends.cuda.enable_math_sdp(True)
     torch.use_deterministic_algorithms(True)
     if torch.get_num_threads() != num_threads:
         torch.set_num_threads(num_threads)
@@ -62,10 +72,15 @@ def current_record(device: str = "cpu", dtype: DType = "float32") -> Determinism
     }
     for name in _RECORDED_ENV:
         settings[name.lower()] = os.environ.get(name, "")
+    settings.update(math_libraries())
+    # MKL's automatic path differs between vendors; its COMPATIBLE path does not.
+    portable = settings["mkl_cbwr"].upper().startswith("COMPATIBLE")
+    settings["cpu_vendor"] = "any" if portable else cpu_vendor()
     if device.startswith("cuda"):
         settings["cublas_workspace_config"] = os.environ.get("CUBLAS_WORKSPACE_CONFIG", "")
         settings["tf32"] = str(torch.backends.cuda.matmul.allow_tf32).lower()
         settings["cuda"] = str(torch.version.cuda)
+        settings["sdpa_backend"] = _sdpa_backends()
     return DeterminismRecord(
         torch_version=torch.__version__,
         num_threads=torch.get_num_threads(),
@@ -73,6 +88,40 @@ def current_record(device: str = "cpu", dtype: DType = "float32") -> Determinism
         dtype=dtype,
         settings=settings,
     )
+
+
+def _sdpa_backends() -> str:
+    """The enabled scaled-dot-product attention backends, e.g. ``"math"``."""
+    cuda: Any = torch.backends.cuda  # the *_sdp_enabled functions are untyped
+    enabled = {
+        "flash": cuda.flash_sdp_enabled(),
+        "mem_efficient": cuda.mem_efficient_sdp_enabled(),
+        "math": cuda.math_sdp_enabled(),
+    }
+    return ",".join(name for name, on in enabled.items() if on)
+
+
+def cpu_vendor() -> str:
+    """``vendor_id`` from /proc/cpuinfo (e.g. GenuineIntel, AuthenticAMD), else the platform's."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def math_libraries() -> dict[str, str]:
+    """MKL and oneDNN versions torch was built with (from ``torch.__config__.show()``)."""
+    shown = torch.__config__.show()
+    mkl = re.search(r"Math Kernel Library Version ([0-9.]+)", shown)
+    onednn = re.search(r"MKL-DNN v([0-9.]+)", shown)
+    return {
+        "mkl_version": mkl.group(1) if mkl else "",
+        "onednn_version": onednn.group(1) if onednn else "",
+    }
 
 
 def record_differences(local: DeterminismRecord, expected: DeterminismRecord) -> list[str]:

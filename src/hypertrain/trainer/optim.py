@@ -104,9 +104,13 @@ def optimizer_step(
     grads: Mapping[str, Tensor],
     step: int,
     spec: InnerOptimSpec,
+    *,
+    schedule_step: int | None = None,
 ) -> None:
-    """Apply one inner step (``step`` = steps already taken) to params and state in place."""
-    mult = lr_multiplier(step, spec)
+    """Apply one inner step (``step`` = steps this state has taken, for bias correction) to
+    params and state in place; the learning rate follows ``schedule_step`` (the run's
+    global step; default ``step``)."""
+    mult = lr_multiplier(step if schedule_step is None else schedule_step, spec)
     for name, g in grads.items():
         p = tensors[name]
         shape = tuple(p.shape)

@@ -5,7 +5,10 @@ bytes, the config (from the run manifest), the ordered samples and the number of
 steps, nothing else. Samples are ``(sample_id, tokens)`` pairs of exactly
 ``seq_len`` tokens (the manifest's ``data.seq_len``): inputs are ``tokens[:-1]``,
 targets ``tokens[1:]``, so a step trains on ``B * (seq_len - 1)`` predicted tokens.
-Local step ``i`` of a run consumes ``samples[i*B : (i+1)*B]`` in order.
+Local step ``i`` of a run consumes ``samples[i*B : (i+1)*B]`` in order. The learning
+rate follows the run's global step ``round_index * H + i`` (so every island applies the
+same schedule to the same merged model, however late it joined); the optimizer's bias
+correction follows the state's own step counter.
 
 ``run_round`` trains H steps and hashes the state at local steps 0, J, 2J, ..., H:
 these ``H/J + 1`` state hashes are the Merkle leaves (``protocol.merkle``) whose root
@@ -56,12 +59,19 @@ class TrainConfig:
     compression: CompressionSpec = field(default_factory=CompressionSpec)
     dtype: Literal["float32", "bfloat16"] = "float32"
     device: str = "cpu"
+    round_index: int = 0  # the learning-rate schedule's step is round_index * H + local step
 
     @classmethod
     def from_manifest(
-        cls, manifest: RunManifest, device: str = "cpu", *, layout: LayoutSpec | None = None
+        cls,
+        manifest: RunManifest,
+        device: str = "cpu",
+        *,
+        layout: LayoutSpec | None = None,
+        round_index: int = 0,
     ) -> TrainConfig:
-        """The config of one island: ``layout`` is its admitted one (default: the run's)."""
+        """The config of one island in round ``round_index``: ``layout`` is its admitted one
+        (default: the run's)."""
         return cls(
             model=manifest.model,
             inner=manifest.inner,
@@ -72,6 +82,7 @@ class TrainConfig:
             compression=manifest.compression,
             dtype=manifest.determinism.dtype,
             device=device,
+            round_index=round_index,
         )
 
     def state_config(self) -> StateConfig:
@@ -80,6 +91,10 @@ class TrainConfig:
     @property
     def samples_per_step(self) -> int:
         return self.layout.samples_per_step
+
+    def schedule_step(self, local_step: int) -> int:
+        """The run's global step of this round's ``local_step``: what the schedule follows."""
+        return self.round_index * self.inner_steps + local_step
 
     @property
     def tokens_per_step(self) -> int:
@@ -127,8 +142,10 @@ def run_segment(
     *,
     tracer: Tracer | None = None,
     stats: list[StepStats] | None = None,
+    local_step: int = 0,
 ) -> TrainState:
-    """Train ``num_steps`` steps from ``start`` (not modified) and return the end state."""
+    """Train ``num_steps`` steps from ``start`` (not modified), which is at ``local_step``
+    of the round, and return the end state."""
     _check_start(start, config)
     per_step = config.samples_per_step
     if len(samples) != num_steps * per_step:
@@ -150,6 +167,7 @@ def run_segment(
             config.layout,
             autocast_dtype=autocast,
             tracer=tracer,
+            schedule_step=config.schedule_step(local_step + i),
         )
         if stats is not None:
             stats.append(result)
@@ -179,7 +197,7 @@ def run_round(
         on_checkpoint(0, state)
     for k in range(h // j):
         chunk = samples[k * per_segment : (k + 1) * per_segment]
-        state = run_segment(state, config, chunk, j, stats=stats)
+        state = run_segment(state, config, chunk, j, stats=stats, local_step=k * j)
         leaves.append(state.state_hash())
         if on_checkpoint is not None:
             on_checkpoint(k + 1, state)
@@ -196,11 +214,14 @@ def replay_segment(
     local: DeterminismRecord,
     device: str = "cpu",
     layout: LayoutSpec | None = None,
+    round_index: int = 0,
+    segment: int = 0,
 ) -> bytes:
-    """An auditor's replay of one segment: refuse on a determinism mismatch, load the
-    checkpoint only if it hashes to ``start_leaf``, train J steps with the island's
-    ``layout`` (default: the run's), return the end hash."""
+    """An auditor's replay of segment ``segment`` of round ``round_index``: refuse on a
+    determinism mismatch, load the checkpoint only if it hashes to ``start_leaf``, train J
+    steps with the island's ``layout`` (default: the run's), return the end hash."""
     check_determinism(local, manifest.determinism)
-    config = TrainConfig.from_manifest(manifest, device, layout=layout)
+    config = TrainConfig.from_manifest(manifest, device, layout=layout, round_index=round_index)
     start = decode_checkpoint(checkpoint, config.state_config(), expected_hash=start_leaf)
-    return run_segment(start, config, samples, config.checkpoint_interval).state_hash()
+    j = config.checkpoint_interval
+    return run_segment(start, config, samples, j, local_step=segment * j).state_hash()

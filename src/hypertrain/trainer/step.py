@@ -96,8 +96,10 @@ def train_step(
     *,
     autocast_dtype: torch.dtype | None = None,
     tracer: Tracer | None = None,
+    schedule_step: int | None = None,
 ) -> StepStats:
-    """Run global step ``step`` on the (B, L) batch, updating ``tensors`` in place."""
+    """Run step ``step`` of this state (``schedule_step`` of the run's learning-rate
+    schedule; default ``step``) on the (B, L) batch, updating ``tensors`` in place."""
     params = {name: tensors[name] for name, _ in param_shapes(model)}
     per_rank = [
         rank_gradient(params, model, mbs, autocast_dtype=autocast_dtype, tracer=tracer)
@@ -106,5 +108,5 @@ def train_step(
     count = layout.dp_ranks * layout.micro_batches
     grads = reduce_gradients([g for g, _ in per_rank], count)
     norm = clip_grads(grads, inner.grad_clip)
-    optimizer_step(tensors, grads, step, inner)
+    optimizer_step(tensors, grads, step, inner, schedule_step=schedule_step)
     return StepStats(loss=sum(loss for _, loss in per_rank) / count, grad_norm=norm)
