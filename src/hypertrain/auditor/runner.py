@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.auditor.errors import AuditError, VerificationError
-from hypertrain.auditor.index import CheckpointIndex, sha_from_url
+from hypertrain.auditor.index import CheckpointIndex, sha_from_url, upload_deadline
 from hypertrain.auditor.inputs import (
     fetch_start_params,
     island_layout,
@@ -56,6 +56,7 @@ class Auditor:
     manifest: RunManifest
     dataset_dir: Path
     expiry_margin: int = 50
+    upload_poll_s: float = 0.5  # how often a not-yet-uploaded selected checkpoint is retried
 
     def island_round(self, detail: dict[str, Any], assignment: AuditAssignment) -> IslandRound:
         index, hotkey = assignment.round, assignment.hotkey
@@ -100,7 +101,27 @@ class Auditor:
             if "checkpoint index" not in str(exc):
                 raise
             return AuditOutcome("mismatch", 0, False, str(exc), tuple(assignment.segments))
-        return audit_island(island, assignment.segments, self.island_blob)
+        deadline = upload_deadline(
+            assignment.selection_beacon_round, self.manifest.round.audit_window_rounds
+        )
+        return audit_island(
+            island, assignment.segments, lambda sha: self.awaited_blob(sha, deadline)
+        )
+
+    def awaited_blob(self, sha256: str, deadline: int) -> bytes:
+        """A selected checkpoint: the island uploads it after the selection, so wait for it
+        until beacon round ``deadline``; missing after that means withheld."""
+        while True:
+            try:
+                return self.relay.get(sha256)
+            except RelayNotFoundError:
+                pass
+            if self.service.beacon_round() > deadline:
+                raise VerificationError(
+                    f"checkpoint {sha256[:16]}… is not available by the upload deadline"
+                    f" (beacon round {deadline})"
+                )
+            time.sleep(self.upload_poll_s)
 
     def post(self, assignment: AuditAssignment, outcome: AuditOutcome) -> dict[str, Any]:
         body = Verdict(
