@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hypertrain.auditor.errors import VerificationError
-from hypertrain.auditor.index import CheckpointIndex
+from hypertrain.auditor.index import CheckpointIndex, upload_deadline
 from hypertrain.auditor.inputs import load_samples, round_sample_ids
 from hypertrain.auditor.runner import Auditor
 from hypertrain.auditor.verify import verify_round_open
@@ -37,6 +37,23 @@ class MemoryRelay:
         if sha256 not in self.blobs:
             raise NotFoundError(sha256)
         return self.blobs[sha256]
+
+
+class BeaconClock:
+    """The service as far as the auditor's upload wait sees it: the beacon round only.
+
+    Each call advances one round, so an auditor polling for a missing checkpoint reaches
+    the deadline after a bounded number of polls; ``on_poll`` lets a test upload late."""
+
+    def __init__(self, start: int, on_poll: Any = None) -> None:
+        self.round, self.on_poll, self.polls = start, on_poll, 0
+
+    def beacon_round(self) -> int:
+        self.polls += 1
+        if self.on_poll is not None:
+            self.on_poll(self.polls)
+        self.round += 1
+        return self.round
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +95,9 @@ def _published(world: World, tmp: Path) -> tuple[MemoryRelay, dict[str, Any], Ch
     return relay, {"open": opened, "commits": [commit]}, index
 
 
-def _auditor(world: World, relay: MemoryRelay) -> Auditor:
-    return Auditor(None, relay, ISLANDS[2], world.manifest, world.dataset_dir)  # type: ignore[arg-type]
+def _auditor(world: World, relay: MemoryRelay, clock: BeaconClock | None = None) -> Auditor:
+    service = clock or BeaconClock(10**6)  # far past every deadline: missing = withheld
+    return Auditor(service, relay, ISLANDS[2], world.manifest, world.dataset_dir, upload_poll_s=0)  # type: ignore[arg-type]
 
 
 def test_judge_matches_and_withheld_blobs_are_unverifiable(world: World, tmp_path: Path) -> None:
@@ -109,3 +127,41 @@ def test_commit_signed_by_another_key_is_refused(world: World, tmp_path: Path) -
         _auditor(world, relay).judge({**detail, "commits": [forged]}, assignment)
     with pytest.raises(VerificationError, match="no commit"):
         _auditor(world, relay).judge({**detail, "commits": []}, assignment)
+
+
+def test_selected_checkpoint_uploaded_before_the_deadline_is_awaited(
+    world: World, tmp_path: Path
+) -> None:
+    """Islands upload selected checkpoints after the selection: the auditor waits for them."""
+    relay, detail, index = _published(world, tmp_path)
+    held = {k: relay.blobs.pop(k) for k in index.blobs}  # the island still holds them all
+    assignment = AuditAssignment(
+        round=0, hotkey=ISLANDS[0].ss58_address, segments=[1], selection_beacon_round=5
+    )
+    deadline = upload_deadline(5, world.manifest.round.audit_window_rounds)
+
+    def late_upload(polls: int) -> None:
+        if polls == 3:  # a few beacon rounds after the selection, still before the deadline
+            relay.blobs[index.blobs[1]] = held[index.blobs[1]]
+
+    clock = BeaconClock(5, late_upload)
+    outcome = _auditor(world, relay, clock).judge(detail, assignment)
+    assert outcome.result == "match", outcome.detail
+    assert clock.round <= deadline
+    # only the selected segment's start checkpoint was ever needed
+    assert index.blobs[0] not in relay.blobs and index.blobs[2] not in relay.blobs
+
+
+def test_selected_checkpoint_withheld_past_the_deadline_is_a_fault(
+    world: World, tmp_path: Path
+) -> None:
+    relay, detail, index = _published(world, tmp_path)
+    for k in index.blobs:
+        del relay.blobs[k]
+    assignment = AuditAssignment(
+        round=0, hotkey=ISLANDS[0].ss58_address, segments=[1], selection_beacon_round=5
+    )
+    clock = BeaconClock(5)
+    outcome = _auditor(world, relay, clock).judge(detail, assignment)
+    assert outcome.result == "mismatch" and "upload deadline" in outcome.detail
+    assert clock.round > upload_deadline(5, world.manifest.round.audit_window_rounds)

@@ -52,6 +52,15 @@ def test_view_after_two_rounds(harness: Harness) -> None:
     assert first["ddp_bytes"] == 3 * 8 * per_step and first["bytes_sent"] == 3 * 4096
     assert first["saved_factor"] == first["ddp_bytes"] / first["bytes_sent"]
     assert first["compute_s"] is not None and first["sync_s"] is not None
+    # honest traffic: commits, updates, audited checkpoints and model downloads all count
+    moved = first["traffic"]
+    assert moved["updates"] == 3 * 4096 and moved["commits"] > 0
+    assert moved["model_download"] == 3 * per_step and moved["checkpoints"] > 0
+    params = d["model"]["parameters"]
+    assert first["ddp_ring_bytes"] == 3 * ((2 * 2 * 2 * params * 8) // 3)  # 2(n-1)/n, n=3, H=8
+    assert first["honest_saved_factor"] == first["ddp_ring_bytes"] / sum(moved.values())
+    assert g["honest"]["honest_bytes"] == sum(r["honest_bytes"] for r in d["rounds"])
+    assert "2(n-1)/n" in g["honest"]["ddp_formula"]
     shares = [i["share"] for i in d["islands"]]
     assert abs(sum(shares) - 1) < 1e-9 and len(set(shares)) == 3
     caught = [a for a in d["audits"] if a["fault"]]

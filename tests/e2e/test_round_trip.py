@@ -61,7 +61,7 @@ def _keys(root: Path) -> dict[str, tuple[Path, Hotkey]]:
 
 
 def _manifest(dataset: Any) -> dict[str, Any]:
-    doc = manifest_doc(dataset, commit_window_rounds=12, audit_window_rounds=6)
+    doc = manifest_doc(dataset, commit_window_rounds=12, audit_window_rounds=10)
     doc.pop("coordinator")
     report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
     doc["selfcheck_reference"] = {report.device_class: report.workload_hash}

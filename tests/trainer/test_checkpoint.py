@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from hypertrain.protocol import domains
+from hypertrain.protocol.manifest import InnerOptimSpec
 from hypertrain.trainer.checkpoint import (
+    checkpoint_size,
     decode_checkpoint,
     encode_checkpoint,
     load_checkpoint,
@@ -133,3 +135,10 @@ def test_tensor_count_mismatch_is_refused(state: TrainState, config: StateConfig
     struct.pack_into("<I", data, HEADER.size - 4, len(state.tensors) + 1)
     with pytest.raises(CheckpointError, match="tensors"):
         decode_checkpoint(bytes(data), config)
+
+
+@pytest.mark.parametrize("error_feedback", [False, True])
+def test_checkpoint_size_is_exact(error_feedback: bool) -> None:
+    for name in ("adamw", "muon"):
+        config = StateConfig(PRESETS["tiny"], InnerOptimSpec(name=name), error_feedback)
+        assert checkpoint_size(config) == len(encode_checkpoint(init_state(config, 1)))

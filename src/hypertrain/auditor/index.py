@@ -1,8 +1,10 @@
 """The checkpoint index: how an island publishes the checkpoints behind its Merkle root.
 
-The island uploads every checkpoint (``H/J + 1`` of them) to the relay and then a
-small JSON index listing, per leaf, the state hash and the relay address of the
-checkpoint bytes; the commit's ``checkpoint_url`` points at the index. A requester
+At commit time the island uploads a small JSON index listing, per leaf, the state hash
+and the relay address (SHA-256) of the checkpoint bytes; the commit's ``checkpoint_url``
+points at the index. The checkpoints themselves stay with the island until an audit
+selects segments: then it uploads the start checkpoint of each selected segment, by
+:func:`upload_deadline`. A checkpoint still missing after that is withheld. A requester
 never trusts the index: it checks that leaf ``k`` is under the committed root with a
 Merkle inclusion proof, then that the checkpoint bytes hash to that leaf (the
 checkpoint decoder recomputes the state hash), so a relay or island can withhold
@@ -77,6 +79,12 @@ class CheckpointIndex:
         except MerkleError as exc:
             raise VerificationError(f"checkpoint leaf {k}: {exc}") from exc
         return leaves[k]
+
+
+def upload_deadline(selection_beacon_round: int, audit_window_rounds: int) -> int:
+    """Last beacon round at which a selected checkpoint may still arrive: half the audit
+    window after the selection (the other half is left for the replay itself)."""
+    return selection_beacon_round + max(1, audit_window_rounds // 2)
 
 
 def _is_hex64(value: Any) -> bool:

@@ -32,7 +32,12 @@ from torch import Tensor
 from hypertrain.auditor.admission import check_admissions
 from hypertrain.auditor.disputes import answer_disputes
 from hypertrain.auditor.errors import IslandInputError, VerificationError
-from hypertrain.auditor.index import MAX_INDEX_BYTES, CheckpointIndex, sha_from_url
+from hypertrain.auditor.index import (
+    MAX_INDEX_BYTES,
+    CheckpointIndex,
+    sha_from_url,
+    upload_deadline,
+)
 from hypertrain.auditor.inputs import (
     fetch_start_params,
     island_layout,
@@ -81,6 +86,7 @@ class Auditor:
     dataset_dir: Path
     expiry_margin: int = 50
     device: str = "cpu"  # where admission-challenge references are computed
+    upload_poll_s: float = 0.5  # how often a not-yet-uploaded selected checkpoint is retried
 
     def round_detail(self, detail: Mapping[str, Any], index: int, w: int) -> Mapping[str, Any]:
         return detail if w == index else self.service.round_detail(self.manifest.run_id, w)
@@ -171,7 +177,25 @@ class Auditor:
             island = self.island_round(detail, assignment)
         except IslandInputError as exc:
             return AuditOutcome("unverifiable", 0, False, str(exc), segments)
-        return audit_island(island, assignment.segments, self.island_blob)
+        deadline = upload_deadline(
+            assignment.selection_beacon_round, self.manifest.round.audit_window_rounds
+        )
+        return audit_island(
+            island, assignment.segments, lambda sha: self.awaited_blob(sha, deadline)
+        )
+
+    def awaited_blob(self, sha256: str, deadline: int) -> bytes:
+        """A selected checkpoint: the island uploads it after the selection, so wait for it
+        until beacon round ``deadline`` (one round for every island, so a withholding island
+        delays the others by at most that); missing after it means withheld."""
+        while True:
+            try:
+                return self.island_blob(sha256)
+            except IslandInputError as exc:
+                missing = isinstance(exc.__cause__, RelayNotFoundError)
+                if not missing or self.service.beacon_round() > deadline:
+                    raise
+            time.sleep(self.upload_poll_s)
 
     def post(self, assignment: AuditAssignment, outcome: AuditOutcome) -> dict[str, Any]:
         body = Verdict(

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from hypertrain.challenge import dashpanels, views
 from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.challenge.traffic import round_traffic, traffic_totals
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 
 QUICKNET_GENESIS: Final = 1692803367
@@ -121,6 +122,7 @@ def round_rows(state: ServiceState, run_id: str, manifest: RunManifest) -> list[
                 "bytes_sent": s["update_bytes"],
                 "ddp_bytes": ddp,
                 "saved_factor": ddp / s["update_bytes"] if s["update_bytes"] else None,
+                **round_traffic(state, run_id, manifest, s),
             }
         )
     return out
@@ -257,6 +259,7 @@ def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
             "bytes_sent": bytes_sent,
             "ddp_bytes": ddp,
             "bandwidth_saved": ddp / bytes_sent if bytes_sent else None,
+            "honest": traffic_totals(rounds),
             "audits": summary["audits_total"],
             "faults": summary["faults_total"],
             "beacon_round": summary["beacon_round"],

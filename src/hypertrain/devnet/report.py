@@ -8,6 +8,7 @@ from typing import Any
 
 from hypertrain.devnet.keys import Secrets
 from hypertrain.devnet.view import summary_rows
+from hypertrain.protocol.traffic import FORMULA
 
 
 def build_report(
@@ -33,6 +34,8 @@ def build_report(
             "tokens": r["tokens"],
             "bytes_sent": r["bytes_sent"],
             "ddp_bytes": r["ddp_bytes"],
+            "honest_bytes": r.get("honest_bytes"),
+            "ddp_ring_bytes": r.get("ddp_ring_bytes"),
             "audits": r["audits"],
             "faults": r["verdicts"]["mismatch"],
             "compute_s": r["compute_s"],
@@ -58,6 +61,7 @@ def build_report(
         "ledger_verified": ledger_verified,
         "weights": weights,
         "bandwidth_saved_vs_ddp": sum(r["ddp_bytes"] for r in rounds) / sent if sent else None,
+        "honest_traffic": _honest(rounds),
         "model_export": model_export,
         "sample": sample,
         "utilisation": utilisation or {"per_round": [], "mean": None},
@@ -84,6 +88,19 @@ def build_report(
             }
             for i in doc["islands"]
         ],
+    }
+
+
+def _honest(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every byte islands moved (commits, updates, audited checkpoints, model downloads)
+    against a bf16 ring all-reduce every step (``protocol.traffic``)."""
+    honest = sum(r.get("honest_bytes") or 0 for r in rounds)
+    ddp = sum(r.get("ddp_ring_bytes") or 0 for r in rounds)
+    return {
+        "honest_bytes": honest,
+        "ddp_ring_bytes": ddp,
+        "saved_vs_ddp": ddp / honest if honest else None,
+        "formula": FORMULA,
     }
 
 

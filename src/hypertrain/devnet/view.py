@@ -93,7 +93,11 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         ("rounds", str(len(rounds))),
         ("tokens trained", f"{sum(r['tokens'] for r in rounds):,}"),
-        ("bandwidth saved vs data-parallel", f"{_fmt(report['bandwidth_saved_vs_ddp'], 1)}x"),
+        ("update bytes vs data-parallel", f"{_fmt(report['bandwidth_saved_vs_ddp'], 1)}x fewer"),
+        (
+            "all traffic vs data-parallel (bf16 ring)",
+            f"{_fmt(report.get('honest_traffic', {}).get('saved_vs_ddp'), 2)}x fewer",
+        ),
         ("audits run", str(sum(r["audits"] for r in rounds))),
         ("faults caught", str(sum(r["faults"] for r in rounds))),
         (

@@ -17,6 +17,7 @@ from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.admission import SelfcheckConfig, answer_challenge, selfcheck
 from hypertrain.miner.config import MinerConfig, config_from_args
+from hypertrain.miner.checkpoints import selected_segments, upload_selected
 from hypertrain.miner.context import RunContext, load_run
 from hypertrain.miner.disputes import answer_own, contest
 from hypertrain.miner.errors import ConfigError, MinerError
@@ -117,9 +118,11 @@ def run_cmd(args: argparse.Namespace) -> int:
             run_round(ctx, key, args.round, reporter, wait_s=args.wait_s)
             return 0
         done: set[int] = set()
+        served: set[int] = set()
         while True:
             try:
                 _follow_once(ctx, key, service, done, reporter)
+                serve_audits(ctx, key, service, served, reporter)
             except ServiceError as exc:
                 if exc.status != 0:
                     raise
@@ -175,7 +178,7 @@ def watch_cmd(args: argparse.Namespace) -> int:
                     "merge",
                     "settle",
                 ):
-                    _serve(relay, cfg.round_dir(int(summary["round"])), commit, service, cfg)
+                    _serve(relay, cfg.round_dir(int(summary["round"])), commit, service, ctx)
                 for v in verdicts:
                     if v["verdict_id"] not in seen:
                         seen.add(v["verdict_id"])
@@ -194,14 +197,41 @@ def watch_cmd(args: argparse.Namespace) -> int:
             time.sleep(cfg.poll_s)
 
 
-def _serve(
-    relay: RelayClient, workdir: Path, commit: dict[str, Any], service: ChallengeClient, cfg: Any
+def serve_audits(
+    ctx: RunContext, key: Hotkey, service: ChallengeClient, served: set[int], reporter: Reporter
 ) -> None:
-    """Re-upload any checkpoint the relay lost (audits fetch them from there)."""
+    """Upload, once per round, the checkpoints the round's audit selected from this island."""
+    for summary in service.rounds(ctx.manifest.run_id):
+        index = int(summary["round"])
+        if summary["phase"] != "audit" or index in served:
+            continue
+        detail = service.round_detail(ctx.manifest.run_id, index)
+        segments = selected_segments(detail["assignments"], ctx.manifest, key.ss58_address)
+        if segments:
+            expiry = service.beacon_round() + ctx.config.expiry_margin
+            try:
+                with RelayClient(ctx.config.relay_url, key, ctx.manifest.run_id) as relay:
+                    sent = upload_selected(
+                        relay, ctx.config.round_dir(index), index, segments, expiry
+                    )
+            except OSError as exc:
+                reporter.event("checkpoint_missing", round=index, reason=str(exc))
+            else:
+                reporter.event("checkpoints_uploaded", round=index, segments=segments, bytes=sent)
+        served.add(index)
+
+
+def _serve(
+    relay: RelayClient, workdir: Path, commit: dict[str, Any], service: ChallengeClient, ctx: Any
+) -> None:
+    """Upload (again, if the relay lost them) the checkpoints an audit selected from us."""
     body = commit["body"]
     if relay.exists(sha_from_url(body["checkpoint_url"])) is None:
         return  # the index itself is gone; nothing verifiable to restore from here
-    for k in range(body["leaf_count"]):
+    cfg, manifest = ctx.config, ctx.manifest
+    detail = service.round_detail(manifest.run_id, body["round"])
+    segments = selected_segments(detail["assignments"], manifest, commit["signer"])
+    for k in segments or []:
         path = checkpoint_path(workdir, k)
         if path.exists():
             relay.put(

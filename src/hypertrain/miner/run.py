@@ -3,8 +3,9 @@
 Order of work (each step verifies what it receives before using it): signed manifest
 and round records, start model from the relay (hash), the island's assignment from
 the round's public key, samples against the dataset root; then ``H`` resumable steps,
-the int8 update, uploads of every checkpoint, the update and the checkpoint index to
-the relay, and finally the signed commit. Re-running a finished or half-finished
+the update, uploads of the update and the checkpoint index to the relay (the
+checkpoints themselves stay here until an audit selects them: ``miner.checkpoints``),
+and finally the signed commit. Re-running a finished or half-finished
 round reuses the checkpoints on disk and the blobs already on the relay.
 """
 
@@ -31,6 +32,7 @@ from hypertrain.auditor.inputs import (
 from hypertrain.auditor.start import PreviousRound, derive_start_state
 from hypertrain.auditor.verify import find_commit, verify_commit
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.miner.checkpoints import checkpoint_addresses
 from hypertrain.miner.context import RunContext, round_records
 from hypertrain.miner.errors import MinerError
 from hypertrain.miner.island import IslandResult, checkpoint_path, train_round
@@ -95,11 +97,8 @@ def start_state(
 def _upload(
     relay: RelayClient, result: IslandResult, update: bytes, index: int, expiry: int
 ) -> tuple[str, str]:
-    blobs = [
-        relay.put(p, kind="checkpoint", round=index, expiry_round=expiry)
-        for p in result.checkpoint_paths
-    ]
-    idx = CheckpointIndex(index, tuple(x.hex() for x in result.leaves), tuple(blobs))
+    blobs = checkpoint_addresses(result.checkpoint_paths)  # uploaded only when audited
+    idx = CheckpointIndex(index, tuple(x.hex() for x in result.leaves), blobs)
     index_sha = relay.put(idx.to_bytes(), kind="other", round=index, expiry_round=expiry)
     update_sha = relay.put(update, kind="update", round=index, expiry_round=expiry)
     return index_sha, update_sha

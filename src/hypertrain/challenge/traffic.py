@@ -1,0 +1,81 @@
+"""Honest per-round traffic: every byte an island must move, against data-parallel training.
+
+Counted from what passed through the service plus sizes the protocol fixes exactly:
+
+* ``commits``: the signed commit envelopes as stored (their canonical JSON);
+* ``updates``: the update bytes each commit declares (the relay refuses any other size);
+* ``checkpoints``: one full training-state checkpoint (``trainer.checkpoint.checkpoint_size``)
+  per segment an audit selected, since islands upload only those (``miner.checkpoints``);
+* ``model_download``: each committing island fetches the round's start model, 4 bytes
+  per parameter (the float32 model blob, header excluded).
+
+The reference is ``protocol.traffic``: a bf16 ring all-reduce every step over as many
+devices as islands, ``islands x 2(n-1)/n x 2 bytes x params x H`` per round.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypertrain.challenge.state import ServiceState
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.traffic import FORMULA, ddp_bytes_total, honest_ratio
+from hypertrain.trainer.checkpoint import checkpoint_size
+from hypertrain.trainer.presets import param_count
+from hypertrain.trainer.state import StateConfig
+
+
+def _round_counts(state: ServiceState, run_id: str, index: int) -> tuple[int, int]:
+    """(commit envelope bytes, audited segments) of one round."""
+    commit = state.conn.execute(
+        "SELECT COALESCE(SUM(LENGTH(envelope)), 0) AS n FROM commits"
+        " WHERE run_id = ? AND round = ?",
+        (run_id, index),
+    ).fetchone()
+    segments = sum(
+        len(json.loads(row["segments"]))
+        for row in state.conn.execute(
+            "SELECT segments FROM audits WHERE run_id = ? AND round = ?", (run_id, index)
+        )
+    )
+    return int(commit["n"]), segments
+
+
+def round_traffic(
+    state: ServiceState, run_id: str, manifest: RunManifest, summary: dict[str, Any]
+) -> dict[str, Any]:
+    """The honest byte count of one round and its ratio to data-parallel training."""
+    islands, params = int(summary["commits"]), param_count(manifest.model)
+    commit_bytes, segments = _round_counts(state, run_id, int(summary["round"]))
+    config = StateConfig(manifest.model, manifest.inner, manifest.compression.error_feedback)
+    moved = {
+        "commits": commit_bytes,
+        "updates": int(summary["update_bytes"]),
+        "checkpoints": segments * checkpoint_size(config),
+        "model_download": islands * 4 * params,
+    }
+    ddp = ddp_bytes_total(params, max(1, islands), manifest.round.inner_steps)
+    return {
+        "traffic": moved,
+        "honest_bytes": sum(moved.values()),
+        "ddp_ring_bytes": ddp,
+        "honest_saved_factor": honest_ratio(ddp, moved),
+    }
+
+
+def traffic_totals(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Run totals of :func:`round_traffic` rows, with the formula stated."""
+    honest = sum(r["honest_bytes"] for r in rounds)
+    ddp = sum(r["ddp_ring_bytes"] for r in rounds)
+    parts: dict[str, int] = {}
+    for r in rounds:
+        for k, v in r["traffic"].items():
+            parts[k] = parts.get(k, 0) + v
+    return {
+        "honest_bytes": honest,
+        "ddp_ring_bytes": ddp,
+        "honest_saved_factor": ddp / honest if honest else None,
+        "traffic": parts,
+        "ddp_formula": FORMULA,
+    }

@@ -1,0 +1,56 @@
+"""Checkpoints on demand: an island keeps its checkpoints until an audit selects them.
+
+At commit time only the checkpoint index (leaf hashes and the SHA-256 address of each
+checkpoint file, hashed locally) and the update go to the relay. Once the round's audit
+assignments are signed, the island uploads the start checkpoint of every segment an
+auditor must replay (which covers the final-segment update check), before the upload
+deadline of ``auditor.index.upload_deadline``. Nothing else ever leaves the island, so
+a round costs one update plus the audited checkpoints instead of all ``H/J + 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hypertrain.auditor.errors import VerificationError
+from hypertrain.auditor.verify import verify_assignment
+from hypertrain.miner.island import checkpoint_path
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.relay.client import RelayClient
+from hypertrain.relay.spool import sha256_file
+
+
+def checkpoint_addresses(paths: Iterable[Path]) -> tuple[str, ...]:
+    """The relay addresses the index promises, computed without uploading anything."""
+    return tuple(sha256_file(p)[0] for p in paths)
+
+
+def selected_segments(
+    assignments: Sequence[Any], manifest: RunManifest, hotkey: str
+) -> list[int] | None:
+    """Segments the coordinator-signed assignments select for ``hotkey`` (None: not audited)."""
+    chosen: set[int] = set()
+    found = False
+    for raw in assignments:
+        try:
+            assignment = verify_assignment(raw, manifest)
+        except VerificationError:
+            continue  # not a valid assignment: it obliges nobody to upload
+        if assignment.hotkey == hotkey:
+            found = True
+            chosen.update(assignment.segments)
+    return sorted(chosen) if found else None
+
+
+def upload_selected(
+    relay: RelayClient, workdir: Path, round_index: int, segments: Sequence[int], expiry: int
+) -> int:
+    """Upload the start checkpoint of each selected segment; returns the bytes sent."""
+    sent = 0
+    for k in segments:
+        path = checkpoint_path(workdir, k)
+        relay.put(path, kind="checkpoint", round=round_index, expiry_round=expiry)
+        sent += path.stat().st_size
+    return sent
