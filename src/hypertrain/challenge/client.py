@@ -216,6 +216,11 @@ def _json_or_raise(resp: httpx.Response, what: str) -> Any:
         doc = None
     if resp.is_success and doc is not None:
         return doc
-    detail: Any = doc.get("detail", doc) if isinstance(doc, dict) else resp.text[:300]
+    detail: Any = (
+        doc.get("detail", doc)
+        if isinstance(doc, dict)
+        # not JSON (a proxy, another service): its start on one line
+        else "not JSON: " + " ".join(resp.text[:200].split())
+    )
     code = str(doc.get("error", "")) if isinstance(doc, dict) else ""
     raise ServiceError(f"{what}: HTTP {resp.status_code}: {detail}", resp.status_code, code)

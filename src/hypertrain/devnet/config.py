@@ -21,6 +21,9 @@ PER_ISLAND_LAYOUTS_SUPPORTED: Final = True
 # a busy two-core machine (measured: ~0.25 s loaded, ~0.08 s quiet for the proxy).
 SAMPLE_STEP_S: Final = {"proxy": 0.2, "proxy-moe": 0.3, "tiny": 0.05, "tiny-moe": 0.08}
 REPLAY_SPEEDUP: Final = 4  # the auditor replays alone, while the islands wait
+# Phases close as soon as their work is in, so a window is only the bound for a failed
+# island or auditor: a wide margin costs nothing and rides out a very busy machine.
+WINDOW_MARGIN: Final = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,8 +113,10 @@ class DevnetConfig:
         largest = max(self.budgets) * MICRO_BATCH_SIZE * self.inner_steps
         replayed = min(AUDIT_SEGMENTS + 1, self.segments)  # k drawn plus the final one
         audited = sum(self.budgets) * MICRO_BATCH_SIZE * replayed * self.checkpoint_interval
-        commit = self.commit_window_s or int(20 + per_sample * largest)
-        audit = self.audit_window_s or int(12 + per_sample * audited / REPLAY_SPEEDUP)
+        commit = self.commit_window_s or int(WINDOW_MARGIN * (20 + per_sample * largest))
+        audit = self.audit_window_s or int(
+            WINDOW_MARGIN * (12 + per_sample * audited / REPLAY_SPEEDUP)
+        )
         return commit // self.beacon_period_s, audit // self.beacon_period_s
 
     @property
