@@ -24,6 +24,7 @@ GROUPS: Final[dict[str, str]] = {
     "challenge": "hypertrain.challenge.cli",
     "devnet": "hypertrain.devnet.cli",
     "auditor": "hypertrain.auditor.cli",
+    "competition": "hypertrain.evaluator.cli",
 }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.auditor.honeypot import STRATEGIES
-from hypertrain.miner import actions
+from hypertrain.miner import actions, compete
 from hypertrain.miner.config import MinerConfig, load_config
 
 _FLAGS = (
@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="this hotkey's standing in the run")
     _common(status)
     status.set_defaults(func=actions.status_cmd)
+    compete.register(sub)
     return parser
 
 
