@@ -189,7 +189,7 @@ def test_a_model_committed_too_late_is_not_eligible(world: World) -> None:
 def test_unscored_and_disputed_models_earn_nothing(world: World) -> None:
     a = world.submit(MINERS[0], "a")
     b = world.submit(MINERS[1], "b")
-    c = world.submit(MINERS[2], "c")
+    world.submit(MINERS[2], "c")
     for key, tag in zip(MINERS[:3], "abc", strict=True):
         world.reveal(key, tag)
     world.tick(5)

@@ -8,6 +8,8 @@ newest eligible commitment, and for a model hash committed more than once only t
 earliest commitment: a copy is never scored). Evaluators score until the cycle's
 deadline; the cycle closes when every model is scored (by every evaluator that
 answered, in agreement) or the deadline passes, and its standings settle the ledger.
+While a cycle is being scored no later cycle opens: a due cycle that falls inside an
+open one is skipped (cycle numbers may have gaps), so evaluators always finish one.
 A model with no score, or with scores that disagree, earns nothing that cycle.
 """
 
@@ -43,16 +45,23 @@ async def advance(state: ServiceState) -> None:
     now = state.current.round
     for row in state.conn.execute("SELECT * FROM competitions ORDER BY competition_id").fetchall():
         spec = spec_of(state, row["competition_id"])
+        still_open = [
+            int(c["cycle"])
+            for c in state.conn.execute(
+                "SELECT cycle FROM compete_cycles WHERE competition_id = ? AND closed = 0",
+                (spec.competition_id,),
+            )
+        ]
+        closed = [maybe_close(state, spec, cycle) for cycle in still_open]
+        if not all(closed):
+            continue  # a cycle is still being scored: the next one waits for it
         due = (now - row["start_beacon_round"]) // spec.cycle.eval_interval_rounds - 1
         if due >= 0 and not _cycle_exists(state.conn, spec.competition_id, due):
             beacon_round = row["start_beacon_round"] + (due + 1) * spec.cycle.eval_interval_rounds
             beacon = await _beacon_round(state, beacon_round)
-            open_cycle(state, spec, due, beacon.round, beacon.randomness)
-        for cycle in state.conn.execute(
-            "SELECT cycle FROM compete_cycles WHERE competition_id = ? AND closed = 0",
-            (spec.competition_id,),
-        ).fetchall():
-            maybe_close(state, spec, int(cycle["cycle"]))
+            task = open_cycle(state, spec, due, beacon.round, beacon.randomness)
+            if not task.models:
+                maybe_close(state, spec, due)
 
 
 def _cycle_exists(conn: sqlite3.Connection, cid: str, cycle: int) -> bool:

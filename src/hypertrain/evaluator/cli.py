@@ -43,6 +43,13 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
     ev.set_defaults(func=_evaluate)
 
+    start = sub.add_parser(
+        "start-model", help="turn a model directory (e.g. the winner) into a run's start model"
+    )
+    start.add_argument("--model-dir", type=Path, required=True, help="Llama model directory")
+    start.add_argument("--out", type=Path, required=True, help="model blob file to write")
+    start.set_defaults(func=_start_model)
+
 
 def _read_token(path: Path) -> str:
     return path.read_text(encoding="utf-8").strip()
@@ -97,4 +104,16 @@ def _evaluate(args: argparse.Namespace) -> int:
         follow(evaluator, poll_s=args.poll_s)
         return 0
     evaluate_open_cycle(evaluator)
+    return 0
+
+
+def _start_model(args: argparse.Namespace) -> int:
+    from hypertrain.trainer.blob import blob_hash, encode_model_blob
+    from hypertrain.trainer.export import import_llama
+
+    params, spec = import_llama(args.model_dir)
+    blob = encode_model_blob(params, spec)
+    args.out.write_bytes(blob)
+    doc = {"model": spec.model_dump(mode="json"), "sha256": blob_hash(blob), "out": str(args.out)}
+    sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
     return 0
