@@ -26,11 +26,12 @@ from hypertrain.beacon import LocalBeaconProcess, start_local_beacon
 from hypertrain.challenge.compete_client import CompetitionClient
 from hypertrain.miner.compete import commit_model, upload_model
 from hypertrain.protocol.identity import write_key_file
+from tests.challenge.test_dashboard_browser import ARGS, require_browser
 from tests.competition import models
 from tests.competition.conftest import Trained
 from tests.e2e.launch import REPO, Fleet, free_port, http_ok, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 CID = "comp-e2e"
 TOKENS = {"internal": "i" * 32, "admin": "a" * 32, "worker": "w" * 32}
 NAMES = ("incumbent", "close", "better", "copier")
@@ -188,5 +189,23 @@ def test_competition_end_to_end(
             cwd=REPO, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert "duplicate" in leaderboard_cli.stdout
+        _check_page(service, board())
     finally:
         fleet.stop()
+
+
+def _check_page(service: str, board: dict[str, Any]) -> None:
+    """The leaderboard page in headless Chromium shows the JSON's rows, best first."""
+    browser_path = require_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(browser_path), args=ARGS)
+        page = browser.new_page()
+        page.goto(f"{service}/dashboard/competition.html?competition={CID}")
+        rows = page.locator("#board-table tbody tr")
+        expect(rows).to_have_count(len(board["competitors"]))
+        first = board["competitors"][0]
+        expect(rows.first).to_have_attribute("data-hotkey", first["hotkey"])
+        expect(page.locator("#board-tiles")).to_contain_text(CID)
+        browser.close()
