@@ -13,10 +13,12 @@ LEVEL = {
     "beacon": 1,
     "ledger": 1,
     "dispute": 1,
+    "competition": 1,
     "trainer": 2,
     "challenge": 3,
     "aggregator": 3,
     "auditor": 3,
+    "evaluator": 3,
     "relay": 3,
     "referee": 3,
     "miner": 4,
@@ -25,11 +27,11 @@ LEVEL = {
     "honeypot": 5,
 }
 # Packages that must never pull in torch (directly).
-TORCH_FREE = {"protocol", "ledger", "beacon", "challenge", "relay", "dispute"}
+TORCH_FREE = {"protocol", "ledger", "beacon", "challenge", "relay", "dispute", "competition"}
 # The two services share level 3 with the roles that call them, but never import a
 # role (or the trainer, which the level rule alone would allow), nor each other.
 SERVICE_FORBIDDEN = {
-    "challenge": {"trainer", "aggregator", "auditor", "relay"},
+    "challenge": {"trainer", "aggregator", "auditor", "relay", "evaluator"},
     "relay": {"trainer", "aggregator", "auditor", "challenge"},
 }
 

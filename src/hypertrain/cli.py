@@ -27,6 +27,7 @@ GROUPS: Final[dict[str, str]] = {
     "run": "hypertrain.ops.run_cli",
     "keys": "hypertrain.ops.keys_cli",
     "referee": "hypertrain.referee.cli",
+    "competition": "hypertrain.evaluator.cli",
 }
 
 

@@ -23,13 +23,22 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hypertrain import __version__
-from hypertrain.challenge import rounds, storage
+from hypertrain.challenge import compete_cycles, rounds, storage
 from hypertrain.challenge.errors import ChallengeError
 from hypertrain.challenge.metagraph import MetagraphProvider, MetagraphView, parse_snapshot
 from hypertrain.challenge.metrics import new_registry
 from hypertrain.challenge.middleware import PrefixAndLimitMiddleware
 from hypertrain.challenge.ports import BeaconSource, LedgerPort
-from hypertrain.challenge.routes import admin, dashboard, disputes, miner, platform, public, worker
+from hypertrain.challenge.routes import (
+    admin,
+    competition,
+    dashboard,
+    disputes,
+    miner,
+    platform,
+    public,
+    worker,
+)
 from hypertrain.challenge.settings import Settings, settings_from_env
 from hypertrain.challenge.state import ServiceState, dumps, loads
 
@@ -75,7 +84,7 @@ def create_app(
     app.state.service = None
     app.state.registry, latency = new_registry(lambda: app.state.service)
     _install_handlers(app)
-    for module in (platform, public, miner, worker, admin, dashboard):
+    for module in (platform, public, miner, worker, admin, dashboard, competition):
         app.include_router(module.router)
     app.include_router(disputes.router)
     app.include_router(disputes.admin_router)
@@ -131,6 +140,7 @@ async def _poll_beacon(state: ServiceState) -> None:
     if state.current is None or latest.round > state.current.round:
         state.current = latest
         await rounds.advance(state)
+        await compete_cycles.advance(state)
 
 
 def _install_handlers(app: FastAPI) -> None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from hypertrain.auditor.honeypot import STRATEGIES
-from hypertrain.miner import actions
+from hypertrain.miner import actions, compete
 from hypertrain.miner.config import FLAGS
 
 
@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="this hotkey's standing in the run")
     _common(status)
     status.set_defaults(func=actions.status_cmd)
+    compete.register(sub)
     return parser
 
 

@@ -31,6 +31,11 @@ JOURNAL_ENTRY: Final = b"hypertrain/v1/journal-entry"
 SELFCHECK: Final = b"hypertrain/v1/selfcheck"
 LOCAL_BEACON_GROUP: Final = b"hypertrain/v1/local-beacon-group"
 PERMUTATION: Final = b"hypertrain/v1/permutation"
+# Competition mode: the spec, a submitted model directory, its commitment, the pages.
+COMPETITION_SPEC: Final = b"hypertrain/v1/competition-spec"
+COMPETE_MODEL: Final = b"hypertrain/v1/compete-model"
+COMPETE_COMMITMENT: Final = b"hypertrain/v1/compete-commitment"
+COMPETE_PAGES: Final = b"hypertrain/v1/compete-pages"
 
 ALL_DOMAINS: Final = (
     MERKLE_LEAF,
@@ -47,6 +52,10 @@ ALL_DOMAINS: Final = (
     SELFCHECK,
     PERMUTATION,
     LOCAL_BEACON_GROUP,
+    COMPETITION_SPEC,
+    COMPETE_MODEL,
+    COMPETE_COMMITMENT,
+    COMPETE_PAGES,
 )
 
 

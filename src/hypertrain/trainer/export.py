@@ -90,3 +90,56 @@ def export_tokenizer(tokenizer_json: Path, spec: ModelSpec, out_dir: Path) -> Pa
     }
     (out_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
     return out_dir
+
+
+def spec_from_llama_config(config: Mapping[str, Any]) -> ModelSpec:
+    """The dense :class:`ModelSpec` equivalent to a Llama ``config.json`` (the inverse map).
+
+    Only configurations this decoder reproduces exactly are accepted: tied embeddings,
+    no biases, SiLU, as many key/value heads as heads, default RoPE.
+    """
+    wanted = {"hidden_act": "silu", "attention_bias": False, "mlp_bias": False}
+    for key, value in wanted.items():
+        if config.get(key, value) != value:
+            raise TrainerError(f"config.json {key}={config.get(key)!r} has no equivalent here")
+    heads = config["num_attention_heads"]
+    if config.get("num_key_value_heads", heads) != heads:
+        raise TrainerError("grouped-query attention has no equivalent here")
+    if not config.get("tie_word_embeddings", False):
+        raise TrainerError("only models with tied embeddings can be imported")
+    try:
+        return ModelSpec(
+            vocab_size=config["vocab_size"],
+            d_model=config["hidden_size"],
+            num_layers=config["num_hidden_layers"],
+            num_heads=heads,
+            head_dim=config.get("head_dim", config["hidden_size"] // heads),
+            ffn_hidden=config["intermediate_size"],
+            context_length=config["max_position_embeddings"],
+            rope_theta=config.get("rope_theta", 10000.0),
+            norm_eps=config.get("rms_norm_eps", 1e-5),
+            init_std=config.get("initializer_range", 0.02),
+        )
+    except (KeyError, ValueError) as exc:
+        raise TrainerError(f"config.json does not describe a supported model: {exc}") from None
+
+
+def import_llama(directory: Path) -> tuple[dict[str, Tensor], ModelSpec]:
+    """Parameters (canonical names, float32) and spec of an exported-style Llama directory."""
+    from safetensors.torch import load_file
+
+    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    spec = spec_from_llama_config(config)
+    loaded: dict[str, Tensor] = {}
+    for path in sorted(directory.glob("*.safetensors")):
+        loaded.update(load_file(str(path)))
+    params: dict[str, Tensor] = {}
+    for name, shape in param_shapes(spec):
+        key = name if name == "lm_head.weight" else f"model.{name}"
+        tensor = loaded.pop(key, None)
+        if tensor is None or tuple(tensor.shape) != shape:
+            raise TrainerError(f"{key}: missing or not of shape {shape}")
+        params[name] = tensor.to(torch.float32).contiguous()
+    if loaded:
+        raise TrainerError(f"tensors with no place in the model: {sorted(loaded)[:3]}")
+    return params, spec

@@ -25,6 +25,8 @@ ASSETS: Final[dict[str, str]] = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
+    "competition.html": "text/html; charset=utf-8",
+    "competition.js": "text/javascript; charset=utf-8",
 }
 _HEADERS: Final = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "

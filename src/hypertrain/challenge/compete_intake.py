@@ -1,0 +1,224 @@
+"""Competition mode, the signed messages: create, commit, reveal and score.
+
+Same discipline as the training intake: verify the envelope (signature, expiry,
+registration), then the competition's rules, and only then burn the nonce and write
+in one transaction, so a refused message changes nothing. The envelope's ``run_id``
+is the competition id; nonces share the service's replay table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+import time
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from hypertrain.challenge.errors import (
+    ChallengeError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    PhaseError,
+)
+from hypertrain.challenge.state import ServiceState, _envelope_refusal, dumps
+from hypertrain.competition.messages import (
+    COMMIT_DOMAIN,
+    REVEAL_DOMAIN,
+    SCORE_DOMAIN,
+    SPEC_DOMAIN,
+    CompeteCommit,
+    CompeteReveal,
+    CompeteScore,
+    CompetitionCreated,
+)
+from hypertrain.competition.spec import CompetitionSpec
+from hypertrain.competition.submission import SubmissionError, commitment, model_hash
+from hypertrain.protocol.envelope import Envelope, VerifiedEnvelope, open_envelope
+from hypertrain.protocol.errors import EnvelopeError
+from hypertrain.protocol.sqlite import transaction
+
+log = logging.getLogger(__name__)
+BodyT = TypeVar("BodyT", bound=BaseModel)
+
+
+def spec_of(state: ServiceState, competition_id: str) -> CompetitionSpec:
+    row = state.conn.execute(
+        "SELECT spec_json FROM competitions WHERE competition_id = ?", (competition_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(
+            f"competition {competition_id!r} does not exist", code="unknown_competition"
+        )
+    return CompetitionSpec.model_validate_json(row["spec_json"])
+
+
+def create(state: ServiceState, doc: dict[str, Any]) -> CompetitionCreated:
+    """Store a competition, its coordinator-signed spec and its ledger account."""
+    try:
+        spec = CompetitionSpec.model_validate({**doc, "coordinator": state.coordinator})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "spec"
+        raise ChallengeError(f"spec.{where}: {first['msg']}", code="bad_spec") from None
+    cid = spec.competition_id
+    if state.conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (cid,)).fetchone():
+        raise ConflictError(f"{cid!r} is already the id of a training run")
+    now = state.current_round()
+    envelope = state.sign(cid, SPEC_DOMAIN, {"spec": spec.model_dump(mode="json")})
+    try:
+        with transaction(state.conn):
+            state.conn.execute(
+                "INSERT INTO competitions VALUES (?, ?, ?, ?, ?, ?)",
+                (cid, spec.model_dump_json(), dumps(envelope.model_dump()), spec.digest(),
+                 now, time.time()),
+            )  # fmt: skip
+            state.ledger.create_run(
+                cid,
+                pool_per_round=spec.reward.pool_per_cycle,
+                vesting_rounds=spec.reward.vesting_rounds,
+            )
+    except sqlite3.IntegrityError:
+        raise ConflictError(f"competition {cid!r} already exists") from None
+    log.info("created competition %s (spec %s)", cid, spec.digest())
+    return CompetitionCreated(
+        competition_id=cid,
+        spec_sha256=spec.digest(),
+        start_beacon_round=now,
+        spec_envelope=envelope.model_dump(),
+    )
+
+
+def _open(
+    state: ServiceState, env: Envelope, domain: str, model: type[BodyT], *, registered: bool
+) -> tuple[VerifiedEnvelope, BodyT]:
+    spec_of(state, env.run_id)
+    try:
+        verified = open_envelope(
+            env,
+            domain=domain,
+            current_round=state.current_round(),
+            is_registered=state.metagraph.is_registered if registered else None,
+        )
+    except EnvelopeError as exc:
+        raise _envelope_refusal(exc) from None
+    try:
+        body = model.model_validate(verified.body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise ChallengeError(f"body.{where}: {first['msg']}", code="bad_body") from None
+    if state.conn.execute(
+        "SELECT 1 FROM seen_nonces WHERE run_id = ? AND signer = ? AND nonce = ?",
+        (env.run_id, env.signer, env.nonce),
+    ).fetchone():
+        raise ConflictError(f"nonce {env.nonce!r} was already used", code="replayed")
+    return verified, body
+
+
+def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
+    """Record a commitment at the current beacon round (that round orders submissions)."""
+    verified, body = _open(state, env, COMMIT_DOMAIN, CompeteCommit, registered=True)
+    spec = spec_of(state, env.run_id)
+    now = state.current_round()
+    commit_id = hashlib.sha256(env.to_bytes()).hexdigest()
+    try:
+        with transaction(state.conn):
+            state.burn(env)
+            state.conn.execute(
+                "INSERT INTO compete_commits (competition_id, commitment, hotkey,"
+                " commit_beacon_round, commit_id, envelope) VALUES (?, ?, ?, ?, ?, ?)",
+                (env.run_id, body.commitment, verified.signer, now, commit_id,
+                 dumps(env.model_dump())),
+            )  # fmt: skip
+    except sqlite3.IntegrityError:
+        raise ConflictError("this commitment was already recorded", code="duplicate") from None
+    return {
+        "commitment": body.commitment,
+        "hotkey": verified.signer,
+        "commit_beacon_round": now,
+        "eligible_round": now + spec.cycle.eligibility_delay_rounds,
+    }
+
+
+def reveal(state: ServiceState, env: Envelope) -> dict[str, Any]:
+    """Reveal a committed model: the file list must hash to the committed model hash."""
+    verified, body = _open(state, env, REVEAL_DOMAIN, CompeteReveal, registered=True)
+    try:
+        computed = model_hash(body.files)
+        expected = commitment(body.model_sha256, verified.signer)
+    except SubmissionError as exc:
+        raise ChallengeError(str(exc), code="bad_submission") from None
+    if computed != body.model_sha256:
+        raise ChallengeError(
+            f"the file list hashes to {computed}, not to model_sha256", code="bad_submission"
+        )
+    row = state.conn.execute(
+        "SELECT hotkey, model_sha256 FROM compete_commits WHERE competition_id = ?"
+        " AND commitment = ?",
+        (env.run_id, expected),
+    ).fetchone()
+    if row is None or row["hotkey"] != verified.signer:
+        raise NotFoundError(
+            f"{verified.signer} has no commitment for model {body.model_sha256}",
+            code="no_commitment",
+        )
+    if row["model_sha256"] is not None:
+        raise ConflictError("this commitment was already revealed", code="duplicate")
+    files = json.dumps([f.model_dump() for f in body.files], sort_keys=True)
+    with transaction(state.conn):
+        state.burn(env)
+        state.conn.execute(
+            "UPDATE compete_commits SET model_sha256 = ?, files = ?, base_url = ?,"
+            " reveal_envelope = ?, revealed_beacon_round = ? WHERE competition_id = ?"
+            " AND commitment = ?",
+            (body.model_sha256, files, body.base_url, dumps(env.model_dump()),
+             state.current_round(), env.run_id, expected),
+        )  # fmt: skip
+    return {"commitment": expected, "model_sha256": body.model_sha256, "revealed": True}
+
+
+def _evaluators(state: ServiceState, spec: CompetitionSpec) -> frozenset[str]:
+    return frozenset(spec.evaluators) if spec.evaluators else state.settings.worker_hotkeys
+
+
+def score(state: ServiceState, env: Envelope) -> dict[str, Any]:
+    """An evaluator's page losses for one model of an open cycle."""
+    verified, body = _open(state, env, SCORE_DOMAIN, CompeteScore, registered=False)
+    spec = spec_of(state, env.run_id)
+    if verified.signer not in _evaluators(state, spec):
+        raise ForbiddenError(f"{verified.signer} is not an evaluator of this competition")
+    cycle = state.conn.execute(
+        "SELECT * FROM compete_cycles WHERE competition_id = ? AND cycle = ?",
+        (env.run_id, body.cycle),
+    ).fetchone()
+    if cycle is None:
+        raise NotFoundError(f"cycle {body.cycle} is not open", code="unknown_cycle")
+    if cycle["closed"] or state.current_round() > cycle["score_deadline"]:
+        raise PhaseError(f"cycle {body.cycle} no longer takes scores", code="late")
+    _check_score(json.loads(cycle["task"]), body)
+    try:
+        with transaction(state.conn):
+            state.burn(env)
+            state.conn.execute(
+                "INSERT INTO compete_scores VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (env.run_id, body.cycle, body.model_sha256, verified.signer, body.losses_f32,
+                 dumps(env.model_dump()), state.current_round()),
+            )  # fmt: skip
+    except sqlite3.IntegrityError:
+        raise ConflictError("this evaluator already scored that model", code="duplicate") from None
+    return {"accepted": True, "cycle": body.cycle, "model_sha256": body.model_sha256}
+
+
+def _check_score(task: dict[str, Any], body: CompeteScore) -> None:
+    if body.pages_key != task["pages_key"]:
+        raise ChallengeError("pages_key is not this cycle's", code="bad_score")
+    if body.model_sha256 not in {m["model_sha256"] for m in task["models"]}:
+        raise ChallengeError("that model is not evaluated in this cycle", code="bad_score")
+    if len(body.losses()) != len(task["pages"]):
+        raise ChallengeError(
+            f"{len(body.losses())} losses for {len(task['pages'])} pages", code="bad_score"
+        )

@@ -1,0 +1,133 @@
+"""Signed message bodies and public views of competition mode, shared by both ends.
+
+Domains: ``compete-commit`` (a miner's commitment), ``compete-reveal`` (the model's
+file list and where to fetch it), ``compete-score`` (an evaluator's page losses) and
+``competition`` (the coordinator-signed spec). Losses travel as the hex of
+little-endian float32 bytes, so a score's bytes are exactly what the evaluator
+computed and two evaluators with the same determinism record produce equal bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from hypertrain.competition.spec import CompetitionSpec
+from hypertrain.competition.submission import ModelFile
+from hypertrain.data.permutation import Permutation
+from hypertrain.protocol.domains import COMPETE_PAGES, tagged_hash
+
+_HEX64 = r"^[0-9a-f]{64}$"
+COMMIT_DOMAIN = "compete-commit"
+REVEAL_DOMAIN = "compete-reveal"
+SCORE_DOMAIN = "compete-score"
+SPEC_DOMAIN = "competition"
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CompeteCommit(_Body):
+    commitment: str = Field(pattern=_HEX64)
+
+
+class CompeteReveal(_Body):
+    model_sha256: str = Field(pattern=_HEX64)
+    files: list[ModelFile] = Field(min_length=2, max_length=64)
+    base_url: str = Field(min_length=1, max_length=1024)  # relay serving /blobs/<sha256>
+
+
+class CompeteScore(_Body):
+    cycle: int = Field(ge=0, le=2**53 - 1)
+    model_sha256: str = Field(pattern=_HEX64)
+    pages_key: str = Field(pattern=_HEX64)
+    losses_f32: str = Field(pattern=r"^([0-9a-f]{8})+$", max_length=8 * 65_536)
+    determinism_sha256: str = Field(pattern=_HEX64)
+    refused: str = Field(default="", max_length=1024)  # why the model was not evaluated
+
+    @field_validator("losses_f32")
+    @classmethod
+    def _whole_floats(cls, value: str) -> str:
+        if len(value) % 8:
+            raise ValueError("losses_f32 must hold whole float32 values")
+        return value
+
+    def losses(self) -> tuple[float, ...]:
+        return decode_losses(self.losses_f32)
+
+
+def encode_losses(losses: list[float]) -> str:
+    """Hex of little-endian float32 values."""
+    return struct.pack(f"<{len(losses)}f", *losses).hex()
+
+
+def decode_losses(text: str) -> tuple[float, ...]:
+    raw = bytes.fromhex(text)
+    return tuple(float(v) for v in struct.unpack(f"<{len(raw) // 4}f", raw))
+
+
+class CompetitionCreated(_Body):
+    competition_id: str
+    spec_sha256: str
+    start_beacon_round: int
+    spec_envelope: dict[str, object]
+
+
+class CompetitorPublic(_Body):
+    hotkey: str
+    commitment: str
+    commit_beacon_round: int
+    eligible_round: int
+    model_sha256: str | None = None
+    revealed: bool = False
+    status: str  # committed | revealed | eligible | duplicate | refused | superseded
+    detail: str = ""
+    loss: float | None = None  # mean page loss in the latest scored cycle
+    win_rate: float | None = None
+    weight: float | None = None
+
+
+class CycleModel(_Body):
+    hotkey: str
+    model_sha256: str
+    commit_beacon_round: int
+    commit_id: str
+    files: list[ModelFile]
+    base_url: str
+
+
+class CycleTask(_Body):
+    """What an evaluator scores in one cycle: pages of the held-out split and models."""
+
+    competition_id: str
+    cycle: int
+    beacon_round: int
+    randomness: str
+    pages_key: str
+    pages: list[int]  # positions in the held-out split, in evaluation order
+    score_deadline_round: int
+    models: list[CycleModel]
+    scored: list[str] = []  # model hashes this evaluator already scored
+
+
+class Leaderboard(_Body):
+    competition_id: str
+    spec_sha256: str
+    latest_cycle: int | None
+    epsilon_now: float
+    competitors: list[CompetitorPublic]
+
+
+def pages_key(spec: CompetitionSpec, cycle: int, randomness: str) -> str:
+    """Hex key of a cycle's page permutation (bound to the competition and the cycle)."""
+    data = spec.competition_id.encode() + b"\x00" + cycle.to_bytes(8, "big")
+    return tagged_hash(COMPETE_PAGES, data + bytes.fromhex(randomness)).hex()
+
+
+def select_pages(spec: CompetitionSpec, key_hex: str) -> list[int]:
+    """The first ``pages_per_eval`` positions of the keyed permutation of the held-out split."""
+    n = spec.data.heldout_count
+    count = min(spec.data.pages_per_eval, n)
+    return [int(i) for i in Permutation(bytes.fromhex(key_hex), n).range(0, count)]

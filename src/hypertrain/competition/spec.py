@@ -1,0 +1,117 @@
+"""The competition spec: what a submission may be, how it is scored and paid.
+
+The operator writes it (``hypertrain competition create``); the service signs it.
+Sections are frozen and refuse unknown keys, like the run manifest. Beacon rounds
+are the only clock: eligibility delays, evaluation cycles and the epsilon schedule
+are all counted in them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from hypertrain.protocol.canonical import canonical_bytes
+from hypertrain.protocol.domains import COMPETITION_SPEC, tagged_hash
+from hypertrain.protocol.manifest import DeterminismRecord
+
+_HEX64 = r"^[0-9a-f]{64}$"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ArchitectureLimits(_Section):
+    """The model family and its size limits, checked before any compute."""
+
+    model_type: Literal["llama"] = "llama"
+    min_params: int = Field(default=1, ge=1)
+    max_params: int = Field(default=1_000_000_000, ge=1)
+    max_bytes: int = Field(default=8 << 30, ge=1)
+    max_context_length: int = Field(default=4096, ge=2)
+    dtypes: tuple[Literal["F32", "BF16", "F16"], ...] = ("F32", "BF16")
+    vocab_size: int = Field(ge=2, le=1 << 20)
+
+    @model_validator(mode="after")
+    def _range(self) -> ArchitectureLimits:
+        if self.min_params > self.max_params:
+            raise ValueError("min_params exceeds max_params")
+        if not self.dtypes:
+            raise ValueError("at least one dtype must be allowed")
+        return self
+
+
+class EvalDataSpec(_Section):
+    """The evaluation dataset (a prepared dataset, pinned) and how much of it is scored."""
+
+    dataset_root: str = Field(pattern=_HEX64)
+    descriptor_sha256: str = Field(pattern=_HEX64)
+    tokenizer_sha256: str = Field(pattern=_HEX64)
+    heldout_count: int = Field(ge=1)  # size of the held-out split; pages are drawn from it
+    seq_len: int = Field(ge=2)
+    pages_per_eval: int = Field(default=64, ge=1, le=65_536)
+    batch_pages: int = Field(default=8, ge=1, le=1024)  # fixed so every evaluator batches alike
+
+
+class EpsilonSchedule(_Section):
+    """The advantage of the older model in a pairwise comparison.
+
+    ``constant``: always ``start``. ``linear``: ``start`` for a model just committed,
+    falling linearly to ``end`` once the *older* model of the pair is
+    ``decay_rounds`` beacon rounds old, so an incumbent's advantage erodes with age.
+    """
+
+    kind: Literal["constant", "linear"] = "constant"
+    start: float = Field(default=0.005, ge=0, lt=1)
+    end: float = Field(default=0.005, ge=0, lt=1)
+    decay_rounds: int = Field(default=1, ge=1)
+
+    def at(self, age_rounds: int) -> float:
+        """Epsilon for a pair whose older model is ``age_rounds`` beacon rounds old."""
+        if self.kind == "constant":
+            return self.start
+        frac = min(1.0, max(0, age_rounds) / self.decay_rounds)
+        return self.start + (self.end - self.start) * frac
+
+
+class CycleSpec(_Section):
+    """When models become eligible and when evaluations happen (beacon rounds)."""
+
+    eligibility_delay_rounds: int = Field(default=10, ge=1)
+    eval_interval_rounds: int = Field(default=20, ge=1)
+    score_window_rounds: int = Field(default=20, ge=1)  # evaluators answer within this
+
+
+class RewardSpec(_Section):
+    pool_per_cycle: int = Field(default=1_000_000_000, ge=0)
+    temperature: float = Field(default=0.01, gt=0, le=10)
+    weight_units: int = Field(default=1_000_000, ge=1, le=10**12)
+    vesting_rounds: int = Field(default=1, ge=1)
+
+
+class CompetitionSpec(_Section):
+    """Everything public about a competition."""
+
+    competition_id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    architecture: ArchitectureLimits
+    data: EvalDataSpec
+    epsilon: EpsilonSchedule = EpsilonSchedule()
+    cycle: CycleSpec = CycleSpec()
+    reward: RewardSpec = RewardSpec()
+    evaluators: tuple[str, ...] = ()  # SS58 keys allowed to score; empty = worker keys
+    determinism: DeterminismRecord | None = None  # evaluators must match it when set
+    coordinator: str = ""
+
+    @model_validator(mode="after")
+    def _fits(self) -> CompetitionSpec:
+        if self.data.seq_len > self.architecture.max_context_length:
+            raise ValueError("data.seq_len exceeds architecture.max_context_length")
+        return self
+
+    def canonical(self) -> bytes:
+        return canonical_bytes(self.model_dump(mode="json"))
+
+    def digest(self) -> str:
+        return tagged_hash(COMPETITION_SPEC, self.canonical()).hex()

@@ -1,0 +1,1 @@
+"""The evaluator role of competition mode: score submitted models on held-out pages."""

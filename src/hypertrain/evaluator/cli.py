@@ -1,0 +1,119 @@
+"""``hypertrain competition``: create a competition, evaluate submissions, read the leaderboard.
+
+Only ``evaluate`` loads torch (and transformers); ``create`` and ``leaderboard`` are
+plain HTTP calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from hypertrain.challenge.compete_client import CompetitionClient
+from hypertrain.competition.messages import Leaderboard
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("competition", help="competition mode: create, evaluate, read")
+    sub = parser.add_subparsers(dest="competition_command", metavar="COMMAND", required=True)
+    create = sub.add_parser("create", help="create a competition from a spec JSON file")
+    create.add_argument("--service", required=True, help="challenge service base URL")
+    create.add_argument("--admin-token-file", type=Path, required=True, help="admin token file")
+    create.add_argument("spec", type=Path, help="competition spec (JSON)")
+    create.set_defaults(func=_create)
+
+    board = sub.add_parser("leaderboard", help="table of models, commit round, loss, weight")
+    board.add_argument("--service", required=True, help="challenge service base URL")
+    board.add_argument("--competition", required=True, help="competition id")
+    board.add_argument("--json", action="store_true", help="print the JSON answer instead")
+    board.set_defaults(func=_leaderboard)
+
+    ev = sub.add_parser("evaluate", help="score the open cycle's models (worker)")
+    ev.add_argument("--service", required=True, help="challenge service base URL")
+    ev.add_argument("--competition", required=True, help="competition id")
+    ev.add_argument("--key-file", type=Path, required=True, help="evaluator hotkey file")
+    ev.add_argument("--worker-token-file", type=Path, required=True, help="worker token file")
+    ev.add_argument("--dataset-dir", type=Path, required=True, help="prepared evaluation dataset")
+    ev.add_argument("--cache-dir", type=Path, required=True, help="where models are downloaded")
+    ev.add_argument("--threads", type=int, default=1, help="torch intra-op threads (pinned)")
+    ev.add_argument("--follow", action="store_true", help="evaluate every cycle as it opens")
+    ev.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
+    ev.set_defaults(func=_evaluate)
+
+    start = sub.add_parser(
+        "start-model", help="turn a model directory (e.g. the winner) into a run's start model"
+    )
+    start.add_argument("--model-dir", type=Path, required=True, help="Llama model directory")
+    start.add_argument("--out", type=Path, required=True, help="model blob file to write")
+    start.set_defaults(func=_start_model)
+
+
+def _read_token(path: Path) -> str:
+    return path.read_text(encoding="utf-8").strip()
+
+
+def _create(args: argparse.Namespace) -> int:
+    spec = json.loads(args.spec.read_text(encoding="utf-8"))
+    with CompetitionClient(args.service, admin_token=_read_token(args.admin_token_file)) as c:
+        created = c.create_competition(spec)
+    sys.stdout.write(created.model_dump_json(exclude={"spec_envelope"}) + "\n")
+    return 0
+
+
+def format_leaderboard(board: Leaderboard) -> str:
+    """A plain-text table, best first."""
+    head = (
+        f"{'rank':>4}  {'hotkey':<48}  {'commit':>7}  {'status':<9}  {'loss':>8}"
+        f"  {'win':>6}  {'weight':>7}"
+    )
+    lines = [f"competition {board.competition_id}  (latest cycle {board.latest_cycle})", head]
+    for i, c in enumerate(board.competitors, 1):
+        loss = "-" if c.loss is None else f"{c.loss:.4f}"
+        win = "-" if c.win_rate is None else f"{c.win_rate:.3f}"
+        weight = "-" if c.weight is None else f"{c.weight:.4f}"
+        lines.append(
+            f"{i:>4}  {c.hotkey:<48}  {c.commit_beacon_round:>7}  {c.status:<9}  {loss:>8}"
+            f"  {win:>6}  {weight:>7}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _leaderboard(args: argparse.Namespace) -> int:
+    with CompetitionClient(args.service) as client:
+        board = client.leaderboard(args.competition)
+    sys.stdout.write(board.model_dump_json() + "\n" if args.json else format_leaderboard(board))
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from hypertrain.evaluator.runner import Evaluator, evaluate_open_cycle, follow
+    from hypertrain.evaluator.scorer import determinism_sha256, open_dataset, prepare
+    from hypertrain.protocol.identity import load_key_file
+
+    client = CompetitionClient(args.service, worker_token=_read_token(args.worker_token_file))
+    spec = client.competition(args.competition)
+    record = prepare(spec, args.threads)
+    evaluator = Evaluator(
+        client, load_key_file(args.key_file), spec, open_dataset(spec, args.dataset_dir),
+        args.cache_dir, determinism_sha256(record),
+    )  # fmt: skip
+    if args.follow:
+        follow(evaluator, poll_s=args.poll_s)
+        return 0
+    evaluate_open_cycle(evaluator)
+    return 0
+
+
+def _start_model(args: argparse.Namespace) -> int:
+    from hypertrain.trainer.blob import blob_hash, encode_model_blob
+    from hypertrain.trainer.export import import_llama
+
+    params, spec = import_llama(args.model_dir)
+    blob = encode_model_blob(params, spec)
+    args.out.write_bytes(blob)
+    doc = {"model": spec.model_dump(mode="json"), "sha256": blob_hash(blob), "out": str(args.out)}
+    sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
+    return 0

@@ -1,0 +1,139 @@
+"""The evaluator loop: fetch the open cycle, score every model not yet scored, sign, post.
+
+Model files are fetched from the relay the miner named and re-hashed on arrival;
+the file list must hash to the revealed model hash. A model that cannot be fetched,
+fails a spec check or does not load is *refused*: its score carries the reason and
+an infinite loss on every page, so it can never win a comparison, and the evaluator
+moves on to the next model. Nothing a submitter controls can stop the loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hypertrain.challenge.compete_client import CompetitionClient
+from hypertrain.challenge.errors import ServiceError
+from hypertrain.competition.messages import (
+    SCORE_DOMAIN,
+    CompeteScore,
+    CycleModel,
+    CycleTask,
+    encode_losses,
+)
+from hypertrain.competition.spec import CompetitionSpec
+from hypertrain.competition.submission import SubmissionError, model_hash
+from hypertrain.data.dataset import Dataset
+from hypertrain.evaluator.scorer import load_model, page_batch, page_losses
+from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.relay.client import RelayClient
+from hypertrain.relay.errors import RelayError
+
+log = logging.getLogger(__name__)
+EXPIRY_MARGIN_ROUNDS = 50
+
+
+def emit_json(event: str, **fields: Any) -> None:
+    doc = {"ts": round(time.time(), 3), "role": "evaluator", "event": event, **fields}
+    sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluator:
+    service: CompetitionClient
+    key: Hotkey
+    spec: CompetitionSpec
+    dataset: Dataset
+    cache_dir: Path
+    determinism_sha256: str
+
+    def fetch(self, model: CycleModel) -> Path:
+        """Download the model's files into the cache (hash-checked) and return the folder."""
+        if model_hash(model.files) != model.model_sha256:
+            raise SubmissionError("the revealed file list does not hash to the model hash")
+        total = sum(f.size for f in model.files)
+        if total > self.spec.architecture.max_bytes:
+            raise SubmissionError(f"the model is {total} bytes, over the limit")
+        folder = self.cache_dir / model.model_sha256
+        partial = folder.with_suffix(".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        try:
+            with RelayClient(model.base_url, None, self.spec.competition_id) as relay:
+                for f in model.files:
+                    relay.get_to_file(f.sha256, partial / f.name, max_bytes=f.size)
+        except (RelayError, OSError) as exc:
+            raise SubmissionError(f"the model's files could not be fetched: {exc}") from None
+        shutil.rmtree(folder, ignore_errors=True)
+        partial.rename(folder)
+        return folder
+
+    def losses(self, model: CycleModel, task: CycleTask) -> tuple[list[float], str]:
+        """(page losses, refusal reason); a refused model has an infinite loss everywhere."""
+        try:
+            loaded, _ = load_model(self.fetch(model), self.spec)
+            batch = page_batch(self.dataset, task.pages)
+            return page_losses(loaded, batch, self.spec.data.batch_pages), ""
+        except SubmissionError as exc:
+            return [math.inf] * len(task.pages), str(exc)[:1000]
+        finally:
+            shutil.rmtree(self.cache_dir / model.model_sha256, ignore_errors=True)
+
+    def score(self, model: CycleModel, task: CycleTask, now: int) -> dict[str, Any]:
+        losses, refused = self.losses(model, task)
+        body = CompeteScore(
+            cycle=task.cycle,
+            model_sha256=model.model_sha256,
+            pages_key=task.pages_key,
+            losses_f32=encode_losses(losses),
+            determinism_sha256=self.determinism_sha256,
+            refused=refused,
+        )
+        env = seal(
+            self.key, domain=SCORE_DOMAIN, run_id=self.spec.competition_id,
+            body=body.model_dump(), expiry_round=now + EXPIRY_MARGIN_ROUNDS,
+        )  # fmt: skip
+        self.service.post_score(env)
+        return {"model_sha256": model.model_sha256, "refused": refused,
+                "mean_loss": sum(losses) / len(losses)}  # fmt: skip
+
+
+def evaluate_open_cycle(evaluator: Evaluator, emit: Callable[..., None] = emit_json) -> int:
+    """Score every model of the open cycle this evaluator has not scored; returns the count."""
+    task = evaluator.service.task(evaluator.spec.competition_id, evaluator.key.ss58_address)
+    if task is None:
+        return 0
+    done = 0
+    for model in task.models:
+        if model.model_sha256 in task.scored:
+            continue
+        result = evaluator.score(model, task, evaluator.service.beacon_round())
+        emit("scored", cycle=task.cycle, hotkey=model.hotkey, **result)
+        done += 1
+    return done
+
+
+def follow(
+    evaluator: Evaluator,
+    *,
+    poll_s: float = 1.0,
+    stop: Callable[[], bool] = lambda: False,
+    emit: Callable[..., None] = emit_json,
+) -> None:
+    """Evaluate every cycle as it opens, until ``stop``; a failed call is retried next poll."""
+    while not stop():
+        try:
+            evaluate_open_cycle(evaluator, emit)
+        except ServiceError as exc:
+            emit("service_error", detail=str(exc))
+        time.sleep(poll_s)

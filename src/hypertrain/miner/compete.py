@@ -1,0 +1,129 @@
+"""``hypertrain-miner compete``: commit a model, then upload and reveal it, then watch.
+
+Commit first: the signed commitment ``H(model hash, hotkey)`` is recorded at the
+service's current beacon round, and that round (not the upload time) orders the
+submission. Then ``upload`` puts every file on the relay and signs the reveal (the
+file list the model hash covers). The model directory is checked against the
+competition's spec before anything is sent, with the same checks evaluators run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from hypertrain.challenge.compete_client import CompetitionClient
+from hypertrain.competition.checks import check_directory
+from hypertrain.competition.messages import (
+    COMMIT_DOMAIN,
+    REVEAL_DOMAIN,
+    CompeteCommit,
+    CompeteReveal,
+)
+from hypertrain.competition.spec import CompetitionSpec
+from hypertrain.competition.submission import commitment, list_directory, model_hash
+from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.identity import (
+    DEFAULT_WALLET_PATH,
+    Hotkey,
+    load_key_file,
+    wallet_hotkey_path,
+)
+from hypertrain.relay.client import RelayClient
+
+EXPIRY_MARGIN_ROUNDS = 50
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("compete", help="competition mode: commit, upload, status")
+    cmds = parser.add_subparsers(dest="compete_command", metavar="COMMAND", required=True)
+    for name, text, func in (
+        ("commit", "commit H(model hash, hotkey) for a model directory", _commit),
+        ("upload", "upload a committed model to the relay and reveal it", _upload),
+        ("status", "this hotkey's submissions on the leaderboard", _status),
+    ):
+        cmd = cmds.add_parser(name, help=text)
+        cmd.add_argument("--service", required=True, help="challenge service base URL")
+        cmd.add_argument("--competition", required=True, help="competition id")
+        cmd.add_argument("--wallet", default="default", help="Bittensor wallet name")
+        cmd.add_argument("--hotkey", default="default", help="hotkey name inside the wallet")
+        cmd.add_argument("--wallet-path", default=DEFAULT_WALLET_PATH, help="wallets root")
+        cmd.add_argument("--key-file", type=Path, help="explicit hotkey file")
+        if name != "status":
+            cmd.add_argument("--model-dir", type=Path, required=True, help="model directory")
+        if name == "upload":
+            cmd.add_argument("--relay", required=True, help="relay base URL")
+        cmd.set_defaults(func=func)
+
+
+def _key(args: argparse.Namespace) -> Hotkey:
+    path = args.key_file or wallet_hotkey_path(args.wallet, args.hotkey, args.wallet_path)
+    return load_key_file(Path(path).expanduser())
+
+
+def _print(doc: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
+
+
+def checked_model(model_dir: Path, spec: CompetitionSpec) -> str:
+    """The model hash of a directory that passes the competition's checks."""
+    files = list_directory(model_dir)
+    check_directory(model_dir, spec.architecture, spec.data.seq_len)
+    return model_hash(files)
+
+
+def commit_model(
+    client: CompetitionClient, key: Hotkey, cid: str, model_dir: Path
+) -> dict[str, Any]:
+    spec = client.competition(cid)
+    sha = checked_model(model_dir, spec)
+    body = CompeteCommit(commitment=commitment(sha, key.ss58_address))
+    env = seal(
+        key, domain=COMMIT_DOMAIN, run_id=cid, body=body.model_dump(),
+        expiry_round=client.beacon_round() + EXPIRY_MARGIN_ROUNDS,
+    )  # fmt: skip
+    return {**client.compete_commit(env), "model_sha256": sha}
+
+
+def upload_model(
+    client: CompetitionClient, relay_url: str, key: Hotkey, cid: str, model_dir: Path
+) -> dict[str, Any]:
+    spec = client.competition(cid)
+    sha = checked_model(model_dir, spec)
+    files = list_directory(model_dir)
+    now = client.beacon_round()
+    with RelayClient(relay_url, key, cid) as relay:
+        for f in files:
+            relay.put(model_dir / f.name, kind="model", round=now,
+                      expiry_round=now + EXPIRY_MARGIN_ROUNDS)  # fmt: skip
+        base_url = relay.base_url
+    body = CompeteReveal(model_sha256=sha, files=files, base_url=base_url)
+    env = seal(
+        key, domain=REVEAL_DOMAIN, run_id=cid, body=body.model_dump(),
+        expiry_round=now + EXPIRY_MARGIN_ROUNDS,
+    )  # fmt: skip
+    return client.compete_reveal(env)
+
+
+def _commit(args: argparse.Namespace) -> int:
+    with CompetitionClient(args.service) as client:
+        _print(commit_model(client, _key(args), args.competition, args.model_dir))
+    return 0
+
+
+def _upload(args: argparse.Namespace) -> int:
+    with CompetitionClient(args.service) as client:
+        _print(upload_model(client, args.relay, _key(args), args.competition, args.model_dir))
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    hotkey = _key(args).ss58_address
+    with CompetitionClient(args.service) as client:
+        board = client.leaderboard(args.competition)
+    mine = [c.model_dump() for c in board.competitors if c.hotkey == hotkey]
+    _print({"competition": args.competition, "hotkey": hotkey, "submissions": mine})
+    return 0

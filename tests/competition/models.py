@@ -1,0 +1,84 @@
+"""Real submissions for competition tests: tiny Llama models trained briefly on real text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from hypertrain.data.dataset import Dataset
+from hypertrain.protocol.manifest import ModelSpec
+from hypertrain.trainer.export import export_llama
+from hypertrain.trainer.model import init_params, loss_fn
+from hypertrain.trainer.presets import get_preset, with_vocab
+from tests.auditor.world import make_dataset
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+
+
+def dataset(out: Path) -> Dataset:
+    return make_dataset(ASSETS, out / "dataset", text_bytes=40_000)
+
+
+def model_spec(ds: Dataset) -> ModelSpec:
+    return with_vocab(get_preset("tiny"), ds.descriptor.vocab_size)
+
+
+def train(ds: Dataset, spec: ModelSpec, steps: int, seed: int = 5) -> dict[str, torch.Tensor]:
+    """``steps`` AdamW steps of 8 training samples each (deterministic)."""
+    torch.manual_seed(seed)
+    params = {k: v.clone().requires_grad_(True) for k, v in init_params(spec, seed).items()}
+    opt = torch.optim.AdamW(params.values(), lr=3e-3)
+    split = ds.split()
+    train_ids = split.train_ids(np.arange(split.train_count, dtype=np.uint64))
+    for step in range(steps):
+        ids = [int(train_ids[(step * 8 + j) % len(train_ids)]) for j in range(8)]
+        batch = torch.stack([torch.from_numpy(ds.sample(i).astype("int64")) for i in ids])
+        opt.zero_grad()
+        loss_fn(params, spec, batch).backward()
+        opt.step()
+    return {k: v.detach() for k, v in params.items()}
+
+
+def blend(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], alpha: float) -> dict[str, Any]:
+    """``a + alpha (b - a)``: a model a little better than ``a`` when ``b`` is better."""
+    return {k: a[k] + alpha * (b[k] - a[k]) for k in a}
+
+
+def export(params: dict[str, torch.Tensor], spec: ModelSpec, out: Path) -> Path:
+    return export_llama(params, spec, out)
+
+
+def spec_doc(ds: Dataset, cid: str = "comp-1", **over: Any) -> dict[str, Any]:
+    """A competition spec over ``ds`` for the tiny preset."""
+    data = ds.descriptor.data_spec()
+    doc: dict[str, Any] = {
+        "competition_id": cid,
+        "architecture": {
+            "vocab_size": ds.descriptor.vocab_size,
+            "min_params": 1_000,
+            "max_params": 200_000,
+            "max_bytes": 4 << 20,
+            "max_context_length": 64,
+        },
+        "data": {
+            "dataset_root": data.dataset_root,
+            "descriptor_sha256": data.descriptor_sha256,
+            "tokenizer_sha256": data.tokenizer_sha256,
+            "heldout_count": len(ds.split().heldout_ids),
+            "seq_len": data.seq_len,
+            "pages_per_eval": 24,
+            "batch_pages": 8,
+        },
+        "epsilon": {"kind": "constant", "start": 0.005, "end": 0.005},
+        "cycle": {
+            "eligibility_delay_rounds": 2,
+            "eval_interval_rounds": 5,
+            "score_window_rounds": 6,
+        },
+        "reward": {"pool_per_cycle": 1_000_000, "temperature": 0.01, "vesting_rounds": 1},
+    }
+    doc.update(over)
+    return doc

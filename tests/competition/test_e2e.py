@@ -1,0 +1,211 @@
+"""Competition mode end to end: real beacon, service, relay, evaluator and miner commands.
+
+Four hotkeys submit briefly trained tiny Llama models through ``hypertrain-miner
+compete``: an incumbent, a newcomer a hair better (within epsilon), a clearly better
+one, and a copy of the clearly better one committed after its reveal. An evaluator
+process scores each cycle; the clearly better model takes the weight in
+``get_weights``, the within-epsilon newcomer ranks below the incumbent, and the copy
+is never scored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from hypertrain.beacon import LocalBeaconProcess, start_local_beacon
+from hypertrain.challenge.compete_client import CompetitionClient
+from hypertrain.miner.compete import commit_model, upload_model
+from hypertrain.protocol.identity import write_key_file
+from tests.challenge.test_dashboard_browser import ARGS, require_browser
+from tests.competition import models
+from tests.competition.conftest import Trained
+from tests.e2e.launch import REPO, Fleet, free_port, http_ok, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+CID = "comp-e2e"
+TOKENS = {"internal": "i" * 32, "admin": "a" * 32, "worker": "w" * 32}
+NAMES = ("incumbent", "close", "better", "copier")
+
+
+@pytest.fixture
+def beacon(tmp_path: Path) -> Iterator[LocalBeaconProcess]:
+    with start_local_beacon(tmp_path / "beacon", period_s=1) as b:
+        yield b
+
+
+def _private(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
+def _miner(*args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "hypertrain.miner.cli", "compete", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return doc
+
+
+def _wait_round_after(service: str, round_: int) -> None:
+    wait_for(
+        lambda: httpx.get(f"{service}/v1/beacon").json()["round"] > round_, 60, "a beacon round"
+    )
+
+
+def test_competition_end_to_end(
+    tmp_path: Path, beacon: LocalBeaconProcess, trained: Trained
+) -> None:
+    keys = {
+        n: (tmp_path / "keys" / n, write_key_file(bytes([0x70 + i]) * 32, tmp_path / "keys" / n))
+        for i, n in enumerate((*NAMES, "evaluator"))
+    }
+    miners = [keys[n][1].ss58_address for n in NAMES]
+    evaluator = keys["evaluator"][1].ss58_address
+    secrets = {n: _private(tmp_path / f"{n}.token", t) for n, t in TOKENS.items()}
+    coord_file = _private(tmp_path / "coord.key", "78" * 32)
+    metagraph = {"epoch": 1, "block": 1, "netuid": 100,
+                 "hotkeys": {h: i for i, h in enumerate(miners)}}  # fmt: skip
+    (tmp_path / "metagraph.json").write_text(json.dumps(metagraph))
+    (tmp_path / "allow.json").write_text(json.dumps(miners))
+    svc_port, relay_port = free_port(), free_port()
+    service, relay = f"http://127.0.0.1:{svc_port}", f"http://127.0.0.1:{relay_port}"
+    fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    svc_env = {
+        "CHALLENGE_STATE_DIR": str(tmp_path / "service"),
+        "CHALLENGE_INTERNAL_TOKEN_FILE": str(secrets["internal"]),
+        "CHALLENGE_ADMIN_TOKEN_FILE": str(secrets["admin"]),
+        "CHALLENGE_WORKER_TOKEN_FILE": str(secrets["worker"]),
+        "HYPERTRAIN_COORD_KEY_FILE": str(coord_file),
+        "HYPERTRAIN_METAGRAPH_SOURCE": "file",
+        "HYPERTRAIN_METAGRAPH_FILE": str(tmp_path / "metagraph.json"),
+        "HYPERTRAIN_BEACON_URLS": beacon.url,
+        "HYPERTRAIN_BEACON_INFO_FILE": str(tmp_path / "beacon" / "info.json"),
+        "HYPERTRAIN_BEACON_POLL_S": "0.3",
+        "HYPERTRAIN_WORKER_HOTKEYS": evaluator,
+    }
+    dirs = {
+        "incumbent": models.export(trained.weak, trained.spec, tmp_path / "m" / "incumbent"),
+        "close": models.export(trained.slightly, trained.spec, tmp_path / "m" / "close"),
+        "better": models.export(trained.strong, trained.spec, tmp_path / "m" / "better"),
+    }
+    try:
+        fleet.hypertrain("service", "challenge", "serve", "--port", str(svc_port), env=svc_env)
+        fleet.hypertrain(
+            "relay", "relay", "serve", "--port", str(relay_port),
+            "--storage", str(tmp_path / "blobs"), "--allow-list", str(tmp_path / "allow.json"),
+            "--beacon-genesis-unix", str(beacon.chain.genesis_time),
+            "--beacon-period-s", str(beacon.chain.period_s),
+        )  # fmt: skip
+        wait_for(lambda: http_ok(f"{service}/v1/beacon") and http_ok(f"{relay}/health"), 60,
+                 "service and relay")  # fmt: skip
+        wait_for(lambda: httpx.get(f"{service}/v1/beacon").json()["round"], 30, "a beacon round")
+        spec = models.spec_doc(trained.dataset, CID)
+        spec["cycle"] = {"eligibility_delay_rounds": 2, "eval_interval_rounds": 10,
+                         "score_window_rounds": 120}  # fmt: skip
+        spec["evaluators"] = [evaluator]
+        spec_file = tmp_path / "spec.json"
+        spec_file.write_text(json.dumps(spec))
+        created = subprocess.run(
+            [sys.executable, "-m", "hypertrain.cli", "competition", "create", "--service",
+             service, "--admin-token-file", str(secrets["admin"]), str(spec_file)],
+            cwd=REPO, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert created.returncode == 0, created.stderr
+
+        def common(name: str) -> list[str]:
+            return ["--service", service, "--competition", CID, "--key-file", str(keys[name][0])]
+
+        first = _miner("commit", *common("incumbent"), "--model-dir", str(dirs["incumbent"]))
+        _miner("upload", *common("incumbent"), "--model-dir", str(dirs["incumbent"]),
+               "--relay", relay)  # fmt: skip
+        _wait_round_after(service, first["commit_beacon_round"])
+        with CompetitionClient(service) as client:  # the same calls, in this process
+            for name in ("close", "better"):
+                commit_model(client, keys[name][1], CID, dirs[name])
+            for name in ("close", "better"):
+                upload_model(client, relay, keys[name][1], CID, dirs[name])
+            copied = shutil.copytree(dirs["better"], tmp_path / "m" / "copier")
+            copy = commit_model(client, keys["copier"][1], CID, copied)
+            upload_model(client, relay, keys["copier"][1], CID, copied)
+
+        fleet.hypertrain(
+            "evaluator", "competition", "evaluate", "--service", service, "--competition", CID,
+            "--key-file", str(keys["evaluator"][0]),
+            "--worker-token-file", str(secrets["worker"]),
+            "--dataset-dir", str(trained.dataset_dir), "--cache-dir", str(tmp_path / "cache"),
+            "--follow", "--poll-s", "0.5",
+        )  # fmt: skip
+
+        def board() -> dict[str, Any]:
+            doc: dict[str, Any] = httpx.get(
+                f"{service}/v1/competitions/{CID}/leaderboard", timeout=5
+            ).json()
+            return doc
+
+        def all_scored() -> dict[str, Any] | None:
+            fleet.check_alive("service", "relay", "evaluator")
+            doc = board()
+            scored = [c for c in doc["competitors"] if c["win_rate"] is not None]
+            return doc if len(scored) == 3 else None
+
+        full = wait_for(all_scored, 420, "a cycle scoring all three models", poll_s=1)
+        by_name = {
+            n: c
+            for n in NAMES
+            for c in full["competitors"]
+            if c["hotkey"] == keys[n][1].ss58_address
+        }
+        assert full["competitors"][0]["hotkey"] == keys["better"][1].ss58_address
+        assert by_name["incumbent"]["win_rate"] > by_name["close"]["win_rate"]
+        assert by_name["copier"]["status"] == "duplicate" and by_name["copier"]["win_rate"] is None
+        assert copy["model_sha256"] == by_name["better"]["model_sha256"]
+        scored_cycle = full["latest_cycle"]
+        wait_for(lambda: (board()["latest_cycle"] or -1) > scored_cycle, 200,
+                 "the next cycle (the reward vests one cycle later)", poll_s=1)  # fmt: skip
+        internal = {"authorization": f"Bearer {TOKENS['internal']}",
+                    "x-platform-challenge-slug": "hypertrain"}  # fmt: skip
+        weights = httpx.get(
+            f"{service}/internal/v1/get_weights", params={"epoch": 1}, headers=internal
+        ).json()["weights"]
+        total = sum(weights.values())
+        assert weights[keys["better"][1].ss58_address] > 0.95 * total
+        assert keys["copier"][1].ss58_address not in weights
+        leaderboard_cli = subprocess.run(
+            [sys.executable, "-m", "hypertrain.cli", "competition", "leaderboard", "--service",
+             service, "--competition", CID],
+            cwd=REPO, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert "duplicate" in leaderboard_cli.stdout
+        _check_page(service, board())
+    finally:
+        fleet.stop()
+
+
+def _check_page(service: str, board: dict[str, Any]) -> None:
+    """The leaderboard page in headless Chromium shows the JSON's rows, best first."""
+    browser_path = require_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(browser_path), args=ARGS)
+        page = browser.new_page()
+        page.goto(f"{service}/dashboard/competition.html?competition={CID}")
+        rows = page.locator("#board-table tbody tr")
+        expect(rows).to_have_count(len(board["competitors"]))
+        first = board["competitors"][0]
+        expect(rows.first).to_have_attribute("data-hotkey", first["hotkey"])
+        expect(page.locator("#board-tiles")).to_contain_text(CID)
+        browser.close()

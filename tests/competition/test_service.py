@@ -1,0 +1,288 @@
+"""Competition mode in the challenge service: commit, reveal, cycles, scores, payout.
+
+The service runs in process on a stepped beacon with the real integer ledger; the
+scores are posted by test evaluator keys (the evaluator itself is exercised in
+test_checks.py and the end-to-end test).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from hypertrain.challenge.app import _poll_beacon, create_app
+from hypertrain.challenge.state import ServiceState
+from hypertrain.competition.messages import encode_losses
+from hypertrain.competition.submission import ModelFile, commitment, model_hash
+from hypertrain.protocol.identity import Hotkey
+from tests.challenge.helpers import SteppedBeacon, bearer, make_settings, signed
+
+CID = "comp-1"
+MINERS = [Hotkey.from_seed(bytes([0x60 + i]) * 32) for i in range(4)]
+EVALUATOR = Hotkey.from_seed(b"\x55" * 32)
+OTHER_EVALUATOR = Hotkey.from_seed(b"\x56" * 32)
+HEX = "ab" * 32
+
+
+def spec_doc(**over: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "competition_id": CID,
+        "architecture": {"vocab_size": 300, "max_params": 10**6},
+        "data": {
+            "dataset_root": HEX, "descriptor_sha256": HEX, "tokenizer_sha256": HEX,
+            "heldout_count": 50, "seq_len": 16, "pages_per_eval": 4,
+        },
+        "epsilon": {"kind": "constant", "start": 0.005, "end": 0.005},
+        "cycle": {
+            "eligibility_delay_rounds": 2, "eval_interval_rounds": 5, "score_window_rounds": 3,
+        },
+        "reward": {"pool_per_cycle": 1_000_000, "temperature": 0.01, "vesting_rounds": 1},
+        "evaluators": [EVALUATOR.ss58_address, OTHER_EVALUATOR.ss58_address],
+    }  # fmt: skip
+    doc.update(over)
+    return doc
+
+
+def files_of(tag: str) -> list[ModelFile]:
+    digest = hashlib.sha256(tag.encode()).hexdigest()
+    return [
+        ModelFile(name="config.json", sha256=digest, size=10),
+        ModelFile(name="model.safetensors", sha256=digest[::-1], size=1000),
+    ]
+
+
+@dataclass
+class World:
+    client: TestClient
+    beacon: SteppedBeacon
+
+    @property
+    def state(self) -> ServiceState:
+        state: ServiceState = self.client.app.state.service  # type: ignore[attr-defined]
+        return state
+
+    def tick(self, rounds: int = 1) -> None:
+        for _ in range(rounds):
+            self.beacon.round += 1
+            self.client.portal.call(_poll_beacon, self.state)  # type: ignore[union-attr]
+
+    def post(self, path: str, key: Hotkey, domain: str, body: dict[str, Any], **kw: Any) -> Any:
+        env = signed(key, domain, body, run_id=CID)
+        return self.client.post(path, json=env, **kw)
+
+    def submit(self, key: Hotkey, tag: str) -> str:
+        files = files_of(tag)
+        sha = model_hash(files)
+        body = {"commitment": commitment(sha, key.ss58_address)}
+        assert self.post("/v1/compete/commit", key, "compete-commit", body).status_code == 200
+        return sha
+
+    def reveal(self, key: Hotkey, tag: str) -> Any:
+        files = files_of(tag)
+        body = {
+            "model_sha256": model_hash(files),
+            "files": [f.model_dump() for f in files],
+            "base_url": "http://relay",
+        }
+        return self.post("/v1/compete/reveal", key, "compete-reveal", body)
+
+    def task(self, evaluator: Hotkey = EVALUATOR) -> dict[str, Any]:
+        resp = self.client.get(
+            f"/worker/v1/competitions/{CID}/task",
+            params={"evaluator": evaluator.ss58_address},
+            headers=bearer("worker"),
+        )
+        assert resp.status_code == 200, resp.text
+        doc: dict[str, Any] = resp.json()
+        return doc
+
+    def score(self, sha: str, losses: list[float], evaluator: Hotkey = EVALUATOR) -> Any:
+        task = self.task(evaluator)
+        body = {
+            "cycle": task["cycle"], "model_sha256": sha, "pages_key": task["pages_key"],
+            "losses_f32": encode_losses(losses), "determinism_sha256": HEX,
+        }  # fmt: skip
+        return self.post(
+            "/worker/v1/compete/score", evaluator, "compete-score", body, headers=bearer("worker")
+        )
+
+    def weights(self, epoch: int = 1) -> dict[str, Any]:
+        """Weights after the next cycle settles (a cycle's reward vests one cycle later)."""
+        self.tick(9)
+        resp = self.client.get(
+            "/internal/v1/get_weights",
+            params={"epoch": epoch},
+            headers={**bearer("internal"), "X-Platform-Challenge-Slug": "hypertrain"},
+        )
+        assert resp.status_code == 200, resp.text
+        doc: dict[str, Any] = resp.json()
+        return doc
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    registered = [k.ss58_address for k in MINERS]
+    settings = make_settings(tmp_path, registered)
+    beacon = SteppedBeacon()
+    with TestClient(create_app(settings, beacon=beacon)) as client:
+        resp = client.post(
+            "/admin/v1/competitions", json={"spec": spec_doc()}, headers=bearer("admin")
+        )
+        assert resp.status_code == 200, resp.text
+        yield World(client, beacon)
+
+
+def test_clearly_better_takes_the_weight_and_within_epsilon_does_not(world: World) -> None:
+    incumbent = world.submit(MINERS[0], "a")
+    world.tick()
+    close = world.submit(MINERS[1], "b")
+    better = world.submit(MINERS[2], "c")
+    for key, tag in zip(MINERS[:3], "abc", strict=True):
+        assert world.reveal(key, tag).status_code == 200
+    world.tick(4)  # cycle 0 due at start + 5
+    task = world.task()
+    assert task["cycle"] == 0 and len(task["pages"]) == 4
+    shas = [m["model_sha256"] for m in task["models"]]
+    assert shas[0] == incumbent and set(shas[1:]) == {close, better}  # oldest first
+    assert world.score(incumbent, [3.0] * 4).status_code == 200
+    assert world.score(close, [3.0 * 0.997] * 4).status_code == 200
+    assert world.score(better, [2.0] * 4).status_code == 200
+    world.tick()
+    board = world.client.get(f"/v1/competitions/{CID}/leaderboard").json()
+    top = board["competitors"][0]
+    assert top["hotkey"] == MINERS[2].ss58_address and top["win_rate"] == 1.0
+    ranks = [c["hotkey"] for c in board["competitors"]]
+    assert ranks.index(MINERS[0].ss58_address) < ranks.index(MINERS[1].ss58_address)
+    weights = world.weights()["weights"]
+    assert weights[MINERS[2].ss58_address] > 0.99 * sum(weights.values())
+
+
+def test_a_copy_committed_after_the_reveal_is_never_scored(world: World) -> None:
+    leader = world.submit(MINERS[0], "a")
+    world.reveal(MINERS[0], "a")
+    world.tick()
+    copy = world.submit(MINERS[1], "a")  # the revealed files, committed later
+    assert copy == leader
+    assert world.reveal(MINERS[1], "a").status_code == 200
+    world.tick(4)
+    assert [m["hotkey"] for m in world.task()["models"]] == [MINERS[0].ss58_address]
+    board = world.client.get(f"/v1/competitions/{CID}/leaderboard").json()
+    status = {c["hotkey"]: c["status"] for c in board["competitors"]}
+    assert status[MINERS[1].ss58_address] == "duplicate"
+
+
+def test_a_model_committed_too_late_is_not_eligible(world: World) -> None:
+    world.tick(4)
+    world.submit(MINERS[0], "a")  # two rounds of delay would end after the cycle round
+    world.reveal(MINERS[0], "a")
+    world.tick()
+    row = world.state.conn.execute("SELECT task, closed FROM compete_cycles").fetchone()
+    assert '"models":[]' in row["task"] and row["closed"] == 1  # an empty cycle closes at once
+
+
+def test_unscored_and_disputed_models_earn_nothing(world: World) -> None:
+    a = world.submit(MINERS[0], "a")
+    b = world.submit(MINERS[1], "b")
+    world.submit(MINERS[2], "c")
+    for key, tag in zip(MINERS[:3], "abc", strict=True):
+        world.reveal(key, tag)
+    world.tick(5)
+    world.score(a, [3.0] * 4)
+    world.score(b, [2.0] * 4)
+    world.score(b, [1.0] * 4, OTHER_EVALUATOR)  # evaluators disagree on b
+    world.tick(4)  # past the score deadline; c was never scored
+    weights = world.weights()["weights"]
+    assert set(weights) == {MINERS[0].ss58_address}
+    rows = world.state.conn.execute("SELECT model_sha256 FROM compete_results WHERE cycle = 0")
+    assert {r["model_sha256"] for r in rows} == {a}  # b disputed, c never scored
+
+
+def test_reveal_without_a_commitment_is_refused(world: World) -> None:
+    resp = world.reveal(MINERS[0], "a")
+    assert resp.status_code == 404 and resp.json()["error"] == "no_commitment"
+
+
+def test_reveal_by_another_hotkey_is_refused(world: World) -> None:
+    world.submit(MINERS[0], "a")
+    resp = world.reveal(MINERS[1], "a")
+    assert resp.status_code == 404
+
+
+def test_reveal_with_a_wrong_file_list_is_refused(world: World) -> None:
+    world.submit(MINERS[0], "a")
+    files = files_of("other")
+    body = {
+        "model_sha256": model_hash(files_of("a")),
+        "files": [f.model_dump() for f in files],
+        "base_url": "http://relay",
+    }
+    resp = world.post("/v1/compete/reveal", MINERS[0], "compete-reveal", body)
+    assert resp.status_code == 400 and resp.json()["error"] == "bad_submission"
+
+
+def test_an_unregistered_hotkey_cannot_commit(world: World) -> None:
+    outsider = Hotkey.from_seed(b"\x99" * 32)
+    resp = world.post("/v1/compete/commit", outsider, "compete-commit", {"commitment": HEX})
+    assert resp.status_code == 403
+
+
+def test_duplicate_commitment_is_refused(world: World) -> None:
+    world.submit(MINERS[0], "a")
+    sha = model_hash(files_of("a"))
+    body = {"commitment": commitment(sha, MINERS[0].ss58_address)}
+    resp = world.post("/v1/compete/commit", MINERS[0], "compete-commit", body)
+    assert resp.status_code == 409
+
+
+def _open_cycle_with(world: World) -> str:
+    sha = world.submit(MINERS[0], "a")
+    world.reveal(MINERS[0], "a")
+    world.tick(5)
+    return sha
+
+
+def test_scores_with_bad_shape_or_from_strangers_are_refused(world: World) -> None:
+    sha = _open_cycle_with(world)
+    assert world.score(sha, [1.0] * 3).json()["error"] == "bad_score"  # wrong page count
+    assert world.score(HEX, [1.0] * 4).json()["error"] == "bad_score"  # not in the cycle
+    stranger = Hotkey.from_seed(b"\x44" * 32)
+    assert world.score(sha, [1.0] * 4, stranger).status_code == 403
+    assert world.score(sha, [1.0] * 4).status_code == 200
+    assert world.score(sha, [1.0] * 4).status_code == 409  # one score per evaluator
+
+
+def test_a_late_score_is_refused(world: World) -> None:
+    sha = _open_cycle_with(world)
+    task = world.task()
+    world.tick(4)
+    body = {
+        "cycle": task["cycle"], "model_sha256": sha, "pages_key": task["pages_key"],
+        "losses_f32": encode_losses([1.0] * 4), "determinism_sha256": HEX,
+    }  # fmt: skip
+    resp = world.post(
+        "/worker/v1/compete/score", EVALUATOR, "compete-score", body, headers=bearer("worker")
+    )
+    assert resp.status_code in (404, 409)
+
+
+def test_a_spec_with_unknown_keys_is_refused(world: World) -> None:
+    resp = world.client.post(
+        "/admin/v1/competitions",
+        json={"spec": spec_doc(competition_id="comp-2", surprise=1)},
+        headers=bearer("admin"),
+    )
+    assert resp.status_code == 400 and resp.json()["error"] == "bad_spec"
+
+
+def test_the_signed_spec_verifies(world: World) -> None:
+    from hypertrain.challenge.compete_client import CompetitionClient
+
+    client = CompetitionClient("", http=world.client)
+    spec = client.competition(CID)
+    assert spec.competition_id == CID and spec.coordinator
