@@ -145,7 +145,10 @@ def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
     by_key = {c.hotkey: c for c in inputs.candidates}
     arrival = sorted(inputs.candidates, key=lambda c: (c.seq, c.hotkey))
     copies = find_duplicates(
-        [(c.hotkey, c.update_sha256) for c in arrival], sketches, blobs, param_shapes(spec),
+        [(c.hotkey, c.update_sha256) for c in arrival],
+        sketches,
+        blobs,
+        param_shapes(spec),
         inputs.manifest.compression,
     )
     failed += [_excluded(by_key[h], r, d) for h, (r, d) in sorted(copies.items())]

@@ -92,8 +92,9 @@ def _serve(args: argparse.Namespace) -> int:
     app = create_app(settings_from_env())
     # Request lines (polling, mostly) only at DEBUG: a service at rest stays quiet.
     debug = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
-    where: dict[str, Any] = {"fd": args.fd} if args.fd is not None else {
-        "host": args.host, "port": args.port}
+    where: dict[str, Any] = (
+        {"fd": args.fd} if args.fd is not None else {"host": args.host, "port": args.port}
+    )
     uvicorn.run(app, access_log=debug, log_level="debug" if debug else "info", **where)
     return 0
 

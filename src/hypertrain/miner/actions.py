@@ -16,8 +16,8 @@ from hypertrain.auditor.index import sha_from_url
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.admission import SelfcheckConfig, answer_challenge, selfcheck
-from hypertrain.miner.config import MinerConfig, config_from_args
 from hypertrain.miner.checkpoints import selected_segments, upload_selected
+from hypertrain.miner.config import MinerConfig, config_from_args
 from hypertrain.miner.context import RunContext, load_run
 from hypertrain.miner.disputes import answer_own, contest
 from hypertrain.miner.errors import ConfigError, MinerError

@@ -35,7 +35,7 @@ from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.checkpoints import checkpoint_addresses
 from hypertrain.miner.context import RunContext, round_records
 from hypertrain.miner.errors import MinerError
-from hypertrain.miner.island import IslandResult, checkpoint_path, train_round
+from hypertrain.miner.island import IslandResult, train_round
 from hypertrain.miner.ranks import launch_ranks
 from hypertrain.miner.report import Reporter
 from hypertrain.protocol.envelope import seal

@@ -130,8 +130,9 @@ def _serve(args: argparse.Namespace) -> int:
     app = create_app(settings_from_args(args))
     # request lines (polling, mostly) only at DEBUG: a relay at rest stays quiet
     debug = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
-    where: dict[str, Any] = {"fd": args.fd} if args.fd is not None else {
-        "host": args.host, "port": args.port}
+    where: dict[str, Any] = (
+        {"fd": args.fd} if args.fd is not None else {"host": args.host, "port": args.port}
+    )
     uvicorn.run(app, log_level="info", access_log=debug, **where)
     return 0
 

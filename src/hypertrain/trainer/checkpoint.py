@@ -146,13 +146,3 @@ def load_checkpoint(
     path: Path, config: StateConfig, expected_hash: bytes | None = None
 ) -> TrainState:
     return decode_checkpoint(path.read_bytes(), config, expected_hash)
-
-
-def checkpoint_size(config: StateConfig) -> int:
-    """Exact byte length of any checkpoint of ``config`` (header, tensors, 32-byte trailer)."""
-    size = HEADER.size + DIGEST_SIZE
-    for spec in config.layout():
-        numel = int(np.prod(spec.shape)) if spec.shape else 1
-        itemsize = torch.empty((), dtype=spec.dtype).element_size()
-        size += 2 + len(spec.name.encode("utf-8")) + 2 + 8 * len(spec.shape) + itemsize * numel
-    return size
