@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 
 TREES = sorted(str(p.parent.relative_to(DEPLOY)) for p in DEPLOY.glob("*/*/kustomization.yaml"))
 WORKLOADS = {"Deployment", "StatefulSet"}
-HTTP_ROUTES = {"challenge": "/health", "relay": "/healthz", "referee": "/health"}
+HTTP_ROUTES = {"challenge": "/health", "relay": "/healthz"}
 UID = 65532
 
 
