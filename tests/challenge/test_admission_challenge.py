@@ -57,7 +57,7 @@ def _answer(client: ChallengeClient, key: Hotkey, hashes: list[str]) -> dict[str
     status = client.admission_status(RUN, key.ss58_address)
     body = AdmissionAnswer(seed_beacon_round=status["seed_beacon_round"], hashes=hashes)
     env = seal(
-        key, domain="admission-answer", run_id=RUN, body=body.model_dump(), expiry_round=10**9
+        key, domain="admission-answer", run_id=RUN, body=body.model_dump(), expiry_round=50_000
     )
     return client.admission_answer(env)
 

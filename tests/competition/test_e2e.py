@@ -29,7 +29,7 @@ from hypertrain.protocol.identity import write_key_file
 from tests.challenge.test_dashboard_browser import ARGS, require_browser
 from tests.competition import models
 from tests.competition.conftest import Trained
-from tests.e2e.launch import REPO, Fleet, free_port, http_ok, wait_for
+from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 CID = "comp-e2e"
@@ -80,7 +80,8 @@ def test_competition_end_to_end(
                  "hotkeys": {h: i for i, h in enumerate(miners)}}  # fmt: skip
     (tmp_path / "metagraph.json").write_text(json.dumps(metagraph))
     (tmp_path / "allow.json").write_text(json.dumps(miners))
-    svc_port, relay_port = free_port(), free_port()
+    svc_sock, relay_sock = listener(), listener()
+    svc_port, relay_port = port_of(svc_sock), port_of(relay_sock)
     service, relay = f"http://127.0.0.1:{svc_port}", f"http://127.0.0.1:{relay_port}"
     fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
     svc_env = {
@@ -102,12 +103,12 @@ def test_competition_end_to_end(
         "better": models.export(trained.strong, trained.spec, tmp_path / "m" / "better"),
     }
     try:
-        fleet.hypertrain("service", "challenge", "serve", "--port", str(svc_port), env=svc_env)
+        fleet.hypertrain("service", "challenge", "serve", env=svc_env, sock=svc_sock)
         fleet.hypertrain(
-            "relay", "relay", "serve", "--port", str(relay_port),
+            "relay", "relay", "serve",
             "--storage", str(tmp_path / "blobs"), "--allow-list", str(tmp_path / "allow.json"),
             "--beacon-genesis-unix", str(beacon.chain.genesis_time),
-            "--beacon-period-s", str(beacon.chain.period_s),
+            "--beacon-period-s", str(beacon.chain.period_s), sock=relay_sock,
         )  # fmt: skip
         wait_for(lambda: http_ok(f"{service}/v1/beacon") and http_ok(f"{relay}/health"), 60,
                  "service and relay")  # fmt: skip

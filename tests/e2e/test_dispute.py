@@ -25,7 +25,7 @@ from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
-from tests.e2e.launch import REPO, Fleet, free_port, http_ok, wait_for
+from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
 
 pytestmark = pytest.mark.slow
 RUN = "run-t"
@@ -97,18 +97,17 @@ def test_lying_auditor_loses_to_watch_follow(tmp_path: Path, beacon: LocalBeacon
     metagraph = {"epoch": 1, "block": 100, "netuid": 100, "hotkeys": {island: 0}}
     (tmp_path / "metagraph.json").write_text(json.dumps(metagraph))
     (tmp_path / "allow.json").write_text(json.dumps([island, *workers]))
-    svc_port, relay_port = free_port(), free_port()
+    svc_sock, relay_sock = listener(), listener()
+    svc_port, relay_port = port_of(svc_sock), port_of(relay_sock)
     service, relay = f"http://127.0.0.1:{svc_port}", f"http://127.0.0.1:{relay_port}"
     fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
     env = _service_env(tmp_path, beacon, secrets, coord_file, workers)
     try:
-        fleet.hypertrain("service", "challenge", "serve", "--port", str(svc_port), env=env)
+        fleet.hypertrain("service", "challenge", "serve", env=env, sock=svc_sock)
         fleet.hypertrain(
             "relay",
             "relay",
             "serve",
-            "--port",
-            str(relay_port),
             "--storage",
             str(tmp_path / "blobs"),
             "--run-id",
@@ -121,6 +120,7 @@ def test_lying_auditor_loses_to_watch_follow(tmp_path: Path, beacon: LocalBeacon
             str(beacon.chain.genesis_time),
             "--beacon-period-s",
             str(beacon.chain.period_s),
+            sock=relay_sock,
         )
         wait_for(
             lambda: http_ok(f"{service}/v1/beacon") and http_ok(f"{relay}/health"),

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hypertrain.protocol.envelope import Envelope
 
-Phase = Literal["train", "beacon", "audit", "merge", "final"]
+Phase = Literal["train", "beacon", "audit", "merge", "settle", "final"]
 
 
 class _Answer(BaseModel):
@@ -101,6 +101,7 @@ class RoundDetail(_Answer):
     merge: Envelope | None
     selection_beacon: SelectionBeacon | None
     probation: dict[str, bool]
+    commit_order: list[str] = []  # committing hotkeys in the order the service accepted them
 
 
 class RosterEntry(_Answer):
@@ -150,14 +151,26 @@ class RunSummary(_Answer):
     beacon_round: int | None
 
 
+class AdmissionChallengePublic(_Answer):
+    """What a join answers instead of admitting when the run sets ``admission.challenge``."""
+
+    seed_beacon_round: int
+    answer_deadline_round: int
+    workload_steps: int
+    devices: int
+
+
 class JoinAnswer(_Answer):
+    """Admitted (with the island's first round and budget), or challenged first."""
+
     admitted: bool
     run_id: str
     hotkey: str
-    first_round: int
-    probation_until_round: int
-    layout: dict[str, Any]
-    samples_per_round: int
+    first_round: int | None = None
+    probation_until_round: int | None = None
+    layout: dict[str, Any] | None = None
+    samples_per_round: int | None = None
+    challenge: AdmissionChallengePublic | None = None
 
 
 class CommitAnswer(_Answer):

@@ -4,8 +4,11 @@ Counted from what passed through the service plus sizes the protocol fixes exact
 
 * ``commits``: the signed commit envelopes as stored (their canonical JSON);
 * ``updates``: the update bytes each commit declares (the relay refuses any other size);
-* ``checkpoints``: one full training-state checkpoint (``trainer.checkpoint.checkpoint_size``)
-  per segment an audit selected, since islands upload only those (``miner.checkpoints``);
+* ``checkpoints``: one full training-state checkpoint per segment an audit selected, since
+  islands upload only those (``miner.checkpoints``), counted as its tensor data: the
+  parameters, two optimizer slots per parameter (Muon keeps one for its matrices, so this
+  is an upper bound there) and, with error feedback, the residual, 4 bytes each; headers
+  (well under 0.1 %) are left out, since the service never imports the trainer;
 * ``model_download``: each committing island fetches the round's start model, 4 bytes
   per parameter (the float32 model blob, header excluded).
 
@@ -19,11 +22,14 @@ import json
 from typing import Any
 
 from hypertrain.challenge.state import ServiceState
-from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.manifest import RunManifest, param_count
 from hypertrain.protocol.traffic import FORMULA, ddp_bytes_total, honest_ratio
-from hypertrain.trainer.checkpoint import checkpoint_size
-from hypertrain.trainer.presets import param_count
-from hypertrain.trainer.state import StateConfig
+
+
+def checkpoint_bytes(manifest: RunManifest) -> int:
+    """Tensor data of one training-state checkpoint (see the module docstring)."""
+    copies = 3 + (1 if manifest.compression.error_feedback else 0)
+    return copies * 4 * param_count(manifest.model)
 
 
 def _round_counts(state: ServiceState, run_id: str, index: int) -> tuple[int, int]:
@@ -48,11 +54,10 @@ def round_traffic(
     """The honest byte count of one round and its ratio to data-parallel training."""
     islands, params = int(summary["commits"]), param_count(manifest.model)
     commit_bytes, segments = _round_counts(state, run_id, int(summary["round"]))
-    config = StateConfig(manifest.model, manifest.inner, manifest.compression.error_feedback)
     moved = {
         "commits": commit_bytes,
         "updates": int(summary["update_bytes"]),
-        "checkpoints": segments * checkpoint_size(config),
+        "checkpoints": segments * checkpoint_bytes(manifest),
         "model_download": islands * 4 * params,
     }
     ddp = ddp_bytes_total(params, max(1, islands), manifest.round.inner_steps)

@@ -320,5 +320,22 @@ class RunManifest(_Section):
         return tagged_hash(MANIFEST, self.canonical()).hex()
 
 
+def ffn_params(spec: ModelSpec) -> tuple[int, int]:
+    """(stored, active per token) parameters of one block's feed-forward."""
+    dense = 3 * spec.d_model * spec.ffn_hidden
+    if spec.moe is None:
+        return dense, dense
+    router = spec.moe.num_experts * spec.d_model
+    return spec.moe.num_experts * dense + router, spec.moe.top_k * dense + router
+
+
+def param_count(spec: ModelSpec) -> int:
+    """Exact number of trainable scalars (tied head counted once)."""
+    attn = 4 * spec.d_model * spec.d_model
+    block = attn + ffn_params(spec)[0] + 2 * spec.d_model
+    head = 0 if spec.tied_embeddings else spec.vocab_size * spec.d_model
+    return spec.vocab_size * spec.d_model + spec.num_layers * block + spec.d_model + head
+
+
 def manifest_from_json(value: Any) -> RunManifest:
     return RunManifest.model_validate(value)

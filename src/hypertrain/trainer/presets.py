@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from hypertrain.protocol.manifest import ModelSpec, MoESpec
+from hypertrain.protocol.manifest import ModelSpec, MoESpec, ffn_params
+from hypertrain.protocol.manifest import param_count as param_count  # re-exported
 from hypertrain.trainer.errors import TrainerError
 
 PRESETS: Final[dict[str, ModelSpec]] = {
@@ -88,27 +89,10 @@ def proxy(vocab_size: int = 4096) -> ModelSpec:
     return with_vocab(PRESETS["proxy"], vocab_size)
 
 
-def _ffn_params(spec: ModelSpec) -> tuple[int, int]:
-    """(stored, active per token) parameters of one block's feed-forward."""
-    dense = 3 * spec.d_model * spec.ffn_hidden
-    if spec.moe is None:
-        return dense, dense
-    router = spec.moe.num_experts * spec.d_model
-    return spec.moe.num_experts * dense + router, spec.moe.top_k * dense + router
-
-
-def param_count(spec: ModelSpec) -> int:
-    """Exact number of trainable scalars (tied head counted once)."""
-    attn = 4 * spec.d_model * spec.d_model
-    block = attn + _ffn_params(spec)[0] + 2 * spec.d_model
-    head = 0 if spec.tied_embeddings else spec.vocab_size * spec.d_model
-    return spec.vocab_size * spec.d_model + spec.num_layers * block + spec.d_model + head
-
-
 def active_matmul_params(spec: ModelSpec) -> int:
     """Weights multiplied per token in a forward pass (LM head included, norms excluded)."""
     attn = 4 * spec.d_model * spec.d_model
-    return spec.num_layers * (attn + _ffn_params(spec)[1]) + spec.vocab_size * spec.d_model
+    return spec.num_layers * (attn + ffn_params(spec)[1]) + spec.vocab_size * spec.d_model
 
 
 def flops_per_token(spec: ModelSpec, seq_len: int | None = None) -> dict[str, int]:
