@@ -250,11 +250,12 @@ def test_game_over_http_upheld_by_the_referee_then_settles(service: Service) -> 
         "new_model_url": "http://relay/m1",
         "outer_state_sha256": "cc" * 32,
         "tape_sha256": "dd" * 32,
+        "included": sorted(k.ss58_address for k in ISLANDS),
     }
     m = service.client.post(
         "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
     )
-    assert m.status_code == 200 and m.json()["phase"] == "merge", m.text
+    assert m.status_code == 200 and m.json()["phase"] == "settle", m.text
     assert (RUN, 0) not in service.ledger.settled
     decided = service.post(f"/v1/disputes/{dispute_id}/ruling", REFEREE, "dispute-ruling", ruling)
     assert decided.status_code == 200, decided.text
@@ -296,11 +297,13 @@ def test_silent_auditor_loses_and_the_island_is_paid(service: Service) -> None:
         "new_model_url": "u",
         "outer_state_sha256": "cc" * 32,
         "tape_sha256": "dd" * 32,
+        "included": sorted(k.ss58_address for k in ISLANDS),
     }
     m = service.client.post(
         "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
     )
-    assert m.json()["phase"] == "final"
+    assert m.json()["phase"] == "settle"
+    service.tick()  # the dispute window is over and the dispute decided: the round settles
     assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
     assert service.ledger.faults == []
     _check_honeypots(service)

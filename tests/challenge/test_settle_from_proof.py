@@ -76,7 +76,10 @@ class Net:
         for key in islands:
             r = self.client.post("/v1/commit", json=signed(key, "commit", commit_body(index)))
             assert r.status_code == 200, r.text
-        self.tick(4)  # past the commit deadline: audits selected
+        for _ in range(6):  # until audits are selected (at once when every island committed)
+            if self.phase(index) == "audit":
+                break
+            self.tick()
         for hotkey, result in judged.items():
             r = self.verdict(index, hotkey, result)
             assert r.status_code == 200, r.text
