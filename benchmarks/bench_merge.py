@@ -84,7 +84,8 @@ def child(root: Path, count: int) -> None:
     plan = json.loads((root / "plan.json").read_text())
     m = bench_manifest()
     cands = [Candidate.model_validate(c) for c in plan["candidates"][:count]]
-    inputs = MergeInputs(m, 0, plan["start"], None, cands)
+    # every update counts as audit-proven, so the reference norm is the round's median
+    inputs = MergeInputs(m, 0, plan["start"], None, cands, proven=[c.hotkey for c in cands])
     baseline = peak_rss_mb()
     started = time.perf_counter()
     result = merge(inputs, DirBlobs(root))
