@@ -214,7 +214,7 @@ def test_lying_auditor_loses_to_watch_follow(tmp_path: Path, beacon: LocalBeacon
             rounds = httpx.get(f"{service}/v1/runs/{RUN}/rounds").json()
             return bool(rounds) and rounds[0]["phase"] == "final"
 
-        wait_for(round_final, 240, "round 0 to be final", poll_s=1)
+        wait_for(round_final, 480, "round 0 to be final", poll_s=1)
         disputes = httpx.get(f"{service}/v1/disputes", params={"run_id": RUN}).json()
         assert len(disputes) == 1, disputes
         game = disputes[0]["game"]
