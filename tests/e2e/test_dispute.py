@@ -83,7 +83,14 @@ def _service_env(
     }
 
 
-def test_lying_auditor_loses_to_watch_follow(tmp_path: Path, beacon: LocalBeaconProcess) -> None:
+PERTURB = (1, 1, 5)  # global step 1 (segment 0), mb0.layers.1, its sixth operation
+
+
+@pytest.mark.parametrize("case", ["lying-auditor", "cheating-island"])
+def test_dispute_decided_through_watch_follow(
+    tmp_path: Path, beacon: LocalBeaconProcess, case: str
+) -> None:
+    """lying-auditor: the island wins and is paid; cheating-island: it disputes and loses."""
     dataset = make_dataset(REPO / "tests" / "assets", tmp_path / "dataset")
     keys = {}
     for i, name in enumerate((ISLAND, "auditor", "aggregator", "referee")):
@@ -174,11 +181,16 @@ def test_lying_auditor_loses_to_watch_follow(tmp_path: Path, beacon: LocalBeacon
             "--poll-s",
             "0.5",
         )
+        auditor_module = (
+            "hypertrain.honeypot.auditor" if case == "lying-auditor" else "hypertrain.cli"
+        )
+        auditor_args = [] if case == "lying-auditor" else ["auditor", "run", "--follow"]
         fleet.start(
             "auditor",
             [
                 "-m",
-                "hypertrain.honeypot.auditor",
+                auditor_module,
+                *auditor_args,
                 *common,
                 "--key-file",
                 str(keys["auditor"][0]),
@@ -205,8 +217,14 @@ def test_lying_auditor_loses_to_watch_follow(tmp_path: Path, beacon: LocalBeacon
             "--poll-s",
             "0.5",
         )
-        fleet.miner("island", "run", "--config", str(toml), "--coordinator", coord, "--follow")
-        fleet.miner("watch", "watch", "--config", str(toml), "--coordinator", coord, "--follow")
+        miner = ["-m", "hypertrain.miner.cli"]
+        if case == "cheating-island":
+            where = ":".join(str(x) for x in PERTURB)
+            miner = ["-m", "hypertrain.honeypot.island", "--perturb", where, "--"]
+        for name, command in (("island", "run"), ("watch", "watch")):
+            fleet.start(
+                name, [*miner, command, "--config", str(toml), "--coordinator", coord, "--follow"]
+            )
         names = ("service", "relay", "aggregator", "auditor", "referee", "island", "watch")
 
         def round_final() -> bool:
@@ -214,17 +232,24 @@ def test_lying_auditor_loses_to_watch_follow(tmp_path: Path, beacon: LocalBeacon
             rounds = httpx.get(f"{service}/v1/runs/{RUN}/rounds").json()
             return bool(rounds) and rounds[0]["phase"] == "final"
 
-        wait_for(round_final, 240, "round 0 to be final", poll_s=1)
+        wait_for(round_final, 480, "round 0 to be final", poll_s=1)
         disputes = httpx.get(f"{service}/v1/disputes", params={"run_id": RUN}).json()
         assert len(disputes) == 1, disputes
         game = disputes[0]["game"]
-        assert game["outcome"] == "overturned", game
         assert disputes[0]["hotkey"] == island and disputes[0]["auditor"] == workers[0]
         roster = {row["hotkey"]: row for row in httpx.get(f"{service}/v1/runs/{RUN}/roster").json()}
-        assert roster[island]["escrow"] > 0, roster[island]
         events = [e["event"] for e in fleet.events("watch")]
         assert "dispute_opened" in events and "dispute_answer" in events, events
-        _check_honeypots(service, admin, honeypots)
+        if case == "lying-auditor":
+            assert game["outcome"] == "overturned", game
+            assert roster[island]["escrow"] > 0, roster[island]
+            _check_honeypots(service, admin, honeypots)
+            return
+        # the game pins the perturbed step, layer and operation; the referee upholds
+        assert game["outcome"] == "upheld" and "referee" in game["reason"], game
+        assert (game["segment"], game["step"]) == (0, PERTURB[0]), game
+        assert (game["section"], game["op_index"]) == PERTURB[1:], game
+        assert roster[island]["escrow"] == 0, roster[island]
     except AssertionError:
         for name in fleet.procs:
             sys.stderr.write(f"--- {name}\n{fleet.tail(name, 2500)}\n")

@@ -19,7 +19,7 @@ from hypertrain.miner.admission import SelfcheckConfig, answer_challenge, selfch
 from hypertrain.miner.checkpoints import selected_segments, upload_selected
 from hypertrain.miner.config import MinerConfig, config_from_args
 from hypertrain.miner.context import RunContext, load_run
-from hypertrain.miner.disputes import answer_own, contest
+from hypertrain.miner.disputes import answer_own, contest, prune_closed
 from hypertrain.miner.errors import ConfigError, MinerError
 from hypertrain.miner.island import checkpoint_path
 from hypertrain.miner.ranks import RankError
@@ -192,6 +192,8 @@ def watch_cmd(args: argparse.Namespace) -> int:
                         if (args.dispute or args.follow) and body["result"] == "mismatch":
                             contest(ctx, key, v, reporter)
             answer_own(ctx, key, parties, reporter)
+            if args.follow:
+                prune_closed(ctx, key, service.rounds(cfg.run_id), reporter)
             if not args.follow:
                 return 0
             time.sleep(cfg.poll_s)

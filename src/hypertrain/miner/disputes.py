@@ -155,3 +155,42 @@ def answer_own(
             emit=reporter.event,
         )
     return sent
+
+
+def prunable(summary: dict[str, Any], now: int, undecided: bool) -> bool:
+    """A final round whose dispute window has closed and whose disputes are all decided."""
+    deadline = summary.get("dispute_deadline_round")
+    return (
+        summary.get("phase") == "final"
+        and deadline is not None
+        and now > deadline
+        and not undecided
+    )
+
+
+def prune_round(workdir: Path) -> int:
+    """Delete a round's checkpoints but the last (the next round carries its optimizer state)."""
+    paths = sorted(workdir.glob("ckpt_*.bin"), key=lambda p: int(p.stem.removeprefix("ckpt_")))
+    for path in paths[:-1]:
+        path.unlink()
+    return max(len(paths) - 1, 0)
+
+
+def prune_closed(
+    ctx: RunContext, key: Hotkey, rounds: list[dict[str, Any]], reporter: Reporter
+) -> int:
+    """Prune every round no dispute can need any more; returns the files removed."""
+    now, removed = ctx.service.beacon_round(), 0
+    games = [
+        d for d in ctx.service.disputes(ctx.manifest.run_id) if d["hotkey"] == key.ss58_address
+    ]
+    for summary in rounds:
+        index = int(summary["round"])
+        undecided = any(d["round"] == index and d["game"]["outcome"] is None for d in games)
+        workdir = ctx.config.round_dir(index)
+        if workdir.exists() and prunable(summary, now, undecided):
+            count = prune_round(workdir)
+            if count:
+                reporter.event("pruned", round=index, checkpoints=count)
+            removed += count
+    return removed
