@@ -217,8 +217,8 @@ def main() -> None:
             "machine (load_average_1m: the higher 1-minute load average seen at start and end): "
             "step times are noisy, and an island only gains when it has a free core per rank. "
             "With two ranks any sum is order-free, so all-reduce happens to give the emulation's "
-            "bytes; from three ranks up it does not. The portable profile differs from the native "
-            "one on an AVX-512 host (expected: a different computation, shared with AVX2 hosts). "
+            "bytes; from three ranks up it does not. The portable profile's bytes differ from the "
+            "native ones (MKL's COMPATIBLE path is another computation, one every host shares). "
             "ZeRO-1 figure: bytes of training state (parameters "
             "plus optimizer slots) the largest rank holds, against an unsharded rank."
         ),

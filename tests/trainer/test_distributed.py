@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 import torch
 
-from hypertrain.trainer.distributed import IslandError, RankGroup, local_ranks, shard_owners
+from hypertrain.trainer.distributed import (
+    IslandError,
+    RankGroup,
+    init_island,
+    local_ranks,
+    shard_owners,
+)
 from hypertrain.trainer.model import param_shapes
 from hypertrain.trainer.presets import PRESETS
 from hypertrain.trainer.segment import run_round
@@ -75,3 +81,9 @@ def test_a_layout_that_does_not_split_is_refused() -> None:
     assert list(local_ranks(layout, RankGroup(1, 3))) == [1]
     with pytest.raises(IslandError, match="do not split"):
         local_ranks(layout, RankGroup(0, 2))
+
+
+def test_a_process_not_started_by_torchrun_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(IslandError, match="torchrun"):
+        init_island()
