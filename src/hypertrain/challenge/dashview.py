@@ -226,7 +226,10 @@ def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
     manifest = state.manifest(run_id)
     summary = views.run_summary(state, run_id)
     rounds = round_rows(state, run_id, manifest)
-    islands = _island_rows(state, run_id, rounds, views.roster(state, run_id))
+    islands = sorted(  # island-1, island-2, ...: by metagraph uid
+        _island_rows(state, run_id, rounds, views.roster(state, run_id)),
+        key=lambda i: (i.get("uid") is None, i.get("uid") or 0, i["hotkey"]),
+    )
     losses = [r["eval_loss"] for r in rounds if r["eval_loss"] is not None]
     bytes_sent = sum(r["bytes_sent"] for r in rounds)
     ddp = sum(r["ddp_bytes"] for r in rounds)
