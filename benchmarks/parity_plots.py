@@ -60,7 +60,8 @@ def table(doc: dict[str, Any]) -> str:
         " gap % [90% CI] | TOST ±0.5% | bytes sent | DP bytes | DP / sent |"
     )
     lines = [head, "|---|---:|---:|---|---|---|---:|---:|---:|---|---:|---:|---:|"]
-    for c in doc["cells"].values():
+    cells = sorted(doc["cells"].values(), key=lambda c: (c["islands"], c["kind"] != "dp"))
+    for c in cells:
         dp = c["kind"] == "dp"
         gap = "baseline"
         if "gap_pct_mean" in c:
