@@ -56,23 +56,27 @@ def _fmt_bytes(n: float | None) -> str:
 
 def table(doc: dict[str, Any]) -> str:
     head = (
-        "| cell | M | H | inner | policy | codec | outer lr | held-out loss (mean ± sd) |"
+        "| cell | M | H | inner | policy | codec | outer lr / mom | held-out loss (mean ± sd) |"
         " gap % [90% CI] | TOST ±0.5% | bytes sent | DP bytes | DP / sent |"
     )
     lines = [head, "|---|---:|---:|---|---|---|---:|---:|---:|---|---:|---:|---:|"]
-    for c in doc["cells"].values():
+    cells = sorted(doc["cells"].values(), key=lambda c: (c["islands"], c["kind"] != "dp"))
+    for c in cells:
         dp = c["kind"] == "dp"
         gap = "baseline"
         if "gap_pct_mean" in c:
             lo, hi = c["gap_pct_ci90"]
             gap = f"{c['gap_pct_mean']:+.2f} [{lo:+.2f}, {hi:+.2f}]"
-        verdict = "—" if dp else ("equivalent" if c.get("equivalent") else "not shown")
+        verdict = "—" if dp else "not shown"
+        if c.get("equivalent") or c.get("non_inferior"):
+            verdict = "equivalent" if c.get("equivalent") else "non-inferior"
         ratio = c.get("saved_vs_ddp_updates")
+        outer = "—" if dp else f"{c['outer_lr']} / {c['outer_momentum']}"
         lines.append(
             f"| {c['name']} | {c['islands']} | {'—' if dp else c['inner_steps']} |"
             f" {c['optimizer']} | {'—' if dp else c['policy']} |"
             f" {'bf16 grads' if dp else c['codec']} |"
-            f" {'—' if dp else c['outer_lr']} |"
+            f" {outer} |"
             f" {c['final_loss_mean']:.4f} ± {c['final_loss_sd']:.4f} | {gap} | {verdict} |"
             f" {_fmt_bytes(c['bytes_sent'])} | {_fmt_bytes(c['ddp_bytes'])} |"
             f" {'—' if not ratio else f'{ratio:,.0f}×'} |"

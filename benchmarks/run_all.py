@@ -41,6 +41,15 @@ def run_scripts(names: list[str]) -> int:
         if subprocess.run([sys.executable, str(script)], check=False, env=env).returncode:
             failed += 1
             print(f"!! {script.name} failed", flush=True)
+    if (
+        not names or "parity" in names
+    ):  # the parity harness's quick grid (full grid: docs/parity.md)
+        failed += (
+            subprocess.run(
+                [sys.executable, str(HERE / "parity.py"), "--quick"], check=False
+            ).returncode
+            != 0
+        )
     return failed
 
 
@@ -69,7 +78,32 @@ def render() -> str:
         )
         if notes:
             parts.append(f"\n{notes}")
+    parts += parity_section()
     return "\n".join(parts) + "\n"
+
+
+def parity_section() -> list[str]:
+    """Best cells of the committed parity grid (benchmarks/results/parity/parity-core.json)."""
+    path = HERE / "results" / "parity" / "parity-core.json"
+    if not path.exists():
+        return []
+    doc = json.loads(path.read_text())
+    best, out = doc.get("best", {}), ["\n## parity (DiLoCo vs data-parallel, docs/parity.md)\n"]
+    if "m8_parity" in best:
+        b = best["m8_parity"]
+        lo, hi = b["gap_pct_ci90"]
+        out.append(
+            f"Best M = 8 cell: `{b['cell']}`, gap {b['gap_pct_mean']:+.2f}% (90% CI {lo:+.2f} to"
+            f" {hi:+.2f}); target within 0.5%, distance {b['distance_to_target_pct']:.2f} points."
+        )
+    if "traffic" in best:
+        t = best["traffic"]
+        out.append(
+            f"Most bytes saved: `{t['cell']}`, {t['saved_vs_ddp_updates']:,.0f}x fewer update bytes"
+            f" than data-parallel ({t['saved_vs_ddp_with_download']:,.0f}x with model downloads),"
+            f" within the 0.5% margin: {t['within_margin']}; target 10,000x at <= 0.5%."
+        )
+    return out
 
 
 def main() -> int:

@@ -122,7 +122,7 @@ def round_rows(state: ServiceState, run_id: str, manifest: RunManifest) -> list[
                 "bytes_sent": s["update_bytes"],
                 "ddp_bytes": ddp,
                 "saved_factor": ddp / s["update_bytes"] if s["update_bytes"] else None,
-                **round_traffic(state, run_id, manifest, s),
+                **round_traffic(state, run_id, manifest, s, param_count(manifest.model)),
             }
         )
     return out

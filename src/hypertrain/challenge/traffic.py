@@ -5,10 +5,9 @@ Counted from what passed through the service plus sizes the protocol fixes exact
 * ``commits``: the signed commit envelopes as stored (their canonical JSON);
 * ``updates``: the update bytes each commit declares (the relay refuses any other size);
 * ``checkpoints``: one full training-state checkpoint per segment an audit selected, since
-  islands upload only those (``miner.checkpoints``), counted as its tensor data: the
-  parameters, two optimizer slots per parameter (Muon keeps one for its matrices, so this
-  is an upper bound there) and, with error feedback, the residual, 4 bytes each; headers
-  (well under 0.1 %) are left out, since the service never imports the trainer;
+  islands upload only those (``miner.checkpoints``); its size is 4 bytes per parameter,
+  per optimizer slot and per residual value (the per-tensor headers, well under 0.1%,
+  are left out: this package does not import the trainer);
 * ``model_download``: each committing island fetches the round's start model, 4 bytes
   per parameter (the float32 model blob, header excluded).
 
@@ -22,14 +21,27 @@ import json
 from typing import Any
 
 from hypertrain.challenge.state import ServiceState
-from hypertrain.protocol.manifest import RunManifest, param_count
+from hypertrain.protocol.manifest import ModelSpec, RunManifest
 from hypertrain.protocol.traffic import FORMULA, ddp_bytes_total, honest_ratio
 
 
-def checkpoint_bytes(manifest: RunManifest) -> int:
-    """Tensor data of one training-state checkpoint (see the module docstring)."""
-    copies = 3 + (1 if manifest.compression.error_feedback else 0)
-    return copies * 4 * param_count(manifest.model)
+def _adamw_only_params(spec: ModelSpec) -> int:
+    """Parameters Muon leaves to AdamW: embeddings, head, norms and routers."""
+    router = spec.moe.num_experts * spec.d_model if spec.moe is not None else 0
+    head = 0 if spec.tied_embeddings else spec.vocab_size * spec.d_model
+    norms = spec.num_layers * 2 * spec.d_model + spec.d_model
+    return spec.vocab_size * spec.d_model + head + norms + spec.num_layers * router
+
+
+def state_bytes(manifest: RunManifest, params: int) -> int:
+    """Tensor bytes of one training-state checkpoint: parameters, optimizer slots, residual."""
+    if manifest.inner.name == "muon":
+        adamw = _adamw_only_params(manifest.model)
+        slots = (params - adamw) + 2 * adamw
+    else:
+        slots = 2 * params
+    residual = params if manifest.compression.error_feedback else 0
+    return 4 * (params + slots + residual)
 
 
 def _round_counts(state: ServiceState, run_id: str, index: int) -> tuple[int, int]:
@@ -49,15 +61,16 @@ def _round_counts(state: ServiceState, run_id: str, index: int) -> tuple[int, in
 
 
 def round_traffic(
-    state: ServiceState, run_id: str, manifest: RunManifest, summary: dict[str, Any]
+    state: ServiceState, run_id: str, manifest: RunManifest, summary: dict[str, Any], params: int
 ) -> dict[str, Any]:
-    """The honest byte count of one round and its ratio to data-parallel training."""
-    islands, params = int(summary["commits"]), param_count(manifest.model)
+    """The honest byte count of one round (``params`` model parameters) against
+    data-parallel training."""
+    islands = int(summary["commits"])
     commit_bytes, segments = _round_counts(state, run_id, int(summary["round"]))
     moved = {
         "commits": commit_bytes,
         "updates": int(summary["update_bytes"]),
-        "checkpoints": segments * checkpoint_bytes(manifest),
+        "checkpoints": segments * state_bytes(manifest, params),
         "model_download": islands * 4 * params,
     }
     ddp = ddp_bytes_total(params, max(1, islands), manifest.round.inner_steps)

@@ -1,0 +1,28 @@
+"""The service's torch-free checkpoint size agrees with the trainer's exact one."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from hypertrain.challenge.dashview import param_count
+from hypertrain.challenge.traffic import state_bytes
+from hypertrain.protocol.manifest import CompressionSpec, InnerOptimSpec
+from hypertrain.trainer.checkpoint import checkpoint_size
+from hypertrain.trainer.presets import PRESETS
+from hypertrain.trainer.state import StateConfig
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+@pytest.mark.parametrize("error_feedback", [False, True])
+@pytest.mark.parametrize("preset", ["tiny", "tiny-moe", "proxy"])
+def test_state_bytes_are_the_checkpoint_less_headers(
+    optimizer: str, error_feedback: bool, preset: str
+) -> None:
+    spec, inner = PRESETS[preset], InnerOptimSpec(name=optimizer)  # type: ignore[arg-type]
+    comp = CompressionSpec(error_feedback=error_feedback)
+    manifest = SimpleNamespace(model=spec, inner=inner, compression=comp)
+    exact = checkpoint_size(StateConfig(spec, inner, error_feedback))
+    approx = state_bytes(manifest, param_count(spec))  # type: ignore[arg-type]
+    assert approx < exact <= approx + 4096 + approx // 100
