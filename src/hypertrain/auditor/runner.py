@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hypertrain.auditor.errors import AuditError, VerificationError
 from hypertrain.auditor.index import CheckpointIndex, sha_from_url
@@ -30,7 +30,8 @@ from hypertrain.auditor.replay import AuditOutcome, IslandRound, audit_island
 from hypertrain.auditor.verify import verify_assignment, verify_commit, verify_round_open
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
-from hypertrain.protocol.envelope import seal
+from hypertrain.challenge.models import VerdictAnswer
+from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import AuditAssignment, Verdict
@@ -48,6 +49,16 @@ def emit_json(event: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
+class RoundRecords(Protocol):
+    """What an auditor reads of a round (a ``RoundDetail`` from the service has both)."""
+
+    @property
+    def open(self) -> Envelope: ...
+
+    @property
+    def commits(self) -> list[Envelope]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Auditor:
     service: ChallengeClient
@@ -57,19 +68,17 @@ class Auditor:
     dataset_dir: Path
     expiry_margin: int = 50
 
-    def island_round(self, detail: dict[str, Any], assignment: AuditAssignment) -> IslandRound:
+    def island_round(self, detail: RoundRecords, assignment: AuditAssignment) -> IslandRound:
         index, hotkey = assignment.round, assignment.hotkey
         opens = [
             verify_round_open(
-                (detail if w == index else self.service.round_detail(self.manifest.run_id, w))[
-                    "open"
-                ],
+                (detail if w == index else self.service.round_detail(self.manifest.run_id, w)).open,
                 self.manifest,
                 w,
             )
             for w in range(index + 1)
         ]
-        raw = next((c for c in detail["commits"] if c.get("signer") == hotkey), None)
+        raw = next((c for c in detail.commits if c.signer == hotkey), None)
         if raw is None:
             raise VerificationError(f"{hotkey} has no commit in round {index}")
         commit = verify_commit(raw, self.manifest, hotkey, index)
@@ -93,7 +102,7 @@ class Auditor:
         except RelayNotFoundError as exc:
             raise VerificationError(f"{what} {sha256[:16]}… is not available") from exc
 
-    def judge(self, detail: dict[str, Any], assignment: AuditAssignment) -> AuditOutcome:
+    def judge(self, detail: RoundRecords, assignment: AuditAssignment) -> AuditOutcome:
         try:
             island = self.island_round(detail, assignment)
         except VerificationError as exc:
@@ -102,7 +111,7 @@ class Auditor:
             return AuditOutcome("mismatch", 0, False, str(exc), tuple(assignment.segments))
         return audit_island(island, assignment.segments, self.island_blob)
 
-    def post(self, assignment: AuditAssignment, outcome: AuditOutcome) -> dict[str, Any]:
+    def post(self, assignment: AuditAssignment, outcome: AuditOutcome) -> VerdictAnswer:
         body = Verdict(
             round=assignment.round,
             hotkey=assignment.hotkey,
@@ -127,7 +136,7 @@ def audit_round(auditor: Auditor, index: int, emit: Emit = emit_json) -> list[Au
     """Judge every assignment of round ``index``; returns the outcomes posted."""
     detail = auditor.service.round_detail(auditor.manifest.run_id, index)
     outcomes = []
-    for raw in detail["assignments"]:
+    for raw in detail.assignments:
         assignment = verify_assignment(raw, auditor.manifest)
         t0 = time.perf_counter()
         outcome = auditor.judge(detail, assignment)
@@ -162,8 +171,8 @@ def follow(
     while not stop():
         try:
             for summary in auditor.service.rounds(auditor.manifest.run_id):
-                index = int(summary["round"])
-                if summary.get("phase") == "audit" and index not in done:
+                index = summary.round
+                if summary.phase == "audit" and index not in done:
                     audit_round(auditor, index, emit)
                     done.add(index)
         except (AuditError, ServiceError, RelayError, OSError) as exc:

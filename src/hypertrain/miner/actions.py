@@ -15,6 +15,7 @@ from rich.table import Table
 from hypertrain.auditor.index import sha_from_url
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import RoundDetail
 from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.miner.config import MinerConfig, config_from_args
 from hypertrain.miner.context import RunContext, load_run
@@ -25,7 +26,7 @@ from hypertrain.miner.run import run_round
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
-from hypertrain.protocol.messages import Dispute, JoinRequest
+from hypertrain.protocol.messages import Commit, Dispute, JoinRequest, Verdict
 from hypertrain.relay.client import RelayClient
 
 
@@ -90,7 +91,7 @@ def join_cmd(args: argparse.Namespace) -> int:
             expiry_round=service.beacon_round() + cfg.expiry_margin,
         )
         answer = service.join(env)
-    sys.stdout.write(json.dumps(answer, sort_keys=True) + "\n")
+    sys.stdout.write(json.dumps(answer.model_dump(mode="json"), sort_keys=True) + "\n")
     return 0
 
 
@@ -124,8 +125,8 @@ def _follow_once(
 ) -> None:
     """Train every round that is open for training and not yet handled."""
     for summary in service.rounds(ctx.manifest.run_id):
-        index = int(summary["round"])
-        if summary["phase"] == "train" and index not in done:
+        index = summary.round
+        if summary.phase == "train" and index not in done:
             try:
                 run_round(ctx, key, index, reporter)
             except MinerError as exc:
@@ -133,10 +134,12 @@ def _follow_once(
             done.add(index)
 
 
-def _mine(detail: dict[str, Any], hotkey: str) -> tuple[dict[str, Any] | None, list[Any]]:
-    commit = next((c for c in detail["commits"] if c.get("signer") == hotkey), None)
-    verdicts = [v for v in detail["verdicts"] if v["envelope"]["body"]["hotkey"] == hotkey]
-    return commit, verdicts
+def _mine(detail: RoundDetail, hotkey: str) -> tuple[Commit | None, list[tuple[str, Verdict]]]:
+    """This island's commit of a round and the verdicts on it (by verdict id)."""
+    commit = next((c for c in detail.commits if c.signer == hotkey), None)
+    verdicts = [(v.verdict_id, Verdict.model_validate(v.envelope.body)) for v in detail.verdicts]
+    mine = [(vid, v) for vid, v in verdicts if v.hotkey == hotkey]
+    return (Commit.model_validate(commit.body) if commit else None), mine
 
 
 def watch_cmd(args: argparse.Namespace) -> int:
@@ -152,41 +155,39 @@ def watch_cmd(args: argparse.Namespace) -> int:
         ctx = load_run(cfg, service, check=False)
         while True:
             for summary in service.rounds(cfg.run_id):
-                detail = service.round_detail(cfg.run_id, int(summary["round"]))
+                detail = service.round_detail(cfg.run_id, summary.round)
                 commit, verdicts = _mine(detail, key.ss58_address)
-                if commit is not None and summary["phase"] in ("train", "beacon", "audit"):
-                    _serve(relay, cfg.round_dir(int(summary["round"])), commit, service, cfg)
-                for v in verdicts:
-                    if v["verdict_id"] not in seen:
-                        seen.add(v["verdict_id"])
-                        body = v["envelope"]["body"]
+                if commit is not None and summary.phase in ("train", "beacon", "audit"):
+                    _serve(relay, cfg.round_dir(summary.round), commit, service, cfg)
+                for verdict_id, body in verdicts:
+                    if verdict_id not in seen:
+                        seen.add(verdict_id)
                         reporter.event(
                             "verdict",
-                            round=body["round"],
-                            result=body["result"],
-                            first_bad_leaf=body.get("first_bad_leaf"),
+                            round=body.round,
+                            result=body.result,
+                            first_bad_leaf=body.first_bad_leaf,
                         )
-                        if args.dispute and body["result"] == "mismatch":
-                            _dispute(ctx, key, service, body["round"], v["verdict_id"], cfg)
+                        if args.dispute and body.result == "mismatch":
+                            _dispute(ctx, key, service, body.round, verdict_id, cfg)
             if not args.follow:
                 return 0
             time.sleep(cfg.poll_s)
 
 
 def _serve(
-    relay: RelayClient, workdir: Path, commit: dict[str, Any], service: ChallengeClient, cfg: Any
+    relay: RelayClient, workdir: Path, body: Commit, service: ChallengeClient, cfg: MinerConfig
 ) -> None:
     """Re-upload any checkpoint the relay lost (audits fetch them from there)."""
-    body = commit["body"]
-    if relay.exists(sha_from_url(body["checkpoint_url"])) is None:
+    if relay.exists(sha_from_url(body.checkpoint_url)) is None:
         return  # the index itself is gone; nothing verifiable to restore from here
-    for k in range(body["leaf_count"]):
+    for k in range(body.leaf_count):
         path = checkpoint_path(workdir, k)
         if path.exists():
             relay.put(
                 path,
                 kind="checkpoint",
-                round=body["round"],
+                round=body.round,
                 expiry_round=service.beacon_round() + cfg.expiry_margin,
             )
 
@@ -218,17 +219,15 @@ def status_cmd(args: argparse.Namespace) -> int:
     key = cfg.load_key()
     with ChallengeClient(cfg.service_url) as service:
         ctx = load_run(cfg, service, check=False)
-        roster = [r for r in service.roster(cfg.run_id) if r.get("hotkey") == key.ss58_address]
+        roster = [r for r in service.roster(cfg.run_id) if r.hotkey == key.ss58_address]
         table = Table(title=f"{key.ss58_address} in {cfg.run_id}")
         for col in ("round", "phase", "committed", "verdicts"):
             table.add_column(col)
         for summary in service.rounds(cfg.run_id):
-            detail = service.round_detail(cfg.run_id, int(summary["round"]))
+            detail = service.round_detail(cfg.run_id, summary.round)
             commit, verdicts = _mine(detail, key.ss58_address)
-            results = ",".join(v["envelope"]["body"]["result"] for v in verdicts) or "-"
-            table.add_row(
-                str(summary["round"]), summary["phase"], "yes" if commit else "no", results
-            )
+            results = ",".join(v.result for _, v in verdicts) or "-"
+            table.add_row(str(summary.round), summary.phase, "yes" if commit else "no", results)
         console = Console(file=sys.stdout)
         console.print(
             f"manifest {ctx.manifest.digest()[:16]}…  admitted: {'yes' if roster else 'no'}"

@@ -14,7 +14,6 @@ import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from safetensors.torch import load_file, save_file
 from torch import Tensor
@@ -29,6 +28,7 @@ from hypertrain.auditor.inputs import (
     round_sample_ids,
 )
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import CommitAnswer
 from hypertrain.miner.context import RunContext, round_records
 from hypertrain.miner.errors import MinerError
 from hypertrain.miner.island import IslandResult, checkpoint_path, train_round
@@ -49,7 +49,7 @@ class RoundOutcome:
     round: int
     root: str
     update_sha256: str
-    commit: dict[str, Any]
+    commit: CommitAnswer | None  # None: the service already held this commit
 
 
 def start_state(
@@ -108,8 +108,8 @@ def run_round(
     record: RoundOpen = records[-1]
     if key.ss58_address not in record.roster:
         raise MinerError(f"{key.ss58_address} is not in the roster of round {index} (join first)")
-    if detail.get("phase") != "train":
-        raise MinerError(f"round {index} is in phase {detail.get('phase')}, commits are closed")
+    if detail.phase != "train":
+        raise MinerError(f"round {index} is in phase {detail.phase}, commits are closed")
     manifest = ctx.manifest
     layout = island_layout(manifest, record, key.ss58_address)  # as admitted, signed at open
     config = TrainConfig.from_manifest(manifest, cfg.device, layout=layout)
@@ -157,7 +157,7 @@ def run_round(
     return RoundOutcome(index, body.checkpoint_root, body.update_sha256, answer)
 
 
-def _post_commit(ctx: RunContext, key: Hotkey, body: Commit, expiry: int) -> dict[str, Any]:
+def _post_commit(ctx: RunContext, key: Hotkey, body: Commit, expiry: int) -> CommitAnswer | None:
     env = seal(
         key,
         domain="commit",
@@ -169,7 +169,7 @@ def _post_commit(ctx: RunContext, key: Hotkey, body: Commit, expiry: int) -> dic
         return ctx.service.commit(env)
     except ServiceError as exc:
         if exc.code == "duplicate":
-            return {"accepted": True, "already": True}
+            return None
         if exc.code == "late":
             # The round moved on while we trained: nothing to commit, nothing at stake.
             raise MinerError(f"round {body.round}: commit deadline passed ({exc})") from exc
