@@ -148,3 +148,22 @@ def test_stdlib_download_path_verifies_and_maps_errors(tmp_path: Path) -> None:
     with RelayClient(url, None, "r", attempts=1) as client, pytest.raises(RelayError) as info:
         client.get(SHA)  # the server is gone
     assert info.value.reason == "unreachable"
+
+
+def test_get_is_retried_like_put() -> None:
+    calls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.method)
+        if len(calls) == 1:
+            raise httpx.ConnectError("refused", request=request)
+        if len(calls) == 2:
+            return httpx.Response(503)
+        return httpx.Response(200, content=DATA)
+
+    with _client(handler, attempts=3) as client:
+        assert client.get(SHA) == DATA
+    assert calls == ["GET"] * 3
+    calls.clear()
+    with _client(lambda r: httpx.Response(404)) as client, pytest.raises(RelayError):
+        client.get(SHA)  # a missing blob is an answer, not a failure: never retried

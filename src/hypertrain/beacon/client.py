@@ -35,6 +35,7 @@ from hypertrain.beacon.errors import (
 )
 from hypertrain.beacon.timing import seconds_until_round, time_of_round
 from hypertrain.beacon.verify import Beacon, beacon_from_json
+from hypertrain.protocol.retry import Backoff, retry
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -149,9 +150,8 @@ class BeaconClient:
     def _over_endpoints(self, what: str, attempt: Callable[[str], T]) -> T:
         """Try each endpoint in order, for ``retries + 1`` passes; log every refusal."""
         failures: dict[str, BeaconError] = {}
-        for pass_index in range(self.retries + 1):
-            if pass_index:
-                self._sleep(self.backoff_s * 2 ** (pass_index - 1))
+
+        def one_pass() -> T:
             for endpoint in self.endpoints:
                 try:
                     return attempt(endpoint)
@@ -160,9 +160,18 @@ class BeaconClient:
                     failures[endpoint] = exc
             if all(isinstance(e, RoundNotAvailableError) for e in failures.values()):
                 raise RoundNotAvailableError(f"{what} is not yet published by any endpoint")
-        summary = "; ".join(f"{e}: {exc}" for e, exc in failures.items())
-        raise BeaconUnavailableError(
-            f"no endpoint gave a verified {what} after {self.retries + 1} passes ({summary})"
+            summary = "; ".join(f"{e}: {exc}" for e, exc in failures.items())
+            raise BeaconUnavailableError(
+                f"no endpoint gave a verified {what} after {self.retries + 1} passes ({summary})"
+            )
+
+        policy = Backoff(self.retries + 1, self.backoff_s)
+        return retry(
+            one_pass,
+            policy,
+            retry_on=lambda exc: type(exc) is BeaconUnavailableError,
+            sleep=self._sleep,
+            what=f"beacon {what}",
         )
 
     def _check_endpoint(self, endpoint: str) -> ChainInfo:

@@ -30,6 +30,7 @@ import httpx
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import BlobPut
+from hypertrain.protocol.retry import Backoff, retry
 from hypertrain.relay.auth import BLOB_PUT_DOMAIN, encode_authorization
 from hypertrain.relay.errors import HashMismatchError, NotFoundError, RelayError
 from hypertrain.relay.spool import CHUNK_BYTES, sha256_file, validate_sha256, write_all
@@ -61,8 +62,7 @@ class RelayClient:
         self.base_url = base_url.rstrip("/")
         self.key = key
         self.run_id = run_id
-        self._attempts = max(1, attempts)
-        self._backoff_s = backoff_s
+        self._policy = Backoff(max(1, attempts), backoff_s)
         self._sleep = sleep
         self._timeout_s = timeout_s
         self._stdlib_downloads = transport is None
@@ -157,13 +157,31 @@ class RelayClient:
         return path
 
     def _download(self, sha256: str, max_bytes: int, sink: Callable[[bytes], None]) -> None:
-        try:
-            if self._stdlib_downloads:
-                self._stream_stdlib(sha256, max_bytes, sink)
-            else:
-                self._stream(sha256, max_bytes, sink)
-        except (httpx.TransportError, http.client.HTTPException, OSError) as exc:
-            raise RelayError("unreachable", f"{self.base_url}: {exc}", 0) from exc
+        """Stream a blob into ``sink``; retried like uploads while no byte has arrived."""
+        delivered = False
+
+        def tracked(chunk: bytes) -> None:
+            nonlocal delivered
+            delivered = True
+            sink(chunk)
+
+        def once() -> None:
+            try:
+                if self._stdlib_downloads:
+                    self._stream_stdlib(sha256, max_bytes, tracked)
+                else:
+                    self._stream(sha256, max_bytes, tracked)
+            except (httpx.TransportError, http.client.HTTPException, OSError) as exc:
+                raise RelayError("unreachable", f"{self.base_url}: {exc}", 0) from exc
+
+        def again(exc: Exception) -> bool:
+            return (
+                not delivered
+                and isinstance(exc, RelayError)
+                and (exc.reason == "unreachable" or exc.status in RETRY_STATUSES)
+            )
+
+        retry(once, self._policy, retry_on=again, sleep=self._sleep, what=f"relay GET {sha256}")
 
     def _stream_stdlib(self, sha256: str, max_bytes: int, sink: Callable[[bytes], None]) -> None:
         parts = urllib.parse.urlsplit(self.url(sha256))
@@ -204,21 +222,17 @@ class RelayClient:
                 sink(chunk)
 
     def _retrying(self, call: Callable[[], httpx.Response]) -> httpx.Response:
-        delay = self._backoff_s
-        for attempt in range(1, self._attempts + 1):
-            try:
-                resp = call()
-            except httpx.TransportError as exc:
-                if attempt == self._attempts:
-                    raise RelayError("unreachable", f"{self.base_url}: {exc}", 0) from exc
-                log.warning("relay %s: %s; retrying in %.1fs", self.base_url, exc, delay)
-            else:
-                if resp.status_code not in RETRY_STATUSES or attempt == self._attempts:
-                    return resp
-                log.warning("relay answered %d; retrying in %.1fs", resp.status_code, delay)
-            self._sleep(delay)
-            delay *= 2
-        raise AssertionError("unreachable")
+        try:
+            return retry(
+                call,
+                self._policy,
+                retry_on=lambda exc: isinstance(exc, httpx.TransportError),
+                retry_if=lambda resp: resp.status_code in RETRY_STATUSES,
+                sleep=self._sleep,
+                what=f"relay {self.base_url}",
+            )
+        except httpx.TransportError as exc:
+            raise RelayError("unreachable", f"{self.base_url}: {exc}", 0) from exc
 
 
 class _WriteBatch:
