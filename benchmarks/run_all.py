@@ -18,10 +18,14 @@ DOC = HERE.parent / "docs" / "BENCHMARKS.md"
 
 INTRO = """# Benchmarks
 
-Measured by `make bench` on the machine named in each section. Each figure sits beside
-a baseline measured in the same run, and the target is stated as a ratio where the issue
-set one. These are measurements, not promises: misses are recorded as they are.
-Regenerated from `benchmarks/results/*.json` by `benchmarks/run_all.py`.
+Each section below is one result file, `benchmarks/results/<section>.json`, written by
+`benchmarks/bench_<section>.py` on the date and machine the section names; sections are
+rerun one at a time (`python benchmarks/run_all.py NAME`), so their dates differ. Within
+a section, ratios compare figures measured in the same run, except where its notes say
+otherwise (`network` combines figures from the relay and merge result files). The target
+column gives the project's target where one is set. These are measurements, not
+promises: misses are recorded as they are. This page is regenerated from the result
+files by `benchmarks/run_all.py` (`make bench` reruns every script first).
 """
 
 
