@@ -25,6 +25,7 @@ HOST = "127.0.0.1"
 def listen(port: int = 0) -> socket.socket:
     """A listening socket on ``HOST:port`` (0: any free port), inheritable by a child."""
     sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: TIME_WAIT
     try:
         sock.bind((HOST, port))
     except OSError as exc:
