@@ -192,3 +192,19 @@ class MetagraphStatus(_Answer):
     hotkeys: int
     stale: bool
     error: str | None
+
+
+class HealthAnswer(_Answer):
+    """``GET /health``: readiness (HTTP 200 when the service can score, else 503)."""
+
+    ok: bool
+    reason: str | None = None
+    metagraph: MetagraphStatus | None = None
+    beacon_round: int | None = None
+
+
+class VersionAnswer(_Answer):
+    slug: str
+    version: str
+    contract: int
+    capabilities: list[str]

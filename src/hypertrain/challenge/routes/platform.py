@@ -9,12 +9,17 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hypertrain import __version__
 from hypertrain.challenge.deps import State, require_internal
+from hypertrain.challenge.models import HealthAnswer, VersionAnswer
 from hypertrain.challenge.weights import weights_body
 
 router = APIRouter(tags=["platform"])
 
 
-@router.get("/health", responses={503: {"description": "cannot score yet"}})
+@router.get(
+    "/health",
+    responses={503: {"description": "cannot score yet"}},
+    response_model=HealthAnswer,
+)
 async def health(request: Request, response: Response) -> dict[str, Any]:
     """Readiness: 200 when the service can score (a metagraph snapshot is held), else 503."""
     state = getattr(request.app.state, "service", None)
@@ -30,7 +35,7 @@ async def health(request: Request, response: Response) -> dict[str, Any]:
     }
 
 
-@router.get("/version")
+@router.get("/version", response_model=VersionAnswer)
 async def version(state: State) -> dict[str, Any]:
     return {
         "slug": state.settings.slug,
