@@ -16,6 +16,7 @@ from hypertrain.aggregator.tape import decode_tape
 from hypertrain.aggregator.verify import verify_tape
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.trainer.blob import decode_model_blob
@@ -61,12 +62,12 @@ def test_genesis_merge_settle_and_next_round(harness: Harness, tmp_path: Path) -
         assert h.client.post("/v1/join", json=signed(key, "join", join_body())).status_code == 200
     assert agg.step(manifest, open_rounds=True) == 0  # opens round 0 with the genesis model
     detail = agg.service.round_detail("run-1", 0)
-    assert detail["open"]["body"]["start_model_sha256"] in blobs.data
+    assert detail.open.body["start_model_sha256"] in blobs.data
     for i, key in enumerate(h.miners[:3]):
         _commit(h, key, manifest, blobs, seed=i)
     h.tick(1)  # every island committed: the next beacon round selects the audits
-    assigned = agg.service.round_detail("run-1", 0)["assignments"]
-    bad = assigned[0]["body"]
+    assigned = agg.service.round_detail("run-1", 0).assignments
+    bad = assigned[0].body
     verdict = {"round": 0, "hotkey": bad["hotkey"], "segments": bad["segments"],
                "result": "mismatch", "first_bad_leaf": 1}  # fmt: skip
     r = h.client.post("/worker/v1/verdict", json=signed(h.auditor, "verdict", verdict),
@@ -81,10 +82,10 @@ def test_genesis_merge_settle_and_next_round(harness: Harness, tmp_path: Path) -
     h.tick(2)
     assert agg.step(manifest, open_rounds=True) == 1
     rounds = agg.service.rounds("run-1")
-    assert [r["phase"] for r in rounds] == ["settle", "train"]  # settles after disputes close
+    assert [r.phase for r in rounds] == ["settle", "train"]  # settles after disputes close
     h.tick(3)
-    assert [r["phase"] for r in agg.service.rounds("run-1")] == ["final", "train"]
-    merged = agg.service.round_detail("run-1", 0)["merge"]["body"]
+    assert [r.phase for r in agg.service.rounds("run-1")] == ["final", "train"]
+    merged = agg.service.round_detail("run-1", 0).merge.body  # type: ignore[union-attr]
     tape_sha = merged["tape_sha256"]
     tape = decode_tape(blobs.get(tape_sha))
     assert {e.hotkey: e.reason for e in tape.excluded} == {bad["hotkey"]: "audit_mismatch"}
@@ -93,7 +94,7 @@ def test_genesis_merge_settle_and_next_round(harness: Harness, tmp_path: Path) -
     assert merged["eval_loss"] == heldout_loss(new_model, manifest, agg.heldout) > 0
     paid = {i.hotkey: TOKENS_PER_MICRO_BATCH for i in tape.included}
     assert h.ledger.settled[("run-1", 0)] == paid
-    assert agg.service.round_detail("run-1", 1)["open"]["body"]["start_model_sha256"] == (
+    assert agg.service.round_detail("run-1", 1).open.body["start_model_sha256"] == (
         tape.new_model_sha256
     )
     assert verify_tape(tape, blobs).identical
@@ -116,9 +117,9 @@ def test_no_round_is_opened_after_the_last_one(harness: Harness, tmp_path: Path)
     h.tick(4)  # commit deadline passed: audits selected
     h.tick(10)  # audit window closed without verdicts: the round waits for its merge
     assert agg.step(manifest, open_rounds=True) == 1
-    assert [r["phase"] for r in agg.service.rounds("run-1")] == ["settle"]
+    assert [r.phase for r in agg.service.rounds("run-1")] == ["settle"]
     h.tick(3)
-    assert [r["phase"] for r in agg.service.rounds("run-1")] == ["final"]
+    assert [r.phase for r in agg.service.rounds("run-1")] == ["final"]
     # two unproven updates are no quorum for a reference norm: nothing merged, nobody paid
     assert h.ledger.settled[("run-1", 0)] == {}
 
@@ -132,9 +133,10 @@ def test_collect_screens_commits(harness: Harness, tmp_path: Path) -> None:
     agg.step(manifest, open_rounds=True)
     shas = [_commit(h, key, manifest, blobs, seed=i) for i, key in enumerate(h.miners[:2])]
     detail = agg.service.round_detail("run-1", 0)
-    forged = dict(detail["commits"][0], signature="00" * 64)
-    other_round = signed(h.miners[2], "commit", {**detail["commits"][1]["body"], "round": 5})
-    doc = {**detail, "commits": [forged, detail["commits"][1], other_round]}
+    forged = detail.commits[0].model_copy(update={"signature": "00" * 64})
+    other = signed(h.miners[2], "commit", {**detail.commits[1].body, "round": 5})
+    lies = [forged, detail.commits[1], Envelope.model_validate(other)]
+    doc = detail.model_copy(update={"commits": lies})
     got = collect(doc, manifest, 0, stale=frozenset({shas[1]}))
     assert got.candidates == []
     reasons = sorted(e.reason for e in got.excluded)
@@ -143,7 +145,8 @@ def test_collect_screens_commits(harness: Harness, tmp_path: Path) -> None:
     assert sorted(c.update_sha256 for c in clean.candidates) == sorted(shas)
     assert all(c.update_bytes == len(blobs.get(c.update_sha256)) for c in clean.candidates)
     with pytest.raises(ServiceError, match="round-open"):
-        collect({**detail, "open": {**detail["open"], "signature": "00" * 64}}, manifest, 0)
+        forged_open = detail.open.model_copy(update={"signature": "00" * 64})
+        collect(detail.model_copy(update={"open": forged_open}), manifest, 0)
     with pytest.raises(ServiceError, match="not 1"):
         collect(detail, manifest, 1)
 
@@ -169,7 +172,7 @@ def test_follow_opens_round_zero_and_survives_errors(harness: Harness, tmp_path:
         return len(polls) > 2
 
     assert follow(agg, open_rounds=True, poll_s=0, stop=stop) == 0
-    assert [r["phase"] for r in agg.service.rounds("run-1")] == ["train"]
+    assert [r.phase for r in agg.service.rounds("run-1")] == ["train"]
     assert events[0]["event"] == "opened"
     agg.step = lambda *a, **k: (_ for _ in ()).throw(ServiceError("down"))  # type: ignore[method-assign]
     agg.run_id = "run-1"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypertrain.auditor.inputs import load_samples, round_sample_ids
 from hypertrain.auditor.runner import Auditor
 from hypertrain.auditor.verify import verify_round_open
 from hypertrain.miner.island import train_round
-from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.messages import AuditAssignment, Commit
 from hypertrain.relay.errors import NotFoundError
 from hypertrain.trainer.blob import decode_model_blob
@@ -91,8 +92,16 @@ def _published(world: World, tmp: Path) -> tuple[MemoryRelay, dict[str, Any], Ch
         run_id=RUN_ID,
         body=body.model_dump(mode="json"),
         expiry_round=10**9,
-    ).model_dump()
-    return relay, {"open": opened, "commits": [commit]}, index
+    )
+    return relay, Records(Envelope.model_validate(opened), [commit]), index
+
+
+@dataclass(frozen=True)
+class Records:
+    """The two records of a round that an auditor reads."""
+
+    open: Envelope
+    commits: list[Envelope]
 
 
 def _auditor(world: World, relay: MemoryRelay, clock: BeaconClock | None = None) -> Auditor:
@@ -118,15 +127,15 @@ def test_judge_matches_and_withheld_blobs_are_unverifiable(world: World, tmp_pat
 
 def test_commit_signed_by_another_key_is_refused(world: World, tmp_path: Path) -> None:
     relay, detail, _ = _published(world, tmp_path)
-    forged = dict(detail["commits"][0])
-    forged["body"] = {**forged["body"], "tokens": 1}
+    lie = detail.commits[0]
+    forged = lie.model_copy(update={"body": {**lie.body, "tokens": 1}})
     assignment = AuditAssignment(
         round=0, hotkey=ISLANDS[0].ss58_address, segments=[0], selection_beacon_round=1
     )
     with pytest.raises(VerificationError, match="signature"):
-        _auditor(world, relay).judge({**detail, "commits": [forged]}, assignment)
+        _auditor(world, relay).judge(replace(detail, commits=[forged]), assignment)
     with pytest.raises(VerificationError, match="no commit"):
-        _auditor(world, relay).judge({**detail, "commits": []}, assignment)
+        _auditor(world, relay).judge(replace(detail, commits=[]), assignment)
 
 
 def test_selected_checkpoint_uploaded_before_the_deadline_is_awaited(

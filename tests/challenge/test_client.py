@@ -48,10 +48,10 @@ def test_public_worker_and_admin_routes(harness: Harness) -> None:
     assert manifest.coordinator == harness.state.coordinator
     assert client.manifest_envelope("run-1")["signer"] == manifest.coordinator
     assert client.beacon_round() == harness.beacon.round
-    assert client.run_summary("run-1")["run_id"] == "run-1"
+    assert client.run_summary("run-1").run_id == "run-1"
     assert client.rounds("run-1") == [] and client.roster("run-1") == []
     client.open_round("run-1", "aa" * 32, "http://relay/blobs/" + "aa" * 32)
-    assert client.round_detail("run-1", 0)["open"]["body"]["round"] == 0
+    assert client.round_detail("run-1", 0).open.body["round"] == 0
     assert client.assignments("run-1", 0) == []
 
 
@@ -85,7 +85,16 @@ def test_refusals_carry_status_and_code() -> None:
         down.beacon_round()
     assert exc.value.status == 0
     with pytest.raises(ServiceError, match="not verified any beacon"):
-        _mocked(httpx.Response(200, json={"round": None})).beacon_round()
+        _mocked(httpx.Response(200, json={"round": None, "randomness": None})).beacon_round()
+
+
+def test_an_answer_that_does_not_fit_its_model_is_refused() -> None:
+    lying = _mocked(httpx.Response(200, json=[{"round": "zero", "phase": "train"}]))
+    with pytest.raises(ServiceError, match="unexpected answer at 0"):
+        lying.rounds("run-1")
+    extra = _mocked(httpx.Response(200, json={"round": 3, "randomness": "ab", "more": 1}))
+    with pytest.raises(ServiceError, match="unexpected answer at more"):
+        extra.beacon_round()
 
 
 def test_manifest_must_verify() -> None:

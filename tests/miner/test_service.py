@@ -27,7 +27,7 @@ def _client(h: Harness) -> ChallengeClient:
 def _open_round(h: Harness) -> None:
     for key in h.miners[:2]:
         env = seal(key, domain="join", run_id="run-1", body=join_body(), expiry_round=50_000)
-        assert _client(h).join(env)["admitted"]
+        assert _client(h).join(env).admitted
     r = h.client.post(
         "/admin/v1/runs/run-1/rounds",
         headers=bearer("admin"),
@@ -41,7 +41,7 @@ def test_records_verify_against_the_service_coordinator(harness: Harness) -> Non
     client = _client(harness)
     coordinator = harness.state.coordinator
     manifest = verify_manifest(client.manifest_envelope("run-1"), "run-1", coordinator)
-    record = verify_round_open(client.round_detail("run-1", 0)["open"], manifest, 0)
+    record = verify_round_open(client.round_detail("run-1", 0).open, manifest, 0)
     assert record.roster == sorted(k.ss58_address for k in harness.miners[:2])
     with pytest.raises(VerificationError, match="signed by"):
         verify_manifest(client.manifest_envelope("run-1"), "run-1", harness.miners[0].ss58_address)
@@ -64,19 +64,19 @@ def test_expired_and_replayed_envelopes_are_refused(harness: Harness) -> None:  
     with pytest.raises(ServiceError, match="expired") as exc:
         client.commit(expired)
     assert exc.value.status in (400, 401, 403)
-    assert client.round_detail("run-1", 0)["commits"] == []
+    assert client.round_detail("run-1", 0).commits == []
     good = seal(key, domain="commit", run_id="run-1", body=commit_body(0), expiry_round=50_000)
-    assert client.commit(good)["accepted"]
+    assert client.commit(good).accepted
     with pytest.raises(ServiceError) as exc:
         client.commit(good)  # the very same envelope again
     assert exc.value.status in (400, 401, 409)
-    assert len(client.round_detail("run-1", 0)["commits"]) == 1
+    assert len(client.round_detail("run-1", 0).commits) == 1
     # the miner treats "already committed" as done (a restarted miner re-sends its commit)
     ctx = RunContext(
         None, client, verify_manifest(client.manifest_envelope("run-1"), "run-1", None)
     )  # type: ignore[arg-type]
     again = _post_commit(ctx, key, Commit.model_validate(commit_body(0)), 50_000)
-    assert again == {"accepted": True, "already": True}
+    assert again is None  # already held by the service
 
 
 def test_worker_routes_need_the_token(harness: Harness) -> None:  # noqa: F811
@@ -100,4 +100,4 @@ def test_a_late_commit_becomes_a_skippable_miner_error(harness: Harness) -> None
     ctx = RunContext(None, client, manifest)  # type: ignore[arg-type]
     with pytest.raises(MinerError, match="commit deadline passed"):
         _post_commit(ctx, key, Commit.model_validate(commit_body(0)), 50_000)
-    assert client.round_detail("run-1", 0)["commits"] == []
+    assert client.round_detail("run-1", 0).commits == []

@@ -31,7 +31,8 @@ from pydantic import ValidationError
 
 from hypertrain.aggregator.tape import Candidate, Excluded
 from hypertrain.challenge.errors import ServiceError
-from hypertrain.protocol.envelope import open_envelope
+from hypertrain.challenge.models import RoundDetail, VerdictRecord
+from hypertrain.protocol.envelope import Envelope, open_envelope
 from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import Commit, RoundOpen, Verdict
@@ -63,7 +64,8 @@ def _verdicts(verdicts: Iterable[Any], run_id: str, index: int) -> list[Verdict]
     out: list[Verdict] = []
     for item in verdicts:
         try:
-            env = open_envelope(item.get("envelope", item), domain="verdict", run_id=run_id)
+            raw = item.envelope if isinstance(item, VerdictRecord) else item
+            env = open_envelope(raw, domain="verdict", run_id=run_id)
             body = Verdict.model_validate(env.body)
         except (EnvelopeError, ValidationError, AttributeError):
             continue
@@ -85,7 +87,7 @@ def proven_hotkeys(verdicts: Iterable[Any], run_id: str, index: int) -> set[str]
 
 
 def _commit(raw: Any, run_id: str) -> tuple[str, Commit | None, str]:
-    signer = str(raw.get("signer", "?")) if isinstance(raw, dict) else "?"
+    signer = raw.signer if isinstance(raw, Envelope) else "?"
     try:
         env = open_envelope(raw, domain="commit", run_id=run_id)
         return env.signer, Commit.model_validate(env.body), ""
@@ -94,17 +96,17 @@ def _commit(raw: Any, run_id: str) -> tuple[str, Commit | None, str]:
 
 
 def collect(
-    detail: dict[str, Any], manifest: RunManifest, index: int, stale: frozenset[str] = frozenset()
+    detail: RoundDetail, manifest: RunManifest, index: int, stale: frozenset[str] = frozenset()
 ) -> Collected:
     """Candidates and collect-stage exclusions of round ``index`` from its record."""
-    opened = verify_round_open(detail.get("open"), manifest, index)
-    faulty = faulty_hotkeys(detail.get("verdicts") or [], manifest.run_id, index)
-    proven = proven_hotkeys(detail.get("verdicts") or [], manifest.run_id, index)
-    order = {str(h): i for i, h in enumerate(detail.get("commit_order") or [])}
+    opened = verify_round_open(detail.open, manifest, index)
+    faulty = faulty_hotkeys(detail.verdicts, manifest.run_id, index)
+    proven = proven_hotkeys(detail.verdicts, manifest.run_id, index)
+    order = {str(h): i for i, h in enumerate(detail.commit_order)}
     candidates: list[Candidate] = []
     excluded: list[Excluded] = []
     seen: set[str] = set()
-    for raw in detail.get("commits") or []:
+    for raw in detail.commits:
         hotkey, body, problem = _commit(raw, manifest.run_id)
         sha = body.update_sha256 if body else "0" * 64
         tokens = body.tokens if body else 0

@@ -39,10 +39,11 @@ from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.screen import HISTORY_ROUNDS
 from hypertrain.aggregator.tape import decode_tape
 from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.models import RoundSummary
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.messages import MergeTape
+from hypertrain.protocol.messages import MergeTape, RoundOpen
 from hypertrain.trainer.blob import decode_model_blob, encode_model_blob
 from hypertrain.trainer.model import init_params
 
@@ -108,9 +109,9 @@ class Aggregator:
     def previous_outer(self, index: int) -> str | None:
         """Outer-state hash of the latest merge before round ``index`` (None: zero momentum)."""
         for w in range(index - 1, -1, -1):
-            merged = self.service.round_detail(self.run_id, w).get("merge")
+            merged = self.service.round_detail(self.run_id, w).merge
             if merged:
-                return str(merged["body"]["outer_state_sha256"])
+                return MergeTape.model_validate(merged.body).outer_state_sha256
         return None
 
     def merge_round(self, manifest: RunManifest, index: int) -> MergeResult:
@@ -146,7 +147,7 @@ class Aggregator:
             "included": len(result.tape.included), "excluded": len(result.tape.excluded),
             "tokens": result.tape.total_tokens, "bytes": len(result.model_blob),
             "seconds": round(time.monotonic() - started, 3), "model": body.new_model_sha256,
-            "tape": tape_sha, "paid": answer.get("paid"), "eval_loss": body.eval_loss,
+            "tape": tape_sha, "paid": answer.paid, "eval_loss": body.eval_loss,
         })  # fmt: skip
         return result
 
@@ -157,7 +158,7 @@ class Aggregator:
         params = decode_model_blob(model_blob, manifest.model)
         return heldout_loss(params, manifest, self.heldout)
 
-    def open_next(self, manifest: RunManifest, rounds: list[dict[str, Any]]) -> None:
+    def open_next(self, manifest: RunManifest, rounds: list[RoundSummary]) -> None:
         """Open round 0 with the genesis model, or the next round from the last merge."""
         if not rounds:
             sha, url = genesis(manifest, self.store)
@@ -166,26 +167,28 @@ class Aggregator:
         self.service.open_round(self.run_id, sha, url)
         self.emit({"event": "opened", "round": len(rounds), "phase": "train", "model": sha})
 
-    def _latest_model(self, rounds: list[dict[str, Any]]) -> tuple[str, str]:
+    def _latest_model(self, rounds: list[RoundSummary]) -> tuple[str, str]:
         for summary in reversed(rounds):
-            merged = self.service.round_detail(self.run_id, summary["round"]).get("merge")
+            merged = self.service.round_detail(self.run_id, summary.round).merge
             if merged:
-                return str(merged["body"]["new_model_sha256"]), str(merged["body"]["new_model_url"])
-        first = self.service.round_detail(self.run_id, rounds[0]["round"])["open"]["body"]
-        return str(first["start_model_sha256"]), str(first["start_model_url"])
+                tape = MergeTape.model_validate(merged.body)
+                return tape.new_model_sha256, tape.new_model_url
+        first = self.service.round_detail(self.run_id, rounds[0].round).open
+        opened = RoundOpen.model_validate(first.body)
+        return opened.start_model_sha256, opened.start_model_url
 
     def step(self, manifest: RunManifest, open_rounds: bool) -> int:
         """One poll: merge what waits for a merge, open the next round; returns merges done."""
         rounds = self.service.rounds(self.run_id)
         done = 0
         for summary in rounds:
-            if summary["phase"] == "merge":
-                self.merge_round(manifest, int(summary["round"]))
+            if summary.phase == "merge":
+                self.merge_round(manifest, summary.round)
                 done += 1
         if open_rounds:
             rounds = self.service.rounds(self.run_id) if done else rounds
             ended = self.last_round is not None and len(rounds) > self.last_round
-            if (not rounds or rounds[-1]["phase"] in ("settle", "final")) and not ended:
+            if (not rounds or rounds[-1].phase in ("settle", "final")) and not ended:
                 self.open_next(manifest, rounds)
         return done
 

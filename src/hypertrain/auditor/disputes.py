@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def party_of(auditor: Auditor, game: Game) -> SegmentParty:
     """The auditor's replay of the disputed segment, from the island's verified checkpoint."""
     detail = auditor.service.round_detail(auditor.manifest.run_id, game.round)
-    raw = next(a for a in detail["assignments"] if a["body"]["hotkey"] == game.island)
+    raw = next(a for a in detail.assignments if a.body.get("hotkey") == game.island)
     island = auditor.island_round(detail, verify_assignment(raw, auditor.manifest))
     config = TrainConfig.from_manifest(auditor.manifest, layout=island.layout)
     start = load_verified_checkpoint(island, game.segment, auditor.island_blob, config)

@@ -21,10 +21,10 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -55,7 +55,8 @@ from hypertrain.auditor.verify import (
 )
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
-from hypertrain.protocol.envelope import seal
+from hypertrain.challenge.models import VerdictAnswer
+from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import AuditAssignment, Commit, RoundOpen, Verdict
@@ -77,6 +78,16 @@ def emit_json(event: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
+class RoundRecords(Protocol):
+    """What an auditor reads of a round (a ``RoundDetail`` from the service has both)."""
+
+    @property
+    def open(self) -> Envelope: ...
+
+    @property
+    def commits(self) -> list[Envelope]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Auditor:
     service: ChallengeClient
@@ -88,15 +99,15 @@ class Auditor:
     device: str = "cpu"  # where admission-challenge references are computed
     upload_poll_s: float = 0.5  # how often a not-yet-uploaded selected checkpoint is retried
 
-    def round_detail(self, detail: Mapping[str, Any], index: int, w: int) -> Mapping[str, Any]:
+    def round_detail(self, detail: RoundRecords, index: int, w: int) -> RoundRecords:
         return detail if w == index else self.service.round_detail(self.manifest.run_id, w)
 
-    def island_round(self, detail: dict[str, Any], assignment: AuditAssignment) -> IslandRound:
+    def island_round(self, detail: RoundRecords, assignment: AuditAssignment) -> IslandRound:
         """Every verified input of one assignment. Raises :class:`IslandInputError` when
         one the island authored fails, another error when a public one does."""
         index, hotkey = assignment.round, assignment.hotkey
         opens = [
-            verify_round_open(self.round_detail(detail, index, w)["open"], self.manifest, w)
+            verify_round_open(self.round_detail(detail, index, w).open, self.manifest, w)
             for w in range(index + 1)
         ]
         raw = find_commit(detail, hotkey)
@@ -137,7 +148,7 @@ class Auditor:
         )
 
     def previous_round(
-        self, detail: Mapping[str, Any], index: int, hotkey: str, opens: list[RoundOpen]
+        self, detail: RoundRecords, index: int, hotkey: str, opens: list[RoundOpen]
     ) -> PreviousRound | None:
         """The island's commit of round ``index - 1`` (``carry`` only; None otherwise)."""
         if self.manifest.inner.state_policy != "carry" or index == 0:
@@ -170,7 +181,7 @@ class Auditor:
                 raise IslandInputError(f"{what} {sha256[:16]}…: {exc}") from exc
             raise
 
-    def judge(self, detail: dict[str, Any], assignment: AuditAssignment) -> AuditOutcome:
+    def judge(self, detail: RoundRecords, assignment: AuditAssignment) -> AuditOutcome:
         """The verdict on one assignment; raises only for failures that are not the island's."""
         segments = tuple(sorted(set(assignment.segments)))
         try:
@@ -197,7 +208,7 @@ class Auditor:
                     raise
             time.sleep(self.upload_poll_s)
 
-    def post(self, assignment: AuditAssignment, outcome: AuditOutcome) -> dict[str, Any]:
+    def post(self, assignment: AuditAssignment, outcome: AuditOutcome) -> VerdictAnswer:
         body = Verdict(
             round=assignment.round,
             hotkey=assignment.hotkey,
@@ -242,9 +253,8 @@ def audit_round(
     progress.attempts += 1
     progress.unfinished = 0
     detail = auditor.service.round_detail(auditor.manifest.run_id, index)
-    assignments = detail.get("assignments")
     outcomes = []
-    for position, raw in enumerate(assignments if isinstance(assignments, list) else []):
+    for position, raw in enumerate(detail.assignments):
         key = f"#{position}"
         if key in progress.posted:
             continue
@@ -313,8 +323,8 @@ def follow(
         for summary in summaries:
             index = -1
             try:
-                index = int(summary["round"])
-                if summary.get("phase") != "audit" or index in done:
+                index = summary.round
+                if summary.phase != "audit" or index in done:
                     continue
                 state = progress.setdefault(index, RoundProgress())
                 audit_round(auditor, index, emit, state)

@@ -7,13 +7,12 @@ by that same key (trust on first use, logged by the caller).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from hypertrain.auditor.errors import IslandInputError, VerificationError
-from hypertrain.protocol.envelope import open_envelope
+from hypertrain.protocol.envelope import Envelope, open_envelope
 from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import AuditAssignment, Commit, ManifestRecord, RoundOpen
@@ -93,9 +92,9 @@ def verify_commit(raw: Any, manifest: RunManifest, hotkey: str, index: int) -> C
     return commit
 
 
-def find_commit(detail: Mapping[str, Any], hotkey: str) -> Any | None:
-    """The raw commit envelope ``hotkey`` signed in a round detail, if any."""
-    commits = detail.get("commits")
+def find_commit(detail: Any, hotkey: str) -> Envelope | None:
+    """The commit envelope ``hotkey`` signed in a round detail (``RoundDetail``), if any."""
+    commits = getattr(detail, "commits", None)
     if not isinstance(commits, list):
         raise VerificationError("round detail has no commit list")
-    return next((c for c in commits if isinstance(c, dict) and c.get("signer") == hotkey), None)
+    return next((c for c in commits if isinstance(c, Envelope) and c.signer == hotkey), None)

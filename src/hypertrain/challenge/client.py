@@ -7,22 +7,40 @@ rounds (admin token). A route that needs a token the client was not given fails
 before anything is sent. Every refusal, transport failure or unusable answer is a
 :class:`~hypertrain.challenge.errors.ServiceError` carrying the HTTP status and
 the service's error code, so callers can treat ``duplicate`` or 404 as they need.
+Answers are parsed into the service's own response models
+(:mod:`hypertrain.challenge.models`); an answer that does not fit is a ``ServiceError``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import httpx
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import (
+    BeaconPublic,
+    CommitAnswer,
+    DisputeAnswer,
+    JoinAnswer,
+    MergeAnswer,
+    RosterEntry,
+    RoundDetail,
+    RoundSummary,
+    RunSummary,
+    VerdictAnswer,
+)
 from hypertrain.protocol.envelope import Envelope, open_envelope
 from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import ManifestRecord
 
 Role = Literal["", "worker", "admin"]
+T = TypeVar("T")
+_ROUNDS = TypeAdapter(list[RoundSummary])
+_ROSTER = TypeAdapter(list[RosterEntry])
+_ENVELOPES = TypeAdapter(list[Envelope])
 
 
 class ChallengeClient:
@@ -69,12 +87,15 @@ class ChallengeClient:
             raise ServiceError(f"{method} {path} failed: {exc}") from exc
         return _json_or_raise(resp, f"{method} {path}")
 
+    def _get(self, adapter: TypeAdapter[T], path: str, *, role: Role = "") -> T:
+        return _parse(adapter, self._call("GET", path, role=role), f"GET {path}")
+
     # public reads
 
     def beacon_round(self) -> int:
         """The latest verified beacon round the service acts on."""
-        value = self._call("GET", "/v1/beacon").get("round")
-        if not isinstance(value, int):
+        value = self._get(TypeAdapter(BeaconPublic), "/v1/beacon").round
+        if value is None:
             raise ServiceError("the service has not verified any beacon round yet")
         return value
 
@@ -95,55 +116,49 @@ class ChallengeClient:
             raise ServiceError("the manifest is not signed by the coordinator it names")
         return manifest
 
-    def run_summary(self, run_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/runs/{run_id}")
-        return result
+    def run_summary(self, run_id: str) -> RunSummary:
+        return self._get(TypeAdapter(RunSummary), f"/v1/runs/{run_id}")
 
-    def rounds(self, run_id: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call("GET", f"/v1/runs/{run_id}/rounds")
-        return result
+    def rounds(self, run_id: str) -> list[RoundSummary]:
+        return self._get(_ROUNDS, f"/v1/runs/{run_id}/rounds")
 
-    def roster(self, run_id: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call("GET", f"/v1/runs/{run_id}/roster")
-        return result
+    def roster(self, run_id: str) -> list[RosterEntry]:
+        return self._get(_ROSTER, f"/v1/runs/{run_id}/roster")
 
-    def round_detail(self, run_id: str, index: int) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/runs/{run_id}/rounds/{index}")
-        return result
+    def round_detail(self, run_id: str, index: int) -> RoundDetail:
+        return self._get(TypeAdapter(RoundDetail), f"/v1/runs/{run_id}/rounds/{index}")
 
     # miner posts (the signed envelope is the authentication)
 
-    def join(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post("/v1/join", envelope)
+    def join(self, envelope: Envelope) -> JoinAnswer:
+        return self._post(JoinAnswer, "/v1/join", envelope)
 
-    def commit(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post("/v1/commit", envelope)
+    def commit(self, envelope: Envelope) -> CommitAnswer:
+        return self._post(CommitAnswer, "/v1/commit", envelope)
 
-    def dispute(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post("/v1/dispute", envelope)
+    def dispute(self, envelope: Envelope) -> DisputeAnswer:
+        return self._post(DisputeAnswer, "/v1/dispute", envelope)
 
     # worker routes (auditors, aggregator)
 
-    def assignments(self, run_id: str, index: int) -> list[dict[str, Any]]:
+    def assignments(self, run_id: str, index: int) -> list[Envelope]:
         path = f"/worker/v1/runs/{run_id}/rounds/{index}/assignments"
-        result: list[dict[str, Any]] = self._call("GET", path, role="worker")
-        return result
+        return self._get(_ENVELOPES, path, role="worker")
 
-    def verdict(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post("/worker/v1/verdict", envelope, role="worker")
+    def verdict(self, envelope: Envelope) -> VerdictAnswer:
+        return self._post(VerdictAnswer, "/worker/v1/verdict", envelope, role="worker")
 
-    def post_merge(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post("/worker/v1/merge", envelope, role="worker")
+    def post_merge(self, envelope: Envelope) -> MergeAnswer:
+        return self._post(MergeAnswer, "/worker/v1/merge", envelope, role="worker")
 
     # admin routes (the coordinator's aggregator)
 
-    def open_round(self, run_id: str, sha256: str | None, url: str | None) -> dict[str, Any]:
-        """Open the run's next round with this start model."""
+    def open_round(self, run_id: str, sha256: str | None, url: str | None) -> Envelope:
+        """Open the run's next round with this start model; returns the signed record."""
         body = {"start_model_sha256": sha256, "start_model_url": url}
-        result: dict[str, Any] = self._call(
-            "POST", f"/admin/v1/runs/{run_id}/rounds", body, role="admin"
-        )
-        return result
+        path = f"/admin/v1/runs/{run_id}/rounds"
+        doc = self._call("POST", path, body, role="admin")
+        return _parse(TypeAdapter(Envelope), doc, f"POST {path}")
 
     # admission challenge (miner: status and answer; worker: pending and check)
 
@@ -152,7 +167,7 @@ class ChallengeClient:
         return result
 
     def admission_answer(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post("/v1/admission/answer", envelope)
+        return self._post_raw("/v1/admission/answer", envelope)
 
     def admissions(self, run_id: str) -> list[dict[str, Any]]:
         path = f"/worker/v1/runs/{run_id}/admissions"
@@ -160,12 +175,12 @@ class ChallengeClient:
         return result
 
     def admission_check(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post("/worker/v1/admission/check", envelope, role="worker")
+        return self._post_raw("/worker/v1/admission/check", envelope, role="worker")
 
     # disputes (the envelope authenticates; operation inputs are checked by their hashes)
 
     def open_dispute(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post("/v1/disputes", envelope)
+        return self._post_raw("/v1/disputes", envelope)
 
     def disputes(
         self, run_id: str, index: int | None = None, stage: str | None = None
@@ -180,10 +195,10 @@ class ChallengeClient:
         return result
 
     def dispute_answer(self, dispute_id: str, envelope: Envelope) -> dict[str, Any]:
-        return self._post(f"/v1/disputes/{dispute_id}/answer", envelope)
+        return self._post_raw(f"/v1/disputes/{dispute_id}/answer", envelope)
 
     def dispute_ruling(self, dispute_id: str, envelope: Envelope) -> dict[str, Any]:
-        return self._post(f"/v1/disputes/{dispute_id}/ruling", envelope)
+        return self._post_raw(f"/v1/disputes/{dispute_id}/ruling", envelope)
 
     def put_dispute_inputs(self, dispute_id: str, data: bytes) -> dict[str, Any]:
         path = f"/v1/disputes/{dispute_id}/inputs"
@@ -204,9 +219,24 @@ class ChallengeClient:
             _json_or_raise(resp, f"GET {path}")
         return resp.content
 
-    def _post(self, path: str, envelope: Envelope, *, role: Role = "") -> dict[str, Any]:
+    def _post_raw(self, path: str, envelope: Envelope, *, role: Role = "") -> dict[str, Any]:
+        """A post whose answer has no shared response model yet (a JSON object)."""
         result: dict[str, Any] = self._call("POST", path, envelope, role=role)
         return result
+
+    def _post(self, model: type[T], path: str, envelope: Envelope, *, role: Role = "") -> T:
+        doc = self._call("POST", path, envelope, role=role)
+        return _parse(TypeAdapter(model), doc, f"POST {path}")
+
+
+def _parse(adapter: TypeAdapter[T], doc: Any, what: str) -> T:
+    """Validate an answer against its response model; a misfit is a ``ServiceError``."""
+    try:
+        return adapter.validate_python(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "answer"
+        raise ServiceError(f"{what}: unexpected answer at {where}: {first['msg']}") from None
 
 
 def _json_or_raise(resp: httpx.Response, what: str) -> Any:

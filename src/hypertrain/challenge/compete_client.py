@@ -53,10 +53,10 @@ class CompetitionClient(ChallengeClient):
         return _parse(Leaderboard, doc)
 
     def compete_commit(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post("/v1/compete/commit", envelope)
+        return self._post_raw("/v1/compete/commit", envelope)
 
     def compete_reveal(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post("/v1/compete/reveal", envelope)
+        return self._post_raw("/v1/compete/reveal", envelope)
 
     def task(self, competition_id: str, evaluator: str) -> CycleTask | None:
         """The open cycle, or None when the competition has none right now."""
@@ -70,7 +70,7 @@ class CompetitionClient(ChallengeClient):
         return _parse(CycleTask, doc)
 
     def post_score(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post("/worker/v1/compete/score", envelope, role="worker")
+        return self._post_raw("/worker/v1/compete/score", envelope, role="worker")
 
 
 def _parse(model: type[ModelT], doc: Any) -> ModelT:

@@ -13,10 +13,9 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from hypertrain.auditor.replay import AuditOutcome
-from hypertrain.auditor.runner import Auditor, emit_json, follow
+from hypertrain.auditor.runner import Auditor, RoundRecords, emit_json, follow
 from hypertrain.auditor.verify import verify_manifest
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.protocol.identity import load_key_file
@@ -30,7 +29,7 @@ class LyingAuditor(Auditor):
     flip: frozenset[str] = field(default_factory=frozenset)  # empty: every island
     after_round: int = 0
 
-    def judge(self, detail: dict[str, Any], assignment: AuditAssignment) -> AuditOutcome:
+    def judge(self, detail: RoundRecords, assignment: AuditAssignment) -> AuditOutcome:
         honest = Auditor.judge(self, detail, assignment)
         targeted = not self.flip or assignment.hotkey in self.flip
         if not targeted or assignment.round < self.after_round:

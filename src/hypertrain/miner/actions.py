@@ -15,6 +15,7 @@ from rich.table import Table
 from hypertrain.auditor.index import sha_from_url
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import RoundDetail
 from hypertrain.miner.admission import SelfcheckConfig, answer_challenge, selfcheck
 from hypertrain.miner.checkpoints import selected_segments, upload_selected
 from hypertrain.miner.config import MinerConfig, config_from_args
@@ -28,7 +29,7 @@ from hypertrain.miner.run import run_round
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
-from hypertrain.protocol.messages import JoinRequest
+from hypertrain.protocol.messages import Commit, JoinRequest, Verdict
 from hypertrain.relay.client import RelayClient
 
 
@@ -94,12 +95,14 @@ def join_cmd(args: argparse.Namespace) -> int:
             expiry_round=service.beacon_round() + cfg.expiry_margin,
         )
         answer = service.join(env)
-        if "challenge" in answer:  # the run admits only on a fresh, beacon-seeded workload
-            sys.stdout.write(json.dumps(answer, sort_keys=True) + "\n")
-            answer = answer_challenge(
+        if answer.challenge is not None:  # the run admits only on a fresh, seeded workload
+            sys.stdout.write(json.dumps(answer.model_dump(mode="json"), sort_keys=True) + "\n")
+            done = answer_challenge(
                 service, key, cfg.run_id, poll_s=cfg.poll_s, expiry_margin=cfg.expiry_margin
             )
-    sys.stdout.write(json.dumps(answer, sort_keys=True) + "\n")
+            sys.stdout.write(json.dumps(done, sort_keys=True) + "\n")
+            return 0
+    sys.stdout.write(json.dumps(answer.model_dump(mode="json"), sort_keys=True) + "\n")
     return 0
 
 
@@ -135,8 +138,8 @@ def _follow_once(
 ) -> None:
     """Train every round that is open for training and not yet handled."""
     for summary in service.rounds(ctx.manifest.run_id):
-        index = int(summary["round"])
-        if summary["phase"] == "train" and index not in done:
+        index = summary.round
+        if summary.phase == "train" and index not in done:
             try:
                 run_round(ctx, key, index, reporter)
             except RankError as exc:
@@ -149,10 +152,12 @@ def _follow_once(
             done.add(index)
 
 
-def _mine(detail: dict[str, Any], hotkey: str) -> tuple[dict[str, Any] | None, list[Any]]:
-    commit = next((c for c in detail["commits"] if c.get("signer") == hotkey), None)
-    verdicts = [v for v in detail["verdicts"] if v["envelope"]["body"]["hotkey"] == hotkey]
-    return commit, verdicts
+def _mine(detail: RoundDetail, hotkey: str) -> tuple[Commit | None, list[tuple[str, Verdict]]]:
+    """This island's commit of a round and the verdicts on it (by verdict id)."""
+    commit = next((c for c in detail.commits if c.signer == hotkey), None)
+    verdicts = [(v.verdict_id, Verdict.model_validate(v.envelope.body)) for v in detail.verdicts]
+    mine = [(vid, v) for vid, v in verdicts if v.hotkey == hotkey]
+    return (Commit.model_validate(commit.body) if commit else None), mine
 
 
 def watch_cmd(args: argparse.Namespace) -> int:
@@ -169,28 +174,31 @@ def watch_cmd(args: argparse.Namespace) -> int:
         ctx = load_run(cfg, service, check=False)
         while True:
             for summary in service.rounds(cfg.run_id):
-                detail = service.round_detail(cfg.run_id, int(summary["round"]))
+                detail = service.round_detail(cfg.run_id, summary.round)
                 commit, verdicts = _mine(detail, key.ss58_address)
-                if commit is not None and summary["phase"] in (
+                if commit is not None and summary.phase in (
                     "train",
                     "beacon",
                     "audit",
                     "merge",
                     "settle",
                 ):
-                    _serve(relay, cfg.round_dir(int(summary["round"])), commit, service, ctx)
-                for v in verdicts:
-                    if v["verdict_id"] not in seen:
-                        seen.add(v["verdict_id"])
-                        body = v["envelope"]["body"]
+                    _serve(relay, cfg.round_dir(summary.round), commit, service, ctx)
+                for verdict_id, body in verdicts:
+                    if verdict_id not in seen:
+                        seen.add(verdict_id)
                         reporter.event(
                             "verdict",
-                            round=body["round"],
-                            result=body["result"],
-                            first_bad_leaf=body.get("first_bad_leaf"),
+                            round=body.round,
+                            result=body.result,
+                            first_bad_leaf=body.first_bad_leaf,
                         )
-                        if (args.dispute or args.follow) and body["result"] == "mismatch":
-                            contest(ctx, key, v, reporter)
+                        if (args.dispute or args.follow) and body.result == "mismatch":
+                            record = {
+                                "verdict_id": verdict_id,
+                                "envelope": {"body": body.model_dump(mode="json")},
+                            }
+                            contest(ctx, key, record, reporter)
             answer_own(ctx, key, parties, reporter)
             if args.follow:
                 prune_closed(ctx, key, service.rounds(cfg.run_id), reporter)
@@ -204,11 +212,11 @@ def serve_audits(
 ) -> None:
     """Upload, once per round, the checkpoints the round's audit selected from this island."""
     for summary in service.rounds(ctx.manifest.run_id):
-        index = int(summary["round"])
-        if summary["phase"] != "audit" or index in served:
+        index = summary.round
+        if summary.phase != "audit" or index in served:
             continue
         detail = service.round_detail(ctx.manifest.run_id, index)
-        segments = selected_segments(detail["assignments"], ctx.manifest, key.ss58_address)
+        segments = selected_segments(detail.assignments, ctx.manifest, key.ss58_address)
         if segments:
             expiry = service.beacon_round() + ctx.config.expiry_margin
             try:
@@ -224,22 +232,22 @@ def serve_audits(
 
 
 def _serve(
-    relay: RelayClient, workdir: Path, commit: dict[str, Any], service: ChallengeClient, ctx: Any
+    relay: RelayClient, workdir: Path, body: Commit, service: ChallengeClient, ctx: RunContext
 ) -> None:
     """Upload (again, if the relay lost them) the checkpoints an audit selected from us."""
-    body = commit["body"]
-    if relay.exists(sha_from_url(body["checkpoint_url"])) is None:
+    if relay.exists(sha_from_url(body.checkpoint_url)) is None:
         return  # the index itself is gone; nothing verifiable to restore from here
     cfg, manifest = ctx.config, ctx.manifest
-    detail = service.round_detail(manifest.run_id, body["round"])
-    segments = selected_segments(detail["assignments"], manifest, commit["signer"])
+    detail = service.round_detail(manifest.run_id, body.round)
+    assert relay.key is not None  # the watch loop's relay client uploads with our key
+    segments = selected_segments(detail.assignments, manifest, relay.key.ss58_address)
     for k in segments or []:
         path = checkpoint_path(workdir, k)
         if path.exists():
             relay.put(
                 path,
                 kind="checkpoint",
-                round=body["round"],
+                round=body.round,
                 expiry_round=service.beacon_round() + cfg.expiry_margin,
             )
 
@@ -249,27 +257,27 @@ def status_cmd(args: argparse.Namespace) -> int:
     key = cfg.load_key()
     with ChallengeClient(cfg.service_url) as service:
         ctx = load_run(cfg, service, check=False)
-        roster = [r for r in service.roster(cfg.run_id) if r.get("hotkey") == key.ss58_address]
+        roster = [r for r in service.roster(cfg.run_id) if r.hotkey == key.ss58_address]
         table = Table(title=f"{key.ss58_address} in {cfg.run_id}")
         console_lines: list[str] = []  # each dispute's narrowing, step by step
         for col in ("round", "phase", "committed", "verdicts", "disputes"):
             table.add_column(col)
         mine = [d for d in service.disputes(cfg.run_id) if d["hotkey"] == key.ss58_address]
         for summary in service.rounds(cfg.run_id):
-            detail = service.round_detail(cfg.run_id, int(summary["round"]))
+            detail = service.round_detail(cfg.run_id, summary.round)
             commit, verdicts = _mine(detail, key.ss58_address)
-            results = ",".join(v["envelope"]["body"]["result"] for v in verdicts) or "-"
-            games = [d["game"] for d in mine if d["round"] == summary["round"]]
+            results = ",".join(v.result for _, v in verdicts) or "-"
+            games = [d["game"] for d in mine if d["round"] == summary.round]
             table.add_row(
-                str(summary["round"]),
-                summary["phase"],
+                str(summary.round),
+                summary.phase,
                 "yes" if commit else "no",
                 results,
                 ",".join(g["outcome"] or g["stage"] for g in games) or "-",
             )
             for game in games:
                 for line in game["log"]:
-                    console_lines.append(f"round {summary['round']} dispute: {line}")
+                    console_lines.append(f"round {summary.round} dispute: {line}")
         console = Console(file=sys.stdout)
         console.print(
             f"manifest {ctx.manifest.digest()[:16]}…  admitted: {'yes' if roster else 'no'}"

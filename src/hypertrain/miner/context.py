@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from hypertrain.auditor.verify import verify_manifest, verify_round_open
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import RoundDetail
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.errors import MinerError
 from hypertrain.protocol.manifest import RunManifest
@@ -40,10 +41,10 @@ def load_run(config: MinerConfig, service: ChallengeClient, *, check: bool = Tru
     return RunContext(config, service, manifest)
 
 
-def round_records(ctx: RunContext, index: int) -> tuple[list[RoundOpen], dict[str, object]]:
-    """Verified open records of rounds 0..index and the raw detail of round ``index``."""
+def round_records(ctx: RunContext, index: int) -> tuple[list[RoundOpen], RoundDetail]:
+    """Verified open records of rounds 0..index and the detail of round ``index``."""
     records: list[RoundOpen] = []
-    detail: dict[str, object] = {}
+    detail: RoundDetail | None = None
     for w in range(index + 1):
         try:
             detail = ctx.service.round_detail(ctx.manifest.run_id, w)
@@ -51,5 +52,6 @@ def round_records(ctx: RunContext, index: int) -> tuple[list[RoundOpen], dict[st
             if exc.status == 404:
                 raise MinerError(f"round {w} of {ctx.manifest.run_id} is not open yet") from exc
             raise
-        records.append(verify_round_open(detail["open"], ctx.manifest, w))
+        records.append(verify_round_open(detail.open, ctx.manifest, w))
+    assert detail is not None  # range(index + 1) is never empty
     return records, detail

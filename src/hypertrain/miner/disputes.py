@@ -14,6 +14,7 @@ from typing import Any
 
 from hypertrain.auditor.inputs import island_layout, load_samples, open_dataset, round_sample_ids
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import RoundSummary
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeOpen, LeafProof
 from hypertrain.miner.context import RunContext, round_records
@@ -78,9 +79,8 @@ def contest(
 
 def _own_commit(ctx: RunContext, key: Hotkey, index: int) -> dict[str, Any]:
     detail = ctx.service.round_detail(ctx.manifest.run_id, index)
-    raw = next(c for c in detail["commits"] if c.get("signer") == key.ss58_address)
-    commit: dict[str, Any] = raw["body"]
-    return commit
+    raw = next(c for c in detail.commits if c.signer == key.ss58_address)
+    return dict(raw.body)
 
 
 def _open(
@@ -157,11 +157,11 @@ def answer_own(
     return sent
 
 
-def prunable(summary: dict[str, Any], now: int, undecided: bool) -> bool:
+def prunable(summary: RoundSummary, now: int, undecided: bool) -> bool:
     """A final round whose dispute window has closed and whose disputes are all decided."""
-    deadline = summary.get("dispute_deadline_round")
+    deadline = summary.dispute_deadline_round
     return (
-        summary.get("phase") == "final"
+        summary.phase == "final"
         and deadline is not None
         and now > deadline
         and not undecided
@@ -177,7 +177,7 @@ def prune_round(workdir: Path) -> int:
 
 
 def prune_closed(
-    ctx: RunContext, key: Hotkey, rounds: list[dict[str, Any]], reporter: Reporter
+    ctx: RunContext, key: Hotkey, rounds: list[RoundSummary], reporter: Reporter
 ) -> int:
     """Prune every round no dispute can need any more; returns the files removed."""
     now, removed = ctx.service.beacon_round(), 0
@@ -185,7 +185,7 @@ def prune_closed(
         d for d in ctx.service.disputes(ctx.manifest.run_id) if d["hotkey"] == key.ss58_address
     ]
     for summary in rounds:
-        index = int(summary["round"])
+        index = summary.round
         undecided = any(d["round"] == index and d["game"]["outcome"] is None for d in games)
         workdir = ctx.config.round_dir(index)
         if workdir.exists() and prunable(summary, now, undecided):

@@ -15,7 +15,6 @@ import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from torch import Tensor
 
@@ -32,6 +31,7 @@ from hypertrain.auditor.inputs import (
 from hypertrain.auditor.start import PreviousRound, derive_start_state
 from hypertrain.auditor.verify import find_commit, verify_commit
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import CommitAnswer
 from hypertrain.miner.checkpoints import checkpoint_addresses
 from hypertrain.miner.context import RunContext, round_records
 from hypertrain.miner.errors import MinerError
@@ -52,7 +52,7 @@ class RoundOutcome:
     round: int
     root: str
     update_sha256: str
-    commit: dict[str, Any]
+    commit: CommitAnswer | None  # None: the service already held this commit
 
 
 def start_state(
@@ -129,8 +129,8 @@ def run_round(
     record: RoundOpen = records[-1]
     if key.ss58_address not in record.roster:
         raise MinerError(f"{key.ss58_address} is not in the roster of round {index} (join first)")
-    if detail.get("phase") != "train":
-        raise MinerError(f"round {index} is in phase {detail.get('phase')}, commits are closed")
+    if detail.phase != "train":
+        raise MinerError(f"round {index} is in phase {detail.phase}, commits are closed")
     manifest = ctx.manifest
     layout = island_layout(manifest, record, key.ss58_address)  # as admitted, signed at open
     config = TrainConfig.from_manifest(manifest, cfg.device, layout=layout, round_index=index)
@@ -177,7 +177,7 @@ def run_round(
     return RoundOutcome(index, body.checkpoint_root, body.update_sha256, answer)
 
 
-def _post_commit(ctx: RunContext, key: Hotkey, body: Commit, expiry: int) -> dict[str, Any]:
+def _post_commit(ctx: RunContext, key: Hotkey, body: Commit, expiry: int) -> CommitAnswer | None:
     env = seal(
         key,
         domain="commit",
@@ -189,7 +189,7 @@ def _post_commit(ctx: RunContext, key: Hotkey, body: Commit, expiry: int) -> dic
         return ctx.service.commit(env)
     except ServiceError as exc:
         if exc.code == "duplicate":
-            return {"accepted": True, "already": True}
+            return None
         if exc.code == "late":
             # The round moved on while we trained: nothing to commit, nothing at stake.
             raise MinerError(f"round {body.round}: commit deadline passed ({exc})") from exc

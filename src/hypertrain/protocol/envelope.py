@@ -101,8 +101,10 @@ def seal(
     return Envelope.model_validate({**unsigned, "signature": signature})
 
 
-def decode_envelope(raw: bytes | str | dict[str, Any]) -> Envelope:
+def decode_envelope(raw: bytes | str | dict[str, Any] | Envelope) -> Envelope:
     """Parse and shape-check an envelope without verifying it."""
+    if isinstance(raw, Envelope):
+        return raw
     try:
         value = raw if isinstance(raw, dict) else parse_json(raw, max_bytes=MAX_ENVELOPE_BYTES)
     except CanonicalJSONError as exc:
