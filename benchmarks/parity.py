@@ -99,6 +99,18 @@ def grid(name: str) -> list[Cell]:
             Cell("diloco-M2-H25-reset", "diloco", 2, 25, policy="reset", baseline="dp-M2"),
             Cell("diloco-M1-H25-avg", "diloco", 1, 25, 1.0, 0.0, baseline="dp-M1"),
             Cell("diloco-M8-H25-avg", "diloco", 8, 25, 1.0, 0.0, baseline="dp-M8"),
+            Cell("diloco-M8-H100-avg", "diloco", 8, 100, 1.0, 0.0, baseline="dp-M8"),
+            Cell("diloco-M8-H25-reset-avg", "diloco", 8, 25, 1.0, 0.0, "reset", baseline="dp-M8"),
+            Cell(
+                "diloco-M8-H25-sparse-avg",
+                "diloco",
+                8,
+                25,
+                1.0,
+                0.0,
+                codec="sparse",
+                baseline="dp-M8",
+            ),
         ]
     cells = [Cell(f"dp-M{m}", "dp", m) for m in (1, 2, 4, 8)]
     cells += [Cell(f"diloco-M{m}-H25", "diloco", m, 25, baseline=f"dp-M{m}") for m in (1, 2, 4, 8)]

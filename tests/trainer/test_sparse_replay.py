@@ -78,7 +78,7 @@ def test_replay_of_a_sparse_segment_reproduces_the_leaf_and_update() -> None:
     cfg = sparse_config()
     ckpt = decode_checkpoint(encode_checkpoint(saved[1]), cfg.state_config())
     assert any(bool(ckpt.tensors[RESIDUAL_PREFIX + n].abs().sum() > 0) for n in ckpt.params())
-    end = run_segment(ckpt, cfg, make_samples(16, start_id=16)[8:], 2)
+    end = run_segment(ckpt, cfg, make_samples(16, start_id=16)[8:], 2, local_step=2)
     assert end.state_hash().hex() == first["leaves"][-1]
     start = saved[0].params()
     assert build_update(start, end, cfg.compression).digest.hex() == first["updates"][1]

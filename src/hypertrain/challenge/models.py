@@ -207,6 +207,15 @@ class MetagraphStatus(_Answer):
     error: str | None
 
 
+class BeaconHealth(_Answer):
+    """The verified beacon round against the round due by the chain's schedule."""
+
+    verified_round: int | None
+    due_round: int | None
+    lag_rounds: int | None
+    lagging: bool
+
+
 class HealthAnswer(_Answer):
     """``GET /health``: readiness (HTTP 200 when the service can score, else 503)."""
 
@@ -214,6 +223,7 @@ class HealthAnswer(_Answer):
     reason: str | None = None
     metagraph: MetagraphStatus | None = None
     beacon_round: int | None = None
+    beacon: BeaconHealth | None = None
 
 
 class VersionAnswer(_Answer):
