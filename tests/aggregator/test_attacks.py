@@ -111,9 +111,9 @@ def audited(tmp_path: Path) -> Iterator[World]:
 
 def _model_of(w: World, hotkeys: list[str]) -> str:
     """The model a merge of only these islands' (honest) candidates produces."""
-    tape = decode_tape(
-        w.blobs.get(w.agg.service.round_detail("run-1", 0)["merge"]["body"]["tape_sha256"])
-    )
+    record = w.agg.service.round_detail("run-1", 0).merge
+    assert record is not None
+    tape = decode_tape(w.blobs.get(record.body["tape_sha256"]))
     keep = [c for c in tape.candidates if c.hotkey in hotkeys]
     inputs = MergeInputs(w.manifest, 0, tape.start_model_sha256, None, keep, proven=list(hotkeys))
     return merge(inputs, w.blobs).tape.new_model_sha256
@@ -124,7 +124,7 @@ def _settle(w: World) -> None:
     w.tick(2)  # audit window closed: merge phase
     assert w.agg.step(w.manifest, open_rounds=False) == 1
     w.tick(3)  # dispute window closed
-    assert w.agg.service.rounds("run-1")[0]["phase"] == "final"
+    assert w.agg.service.rounds("run-1")[0].phase == "final"
 
 
 def test_unaudited_attackers_are_not_merged_or_paid(unaudited: World) -> None:
@@ -142,7 +142,7 @@ def test_unaudited_attackers_are_not_merged_or_paid(unaudited: World) -> None:
     )
     w.commit(scaled, rescaled)
     _settle(w)
-    merged = w.agg.service.round_detail("run-1", 0)["merge"]["body"]
+    merged = w.agg.service.round_detail("run-1", 0).merge.body  # type: ignore[union-attr]
     honest_keys = sorted(k.ss58_address for k in honest)
     assert sorted(merged["included"]) == honest_keys
     assert merged["excluded"] == {
@@ -164,10 +164,10 @@ def test_one_honest_update_beside_a_1000x_one(audited: World) -> None:
     w.commit(big, w.update(2, scale=1.0))
     w.tick(4)
     detail = w.agg.service.round_detail("run-1", 0)
-    for a in detail["assignments"]:
-        if a["body"]["hotkey"] != honest.ss58_address:
+    for a in detail.assignments:
+        if a.body["hotkey"] != honest.ss58_address:
             continue  # the ×1000 island's audit has not answered yet
-        verdict = {"round": 0, "hotkey": honest.ss58_address, "segments": a["body"]["segments"],
+        verdict = {"round": 0, "hotkey": honest.ss58_address, "segments": a.body["segments"],
                    "result": "match", "update_checked": True}  # fmt: skip
         auditor = Hotkey.from_seed(b"\x55" * 32)
         r = w.client.post(
@@ -177,7 +177,7 @@ def test_one_honest_update_beside_a_1000x_one(audited: World) -> None:
     w.tick(2)
     assert w.agg.step(w.manifest, open_rounds=False) == 1
     w.tick(3)
-    merged = w.agg.service.round_detail("run-1", 0)["merge"]["body"]
+    merged = w.agg.service.round_detail("run-1", 0).merge.body  # type: ignore[union-attr]
     assert merged["included"] == [honest.ss58_address]
     assert merged["excluded"] == {big.ss58_address: "norm_outlier"}
     assert merged["new_model_sha256"] == _model_of(w, [honest.ss58_address])
@@ -191,7 +191,7 @@ def test_a_committed_update_never_uploaded_is_a_fault(unaudited: World) -> None:
     ghost = KEYS[3]
     w.commit(ghost, w.update(7), upload=False)
     _settle(w)
-    merged = w.agg.service.round_detail("run-1", 0)["merge"]["body"]
+    merged = w.agg.service.round_detail("run-1", 0).merge.body  # type: ignore[union-attr]
     assert merged["excluded"] == {ghost.ss58_address: "missing_blob"}
     assert ghost.ss58_address not in w.ledger.settled[("run-1", 0)]
     assert ("run-1", 0, ghost.ss58_address) in w.ledger.faults
@@ -203,7 +203,7 @@ def test_candidates_keep_commit_order(unaudited: World) -> None:
     for i, key in enumerate(reversed(KEYS[:3])):
         w.commit(key, w.update(i + 1))
     detail = w.agg.service.round_detail("run-1", 0)
-    assert detail["commit_order"] == [k.ss58_address for k in reversed(KEYS[:3])]
+    assert detail.commit_order == [k.ss58_address for k in reversed(KEYS[:3])]
     from hypertrain.aggregator.collect import collect
 
     got = collect(detail, w.manifest, 0)

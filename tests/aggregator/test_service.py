@@ -74,7 +74,7 @@ def test_genesis_merge_settle_and_next_round(harness: Harness, tmp_path: Path) -
                       headers={"Authorization": f"Bearer {TOKENS['worker']}"})  # fmt: skip
     assert r.status_code == 200, r.text
     for a in assigned[1:]:  # the others are proven: their norms set the reference
-        good = {"round": 0, "hotkey": a["body"]["hotkey"], "segments": a["body"]["segments"],
+        good = {"round": 0, "hotkey": a.body["hotkey"], "segments": a.body["segments"],
                 "result": "match", "update_checked": True}  # fmt: skip
         r = h.client.post("/worker/v1/verdict", json=signed(h.auditor, "verdict", good),
                           headers={"Authorization": f"Bearer {TOKENS['worker']}"})  # fmt: skip

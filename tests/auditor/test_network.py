@@ -69,7 +69,7 @@ def test_malformed_references_get_unverifiable_and_others_still_get_verdicts(
     client, world = _start_run(h, world)
     relay = MemoryRelay()
     relay.put(world.model_blob)
-    record = verify_round_open(client.round_detail(RUN_ID, 0)["open"], world.manifest, 0)
+    record = verify_round_open(client.round_detail(RUN_ID, 0).open, world.manifest, 0)
     honest_a, bad_ref, honest_b, bad_index = h.miners
     published = {}
     for key in (honest_a, honest_b):
@@ -88,7 +88,7 @@ def test_malformed_references_get_unverifiable_and_others_still_get_verdicts(
 
     h.tick(2)  # every island committed: the selection is the next beacon round
     detail = client.round_detail(RUN_ID, 0)
-    assert detail["phase"] == "audit" and len(detail["assignments"]) == 4
+    assert detail.phase == "audit" and len(detail.assignments) == 4
     auditor = Auditor(client, relay, h.auditor, world.manifest, world.dataset_dir)  # type: ignore[arg-type]
     events: list[tuple[str, dict[str, Any]]] = []
     progress = RoundProgress()
@@ -118,7 +118,7 @@ def test_malformed_references_get_unverifiable_and_others_still_get_verdicts(
         bad_index.ss58_address: "unverifiable",
     }
     # the service recorded every verdict; the two that cannot show their work are faults
-    stored = client.round_detail(RUN_ID, 0)["verdicts"]
+    stored = client.round_detail(RUN_ID, 0).verdicts
     assert len(stored) == 4
     faulty = {bad_ref.ss58_address, bad_index.ss58_address}
     assert faulty_hotkeys(stored, RUN_ID, 0) == faulty
@@ -134,7 +134,7 @@ def test_island_that_seeds_its_own_adam_moments_is_not_merged_or_paid(
     client, world = _start_run(h, world)
     relay = MemoryRelay()
     relay.put(world.model_blob)
-    record = verify_round_open(client.round_detail(RUN_ID, 0)["open"], world.manifest, 0)
+    record = verify_round_open(client.round_detail(RUN_ID, 0).open, world.manifest, 0)
     honest, attacker = h.miners[:2]
     pub = publish_round(world, relay, honest, [record], tmp_path / "honest")
     _commit(h, honest, pub.commit.model_dump(mode="json"))
@@ -146,6 +146,6 @@ def test_island_that_seeds_its_own_adam_moments_is_not_merged_or_paid(
     auditor = Auditor(client, relay, h.auditor, world.manifest, world.dataset_dir)  # type: ignore[arg-type]
     outcomes = audit_round(auditor, 0, lambda e, **f: None)
     assert sorted(o.result for o in outcomes) == ["match", "mismatch"]
-    stored = client.round_detail(RUN_ID, 0)["verdicts"]
+    stored = client.round_detail(RUN_ID, 0).verdicts
     assert faulty_hotkeys(stored, RUN_ID, 0) == {attacker.ss58_address}  # not merged
     assert set(verdict_faults(h.state, RUN_ID, 0)) == {attacker.ss58_address}  # not paid

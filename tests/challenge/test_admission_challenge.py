@@ -50,7 +50,7 @@ def _join(h: Harness, key: Hotkey, devices: int = 1) -> dict[str, Any]:
 
 
 def _roster(client: ChallengeClient) -> set[str]:
-    return {r["hotkey"] for r in client.roster(RUN)}
+    return {r.hotkey for r in client.roster(RUN)}
 
 
 def _answer(client: ChallengeClient, key: Hotkey, hashes: list[str]) -> dict[str, Any]:

@@ -111,7 +111,9 @@ def test_full_round_on_local_beacon(tmp_path: Path, local_beacon: LocalBeaconPro
             r = c.post("/v1/commit", json=signed(key, "commit", commit_body(0)))
             assert r.status_code == 200, r.text
         deadline = opened.json()["body"]["commit_deadline_round"]
-        beacon.release(deadline + 1)
+        # every island committed: the next beacon round selects (releasing more would run
+        # past the audit window, which starts at the selection)
+        beacon.release(c.get("/v1/beacon").json()["round"] + 1)
         _wait(lambda: _phase(c) == "audit")
         detail = c.get("/v1/runs/run-1/rounds/0").json()
         # every island committed: the first beacon round after the last commit selects
@@ -149,6 +151,8 @@ def test_full_round_on_local_beacon(tmp_path: Path, local_beacon: LocalBeaconPro
             "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape)
         )
         assert r.status_code == 200, r.text
+        closes = c.get("/v1/runs/run-1/rounds/0").json()["dispute_deadline_round"]
+        beacon.release(closes + 1)
         _wait(lambda: _phase(c) == "final")  # after the dispute window
         roster = c.get("/v1/runs/run-1/roster").json()
         assert sorted(i["escrow"] + i["vested"] for i in roster) == [500_000_000] * 2

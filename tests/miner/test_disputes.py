@@ -8,12 +8,11 @@ from hypertrain.miner.disputes import prunable, prune_round
 
 
 def test_prunable_only_after_the_window_with_every_game_decided() -> None:
-    final = {"phase": "final", "dispute_deadline_round": 50}
-    assert not prunable(final, 50, undecided=False)  # the window is still open
-    assert prunable(final, 51, undecided=False)
-    assert not prunable(final, 51, undecided=True)  # a game is still being played
-    assert not prunable({**final, "phase": "merge"}, 99, undecided=False)
-    assert not prunable({"phase": "final", "dispute_deadline_round": None}, 99, undecided=False)
+    assert not prunable("final", 50, 50, undecided=False)  # the window is still open
+    assert prunable("final", 50, 51, undecided=False)
+    assert not prunable("final", 50, 51, undecided=True)  # a game is still being played
+    assert not prunable("merge", 50, 99, undecided=False)
+    assert not prunable("final", None, 99, undecided=False)
 
 
 def test_prune_keeps_the_last_checkpoint(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from hypertrain.auditor.verify import verify_round_open
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import RunContext
 from hypertrain.miner.run import start_state
+from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.trainer.segment import TrainConfig
 from hypertrain.trainer.start_state import reset_state
@@ -26,14 +28,20 @@ from tests.auditor.islands import MemoryRelay, publish_round
 from tests.auditor.world import ISLANDS, World, make_world
 
 
+@dataclass
+class _Detail:
+    round: int
+    commits: list[Envelope]
+
+
 class _Rounds:
     """The one read ``start_state`` makes of the service: a round's public commits."""
 
-    def __init__(self, commits: list[dict[str, Any]]) -> None:
-        self.commits = commits
+    def __init__(self, commits: list[Any]) -> None:
+        self.commits = [Envelope.model_validate(c) if isinstance(c, dict) else c for c in commits]
 
-    def round_detail(self, run_id: str, index: int) -> dict[str, Any]:
-        return {"round": index, "commits": self.commits}
+    def round_detail(self, run_id: str, index: int) -> _Detail:
+        return _Detail(index, self.commits)
 
 
 @pytest.fixture(scope="module")

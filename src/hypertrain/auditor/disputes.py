@@ -25,11 +25,17 @@ def party_of(auditor: Auditor, game: Game) -> SegmentParty:
     detail = auditor.service.round_detail(auditor.manifest.run_id, game.round)
     raw = next(a for a in detail.assignments if a.body.get("hotkey") == game.island)
     island = auditor.island_round(detail, verify_assignment(raw, auditor.manifest))
-    config = TrainConfig.from_manifest(auditor.manifest, layout=island.layout)
-    start = load_verified_checkpoint(island, game.segment, auditor.island_blob, config)
+    config = TrainConfig.from_manifest(
+        auditor.manifest, layout=island.layout, round_index=game.round
+    )
+    if game.segment == 0 and island.start_state is not None:
+        start = island.start_state  # leaf 0 is the derived start state, checked on every audit
+    else:
+        start = load_verified_checkpoint(island, game.segment, auditor.island_blob, config)
     per_segment = config.checkpoint_interval * config.samples_per_step
     chunk = island.samples[game.segment * per_segment : (game.segment + 1) * per_segment]
-    return SegmentParty(start, config, chunk)
+    first = game.segment * config.checkpoint_interval
+    return SegmentParty(start, config, chunk, first_step=first)
 
 
 def answer_disputes(auditor: Auditor, parties: dict[str, SegmentParty], emit: Emit) -> int:

@@ -34,14 +34,17 @@ def segment_party(ctx: RunContext, key: Hotkey, index: int, segment: int) -> Seg
     records, _ = round_records(ctx, index)
     manifest = ctx.manifest
     layout = island_layout(manifest, records[-1], key.ss58_address)
-    config = TrainConfig.from_manifest(manifest, ctx.config.device, layout=layout)
+    config = TrainConfig.from_manifest(
+        manifest, ctx.config.device, layout=layout, round_index=index
+    )
     dataset = open_dataset(Path(ctx.config.dataset_dir), manifest)
     ids = round_sample_ids(manifest, dataset, records, key.ss58_address)
     per_segment = config.checkpoint_interval * config.samples_per_step
     chunk = ids[segment * per_segment : (segment + 1) * per_segment]
     raw = checkpoint_path(ctx.config.round_dir(index), segment).read_bytes()
     start = decode_checkpoint(raw, config.state_config())
-    return SegmentParty(start, config, load_samples(dataset, chunk))
+    first = segment * config.checkpoint_interval
+    return SegmentParty(start, config, load_samples(dataset, chunk), first_step=first)
 
 
 def stored_leaves(ctx: RunContext, index: int, leaf_count: int) -> list[bytes]:
@@ -157,15 +160,9 @@ def answer_own(
     return sent
 
 
-def prunable(summary: RoundSummary, now: int, undecided: bool) -> bool:
+def prunable(phase: str, deadline: int | None, now: int, undecided: bool) -> bool:
     """A final round whose dispute window has closed and whose disputes are all decided."""
-    deadline = summary.dispute_deadline_round
-    return (
-        summary.phase == "final"
-        and deadline is not None
-        and now > deadline
-        and not undecided
-    )
+    return phase == "final" and deadline is not None and now > deadline and not undecided
 
 
 def prune_round(workdir: Path) -> int:
@@ -188,7 +185,9 @@ def prune_closed(
         index = summary.round
         undecided = any(d["round"] == index and d["game"]["outcome"] is None for d in games)
         workdir = ctx.config.round_dir(index)
-        if workdir.exists() and prunable(summary, now, undecided):
+        if workdir.exists() and prunable(
+            summary.phase, summary.dispute_deadline_round, now, undecided
+        ):
             count = prune_round(workdir)
             if count:
                 reporter.event("pruned", round=index, checkpoints=count)

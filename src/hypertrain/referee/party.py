@@ -31,6 +31,7 @@ class SegmentParty:
     config: TrainConfig
     samples: Sequence[Sample]  # the segment's samples, J steps of them
     perturb: OpRef | None = None  # tests and honeypots only: see ``trace``
+    first_step: int = 0  # the segment's first local step in its round (segment x J)
     _hashes: dict[int, str] = field(default_factory=dict)
     _traces: dict[int, StepTrace] = field(default_factory=dict)
 
@@ -38,14 +39,19 @@ class SegmentParty:
         """The state after the first ``steps`` steps of the segment."""
         per = self.config.samples_per_step
         if self.perturb is None or self.perturb.step >= steps:
-            return run_segment(self.start, self.config, self.samples[: steps * per], steps)
+            return run_segment(
+                self.start, self.config, self.samples[: steps * per], steps,
+                local_step=self.first_step,
+            )  # fmt: skip
         before = self.state_after(self.perturb.step)
         tensors = {k: v.clone() for k, v in before.tensors.items()}
         self._trace_into(tensors, self.perturb.step, capture=None)
         after = TrainState(before.step + 1, tensors, before.config_digest)
         rest = steps - self.perturb.step - 1
         chunk = self.samples[(self.perturb.step + 1) * per : steps * per]
-        return run_segment(after, self.config, chunk, rest)
+        return run_segment(
+            after, self.config, chunk, rest, local_step=self.first_step + self.perturb.step + 1
+        )
 
     def state_hashes(self, points: Sequence[int]) -> list[str]:
         """Hex state hashes after the given steps; the first call replays the segment once."""
@@ -60,7 +66,8 @@ class SegmentParty:
             if self.perturb is not None and self.perturb.step == i:
                 state = self.state_after(i + 1)
             else:
-                state = run_segment(state, self.config, self.samples[i * per : (i + 1) * per], 1)
+                chunk = self.samples[i * per : (i + 1) * per]
+                state = run_segment(state, self.config, chunk, 1, local_step=self.first_step + i)
             self._hashes[i + 1] = state.state_hash().hex()
 
     def trace(self, step: int, capture: OpRef | None = None) -> StepTrace:
@@ -91,6 +98,7 @@ class SegmentParty:
             autocast_dtype=autocast,
             capture=capture,
             perturb=perturb,
+            schedule_step=self.config.schedule_step(self.first_step + step),
         )
 
     def answer(self, game: Game) -> DisputeAnswer:

@@ -146,6 +146,7 @@ def traced_step(
     autocast_dtype: torch.dtype | None = None,
     capture: OpRef | None = None,
     perturb: OpRef | None = None,
+    schedule_step: int | None = None,
 ) -> StepTrace:
     """``train_step`` under the operation tracer; updates ``tensors`` in place."""
     count = layout.dp_ranks * layout.micro_batches
@@ -159,7 +160,7 @@ def traced_step(
         mode.enter("update")
         grads = reduce_gradients(per_rank, count)
         clip_grads(grads, inner.grad_clip)
-        optimizer_step(tensors, grads, step, inner)
+        optimizer_step(tensors, grads, step, inner, schedule_step=schedule_step)
     return mode.trace
 
 
