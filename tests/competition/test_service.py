@@ -172,9 +172,13 @@ def test_a_copy_committed_after_the_reveal_is_never_scored(world: World) -> None
     assert world.reveal(MINERS[1], "a").status_code == 200
     world.tick(4)
     assert [m["hotkey"] for m in world.task()["models"]] == [MINERS[0].ss58_address]
+    world.score(leader, [2.0] * 4)
+    world.tick()
     board = world.client.get(f"/v1/competitions/{CID}/leaderboard").json()
     status = {c["hotkey"]: c["status"] for c in board["competitors"]}
     assert status[MINERS[1].ss58_address] == "duplicate"
+    copier = next(c for c in board["competitors"] if c["hotkey"] == MINERS[1].ss58_address)
+    assert copier["win_rate"] is None and copier["weight"] is None  # never scored
 
 
 def test_a_model_committed_too_late_is_not_eligible(world: World) -> None:

@@ -53,7 +53,7 @@ def leaderboard(state: ServiceState, cid: str) -> Leaderboard:
     now = state.current_round()
     latest = _latest_cycle(state.conn, cid)
     results = {
-        r["model_sha256"]: r
+        (r["hotkey"], r["model_sha256"]): r
         for r in state.conn.execute(
             "SELECT * FROM compete_results WHERE competition_id = ? AND cycle = ?",
             (cid, latest if latest is not None else -1),
@@ -70,7 +70,7 @@ def leaderboard(state: ServiceState, cid: str) -> Leaderboard:
             first_of_model.setdefault(r["model_sha256"], r["commitment"])
     out = []
     for r in rows:
-        res = results.get(r["model_sha256"]) if r["model_sha256"] else None
+        res = results.get((r["hotkey"], r["model_sha256"])) if r["model_sha256"] else None
         out.append(
             CompetitorPublic(
                 hotkey=r["hotkey"],

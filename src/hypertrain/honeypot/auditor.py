@@ -22,6 +22,7 @@ from hypertrain.protocol.identity import load_key_file
 from hypertrain.protocol.messages import AuditAssignment
 from hypertrain.relay.client import RelayClient
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
+from hypertrain.trainer.profile import apply_profile
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         service.manifest_envelope(args.run_id), args.run_id, args.coordinator or None
     )
     det = manifest.determinism
+    apply_profile(det)  # may re-execute this process with the run's CPU switches
     check_determinism(configure_determinism(det.num_threads, "cpu", det.dtype), det)
     key = load_key_file(Path(args.key_file))
     with RelayClient(args.relay, key, args.run_id) as relay:

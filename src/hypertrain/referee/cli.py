@@ -11,6 +11,7 @@ from hypertrain.challenge.client import ChallengeClient
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.referee.worker import Referee, emit_json, serve
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
+from hypertrain.trainer.profile import apply_profile
 
 
 def register(subparsers: Any) -> None:
@@ -32,6 +33,7 @@ def _serve(args: argparse.Namespace) -> int:
         service.manifest_envelope(args.run_id), args.run_id, args.coordinator or None
     )
     det = manifest.determinism
+    apply_profile(det)  # may re-execute this process with the run's CPU switches
     check_determinism(configure_determinism(det.num_threads, args.device, det.dtype), det)
     key = load_key_file(args.key_file)
     if key.ss58_address not in manifest.dispute.referees:
