@@ -180,6 +180,8 @@ def test_dispute_decided_through_watch_follow(
             "--follow",
             "--poll-s",
             "0.5",
+            "--last-round",  # one round: rounds close on work, so more would race the game
+            "0",
         )
         auditor_module = (
             "hypertrain.honeypot.auditor" if case == "lying-auditor" else "hypertrain.cli"

@@ -41,6 +41,9 @@ from hypertrain.dispute.store import disputes_open
 
 log = logging.getLogger(__name__)
 
+# The merge's exclusion reason for an island with a non-``match`` verdict; when every such
+# verdict was overturned by a dispute (so none is left in ``verdict_faults``) it is paid.
+OVERTURNED_EXCLUSION: Final = "audit_mismatch"
 # A hold that only a verdict can lift: the escrow's vesting starts at this round.
 PENDING_AUDIT: Final = 2**53 - 1
 # Merge-tape exclusion reasons that are the island's own doing, hence faults.
@@ -143,7 +146,9 @@ def outcome(state: ServiceState, run_id: str, index: int) -> Outcome:
         reason = excluded.get(hotkey)
         if reason in ISLAND_FAULTS:
             faults[hotkey] = f"merge excluded the update: {reason}"
-        elif hotkey in included:
+        elif hotkey in included or reason == OVERTURNED_EXCLUSION:
+            # an exclusion for a verdict that a dispute then overturned: the work was
+            # proven honest, only too late for the merge, so it is paid (not merged)
             accepted[hotkey] = int(row["tokens"])
         else:
             unpaid[hotkey] = reason or "not included in the merge"
