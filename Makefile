@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: install devnet test check bench fmt schemas
+.PHONY: install devnet test lint check bench fmt schemas
 
 install: $(STAMP)
 
@@ -21,11 +21,13 @@ devnet: install
 test: install
 	$(PY) -m pytest -q -n 2 $(ARGS)
 
-check: install
+# The quality gate: lint (format, lint rules, mypy strict), then every test.
+lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -n 2 $(ARGS)
+
+check: lint test
 
 fmt: install
 	$(VENV)/bin/ruff format .
