@@ -24,7 +24,7 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.state import ServiceState, _envelope_refusal, dumps
+from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.competition.messages import (
     COMMIT_DOMAIN,
     REVEAL_DOMAIN,
@@ -37,8 +37,7 @@ from hypertrain.competition.messages import (
 )
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.competition.submission import SubmissionError, commitment, model_hash
-from hypertrain.protocol.envelope import Envelope, VerifiedEnvelope, open_envelope
-from hypertrain.protocol.errors import EnvelopeError
+from hypertrain.protocol.envelope import Envelope, VerifiedEnvelope
 from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
@@ -96,27 +95,7 @@ def _open(
     state: ServiceState, env: Envelope, domain: str, model: type[BodyT], *, registered: bool
 ) -> tuple[VerifiedEnvelope, BodyT]:
     spec_of(state, env.run_id)
-    try:
-        verified = open_envelope(
-            env,
-            domain=domain,
-            current_round=state.current_round(),
-            is_registered=state.metagraph.is_registered if registered else None,
-        )
-    except EnvelopeError as exc:
-        raise _envelope_refusal(exc) from None
-    try:
-        body = model.model_validate(verified.body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise ChallengeError(f"body.{where}: {first['msg']}", code="bad_body") from None
-    if state.conn.execute(
-        "SELECT 1 FROM seen_nonces WHERE run_id = ? AND signer = ? AND nonce = ?",
-        (env.run_id, env.signer, env.nonce),
-    ).fetchone():
-        raise ConflictError(f"nonce {env.nonce!r} was already used", code="replayed")
-    return verified, body
+    return state.verify_signed(env, domain, model, registered=registered)
 
 
 def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:

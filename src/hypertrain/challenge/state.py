@@ -149,8 +149,21 @@ class ServiceState:
         registered: bool,
         allowed: frozenset[str] | None = None,
     ) -> tuple[VerifiedEnvelope, BodyT]:
-        """Verify an envelope and its body; the nonce is burned later by :meth:`burn`."""
+        """Verify an envelope for a known run; the nonce is burned later by :meth:`burn`."""
         self.manifest(env.run_id)
+        return self.verify_signed(env, domain, model, registered=registered, allowed=allowed)
+
+    def verify_signed(
+        self,
+        env: Envelope,
+        domain: str,
+        model: type[BodyT],
+        *,
+        registered: bool,
+        allowed: frozenset[str] | None = None,
+    ) -> tuple[VerifiedEnvelope, BodyT]:
+        """Expiry horizon, signature, registration, allowed signer, body and unused nonce
+        (the caller has checked that ``env.run_id`` names a run or a competition)."""
         now = self.due_round()
         if env.expiry_round > now + MAX_EXPIRY_HORIZON_ROUNDS:
             raise ChallengeError(
