@@ -17,6 +17,7 @@ import torch
 from hypertrain.auditor.admission import check_admissions
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import AdmissionAnswerAck
 from hypertrain.miner.admission import answer_challenge, challenge_hashes
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
@@ -53,9 +54,9 @@ def _roster(client: ChallengeClient) -> set[str]:
     return {r.hotkey for r in client.roster(RUN)}
 
 
-def _answer(client: ChallengeClient, key: Hotkey, hashes: list[str]) -> dict[str, Any]:
+def _answer(client: ChallengeClient, key: Hotkey, hashes: list[str]) -> AdmissionAnswerAck:
     status = client.admission_status(RUN, key.ss58_address)
-    body = AdmissionAnswer(seed_beacon_round=status["seed_beacon_round"], hashes=hashes)
+    body = AdmissionAnswer(seed_beacon_round=status.seed_beacon_round, hashes=hashes)
     env = seal(
         key, domain="admission-answer", run_id=RUN, body=body.model_dump(), expiry_round=50_000
     )
@@ -68,24 +69,24 @@ def test_correct_answer_admits(harness: Harness, client: ChallengeClient) -> Non
     now = h.beacon.round
     assert joined["admitted"] is False
     assert joined["challenge"]["seed_beacon_round"] == now + 1  # not public at the join
-    assert client.admission_status(RUN, key.ss58_address)["seed"] is None
+    assert client.admission_status(RUN, key.ss58_address).seed is None
     with pytest.raises(ServiceError) as early:
         _answer(client, key, ["ab" * 32])
     assert early.value.code == "no_seed"
     h.tick(1)
     answered = answer_challenge(client, key, RUN, devices=CPU, poll_s=0.01, timeout_s=5)
-    assert answered["status"] == "answered" and key.ss58_address not in _roster(client)
+    assert answered.status == "answered" and key.ss58_address not in _roster(client)
     posted = check_admissions(client, h.auditor, RUN, classes=frozenset({DEVICE_CLASS}))
-    assert posted == [{**posted[0], "admitted": True, "hotkey": key.ss58_address}]
+    assert [(p.admitted, p.hotkey) for p in posted] == [(True, key.ss58_address)]
     assert key.ss58_address in _roster(client)
-    assert client.admission_status(RUN, key.ss58_address)["status"] == "admitted"
+    assert client.admission_status(RUN, key.ss58_address).status == "admitted"
 
 
 def test_wrong_answer_is_refused(harness: Harness, client: ChallengeClient) -> None:
     h, key = harness, harness.miners[1]
     _join(h, key, devices=2)
     h.tick(1)
-    seed = client.admission_status(RUN, key.ss58_address)["seed"]
+    seed = client.admission_status(RUN, key.ss58_address).seed
     right = challenge_hashes(seed, 2, CPU)[0]
     wrong = challenge_hashes(seed + 1, 2, CPU)[0]  # e.g. one device computing for two
     with pytest.raises(ServiceError) as short:
@@ -93,9 +94,11 @@ def test_wrong_answer_is_refused(harness: Harness, client: ChallengeClient) -> N
     assert short.value.code == "bad_body"
     _answer(client, key, [right, wrong])
     posted = check_admissions(client, h.auditor, RUN, classes=frozenset({DEVICE_CLASS}))
-    assert posted == [{"admitted": False, "hotkey": key.ss58_address}]
+    assert [(p.admitted, p.hotkey, p.first_round) for p in posted] == [
+        (False, key.ss58_address, None)
+    ]
     status = client.admission_status(RUN, key.ss58_address)
-    assert status["status"] == "refused" and "devices [1]" in status["reason"]
+    assert status.status == "refused" and "devices [1]" in (status.reason or "")
     assert key.ss58_address not in _roster(client)
 
 
@@ -104,11 +107,11 @@ def test_late_answer_is_refused(harness: Harness, client: ChallengeClient) -> No
     joined = _join(h, key)
     h.tick(1 + 2 + 1)  # past seed round + answer window
     assert h.beacon.round > joined["challenge"]["answer_deadline_round"]
-    seed = client.admission_status(RUN, key.ss58_address)["seed"]
+    seed = client.admission_status(RUN, key.ss58_address).seed
     with pytest.raises(ServiceError) as late:
         _answer(client, key, challenge_hashes(seed, 2, CPU))
     assert late.value.code == "late"
-    assert client.admission_status(RUN, key.ss58_address)["status"] == "refused"
+    assert client.admission_status(RUN, key.ss58_address).status == "refused"
     assert check_admissions(client, h.auditor, RUN, classes=frozenset({DEVICE_CLASS})) == []
     assert key.ss58_address not in _roster(client)
     # a refused island may ask again: a new challenge, a new seed round

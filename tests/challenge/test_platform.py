@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import WeightsPublic
+from hypertrain.protocol.canonical import canonical_bytes
 from tests.challenge.conftest import Harness
 from tests.challenge.helpers import TOKENS, bearer, write_metagraph
 
@@ -124,3 +128,23 @@ def test_stale_metagraph_is_kept_and_reported(harness: Harness) -> None:
     harness.client.portal.call(state.metagraph.refresh)  # type: ignore[union-attr]
     assert not state.metagraph.is_registered(harness.miners[0].ss58_address)
     assert harness.client.get("/health").json()["metagraph"]["stale"] is False
+
+
+def test_get_weights_through_the_client_is_the_typed_answer(harness: Harness) -> None:
+    """The client parses the stored answer into the shared model; the bytes are the same."""
+    harness.ledger.settled[("run-1", 0)] = {harness.miners[1].ss58_address: 7}
+    client = ChallengeClient(
+        "http://testserver", internal_token=TOKENS["internal"], http=harness.client
+    )
+    typed = client.get_weights(9, "hypertrain")
+    raw = harness.client.get(
+        "/internal/v1/get_weights?epoch=9", headers={**bearer("internal"), **SLUG}
+    )
+    assert typed == WeightsPublic.model_validate_json(raw.content)
+    assert typed.weights == {harness.miners[1].ss58_address: 7} and typed.epoch == 9
+    assert canonical_bytes(typed.model_dump(mode="json", exclude_none=True)) == raw.content
+    with pytest.raises(ServiceError) as wrong_slug:
+        client.get_weights(9, "other")
+    assert wrong_slug.value.status == 403
+    with pytest.raises(ServiceError, match="needs the internal token"):
+        ChallengeClient("http://testserver", http=harness.client).get_weights(9, "hypertrain")

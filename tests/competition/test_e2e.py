@@ -139,7 +139,7 @@ def test_competition_end_to_end(
             for name in ("close", "better"):
                 upload_model(client, relay, keys[name][1], CID, dirs[name])
             copied = shutil.copytree(dirs["better"], tmp_path / "m" / "copier")
-            copy = commit_model(client, keys["copier"][1], CID, copied)
+            copy_sha, _ = commit_model(client, keys["copier"][1], CID, copied)
             upload_model(client, relay, keys["copier"][1], CID, copied)
 
         fleet.hypertrain(
@@ -172,7 +172,7 @@ def test_competition_end_to_end(
         assert full["competitors"][0]["hotkey"] == keys["better"][1].ss58_address
         assert by_name["incumbent"]["win_rate"] > by_name["close"]["win_rate"]
         assert by_name["copier"]["status"] == "duplicate" and by_name["copier"]["win_rate"] is None
-        assert copy["model_sha256"] == by_name["better"]["model_sha256"]
+        assert copy_sha == by_name["better"]["model_sha256"]
         scored_cycle = full["latest_cycle"]
         wait_for(lambda: (board()["latest_cycle"] or -1) > scored_cycle, 200,
                  "the next cycle (the reward vests one cycle later)", poll_s=1)  # fmt: skip

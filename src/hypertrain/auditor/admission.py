@@ -9,12 +9,12 @@ if every one of its devices answered that hash in time.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import JoinAnswer
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import AdmissionCheck
@@ -36,21 +36,20 @@ def check_admissions(
     classes: frozenset[str] | None = None,
     emit: Emit | None = None,
     expiry_margin: int = 50,
-) -> list[dict[str, Any]]:
+) -> list[JoinAnswer]:
     """Post a reference for each answered challenge of ``classes`` (default: this
     device's class); returns the service's answers. One bad entry never stops the rest."""
     device = device or torch.device("cpu")
     classes = classes if classes is not None else frozenset({device_class(device)})
     answers = []
     for item in service.admissions(run_id):
-        if item.get("device_class") not in classes:
+        if item.device_class not in classes or item.seed is None:
             continue
         try:
-            seed, steps = int(item["seed"]), int(item["workload_steps"])
             body = AdmissionCheck(
-                hotkey=str(item["hotkey"]),
-                seed_beacon_round=int(item["seed_beacon_round"]),
-                reference_hash=reference_hash(seed, steps, device),
+                hotkey=item.hotkey,
+                seed_beacon_round=item.seed_beacon_round,
+                reference_hash=reference_hash(item.seed, item.workload_steps, device),
             )
             env = seal(
                 key,
@@ -62,5 +61,5 @@ def check_admissions(
             answers.append(service.admission_check(env))
         except (ServiceError, ValueError, KeyError, TypeError) as exc:
             if emit is not None:
-                emit("error", admission=str(item.get("hotkey")), detail=str(exc)[:500])
+                emit("error", admission=item.hotkey, detail=str(exc)[:500])
     return answers

@@ -169,7 +169,7 @@ def check(state: ServiceState, env: Envelope, admit: Any) -> dict[str, Any]:
             _close(
                 state, run_id, body.hotkey, "refused", f"devices {bad} differ from the reference"
             )
-            result = {"admitted": False, "hotkey": body.hotkey}
+            result = {"admitted": False, "run_id": run_id, "hotkey": body.hotkey}
     state.count("admissions_admitted" if ok else "admissions_refused")
     return result
 

@@ -20,27 +20,32 @@ from pydantic import TypeAdapter, ValidationError
 
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import (
+    AdmissionAnswerAck,
+    AdmissionStatus,
     BeaconPublic,
     CommitAnswer,
     DisputeAnswer,
     JoinAnswer,
     MergeAnswer,
+    PendingAdmission,
     RosterEntry,
     RoundDetail,
     RoundSummary,
     RunSummary,
     VerdictAnswer,
+    WeightsPublic,
 )
 from hypertrain.protocol.envelope import Envelope, open_envelope
 from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import ManifestRecord
 
-Role = Literal["", "worker", "admin"]
+Role = Literal["", "worker", "admin", "internal"]
 T = TypeVar("T")
 _ROUNDS = TypeAdapter(list[RoundSummary])
 _ROSTER = TypeAdapter(list[RosterEntry])
 _ENVELOPES = TypeAdapter(list[Envelope])
+_PENDING = TypeAdapter(list[PendingAdmission])
 
 
 class ChallengeClient:
@@ -52,13 +57,18 @@ class ChallengeClient:
         *,
         worker_token: str | None = None,
         admin_token: str | None = None,
+        internal_token: str | None = None,
         timeout_s: float = 30.0,
         transport: httpx.BaseTransport | None = None,
         http: httpx.Client | None = None,
     ) -> None:
         """``http`` injects a ready client (e.g. a test client bound to the app)."""
         self.base_url = base_url.rstrip("/")
-        self._tokens: dict[Role, str | None] = {"worker": worker_token, "admin": admin_token}
+        self._tokens: dict[Role, str | None] = {
+            "worker": worker_token,
+            "admin": admin_token,
+            "internal": internal_token,
+        }
         self._http = http or httpx.Client(timeout=timeout_s, transport=transport)
 
     def close(self) -> None:
@@ -70,9 +80,17 @@ class ChallengeClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, body: Any = None, *, role: Role = "") -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        role: Role = "",
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         """One request; ``role`` names the bearer token the route needs ("" for none)."""
-        headers = {}
+        headers = dict(headers or {})
         if role:
             token = self._tokens[role]
             if not token:
@@ -128,6 +146,14 @@ class ChallengeClient:
     def round_detail(self, run_id: str, index: int) -> RoundDetail:
         return self._get(TypeAdapter(RoundDetail), f"/v1/runs/{run_id}/rounds/{index}")
 
+    # the platform's read (internal token and the challenge's slug)
+
+    def get_weights(self, epoch: int, slug: str) -> WeightsPublic:
+        """The weights answer for ``epoch`` (the first answer, repeated byte for byte)."""
+        path = f"/internal/v1/get_weights?epoch={epoch}"
+        doc = self._call("GET", path, role="internal", headers={"x-platform-challenge-slug": slug})
+        return _parse(TypeAdapter(WeightsPublic), doc, f"GET {path}")
+
     # miner posts (the signed envelope is the authentication)
 
     def join(self, envelope: Envelope) -> JoinAnswer:
@@ -162,20 +188,18 @@ class ChallengeClient:
 
     # admission challenge (miner: status and answer; worker: pending and check)
 
-    def admission_status(self, run_id: str, hotkey: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/runs/{run_id}/admission/{hotkey}")
-        return result
+    def admission_status(self, run_id: str, hotkey: str) -> AdmissionStatus:
+        return self._get(TypeAdapter(AdmissionStatus), f"/v1/runs/{run_id}/admission/{hotkey}")
 
-    def admission_answer(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post_raw("/v1/admission/answer", envelope)
+    def admission_answer(self, envelope: Envelope) -> AdmissionAnswerAck:
+        return self._post(AdmissionAnswerAck, "/v1/admission/answer", envelope)
 
-    def admissions(self, run_id: str) -> list[dict[str, Any]]:
+    def admissions(self, run_id: str) -> list[PendingAdmission]:
         path = f"/worker/v1/runs/{run_id}/admissions"
-        result: list[dict[str, Any]] = self._call("GET", path, role="worker")
-        return result
+        return self._get(_PENDING, path, role="worker")
 
-    def admission_check(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post_raw("/worker/v1/admission/check", envelope, role="worker")
+    def admission_check(self, envelope: Envelope) -> JoinAnswer:
+        return self._post(JoinAnswer, "/worker/v1/admission/check", envelope, role="worker")
 
     # disputes (the envelope authenticates; operation inputs are checked by their hashes)
 

@@ -15,9 +15,12 @@ from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.competition.messages import (
     SPEC_DOMAIN,
+    CommitAccepted,
     CompetitionCreated,
     CycleTask,
     Leaderboard,
+    RevealAccepted,
+    ScoreAccepted,
 )
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.protocol.envelope import Envelope, open_envelope
@@ -52,11 +55,11 @@ class CompetitionClient(ChallengeClient):
         doc = self._call("GET", f"/v1/competitions/{competition_id}/leaderboard")
         return _parse(Leaderboard, doc)
 
-    def compete_commit(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post_raw("/v1/compete/commit", envelope)
+    def compete_commit(self, envelope: Envelope) -> CommitAccepted:
+        return self._post(CommitAccepted, "/v1/compete/commit", envelope)
 
-    def compete_reveal(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post_raw("/v1/compete/reveal", envelope)
+    def compete_reveal(self, envelope: Envelope) -> RevealAccepted:
+        return self._post(RevealAccepted, "/v1/compete/reveal", envelope)
 
     def task(self, competition_id: str, evaluator: str) -> CycleTask | None:
         """The open cycle, or None when the competition has none right now."""
@@ -69,8 +72,8 @@ class CompetitionClient(ChallengeClient):
             raise
         return _parse(CycleTask, doc)
 
-    def post_score(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post_raw("/worker/v1/compete/score", envelope, role="worker")
+    def post_score(self, envelope: Envelope) -> ScoreAccepted:
+        return self._post(ScoreAccepted, "/worker/v1/compete/score", envelope, role="worker")
 
 
 def _parse(model: type[ModelT], doc: Any) -> ModelT:

@@ -30,10 +30,13 @@ from hypertrain.competition.messages import (
     REVEAL_DOMAIN,
     SCORE_DOMAIN,
     SPEC_DOMAIN,
+    CommitAccepted,
     CompeteCommit,
     CompeteReveal,
     CompeteScore,
     CompetitionCreated,
+    RevealAccepted,
+    ScoreAccepted,
 )
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.competition.submission import SubmissionError, commitment, model_hash
@@ -98,7 +101,7 @@ def _open(
     return state.verify_signed(env, domain, model, registered=registered)
 
 
-def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
+def commit(state: ServiceState, env: Envelope) -> CommitAccepted:
     """Record a commitment at the current beacon round (that round orders submissions)."""
     verified, body = _open(state, env, COMMIT_DOMAIN, CompeteCommit, registered=True)
     spec = spec_of(state, env.run_id)
@@ -115,15 +118,15 @@ def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
             )  # fmt: skip
     except sqlite3.IntegrityError:
         raise ConflictError("this commitment was already recorded", code="duplicate") from None
-    return {
-        "commitment": body.commitment,
-        "hotkey": verified.signer,
-        "commit_beacon_round": now,
-        "eligible_round": now + spec.cycle.eligibility_delay_rounds,
-    }
+    return CommitAccepted(
+        commitment=body.commitment,
+        hotkey=verified.signer,
+        commit_beacon_round=now,
+        eligible_round=now + spec.cycle.eligibility_delay_rounds,
+    )
 
 
-def reveal(state: ServiceState, env: Envelope) -> dict[str, Any]:
+def reveal(state: ServiceState, env: Envelope) -> RevealAccepted:
     """Reveal a committed model: the file list must hash to the committed model hash."""
     verified, body = _open(state, env, REVEAL_DOMAIN, CompeteReveal, registered=True)
     try:
@@ -157,14 +160,14 @@ def reveal(state: ServiceState, env: Envelope) -> dict[str, Any]:
             (body.model_sha256, files, body.base_url, dumps(env.model_dump()),
              state.current_round(), env.run_id, expected),
         )  # fmt: skip
-    return {"commitment": expected, "model_sha256": body.model_sha256, "revealed": True}
+    return RevealAccepted(commitment=expected, model_sha256=body.model_sha256, revealed=True)
 
 
 def _evaluators(state: ServiceState, spec: CompetitionSpec) -> frozenset[str]:
     return frozenset(spec.evaluators) if spec.evaluators else state.settings.worker_hotkeys
 
 
-def score(state: ServiceState, env: Envelope) -> dict[str, Any]:
+def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
     """An evaluator's page losses for one model of an open cycle."""
     verified, body = _open(state, env, SCORE_DOMAIN, CompeteScore, registered=False)
     spec = spec_of(state, env.run_id)
@@ -189,7 +192,7 @@ def score(state: ServiceState, env: Envelope) -> dict[str, Any]:
             )  # fmt: skip
     except sqlite3.IntegrityError:
         raise ConflictError("this evaluator already scored that model", code="duplicate") from None
-    return {"accepted": True, "cycle": body.cycle, "model_sha256": body.model_sha256}
+    return ScoreAccepted(accepted=True, cycle=body.cycle, model_sha256=body.model_sha256)
 
 
 def _check_score(task: dict[str, Any], body: CompeteScore) -> None:

@@ -231,3 +231,52 @@ class VersionAnswer(_Answer):
     version: str
     contract: int
     capabilities: list[str]
+
+
+class AdmissionStatus(_Answer):
+    """``GET /v1/runs/{run}/admission/{hotkey}``: an island's admission challenge."""
+
+    run_id: str
+    hotkey: str
+    status: Literal["pending", "answered", "admitted", "refused"]
+    reason: str | None
+    seed_beacon_round: int
+    answer_deadline_round: int
+    workload_steps: int
+    seed: int | None  # None until the service has verified the seed round
+
+
+class AdmissionAnswerAck(_Answer):
+    """``POST /v1/admission/answer``: the island's hashes are stored for a worker's check."""
+
+    accepted: bool
+    status: Literal["answered"]
+
+
+class PendingAdmission(_Answer):
+    """One row of ``GET /worker/v1/runs/{run}/admissions``: an answer awaiting a check."""
+
+    hotkey: str
+    device_class: str
+    seed: int | None
+    seed_beacon_round: int
+    workload_steps: int
+
+
+class WeightsMetadata(_Answer):
+    """Where an answer came from: the ledger's own answer hash and the metagraph epoch."""
+
+    ledger_answer_sha256: str | None = None
+    metagraph_epoch: int | None = None
+
+
+class WeightsPublic(_Answer):
+    """``GET /internal/v1/get_weights``: an epoch's weights, stored at first answer and
+    repeated byte for byte (canonical JSON of this model)."""
+
+    challenge_slug: str
+    epoch: int
+    weights: dict[str, float]
+    full_share_mass: float
+    metadata: WeightsMetadata
+    computed_at: int

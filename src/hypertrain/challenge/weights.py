@@ -19,6 +19,7 @@ import time
 from typing import Final
 
 from hypertrain.challenge.errors import UnavailableError
+from hypertrain.challenge.models import WeightsMetadata, WeightsPublic
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.canonical import canonical_bytes
 
@@ -43,16 +44,15 @@ def weights_body(state: ServiceState, epoch: int) -> bytes:
         raise UnavailableError(
             "ledger produced invalid weights; refusing to answer", code="bad_weights"
         )
-    body = canonical_bytes(
-        {
-            "challenge_slug": state.settings.slug,
-            "epoch": epoch,
-            "weights": weights,
-            "full_share_mass": answer.full_share_mass,
-            "metadata": {**answer.metadata, "metagraph_epoch": snapshot.epoch},
-            "computed_at": int(time.time()),
-        }
+    public = WeightsPublic(
+        challenge_slug=state.settings.slug,
+        epoch=epoch,
+        weights=weights,
+        full_share_mass=answer.full_share_mass,
+        metadata=WeightsMetadata(**answer.metadata, metagraph_epoch=snapshot.epoch),
+        computed_at=int(time.time()),
     )
+    body = canonical_bytes(public.model_dump(mode="json", exclude_none=True))
     state.conn.execute("INSERT OR IGNORE INTO weights_answers VALUES (?, ?)", (epoch, body))
     stored = state.conn.execute(
         "SELECT body FROM weights_answers WHERE epoch = ?", (epoch,)

@@ -112,6 +112,31 @@ class CycleTask(_Body):
     scored: list[str] = []  # model hashes this evaluator already scored
 
 
+class CommitAccepted(_Body):
+    """``POST /v1/compete/commit``: the commitment and the round it becomes eligible."""
+
+    commitment: str
+    hotkey: str
+    commit_beacon_round: int
+    eligible_round: int
+
+
+class RevealAccepted(_Body):
+    """``POST /v1/compete/reveal``: the file list hashed to the committed model hash."""
+
+    commitment: str
+    model_sha256: str
+    revealed: bool
+
+
+class ScoreAccepted(_Body):
+    """``POST /worker/v1/compete/score``: an evaluator's page losses are stored."""
+
+    accepted: bool
+    cycle: int
+    model_sha256: str
+
+
 class Leaderboard(_Body):
     competition_id: str
     spec_sha256: str

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.models import AdmissionAnswerAck, AdmissionStatus
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import AdmissionAnswer, DeviceReport
@@ -124,22 +125,22 @@ def answer_challenge(
     poll_s: float = 1.0,
     timeout_s: float = 600.0,
     expiry_margin: int = 50,
-) -> dict[str, Any]:
+) -> AdmissionStatus | AdmissionAnswerAck:
     """Wait for the challenge seed, run the workload on every device, post the answer.
 
     Returns the service's answer, or the challenge status if it is no longer pending."""
     deadline = time.monotonic() + timeout_s
     while True:
         status = service.admission_status(run_id, key.ss58_address)
-        if status["status"] != "pending":
+        if status.status != "pending":
             return status
-        if status["seed"] is not None:
+        if status.seed is not None:
             break
         if time.monotonic() > deadline:
             return status
         time.sleep(poll_s)
-    hashes = challenge_hashes(int(status["seed"]), int(status["workload_steps"]), devices)
-    body = AdmissionAnswer(seed_beacon_round=int(status["seed_beacon_round"]), hashes=hashes)
+    hashes = challenge_hashes(status.seed, status.workload_steps, devices)
+    body = AdmissionAnswer(seed_beacon_round=status.seed_beacon_round, hashes=hashes)
     env = seal(
         key,
         domain="admission-answer",

@@ -20,8 +20,10 @@ from hypertrain.competition.checks import check_directory
 from hypertrain.competition.messages import (
     COMMIT_DOMAIN,
     REVEAL_DOMAIN,
+    CommitAccepted,
     CompeteCommit,
     CompeteReveal,
+    RevealAccepted,
 )
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.competition.submission import commitment, list_directory, model_hash
@@ -77,7 +79,8 @@ def checked_model(model_dir: Path, spec: CompetitionSpec) -> str:
 
 def commit_model(
     client: CompetitionClient, key: Hotkey, cid: str, model_dir: Path
-) -> dict[str, Any]:
+) -> tuple[str, CommitAccepted]:
+    """Commit to the model in ``model_dir``; returns its model hash and the answer."""
     spec = client.competition(cid)
     sha = checked_model(model_dir, spec)
     body = CompeteCommit(commitment=commitment(sha, key.ss58_address))
@@ -85,12 +88,12 @@ def commit_model(
         key, domain=COMMIT_DOMAIN, run_id=cid, body=body.model_dump(),
         expiry_round=client.beacon_round() + EXPIRY_MARGIN_ROUNDS,
     )  # fmt: skip
-    return {**client.compete_commit(env), "model_sha256": sha}
+    return sha, client.compete_commit(env)
 
 
 def upload_model(
     client: CompetitionClient, relay_url: str, key: Hotkey, cid: str, model_dir: Path
-) -> dict[str, Any]:
+) -> RevealAccepted:
     spec = client.competition(cid)
     sha = checked_model(model_dir, spec)
     files = list_directory(model_dir)
@@ -110,13 +113,18 @@ def upload_model(
 
 def _commit(args: argparse.Namespace) -> int:
     with CompetitionClient(args.service) as client:
-        _print(commit_model(client, _key(args), args.competition, args.model_dir))
+        sha, answer = commit_model(client, _key(args), args.competition, args.model_dir)
+        _print({**answer.model_dump(), "model_sha256": sha})
     return 0
 
 
 def _upload(args: argparse.Namespace) -> int:
     with CompetitionClient(args.service) as client:
-        _print(upload_model(client, args.relay, _key(args), args.competition, args.model_dir))
+        _print(
+            upload_model(
+                client, args.relay, _key(args), args.competition, args.model_dir
+            ).model_dump()
+        )
     return 0
 
 

@@ -9,7 +9,14 @@ from pydantic import BaseModel, ConfigDict
 
 from hypertrain.challenge import compete_intake, compete_views
 from hypertrain.challenge.deps import State, require_admin, require_worker
-from hypertrain.competition.messages import CompetitionCreated, CycleTask, Leaderboard
+from hypertrain.competition.messages import (
+    CommitAccepted,
+    CompetitionCreated,
+    CycleTask,
+    Leaderboard,
+    RevealAccepted,
+    ScoreAccepted,
+)
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(tags=["competition"])
@@ -31,7 +38,7 @@ async def create_competition(state: State, payload: CreateCompetitionIn) -> Comp
     return compete_intake.create(state, payload.spec)
 
 
-@router.get("/v1/competitions/{competition_id}", responses=_ERRORS)
+@router.get("/v1/competitions/{competition_id}", responses=_ERRORS, response_model=Envelope)
 async def competition_spec(state: State, competition_id: CompetitionId) -> dict[str, Any]:
     """The coordinator-signed ``competition`` envelope of the spec."""
     compete_intake.spec_of(state, competition_id)
@@ -47,13 +54,13 @@ async def leaderboard(state: State, competition_id: CompetitionId) -> Leaderboar
 
 
 @router.post("/v1/compete/commit", responses=_ERRORS)
-async def commit(state: State, envelope: Envelope) -> dict[str, Any]:
+async def commit(state: State, envelope: Envelope) -> CommitAccepted:
     """A ``compete-commit`` envelope: H(model hash, hotkey), ordered by its beacon round."""
     return compete_intake.commit(state, envelope)
 
 
 @router.post("/v1/compete/reveal", responses=_ERRORS)
-async def reveal(state: State, envelope: Envelope) -> dict[str, Any]:
+async def reveal(state: State, envelope: Envelope) -> RevealAccepted:
     """A ``compete-reveal`` envelope: the committed model's file list and relay."""
     return compete_intake.reveal(state, envelope)
 
@@ -73,6 +80,6 @@ async def task(
 
 
 @router.post("/worker/v1/compete/score", responses=_ERRORS, dependencies=[Depends(require_worker)])
-async def score(state: State, envelope: Envelope) -> dict[str, Any]:
+async def score(state: State, envelope: Envelope) -> ScoreAccepted:
     """An evaluator's signed ``compete-score`` for one model of the open cycle."""
     return compete_intake.score(state, envelope)

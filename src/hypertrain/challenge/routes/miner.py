@@ -8,7 +8,13 @@ from fastapi import APIRouter, Path
 
 from hypertrain.challenge import challenge, intake
 from hypertrain.challenge.deps import State
-from hypertrain.challenge.models import CommitAnswer, DisputeAnswer, JoinAnswer
+from hypertrain.challenge.models import (
+    AdmissionAnswerAck,
+    AdmissionStatus,
+    CommitAnswer,
+    DisputeAnswer,
+    JoinAnswer,
+)
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/v1", tags=["miner"])
@@ -41,7 +47,7 @@ async def dispute(state: State, envelope: Envelope) -> dict[str, Any]:
     return intake.dispute(state, envelope)
 
 
-@router.get("/runs/{run_id}/admission/{hotkey}", responses=_ERRORS)
+@router.get("/runs/{run_id}/admission/{hotkey}", responses=_ERRORS, response_model=AdmissionStatus)
 async def admission_status(
     state: State,
     run_id: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$")],
@@ -51,7 +57,7 @@ async def admission_status(
     return challenge.status(state, run_id, hotkey)
 
 
-@router.post("/admission/answer", responses=_ERRORS)
+@router.post("/admission/answer", responses=_ERRORS, response_model=AdmissionAnswerAck)
 async def admission_answer(state: State, envelope: Envelope) -> dict[str, Any]:
     """An ``admission-answer`` envelope: one workload hash per device, before the deadline."""
     return intake.admission_answer(state, envelope)

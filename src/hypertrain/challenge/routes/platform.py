@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hypertrain import __version__
 from hypertrain.challenge.deps import State, require_internal
-from hypertrain.challenge.models import HealthAnswer, VersionAnswer
+from hypertrain.challenge.models import HealthAnswer, VersionAnswer, WeightsPublic
 from hypertrain.challenge.weights import weights_body
 
 router = APIRouter(tags=["platform"])
@@ -49,7 +49,7 @@ async def version(state: State) -> dict[str, Any]:
 @router.get(
     "/internal/v1/get_weights",
     dependencies=[Depends(require_internal)],
-    responses={401: {}, 403: {}, 503: {}},
+    responses={200: {"model": WeightsPublic}, 401: {}, 403: {}, 409: {}, 503: {}},
 )
 async def get_weights(state: State, epoch: Annotated[int, Query(ge=0, le=2**53 - 1)]) -> Response:
     """Weights for an epoch; the first answer is stored and repeated byte for byte."""

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Path
 
 from hypertrain.challenge import challenge, intake, views
 from hypertrain.challenge.deps import State, require_worker
-from hypertrain.challenge.models import MergeAnswer, VerdictAnswer
+from hypertrain.challenge.models import JoinAnswer, MergeAnswer, PendingAdmission, VerdictAnswer
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/worker/v1", tags=["worker"], dependencies=[Depends(require_worker)])
@@ -48,13 +48,13 @@ async def merge(state: State, envelope: Envelope) -> dict[str, Any]:
     return intake.merge(state, envelope)
 
 
-@router.get("/runs/{run_id}/admissions", responses=_ERRORS)
+@router.get("/runs/{run_id}/admissions", responses=_ERRORS, response_model=list[PendingAdmission])
 async def admissions(state: State, run_id: RunId) -> list[dict[str, Any]]:
     """Answered admission challenges awaiting a worker's reference hash."""
     return challenge.pending(state, run_id)
 
 
-@router.post("/admission/check", responses=_ERRORS)
+@router.post("/admission/check", responses=_ERRORS, response_model=JoinAnswer)
 async def admission_check(state: State, envelope: Envelope) -> dict[str, Any]:
     """A worker's signed ``admission-check``: admits the island on a match."""
     return intake.admission_check(state, envelope)
