@@ -49,12 +49,41 @@ def test_put_retries_with_fresh_envelopes(keys: Keys) -> None:
         bodies.append(request.read())
         if len(nonces) < 3:
             return httpx.Response(503)
-        return httpx.Response(201, json={"sha256": SHA})
+        return httpx.Response(201, json=_receipt(SHA, len(DATA)))
 
     with _client(handler, keys.miner) as client:
         assert client.put(DATA, kind="update", round=1, expiry_round=9) == SHA
     assert len(set(nonces)) == 3
     assert bodies == [DATA] * 3
+
+
+def _receipt(sha256: str, size: int) -> dict[str, object]:
+    return {"sha256": sha256, "size": size, "created": True, "forwarded": False}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _receipt("0" * 64, len(DATA)),  # acknowledges another blob
+        _receipt(SHA, len(DATA) - 1),  # at another size
+        {"sha256": SHA},  # not a receipt
+        {**_receipt(SHA, len(DATA)), "stored_forever": True},  # a field nobody agreed on
+    ],
+)
+def test_a_receipt_for_anything_but_the_blob_sent_is_refused(
+    keys: Keys, answer: dict[str, object]
+) -> None:
+    """A relay (or something in between) that acknowledges what was not sent is caught."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "HEAD":
+            return httpx.Response(404)
+        request.read()
+        return httpx.Response(201, json=answer)
+
+    with _client(handler, keys.miner) as client, pytest.raises(RelayError) as err:
+        client.put(DATA, kind="update", round=1, expiry_round=9)
+    assert err.value.reason == "bad_answer"
 
 
 def test_put_skips_blob_already_held(keys: Keys) -> None:

@@ -33,6 +33,7 @@ from hypertrain.protocol.messages import BlobPut
 from hypertrain.protocol.retry import Backoff, retry
 from hypertrain.relay.auth import BLOB_PUT_DOMAIN, encode_authorization
 from hypertrain.relay.errors import HashMismatchError, NotFoundError, RelayError
+from hypertrain.relay.models import receipt_problem
 from hypertrain.relay.spool import CHUNK_BYTES, sha256_file, validate_sha256, write_all
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,9 @@ class RelayClient:
             }
             return self._http.put(self.url(sha256), content=_chunks(data), headers=headers)
 
-        _raise_for(self._retrying(attempt))
+        resp = self._retrying(attempt)
+        _raise_for(resp)
+        _check_stored(resp, sha256, size)
         return sha256
 
     def get(self, sha256: str, *, max_bytes: int = 1 << 32) -> bytes:
@@ -268,6 +271,13 @@ def _chunks(data: bytes | Path) -> Iterator[bytes]:
 def _check(expected: str, actual: str) -> None:
     if actual != expected:
         raise HashMismatchError(expected, actual)
+
+
+def _check_stored(resp: httpx.Response, sha256: str, size: int) -> None:
+    """The relay's acknowledgement must name the blob that was sent, at its size."""
+    problem = receipt_problem(resp.content, sha256, size)
+    if problem is not None:
+        raise RelayError("bad_answer", f"relay answered {problem}", resp.status_code)
 
 
 def _raise_for(resp: httpx.Response) -> None:

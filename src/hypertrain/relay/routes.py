@@ -8,13 +8,14 @@ cached forever by anyone in between.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO, Annotated, Any, Final
+from typing import IO, Annotated, Final
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from hypertrain.relay.errors import SizeMismatchError
+from hypertrain.relay.models import BlobStored, RelayHealth
 from hypertrain.relay.service import Relay
 
 router = APIRouter()
@@ -42,7 +43,11 @@ def _blob_headers(sha256: str, size: int) -> dict[str, str]:
     }
 
 
-@router.put("/blobs/{sha256}", status_code=201)
+@router.put(
+    "/blobs/{sha256}",
+    status_code=201,
+    responses={200: {"model": BlobStored}, 201: {"model": BlobStored}},
+)
 async def put_blob(sha256: str, request: Request, relay: RelayDep) -> JSONResponse:
     """Store a blob under its SHA-256; needs ``Authorization: Envelope ...``."""
     auth = await run_in_threadpool(relay.authorise, request.headers.get("authorization"), sha256)
@@ -52,13 +57,10 @@ async def put_blob(sha256: str, request: Request, relay: RelayDep) -> JSONRespon
             f"Content-Length is {declared}, the envelope announces {auth.put.size} bytes"
         )
     result = await relay.put(auth, request.stream())
-    body: dict[str, Any] = {
-        "sha256": result.sha256,
-        "size": result.size,
-        "created": result.created,
-        "forwarded": result.forwarded,
-    }
-    return JSONResponse(body, status_code=201 if result.created else 200)
+    body = BlobStored(
+        sha256=result.sha256, size=result.size, created=result.created, forwarded=result.forwarded
+    )
+    return JSONResponse(body.model_dump(), status_code=201 if result.created else 200)
 
 
 @router.get("/blobs/{sha256}")
@@ -76,9 +78,9 @@ async def head_blob(sha256: str, relay: RelayDep) -> Response:
 
 
 @router.get("/healthz")
-async def healthz(relay: RelayDep) -> dict[str, Any]:
+async def healthz(relay: RelayDep) -> RelayHealth:
     upstream = relay.upstream.base_url if relay.upstream is not None else None
-    return {"ok": True, "upstream": upstream, "beacon_round": relay.clock.current_round()}
+    return RelayHealth(ok=True, upstream=upstream, beacon_round=relay.clock.current_round())
 
 
 def _iter_file(handle: IO[bytes]) -> Iterator[bytes]:

@@ -15,6 +15,7 @@ import anyio
 import httpx
 
 from hypertrain.relay.errors import NotFoundError, UpstreamError
+from hypertrain.relay.models import receipt_problem
 from hypertrain.relay.pipeline import spool_stream
 from hypertrain.relay.spool import CHUNK_BYTES, Spool
 
@@ -73,6 +74,9 @@ class Upstream:
             raise UpstreamError(
                 f"PUT {self._url(sha256)} answered {resp.status_code}: {resp.text[:300]}"
             )
+        problem = receipt_problem(resp.content, sha256, size)
+        if problem is not None:
+            raise UpstreamError(f"PUT {self._url(sha256)} answered {problem}")
 
 
 async def _read_async(handle: IO[bytes]) -> AsyncIterator[bytes]:
