@@ -14,18 +14,30 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from hypertrain.challenge.models import HealthAnswer, RoundDetail, RunListItem
 from hypertrain.challenge.selection import select_audits
 from hypertrain.challenge.settings import read_token_file
+from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.manifest_file import manifest_document
+from hypertrain.protocol.messages import AuditAssignment, ManifestRecord, RoundOpen
 
 
 class OperatorError(ValueError):
     """A service that is down, answers with something else, or refuses a request."""
+
+
+T = TypeVar("T")
+B = TypeVar("B", bound=BaseModel)
+_ENVELOPE = TypeAdapter(Envelope)
+_HEALTH = TypeAdapter(HealthAnswer)
+_RUNS = TypeAdapter(list[RunListItem])
+_DETAIL = TypeAdapter(RoundDetail)
 
 
 def register(subparsers: Any) -> None:
@@ -123,9 +135,33 @@ def call(method: str, url: str, **kwargs: Any) -> Any:
     return doc
 
 
-def _admin_post(args: argparse.Namespace, path: str, body: dict[str, Any]) -> Any:
+def typed(adapter: TypeAdapter[T], method: str, url: str, **kwargs: Any) -> T:
+    """:func:`call`, its answer parsed into the service's shared model (one clear line
+    when it does not fit)."""
+    doc = call(method, url, **kwargs)
+    try:
+        return adapter.validate_python(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "answer"
+        raise OperatorError(
+            f"{url} answered something unexpected at {where}: {first['msg']}"
+        ) from None
+
+
+def _body(envelope: Envelope, model: type[B]) -> B:
+    try:
+        return model.model_validate(envelope.body)
+    except ValidationError as exc:
+        raise OperatorError(
+            f"the service's signed {envelope.domain} record is malformed: {exc}"
+        ) from None
+
+
+def _admin_post(args: argparse.Namespace, path: str, body: dict[str, Any]) -> Envelope:
     token = read_token_file(args.admin_token_file, "--admin-token-file")
-    return call(
+    return typed(
+        _ENVELOPE,
         "POST",
         args.url.rstrip("/") + path,
         json=body,
@@ -136,11 +172,11 @@ def _admin_post(args: argparse.Namespace, path: str, body: dict[str, Any]) -> An
 def _create_run(args: argparse.Namespace) -> int:
     manifest = manifest_document(args.manifest.read_bytes())
     envelope = _admin_post(args, "/admin/v1/runs", {"manifest": manifest})
-    signed = envelope["body"]["manifest"]
-    run_id, coordinator, base = signed["run_id"], envelope["signer"], args.url.rstrip("/")
+    signed = _body(envelope, ManifestRecord).manifest
+    run_id, coordinator, base = signed.run_id, envelope.signer, args.url.rstrip("/")
     if args.coordinator_out is not None:
         args.coordinator_out.write_text(coordinator + "\n", encoding="utf-8")
-    sys.stdout.write(next_steps(base, run_id, coordinator, signed["data"]["dataset_root"]))
+    sys.stdout.write(next_steps(base, run_id, coordinator, signed.data.dataset_root))
     return 0
 
 
@@ -169,10 +205,10 @@ def next_steps(base: str, run_id: str, coordinator: str, dataset_root: str) -> s
 def _open_round(args: argparse.Namespace) -> int:
     body = {"start_model_sha256": args.start_model_sha256, "start_model_url": args.start_model_url}
     envelope = _admin_post(args, f"/admin/v1/runs/{args.run_id}/rounds", body)
-    b = envelope["body"]
+    b = _body(envelope, RoundOpen)
     sys.stdout.write(
-        f"opened round {b['round']} of {args.run_id} at beacon round {b['beacon_round']}:"
-        f" {len(b['roster'])} islands, commits until beacon round {b['commit_deadline_round']}\n"
+        f"opened round {b.round} of {args.run_id} at beacon round {b.beacon_round}:"
+        f" {len(b.roster)} islands, commits until beacon round {b.commit_deadline_round}\n"
     )
     return 0
 
@@ -182,17 +218,16 @@ def _status(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.wait_s
     while True:
         try:
-            health = call("GET", f"{base}/health")
+            health = typed(_HEALTH, "GET", f"{base}/health")
             break
         except OperatorError:
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.5)
-    runs = call("GET", f"{base}/v1/runs")
-    names = ", ".join(str(r.get("run_id")) for r in runs) if isinstance(runs, list) else "?"
-    sys.stdout.write(
-        f"service {base} is up: {json.dumps(health, sort_keys=True)}; runs: {names or 'none'}\n"
-    )
+    runs = typed(_RUNS, "GET", f"{base}/v1/runs")
+    names = ", ".join(r.run_id for r in runs)
+    up = json.dumps(health.model_dump(mode="json", exclude_none=True), sort_keys=True)
+    sys.stdout.write(f"service {base} is up: {up}; runs: {names or 'none'}\n")
     return 0
 
 
@@ -200,25 +235,26 @@ def _check_selection(args: argparse.Namespace) -> int:
     base = args.url.rstrip("/")
     manifest_env = call("GET", f"{base}/v1/runs/{args.run_id}/manifest")
     manifest = RunManifest.model_validate(manifest_doc_of(manifest_env))
-    detail = call("GET", f"{base}/v1/runs/{args.run_id}/rounds/{args.round}")
-    selector = detail.get("selection_beacon")
+    detail = typed(_DETAIL, "GET", f"{base}/v1/runs/{args.run_id}/rounds/{args.round}")
+    selector = detail.selection_beacon
     if selector is None:
         raise ValueError(f"round {args.round} has no audit selection yet")
-    committed = {c["signer"]: False for c in detail["commits"]}
-    committed.update(detail["probation"])
+    committed = {c.signer: False for c in detail.commits}
+    committed.update(detail.probation)
     expected = select_audits(
         run_id=args.run_id,
         round_index=args.round,
-        beacon_round=selector["round"],
-        randomness_hex=selector["randomness"],
+        beacon_round=selector.round,
+        randomness_hex=selector.randomness,
         committed=committed,
         rate=manifest.audit.rate,
         segments_per_audit=manifest.audit.segments,
         num_segments=manifest.round.num_segments,
     )
     mine = [(a.hotkey, list(a.segments)) for a in expected]
-    theirs = [(a["body"]["hotkey"], a["body"]["segments"]) for a in detail["assignments"]]
-    sys.stdout.write(f"beacon round {selector['round']}: {len(mine)} islands selected\n")
+    assigned = [_body(a, AuditAssignment) for a in detail.assignments]
+    theirs = [(a.hotkey, list(a.segments)) for a in assigned]
+    sys.stdout.write(f"beacon round {selector.round}: {len(mine)} islands selected\n")
     if mine != theirs:
         sys.stdout.write("MISMATCH: the published selection differs from the recomputed one\n")
         return 1
