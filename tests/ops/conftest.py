@@ -38,8 +38,9 @@ def small_dataset(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 class LiveService:
-    def __init__(self, url: str, admin_token: Path, beacon: SteppedBeacon) -> None:
+    def __init__(self, url: str, admin_token: Path, beacon: SteppedBeacon, state_dir: Path) -> None:
         self.url, self.admin_token, self.beacon = url, admin_token, beacon
+        self.state_dir = state_dir
 
 
 @pytest.fixture
@@ -63,7 +64,7 @@ def live_service(tmp_path: Path) -> Iterator[LiveService]:
             time.sleep(0.05)
     else:
         raise AssertionError("the service did not start")
-    yield LiveService(url, tmp_path / "secrets" / "admin.token", beacon)
+    yield LiveService(url, tmp_path / "secrets" / "admin.token", beacon, tmp_path / "state")
     server.should_exit = True
     thread.join(timeout=30)
     sock.close()

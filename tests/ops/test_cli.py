@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import http.server
 import json
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,13 +14,14 @@ import httpx
 import pytest
 
 from hypertrain.challenge.metagraph import parse_snapshot
+from hypertrain.challenge.storage import DB_NAME
 from hypertrain.cli import main
 from hypertrain.data.errors import DataError
 from hypertrain.data.publish import fetch_dataset, make_server, serve_in_thread
-from hypertrain.protocol.identity import load_key_file
+from hypertrain.protocol.identity import Hotkey, load_key_file
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.manifest_file import ManifestFileError, manifest_document
-from tests.challenge.helpers import manifest_doc
+from tests.challenge.helpers import commit_body, join_body, manifest_doc, signed
 from tests.ops.conftest import LiveService
 
 
@@ -250,3 +253,50 @@ def test_a_tampered_mirror_is_refused(small_dataset: Path, tmp_path: Path) -> No
         (small_dataset / shard.name).write_bytes(original)
         server.shutdown()
         server.server_close()
+
+
+def test_open_round_and_check_selection_against_a_live_round(
+    live_service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The operator opens a round, two islands commit, the beacon passes the deadline:
+    ``check-selection`` recomputes the published audit selection from public data."""
+    svc = live_service
+    code, _, err = _run(
+        capsys, "challenge", "create-run", "--url", svc.url, "--admin-token-file",
+        str(svc.admin_token), "--manifest", str(_manifest_file(tmp_path)),
+    )  # fmt: skip
+    assert code == 0, err
+    keys = [Hotkey.from_seed(bytes([i + 1]) * 32) for i in range(2)]
+    for key in keys:
+        joined = httpx.post(f"{svc.url}/v1/join", json=signed(key, "join", join_body()))
+        assert joined.status_code == 200 and joined.json()["admitted"], joined.text
+    code, out, err = _run(
+        capsys, "challenge", "open-round", "--url", svc.url, "--run-id", "run-1",
+        "--admin-token-file", str(svc.admin_token), "--start-model-sha256", "ab" * 32,
+        "--start-model-url", "http://relay/blobs/" + "ab" * 32,
+    )  # fmt: skip
+    assert code == 0 and out.startswith("opened round 0 of run-1") and "2 islands" in out, err
+    code, out, err = _run(capsys, "challenge", "check-selection", "--url", svc.url,
+                          "--run-id", "run-1", "--round", "0")  # fmt: skip
+    assert code == 1 and "no audit selection yet" in err
+    for key in keys:
+        committed = httpx.post(f"{svc.url}/v1/commit", json=signed(key, "commit", commit_body(0)))
+        assert committed.status_code == 200, committed.text
+    svc.beacon.round += 4  # past the commit deadline: the service selects on its next poll
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{svc.url}/v1/runs/run-1/rounds").json()[0]["phase"] == "train":
+        assert time.monotonic() < deadline, "the service never left the train phase"
+        time.sleep(0.05)
+    code, out, err = _run(capsys, "challenge", "check-selection", "--url", svc.url,
+                          "--run-id", "run-1", "--round", "0")  # fmt: skip
+    assert code == 0 and "OK: published selection matches" in out, out + err
+    db = sqlite3.connect(svc.state_dir / DB_NAME)  # a service that edits what it published
+    row = db.execute("SELECT hotkey, envelope FROM audits LIMIT 1").fetchone()
+    forged = json.loads(row[1])
+    forged["body"]["segments"] = forged["body"]["segments"][-1:]
+    db.execute("UPDATE audits SET envelope = ? WHERE hotkey = ?", (json.dumps(forged), row[0]))
+    db.commit()
+    db.close()
+    code, out, err = _run(capsys, "challenge", "check-selection", "--url", svc.url,
+                          "--run-id", "run-1", "--round", "0")  # fmt: skip
+    assert code == 1 and "audit-assignment record does not verify" in err, out + err

@@ -22,7 +22,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from hypertrain.challenge.models import HealthAnswer, RoundDetail, RunListItem
 from hypertrain.challenge.selection import select_audits
 from hypertrain.challenge.settings import read_token_file
-from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.envelope import Envelope, open_envelope
+from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.manifest_file import manifest_document
 from hypertrain.protocol.messages import AuditAssignment, ManifestRecord, RoundOpen
@@ -158,6 +159,14 @@ def _body(envelope: Envelope, model: type[B]) -> B:
         ) from None
 
 
+def _signer(envelope: Any, domain: str, run_id: str) -> str:
+    """The verified signer of a record the service published (its signature must hold)."""
+    try:
+        return open_envelope(envelope, domain=domain, run_id=run_id).signer
+    except EnvelopeError as exc:
+        raise OperatorError(f"a published {domain} record does not verify: {exc}") from None
+
+
 def _admin_post(args: argparse.Namespace, path: str, body: dict[str, Any]) -> Envelope:
     token = read_token_file(args.admin_token_file, "--admin-token-file")
     return typed(
@@ -235,11 +244,12 @@ def _check_selection(args: argparse.Namespace) -> int:
     base = args.url.rstrip("/")
     manifest_env = call("GET", f"{base}/v1/runs/{args.run_id}/manifest")
     manifest = RunManifest.model_validate(manifest_doc_of(manifest_env))
+    coordinator = _signer(manifest_env, "manifest", args.run_id)
     detail = typed(_DETAIL, "GET", f"{base}/v1/runs/{args.run_id}/rounds/{args.round}")
     selector = detail.selection_beacon
     if selector is None:
         raise ValueError(f"round {args.round} has no audit selection yet")
-    committed = {c.signer: False for c in detail.commits}
+    committed = {_signer(c, "commit", args.run_id): False for c in detail.commits}
     committed.update(detail.probation)
     expected = select_audits(
         run_id=args.run_id,
@@ -252,6 +262,9 @@ def _check_selection(args: argparse.Namespace) -> int:
         num_segments=manifest.round.num_segments,
     )
     mine = [(a.hotkey, list(a.segments)) for a in expected]
+    for a in detail.assignments:
+        if _signer(a, "audit-assignment", args.run_id) != coordinator:
+            raise OperatorError(f"an audit assignment is signed by {a.signer}, not the coordinator")
     assigned = [_body(a, AuditAssignment) for a in detail.assignments]
     theirs = [(a.hotkey, list(a.segments)) for a in assigned]
     sys.stdout.write(f"beacon round {selector.round}: {len(mine)} islands selected\n")
