@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from hypertrain.challenge.app import _poll_beacon, create_app
 from hypertrain.challenge.settings import Settings
+from hypertrain.challenge.settle import PENDING_AUDIT
 from hypertrain.dispute import opinputs
 from hypertrain.dispute.messages import OpEntry
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
@@ -33,6 +34,7 @@ from tests.challenge.helpers import (
 RUN = "run-d"
 REFEREE = Hotkey.from_seed(b"\x66" * 32)
 AUDITOR = Hotkey.from_seed(b"\x55" * 32)
+OTHER_AUDITOR = Hotkey.from_seed(b"\x56" * 32)
 ISLANDS = [Hotkey.from_seed(bytes([i + 1]) * 32) for i in range(2)]
 LEAVES = [hashlib.sha256(f"leaf{i}".encode()).digest() for i in range(5)]
 TREE = MerkleTree.from_leaves(LEAVES)
@@ -365,3 +367,98 @@ def test_reveal_before_the_round_is_final_is_refused(service: Service) -> None:
         headers=bearer("admin"),
     )
     assert (r.status_code, r.json()["error"]) == (409, "early")
+
+
+def _verdict_on(svc: Service, auditor: Hotkey, island: Hotkey, result: str) -> Any:
+    assigned = svc.client.get(
+        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
+    ).json()
+    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == island.ss58_address)
+    body = {**mine, "result": result}
+    if result == "mismatch":
+        body["first_bad_leaf"] = mine["segments"][0] + 1
+    body.pop("selection_beacon_round")
+    return svc.client.post(
+        "/worker/v1/verdict", headers=bearer("worker"), json=signed(auditor, "verdict", body, RUN)
+    )
+
+
+def _merge_round_0(svc: Service) -> None:
+    tape = {
+        "round": 0,
+        "start_model_sha256": "aa" * 32,
+        "new_model_sha256": "bb" * 32,
+        "new_model_url": "u",
+        "outer_state_sha256": "cc" * 32,
+        "tape_sha256": "dd" * 32,
+        "included": sorted(k.ss58_address for k in ISLANDS),
+    }
+    m = svc.client.post(
+        "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
+    )
+    assert m.status_code == 200 and m.json()["phase"] == "settle", m.text
+
+
+def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None:
+    verdict_id, segment = _to_verdict(service)
+    # the lying auditor also passed island 1; that pass is what the dispute puts in doubt
+    passed = _verdict_on(service, AUDITOR, ISLANDS[1], "match")
+    assert passed.status_code == 200, passed.text
+    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
+    opened = service.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    game = opened.json()["game"]
+    dispute_id = opened.json()["dispute_id"]
+    island_answer = _answer(game, "island", 1, game["island_end"])
+    r = service.post(
+        f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", island_answer
+    )
+    assert r.status_code == 200, r.text
+    service.tick(4)  # the auditor misses its deadline: overturned, the auditor is faulty
+    assert service.client.get(f"/v1/disputes/{dispute_id}").json()["game"]["outcome"] == (
+        "overturned"
+    )
+    queue = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
+    assert [(q["round"], q["hotkey"], q["auditor"], q["verdict_id"]) for q in queue] == [
+        (0, ISLANDS[1].ss58_address, AUDITOR.ss58_address, passed.json()["verdict_id"])
+    ]
+    assert queue[0]["assignment"]["body"]["hotkey"] == ISLANDS[1].ss58_address
+    assert queue[0]["dispute_id"] == dispute_id
+    # the faulty auditor's verdicts are refused from now on, whatever they say
+    again = _verdict_on(service, AUDITOR, ISLANDS[1], "mismatch")
+    assert (again.status_code, again.json()["error"]) == (403, "faulty_auditor")
+    # the pass no longer counts: settlement holds island 1's reward instead of paying it
+    service.tick(20)
+    _merge_round_0(service)
+    service.tick()
+    assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
+    held = service.ledger.held[(RUN, 0)]  # island 0 is held for its probation only
+    assert held[ISLANDS[1].ss58_address] == PENDING_AUDIT != held[ISLANDS[0].ss58_address]
+    assert service.ledger.faults == []
+    # another auditor's verdict decides: here it finds the cheat, and the held reward burns
+    other = _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch")
+    assert other.status_code == 200, other.text
+    assert service.ledger.faults == [(RUN, 0, ISLANDS[1].ss58_address)]
+    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
+
+
+def test_reassigned_pass_then_an_honest_match_releases_the_hold(service: Service) -> None:
+    verdict_id, segment = _to_verdict(service)
+    assert _verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200
+    opened = service.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    game, dispute_id = opened.json()["game"], opened.json()["dispute_id"]
+    island_answer = _answer(game, "island", 1, game["island_end"])
+    service.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", island_answer)
+    service.tick(4)
+    # within the audit window another auditor re-judges: its match counts, nothing is held
+    assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "match").status_code == 200
+    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
+    service.tick(20)
+    _merge_round_0(service)
+    service.tick()
+    assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
+    assert PENDING_AUDIT not in service.ledger.held[(RUN, 0)].values()
+    assert service.ledger.faults == []

@@ -25,6 +25,7 @@ from hypertrain.challenge.models import (
     DisputeAnswer,
     JoinAnswer,
     MergeAnswer,
+    ReassignedAudit,
     RosterEntry,
     RoundDetail,
     RoundSummary,
@@ -189,6 +190,10 @@ class ChallengeClient:
         params = "&".join(f"{k}={v}" for k, v in query.items() if v is not None)
         result: list[dict[str, Any]] = self._call("GET", f"/v1/disputes?{params}")
         return result
+
+    def reassigned(self, run_id: str) -> list[ReassignedAudit]:
+        """Audits whose verdict stopped counting (a faulty auditor's), awaiting another."""
+        return self._get(TypeAdapter(list[ReassignedAudit]), f"/v1/runs/{run_id}/reassigned")
 
     def get_dispute(self, dispute_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/v1/disputes/{dispute_id}")

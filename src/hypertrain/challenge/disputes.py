@@ -22,6 +22,7 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
+from hypertrain.challenge.models import ReassignedAudit
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute import game as g
 from hypertrain.dispute import store
@@ -61,6 +62,10 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
         raise ForbiddenError("only the judged island may dispute a verdict", code="not_judged")
     if verdict["result"] != "mismatch":
         raise ChallengeError("only a mismatch verdict can be disputed", code="not_mismatch")
+    if store.is_reassigned(state.conn, body.verdict_id):
+        raise ChallengeError(
+            "this verdict no longer counts (its auditor was found faulty)", code="reassigned"
+        )
     if body.segment not in loads(verdict["body"])["segments"]:
         raise ChallengeError(f"segment {body.segment} was not audited", code="bad_segment")
     row = state.conn.execute(
@@ -184,6 +189,22 @@ def tick(state: ServiceState) -> int:
             _log_progress(game, new)
             changed += 1
     return changed
+
+
+def reassigned(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
+    """Audits waiting for a new verdict because their auditor was found faulty."""
+    state.manifest(run_id)
+    return [
+        ReassignedAudit(
+            round=row["round"],
+            hotkey=row["hotkey"],
+            auditor=row["auditor"],
+            verdict_id=row["verdict_id"],
+            dispute_id=row["dispute_id"],
+            assignment=Envelope.model_validate(loads(row["envelope"])),
+        )
+        for row in store.reassigned(state.conn, run_id)
+    ]
 
 
 def view(state: ServiceState, dispute_id: str) -> store.DisputeView:

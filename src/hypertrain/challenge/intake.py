@@ -24,6 +24,7 @@ from hypertrain.challenge.errors import (
 )
 from hypertrain.challenge.settle import late_verdict
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.dispute.store import is_faulty
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import Commit, Dispute, JoinRequest, MergeTape, Verdict
 from hypertrain.protocol.sqlite import transaction
@@ -191,6 +192,12 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
         env, "verdict", Verdict, registered=False, allowed=state.settings.worker_hotkeys
     )
     run_id = env.run_id
+    if is_faulty(state.conn, run_id, verified.signer):
+        raise ForbiddenError(
+            f"auditor {verified.signer} signed a verdict a dispute overturned; its verdicts"
+            " no longer count in this run",
+            code="faulty_auditor",
+        )
     row = _round_row(state, run_id, body.round)
     now = state.current_round()
     in_window = row["phase"] == "audit" and now < row["audit_close_round"]
@@ -245,7 +252,8 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
 def _has_verdict(state: ServiceState, run_id: str, index: int, hotkey: str) -> bool:
     return (
         state.conn.execute(
-            "SELECT 1 FROM verdicts WHERE run_id = ? AND round = ? AND hotkey = ?",
+            "SELECT 1 FROM verdicts v WHERE run_id = ? AND round = ? AND hotkey = ? AND"
+            " v.verdict_id NOT IN (SELECT verdict_id FROM reassigned_verdicts)",
             (run_id, index, hotkey),
         ).fetchone()
         is not None

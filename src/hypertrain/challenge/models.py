@@ -231,3 +231,18 @@ class VersionAnswer(_Answer):
     version: str
     contract: int
     capabilities: list[str]
+
+
+class ReassignedAudit(_Answer):
+    """One row of ``GET /v1/runs/{run}/reassigned``: an audit whose verdict stopped counting.
+
+    Its auditor was found faulty by a dispute (``dispute_id``); the assignment waits for
+    another auditor's verdict, and the island's reward for the round is held until then.
+    """
+
+    round: int
+    hotkey: str
+    auditor: str
+    verdict_id: str
+    dispute_id: str
+    assignment: Envelope

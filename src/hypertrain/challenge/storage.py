@@ -15,6 +15,7 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
+from hypertrain.dispute.store import REASSIGN_SCHEMA
 from hypertrain.dispute.store import SCHEMA as DISPUTE_SCHEMA
 from hypertrain.protocol.sqlite import open_database, transaction
 
@@ -236,7 +237,7 @@ CREATE TABLE compete_results (
 )
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, DISPUTE_SCHEMA, _V6)
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, DISPUTE_SCHEMA, _V6, REASSIGN_SCHEMA)
 DB_NAME: Final = "challenge.sqlite"
 
 

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from hypertrain.challenge import disputes, honeypots
 from hypertrain.challenge.deps import State, require_admin
+from hypertrain.challenge.models import ReassignedAudit
 from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.honeypots import HoneypotList
@@ -70,6 +71,12 @@ async def get_inputs(state: State, dispute_id: str) -> Response:
 async def ruling(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
     """A ``dispute-ruling`` envelope from a referee named in the manifest."""
     return disputes.ruling(state, dispute_id, envelope)
+
+
+@router.get("/runs/{run_id}/reassigned", responses=_ERRORS, response_model=list[ReassignedAudit])
+async def reassigned(state: State, run_id: str) -> list[ReassignedAudit]:
+    """Audits whose verdict stopped counting (a faulty auditor's) and that await another."""
+    return disputes.reassigned(state, run_id)
 
 
 @router.get("/runs/{run_id}/honeypots", responses=_ERRORS)
