@@ -74,12 +74,23 @@ def _running(svc: Service) -> Iterator[Service]:
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
+    yield from _service(tmp_path, bond=0)
+
+
+@pytest.fixture
+def bonded(tmp_path: Path) -> Iterator[Service]:
+    """A run whose disputes carry a bond of 100 base units."""
+    yield from _service(tmp_path, bond=100)
+
+
+def _service(tmp_path: Path, bond: int) -> Iterator[Service]:
     settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS])
     svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
     with _running(svc):
         doc = manifest_doc(RUN, rate=1.0, segments=1)
         doc["round"]["audit_window_rounds"] = 20
         doc["dispute"] = {
+            "bond": bond,
             "answer_rounds": 3,
             "referee_rounds": 3,
             "referees": [REFEREE.ss58_address],
@@ -462,3 +473,40 @@ def test_reassigned_pass_then_an_honest_match_releases_the_hold(service: Service
     assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
     assert PENDING_AUDIT not in service.ledger.held[(RUN, 0)].values()
     assert service.ledger.faults == []
+
+
+def test_bond_is_locked_at_open_and_returned_when_the_dispute_is_won(bonded: Service) -> None:
+    verdict_id, segment = _to_verdict(bonded)
+    body = _open_body(verdict_id, segment)
+    poor = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
+    assert (poor.status_code, poor.json()["error"]) == (403, "no_bond")  # no escrow yet
+    assert bonded.ledger.bonds == {}
+    bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 500}  # escrow from earlier
+    opened = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
+    assert opened.status_code == 200, opened.text
+    dispute_id, game = opened.json()["dispute_id"], opened.json()["game"]
+    assert opened.json()["bond"] == 100
+    assert bonded.ledger.bonds == {dispute_id: (ISLANDS[0].ss58_address, 100, "locked")}
+    island_answer = _answer(game, "island", 1, game["island_end"])
+    r = bonded.post(
+        f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", island_answer
+    )
+    assert r.status_code == 200, r.text
+    bonded.tick(4)  # the auditor misses its deadline: the island wins, its bond comes back
+    assert bonded.ledger.bonds[dispute_id][2] == "returned"
+    bonded.tick()
+    assert bonded.ledger.bonds[dispute_id][2] == "returned"  # settled once
+
+
+def test_bond_burns_when_the_island_loses(bonded: Service) -> None:
+    verdict_id, segment = _to_verdict(bonded)
+    bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 500}
+    opened = bonded.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    assert opened.status_code == 200, opened.text
+    dispute_id = opened.json()["dispute_id"]
+    bonded.tick(4)  # the island never answers: upheld, the bond burns
+    view = bonded.client.get(f"/v1/disputes/{dispute_id}").json()
+    assert view["game"]["outcome"] == "upheld"
+    assert bonded.ledger.bonds == {dispute_id: (ISLANDS[0].ss58_address, 100, "burned")}

@@ -15,8 +15,8 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
-from hypertrain.dispute.store import REASSIGN_SCHEMA
 from hypertrain.dispute.store import SCHEMA as DISPUTE_SCHEMA
+from hypertrain.dispute.store import SCHEMA_2 as DISPUTE_SCHEMA_2
 from hypertrain.protocol.sqlite import open_database, transaction
 
 _V1: Final = """
@@ -237,7 +237,7 @@ CREATE TABLE compete_results (
 )
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, DISPUTE_SCHEMA, _V6, REASSIGN_SCHEMA)
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, DISPUTE_SCHEMA, _V6, DISPUTE_SCHEMA_2)
 DB_NAME: Final = "challenge.sqlite"
 
 

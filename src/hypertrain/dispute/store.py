@@ -61,8 +61,10 @@ CREATE TABLE faulty_auditors (
 )
 """
 # A faulty auditor's other verdicts of rounds not yet final: they stop counting and the
-# assignment is open again for another auditor (see :func:`reassign_verdicts`).
-REASSIGN_SCHEMA: Final = """
+# assignment is open again for another auditor (see :func:`reassign_verdicts`); and
+# ``bond_state``: whether a decided dispute's bond went back to the ledger (returned or
+# burned), so a restart settles every bond exactly once.
+SCHEMA_2: Final = """
 CREATE TABLE reassigned_verdicts (
     verdict_id TEXT PRIMARY KEY REFERENCES verdicts(verdict_id),
     run_id TEXT NOT NULL,
@@ -72,7 +74,8 @@ CREATE TABLE reassigned_verdicts (
     dispute_id TEXT NOT NULL,
     reassigned_beacon_round INTEGER NOT NULL
 );
-CREATE INDEX reassigned_verdicts_round ON reassigned_verdicts (run_id, round, hotkey)
+CREATE INDEX reassigned_verdicts_round ON reassigned_verdicts (run_id, round, hotkey);
+ALTER TABLE dispute_games ADD COLUMN bond_state TEXT
 """
 
 
@@ -166,6 +169,16 @@ def is_faulty(conn: sqlite3.Connection, run_id: str, auditor: str) -> bool:
         (run_id, auditor),
     ).fetchone()
     return row is not None
+
+
+def unsettled_bonds(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+    """Decided disputes whose bond the ledger has not returned or burned yet."""
+    return list(
+        conn.execute(
+            "SELECT dispute_id, run_id, outcome FROM dispute_games WHERE outcome IS NOT NULL"
+            " AND bond > 0 AND bond_state IS NULL ORDER BY dispute_id"
+        )
+    )
 
 
 def is_reassigned(conn: sqlite3.Connection, verdict_id: str) -> bool:
