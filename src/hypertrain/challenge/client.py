@@ -22,7 +22,6 @@ from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import (
     BeaconPublic,
     CommitAnswer,
-    DisputeAnswer,
     JoinAnswer,
     MergeAnswer,
     ReassignedAudit,
@@ -136,9 +135,6 @@ class ChallengeClient:
 
     def commit(self, envelope: Envelope) -> CommitAnswer:
         return self._post(CommitAnswer, "/v1/commit", envelope)
-
-    def dispute(self, envelope: Envelope) -> DisputeAnswer:
-        return self._post(DisputeAnswer, "/v1/dispute", envelope)
 
     # worker routes (auditors, aggregator)
 

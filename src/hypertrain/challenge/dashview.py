@@ -157,9 +157,10 @@ def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
             )
         ]
         disputes = [
-            {"status": d["status"], "reason": loads(d["body"]).get("reason", "")}
+            {"status": d["outcome"] or d["stage"], "reason": f"dispute {d['dispute_id'][:12]}"}
             for d in state.conn.execute(
-                "SELECT status, body FROM disputes WHERE run_id = ? AND round = ? AND hotkey = ?",
+                "SELECT dispute_id, stage, outcome FROM dispute_games"
+                " WHERE run_id = ? AND round = ? AND hotkey = ?",
                 args,
             )
         ]

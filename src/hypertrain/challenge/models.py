@@ -186,12 +186,6 @@ class VerdictAnswer(_Answer):
     verdict_id: str
 
 
-class DisputeAnswer(_Answer):
-    accepted: bool
-    dispute_id: str
-    deadline_round: int | None
-
-
 class MergeAnswer(_Answer):
     accepted: bool
     round: int

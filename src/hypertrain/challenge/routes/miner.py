@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path
 
 from hypertrain.challenge import challenge, intake
 from hypertrain.challenge.deps import State
-from hypertrain.challenge.models import CommitAnswer, DisputeAnswer, JoinAnswer
+from hypertrain.challenge.models import CommitAnswer, JoinAnswer
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/v1", tags=["miner"])
@@ -33,12 +33,6 @@ async def join(state: State, envelope: Envelope) -> dict[str, Any]:
 async def commit(state: State, envelope: Envelope) -> dict[str, Any]:
     """A ``commit`` envelope for the round in its train phase."""
     return intake.commit(state, envelope)
-
-
-@router.post("/dispute", responses=_ERRORS, response_model=DisputeAnswer)
-async def dispute(state: State, envelope: Envelope) -> dict[str, Any]:
-    """A ``dispute`` envelope against a verdict on the signer, within the dispute window."""
-    return intake.dispute(state, envelope)
 
 
 @router.get("/runs/{run_id}/admission/{hotkey}", responses=_ERRORS)
