@@ -13,10 +13,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from hypertrain.challenge.app import _poll_beacon, create_app
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.models import DisputeAnswered, DisputeOpened, DisputeRuled
 from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.settle import PENDING_AUDIT
 from hypertrain.dispute import opinputs
 from hypertrain.dispute.messages import OpEntry
+from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.merkle import MerkleTree
@@ -510,3 +513,34 @@ def test_bond_burns_when_the_island_loses(bonded: Service) -> None:
     view = bonded.client.get(f"/v1/disputes/{dispute_id}").json()
     assert view["game"]["outcome"] == "upheld"
     assert bonded.ledger.bonds == {dispute_id: (ISLANDS[0].ss58_address, 100, "burned")}
+
+
+def test_client_parses_each_dispute_answer_into_its_model(service: Service) -> None:
+    client = ChallengeClient("http://testserver", http=service.client)
+    verdict_id, segment = _to_verdict(service)
+    env = seal(
+        ISLANDS[0], domain="dispute-open", run_id=RUN, body=_open_body(verdict_id, segment),
+        expiry_round=5000,
+    )  # fmt: skip
+    opened = client.open_dispute(env)
+    assert isinstance(opened, DisputeOpened) and opened.game.stage == "step"
+    assert (opened.hotkey, opened.auditor) == (ISLANDS[0].ss58_address, AUDITOR.ss58_address)
+    game = opened.game.model_dump(mode="json")
+    body = _answer(game, "auditor", 1, "")
+    answer_env = seal(AUDITOR, domain="dispute-answer", run_id=RUN, body=body, expiry_round=5000)
+    answered = client.dispute_answer(opened.dispute_id, answer_env)
+    assert isinstance(answered, DisputeAnswered) and "auditor" in answered.game.answers
+    game = _play_to_referee(service, opened.dispute_id)
+    inputs = client.put_dispute_inputs(opened.dispute_id, opinputs.encode(TENSORS))
+    ruling = {
+        "dispute_id": opened.dispute_id,
+        "query": inputs["game"]["query"],
+        "inputs_sha256": hashlib.sha256(opinputs.encode(TENSORS)).hexdigest(),
+        "outputs": game["outputs"]["island"],
+    }
+    ruled = client.dispute_ruling(
+        opened.dispute_id,
+        seal(REFEREE, domain="dispute-ruling", run_id=RUN, body=ruling, expiry_round=5000),
+    )
+    assert isinstance(ruled, DisputeRuled) and ruled.game.outcome == "overturned"
+    assert client.reassigned(RUN) == []  # the auditor judged nobody else

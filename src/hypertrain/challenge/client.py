@@ -22,6 +22,9 @@ from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import (
     BeaconPublic,
     CommitAnswer,
+    DisputeAnswered,
+    DisputeOpened,
+    DisputeRuled,
     JoinAnswer,
     MergeAnswer,
     ReassignedAudit,
@@ -176,8 +179,8 @@ class ChallengeClient:
 
     # disputes (the envelope authenticates; operation inputs are checked by their hashes)
 
-    def open_dispute(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post_raw("/v1/disputes", envelope)
+    def open_dispute(self, envelope: Envelope) -> DisputeOpened:
+        return self._post(DisputeOpened, "/v1/disputes", envelope)
 
     def disputes(
         self, run_id: str, index: int | None = None, stage: str | None = None
@@ -195,11 +198,11 @@ class ChallengeClient:
         result: dict[str, Any] = self._call("GET", f"/v1/disputes/{dispute_id}")
         return result
 
-    def dispute_answer(self, dispute_id: str, envelope: Envelope) -> dict[str, Any]:
-        return self._post_raw(f"/v1/disputes/{dispute_id}/answer", envelope)
+    def dispute_answer(self, dispute_id: str, envelope: Envelope) -> DisputeAnswered:
+        return self._post(DisputeAnswered, f"/v1/disputes/{dispute_id}/answer", envelope)
 
-    def dispute_ruling(self, dispute_id: str, envelope: Envelope) -> dict[str, Any]:
-        return self._post_raw(f"/v1/disputes/{dispute_id}/ruling", envelope)
+    def dispute_ruling(self, dispute_id: str, envelope: Envelope) -> DisputeRuled:
+        return self._post(DisputeRuled, f"/v1/disputes/{dispute_id}/ruling", envelope)
 
     def put_dispute_inputs(self, dispute_id: str, data: bytes) -> dict[str, Any]:
         path = f"/v1/disputes/{dispute_id}/inputs"

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope
 
 Phase = Literal["train", "beacon", "audit", "merge", "settle", "final"]
@@ -240,3 +241,19 @@ class ReassignedAudit(_Answer):
     verdict_id: str
     dispute_id: str
     assignment: Envelope
+
+
+# The dispute routes answer the game's stored record (``DisputeView``, defined with the
+# game's tables in ``hypertrain.dispute.store``): one named model per route.
+
+
+class DisputeOpened(DisputeView):
+    """``POST /v1/disputes``: the new game's record, its first query open."""
+
+
+class DisputeAnswered(DisputeView):
+    """``POST /v1/disputes/{id}/answer``: the game after the accepted answer."""
+
+
+class DisputeRuled(DisputeView):
+    """``POST /v1/disputes/{id}/ruling``: the game after the referee's ruling (decided)."""
