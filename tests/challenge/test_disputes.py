@@ -18,11 +18,12 @@ from hypertrain.challenge.models import DisputeAnswered, DisputeOpened, DisputeR
 from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.settle import PENDING_AUDIT
 from hypertrain.dispute import opinputs
-from hypertrain.dispute.messages import OpEntry
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
 from hypertrain.protocol.identity import Hotkey
-from hypertrain.protocol.merkle import MerkleTree
+from tests.challenge.disputeplay import TENSORS, TREE, play_to_referee
+from tests.challenge.disputeplay import answer as _answer
+from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import (
     FakeLedger,
     SteppedBeacon,
@@ -39,9 +40,6 @@ REFEREE = Hotkey.from_seed(b"\x66" * 32)
 AUDITOR = Hotkey.from_seed(b"\x55" * 32)
 OTHER_AUDITOR = Hotkey.from_seed(b"\x56" * 32)
 ISLANDS = [Hotkey.from_seed(bytes([i + 1]) * 32) for i in range(2)]
-LEAVES = [hashlib.sha256(f"leaf{i}".encode()).digest() for i in range(5)]
-TREE = MerkleTree.from_leaves(LEAVES)
-TENSORS = [opinputs.RawTensor("torch.float32", (2,), bytes(8))]
 HONEYPOTS = HoneypotList(
     salt="5a" * 32,
     entries=[
@@ -134,68 +132,8 @@ def _to_verdict(svc: Service) -> tuple[str, int]:
     return r.json()["verdict_id"], segment
 
 
-def _open_body(verdict_id: str, segment: int) -> dict[str, Any]:
-    def leaf(i: int) -> dict[str, Any]:
-        return {"leaf": LEAVES[i].hex(), "proof": TREE.proof(i).to_json()}
-
-    return {
-        "round": 0,
-        "verdict_id": verdict_id,
-        "segment": segment,
-        "start": leaf(segment),
-        "end": leaf(segment + 1),
-    }
-
-
-def _hash(party: str, step: int, part_at: int) -> str:
-    return hashlib.sha256(
-        f"{step}".encode() if step < part_at else f"{step}{party}".encode()
-    ).hexdigest()
-
-
-def _answer(game: dict[str, Any], party: str, part_at: int, end: str) -> dict[str, Any]:
-    base = {"dispute_id": game["dispute_id"], "query": game["query"], "segment": game["segment"]}
-    if game["stage"] == "step":
-        hashes = [
-            end if (p == game["interval"] and party == "island") else _hash(party, p, part_at)
-            for p in game["points"]
-        ]
-        return {**base, "level": "step", "hashes": hashes}
-    if game["stage"] == "layer":
-        sections = [
-            {"name": n, "digest": _hash(party, i, 2)} for i, n in enumerate(game["sections"])
-        ]
-        return {**base, "level": "layer", "step": game["step"], "sections": sections}
-    out = _hash(party, 9, 0)
-    op = OpEntry(
-        op="aten.neg.default", args='[[{"$t":0}],{}]', inputs=[TENSORS[0].digest()], outputs=[out]
-    )
-    return {
-        **base,
-        "level": "op",
-        "step": game["step"],
-        "section": game["section"],
-        "ops": [op.model_dump()],
-    }
-
-
 def _play_to_referee(svc: Service, dispute_id: str) -> dict[str, Any]:
-    end = LEAVES[0].hex()
-    while True:
-        game = svc.client.get(f"/v1/disputes/{dispute_id}").json()["game"]
-        if game["stage"] not in ("step", "layer", "op"):
-            return game
-        end = game["island_end"]
-        for key, party in ((ISLANDS[0], "island"), (AUDITOR, "auditor")):
-            if party in game["answers"]:
-                continue
-            r = svc.post(
-                f"/v1/disputes/{dispute_id}/answer",
-                key,
-                "dispute-answer",
-                _answer(game, party, 1, end),
-            )
-            assert r.status_code == 200, r.text
+    return play_to_referee(svc.client, RUN, dispute_id, ISLANDS[0], AUDITOR)
 
 
 def test_open_refusals(service: Service) -> None:
