@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tests.challenge.conftest import Harness
@@ -10,8 +11,18 @@ from tests.challenge.helpers import bearer, commit_body, join_body, signed
 START = "aa" * 32
 
 
-def run_rounds(h: Harness, rounds: int = 2, islands: int = 3) -> None:
-    """Every island commits each round; the last one is caught cheating in round 0."""
+def run_rounds(
+    h: Harness,
+    rounds: int = 2,
+    islands: int = 3,
+    checkpoint_root: str | None = None,
+    after_verdicts: Callable[[Harness, int], None] | None = None,
+) -> None:
+    """Every island commits each round; the last one is caught cheating in round 0.
+
+    ``checkpoint_root`` replaces every commit's root (a tree a dispute can prove
+    leaves of); ``after_verdicts(h, round)`` runs once a round's verdicts are in.
+    """
     for n, key in enumerate(h.miners[:islands]):  # island n trains n + 1 micro-batches a step
         joined = h.client.post("/v1/join", json=signed(key, "join", join_body(micro_batches=n + 1)))
         assert joined.status_code == 200
@@ -24,6 +35,8 @@ def run_rounds(h: Harness, rounds: int = 2, islands: int = 3) -> None:
         assert r.status_code == 200, r.text
         for n, key in enumerate(h.miners[:islands]):
             commit = commit_body(index, tokens=1000 * (n + 1), loss=5.0 - index)
+            if checkpoint_root is not None:
+                commit["checkpoint_root"] = checkpoint_root
             assert h.client.post("/v1/commit", json=signed(key, "commit", commit)).is_success
         h.tick(1)  # every island committed: the next beacon round selects the audits
         assigned = h.client.get(
@@ -45,6 +58,8 @@ def run_rounds(h: Harness, rounds: int = 2, islands: int = 3) -> None:
                 json=signed(h.auditor, "verdict", verdict),
             )
             assert r.status_code == 200, r.text
+        if after_verdicts is not None:
+            after_verdicts(h, index)
         h.tick(2)
         new = f"{index + 1:02x}" * 32
         tape = {

@@ -179,6 +179,7 @@ class FakeLedger:
     faults: list[tuple[str, int, str]] = field(default_factory=list)
     deregistered: list[tuple[str, int]] = field(default_factory=list)
     released: list[tuple[str, int, str]] = field(default_factory=list)
+    bonds: dict[str, tuple[str, int, str]] = field(default_factory=dict)  # id -> (hk, amt, state)
     weight_calls: int = 0
 
     def create_run(self, run_id: str, *, pool_per_round: int, vesting_rounds: int) -> None:
@@ -214,6 +215,17 @@ class FakeLedger:
     def deregister(self, hotkey: str, epoch: int) -> int:
         self.deregistered.append((hotkey, epoch))
         return 0
+
+    def lock_bond(self, run_id: str, hotkey: str, dispute_id: str, amount: int, epoch: int) -> int:
+        self.bonds[dispute_id] = (hotkey, amount, "locked")
+        return len(self.bonds)
+
+    def settle_bond(self, run_id: str, dispute_id: str, won: bool, epoch: int) -> int:
+        hotkey, amount, state = self.bonds[dispute_id]
+        if state != "locked":
+            return 0
+        self.bonds[dispute_id] = (hotkey, amount, "returned" if won else "burned")
+        return amount
 
     def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer:
         self.weight_calls += 1

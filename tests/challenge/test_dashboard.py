@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hypertrain.challenge import dashpanels
+from hypertrain.challenge.dashmodels import Dashboard
 from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import run_rounds
 
@@ -69,3 +71,43 @@ def test_view_after_two_rounds(harness: Harness) -> None:
     assert caught[0]["verdicts"][0]["first_bad_leaf"] == 2
     statuses = {i["hotkey"]: i["status"] for i in d["islands"]}
     assert statuses[caught[0]["hotkey"]] == "faulted"
+
+
+def test_document_is_the_typed_contract_with_traffic_honeypots_and_disputes(
+    harness: Harness,
+) -> None:
+    run_rounds(harness, rounds=2)
+    d = harness.client.get("/v1/runs/run-1/dashboard").json()
+    doc = Dashboard.model_validate(d)  # the route's response model, field for field
+    assert set(d) == set(Dashboard.model_fields)
+    # the traffic panel carries the run totals the glance tile is computed from
+    honest = d["glance"]["honest"]
+    assert doc.traffic.honest_bytes == honest["honest_bytes"] > 0
+    assert doc.traffic.ddp_ring_bytes == honest["ddp_ring_bytes"] > 0
+    assert doc.traffic.ratio == honest["honest_bytes"] / honest["ddp_ring_bytes"]
+    assert doc.traffic.parts == honest["traffic"]
+    # no honeypot list committed and no dispute opened: explicit, empty panels
+    assert (doc.honeypots.committed, doc.honeypots.revealed, doc.honeypots.rows) == (
+        False,
+        False,
+        [],
+    )
+    assert doc.disputes == []
+    schema = harness.client.get("/openapi.json").json()
+    route = schema["paths"]["/v1/runs/{run_id}/dashboard"]["get"]["responses"]["200"]
+    assert route["content"]["application/json"]["schema"]["$ref"].endswith("/Dashboard")
+
+
+def test_narrowing_lines_become_typed_steps() -> None:
+    lines = [
+        "opened at beacon 7: segment 1, steps (0, 4]",
+        "beacon 8: agree after step 1, differ after step 2",
+        "beacon 9: step 1 first differs in mb0.layers.0",
+        "beacon 9: mb0.layers.0 operation 3 (aten.mm.default) contested",
+        "beacon 20: no ruling yet, referee deadline extended",
+        "overturned: referee 5F recomputed aten.mm.default: island is right",
+    ]
+    steps = [dashpanels._narrowing(line) for line in lines]
+    assert [s["level"] for s in steps] == ["open", "step", "layer", "op", "referee", "decided"]
+    assert [s["beacon_round"] for s in steps] == [7, 8, 9, 9, 20, None]
+    assert steps[1]["text"] == "agree after step 1, differ after step 2"

@@ -9,6 +9,7 @@ missing browser fails the test instead of skipping it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import socket
@@ -23,8 +24,19 @@ import pytest
 import uvicorn
 
 from hypertrain.challenge.app import create_app
+from hypertrain.dispute import opinputs
+from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
+from hypertrain.protocol.identity import Hotkey
 from tests.challenge.dashdata import run_rounds
-from tests.challenge.helpers import FakeLedger, SteppedBeacon, bearer, make_settings, manifest_doc
+from tests.challenge.disputeplay import TENSORS, TREE, open_body, play_to_referee
+from tests.challenge.helpers import (
+    FakeLedger,
+    SteppedBeacon,
+    bearer,
+    make_settings,
+    manifest_doc,
+    signed,
+)
 
 CHROMIUM = Path(os.environ.get("HYPERTRAIN_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -80,10 +92,54 @@ class LiveHarness:
         return True
 
 
+REFEREE = Hotkey.from_seed(b"\x66" * 32)
+
+
+def _honeypots(miners: list[Hotkey]) -> HoneypotList:
+    """Islands 0 and 1 honest honeypots, island 2 the cheat that round 0 catches."""
+    return HoneypotList(
+        salt="5a" * 32,
+        entries=[
+            HoneypotEntry(hotkey=miners[0].ss58_address, role="island", strategy="honest"),
+            HoneypotEntry(hotkey=miners[1].ss58_address, role="island", strategy="honest"),
+            HoneypotEntry(hotkey=miners[2].ss58_address, role="island", strategy="wrong-samples"),
+        ],
+    )
+
+
+def _dispute(h: LiveHarness, index: int) -> None:
+    """In round 0 the caught island disputes; the game narrows and the referee upholds."""
+    if index != 0:
+        return
+    cheat = h.miners[2]
+    detail = h.client.get("/v1/runs/run-1/rounds/0").json()
+    verdict = next(
+        v for v in detail["verdicts"] if v["envelope"]["body"]["hotkey"] == cheat.ss58_address
+    )
+    segment = verdict["envelope"]["body"]["segments"][0]
+    body = open_body(verdict["verdict_id"], segment)
+    r = h.client.post("/v1/disputes", json=signed(cheat, "dispute-open", body))
+    assert r.status_code == 200, r.text
+    dispute_id = r.json()["dispute_id"]
+    game = play_to_referee(h.client, "run-1", dispute_id, cheat, h.auditor)
+    assert game["stage"] == "referee", game
+    data = opinputs.encode(TENSORS)
+    r = h.client.put(f"/v1/disputes/{dispute_id}/inputs", content=data)
+    assert r.status_code == 200, r.text
+    ruling = {
+        "dispute_id": dispute_id,
+        "query": r.json()["game"]["query"],
+        "inputs_sha256": hashlib.sha256(data).hexdigest(),
+        "outputs": game["outputs"]["auditor"],
+    }
+    r = h.client.post(
+        f"/v1/disputes/{dispute_id}/ruling", json=signed(REFEREE, "dispute-ruling", ruling)
+    )
+    assert r.status_code == 200 and r.json()["game"]["outcome"] == "upheld", r.text
+
+
 @pytest.fixture
 def live(tmp_path: Path, miner_keys: list[Any]) -> Iterator[tuple[str, uvicorn.Server]]:
-    from hypertrain.protocol.identity import Hotkey
-
     auditor = Hotkey.from_seed(b"\x55" * 32)
     settings = make_settings(tmp_path, [k.ss58_address for k in miner_keys])
     beacon = SteppedBeacon()
@@ -100,9 +156,19 @@ def live(tmp_path: Path, miner_keys: list[Any]) -> Iterator[tuple[str, uvicorn.S
         assert time.monotonic() < deadline, "service did not start"
         time.sleep(0.05)
     h = LiveHarness(base, beacon, miner_keys, auditor)
-    r = h.client.post("/admin/v1/runs", json={"manifest": manifest_doc()}, headers=bearer("admin"))
+    doc = manifest_doc()
+    doc["dispute"] = {"answer_rounds": 5, "referee_rounds": 5, "referees": [REFEREE.ss58_address]}
+    honeypots = _honeypots(miner_keys)
+    doc["honeypots"] = {"commitment": commitment(honeypots), "reveal_round": 0}
+    r = h.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
     assert r.status_code == 200, r.text
-    run_rounds(h, rounds=2)  # type: ignore[arg-type]
+    run_rounds(h, rounds=2, checkpoint_root=TREE.root_hex, after_verdicts=_dispute)  # type: ignore[arg-type]
+    r = h.client.post(
+        "/admin/v1/runs/run-1/honeypots",
+        json=honeypots.model_dump(mode="json"),
+        headers=bearer("admin"),
+    )
+    assert r.status_code == 200, r.text
     try:
         yield base, server
     finally:
@@ -151,7 +217,7 @@ def test_dashboard_in_chromium(live: tuple[str, uvicorn.Server]) -> None:
         check_new_panels(page, httpx.get(f"{base}/v1/runs/run-1/dashboard").json())
         page.screenshot(path=str(ARTIFACTS / "dashboard-test.png"), full_page=True)
         assert errors == []
-        check_fed_placeholders(browser, base)
+        check_empty_states(browser, base)
 
         page.goto(f"{base}/dashboard/?run=nope")
         expect(page.locator("#notice")).to_contain_text('Run "nope" was not found')
@@ -220,52 +286,78 @@ def check_new_panels(page: Any, doc: dict[str, Any]) -> None:
     expect(rows.first.locator("td").nth(2)).to_have_text(by_tokens[-1]["name"])
     page.locator("#roster-table thead th[data-sort='rank'] button").click()
 
-    # panels other parts of the service feed: an explicit empty state while the JSON lacks them
-    for panel, field in (
-        ("disputes", "disputes"),
-        ("honeypots", "honeypots"),
-        ("traffic", "traffic"),
-    ):
-        if field not in doc:
-            expect(page.locator(f"#{panel}-body")).to_contain_text(f'no "{field}" field yet')
+    check_dispute_honeypot_traffic(page, doc)
 
 
-def check_fed_placeholders(browser: Any, base: str) -> None:
-    """With the fields present in the JSON API, the placeholder panels draw them."""
+def check_dispute_honeypot_traffic(page: Any, doc: dict[str, Any]) -> None:
+    """The disputes, honeypots and traffic panels, filled by the run, against the JSON."""
+    from playwright.sync_api import expect
+
+    assert len(doc["disputes"]) == 1
+    game = doc["disputes"][0]
+    row = page.locator(f"#disputes-table tr[data-dispute='{game['dispute_id']}']")
+    expect(row.locator("ol.steps li")).to_have_count(len(game["steps"]))
+    levels = [st["level"] for st in game["steps"]]
+    assert levels == ["open", "step", "layer", "op", "decided"], levels
+    for n, st in enumerate(game["steps"]):
+        item = row.locator("ol.steps li").nth(n)
+        expect(item).to_have_attribute("data-level", st["level"])
+        expect(item).to_contain_text(st["text"])
+    where = row.locator(".where")
+    expect(where).to_contain_text(f"step {game['step']}")
+    expect(where).to_contain_text(game["section"])
+    expect(where).to_contain_text(game["op"])
+    expect(row.locator(".referee")).to_have_attribute("title", game["referee"])
+    expect(row.locator(".outcome")).to_contain_text(game["outcome"])
+    expect(row.locator(".deadline")).to_contain_text(
+        f"decided at beacon {game['decided_beacon_round']}"
+    )
+
+    hp = doc["honeypots"]
+    assert hp["revealed"] and hp["rows"]
+    for r in hp["rows"]:
+        line = page.locator(f"#honeypots-table tr[data-strategy='{r['role']}:{r['strategy']}']")
+        rate = r["catch_rate"]
+        fp = r["false_positive_rate"]
+        expect(line.locator(".catch")).to_have_text(
+            "—" if rate is None else f"{100 * rate:.1f} %".replace(".0 %", " %")
+        )
+        expect(line.locator(".fp")).to_have_text(
+            "—" if fp is None else f"{100 * fp:.1f} %".replace(".0 %", " %")
+        )
+    cheat = next(r for r in hp["rows"] if r["strategy"] == "wrong-samples")
+    assert (cheat["caught"], cheat["disputes_lost"]) == (1, 1)
+
+    t = doc["traffic"]
+    assert t["ratio"] is not None and t["ratio"] > 0
+    expect(page.locator("#traffic-body .ratio")).to_have_text(
+        f"{100 * t['ratio']:.1f} %".replace(".0 %", " %")
+    )
+    honest = page.locator("#traffic-body .honest")
+    expect(honest).not_to_have_text("—")
+
+
+def check_empty_states(browser: Any, base: str) -> None:
+    """Before a reveal, and before any traffic or dispute, each panel says so."""
     from playwright.sync_api import expect
 
     real = httpx.get(f"{base}/v1/runs/run-1/dashboard").json()
-    hotkey = real["islands"][0]["hotkey"]
-    extra = {
-        "disputes": [
-            {
-                "round": 0,
-                "hotkey": hotkey,
-                "status": "resolved",
-                "steps": [{"low": 0, "high": 8}, {"low": 4, "high": 6}, {"low": 5, "high": 6}],
-                "outcome": "auditor upheld",
-            }
-        ],
+    early = {
+        **real,
+        "disputes": [],
         "honeypots": {
-            "catch_rate": 0.75,
-            "false_positive_rate": 0.0,
-            "reveals": [{"round": 1, "strategy": "skip-steps", "caught": True}],
+            **real["honeypots"],
+            "revealed": False,
+            "revealed_beacon_round": None,
+            "rows": [],
         },
-        "traffic": {"ratio": 0.9, "honest_bytes": 9000, "total_bytes": 10000},
+        "traffic": {**real["traffic"], "ratio": None, "honest_bytes": 0, "ddp_ring_bytes": 0},
     }
     page = browser.new_page()
-
-    def fulfil(route: Any) -> None:
-        route.fulfill(json={**httpx.get(route.request.url).json(), **extra})
-
-    page.route("**/v1/runs/run-1/dashboard", fulfil)
+    page.route("**/v1/runs/run-1/dashboard", lambda route: route.fulfill(json=early))
     page.goto(f"{base}/dashboard/?run=run-1")
-    disputes = page.locator("#disputes-body")
-    expect(disputes).to_contain_text("resolved")
-    expect(disputes.locator("ol.steps li")).to_have_count(3)
-    expect(disputes).to_contain_text("steps 5–6")
-    expect(page.locator("#honeypots-body .catch")).to_have_text("75 %")
-    expect(page.locator("#honeypots-body .fp")).to_have_text("0 %")
-    expect(page.locator("#honeypots-body")).to_contain_text("round 1: skip-steps caught")
-    expect(page.locator("#traffic-body .ratio")).to_have_text("90 %")
+    expect(page.locator("#disputes-body")).to_contain_text("No disputes in this run.")
+    expect(page.locator("#honeypots-body")).to_contain_text("Not revealed yet")
+    expect(page.locator("#honeypots-body")).to_contain_text("round 0 is final")
+    expect(page.locator("#traffic-body")).to_contain_text("No round has moved any bytes yet.")
     page.close()

@@ -13,12 +13,17 @@ import pytest
 from fastapi.testclient import TestClient
 
 from hypertrain.challenge.app import _poll_beacon, create_app
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.models import DisputeAnswered, DisputeOpened, DisputeRuled
 from hypertrain.challenge.settings import Settings
+from hypertrain.challenge.settle import PENDING_AUDIT
 from hypertrain.dispute import opinputs
-from hypertrain.dispute.messages import OpEntry
+from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
 from hypertrain.protocol.identity import Hotkey
-from hypertrain.protocol.merkle import MerkleTree
+from tests.challenge.disputeplay import TENSORS, TREE, play_to_referee
+from tests.challenge.disputeplay import answer as _answer
+from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import (
     FakeLedger,
     SteppedBeacon,
@@ -33,10 +38,8 @@ from tests.challenge.helpers import (
 RUN = "run-d"
 REFEREE = Hotkey.from_seed(b"\x66" * 32)
 AUDITOR = Hotkey.from_seed(b"\x55" * 32)
+OTHER_AUDITOR = Hotkey.from_seed(b"\x56" * 32)
 ISLANDS = [Hotkey.from_seed(bytes([i + 1]) * 32) for i in range(2)]
-LEAVES = [hashlib.sha256(f"leaf{i}".encode()).digest() for i in range(5)]
-TREE = MerkleTree.from_leaves(LEAVES)
-TENSORS = [opinputs.RawTensor("torch.float32", (2,), bytes(8))]
 HONEYPOTS = HoneypotList(
     salt="5a" * 32,
     entries=[
@@ -72,12 +75,23 @@ def _running(svc: Service) -> Iterator[Service]:
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
+    yield from _service(tmp_path, bond=0)
+
+
+@pytest.fixture
+def bonded(tmp_path: Path) -> Iterator[Service]:
+    """A run whose disputes carry a bond of 100 base units."""
+    yield from _service(tmp_path, bond=100)
+
+
+def _service(tmp_path: Path, bond: int) -> Iterator[Service]:
     settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS])
     svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
     with _running(svc):
         doc = manifest_doc(RUN, rate=1.0, segments=1)
         doc["round"]["audit_window_rounds"] = 20
         doc["dispute"] = {
+            "bond": bond,
             "answer_rounds": 3,
             "referee_rounds": 3,
             "referees": [REFEREE.ss58_address],
@@ -118,68 +132,8 @@ def _to_verdict(svc: Service) -> tuple[str, int]:
     return r.json()["verdict_id"], segment
 
 
-def _open_body(verdict_id: str, segment: int) -> dict[str, Any]:
-    def leaf(i: int) -> dict[str, Any]:
-        return {"leaf": LEAVES[i].hex(), "proof": TREE.proof(i).to_json()}
-
-    return {
-        "round": 0,
-        "verdict_id": verdict_id,
-        "segment": segment,
-        "start": leaf(segment),
-        "end": leaf(segment + 1),
-    }
-
-
-def _hash(party: str, step: int, part_at: int) -> str:
-    return hashlib.sha256(
-        f"{step}".encode() if step < part_at else f"{step}{party}".encode()
-    ).hexdigest()
-
-
-def _answer(game: dict[str, Any], party: str, part_at: int, end: str) -> dict[str, Any]:
-    base = {"dispute_id": game["dispute_id"], "query": game["query"], "segment": game["segment"]}
-    if game["stage"] == "step":
-        hashes = [
-            end if (p == game["interval"] and party == "island") else _hash(party, p, part_at)
-            for p in game["points"]
-        ]
-        return {**base, "level": "step", "hashes": hashes}
-    if game["stage"] == "layer":
-        sections = [
-            {"name": n, "digest": _hash(party, i, 2)} for i, n in enumerate(game["sections"])
-        ]
-        return {**base, "level": "layer", "step": game["step"], "sections": sections}
-    out = _hash(party, 9, 0)
-    op = OpEntry(
-        op="aten.neg.default", args='[[{"$t":0}],{}]', inputs=[TENSORS[0].digest()], outputs=[out]
-    )
-    return {
-        **base,
-        "level": "op",
-        "step": game["step"],
-        "section": game["section"],
-        "ops": [op.model_dump()],
-    }
-
-
 def _play_to_referee(svc: Service, dispute_id: str) -> dict[str, Any]:
-    end = LEAVES[0].hex()
-    while True:
-        game = svc.client.get(f"/v1/disputes/{dispute_id}").json()["game"]
-        if game["stage"] not in ("step", "layer", "op"):
-            return game
-        end = game["island_end"]
-        for key, party in ((ISLANDS[0], "island"), (AUDITOR, "auditor")):
-            if party in game["answers"]:
-                continue
-            r = svc.post(
-                f"/v1/disputes/{dispute_id}/answer",
-                key,
-                "dispute-answer",
-                _answer(game, party, 1, end),
-            )
-            assert r.status_code == 200, r.text
+    return play_to_referee(svc.client, RUN, dispute_id, ISLANDS[0], AUDITOR)
 
 
 def test_open_refusals(service: Service) -> None:
@@ -365,3 +319,166 @@ def test_reveal_before_the_round_is_final_is_refused(service: Service) -> None:
         headers=bearer("admin"),
     )
     assert (r.status_code, r.json()["error"]) == (409, "early")
+
+
+def _verdict_on(svc: Service, auditor: Hotkey, island: Hotkey, result: str) -> Any:
+    assigned = svc.client.get(
+        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
+    ).json()
+    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == island.ss58_address)
+    body = {**mine, "result": result}
+    if result == "mismatch":
+        body["first_bad_leaf"] = mine["segments"][0] + 1
+    body.pop("selection_beacon_round")
+    return svc.client.post(
+        "/worker/v1/verdict", headers=bearer("worker"), json=signed(auditor, "verdict", body, RUN)
+    )
+
+
+def _merge_round_0(svc: Service) -> None:
+    tape = {
+        "round": 0,
+        "start_model_sha256": "aa" * 32,
+        "new_model_sha256": "bb" * 32,
+        "new_model_url": "u",
+        "outer_state_sha256": "cc" * 32,
+        "tape_sha256": "dd" * 32,
+        "included": sorted(k.ss58_address for k in ISLANDS),
+    }
+    m = svc.client.post(
+        "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
+    )
+    assert m.status_code == 200 and m.json()["phase"] == "settle", m.text
+
+
+def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None:
+    verdict_id, segment = _to_verdict(service)
+    # the lying auditor also passed island 1; that pass is what the dispute puts in doubt
+    passed = _verdict_on(service, AUDITOR, ISLANDS[1], "match")
+    assert passed.status_code == 200, passed.text
+    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
+    opened = service.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    game = opened.json()["game"]
+    dispute_id = opened.json()["dispute_id"]
+    island_answer = _answer(game, "island", 1, game["island_end"])
+    r = service.post(
+        f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", island_answer
+    )
+    assert r.status_code == 200, r.text
+    service.tick(4)  # the auditor misses its deadline: overturned, the auditor is faulty
+    assert service.client.get(f"/v1/disputes/{dispute_id}").json()["game"]["outcome"] == (
+        "overturned"
+    )
+    queue = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
+    assert [(q["round"], q["hotkey"], q["auditor"], q["verdict_id"]) for q in queue] == [
+        (0, ISLANDS[1].ss58_address, AUDITOR.ss58_address, passed.json()["verdict_id"])
+    ]
+    assert queue[0]["assignment"]["body"]["hotkey"] == ISLANDS[1].ss58_address
+    assert queue[0]["dispute_id"] == dispute_id
+    # the faulty auditor's verdicts are refused from now on, whatever they say
+    again = _verdict_on(service, AUDITOR, ISLANDS[1], "mismatch")
+    assert (again.status_code, again.json()["error"]) == (403, "faulty_auditor")
+    # the pass no longer counts: settlement holds island 1's reward instead of paying it
+    service.tick(20)
+    _merge_round_0(service)
+    service.tick()
+    assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
+    held = service.ledger.held[(RUN, 0)]  # island 0 is held for its probation only
+    assert held[ISLANDS[1].ss58_address] == PENDING_AUDIT != held[ISLANDS[0].ss58_address]
+    assert service.ledger.faults == []
+    # another auditor's verdict decides: here it finds the cheat, and the held reward burns
+    other = _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch")
+    assert other.status_code == 200, other.text
+    assert service.ledger.faults == [(RUN, 0, ISLANDS[1].ss58_address)]
+    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
+
+
+def test_reassigned_pass_then_an_honest_match_releases_the_hold(service: Service) -> None:
+    verdict_id, segment = _to_verdict(service)
+    assert _verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200
+    opened = service.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    game, dispute_id = opened.json()["game"], opened.json()["dispute_id"]
+    island_answer = _answer(game, "island", 1, game["island_end"])
+    service.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", island_answer)
+    service.tick(4)
+    # within the audit window another auditor re-judges: its match counts, nothing is held
+    assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "match").status_code == 200
+    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
+    service.tick(20)
+    _merge_round_0(service)
+    service.tick()
+    assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
+    assert PENDING_AUDIT not in service.ledger.held[(RUN, 0)].values()
+    assert service.ledger.faults == []
+
+
+def test_bond_is_locked_at_open_and_returned_when_the_dispute_is_won(bonded: Service) -> None:
+    verdict_id, segment = _to_verdict(bonded)
+    body = _open_body(verdict_id, segment)
+    poor = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
+    assert (poor.status_code, poor.json()["error"]) == (403, "no_bond")  # no escrow yet
+    assert bonded.ledger.bonds == {}
+    bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 500}  # escrow from earlier
+    opened = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
+    assert opened.status_code == 200, opened.text
+    dispute_id, game = opened.json()["dispute_id"], opened.json()["game"]
+    assert opened.json()["bond"] == 100
+    assert bonded.ledger.bonds == {dispute_id: (ISLANDS[0].ss58_address, 100, "locked")}
+    island_answer = _answer(game, "island", 1, game["island_end"])
+    r = bonded.post(
+        f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", island_answer
+    )
+    assert r.status_code == 200, r.text
+    bonded.tick(4)  # the auditor misses its deadline: the island wins, its bond comes back
+    assert bonded.ledger.bonds[dispute_id][2] == "returned"
+    bonded.tick()
+    assert bonded.ledger.bonds[dispute_id][2] == "returned"  # settled once
+
+
+def test_bond_burns_when_the_island_loses(bonded: Service) -> None:
+    verdict_id, segment = _to_verdict(bonded)
+    bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 500}
+    opened = bonded.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    assert opened.status_code == 200, opened.text
+    dispute_id = opened.json()["dispute_id"]
+    bonded.tick(4)  # the island never answers: upheld, the bond burns
+    view = bonded.client.get(f"/v1/disputes/{dispute_id}").json()
+    assert view["game"]["outcome"] == "upheld"
+    assert bonded.ledger.bonds == {dispute_id: (ISLANDS[0].ss58_address, 100, "burned")}
+
+
+def test_client_parses_each_dispute_answer_into_its_model(service: Service) -> None:
+    client = ChallengeClient("http://testserver", http=service.client)
+    verdict_id, segment = _to_verdict(service)
+    env = seal(
+        ISLANDS[0], domain="dispute-open", run_id=RUN, body=_open_body(verdict_id, segment),
+        expiry_round=5000,
+    )  # fmt: skip
+    opened = client.open_dispute(env)
+    assert isinstance(opened, DisputeOpened) and opened.game.stage == "step"
+    assert (opened.hotkey, opened.auditor) == (ISLANDS[0].ss58_address, AUDITOR.ss58_address)
+    game = opened.game.model_dump(mode="json")
+    body = _answer(game, "auditor", 1, "")
+    answer_env = seal(AUDITOR, domain="dispute-answer", run_id=RUN, body=body, expiry_round=5000)
+    answered = client.dispute_answer(opened.dispute_id, answer_env)
+    assert isinstance(answered, DisputeAnswered) and "auditor" in answered.game.answers
+    game = _play_to_referee(service, opened.dispute_id)
+    inputs = client.put_dispute_inputs(opened.dispute_id, opinputs.encode(TENSORS))
+    ruling = {
+        "dispute_id": opened.dispute_id,
+        "query": inputs["game"]["query"],
+        "inputs_sha256": hashlib.sha256(opinputs.encode(TENSORS)).hexdigest(),
+        "outputs": game["outputs"]["island"],
+    }
+    ruled = client.dispute_ruling(
+        opened.dispute_id,
+        seal(REFEREE, domain="dispute-ruling", run_id=RUN, body=ruling, expiry_round=5000),
+    )
+    assert isinstance(ruled, DisputeRuled) and ruled.game.outcome == "overturned"
+    assert client.reassigned(RUN) == []  # the auditor judged nobody else

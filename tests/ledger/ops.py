@@ -9,11 +9,12 @@ sequence from the start and rely on idempotency for the part already applied.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypertrain.ledger import Ledger
+from hypertrain.ledger import BondError, Ledger
 from tests.ledger.conftest import make_hotkeys
 
 RUNS = ("run-a", "run-b")
@@ -51,6 +52,11 @@ class Driver:
         default_factory=dict
     )
     known: set[tuple[int, str]] = field(default_factory=set)  # (run, hotkey) with history
+    # dispute bonds: the ids the ledger refused (shared with a replaying driver, so a
+    # refused lock is never attempted again), and the locked ones in order
+    bond_refused: set[str] = field(default_factory=set)
+    bonds: list[tuple[int, str]] = field(default_factory=list)
+    bond_count: int = 0
 
     def setup(self) -> None:
         self.ledger.create_run(RUNS[0], 1000, 3)
@@ -93,6 +99,26 @@ class Driver:
         answer = self.ledger.get_weights(self.epoch, registered)
         assert answer.full_share_mass >= 0
         self.epoch += 1
+
+    def _bond(self, run: int, hotkey: int, amount: int) -> None:
+        self.bond_count += 1
+        dispute = hashlib.sha256(f"{run}:{self.bond_count}".encode()).hexdigest()
+        if dispute in self.bond_refused:
+            return
+        if (run, HOTKEYS[hotkey]) not in self.known:
+            self.bond_refused.add(dispute)
+            return
+        try:
+            self.ledger.lock_bond(RUNS[run], HOTKEYS[hotkey], dispute, amount, self.epoch)
+        except BondError:
+            self.bond_refused.add(dispute)
+            return
+        self.bonds.append((run, dispute))
+
+    def _unbond(self, which: int, won: bool) -> None:
+        if self.bonds:
+            run, dispute = self.bonds[which % len(self.bonds)]
+            self.ledger.settle_bond(RUNS[run], dispute, won, self.epoch)
 
     def _tick(self) -> None:
         self.epoch += 1

@@ -19,7 +19,7 @@ from hypertrain.ledger import (
 )
 from hypertrain.ledger.journal import GENESIS, Entry, make_entry
 from hypertrain.ledger.split import vest_start
-from hypertrain.ledger.storage import migrate, schema_version
+from hypertrain.ledger.storage import SCHEMA_VERSION, migrate, schema_version
 
 RUN = "r1"
 
@@ -214,7 +214,7 @@ def test_version_2_database_gains_the_hold_column(tmp_path: Path, hotkeys: list[
     migrate(conn, target=2)
     conn.close()
     with Ledger(path) as led:
-        assert schema_version(led._conn) == 3
+        assert schema_version(led._conn) == SCHEMA_VERSION == 4
         _probation(led, hotkeys, rounds=2)
         assert led.balances(RUN, hotkeys[0]).held == 1000
         assert led.verify().ok

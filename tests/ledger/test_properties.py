@@ -19,6 +19,8 @@ op_strategy: st.SearchStrategy[Op] = st.one_of(
     st.tuples(st.just("dereg"), st.integers(0, 4)),
     st.tuples(st.just("weights"), st.integers(0, 31)),
     st.tuples(st.just("tick")),
+    st.tuples(st.just("bond"), st.integers(0, 1), st.integers(0, 4), st.integers(1, 400)),
+    st.tuples(st.just("unbond"), st.integers(0, 7), st.booleans()),
 )
 
 
@@ -27,7 +29,7 @@ def _heads(ledger: Ledger) -> list[str]:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(op_strategy, max_size=25))
+@given(ops=st.lists(op_strategy, max_size=30))
 def test_random_sequences_keep_invariants(ops: list[Op]) -> None:
     with tempfile.TemporaryDirectory() as tmp, Ledger(Path(tmp) / "l.sqlite3") as ledger:
         driver = Driver(ledger)
@@ -38,7 +40,8 @@ def test_random_sequences_keep_invariants(ops: list[Op]) -> None:
         report = ledger.verify()
         assert report.ok, report.render()
         heads = _heads(ledger)
-        replay = Driver(ledger)  # the whole sequence again: every op is a no-op now
+        # the whole sequence again: every op is a no-op now
+        replay = Driver(ledger, bond_refused=driver.bond_refused)
         replay.setup()
         for op in ops:
             replay.apply(op)

@@ -39,9 +39,14 @@ def party_of(auditor: Auditor, game: Game) -> SegmentParty:
 
 
 def answer_disputes(auditor: Auditor, parties: dict[str, SegmentParty], emit: Emit) -> int:
-    """One pass over the run's undecided disputes against this auditor's verdicts."""
+    """One pass over the run's undecided disputes against this auditor's verdicts.
+
+    The same pass re-judges the audits whose verdict stopped counting because their
+    auditor was found faulty (unless this auditor is that one, or faulty itself).
+    """
     sent = 0
-    for view in auditor.service.disputes(auditor.manifest.run_id):
+    views = auditor.service.disputes(auditor.manifest.run_id)
+    for view in views:
         if view["auditor"] != auditor.key.ss58_address or view["game"]["stage"] == "decided":
             continue
         sent += take_part(
@@ -53,4 +58,37 @@ def answer_disputes(auditor: Auditor, parties: dict[str, SegmentParty], emit: Em
             expiry_margin=auditor.expiry_margin,
             emit=emit,
         )
+    me = auditor.key.ss58_address
+    if not any(v["auditor"] == me and v["game"]["outcome"] == "overturned" for v in views):
+        sent += rejudge(auditor, emit)  # a faulty auditor's verdicts are refused anyway
     return sent
+
+
+def rejudge(auditor: Auditor, emit: Emit) -> int:
+    """Judge and post each re-assigned audit this auditor has not judged yet."""
+    me, posted = auditor.key.ss58_address, 0
+    for item in auditor.service.reassigned(auditor.manifest.run_id):
+        if item.auditor == me:
+            continue
+        try:
+            detail = auditor.service.round_detail(auditor.manifest.run_id, item.round)
+            if any(
+                v.envelope.signer == me and v.envelope.body.get("hotkey") == item.hotkey
+                for v in detail.verdicts
+            ):
+                continue  # already judged by this auditor; the service counts that verdict
+            assignment = verify_assignment(item.assignment, auditor.manifest)
+            outcome = auditor.judge(detail, assignment)
+            auditor.post(assignment, outcome)
+        except Exception as exc:  # one re-assigned audit never stops the others
+            emit("error", round=item.round, assignment=item.hotkey, detail=f"{exc}"[:500])
+            continue
+        emit(
+            "verdict",
+            round=item.round,
+            hotkey=item.hotkey,
+            result=outcome.result,
+            reassigned_from=item.auditor,
+        )
+        posted += 1
+    return posted

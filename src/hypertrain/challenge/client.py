@@ -24,10 +24,13 @@ from hypertrain.challenge.models import (
     AdmissionStatus,
     BeaconPublic,
     CommitAnswer,
-    DisputeAnswer,
+    DisputeAnswered,
+    DisputeOpened,
+    DisputeRuled,
     JoinAnswer,
     MergeAnswer,
     PendingAdmission,
+    ReassignedAudit,
     RosterEntry,
     RoundDetail,
     RoundSummary,
@@ -162,9 +165,6 @@ class ChallengeClient:
     def commit(self, envelope: Envelope) -> CommitAnswer:
         return self._post(CommitAnswer, "/v1/commit", envelope)
 
-    def dispute(self, envelope: Envelope) -> DisputeAnswer:
-        return self._post(DisputeAnswer, "/v1/dispute", envelope)
-
     # worker routes (auditors, aggregator)
 
     def assignments(self, run_id: str, index: int) -> list[Envelope]:
@@ -203,8 +203,8 @@ class ChallengeClient:
 
     # disputes (the envelope authenticates; operation inputs are checked by their hashes)
 
-    def open_dispute(self, envelope: Envelope) -> dict[str, Any]:
-        return self._post_raw("/v1/disputes", envelope)
+    def open_dispute(self, envelope: Envelope) -> DisputeOpened:
+        return self._post(DisputeOpened, "/v1/disputes", envelope)
 
     def disputes(
         self, run_id: str, index: int | None = None, stage: str | None = None
@@ -214,15 +214,19 @@ class ChallengeClient:
         result: list[dict[str, Any]] = self._call("GET", f"/v1/disputes?{params}")
         return result
 
+    def reassigned(self, run_id: str) -> list[ReassignedAudit]:
+        """Audits whose verdict stopped counting (a faulty auditor's), awaiting another."""
+        return self._get(TypeAdapter(list[ReassignedAudit]), f"/v1/runs/{run_id}/reassigned")
+
     def get_dispute(self, dispute_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/v1/disputes/{dispute_id}")
         return result
 
-    def dispute_answer(self, dispute_id: str, envelope: Envelope) -> dict[str, Any]:
-        return self._post_raw(f"/v1/disputes/{dispute_id}/answer", envelope)
+    def dispute_answer(self, dispute_id: str, envelope: Envelope) -> DisputeAnswered:
+        return self._post(DisputeAnswered, f"/v1/disputes/{dispute_id}/answer", envelope)
 
-    def dispute_ruling(self, dispute_id: str, envelope: Envelope) -> dict[str, Any]:
-        return self._post_raw(f"/v1/disputes/{dispute_id}/ruling", envelope)
+    def dispute_ruling(self, dispute_id: str, envelope: Envelope) -> DisputeRuled:
+        return self._post(DisputeRuled, f"/v1/disputes/{dispute_id}/ruling", envelope)
 
     def put_dispute_inputs(self, dispute_id: str, data: bytes) -> dict[str, Any]:
         path = f"/v1/disputes/{dispute_id}/inputs"

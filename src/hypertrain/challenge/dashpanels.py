@@ -1,16 +1,20 @@
-"""Extra panels of the dashboard document: stations, island hardware, curve summary.
+"""Extra panels of the dashboard document: stations, island hardware, curve summary,
+honest traffic, honeypots and disputes.
 
 Everything is derived from public records: the phase of the current round, the
 islands' signed join requests (devices, optional node and region), the merges'
-beacon rounds, and the held-out losses the aggregator posted.
+beacon rounds, the held-out losses the aggregator posted, the revealed honeypot
+list, and the dispute games with their logs.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from itertools import pairwise
 from typing import Any, Final
 
+from hypertrain.challenge import disputes, honeypots
 from hypertrain.challenge.state import ServiceState, loads
 
 STATIONS: Final = (
@@ -89,3 +93,102 @@ def curve_summary(curve: list[dict[str, Any]], total_rounds: int) -> dict[str, A
         "synced_rounds": len(pts),
         "rounds": total_rounds,
     }
+
+
+def traffic_panel(totals: dict[str, Any]) -> dict[str, Any]:
+    """The honest traffic ratio of the run: honest bytes over data-parallel bytes."""
+    honest, ddp = int(totals["honest_bytes"]), int(totals["ddp_ring_bytes"])
+    return {
+        "ratio": honest / ddp if ddp else None,
+        "honest_bytes": honest,
+        "ddp_ring_bytes": ddp,
+        "saved_factor": totals["honest_saved_factor"],
+        "parts": dict(totals["traffic"]),
+        "formula": totals["ddp_formula"],
+    }
+
+
+def honeypot_panel(state: ServiceState, run_id: str) -> dict[str, Any]:
+    """The committed list and, once revealed, each strategy's catch and false-positive rate."""
+    spec = state.manifest(run_id).honeypots
+    row = state.conn.execute(
+        "SELECT revealed_beacon_round FROM honeypot_reveals WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    rows: list[dict[str, Any]] = []
+    if row is not None:
+        for r in honeypots.table(state, run_id):
+            out = dict(r)
+            if r["role"] == "island":
+                run, audited = r["rounds_run"], r["audited"]
+                if r["strategy"] == "honest":
+                    out["false_positive_rate"] = r["false_positives"] / audited if audited else None
+                else:
+                    out["catch_rate"] = r["caught"] / run if run else None
+            rows.append(out)
+    return {
+        "committed": bool(spec.commitment),
+        "commitment": spec.commitment,
+        "reveal_round": spec.reveal_round,
+        "revealed": row is not None,
+        "revealed_beacon_round": None if row is None else int(row[0]),
+        "rows": rows,
+    }
+
+
+_BEACON: Final = re.compile(r"beacon (\d+)")
+_LEAD: Final = re.compile(r"^beacon \d+: ")
+
+
+def _narrowing(line: str) -> dict[str, Any]:
+    """One line of the game's log as a typed narrowing step (the game writes these)."""
+    found = _BEACON.search(line)
+    beacon = int(found.group(1)) if found else None
+    if line.startswith("opened"):
+        level = "open"
+    elif "agree after step" in line:
+        level = "step"
+    elif "first differs in" in line:
+        level = "layer"
+    elif "contested" in line:
+        level = "op"
+    elif "referee" in line and not line.startswith(("upheld", "overturned")):
+        level = "referee"
+    else:
+        level = "decided"
+    text = _LEAD.sub("", line)  # the beacon round is its own field
+    return {"level": level, "beacon_round": beacon, "text": text}
+
+
+def dispute_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
+    """Every dispute of the run with its narrowing so far, newest first."""
+    out = []
+    for view in disputes.listing(state, run_id, None, None):
+        game = view.game
+        ruling = state.conn.execute(
+            "SELECT signer FROM dispute_messages WHERE dispute_id = ? AND kind = 'ruling'",
+            (view.dispute_id,),
+        ).fetchone()
+        out.append(
+            {
+                "dispute_id": view.dispute_id,
+                "round": view.round,
+                "segment": game.segment,
+                "hotkey": view.hotkey,
+                "auditor": view.auditor,
+                "bond": view.bond,
+                "stage": game.stage,
+                "step": game.step,
+                "section": None if game.section is None else game.sections[game.section],
+                "op": game.op.op if game.op else None,
+                "referee": ruling["signer"] if ruling else None,
+                "outcome": game.outcome,
+                "reason": game.reason,
+                "opened_beacon_round": view.opened_beacon_round,
+                "decided_beacon_round": view.decided_beacon_round,
+                "deadline_round": None if game.stage == "decided" else game.deadline_round,
+                "messages": game.messages,
+                "bytes_in": view.bytes_in,
+                "steps": [_narrowing(line) for line in game.log],
+            }
+        )
+    return out[::-1]

@@ -18,6 +18,7 @@ import json
 from typing import Any, Final
 
 from hypertrain.challenge import dashpanels, views
+from hypertrain.challenge.dashmodels import Dashboard
 from hypertrain.challenge.state import ServiceState, loads
 from hypertrain.challenge.traffic import round_traffic, traffic_totals
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
@@ -157,9 +158,10 @@ def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
             )
         ]
         disputes = [
-            {"status": d["status"], "reason": loads(d["body"]).get("reason", "")}
+            {"status": d["outcome"] or d["stage"], "reason": f"dispute {d['dispute_id'][:12]}"}
             for d in state.conn.execute(
-                "SELECT status, body FROM disputes WHERE run_id = ? AND round = ? AND hotkey = ?",
+                "SELECT dispute_id, stage, outcome FROM dispute_games"
+                " WHERE run_id = ? AND round = ? AND hotkey = ?",
                 args,
             )
         ]
@@ -221,7 +223,7 @@ def island_name(hotkey: str, uid: int | None) -> str:
     return f"island-{uid}" if uid is not None else f"{hotkey[:6]}…{hotkey[-4:]}"
 
 
-def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
+def dashboard(state: ServiceState, run_id: str) -> Dashboard:
     """Everything the dashboard draws, for one run."""
     manifest = state.manifest(run_id)
     summary = views.run_summary(state, run_id)
@@ -247,7 +249,8 @@ def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
         for r in rounds
         if r["eval_loss"] is not None
     ]
-    return {
+    honest = traffic_totals(rounds)
+    doc = {
         "run_id": run_id,
         "glance": {
             "status": _status(current),
@@ -262,7 +265,7 @@ def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
             "bytes_sent": bytes_sent,
             "ddp_bytes": ddp,
             "bandwidth_saved": ddp / bytes_sent if bytes_sent else None,
-            "honest": traffic_totals(rounds),
+            "honest": honest,
             "audits": summary["audits_total"],
             "faults": summary["faults_total"],
             "beacon_round": summary["beacon_round"],
@@ -275,7 +278,11 @@ def dashboard(state: ServiceState, run_id: str) -> dict[str, Any]:
         "islands": islands,
         "rounds": rounds,
         "audits": audit_rows(state, run_id),
+        "traffic": dashpanels.traffic_panel(honest),
+        "honeypots": dashpanels.honeypot_panel(state, run_id),
+        "disputes": dashpanels.dispute_rows(state, run_id),
     }
+    return Dashboard.model_validate(doc)
 
 
 PHASE_WORDS: Final = {

@@ -22,6 +22,7 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
+from hypertrain.challenge.models import ReassignedAudit
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute import game as g
 from hypertrain.dispute import store
@@ -61,6 +62,10 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
         raise ForbiddenError("only the judged island may dispute a verdict", code="not_judged")
     if verdict["result"] != "mismatch":
         raise ChallengeError("only a mismatch verdict can be disputed", code="not_mismatch")
+    if store.is_reassigned(state.conn, body.verdict_id):
+        raise ChallengeError(
+            "this verdict no longer counts (its auditor was found faulty)", code="reassigned"
+        )
     if body.segment not in loads(verdict["body"])["segments"]:
         raise ChallengeError(f"segment {body.segment} was not audited", code="bad_segment")
     row = state.conn.execute(
@@ -78,6 +83,10 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
     _check_bond(state, run_id, hotkey, manifest.dispute.bond)
     layout = state.layout_of(run_id, body.round, row["open_envelope"], hotkey)
     dispute_id = hashlib.sha256(env.to_bytes()).hexdigest()
+    if state.conn.execute(
+        "SELECT 1 FROM dispute_games WHERE verdict_id = ?", (body.verdict_id,)
+    ).fetchone():
+        raise ConflictError("this verdict is already disputed", code="duplicate")
     game = g.open_game(
         dispute_id=dispute_id,
         run_id=run_id,
@@ -102,6 +111,10 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
             store.insert_game(state.conn, game, body.verdict_id, manifest.dispute.bond, now)
             store.save_game(state.conn, game, now, len(env.to_bytes()))
             store.record_message(state.conn, dispute_id, "open", hotkey, _text(env), now)
+            if manifest.dispute.bond > 0:  # its own ledger entry; a refusal undoes the open
+                state.ledger.lock_bond(
+                    run_id, hotkey, dispute_id, manifest.dispute.bond, _epoch(state)
+                )
     except sqlite3.IntegrityError:
         raise ConflictError("this verdict is already disputed", code="duplicate") from None
     state.count("disputes_opened")
@@ -125,6 +138,7 @@ def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
         store.save_game(state.conn, new, now, len(env.to_bytes()))
         store.record_message(state.conn, dispute_id, body.level, verified.signer, _text(env), now)
     _log_progress(game, new)
+    settle_bonds(state)
     return _view(state, dispute_id)
 
 
@@ -168,6 +182,7 @@ def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
         store.save_game(state.conn, new, now, len(env.to_bytes()))
         store.record_message(state.conn, dispute_id, "ruling", verified.signer, _text(env), now)
     _log_progress(game, new)
+    settle_bonds(state)
     return _view(state, dispute_id)
 
 
@@ -183,7 +198,53 @@ def tick(state: ServiceState) -> int:
                 store.save_game(state.conn, new, now)
             _log_progress(game, new)
             changed += 1
+    settle_bonds(state)
     return changed
+
+
+def settle_bonds(state: ServiceState) -> int:
+    """Return the bond of each won dispute, burn that of each lost one (once each).
+
+    The ledger call is idempotent per dispute, so a crash between it and the record
+    here is settled again, to the same effect, at the next beacon round.
+    """
+    done = 0
+    for row in store.unsettled_bonds(state.conn):
+        won = row["outcome"] == "overturned"
+        moved = state.ledger.settle_bond(row["run_id"], row["dispute_id"], won, _epoch(state))
+        state.conn.execute(
+            "UPDATE dispute_games SET bond_state = ? WHERE dispute_id = ?",
+            ("returned" if won else "burned", row["dispute_id"]),
+        )
+        log.info(
+            "dispute %s: bond of %d %s",
+            row["dispute_id"][:16],
+            moved,
+            "returned" if won else "burned",
+        )
+        done += 1
+    return done
+
+
+def _epoch(state: ServiceState) -> int:
+    snapshot = state.metagraph.snapshot
+    return snapshot.epoch if snapshot is not None else 0
+
+
+def reassigned(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
+    """Audits waiting for a new verdict because their auditor was found faulty."""
+    state.manifest(run_id)
+    return [
+        ReassignedAudit(
+            round=row["round"],
+            hotkey=row["hotkey"],
+            auditor=row["auditor"],
+            verdict_id=row["verdict_id"],
+            dispute_id=row["dispute_id"],
+            assignment=Envelope.model_validate(loads(row["envelope"])),
+        )
+        for row in store.reassigned(state.conn, run_id)
+    ]
 
 
 def view(state: ServiceState, dispute_id: str) -> store.DisputeView:

@@ -24,8 +24,9 @@ from hypertrain.challenge.errors import (
 )
 from hypertrain.challenge.settle import late_verdict
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.dispute.store import is_faulty
 from hypertrain.protocol.envelope import Envelope
-from hypertrain.protocol.messages import Commit, Dispute, JoinRequest, MergeTape, Verdict
+from hypertrain.protocol.messages import Commit, JoinRequest, MergeTape, Verdict
 from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
@@ -191,6 +192,12 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
         env, "verdict", Verdict, registered=False, allowed=state.settings.worker_hotkeys
     )
     run_id = env.run_id
+    if is_faulty(state.conn, run_id, verified.signer):
+        raise ForbiddenError(
+            f"auditor {verified.signer} signed a verdict a dispute overturned; its verdicts"
+            " no longer count in this run",
+            code="faulty_auditor",
+        )
     row = _round_row(state, run_id, body.round)
     now = state.current_round()
     in_window = row["phase"] == "audit" and now < row["audit_close_round"]
@@ -245,59 +252,12 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
 def _has_verdict(state: ServiceState, run_id: str, index: int, hotkey: str) -> bool:
     return (
         state.conn.execute(
-            "SELECT 1 FROM verdicts WHERE run_id = ? AND round = ? AND hotkey = ?",
+            "SELECT 1 FROM verdicts v WHERE run_id = ? AND round = ? AND hotkey = ? AND"
+            " v.verdict_id NOT IN (SELECT verdict_id FROM reassigned_verdicts)",
             (run_id, index, hotkey),
         ).fetchone()
         is not None
     )
-
-
-def dispute(state: ServiceState, env: Envelope) -> dict[str, Any]:
-    verified, body = state.open_signed(env, "dispute", Dispute, registered=True)
-    run_id, hotkey = env.run_id, verified.signer
-    row = _round_row(state, run_id, body.round)
-    found = state.conn.execute(
-        "SELECT hotkey FROM verdicts WHERE verdict_id = ? AND run_id = ? AND round = ?",
-        (body.verdict_id, run_id, body.round),
-    ).fetchone()
-    if found is None:
-        raise NotFoundError(
-            f"verdict {body.verdict_id!r} not found in round {body.round}", code="unknown_verdict"
-        )
-    if found["hotkey"] != hotkey:
-        raise ForbiddenError("only the judged island may dispute a verdict")
-    now = state.current_round()
-    if row["dispute_deadline_round"] is None or now > row["dispute_deadline_round"]:
-        raise PhaseError(
-            f"dispute window of round {body.round} closed at beacon round "
-            f"{row['dispute_deadline_round']}",
-            code="late",
-        )
-    dispute_id, env_text = _stored(env)
-    try:
-        with transaction(state.conn):
-            state.burn(env)
-            state.conn.execute(
-                "INSERT INTO disputes (dispute_id, run_id, round, verdict_id, hotkey, body,"
-                " envelope, received_beacon_round) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    dispute_id,
-                    run_id,
-                    body.round,
-                    body.verdict_id,
-                    hotkey,
-                    quick_dumps(body.model_dump(mode="json")),
-                    env_text,
-                    now,
-                ),
-            )
-    except sqlite3.IntegrityError:
-        raise ConflictError("this verdict is already disputed", code="duplicate") from None
-    return {
-        "accepted": True,
-        "dispute_id": dispute_id,
-        "deadline_round": row["dispute_deadline_round"],
-    }
 
 
 def merge(state: ServiceState, env: Envelope) -> dict[str, Any]:

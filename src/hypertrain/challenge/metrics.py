@@ -15,7 +15,7 @@ from prometheus_client.registry import Collector
 
 from hypertrain.challenge.state import ServiceState
 
-_TABLES = ("runs", "rounds", "roster", "commits", "audits", "verdicts", "disputes", "merges")
+_TABLES = ("runs", "rounds", "roster", "commits", "audits", "verdicts", "dispute_games", "merges")
 
 
 class StateCollector(Collector):

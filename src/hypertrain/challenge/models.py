@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope
 
 Phase = Literal["train", "beacon", "audit", "merge", "settle", "final"]
@@ -186,12 +187,6 @@ class VerdictAnswer(_Answer):
     verdict_id: str
 
 
-class DisputeAnswer(_Answer):
-    accepted: bool
-    dispute_id: str
-    deadline_round: int | None
-
-
 class MergeAnswer(_Answer):
     accepted: bool
     round: int
@@ -280,3 +275,34 @@ class WeightsPublic(_Answer):
     full_share_mass: float
     metadata: WeightsMetadata
     computed_at: int
+
+
+class ReassignedAudit(_Answer):
+    """One row of ``GET /v1/runs/{run}/reassigned``: an audit whose verdict stopped counting.
+
+    Its auditor was found faulty by a dispute (``dispute_id``); the assignment waits for
+    another auditor's verdict, and the island's reward for the round is held until then.
+    """
+
+    round: int
+    hotkey: str
+    auditor: str
+    verdict_id: str
+    dispute_id: str
+    assignment: Envelope
+
+
+# The dispute routes answer the game's stored record (``DisputeView``, defined with the
+# game's tables in ``hypertrain.dispute.store``): one named model per route.
+
+
+class DisputeOpened(DisputeView):
+    """``POST /v1/disputes``: the new game's record, its first query open."""
+
+
+class DisputeAnswered(DisputeView):
+    """``POST /v1/disputes/{id}/answer``: the game after the accepted answer."""
+
+
+class DisputeRuled(DisputeView):
+    """``POST /v1/disputes/{id}/ruling``: the game after the referee's ruling (decided)."""

@@ -72,6 +72,17 @@ class LedgerPort(Protocol):
         """Burn the hotkey's unpaid value in every run (it left the subnet); 0 if none."""
         ...
 
+    def lock_bond(self, run_id: str, hotkey: str, dispute_id: str, amount: int, epoch: int) -> int:
+        """Lock a dispute's bond from the island's unvested escrow (its own journal entry).
+
+        Idempotent per dispute; refuses (``no_bond``) an island with too little escrow.
+        """
+        ...
+
+    def settle_bond(self, run_id: str, dispute_id: str, won: bool, epoch: int) -> int:
+        """Return the bond (dispute won) or burn it (lost); 0 on a repeat."""
+        ...
+
     def balances(self, run_id: str, hotkeys: list[str]) -> dict[str, dict[str, int]]:
         """hotkey -> {"escrow", "held", "vested", "paid", "burned"} in integer base units.
 

@@ -102,12 +102,17 @@ def _merge_lists(state: ServiceState, run_id: str, index: int) -> tuple[set[str]
 
 
 def verdict_faults(state: ServiceState, run_id: str, index: int) -> dict[str, str]:
-    """hotkey -> reason for every verdict of the round other than ``match`` (first wins)."""
+    """hotkey -> reason for every verdict of the round other than ``match`` (first wins).
+
+    A verdict a dispute overturned is no fault, nor is one re-assigned because its
+    auditor was found faulty (another auditor's verdict decides instead).
+    """
     out: dict[str, str] = {}
     for row in state.conn.execute(
-        "SELECT hotkey, auditor, verdict_id, result FROM verdicts WHERE run_id = ? AND round = ?"
+        "SELECT hotkey, auditor, verdict_id, result FROM verdicts v WHERE run_id = ? AND round = ?"
         " AND result != 'match' AND verdict_id NOT IN (SELECT verdict_id FROM dispute_games"
-        " WHERE outcome = 'overturned') ORDER BY verdict_id",
+        " WHERE outcome = 'overturned') AND v.verdict_id NOT IN"
+        " (SELECT verdict_id FROM reassigned_verdicts) ORDER BY verdict_id",
         (run_id, index),
     ):
         out.setdefault(
@@ -117,13 +122,14 @@ def verdict_faults(state: ServiceState, run_id: str, index: int) -> dict[str, st
 
 
 def pending_audits(state: ServiceState, run_id: str, index: int) -> set[str]:
-    """Hotkeys with an audit assignment in the round and no verdict for it yet."""
+    """Hotkeys with an audit assignment in the round and no (still counting) verdict yet."""
     return {
         row["hotkey"]
         for row in state.conn.execute(
             "SELECT a.hotkey FROM audits a WHERE a.run_id = ? AND a.round = ? AND NOT EXISTS"
             " (SELECT 1 FROM verdicts v WHERE v.run_id = a.run_id AND v.round = a.round"
-            " AND v.hotkey = a.hotkey)",
+            " AND v.hotkey = a.hotkey AND v.verdict_id NOT IN"
+            " (SELECT verdict_id FROM reassigned_verdicts))",
             (run_id, index),
         )
     }

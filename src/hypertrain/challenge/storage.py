@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Final
 
 from hypertrain.dispute.store import SCHEMA as DISPUTE_SCHEMA
+from hypertrain.dispute.store import SCHEMA_2 as DISPUTE_SCHEMA_2
 from hypertrain.protocol.sqlite import open_database, transaction
 
 _V1: Final = """
@@ -236,7 +237,11 @@ CREATE TABLE compete_results (
 )
 """
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, DISPUTE_SCHEMA, _V6)
+# Re-assigned verdicts and bond settlement; the free-text dispute notes are gone (the
+# dispute game's tables replace them).
+_V7: Final = DISPUTE_SCHEMA_2 + ";\nDROP TABLE disputes"
+
+MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, DISPUTE_SCHEMA, _V6, _V7)
 DB_NAME: Final = "challenge.sqlite"
 
 

@@ -51,7 +51,7 @@ def round_summaries(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
              AND v.result = 'match') AS matches,
           (SELECT COUNT(*) FROM verdicts v WHERE v.run_id = r.run_id AND v.round = r.round
              AND v.result IN ('mismatch', 'unverifiable')) AS mismatches,
-          (SELECT COUNT(*) FROM disputes d WHERE d.run_id = r.run_id AND d.round = r.round)
+          (SELECT COUNT(*) FROM dispute_games d WHERE d.run_id = r.run_id AND d.round = r.round)
              AS disputes,
           m.new_model_sha256, m.eval_loss
         FROM rounds r LEFT JOIN merges m ON m.run_id = r.run_id AND m.round = r.round

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from hypertrain.challenge.errors import ConflictError
+from hypertrain.challenge.errors import ConflictError, ForbiddenError
 from hypertrain.challenge.metagraph import (
     ChainMetagraph,
     FileMetagraph,
@@ -18,7 +18,7 @@ from hypertrain.challenge.metagraph import (
 )
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort, WeightsAnswer
 from hypertrain.challenge.settings import Settings
-from hypertrain.ledger import EpochError, Ledger, LedgerError, UnknownHotkeyError
+from hypertrain.ledger import BondError, EpochError, Ledger, LedgerError, UnknownHotkeyError
 
 
 class DrandBeacon:
@@ -88,6 +88,15 @@ class LedgerAdapter:
             return self._ledger.deregister(hotkey, epoch)
         except UnknownHotkeyError:
             return 0  # never earned anything: nothing to burn
+
+    def lock_bond(self, run_id: str, hotkey: str, dispute_id: str, amount: int, epoch: int) -> int:
+        try:
+            return self._ledger.lock_bond(run_id, hotkey, dispute_id, amount, epoch)
+        except (BondError, UnknownHotkeyError) as exc:
+            raise ForbiddenError(f"cannot lock the dispute bond: {exc}", code="no_bond") from None
+
+    def settle_bond(self, run_id: str, dispute_id: str, won: bool, epoch: int) -> int:
+        return self._ledger.settle_bond(run_id, dispute_id, won, epoch)
 
     def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer:
         try:

@@ -60,6 +60,23 @@ CREATE TABLE faulty_auditors (
     PRIMARY KEY (run_id, auditor, dispute_id)
 )
 """
+# A faulty auditor's other verdicts of rounds not yet final: they stop counting and the
+# assignment is open again for another auditor (see :func:`reassign_verdicts`); and
+# ``bond_state``: whether a decided dispute's bond went back to the ledger (returned or
+# burned), so a restart settles every bond exactly once.
+SCHEMA_2: Final = """
+CREATE TABLE reassigned_verdicts (
+    verdict_id TEXT PRIMARY KEY REFERENCES verdicts(verdict_id),
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    hotkey TEXT NOT NULL,
+    auditor TEXT NOT NULL,
+    dispute_id TEXT NOT NULL,
+    reassigned_beacon_round INTEGER NOT NULL
+);
+CREATE INDEX reassigned_verdicts_round ON reassigned_verdicts (run_id, round, hotkey);
+ALTER TABLE dispute_games ADD COLUMN bond_state TEXT
+"""
 
 
 def disputes_open(conn: sqlite3.Connection, run_id: str, round: int) -> bool:
@@ -124,6 +141,66 @@ def save_game(conn: sqlite3.Connection, game: Game, now: int, nbytes: int = 0) -
             "INSERT OR IGNORE INTO faulty_auditors VALUES (?, ?, ?, ?)",
             (game.run_id, game.auditor, game.round, game.dispute_id),
         )
+        reassign_verdicts(conn, game, now)
+
+
+def reassign_verdicts(conn: sqlite3.Connection, game: Game, now: int) -> int:
+    """Stop counting the faulty auditor's other verdicts in rounds that are not final.
+
+    Those rounds are still in their dispute window (settlement waits for it), so their
+    rewards are not fixed yet: each such verdict is set aside (neither a fault nor a
+    pass) and its assignment waits for another auditor's verdict, holding the reward
+    until one comes. Returns how many verdicts were re-assigned.
+    """
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO reassigned_verdicts SELECT v.verdict_id, v.run_id, v.round,"
+        " v.hotkey, v.auditor, ?, ? FROM verdicts v JOIN rounds r ON r.run_id = v.run_id"
+        " AND r.round = v.round WHERE v.run_id = ? AND v.auditor = ? AND r.phase != 'final'"
+        " AND v.verdict_id NOT IN (SELECT verdict_id FROM dispute_games WHERE dispute_id = ?)",
+        (game.dispute_id, now, game.run_id, game.auditor, game.dispute_id),
+    )
+    return cur.rowcount
+
+
+def is_faulty(conn: sqlite3.Connection, run_id: str, auditor: str) -> bool:
+    """Whether a dispute in the run overturned a verdict this auditor signed."""
+    row = conn.execute(
+        "SELECT 1 FROM faulty_auditors WHERE run_id = ? AND auditor = ? LIMIT 1",
+        (run_id, auditor),
+    ).fetchone()
+    return row is not None
+
+
+def unsettled_bonds(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+    """Decided disputes whose bond the ledger has not returned or burned yet."""
+    return list(
+        conn.execute(
+            "SELECT dispute_id, run_id, outcome FROM dispute_games WHERE outcome IS NOT NULL"
+            " AND bond > 0 AND bond_state IS NULL ORDER BY dispute_id"
+        )
+    )
+
+
+def is_reassigned(conn: sqlite3.Connection, verdict_id: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM reassigned_verdicts WHERE verdict_id = ?", (verdict_id,)
+    ).fetchone()
+    return row is not None
+
+
+def reassigned(conn: sqlite3.Connection, run_id: str) -> list[sqlite3.Row]:
+    """Re-assigned audits still waiting for another auditor's counting verdict."""
+    return list(
+        conn.execute(
+            "SELECT x.round, x.hotkey, x.auditor, x.verdict_id, x.dispute_id, a.envelope"
+            " FROM reassigned_verdicts x JOIN audits a ON a.run_id = x.run_id"
+            " AND a.round = x.round AND a.hotkey = x.hotkey WHERE x.run_id = ? AND NOT EXISTS"
+            " (SELECT 1 FROM verdicts v WHERE v.run_id = x.run_id AND v.round = x.round"
+            " AND v.hotkey = x.hotkey AND v.verdict_id NOT IN"
+            " (SELECT verdict_id FROM reassigned_verdicts)) ORDER BY x.round, x.hotkey",
+            (run_id,),
+        )
+    )
 
 
 def record_message(

@@ -8,6 +8,8 @@ Public API (all amounts are ``int`` base units; anything else is refused)::
                         held={hotkey: probation_end_round}) -> SettleResult
     ledger.record_fault(run_id, round, hotkey, reason, epoch)      -> amount burned
     ledger.release_hold(run_id, round, hotkey, epoch, until=0)      -> bool (ended a hold)
+    ledger.lock_bond(run_id, hotkey, dispute_id, amount, epoch)     -> bond number
+    ledger.settle_bond(run_id, dispute_id, won, epoch)              -> amount returned/burned
     ledger.deregister(hotkey, epoch)                                -> amount burned
     ledger.get_weights(epoch, registered_hotkeys)                   -> WeightsAnswer
     ledger.balances(run_id, hotkey) -> Balance;  ledger.summary(run_id) -> RunSummary
@@ -31,6 +33,9 @@ Rules, in short (docs/mechanism.md has the full text and a worked example):
   persisted and returned byte-identically afterwards. Runs combine by summing per
   hotkey; full_share_mass is the sum over runs of the nominal release since the
   previous answer. Unregistered hotkeys are left out and their value stays withheld.
+* lock_bond locks part of a miner's unvested escrow for a dispute (it stops vesting);
+  settle_bond burns it (lost) or returns it (won: vesting catches up at once). A fault
+  or deregistration meanwhile burns it with the rest.
 * Every operation is idempotent by its natural key (run, kind, point, hotkey).
 
 Errors are :class:`LedgerError` subclasses (see :mod:`hypertrain.ledger.errors`).
@@ -38,6 +43,7 @@ This package never imports torch.
 """
 
 from hypertrain.ledger.errors import (
+    BondError,
     EpochError,
     InvalidAmountError,
     InvalidHoldError,
@@ -62,6 +68,7 @@ __all__ = [
     "LEDGER_FILENAME",
     "SCHEMA_VERSION",
     "Balance",
+    "BondError",
     "EpochError",
     "InvalidAmountError",
     "InvalidHoldError",

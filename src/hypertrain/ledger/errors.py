@@ -49,3 +49,7 @@ class JournalError(LedgerError):
 
 class LedgerStorageError(LedgerError):
     """The database file is unusable: newer schema than this code, or not a ledger."""
+
+
+class BondError(LedgerError):
+    """A dispute bond the ledger refuses: too little unlocked escrow, or no such bond."""

@@ -33,6 +33,9 @@ Kind = Literal[
     "pay",  # point = epoch: vested -> paid by the first get_weights answer
     "epoch",  # point = epoch: the run's nominal release (full share mass) this epoch
     "release",  # point = round: a held escrow's hold ends; it vests from the next settlement
+    "bond_lock",  # point = bond number: a dispute locks part of the miner's escrow
+    "bond_burn",  # point = bond number: the dispute was lost; the locked part burns
+    "bond_return",  # point = bond number: the dispute was won; the lock ends, vesting resumes
 ]
 KINDS: Final[frozenset[str]] = frozenset(get_args(Kind))
 FIELDS: Final = frozenset(

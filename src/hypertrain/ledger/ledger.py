@@ -17,9 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from hypertrain.ledger import bonds as _bonds
 from hypertrain.ledger import settle as _settle
 from hypertrain.ledger import views
 from hypertrain.ledger.errors import (
+    BondError,
     LedgerConflictError,
     LedgerError,
     RoundNotFinalError,
@@ -28,7 +30,13 @@ from hypertrain.ledger.errors import (
 from hypertrain.ledger.journal import GENESIS
 from hypertrain.ledger.settle import SettleResult
 from hypertrain.ledger.storage import LEDGER_FILENAME, connect
-from hypertrain.ledger.validate import check_holds, check_hotkey, check_int, check_run_id
+from hypertrain.ledger.validate import (
+    check_dispute,
+    check_holds,
+    check_hotkey,
+    check_int,
+    check_run_id,
+)
 from hypertrain.ledger.verify import VerifyReport, verify_db
 from hypertrain.ledger.weights import WeightsAnswer, answer_epoch, stored_answer
 from hypertrain.ledger.writer import append, has_key, load_run
@@ -185,6 +193,48 @@ class Ledger:
             if has_key(conn, run_id, "release", round, hotkey):
                 return False
             return _settle.release(conn, run, round, hotkey, epoch, until)
+
+    def lock_bond(self, run_id: str, hotkey: str, dispute: str, amount: int, epoch: int) -> int:
+        """Lock ``amount`` of ``hotkey``'s unvested escrow as the bond of ``dispute``.
+
+        Returns the bond's number in the run; a repeat for the same dispute returns the
+        same number and locks nothing more. :class:`BondError` when the miner's unlocked
+        escrow is smaller than the bond.
+        """
+        check_run_id(run_id)
+        check_hotkey(hotkey)
+        check_int(amount, "bond", minimum=1)
+        check_int(epoch, "epoch")
+        check_dispute(dispute)
+        with self._tx() as conn:
+            run = load_run(conn, run_id)
+            found = _bonds.find(conn, run_id, dispute)
+            if found is not None:
+                if (found.hotkey, found.amount) != (hotkey, amount):
+                    raise LedgerConflictError(f"dispute {dispute[:16]} has another bond")
+                return found.bond
+            views.balance(conn, run_id, hotkey)
+            return _bonds.lock(conn, run, hotkey, dispute, amount, epoch).bond
+
+    def settle_bond(self, run_id: str, dispute: str, won: bool, epoch: int) -> int:
+        """Return (``won``) or burn the bond of ``dispute``; returns the amount moved.
+
+        0 on a repeat, or when a fault or deregistration already burned the bond with
+        the rest of the miner's escrow. :class:`BondError` if the dispute has no bond.
+        """
+        check_run_id(run_id)
+        check_dispute(dispute)
+        check_int(epoch, "epoch")
+        with self._tx() as conn:
+            run = load_run(conn, run_id)
+            bond = _bonds.find(conn, run_id, dispute)
+            if bond is None:
+                raise BondError(f"dispute {dispute[:16]} has no bond in run {run_id!r}")
+            if bond.state != "locked":
+                return 0
+            if won:
+                return _bonds.give_back(conn, run, bond, epoch)
+            return _bonds.burn(conn, run, bond, epoch, f"dispute {dispute} lost")
 
     def deregister(self, hotkey: str, epoch: int) -> int:
         """The hotkey left the subnet at ``epoch``: burn its unpaid value in every run.

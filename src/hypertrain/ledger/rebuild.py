@@ -4,7 +4,8 @@
 chain, that each natural key appears once, that no balance goes negative and that each
 kind obeys its rule (an escrow fits in its round's pool and a probation hold ends
 after its round, a vest never runs ahead of its escrow's schedule, a burn matches
-what it closes). :meth:`RunReplay.finish` then checks the
+what it closes; a dispute bond locks only unvested escrow, and is burned or returned
+exactly as locked). :meth:`RunReplay.finish` then checks the
 end-of-journal invariants: conservation (minted = escrowed + vested + paid + burned),
 each round fully accounted for, and every open escrow exactly on its vesting schedule.
 Any violation raises :class:`JournalError`; the replay stops at the first one.
@@ -29,6 +30,21 @@ class Row:
     held_until: int = 0
     released: int = 0
     closed: bool = False
+    locked: int = 0  # held by a dispute bond: it does not vest while locked
+    forfeited: int = 0  # burned by a lost dispute
+
+    @property
+    def cap(self) -> int:
+        """The most this escrow may have released: its amount less any bond's part."""
+        return self.amount - self.locked - self.forfeited
+
+
+@dataclass
+class BondRec:
+    hotkey: str
+    amount: int
+    rounds: list[tuple[int, int]]
+    state: str = "locked"
 
 
 @dataclass
@@ -64,6 +80,7 @@ class RunReplay:
     pays: dict[int, dict[str, int]] = field(default_factory=dict)
     masses: dict[int, int] = field(default_factory=dict)
     nominal: int = 0
+    bonds: dict[int, BondRec] = field(default_factory=dict)
 
     def apply(self, entry: Entry) -> None:
         self._check_link(entry)
@@ -136,7 +153,7 @@ class RunReplay:
         total = 0
         for rnd, delta in _pairs(e.detail.get("rounds")):
             row = self.rows.get((rnd, e.hotkey))
-            if row is None or row.closed or delta <= 0 or row.released + delta > row.amount:
+            if row is None or row.closed or delta <= 0 or row.released + delta > row.cap:
                 raise JournalError(f"vest from round {rnd} does not fit its escrow")
             if row.released + delta > self._due(row):
                 raise JournalError(f"vest from round {rnd} runs ahead of its schedule")
@@ -173,20 +190,84 @@ class RunReplay:
         closed = 0
         for rnd, delta in _pairs(e.detail.get("rounds")):
             row = self.rows.get((rnd, e.hotkey))
-            if row is None or row.closed or delta != row.amount - row.released:
+            if row is None or row.closed or delta != row.amount - row.forfeited - row.released:
                 raise JournalError(f"burn of round {rnd} does not match its open escrow")
-            row.closed = True
+            row.closed, row.locked = True, 0
             closed += delta
         if closed != from_escrow or from_escrow + from_vested != e.amount:
             raise JournalError("burn amount differs from what it closes")
-        if any(not r.closed and r.released < r.amount for r in self.by_hotkey.get(e.hotkey, [])):
+        if any(
+            not r.closed and r.released < r.amount - r.forfeited
+            for r in self.by_hotkey.get(e.hotkey, [])
+        ):
             raise JournalError("burn leaves part of the hotkey's escrow open")
+        for bond in self.bonds.values():  # a locked bond burns with the rest
+            if bond.hotkey == e.hotkey and bond.state == "locked":
+                bond.state = "consumed"
         bal = self._bal(e.hotkey)
         if from_vested != bal.vested:
             raise JournalError("burn does not take exactly the vested-unpaid balance")
         bal.escrowed -= from_escrow
         bal.vested -= from_vested
         bal.burned += e.amount
+        self._nonnegative(e.hotkey)
+
+    def _on_bond_lock(self, e: Entry) -> None:
+        if e.point != len(self.bonds) + 1 or e.amount <= 0:
+            raise JournalError(f"bond {e.point} is out of sequence or empty")
+        if not isinstance(e.detail.get("dispute"), str):
+            raise JournalError(f"bond {e.point} names no dispute")
+        pairs = _pairs(e.detail.get("rounds"))
+        for rnd, delta in pairs:
+            row = self.rows.get((rnd, e.hotkey))
+            if row is None or row.closed or delta <= 0 or row.released + delta > row.cap:
+                raise JournalError(f"bond {e.point} locks more than the escrow of round {rnd}")
+            row.locked += delta
+        if sum(d for _, d in pairs) != e.amount:
+            raise JournalError(f"bond {e.point} amount differs from what it locks")
+        self.bonds[e.point] = BondRec(e.hotkey, e.amount, pairs)
+
+    def _bond(self, e: Entry) -> BondRec:
+        bond = self.bonds.get(e.point)
+        if bond is None or bond.state != "locked" or bond.hotkey != e.hotkey:
+            raise JournalError(f"bond {e.point} of {e.hotkey} is not locked")
+        if e.amount != bond.amount or _pairs(e.detail.get("rounds")) != bond.rounds:
+            raise JournalError(f"bond {e.point} is settled for other amounts than it locked")
+        return bond
+
+    def _on_bond_burn(self, e: Entry) -> None:
+        bond = self._bond(e)
+        for rnd, delta in bond.rounds:
+            row = self.rows[(rnd, e.hotkey)]
+            row.locked -= delta
+            row.forfeited += delta
+        bond.state = "burned"
+        bal = self._bal(e.hotkey)
+        bal.escrowed -= e.amount
+        bal.burned += e.amount
+        self._nonnegative(e.hotkey)
+
+    def _on_bond_return(self, e: Entry) -> None:
+        bond = self._bond(e)
+        for rnd, delta in bond.rounds:
+            self.rows[(rnd, e.hotkey)].locked -= delta
+        total = 0
+        for rnd, delta in _pairs(e.detail.get("vest")):
+            row = self.rows.get((rnd, e.hotkey))
+            if row is None or row.closed or delta <= 0 or rnd not in {w for w, _ in bond.rounds}:
+                raise JournalError(f"bond {e.point} vests from no open escrow of round {rnd}")
+            if row.released + delta != self._due(row):
+                raise JournalError(f"bond {e.point} does not vest round {rnd} to its schedule")
+            row.released += delta
+            total += delta
+        for rnd, _ in bond.rounds:
+            row = self.rows[(rnd, e.hotkey)]
+            if row.released != self._due(row):
+                raise JournalError(f"bond {e.point} leaves round {rnd} off its schedule")
+        bond.state = "returned"
+        bal = self._bal(e.hotkey)
+        bal.escrowed -= total
+        bal.vested += total
         self._nonnegative(e.hotkey)
 
     def _on_pay(self, e: Entry) -> None:
@@ -212,12 +293,16 @@ class RunReplay:
                 total += pool
                 continue
             total += vested_prefix(unallocated, v, clock - w)
-            total += sum(self._due(row) for row in self.by_round.get(w, []))
+            total += sum(self._scheduled(row) for row in self.by_round.get(w, []))
         return total
 
-    def _due(self, row: Row) -> int:
+    def _scheduled(self, row: Row) -> int:
         """What the schedule has released of an escrow at the current clock."""
         return vested_prefix(row.amount, self.vesting_rounds, self.clock - row.start)
+
+    def _due(self, row: Row) -> int:
+        """What the escrow may have released by now: the schedule, short of any bond."""
+        return min(self._scheduled(row), row.cap)
 
     def _nonnegative(self, hotkey: str) -> None:
         if min(self.balances[hotkey].as_tuple()) < 0:

@@ -6,7 +6,8 @@ round and vests every open escrow up to its schedule. An escrow of a hotkey stil
 probation is *held*: it records the first round after the probation (``held_until``)
 and its schedule starts from there (:func:`~hypertrain.ledger.split.vest_start`). A
 burn (fault or deregistration) takes everything of a miner in a run that has not been
-paid. All of it runs inside the
+paid. A dispute bond (:mod:`hypertrain.ledger.bonds`) caps what an escrow may vest
+while it is locked. All of it runs inside the
 caller's transaction, so a crash leaves the round either fully settled or untouched.
 """
 
@@ -83,21 +84,43 @@ def settle(
 def vest(conn: sqlite3.Connection, run: RunConfig, clock: int, point: int, epoch: int) -> None:
     """Bring every open escrow of the run up to its schedule at ``clock``."""
     rows = conn.execute(
-        "SELECT round, hotkey, amount, released, held_until FROM escrows"
+        "SELECT round, hotkey, amount, released, held_until, locked, forfeited FROM escrows"
         " WHERE run_id = ?1 AND closed = ?2 AND round < ?3 AND held_until - 1 < ?3",
         (run.run_id, OPEN, clock),
     ).fetchall()
     deltas: dict[str, list[list[int]]] = {}
-    updates: list[tuple[int, int, str, int, str]] = []
-    for w, hotkey, amount, released, held_until in rows:
-        due = vested_prefix(amount, run.vesting_rounds, clock - vest_start(w, held_until))
+    for w, hotkey, amount, released, held_until, locked, forfeited in rows:
+        due = due_now(run, clock, w, amount, held_until, locked, forfeited)
         if due > released:
             deltas.setdefault(hotkey, []).append([w, due - released])
-            updates.append((due, VESTED if due == amount else OPEN, run.run_id, w, hotkey))
-    conn.executemany(
-        "UPDATE escrows SET released = ?, closed = ? WHERE run_id = ? AND round = ? AND hotkey = ?",
-        updates,
+            update_released(conn, run.run_id, w, hotkey, due)
+    append_vests(conn, run, deltas, point, epoch)
+
+
+def due_now(
+    run: RunConfig, clock: int, w: int, amount: int, held_until: int, locked: int, forfeited: int
+) -> int:
+    """What an escrow's schedule has released at ``clock``, never into a bond's part."""
+    due = vested_prefix(amount, run.vesting_rounds, clock - vest_start(w, held_until))
+    return min(due, amount - locked - forfeited)
+
+
+def update_released(conn: sqlite3.Connection, run_id: str, w: int, hotkey: str, due: int) -> None:
+    """Set an escrow's released amount; it is fully vested once nothing is left or locked."""
+    conn.execute(
+        "UPDATE escrows SET released = ?1, closed = CASE WHEN ?1 = amount - forfeited"
+        " AND locked = 0 THEN ?2 ELSE ?3 END WHERE run_id = ?4 AND round = ?5 AND hotkey = ?6",
+        (due, VESTED, OPEN, run_id, w, hotkey),
     )
+
+
+def append_vests(
+    conn: sqlite3.Connection,
+    run: RunConfig,
+    deltas: dict[str, list[list[int]]],
+    point: int,
+    epoch: int,
+) -> None:
     for hotkey in sorted(deltas):
         pairs = sorted(deltas[hotkey])
         total = sum(d for _, d in pairs)
@@ -117,7 +140,7 @@ def burn_all(
 ) -> int:
     """Burn every unpaid unit of ``hotkey`` in the run (escrow and vested); return it."""
     rows = conn.execute(
-        "SELECT round, amount - released FROM escrows"
+        "SELECT round, amount - released - forfeited FROM escrows"
         " WHERE run_id = ? AND hotkey = ? AND closed = ? ORDER BY round",
         (run_id, hotkey, OPEN),
     ).fetchall()
@@ -134,8 +157,13 @@ def burn_all(
         detail={"from_escrow": from_escrow, "from_vested": from_vested, "rounds": pairs},
     )  # fmt: skip
     conn.execute(
-        "UPDATE escrows SET closed = ? WHERE run_id = ? AND hotkey = ? AND closed = ?",
+        "UPDATE escrows SET closed = ?, locked = 0 WHERE run_id = ? AND hotkey = ? AND closed = ?",
         (BURNED, run_id, hotkey, OPEN),
+    )
+    # a bond still locked burns with the rest; its dispute can no longer move it
+    conn.execute(
+        "UPDATE bonds SET state = 'consumed' WHERE run_id = ? AND hotkey = ? AND state = 'locked'",
+        (run_id, hotkey),
     )
     add_balance(conn, run_id, hotkey, escrowed=-from_escrow, vested=-from_vested, burned=total)
     return total

@@ -86,8 +86,26 @@ _V3: Final = (
     "CREATE INDEX escrows_held ON escrows (run_id, held_until)",
 )
 
+# Dispute bonds: the part of an escrow a bond locks (it does not vest while locked) and
+# the part a lost dispute burned; one row per bond, numbered per run.
+_V4: Final = (
+    "ALTER TABLE escrows ADD COLUMN locked INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE escrows ADD COLUMN forfeited INTEGER NOT NULL DEFAULT 0",
+    """CREATE TABLE bonds (
+        run_id TEXT NOT NULL,
+        bond INTEGER NOT NULL,
+        hotkey TEXT NOT NULL,
+        dispute TEXT NOT NULL,
+        amount INTEGER NOT NULL,
+        rounds TEXT NOT NULL,
+        state TEXT NOT NULL,
+        PRIMARY KEY (run_id, bond),
+        UNIQUE (run_id, dispute)
+    )""",
+)
+
 # Ordered, append-only: step i+1 upgrades a version-i database. Never edit a shipped step.
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3)
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

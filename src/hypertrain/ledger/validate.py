@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from hypertrain.ledger.errors import (
+    BondError,
     InvalidAmountError,
     InvalidHoldError,
     InvalidHotkeyError,
@@ -66,3 +67,13 @@ def check_holds(held: Any, accepted: Mapping[str, int], round_: int) -> dict[str
             )
         out[str(hotkey)] = release
     return out
+
+
+_DISPUTE: Final = re.compile(r"^[0-9a-f]{64}$")
+
+
+def check_dispute(value: Any) -> str:
+    """A dispute id: 64 lowercase hex digits (the SHA-256 of its opening envelope)."""
+    if not isinstance(value, str) or not _DISPUTE.match(value):
+        raise BondError(f"dispute id {value!r:.80} is not 64 hex digits")
+    return value

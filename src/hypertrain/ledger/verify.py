@@ -147,20 +147,31 @@ def _compare_tables(conn: sqlite3.Connection, replay: RunReplay, report: VerifyR
 
 def _compare_escrows(conn: sqlite3.Connection, replay: RunReplay, report: VerifyReport) -> None:
     table = {
-        (int(w), str(h)): (int(a), int(r), int(c), int(u))
-        for w, h, a, r, c, u in conn.execute(
-            "SELECT round, hotkey, amount, released, closed, held_until FROM escrows"
-            " WHERE run_id = ?",
+        (int(w), str(h)): tuple(int(x) for x in rest)
+        for w, h, *rest in conn.execute(
+            "SELECT round, hotkey, amount, released, closed, held_until, locked, forfeited"
+            " FROM escrows WHERE run_id = ?",
             (replay.run,),
         )
     }
     rebuilt = {}
     for key, row in replay.rows.items():
-        state = BURNED if row.closed else (OPEN if row.released < row.amount else 2)
-        rebuilt[key] = (row.amount, row.released, state, row.held_until)
+        done = row.released == row.amount - row.forfeited and not row.locked
+        state = BURNED if row.closed else (2 if done else OPEN)
+        rebuilt[key] = (
+            row.amount, row.released, state, row.held_until, row.locked, row.forfeited
+        )  # fmt: skip
     if table != rebuilt:
         bad = sorted(k for k in set(table) | set(rebuilt) if table.get(k) != rebuilt.get(k))
         report.add(f"run {replay.run}: escrow rows differ from the journal, first {bad[0]}")
+    bonds = {
+        int(n): (str(h), int(a), str(st))
+        for n, h, a, st in conn.execute(
+            "SELECT bond, hotkey, amount, state FROM bonds WHERE run_id = ?", (replay.run,)
+        )
+    }
+    if bonds != {n: (b.hotkey, b.amount, b.state) for n, b in replay.bonds.items()}:
+        report.add(f"run {replay.run}: the bonds table differs from the journal")
 
 
 def _compare_weights(

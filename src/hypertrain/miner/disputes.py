@@ -122,9 +122,9 @@ def _open(
         reporter.event("dispute_refused", round=index, code=exc.code)
         return None
     reporter.event(
-        "dispute_opened", round=index, segment=segment, dispute_id=answer["dispute_id"][:16]
+        "dispute_opened", round=index, segment=segment, dispute_id=answer.dispute_id[:16]
     )
-    return str(answer["dispute_id"])
+    return answer.dispute_id
 
 
 def answer_own(

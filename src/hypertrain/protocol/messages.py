@@ -109,14 +109,6 @@ class Verdict(_Body):
     detail: str = Field(default="", max_length=2048)
 
 
-class Dispute(_Body):
-    """A miner contests a verdict within the dispute window."""
-
-    round: int = Field(ge=0)
-    verdict_id: str = Field(max_length=128)
-    reason: str = Field(max_length=4096)
-
-
 class MergeTape(_Body):
     """The aggregator's signed record of one merge (recomputable by anyone)."""
 
@@ -164,7 +156,6 @@ DOMAINS: dict[str, type[_Body]] = {
     "commit": Commit,
     "audit-assignment": AuditAssignment,
     "verdict": Verdict,
-    "dispute": Dispute,
     "merge-tape": MergeTape,
     "blob-put": BlobPut,
     "admission-answer": AdmissionAnswer,

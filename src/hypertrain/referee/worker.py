@@ -17,6 +17,7 @@ from typing import Any
 
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import DisputeRuled
 from hypertrain.dispute.errors import DisputeError
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeRuling
@@ -40,7 +41,7 @@ class Referee:
     run_id: str
     expiry_margin: int = 50
 
-    def rule(self, game: Game, emit: Emit = emit_json) -> dict[str, Any]:
+    def rule(self, game: Game, emit: Emit = emit_json) -> DisputeRuled:
         """Recompute ``game``'s contested operation and post the signed ruling."""
         assert game.op is not None and game.inputs_sha256 is not None
         data = self.service.dispute_inputs(game.dispute_id)
@@ -66,7 +67,7 @@ class Referee:
             dispute_id=game.dispute_id[:16],
             op=game.op.op,
             seconds=round(seconds, 6),
-            outcome=answer["game"]["outcome"],
+            outcome=answer.game.outcome,
         )
         return answer
 

@@ -371,18 +371,28 @@ function missing(id, field) {
     `No ${field} data: this run's JSON API has no "${field}" field yet.`));
 }
 
+const LEVELS = { open: "opened", step: "step level", layer: "layer level", op: "operation level",
+  referee: "referee", decided: "decided" };
+
 function drawDisputes(d) {
   if (!Array.isArray(d.disputes)) { missing("disputes-body", "disputes"); return; }
   if (!d.disputes.length) { $("disputes-body").replaceChildren(el("p", { class: "empty" }, "No disputes in this run.")); return; }
   const names = new Map(d.islands.map((m) => [m.hotkey, m.name]));
-  $("disputes-body").replaceChildren(el("table", {}, el("caption", { class: "vh" }, "Disputes and their narrowing steps"),
-    el("thead", {}, el("tr", {}, ["Round", "Island", "Status", "Narrowing steps", "Outcome"].map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, d.disputes.map((x) => el("tr", {},
-      el("td", {}, x.round), el("td", { title: x.hotkey }, names.get(x.hotkey) || short(x.hotkey)),
-      el("td", {}, badge(x.status || "open")),
-      el("td", {}, (x.steps || []).length ? el("ol", { class: "steps" }, x.steps.map((st) =>
-        el("li", {}, `steps ${st.low}–${st.high}${st.note ? `: ${st.note}` : ""}`))) : "none yet"),
-      el("td", {}, x.outcome || dash))))));
+  const where = (x) => [x.step === null ? null : `step ${x.step}`, x.section, x.op].filter((v) => v).join(" · ") || "not narrowed yet";
+  $("disputes-body").replaceChildren(el("table", { id: "disputes-table" },
+    el("caption", { class: "vh" }, "Disputes and their narrowing steps"),
+    el("thead", {}, el("tr", {}, ["Round", "Island", "Auditor", "Narrowing steps", "Pinned to", "Referee", "Outcome", "Deadline"]
+      .map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, d.disputes.map((x) => el("tr", { "data-dispute": x.dispute_id },
+      el("td", {}, `${x.round}, segment ${x.segment}`),
+      el("td", { title: x.hotkey }, names.get(x.hotkey) || short(x.hotkey)),
+      el("td", { class: "mono", title: x.auditor }, short(x.auditor)),
+      el("td", {}, el("ol", { class: "steps" }, x.steps.map((st) => el("li", { "data-level": st.level },
+        el("strong", {}, LEVELS[st.level] || st.level), st.beacon_round === null ? "" : ` · beacon ${st.beacon_round}`, `: ${st.text}`)))),
+      el("td", { class: "where" }, where(x)),
+      el("td", { class: "referee mono", title: x.referee || "" }, x.referee ? short(x.referee) : (x.stage === "referee" ? "waiting" : dash)),
+      el("td", { class: "outcome" }, x.outcome ? badge(x.outcome) : badge(x.stage, "open"), x.reason ? el("small", {}, ` ${x.reason}`) : null),
+      el("td", { class: "deadline" }, x.deadline_round === null ? `decided at beacon ${x.decided_beacon_round}` : `beacon ${x.deadline_round}`))))));
 }
 
 function pct(x) { return x === null || x === undefined ? dash : `${num(100 * x, 1)} %`; }
@@ -390,22 +400,36 @@ function pct(x) { return x === null || x === undefined ? dash : `${num(100 * x, 
 function drawHoneypots(d) {
   const h = d.honeypots;
   if (!h || typeof h !== "object") { missing("honeypots-body", "honeypots"); return; }
-  const reveals = h.reveals || [];
+  if (!h.committed) { $("honeypots-body").replaceChildren(el("p", { class: "empty" }, "This run committed to no honeypot list.")); return; }
+  if (!h.revealed) {
+    $("honeypots-body").replaceChildren(el("p", { class: "empty" },
+      `Not revealed yet: the operator committed to its list (${short(h.commitment)}) and may publish it once round ${h.reveal_round} is final.`));
+    return;
+  }
+  const rows = h.rows.map((r) => el("tr", { "data-strategy": `${r.role}:${r.strategy}` },
+    el("td", {}, r.role), el("td", {}, r.strategy), el("td", { class: "num" }, num(r.hotkeys)),
+    el("td", { class: "num" }, r.role === "island" ? num(r.rounds_run) : `${num(r.verdicts)} verdicts`),
+    el("td", { class: "num" }, num(r.audited)), el("td", { class: "num" }, num(r.caught)),
+    el("td", { class: "num catch" }, pct(r.catch_rate)), el("td", { class: "num fp" }, pct(r.false_positive_rate)),
+    el("td", { class: "num" }, `${num(r.disputes_won)} / ${num(r.disputes_lost)}`)));
   $("honeypots-body").replaceChildren(
-    el("dl", { class: "card" }, el("dt", {}, "Catch rate"), el("dd", { class: "catch" }, pct(h.catch_rate)),
-      el("dt", {}, "False positives"), el("dd", { class: "fp" }, pct(h.false_positive_rate)),
-      el("dt", {}, "Reveals"), el("dd", {}, num(reveals.length))),
-    reveals.length ? el("ul", {}, reveals.map((r) => el("li", {},
-      `round ${r.round}: ${r.strategy || "honeypot"} ${r.caught ? "caught" : "missed"}`))) : el("p", { class: "empty" }, "No reveal yet."));
+    el("p", {}, `Revealed at beacon ${h.revealed_beacon_round}; the list hashes to the manifest's commitment ${short(h.commitment)}.`),
+    el("div", { class: "scroll" }, el("table", { id: "honeypots-table" }, el("caption", { class: "vh" }, "Honeypot catch and false-positive rates per strategy"),
+      el("thead", {}, el("tr", {}, ["Role", "Strategy", "Hotkeys", "Rounds run", "Audited", "Caught", "Catch rate", "False positives", "Disputes won / lost"]
+        .map((x) => el("th", { scope: "col" }, x)))),
+      el("tbody", {}, rows))));
 }
 
 function drawTraffic(d) {
   const t = d.traffic;
   if (!t || typeof t !== "object") { missing("traffic-body", "traffic"); return; }
+  if (!t.ddp_ring_bytes) { $("traffic-body").replaceChildren(el("p", { class: "empty" }, "No round has moved any bytes yet.")); return; }
   $("traffic-body").replaceChildren(el("dl", { class: "card" },
     el("dt", {}, "Honest traffic ratio"), el("dd", { class: "ratio" }, pct(t.ratio)),
-    el("dt", {}, "Needed bytes"), el("dd", {}, bytes(t.honest_bytes)),
-    el("dt", {}, "All bytes sent"), el("dd", {}, bytes(t.total_bytes))));
+    el("dt", {}, "Bytes an honest run moved"), el("dd", { class: "honest" }, bytes(t.honest_bytes)),
+    el("dt", {}, "Data-parallel bytes"), el("dd", { class: "ddp" }, bytes(t.ddp_ring_bytes)),
+    el("dt", {}, "Saved"), el("dd", {}, t.saved_factor ? `${num(t.saved_factor, 1)}×` : dash)),
+    el("p", {}, el("small", {}, t.formula)));
 }
 
 function draw(d) {

@@ -10,12 +10,13 @@ one read-only document the page polls.
 from __future__ import annotations
 
 from importlib import resources
-from typing import Annotated, Any, Final
+from typing import Annotated, Final
 
 from fastapi import APIRouter, Path
 from fastapi.responses import RedirectResponse, Response
 
 from hypertrain.challenge import dashview
+from hypertrain.challenge.dashmodels import Dashboard
 from hypertrain.challenge.deps import State
 from hypertrain.challenge.errors import NotFoundError
 
@@ -58,7 +59,7 @@ async def dashboard_asset(name: str) -> Response:
     return Response(asset_bytes(name), media_type=ASSETS[name], headers=_HEADERS)
 
 
-@router.get("/v1/runs/{run_id}/dashboard")
-async def dashboard_view(state: State, run_id: RunId) -> dict[str, Any]:
+@router.get("/v1/runs/{run_id}/dashboard", response_model=Dashboard)
+async def dashboard_view(state: State, run_id: RunId) -> Dashboard:
     """Everything the dashboard draws for one run, from one consistent read."""
     return dashview.dashboard(state, run_id)

@@ -13,6 +13,12 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from hypertrain.challenge import disputes, honeypots
 from hypertrain.challenge.deps import State, require_admin
+from hypertrain.challenge.models import (
+    DisputeAnswered,
+    DisputeOpened,
+    DisputeRuled,
+    ReassignedAudit,
+)
 from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.honeypots import HoneypotList
@@ -30,7 +36,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.post("/disputes", responses=_ERRORS)
+@router.post("/disputes", responses=_ERRORS, response_model=DisputeOpened)
 async def open_dispute(state: State, envelope: Envelope) -> DisputeView:
     """A ``dispute-open`` envelope from the judged island, within the dispute window."""
     return disputes.open_dispute(state, envelope)
@@ -49,7 +55,7 @@ async def get_dispute(state: State, dispute_id: str) -> DisputeView:
     return disputes.view(state, dispute_id)
 
 
-@router.post("/disputes/{dispute_id}/answer", responses=_ERRORS)
+@router.post("/disputes/{dispute_id}/answer", responses=_ERRORS, response_model=DisputeAnswered)
 async def answer(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
     """A ``dispute-answer`` envelope from a party, for the open query."""
     return disputes.answer(state, dispute_id, envelope)
@@ -66,10 +72,16 @@ async def get_inputs(state: State, dispute_id: str) -> Response:
     return Response(disputes.get_inputs(state, dispute_id), media_type="application/octet-stream")
 
 
-@router.post("/disputes/{dispute_id}/ruling", responses=_ERRORS)
+@router.post("/disputes/{dispute_id}/ruling", responses=_ERRORS, response_model=DisputeRuled)
 async def ruling(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
     """A ``dispute-ruling`` envelope from a referee named in the manifest."""
     return disputes.ruling(state, dispute_id, envelope)
+
+
+@router.get("/runs/{run_id}/reassigned", responses=_ERRORS, response_model=list[ReassignedAudit])
+async def reassigned(state: State, run_id: str) -> list[ReassignedAudit]:
+    """Audits whose verdict stopped counting (a faulty auditor's) and that await another."""
+    return disputes.reassigned(state, run_id)
 
 
 @router.get("/runs/{run_id}/honeypots", responses=_ERRORS)

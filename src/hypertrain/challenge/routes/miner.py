@@ -12,7 +12,6 @@ from hypertrain.challenge.models import (
     AdmissionAnswerAck,
     AdmissionStatus,
     CommitAnswer,
-    DisputeAnswer,
     JoinAnswer,
 )
 from hypertrain.protocol.envelope import Envelope
@@ -39,12 +38,6 @@ async def join(state: State, envelope: Envelope) -> dict[str, Any]:
 async def commit(state: State, envelope: Envelope) -> dict[str, Any]:
     """A ``commit`` envelope for the round in its train phase."""
     return intake.commit(state, envelope)
-
-
-@router.post("/dispute", responses=_ERRORS, response_model=DisputeAnswer)
-async def dispute(state: State, envelope: Envelope) -> dict[str, Any]:
-    """A ``dispute`` envelope against a verdict on the signer, within the dispute window."""
-    return intake.dispute(state, envelope)
 
 
 @router.get("/runs/{run_id}/admission/{hotkey}", responses=_ERRORS, response_model=AdmissionStatus)

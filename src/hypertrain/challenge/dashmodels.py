@@ -1,0 +1,148 @@
+"""The dashboard document, ``GET /v1/runs/{run_id}/dashboard``, as one typed contract.
+
+The route declares :class:`Dashboard` as its response model, so the page and any
+other reader see the same named fields. The panels added for disputes, honeypots and
+traffic are typed to the leaf; the older, wider panels (rounds, islands, audits)
+are lists of records whose fields the OpenAPI document lists as objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HonestTraffic(_Doc):
+    """Run totals of the bytes an honest run moves, against data-parallel training."""
+
+    honest_bytes: int
+    ddp_ring_bytes: int
+    honest_saved_factor: float | None
+    traffic: dict[str, int]
+    ddp_formula: str
+
+
+class Glance(_Doc):
+    status: str
+    round: int | None
+    phase: str | None
+    rounds_done: int
+    heldout_loss: float | None
+    first_heldout_loss: float | None
+    islands: int
+    tokens_per_s: float
+    tokens: int
+    bytes_sent: int
+    ddp_bytes: int
+    bandwidth_saved: float | None
+    honest: HonestTraffic
+    audits: int
+    faults: int
+    beacon_round: int | None
+
+
+class TrafficPanel(_Doc):
+    """The honest traffic ratio: every byte an honest run moved over what a
+    data-parallel run (bf16 ring all-reduce of every gradient) would have moved."""
+
+    ratio: float | None
+    honest_bytes: int
+    ddp_ring_bytes: int
+    saved_factor: float | None
+    parts: dict[str, int]
+    formula: str
+
+
+class HoneypotRow(_Doc):
+    """One strategy of the revealed list, computed from public records.
+
+    ``catch_rate`` is caught / rounds run (a cheating honeypot cheats every round);
+    ``false_positive_rate`` is false positives / rounds audited (honest honeypots).
+    """
+
+    role: Literal["island", "auditor"]
+    strategy: str
+    hotkeys: int
+    rounds_run: int | None = None
+    audited: int | None = None
+    caught: int | None = None
+    missed: int | None = None
+    false_positives: int | None = None
+    verdicts: int | None = None
+    disputes_won: int
+    disputes_lost: int
+    catch_rate: float | None = None
+    false_positive_rate: float | None = None
+
+
+class HoneypotPanel(_Doc):
+    """The operator's committed honeypot list; its table once revealed."""
+
+    committed: bool
+    commitment: str
+    reveal_round: int
+    revealed: bool
+    revealed_beacon_round: int | None
+    rows: list[HoneypotRow]
+
+
+NarrowingLevel = Literal["open", "step", "layer", "op", "referee", "decided"]
+
+
+class NarrowingStep(_Doc):
+    """One step of a dispute's narrowing, as the game logged it."""
+
+    level: NarrowingLevel
+    beacon_round: int | None
+    text: str
+
+
+class DisputePanelRow(_Doc):
+    dispute_id: str
+    round: int
+    segment: int
+    hotkey: str
+    auditor: str
+    bond: int
+    stage: str
+    step: int | None  # the one step the parties disagree on, once found
+    section: str | None  # the first section (layer) of that step whose digests differ
+    op: str | None  # the contested operation
+    referee: str | None  # the referee whose ruling decided the game
+    outcome: str | None
+    reason: str
+    opened_beacon_round: int
+    decided_beacon_round: int | None
+    deadline_round: int | None  # of the open query; None once decided
+    messages: int
+    bytes_in: int
+    steps: list[NarrowingStep]
+
+
+class CurvePoint(_Doc):
+    round: int
+    heldout_loss: float | None
+    train_loss_self_reported: float | None
+
+
+class Dashboard(_Doc):
+    """Everything the dashboard draws for one run, from one consistent read."""
+
+    run_id: str
+    glance: Glance
+    beacon: dict[str, Any]
+    model: dict[str, Any]
+    curve: list[CurvePoint]
+    curve_summary: dict[str, Any] | None
+    round_stations: dict[str, Any]
+    islands: list[dict[str, Any]]
+    rounds: list[dict[str, Any]]
+    audits: list[dict[str, Any]]
+    traffic: TrafficPanel
+    honeypots: HoneypotPanel
+    disputes: list[DisputePanelRow]
