@@ -71,3 +71,30 @@ def test_services_import_no_roles() -> None:
                 if parts[0] == "hypertrain" and len(parts) > 1 and parts[1] in forbidden:
                     problems.append(f"{path.relative_to(SRC)} imports {name}")
     assert not problems, "\n".join(problems)
+
+
+# The operator's honeypot tooling wraps production roles; no production code imports it.
+HONEYPOT_IMPORTERS = {"honeypot", "devnet"}
+
+
+def test_production_code_imports_no_honeypot() -> None:
+    problems = []
+    for path in SRC.rglob("*.py"):
+        package = path.relative_to(SRC).parts[0]
+        if package in HONEYPOT_IMPORTERS:
+            continue
+        for name in imports_of(path):
+            if name == "hypertrain.honeypot" or name.startswith("hypertrain.honeypot."):
+                problems.append(f"{path.relative_to(SRC)} imports {name}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_miner_carries_no_honeypot_switch() -> None:
+    """Cheats are injected by the operator's tooling, never options of the miner."""
+    found = [
+        f"{path.relative_to(SRC)}:{n}"
+        for path in (SRC / "miner").rglob("*.py")
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "honeypot" in line.lower()
+    ]
+    assert not found, "\n".join(found)

@@ -6,18 +6,19 @@ the leaf) is ``unverifiable``; what it proves wrong is a ``mismatch``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from pathlib import Path
 
 import pytest
 
 from hypertrain.auditor.errors import VerificationError
-from hypertrain.auditor.honeypot import sample_ids, tamper_start
 from hypertrain.auditor.index import CheckpointIndex
 from hypertrain.auditor.inputs import load_samples, round_sample_ids
 from hypertrain.auditor.replay import IslandRound, audit_island
 from hypertrain.auditor.verify import verify_manifest, verify_round_open
-from hypertrain.miner.island import train_round
+from hypertrain.honeypot.cheats import Schedule, check_strategy, installed
+from hypertrain.miner import run as miner_run
 from hypertrain.protocol.manifest import CompressionSpec, SparseSpec
 from hypertrain.protocol.messages import Commit
 from hypertrain.trainer.blob import decode_model_blob
@@ -37,7 +38,11 @@ def world(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> World:
 def island_round(
     world: World, workdir: Path, strategy: str | None
 ) -> tuple[IslandRound, dict[str, bytes]]:
-    """Train island 0's round 0 with ``strategy`` and publish it into an in-memory relay."""
+    """Train island 0's round 0 with ``strategy`` and publish it into an in-memory relay.
+
+    A cheat goes in as the honeypot tooling injects it: through the functions the
+    miner's round calls (``miner.run``'s names), swapped for the duration.
+    """
     manifest = world.manifest
     config = TrainConfig.from_manifest(manifest)
     roster = [k.ss58_address for k in ISLANDS]
@@ -45,11 +50,14 @@ def island_round(
     hotkey = ISLANDS[0].ss58_address
     ids = round_sample_ids(manifest, world.dataset, opens, hotkey)
     honest = load_samples(world.dataset, ids)
-    trained = load_samples(world.dataset, sample_ids(strategy, ids, world.dataset.sample_count))  # type: ignore[arg-type]
     params = decode_model_blob(world.model_blob, manifest.model, world.model_sha)
     start = next_round_state(init_state(config.state_config(), manifest.seed), params, None)
-    result = train_round(start, config, trained, workdir, strategy=strategy)  # type: ignore[arg-type]
-    update = build_update(tamper_start(strategy, params), result.final, manifest.compression)  # type: ignore[arg-type]
+    with contextlib.ExitStack() as stack:
+        if strategy is not None:
+            stack.enter_context(installed(Schedule(check_strategy(strategy), round=0)))
+        trained = miner_run.load_samples(world.dataset, ids)
+        result = miner_run.train_round(start, config, trained, workdir)
+        update = miner_run.build_update(params, result.final, manifest.compression)
     store = {
         hashlib.sha256(p.read_bytes()).hexdigest(): p.read_bytes() for p in result.checkpoint_paths
     }

@@ -28,6 +28,9 @@ from hypertrain.devnet.procs import Supervisor
         ({"timeout_s": 0}, "--timeout-s"),
         ({"islands": 2, "island_budgets": (1, 2, 3)}, "budgets"),
         ({"islands": 2, "island_budgets": (1, 0)}, "budgets"),
+        ({"honeypot": "lazy"}, "--honeypot"),
+        ({"rounds": 3, "honest_rounds": 3}, "cheats at least once"),
+        ({"honest_rounds": -1}, "--honest-rounds"),
     ],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, object], message: str) -> None:
@@ -42,6 +45,28 @@ def test_islands_plan_different_budgets() -> None:
     assert [lay["micro_batches"] for lay in chosen.island_layouts()] == [2, 5, 1]
     assert chosen.max_micro_batches == 5
     assert chosen.windows[0] > DevnetConfig(islands=2, island_budgets=(2, 2)).windows[0]
+
+
+def test_the_honeypot_is_honest_first_then_cheats_at_least_once() -> None:
+    from hypertrain.devnet.config import HONEST_ROUNDS, HONEYPOT_STRATEGIES
+    from hypertrain.honeypot.cheats import STRATEGIES
+
+    assert HONEYPOT_STRATEGIES == STRATEGIES  # the devnet names the tooling's cheats
+    assert DevnetConfig().honeypot_honest_rounds == HONEST_ROUNDS < DevnetConfig().rounds
+    assert DevnetConfig(rounds=2).honeypot_honest_rounds == 1  # capped at R - 1
+    assert DevnetConfig(rounds=1).honeypot_honest_rounds == 0
+    assert DevnetConfig(rounds=4, honest_rounds=3).honeypot_honest_rounds == 3
+    assert DevnetConfig(honest_rounds=0).honeypot_honest_rounds == 0
+
+
+def test_the_honeypot_runs_through_the_operator_tooling() -> None:
+    from hypertrain.devnet.roles import honeypot_cmd, island_cmd
+
+    args = ["--run-id", "devnet"]
+    cmd = honeypot_cmd(args, "skip-steps", 2)
+    assert cmd[1:] == ["-m", "hypertrain.honeypot.island", "--strategy", "skip-steps",
+                       "--honest-rounds", "2", "--", "run", "--follow", *args]  # fmt: skip
+    assert island_cmd(args)[1:] == ["-m", "hypertrain.miner.cli", "run", "--follow", *args]
 
 
 def test_windows_follow_h_and_can_be_overridden() -> None:

@@ -68,7 +68,13 @@ def test_report_of_a_two_round_devnet(devnet_run: dict[str, Any]) -> None:
     assert [x["round"] for x in r["rounds"]] == [0, 1]
     assert all(x["heldout_loss"] is not None and x["tokens"] > 0 for x in r["rounds"])
     assert all(x["ddp_bytes"] > x["bytes_sent"] > 0 for x in r["rounds"])
-    assert r["honeypot"]["caught"] is True
+    hp = r["honeypot"]
+    assert hp["caught"] is True
+    # honest in round 0 (the default honest rounds, capped at R - 1), caught in round 1:
+    # the escrow it built is burned (nothing was paid before) and its weight is 0
+    assert hp["honest_rounds"] == 1 and hp["first_fault_round"] == 1
+    assert hp["burned"] == hp["escrow_before_fault"] > 0 and hp["weight_after"] == 0
+    assert next(m for m in r["miners"] if m["honeypot"])["burned"] == hp["burned"]
     assert r["ledger_verified"] is True
     assert r["children_left"] == 0
     assert r["bandwidth_saved_vs_ddp"] > 1

@@ -47,7 +47,8 @@ def test_report_uses_the_services_losses_and_finds_the_honeypot(tmp_path: Path) 
     assert [(r["round"], r["heldout_loss"]) for r in report["rounds"]] == [(0, 6.5), (1, 6.1)]
     assert report["honeypot"] == {
         "name": "island-4", "hotkey": sec.islands[-1].ss58, "strategy": "skip-steps",
-        "caught": True,
+        "caught": True, "honest_rounds": 0, "first_fault_round": None,
+        "escrow_before_fault": 0, "burned": 0, "weight_after": 0,
     }  # fmt: skip
     assert [m["honeypot"] for m in report["miners"]] == [False, False, False, True]
     assert report["bandwidth_saved_vs_ddp"] == 30.0
@@ -70,3 +71,57 @@ def test_round_line_reads_as_a_sentence() -> None:
     line = round_line(_round(1, 6.1234), 4)
     assert line.startswith("round 1 done (2/4): held-out loss 6.1234, 1,000 tokens")
     assert line.endswith("audits 4: 3 match, 1 mismatch")
+
+
+def test_the_summary_shows_what_the_honeypots_fault_cost(tmp_path: Path) -> None:
+    """Honest in rounds 0 and 1 (probation, then vesting), caught cheating in round 2: the
+    real ledger's journal gives the escrow it built and the burn; its weight is 0."""
+    import io
+
+    from hypertrain.devnet.report import fault_cost, read_journal
+    from hypertrain.ledger import Ledger
+
+    sec = generate(tmp_path / "s", islands=1)
+    honest, pot = (m.ss58 for m in sec.islands)
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        ledger.create_run("devnet", pool_per_round=1000, vesting_rounds=2)
+        ledger.settle_round("devnet", 0, {honest: 300, pot: 100}, 1, held={honest: 1, pot: 1})
+        ledger.settle_round("devnet", 1, {honest: 300, pot: 100}, 1)
+        ledger.settle_round("devnet", 2, {honest: 300}, 1)  # the honeypot's commit faulted
+        burned = ledger.record_fault("devnet", 2, pot, "mismatch", 1)
+        ledger.settle_round("devnet", 3, {honest: 300}, 1)
+        assert ledger.record_fault("devnet", 3, pot, "mismatch", 1) == 0  # nothing left
+        weights = ledger.get_weights(1, {honest, pot}).weights
+        out = io.BytesIO()
+        ledger.write_journal(out, "devnet")
+    journal = read_journal(out.getvalue().decode())
+    cost = fault_cost(journal, pot, weights)
+    assert cost == {
+        "first_fault_round": 2, "escrow_before_fault": 500, "burned": burned,
+        "weight_after": 0,
+    }  # fmt: skip
+    assert burned == 500  # all of it: nothing was paid out yet
+    assert fault_cost(journal, honest, weights)["first_fault_round"] is None
+
+    report = build_report(
+        _doc(sec), sec, strategy="bad-update", weights={"weights": weights},
+        ledger_verified=True, model_export="m", children_left=0, honest_rounds=2,
+        journal=journal,
+    )  # fmt: skip
+    assert report["honeypot"]["burned"] == 500 and report["honeypot"]["honest_rounds"] == 2
+    rows = dict(summary_rows(report))
+    assert rows["honeypot"].endswith("bad-update (honest for 2 rounds): caught=True")
+    assert rows["honeypot fault cost"] == (
+        "escrow 500 before the fault in round 2, burned 500, weight afterwards 0"
+    )
+    md = write_report(report, tmp_path / "r" / "report.json").read_text()
+    assert "| honeypot fault cost | escrow 500 before the fault in round 2, burned 500," in md
+
+
+def test_the_summary_says_when_no_fault_was_recorded(tmp_path: Path) -> None:
+    sec = generate(tmp_path / "s", islands=1)
+    report = build_report(
+        _doc(sec), sec, strategy="skip-steps", weights={}, ledger_verified=True,
+        model_export=None, children_left=0,
+    )  # fmt: skip
+    assert dict(summary_rows(report))["honeypot fault cost"] == "no fault recorded in the ledger"

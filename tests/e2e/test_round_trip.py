@@ -212,10 +212,12 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
             "0.5",
         )
         for name, toml in tomls.items():
-            extra = ["--honeypot", "wrong-samples"] if name == CHEATER else []
-            fleet.miner(
-                name, "run", "--config", str(toml), "--coordinator", coord, "--follow", *extra
-            )
+            args = ("run", "--config", str(toml), "--coordinator", coord, "--follow")
+            if name == CHEATER:  # the cheat is injected by the operator's honeypot tooling
+                honeypot = ["-m", "hypertrain.honeypot.island", "--strategy", "wrong-samples"]
+                fleet.start(name, [*honeypot, "--", *args])
+            else:
+                fleet.miner(name, *args)
         names = ("service", "relay", "aggregator", "auditor", *tomls)
 
         def round_final(index: int) -> bool:

@@ -41,7 +41,7 @@ def test_sections_and_overrides(tmp_path: Path) -> None:
         ("run_id = 3", "run_id: Input should be a valid string"),
         ("nonsense = 1", "unknown setting"),
         ("run_id = ", "not valid TOML"),
-        ('honeypot = "lazy"', "unknown honeypot"),
+        ('honeypot = "skip-steps"', "unknown setting"),  # no such switch in the miner
     ],
 )
 def test_bad_config_is_refused(tmp_path: Path, text: str, message: str) -> None:
@@ -68,3 +68,18 @@ def test_cli_help_and_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert "exactly one" in capsys.readouterr().err
     assert main(["status", "--config", str(tmp_path / "no.toml")]) == 1
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_no_honeypot_option_in_the_miner(capsys: pytest.CaptureFixture[str]) -> None:
+    """Cheats are injected by the operator's tooling (``hypertrain.honeypot.island``)."""
+    parser = build_parser()
+    for command in ("run", "join", "watch"):
+        with pytest.raises(SystemExit):
+            parser.parse_args([command, "--help"])
+        text = capsys.readouterr().out.lower()
+        assert "--round" in text or "--region" in text or "--dispute" in text
+        assert "honeypot" not in text and "strategy" not in text
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["run", "--follow", "--honeypot", "skip-steps"])
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --honeypot" in capsys.readouterr().err

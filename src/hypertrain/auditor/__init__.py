@@ -11,6 +11,5 @@ segment is assigned, and posts a signed verdict (:mod:`.runner`).
 
 These verified-input helpers are also what the miner uses to prepare its own round,
 so both sides compute the same thing from the same public records (the miner
-package sits above this one). :mod:`.honeypot` holds the deliberately dishonest
-training strategies the operator's adversarial island runs to prove audits work.
+package sits above this one).
 """

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from hypertrain.devnet.config import PRESETS, DevnetConfig
+from hypertrain.devnet.config import HONEST_ROUNDS, HONEYPOT_STRATEGIES, PRESETS, DevnetConfig
 
 
 def register(subparsers: Any) -> None:
@@ -33,7 +33,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--cache-dir", type=Path, default=Path(".cache/devnet"),
                    help="cache for the prepared tokenizer and dataset")  # fmt: skip
     p.add_argument("--corpus", type=Path, action="append", help="corpus file (repeatable)")
-    p.add_argument("--honeypot", help="honeypot strategy (default: chosen at random)")
+    p.add_argument("--honeypot", choices=HONEYPOT_STRATEGIES,
+                   help="honeypot strategy (default: chosen at random)")  # fmt: skip
+    p.add_argument("--honest-rounds", type=int, metavar="K",
+                   help=f"rounds the honeypot trains honestly before it cheats"
+                   f" (default {HONEST_ROUNDS}, at most R - 1)")  # fmt: skip
     p.add_argument("--keep", action="store_true", help="keep the state directory at exit")
     p.add_argument("--report", type=Path, help="write the report JSON here")
     p.add_argument("--exit-when-done", action="store_true",
@@ -64,6 +68,7 @@ def _run(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         corpus=tuple(args.corpus or ()),
         honeypot=args.honeypot,
+        honest_rounds=args.honest_rounds,
         keep=args.keep,
         report=args.report,
         exit_when_done=args.exit_when_done,

@@ -14,6 +14,10 @@ MICRO_BATCH_SIZE: Final = 2
 AUDIT_SEGMENTS: Final = 2  # random segments per audit; the final one is always added
 DEFAULT_BUDGETS: Final = (1, 2, 3)  # micro-batches per step, island by island (cycled)
 HONEYPOT_BUDGET: Final = 1
+# The honeypot island is honest for this many rounds (building escrow), then cheats;
+# capped at R - 1 so it cheats at least once (see ``DevnetConfig.honeypot_honest_rounds``).
+HONEST_ROUNDS: Final = 2
+HONEYPOT_STRATEGIES: Final = ("wrong-samples", "skip-steps", "bad-update")
 # Each island joins with its own layout (micro-batches per step from the budgets),
 # within the manifest's layout limits, so the islands' token shares differ.
 PER_ISLAND_LAYOUTS_SUPPORTED: Final = True
@@ -45,6 +49,7 @@ class DevnetConfig:
     report: Path | None = None
     exit_when_done: bool = False
     honeypot: str | None = None  # None = chosen at random
+    honest_rounds: int | None = None  # honeypot's honest rounds; None = HONEST_ROUNDS, capped
     seed: int = 7
     beacon_period_s: int = 1
     live_view: bool = True
@@ -72,6 +77,15 @@ class DevnetConfig:
             raise DevnetError("--seq-len must be >= 8 and --vocab-size >= 300")
         if self.timeout_s <= 0:
             raise DevnetError("--timeout-s must be positive")
+        if self.honeypot is not None and self.honeypot not in HONEYPOT_STRATEGIES:
+            raise DevnetError(
+                f"--honeypot {self.honeypot!r} is not one of {', '.join(HONEYPOT_STRATEGIES)}"
+            )
+        if self.honest_rounds is not None and not 0 <= self.honest_rounds < self.rounds:
+            raise DevnetError(
+                f"--honest-rounds {self.honest_rounds} must be between 0 and --rounds - 1"
+                f" ({self.rounds - 1}), so the honeypot cheats at least once"
+            )
         if self.island_budgets and (
             len(self.island_budgets) != self.islands or min(self.island_budgets) < 1
         ):
@@ -86,6 +100,13 @@ class DevnetConfig:
             DEFAULT_BUDGETS[i % len(DEFAULT_BUDGETS)] for i in range(self.islands)
         )
         return (*honest, HONEYPOT_BUDGET)
+
+    @property
+    def honeypot_honest_rounds(self) -> int:
+        """Rounds the honeypot trains honestly before it cheats (it cheats at least once)."""
+        if self.honest_rounds is not None:
+            return self.honest_rounds
+        return min(HONEST_ROUNDS, self.rounds - 1)
 
     @property
     def max_micro_batches(self) -> int:

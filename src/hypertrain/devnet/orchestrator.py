@@ -25,7 +25,11 @@ from rich.console import Console
 from rich.live import Live
 
 from hypertrain.devnet import evaluate, keys, network, prep, report, roles, utilisation, view
-from hypertrain.devnet.config import PER_ISLAND_LAYOUTS_SUPPORTED, DevnetConfig
+from hypertrain.devnet.config import (
+    HONEYPOT_STRATEGIES,
+    PER_ISLAND_LAYOUTS_SUPPORTED,
+    DevnetConfig,
+)
 from hypertrain.devnet.errors import DevnetError
 from hypertrain.devnet.procs import Supervisor, hypertrain_cmd
 from hypertrain.protocol.manifest import RunManifest
@@ -80,8 +84,14 @@ def start(net: Devnet, dataset: Path) -> None:
     for join in joins:  # concurrently: each runs the admission selfcheck
         if join.process.wait(timeout=300) != 0:
             raise DevnetError(f"{join.name} failed:\n{join.tail()}")
+    honest_rounds = cfg.honeypot_honest_rounds
     trainers = [
-        sup.start(m.name, roles.island_cmd(a, net.strategy if m == sec.islands[-1] else None))
+        sup.start(
+            m.name,
+            roles.honeypot_cmd(a, net.strategy, honest_rounds)
+            if m == sec.islands[-1]
+            else roles.island_cmd(a),
+        )
         for m, a in zip(sec.islands, args, strict=True)
     ]
     sup.start("auditor", roles.auditor_cmd(sec, net.url, net.relay, dataset))
@@ -173,6 +183,16 @@ def conclude(net: Devnet) -> dict[str, Any]:
         timeout=120,
         check=False,
     )
+    journal = subprocess.run(
+        hypertrain_cmd(
+            *("ledger", "export", "--state-dir", str(net.state / "service")),
+            *("--out", "-", "--run", roles.RUN_ID),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     model_dir = net.cfg.state_dir / "model"
     shutil.rmtree(model_dir, ignore_errors=True)
     exported, sample = None, ""
@@ -194,6 +214,8 @@ def conclude(net: Devnet) -> dict[str, Any]:
         layouts_applied=PER_ISLAND_LAYOUTS_SUPPORTED,
         utilisation=island_utilisation(net),
         sample=sample,
+        honest_rounds=net.cfg.honeypot_honest_rounds,
+        journal=report.read_journal(journal.stdout) if journal.returncode == 0 else [],
     )
 
 
@@ -217,7 +239,7 @@ def run_devnet(cfg: DevnetConfig, console: Console | None = None) -> int:
     state = cfg.state_dir / "state"
     shutil.rmtree(state, ignore_errors=True)
     net = Devnet(cfg, console, Supervisor(state / "logs"), state)
-    net.strategy = cfg.honeypot or random.SystemRandom().choice(_strategies())
+    net.strategy = cfg.honeypot or random.SystemRandom().choice(HONEYPOT_STRATEGIES)
     result: dict[str, Any] | None = None
     code = 1
     try:
@@ -248,12 +270,6 @@ def run_devnet(cfg: DevnetConfig, console: Console | None = None) -> int:
         if not cfg.keep:
             shutil.rmtree(state, ignore_errors=True)
     return code
-
-
-def _strategies() -> tuple[str, ...]:
-    from hypertrain.auditor.honeypot import STRATEGIES
-
-    return tuple(STRATEGIES)
 
 
 def report_json(path: Path) -> dict[str, Any]:

@@ -32,6 +32,12 @@ def miner_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "hypertrain.miner.cli", *args]
 
 
+def honeypot_island_cmd(strategy: str, honest_rounds: int, *miner_args: str) -> list[str]:
+    """``hypertrain-miner MINER-ARGS`` run through the operator's honeypot tooling."""
+    head = [sys.executable, "-m", "hypertrain.honeypot.island", "--strategy", strategy]
+    return [*head, "--honest-rounds", str(honest_rounds), "--", *miner_args]
+
+
 @dataclass
 class Child:
     name: str

@@ -24,8 +24,14 @@ def build_report(
     layouts_applied: bool = False,
     utilisation: dict[str, Any] | None = None,
     sample: str = "",
+    honest_rounds: int = 0,
+    journal: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Per-round figures, the honeypot's fate, ledger, weights and the export path."""
+    """Per-round figures, the honeypot's fate, ledger, weights and the export path.
+
+    ``journal`` is the run's ledger journal (``hypertrain ledger export``): the
+    honeypot's escrow before its first fault and the burn come from its entries.
+    """
     rounds = [
         {
             "round": r["round"],
@@ -57,6 +63,8 @@ def build_report(
             "hotkey": honeypot.ss58,
             "strategy": strategy,
             "caught": caught,
+            "honest_rounds": honest_rounds,
+            **fault_cost(journal or [], honeypot.ss58, weight_map),
         },
         "ledger_verified": ledger_verified,
         "weights": weights,
@@ -89,6 +97,36 @@ def build_report(
             for i in doc["islands"]
         ],
     }
+
+
+def fault_cost(
+    journal: list[dict[str, Any]], hotkey: str, weights: dict[str, Any]
+) -> dict[str, Any]:
+    """What the first proven fault cost ``hotkey``, from the ledger journal's entries.
+
+    ``escrow_before_fault``: the rewards escrowed for it in the rounds before the
+    round of its first fault; ``burned``: every fault burn (escrow and unpaid vested
+    value); ``weight_after``: its weight in the final ``get_weights`` (0 when absent).
+    """
+    mine = [e for e in journal if e.get("hotkey") == hotkey]
+    faults = [e for e in mine if e.get("kind") == "fault"]
+    first = min((int(e["point"]) for e in faults), default=None)
+    escrowed = sum(
+        int(e["amount"])
+        for e in mine
+        if e.get("kind") == "escrow" and (first is None or int(e["point"]) < first)
+    )
+    return {
+        "first_fault_round": first,
+        "escrow_before_fault": escrowed,
+        "burned": sum(int(e["amount"]) for e in faults),
+        "weight_after": weights.get(hotkey) or 0,
+    }
+
+
+def read_journal(text: str) -> list[dict[str, Any]]:
+    """The JSON-lines journal that ``hypertrain ledger export --out -`` writes."""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def _honest(rounds: list[dict[str, Any]]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from hypertrain.data.dataset import Dataset
 from hypertrain.data.descriptor import DESCRIPTOR_NAME
 from hypertrain.devnet.config import AUDIT_SEGMENTS, MICRO_BATCH_SIZE, DevnetConfig
 from hypertrain.devnet.keys import Identity, Secrets
-from hypertrain.devnet.procs import hypertrain_cmd, miner_cmd
+from hypertrain.devnet.procs import honeypot_island_cmd, hypertrain_cmd, miner_cmd
 
 RUN_ID = "devnet"
 REGION = "this machine (devnet)"  # every island runs here; shown on the dashboard
@@ -73,9 +73,13 @@ def join_cmd(args: list[str], micro_batches: int | None = None) -> list[str]:
     return miner_cmd("join", *args, *extra, "--region", REGION)
 
 
-def island_cmd(args: list[str], honeypot: str | None) -> list[str]:
-    extra = ["--honeypot", honeypot] if honeypot else []
-    return miner_cmd("run", "--follow", *args, *extra)
+def island_cmd(args: list[str]) -> list[str]:
+    return miner_cmd("run", "--follow", *args)
+
+
+def honeypot_cmd(args: list[str], strategy: str, honest_rounds: int) -> list[str]:
+    """The same miner, with the cheat injected by the operator's honeypot tooling."""
+    return honeypot_island_cmd(strategy, honest_rounds, "run", "--follow", *args)
 
 
 def auditor_cmd(secrets: Secrets, service: str, relay: str, dataset: Path) -> list[str]:

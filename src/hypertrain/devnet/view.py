@@ -80,6 +80,17 @@ def summary_table(report: dict[str, Any]) -> Table:
     return table
 
 
+def fault_line(hp: dict[str, Any]) -> str:
+    """The honeypot's burn: escrow built while honest, what its fault burned, its weight."""
+    first = hp.get("first_fault_round")
+    if first is None:
+        return "no fault recorded in the ledger"
+    return (
+        f"escrow {hp.get('escrow_before_fault', 0):,} before the fault in round {first},"
+        f" burned {hp.get('burned', 0):,}, weight afterwards {hp.get('weight_after', 0)}"
+    )
+
+
 def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     rounds = report["rounds"]
     first = rounds[0]["heldout_loss"] if rounds else None
@@ -102,8 +113,10 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("faults caught", str(sum(r["faults"] for r in rounds))),
         (
             "honeypot",
-            f"{hp.get('name', '')} {_short(hp['hotkey'])} {hp['strategy']}: caught={hp['caught']}",
+            f"{hp.get('name', '')} {_short(hp['hotkey'])} {hp['strategy']}"
+            f" (honest for {hp.get('honest_rounds', 0)} rounds): caught={hp['caught']}",
         ),
+        ("honeypot fault cost", fault_line(hp)),
         ("ledger verified", str(report["ledger_verified"])),
     ]
     total = sum(m["weight"] or 0 for m in report["miners"])

@@ -1,14 +1,20 @@
-"""A honeypot island whose arithmetic differs in exactly one operation of one step.
+"""A honeypot island: a real ``hypertrain-miner`` with a lie injected by the operator.
 
-``python -m hypertrain.honeypot.island --perturb STEP:SECTION:INDEX -- MINER-ARGS...``
-runs ``hypertrain-miner MINER-ARGS`` (``run``, ``watch``) in this process with the
-trainer's step replaced, at global step ``STEP``, by the traced step that adds a small
-constant to the output of operation ``INDEX`` of section ``SECTION`` (see
-:mod:`hypertrain.referee.trace`). Training, the island's own replay and its dispute
-answers all carry the same change, so its replay reproduces its committed leaves and
-``watch --follow`` disputes the auditor's verdict, which the game must uphold, pinned
-to that step, section and operation. The production miner carries no such switch: the
-change is injected here, by the operator's tooling.
+``python -m hypertrain.honeypot.island MODE -- MINER-ARGS...`` runs ``hypertrain-miner
+MINER-ARGS`` (``run``, ``watch``) in this process, changed in one of two ways:
+
+* ``--strategy NAME [--honest-rounds K]``: honest in rounds ``0 .. K - 1`` (building
+  escrow), then the cheat ``NAME`` (``wrong-samples``, ``skip-steps``, ``bad-update``;
+  see :mod:`hypertrain.honeypot.cheats`) in every later round.
+* ``--perturb STEP:SECTION:INDEX``: the trainer's step is replaced, at global step
+  ``STEP``, by the traced step that adds a small constant to the output of operation
+  ``INDEX`` of section ``SECTION`` (see :mod:`hypertrain.referee.trace`). Training, the
+  island's own replay and its dispute answers all carry the same change, so its replay
+  reproduces its committed leaves and ``watch --follow`` disputes the auditor's
+  verdict, which the game must uphold, pinned to that step, section and operation.
+
+The production miner carries no such switch: the change is injected here, by the
+operator's tooling.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import argparse
 import sys
 from typing import Any
 
+from hypertrain.honeypot import cheats
 from hypertrain.miner import cli as miner_cli
 from hypertrain.referee import party
 from hypertrain.referee.trace import OpRef, traced_step
@@ -47,11 +54,25 @@ def install(where: OpRef) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hypertrain.honeypot.island")
-    parser.add_argument("--perturb", required=True, help="STEP:SECTION:INDEX (global step)")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--strategy", choices=cheats.STRATEGIES, help="the cheat to inject")
+    mode.add_argument("--perturb", help="STEP:SECTION:INDEX (global step)")
+    parser.add_argument(
+        "--honest-rounds",
+        type=int,
+        default=0,
+        metavar="K",
+        help="with --strategy: train rounds 0 .. K-1 honestly, cheat from round K on",
+    )
     parser.add_argument("miner_args", nargs=argparse.REMAINDER, help="-- then miner arguments")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    step, section, index = (int(x) for x in args.perturb.split(":"))
-    install(OpRef(step, section, index))
+    if args.honest_rounds < 0:
+        parser.error("--honest-rounds must be >= 0")
+    if args.strategy is not None:
+        cheats.install(cheats.Schedule(cheats.check_strategy(args.strategy), args.honest_rounds))
+    else:
+        step, section, index = (int(x) for x in args.perturb.split(":"))
+        install(OpRef(step, section, index))
     rest = args.miner_args[1:] if args.miner_args[:1] == ["--"] else args.miner_args
     return miner_cli.main(rest)
 

@@ -114,9 +114,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     reporter = Reporter("miner")
     with ChallengeClient(cfg.service_url) as service:
         ctx = load_run(cfg, service)
-        reporter.event(
-            "started", run_id=cfg.run_id, hotkey=key.ss58_address, honeypot=cfg.honeypot or None
-        )
+        reporter.event("started", run_id=cfg.run_id, hotkey=key.ss58_address)
         if not args.follow:
             run_round(ctx, key, args.round, reporter, wait_s=args.wait_s)
             return 0

@@ -7,7 +7,6 @@ import logging
 import sys
 from pathlib import Path
 
-from hypertrain.auditor.honeypot import STRATEGIES
 from hypertrain.miner import actions, compete
 from hypertrain.miner.config import FLAGS
 
@@ -44,7 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--round", type=int, help="round to train")
     run.add_argument("--follow", action="store_true", help="train every round as it opens")
     run.add_argument("--wait-s", type=float, default=0.0, help="wait this long for --round W")
-    run.add_argument("--honeypot", choices=STRATEGIES, help="operator's adversarial island only")
     run.set_defaults(func=actions.run_cmd)
     watch = sub.add_parser("watch", help="serve audits: keep checkpoints available, show verdicts")
     _common(watch)

@@ -18,7 +18,6 @@ from typing import Any
 from pydantic import ConfigDict, ValidationError
 from pydantic.dataclasses import dataclass
 
-from hypertrain.auditor.honeypot import Strategy, check_strategy
 from hypertrain.miner.errors import ConfigError
 from hypertrain.protocol.identity import (
     DEFAULT_WALLET_PATH,
@@ -47,7 +46,6 @@ class MinerConfig:
     ranks: int = 0  # island processes on this host (torchrun); 0 = one per admitted rank
     zero1: int = 0  # 1 = shard the optimizer state over the ranks (same bytes, less memory)
     torchrun_args: str = ""  # extra torchrun options, e.g. a multi-host rendezvous
-    honeypot: str = ""
     poll_s: float = 1.0
     expiry_margin: int = 50  # beacon rounds an upload or commit envelope stays valid
 
@@ -66,10 +64,6 @@ class MinerConfig:
             else wallet_hotkey_path(self.wallet, self.hotkey, self.wallet_path)
         )
         return load_key_file(path.expanduser())
-
-    @property
-    def strategy(self) -> Strategy | None:
-        return check_strategy(self.honeypot)
 
     def round_dir(self, index: int) -> Path:
         return Path(self.state_dir) / self.run_id / f"round-{index}"
@@ -116,14 +110,12 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> M
             for e in exc.errors()
         ]
         raise ConfigError("; ".join(problems)) from None
-    config.strategy  # noqa: B018 - validates the honeypot name early
     return config
 
 
 def config_from_args(args: argparse.Namespace) -> MinerConfig:
     """The config of ``--config`` with the command's flags applied on top."""
     overrides: dict[str, Any] = {name: getattr(args, name, None) for name, _ in FLAGS}
-    overrides["honeypot"] = getattr(args, "honeypot", None)
     overrides["endpoint"] = getattr(args, "endpoint", None)
     overrides["region"] = getattr(args, "region", None)
     overrides["micro_batches"] = getattr(args, "micro_batches", None)

@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypertrain.auditor.honeypot import Strategy, steps_per_segment
 from hypertrain.protocol.merkle import MerkleTree
 from hypertrain.trainer.checkpoint import DIGEST_SIZE, decode_checkpoint, save_checkpoint
 from hypertrain.trainer.errors import TrainerError
@@ -91,17 +90,15 @@ def train_round(
     samples: Sequence[Sample],
     workdir: Path,
     *,
-    strategy: Strategy | None = None,
     on_step: Callable[[StepEvent], None] | None = None,
 ) -> IslandResult:
     """Train the round (resuming if ``workdir`` holds checkpoints); see the module docstring."""
     h, j, per_step = config.inner_steps, config.checkpoint_interval, config.samples_per_step
     resumed, state = _resume_point(workdir, start, config)
     losses = _losses(workdir)
-    steps = steps_per_segment(strategy, j)
     for k in range(resumed, h // j):
         seg_losses: list[float] = []
-        for i in range(steps):
+        for i in range(j):
             row = (k * j + i) * per_step
             t0, stats = time.perf_counter(), list[StepStats]()
             state = run_segment(

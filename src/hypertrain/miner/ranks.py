@@ -142,8 +142,6 @@ def launch_ranks(
         return
     if layout.dp_ranks % ranks:
         raise ConfigError(f"{ranks} processes cannot split {layout.dp_ranks} data-parallel ranks")
-    if cfg.strategy is not None:
-        raise ConfigError("a honeypot island trains in one process (ranks = 1)")
     job = IslandJob(
         manifest=manifest,
         layout=layout,

@@ -19,7 +19,6 @@ from pathlib import Path
 from torch import Tensor
 
 from hypertrain.auditor.errors import VerificationError
-from hypertrain.auditor.honeypot import sample_ids, tamper_start
 from hypertrain.auditor.index import CheckpointIndex
 from hypertrain.auditor.inputs import (
     fetch_start_params,
@@ -136,7 +135,7 @@ def run_round(
     config = TrainConfig.from_manifest(manifest, cfg.device, layout=layout, round_index=index)
     dataset = open_dataset(Path(cfg.dataset_dir), manifest)
     ids = round_sample_ids(manifest, dataset, records, key.ss58_address)
-    samples = load_samples(dataset, sample_ids(cfg.strategy, ids, dataset.sample_count))
+    samples = load_samples(dataset, ids)
     with RelayClient(cfg.relay_url, key, manifest.run_id) as relay:
         _, params = fetch_start_params(relay, record, manifest)
         reporter.event("round_start", round=index, samples=len(samples), steps=config.inner_steps)
@@ -146,18 +145,11 @@ def run_round(
         try:
             launch_ranks(cfg, manifest, config, start, samples, workdir)
             result = train_round(
-                start,
-                config,
-                samples,
-                workdir,
-                strategy=cfg.strategy,
-                on_step=lambda ev: reporter.step(index, ev),
+                start, config, samples, workdir, on_step=lambda ev: reporter.step(index, ev)
             )
         finally:
             reporter.stop_steps()
-        update = build_update(
-            tamper_start(cfg.strategy, params), result.final, manifest.compression
-        )
+        update = build_update(params, result.final, manifest.compression)
         expiry = ctx.service.beacon_round() + cfg.expiry_margin
         index_sha, update_sha = _upload(relay, result, update.data, index, expiry)
         reporter.event("uploaded", round=index, bytes=len(update.data), update_sha256=update_sha)
