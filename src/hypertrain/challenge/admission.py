@@ -92,6 +92,11 @@ def _check_layout(manifest: RunManifest, request: JoinRequest) -> None:
             f"layout has {layout.dp_ranks} ranks for {len(request.devices)} devices",
             code="bad_layout",
         )
-    problem = manifest.round.layout_problem(layout)
+    if layout.world_size != len(request.devices):
+        raise AdmissionError(
+            f"layout runs {layout.world_size} processes on {len(request.devices)} devices",
+            code="bad_layout",
+        )
+    problem = manifest.layout_problem(layout)  # limits, and experts ep must split
     if problem is not None:
         raise AdmissionError(f"layout outside the run's limits: {problem}", code="bad_layout")

@@ -62,14 +62,20 @@ def selfcheck_cmd(args: argparse.Namespace) -> int:
 
 def join_layout(manifest: RunManifest, cfg: MinerConfig, devices: int) -> LayoutSpec:
     """One rank per device (or ``cfg.ranks``), ``cfg.micro_batches`` per rank (or the run's),
-    the run's micro-batch size; refused here already when outside the run's limits."""
+    the run's micro-batch size, ``cfg.ep`` and ``cfg.zero1``; refused here already when
+    outside the run's limits."""
     default = manifest.round.layout
-    layout = LayoutSpec(
-        dp_ranks=cfg.ranks or devices,
-        micro_batches=cfg.micro_batches or default.micro_batches,
-        micro_batch_size=default.micro_batch_size,
-    )
-    problem = manifest.round.layout_problem(layout)
+    try:
+        layout = LayoutSpec(
+            dp_ranks=cfg.ranks or devices,
+            micro_batches=cfg.micro_batches or default.micro_batches,
+            micro_batch_size=default.micro_batch_size,
+            ep=cfg.ep,
+            zero1=bool(cfg.zero1),
+        )
+    except ValueError as exc:
+        raise ConfigError(f"bad layout: {exc}") from exc
+    problem = manifest.layout_problem(layout)
     if problem is not None:
         raise ConfigError(f"layout outside the run's limits: {problem}")
     return layout

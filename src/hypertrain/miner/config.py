@@ -45,6 +45,7 @@ class MinerConfig:
     micro_batches: int = 0  # per step per rank in the join layout; 0 = the run's default
     ranks: int = 0  # island processes on this host (torchrun); 0 = one per admitted rank
     zero1: int = 0  # 1 = shard the optimizer state over the ranks (same bytes, less memory)
+    ep: int = 1  # expert-parallel degree of an MoE island's join layout (same bytes)
     torchrun_args: str = ""  # extra torchrun options, e.g. a multi-host rendezvous
     poll_s: float = 1.0
     expiry_margin: int = 50  # beacon rounds an upload or commit envelope stays valid

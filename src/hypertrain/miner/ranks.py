@@ -2,7 +2,8 @@
 
 The miner process is the island's agent: it alone talks to the service and the relay.
 When the island runs more than one rank, :func:`train_ranks` writes the round's job
-(:class:`IslandJob`: manifest, admitted layout, ZeRO-1 switch), start state and samples
+(:class:`IslandJob`: manifest, admitted layout, ZeRO-1 switch, expert-parallel degree),
+start state and samples
 beside the work directory and runs ``python -m torch.distributed.run`` with one process
 per rank (local by default; any torchrun rendezvous options for several hosts). The
 ranks (:func:`main`) join a gloo (CPU) or NCCL (CUDA) group; rank 0 reads the job,
@@ -64,6 +65,7 @@ class IslandJob(BaseModel):
     zero1: bool = False
     device: str = "cpu"  # "cuda" = one device per local rank
     round_index: int = 0  # fixes the learning-rate schedule's global step
+    ep: int = 1  # expert-parallel degree (trainer.expert_parallel); must divide the ranks
 
 
 def job_dir(workdir: Path) -> Path:
@@ -75,9 +77,7 @@ def torchrun_command(
     job: Path, ranks: int, extra: Sequence[str] = (), device: str = "cpu"
 ) -> list[str]:
     """``torchrun`` for one host (a free port of its own) unless ``extra`` names a rendezvous."""
-    local = (
-        [] if any(a.startswith("--rdzv") or a == "--nnodes" for a in extra) else ["--standalone"]
-    )
+    local = [] if _names_rendezvous(extra) else ["--standalone"]
     return [
         sys.executable,
         "-m",
@@ -90,6 +90,11 @@ def torchrun_command(
         f"--device={device}",
         str(job),
     ]
+
+
+def _names_rendezvous(args: Sequence[str]) -> bool:
+    """Whether torchrun options name a rendezvous (an island on several hosts)."""
+    return any(a.startswith(("--rdzv", "--nnodes")) for a in args)
 
 
 def write_job(job: IslandJob, start: TrainState, samples: Sequence[Sample], workdir: Path) -> Path:
@@ -135,20 +140,26 @@ def launch_ranks(
     workdir: Path,
 ) -> None:
     """Train the round on the island's ranks when it has more than one process (else the
-    miner trains it in-process): ``cfg.ranks``, or one process per admitted rank."""
+    miner trains it in-process): ``cfg.ranks`` on this host, or the admitted layout's
+    processes; its ``ep`` and ``zero1`` (or ``cfg.zero1``) choose how they split the work
+    (the bytes are the same)."""
     layout = config.layout
-    ranks = cfg.ranks or layout.dp_ranks
-    if ranks == 1:
+    ranks = cfg.ranks or layout.world_size
+    if ranks == 1 and layout.ep == 1:
         return
     if layout.dp_ranks % ranks:
         raise ConfigError(f"{ranks} processes cannot split {layout.dp_ranks} data-parallel ranks")
+    several_hosts = _names_rendezvous(shlex.split(cfg.torchrun_args))
+    if not several_hosts and ranks % layout.ep:
+        raise ConfigError(f"ep={layout.ep} does not divide the island's {ranks} processes")
     job = IslandJob(
         manifest=manifest,
         layout=layout,
         workdir=str(workdir),
-        zero1=bool(cfg.zero1),
+        zero1=layout.zero1 or bool(cfg.zero1),
         device=cfg.device,
         round_index=config.round_index,
+        ep=layout.ep,
     )
     train_ranks(job, start, samples, ranks, torchrun_args=shlex.split(cfg.torchrun_args))
 
@@ -208,7 +219,7 @@ def _train(
     """Segments ``resumed..H/J``; rank 0 writes each checkpoint and the losses."""
     workdir = Path(job.workdir)
     h, j, per_step = config.inner_steps, config.checkpoint_interval, config.samples_per_step
-    island = Island(state, config, group, zero1=job.zero1, local_step=resumed * j)
+    island = Island(state, config, group, zero1=job.zero1, ep=job.ep, local_step=resumed * j)
     losses = _losses(workdir) if group.is_root else {}
     for k in range(resumed, h // j):
         stats: list[StepStats] = []

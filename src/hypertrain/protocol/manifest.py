@@ -95,15 +95,49 @@ class OuterOptimSpec(_Section):
 
 
 class LayoutSpec(_Section):
-    """Island data-parallel layout: ranks × micro-batches per rank × samples per micro-batch."""
+    """Island data-parallel layout: ranks × micro-batches per rank × samples per micro-batch.
+
+    ``dp_ranks × micro_batches × micro_batch_size`` fixes the batch and the bytes. How the
+    island runs it follows (omitted from the canonical JSON at their defaults, so older
+    layouts keep their bytes; none of them changes a training byte): ``world`` processes
+    (default: one per data-parallel rank; each trains ``dp_ranks / world`` of them),
+    ``dp × ep = world`` with ``ep`` the expert-parallel degree (experts split over ``ep``
+    processes, ``dp`` expert groups; ``ep > 1`` only for a mixture-of-experts model whose
+    expert count it divides) and ``zero1`` (optimizer state sharded over the processes).
+    """
 
     dp_ranks: int = Field(default=1, ge=1, le=1024)
     micro_batches: int = Field(default=1, ge=1, le=1024)
     micro_batch_size: int = Field(default=4, ge=1)
+    world: int | None = Field(default=None, ge=1, le=1024, exclude_if=lambda v: v is None)
+    dp: int | None = Field(default=None, ge=1, le=1024, exclude_if=lambda v: v is None)
+    ep: int = Field(default=1, ge=1, le=256, exclude_if=lambda v: v == 1)
+    zero1: bool = Field(default=False, exclude_if=lambda v: not v)
+
+    @model_validator(mode="after")
+    def _processes_fit(self) -> LayoutSpec:
+        world = self.world_size
+        if self.dp_ranks % world:
+            raise ValueError(f"{world} processes cannot split {self.dp_ranks} data-parallel ranks")
+        if world % self.ep:
+            raise ValueError(f"ep={self.ep} does not divide a world of {world} processes")
+        if self.dp is not None and self.dp * self.ep != world:
+            raise ValueError(f"dp × ep = {self.dp} × {self.ep} is not the world of {world}")
+        return self
 
     @property
     def samples_per_step(self) -> int:
         return self.dp_ranks * self.micro_batches * self.micro_batch_size
+
+    @property
+    def world_size(self) -> int:
+        """Processes of the island: ``world``, or one per data-parallel rank."""
+        return self.dp_ranks if self.world is None else self.world
+
+    @property
+    def expert_groups(self) -> int:
+        """``dp``: groups of ``ep`` processes, each holding every expert once."""
+        return self.world_size // self.ep
 
 
 class LayoutLimits(_Section):
@@ -115,6 +149,8 @@ class LayoutLimits(_Section):
 
     max_dp_ranks: int = Field(default=1, ge=1, le=1024)
     max_micro_batches: int = Field(default=1, ge=1, le=1024)
+    # expert-parallel degree (omitted at its default 1: expert parallelism off)
+    max_ep: int = Field(default=1, ge=1, le=256, exclude_if=lambda v: v == 1)
 
 
 class RoundSpec(_Section):
@@ -147,7 +183,9 @@ class RoundSpec(_Section):
         if self.layout_limits is not None:
             return self.layout_limits
         return LayoutLimits(
-            max_dp_ranks=self.layout.dp_ranks, max_micro_batches=self.layout.micro_batches
+            max_dp_ranks=self.layout.dp_ranks,
+            max_micro_batches=self.layout.micro_batches,
+            max_ep=self.layout.ep,
         )
 
     @property
@@ -170,6 +208,8 @@ class RoundSpec(_Section):
                 f"{layout.micro_batches} micro-batches exceed the limit of "
                 f"{limits.max_micro_batches}"
             )
+        if layout.ep > limits.max_ep:
+            return f"ep={layout.ep} exceeds the limit of {limits.max_ep}"
         return None
 
     def island_samples(self, layout: LayoutSpec) -> int:
@@ -310,7 +350,22 @@ class RunManifest(_Section):
                 "audit.segments must be at least 1 when a round has more than one segment"
                 " (otherwise no non-final segment is ever audited)"
             )
+        problem = self.layout_problem(self.round.layout)
+        if problem is not None:
+            raise ValueError(f"the default layout does not fit the model: {problem}")
         return self
+
+    def layout_problem(self, layout: LayoutSpec) -> str | None:
+        """Why ``layout`` is not admissible in this run (limits, or experts it cannot split),
+        or None when it is."""
+        problem = self.round.layout_problem(layout)
+        if problem is not None or layout.ep == 1:
+            return problem
+        if self.model.moe is None:
+            return f"ep={layout.ep} needs a mixture-of-experts model"
+        if self.model.moe.num_experts % layout.ep:
+            return f"ep={layout.ep} does not divide {self.model.moe.num_experts} experts"
+        return None
 
     def canonical(self) -> bytes:
         return canonical_bytes(self.model_dump(mode="json"))

@@ -19,6 +19,9 @@ them, and broadcasts the new parameter to the others; the per-tensor arithmetic 
 emulation's, so the bytes are too. :meth:`Island.gather_state` reassembles the full
 state on process 0 in the canonical order of ``state_layout``, so state hashes,
 checkpoints and leaves do not depend on ``W`` or on sharding.
+
+**Expert parallelism** (``ep > 1``, MoE models): expert_parallel.py places the experts
+on ranks and dispatches tokens to them; the dense parameters follow the rules above.
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ from torch import Tensor
 from hypertrain.protocol.manifest import LayoutSpec
 from hypertrain.protocol.merkle import MerkleTree
 from hypertrain.trainer.errors import SampleError, TrainerError
+from hypertrain.trainer.expert_parallel import (
+    ExpertEngine,
+    ExpertPlacement,
+    ep_rank_gradient,
+    expert_param_names,
+)
 from hypertrain.trainer.model import param_shapes
 from hypertrain.trainer.optim import clip_grads, optimizer_step, slot_names
 from hypertrain.trainer.segment import RoundResult, Sample, TrainConfig, samples_to_batch
@@ -133,6 +142,7 @@ class Island:
         group: RankGroup,
         *,
         zero1: bool = False,
+        ep: int = 1,
         local_step: int = 0,
     ) -> None:
         """``start`` is the state at ``local_step`` of the round."""
@@ -141,21 +151,48 @@ class Island:
         self.config, self.group, self.zero1 = config, group, zero1
         self.ranks = local_ranks(config.layout, group)
         self.shapes = param_shapes(config.model)
-        self.owners = shard_owners(self.shapes, group.world_size if zero1 else 1)
+        self.experts = self._expert_engine(ep)
+        expert_names = set(expert_param_names(config.model)) if self.experts else set()
+        self.dense_shapes = [(n, s) for n, s in self.shapes if n not in expert_names]
+        self.expert_tensors = {  # expert weight or slot -> its weight
+            slot: name
+            for name, shape in self.shapes
+            if name in expert_names
+            for slot in (name, *slot_names(name, shape, config.inner))
+        }
+        self.owners = shard_owners(self.dense_shapes, group.world_size if zero1 else 1)
         self.step, self.local_step = start.step, local_step
         self.digest = start.config_digest
         self.slot_owners = self._slot_owners() if zero1 else {}
         self.tensors = {
-            name: t.detach().to(config.device, copy=True)
+            name: self._local_part(name, t).to(config.device, copy=True)
             for name, t in start.tensors.items()
             if self._holds(name)
         }
         self.reduction: Reduction = gather_fold
 
+    def _expert_engine(self, ep: int) -> ExpertEngine | None:
+        if ep == 1:
+            return None
+        if self.config.model.moe is None:
+            raise IslandError("expert parallelism (ep > 1) needs a mixture-of-experts model")
+        placement = ExpertPlacement(
+            self.config.model.moe.num_experts, ep, self.group.rank, self.group.world_size
+        )
+        autocast = torch.bfloat16 if self.config.dtype == "bfloat16" else None
+        return ExpertEngine(self.config.model, placement, len(self.ranks), autocast_dtype=autocast)
+
+    def _local_part(self, name: str, t: Tensor) -> Tensor:
+        """An expert tensor's block of this process's experts; any other tensor whole."""
+        if self.experts is None or name not in self.expert_tensors:
+            return t.detach()
+        block = self.experts.placement.local
+        return t.detach()[block.start : block.stop]
+
     def _slot_owners(self) -> dict[str, int]:
         return {
             slot: self.owners[name]
-            for name, shape in self.shapes
+            for name, shape in self.dense_shapes
             for slot in slot_names(name, shape, self.config.inner)
         }
 
@@ -163,6 +200,8 @@ class Island:
         return self.slot_owners.get(name, self.group.rank) == self.group.rank
 
     def _owns(self, param: str) -> bool:
+        if param in self.expert_tensors:
+            return True  # this process's block of the experts
         return not self.zero1 or self.owners[param] == self.group.rank
 
     def state_bytes(self) -> int:
@@ -171,6 +210,8 @@ class Island:
 
     def train_step(self, rows: Tensor) -> StepStats:
         """One global step on the step's (B, L) batch; every process passes the same rows."""
+        if self.experts is not None:
+            return self._expert_step(rows, self.experts)
         cfg = self.config
         params = {name: self.tensors[name] for name, _ in self.shapes}
         shards = split_batch(rows, cfg.layout)
@@ -183,14 +224,44 @@ class Island:
         grads = _unflatten(self.reduction(flat, count), self.shapes)
         norm = clip_grads(grads, cfg.inner.grad_clip)
         mine = {n: g for n, g in grads.items() if self._owns(n)}
-        schedule = cfg.schedule_step(self.local_step)
-        optimizer_step(self.tensors, mine, self.step, cfg.inner, schedule_step=schedule)
+        self._update(mine)
+        return StepStats(loss=_gather_loss(per_rank, rows.device) / count, grad_norm=norm)
+
+    def _expert_step(self, rows: Tensor, engine: ExpertEngine) -> StepStats:
+        """train_step with the experts on their owners (expert_parallel.py)."""
+        cfg = self.config
+        engine.weights = {name: self.tensors[name] for name in self._expert_weights()}
+        dense = {name: self.tensors[name] for name, _ in self.dense_shapes}
+        shards = split_batch(rows, cfg.layout)
+        per_rank = [
+            ep_rank_gradient(dense, cfg.model, shards[r], engine, k)
+            for k, r in enumerate(self.ranks)
+        ]
+        count = cfg.layout.dp_ranks * cfg.layout.micro_batches
+        flat = torch.stack([torch.cat([g[n].reshape(-1) for n in dense]) for g, _ in per_rank])
+        reduced = _unflatten(self.reduction(flat, count), self.dense_shapes)
+        reduced.update(engine.reduced_grads(count, cfg.layout.dp_ranks))
+        grads = {name: reduced[name] for name, _ in self.shapes}  # canonical order
+        norms = [
+            torch.linalg.vector_norm(engine.full_tensor(g) if n in self.expert_tensors else g)
+            for n, g in grads.items()
+        ]
+        norm = clip_grads(grads, cfg.inner.grad_clip, norms)
+        self._update({n: g for n, g in grads.items() if self._owns(n)})
+        return StepStats(loss=_gather_loss(per_rank, rows.device) / count, grad_norm=norm)
+
+    def _expert_weights(self) -> list[str]:
+        return [slot for slot, name in self.expert_tensors.items() if slot == name]
+
+    def _update(self, mine: Grads) -> None:
+        """The optimizer on this process's gradients, then ZeRO-1's parameter broadcast."""
+        schedule = self.config.schedule_step(self.local_step)
+        optimizer_step(self.tensors, mine, self.step, self.config.inner, schedule_step=schedule)
         if self.zero1:
-            for name, _ in self.shapes:
+            for name, _ in self.dense_shapes:
                 dist.broadcast(self.tensors[name], src=self.owners[name])
         self.step += 1
         self.local_step += 1
-        return StepStats(loss=_gather_loss(per_rank, rows.device) / count, grad_norm=norm)
 
     def run(
         self, samples: Sequence[Sample], num_steps: int, stats: list[StepStats] | None = None
@@ -211,6 +282,9 @@ class Island:
         """The full state in canonical order on process 0 (None elsewhere); collective."""
         full: dict[str, Tensor] = {}
         for spec in self.config.state_config().layout():
+            if spec.name in self.expert_tensors:
+                self._gather_experts(spec.name, spec.shape, spec.dtype, full)
+                continue
             owner = self.slot_owners.get(spec.name, 0)
             if owner == 0:
                 if self.group.is_root:
@@ -222,6 +296,24 @@ class Island:
                 dist.recv(buf, src=owner)
                 full[spec.name] = buf.cpu()
         return TrainState(self.step, full, self.digest) if self.group.is_root else None
+
+    def _gather_experts(
+        self, name: str, shape: tuple[int, ...], dtype: torch.dtype, full: dict[str, Tensor]
+    ) -> None:
+        """Expert group 0's blocks of ``name`` onto process 0, concatenated in expert order."""
+        assert self.experts is not None
+        ep = self.experts.placement.ep
+        if self.group.is_root:
+            parts = [self.tensors[name].cpu()]
+            for src in range(1, ep):
+                buf = torch.empty(
+                    (shape[0] // ep, *shape[1:]), dtype=dtype, device=self.config.device
+                )
+                dist.recv(buf, src=src)
+                parts.append(buf.cpu())
+            full[name] = torch.cat(parts)
+        elif self.group.rank < ep:
+            dist.send(self.tensors[name].contiguous(), dst=0)
 
     def state_hash(self) -> bytes:
         """The full state's hash, computed on process 0 and sent to every process."""
@@ -264,6 +356,7 @@ def run_island_round(
     group: RankGroup,
     *,
     zero1: bool = False,
+    ep: int = 1,
 ) -> RoundResult | None:
     """``segment.run_round`` on a real island: the same leaves and root on every process;
     the full result (final state, losses) on process 0, None elsewhere."""
@@ -273,7 +366,7 @@ def run_island_round(
     per_segment = j * config.samples_per_step
     if len(samples) != h * config.samples_per_step:
         raise SampleError(f"a round of {h} steps needs {h * config.samples_per_step} samples")
-    island, stats = Island(start, config, group, zero1=zero1), list[StepStats]()
+    island, stats = Island(start, config, group, zero1=zero1, ep=ep), list[StepStats]()
     leaves = [island.state_hash()]
     for k in range(h // j):
         island.run(samples[k * per_segment : (k + 1) * per_segment], j, stats)

@@ -15,17 +15,19 @@ canonical parameter order that the state hash and every byte format use.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor
 
-from hypertrain.protocol.manifest import ModelSpec
+from hypertrain.protocol.manifest import ModelSpec, MoESpec
 from hypertrain.trainer.moe import expert_shapes, moe_ffn
 from hypertrain.trainer.tracing import Tracer
 
 Params = Mapping[str, Tensor]
+# (x, params, "layers.i.mlp.", moe) -> (output, balance loss); expert parallelism swaps it
+MoEFn = Callable[[Tensor, Params, str, MoESpec], tuple[Tensor, Tensor]]
 
 
 def _block_shapes(spec: ModelSpec, i: int) -> list[tuple[str, tuple[int, ...]]]:
@@ -110,9 +112,15 @@ def swiglu(x: Tensor, gate: Tensor, up: Tensor, down: Tensor) -> Tensor:
 
 
 def forward(
-    params: Params, spec: ModelSpec, tokens: Tensor, tracer: Tracer | None = None
+    params: Params,
+    spec: ModelSpec,
+    tokens: Tensor,
+    tracer: Tracer | None = None,
+    *,
+    moe_fn: MoEFn = moe_ffn,
 ) -> tuple[Tensor, Tensor]:
-    """Logits (B, T, V) for token ids (B, T) and the summed MoE balance loss (0 if dense)."""
+    """Logits (B, T, V) for token ids (B, T) and the summed MoE balance loss (0 if dense);
+    ``moe_fn`` computes the MoE feed-forward (expert parallelism dispatches it)."""
     x = F.embedding(tokens, params["embed_tokens.weight"])  # (B, T, d)
     rope = rope_tables(spec.head_dim, tokens.shape[1], spec.rope_theta, x.device)
     aux = x.new_zeros(())
@@ -130,7 +138,7 @@ def forward(
                 params[mlp + "down_proj.weight"],
             )
         else:
-            ffn, layer_aux = moe_ffn(h, params, p + "mlp.", spec.moe)
+            ffn, layer_aux = moe_fn(h, params, p + "mlp.", spec.moe)
             aux = aux + layer_aux
         x = x + ffn
         if tracer is not None:
@@ -143,9 +151,16 @@ def forward(
     return logits, aux
 
 
-def loss_fn(params: Params, spec: ModelSpec, batch: Tensor, tracer: Tracer | None = None) -> Tensor:
+def loss_fn(
+    params: Params,
+    spec: ModelSpec,
+    batch: Tensor,
+    tracer: Tracer | None = None,
+    *,
+    moe_fn: MoEFn = moe_ffn,
+) -> Tensor:
     """Mean next-token cross-entropy of a (B, L) batch (inputs [:-1], targets [1:]) + MoE aux."""
-    logits, aux = forward(params, spec, batch[:, :-1], tracer)
+    logits, aux = forward(params, spec, batch[:, :-1], tracer, moe_fn=moe_fn)
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
     if spec.moe is None:
         return ce

@@ -16,7 +16,7 @@ change between versions.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 
 import torch
 from torch import Tensor
@@ -50,10 +50,18 @@ def slot_names(name: str, shape: tuple[int, ...], spec: InnerOptimSpec) -> list[
     return [f"optim.exp_avg.{name}", f"optim.exp_avg_sq.{name}"]
 
 
-def clip_grads(grads: MutableMapping[str, Tensor], max_norm: float | None) -> float:
-    """Scale gradients in place so their global L2 norm is at most ``max_norm``; return the norm."""
-    norms = torch.stack([torch.linalg.vector_norm(g) for g in grads.values()])
-    total = torch.linalg.vector_norm(norms)
+def clip_grads(
+    grads: MutableMapping[str, Tensor],
+    max_norm: float | None,
+    norms: Sequence[Tensor] | None = None,
+) -> float:
+    """Scale gradients in place so their global L2 norm is at most ``max_norm``; return the norm.
+
+    ``norms``: each tensor's norm in ``grads`` order, when a caller holds only part of a
+    tensor (expert parallelism takes them over the whole tensor)."""
+    if norms is None:
+        norms = [torch.linalg.vector_norm(g) for g in grads.values()]
+    total = torch.linalg.vector_norm(torch.stack(list(norms)))
     if max_norm is not None:
         coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
         for g in grads.values():
