@@ -1,0 +1,377 @@
+"""Attacker islands against a real network of processes: none is paid, the model holds.
+
+Local beacon, challenge service, relay, auditor, aggregator (with a held-out batch),
+two honest islands and six attacker islands (:mod:`tests.e2e.attackers`, each signing
+and posting real envelopes and uploading real blobs) run as separate processes for two
+rounds. The audit rate is 0 with one probation round, so round 0 audits every island
+and round 1 audits none: the attacks that only an audit can catch cheat in round 0,
+those the merge screens must catch cheat in round 1. Findings covered (docs/mechanism.md):
+
+* finding 1 (start state): ``moments`` writes its own Adam moments into checkpoint 0
+  and trains honestly; the full-state hash of checkpoint 0 gives ``mismatch`` at leaf 0,
+  it is excluded from the merge (the model is not steered) and not paid;
+* finding 2 (auditor totality): ``bad-ref`` (a checkpoint reference that is not a blob
+  address) and ``nested-index`` (a deeply nested checkpoint index) get ``unverifiable``
+  while the honest islands of the same round still get ``match`` and are paid;
+* finding 3 (norm screen): ``x1000`` in the unaudited round is excluded as
+  ``norm_outlier`` and the held-out loss does not blow up;
+* finding 4 (payment from the merge): ``ghost`` commits its update hash but never
+  uploads the update: ``missing_blob``, a fault, not paid;
+* finding 5 (copies): ``copy`` commits honest-a's commit body under its own key: merged
+  once (``duplicate_update``), the copy not paid.
+
+Every island joins before round 0 (so every one is in probation there); a round's roster
+is who is registered when it opens, so the metagraph registers each round's attackers
+for their round only, and every rostered island commits (each phase closes on work).
+Round 1's screen reference comes from round 0's merged norms, which no update of round 1
+can move. Payment is read through the service's public API: the
+roster's balances, and ``get_weights`` (attackers 0, the honest islands their full share
+of every round's pool). Findings 6 (deregistration), 7 (small holes), 9 (settle after
+disputes) and 10 (fail-closed clock) stay as in-process tests (tests/challenge,
+tests/relay, tests/aggregator). The service's beacon is gated (:mod:`tests.e2e.gate`) so
+that a slow machine makes the test slower, never wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from hypertrain.beacon import LocalBeaconProcess, start_local_beacon
+from hypertrain.miner.admission import SelfcheckConfig, selfcheck
+from hypertrain.protocol.identity import Hotkey, write_key_file
+from tests.auditor.world import make_dataset, manifest_doc
+from tests.e2e.gate import BeaconGate, allowed_round
+from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
+
+pytestmark = pytest.mark.slow
+RUN = "run-t"
+TOKENS = {"internal": "i" * 32, "admin": "a" * 32, "worker": "w" * 32}
+POOL = 1_000_000
+HONEST = ("honest-a", "honest-b")
+# attacker name -> (strategy, round it cheats in); it sits out the other round
+ATTACKERS = {
+    "moments": ("moments", 0),
+    "bad-ref": ("bad-ref", 0),
+    "nested": ("nested-index", 0),
+    "x1000": ("x1000", 1),
+    "copy": ("copy", 1),
+    "ghost": ("ghost", 1),
+}
+ISLANDS = (*HONEST, *ATTACKERS)
+ROUND_ATTACKERS = {w: [n for n, (_, r) in ATTACKERS.items() if r == w] for w in (0, 1)}
+COMMITS = {0: 5, 1: 5}  # every round: the two honest islands and that round's attackers
+
+
+def _private(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture
+def beacon(tmp_path: Path) -> Iterator[LocalBeaconProcess]:
+    with start_local_beacon(tmp_path / "beacon", period_s=1) as b:
+        yield b
+
+
+@contextmanager
+def _gate(gate: BeaconGate, chain_hash: str, service: str) -> Iterator[None]:
+    """:func:`tests.e2e.gate.gate_rounds` with a number of committers per round."""
+    stop = threading.Event()
+    gate.cap = gate.real_latest(chain_hash)
+
+    def loop() -> None:
+        with httpx.Client(base_url=service, timeout=10) as client:
+            while not stop.wait(0.2):
+                try:
+                    real = gate.real_latest(chain_hash)
+                    r = client.get(f"/v1/runs/{RUN}/rounds")
+                    rounds = r.json() if r.status_code == 200 else []
+                except (httpx.HTTPError, ValueError):
+                    continue
+                allowed = min(
+                    [real] + [allowed_round([r], COMMITS.get(r["round"], 0), real) for r in rounds]
+                )
+                gate.cap = max(gate.cap, min(gate.cap + 1, allowed))
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+def _manifest(dataset: Any) -> dict[str, Any]:
+    doc = manifest_doc(dataset, commit_window_rounds=30, audit_window_rounds=20)
+    doc.pop("coordinator")
+    doc["audit"].update(rate=0.0, probation_rounds=1)  # round 0: everyone; round 1: nobody
+    doc["reward"] = {"pool_per_round": POOL, "vesting_rounds": 1}
+    report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
+    doc["selfcheck_reference"] = {report.device_class: report.workload_hash}
+    return doc
+
+
+def _miner_toml(root: Path, name: str, service: str, relay: str, dataset: Path) -> Path:
+    path = root / f"{name}.toml"
+    path.write_text(
+        f'run_id = "{RUN}"\n[network]\nservice_url = "{service}"\nrelay_url = "{relay}"\n'
+        f'[wallet]\nname = "e2e"\nhotkey = "{name}"\npath = "{root / "wallets"}"\n'
+        f'[data]\ndataset_dir = "{dataset}"\n[node]\nstate_dir = "{root / "state" / name}"\n'
+        "poll_s = 0.3\nexpiry_margin = 300\n"
+    )
+    return path
+
+
+def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeaconProcess) -> None:
+    dataset = make_dataset(REPO / "tests" / "assets", tmp_path / "dataset")
+    keys: dict[str, tuple[Path, Hotkey]] = {}
+    for i, name in enumerate((*ISLANDS, "auditor", "aggregator")):
+        path = tmp_path / "wallets" / "e2e" / "hotkeys" / name
+        keys[name] = (path, write_key_file(bytes([0x60 + i]) * 32, path))
+    ss58 = {name: key.ss58_address for name, (_, key) in keys.items()}
+    secrets = {n: _private(tmp_path / f"{n}.token", t) for n, t in TOKENS.items()}
+    coord_file = _private(tmp_path / "coord.key", "77" * 32)
+    coord = Hotkey.from_seed(bytes.fromhex("77" * 32)).ss58_address
+    islands = [ss58[n] for n in ISLANDS]
+    workers = [ss58["auditor"], ss58["aggregator"]]
+    uids = {h: i for i, h in enumerate(islands)}
+    _write_metagraph(tmp_path / "metagraph.json", 100, uids)
+    (tmp_path / "allow.json").write_text(json.dumps([*islands, *workers]))
+    svc_sock, relay_sock = listener(), listener()
+    gate = BeaconGate(beacon.url)
+    service = f"http://127.0.0.1:{port_of(svc_sock)}"
+    relay = f"http://127.0.0.1:{port_of(relay_sock)}"
+    fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    svc_env = {
+        "CHALLENGE_STATE_DIR": str(tmp_path / "service"),
+        "CHALLENGE_INTERNAL_TOKEN_FILE": str(secrets["internal"]),
+        "CHALLENGE_ADMIN_TOKEN_FILE": str(secrets["admin"]),
+        "CHALLENGE_WORKER_TOKEN_FILE": str(secrets["worker"]),
+        "HYPERTRAIN_COORD_KEY_FILE": str(coord_file),
+        "HYPERTRAIN_METAGRAPH_SOURCE": "file",
+        "HYPERTRAIN_METAGRAPH_FILE": str(tmp_path / "metagraph.json"),
+        "HYPERTRAIN_METAGRAPH_REFRESH_S": "0.3",
+        "HYPERTRAIN_BEACON_URLS": gate.url,
+        "HYPERTRAIN_BEACON_INFO_FILE": str(tmp_path / "beacon" / "info.json"),
+        "HYPERTRAIN_BEACON_POLL_S": "0.3",
+        "HYPERTRAIN_WORKER_HOTKEYS": ",".join(workers),
+    }
+    relay_args = [
+        "--storage",
+        str(tmp_path / "blobs"),
+        "--run-id",
+        RUN,
+        "--allow-list",
+        str(tmp_path / "allow.json"),
+        "--coordinator",
+        coord,
+    ]
+    relay_args += [
+        "--beacon-genesis-unix",
+        str(beacon.chain.genesis_time),
+        "--beacon-period-s",
+        str(beacon.chain.period_s),
+    ]
+    common = [
+        "--service",
+        service,
+        "--relay",
+        relay,
+        "--run-id",
+        RUN,
+        "--worker-token-file",
+        str(secrets["worker"]),
+        "--poll-s",
+        "0.3",
+        "--follow",
+    ]
+    try:
+        with _gate(gate, beacon.chain.chain_hash_hex, service):
+            fleet.hypertrain("service", "challenge", "serve", env=svc_env, sock=svc_sock)
+            fleet.hypertrain("relay", "relay", "serve", *relay_args, sock=relay_sock)
+            wait_for(
+                lambda: http_ok(f"{service}/v1/beacon") and http_ok(f"{relay}/health"),
+                60,
+                "service and relay",
+            )
+            wait_for(lambda: httpx.get(f"{service}/v1/beacon").json()["round"], 30, "a beacon")
+            admin = {"authorization": f"Bearer {TOKENS['admin']}"}
+            r = httpx.post(
+                f"{service}/admin/v1/runs", headers=admin, json={"manifest": _manifest(dataset)}
+            )
+            assert r.status_code == 200, r.text
+            # the auditor first: it also recomputes admission challenges
+            auditor = [
+                "--key-file",
+                str(keys["auditor"][0]),
+                "--dataset-dir",
+                str(tmp_path / "dataset"),
+                "--coordinator",
+                coord,
+            ]
+            fleet.hypertrain("auditor", "auditor", "run", *common, *auditor)
+            tomls = {
+                n: _miner_toml(tmp_path, n, service, relay, tmp_path / "dataset") for n in ISLANDS
+            }
+            _start_islands(fleet, tomls, coord, ss58["honest-a"])  # they wait for round 0
+            _join_all(tomls, coord)
+            wait_for(
+                lambda: len(httpx.get(f"{service}/v1/runs/{RUN}/roster").json()) == len(ISLANDS),
+                120,
+                "every island admitted",
+            )
+            # a round's roster is who is registered when it opens: round 0 is for its
+            # attackers, round 1 for its own (all joined before round 0: their probation)
+            roster = {w: [ss58[n] for n in (*HONEST, *ROUND_ATTACKERS[w])] for w in (0, 1)}
+            _register(service, tmp_path, 101, {h: uids[h] for h in roster[0]})
+            aggregator = [
+                "--key-file",
+                str(keys["aggregator"][0]),
+                "--state-dir",
+                str(tmp_path / "agg"),
+                "--admin-token-file",
+                str(secrets["admin"]),
+                "--dataset-dir",
+                str(tmp_path / "dataset"),
+                "--last-round",
+                "1",
+            ]
+            fleet.hypertrain("aggregator", "aggregator", "run", *common, *aggregator)
+            names = ("service", "relay", "aggregator", "auditor", *HONEST)
+
+            def rounds() -> list[dict[str, Any]]:
+                fleet.check_alive(*names)
+                got: list[dict[str, Any]] = httpx.get(f"{service}/v1/runs/{RUN}/rounds").json()
+                return got
+
+            def final(index: int) -> bool:
+                got = rounds()
+                return len(got) > index and got[index]["phase"] == "final"
+
+            wait_for(lambda: rounds() and rounds()[0]["commits"] == COMMITS[0], 120, "commits")
+            _register(service, tmp_path, 102, {h: uids[h] for h in roster[1]})
+            assert len(rounds()) == 1  # round 1 opens after round 0's merge
+            wait_for(lambda: final(1), 240, "round 1 to be final", poll_s=1)
+        _check(service, ss58)
+    except (AssertionError, KeyError):
+        for name in fleet.procs:
+            sys.stderr.write(f"--- {name}\n{fleet.tail(name, 1500)}\n")
+        raise
+    finally:
+        fleet.stop()
+        svc_sock.close()
+        relay_sock.close()
+        gate.close()
+
+
+def _write_metagraph(path: Path, block: int, uids: dict[str, int]) -> None:
+    doc = {"epoch": 1, "block": block, "netuid": 100, "hotkeys": uids}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(path)
+
+
+def _register(service: str, root: Path, block: int, uids: dict[str, int]) -> None:
+    """Make exactly ``uids`` the registered hotkeys and wait until the service sees it."""
+    _write_metagraph(root / "metagraph.json", block, uids)
+    wait_for(
+        lambda: httpx.get(f"{service}/health").json()["metagraph"]["block"] == block,
+        30,
+        f"metagraph block {block}",
+    )
+
+
+def _join_all(tomls: dict[str, Path], coord: str) -> None:
+    """Every island joins at once, from one process (each runs the admission workload)."""
+    configs = [a for toml in tomls.values() for a in ("--config", str(toml))]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.e2e.attackers",
+            "join",
+            "--",
+            *configs,
+            "--coordinator",
+            coord,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _start_islands(fleet: Fleet, tomls: dict[str, Path], coord: str, victim: str) -> None:
+    fleet.miner(
+        "honest-a", "run", "--config", str(tomls["honest-a"]), "--coordinator", coord, "--follow"
+    )
+    fleet.miner(
+        "honest-b", "run", "--config", str(tomls["honest-b"]), "--coordinator", coord, "--follow"
+    )
+    for name, (strategy, index) in ATTACKERS.items():
+        extra = ["--victim", victim] if strategy == "copy" else []
+        miner = ["run", "--config", str(tomls[name]), "--coordinator", coord, "--follow"]
+        fleet.start(
+            name,
+            ["-m", "tests.e2e.attackers", strategy, "--round", str(index), *extra, "--", *miner],
+        )
+
+
+def _check(service: str, ss58: dict[str, str]) -> None:
+    detail = [httpx.get(f"{service}/v1/runs/{RUN}/rounds/{i}").json() for i in (0, 1)]
+    verdicts = {
+        v["envelope"]["body"]["hotkey"]: v["envelope"]["body"] for v in detail[0]["verdicts"]
+    }
+    results = {
+        name: verdicts[ss58[name]]["result"] for name in (*HONEST, "moments", "bad-ref", "nested")
+    }
+    assert results == {
+        "honest-a": "match",
+        "honest-b": "match",
+        "moments": "mismatch",
+        "bad-ref": "unverifiable",
+        "nested": "unverifiable",
+    }, verdicts
+    assert verdicts[ss58["moments"]]["first_bad_leaf"] == 0  # checkpoint 0 is not the start
+    merge0, merge1 = (d["merge"]["body"] for d in detail)
+    assert sorted(merge0["included"]) == sorted(ss58[n] for n in HONEST), merge0
+    assert set(merge0["excluded"]) == {ss58[n] for n in ("moments", "bad-ref", "nested")}, merge0
+    assert detail[1]["assignments"] == []  # round 1 is not audited
+    assert sorted(merge1["included"]) == sorted(ss58[n] for n in HONEST), merge1
+    assert merge1["excluded"] == {
+        ss58["x1000"]: "norm_outlier",
+        ss58["copy"]: "duplicate_update",
+        ss58["ghost"]: "missing_blob",
+    }, merge1
+    # the ×1000 update did not move the model: held-out loss stays where round 0 left it
+    assert merge1["eval_loss"] < merge0["eval_loss"] + 0.5, (merge0, merge1)
+    roster = {row["hotkey"]: row for row in httpx.get(f"{service}/v1/runs/{RUN}/roster").json()}
+    earned = {
+        n: sum(roster[ss58[n]][k] for k in ("escrow", "held", "vested", "paid")) for n in ISLANDS
+    }
+    # every round's pool goes to its two honest islands, half each
+    assert earned == dict.fromkeys(HONEST, POOL) | dict.fromkeys(ATTACKERS, 0), earned
+    internal = {
+        "authorization": f"Bearer {TOKENS['internal']}",
+        "x-platform-challenge-slug": "hypertrain",
+    }
+    r = httpx.get(f"{service}/internal/v1/get_weights", params={"epoch": 1}, headers=internal)
+    assert r.status_code == 200, r.text
+    weights = r.json()["weights"]
+    assert all(weights.get(ss58[n], 0) == 0 for n in ATTACKERS), weights
+    assert all(weights.get(ss58[n], 0) > 0 for n in HONEST), weights
