@@ -377,6 +377,19 @@ def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None
     ]
     assert queue[0]["assignment"]["body"]["hotkey"] == ISLANDS[1].ss58_address
     assert queue[0]["dispute_id"] == dispute_id
+    # the dashboard shows both verdicts as no longer counting, and island 0 not caught
+    dash = service.client.get(f"/v1/runs/{RUN}/dashboard").json()
+    rows = {a["hotkey"]: a for a in dash["audits"]}
+    for island in ISLANDS:
+        assert [v["counts"] for v in rows[island.ss58_address]["verdicts"]] == [False]
+    assert rows[ISLANDS[0].ss58_address]["fault"] is False
+    (panel,) = dash["disputes"]
+    assert (panel["dispute_id"], panel["outcome"], panel["stage"]) == (
+        dispute_id,
+        "overturned",
+        "decided",
+    )
+    assert [st["level"] for st in panel["steps"]] == ["open", "decided"]
     # the faulty auditor's verdicts are refused from now on, whatever they say
     again = _verdict_on(service, AUDITOR, ISLANDS[1], "mismatch")
     assert (again.status_code, again.json()["error"]) == (403, "faulty_auditor")
