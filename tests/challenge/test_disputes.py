@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from hypertrain.auditor.disputes import answer_disputes
+from hypertrain.auditor.replay import AuditOutcome
+from hypertrain.auditor.runner import Auditor, RoundRecords
 from hypertrain.challenge.app import _poll_beacon, create_app
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.models import DisputeAnswered, DisputeOpened, DisputeRuled
@@ -21,10 +24,13 @@ from hypertrain.dispute import opinputs
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
 from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.messages import AuditAssignment
+from hypertrain.relay.client import RelayClient
 from tests.challenge.disputeplay import TENSORS, TREE, play_to_referee
 from tests.challenge.disputeplay import answer as _answer
 from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import (
+    TOKENS,
     FakeLedger,
     SteppedBeacon,
     bearer,
@@ -377,6 +383,19 @@ def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None
     ]
     assert queue[0]["assignment"]["body"]["hotkey"] == ISLANDS[1].ss58_address
     assert queue[0]["dispute_id"] == dispute_id
+    # the dashboard shows both verdicts as no longer counting, and island 0 not caught
+    dash = service.client.get(f"/v1/runs/{RUN}/dashboard").json()
+    rows = {a["hotkey"]: a for a in dash["audits"]}
+    for island in ISLANDS:
+        assert [v["counts"] for v in rows[island.ss58_address]["verdicts"]] == [False]
+    assert rows[ISLANDS[0].ss58_address]["fault"] is False
+    (panel,) = dash["disputes"]
+    assert (panel["dispute_id"], panel["outcome"], panel["stage"]) == (
+        dispute_id,
+        "overturned",
+        "decided",
+    )
+    assert [st["level"] for st in panel["steps"]] == ["open", "decided"]
     # the faulty auditor's verdicts are refused from now on, whatever they say
     again = _verdict_on(service, AUDITOR, ISLANDS[1], "mismatch")
     assert (again.status_code, again.json()["error"]) == (403, "faulty_auditor")
@@ -482,3 +501,62 @@ def test_client_parses_each_dispute_answer_into_its_model(service: Service) -> N
     )
     assert isinstance(ruled, DisputeRuled) and ruled.game.outcome == "overturned"
     assert client.reassigned(RUN) == []  # the auditor judged nobody else
+
+
+# Auditors pick up re-assigned audits on their own, against the real service. The
+# segment replay itself is stood in for (it is tested with real islands in
+# tests/auditor): only the choice of work and the posting are tested here.
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayStandIn(Auditor):
+    """An auditor whose replay always matches; it records what it was asked to judge."""
+
+    judged: list[tuple[int, str]] | None = None
+
+    def judge(self, detail: RoundRecords, assignment: AuditAssignment) -> AuditOutcome:
+        assert self.judged is not None
+        self.judged.append((assignment.round, assignment.hotkey))
+        return AuditOutcome("match", None, True, "re-judged", tuple(assignment.segments))
+
+
+def _auditor(svc: Service, key: Any, tmp: Path, judged: list[tuple[int, str]]) -> ReplayStandIn:
+    client = ChallengeClient("http://testserver", worker_token=TOKENS["worker"], http=svc.client)
+    return ReplayStandIn(
+        service=client,
+        relay=RelayClient("http://127.0.0.1:9", None, RUN),
+        key=key,
+        manifest=client.manifest(RUN),
+        dataset_dir=tmp,
+        judged=judged,
+    )
+
+
+def test_the_honest_auditor_rejudges_what_the_faulty_one_passed(
+    service: Service, tmp_path: Path
+) -> None:
+    verdict_id, segment = _to_verdict(service)
+    assert _verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200
+    opened = service.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    game, dispute_id = opened.json()["game"], opened.json()["dispute_id"]
+    body = _answer(game, "island", 1, game["island_end"])
+    service.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", body)
+    service.tick(4)  # overturned: the lying auditor is faulty, its pass re-assigned
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append((kind, fields))
+
+    faulty_judged: list[tuple[int, str]] = []
+    answer_disputes(_auditor(service, AUDITOR, tmp_path, faulty_judged), {}, emit)
+    assert faulty_judged == []  # the faulty auditor does not try: it would be refused
+    honest_judged: list[tuple[int, str]] = []
+    honest = _auditor(service, OTHER_AUDITOR, tmp_path, honest_judged)
+    assert answer_disputes(honest, {}, emit) == 1
+    assert honest_judged == [(0, ISLANDS[1].ss58_address)]
+    assert ("verdict", {"round": 0, "hotkey": ISLANDS[1].ss58_address, "result": "match",
+            "reassigned_from": AUDITOR.ss58_address}) in events  # fmt: skip
+    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
+    assert answer_disputes(honest, {}, emit) == 0  # nothing left to re-judge

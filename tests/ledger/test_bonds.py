@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from hypertrain.cli import main
 from hypertrain.ledger import BondError, Ledger, LedgerConflictError, verify_export
+from hypertrain.ledger.storage import LEDGER_FILENAME
 
 RUN = "r1"
 D1 = hashlib.sha256(b"dispute 1").hexdigest()
@@ -133,3 +135,25 @@ def test_tampered_bond_tables_are_detected(tmp_path: Path, hotkeys: list[str], t
     conn.close()
     with Ledger(path) as led:
         assert not led.verify().ok
+
+
+def test_cli_verify_rebuilds_bonds_and_catches_an_edited_one(
+    tmp_path: Path, hotkeys: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Ledger.in_state_dir(tmp_path) as led:
+        _two_rounds(led, hotkeys)
+        led.lock_bond(RUN, hotkeys[0], D1, 600, 2)
+        led.lock_bond(RUN, hotkeys[1], D2, 50, 2)
+        led.settle_bond(RUN, D1, False, 2)
+        led.settle_bond(RUN, D2, True, 2)
+    assert main(["ledger", "verify", "--state-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith("OK: 1 run(s)")
+    conn = sqlite3.connect(tmp_path / LEDGER_FILENAME)
+    with conn:  # claim the lost bond was smaller: the journal no longer adds up
+        conn.execute(
+            "UPDATE journal SET body = replace(body, '\"amount\":600', '\"amount\":60')"
+            " WHERE kind = 'bond_burn'"
+        )
+    conn.close()
+    assert main(["ledger", "verify", "--state-dir", str(tmp_path)]) == 1
+    assert "first bad entry" in capsys.readouterr().out

@@ -150,10 +150,15 @@ def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
                 "result": v["result"],
                 "first_bad_leaf": loads(v["body"]).get("first_bad_leaf"),
                 "detail": loads(v["body"]).get("detail", ""),
+                # False when a dispute overturned it or its auditor was found faulty
+                "counts": not v["overturned"] and not v["reassigned"],
             }
             for v in state.conn.execute(
-                "SELECT auditor, result, body FROM verdicts"
-                " WHERE run_id = ? AND round = ? AND hotkey = ? ORDER BY auditor",
+                "SELECT auditor, result, body,"
+                " verdict_id IN (SELECT verdict_id FROM dispute_games"
+                " WHERE outcome = 'overturned') AS overturned,"
+                " verdict_id IN (SELECT verdict_id FROM reassigned_verdicts) AS reassigned"
+                " FROM verdicts WHERE run_id = ? AND round = ? AND hotkey = ? ORDER BY auditor",
                 args,
             )
         ]
@@ -175,7 +180,9 @@ def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
                 "beacon_randomness": a["randomness"],
                 "verdicts": verdicts,
                 "disputes": disputes,
-                "fault": any(v["result"] in ("mismatch", "unverifiable") for v in verdicts),
+                "fault": any(
+                    v["counts"] and v["result"] in ("mismatch", "unverifiable") for v in verdicts
+                ),
             }
         )
     return out

@@ -4,8 +4,12 @@ The game itself is :mod:`hypertrain.dispute.game`; this module checks what only 
 service knows (the verdict, the commit's root, the dispute window, the bond, the
 manifest's referees), then applies the transition and stores the new state, the
 accepted message and its size in one transaction with the envelope's nonce. A
-refused message changes nothing. :func:`tick` applies deadlines at each beacon round,
-so a game resumes from the database after a restart exactly where it stopped.
+refused message changes nothing. Opening locks the bond in the ledger (its own
+journal entry) inside that transaction; once a game is decided :func:`settle_bonds`
+returns or burns it. An overturned verdict marks its auditor faulty and re-assigns
+its other verdicts of rounds not yet final (``dispute.store.reassign_verdicts``).
+:func:`tick` applies deadlines at each beacon round, so a game resumes from the
+database after a restart exactly where it stopped.
 """
 
 from __future__ import annotations

@@ -96,7 +96,10 @@ class LedgerAdapter:
             raise ForbiddenError(f"cannot lock the dispute bond: {exc}", code="no_bond") from None
 
     def settle_bond(self, run_id: str, dispute_id: str, won: bool, epoch: int) -> int:
-        return self._ledger.settle_bond(run_id, dispute_id, won, epoch)
+        try:
+            return self._ledger.settle_bond(run_id, dispute_id, won, epoch)
+        except BondError:
+            return 0  # a dispute opened before bonds were ledger entries locked nothing
 
     def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer:
         try:

@@ -265,7 +265,7 @@ function drawAudits(d, runId) {
       title: a.beacon_randomness ? `randomness ${a.beacon_randomness}` : null }, `beacon #${a.beacon_round}`);
     const verdicts = a.verdicts.length ? a.verdicts.map((v) => el("div", {}, badge(v.result),
       v.first_bad_leaf !== null && v.first_bad_leaf !== undefined ? ` first bad leaf ${v.first_bad_leaf}` : "",
-      v.detail ? ` ${v.detail}` : "")) : "pending";
+      v.detail ? ` ${v.detail}` : "", v.counts === false ? el("small", { class: "void" }, " (no longer counts)") : null)) : "pending";
     const outcome = a.fault ? badge("caught", "caught") : (a.verdicts.length ? badge("clean", "clean") : "waiting");
     return el("tr", {}, el("td", {}, a.round),
       el("td", { title: a.hotkey, class: "nowrap" }, `${names.get(a.hotkey) || short(a.hotkey)}${a.probation ? " (probation)" : ""}`),
