@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypertrain.challenge import rounds
+from hypertrain.challenge import pace, rounds
 from tests.challenge.conftest import Harness
 from tests.challenge.helpers import bearer, commit_body, join_body, signed
 
@@ -91,3 +91,34 @@ def test_audit_phase_closes_when_every_assignment_has_a_verdict(harness: Harness
         assert _detail(h)["phase"] == ("merge" if n == len(assigned) - 1 else "audit")
     assert h.state.current is not None and h.state.current.round < close
     assert _detail(h)["dispute_deadline_round"] == close + 2  # disputes keep their window
+
+
+def test_a_set_aside_verdict_does_not_close_the_audit_phase(harness: Harness) -> None:
+    """A verdict whose auditor a dispute found faulty stops counting: the assignment is
+    open again, so the phase waits for another auditor (or its window)."""
+    h = harness
+    _open(h)
+    assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
+    h.tick(1)
+    assigned = h.client.get(
+        "/worker/v1/runs/run-1/rounds/0/assignments", headers=bearer("worker")
+    ).json()
+    for a in assigned:
+        body = {"round": 0, "hotkey": a["body"]["hotkey"], "segments": a["body"]["segments"]}
+        r = h.client.post(
+            "/worker/v1/verdict",
+            headers=bearer("worker"),
+            json=signed(h.auditor, "verdict", {**body, "result": "match"}),
+        )
+        assert r.status_code == 200, r.text
+    assert pace.audits_done(h.state, "run-1", 0)
+    first = h.state.conn.execute(
+        "SELECT verdict_id, hotkey, auditor FROM verdicts WHERE run_id = 'run-1' LIMIT 1"
+    ).fetchone()
+    h.state.conn.execute(
+        "INSERT INTO reassigned_verdicts VALUES (?, 'run-1', 0, ?, ?, 'd-1', ?)",
+        (first["verdict_id"], first["hotkey"], first["auditor"], h.beacon.round),
+    )
+    assert not pace.audits_done(h.state, "run-1", 0)
+    h.client.portal.call(rounds.advance, h.state)  # type: ignore[union-attr]
+    assert _detail(h)["phase"] == "audit"
