@@ -17,7 +17,7 @@ from hypertrain.auditor.replay import AuditOutcome
 from hypertrain.auditor.runner import Auditor, RoundRecords
 from hypertrain.challenge.app import _poll_beacon, create_app
 from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.models import DisputeAnswered, DisputeOpened, DisputeRuled
+from hypertrain.challenge.models import DisputeAnswered, DisputeOpened, DisputeRuled, HoneypotAnswer
 from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.settle import PENDING_AUDIT
 from hypertrain.dispute import opinputs
@@ -316,6 +316,12 @@ def _check_honeypots(service: Service) -> None:
     assert (cheat["rounds_run"], cheat["caught"], cheat["missed"]) == (1, 0, 1)
     lying = by[("auditor", "lying")]
     assert (lying["verdicts"], lying["disputes_lost"]) == (1, 1)
+    served = HoneypotAnswer.model_validate_json(
+        service.client.get(f"/v1/runs/{RUN}/honeypots").content
+    )  # the one shared model: the list as revealed, the table as computed
+    shown = [{k: v for k, v in row.items() if v is not None} for row in rows]
+    assert served.revealed == HONEYPOTS
+    assert [r.model_dump(exclude_none=True) for r in served.table] == shown
 
 
 def test_reveal_before_the_round_is_final_is_refused(service: Service) -> None:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from hypertrain.challenge.models import HealthAnswer, RoundDetail, RunListItem
+from hypertrain.challenge.models import HealthAnswer, HoneypotAnswer, RoundDetail, RunListItem
 from hypertrain.challenge.selection import select_audits
 from hypertrain.challenge.settings import read_token_file
 from hypertrain.protocol.envelope import Envelope, open_envelope
@@ -39,6 +39,7 @@ _ENVELOPE = TypeAdapter(Envelope)
 _HEALTH = TypeAdapter(HealthAnswer)
 _RUNS = TypeAdapter(list[RunListItem])
 _DETAIL = TypeAdapter(RoundDetail)
+_HONEYPOTS = TypeAdapter(HoneypotAnswer)
 
 
 def register(subparsers: Any) -> None:
@@ -297,15 +298,10 @@ _HONEYPOT_COLUMNS = (
 
 def _honeypots(args: argparse.Namespace) -> int:
     """Per strategy: rounds run, audited, caught, missed, false positives, disputes."""
-    resp = httpx.get(f"{args.url.rstrip('/')}/v1/runs/{args.run_id}/honeypots", timeout=30)
-    if not resp.is_success:
-        sys.stderr.write(f"{resp.status_code}: {resp.text[:300]}\n")
-        return 1
-    rows = resp.json()["table"]
-    lines = [
-        _HONEYPOT_COLUMNS,
-        *[tuple(str(r.get(c, "-")) for c in _HONEYPOT_COLUMNS) for r in rows],
-    ]
+    url = f"{args.url.rstrip('/')}/v1/runs/{args.run_id}/honeypots"
+    rows = typed(_HONEYPOTS, "GET", url).table
+    cells = [{k: "-" if v is None else str(v) for k, v in r.model_dump().items()} for r in rows]
+    lines = [_HONEYPOT_COLUMNS, *[tuple(c[name] for name in _HONEYPOT_COLUMNS) for c in cells]]
     widths = [max(len(line[i]) for line in lines) for i in range(len(_HONEYPOT_COLUMNS))]
     for line in lines:
         sys.stdout.write("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)) + "\n")

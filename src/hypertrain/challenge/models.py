@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.honeypots import HoneypotList
 
 Phase = Literal["train", "beacon", "audit", "merge", "settle", "final"]
 
@@ -306,3 +307,41 @@ class DisputeAnswered(DisputeView):
 
 class DisputeRuled(DisputeView):
     """``POST /v1/disputes/{id}/ruling``: the game after the referee's ruling (decided)."""
+
+
+class HoneypotRow(_Answer):
+    """One row of the public honeypot table: a role and strategy, summed over its hotkeys.
+
+    Islands carry rounds run, audited, caught and either ``missed`` (cheats) or
+    ``false_positives`` (honest); auditors carry ``verdicts``. Both carry disputes.
+    """
+
+    role: Literal["island", "auditor"]
+    strategy: str
+    hotkeys: int
+    rounds_run: int | None = None
+    audited: int | None = None
+    caught: int | None = None
+    missed: int | None = None
+    false_positives: int | None = None
+    verdicts: int | None = None
+    disputes_won: int
+    disputes_lost: int
+
+
+class HoneypotAnswer(_Answer):
+    """``GET /v1/runs/{run}/honeypots``: the revealed list (``list`` on the wire) and the
+    table computed from it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    revealed: HoneypotList = Field(alias="list")
+    table: list[HoneypotRow]
+
+
+class HoneypotRevealAck(_Answer):
+    """``POST /admin/v1/runs/{run}/honeypots``: the list hashed to the manifest's commitment."""
+
+    revealed: bool
+    commitment: str
+    entries: int

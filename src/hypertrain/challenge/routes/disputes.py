@@ -17,6 +17,8 @@ from hypertrain.challenge.models import (
     DisputeAnswered,
     DisputeOpened,
     DisputeRuled,
+    HoneypotAnswer,
+    HoneypotRevealAck,
     ReassignedAudit,
 )
 from hypertrain.dispute.store import DisputeView
@@ -84,14 +86,14 @@ async def reassigned(state: State, run_id: str) -> list[ReassignedAudit]:
     return disputes.reassigned(state, run_id)
 
 
-@router.get("/runs/{run_id}/honeypots", responses=_ERRORS)
+@router.get("/runs/{run_id}/honeypots", responses=_ERRORS, response_model=HoneypotAnswer)
 async def honeypot_table(state: State, run_id: str) -> dict[str, Any]:
     """The revealed honeypot list and the per-strategy table computed from public records."""
     revealed = honeypots.revealed(state, run_id)
     return {"list": revealed.model_dump(mode="json"), "table": honeypots.table(state, run_id)}
 
 
-@admin_router.post("/runs/{run_id}/honeypots", responses=_ERRORS)
+@admin_router.post("/runs/{run_id}/honeypots", responses=_ERRORS, response_model=HoneypotRevealAck)
 async def reveal_honeypots(state: State, run_id: str, payload: HoneypotList) -> dict[str, Any]:
     """Publish the honeypot list; it must hash to the manifest's commitment."""
     return honeypots.reveal(state, run_id, payload)
