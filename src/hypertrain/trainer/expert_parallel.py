@@ -23,7 +23,7 @@ expert, so once two or more experts are active ``-0.0`` reads ``+0.0``; then it 
 micro-batches in order and data-parallel ranks in rank order (replicas all-gather their
 per-rank sums first) and divides by ``R*M``. Gradient norms are taken over the full expert
 tensors, gathered in expert order, so clipping, the optimizer and every state hash equal
-the single-process emulation's (see docs/trainer.md, "Islands").
+the single-process emulation's (docs/trainer.md, "Real islands").
 """
 
 from __future__ import annotations
