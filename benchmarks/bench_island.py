@@ -6,8 +6,11 @@ layout at one and at two threads; the fixed-order gather-and-fold reduction agai
 gloo's own all-reduce, on the proxy's full gradient and inside a step; the training
 state each rank holds with ZeRO-1 against unsharded; and the emulated step time under
 the portable CPU profile (``ATEN_CPU_CAPABILITY=avx2``, ``MKL_CBWR=COMPATIBLE``, set
-before torch loads) against the native one. The island checks its leaves against the
-emulation's before any figure is written.
+before torch loads) against the native one. For the MoE variant (``proxy-moe``, 4
+experts, top-2) it also times a 2-process expert-parallel island (``ep = 2``: two
+experts per process, tokens dispatched by all-to-all) against the one-process emulation
+at one thread. The islands check their state against the emulation's before any figure
+is written.
 
 Run: ``python benchmarks/bench_island.py [--steps N]``. The script starts its own rank
 processes (a file store, no ports) and profile children.
@@ -33,13 +36,13 @@ SEQ_LEN, RANKS, MBS = 129, 2, 4
 PORTABLE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
 
 
-def _config(steps: int) -> Any:
+def _config(steps: int, preset: str = "proxy") -> Any:
     from hypertrain.protocol.manifest import InnerOptimSpec, LayoutSpec
     from hypertrain.trainer.presets import PRESETS
     from hypertrain.trainer.segment import TrainConfig
 
     return TrainConfig(
-        model=PRESETS["proxy"],
+        model=PRESETS[preset],
         inner=InnerOptimSpec(warmup_steps=2, total_steps=100),
         layout=LayoutSpec(dp_ranks=RANKS, micro_batches=1, micro_batch_size=MBS),
         seq_len=SEQ_LEN,
@@ -61,14 +64,14 @@ def _timed_steps(run: Any, steps: int) -> float:
     return (time.perf_counter() - t0) / steps
 
 
-def emulated(steps: int, threads: int) -> dict[str, Any]:
+def emulated(steps: int, threads: int, preset: str = "proxy") -> dict[str, Any]:
     """Step time and final hash of the one-process emulation."""
     from hypertrain.trainer.determinism import configure_determinism
     from hypertrain.trainer.segment import run_segment
     from hypertrain.trainer.state import init_state
 
     configure_determinism(threads)
-    config = _config(steps)
+    config = _config(steps, preset)
     samples = _samples((steps + 1) * config.samples_per_step)
     state = [init_state(config.state_config(), 1)]
     used = [0]
@@ -83,13 +86,16 @@ def emulated(steps: int, threads: int) -> dict[str, Any]:
     return {"step_s": seconds, "hash": state[0].state_hash().hex()}
 
 
-def _island_steps(group: Any, steps: int, *, zero1: bool, reduction: Any) -> dict[str, Any]:
+def _island_steps(
+    group: Any, steps: int, *, zero1: bool, reduction: Any, preset: str = "proxy", ep: int = 1
+) -> dict[str, Any]:
     from hypertrain.trainer.distributed import Island
     from hypertrain.trainer.state import init_state
 
-    config = _config(steps)
+    config = _config(steps, preset)
     samples = _samples((steps + 1) * config.samples_per_step)
-    island = Island(init_state(config.state_config(), 1), config, group, zero1=zero1)
+    start = init_state(config.state_config(), 1)
+    island = Island(start, config, group, zero1=zero1, ep=ep)
     island.reduction = reduction
     used = [0]
 
@@ -129,11 +135,17 @@ def rank_main(store: str, rank: int, steps: int, out: Path) -> None:
     fixed = _island_steps(group, steps, zero1=False, reduction=gather_fold)
     lib = _island_steps(group, steps, zero1=False, reduction=all_reduce_mean)
     zero = _island_steps(group, steps, zero1=True, reduction=gather_fold)
+    moe_dp = _island_steps(group, steps, zero1=False, reduction=gather_fold, preset="proxy-moe")
+    moe_ep = _island_steps(
+        group, steps, zero1=False, reduction=gather_fold, preset="proxy-moe", ep=RANKS
+    )
     numel = param_count(PRESETS["proxy"])
     doc = {
         "fixed": fixed,
         "all_reduce": lib,
         "zero1": zero,
+        "moe_dp": moe_dp,
+        "moe_ep": moe_ep,
         "reduce_fixed_s": _reduction_s(gather_fold, numel),
         "reduce_all_reduce_s": _reduction_s(all_reduce_mean, numel),
     }
@@ -176,21 +188,25 @@ def main() -> None:
     parser.add_argument("--store", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--emulate", type=int, help=argparse.SUPPRESS)  # threads
+    parser.add_argument("--preset", default="proxy", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank is not None:
         rank_main(args.store, args.rank, args.steps, args.out)
         return
     if args.emulate is not None:
-        print(json.dumps(emulated(args.steps, args.emulate)))
+        print(json.dumps(emulated(args.steps, args.emulate, args.preset)))
         return
     load_before = os.getloadavg()[0]
     steps = ["--steps", str(args.steps)]
     one, two = _child([*steps, "--emulate", "1"]), _child([*steps, "--emulate", "2"])
     portable = _child([*steps, "--emulate", "1"], PORTABLE)
+    moe = _child([*steps, "--emulate", "1", "--preset", "proxy-moe"])
     ranks = island(args.steps)
     r0 = ranks[0]
     if r0["fixed"]["hash"] != one["hash"] or r0["zero1"]["hash"] != one["hash"]:
         raise SystemExit("the island's state differs from the emulation's")
+    if r0["moe_ep"]["hash"] != moe["hash"] or r0["moe_dp"]["hash"] != moe["hash"]:
+        raise SystemExit("the MoE island's state differs from the emulation's")
     values = {
         "island_step_s": r0["fixed"]["step_s"],
         "emulated_step_s_1_thread": one["step_s"],
@@ -205,6 +221,12 @@ def main() -> None:
         "zero1_state_bytes_per_rank_vs_unsharded": max(r["zero1"]["bytes"] for r in ranks)
         / r0["fixed"]["bytes"],
         "zero1_step_vs_unsharded": r0["zero1"]["step_s"] / r0["fixed"]["step_s"],
+        "ep_island_step_s": r0["moe_ep"]["step_s"],
+        "ep_emulated_step_s_1_thread": moe["step_s"],
+        "ep_island_vs_emulation_1_thread": r0["moe_ep"]["step_s"] / moe["step_s"],
+        "ep_vs_dp_island_step": r0["moe_ep"]["step_s"] / r0["moe_dp"]["step_s"],
+        "ep_state_bytes_per_rank_vs_dp": max(r["moe_ep"]["bytes"] for r in ranks)
+        / r0["moe_dp"]["bytes"],
         "load_average_1m": max(load_before, os.getloadavg()[0]),
     }
     write_result(
@@ -220,7 +242,12 @@ def main() -> None:
             "bytes; from three ranks up it does not. The portable profile's bytes differ from the "
             "native ones (MKL's COMPATIBLE path is another computation, one every host shares). "
             "ZeRO-1 figure: bytes of training state (parameters "
-            "plus optimizer slots) the largest rank holds, against an unsharded rank."
+            "plus optimizer slots) the largest rank holds, against an unsharded rank. "
+            "ep_*: proxy-moe (4 experts, top-2, no drop), same layout; a 2-process island "
+            "with ep=2 (two experts per process, one all-to-all per MoE layer and micro-batch "
+            "each way, the owner's backward recomputes its experts' forward) against the "
+            "one-process emulation at one thread and against a data-parallel MoE island; its "
+            "state equals the emulation's bit for bit (checked before writing)."
         ),
     )
 

@@ -7,7 +7,9 @@ run's state policy derives it (:mod:`hypertrain.trainer.start_state`). For each
 assigned segment ``k`` it then fetches the checkpoint at step ``kJ`` (for ``k = 0``
 the derived start state itself), checks its bytes hash to leaf ``k``, replays ``J``
 steps on the island's verified samples with the island's own layout (as the signed
-round-open record names it), and compares the state hash with leaf ``k + 1``. For
+round-open record names it), and compares the state hash with leaf ``k + 1``. The replay
+runs in one process whatever the layout's ``world``, ``ep`` and ``zero1``: an island's
+processes, expert placement and optimizer sharding change none of its bytes. For
 the final segment the update is re-encoded from the replayed final state and its
 SHA-256 compared with the committed one. The first failure decides the verdict:
 

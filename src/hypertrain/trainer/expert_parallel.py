@@ -23,7 +23,7 @@ expert, so once two or more experts are active ``-0.0`` reads ``+0.0``; then it 
 micro-batches in order and data-parallel ranks in rank order (replicas all-gather their
 per-rank sums first) and divides by ``R*M``. Gradient norms are taken over the full expert
 tensors, gathered in expert order, so clipping, the optimizer and every state hash equal
-the single-process emulation's (see docs/trainer.md, "Islands").
+the single-process emulation's (docs/trainer.md, "Real islands").
 """
 
 from __future__ import annotations
@@ -120,6 +120,7 @@ class _Stash:
 
     counts: list[list[int]]  # [member][expert] rows each source sent (after capacity)
     inputs: list[list[tuple[int, Tensor]]]  # [member] -> (expert, rows) for local experts
+    dtype: torch.dtype  # of the rows (their gradients travel back in it)
 
 
 class ExpertEngine:
@@ -176,17 +177,17 @@ class ExpertEngine:
     def forward_exchange(
         self, prefix: str, sent: list[int], inputs: Sequence[Tensor]
     ) -> list[Tensor]:
-        counts = self._all_counts(sent)
         d, device = inputs[0].shape[-1], inputs[0].device
+        counts = self._all_counts(sent, device)
         rows = self._exchange(torch.cat(list(inputs)), sent, counts, d)
         received = self._split_received(rows, counts)
-        self._stash[(prefix, self.key)] = _Stash(counts, received)
+        self._stash[(prefix, self.key)] = _Stash(counts, received, inputs[0].dtype)
         with self._autocast(device):
             outs = [[self._expert(prefix, e, h) for e, h in src] for src in received]
         dtype = self.autocast or inputs[0].dtype
         flat_outs = [o for src in outs for o in src]
-        back = torch.cat(flat_outs) if flat_outs else torch.empty(0, d, dtype=dtype)
-        got = self._exchange_back(back.to(device), sent, counts, d)
+        back = torch.cat(flat_outs) if flat_outs else torch.empty(0, d, dtype=dtype, device=device)
+        got = self._exchange_back(back, sent, counts, d)
         return self._split_sent(got, sent)
 
     def backward_exchange(
@@ -204,7 +205,7 @@ class ExpertEngine:
                 back.append(grad_h)
                 weight_grads[e] = tuple(weights)
             self._add_weight_grads(prefix, member, key, stash.counts[member], weight_grads)
-        flat = torch.cat(back) if back else torch.empty(0, d, dtype=grads[0].dtype)
+        flat = torch.cat(back) if back else grads[0].new_empty(0, d, dtype=stash.dtype)
         got = self._exchange_back(flat, sent, stash.counts, d)
         return self._split_sent(got, sent)
 
@@ -292,8 +293,9 @@ class ExpertEngine:
             return nullcontext()
         return torch.autocast(device.type, dtype=self.autocast)
 
-    def _all_counts(self, sent: list[int]) -> list[list[int]]:
-        mine = torch.tensor(sent, dtype=torch.int64)
+    def _all_counts(self, sent: list[int], device: torch.device) -> list[list[int]]:
+        """Every group member's rows per expert (on the device: NCCL needs it there)."""
+        mine = torch.tensor(sent, dtype=torch.int64, device=device)
         parts = [torch.empty_like(mine) for _ in range(self.placement.ep)]
         dist.all_gather(parts, mine, group=self.expert_group)
         return [part.tolist() for part in parts]
