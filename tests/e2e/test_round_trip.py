@@ -1,7 +1,9 @@
 """Two rounds of the whole network as real processes on loopback, on real text.
 
 Local beacon, challenge service, relay, aggregator, auditor and three islands (two
-honest, one training on the wrong samples) run as separate processes. The honest
+honest, one training on the wrong samples) run as separate processes. Each island is
+admitted through the admission challenge (on by default): ``hypertrain-miner join``
+answers it and waits until the auditor's recomputed reference admits it. The honest
 islands are accepted and paid into escrow, the cheater is caught by byte comparison
 and its reward burned, round 1 starts from round 0's merged model, and
 ``aggregator verify-tape`` recomputes the merge to the same bytes.
@@ -63,6 +65,7 @@ def _keys(root: Path) -> dict[str, tuple[Path, Hotkey]]:
 def _manifest(dataset: Any) -> dict[str, Any]:
     doc = manifest_doc(dataset, commit_window_rounds=12, audit_window_rounds=10)
     doc.pop("coordinator")
+    doc["admission"] = {"answer_window_rounds": 30}  # the challenge is on by default
     report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
     doc["selfcheck_reference"] = {report.device_class: report.workload_hash}
     return doc
@@ -149,6 +152,32 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
             f"{service}/admin/v1/runs", headers=admin, json={"manifest": _manifest(dataset)}
         )
         assert r.status_code == 200, r.text
+        common = [
+            "--service",
+            service,
+            "--relay",
+            relay,
+            "--run-id",
+            RUN,
+            "--worker-token-file",
+            str(secrets["worker"]),
+        ]
+        # the auditor first: it recomputes the admission challenges the joins wait for
+        fleet.hypertrain(
+            "auditor",
+            "auditor",
+            "run",
+            *common,
+            "--key-file",
+            str(keys["auditor"][0]),
+            "--dataset-dir",
+            str(tmp_path / "dataset"),
+            "--coordinator",
+            coord,
+            "--follow",
+            "--poll-s",
+            "0.5",
+        )
         tomls = {
             n: _miner_toml(tmp_path, n, service, relay, tmp_path / "dataset")
             for n in (*HONEST, CHEATER)
@@ -170,17 +199,8 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
                 text=True,
                 timeout=120,
             )
-            assert done.returncode == 0, done.stderr
-        common = [
-            "--service",
-            service,
-            "--relay",
-            relay,
-            "--run-id",
-            RUN,
-            "--worker-token-file",
-            str(secrets["worker"]),
-        ]
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert '"status": "admitted"' in done.stdout, done.stdout  # through the challenge
         fleet.hypertrain(
             "aggregator",
             "aggregator",
@@ -192,21 +212,6 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
             str(tmp_path / "agg"),
             "--admin-token-file",
             str(secrets["admin"]),
-            "--follow",
-            "--poll-s",
-            "0.5",
-        )
-        fleet.hypertrain(
-            "auditor",
-            "auditor",
-            "run",
-            *common,
-            "--key-file",
-            str(keys["auditor"][0]),
-            "--dataset-dir",
-            str(tmp_path / "dataset"),
-            "--coordinator",
-            coord,
             "--follow",
             "--poll-s",
             "0.5",

@@ -53,6 +53,9 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
         "reward": {"pool_per_round": 1_000_000, "vesting_rounds": 2},
         "determinism": configure_determinism(1, "cpu").model_dump(mode="json"),
         "selfcheck_reference": {device_class(cpu): workload_hash(cpu)},
+        # Every island here is the operator's own: admitted on the self-check. (The
+        # admission challenge needs the auditor up before the joins, which wait for it.)
+        "admission": {"challenge": False},
         "coordinator": coordinator,
     }
 

@@ -82,6 +82,7 @@ def device_memory(device: torch.device) -> int:
 
 
 _DEFAULT_CONFIG = SelfcheckConfig()
+DECIDED = frozenset({"admitted", "refused"})
 
 
 def selfcheck(
@@ -125,9 +126,12 @@ def answer_challenge(
     timeout_s: float = 600.0,
     expiry_margin: int = 50,
 ) -> dict[str, Any]:
-    """Wait for the challenge seed, run the workload on every device, post the answer.
+    """Wait for the challenge seed, run the workload on every device, post the answer,
+    then wait for a worker's decision.
 
-    Returns the service's answer, or the challenge status if it is no longer pending."""
+    Returns the challenge status: ``admitted`` or ``refused`` (with its reason) once
+    decided, else the last status seen when ``timeout_s`` ran out (``pending`` or
+    ``answered``: a worker of the island's device class has not checked it yet)."""
     deadline = time.monotonic() + timeout_s
     while True:
         status = service.admission_status(run_id, key.ss58_address)
@@ -147,7 +151,12 @@ def answer_challenge(
         body=body.model_dump(mode="json"),
         expiry_round=service.beacon_round() + expiry_margin,
     )
-    return service.admission_answer(env)
+    service.admission_answer(env)
+    while True:
+        status = service.admission_status(run_id, key.ss58_address)
+        if status["status"] in DECIDED or time.monotonic() > deadline:
+            return status
+        time.sleep(poll_s)
 
 
 def main(argv: list[str] | None = None) -> int:
