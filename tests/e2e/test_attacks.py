@@ -53,7 +53,7 @@ from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
 from tests.e2e.gate import BeaconGate, allowed_round
-from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
+from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for, wait_started
 
 pytestmark = pytest.mark.slow
 RUN = "run-t"
@@ -251,6 +251,7 @@ def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeacon
                 "--last-round",
                 "1",
             ]
+            wait_started(fleet, list(ISLANDS), 120)  # every island waits for round 0
             fleet.hypertrain("aggregator", "aggregator", "run", *common, *aggregator)
             names = ("service", "relay", "aggregator", "auditor", *HONEST)
 

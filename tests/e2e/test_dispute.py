@@ -25,7 +25,7 @@ from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
-from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
+from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for, wait_started
 
 pytestmark = pytest.mark.slow
 RUN = "run-t"
@@ -190,23 +190,6 @@ def test_dispute_decided_through_watch_follow(
         )
         assert done.returncode == 0, done.stdout + done.stderr
         fleet.hypertrain(
-            "aggregator",
-            "aggregator",
-            "run",
-            *common,
-            "--key-file",
-            str(keys["aggregator"][0]),
-            "--state-dir",
-            str(tmp_path / "agg"),
-            "--admin-token-file",
-            str(secrets["admin"]),
-            "--follow",
-            "--poll-s",
-            "0.5",
-            "--last-round",  # one round: rounds close on work, so more would race the game
-            "0",
-        )
-        fleet.hypertrain(
             "referee",
             "referee",
             "serve",
@@ -229,6 +212,24 @@ def test_dispute_decided_through_watch_follow(
             fleet.start(
                 name, [*miner, command, "--config", str(toml), "--coordinator", coord, "--follow"]
             )
+        wait_started(fleet, ["island"], 120)  # then round 0 opens
+        fleet.hypertrain(
+            "aggregator",
+            "aggregator",
+            "run",
+            *common,
+            "--key-file",
+            str(keys["aggregator"][0]),
+            "--state-dir",
+            str(tmp_path / "agg"),
+            "--admin-token-file",
+            str(secrets["admin"]),
+            "--follow",
+            "--poll-s",
+            "0.5",
+            "--last-round",  # one round: rounds close on work, so more would race the game
+            "0",
+        )
         names = ("service", "relay", "aggregator", "auditor", "referee", "island", "watch")
 
         def round_final() -> bool:

@@ -32,7 +32,7 @@ from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
 from tests.e2e.gate import BeaconGate, gate_rounds
-from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
+from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for, wait_started
 
 pytestmark = pytest.mark.slow
 RUN = "run-t"
@@ -63,7 +63,8 @@ def _keys(root: Path) -> dict[str, tuple[Path, Hotkey]]:
 
 
 def _manifest(dataset: Any) -> dict[str, Any]:
-    doc = manifest_doc(dataset, commit_window_rounds=12, audit_window_rounds=10)
+    # the commit phase closes as soon as all three islands committed
+    doc = manifest_doc(dataset, commit_window_rounds=60, audit_window_rounds=10)
     doc.pop("coordinator")
     doc["admission"] = {"answer_window_rounds": 30}  # the challenge is on by default
     report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
@@ -201,6 +202,12 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
             )
             assert done.returncode == 0, done.stdout + done.stderr
             assert '"status": "admitted"' in done.stdout, done.stdout  # through the challenge
+        for name, toml in tomls.items():
+            extra = ["--honeypot", "wrong-samples"] if name == CHEATER else []
+            fleet.miner(
+                name, "run", "--config", str(toml), "--coordinator", coord, "--follow", *extra
+            )
+        wait_started(fleet, list(tomls), 120)  # then round 0 opens
         fleet.hypertrain(
             "aggregator",
             "aggregator",
@@ -216,11 +223,6 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
             "--poll-s",
             "0.5",
         )
-        for name, toml in tomls.items():
-            extra = ["--honeypot", "wrong-samples"] if name == CHEATER else []
-            fleet.miner(
-                name, "run", "--config", str(toml), "--coordinator", coord, "--follow", *extra
-            )
         names = ("service", "relay", "aggregator", "auditor", *tomls)
 
         def round_final(index: int) -> bool:
