@@ -117,6 +117,15 @@ def test_late_answer_is_refused(harness: Harness, client: ChallengeClient) -> No
     assert again["challenge"]["seed_beacon_round"] == h.beacon.round + 1
 
 
+def test_the_miner_answering_late_is_refused(harness: Harness, client: ChallengeClient) -> None:
+    """The miner's own answer, computed after the deadline: refused, and it says so."""
+    h, key = harness, harness.miners[3]
+    _join(h, key)
+    h.tick(1 + 2 + 1)  # the island was busy past seed round + answer window
+    status = answer_challenge(client, key, RUN, devices=CPU, poll_s=0.01, timeout_s=5)
+    assert status["status"] == "refused" and key.ss58_address not in _roster(client)
+
+
 def test_the_challenge_is_on_by_default() -> None:
     doc = manifest_doc(RUN)
     del doc["admission"]

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.errors import ServiceError
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import AdmissionAnswer, DeviceReport
@@ -151,7 +152,11 @@ def answer_challenge(
         body=body.model_dump(mode="json"),
         expiry_round=service.beacon_round() + expiry_margin,
     )
-    service.admission_answer(env)
+    try:
+        service.admission_answer(env)
+    except ServiceError as exc:
+        if exc.code not in ("late", "closed"):
+            raise  # the challenge is decided (a late answer refuses the island)
     while True:
         status = service.admission_status(run_id, key.ss58_address)
         if status["status"] in DECIDED or time.monotonic() > deadline:
