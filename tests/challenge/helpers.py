@@ -98,6 +98,8 @@ def manifest_doc(run_id: str = "run-1", **audit: Any) -> dict[str, Any]:
         "audit": {"rate": 0.5, "segments": 2, "probation_rounds": 1, **audit},
         "determinism": {"torch_version": "2.13.0", "num_threads": 1, "device_class": DEVICE_CLASS},
         "selfcheck_reference": {DEVICE_CLASS: GOOD_HASH},
+        # a closed network: admitted on the self-reported hash (the challenge has its tests)
+        "admission": {"challenge": False},
     }
 
 

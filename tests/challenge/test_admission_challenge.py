@@ -1,6 +1,6 @@
 """The admission challenge on the real service: only a device that computes is admitted.
 
-A run with ``admission.challenge`` on answers a join with a challenge whose seed is a
+A run with ``admission.challenge`` on (the default) answers a join with a challenge whose seed is a
 beacon round after the request. The island runs the workload with that seed on its
 devices (the miner's code) and answers; a worker recomputes the reference (the
 auditor's code) and the service admits on a match. A wrong answer and a late answer
@@ -21,6 +21,7 @@ from hypertrain.challenge.models import AdmissionAnswerAck
 from hypertrain.miner.admission import answer_challenge, challenge_hashes
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import AdmissionAnswer
 from tests.challenge.conftest import Harness
 from tests.challenge.helpers import DEVICE_CLASS, bearer, join_body, manifest_doc, signed
@@ -32,8 +33,7 @@ CPU = [torch.device("cpu")]
 @pytest.fixture
 def client(harness: Harness) -> ChallengeClient:
     doc = manifest_doc(RUN)
-    doc["admission"] = {
-        "challenge": True,
+    doc["admission"] = {  # the challenge is on by default
         "delay_rounds": 1,
         "answer_window_rounds": 2,
         "workload_steps": 2,
@@ -74,7 +74,8 @@ def test_correct_answer_admits(harness: Harness, client: ChallengeClient) -> Non
         _answer(client, key, ["ab" * 32])
     assert early.value.code == "no_seed"
     h.tick(1)
-    answered = answer_challenge(client, key, RUN, devices=CPU, poll_s=0.01, timeout_s=5)
+    # no worker has checked yet: the miner gives up waiting for the decision, not admitted
+    answered = answer_challenge(client, key, RUN, devices=CPU, poll_s=0.01, timeout_s=0.5)
     assert answered.status == "answered" and key.ss58_address not in _roster(client)
     posted = check_admissions(client, h.auditor, RUN, classes=frozenset({DEVICE_CLASS}))
     assert [(p.admitted, p.hotkey) for p in posted] == [(True, key.ss58_address)]
@@ -117,3 +118,19 @@ def test_late_answer_is_refused(harness: Harness, client: ChallengeClient) -> No
     # a refused island may ask again: a new challenge, a new seed round
     again = _join(h, key)
     assert again["challenge"]["seed_beacon_round"] == h.beacon.round + 1
+
+
+def test_the_miner_answering_late_is_refused(harness: Harness, client: ChallengeClient) -> None:
+    """The miner's own answer, computed after the deadline: refused, and it says so."""
+    h, key = harness, harness.miners[3]
+    _join(h, key)
+    h.tick(1 + 2 + 1)  # the island was busy past seed round + answer window
+    status = answer_challenge(client, key, RUN, devices=CPU, poll_s=0.01, timeout_s=5)
+    assert status.status == "refused" and key.ss58_address not in _roster(client)
+
+
+def test_the_challenge_is_on_by_default() -> None:
+    doc = manifest_doc(RUN)
+    del doc["admission"]
+    doc["coordinator"] = Hotkey.from_seed(b"\x01" * 32).ss58_address
+    assert RunManifest.model_validate(doc).admission.challenge is True

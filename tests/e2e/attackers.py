@@ -104,6 +104,8 @@ def install(strategy: str) -> None:
 def copy_commit(config: MinerConfig, victim: str, index: int, timeout_s: float) -> int:
     """Commit ``victim``'s round-``index`` commit body under this key once it is public."""
     key = config.load_key()
+    sys.stdout.write(f'{{"event": "started", "hotkey": "{key.ss58_address}"}}\n')
+    sys.stdout.flush()
     deadline = time.monotonic() + timeout_s
     with ChallengeClient(config.service_url) as service:
         while time.monotonic() < deadline:

@@ -129,3 +129,16 @@ class Fleet:
     def tail(self, name: str, chars: int = 3000) -> str:
         path = self.log_dir / f"{name}.log"
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+
+def wait_started(fleet: Fleet, names: tuple[str, ...] | list[str], timeout_s: float) -> None:
+    """Wait until each named child printed its ``started`` event (it follows the run now).
+
+    Start islands, then this, then the aggregator that opens round 0: the commit window
+    then starts when every island is already waiting for the round."""
+
+    def ready() -> bool:
+        fleet.check_alive(*names)
+        return all(any(e.get("event") == "started" for e in fleet.events(n)) for n in names)
+
+    wait_for(ready, timeout_s, f"{', '.join(names)} to start", poll_s=0.3)

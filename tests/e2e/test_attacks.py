@@ -20,7 +20,8 @@ those the merge screens must catch cheat in round 1. Findings covered (docs/mech
 * finding 5 (copies): ``copy`` commits honest-a's commit body under its own key: merged
   once (``duplicate_update``), the copy not paid.
 
-Every island joins before round 0 (so every one is in probation there); a round's roster
+Every island joins through the admission challenge (on by default: the auditor
+recomputes each answer) before round 0, so every one is in probation there; a round's roster
 is who is registered when it opens, so the metagraph registers each round's attackers
 for their round only, and every rostered island commits (each phase closes on work).
 Round 1's screen reference comes from round 0's merged norms, which no update of round 1
@@ -52,7 +53,7 @@ from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
 from tests.e2e.gate import BeaconGate, allowed_round
-from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
+from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for, wait_started
 
 pytestmark = pytest.mark.slow
 RUN = "run-t"
@@ -118,6 +119,7 @@ def _manifest(dataset: Any) -> dict[str, Any]:
     doc = manifest_doc(dataset, commit_window_rounds=30, audit_window_rounds=20)
     doc.pop("coordinator")
     doc["audit"].update(rate=0.0, probation_rounds=1)  # round 0: everyone; round 1: nobody
+    doc["admission"] = {"answer_window_rounds": 30}  # the challenge is on by default
     doc["reward"] = {"pool_per_round": POOL, "vesting_rounds": 1}
     report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
     doc["selfcheck_reference"] = {report.device_class: report.workload_hash}
@@ -249,6 +251,7 @@ def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeacon
                 "--last-round",
                 "1",
             ]
+            wait_started(fleet, list(ISLANDS), 120)  # every island waits for round 0
             fleet.hypertrain("aggregator", "aggregator", "run", *common, *aggregator)
             names = ("service", "relay", "aggregator", "auditor", *HONEST)
 

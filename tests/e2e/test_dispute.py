@@ -25,7 +25,7 @@ from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
-from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
+from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for, wait_started
 
 pytestmark = pytest.mark.slow
 RUN = "run-t"
@@ -60,6 +60,7 @@ def _manifest(dataset: Any, referee: str, honeypots: HoneypotList) -> dict[str, 
     doc.pop("coordinator")
     report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
     doc["selfcheck_reference"] = {report.device_class: report.workload_hash}
+    doc["admission"] = {"answer_window_rounds": 30}  # the challenge is on by default
     doc["dispute"] = {"answer_rounds": 20, "referee_rounds": 20, "referees": [referee]}
     doc["honeypots"] = {"commitment": commitment(honeypots), "reveal_round": 0}
     return doc
@@ -147,15 +148,6 @@ def test_dispute_decided_through_watch_follow(
             f'[data]\ndataset_dir = "{tmp_path / "dataset"}"\n'
             f'[node]\nstate_dir = "{tmp_path / "state" / ISLAND}"\npoll_s = 0.5\n'
         )
-        miner = [sys.executable, "-m", "hypertrain.miner.cli"]
-        done = subprocess.run(
-            [*miner, "join", "--config", str(toml), "--coordinator", coord],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
         common = [
             "--service",
             service,
@@ -166,23 +158,6 @@ def test_dispute_decided_through_watch_follow(
             "--worker-token-file",
             str(secrets["worker"]),
         ]
-        fleet.hypertrain(
-            "aggregator",
-            "aggregator",
-            "run",
-            *common,
-            "--key-file",
-            str(keys["aggregator"][0]),
-            "--state-dir",
-            str(tmp_path / "agg"),
-            "--admin-token-file",
-            str(secrets["admin"]),
-            "--follow",
-            "--poll-s",
-            "0.5",
-            "--last-round",  # one round: rounds close on work, so more would race the game
-            "0",
-        )
         auditor_module = (
             "hypertrain.honeypot.auditor" if case == "lying-auditor" else "hypertrain.cli"
         )
@@ -204,6 +179,16 @@ def test_dispute_decided_through_watch_follow(
                 "0.5",
             ],
         )
+        # joined only now: the auditor recomputes the admission challenge the join waits for
+        miner = [sys.executable, "-m", "hypertrain.miner.cli"]
+        done = subprocess.run(
+            [*miner, "join", "--config", str(toml), "--coordinator", coord],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
         fleet.hypertrain(
             "referee",
             "referee",
@@ -227,6 +212,24 @@ def test_dispute_decided_through_watch_follow(
             fleet.start(
                 name, [*miner, command, "--config", str(toml), "--coordinator", coord, "--follow"]
             )
+        wait_started(fleet, ["island"], 120)  # then round 0 opens
+        fleet.hypertrain(
+            "aggregator",
+            "aggregator",
+            "run",
+            *common,
+            "--key-file",
+            str(keys["aggregator"][0]),
+            "--state-dir",
+            str(tmp_path / "agg"),
+            "--admin-token-file",
+            str(secrets["admin"]),
+            "--follow",
+            "--poll-s",
+            "0.5",
+            "--last-round",  # one round: rounds close on work, so more would race the game
+            "0",
+        )
         names = ("service", "relay", "aggregator", "auditor", "referee", "island", "watch")
 
         def round_final() -> bool:

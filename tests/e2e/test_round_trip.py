@@ -1,7 +1,9 @@
 """Two rounds of the whole network as real processes on loopback, on real text.
 
 Local beacon, challenge service, relay, aggregator, auditor and three islands (two
-honest, one training on the wrong samples) run as separate processes. The honest
+honest, one training on the wrong samples) run as separate processes. Each island is
+admitted through the admission challenge (on by default): ``hypertrain-miner join``
+answers it and waits until the auditor's recomputed reference admits it. The honest
 islands are accepted and paid into escrow, the cheater is caught by byte comparison
 and its reward burned, round 1 starts from round 0's merged model, and
 ``aggregator verify-tape`` recomputes the merge to the same bytes.
@@ -30,7 +32,7 @@ from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
 from tests.e2e.gate import BeaconGate, gate_rounds
-from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
+from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for, wait_started
 
 pytestmark = pytest.mark.slow
 RUN = "run-t"
@@ -61,8 +63,10 @@ def _keys(root: Path) -> dict[str, tuple[Path, Hotkey]]:
 
 
 def _manifest(dataset: Any) -> dict[str, Any]:
-    doc = manifest_doc(dataset, commit_window_rounds=12, audit_window_rounds=10)
+    # the commit phase closes as soon as all three islands committed
+    doc = manifest_doc(dataset, commit_window_rounds=60, audit_window_rounds=10)
     doc.pop("coordinator")
+    doc["admission"] = {"answer_window_rounds": 30}  # the challenge is on by default
     report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
     doc["selfcheck_reference"] = {report.device_class: report.workload_hash}
     return doc
@@ -149,6 +153,32 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
             f"{service}/admin/v1/runs", headers=admin, json={"manifest": _manifest(dataset)}
         )
         assert r.status_code == 200, r.text
+        common = [
+            "--service",
+            service,
+            "--relay",
+            relay,
+            "--run-id",
+            RUN,
+            "--worker-token-file",
+            str(secrets["worker"]),
+        ]
+        # the auditor first: it recomputes the admission challenges the joins wait for
+        fleet.hypertrain(
+            "auditor",
+            "auditor",
+            "run",
+            *common,
+            "--key-file",
+            str(keys["auditor"][0]),
+            "--dataset-dir",
+            str(tmp_path / "dataset"),
+            "--coordinator",
+            coord,
+            "--follow",
+            "--poll-s",
+            "0.5",
+        )
         tomls = {
             n: _miner_toml(tmp_path, n, service, relay, tmp_path / "dataset")
             for n in (*HONEST, CHEATER)
@@ -170,17 +200,16 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
                 text=True,
                 timeout=120,
             )
-            assert done.returncode == 0, done.stderr
-        common = [
-            "--service",
-            service,
-            "--relay",
-            relay,
-            "--run-id",
-            RUN,
-            "--worker-token-file",
-            str(secrets["worker"]),
-        ]
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert '"status": "admitted"' in done.stdout, done.stdout  # through the challenge
+        for name, toml in tomls.items():
+            args = ("run", "--config", str(toml), "--coordinator", coord, "--follow")
+            if name == CHEATER:  # the cheat is injected by the operator's honeypot tooling
+                honeypot = ["-m", "hypertrain.honeypot.island", "--strategy", "wrong-samples"]
+                fleet.start(name, [*honeypot, "--", *args])
+            else:
+                fleet.miner(name, *args)
+        wait_started(fleet, list(tomls), 120)  # then round 0 opens
         fleet.hypertrain(
             "aggregator",
             "aggregator",
@@ -196,28 +225,6 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
             "--poll-s",
             "0.5",
         )
-        fleet.hypertrain(
-            "auditor",
-            "auditor",
-            "run",
-            *common,
-            "--key-file",
-            str(keys["auditor"][0]),
-            "--dataset-dir",
-            str(tmp_path / "dataset"),
-            "--coordinator",
-            coord,
-            "--follow",
-            "--poll-s",
-            "0.5",
-        )
-        for name, toml in tomls.items():
-            args = ("run", "--config", str(toml), "--coordinator", coord, "--follow")
-            if name == CHEATER:  # the cheat is injected by the operator's honeypot tooling
-                honeypot = ["-m", "hypertrain.honeypot.island", "--strategy", "wrong-samples"]
-                fleet.start(name, [*honeypot, "--", *args])
-            else:
-                fleet.miner(name, *args)
         names = ("service", "relay", "aggregator", "auditor", *tomls)
 
         def round_final(index: int) -> bool:

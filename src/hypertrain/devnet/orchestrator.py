@@ -77,11 +77,13 @@ def start(net: Devnet, dataset: Path) -> None:
     args = [roles.miner_args(m, net.url, net.relay, dataset, islands, sec.coordinator.ss58)
             for m in sec.islands]  # fmt: skip
     budgets = cfg.budgets  # one per island, the honeypot last
+    # The auditor first: it recomputes the admission challenges the joins wait for.
+    sup.start("auditor", roles.auditor_cmd(sec, net.url, net.relay, dataset))
     joins = [
         sup.start(f"join-{m.name}", roles.join_cmd(a, mb))
         for m, a, mb in zip(sec.islands, args, budgets, strict=True)
     ]
-    for join in joins:  # concurrently: each runs the admission selfcheck
+    for join in joins:  # concurrently: each answers its admission challenge
         if join.process.wait(timeout=300) != 0:
             raise DevnetError(f"{join.name} failed:\n{join.tail()}")
     honest_rounds = cfg.honeypot_honest_rounds
@@ -94,7 +96,6 @@ def start(net: Devnet, dataset: Path) -> None:
         )
         for m, a in zip(sec.islands, args, strict=True)
     ]
-    sup.start("auditor", roles.auditor_cmd(sec, net.url, net.relay, dataset))
     # The aggregator opens round 0 at once, and the commit window starts then:
     # start it only when every island is up and waiting for that round.
     for child in trainers:

@@ -53,6 +53,8 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
         "reward": {"pool_per_round": 1_000_000, "vesting_rounds": 2},
         "determinism": configure_determinism(1, "cpu").model_dump(mode="json"),
         "selfcheck_reference": {device_class(cpu): workload_hash(cpu)},
+        # The admission challenge is on, as in a permissionless run: each join waits for
+        # a seed from a later beacon round and for the auditor's recomputed reference.
         "coordinator": coordinator,
     }
 

@@ -107,7 +107,7 @@ def join_cmd(args: argparse.Namespace) -> int:
                 service, key, cfg.run_id, poll_s=cfg.poll_s, expiry_margin=cfg.expiry_margin
             )
             sys.stdout.write(json.dumps(done.model_dump(mode="json"), sort_keys=True) + "\n")
-            return 0
+            return 0 if done.status == "admitted" else 1
     sys.stdout.write(json.dumps(answer.model_dump(mode="json"), sort_keys=True) + "\n")
     return 0
 

@@ -24,7 +24,8 @@ from typing import Any
 import torch
 
 from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.models import AdmissionAnswerAck, AdmissionStatus
+from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import AdmissionStatus
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import AdmissionAnswer, DeviceReport
@@ -83,6 +84,7 @@ def device_memory(device: torch.device) -> int:
 
 
 _DEFAULT_CONFIG = SelfcheckConfig()
+DECIDED = frozenset({"admitted", "refused"})
 
 
 def selfcheck(
@@ -125,10 +127,13 @@ def answer_challenge(
     poll_s: float = 1.0,
     timeout_s: float = 600.0,
     expiry_margin: int = 50,
-) -> AdmissionStatus | AdmissionAnswerAck:
-    """Wait for the challenge seed, run the workload on every device, post the answer.
+) -> AdmissionStatus:
+    """Wait for the challenge seed, run the workload on every device, post the answer,
+    then wait for a worker's decision.
 
-    Returns the service's answer, or the challenge status if it is no longer pending."""
+    Returns the challenge status: ``admitted`` or ``refused`` (with its reason) once
+    decided, else the last status seen when ``timeout_s`` ran out (``pending`` or
+    ``answered``: a worker of the island's device class has not checked it yet)."""
     deadline = time.monotonic() + timeout_s
     while True:
         status = service.admission_status(run_id, key.ss58_address)
@@ -148,7 +153,16 @@ def answer_challenge(
         body=body.model_dump(mode="json"),
         expiry_round=service.beacon_round() + expiry_margin,
     )
-    return service.admission_answer(env)
+    try:
+        service.admission_answer(env)
+    except ServiceError as exc:
+        if exc.code not in ("late", "closed"):
+            raise  # the challenge is decided (a late answer refuses the island)
+    while True:
+        status = service.admission_status(run_id, key.ss58_address)
+        if status.status in DECIDED or time.monotonic() > deadline:
+            return status
+        time.sleep(poll_s)
 
 
 def main(argv: list[str] | None = None) -> int:

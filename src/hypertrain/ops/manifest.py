@@ -27,6 +27,7 @@ SECTION_NOTES: Final = {
     "data": "the dataset pinned by its Merkle root, descriptor and tokenizer hashes",
     "audit": "share of islands audited per round, J-segments replayed, probation rounds",
     "reward": "integer pool per round and vesting; a proven fault burns the unvested rest",
+    "admission": "a join is admitted only on a fresh workload that a worker recomputed",
     "determinism": "what a replay must match bit for bit (from this machine)",
     "selfcheck_reference": "admission workload hash per accepted device class",
     "coordinator": "filled in and signed by the service at create-run",

@@ -271,9 +271,12 @@ class AdmissionSpec(_Section):
 
     ``workload_steps`` sizes the workload so that one device of the run's class needs
     most of ``answer_window_rounds`` for it; a device answering for others misses it.
+    On by default: a permissionless run admits only a device that computed the answer.
+    ``challenge: false`` admits on the self-reported hash, for a closed network whose
+    islands the operator vets (a copied public hash passes it).
     """
 
-    challenge: bool = False  # off: admit on the self-reported hash (closed networks only)
+    challenge: bool = True
     delay_rounds: int = Field(default=1, ge=1, le=1000)  # seed round = join round + delay
     answer_window_rounds: int = Field(default=2, ge=1, le=1000)  # after the seed round
     workload_steps: int = Field(default=8, ge=1, le=1_000_000)
