@@ -30,10 +30,10 @@ from tests.challenge.test_dashboard_browser import ARGS, require_browser
 from tests.competition import models
 from tests.competition.conftest import Trained
 from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
+from tests.e2e.network import TOKENS, service_env, write_metagraph, write_secrets
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 CID = "comp-e2e"
-TOKENS = {"internal": "i" * 32, "admin": "a" * 32, "worker": "w" * 32}
 NAMES = ("incumbent", "close", "better", "copier")
 
 
@@ -41,12 +41,6 @@ NAMES = ("incumbent", "close", "better", "copier")
 def beacon(tmp_path: Path) -> Iterator[LocalBeaconProcess]:
     with start_local_beacon(tmp_path / "beacon", period_s=1) as b:
         yield b
-
-
-def _private(path: Path, text: str) -> Path:
-    path.write_text(text)
-    path.chmod(0o600)
-    return path
 
 
 def _miner(*args: str) -> dict[str, Any]:
@@ -74,29 +68,15 @@ def test_competition_end_to_end(
     }
     miners = [keys[n][1].ss58_address for n in NAMES]
     evaluator = keys["evaluator"][1].ss58_address
-    secrets = {n: _private(tmp_path / f"{n}.token", t) for n, t in TOKENS.items()}
-    coord_file = _private(tmp_path / "coord.key", "78" * 32)
-    metagraph = {"epoch": 1, "block": 1, "netuid": 100,
-                 "hotkeys": {h: i for i, h in enumerate(miners)}}  # fmt: skip
-    (tmp_path / "metagraph.json").write_text(json.dumps(metagraph))
+    sec = write_secrets(tmp_path, "78" * 32)
+    secrets = sec.tokens
+    write_metagraph(tmp_path / "metagraph.json", {h: i for i, h in enumerate(miners)}, block=1)
     (tmp_path / "allow.json").write_text(json.dumps(miners))
     svc_sock, relay_sock = listener(), listener()
     svc_port, relay_port = port_of(svc_sock), port_of(relay_sock)
     service, relay = f"http://127.0.0.1:{svc_port}", f"http://127.0.0.1:{relay_port}"
     fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    svc_env = {
-        "CHALLENGE_STATE_DIR": str(tmp_path / "service"),
-        "CHALLENGE_INTERNAL_TOKEN_FILE": str(secrets["internal"]),
-        "CHALLENGE_ADMIN_TOKEN_FILE": str(secrets["admin"]),
-        "CHALLENGE_WORKER_TOKEN_FILE": str(secrets["worker"]),
-        "HYPERTRAIN_COORD_KEY_FILE": str(coord_file),
-        "HYPERTRAIN_METAGRAPH_SOURCE": "file",
-        "HYPERTRAIN_METAGRAPH_FILE": str(tmp_path / "metagraph.json"),
-        "HYPERTRAIN_BEACON_URLS": beacon.url,
-        "HYPERTRAIN_BEACON_INFO_FILE": str(tmp_path / "beacon" / "info.json"),
-        "HYPERTRAIN_BEACON_POLL_S": "0.3",
-        "HYPERTRAIN_WORKER_HOTKEYS": evaluator,
-    }
+    svc_env = service_env(tmp_path, beacon.url, sec, [evaluator])
     dirs = {
         "incumbent": models.export(trained.weak, trained.spec, tmp_path / "m" / "incumbent"),
         "close": models.export(trained.slightly, trained.spec, tmp_path / "m" / "close"),

@@ -48,16 +48,24 @@ from typing import Any
 import httpx
 import pytest
 
-from hypertrain.beacon import LocalBeaconProcess, start_local_beacon
+from hypertrain.beacon import LocalBeaconProcess
 from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
 from tests.e2e.gate import BeaconGate, allowed_round
-from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for, wait_started
+from tests.e2e.launch import REPO, Fleet, listener, port_of, wait_for, wait_started
+from tests.e2e.network import (
+    TOKENS,
+    miner_toml,
+    relay_args,
+    service_env,
+    wait_servers,
+    write_metagraph,
+    write_secrets,
+)
 
 pytestmark = pytest.mark.slow
 RUN = "run-t"
-TOKENS = {"internal": "i" * 32, "admin": "a" * 32, "worker": "w" * 32}
 POOL = 1_000_000
 HONEST = ("honest-a", "honest-b")
 # attacker name -> (strategy, round it cheats in); it sits out the other round
@@ -72,18 +80,6 @@ ATTACKERS = {
 ISLANDS = (*HONEST, *ATTACKERS)
 ROUND_ATTACKERS = {w: [n for n, (_, r) in ATTACKERS.items() if r == w] for w in (0, 1)}
 COMMITS = {0: 5, 1: 5}  # every round: the two honest islands and that round's attackers
-
-
-def _private(path: Path, text: str) -> Path:
-    path.write_text(text)
-    path.chmod(0o600)
-    return path
-
-
-@pytest.fixture
-def beacon(tmp_path: Path) -> Iterator[LocalBeaconProcess]:
-    with start_local_beacon(tmp_path / "beacon", period_s=1) as b:
-        yield b
 
 
 @contextmanager
@@ -126,17 +122,6 @@ def _manifest(dataset: Any) -> dict[str, Any]:
     return doc
 
 
-def _miner_toml(root: Path, name: str, service: str, relay: str, dataset: Path) -> Path:
-    path = root / f"{name}.toml"
-    path.write_text(
-        f'run_id = "{RUN}"\n[network]\nservice_url = "{service}"\nrelay_url = "{relay}"\n'
-        f'[wallet]\nname = "e2e"\nhotkey = "{name}"\npath = "{root / "wallets"}"\n'
-        f'[data]\ndataset_dir = "{dataset}"\n[node]\nstate_dir = "{root / "state" / name}"\n'
-        "poll_s = 0.3\nexpiry_margin = 300\n"
-    )
-    return path
-
-
 def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeaconProcess) -> None:
     dataset = make_dataset(REPO / "tests" / "assets", tmp_path / "dataset")
     keys: dict[str, tuple[Path, Hotkey]] = {}
@@ -144,49 +129,19 @@ def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeacon
         path = tmp_path / "wallets" / "e2e" / "hotkeys" / name
         keys[name] = (path, write_key_file(bytes([0x60 + i]) * 32, path))
     ss58 = {name: key.ss58_address for name, (_, key) in keys.items()}
-    secrets = {n: _private(tmp_path / f"{n}.token", t) for n, t in TOKENS.items()}
-    coord_file = _private(tmp_path / "coord.key", "77" * 32)
-    coord = Hotkey.from_seed(bytes.fromhex("77" * 32)).ss58_address
+    sec = write_secrets(tmp_path)
+    secrets, coord = sec.tokens, sec.coord
     islands = [ss58[n] for n in ISLANDS]
     workers = [ss58["auditor"], ss58["aggregator"]]
     uids = {h: i for i, h in enumerate(islands)}
-    _write_metagraph(tmp_path / "metagraph.json", 100, uids)
+    write_metagraph(tmp_path / "metagraph.json", uids)
     (tmp_path / "allow.json").write_text(json.dumps([*islands, *workers]))
     svc_sock, relay_sock = listener(), listener()
     gate = BeaconGate(beacon.url)
     service = f"http://127.0.0.1:{port_of(svc_sock)}"
     relay = f"http://127.0.0.1:{port_of(relay_sock)}"
     fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    svc_env = {
-        "CHALLENGE_STATE_DIR": str(tmp_path / "service"),
-        "CHALLENGE_INTERNAL_TOKEN_FILE": str(secrets["internal"]),
-        "CHALLENGE_ADMIN_TOKEN_FILE": str(secrets["admin"]),
-        "CHALLENGE_WORKER_TOKEN_FILE": str(secrets["worker"]),
-        "HYPERTRAIN_COORD_KEY_FILE": str(coord_file),
-        "HYPERTRAIN_METAGRAPH_SOURCE": "file",
-        "HYPERTRAIN_METAGRAPH_FILE": str(tmp_path / "metagraph.json"),
-        "HYPERTRAIN_METAGRAPH_REFRESH_S": "0.3",
-        "HYPERTRAIN_BEACON_URLS": gate.url,
-        "HYPERTRAIN_BEACON_INFO_FILE": str(tmp_path / "beacon" / "info.json"),
-        "HYPERTRAIN_BEACON_POLL_S": "0.3",
-        "HYPERTRAIN_WORKER_HOTKEYS": ",".join(workers),
-    }
-    relay_args = [
-        "--storage",
-        str(tmp_path / "blobs"),
-        "--run-id",
-        RUN,
-        "--allow-list",
-        str(tmp_path / "allow.json"),
-        "--coordinator",
-        coord,
-    ]
-    relay_args += [
-        "--beacon-genesis-unix",
-        str(beacon.chain.genesis_time),
-        "--beacon-period-s",
-        str(beacon.chain.period_s),
-    ]
+    svc_env = service_env(tmp_path, gate.url, sec, workers, HYPERTRAIN_METAGRAPH_REFRESH_S="0.3")
     common = [
         "--service",
         service,
@@ -203,13 +158,9 @@ def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeacon
     try:
         with _gate(gate, beacon.chain.chain_hash_hex, service):
             fleet.hypertrain("service", "challenge", "serve", env=svc_env, sock=svc_sock)
-            fleet.hypertrain("relay", "relay", "serve", *relay_args, sock=relay_sock)
-            wait_for(
-                lambda: http_ok(f"{service}/v1/beacon") and http_ok(f"{relay}/health"),
-                60,
-                "service and relay",
-            )
-            wait_for(lambda: httpx.get(f"{service}/v1/beacon").json()["round"], 30, "a beacon")
+            relay_cmd = relay_args(tmp_path, RUN, coord, beacon.chain)
+            fleet.hypertrain("relay", "relay", *relay_cmd, sock=relay_sock)
+            wait_servers(service, relay)
             admin = {"authorization": f"Bearer {TOKENS['admin']}"}
             r = httpx.post(
                 f"{service}/admin/v1/runs", headers=admin, json={"manifest": _manifest(dataset)}
@@ -226,7 +177,8 @@ def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeacon
             ]
             fleet.hypertrain("auditor", "auditor", "run", *common, *auditor)
             tomls = {
-                n: _miner_toml(tmp_path, n, service, relay, tmp_path / "dataset") for n in ISLANDS
+                n: miner_toml(tmp_path, RUN, n, (service, relay), tmp_path / "dataset", 0.3)
+                for n in ISLANDS
             }
             _start_islands(fleet, tomls, coord, ss58["honest-a"])  # they wait for round 0
             _join_all(tomls, coord)
@@ -280,16 +232,9 @@ def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeacon
         gate.close()
 
 
-def _write_metagraph(path: Path, block: int, uids: dict[str, int]) -> None:
-    doc = {"epoch": 1, "block": block, "netuid": 100, "hotkeys": uids}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc))
-    tmp.replace(path)
-
-
 def _register(service: str, root: Path, block: int, uids: dict[str, int]) -> None:
     """Make exactly ``uids`` the registered hotkeys and wait until the service sees it."""
-    _write_metagraph(root / "metagraph.json", block, uids)
+    write_metagraph(root / "metagraph.json", uids, block)
     wait_for(
         lambda: httpx.get(f"{service}/health").json()["metagraph"]["block"] == block,
         30,

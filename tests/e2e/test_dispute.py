@@ -13,36 +13,31 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from hypertrain.beacon import LocalBeaconProcess, start_local_beacon
+from hypertrain.beacon import LocalBeaconProcess
 from hypertrain.miner.admission import SelfcheckConfig, selfcheck
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
-from hypertrain.protocol.identity import Hotkey, write_key_file
+from hypertrain.protocol.identity import write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
-from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for, wait_started
+from tests.e2e.launch import REPO, Fleet, listener, port_of, wait_for, wait_started
+from tests.e2e.network import (
+    TOKENS,
+    miner_toml,
+    relay_args,
+    service_env,
+    wait_servers,
+    write_metagraph,
+    write_secrets,
+)
 
 pytestmark = pytest.mark.slow
 RUN = "run-t"
-TOKENS = {"internal": "i" * 32, "admin": "a" * 32, "worker": "w" * 32}
 ISLAND = "honest"
-
-
-def _private(path: Path, text: str) -> Path:
-    path.write_text(text)
-    path.chmod(0o600)
-    return path
-
-
-@pytest.fixture
-def beacon(tmp_path: Path) -> Iterator[LocalBeaconProcess]:
-    with start_local_beacon(tmp_path / "beacon", period_s=1) as b:
-        yield b
 
 
 def _honeypots(island: str, auditor: str) -> HoneypotList:
@@ -66,24 +61,6 @@ def _manifest(dataset: Any, referee: str, honeypots: HoneypotList) -> dict[str, 
     return doc
 
 
-def _service_env(
-    tmp: Path, beacon: LocalBeaconProcess, secrets: dict[str, Path], coord: Path, workers: list[str]
-) -> dict[str, str]:
-    return {
-        "CHALLENGE_STATE_DIR": str(tmp / "service"),
-        "CHALLENGE_INTERNAL_TOKEN_FILE": str(secrets["internal"]),
-        "CHALLENGE_ADMIN_TOKEN_FILE": str(secrets["admin"]),
-        "CHALLENGE_WORKER_TOKEN_FILE": str(secrets["worker"]),
-        "HYPERTRAIN_COORD_KEY_FILE": str(coord),
-        "HYPERTRAIN_METAGRAPH_SOURCE": "file",
-        "HYPERTRAIN_METAGRAPH_FILE": str(tmp / "metagraph.json"),
-        "HYPERTRAIN_BEACON_URLS": beacon.url,
-        "HYPERTRAIN_BEACON_INFO_FILE": str(tmp / "beacon" / "info.json"),
-        "HYPERTRAIN_BEACON_POLL_S": "0.3",
-        "HYPERTRAIN_WORKER_HOTKEYS": ",".join(workers),
-    }
-
-
 PERTURB = (1, 1, 5)  # global step 1 (segment 0), mb0.layers.1, its sixth operation
 
 
@@ -97,57 +74,29 @@ def test_dispute_decided_through_watch_follow(
     for i, name in enumerate((ISLAND, "auditor", "aggregator", "referee")):
         path = tmp_path / "wallets" / "e2e" / "hotkeys" / name
         keys[name] = (path, write_key_file(bytes([0x50 + i]) * 32, path))
-    secrets = {n: _private(tmp_path / f"{n}.token", t) for n, t in TOKENS.items()}
-    coord_file = _private(tmp_path / "coord.key", "77" * 32)
-    coord = Hotkey.from_seed(bytes.fromhex("77" * 32)).ss58_address
+    sec = write_secrets(tmp_path)
+    secrets, coord = sec.tokens, sec.coord
     island = keys[ISLAND][1].ss58_address
     workers = [keys[n][1].ss58_address for n in ("auditor", "aggregator")]
-    metagraph = {"epoch": 1, "block": 100, "netuid": 100, "hotkeys": {island: 0}}
-    (tmp_path / "metagraph.json").write_text(json.dumps(metagraph))
+    write_metagraph(tmp_path / "metagraph.json", {island: 0})
     (tmp_path / "allow.json").write_text(json.dumps([island, *workers]))
     svc_sock, relay_sock = listener(), listener()
     svc_port, relay_port = port_of(svc_sock), port_of(relay_sock)
     service, relay = f"http://127.0.0.1:{svc_port}", f"http://127.0.0.1:{relay_port}"
     fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    env = _service_env(tmp_path, beacon, secrets, coord_file, workers)
+    env = service_env(tmp_path, beacon.url, sec, workers)
     try:
         fleet.hypertrain("service", "challenge", "serve", env=env, sock=svc_sock)
         fleet.hypertrain(
-            "relay",
-            "relay",
-            "serve",
-            "--storage",
-            str(tmp_path / "blobs"),
-            "--run-id",
-            RUN,
-            "--allow-list",
-            str(tmp_path / "allow.json"),
-            "--coordinator",
-            coord,
-            "--beacon-genesis-unix",
-            str(beacon.chain.genesis_time),
-            "--beacon-period-s",
-            str(beacon.chain.period_s),
-            sock=relay_sock,
+            "relay", "relay", *relay_args(tmp_path, RUN, coord, beacon.chain), sock=relay_sock
         )
-        wait_for(
-            lambda: http_ok(f"{service}/v1/beacon") and http_ok(f"{relay}/health"),
-            60,
-            "service and relay",
-        )
-        wait_for(lambda: httpx.get(f"{service}/v1/beacon").json()["round"], 30, "a beacon round")
+        wait_servers(service, relay)
         admin = {"authorization": f"Bearer {TOKENS['admin']}"}
         honeypots = _honeypots(island, workers[0])
         doc = _manifest(dataset, keys["referee"][1].ss58_address, honeypots)
         r = httpx.post(f"{service}/admin/v1/runs", headers=admin, json={"manifest": doc})
         assert r.status_code == 200, r.text
-        toml = tmp_path / f"{ISLAND}.toml"
-        toml.write_text(
-            f'run_id = "{RUN}"\n[network]\nservice_url = "{service}"\nrelay_url = "{relay}"\n'
-            f'[wallet]\nname = "e2e"\nhotkey = "{ISLAND}"\npath = "{tmp_path / "wallets"}"\n'
-            f'[data]\ndataset_dir = "{tmp_path / "dataset"}"\n'
-            f'[node]\nstate_dir = "{tmp_path / "state" / ISLAND}"\npoll_s = 0.5\n'
-        )
+        toml = miner_toml(tmp_path, RUN, ISLAND, (service, relay), tmp_path / "dataset")
         common = [
             "--service",
             service,

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from hypertrain.challenge.models import HoneypotRow
+
 
 class _Doc(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -58,24 +60,13 @@ class TrafficPanel(_Doc):
     formula: str
 
 
-class HoneypotRow(_Doc):
-    """One strategy of the revealed list, computed from public records.
+class HoneypotPanelRow(HoneypotRow):
+    """One strategy of the revealed list (the public table's row) with its rates.
 
     ``catch_rate`` is caught / rounds run (a cheating honeypot cheats every round);
     ``false_positive_rate`` is false positives / rounds audited (honest honeypots).
     """
 
-    role: Literal["island", "auditor"]
-    strategy: str
-    hotkeys: int
-    rounds_run: int | None = None
-    audited: int | None = None
-    caught: int | None = None
-    missed: int | None = None
-    false_positives: int | None = None
-    verdicts: int | None = None
-    disputes_won: int
-    disputes_lost: int
     catch_rate: float | None = None
     false_positive_rate: float | None = None
 
@@ -88,7 +79,7 @@ class HoneypotPanel(_Doc):
     reveal_round: int
     revealed: bool
     revealed_beacon_round: int | None
-    rows: list[HoneypotRow]
+    rows: list[HoneypotPanelRow]
 
 
 NarrowingLevel = Literal["open", "step", "layer", "op", "referee", "decided"]
