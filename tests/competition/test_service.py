@@ -143,9 +143,11 @@ def test_clearly_better_takes_the_weight_and_within_epsilon_does_not(world: Worl
     world.tick()
     close = world.submit(MINERS[1], "b")
     better = world.submit(MINERS[2], "c")
-    for key, tag in zip(MINERS[:3], "abc", strict=True):
+    assert world.reveal(MINERS[0], "a").status_code == 200
+    world.tick()  # a reveal comes after its commit's round
+    for key, tag in zip(MINERS[1:3], "bc", strict=True):
         assert world.reveal(key, tag).status_code == 200
-    world.tick(4)  # cycle 0 due at start + 5
+    world.tick(3)  # cycle 0 due at start + 5
     task = world.task()
     assert task["cycle"] == 0 and len(task["pages"]) == 4
     shas = [m["model_sha256"] for m in task["models"]]
@@ -165,12 +167,13 @@ def test_clearly_better_takes_the_weight_and_within_epsilon_does_not(world: Worl
 
 def test_a_copy_committed_after_the_reveal_is_never_scored(world: World) -> None:
     leader = world.submit(MINERS[0], "a")
-    world.reveal(MINERS[0], "a")
     world.tick()
-    copy = world.submit(MINERS[1], "a")  # the revealed files, committed later
+    assert world.reveal(MINERS[0], "a").status_code == 200
+    copy = world.submit(MINERS[1], "a")  # the revealed files: necessarily a later round
     assert copy == leader
+    world.tick()
     assert world.reveal(MINERS[1], "a").status_code == 200
-    world.tick(4)
+    world.tick(3)
     assert [m["hotkey"] for m in world.task()["models"]] == [MINERS[0].ss58_address]
     world.score(leader, [2.0] * 4)
     world.tick()
@@ -184,8 +187,8 @@ def test_a_copy_committed_after_the_reveal_is_never_scored(world: World) -> None
 def test_a_model_committed_too_late_is_not_eligible(world: World) -> None:
     world.tick(4)
     world.submit(MINERS[0], "a")  # two rounds of delay would end after the cycle round
-    world.reveal(MINERS[0], "a")
-    world.tick()
+    world.tick()  # cycle 0 opens at round 5: the model is neither eligible nor revealed yet
+    assert world.reveal(MINERS[0], "a").status_code == 200
     row = world.state.conn.execute("SELECT task, closed FROM compete_cycles").fetchone()
     assert '"models":[]' in row["task"] and row["closed"] == 1  # an empty cycle closes at once
 
@@ -194,9 +197,10 @@ def test_unscored_and_disputed_models_earn_nothing(world: World) -> None:
     a = world.submit(MINERS[0], "a")
     b = world.submit(MINERS[1], "b")
     world.submit(MINERS[2], "c")
+    world.tick()
     for key, tag in zip(MINERS[:3], "abc", strict=True):
         world.reveal(key, tag)
-    world.tick(5)
+    world.tick(4)
     world.score(a, [3.0] * 4)
     world.score(b, [2.0] * 4)
     world.score(b, [1.0] * 4, OTHER_EVALUATOR)  # evaluators disagree on b
@@ -205,6 +209,16 @@ def test_unscored_and_disputed_models_earn_nothing(world: World) -> None:
     assert set(weights) == {MINERS[0].ss58_address}
     rows = world.state.conn.execute("SELECT model_sha256 FROM compete_results WHERE cycle = 0")
     assert {r["model_sha256"] for r in rows} == {a}  # b disputed, c never scored
+
+
+def test_a_reveal_in_its_commits_round_is_refused(world: World) -> None:
+    """Revealing strictly after the commit's round means a copy (committed after seeing
+    the reveal) always carries a later round than the original: no tie to break."""
+    world.submit(MINERS[0], "a")
+    early = world.reveal(MINERS[0], "a")
+    assert (early.status_code, early.json()["error"]) == (409, "reveal_too_early")
+    world.tick()
+    assert world.reveal(MINERS[0], "a").status_code == 200
 
 
 def test_reveal_without_a_commitment_is_refused(world: World) -> None:
@@ -246,8 +260,9 @@ def test_duplicate_commitment_is_refused(world: World) -> None:
 
 def _open_cycle_with(world: World) -> str:
     sha = world.submit(MINERS[0], "a")
+    world.tick()
     world.reveal(MINERS[0], "a")
-    world.tick(5)
+    world.tick(4)
     return sha
 
 

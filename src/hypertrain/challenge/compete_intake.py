@@ -139,8 +139,8 @@ def reveal(state: ServiceState, env: Envelope) -> RevealAccepted:
             f"the file list hashes to {computed}, not to model_sha256", code="bad_submission"
         )
     row = state.conn.execute(
-        "SELECT hotkey, model_sha256 FROM compete_commits WHERE competition_id = ?"
-        " AND commitment = ?",
+        "SELECT hotkey, model_sha256, commit_beacon_round FROM compete_commits"
+        " WHERE competition_id = ? AND commitment = ?",
         (env.run_id, expected),
     ).fetchone()
     if row is None or row["hotkey"] != verified.signer:
@@ -150,6 +150,14 @@ def reveal(state: ServiceState, env: Envelope) -> RevealAccepted:
         )
     if row["model_sha256"] is not None:
         raise ConflictError("this commitment was already revealed", code="duplicate")
+    if state.current_round() <= row["commit_beacon_round"]:
+        # A copy is committed after the original's reveal; revealing strictly after
+        # the commit round puts every copy's commitment in a later round, so "the
+        # earliest commitment of a model" never ties between the original and a copy.
+        raise PhaseError(
+            f"reveal after beacon round {row['commit_beacon_round']}, the commit's round",
+            code="reveal_too_early",
+        )
     files = json.dumps([f.model_dump() for f in body.files], sort_keys=True)
     with transaction(state.conn):
         state.burn(env)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from hypertrain.competition.messages import (
 )
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.competition.submission import commitment, list_directory, model_hash
+from hypertrain.miner.errors import MinerError
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import (
     DEFAULT_WALLET_PATH,
@@ -103,12 +105,30 @@ def upload_model(
             relay.put(model_dir / f.name, kind="model", round=now,
                       expiry_round=now + EXPIRY_MARGIN_ROUNDS)  # fmt: skip
         base_url = relay.base_url
+    now = _past_commit_round(client, cid, commitment(sha, key.ss58_address))
     body = CompeteReveal(model_sha256=sha, files=files, base_url=base_url)
     env = seal(
         key, domain=REVEAL_DOMAIN, run_id=cid, body=body.model_dump(),
         expiry_round=now + EXPIRY_MARGIN_ROUNDS,
     )  # fmt: skip
     return client.compete_reveal(env)
+
+
+def _past_commit_round(
+    client: CompetitionClient, cid: str, mine: str, timeout_s: float = 300.0
+) -> int:
+    """Wait until the beacon is past this commitment's round (a reveal in the commit's
+    own round is refused, so no copy can tie with the original); returns that round."""
+    board = client.leaderboard(cid)
+    rounds = [c.commit_beacon_round for c in board.competitors if c.commitment == mine]
+    if not rounds:
+        raise MinerError(f"the service holds no commitment {mine[:16]}…: commit first")
+    deadline = time.monotonic() + timeout_s
+    while (now := client.beacon_round()) <= rounds[0]:
+        if time.monotonic() > deadline:
+            raise MinerError(f"the beacon did not pass round {rounds[0]} in {timeout_s:.0f} s")
+        time.sleep(0.5)
+    return now
 
 
 def _commit(args: argparse.Namespace) -> int:
