@@ -1,9 +1,10 @@
 """A service whose beacon lags still closes its commit window on time (real processes).
 
 The challenge service runs as a child process behind a :class:`~tests.e2e.gate.BeaconGate`
-in front of a real local beacon. While the gate follows the beacon, a round opens and
-one of its two islands commits. Then the gate freezes: the service can no longer fetch
-or verify any newer beacon round, as when its polling lags or its endpoints fail. drand
+in front of a real local beacon. While the gate follows the beacon, a round opens. Then
+the gate freezes: the service can no longer fetch or verify any newer beacon round, as
+when its polling lags or its endpoints fail, and one of the round's two islands commits
+inside the window. drand
 rounds are a fixed function of time, so the selection round may already be public
 elsewhere; the service must not keep accepting commits. Once the round due by its own
 clock passes the commit deadline, the second island's commit is refused as ``late``
@@ -77,9 +78,9 @@ def test_a_lagging_beacon_closes_the_commit_window(
             fleet.hypertrain("service", "challenge", "serve", env=env, sock=sock)
             wait_for(lambda: http_ok(f"{service}/v1/beacon"), 60, "the service")
             wait_for(lambda: _get(service, "/v1/beacon")["round"], 30, "a verified beacon round")
-            r = httpx.post(
-                f"{service}/admin/v1/runs", headers=admin, json={"manifest": manifest_doc()}
-            )
+            doc = manifest_doc()
+            doc["round"]["commit_window_rounds"] = 20  # room for the first commit under load
+            r = httpx.post(f"{service}/admin/v1/runs", headers=admin, json={"manifest": doc})
             assert r.status_code == 200, r.text
             for key in (early, late):
                 joined = httpx.post(f"{service}/v1/join", json=signed(key, "join", join_body()))
@@ -90,10 +91,15 @@ def test_a_lagging_beacon_closes_the_commit_window(
                 json={"start_model_sha256": "ab" * 32, "start_model_url": "http://relay/m"},
             )
             assert opened.status_code == 200, opened.text
-            first = httpx.post(f"{service}/v1/commit", json=signed(early, "commit", commit_body(0)))
-            assert first.status_code == 200, first.text
         # the gate is frozen: no newer round reaches the service from here on
-        verified = _get(service, "/v1/beacon")["round"]
+        verified = gate.cap
+        wait_for(
+            lambda: _get(service, "/v1/beacon")["round"] == verified or None,
+            30,
+            "the service at the gate's last round",
+        )
+        first = httpx.post(f"{service}/v1/commit", json=signed(early, "commit", commit_body(0)))
+        assert first.status_code == 200, first.text
         deadline = _get(service, f"/v1/runs/{RUN}/rounds")[0]["commit_deadline_round"]
         assert verified <= deadline  # the window is still open by the verified beacon
 
