@@ -145,6 +145,8 @@ async def _poll_beacon(state: ServiceState) -> None:
 
 def _advance(state: ServiceState, latest: BeaconRound) -> None:
     """Take a newer verified round and move every state machine (under the lock)."""
+    if state.current is not None and latest.round <= state.current.round:
+        return  # another poll took this round first
     state.current = latest
     rounds.step(state)
     compete_cycles.advance(state)

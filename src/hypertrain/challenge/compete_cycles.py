@@ -22,6 +22,7 @@ import sqlite3
 from typing import Any
 
 from hypertrain.challenge.compete_intake import spec_of
+from hypertrain.challenge.rounds import beacon_round as verified_round
 from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.competition.messages import (
     CycleModel,
@@ -60,7 +61,7 @@ def advance(state: ServiceState) -> None:
         due = (now - row["start_beacon_round"]) // spec.cycle.eval_interval_rounds - 1
         if due >= 0 and not _cycle_exists(state.conn, spec.competition_id, due):
             beacon_round = row["start_beacon_round"] + (due + 1) * spec.cycle.eval_interval_rounds
-            beacon = beacon_round(state, beacon_round)
+            beacon = verified_round(state, beacon_round)
             task = open_cycle(state, spec, due, beacon.round, beacon.randomness)
             if not task.models:
                 maybe_close(state, spec, due)
