@@ -66,7 +66,10 @@ def create_app(
         state = _open_state(settings, parts)
         app.state.service = state
         await _refresh_metagraph(state)
-        await _poll_beacon(state)
+        try:
+            await _poll_beacon(state)
+        except ChallengeError as exc:  # e.g. no clock yet: requests refuse, the loop retries
+            log.warning("first beacon step failed: %s", exc.detail)
         tasks = [
             asyncio.create_task(_every(settings.beacon_poll_s, _poll_beacon, state)),
             asyncio.create_task(_every(settings.metagraph_refresh_s, _refresh_metagraph, state)),
