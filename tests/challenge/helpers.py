@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hypertrain.challenge.errors import BondMissingError
 from hypertrain.challenge.ports import BeaconRound, WeightsAnswer
 from hypertrain.challenge.settings import Settings, read_coordinator_key, read_token_file
 from hypertrain.protocol.envelope import seal
@@ -223,6 +224,8 @@ class FakeLedger:
         return len(self.bonds)
 
     def settle_bond(self, run_id: str, dispute_id: str, won: bool, epoch: int) -> int:
+        if dispute_id not in self.bonds:  # the port's contract: typed, never a silent 0
+            raise BondMissingError(f"dispute {dispute_id[:16]} has no bond")
         hotkey, amount, state = self.bonds[dispute_id]
         if state != "locked":
             return 0

@@ -41,6 +41,7 @@ from hypertrain.aggregator.tape import decode_tape
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.models import RoundSummary
 from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.exclusions import ExclusionReason
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import MergeTape, RoundOpen
@@ -59,10 +60,10 @@ def genesis(manifest: RunManifest, store: BlobStore) -> tuple[str, str]:
     return sha, store.url(sha)
 
 
-def settlement_exclusions(result: MergeResult) -> dict[str, str]:
+def settlement_exclusions(result: MergeResult) -> dict[str, ExclusionReason]:
     """hotkey -> reason for each excluded island (one not also included), for settlement."""
     merged = {i.hotkey for i in result.tape.included}
-    out: dict[str, str] = {}
+    out: dict[str, ExclusionReason] = {}
     for e in result.tape.excluded:
         if e.hotkey not in merged:
             out.setdefault(e.hotkey, e.reason)

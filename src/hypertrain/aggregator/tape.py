@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hypertrain.aggregator.errors import TapeError
 from hypertrain.protocol.canonical import canonical_bytes, parse_json
+from hypertrain.protocol.exclusions import ExclusionReason
 from hypertrain.protocol.manifest import RunManifest
 
 TAPE_FORMAT: Final = "hypertrain-merge-tape/1"
@@ -44,7 +45,7 @@ class Excluded(_Frozen):
     update_sha256: str
     tokens: int = Field(ge=0)
     stage: Literal["collect", "screen"]
-    reason: str = Field(max_length=64)
+    reason: ExclusionReason
     detail: str = Field(default="", max_length=2048)
 
 

@@ -28,7 +28,7 @@ from hypertrain.challenge.errors import ChallengeError
 from hypertrain.challenge.metagraph import MetagraphProvider, MetagraphView, parse_snapshot
 from hypertrain.challenge.metrics import new_registry
 from hypertrain.challenge.middleware import PrefixAndLimitMiddleware
-from hypertrain.challenge.ports import BeaconSource, LedgerPort
+from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort
 from hypertrain.challenge.routes import (
     admin,
     competition,
@@ -66,7 +66,10 @@ def create_app(
         state = _open_state(settings, parts)
         app.state.service = state
         await _refresh_metagraph(state)
-        await _poll_beacon(state)
+        try:
+            await _poll_beacon(state)
+        except ChallengeError as exc:  # e.g. no clock yet: requests refuse, the loop retries
+            log.warning("first beacon step failed: %s", exc.detail)
         tasks = [
             asyncio.create_task(_every(settings.beacon_poll_s, _poll_beacon, state)),
             asyncio.create_task(_every(settings.metagraph_refresh_s, _refresh_metagraph, state)),
@@ -105,6 +108,7 @@ def _open_state(settings: Settings, parts: dict[str, Any]) -> ServiceState:
     return ServiceState(
         settings=settings,
         conn=conn,
+        reader=storage.reader(settings.state_dir),
         metagraph=MetagraphView(parts["metagraph"], initial),
         beacon=parts["beacon"],
         ledger=parts["ledger"],
@@ -125,7 +129,8 @@ async def _every(
 async def _refresh_metagraph(state: ServiceState) -> None:
     fresh = await state.metagraph.refresh()
     if fresh is not None:
-        state.conn.execute(
+        await state.offload(
+            state.conn.execute,
             "INSERT OR REPLACE INTO metagraph VALUES (1, ?, ?)",
             (dumps(fresh.to_json()), time.time()),
         )
@@ -138,9 +143,16 @@ async def _poll_beacon(state: ServiceState) -> None:
         log.warning("beacon poll failed: %s", exc)
         return
     if state.current is None or latest.round > state.current.round:
-        state.current = latest
-        await rounds.advance(state)
-        await compete_cycles.advance(state)
+        await state.offload(_advance, state, latest)
+
+
+def _advance(state: ServiceState, latest: BeaconRound) -> None:
+    """Take a newer verified round and move every state machine (under the lock)."""
+    if state.current is not None and latest.round <= state.current.round:
+        return  # another poll took this round first
+    state.current = latest
+    rounds.step(state)
+    compete_cycles.advance(state)
 
 
 def _install_handlers(app: FastAPI) -> None:

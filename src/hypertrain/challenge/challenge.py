@@ -37,7 +37,7 @@ def open_challenge(
 ) -> dict[str, Any]:
     """Record a pending challenge for a join request (replacing a refused one)."""
     spec = state.manifest(run_id).admission
-    now = state.current_round()
+    now = state.due_round()
     row = _row(state, run_id, hotkey)
     expired = row is not None and row["status"] == "pending" and now > row["deadline_round"]
     if row is not None and row["status"] in ("pending", "answered") and not expired:
@@ -102,7 +102,7 @@ def answer(state: ServiceState, env: Envelope) -> dict[str, Any]:
     seed = _seed(state, row)
     if seed is None:
         raise PhaseError("the seed round is not public yet", code="no_seed")
-    now = state.current_round()
+    now = state.due_round()
     if now > row["deadline_round"]:
         with transaction(state.conn):
             state.burn(env)

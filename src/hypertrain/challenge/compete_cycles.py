@@ -22,7 +22,7 @@ import sqlite3
 from typing import Any
 
 from hypertrain.challenge.compete_intake import spec_of
-from hypertrain.challenge.rounds import _beacon_round
+from hypertrain.challenge.rounds import beacon_round as verified_round
 from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.competition.messages import (
     CycleModel,
@@ -38,8 +38,11 @@ from hypertrain.protocol.sqlite import transaction
 log = logging.getLogger(__name__)
 
 
-async def advance(state: ServiceState) -> None:
-    """Open the latest due cycle of every competition and close what can be closed."""
+def advance(state: ServiceState) -> None:
+    """Open the latest due cycle of every competition and close what can be closed.
+
+    Blocking (beacon fetches, ledger writes): the service runs it in a worker thread
+    under the writer lock."""
     if state.current is None:
         return
     now = state.current.round
@@ -58,7 +61,7 @@ async def advance(state: ServiceState) -> None:
         due = (now - row["start_beacon_round"]) // spec.cycle.eval_interval_rounds - 1
         if due >= 0 and not _cycle_exists(state.conn, spec.competition_id, due):
             beacon_round = row["start_beacon_round"] + (due + 1) * spec.cycle.eval_interval_rounds
-            beacon = await _beacon_round(state, beacon_round)
+            beacon = verified_round(state, beacon_round)
             task = open_cycle(state, spec, due, beacon.round, beacon.randomness)
             if not task.models:
                 maybe_close(state, spec, due)
@@ -153,7 +156,7 @@ def maybe_close(state: ServiceState, spec: CompetitionSpec, cycle: int) -> bool:
     task = CycleTask.model_validate_json(row["task"])
     scores = agreed_losses(state, cid, cycle)
     complete = all(m.model_sha256 in scores for m in task.models)
-    if not complete and state.current_round() <= task.score_deadline_round:
+    if not complete and state.due_round() <= task.score_deadline_round:
         return False
     snapshot = state.metagraph.snapshot
     if snapshot is None:

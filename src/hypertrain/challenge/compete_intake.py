@@ -69,7 +69,7 @@ def create(state: ServiceState, doc: dict[str, Any]) -> CompetitionCreated:
     cid = spec.competition_id
     if state.conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (cid,)).fetchone():
         raise ConflictError(f"{cid!r} is already the id of a training run")
-    now = state.current_round()
+    now = state.due_round()
     envelope = state.sign(cid, SPEC_DOMAIN, {"spec": spec.model_dump(mode="json")})
     try:
         with transaction(state.conn):
@@ -105,7 +105,7 @@ def commit(state: ServiceState, env: Envelope) -> CommitAccepted:
     """Record a commitment at the current beacon round (that round orders submissions)."""
     verified, body = _open(state, env, COMMIT_DOMAIN, CompeteCommit, registered=True)
     spec = spec_of(state, env.run_id)
-    now = state.current_round()
+    now = state.due_round()
     commit_id = hashlib.sha256(env.to_bytes()).hexdigest()
     try:
         with transaction(state.conn):
@@ -150,7 +150,7 @@ def reveal(state: ServiceState, env: Envelope) -> RevealAccepted:
         )
     if row["model_sha256"] is not None:
         raise ConflictError("this commitment was already revealed", code="duplicate")
-    if state.current_round() <= row["commit_beacon_round"]:
+    if state.due_round() <= row["commit_beacon_round"]:
         # A copy is committed after the original's reveal; revealing strictly after
         # the commit round puts every copy's commitment in a later round, so "the
         # earliest commitment of a model" never ties between the original and a copy.
@@ -166,7 +166,7 @@ def reveal(state: ServiceState, env: Envelope) -> RevealAccepted:
             " reveal_envelope = ?, revealed_beacon_round = ? WHERE competition_id = ?"
             " AND commitment = ?",
             (body.model_sha256, files, body.base_url, dumps(env.model_dump()),
-             state.current_round(), env.run_id, expected),
+             state.due_round(), env.run_id, expected),
         )  # fmt: skip
     return RevealAccepted(commitment=expected, model_sha256=body.model_sha256, revealed=True)
 
@@ -187,7 +187,7 @@ def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
     ).fetchone()
     if cycle is None:
         raise NotFoundError(f"cycle {body.cycle} is not open", code="unknown_cycle")
-    if cycle["closed"] or state.current_round() > cycle["score_deadline"]:
+    if cycle["closed"] or state.due_round() > cycle["score_deadline"]:
         raise PhaseError(f"cycle {body.cycle} no longer takes scores", code="late")
     _check_score(json.loads(cycle["task"]), body)
     try:
@@ -196,7 +196,7 @@ def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
             state.conn.execute(
                 "INSERT INTO compete_scores VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (env.run_id, body.cycle, body.model_sha256, verified.signer, body.losses_f32,
-                 dumps(env.model_dump()), state.current_round()),
+                 dumps(env.model_dump()), state.due_round()),
             )  # fmt: skip
     except sqlite3.IntegrityError:
         raise ConflictError("this evaluator already scored that model", code="duplicate") from None

@@ -50,7 +50,7 @@ def _status(row: sqlite3.Row, now: int, delay: int, first_of_model: dict[str, st
 def leaderboard(state: ServiceState, cid: str) -> Leaderboard:
     """Every commitment with its status and its standing in the latest settled cycle."""
     spec = spec_of(state, cid)
-    now = state.current_round()
+    now = state.due_round()
     latest = _latest_cycle(state.conn, cid)
     results = {
         (r["hotkey"], r["model_sha256"]): r

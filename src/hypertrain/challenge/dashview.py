@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from hypertrain.challenge import dashpanels, views
+from hypertrain.challenge import dashpanels, facts, views
 from hypertrain.challenge.dashmodels import Dashboard
 from hypertrain.challenge.state import ServiceState, loads
 from hypertrain.challenge.traffic import round_traffic, traffic_totals
@@ -141,6 +141,8 @@ def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
         """,
         (run_id,),
     ).fetchall()
+    standing = {v.verdict_id: v for v in facts.standing_verdicts(state.conn, run_id)}
+    faults = facts.run_faults(state.conn, run_id)
     out = []
     for a in rows:
         args = (run_id, a["round"], a["hotkey"])
@@ -151,14 +153,11 @@ def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
                 "first_bad_leaf": loads(v["body"]).get("first_bad_leaf"),
                 "detail": loads(v["body"]).get("detail", ""),
                 # False when a dispute overturned it or its auditor was found faulty
-                "counts": not v["overturned"] and not v["reassigned"],
+                "counts": standing[v["verdict_id"]].standing == "stands",
             }
             for v in state.conn.execute(
-                "SELECT auditor, result, body,"
-                " verdict_id IN (SELECT verdict_id FROM dispute_games"
-                " WHERE outcome = 'overturned') AS overturned,"
-                " verdict_id IN (SELECT verdict_id FROM reassigned_verdicts) AS reassigned"
-                " FROM verdicts WHERE run_id = ? AND round = ? AND hotkey = ? ORDER BY auditor",
+                "SELECT verdict_id, auditor, result, body FROM verdicts"
+                " WHERE run_id = ? AND round = ? AND hotkey = ? ORDER BY auditor",
                 args,
             )
         ]
@@ -180,9 +179,7 @@ def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
                 "beacon_randomness": a["randomness"],
                 "verdicts": verdicts,
                 "disputes": disputes,
-                "fault": any(
-                    v["counts"] and v["result"] in ("mismatch", "unverifiable") for v in verdicts
-                ),
+                "fault": a["hotkey"] in faults.get(a["round"], {}),
             }
         )
     return out

@@ -7,7 +7,9 @@ configured is 503 (it cannot be used at all, rather than being open).
 
 from __future__ import annotations
 
-from typing import Annotated
+import functools
+from collections.abc import Callable
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 from fastapi import Depends, Header, Request
 
@@ -24,6 +26,24 @@ def get_state(request: Request) -> ServiceState:
 
 
 State = Annotated[ServiceState, Depends(get_state)]
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def serialized(route: Callable[P, T]) -> Callable[P, T]:
+    """Run a plain ``def`` route (FastAPI's thread pool) holding the writer lock.
+
+    The route takes the live state as its ``state`` parameter; the database and the
+    ledger are then used by one request at a time, and never on the event loop.
+    """
+
+    @functools.wraps(route)
+    def locked(*args: P.args, **kwargs: P.kwargs) -> T:
+        state: Any = kwargs["state"]
+        with state.lock:
+            return route(*args, **kwargs)
+
+    return locked
 
 
 def _check_bearer(secret: Secret | None, authorization: str | None, what: str) -> None:

@@ -20,6 +20,7 @@ import sqlite3
 from typing import Any
 
 from hypertrain.challenge.errors import (
+    BondMissingError,
     ChallengeError,
     ConflictError,
     ForbiddenError,
@@ -60,7 +61,7 @@ def refusal(exc: DisputeError) -> ChallengeError:
 
 def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
     verified, body = state.open_signed(env, "dispute-open", DisputeOpen, registered=True)
-    run_id, hotkey, now = env.run_id, verified.signer, state.current_round()
+    run_id, hotkey, now = env.run_id, verified.signer, state.due_round()
     verdict = _verdict(state, run_id, body)
     if verdict["hotkey"] != hotkey:
         raise ForbiddenError("only the judged island may dispute a verdict", code="not_judged")
@@ -132,7 +133,7 @@ def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
     verified, body = state.open_signed(env, "dispute-answer", DisputeAnswer, registered=False)
     if body.dispute_id != dispute_id:
         raise ChallengeError("the answer names another dispute", code="wrong_query")
-    game, now = _game(state, dispute_id), state.current_round()
+    game, now = _game(state, dispute_id), state.due_round()
     try:
         new = g.answer(game, verified.signer, body, now)
     except DisputeError as exc:
@@ -148,7 +149,7 @@ def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
 
 def put_inputs(state: ServiceState, dispute_id: str, data: bytes) -> store.DisputeView:
     """The contested operation's inputs: anyone may upload them, the hashes decide."""
-    game, now = _game(state, dispute_id), state.current_round()
+    game, now = _game(state, dispute_id), state.due_round()
     if game.inputs_sha256 is not None:
         return _view(state, dispute_id)  # already supplied; the bytes are fixed by the hashes
     try:
@@ -175,7 +176,7 @@ def get_inputs(state: ServiceState, dispute_id: str) -> bytes:
 
 def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> store.DisputeView:
     verified, body = state.open_signed(env, "dispute-ruling", DisputeRuling, registered=False)
-    game, now = _game(state, dispute_id), state.current_round()
+    game, now = _game(state, dispute_id), state.due_round()
     referees = frozenset(state.manifest(game.run_id).dispute.referees)
     try:
         new = g.rule(game, verified.signer, body, referees, now)
@@ -194,7 +195,7 @@ def tick(state: ServiceState) -> int:
     """Apply every due deadline; returns how many games changed."""
     if state.current is None:
         return 0
-    now, changed = state.current.round, 0
+    now, changed = state.due_round(), 0
     for game in store.undecided(state.conn):
         new = g.expire(game, now)
         if new != game:
@@ -213,9 +214,19 @@ def settle_bonds(state: ServiceState) -> int:
     here is settled again, to the same effect, at the next beacon round.
     """
     done = 0
+    if state.metagraph.snapshot is None:
+        return 0  # no epoch to book at: the bonds stay unsettled (bond_state NULL) till one
     for row in store.unsettled_bonds(state.conn):
         won = row["outcome"] == "overturned"
-        moved = state.ledger.settle_bond(row["run_id"], row["dispute_id"], won, _epoch(state))
+        try:
+            moved = state.ledger.settle_bond(row["run_id"], row["dispute_id"], won, _epoch(state))
+        except BondMissingError as exc:  # recorded as such, never as returned or burned
+            log.warning("dispute %s: %s", row["dispute_id"][:16], exc.detail)
+            state.conn.execute(
+                "UPDATE dispute_games SET bond_state = 'missing' WHERE dispute_id = ?",
+                (row["dispute_id"],),
+            )
+            continue
         state.conn.execute(
             "UPDATE dispute_games SET bond_state = ? WHERE dispute_id = ?",
             ("returned" if won else "burned", row["dispute_id"]),
@@ -231,8 +242,7 @@ def settle_bonds(state: ServiceState) -> int:
 
 
 def _epoch(state: ServiceState) -> int:
-    snapshot = state.metagraph.snapshot
-    return snapshot.epoch if snapshot is not None else 0
+    return state.epoch_now("book a dispute bond")
 
 
 def reassigned(state: ServiceState, run_id: str) -> list[ReassignedAudit]:

@@ -69,6 +69,16 @@ class UnavailableError(ChallengeError):
     code = "unavailable"
 
 
+class BondMissingError(ChallengeError):
+    """The ledger holds no bond for a decided dispute: nothing can be returned or burned.
+
+    Recorded on the dispute as bond state ``missing`` (never as returned or burned).
+    """
+
+    status = 409
+    code = "no_bond"
+
+
 class MetagraphError(ChallengeError):
     """A metagraph snapshot could not be fetched or is malformed."""
 

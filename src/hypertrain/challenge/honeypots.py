@@ -4,9 +4,10 @@ Once the manifest's ``honeypots.reveal_round`` is final, the operator posts the
 list; the service stores it only if it hashes to the manifest's commitment. The table
 is computed from public records (commits, assignments, verdicts, disputes):
 
-* islands: rounds run (committed), audited, caught (a mismatch that was not
-  overturned), missed (cheating rounds not caught), false positives (a mismatch on an
-  honest honeypot, before any dispute), disputes won and lost;
+* islands: rounds run (committed), audited, caught (rounds the settlement rule
+  faulted: a standing verdict or its own blob), missed (cheating rounds not caught),
+  false positives (a mismatch on an honest honeypot, before any dispute), disputes won
+  and lost;
 * auditors: verdicts signed, and their disputes lost (verdicts overturned) and won.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypertrain.challenge import facts
 from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
 from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.protocol.honeypots import HoneypotList, commitment
@@ -60,11 +62,16 @@ def revealed(state: ServiceState, run_id: str) -> HoneypotList:
 def table(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
     """One row per strategy and role (see the module docstring)."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
+    faults = facts.run_faults(state.conn, run_id)
     for entry in revealed(state, run_id).entries:
         key = (entry.role, entry.strategy)
         row = rows.setdefault(key, {"role": entry.role, "strategy": entry.strategy, "hotkeys": 0})
         row["hotkeys"] += 1
-        counts = (_island if entry.role == "island" else _auditor)(state, run_id, entry.hotkey)
+        counts = (
+            _island(state, run_id, entry.hotkey, faults)
+            if entry.role == "island"
+            else _auditor(state, run_id, entry.hotkey)
+        )
         for name, value in counts.items():
             row[name] = row.get(name, 0) + value
     for (role, strategy), row in rows.items():
@@ -82,11 +89,11 @@ def _count(state: ServiceState, sql: str, *args: Any) -> int:
     return int(state.conn.execute(sql, args).fetchone()[0])
 
 
-def _island(state: ServiceState, run_id: str, hotkey: str) -> dict[str, int]:
+def _island(
+    state: ServiceState, run_id: str, hotkey: str, faults: dict[int, dict[str, str]]
+) -> dict[str, int]:
     mismatch = "SELECT COUNT(DISTINCT round) FROM verdicts WHERE run_id = ? AND hotkey = ?"
     mismatch += " AND result = 'mismatch'"
-    overturned = " AND verdict_id NOT IN (SELECT verdict_id FROM dispute_games"
-    overturned += " WHERE outcome = 'overturned')"
     disputes = "SELECT COUNT(*) FROM dispute_games WHERE run_id = ? AND hotkey = ? AND outcome = ?"
     return {
         "rounds_run": _count(
@@ -95,7 +102,7 @@ def _island(state: ServiceState, run_id: str, hotkey: str) -> dict[str, int]:
         "audited": _count(
             state, "SELECT COUNT(*) FROM audits WHERE run_id = ? AND hotkey = ?", run_id, hotkey
         ),
-        "caught": _count(state, mismatch + overturned, run_id, hotkey),
+        "caught": sum(1 for faulted in faults.values() if hotkey in faulted),
         "flagged": _count(state, mismatch, run_id, hotkey),
         "disputes_won": _count(state, disputes, run_id, hotkey, "overturned"),
         "disputes_lost": _count(state, disputes, run_id, hotkey, "upheld"),

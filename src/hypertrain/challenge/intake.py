@@ -130,8 +130,9 @@ def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
     verified, body = state.open_signed(env, "commit", Commit, registered=True)
     run_id, hotkey = env.run_id, verified.signer
     row = _round_row(state, run_id, body.round)
-    now = state.current_round()
-    due = state.due_round()  # fail closed: the deadline passes by the clock, not the poll
+    # fail closed: the deadline passes by the clock, not the poll; the commit is stamped
+    # with that round too, so an early close selects by a round no committer could know
+    due = state.due_round()
     if row["phase"] != "train" or due > row["commit_deadline"]:
         raise PhaseError(
             f"commit deadline of round {body.round} was beacon round {row['commit_deadline']}"
@@ -174,7 +175,7 @@ def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
                 body.train_loss,
                 quick_dumps(body.model_dump(mode="json")),
                 env_text,
-                now,
+                due,
             ),
         )
     state.count("commits_accepted")
@@ -199,7 +200,7 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
             code="faulty_auditor",
         )
     row = _round_row(state, run_id, body.round)
-    now = state.current_round()
+    now = state.due_round()  # fail closed: the window closes by the clock, not the poll
     in_window = row["phase"] == "audit" and now < row["audit_close_round"]
     late = row["phase"] in ("merge", "settle", "final") and not _has_verdict(
         state, run_id, body.round, body.hotkey

@@ -80,7 +80,11 @@ class LedgerPort(Protocol):
         ...
 
     def settle_bond(self, run_id: str, dispute_id: str, won: bool, epoch: int) -> int:
-        """Return the bond (dispute won) or burn it (lost); 0 on a repeat."""
+        """Return the bond (dispute won) or burn it (lost); 0 on a repeat.
+
+        Raises :class:`~hypertrain.challenge.errors.BondMissingError` when the ledger
+        holds no bond for the dispute (the service records the bond as ``missing``).
+        """
         ...
 
     def balances(self, run_id: str, hotkeys: list[str]) -> dict[str, dict[str, int]]:

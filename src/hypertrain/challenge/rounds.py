@@ -23,7 +23,6 @@ Phases of a round, each entered at a beacon round (``now`` is the latest verifie
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sqlite3
@@ -176,10 +175,16 @@ def _remember_beacon(conn: sqlite3.Connection, beacon: BeaconRound) -> None:
 
 
 async def advance(state: ServiceState) -> None:
-    """Move every unfinished round as far as the latest verified beacon round allows."""
+    """:func:`step` in a worker thread under the writer lock (never on the event loop)."""
+    await state.offload(step, state)
+
+
+def step(state: ServiceState) -> None:
+    """Move every unfinished round as far as the clock allows (call under the lock)."""
     if state.current is None:
         return
-    now = state.current.round
+    now = state.due_round()  # every deadline by the clock: a lagging poll closes, never holds
+    verified = state.current.round
     state.prune_nonces()
     disputes.tick(state)
     rows = state.conn.execute(
@@ -194,10 +199,10 @@ async def advance(state: ServiceState) -> None:
             _set_phase(state.conn, run_id, index, "beacon")
             phase = "beacon"
         if phase == "beacon":
-            selector = await _beacon_round(
-                state, (row["commit_deadline"] if closed is None else closed) + 1
-            )
-            select_round(state, run_id, index, selector)
+            number = (row["commit_deadline"] if closed is None else closed) + 1
+            if number > verified:
+                continue  # the selecting round is due but not verified yet: wait for it
+            select_round(state, run_id, index, beacon_round(state, number))
             continue
         if phase == "audit" and (
             now >= row["audit_close_round"] or pace.audits_done(state, run_id, index)
@@ -208,14 +213,15 @@ async def advance(state: ServiceState) -> None:
                 settle_round(state, run_id, index)
 
 
-async def _beacon_round(state: ServiceState, number: int) -> BeaconRound:
+def beacon_round(state: ServiceState, number: int) -> BeaconRound:
+    """A verified beacon round: the current one, a stored one, or fetched (blocking)."""
     current = state.current
     if current is not None and current.round == number:
         return current
     row = state.conn.execute("SELECT * FROM beacons WHERE round = ?", (number,)).fetchone()
     if row is not None:
         return BeaconRound(number, row["randomness"], row["signature"])
-    return await asyncio.to_thread(state.beacon.get, number)
+    return state.beacon.get(number)
 
 
 def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconRound) -> None:

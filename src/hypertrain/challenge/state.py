@@ -2,18 +2,26 @@
 
 :class:`ServiceState` bundles the database connection, settings, metagraph view,
 beacon and ledger. Replay protection is a table in the same database (one set per
-run), written in the same transaction as the message it guards. All mutation
-happens on the event loop thread (routes are ``async`` and do their short SQLite
-work inline), so requests are serialised without locks; slow calls (the beacon)
-go to worker threads.
+run), written in the same transaction as the message it guards.
+
+Nothing touches the database or the ledger on the event loop: routes are plain
+``def`` functions that FastAPI runs in its thread pool, each holding
+:attr:`ServiceState.lock` (the writer lock, so one connection serves one request's
+transaction at a time), and the background beacon and metagraph steps run in a worker
+thread under the same lock (:meth:`ServiceState.offload`). An ``fsync`` of a
+settlement therefore delays other writers, never the loop or a cached ``get_weights``
+(which reads through its own connection, :attr:`ServiceState.reader`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -34,6 +42,8 @@ from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 
 BodyT = TypeVar("BodyT", bound=BaseModel)
+T = TypeVar("T")
+P = ParamSpec("P")
 # Envelopes the coordinator signs stay valid for this many beacon rounds (~1 year at 3 s).
 COORDINATOR_EXPIRY_ROUNDS = 10_000_000
 # A signed message may not stay valid for longer than this many beacon rounds from now
@@ -51,10 +61,21 @@ class ServiceState:
     beacon: BeaconSource
     ledger: LedgerPort
     current: BeaconRound | None = None
+    reader: sqlite3.Connection | None = None  # read-only lookups that need no lock
+    lock: threading.RLock = field(default_factory=threading.RLock)
     counters: dict[str, int] = field(default_factory=dict)
     _manifests: dict[str, RunManifest] = field(default_factory=dict)
     _rosters: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
     _layouts: dict[tuple[str, int], dict[str, LayoutSpec]] = field(default_factory=dict)
+
+    async def offload(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run ``fn`` in a worker thread holding the writer lock (never on the loop)."""
+
+        def locked() -> T:
+            with self.lock:
+                return fn(*args, **kwargs)
+
+        return await asyncio.to_thread(locked)
 
     @property
     def coordinator(self) -> str:
@@ -99,20 +120,30 @@ class ServiceState:
             return now
         try:
             return max(now, int(schedule()))
-        except (ValueError, OverflowError):
-            return now
+        except (ValueError, OverflowError) as exc:  # no clock: refuse, never judge by the poll
+            raise UnavailableError(f"the beacon schedule failed: {exc}", code="no_clock") from exc
 
     def beacon_status(self) -> dict[str, Any]:
         """Verified vs due round, for /health and the dashboard (lagging: behind by > 2)."""
         verified = self.current.round if self.current else None
-        due = self.due_round() if self.current else None
+        try:
+            due = self.due_round() if self.current else None
+        except UnavailableError:
+            due = None  # no schedule: reported as lagging (every deadline check refuses)
         lag = (due - verified) if due is not None and verified is not None else None
         return {
             "verified_round": verified,
             "due_round": due,
             "lag_rounds": lag,
-            "lagging": verified is None or (lag is not None and lag > BEACON_LAG_ROUNDS),
+            "lagging": due is None or (lag is not None and lag > BEACON_LAG_ROUNDS),
         }
+
+    def epoch_now(self, what: str) -> int:
+        """The metagraph epoch every reward and bond entry is booked at (never a fallback)."""
+        snapshot = self.metagraph.snapshot
+        if snapshot is None:
+            raise UnavailableError(f"cannot {what}: no metagraph snapshot yet", code="no_metagraph")
+        return snapshot.epoch
 
     def count(self, name: str, by: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + by
@@ -215,7 +246,10 @@ class ServiceState:
         return cur.rowcount
 
     def close(self) -> None:
-        self.conn.close()
+        with self.lock:
+            self.conn.close()
+            if self.reader is not None:
+                self.reader.close()
 
 
 def _envelope_refusal(exc: EnvelopeError) -> ChallengeError:

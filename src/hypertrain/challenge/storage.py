@@ -254,6 +254,14 @@ def connect(state_dir: Path) -> sqlite3.Connection:
     return conn
 
 
+def reader(state_dir: Path) -> sqlite3.Connection:
+    """A second connection to the service database for lock-free reads of final records
+    (WAL: it never waits for the writer and sees only committed rows)."""
+    conn = open_database(state_dir / DB_NAME)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
 def schema_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 

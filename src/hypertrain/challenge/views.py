@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypertrain.challenge import facts
 from hypertrain.challenge.errors import NotFoundError
+from hypertrain.challenge.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState, loads
 
 
@@ -40,17 +42,8 @@ def round_summaries(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
              WHERE c.run_id = r.run_id AND c.round = r.round) AS tokens,
           (SELECT COALESCE(SUM(update_bytes), 0) FROM commits c
              WHERE c.run_id = r.run_id AND c.round = r.round) AS update_bytes,
-          (SELECT SUM(train_loss * tokens) / NULLIF(SUM(tokens), 0) FROM commits c
-             WHERE c.run_id = r.run_id AND c.round = r.round AND train_loss IS NOT NULL
-             AND NOT EXISTS (SELECT 1 FROM verdicts f WHERE f.run_id = c.run_id
-               AND f.round = c.round AND f.hotkey = c.hotkey AND f.result != 'match'))
-             AS train_loss,
           (SELECT COUNT(*) FROM audits a WHERE a.run_id = r.run_id AND a.round = r.round)
              AS audits,
-          (SELECT COUNT(*) FROM verdicts v WHERE v.run_id = r.run_id AND v.round = r.round
-             AND v.result = 'match') AS matches,
-          (SELECT COUNT(*) FROM verdicts v WHERE v.run_id = r.run_id AND v.round = r.round
-             AND v.result IN ('mismatch', 'unverifiable')) AS mismatches,
           (SELECT COUNT(*) FROM dispute_games d WHERE d.run_id = r.run_id AND d.round = r.round)
              AS disputes,
           m.new_model_sha256, m.eval_loss
@@ -59,6 +52,9 @@ def round_summaries(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
         """,
         (run_id,),
     ).fetchall()
+    faults = facts.run_faults(state.conn, run_id)
+    verdicts = _verdict_counts(facts.standing_verdicts(state.conn, run_id))
+    losses = _train_losses(state, run_id, faults)
     return [
         {
             "round": r["round"],
@@ -73,15 +69,44 @@ def round_summaries(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
             "commits": r["n"],
             "tokens": r["tokens"],
             "update_bytes": r["update_bytes"],
-            "train_loss": r["train_loss"],
+            "train_loss": losses.get(r["round"]),
             "eval_loss": r["eval_loss"],
             "audits": r["audits"],
-            "verdicts": {"match": r["matches"], "mismatch": r["mismatches"]},
+            "verdicts": verdicts.get(r["round"], {"match": 0, "mismatch": 0}),
             "disputes": r["disputes"],
             "settled_epoch": r["settled_epoch"],
         }
         for r in rows
     ]
+
+
+def _verdict_counts(verdicts: list[StandingVerdict]) -> dict[int, dict[str, int]]:
+    """round -> {"match": judged and not at fault, "mismatch": standing faults}."""
+    out: dict[int, dict[str, int]] = {}
+    for v in verdicts:
+        counts = out.setdefault(v.round, {"match": 0, "mismatch": 0})
+        if v.fault:
+            counts["mismatch"] += 1
+        elif v.judged:
+            counts["match"] += 1
+    return out
+
+
+def _train_losses(
+    state: ServiceState, run_id: str, faults: dict[int, dict[str, str]]
+) -> dict[int, float]:
+    """round -> token-weighted self-reported loss of the commits the round did not fault."""
+    sums: dict[int, tuple[float, int]] = {}
+    for c in state.conn.execute(
+        "SELECT round, hotkey, tokens, train_loss FROM commits"
+        " WHERE run_id = ? AND train_loss IS NOT NULL",
+        (run_id,),
+    ):
+        if c["hotkey"] in faults.get(c["round"], {}):
+            continue
+        total, tokens = sums.get(c["round"], (0.0, 0))
+        sums[c["round"]] = (total + c["train_loss"] * c["tokens"], tokens + c["tokens"])
+    return {index: total / tokens for index, (total, tokens) in sums.items() if tokens}
 
 
 def round_detail(state: ServiceState, run_id: str, index: int) -> dict[str, Any]:
@@ -158,21 +183,20 @@ def roster(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
              AS commits,
           (SELECT COALESCE(SUM(tokens), 0) FROM commits c
              WHERE c.run_id = r.run_id AND c.hotkey = r.hotkey) AS tokens,
-          (SELECT COUNT(*) FROM verdicts v WHERE v.run_id = r.run_id AND v.hotkey = r.hotkey
-             AND v.result IN ('mismatch', 'unverifiable')) AS faults,
           (SELECT MAX(round) FROM rounds x WHERE x.run_id = r.run_id) AS last_round
         FROM roster r WHERE r.run_id = ? ORDER BY r.hotkey
         """,
         (run_id,),
     ).fetchall()
     balances = state.ledger.balances(run_id, [r["hotkey"] for r in rows])
+    faults = facts.island_faults(state.conn, run_id)
     out = []
     for r in rows:
         hotkey = r["hotkey"]
         current = r["last_round"] if r["last_round"] is not None else 0
         status = (
             "faulted"
-            if r["faults"]
+            if faults.get(hotkey)
             else ("probation" if current < r["probation_until_round"] else "active")
         )
         if not state.metagraph.is_registered(hotkey):
@@ -192,7 +216,7 @@ def roster(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
                 "probation_until_round": r["probation_until_round"],
                 "commits": r["commits"],
                 "tokens": r["tokens"],
-                "faults": r["faults"],
+                "faults": faults.get(hotkey, 0),
                 **balances.get(
                     hotkey, {"escrow": 0, "held": 0, "vested": 0, "paid": 0, "burned": 0}
                 ),
@@ -232,7 +256,7 @@ def run_summary(state: ServiceState, run_id: str) -> dict[str, Any]:
         "tokens_total": sum(s["tokens"] for s in rounds),
         "update_bytes_total": sum(s["update_bytes"] for s in rounds),
         "audits_total": sum(s["audits"] for s in rounds),
-        "faults_total": sum(s["verdicts"]["mismatch"] for s in rounds),
+        "faults_total": sum(i["faults"] for i in islands),
         "beacon_round": state.current.round if state.current else None,
     }
 

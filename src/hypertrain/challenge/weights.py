@@ -26,6 +26,22 @@ from hypertrain.protocol.canonical import canonical_bytes
 MAX_WEIGHTS: Final = 65536
 
 
+def answer(state: ServiceState, epoch: int) -> bytes:
+    """The answer for ``epoch``: a stored one read without the lock, else computed under it.
+
+    A stored answer is final, so reading it through the second connection never waits
+    for a settlement that holds the writer lock (or its ledger ``fsync``).
+    """
+    if state.reader is not None:
+        row = state.reader.execute(
+            "SELECT body FROM weights_answers WHERE epoch = ?", (epoch,)
+        ).fetchone()
+        if row is not None:
+            return bytes(row["body"])
+    with state.lock:
+        return weights_body(state, epoch)
+
+
 def weights_body(state: ServiceState, epoch: int) -> bytes:
     """The persisted answer for ``epoch``, computing and storing it on first call."""
     row = state.conn.execute(

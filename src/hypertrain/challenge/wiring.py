@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from hypertrain.challenge.errors import ConflictError, ForbiddenError
+from hypertrain.challenge.errors import BondMissingError, ConflictError, ForbiddenError
 from hypertrain.challenge.metagraph import (
     ChainMetagraph,
     FileMetagraph,
@@ -98,8 +98,8 @@ class LedgerAdapter:
     def settle_bond(self, run_id: str, dispute_id: str, won: bool, epoch: int) -> int:
         try:
             return self._ledger.settle_bond(run_id, dispute_id, won, epoch)
-        except BondError:
-            return 0  # a dispute opened before bonds were ledger entries locked nothing
+        except BondError as exc:
+            raise BondMissingError(f"cannot settle the dispute bond: {exc}") from exc
 
     def get_weights(self, epoch: int, registered: Collection[str]) -> WeightsAnswer:
         try:

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from hypertrain.protocol.exclusions import ExclusionReason
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 
 _HEX64 = r"^[0-9a-f]{64}$"
@@ -122,7 +123,7 @@ class MergeTape(_Body):
     # Settlement reads these: only ``included`` hotkeys can be paid for the round, and an
     # ``excluded`` reason the island authored (its blob missing or malformed) is a fault.
     included: list[str] = Field(default_factory=list, max_length=65536)
-    excluded: dict[str, str] = Field(default_factory=dict, max_length=65536)
+    excluded: dict[str, ExclusionReason] = Field(default_factory=dict, max_length=65536)
 
 
 class BlobPut(_Body):

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from hypertrain.challenge import rounds
-from hypertrain.challenge.deps import State, require_admin
+from hypertrain.challenge.deps import State, require_admin, serialized
 from hypertrain.challenge.models import MetagraphStatus
 from hypertrain.protocol.envelope import Envelope
 
@@ -31,13 +31,15 @@ class OpenRoundIn(BaseModel):
 
 
 @router.post("/runs", responses=_ERRORS, response_model=Envelope)
-async def create_run(state: State, payload: CreateRunIn) -> dict[str, Any]:
+@serialized
+def create_run(state: State, payload: CreateRunIn) -> dict[str, Any]:
     """Store a run; the service signs its manifest with the coordinator key."""
     return rounds.create_run(state, payload.manifest).model_dump()
 
 
 @router.post("/runs/{run_id}/rounds", responses=_ERRORS, response_model=Envelope)
-async def open_round(state: State, run_id: RunId, payload: OpenRoundIn) -> dict[str, Any]:
+@serialized
+def open_round(state: State, run_id: RunId, payload: OpenRoundIn) -> dict[str, Any]:
     """Open the next round at the current beacon round (start model defaults to the merge)."""
     envelope = rounds.open_round(state, run_id, payload.start_model_sha256, payload.start_model_url)
     return envelope.model_dump()

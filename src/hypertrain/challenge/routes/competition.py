@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict
 
 from hypertrain.challenge import compete_intake, compete_views
-from hypertrain.challenge.deps import State, require_admin, require_worker
+from hypertrain.challenge.deps import State, require_admin, require_worker, serialized
 from hypertrain.competition.messages import (
     CommitAccepted,
     CompetitionCreated,
@@ -33,13 +33,15 @@ class CreateCompetitionIn(BaseModel):
 
 
 @router.post("/admin/v1/competitions", responses=_ERRORS, dependencies=[Depends(require_admin)])
-async def create_competition(state: State, payload: CreateCompetitionIn) -> CompetitionCreated:
+@serialized
+def create_competition(state: State, payload: CreateCompetitionIn) -> CompetitionCreated:
     """Store a competition; the service signs its spec with the coordinator key."""
     return compete_intake.create(state, payload.spec)
 
 
 @router.get("/v1/competitions/{competition_id}", responses=_ERRORS, response_model=Envelope)
-async def competition_spec(state: State, competition_id: CompetitionId) -> dict[str, Any]:
+@serialized
+def competition_spec(state: State, competition_id: CompetitionId) -> dict[str, Any]:
     """The coordinator-signed ``competition`` envelope of the spec."""
     compete_intake.spec_of(state, competition_id)
     row = state.conn.execute(
@@ -49,18 +51,21 @@ async def competition_spec(state: State, competition_id: CompetitionId) -> dict[
 
 
 @router.get("/v1/competitions/{competition_id}/leaderboard", responses=_ERRORS)
-async def leaderboard(state: State, competition_id: CompetitionId) -> Leaderboard:
+@serialized
+def leaderboard(state: State, competition_id: CompetitionId) -> Leaderboard:
     return compete_views.leaderboard(state, competition_id)
 
 
 @router.post("/v1/compete/commit", responses=_ERRORS)
-async def commit(state: State, envelope: Envelope) -> CommitAccepted:
+@serialized
+def commit(state: State, envelope: Envelope) -> CommitAccepted:
     """A ``compete-commit`` envelope: H(model hash, hotkey), ordered by its beacon round."""
     return compete_intake.commit(state, envelope)
 
 
 @router.post("/v1/compete/reveal", responses=_ERRORS)
-async def reveal(state: State, envelope: Envelope) -> RevealAccepted:
+@serialized
+def reveal(state: State, envelope: Envelope) -> RevealAccepted:
     """A ``compete-reveal`` envelope: the committed model's file list and relay."""
     return compete_intake.reveal(state, envelope)
 
@@ -70,7 +75,8 @@ async def reveal(state: State, envelope: Envelope) -> RevealAccepted:
     responses=_ERRORS,
     dependencies=[Depends(require_worker)],
 )
-async def task(
+@serialized
+def task(
     state: State,
     competition_id: CompetitionId,
     evaluator: Annotated[str | None, Query(max_length=64)] = None,
@@ -80,6 +86,7 @@ async def task(
 
 
 @router.post("/worker/v1/compete/score", responses=_ERRORS, dependencies=[Depends(require_worker)])
-async def score(state: State, envelope: Envelope) -> ScoreAccepted:
+@serialized
+def score(state: State, envelope: Envelope) -> ScoreAccepted:
     """An evaluator's signed ``compete-score`` for one model of the open cycle."""
     return compete_intake.score(state, envelope)

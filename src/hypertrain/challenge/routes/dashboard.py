@@ -17,7 +17,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from hypertrain.challenge import dashview
 from hypertrain.challenge.dashmodels import Dashboard
-from hypertrain.challenge.deps import State
+from hypertrain.challenge.deps import State, serialized
 from hypertrain.challenge.errors import NotFoundError
 
 router = APIRouter(tags=["dashboard"])
@@ -60,6 +60,7 @@ async def dashboard_asset(name: str) -> Response:
 
 
 @router.get("/v1/runs/{run_id}/dashboard", response_model=Dashboard)
-async def dashboard_view(state: State, run_id: RunId) -> Dashboard:
+@serialized
+def dashboard_view(state: State, run_id: RunId) -> Dashboard:
     """Everything the dashboard draws for one run, from one consistent read."""
     return dashview.dashboard(state, run_id)

@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 
 from hypertrain.challenge import disputes, honeypots
-from hypertrain.challenge.deps import State, require_admin
+from hypertrain.challenge.deps import State, require_admin, serialized
 from hypertrain.challenge.models import (
     DisputeAnswered,
     DisputeOpened,
@@ -39,13 +39,15 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/disputes", responses=_ERRORS, response_model=DisputeOpened)
-async def open_dispute(state: State, envelope: Envelope) -> DisputeView:
+@serialized
+def open_dispute(state: State, envelope: Envelope) -> DisputeView:
     """A ``dispute-open`` envelope from the judged island, within the dispute window."""
     return disputes.open_dispute(state, envelope)
 
 
 @router.get("/disputes", responses=_ERRORS)
-async def list_disputes(
+@serialized
+def list_disputes(
     state: State, run_id: str, round: int | None = None, stage: str | None = None
 ) -> list[DisputeView]:
     """Every dispute of a run (optionally of one round, or at one stage)."""
@@ -53,12 +55,14 @@ async def list_disputes(
 
 
 @router.get("/disputes/{dispute_id}", responses=_ERRORS)
-async def get_dispute(state: State, dispute_id: str) -> DisputeView:
+@serialized
+def get_dispute(state: State, dispute_id: str) -> DisputeView:
     return disputes.view(state, dispute_id)
 
 
 @router.post("/disputes/{dispute_id}/answer", responses=_ERRORS, response_model=DisputeAnswered)
-async def answer(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
+@serialized
+def answer(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
     """A ``dispute-answer`` envelope from a party, for the open query."""
     return disputes.answer(state, dispute_id, envelope)
 
@@ -66,34 +70,40 @@ async def answer(state: State, dispute_id: str, envelope: Envelope) -> DisputeVi
 @router.put("/disputes/{dispute_id}/inputs", responses=_ERRORS)
 async def put_inputs(state: State, dispute_id: str, request: Request) -> DisputeView:
     """The contested operation's input tensors (``application/octet-stream``)."""
-    return disputes.put_inputs(state, dispute_id, await request.body())
+    data = await request.body()
+    return await state.offload(disputes.put_inputs, state, dispute_id, data)
 
 
 @router.get("/disputes/{dispute_id}/inputs", responses=_ERRORS)
-async def get_inputs(state: State, dispute_id: str) -> Response:
+@serialized
+def get_inputs(state: State, dispute_id: str) -> Response:
     return Response(disputes.get_inputs(state, dispute_id), media_type="application/octet-stream")
 
 
 @router.post("/disputes/{dispute_id}/ruling", responses=_ERRORS, response_model=DisputeRuled)
-async def ruling(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
+@serialized
+def ruling(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
     """A ``dispute-ruling`` envelope from a referee named in the manifest."""
     return disputes.ruling(state, dispute_id, envelope)
 
 
 @router.get("/runs/{run_id}/reassigned", responses=_ERRORS, response_model=list[ReassignedAudit])
-async def reassigned(state: State, run_id: str) -> list[ReassignedAudit]:
+@serialized
+def reassigned(state: State, run_id: str) -> list[ReassignedAudit]:
     """Audits whose verdict stopped counting (a faulty auditor's) and that await another."""
     return disputes.reassigned(state, run_id)
 
 
 @router.get("/runs/{run_id}/honeypots", responses=_ERRORS, response_model=HoneypotAnswer)
-async def honeypot_table(state: State, run_id: str) -> dict[str, Any]:
+@serialized
+def honeypot_table(state: State, run_id: str) -> dict[str, Any]:
     """The revealed honeypot list and the per-strategy table computed from public records."""
     revealed = honeypots.revealed(state, run_id)
     return {"list": revealed.model_dump(mode="json"), "table": honeypots.table(state, run_id)}
 
 
 @admin_router.post("/runs/{run_id}/honeypots", responses=_ERRORS, response_model=HoneypotRevealAck)
-async def reveal_honeypots(state: State, run_id: str, payload: HoneypotList) -> dict[str, Any]:
+@serialized
+def reveal_honeypots(state: State, run_id: str, payload: HoneypotList) -> dict[str, Any]:
     """Publish the honeypot list; it must hash to the manifest's commitment."""
     return honeypots.reveal(state, run_id, payload)

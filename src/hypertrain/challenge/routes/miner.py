@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path
 
 from hypertrain.challenge import challenge, intake
-from hypertrain.challenge.deps import State
+from hypertrain.challenge.deps import State, serialized
 from hypertrain.challenge.models import (
     AdmissionAnswerAck,
     AdmissionStatus,
@@ -29,19 +29,22 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/join", responses=_ERRORS, response_model=JoinAnswer)
-async def join(state: State, envelope: Envelope) -> dict[str, Any]:
+@serialized
+def join(state: State, envelope: Envelope) -> dict[str, Any]:
     """Admission: a ``join`` envelope carrying the hardware report and layout."""
     return intake.join(state, envelope)
 
 
 @router.post("/commit", responses=_ERRORS, response_model=CommitAnswer)
-async def commit(state: State, envelope: Envelope) -> dict[str, Any]:
+@serialized
+def commit(state: State, envelope: Envelope) -> dict[str, Any]:
     """A ``commit`` envelope for the round in its train phase."""
     return intake.commit(state, envelope)
 
 
 @router.get("/runs/{run_id}/admission/{hotkey}", responses=_ERRORS, response_model=AdmissionStatus)
-async def admission_status(
+@serialized
+def admission_status(
     state: State,
     run_id: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$")],
     hotkey: Annotated[str, Path(pattern=r"^[1-9A-HJ-NP-Za-km-z]{40,60}$")],
@@ -51,6 +54,7 @@ async def admission_status(
 
 
 @router.post("/admission/answer", responses=_ERRORS, response_model=AdmissionAnswerAck)
-async def admission_answer(state: State, envelope: Envelope) -> dict[str, Any]:
+@serialized
+def admission_answer(state: State, envelope: Envelope) -> dict[str, Any]:
     """An ``admission-answer`` envelope: one workload hash per device, before the deadline."""
     return intake.admission_answer(state, envelope)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hypertrain import __version__
+from hypertrain.challenge import weights
 from hypertrain.challenge.deps import State, require_internal
 from hypertrain.challenge.models import HealthAnswer, VersionAnswer, WeightsPublic
-from hypertrain.challenge.weights import weights_body
 
 router = APIRouter(tags=["platform"])
 
@@ -51,11 +52,15 @@ async def version(state: State) -> dict[str, Any]:
     dependencies=[Depends(require_internal)],
     responses={200: {"model": WeightsPublic}, 401: {}, 403: {}, 409: {}, 503: {}},
 )
-async def get_weights(state: State, epoch: Annotated[int, Query(ge=0, le=2**53 - 1)]) -> Response:
+def get_weights(state: State, epoch: Annotated[int, Query(ge=0, le=2**53 - 1)]) -> Response:
     """Weights for an epoch; the first answer is stored and repeated byte for byte."""
-    return Response(weights_body(state, epoch), media_type="application/json")
+    return Response(weights.answer(state, epoch), media_type="application/json")
 
 
 @router.get("/metrics", response_class=Response)
-async def metrics(request: Request) -> Response:
-    return Response(generate_latest(request.app.state.registry), media_type=CONTENT_TYPE_LATEST)
+def metrics(request: Request) -> Response:
+    """Prometheus text; the row counts are read under the writer lock (thread pool)."""
+    state = getattr(request.app.state, "service", None)
+    with state.lock if state is not None else contextlib.nullcontext():
+        body = generate_latest(request.app.state.registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path
 
 from hypertrain.challenge import views
-from hypertrain.challenge.deps import State
+from hypertrain.challenge.deps import State, serialized
 from hypertrain.challenge.models import (
     BeaconPublic,
     LossPoint,
@@ -32,37 +32,44 @@ async def beacon(state: State) -> dict[str, Any]:
 
 
 @router.get("/runs", response_model=list[RunListItem])
-async def runs(state: State) -> list[dict[str, Any]]:
+@serialized
+def runs(state: State) -> list[dict[str, Any]]:
     return views.list_runs(state)
 
 
 @router.get("/runs/{run_id}", response_model=RunSummary)
-async def run_summary(state: State, run_id: RunId) -> dict[str, Any]:
+@serialized
+def run_summary(state: State, run_id: RunId) -> dict[str, Any]:
     return views.run_summary(state, run_id)
 
 
 @router.get("/runs/{run_id}/manifest", response_model=Envelope)
-async def manifest(state: State, run_id: RunId) -> dict[str, Any]:
+@serialized
+def manifest(state: State, run_id: RunId) -> dict[str, Any]:
     """The coordinator-signed manifest envelope (verify it before training)."""
     return views.manifest_envelope(state, run_id)
 
 
 @router.get("/runs/{run_id}/rounds", response_model=list[RoundSummary])
-async def rounds(state: State, run_id: RunId) -> list[dict[str, Any]]:
+@serialized
+def rounds(state: State, run_id: RunId) -> list[dict[str, Any]]:
     return views.round_summaries(state, run_id)
 
 
 @router.get("/runs/{run_id}/rounds/{round_index}", response_model=RoundDetail)
-async def round_detail(state: State, run_id: RunId, round_index: RoundIndex) -> dict[str, Any]:
+@serialized
+def round_detail(state: State, run_id: RunId, round_index: RoundIndex) -> dict[str, Any]:
     """One round: signed open record, commits, assignments, verdicts, merge tape."""
     return views.round_detail(state, run_id, round_index)
 
 
 @router.get("/runs/{run_id}/roster", response_model=list[RosterEntry])
-async def roster(state: State, run_id: RunId) -> list[dict[str, Any]]:
+@serialized
+def roster(state: State, run_id: RunId) -> list[dict[str, Any]]:
     return views.roster(state, run_id)
 
 
 @router.get("/runs/{run_id}/loss", response_model=list[LossPoint])
-async def loss(state: State, run_id: RunId) -> list[dict[str, Any]]:
+@serialized
+def loss(state: State, run_id: RunId) -> list[dict[str, Any]]:
     return views.loss_curve(state, run_id)

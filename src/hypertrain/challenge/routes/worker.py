@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path
 
 from hypertrain.challenge import challenge, intake, views
-from hypertrain.challenge.deps import State, require_worker
+from hypertrain.challenge.deps import State, require_worker, serialized
 from hypertrain.challenge.models import JoinAnswer, MergeAnswer, PendingAdmission, VerdictAnswer
 from hypertrain.protocol.envelope import Envelope
 
@@ -30,31 +30,36 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     responses=_ERRORS,
     response_model=list[Envelope],
 )
-async def assignments(state: State, run_id: RunId, round_index: RoundIndex) -> list[dict[str, Any]]:
+@serialized
+def assignments(state: State, run_id: RunId, round_index: RoundIndex) -> list[dict[str, Any]]:
     """Coordinator-signed ``audit-assignment`` envelopes of a round."""
     views.round_detail(state, run_id, round_index)
     return views.assignments(state, run_id, round_index)
 
 
 @router.post("/verdict", responses=_ERRORS, response_model=VerdictAnswer)
-async def verdict(state: State, envelope: Envelope) -> dict[str, Any]:
+@serialized
+def verdict(state: State, envelope: Envelope) -> dict[str, Any]:
     """An auditor's signed ``verdict`` during the audit window."""
     return intake.verdict(state, envelope)
 
 
 @router.post("/merge", responses=_ERRORS, response_model=MergeAnswer)
-async def merge(state: State, envelope: Envelope) -> dict[str, Any]:
+@serialized
+def merge(state: State, envelope: Envelope) -> dict[str, Any]:
     """The aggregator's signed ``merge-tape``; accepting it settles the round."""
     return intake.merge(state, envelope)
 
 
 @router.get("/runs/{run_id}/admissions", responses=_ERRORS, response_model=list[PendingAdmission])
-async def admissions(state: State, run_id: RunId) -> list[dict[str, Any]]:
+@serialized
+def admissions(state: State, run_id: RunId) -> list[dict[str, Any]]:
     """Answered admission challenges awaiting a worker's reference hash."""
     return challenge.pending(state, run_id)
 
 
 @router.post("/admission/check", responses=_ERRORS, response_model=JoinAnswer)
-async def admission_check(state: State, envelope: Envelope) -> dict[str, Any]:
+@serialized
+def admission_check(state: State, envelope: Envelope) -> dict[str, Any]:
     """A worker's signed ``admission-check``: admits the island on a match."""
     return intake.admission_check(state, envelope)

@@ -1,0 +1,131 @@
+"""The settlement rule as a pure function: who of a round's commits is paid, held, faulted.
+
+:func:`decide` sees only typed values (the round's commits, its merge tape parsed into
+:class:`~hypertrain.protocol.messages.MergeTape`, the *standing* verdicts, the audit
+assignments and the probation ends) and touches no database or ledger, so the rule is
+tested as a table of cases and every view that publishes a fault derives it from the
+same call (:mod:`hypertrain.challenge.facts`). For each commit:
+
+* **faulted** when a standing verdict for it is not ``match`` (``mismatch``,
+  ``unverifiable``), or the merge tape excluded it for a reason only the island controls
+  (:data:`~hypertrain.protocol.exclusions.ISLAND_FAULTS`);
+* **accepted** (paid by its committed token count) when the tape included it, or
+  excluded it for an audit mismatch that no standing verdict supports any more (a
+  dispute overturned it: honest work, only too late to merge); an accepted island is
+  *held* while an assigned audit has no judging verdict (:data:`PENDING_AUDIT`) or
+  while it is in probation (its release round);
+* **unpaid** otherwise (a duplicate, a stale update, a norm outlier, not in the tape).
+
+A verdict *stands* unless a dispute overturned it or its auditor was found faulty
+(set aside: another auditor re-judges the audit). An overturned verdict still judged
+the audit (the dispute decided it); a set-aside one did not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from hypertrain.protocol.exclusions import AUDIT_EXCLUSION, ISLAND_FAULTS
+from hypertrain.protocol.messages import MergeTape
+
+# A hold that only a verdict can lift: the escrow's vesting starts at this round.
+PENDING_AUDIT: Final = 2**53 - 1
+
+VerdictResult = Literal["match", "mismatch", "unverifiable"]
+Standing = Literal["stands", "overturned", "set_aside"]
+
+
+@dataclass(frozen=True, slots=True)
+class StandingVerdict:
+    """One verdict and whether it still counts."""
+
+    verdict_id: str
+    round: int
+    hotkey: str
+    auditor: str
+    result: VerdictResult
+    standing: Standing
+
+    @property
+    def fault(self) -> bool:
+        """A standing verdict other than ``match``: the island is at fault."""
+        return self.standing == "stands" and self.result != "match"
+
+    @property
+    def judged(self) -> bool:
+        """The verdict decided its audit (it was not set aside for a faulty auditor)."""
+        return self.standing != "set_aside"
+
+    def reason(self) -> str:
+        return f"{self.result} verdict {self.verdict_id} by {self.auditor}"
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRow:
+    hotkey: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What settlement decides for a round's commits."""
+
+    accepted: dict[str, int] = field(default_factory=dict)  # hotkey -> verified tokens
+    held: dict[str, int] = field(default_factory=dict)  # accepted hotkey -> release round
+    faults: dict[str, str] = field(default_factory=dict)  # hotkey -> reason
+    unpaid: dict[str, str] = field(default_factory=dict)  # hotkey -> why it earns nothing
+
+    @property
+    def pending(self) -> frozenset[str]:
+        """Accepted hotkeys whose assigned audit has no judging verdict yet."""
+        return frozenset(h for h, until in self.held.items() if until == PENDING_AUDIT)
+
+
+def verdict_faults(verdicts: Iterable[StandingVerdict]) -> dict[str, str]:
+    """hotkey -> reason of its first standing fault verdict (by verdict id)."""
+    out: dict[str, str] = {}
+    for v in sorted(verdicts, key=lambda v: v.verdict_id):
+        if v.fault:
+            out.setdefault(v.hotkey, v.reason())
+    return out
+
+
+def unjudged(assigned: Iterable[str], verdicts: Iterable[StandingVerdict]) -> frozenset[str]:
+    """Assigned hotkeys with no judging verdict yet (none, or only set-aside ones)."""
+    judged = {v.hotkey for v in verdicts if v.judged}
+    return frozenset(h for h in assigned if h not in judged)
+
+
+def decide(
+    commits: Iterable[CommitRow],
+    tape: MergeTape | None,
+    verdicts: Iterable[StandingVerdict],
+    assigned: Iterable[str] = (),
+    probation: Mapping[str, int] | None = None,
+) -> Outcome:
+    """Paid / held / faulted / unpaid for every commit of one round (see module doc).
+
+    ``probation`` maps each island still in probation at this round to the round its
+    probation ends; ``assigned`` names the islands selected for audit.
+    """
+    listed = list(verdicts)
+    faults = verdict_faults(listed)
+    included = set(tape.included) if tape is not None else set()
+    excluded = dict(tape.excluded) if tape is not None else {}
+    accepted: dict[str, int] = {}
+    unpaid: dict[str, str] = {}
+    for c in sorted(commits, key=lambda c: c.hotkey):
+        if c.hotkey in faults:
+            continue
+        reason = excluded.get(c.hotkey)
+        if reason in ISLAND_FAULTS:
+            faults[c.hotkey] = f"merge excluded the update: {reason}"
+        elif c.hotkey in included or reason == AUDIT_EXCLUSION:
+            accepted[c.hotkey] = c.tokens
+        else:
+            unpaid[c.hotkey] = reason or "not included in the merge"
+    held = {h: until for h, until in (probation or {}).items() if h in accepted}
+    held.update(dict.fromkeys(unjudged(assigned, listed) & accepted.keys(), PENDING_AUDIT))
+    return Outcome(accepted, dict(sorted(held.items())), faults, unpaid)

@@ -1,0 +1,60 @@
+"""Why a merge left a commit out: the one list of reason codes the merge tape may carry.
+
+The aggregator writes these into the signed merge tape and the service's settlement
+reads them back, so both import the :data:`ExclusionReason` literal from here: a code
+that is not on this list fails validation on both sides instead of turning, silently,
+into "unpaid". A new screen adds its code here (and to :data:`ISLAND_FAULTS` when the
+island alone controls it).
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+ExclusionReason = Literal[
+    # collection: the commit itself
+    "bad_commit",
+    "wrong_round",
+    "audit_mismatch",
+    "stale_update",
+    "duplicate",
+    "rolled_back",
+    # the blob on the relay
+    "missing_blob",
+    "hash_mismatch",
+    "too_large",
+    "no_key",
+    # decoding the update
+    "wrong_size",
+    "wrong_shape",
+    "non_finite",
+    "malformed",
+    "tokens_out_of_range",
+    # robust screens
+    "zero_norm",
+    "no_reference",
+    "norm_outlier",
+    "duplicate_update",
+    "near_duplicate",
+]
+
+EXCLUSION_REASONS: Final[frozenset[str]] = frozenset(get_args(ExclusionReason))
+
+# Exclusions that are the island's own doing (its blob, its encoding): each is a fault.
+ISLAND_FAULTS: Final[frozenset[ExclusionReason]] = frozenset(
+    {
+        "missing_blob",
+        "hash_mismatch",
+        "too_large",
+        "wrong_size",
+        "wrong_shape",
+        "non_finite",
+        "malformed",
+        "tokens_out_of_range",
+        "zero_norm",
+    }
+)
+
+# The exclusion for an island with a non-``match`` verdict at merge time; when a dispute
+# later overturns every such verdict the work was honest, only too late to merge: paid.
+AUDIT_EXCLUSION: Final[ExclusionReason] = "audit_mismatch"

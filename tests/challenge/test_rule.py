@@ -1,0 +1,112 @@
+"""The settlement rule as a table: commits, tape and standing verdicts in, outcome out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from hypertrain.aggregator.tape import Excluded
+from hypertrain.challenge.rule import (
+    PENDING_AUDIT,
+    CommitRow,
+    Outcome,
+    Standing,
+    StandingVerdict,
+    VerdictResult,
+    decide,
+)
+from hypertrain.protocol.exclusions import EXCLUSION_REASONS, ISLAND_FAULTS
+from hypertrain.protocol.messages import MergeTape
+
+A, B = "island-a", "island-b"
+
+
+def _tape(included: list[str] | None = None, excluded: dict[str, str] | None = None) -> MergeTape:
+    return MergeTape.model_validate(
+        {
+            "round": 0,
+            "start_model_sha256": "aa" * 32,
+            "new_model_sha256": "bb" * 32,
+            "new_model_url": "u",
+            "outer_state_sha256": "cc" * 32,
+            "tape_sha256": "dd" * 32,
+            "included": included or [],
+            "excluded": excluded or {},
+        }
+    )
+
+
+def _v(
+    hotkey: str, result: VerdictResult, standing: Standing = "stands", vid: str = "v1"
+) -> StandingVerdict:
+    return StandingVerdict(vid, 0, hotkey, "auditor", result, standing)
+
+
+COMMITS = [CommitRow(A, 10), CommitRow(B, 20)]
+CASES: list[tuple[str, dict[str, Any], Outcome]] = [
+    ("included, no audit: paid", {"tape": _tape([A, B])}, Outcome({A: 10, B: 20})),
+    ("no tape: nobody paid", {"tape": None},
+     Outcome(unpaid={A: "not included in the merge", B: "not included in the merge"})),
+    ("a standing mismatch faults", {"tape": _tape([A, B]), "verdicts": [_v(A, "mismatch")]},
+     Outcome({B: 20}, faults={A: "mismatch verdict v1 by auditor"})),
+    ("unverifiable is a fault too", {"tape": _tape([B], {A: "audit_mismatch"}),
+                                     "verdicts": [_v(A, "unverifiable")]},
+     Outcome({B: 20}, faults={A: "unverifiable verdict v1 by auditor"})),
+    ("an overturned mismatch is paid though the merge left it out",
+     {"tape": _tape([B], {A: "audit_mismatch"}), "verdicts": [_v(A, "mismatch", "overturned")],
+      "assigned": [A]},
+     Outcome({A: 10, B: 20})),
+    ("a set-aside verdict holds the reward until another auditor judges",
+     {"tape": _tape([A, B]), "verdicts": [_v(A, "match", "set_aside")], "assigned": [A]},
+     Outcome({A: 10, B: 20}, held={A: PENDING_AUDIT})),
+    ("a set-aside mismatch is no fault",
+     {"tape": _tape([A, B]), "verdicts": [_v(A, "mismatch", "set_aside")], "assigned": [A]},
+     Outcome({A: 10, B: 20}, held={A: PENDING_AUDIT})),
+    ("re-judged: the new verdict decides",
+     {"tape": _tape([A, B]), "assigned": [A],
+      "verdicts": [_v(A, "match", "set_aside", "v1"), _v(A, "mismatch", "stands", "v2")]},
+     Outcome({B: 20}, faults={A: "mismatch verdict v2 by auditor"})),
+    ("assigned and unjudged: held", {"tape": _tape([A, B]), "assigned": [A, B],
+                                     "verdicts": [_v(B, "match")]},
+     Outcome({A: 10, B: 20}, held={A: PENDING_AUDIT})),
+    ("probation holds until its end", {"tape": _tape([A, B]), "probation": {A: 7, "gone": 9}},
+     Outcome({A: 10, B: 20}, held={A: 7})),
+    ("the island's own blob fault", {"tape": _tape([B], {A: "missing_blob"})},
+     Outcome({B: 20}, faults={A: "merge excluded the update: missing_blob"})),
+    ("a norm outlier is unpaid, not faulted", {"tape": _tape([B], {A: "norm_outlier"})},
+     Outcome({B: 20}, unpaid={A: "norm_outlier"})),
+    ("a fault is never held", {"tape": _tape([A, B]), "assigned": [B],
+                               "verdicts": [_v(A, "mismatch")], "probation": {A: 5}},
+     Outcome({B: 20}, held={B: PENDING_AUDIT}, faults={A: "mismatch verdict v1 by auditor"})),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "given", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_decide(case: str, given: dict[str, Any], expected: Outcome) -> None:
+    got = decide(
+        COMMITS,
+        given["tape"],
+        given.get("verdicts", []),
+        given.get("assigned", ()),
+        given.get("probation"),
+    )
+    assert got == expected, case
+
+
+def test_pending_is_the_held_for_a_verdict() -> None:
+    got = decide(COMMITS, _tape([A, B]), [], [A], {B: 3})
+    assert got.pending == frozenset({A}) and got.held == {A: PENDING_AUDIT, B: 3}
+
+
+@pytest.mark.parametrize("reason", ["audit-mismatch", "missing blob", "", "MALFORMED"])
+def test_a_misspelt_exclusion_reason_is_refused_on_both_sides(reason: str) -> None:
+    with pytest.raises(ValidationError):
+        _tape([B], {A: reason})
+    with pytest.raises(ValidationError):
+        Excluded(hotkey=A, update_sha256="ee" * 32, tokens=1, stage="screen", reason=reason)
+
+
+def test_every_island_fault_is_a_known_reason() -> None:
+    assert ISLAND_FAULTS <= EXCLUSION_REASONS
