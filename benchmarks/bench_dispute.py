@@ -35,12 +35,12 @@ from tests.trainer.conftest import make_samples
 from common import write_result
 from hypertrain.challenge.app import _poll_beacon, create_app
 from hypertrain.dispute.game import Game
+from hypertrain.evidence.party import SegmentParty
+from hypertrain.evidence.trace import OpRef
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import InnerOptimSpec, LayoutSpec
 from hypertrain.protocol.merkle import MerkleTree
-from hypertrain.referee.party import SegmentParty
 from hypertrain.referee.recompute import recompute
-from hypertrain.referee.trace import OpRef
 from hypertrain.trainer.presets import PRESETS
 from hypertrain.trainer.segment import TrainConfig, run_segment
 from hypertrain.trainer.state import init_state

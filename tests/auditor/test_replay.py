@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from hypertrain.auditor.errors import VerificationError
-from hypertrain.auditor.index import CheckpointIndex
-from hypertrain.auditor.inputs import load_samples, round_sample_ids
 from hypertrain.auditor.replay import IslandRound, audit_island
-from hypertrain.auditor.verify import verify_manifest, verify_round_open
+from hypertrain.evidence.errors import VerificationError
+from hypertrain.evidence.index import CheckpointIndex
+from hypertrain.evidence.inputs import load_samples, round_sample_ids
+from hypertrain.evidence.verify import verify_manifest, verify_round_open
 from hypertrain.honeypot.cheats import Schedule, check_strategy, installed
 from hypertrain.miner import run as miner_run
 from hypertrain.protocol.manifest import CompressionSpec, SparseSpec

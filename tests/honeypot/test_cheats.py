@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hypertrain.auditor.inputs import round_sample_ids
-from hypertrain.auditor.verify import verify_round_open
+from hypertrain.evidence.inputs import round_sample_ids
+from hypertrain.evidence.verify import verify_round_open
 from hypertrain.honeypot import cheats
 from hypertrain.honeypot.cheats import Schedule, installed
 from hypertrain.miner import actions, island

@@ -10,9 +10,9 @@ import torch
 from hypertrain.dispute import game as g
 from hypertrain.dispute.errors import InputMismatchError
 from hypertrain.dispute.messages import DisputeRuling
-from hypertrain.referee.party import SegmentParty
+from hypertrain.evidence.party import SegmentParty
+from hypertrain.evidence.trace import OpRef, traced_step
 from hypertrain.referee.recompute import recompute
-from hypertrain.referee.trace import OpRef, traced_step
 from hypertrain.trainer.segment import TrainConfig, samples_to_batch
 from hypertrain.trainer.state import init_state
 from hypertrain.trainer.step import train_step

@@ -8,7 +8,7 @@ MINER-ARGS`` (``run``, ``watch``) in this process, changed in one of two ways:
   see :mod:`hypertrain.honeypot.cheats`) in every later round.
 * ``--perturb STEP:SECTION:INDEX``: the trainer's step is replaced, at global step
   ``STEP``, by the traced step that adds a small constant to the output of operation
-  ``INDEX`` of section ``SECTION`` (see :mod:`hypertrain.referee.trace`). Training, the
+  ``INDEX`` of section ``SECTION`` (see :mod:`hypertrain.evidence.trace`). Training, the
   island's own replay and its dispute answers all carry the same change, so its replay
   reproduces its committed leaves and ``watch --follow`` disputes the auditor's
   verdict, which the game must uphold, pinned to that step, section and operation.
@@ -23,10 +23,10 @@ import argparse
 import sys
 from typing import Any
 
+from hypertrain.evidence import party
+from hypertrain.evidence.trace import OpRef, traced_step
 from hypertrain.honeypot import cheats
 from hypertrain.miner import cli as miner_cli
-from hypertrain.referee import party
-from hypertrain.referee.trace import OpRef, traced_step
 from hypertrain.trainer import segment
 from hypertrain.trainer.step import StepStats
 

@@ -12,10 +12,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hypertrain.auditor.index import sha_from_url
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import RoundDetail
+from hypertrain.evidence.index import sha_from_url
 from hypertrain.miner.admission import SelfcheckConfig, answer_challenge, selfcheck
 from hypertrain.miner.checkpoints import selected_segments, upload_selected
 from hypertrain.miner.config import MinerConfig, config_from_args

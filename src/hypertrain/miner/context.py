@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hypertrain.auditor.verify import verify_manifest, verify_round_open
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import RoundDetail
+from hypertrain.evidence.verify import verify_manifest, verify_round_open
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.errors import MinerError
 from hypertrain.protocol.manifest import RunManifest

@@ -18,19 +18,19 @@ from pathlib import Path
 
 from torch import Tensor
 
-from hypertrain.auditor.errors import VerificationError
-from hypertrain.auditor.index import CheckpointIndex
-from hypertrain.auditor.inputs import (
+from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import CommitAnswer
+from hypertrain.evidence.errors import VerificationError
+from hypertrain.evidence.index import CheckpointIndex
+from hypertrain.evidence.inputs import (
     fetch_start_params,
     island_layout,
     load_samples,
     open_dataset,
     round_sample_ids,
 )
-from hypertrain.auditor.start import PreviousRound, derive_start_state
-from hypertrain.auditor.verify import find_commit, verify_commit
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import CommitAnswer
+from hypertrain.evidence.start import PreviousRound, derive_start_state
+from hypertrain.evidence.verify import find_commit, verify_commit
 from hypertrain.miner.checkpoints import checkpoint_addresses
 from hypertrain.miner.context import RunContext, round_records
 from hypertrain.miner.errors import MinerError

@@ -20,7 +20,7 @@ from torch import Tensor
 from hypertrain.dispute import opinputs
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeAnswer
-from hypertrain.referee.trace import OpRef, StepTrace, traced_step
+from hypertrain.evidence.trace import OpRef, StepTrace, traced_step
 from hypertrain.trainer.segment import Sample, TrainConfig, run_segment, samples_to_batch
 from hypertrain.trainer.state import TrainState
 
