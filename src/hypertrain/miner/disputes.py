@@ -44,7 +44,8 @@ def segment_party(ctx: RunContext, key: Hotkey, index: int, segment: int) -> Seg
     raw = checkpoint_path(ctx.config.round_dir(index), segment).read_bytes()
     start = decode_checkpoint(raw, config.state_config())
     first = segment * config.checkpoint_interval
-    return SegmentParty(start, config, load_samples(dataset, chunk), first_step=first)
+    samples = load_samples(dataset, chunk)
+    return SegmentParty(start, config, samples, first_step=first, op_hooks=ctx.hooks(index).ops)
 
 
 def stored_leaves(ctx: RunContext, index: int, leaf_count: int) -> list[bytes]:
