@@ -44,7 +44,7 @@ from hypertrain.trainer.errors import SampleError, TrainerError
 from hypertrain.trainer.expert_parallel import ExpertEngine, ExpertPlacement, expert_param_names
 from hypertrain.trainer.model import param_shapes
 from hypertrain.trainer.optim import optimizer_step, slot_names
-from hypertrain.trainer.reduction import ScatterFold, shard_bounds
+from hypertrain.trainer.reduction import ScatterFold, even_bounds, shard_bounds
 from hypertrain.trainer.segment import (
     RoundResult,
     Sample,
@@ -177,11 +177,17 @@ class Island:
             for name, t in start.tensors.items()
             if self._holds(name)
         }
-        sizes = [_numel(shape) for _, shape in self.dense_shapes]
-        owners = shard_owners(self.dense_shapes, group.world_size)  # ZeRO-1's shards
-        bounds = shard_bounds([owners[n] for n, _ in self.dense_shapes], sizes, group.world_size)
-        self.reduction: FlatReduction = ScatterFold(bounds)
+        self.reduction: FlatReduction = ScatterFold(self._shards())
         self.hooks = self._step_hooks()
+
+    def _shards(self) -> list[range]:
+        """The reduce-scatter's shards of the flat dense gradient: ZeRO-1's (the owned
+        parameters), else equal ones."""
+        sizes = [_numel(shape) for _, shape in self.dense_shapes]
+        world = self.group.world_size
+        if not self.zero1:
+            return even_bounds(sum(sizes), world)
+        return shard_bounds([self.owners[n] for n, _ in self.dense_shapes], sizes, world)
 
     def _expert_engine(self, ep: int) -> ExpertEngine | None:
         if ep == 1:

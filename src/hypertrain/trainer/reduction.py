@@ -1,18 +1,20 @@
 """The fixed-order reduce-scatter of a data-parallel island's gradients.
 
 Process ``p`` holds the flat gradients of its ``k`` data-parallel ranks, a ``(k, N)``
-tensor. The flat gradient is cut into ``W`` contiguous shards at parameter boundaries,
-the cuts of ZeRO-1 (``distributed.shard_owners``): shard ``q`` is the parameters process
-``q`` owns. One all-to-all sends every process's rows of shard ``q`` to process ``q``,
+tensor. The flat gradient is cut into ``W`` contiguous shards: equal ones
+(:func:`even_bounds`), or under ZeRO-1 its cuts at parameter boundaries
+(``distributed.shard_owners``; shard ``q`` is the parameters process ``q`` owns and
+updates). One all-to-all sends every process's rows of shard ``q`` to process ``q``,
 which then holds all ``R = W·k`` rows of its shard, in rank order, and folds them left to
 right and divides by ``R·M``: per element exactly the additions and the division of the
 one-process emulation (``step.reduce_gradients``), so the bytes are the same. Without
 ZeRO-1 every process needs the whole mean, and a second all-to-all gathers the reduced
 shards; with ZeRO-1 an owner needs only its own shard.
 
-Per process, the reduction receives ``W·k·|shard|`` elements and then ``N``: about
-``2·N`` in all for ``k = 1``, against the ``W·k·N`` of all-gathering every rank's full
-gradient (``distributed.gather_fold``), and never a buffer of ``W`` full gradients.
+Per process, the reduction receives ``W·k·|shard|`` elements and then ``N``: ``2·N`` in
+all for ``k = 1`` and equal shards (ZeRO-1: ``W·|shard|``, about ``N``), against the
+``W·k·N`` of all-gathering every rank's full gradient (``distributed.gather_fold``),
+and never a buffer of ``W`` full gradients.
 """
 
 from __future__ import annotations
@@ -39,6 +41,17 @@ def shard_bounds(owners: Sequence[int], sizes: Sequence[int], world: int) -> lis
     return bounds
 
 
+def even_bounds(total: int, world: int) -> list[range]:
+    """``total`` elements cut into ``world`` contiguous shards whose sizes differ by at most one."""
+    base, extra = divmod(total, world)
+    bounds, offset = [], 0
+    for p in range(world):
+        size = base + (1 if p < extra else 0)
+        bounds.append(range(offset, offset + size))
+        offset += size
+    return bounds
+
+
 @dataclass
 class ScatterFold:
     """The reduce-scatter over ``bounds`` (one range per process); counts what it moves."""
@@ -50,7 +63,11 @@ class ScatterFold:
         """This process's shard of the island's mean gradient (collective)."""
         rank, world = dist.get_rank(), dist.get_world_size()
         k, mine = flat.shape[0], self.bounds[rank]
-        send = torch.cat([flat[:, b.start : b.stop].reshape(-1) for b in self.bounds])
+        send = (
+            flat.reshape(-1)  # one rank per process: its row is already in shard order
+            if k == 1
+            else torch.cat([flat[:, b.start : b.stop].reshape(-1) for b in self.bounds])
+        )
         recv = flat.new_empty(world * k * len(mine))
         dist.all_to_all_single(
             recv, send, [k * len(mine)] * world, [k * len(b) for b in self.bounds]
