@@ -27,12 +27,14 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from hypertrain.trainer.errors import TrainerError
+
 
 def shard_bounds(owners: Sequence[int], sizes: Sequence[int], world: int) -> list[range]:
     """Element range of each process's shard: the parameters it owns, which must be
     contiguous in canonical order (``owners`` and ``sizes`` are per parameter, in order)."""
     if any(b < a for a, b in itertools.pairwise(owners)):
-        raise ValueError("shard owners must be contiguous in canonical order")
+        raise TrainerError("shard owners must be contiguous in canonical order")
     bounds, offset = [], 0
     for p in range(world):
         size = sum(n for owner, n in zip(owners, sizes, strict=True) if owner == p)
