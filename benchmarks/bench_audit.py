@@ -27,10 +27,10 @@ from pathlib import Path
 import torch
 
 from common import write_result
-from hypertrain.auditor.index import CheckpointIndex
 from hypertrain.auditor.replay import IslandRound, audit_island
-from hypertrain.auditor.start import derive_start_state
 from hypertrain.challenge.selection import pick_segments
+from hypertrain.evidence.index import CheckpointIndex
+from hypertrain.evidence.start import derive_start_state
 from hypertrain.miner.island import train_round
 from hypertrain.protocol.manifest import AuditSpec, RunManifest
 from hypertrain.protocol.messages import Commit

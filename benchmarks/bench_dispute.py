@@ -35,12 +35,13 @@ from tests.trainer.conftest import make_samples
 from common import write_result
 from hypertrain.challenge.app import _poll_beacon, create_app
 from hypertrain.dispute.game import Game
+from hypertrain.evidence.party import SegmentParty
+from hypertrain.evidence.trace import OpRef
+from hypertrain.honeypot.perturb import perturbed_ops
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import InnerOptimSpec, LayoutSpec
 from hypertrain.protocol.merkle import MerkleTree
-from hypertrain.referee.party import SegmentParty
 from hypertrain.referee.recompute import recompute
-from hypertrain.referee.trace import OpRef
 from hypertrain.trainer.presets import PRESETS
 from hypertrain.trainer.segment import TrainConfig, run_segment
 from hypertrain.trainer.state import init_state
@@ -157,7 +158,8 @@ def measure(j: int, tmp: Path) -> dict[str, Any]:
     start = init_state(config.state_config(), seed=7)
     samples = make_samples(j * config.samples_per_step, vocab=config.model.vocab_size)
     where = OpRef(step=j // 2, section=2, index=5)  # mb0.layers.2, sixth operation
-    island = SegmentParty(start, config, samples, perturb=where)
+    ops = perturbed_ops(start.step + where.step, where)
+    island = SegmentParty(start, config, samples, op_hooks=ops)
     auditor = SegmentParty(start, config, samples)
     t0 = time.perf_counter()
     run_segment(start, config, samples, j)

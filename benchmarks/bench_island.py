@@ -12,13 +12,18 @@ experts per process, tokens dispatched by all-to-all) against the one-process em
 at one thread. The islands check their state against the emulation's before any figure
 is written.
 
-Run: ``python benchmarks/bench_island.py [--steps N]``. The script starts its own rank
-processes (a file store, no ports) and profile children.
+``--reductions`` measures only the data-parallel reduction: per-rank bytes and peak
+memory of the fixed-order reduce-scatter against the former all-gather at 1, 2 and 4
+ranks, checked bit for bit, merged into the result file with the commit.
+
+Run: ``python benchmarks/bench_island.py [--steps N | --reductions]``. The script starts
+its own rank processes (a file store, no ports) and profile children.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -30,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from common import write_result
+from common import RESULTS_DIR, peak_rss_mb, write_result
 
 SEQ_LEN, RANKS, MBS = 129, 2, 4
 PORTABLE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
@@ -156,6 +161,99 @@ def rank_main(store: str, rank: int, steps: int, out: Path) -> None:
         out.write_text(json.dumps(parts))
 
 
+def reduce_rank_main(store: str, rank: int, world: int, method: str, out: Path) -> None:
+    """One rank of a reduction measurement: the proxy's flat gradient (one rank per
+    process), reduced once by ``method``; reports bytes received and peak memory."""
+    import torch
+    import torch.distributed as dist
+
+    from hypertrain.trainer.determinism import configure_determinism
+    from hypertrain.trainer.distributed import gather_fold
+    from hypertrain.trainer.presets import PRESETS, param_count
+    from hypertrain.trainer.reduction import ScatterFold, even_bounds
+
+    configure_determinism(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    numel = param_count(PRESETS["proxy"])
+    flat = torch.randn(1, numel, generator=torch.Generator().manual_seed(rank))
+    dist.barrier()
+    before = peak_rss_mb()
+    if method == "scatter":
+        fold = ScatterFold(even_bounds(numel, world))
+        reduced = fold(flat, world)
+        received = fold.received
+    else:
+        reduced = gather_fold(flat, world)
+        received = world * numel  # its all-gather buffer: every rank's full gradient
+    doc = {
+        "received_bytes": received * 4,
+        "peak_rss_growth_mib": peak_rss_mb() - before,
+        "hash": hashlib.sha256(reduced.numpy().tobytes()).hexdigest(),
+        "params": numel,
+    }
+    parts: list[Any] = [None] * world
+    dist.all_gather_object(parts, doc)
+    dist.destroy_process_group()
+    if rank == 0:
+        out.write_text(json.dumps(parts))
+
+
+def _reduction_run(world: int, method: str) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "reduce.json"
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        base = [sys.executable, __file__, "--store", str(Path(tmp) / "store")]
+        args = ["--world", str(world), "--reduce", method, "--out", str(out)]
+        procs = [subprocess.Popen([*base, "--rank", str(r), *args], env=env) for r in range(world)]
+        if any(p.wait() for p in procs):
+            raise SystemExit("a reduction rank failed")
+        result: list[dict[str, Any]] = json.loads(out.read_text())
+        return result
+
+
+def reductions() -> None:
+    """Per-rank bytes and peak memory of the reduce-scatter against the all-gather at 1, 2
+    and 4 ranks; merged into results/island.json with the commit measured."""
+    values: dict[str, Any] = {}
+    for world in (1, 2, 4):
+        runs = {m: _reduction_run(world, m) for m in ("gather", "scatter")}
+        if runs["gather"][0]["hash"] != runs["scatter"][0]["hash"]:
+            raise SystemExit(f"{world} ranks: the reduce-scatter's bytes differ")
+        params = runs["gather"][0]["params"]
+        for method, ranks in runs.items():
+            most = max(r["received_bytes"] for r in ranks)
+            values[f"reduce_{method}_{world}_ranks_bytes_per_rank"] = most
+            values[f"reduce_{method}_{world}_ranks_bytes_in_params_x4B"] = most / (params * 4)
+            values[f"reduce_{method}_{world}_ranks_peak_rss_growth_mib"] = max(
+                r["peak_rss_growth_mib"] for r in ranks
+            )
+        values[f"reduce_{world}_ranks_bytes_equal"] = True
+    path = RESULTS_DIR / "island.json"
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    doc.update(values)
+    doc["reduction_commit"] = _commit()
+    doc["reduction_measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    doc.setdefault("targets", {})["reduce_scatter_4_ranks_bytes_in_params_x4B"] = "<= 2"
+    doc["reduction_notes"] = (
+        "proxy preset's flat gradient (one rank per process, gloo on CPU). bytes_per_rank: "
+        "elements a rank's receive buffers hold, times 4 (the largest rank): the all-gather "
+        "holds every rank's full gradient; the reduce-scatter holds every rank's rows of "
+        "its shard and then the whole reduced mean. Both results are compared bit for bit "
+        "(reduce_*_bytes_equal). peak_rss_growth_mib: the rank's peak resident memory "
+        "during the one reduction, above its peak before it."
+    )
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {path}")
+
+
+def _commit() -> str:
+    done = subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False,
+        cwd=Path(__file__).parent,
+    )  # fmt: skip
+    return done.stdout.strip() or "unknown"
+
+
 def _child(args: list[str], env: dict[str, str] | None = None) -> Any:
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     done = subprocess.run(
@@ -189,7 +287,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--emulate", type=int, help=argparse.SUPPRESS)  # threads
     parser.add_argument("--preset", default="proxy", help=argparse.SUPPRESS)
+    parser.add_argument("--world", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--reduce", help=argparse.SUPPRESS)  # a reduction rank's method
+    parser.add_argument(
+        "--reductions", action="store_true", help="only the reduction bytes and memory figures"
+    )
     args = parser.parse_args()
+    if args.reductions:
+        reductions()
+        return
+    if args.reduce is not None:
+        reduce_rank_main(args.store, args.rank, args.world, args.reduce, args.out)
+        return
     if args.rank is not None:
         rank_main(args.store, args.rank, args.steps, args.out)
         return

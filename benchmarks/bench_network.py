@@ -28,13 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import RESULTS_DIR, write_result
 
-from hypertrain.auditor.index import CheckpointIndex
-from hypertrain.auditor.inputs import load_samples
 from hypertrain.auditor.replay import IslandRound, load_verified_checkpoint
 from hypertrain.data import PrepareOptions, prepare, train_tokenizer
 from hypertrain.data.dataset import Dataset
 from hypertrain.data.descriptor import DESCRIPTOR_NAME
 from hypertrain.data.tokenizer import tokenizer_from_bytes
+from hypertrain.evidence.index import CheckpointIndex
+from hypertrain.evidence.inputs import load_samples
 from hypertrain.miner.island import train_round
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import Commit

@@ -1,13 +1,23 @@
-"""Imports flow downward only: a package may import its own level or below."""
+"""Imports flow downward only: a package imports strictly lower levels, never its own.
+
+Every package and top-level module under ``src/hypertrain`` has a level; an import of a
+package at the same level fails unless :data:`SAME_LEVEL` lists the pair with its
+reason. Imports are read from the syntax tree, so ``from hypertrain import x``,
+relative imports and imports inside functions all count. The honeypot rule is checked
+on the import graph: no production module reaches the operator's honeypot tooling,
+directly or through other modules.
+"""
 
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 SRC = Path(__file__).parents[1] / "src" / "hypertrain"
 
 LEVEL = {
+    "__init__": 0,  # the package itself: its version
     "protocol": 0,
     "data": 1,
     "beacon": 1,
@@ -15,86 +25,190 @@ LEVEL = {
     "dispute": 1,
     "competition": 1,
     "trainer": 2,
+    # services: the clients every role uses to reach them
     "challenge": 3,
-    "aggregator": 3,
-    "auditor": 3,
-    "evaluator": 3,
     "relay": 3,
-    "referee": 3,
-    "miner": 4,
-    "devnet": 5,
-    "ops": 5,
-    "honeypot": 5,
+    # what every role derives from public records, and the party's side of a dispute
+    "evidence": 4,
+    # roles: none imports another
+    "aggregator": 5,
+    "auditor": 5,
+    "evaluator": 5,
+    "referee": 5,
+    "miner": 5,
+    # tooling over the roles
+    "devnet": 6,
+    "ops": 6,
+    "honeypot": 6,
+    "cli": 7,  # the single entry point
+}
+# Same-level imports that are allowed, each with its reason: (importer, imported).
+SAME_LEVEL: dict[tuple[str, str], str] = {
+    ("competition", "data"): "held-out evaluation pages are drawn with the data's permutation",
 }
 # Packages that must never pull in torch (directly).
 TORCH_FREE = {"protocol", "ledger", "beacon", "challenge", "relay", "dispute", "competition"}
-# The two services share level 3 with the roles that call them, but never import a
-# role (or the trainer, which the level rule alone would allow), nor each other.
-SERVICE_FORBIDDEN = {
-    "challenge": {"trainer", "aggregator", "auditor", "relay", "evaluator"},
-    "relay": {"trainer", "aggregator", "auditor", "challenge"},
-}
+# The services sit above the trainer only so that roles can import them: they never
+# import it (the service compares hashes that others compute).
+SERVICE_FORBIDDEN = {"challenge": {"trainer"}, "relay": {"trainer"}}
+# The operator's honeypot tooling wraps production roles; no production code reaches it.
+HONEYPOT = "hypertrain.honeypot"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = importer.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
 
 
 def imports_of(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    """Every module name ``path`` imports; ``from a import b`` yields ``a`` and ``a.b``."""
+    text = path.read_text(encoding="utf-8")
+    return imports_in(text, module_name(path), path.name == "__init__.py")
+
+
+def imports_in(text: str, importer: str, is_package: bool) -> set[str]:
+    tree = ast.parse(text)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(node, importer, is_package)
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
     return names
 
 
-def test_imports_flow_downward() -> None:
+def unit_of(name: str) -> str | None:
+    """The level-map key of a ``hypertrain`` module name (None outside the package)."""
+    parts = name.split(".")
+    if parts[0] != "hypertrain":
+        return None
+    if len(parts) == 1 or parts[1] not in LEVEL:
+        return "__init__"
+    return parts[1]
+
+
+def sources() -> list[Path]:
+    return sorted(SRC.rglob("*.py"))
+
+
+def test_every_package_and_module_has_a_level() -> None:
+    units = {p.stem if p.is_file() else p.name for p in SRC.iterdir()}
+    units = {u for u in units if (SRC / u).is_dir() or (SRC / f"{u}.py").exists()}
+    missing = {u for u in units if u not in LEVEL and not u.startswith(("_", "."))} - {"py"}
+    assert not missing, f"add to LEVEL: {sorted(missing)}"
+
+
+def test_imports_flow_strictly_downward() -> None:
     problems = []
-    for package, level in LEVEL.items():
-        for path in (SRC / package).rglob("*.py") if (SRC / package).exists() else []:
-            for name in imports_of(path):
-                parts = name.split(".")
-                if parts[0] == "torch" and package in TORCH_FREE:
-                    problems.append(f"{path.relative_to(SRC)} imports torch")
-                if parts[0] != "hypertrain" or len(parts) < 2 or parts[1] not in LEVEL:
-                    continue
-                if LEVEL[parts[1]] > level:
-                    problems.append(f"{path.relative_to(SRC)} imports {name}")
-    assert not problems, "\n".join(problems)
-
-
-def test_services_import_no_roles() -> None:
-    problems = []
-    for package, forbidden in SERVICE_FORBIDDEN.items():
-        for path in (SRC / package).rglob("*.py"):
-            for name in imports_of(path):
-                parts = name.split(".")
-                if parts[0] == "hypertrain" and len(parts) > 1 and parts[1] in forbidden:
-                    problems.append(f"{path.relative_to(SRC)} imports {name}")
-    assert not problems, "\n".join(problems)
-
-
-# The operator's honeypot tooling wraps production roles; no production code imports it.
-HONEYPOT_IMPORTERS = {"honeypot", "devnet"}
-
-
-def test_production_code_imports_no_honeypot() -> None:
-    problems = []
-    for path in SRC.rglob("*.py"):
-        package = path.relative_to(SRC).parts[0]
-        if package in HONEYPOT_IMPORTERS:
-            continue
+    for path in sources():
+        here = unit_of(module_name(path))
+        assert here is not None
         for name in imports_of(path):
-            if name == "hypertrain.honeypot" or name.startswith("hypertrain.honeypot."):
+            if name.split(".")[0] == "torch" and here in TORCH_FREE:
+                problems.append(f"{path.relative_to(SRC)} imports torch")
+            there = unit_of(name)
+            if there is None or there == here:
+                continue
+            if LEVEL[there] > LEVEL[here] or (
+                LEVEL[there] == LEVEL[here] and (here, there) not in SAME_LEVEL
+            ):
                 problems.append(f"{path.relative_to(SRC)} imports {name}")
+            if there in SERVICE_FORBIDDEN.get(here, set()):
+                problems.append(f"{path.relative_to(SRC)} (a service) imports {name}")
+    assert not problems, "\n".join(sorted(set(problems)))
+
+
+def test_the_checker_sees_every_import_form() -> None:
+    """The rule cannot be dodged by spelling: each form below names the auditor."""
+    forms = [
+        "from hypertrain import auditor",
+        "import hypertrain.auditor.runner",
+        "from hypertrain.auditor.runner import Auditor",
+        "def f():\n    from hypertrain.auditor import runner",
+    ]
+    for form in forms:
+        names = imports_in(form, "hypertrain.miner.probe", False)
+        assert any(unit_of(n) == "auditor" for n in names), form
+    relative = imports_in("from ..auditor import runner", "hypertrain.miner.probe", False)
+    assert "hypertrain.auditor.runner" in relative
+
+
+@cache
+def graph() -> dict[str, frozenset[str]]:
+    """Module -> the ``hypertrain`` modules it imports (only names that are modules)."""
+    modules = {module_name(p): p for p in sources()}
+    return {
+        name: frozenset(n for n in imports_of(path) if n in modules and n != name)
+        for name, path in modules.items()
+    }
+
+
+def reaches(start: str, target: str) -> bool:
+    seen, todo = set(), [start]
+    while todo:
+        name = todo.pop()
+        if name == target or name.startswith(target + "."):
+            return True
+        if name not in seen:
+            seen.add(name)
+            todo.extend(graph().get(name, ()))
+    return False
+
+
+def test_no_production_module_reaches_the_honeypot() -> None:
+    """Cheats are injected by the operator's tooling; no role, service or entry point
+    imports it, directly or through another module (so a miner has no cheat switch)."""
+    production = [m for m in graph() if not m.startswith(HONEYPOT)]
+    found = [m for m in production if reaches(m, HONEYPOT)]
+    assert not found, "\n".join(found)
+
+
+def test_the_honeypot_reaches_the_miner_through_its_hooks() -> None:
+    """The graph check is live: the honeypot island does reach the miner."""
+    assert reaches("hypertrain.honeypot.island", "hypertrain.miner")
+    assert not reaches("hypertrain.miner.cli", HONEYPOT)
+
+
+def test_no_module_global_is_rebound() -> None:
+    """No code swaps another module's functions: ``vars(m)[k] = v``, ``setattr(m, ...)``
+    or ``m.k = v`` on an imported module."""
+    problems = []
+    for path in sources():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = {
+            alias.asname or alias.name.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+        }
+        for node in ast.walk(tree):
+            if _rebinds(node, modules):
+                problems.append(f"{path.relative_to(SRC)}:{getattr(node, 'lineno', 0)}")
     assert not problems, "\n".join(problems)
 
 
-def test_the_miner_carries_no_honeypot_switch() -> None:
-    """Cheats are injected by the operator's tooling, never options of the miner."""
-    found = [
-        f"{path.relative_to(SRC)}:{n}"
-        for path in (SRC / "miner").rglob("*.py")
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if "honeypot" in line.lower()
-    ]
-    assert not found, "\n".join(found)
+def _rebinds(node: ast.AST, modules: set[str]) -> bool:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+        first = node.args[0]
+        return node.func.id == "setattr" and isinstance(first, ast.Name) and first.id in modules
+    if not isinstance(node, ast.Assign):
+        return False
+    for target in node.targets:
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Call):
+            func = target.value.func
+            if isinstance(func, ast.Name) and func.id in {"vars", "globals"}:
+                return True
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            return target.value.id in modules
+    return False

@@ -11,8 +11,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from hypertrain.auditor.index import CheckpointIndex
-from hypertrain.auditor.inputs import island_layout, load_samples, round_sample_ids
+from hypertrain.evidence.index import CheckpointIndex
+from hypertrain.evidence.inputs import island_layout, load_samples, round_sample_ids
 from hypertrain.miner.island import IslandResult, train_round
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey

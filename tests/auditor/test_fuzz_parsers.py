@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from hypertrain.auditor.errors import IslandInputError, VerificationError
-from hypertrain.auditor.index import FORMAT, MAX_INDEX_BYTES, CheckpointIndex, sha_from_url
-from hypertrain.auditor.verify import verify_commit
+from hypertrain.evidence.errors import IslandInputError, VerificationError
+from hypertrain.evidence.index import FORMAT, MAX_INDEX_BYTES, CheckpointIndex, sha_from_url
+from hypertrain.evidence.verify import verify_commit
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import InnerOptimSpec, RunManifest

@@ -19,9 +19,9 @@ import pytest
 
 from hypertrain.aggregator.collect import faulty_hotkeys
 from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round, follow
-from hypertrain.auditor.verify import verify_manifest, verify_round_open
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.settle import verdict_faults
+from hypertrain.evidence.verify import verify_manifest, verify_round_open
 from tests.auditor.islands import MemoryRelay, inject_moments, publish_round
 from tests.auditor.world import RUN_ID, World, make_world
 from tests.challenge.conftest import Harness, harness, miner_keys  # noqa: F401

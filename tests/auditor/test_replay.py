@@ -6,19 +6,19 @@ the leaf) is ``unverifiable``; what it proves wrong is a ``mismatch``.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from pathlib import Path
 
 import pytest
 
-from hypertrain.auditor.errors import VerificationError
-from hypertrain.auditor.index import CheckpointIndex
-from hypertrain.auditor.inputs import load_samples, round_sample_ids
 from hypertrain.auditor.replay import IslandRound, audit_island
-from hypertrain.auditor.verify import verify_manifest, verify_round_open
-from hypertrain.honeypot.cheats import Schedule, check_strategy, installed
+from hypertrain.evidence.errors import VerificationError
+from hypertrain.evidence.index import CheckpointIndex
+from hypertrain.evidence.inputs import load_samples, round_sample_ids
+from hypertrain.evidence.verify import verify_manifest, verify_round_open
+from hypertrain.honeypot.cheats import Schedule, check_strategy, hooks_for
 from hypertrain.miner import run as miner_run
+from hypertrain.miner.hooks import HONEST
 from hypertrain.protocol.manifest import CompressionSpec, SparseSpec
 from hypertrain.protocol.messages import Commit
 from hypertrain.trainer.blob import decode_model_blob
@@ -40,8 +40,8 @@ def island_round(
 ) -> tuple[IslandRound, dict[str, bytes]]:
     """Train island 0's round 0 with ``strategy`` and publish it into an in-memory relay.
 
-    A cheat goes in as the honeypot tooling injects it: through the functions the
-    miner's round calls (``miner.run``'s names), swapped for the duration.
+    A cheat goes in as the honeypot tooling injects it: as the round hooks the miner's
+    round computes with.
     """
     manifest = world.manifest
     config = TrainConfig.from_manifest(manifest)
@@ -52,12 +52,10 @@ def island_round(
     honest = load_samples(world.dataset, ids)
     params = decode_model_blob(world.model_blob, manifest.model, world.model_sha)
     start = next_round_state(init_state(config.state_config(), manifest.seed), params, None)
-    with contextlib.ExitStack() as stack:
-        if strategy is not None:
-            stack.enter_context(installed(Schedule(check_strategy(strategy), round=0)))
-        trained = miner_run.load_samples(world.dataset, ids)
-        result = miner_run.train_round(start, config, trained, workdir)
-        update = miner_run.build_update(params, result.final, manifest.compression)
+    hooks = HONEST if strategy is None else hooks_for(Schedule(check_strategy(strategy)))(0)
+    trained = hooks.samples(world.dataset, ids)
+    result = miner_run.train_round(start, config, trained, workdir, step=hooks.step)
+    update = hooks.update(params, result.final, manifest.compression)
     store = {
         hashlib.sha256(p.read_bytes()).hexdigest(): p.read_bytes() for p in result.checkpoint_paths
     }

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from hypertrain.auditor.errors import VerificationError
-from hypertrain.auditor.index import CheckpointIndex, upload_deadline
-from hypertrain.auditor.inputs import load_samples, round_sample_ids
 from hypertrain.auditor.runner import Auditor
-from hypertrain.auditor.verify import verify_round_open
+from hypertrain.evidence.errors import VerificationError
+from hypertrain.evidence.index import CheckpointIndex, upload_deadline
+from hypertrain.evidence.inputs import load_samples, round_sample_ids
+from hypertrain.evidence.verify import verify_round_open
 from hypertrain.miner.island import train_round
 from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.messages import AuditAssignment, Commit

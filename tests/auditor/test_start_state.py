@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from hypertrain.auditor.errors import VerificationError
-from hypertrain.auditor.inputs import load_samples, round_sample_ids
 from hypertrain.auditor.replay import IslandRound, audit_island
-from hypertrain.auditor.start import PreviousRound, derive_start_state, previous_final_state
-from hypertrain.auditor.verify import verify_round_open
+from hypertrain.evidence.errors import VerificationError
+from hypertrain.evidence.inputs import load_samples, round_sample_ids
+from hypertrain.evidence.start import PreviousRound, derive_start_state, previous_final_state
+from hypertrain.evidence.verify import verify_round_open
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.trainer.blob import decode_model_blob

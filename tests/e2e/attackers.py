@@ -90,7 +90,7 @@ def install(strategy: str) -> None:
     elif strategy == "ghost":
 
         def upload(relay: Any, result: Any, update: bytes, index: int, expiry: int) -> Any:
-            from hypertrain.auditor.index import CheckpointIndex
+            from hypertrain.evidence.index import CheckpointIndex
             from hypertrain.miner.checkpoints import checkpoint_addresses
 
             blobs = checkpoint_addresses(result.checkpoint_paths)

@@ -1,9 +1,9 @@
-"""The honeypot's cheats and schedule, injected into the real miner code paths.
+"""The honeypot's cheats and schedule, as round hooks of the real miner code paths.
 
-Each cheat goes in through :func:`hypertrain.honeypot.cheats.installed`, exactly as
-``python -m hypertrain.honeypot.island --strategy S --honest-rounds K`` does it, and is
-checked against the honest result of the same call: identical bytes before round K,
-different bytes from round K on.
+Each cheat goes in through :func:`hypertrain.honeypot.cheats.hooks_for`, exactly as
+``python -m hypertrain.honeypot.island --strategy S --honest-rounds K`` hands it to the
+miner, and is checked against the honest result of the same call: identical bytes
+before round K, different bytes from round K on.
 """
 
 from __future__ import annotations
@@ -16,18 +16,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from hypertrain.auditor.inputs import round_sample_ids
-from hypertrain.auditor.verify import verify_round_open
+from hypertrain.evidence.inputs import load_samples, round_sample_ids
+from hypertrain.evidence.verify import verify_round_open
 from hypertrain.honeypot import cheats
-from hypertrain.honeypot.cheats import Schedule, installed
-from hypertrain.miner import actions, island
+from hypertrain.honeypot.cheats import Schedule, hooks_for
+from hypertrain.miner import island
 from hypertrain.miner import run as miner_run
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.errors import ConfigError
+from hypertrain.miner.hooks import HONEST
 from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.segment import TrainConfig
 from hypertrain.trainer.state import TrainState, init_state
-from hypertrain.trainer.update import next_round_state
+from hypertrain.trainer.update import build_update, next_round_state
 from tests.auditor.world import ISLANDS, World, make_world
 
 
@@ -49,9 +50,7 @@ def _inputs(world: World) -> tuple[TrainState, TrainConfig, list[int], dict[str,
 def test_schedule_is_honest_before_round_k_and_cheats_from_it() -> None:
     schedule = Schedule("skip-steps", honest_rounds=2)
     assert [schedule.cheats(r) for r in range(5)] == [False, False, True, True, True]
-    assert schedule.cheats(None) is False  # outside a round: honest
     assert Schedule("bad-update").cheats(0) is True  # K = 0: cheats from the first round
-    assert schedule.active("skip-steps", 2) and not schedule.active("bad-update", 2)
     with pytest.raises(ValueError, match="honest rounds"):
         Schedule("skip-steps", honest_rounds=-1)
     with pytest.raises(ValueError, match="unknown honeypot strategy 'lazy'"):
@@ -66,31 +65,36 @@ def test_pure_cheats() -> None:
     assert torch.equal(skewed["w"], torch.full((2,), cheats.START_SKEW))
 
 
-def test_install_swaps_and_undo_restores_the_miners_functions() -> None:
-    names = [
-        *((miner_run, n) for n in ("load_samples", "build_update", "launch_ranks")),
-        (island, "run_segment"),
-        (actions, "run_round"),
-    ]
-    honest = [getattr(m, n) for m, n in names]
-    with installed(Schedule("wrong-samples")):
-        assert all(getattr(m, n) is not h for (m, n), h in zip(names, honest, strict=True))
-    assert [getattr(m, n) for m, n in names] == honest
+def test_honest_rounds_get_the_miners_own_functions() -> None:
+    hooks = hooks_for(Schedule("wrong-samples", honest_rounds=1))
+    before, after = hooks(0), hooks(1)
+    assert (before.samples, before.step, before.update, before.ops) == (
+        HONEST.samples,
+        HONEST.step,
+        HONEST.update,
+        HONEST.ops,
+    )
+    assert after.samples is not HONEST.samples and after.update is HONEST.update
+    assert before.details == {"strategy": "wrong-samples", "cheats": False}
+    assert after.event == "honeypot" and after.details["cheats"] is True
+    assert HONEST.event is None and not HONEST.in_process_only
 
 
 def test_skip_steps_changes_the_leaves_only_from_round_k(world: World, tmp_path: Path) -> None:
     start, config, ids, _ = _inputs(world)
-    samples = miner_run.load_samples(world.dataset, ids)
+    samples = load_samples(world.dataset, ids)
     later = dataclasses.replace(config, round_index=1)
+    hooks = hooks_for(Schedule("skip-steps", honest_rounds=1))
     honest = [
         island.train_round(start, c, samples, tmp_path / f"honest-{c.round_index}")
         for c in (config, later)
     ]
-    with installed(Schedule("skip-steps", honest_rounds=1)):
-        pot = [
-            island.train_round(start, c, samples, tmp_path / f"pot-{c.round_index}")
-            for c in (config, later)
-        ]
+    pot = [
+        island.train_round(
+            start, c, samples, tmp_path / f"pot-{c.round_index}", step=hooks(c.round_index).step
+        )
+        for c in (config, later)
+    ]
     assert pot[0].leaves == honest[0].leaves  # round 0 < K: honest, same bytes
     assert pot[1].leaves[0] == honest[1].leaves[0]  # same start ...
     assert pot[1].leaves[1] != honest[1].leaves[1]  # ... the first segment already differs
@@ -100,31 +104,26 @@ def test_skip_steps_changes_the_leaves_only_from_round_k(world: World, tmp_path:
 def test_wrong_samples_and_bad_update_follow_the_round(world: World) -> None:
     start, _, ids, params = _inputs(world)
     compression = world.manifest.compression
-    honest_samples = [i for i, _ in miner_run.load_samples(world.dataset, ids)]
-    honest_update = miner_run.build_update(params, start, compression).data
-    with installed(Schedule("wrong-samples", honest_rounds=1)) as schedule:
-        schedule.round = 0
-        assert [i for i, _ in miner_run.load_samples(world.dataset, ids)] == honest_samples
-        schedule.round = 1
-        wrong = [i for i, _ in miner_run.load_samples(world.dataset, ids)]
-        assert wrong == cheats.wrong_ids(ids, world.dataset.sample_count) != honest_samples
-        assert miner_run.build_update(params, start, compression).data == honest_update
-    with installed(Schedule("bad-update", honest_rounds=1)) as schedule:
-        schedule.round = 0
-        assert miner_run.build_update(params, start, compression).data == honest_update
-        schedule.round = 1
-        assert miner_run.build_update(params, start, compression).data != honest_update
-        assert [i for i, _ in miner_run.load_samples(world.dataset, ids)] == honest_samples
+    honest_samples = [i for i, _ in load_samples(world.dataset, ids)]
+    honest_update = build_update(params, start, compression).data
+    wrong = hooks_for(Schedule("wrong-samples", honest_rounds=1))
+    assert [i for i, _ in wrong(0).samples(world.dataset, ids)] == honest_samples
+    cheated = [i for i, _ in wrong(1).samples(world.dataset, ids)]
+    assert cheated == cheats.wrong_ids(ids, world.dataset.sample_count) != honest_samples
+    assert wrong(1).update(params, start, compression).data == honest_update
+    bad = hooks_for(Schedule("bad-update", honest_rounds=1))
+    assert bad(0).update(params, start, compression).data == honest_update
+    assert bad(1).update(params, start, compression).data != honest_update
+    assert [i for i, _ in bad(1).samples(world.dataset, ids)] == honest_samples
 
 
 def test_a_honeypot_island_trains_in_one_process(world: World) -> None:
     config = TrainConfig.from_manifest(world.manifest)
-    start, *_ = _inputs(world)
-    with (
-        installed(Schedule("skip-steps")),
-        pytest.raises(ConfigError, match="one process"),
-    ):
-        miner_run.launch_ranks(MinerConfig(ranks=2), world.manifest, config, start, [], Path())
+    hooks = hooks_for(Schedule("wrong-samples", honest_rounds=3))(0)  # even honest rounds
+    with pytest.raises(ConfigError, match="one process"):
+        miner_run.check_hooks(MinerConfig(ranks=2), config, hooks)
+    miner_run.check_hooks(MinerConfig(ranks=1), config, hooks)
+    miner_run.check_hooks(MinerConfig(ranks=2), config, HONEST)
 
 
 def _island(*args: str) -> subprocess.CompletedProcess[str]:

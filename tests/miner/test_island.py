@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hypertrain.auditor.inputs import load_samples, round_sample_ids
-from hypertrain.auditor.verify import verify_round_open
+from hypertrain.evidence.inputs import load_samples, round_sample_ids
+from hypertrain.evidence.verify import verify_round_open
 from hypertrain.miner.island import StepEvent, checkpoint_path, train_round
 from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.segment import Sample, TrainConfig, run_round

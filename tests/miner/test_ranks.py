@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hypertrain.auditor.index import CheckpointIndex
-from hypertrain.auditor.inputs import island_layout, load_samples, round_sample_ids
 from hypertrain.auditor.replay import IslandRound, audit_island
+from hypertrain.evidence.index import CheckpointIndex
+from hypertrain.evidence.inputs import island_layout, load_samples, round_sample_ids
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.errors import ConfigError
 from hypertrain.miner.island import checkpoint_path, train_round

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from hypertrain.auditor.index import CheckpointIndex
-from hypertrain.auditor.inputs import island_layout, load_samples, round_sample_ids
 from hypertrain.auditor.replay import IslandRound, audit_island
 from hypertrain.data.dataset import Dataset
+from hypertrain.evidence.index import CheckpointIndex
+from hypertrain.evidence.inputs import island_layout, load_samples, round_sample_ids
 from hypertrain.miner.actions import join_layout
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.errors import ConfigError

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from hypertrain.auditor.errors import VerificationError
-from hypertrain.auditor.verify import verify_manifest, verify_round_open
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.evidence.errors import VerificationError
+from hypertrain.evidence.verify import verify_manifest, verify_round_open
 from hypertrain.miner.context import RunContext
 from hypertrain.miner.run import _post_commit
 from hypertrain.protocol.envelope import seal

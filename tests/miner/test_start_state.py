@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from hypertrain.auditor.start import PreviousRound, derive_start_state
-from hypertrain.auditor.verify import verify_round_open
+from hypertrain.evidence.start import PreviousRound, derive_start_state
+from hypertrain.evidence.verify import verify_round_open
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import RunContext
 from hypertrain.miner.run import start_state

@@ -10,9 +10,10 @@ import torch
 from hypertrain.dispute import game as g
 from hypertrain.dispute.errors import InputMismatchError
 from hypertrain.dispute.messages import DisputeRuling
-from hypertrain.referee.party import SegmentParty
+from hypertrain.evidence.party import SegmentParty
+from hypertrain.evidence.trace import OpRef, traced_step
+from hypertrain.honeypot.perturb import perturbed_ops
 from hypertrain.referee.recompute import recompute
-from hypertrain.referee.trace import OpRef, traced_step
 from hypertrain.trainer.segment import TrainConfig, samples_to_batch
 from hypertrain.trainer.state import init_state
 from hypertrain.trainer.step import train_step
@@ -33,7 +34,10 @@ def one_thread() -> Iterator[None]:
 def _party(config: TrainConfig, perturb: OpRef | None = None) -> SegmentParty:
     start = init_state(config.state_config(), seed=7)
     samples = make_samples(J * config.samples_per_step)
-    return SegmentParty(start, config, samples, perturb=perturb)
+    if perturb is None:
+        return SegmentParty(start, config, samples)
+    ops = perturbed_ops(start.step + perturb.step, perturb)
+    return SegmentParty(start, config, samples, op_hooks=ops)
 
 
 @pytest.mark.parametrize("layout", [(1, 1, 4), (2, 2, 2)])

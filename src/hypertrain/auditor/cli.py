@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.auditor.runner import Auditor, audit_round, emit_json, follow
-from hypertrain.auditor.verify import verify_manifest
 from hypertrain.challenge.client import ChallengeClient
+from hypertrain.evidence.verify import verify_manifest
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.relay.client import RelayClient
 from hypertrain.trainer.determinism import check_determinism, configure_determinism

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hypertrain.auditor.replay import load_verified_checkpoint
-from hypertrain.auditor.verify import verify_assignment
 from hypertrain.dispute.game import Game
-from hypertrain.referee.party import SegmentParty
-from hypertrain.referee.respond import Emit, take_part
+from hypertrain.evidence.party import SegmentParty
+from hypertrain.evidence.respond import Emit, take_part
+from hypertrain.evidence.verify import verify_assignment
 from hypertrain.trainer.segment import TrainConfig
 
 if TYPE_CHECKING:

@@ -31,8 +31,8 @@ from typing import Literal
 
 from torch import Tensor
 
-from hypertrain.auditor.errors import VerificationError
-from hypertrain.auditor.index import CheckpointIndex
+from hypertrain.evidence.errors import VerificationError
+from hypertrain.evidence.index import CheckpointIndex
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import Commit
 from hypertrain.trainer.checkpoint import decode_checkpoint

@@ -31,31 +31,31 @@ from torch import Tensor
 
 from hypertrain.auditor.admission import check_admissions
 from hypertrain.auditor.disputes import answer_disputes
-from hypertrain.auditor.errors import IslandInputError, VerificationError
-from hypertrain.auditor.index import (
+from hypertrain.auditor.replay import AuditOutcome, IslandRound, audit_island
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import VerdictAnswer
+from hypertrain.evidence.errors import IslandInputError, VerificationError
+from hypertrain.evidence.index import (
     MAX_INDEX_BYTES,
     CheckpointIndex,
     sha_from_url,
     upload_deadline,
 )
-from hypertrain.auditor.inputs import (
+from hypertrain.evidence.inputs import (
     fetch_start_params,
     island_layout,
     load_samples,
     open_dataset,
     round_sample_ids,
 )
-from hypertrain.auditor.replay import AuditOutcome, IslandRound, audit_island
-from hypertrain.auditor.start import PreviousRound, derive_start_state
-from hypertrain.auditor.verify import (
+from hypertrain.evidence.start import PreviousRound, derive_start_state
+from hypertrain.evidence.verify import (
     find_commit,
     verify_assignment,
     verify_commit,
     verify_round_open,
 )
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import VerdictAnswer
 from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest

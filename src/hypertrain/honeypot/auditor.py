@@ -16,8 +16,8 @@ from pathlib import Path
 
 from hypertrain.auditor.replay import AuditOutcome
 from hypertrain.auditor.runner import Auditor, RoundRecords, emit_json, follow
-from hypertrain.auditor.verify import verify_manifest
 from hypertrain.challenge.client import ChallengeClient
+from hypertrain.evidence.verify import verify_manifest
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.protocol.messages import AuditAssignment
 from hypertrain.relay.client import RelayClient

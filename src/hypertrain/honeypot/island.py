@@ -6,50 +6,42 @@ MINER-ARGS`` (``run``, ``watch``) in this process, changed in one of two ways:
 * ``--strategy NAME [--honest-rounds K]``: honest in rounds ``0 .. K - 1`` (building
   escrow), then the cheat ``NAME`` (``wrong-samples``, ``skip-steps``, ``bad-update``;
   see :mod:`hypertrain.honeypot.cheats`) in every later round.
-* ``--perturb STEP:SECTION:INDEX``: the trainer's step is replaced, at global step
-  ``STEP``, by the traced step that adds a small constant to the output of operation
-  ``INDEX`` of section ``SECTION`` (see :mod:`hypertrain.referee.trace`). Training, the
+* ``--perturb STEP:SECTION:INDEX``: at global step ``STEP`` the island's step is the
+  traced step that adds a small constant to the output of operation ``INDEX`` of
+  section ``SECTION`` (:mod:`hypertrain.honeypot.perturb`). Training, the
   island's own replay and its dispute answers all carry the same change, so its replay
   reproduces its committed leaves and ``watch --follow`` disputes the auditor's
   verdict, which the game must uphold, pinned to that step, section and operation.
 
-The production miner carries no such switch: the change is injected here, by the
-operator's tooling.
+The production miner carries no such switch: this module hands the miner's ``main``
+explicit round hooks (:mod:`hypertrain.miner.hooks`); nothing of the miner is rebound.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
+from hypertrain.evidence.trace import OpRef
 from hypertrain.honeypot import cheats
+from hypertrain.honeypot.perturb import perturbed_ops, perturbed_step
 from hypertrain.miner import cli as miner_cli
-from hypertrain.referee import party
-from hypertrain.referee.trace import OpRef, traced_step
-from hypertrain.trainer import segment
-from hypertrain.trainer.step import StepStats
+from hypertrain.miner.hooks import HooksFor, RoundHooks
 
 
-def install(where: OpRef) -> None:
-    """Make every step ``where.step`` (global) of this process perturbed at ``where``."""
-    honest_step, honest_traced = vars(segment)["train_step"], vars(party)["traced_step"]
+def perturbed_hooks(where: OpRef) -> HooksFor:
+    """Every round: the step whose state counter is ``where.step`` nudged at ``where``,
+    in training and in the island's dispute answers alike."""
+    hooks = RoundHooks(
+        step=perturbed_step(where.step, where),
+        ops=perturbed_ops(where.step, where),
+        one_process=True,
+    )
 
-    def train_step(tensors: Any, step: int, batch: Any, *args: Any, **kwargs: Any) -> StepStats:
-        if step != where.step:
-            stats: StepStats = honest_step(tensors, step, batch, *args, **kwargs)
-            return stats
-        kwargs.pop("tracer", None)
-        traced_step(tensors, step, batch, *args, perturb=where, **kwargs)
-        return StepStats(loss=0.0, grad_norm=0.0)
+    def hooks_for(round_index: int) -> RoundHooks:
+        return hooks
 
-    def traced(tensors: Any, step: int, *args: Any, **kwargs: Any) -> Any:
-        if step == where.step:
-            kwargs["perturb"] = where
-        return honest_traced(tensors, step, *args, **kwargs)
-
-    vars(segment)["train_step"] = train_step  # run_segment looks the name up at call time
-    vars(party)["traced_step"] = traced
+    return hooks_for
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,12 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.honest_rounds < 0:
         parser.error("--honest-rounds must be >= 0")
     if args.strategy is not None:
-        cheats.install(cheats.Schedule(cheats.check_strategy(args.strategy), args.honest_rounds))
+        schedule = cheats.Schedule(cheats.check_strategy(args.strategy), args.honest_rounds)
+        hooks = cheats.hooks_for(schedule)
     else:
         step, section, index = (int(x) for x in args.perturb.split(":"))
-        install(OpRef(step, section, index))
+        hooks = perturbed_hooks(OpRef(step, section, index))
     rest = args.miner_args[1:] if args.miner_args[:1] == ["--"] else args.miner_args
-    return miner_cli.main(rest)
+    return miner_cli.main(rest, hooks=hooks)
 
 
 if __name__ == "__main__":

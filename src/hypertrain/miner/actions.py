@@ -12,16 +12,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hypertrain.auditor.index import sha_from_url
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import RoundDetail
+from hypertrain.evidence.index import sha_from_url
 from hypertrain.miner.admission import SelfcheckConfig, answer_challenge, selfcheck
 from hypertrain.miner.checkpoints import selected_segments, upload_selected
 from hypertrain.miner.config import MinerConfig, config_from_args
 from hypertrain.miner.context import RunContext, load_run
 from hypertrain.miner.disputes import answer_own, contest, prune_closed
 from hypertrain.miner.errors import ConfigError, MinerError
+from hypertrain.miner.hooks import HooksFor, honest
 from hypertrain.miner.island import checkpoint_path
 from hypertrain.miner.ranks import RankError
 from hypertrain.miner.report import Reporter
@@ -112,14 +113,14 @@ def join_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_cmd(args: argparse.Namespace) -> int:
+def run_cmd(args: argparse.Namespace, *, hooks: HooksFor = honest) -> int:
     if (args.round is None) == (not args.follow):
         raise MinerError("give exactly one of --round W or --follow")
     cfg = _config(args)
     key = cfg.load_key()
     reporter = Reporter("miner")
     with ChallengeClient(cfg.service_url) as service:
-        ctx = load_run(cfg, service)
+        ctx = load_run(cfg, service, hooks=hooks)
         reporter.event("started", run_id=cfg.run_id, hotkey=key.ss58_address)
         if not args.follow:
             run_round(ctx, key, args.round, reporter, wait_s=args.wait_s)
@@ -164,7 +165,7 @@ def _mine(detail: RoundDetail, hotkey: str) -> tuple[Commit | None, list[tuple[s
     return (Commit.model_validate(commit.body) if commit else None), mine
 
 
-def watch_cmd(args: argparse.Namespace) -> int:
+def watch_cmd(args: argparse.Namespace, *, hooks: HooksFor = honest) -> int:
     """Keep this island's committed checkpoints available and report (or dispute) verdicts."""
     cfg = _config(args)
     key = cfg.load_key()
@@ -175,7 +176,7 @@ def watch_cmd(args: argparse.Namespace) -> int:
         ChallengeClient(cfg.service_url) as service,
         RelayClient(cfg.relay_url, key, cfg.run_id) as relay,
     ):
-        ctx = load_run(cfg, service, check=False)
+        ctx = load_run(cfg, service, check=False, hooks=hooks)
         while True:
             for summary in service.rounds(cfg.run_id):
                 detail = service.round_detail(cfg.run_id, summary.round)

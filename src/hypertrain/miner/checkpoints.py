@@ -4,7 +4,7 @@ At commit time only the checkpoint index (leaf hashes and the SHA-256 address of
 checkpoint file, hashed locally) and the update go to the relay. Once the round's audit
 assignments are signed, the island uploads the start checkpoint of every segment an
 auditor must replay (which covers the final-segment update check), before the upload
-deadline of ``auditor.index.upload_deadline``. Nothing else ever leaves the island, so
+deadline of ``evidence.index.upload_deadline``. Nothing else ever leaves the island, so
 a round costs one update plus the audited checkpoints instead of all ``H/J + 1``.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hypertrain.auditor.errors import VerificationError
-from hypertrain.auditor.verify import verify_assignment
+from hypertrain.evidence.errors import VerificationError
+from hypertrain.evidence.verify import verify_assignment
 from hypertrain.miner.island import checkpoint_path
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.relay.client import RelayClient

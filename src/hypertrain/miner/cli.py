@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 from pathlib import Path
 
 from hypertrain.miner import actions, compete
 from hypertrain.miner.config import FLAGS
+from hypertrain.miner.hooks import HooksFor, honest
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +19,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--" + name.replace("_", "-"), dest=name, help=text)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(hooks: HooksFor = honest) -> argparse.ArgumentParser:
+    """The miner's parser; ``run`` and ``watch`` compute rounds with ``hooks``."""
     parser = argparse.ArgumentParser(
         prog="hypertrain-miner", description="Run a Hypertrain island: train, commit, serve audits."
     )
@@ -43,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--round", type=int, help="round to train")
     run.add_argument("--follow", action="store_true", help="train every round as it opens")
     run.add_argument("--wait-s", type=float, default=0.0, help="wait this long for --round W")
-    run.set_defaults(func=actions.run_cmd)
+    run.set_defaults(func=functools.partial(actions.run_cmd, hooks=hooks))
     watch = sub.add_parser("watch", help="serve audits: keep checkpoints available, show verdicts")
     _common(watch)
     watch.add_argument("--follow", action="store_true", help="keep watching (else one pass)")
@@ -52,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="dispute mismatch verdicts this island's replay refutes (--follow always does)",
     )
-    watch.set_defaults(func=actions.watch_cmd)
+    watch.set_defaults(func=functools.partial(actions.watch_cmd, hooks=hooks))
     status = sub.add_parser("status", help="this hotkey's standing in the run")
     _common(status)
     status.set_defaults(func=actions.status_cmd)
@@ -60,8 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+def main(argv: list[str] | None = None, hooks: HooksFor = honest) -> int:
+    """``hypertrain-miner``; ``hooks`` is for the operator's tooling (default: honest)."""
+    args = build_parser(hooks).parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(
         level=str(args.log_level).upper(), format="%(levelname)s %(name)s: %(message)s"
     )

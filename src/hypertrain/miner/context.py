@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hypertrain.auditor.verify import verify_manifest, verify_round_open
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import RoundDetail
+from hypertrain.evidence.verify import verify_manifest, verify_round_open
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.errors import MinerError
+from hypertrain.miner.hooks import HooksFor, honest
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
@@ -26,9 +27,16 @@ class RunContext:
     config: MinerConfig
     service: ChallengeClient
     manifest: RunManifest
+    hooks: HooksFor = honest  # each round's hooks (miner.hooks)
 
 
-def load_run(config: MinerConfig, service: ChallengeClient, *, check: bool = True) -> RunContext:
+def load_run(
+    config: MinerConfig,
+    service: ChallengeClient,
+    *,
+    check: bool = True,
+    hooks: HooksFor = honest,
+) -> RunContext:
     config.require("service_url", "run_id")
     manifest = verify_manifest(
         service.manifest_envelope(config.run_id), config.run_id, config.coordinator or None
@@ -38,7 +46,7 @@ def load_run(config: MinerConfig, service: ChallengeClient, *, check: bool = Tru
         apply_profile(det)  # may re-execute this process with the run's CPU switches
         local = configure_determinism(det.num_threads, config.device, det.dtype)
         check_determinism(local, det)
-    return RunContext(config, service, manifest)
+    return RunContext(config, service, manifest, hooks)
 
 
 def round_records(ctx: RunContext, index: int) -> tuple[list[RoundOpen], RoundDetail]:

@@ -12,19 +12,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hypertrain.auditor.inputs import island_layout, load_samples, open_dataset, round_sample_ids
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import RoundSummary
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeOpen, LeafProof
+from hypertrain.evidence.inputs import island_layout, load_samples, open_dataset, round_sample_ids
+from hypertrain.evidence.party import SegmentParty
+from hypertrain.evidence.respond import take_part
 from hypertrain.miner.context import RunContext, round_records
 from hypertrain.miner.island import checkpoint_path
 from hypertrain.miner.report import Reporter
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.merkle import MerkleTree
-from hypertrain.referee.party import SegmentParty
-from hypertrain.referee.respond import take_part
 from hypertrain.trainer.checkpoint import decode_checkpoint
 from hypertrain.trainer.segment import TrainConfig
 
@@ -44,7 +44,8 @@ def segment_party(ctx: RunContext, key: Hotkey, index: int, segment: int) -> Seg
     raw = checkpoint_path(ctx.config.round_dir(index), segment).read_bytes()
     start = decode_checkpoint(raw, config.state_config())
     first = segment * config.checkpoint_interval
-    return SegmentParty(start, config, load_samples(dataset, chunk), first_step=first)
+    samples = load_samples(dataset, chunk)
+    return SegmentParty(start, config, samples, first_step=first, op_hooks=ctx.hooks(index).ops)
 
 
 def stored_leaves(ctx: RunContext, index: int, leaf_count: int) -> list[bytes]:

@@ -1,9 +1,11 @@
 """One island's round of training, resumable from its last checkpoint.
 
-:func:`train_round` trains ``H`` steps from a start state, one step at a time (so a
-progress bar can follow; the bytes are identical to a single ``run_segment`` call of
-``J`` steps, which is what an auditor replays), and writes the checkpoint at every
-``J`` steps to ``ckpt_<k>.bin`` in the round's work directory with an atomic rename.
+:func:`train_round` trains ``H`` steps from a start state with the trainer's round loop
+(``segment.round_loop``), one step at a time (so a progress bar can follow; the bytes
+are identical to a single ``run_segment`` call of ``J`` steps, which is what an auditor
+replays), and writes the checkpoint at every ``J`` steps to ``ckpt_<k>.bin`` in the
+round's work directory with an atomic rename (:func:`checkpoint_writer`, which the
+island's torch.distributed ranks use too).
 Restarted after a kill, it finds the last checkpoint whose bytes verify, loads it and
 continues: training is a pure function of public inputs, so the leaves, root and
 final state are exactly those of an uninterrupted run.
@@ -22,7 +24,15 @@ from pathlib import Path
 from hypertrain.protocol.merkle import MerkleTree
 from hypertrain.trainer.checkpoint import DIGEST_SIZE, decode_checkpoint, save_checkpoint
 from hypertrain.trainer.errors import TrainerError
-from hypertrain.trainer.segment import Sample, TrainConfig, run_segment
+from hypertrain.trainer.segment import (
+    LocalStepper,
+    Sample,
+    SegmentHook,
+    StepRunner,
+    TrainConfig,
+    one_step,
+    round_loop,
+)
 from hypertrain.trainer.state import TrainState
 from hypertrain.trainer.step import StepStats
 
@@ -84,6 +94,21 @@ def _losses(workdir: Path) -> dict[str, list[float]]:
     return dict(json.loads(path.read_text())) if path.exists() else {}
 
 
+def checkpoint_writer(workdir: Path) -> SegmentHook:
+    """The round loop's segment hook of an island: checkpoint ``k`` (atomic rename) and
+    the segment's losses, written by the process that holds the full state."""
+    losses = _losses(workdir)
+
+    def write(k: int, full: TrainState | None, stats: list[StepStats]) -> None:
+        if full is None:
+            return
+        save_checkpoint(full, checkpoint_path(workdir, k))
+        losses[str(k - 1)] = [s.loss for s in stats]
+        (workdir / "losses.json").write_text(json.dumps(losses))
+
+    return write
+
+
 def train_round(
     start: TrainState,
     config: TrainConfig,
@@ -91,33 +116,33 @@ def train_round(
     workdir: Path,
     *,
     on_step: Callable[[StepEvent], None] | None = None,
+    step: StepRunner = one_step,
 ) -> IslandResult:
-    """Train the round (resuming if ``workdir`` holds checkpoints); see the module docstring."""
-    h, j, per_step = config.inner_steps, config.checkpoint_interval, config.samples_per_step
+    """Train the round (resuming if ``workdir`` holds checkpoints); see the module docstring.
+    ``step`` computes each step (the miner's round hooks; honest by default)."""
+    h, j = config.inner_steps, config.checkpoint_interval
     resumed, state = _resume_point(workdir, start, config)
-    losses = _losses(workdir)
-    for k in range(resumed, h // j):
-        seg_losses: list[float] = []
-        for i in range(j):
-            row = (k * j + i) * per_step
-            t0, stats = time.perf_counter(), list[StepStats]()
-            state = run_segment(
-                state, config, samples[row : row + per_step], 1, stats=stats, local_step=k * j + i
-            )
-            seg_losses.append(stats[0].loss)
-            if on_step is not None:
-                rate = config.tokens_per_step / max(time.perf_counter() - t0, 1e-9)
-                on_step(StepEvent(k * j + i + 1, h, stats[0].loss, rate))
-        save_checkpoint(state, checkpoint_path(workdir, k + 1))
-        losses[str(k)] = seg_losses
-        (workdir / "losses.json").write_text(json.dumps(losses))
+    stepper = LocalStepper(state, config, step)
+    clock = [time.perf_counter()]
+
+    def report(local: int, stats: StepStats) -> None:
+        if on_step is not None:
+            rate = config.tokens_per_step / max(time.perf_counter() - clock[0], 1e-9)
+            on_step(StepEvent(local + 1, h, stats.loss, rate))
+        clock[0] = time.perf_counter()
+
+    round_loop(
+        stepper, config, samples, first_segment=resumed, on_segment=checkpoint_writer(workdir),
+        on_step=report,
+    )  # fmt: skip
     paths = [checkpoint_path(workdir, k) for k in range(h // j + 1)]
     leaves = [_trailer(p) for p in paths]
+    losses = _losses(workdir)
     flat = [x for k in range(h // j) for x in losses.get(str(k), [])]
     return IslandResult(
         leaves=leaves,
         root=MerkleTree.from_leaves(leaves).root,
-        final=state,
+        final=stepper.state,
         tokens=h * config.tokens_per_step,
         losses=flat,
         checkpoint_paths=paths,

@@ -20,7 +20,6 @@ from the last checkpoint rank 0 wrote, to the same bytes.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shlex
@@ -36,15 +35,14 @@ from pydantic import BaseModel, ConfigDict
 
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.errors import ConfigError, MinerError
-from hypertrain.miner.island import _losses, _resume_point, checkpoint_path
+from hypertrain.miner.island import _resume_point, checkpoint_writer
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
-from hypertrain.trainer.checkpoint import decode_checkpoint, encode_checkpoint, save_checkpoint
+from hypertrain.trainer.checkpoint import decode_checkpoint, encode_checkpoint
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
 from hypertrain.trainer.distributed import Island, RankGroup, init_island
 from hypertrain.trainer.profile import apply_profile
-from hypertrain.trainer.segment import Sample, TrainConfig
+from hypertrain.trainer.segment import Sample, TrainConfig, round_loop
 from hypertrain.trainer.state import TrainState
-from hypertrain.trainer.step import StepStats
 
 log = logging.getLogger(__name__)
 JOB_FILE, START_FILE, SAMPLES_FILE = "job.json", "start.bin", "samples.npz"
@@ -216,20 +214,13 @@ def _train(
     state: TrainState,
     samples: Sequence[Sample],
 ) -> None:
-    """Segments ``resumed..H/J``; rank 0 writes each checkpoint and the losses."""
+    """Segments ``resumed..H/J`` with the trainer's round loop; rank 0 writes each
+    checkpoint and the losses."""
     workdir = Path(job.workdir)
-    h, j, per_step = config.inner_steps, config.checkpoint_interval, config.samples_per_step
+    j = config.checkpoint_interval
     island = Island(state, config, group, zero1=job.zero1, ep=job.ep, local_step=resumed * j)
-    losses = _losses(workdir) if group.is_root else {}
-    for k in range(resumed, h // j):
-        stats: list[StepStats] = []
-        island.run(samples[k * j * per_step : (k + 1) * j * per_step], j, stats)
-        full = island.gather_state()
-        if full is not None:
-            save_checkpoint(full, checkpoint_path(workdir, k + 1))
-            losses[str(k)] = [s.loss for s in stats]
-            (workdir / "losses.json").write_text(json.dumps(losses))
-            log.info("segment %d of %d written", k + 1, h // j)
+    write = checkpoint_writer(workdir) if group.is_root else None
+    round_loop(island, config, samples, first_segment=resumed, on_segment=write)
 
 
 if __name__ == "__main__":

@@ -18,22 +18,23 @@ from pathlib import Path
 
 from torch import Tensor
 
-from hypertrain.auditor.errors import VerificationError
-from hypertrain.auditor.index import CheckpointIndex
-from hypertrain.auditor.inputs import (
+from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.models import CommitAnswer
+from hypertrain.evidence.errors import VerificationError
+from hypertrain.evidence.index import CheckpointIndex
+from hypertrain.evidence.inputs import (
     fetch_start_params,
     island_layout,
-    load_samples,
     open_dataset,
     round_sample_ids,
 )
-from hypertrain.auditor.start import PreviousRound, derive_start_state
-from hypertrain.auditor.verify import find_commit, verify_commit
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import CommitAnswer
+from hypertrain.evidence.start import PreviousRound, derive_start_state
+from hypertrain.evidence.verify import find_commit, verify_commit
 from hypertrain.miner.checkpoints import checkpoint_addresses
+from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import RunContext, round_records
-from hypertrain.miner.errors import MinerError
+from hypertrain.miner.errors import ConfigError, MinerError
+from hypertrain.miner.hooks import RoundHooks
 from hypertrain.miner.island import IslandResult, train_round
 from hypertrain.miner.ranks import launch_ranks
 from hypertrain.miner.report import Reporter
@@ -43,7 +44,6 @@ from hypertrain.protocol.messages import Commit, RoundOpen
 from hypertrain.relay.client import RelayClient
 from hypertrain.trainer.segment import TrainConfig
 from hypertrain.trainer.state import TrainState
-from hypertrain.trainer.update import build_update
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +93,12 @@ def start_state(
         raise MinerError(f"round {index}: cannot derive the start state: {exc}") from exc
 
 
+def check_hooks(cfg: MinerConfig, config: TrainConfig, hooks: RoundHooks) -> None:
+    """Refuse ranks for hooks that only run in this process (see ``RoundHooks``)."""
+    if hooks.in_process_only and (cfg.ranks or config.layout.dp_ranks) != 1:
+        raise ConfigError("a round with its own step hooks trains in one process (ranks = 1)")
+
+
 def _upload(
     relay: RelayClient, result: IslandResult, update: bytes, index: int, expiry: int
 ) -> tuple[str, str]:
@@ -130,12 +136,15 @@ def run_round(
         raise MinerError(f"{key.ss58_address} is not in the roster of round {index} (join first)")
     if detail.phase != "train":
         raise MinerError(f"round {index} is in phase {detail.phase}, commits are closed")
-    manifest = ctx.manifest
+    manifest, hooks = ctx.manifest, ctx.hooks(index)
+    if hooks.event is not None:
+        reporter.event(hooks.event, round=index, **hooks.details)
     layout = island_layout(manifest, record, key.ss58_address)  # as admitted, signed at open
     config = TrainConfig.from_manifest(manifest, cfg.device, layout=layout, round_index=index)
+    check_hooks(cfg, config, hooks)
     dataset = open_dataset(Path(cfg.dataset_dir), manifest)
     ids = round_sample_ids(manifest, dataset, records, key.ss58_address)
-    samples = load_samples(dataset, ids)
+    samples = hooks.samples(dataset, ids)
     with RelayClient(cfg.relay_url, key, manifest.run_id) as relay:
         _, params = fetch_start_params(relay, record, manifest)
         reporter.event("round_start", round=index, samples=len(samples), steps=config.inner_steps)
@@ -145,11 +154,16 @@ def run_round(
         try:
             launch_ranks(cfg, manifest, config, start, samples, workdir)
             result = train_round(
-                start, config, samples, workdir, on_step=lambda ev: reporter.step(index, ev)
+                start,
+                config,
+                samples,
+                workdir,
+                on_step=lambda ev: reporter.step(index, ev),
+                step=hooks.step,
             )
         finally:
             reporter.stop_steps()
-        update = build_update(params, result.final, manifest.compression)
+        update = hooks.update(params, result.final, manifest.compression)
         expiry = ctx.service.beacon_round() + cfg.expiry_margin
         index_sha, update_sha = _upload(relay, result, update.data, index, expiry)
         reporter.event("uploaded", round=index, bytes=len(update.data), update_sha256=update_sha)

@@ -1,7 +1,6 @@
-"""The torch side of disputes: the parties' traces and the referee's one-operation check.
+"""The referee: recompute the one contested operation of a dispute and rule.
 
-``trace`` replays one step of a segment under a dispatch mode that records every
-operation (name, arguments, input and output digests) section by section; ``party``
-answers the game's queries from a segment's start checkpoint; ``recompute`` is what a
-referee runs: one operation on tensors whose digests both parties agreed on.
+``recompute`` runs one operation on tensors whose digests both parties agreed on;
+``worker`` follows the service's disputes and posts signed rulings. The parties' side
+(traces and answers) is :mod:`hypertrain.evidence`.
 """

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from hypertrain.auditor.verify import verify_manifest
 from hypertrain.challenge.client import ChallengeClient
+from hypertrain.evidence.verify import verify_manifest
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.referee.worker import Referee, emit_json, serve
 from hypertrain.trainer.determinism import check_determinism, configure_determinism

@@ -11,10 +11,13 @@ Public API (one concept per module):
 * ``optim``: ``lr_multiplier``, ``optimizer_step`` (AdamW, Muon with Newton–Schulz).
 * ``state``: ``TrainState``, ``StateConfig``, ``init_state``, ``state_hash``, ``stream_chunks``.
 * ``checkpoint``: ``encode_checkpoint`` / ``decode_checkpoint`` (validated, typed errors).
-* ``step``: ``train_step``, ``rank_gradient``, ``reduce_gradients`` (emulated layout).
-* ``segment``: ``TrainConfig.from_manifest``, ``run_segment``, ``run_round -> RoundResult``.
+* ``step``: ``train_step`` (the one step; ``StepHooks`` say how an island runs it),
+  ``rank_gradient``, ``reduce_gradients`` (emulated layout).
+* ``segment``: ``TrainConfig.from_manifest``, ``run_segment``, ``round_loop`` (the one
+  round loop; ``Stepper``, ``LocalStepper``, ``StepRunner``), ``run_round -> RoundResult``.
 * ``distributed``: ``Island`` (a real multi-process island over torch.distributed, data
-  parallel with a fixed-order reduction, optional ZeRO-1), ``run_island_round``.
+  parallel with a fixed-order reduction, optional ZeRO-1), ``run_island_round``;
+  ``reduction``: ``ScatterFold`` (the fixed-order reduce-scatter), ``even_bounds``.
 * ``profile``: ``apply_profile(record)`` (the CPU switches of the run, set before torch
   loads, re-executing if needed), ``PROFILES`` ("native", "portable").
 * ``codec``: ``encode_int8``, ``decode_int8``, ``iter_decode`` (streaming), ``update_hash``,

@@ -2,23 +2,28 @@
 
 An island of ``W`` processes (gloo on CPU, NCCL on CUDA) trains the layout's ``R``
 data-parallel ranks with ``R % W == 0``: process ``p`` computes the gradients of ranks
-``[p*R/W, (p+1)*R/W)`` with :func:`~hypertrain.trainer.step.rank_gradient`. The
+``[p*R/W, (p+1)*R/W)`` in :func:`~hypertrain.trainer.step.train_step` (the one step; this
+module passes its ranks, collective and optimizer share as the step's hooks). The
 reduction never uses a collective's own summation order (gloo's all-reduce is not a
-fixed-order sum from three ranks up): every process all-gathers the flat per-rank
-gradients and folds them left to right in rank order, then divides by ``R*M``, exactly
-as :func:`~hypertrain.trainer.step.reduce_gradients` does in one process. Each
-gradient is copied into a fresh tensor before clipping and the optimizer, so no kernel
-sees a different memory layout from the emulation. The all-gather holds ``R`` gradient
-copies per process for a moment; a reduce-scatter with a fixed per-chunk order would
-cut that to one and is the next step for large models.
+fixed-order sum from three ranks up): it is the fixed-order reduce-scatter of
+reduction.py (each process receives every rank's rows of its own contiguous shard,
+folds them left to right in rank order and divides by ``R*M``, exactly as
+:func:`~hypertrain.trainer.step.reduce_gradients` does in one process; then the reduced
+shards are gathered), so per-process memory and traffic are O(parameters).
+:func:`gather_fold` (all-gather every rank's full gradient, then fold) is the former
+reduction, kept for the benchmark. Each gradient is copied into a fresh tensor before
+clipping and the optimizer, so no kernel sees a different memory layout from the
+emulation.
 
 **ZeRO-1** (``zero1=True``): the optimizer state is sharded by whole parameters
-(:func:`shard_owners`, contiguous in canonical order, balanced by size). Each process
-keeps the slots of the parameters it owns, runs the unchanged per-tensor update on
-them, and broadcasts the new parameter to the others; the per-tensor arithmetic is the
-emulation's, so the bytes are too. :meth:`Island.gather_state` reassembles the full
-state on process 0 in the canonical order of ``state_layout``, so state hashes,
-checkpoints and leaves do not depend on ``W`` or on sharding.
+(:func:`shard_owners`, contiguous in canonical order, balanced by size; the same shards
+as the reduce-scatter's). Each process reduces only its shard's gradients, gathers
+the per-tensor norms for clipping, keeps the slots of the parameters it owns, runs the
+unchanged per-tensor update on them, and broadcasts the new parameter to the others;
+the per-tensor arithmetic is the emulation's, so the bytes are too.
+:meth:`Island.gather_state` reassembles the full state on process 0 in the canonical
+order of ``state_layout``, so state hashes, checkpoints and leaves do not depend on
+``W`` or on sharding.
 
 **Expert parallelism** (``ep > 1``, MoE models): expert_parallel.py places the experts
 on ranks and dispatches tokens to them; the dense parameters follow the rules above.
@@ -27,29 +32,32 @@ on ranks and dispatches tokens to them; the dense parameters follow the rules ab
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from hypertrain.protocol.manifest import LayoutSpec
-from hypertrain.protocol.merkle import MerkleTree
+from hypertrain.protocol.manifest import InnerOptimSpec, LayoutSpec
 from hypertrain.trainer.errors import SampleError, TrainerError
-from hypertrain.trainer.expert_parallel import (
-    ExpertEngine,
-    ExpertPlacement,
-    ep_rank_gradient,
-    expert_param_names,
-)
+from hypertrain.trainer.expert_parallel import ExpertEngine, ExpertPlacement, expert_param_names
 from hypertrain.trainer.model import param_shapes
-from hypertrain.trainer.optim import clip_grads, optimizer_step, slot_names
-from hypertrain.trainer.segment import RoundResult, Sample, TrainConfig, samples_to_batch
+from hypertrain.trainer.optim import optimizer_step, slot_names
+from hypertrain.trainer.reduction import ScatterFold, even_bounds, shard_bounds
+from hypertrain.trainer.segment import (
+    RoundResult,
+    Sample,
+    TrainConfig,
+    check_round,
+    round_loop,
+    round_result,
+    samples_to_batch,
+)
 from hypertrain.trainer.state import TrainState
-from hypertrain.trainer.step import Grads, StepStats, rank_gradient, split_batch
+from hypertrain.trainer.step import Grads, StepHooks, StepStats, train_step
 
-Reduction = Callable[[Tensor, int], Tensor]
+FlatReduction = Callable[[Tensor, int], Tensor]
 
 
 class IslandError(TrainerError):
@@ -169,7 +177,17 @@ class Island:
             for name, t in start.tensors.items()
             if self._holds(name)
         }
-        self.reduction: Reduction = gather_fold
+        self.reduction: FlatReduction = ScatterFold(self._shards())
+        self.hooks = self._step_hooks()
+
+    def _shards(self) -> list[range]:
+        """The reduce-scatter's shards of the flat dense gradient: ZeRO-1's (the owned
+        parameters), else equal ones."""
+        sizes = [_numel(shape) for _, shape in self.dense_shapes]
+        world = self.group.world_size
+        if not self.zero1:
+            return even_bounds(sum(sizes), world)
+        return shard_bounds([self.owners[n] for n, _ in self.dense_shapes], sizes, world)
 
     def _expert_engine(self, ep: int) -> ExpertEngine | None:
         if ep == 1:
@@ -210,58 +228,120 @@ class Island:
 
     def train_step(self, rows: Tensor) -> StepStats:
         """One global step on the step's (B, L) batch; every process passes the same rows."""
+        cfg = self.config
         if self.experts is not None:
-            return self._expert_step(rows, self.experts)
-        cfg = self.config
-        params = {name: self.tensors[name] for name, _ in self.shapes}
-        shards = split_batch(rows, cfg.layout)
-        autocast = torch.bfloat16 if cfg.dtype == "bfloat16" else None
-        per_rank = [
-            rank_gradient(params, cfg.model, shards[r], autocast_dtype=autocast) for r in self.ranks
-        ]
-        count = cfg.layout.dp_ranks * cfg.layout.micro_batches
-        flat = torch.stack([torch.cat([g[n].reshape(-1) for n in params]) for g, _ in per_rank])
-        grads = _unflatten(self.reduction(flat, count), self.shapes)
-        norm = clip_grads(grads, cfg.inner.grad_clip)
-        mine = {n: g for n, g in grads.items() if self._owns(n)}
-        self._update(mine)
-        return StepStats(loss=_gather_loss(per_rank, rows.device) / count, grad_norm=norm)
+            self.experts.weights = {name: self.tensors[name] for name in self._expert_weights()}
+        stats = train_step(
+            self.tensors,
+            self.step,
+            rows,
+            cfg.model,
+            cfg.inner,
+            cfg.layout,
+            autocast_dtype=torch.bfloat16 if cfg.dtype == "bfloat16" else None,
+            hooks=self.hooks,
+            schedule_step=cfg.schedule_step(self.local_step),
+        )
+        self.step += 1
+        self.local_step += 1
+        return stats
 
-    def _expert_step(self, rows: Tensor, engine: ExpertEngine) -> StepStats:
-        """train_step with the experts on their owners (expert_parallel.py)."""
-        cfg = self.config
-        engine.weights = {name: self.tensors[name] for name in self._expert_weights()}
-        dense = {name: self.tensors[name] for name, _ in self.dense_shapes}
-        shards = split_batch(rows, cfg.layout)
-        per_rank = [
-            ep_rank_gradient(dense, cfg.model, shards[r], engine, k)
-            for k, r in enumerate(self.ranks)
-        ]
-        count = cfg.layout.dp_ranks * cfg.layout.micro_batches
-        flat = torch.stack([torch.cat([g[n].reshape(-1) for n in dense]) for g, _ in per_rank])
+    def _step_hooks(self) -> StepHooks:
+        """The step's hooks on this process: its ranks, its collective, its optimizer part."""
+        engine = self.experts
+        if engine is None:
+            return StepHooks(ranks=self.ranks, reduce=self._reduce, norms=self._norms,
+                             update=self._apply, losses=self._island_loss)  # fmt: skip
+        return StepHooks(
+            enter=engine.enter,
+            moe_fn=engine.moe_ffn,
+            ranks=self.ranks,
+            params=[name for name, _ in self.dense_shapes],
+            reduce=self._reduce,
+            norms=self._norms,
+            update=self._apply,
+            losses=self._island_loss,
+        )
+
+    def _reduce(self, rank_grads: Sequence[Grads], count: int, /) -> Grads:
+        """This process's rank gradients -> the island's mean (``self.reduction``), with
+        the experts' gradients from their owners under expert parallelism. Under ZeRO-1
+        with the reduce-scatter, only the owned parameters' mean (the process's shard)."""
+        names = [name for name, _ in self.dense_shapes]
+        flat = torch.stack([torch.cat([g[n].reshape(-1) for n in names]) for g in rank_grads])
+        if self.zero1 and self.experts is None and isinstance(self.reduction, ScatterFold):
+            mine = [(n, s) for n, s in self.dense_shapes if self.owners[n] == self.group.rank]
+            return _unflatten(self.reduction.shard(flat, count), mine)
         reduced = _unflatten(self.reduction(flat, count), self.dense_shapes)
-        reduced.update(engine.reduced_grads(count, cfg.layout.dp_ranks))
-        grads = {name: reduced[name] for name, _ in self.shapes}  # canonical order
-        norms = [
-            torch.linalg.vector_norm(engine.full_tensor(g) if n in self.expert_tensors else g)
+        if self.experts is None:
+            return reduced
+        reduced.update(self.experts.reduced_grads(count, self.config.layout.dp_ranks))
+        return {name: reduced[name] for name, _ in self.shapes}  # canonical order
+
+    def _norms(self, grads: Grads) -> list[Tensor] | None:
+        """Each reduced tensor's norm over the whole tensor, in canonical order (None: the
+        process holds every tensor whole)."""
+        if self.experts is not None:
+            return self._expert_norms(grads, self.experts)
+        if len(grads) == len(self.shapes):
+            return None
+        return self._owned_norms(grads)
+
+    def _owned_norms(self, grads: Grads) -> list[Tensor]:
+        """ZeRO-1 with sharded gradients: each owner's norms, gathered (the same bits)."""
+        mine = torch.zeros(len(self.shapes), device=self.config.device)
+        for i, (name, _) in enumerate(self.shapes):
+            if name in grads:
+                mine[i] = torch.linalg.vector_norm(grads[name])
+        parts = [torch.empty_like(mine) for _ in range(self.group.world_size)]
+        dist.all_gather(parts, mine)
+        return [parts[self.owners[name]][i] for i, (name, _) in enumerate(self.shapes)]
+
+    def _expert_norms(self, grads: Grads, engine: ExpertEngine) -> list[Tensor]:
+        """Norms over the full tensors: an expert gradient is gathered in expert order."""
+        full = engine.full_tensor
+        return [
+            torch.linalg.vector_norm(full(g) if n in self.expert_tensors else g)
             for n, g in grads.items()
         ]
-        norm = clip_grads(grads, cfg.inner.grad_clip, norms)
-        self._update({n: g for n, g in grads.items() if self._owns(n)})
-        return StepStats(loss=_gather_loss(per_rank, rows.device) / count, grad_norm=norm)
 
     def _expert_weights(self) -> list[str]:
         return [slot for slot, name in self.expert_tensors.items() if slot == name]
 
-    def _update(self, mine: Grads) -> None:
+    def _apply(
+        self,
+        tensors: MutableMapping[str, Tensor],
+        grads: Grads,
+        step: int,
+        inner: InnerOptimSpec,
+        /,
+        *,
+        schedule_step: int | None,
+    ) -> None:
         """The optimizer on this process's gradients, then ZeRO-1's parameter broadcast."""
-        schedule = self.config.schedule_step(self.local_step)
-        optimizer_step(self.tensors, mine, self.step, self.config.inner, schedule_step=schedule)
+        mine = {n: g for n, g in grads.items() if self._owns(n)}
+        optimizer_step(tensors, mine, step, inner, schedule_step=schedule_step)
         if self.zero1:
             for name, _ in self.dense_shapes:
-                dist.broadcast(self.tensors[name], src=self.owners[name])
-        self.step += 1
-        self.local_step += 1
+                dist.broadcast(tensors[name], src=self.owners[name])
+
+    def _island_loss(self, losses: Sequence[float]) -> float:
+        """Sum of every rank's loss in rank order (float64 on the wire)."""
+        mine = torch.tensor(list(losses), dtype=torch.float64, device=self.config.device)
+        parts = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, mine)
+        return sum(float(x) for part in parts for x in part.cpu())
+
+    def advance(self, samples: Sequence[Sample], local_step: int) -> StepStats:
+        """The round loop's step (``segment.Stepper``): every process passes the same samples."""
+        if local_step != self.local_step:
+            raise IslandError(
+                f"asked for local step {local_step}, the island is at {self.local_step}"
+            )
+        return self.train_step(samples_to_batch(samples, self.config))
+
+    def gather(self) -> TrainState | None:
+        return self.gather_state()
 
     def run(
         self, samples: Sequence[Sample], num_steps: int, stats: list[StepStats] | None = None
@@ -341,14 +421,6 @@ def _unflatten(flat: Tensor, shapes: Sequence[tuple[str, tuple[int, ...]]]) -> G
     return out
 
 
-def _gather_loss(per_rank: Sequence[tuple[Grads, float]], device: torch.device) -> float:
-    """Sum of every rank's loss in rank order (float64 on the wire)."""
-    mine = torch.tensor([loss for _, loss in per_rank], dtype=torch.float64, device=device)
-    parts = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
-    dist.all_gather(parts, mine)
-    return sum(float(x) for part in parts for x in part.cpu())
-
-
 def run_island_round(
     start: TrainState,
     config: TrainConfig,
@@ -358,21 +430,16 @@ def run_island_round(
     zero1: bool = False,
     ep: int = 1,
 ) -> RoundResult | None:
-    """``segment.run_round`` on a real island: the same leaves and root on every process;
-    the full result (final state, losses) on process 0, None elsewhere."""
-    h, j = config.inner_steps, config.checkpoint_interval
-    if h % j:
-        raise IslandError(f"checkpoint interval {j} does not divide {h} inner steps")
-    per_segment = j * config.samples_per_step
-    if len(samples) != h * config.samples_per_step:
-        raise SampleError(f"a round of {h} steps needs {h * config.samples_per_step} samples")
-    island, stats = Island(start, config, group, zero1=zero1, ep=ep), list[StepStats]()
-    leaves = [island.state_hash()]
-    for k in range(h // j):
-        island.run(samples[k * per_segment : (k + 1) * per_segment], j, stats)
-        leaves.append(island.state_hash())
-    final = island.gather_state()
-    if final is None:
-        return None
-    root = MerkleTree.from_leaves(leaves).root
-    return RoundResult(leaves, root, final, h * config.tokens_per_step, [s.loss for s in stats])
+    """``segment.run_round`` on a real island (the same round loop): the full result
+    (leaves, root, final state, losses) on process 0, None elsewhere."""
+    check_round(config, samples)
+    island = Island(start, config, group, zero1=zero1, ep=ep)
+    leaves, final = [start.state_hash()], [start]
+
+    def segment_done(k: int, full: TrainState | None, _: list[StepStats]) -> None:
+        if full is not None:
+            leaves.append(full.state_hash())
+            final[0] = full
+
+    stats = round_loop(island, config, samples, on_segment=segment_done)
+    return round_result(leaves, final[0], config, stats) if group.is_root else None

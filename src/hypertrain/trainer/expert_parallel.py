@@ -40,8 +40,9 @@ from torch import Tensor
 
 from hypertrain.protocol.manifest import ModelSpec, MoESpec
 from hypertrain.trainer.errors import TrainerError
-from hypertrain.trainer.model import Params, loss_fn
+from hypertrain.trainer.model import Params
 from hypertrain.trainer.moe import capacity, route
+from hypertrain.trainer.step import Section
 
 EXPERT_WEIGHTS = ("gate_proj", "up_proj", "down_proj")
 
@@ -145,6 +146,11 @@ class ExpertEngine:
         self._stash: dict[tuple[str, tuple[int, int]], _Stash] = {}
 
     # --- token side -------------------------------------------------------------------
+
+    def enter(self, section: Section) -> None:
+        """The step's section hook: the micro-batch whose tokens are now in flight."""
+        if section.name != "update":
+            self.key = (section.rank, section.micro_batch)
 
     def moe_ffn(
         self, x: Tensor, params: Params, prefix: str, moe: MoESpec
@@ -358,34 +364,3 @@ class _Dispatch(torch.autograd.Function):
     def backward(ctx: Any, *grads: Any) -> Any:
         back = ctx.engine.backward_exchange(ctx.prefix, ctx.sent, grads, ctx.key)
         return (None, None, None, *back)
-
-
-def ep_rank_gradient(
-    params: dict[str, Tensor],
-    model: ModelSpec,
-    micro_batches: Sequence[Tensor],
-    engine: ExpertEngine,
-    local_index: int,
-) -> tuple[dict[str, Tensor], float]:
-    """step.rank_gradient for the dense parameters of an expert-parallel island; the
-    owners fold the expert weight gradients into ``engine.acc`` meanwhile."""
-    leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
-    total: dict[str, Tensor] = {}
-    loss_sum = 0.0
-    for m, batch in enumerate(micro_batches):
-        engine.key = (local_index, m)
-        ctx = (
-            torch.autocast(batch.device.type, dtype=engine.autocast)
-            if engine.autocast is not None
-            else nullcontext()
-        )
-        with ctx:
-            loss = loss_fn(leaves, model, batch, moe_fn=engine.moe_ffn)
-        grads = torch.autograd.grad(loss, list(leaves.values()), materialize_grads=True)
-        loss_sum += float(loss.detach())
-        for name, g in zip(leaves, grads, strict=True):
-            if name in total:
-                total[name].add_(g)
-            else:
-                total[name] = g
-    return total, loss_sum

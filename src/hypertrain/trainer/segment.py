@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -39,8 +39,7 @@ from hypertrain.trainer.checkpoint import decode_checkpoint
 from hypertrain.trainer.determinism import check_determinism
 from hypertrain.trainer.errors import SampleError, TrainerError
 from hypertrain.trainer.state import StateConfig, TrainState
-from hypertrain.trainer.step import StepStats, train_step
-from hypertrain.trainer.tracing import Tracer
+from hypertrain.trainer.step import HONEST, StepHooks, StepStats, train_step
 
 Sample = tuple[int, Any]  # (sample_id, tokens: ndarray | Tensor | Sequence[int])
 CheckpointHook = Callable[[int, TrainState], None]
@@ -140,7 +139,7 @@ def run_segment(
     samples: Sequence[Sample],
     num_steps: int,
     *,
-    tracer: Tracer | None = None,
+    hooks: StepHooks = HONEST,
     stats: list[StepStats] | None = None,
     local_step: int = 0,
 ) -> TrainState:
@@ -166,13 +165,108 @@ def run_segment(
             config.inner,
             config.layout,
             autocast_dtype=autocast,
-            tracer=tracer,
+            hooks=hooks,
             schedule_step=config.schedule_step(local_step + i),
         )
         if stats is not None:
             stats.append(result)
     cpu = {k: v.cpu() if v.device.type != "cpu" else v for k, v in tensors.items()}
     return TrainState(start.step + num_steps, cpu, start.config_digest)
+
+
+class StepRunner(Protocol):
+    """One step of a round: ``state`` (at ``local_step``) on the step's samples -> the
+    next state and the step's statistics."""
+
+    def __call__(
+        self, state: TrainState, config: TrainConfig, samples: Sequence[Sample], local_step: int, /
+    ) -> tuple[TrainState, StepStats]: ...
+
+
+def one_step(
+    state: TrainState, config: TrainConfig, samples: Sequence[Sample], local_step: int
+) -> tuple[TrainState, StepStats]:
+    """The honest :class:`StepRunner`: :func:`run_segment` of one step."""
+    stats: list[StepStats] = []
+    return run_segment(state, config, samples, 1, stats=stats, local_step=local_step), stats[0]
+
+
+class Stepper(Protocol):
+    """A round's state as the round loop drives it: one step at a time."""
+
+    def advance(self, samples: Sequence[Sample], local_step: int) -> StepStats:
+        """Train local step ``local_step`` on its samples."""
+        ...
+
+    def gather(self) -> TrainState | None:
+        """The full state (None on processes other than an island's first; collective)."""
+        ...
+
+
+SegmentHook = Callable[[int, TrainState | None, list[StepStats]], None]
+StepHook = Callable[[int, StepStats], None]
+
+
+def check_round(config: TrainConfig, samples: Sequence[Sample]) -> None:
+    """Refuse a round whose J does not divide H or whose samples are not H steps' worth."""
+    h, j, per = config.inner_steps, config.checkpoint_interval, config.samples_per_step
+    if h % j:
+        raise TrainerError(f"checkpoint interval {j} does not divide {h} inner steps")
+    if len(samples) != h * per:
+        raise SampleError(f"a round of {h} steps needs {h * per} samples, got {len(samples)}")
+
+
+def round_loop(
+    stepper: Stepper,
+    config: TrainConfig,
+    samples: Sequence[Sample],
+    *,
+    first_segment: int = 0,
+    on_segment: SegmentHook | None = None,
+    on_step: StepHook | None = None,
+) -> list[StepStats]:
+    """The one round loop: segments ``first_segment .. H/J - 1`` of ``J`` steps each; after
+    each, ``on_segment(k + 1, full state or None, the segment's stats)``. ``samples`` are
+    the whole round's. Returns the stats of the steps it trained."""
+    check_round(config, samples)
+    h, j, per = config.inner_steps, config.checkpoint_interval, config.samples_per_step
+    stats: list[StepStats] = []
+    for k in range(first_segment, h // j):
+        segment: list[StepStats] = []
+        for local in range(k * j, (k + 1) * j):
+            segment.append(stepper.advance(samples[local * per : (local + 1) * per], local))
+            if on_step is not None:
+                on_step(local, segment[-1])
+        full = stepper.gather()
+        if on_segment is not None:
+            on_segment(k + 1, full, segment)
+        stats.extend(segment)
+    return stats
+
+
+class LocalStepper:
+    """The round loop's :class:`Stepper` in one process: ``step`` (honest: one
+    :func:`run_segment` step) applied to a :class:`TrainState`."""
+
+    def __init__(self, state: TrainState, config: TrainConfig, step: StepRunner | None = None):
+        _check_start(state, config)
+        self.state, self.config = state, config
+        self._step: StepRunner = one_step if step is None else step
+
+    def advance(self, samples: Sequence[Sample], local_step: int) -> StepStats:
+        self.state, stats = self._step(self.state, self.config, samples, local_step)
+        return stats
+
+    def gather(self) -> TrainState:
+        return self.state
+
+
+def round_result(
+    leaves: list[bytes], final: TrainState, config: TrainConfig, stats: Sequence[StepStats]
+) -> RoundResult:
+    root = MerkleTree.from_leaves(leaves).root
+    return RoundResult(leaves, root, final, config.inner_steps * config.tokens_per_step,
+                       [s.loss for s in stats])  # fmt: skip
 
 
 def run_round(
@@ -183,26 +277,20 @@ def run_round(
     on_checkpoint: CheckpointHook | None = None,
 ) -> RoundResult:
     """Train H steps, hashing the state every J steps; see the module docstring."""
-    h, j = config.inner_steps, config.checkpoint_interval
-    if h % j:
-        raise TrainerError(f"checkpoint interval {j} does not divide {h} inner steps")
-    per_segment = j * config.samples_per_step
-    if len(samples) != h * config.samples_per_step:
-        raise SampleError(
-            f"a round of {h} steps needs {h * config.samples_per_step} samples, got {len(samples)}"
-        )
-    state, stats = start, list[StepStats]()
-    leaves = [state.state_hash()]
+    check_round(config, samples)
+    stepper = LocalStepper(start, config)
+    leaves = [start.state_hash()]
     if on_checkpoint is not None:
-        on_checkpoint(0, state)
-    for k in range(h // j):
-        chunk = samples[k * per_segment : (k + 1) * per_segment]
-        state = run_segment(state, config, chunk, j, stats=stats, local_step=k * j)
+        on_checkpoint(0, start)
+
+    def segment_done(k: int, state: TrainState | None, _: list[StepStats]) -> None:
+        assert state is not None
         leaves.append(state.state_hash())
         if on_checkpoint is not None:
-            on_checkpoint(k + 1, state)
-    root = MerkleTree.from_leaves(leaves).root
-    return RoundResult(leaves, root, state, h * config.tokens_per_step, [s.loss for s in stats])
+            on_checkpoint(k, state)
+
+    stats = round_loop(stepper, config, samples, on_segment=segment_done)
+    return round_result(leaves, stepper.state, config, stats)
 
 
 def replay_segment(

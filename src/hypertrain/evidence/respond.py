@@ -2,7 +2,7 @@
 
 Islands (``hypertrain-miner watch --follow``) and auditors (``hypertrain auditor run
 --follow``) call :func:`take_part` for each undecided dispute naming their key: it
-answers the open query from a :class:`~hypertrain.referee.party.SegmentParty` and, once
+answers the open query from a :class:`~hypertrain.evidence.party.SegmentParty` and, once
 an operation is contested, uploads its input tensors. Parties are cached per dispute,
 so the replay behind the answers runs once per game, not once per query.
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.dispute.game import Game
+from hypertrain.evidence.party import SegmentParty
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
-from hypertrain.referee.party import SegmentParty
 
 log = logging.getLogger(__name__)
 PartyFor = Callable[[Game], SegmentParty]

@@ -1,13 +1,13 @@
-"""Typed errors of the auditor (and of the verified-input helpers the miner shares)."""
+"""Typed errors of verifying public records (shared by miners, auditors and parties)."""
 
 from __future__ import annotations
 
 
-class AuditError(ValueError):
-    """Base class: something an audit or a round preparation cannot accept."""
+class EvidenceError(ValueError):
+    """Base class: a public record or input that cannot be accepted."""
 
 
-class VerificationError(AuditError):
+class VerificationError(EvidenceError):
     """A record, blob, checkpoint or sample failed verification against a committed hash."""
 
 

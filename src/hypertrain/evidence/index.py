@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from hypertrain.auditor.errors import VerificationError
+from hypertrain.evidence.errors import VerificationError
 from hypertrain.protocol.canonical import canonical_bytes, parse_json
 from hypertrain.protocol.errors import CanonicalJSONError, MerkleError
 from hypertrain.protocol.merkle import MerkleTree, verify_proof

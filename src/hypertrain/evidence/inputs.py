@@ -18,8 +18,8 @@ from typing import Protocol
 
 from torch import Tensor
 
-from hypertrain.auditor.errors import VerificationError
 from hypertrain.data import DESCRIPTOR_NAME, DataError, Dataset, EpochState, assign_round
+from hypertrain.evidence.errors import VerificationError
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.trainer.blob import decode_model_blob

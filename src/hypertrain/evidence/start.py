@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from hypertrain.auditor.errors import VerificationError
-from hypertrain.auditor.index import MAX_INDEX_BYTES, CheckpointIndex, sha_from_url
+from hypertrain.evidence.errors import VerificationError
+from hypertrain.evidence.index import MAX_INDEX_BYTES, CheckpointIndex, sha_from_url
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import Commit
 from hypertrain.trainer.checkpoint import checkpoint_size, decode_checkpoint

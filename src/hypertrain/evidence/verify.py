@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hypertrain.auditor.errors import IslandInputError, VerificationError
+from hypertrain.evidence.errors import IslandInputError, VerificationError
 from hypertrain.protocol.envelope import Envelope, open_envelope
 from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import RunManifest

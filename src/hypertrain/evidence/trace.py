@@ -1,7 +1,7 @@
 """Operation traces of one training step, grouped in the sections the game names.
 
-:func:`traced_step` runs exactly :func:`hypertrain.trainer.step.train_step` (the same
-calls in the same order, so the same bytes: tests compare the resulting states) under
+:func:`traced_step` runs :func:`hypertrain.trainer.step.train_step` itself (its section
+hook names the sections, so the bytes are the step's: tests compare the states) under
 a ``TorchDispatchMode`` that records, for every aten operation, an
 :class:`~hypertrain.dispute.messages.OpEntry`: its name, its non-tensor arguments as
 canonical JSON (tensors appear as ``{"$t": i}``) and the digests of its tensor inputs
@@ -11,9 +11,10 @@ layer (the embedding joins layer 0), the final norm and head (``logits``), the l
 the backward (with the gradient accumulation), then the ``update`` (reduction,
 clipping, optimizer). A section's digest is the SHA-256 of its entries' canonical JSON.
 
-``perturb`` (tests and honeypots only) adds a small constant to the first floating
-output of one operation, so an island whose arithmetic differs in exactly one place
-can be built and pinned by the game.
+``on_op`` (an :class:`OpHook`) sees each operation's outputs before they are hashed;
+production parties pass none. Tests and the operator's honeypots pass one that
+changes one operation's output, so an island whose arithmetic differs in exactly one
+place can be built and pinned by the game.
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ import hashlib
 import json
 import math
 from collections.abc import MutableMapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -34,9 +34,9 @@ from torch.utils._pytree import tree_flatten
 from hypertrain.dispute.game import section_names
 from hypertrain.dispute.messages import OpEntry, SectionDigest
 from hypertrain.protocol.manifest import InnerOptimSpec, LayoutSpec, ModelSpec
-from hypertrain.trainer.model import loss_fn, param_shapes
-from hypertrain.trainer.optim import clip_grads, optimizer_step
-from hypertrain.trainer.step import Grads, reduce_gradients, split_batch
+from hypertrain.trainer.segment import Sample, TrainConfig, samples_to_batch
+from hypertrain.trainer.state import TrainState
+from hypertrain.trainer.step import Section, StepHooks, StepStats, train_step
 from hypertrain.trainer.tracing import tensor_digest
 
 
@@ -54,6 +54,7 @@ class StepTrace:
     names: tuple[str, ...]
     ops: list[list[OpEntry]]
     captured: list[Tensor] | None = None  # inputs of the ``capture`` operation
+    stats: StepStats | None = None  # the step's loss and gradient norm
 
     def sections(self) -> list[SectionDigest]:
         return [
@@ -95,18 +96,23 @@ def encode_args(args: Any, kwargs: Any) -> tuple[str, list[Tensor]]:
     return json.dumps(doc, sort_keys=True, separators=(",", ":")), tensors
 
 
+class OpHook(Protocol):
+    """Called with each traced operation's place (section, index) and its tensor outputs,
+    before they are hashed: a party's observer of its own arithmetic."""
+
+    def __call__(self, section: int, index: int, outputs: Sequence[Tensor], /) -> None: ...
+
+
 class _OpTrace(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    def __init__(
-        self, names: tuple[str, ...], capture: OpRef | None, perturb: OpRef | None
-    ) -> None:
+    def __init__(self, names: tuple[str, ...], capture: OpRef | None, on_op: OpHook | None) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.trace = StepTrace(names, [[] for _ in names])
         self.section = 0
         self._capture = (capture.section, capture.index) if capture else None
-        self._perturb = (perturb.section, perturb.index) if perturb else None
+        self._on_op = on_op
 
-    def enter(self, name: str) -> None:
-        self.section = self.trace.names.index(name)
+    def enter(self, section: Section) -> None:
+        self.section = self.trace.names.index(section.name)
 
     def record(self, name: str, tensor: Tensor) -> None:
         """The model's per-layer hook: the next operations belong to the next section."""
@@ -121,9 +127,8 @@ class _OpTrace(TorchDispatchMode):  # type: ignore[no-untyped-call]
         in_digests = [tensor_digest(t) for t in inputs]
         out = func(*args, **(kwargs or {}))
         leaves = [x for x in tree_flatten(out)[0] if isinstance(x, Tensor)]
-        if where == self._perturb:
-            first = next(t for t in leaves if t.is_floating_point())
-            first.add_(1e-3)
+        if self._on_op is not None:
+            self._on_op(*where, leaves)
         entries.append(
             OpEntry(
                 op=str(func),
@@ -145,52 +150,42 @@ def traced_step(
     *,
     autocast_dtype: torch.dtype | None = None,
     capture: OpRef | None = None,
-    perturb: OpRef | None = None,
+    on_op: OpHook | None = None,
     schedule_step: int | None = None,
 ) -> StepTrace:
-    """``train_step`` under the operation tracer; updates ``tensors`` in place."""
+    """``train_step`` itself, run under the operation tracer; updates ``tensors`` in place."""
     count = layout.dp_ranks * layout.micro_batches
-    mode = _OpTrace(section_names(model.num_layers, count), capture, perturb)
-    params = {name: tensors[name] for name, _ in param_shapes(model)}
+    mode = _OpTrace(section_names(model.num_layers, count), capture, on_op)
+    hooks = StepHooks(enter=mode.enter, tracer=mode)  # type: ignore[arg-type]
     with mode:
-        per_rank = [
-            _rank_gradient(mode, r * layout.micro_batches, params, model, mbs, autocast_dtype)
-            for r, mbs in enumerate(split_batch(batch, layout))
-        ]
-        mode.enter("update")
-        grads = reduce_gradients(per_rank, count)
-        clip_grads(grads, inner.grad_clip)
-        optimizer_step(tensors, grads, step, inner, schedule_step=schedule_step)
+        mode.trace.stats = train_step(
+            tensors, step, batch, model, inner, layout,
+            autocast_dtype=autocast_dtype, hooks=hooks, schedule_step=schedule_step,
+        )  # fmt: skip
     return mode.trace
 
 
-def _rank_gradient(
-    mode: _OpTrace,
-    first_mb: int,
-    params: dict[str, Tensor],
-    model: ModelSpec,
-    micro_batches: Sequence[Tensor],
-    autocast_dtype: torch.dtype | None,
-) -> Grads:
-    """Mirror of ``trainer.step.rank_gradient`` with section markers."""
-    leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
-    total: Grads = {}
-    for m, batch in enumerate(micro_batches):
-        prefix = f"mb{first_mb + m}."
-        ctx = (
-            torch.autocast(batch.device.type, dtype=autocast_dtype)
-            if autocast_dtype is not None
-            else nullcontext()
-        )
-        mode.enter(prefix + "layers.0")
-        with ctx:
-            loss = loss_fn(leaves, model, batch, mode)  # type: ignore[arg-type]
-        mode.enter(prefix + "backward")
-        grads = torch.autograd.grad(loss, list(leaves.values()), materialize_grads=True)
-        float(loss.detach())
-        for name, g in zip(leaves, grads, strict=True):
-            if name in total:
-                total[name].add_(g)
-            else:
-                total[name] = g
-    return total
+def traced_state_step(
+    state: TrainState,
+    config: TrainConfig,
+    samples: Sequence[Sample],
+    local_step: int,
+    *,
+    capture: OpRef | None = None,
+    on_op: OpHook | None = None,
+) -> tuple[TrainState, StepTrace]:
+    """One step of ``state`` (at ``local_step`` of its round) on its samples, traced."""
+    tensors = {k: v.clone() for k, v in state.tensors.items()}
+    trace = traced_step(
+        tensors,
+        state.step,
+        samples_to_batch(samples, config),
+        config.model,
+        config.inner,
+        config.layout,
+        autocast_dtype=torch.bfloat16 if config.dtype == "bfloat16" else None,
+        capture=capture,
+        on_op=on_op,
+        schedule_step=config.schedule_step(local_step),
+    )
+    return TrainState(state.step + 1, tensors, state.config_digest), trace

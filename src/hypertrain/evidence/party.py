@@ -11,7 +11,7 @@ they replayed; both compute with the same code.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -20,9 +20,14 @@ from torch import Tensor
 from hypertrain.dispute import opinputs
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeAnswer
-from hypertrain.referee.trace import OpRef, StepTrace, traced_step
-from hypertrain.trainer.segment import Sample, TrainConfig, run_segment, samples_to_batch
+from hypertrain.evidence.trace import OpHook, OpRef, StepTrace, traced_state_step
+from hypertrain.trainer.segment import Sample, TrainConfig, run_segment
 from hypertrain.trainer.state import TrainState
+
+
+def honest_ops(step: int) -> OpHook | None:
+    """The production party traces every step without touching an operation."""
+    return None
 
 
 @dataclass
@@ -30,28 +35,38 @@ class SegmentParty:
     start: TrainState
     config: TrainConfig
     samples: Sequence[Sample]  # the segment's samples, J steps of them
-    perturb: OpRef | None = None  # tests and honeypots only: see ``trace``
     first_step: int = 0  # the segment's first local step in its round (segment x J)
+    # The operation hook of each step (by the state's step counter). A step with one is
+    # computed traced, in training as in answers; the honest party has none.
+    op_hooks: Callable[[int], OpHook | None] = honest_ops
     _hashes: dict[int, str] = field(default_factory=dict)
     _traces: dict[int, StepTrace] = field(default_factory=dict)
 
+    def _chunk(self, step: int, steps: int = 1) -> Sequence[Sample]:
+        per = self.config.samples_per_step
+        return self.samples[step * per : (step + steps) * per]
+
+    def _hooked(self, step: int) -> OpHook | None:
+        return self.op_hooks(self.start.step + step)
+
     def state_after(self, steps: int) -> TrainState:
         """The state after the first ``steps`` steps of the segment."""
-        per = self.config.samples_per_step
-        if self.perturb is None or self.perturb.step >= steps:
-            return run_segment(
-                self.start, self.config, self.samples[: steps * per], steps,
-                local_step=self.first_step,
+        state, done = self.start, 0
+        while done < steps:
+            hook = self._hooked(done)
+            if hook is not None:
+                state = traced_state_step(
+                    state, self.config, self._chunk(done), self.first_step + done, on_op=hook
+                )[0]
+                done += 1
+                continue
+            run = next((i for i in range(done, steps) if self._hooked(i) is not None), steps)
+            state = run_segment(
+                state, self.config, self._chunk(done, run - done), run - done,
+                local_step=self.first_step + done,
             )  # fmt: skip
-        before = self.state_after(self.perturb.step)
-        tensors = {k: v.clone() for k, v in before.tensors.items()}
-        self._trace_into(tensors, self.perturb.step, capture=None)
-        after = TrainState(before.step + 1, tensors, before.config_digest)
-        rest = steps - self.perturb.step - 1
-        chunk = self.samples[(self.perturb.step + 1) * per : steps * per]
-        return run_segment(
-            after, self.config, chunk, rest, local_step=self.first_step + self.perturb.step + 1
-        )
+            done = run
+        return state
 
     def state_hashes(self, points: Sequence[int]) -> list[str]:
         """Hex state hashes after the given steps; the first call replays the segment once."""
@@ -60,14 +75,17 @@ class SegmentParty:
         return [self._hashes[p] for p in points]
 
     def _replay_all(self) -> None:
-        per, state = self.config.samples_per_step, self.start
+        state = self.start
         self._hashes[0] = state.state_hash().hex()
-        for i in range(len(self.samples) // per):  # J steps
-            if self.perturb is not None and self.perturb.step == i:
-                state = self.state_after(i + 1)
+        for i in range(len(self.samples) // self.config.samples_per_step):  # J steps
+            hook = self._hooked(i)
+            if hook is not None:
+                local = self.first_step + i
+                state = traced_state_step(state, self.config, self._chunk(i), local, on_op=hook)[0]
             else:
-                chunk = self.samples[i * per : (i + 1) * per]
-                state = run_segment(state, self.config, chunk, 1, local_step=self.first_step + i)
+                state = run_segment(
+                    state, self.config, self._chunk(i), 1, local_step=self.first_step + i
+                )
             self._hashes[i + 1] = state.state_hash().hex()
 
     def trace(self, step: int, capture: OpRef | None = None) -> StepTrace:
@@ -75,31 +93,13 @@ class SegmentParty:
         if capture is None and step in self._traces:
             return self._traces[step]
         before = self.state_after(step)
-        tensors = {k: v.clone() for k, v in before.tensors.items()}
-        traced = self._trace_into(tensors, step, capture)
+        _, traced = traced_state_step(
+            before, self.config, self._chunk(step), self.first_step + step,
+            capture=capture, on_op=self._hooked(step),
+        )  # fmt: skip
         if capture is None:
             self._traces = {step: traced}  # the game traces one step; keep only that one
         return traced
-
-    def _trace_into(
-        self, tensors: dict[str, Tensor], step: int, capture: OpRef | None
-    ) -> StepTrace:
-        per = self.config.samples_per_step
-        rows = samples_to_batch(self.samples[step * per : (step + 1) * per], self.config)
-        autocast = torch.bfloat16 if self.config.dtype == "bfloat16" else None
-        perturb = self.perturb if self.perturb is not None and self.perturb.step == step else None
-        return traced_step(
-            tensors,
-            self.start.step + step,
-            rows,
-            self.config.model,
-            self.config.inner,
-            self.config.layout,
-            autocast_dtype=autocast,
-            capture=capture,
-            perturb=perturb,
-            schedule_step=self.config.schedule_step(self.first_step + step),
-        )
 
     def answer(self, game: Game) -> DisputeAnswer:
         """This party's answer to the game's open query."""
