@@ -61,7 +61,7 @@ def test_a_tampered_broadcast_is_refused() -> None:
 
 
 def test_malformed_broadcasts_are_refused() -> None:
-    start, data, _ = _moved()
+    _, data, _ = _moved()
     with pytest.raises(BroadcastError, match="not a valid int8 step"):
         decode_broadcast(data[:-1], SPEC, BLOCK)
     with pytest.raises(BroadcastError, match="block size"):
