@@ -10,8 +10,9 @@ Counted from what passed through the service plus sizes the protocol fixes exact
 * ``joins``: every other committing island (round 0, a newcomer, one that missed a
   round, or a run that publishes no broadcast) downloads the full start model, 4 bytes
   per parameter (the float32 model blob, header excluded);
-* ``checkpoints``: one full training-state checkpoint per segment an audit selected,
-  since islands upload only those (``miner.checkpoints``); its size is 4 bytes per
+* ``checkpoints``: one full training-state checkpoint per segment an audit selected but
+  segment 0 (its start state is public), since islands upload only those
+  (``miner.checkpoints``); its size is 4 bytes per
   parameter, per optimizer slot and per residual value (per-tensor headers, well under
   0.1%, are left out: this package does not import the trainer).
 
@@ -69,11 +70,12 @@ def _broadcast_bytes(state: ServiceState, run_id: str, index: int) -> int | None
 
 
 def _audits(state: ServiceState, run_id: str, index: int) -> tuple[int, bool]:
-    """(audited segments, any probation audit) of one round."""
+    """(uploaded checkpoints, any probation audit) of one round: one per audited segment
+    but segment 0, whose start state auditors derive from the public start model."""
     rows = state.conn.execute(
         "SELECT segments, probation FROM audits WHERE run_id = ? AND round = ?", (run_id, index)
     ).fetchall()
-    segments = sum(len(json.loads(r["segments"])) for r in rows)
+    segments = sum(sum(1 for k in json.loads(r["segments"]) if k > 0) for r in rows)
     return segments, any(bool(r["probation"]) for r in rows)
 
 
