@@ -10,6 +10,7 @@ from hypertrain.protocol.traffic import (
     data_parallel_bytes,
     ddp_bytes_per_device,
     ddp_bytes_total,
+    factor_words,
     ratio,
     ratio_words,
     summarize,
@@ -47,6 +48,13 @@ def test_bad_inputs_are_refused() -> None:
 def test_ratio_words_say_less_or_more(ddp: int, ours: int, words: str) -> None:
     assert ratio_words(ddp, ours) == words
     assert "fewer" not in words and "0." not in words
+
+
+def test_a_divided_ratio_reads_the_same() -> None:
+    assert factor_words(0.88) == "1.1× more than data-parallel"
+    assert factor_words(8490.09) == "8,490× less than data-parallel"
+    with pytest.raises(ValueError, match="positive"):
+        factor_words(0)
 
 
 def test_ratio_is_theirs_over_ours() -> None:

@@ -93,11 +93,17 @@ def ratio_words(data_parallel: int, ours: int) -> str:
         return "no bytes moved yet"
     if data_parallel <= 0:
         return "data-parallel would move nothing (one island)"
-    if data_parallel >= ours:
-        n = _factor(data_parallel / ours)
-        return "as much as data-parallel" if n == "1.0" else f"{n}× less than data-parallel"
-    n = _factor(ours / data_parallel)
-    return "as much as data-parallel" if n == "1.0" else f"{n}× more than data-parallel"
+    return factor_words(data_parallel / ours)
+
+
+def factor_words(factor: float) -> str:
+    """A ratio already divided out (data-parallel over ours, > 0), in the same words."""
+    if factor <= 0:
+        raise ValueError(f"a traffic ratio must be positive, got {factor}")
+    n = _factor(factor if factor >= 1 else 1 / factor)
+    if n == "1.0":
+        return "as much as data-parallel"
+    return f"{n}× {'less' if factor >= 1 else 'more'} than data-parallel"
 
 
 @dataclass(frozen=True, slots=True)
