@@ -73,26 +73,32 @@ class Scenario:
         return k + 1 - zero
 
 
-def _step(model: ModelSpec) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    g = torch.Generator().manual_seed(0)
-    start = init_params(model, 0)
-    end = {n: start[n] - 1e-3 * torch.randn(s, generator=g) for n, s in param_shapes(model)}
-    return start, end
+_SIZES: dict[tuple[str, str], tuple[int, int]] = {}
+
+
+def encoded_sizes(model: ModelSpec, compression: CompressionSpec) -> tuple[int, int]:
+    """(update bytes, broadcast bytes) of one outer step of ``model`` (computed once)."""
+    key = (model.model_dump_json(), compression.model_dump_json())
+    if key not in _SIZES:
+        g = torch.Generator().manual_seed(0)
+        start = init_params(model, 0)
+        end = {n: start[n] - 1e-3 * torch.randn(s, generator=g) for n, s in param_shapes(model)}
+        update = encode_update({n: start[n] - end[n] for n in start}, compression)
+        broadcast = broadcast_step(start, end, model, compression.block_size)[0]
+        _SIZES[key] = (len(update), len(broadcast))
+    return _SIZES[key]
 
 
 def steady_round(s: Scenario) -> tuple[RoundBytes, int]:
     """(one island's steady-state bytes in a round, one full-state checkpoint's bytes)."""
-    start, end = _step(s.model)
-    update = encode_update({n: start[n] - end[n] for n in start}, s.compression)
-    block = s.compression.block_size
-    broadcast = broadcast_step(start, end, s.model, block)[0] if s.broadcast else b""
+    update, broadcast = encoded_sizes(s.model, s.compression)
     state = StateConfig(s.model, InnerOptimSpec(), s.compression.error_feedback)
     ckpt = checkpoint_size(state)
     join = 0 if s.broadcast else 4 * param_count(s.model)  # no broadcast: the model, always
     ours = RoundBytes(
         commits=COMMIT_BYTES,
-        updates=len(update),
-        broadcasts=len(broadcast),
+        updates=update,
+        broadcasts=broadcast if s.broadcast else 0,
         checkpoints=round(s.audit_rate * s.uploads_per_audit() * ckpt),
         joins=join,
     )
@@ -137,7 +143,7 @@ def scenarios() -> list[Scenario]:
 def audit_costs() -> dict[str, Any]:
     """Bytes one audit makes the 50m island upload, per state policy and layout (H = 500)."""
     base = Scenario("audit", PRESETS["50m"], 8, 500, 50, 1.0, 2, EF)
-    ckpt = steady_round(base)[1]
+    ckpt = checkpoint_size(StateConfig(base.model, InnerOptimSpec(), True))
     one_segment = Scenario("audit", PRESETS["50m"], 8, 500, 500, 1.0, 0, EF)
     return {
         "audit_bytes_reset_j50": round(base.uploads_per_audit() * ckpt),
