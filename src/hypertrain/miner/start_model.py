@@ -18,7 +18,7 @@ from pathlib import Path
 
 from torch import Tensor
 
-from hypertrain.auditor.inputs import fetch_start_params
+from hypertrain.evidence.inputs import fetch_start_params
 from hypertrain.miner.context import RunContext
 from hypertrain.miner.report import Reporter
 from hypertrain.protocol.messages import MergeTape, RoundOpen
