@@ -163,7 +163,9 @@ def audit_selection() -> Answer:
     }
 
 
-def merge_tape() -> Answer:
+def _merged(outer: dict[str, Any]) -> Any:
+    """The frozen three-island merge of the tiny model, under ``outer`` (the manifest's
+    outer section): (the merge result, the start parameters, the manifest)."""
     from hypertrain.aggregator.blobs import MemoryBlobs
     from hypertrain.aggregator.merge import MergeInputs, max_tokens, merge
     from hypertrain.aggregator.tape import Candidate
@@ -179,6 +181,7 @@ def merge_tape() -> Answer:
             "seed": 11,
             "model": config.model.model_dump(mode="json"),
             "round": {"inner_steps": 4, "checkpoint_interval": 2},
+            "outer": outer,
             "compression": {"block_size": 64},
             "data": {
                 "dataset_root": "11" * 32,
@@ -205,12 +208,32 @@ def merge_tape() -> Answer:
         tokens = max_tokens(manifest) - n
         candidates.append(Candidate(hotkey=hotkey, update_sha256=sha, tokens=tokens,
                                     update_bytes=len(data)))  # fmt: skip
-    result = merge(MergeInputs(manifest, 0, start, None, candidates), blobs)
+    return merge(MergeInputs(manifest, 0, start, None, candidates), blobs), params, manifest
+
+
+def merge_tape() -> Answer:
+    result, _, _ = _merged({})
     return {
         "tape_sha256": result.tape.sha256(),
         "new_model_sha256": result.tape.new_model_sha256,
         "new_outer_state_sha256": result.tape.new_outer_state_sha256,
         "included": [i.hotkey for i in result.tape.included],
+    }
+
+
+def broadcast() -> Answer:
+    """The start-model broadcast of the same merge, and the model rebuilt from it."""
+    from hypertrain.trainer.broadcast import rebuild_model
+
+    result, params, manifest = _merged({"broadcast": "int8"})
+    data = result.broadcast_blob
+    blob, _ = rebuild_model(params, data, manifest.model, 64, result.tape.new_model_sha256)
+    return {
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "new_model_sha256": result.tape.new_model_sha256,
+        "rebuilt_model_sha256": hashlib.sha256(blob).hexdigest(),
+        "tape_sha256": result.tape.sha256(),
     }
 
 
@@ -223,6 +246,7 @@ RECIPES: dict[str, Callable[[], Answer]] = {
     "permutation": permutation,
     "audit_selection": audit_selection,
     "merge_tape": merge_tape,
+    "broadcast": broadcast,
 }
 
 

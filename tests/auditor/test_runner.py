@@ -161,6 +161,18 @@ def test_selected_checkpoint_uploaded_before_the_deadline_is_awaited(
     assert index.blobs[0] not in relay.blobs and index.blobs[2] not in relay.blobs
 
 
+def test_segment_zero_needs_no_uploaded_checkpoint(world: World, tmp_path: Path) -> None:
+    """Segment 0 replays from the derived start state: islands never upload checkpoint 0."""
+    relay, detail, index = _published(world, tmp_path)
+    del relay.blobs[index.blobs[0]]
+    last = len(index.blobs) - 2  # the final segment (the last blob is the end state)
+    assignment = AuditAssignment(
+        round=0, hotkey=ISLANDS[0].ss58_address, segments=[0, last], selection_beacon_round=5
+    )
+    outcome = _auditor(world, relay, BeaconClock(5)).judge(detail, assignment)
+    assert outcome.result == "match", outcome.detail
+
+
 def test_selected_checkpoint_withheld_past_the_deadline_is_a_fault(
     world: World, tmp_path: Path
 ) -> None:

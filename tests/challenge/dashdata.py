@@ -11,6 +11,9 @@ from tests.challenge.helpers import bearer, commit_body, join_body, signed
 START = "aa" * 32
 
 
+BROADCAST_BYTES = 1234  # each merge's start-model broadcast, as its tape message says
+
+
 def run_rounds(
     h: Harness,
     rounds: int = 2,
@@ -71,6 +74,9 @@ def run_rounds(
             "tape_sha256": "dd" * 32,
             "eval_loss": 4.5 - 0.5 * index,
             "included": [k.ss58_address for k in h.miners[:islands]],
+            "broadcast_sha256": "ee" * 32,
+            "broadcast_url": f"http://relay/b{index + 1}",
+            "broadcast_bytes": BROADCAST_BYTES,
         }
         r = h.client.post(
             "/worker/v1/merge", headers=bearer("worker"), json=signed(h.auditor, "merge-tape", tape)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from hypertrain.challenge import dashpanels
 from hypertrain.challenge.dashmodels import Dashboard
+from hypertrain.protocol.traffic import ratio_words
 from tests.challenge.conftest import Harness
-from tests.challenge.dashdata import run_rounds
+from tests.challenge.dashdata import BROADCAST_BYTES, run_rounds
 
 
 def test_page_and_assets_are_served_offline(harness: Harness) -> None:
@@ -37,7 +38,8 @@ def test_view_of_a_run_without_rounds_is_explicitly_empty(harness: Harness) -> N
     d = harness.client.get("/v1/runs/run-1/dashboard").json()
     assert d["rounds"] == [] and d["curve"] == [] and d["islands"] == [] and d["audits"] == []
     assert d["glance"]["status"] == "waiting for the first round"
-    assert d["glance"]["heldout_loss"] is None and d["glance"]["bandwidth_saved"] is None
+    assert d["glance"]["heldout_loss"] is None
+    assert d["glance"]["traffic"]["all"]["words"] == "no such round yet"
     assert d["model"]["parameters"] == 256 * 16 + (4 * 16 * 16 + 3 * 16 * 32 + 2 * 16) + 16
 
 
@@ -49,20 +51,30 @@ def test_view_after_two_rounds(harness: Harness) -> None:
     assert g["tokens"] == 2 * 6000 and g["faults"] == 1 and g["audits"] >= 3
     assert g["status"] == "between rounds"
     assert [p["heldout_loss"] for p in d["curve"]] == [4.5, 4.0]
-    first = d["rounds"][0]
-    per_step = d["model"]["parameters"] * 4
-    assert first["ddp_bytes"] == 3 * 8 * per_step and first["bytes_sent"] == 3 * 4096
-    assert first["saved_factor"] == first["ddp_bytes"] / first["bytes_sent"]
-    assert first["compute_s"] is not None and first["sync_s"] is not None
-    # honest traffic: commits, updates, audited checkpoints and model downloads all count
-    moved = first["traffic"]
-    assert moved["updates"] == 3 * 4096 and moved["commits"] > 0
-    assert moved["model_download"] == 3 * per_step and moved["checkpoints"] > 0
+    first, second = d["rounds"]
     params = d["model"]["parameters"]
-    assert first["ddp_ring_bytes"] == 3 * ((2 * 2 * 2 * params * 8) // 3)  # 2(n-1)/n, n=3, H=8
-    assert first["honest_saved_factor"] == first["ddp_ring_bytes"] / sum(moved.values())
-    assert g["honest"]["honest_bytes"] == sum(r["honest_bytes"] for r in d["rounds"])
-    assert "2(n-1)/n" in g["honest"]["ddp_formula"]
+    assert first["bytes_sent"] == 3 * 4096 and first["compute_s"] is not None
+    assert first["sync_s"] is not None
+    # round 0: every island downloads the full start model (a join)
+    moved = first["traffic"]
+    assert moved["updates"] == 3 * 4096 and moved["commits"] > 0 and moved["checkpoints"] > 0
+    assert moved["joins"] == 3 * 4 * params and moved["broadcasts"] == 0
+    # round 1: the same islands hold round 0's model and receive the merge's broadcast
+    assert second["traffic"]["broadcasts"] == 3 * BROADCAST_BYTES
+    assert second["traffic"]["joins"] == 0
+    # the baseline: bf16 ring all-reduce, sent and received, n = 3, H = 8
+    assert first["data_parallel_bytes"] == 2 * 3 * ((2 * 2 * 2 * params * 8) // 3)
+    assert first["honest_bytes"] == sum(moved.values())
+    assert first["ratio"] == first["data_parallel_bytes"] / first["honest_bytes"]
+    assert first["ratio_words"] == ratio_words(first["data_parallel_bytes"], first["honest_bytes"])
+    # round 0 audits its islands in probation, round 1 at the rate: the steady state
+    t = g["traffic"]
+    assert t["all"]["honest_bytes"] == sum(r["honest_bytes"] for r in d["rounds"])
+    assert t["all"]["data_parallel_bytes"] == sum(r["data_parallel_bytes"] for r in d["rounds"])
+    assert (first["probation"], second["probation"]) == (True, False)
+    assert t["probation"]["rounds"] == 1 and t["steady"]["rounds"] == 1
+    assert t["steady"]["words"] == second["ratio_words"]
+    assert "2(n-1)/n" in t["formula"] and "sent and received" in t["formula"]
     shares = [i["share"] for i in d["islands"]]
     assert abs(sum(shares) - 1) < 1e-9 and len(set(shares)) == 3
     caught = [a for a in d["audits"] if a["fault"]]
@@ -80,12 +92,12 @@ def test_document_is_the_typed_contract_with_traffic_honeypots_and_disputes(
     d = harness.client.get("/v1/runs/run-1/dashboard").json()
     doc = Dashboard.model_validate(d)  # the route's response model, field for field
     assert set(d) == set(Dashboard.model_fields)
-    # the traffic panel carries the run totals the glance tile is computed from
-    honest = d["glance"]["honest"]
-    assert doc.traffic.honest_bytes == honest["honest_bytes"] > 0
-    assert doc.traffic.ddp_ring_bytes == honest["ddp_ring_bytes"] > 0
-    assert doc.traffic.ratio == honest["honest_bytes"] / honest["ddp_ring_bytes"]
-    assert doc.traffic.parts == honest["traffic"]
+    # the tile (glance) and the panel are one value: the same summary of the same rounds
+    assert doc.glance.traffic == doc.traffic
+    assert (
+        doc.traffic.all.ratio == doc.traffic.all.data_parallel_bytes / doc.traffic.all.honest_bytes
+    )
+    assert doc.traffic.all.parts["joins"] > 0
     # no honeypot list committed and no dispute opened: explicit, empty panels
     assert (doc.honeypots.committed, doc.honeypots.revealed, doc.honeypots.rows) == (
         False,

@@ -329,11 +329,12 @@ def check_dispute_honeypot_traffic(page: Any, doc: dict[str, Any]) -> None:
     assert (cheat["caught"], cheat["disputes_lost"]) == (1, 1)
 
     t = doc["traffic"]
-    assert t["ratio"] is not None and t["ratio"] > 0
-    expect(page.locator("#traffic-body .ratio")).to_have_text(
-        f"{100 * t['ratio']:.1f} %".replace(".0 %", " %")
-    )
-    honest = page.locator("#traffic-body .honest")
+    assert t["all"]["ratio"] is not None and t["all"]["ratio"] > 0
+    # the panel and the headline tile print the service's words, never a bare factor
+    expect(page.locator("#traffic-table tr.all .ratio")).to_have_text(t["all"]["words"])
+    shown = t["steady"] if t["steady"]["rounds"] else t["all"]
+    expect(page.locator("#glance-tiles")).to_contain_text(shown["words"])
+    honest = page.locator("#traffic-table tr.all .honest")
     expect(honest).not_to_have_text("—")
 
 
@@ -351,7 +352,10 @@ def check_empty_states(browser: Any, base: str) -> None:
             "revealed_beacon_round": None,
             "rows": [],
         },
-        "traffic": {**real["traffic"], "ratio": None, "honest_bytes": 0, "ddp_ring_bytes": 0},
+        "traffic": {
+            **real["traffic"],
+            "all": {**real["traffic"]["all"], "honest_bytes": 0, "data_parallel_bytes": 0},
+        },
     }
     page = browser.new_page()
     page.route("**/v1/runs/run-1/dashboard", lambda route: route.fulfill(json=early))

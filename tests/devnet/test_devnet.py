@@ -67,7 +67,7 @@ def test_report_of_a_two_round_devnet(devnet_run: dict[str, Any]) -> None:
     r = devnet_run
     assert [x["round"] for x in r["rounds"]] == [0, 1]
     assert all(x["heldout_loss"] is not None and x["tokens"] > 0 for x in r["rounds"])
-    assert all(x["ddp_bytes"] > x["bytes_sent"] > 0 for x in r["rounds"])
+    assert all(x["data_parallel_bytes"] > x["bytes_sent"] > 0 for x in r["rounds"])
     hp = r["honeypot"]
     assert hp["caught"] is True
     # honest in round 0 (the default honest rounds, capped at R - 1), caught in round 1:
@@ -77,7 +77,8 @@ def test_report_of_a_two_round_devnet(devnet_run: dict[str, Any]) -> None:
     assert next(m for m in r["miners"] if m["honeypot"])["burned"] == hp["burned"]
     assert r["ledger_verified"] is True
     assert r["children_left"] == 0
-    assert r["bandwidth_saved_vs_ddp"] > 1
+    t = r["traffic"]
+    assert t["all"]["rounds"] == 2 and t["all"]["words"].endswith("than data-parallel")
     assert "weights" in r["weights"]
     assert Path(r["model_export"], "config.json").is_file()
     assert Path(r["model_export"], "tokenizer.json").is_file()  # exported with its tokenizer

@@ -10,12 +10,24 @@ from hypertrain.devnet.config import DevnetConfig
 from hypertrain.devnet.keys import Secrets, generate
 from hypertrain.devnet.report import build_report, write_report
 from hypertrain.devnet.view import round_line, summary_rows
+from hypertrain.protocol.traffic import ratio_words
 
 
 def _round(index: int, loss: float | None, phase: str = "final") -> dict[str, Any]:
+    """A dashboard round row: round 0 in probation (joins, audits), later ones steady."""
+    parts = {
+        "commits": 10,
+        "updates": 100,
+        "broadcasts": 0 if index == 0 else 90,
+        "checkpoints": 8000 if index == 0 else 0,
+        "joins": 400 if index == 0 else 0,
+    }
+    moved = sum(parts.values())
     return {
         "round": index, "phase": phase, "eval_loss": loss, "train_loss": 6.0, "tokens": 1000,
-        "bytes_sent": 100, "ddp_bytes": 3000, "audits": 4, "compute_s": 5, "sync_s": 20,
+        "bytes_sent": 100, "traffic": parts, "honest_bytes": moved,
+        "data_parallel_bytes": 4000, "ratio_words": ratio_words(4000, moved),
+        "probation": index == 0, "audits": 4, "compute_s": 5, "sync_s": 20,
         "verdicts": {"match": 3, "mismatch": 1},
     }  # fmt: skip
 
@@ -51,7 +63,13 @@ def test_report_uses_the_services_losses_and_finds_the_honeypot(tmp_path: Path) 
         "escrow_before_fault": 0, "burned": 0, "weight_after": 0,
     }  # fmt: skip
     assert [m["honeypot"] for m in report["miners"]] == [False, False, False, True]
-    assert report["bandwidth_saved_vs_ddp"] == 30.0
+    t = report["traffic"]  # the finished rounds 0 (probation) and 1 (steady)
+    assert (t["steady"]["rounds"], t["probation"]["rounds"], t["all"]["rounds"]) == (1, 1, 2)
+    assert t["steady"]["words"] == "20× less than data-parallel"  # 4000 / 200
+    assert t["probation"]["words"] == "2.1× more than data-parallel"  # 8510 / 4000
+    assert rows_of(report)["traffic vs data-parallel, steady state rounds"].startswith(
+        "20× less than data-parallel (200 B against 4,000 B, 1 rounds)"
+    )
     assert report["island_layouts"]["applied"] is False
     assert report["island_layouts"]["planned"]["island-3"]["micro_batches"] == 3
     assert report["miners"][0]["weight"] == 0.5 and report["miners"][0]["paid"] == 7
@@ -64,7 +82,15 @@ def test_report_uses_the_services_losses_and_finds_the_honeypot(tmp_path: Path) 
     )
     md = write_report(report, tmp_path / "out" / "report.json")
     assert json.loads((tmp_path / "out" / "report.json").read_text())["rounds"][1]["round"] == 1
-    assert "| 1 | 6.1000 | 1,000 | 100 | 3,000 | 4 | 1 |" in md.read_text()
+    text = md.read_text()
+    assert "| 1 | 6.1000 | 1,000 | 200 | 4,000 | 20× less than data-parallel | 4 | 1 |" in text
+    assert (
+        "| 0 | 6.5000 | 1,000 | 8,510 | 4,000 | 2.1× more than data-parallel (probation) |" in text
+    )
+
+
+def rows_of(report: dict[str, Any]) -> dict[str, str]:
+    return dict(summary_rows(report))
 
 
 def test_round_line_reads_as_a_sentence() -> None:

@@ -49,7 +49,7 @@ def test_summary_reports_utilisation_and_sample() -> None:
         "rounds": [],
         "honeypot": {"name": "island-2", "hotkey": "5" * 48, "strategy": "skip-steps",
                      "caught": True},
-        "bandwidth_saved_vs_ddp": None, "ledger_verified": True, "miners": [],
+        "ledger_verified": True, "miners": [],
         "model_export": "m", "sample": "ROMEO: the",
         "utilisation": {"mean": 0.46, "compute_s": 9.2, "wall_s": 20.0, "per_round": []},
     }  # fmt: skip

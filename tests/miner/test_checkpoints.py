@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from hypertrain.miner.checkpoints import checkpoint_addresses, selected_segments
+from hypertrain.miner.checkpoints import (
+    checkpoint_addresses,
+    checkpoints_to_upload,
+    selected_segments,
+)
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.messages import AuditAssignment
 from tests.auditor.world import COORD, ISLANDS, RUN_ID, World, make_world
@@ -50,3 +54,9 @@ def test_index_addresses_are_computed_without_uploading(tmp_path: Path) -> None:
     assert checkpoint_addresses(paths) == tuple(
         hashlib.sha256(p.read_bytes()).hexdigest() for p in paths
     )
+
+
+def test_segment_zero_is_never_uploaded() -> None:
+    # its start state is the public one auditors derive (tests/auditor/test_runner.py)
+    assert checkpoints_to_upload([0, 1, 2]) == [1, 2]
+    assert checkpoints_to_upload([0]) == []  # J = H: an audit moves no checkpoint at all

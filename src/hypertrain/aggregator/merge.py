@@ -43,6 +43,7 @@ from hypertrain.aggregator.screen import screen, token_weights
 from hypertrain.aggregator.tape import Candidate, Excluded, Included, Tape
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.trainer.blob import decode_model_blob, encode_model_blob
+from hypertrain.trainer.broadcast import broadcast_step
 from hypertrain.trainer.errors import CodecError
 from hypertrain.trainer.model import param_shapes
 from hypertrain.trainer.update import iter_decode_update
@@ -66,6 +67,7 @@ class MergeResult:
     tape: Tape
     model_blob: bytes
     outer_blob: bytes
+    broadcast_blob: bytes | None = None  # the int8 outer step, when the run broadcasts
 
 
 def max_tokens(manifest: RunManifest) -> int:
@@ -169,6 +171,11 @@ def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
             new_params[name], new_momentum[name] = nesterov_step(
                 start[name], delta.pop(name), momentum[name], outer
             )
+    broadcast = None
+    if outer.broadcast == "int8":  # the model is the start minus the decoded broadcast
+        broadcast, new_params = broadcast_step(
+            start, new_params, spec, inputs.manifest.compression.block_size
+        )
     model_blob = encode_model_blob(new_params, spec)
     outer_blob = encode_outer_state(new_momentum, spec, inputs.round)
     tape = Tape(
@@ -190,4 +197,4 @@ def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
         history_norms=list(inputs.history_norms),
         proven=sorted(inputs.proven),
     )
-    return MergeResult(tape, model_blob, outer_blob)
+    return MergeResult(tape, model_blob, outer_blob, broadcast)

@@ -4,7 +4,9 @@
   (``trainer.model.init_params``) and publishes it; the service's round-open record
   needs its hash and URL, and nothing else creates it.
 * :func:`merge_round` collects round ``w`` from the service, merges it against the
-  blobs, publishes the outer state, the model and the full tape to the relay, then
+  blobs, publishes the outer state, the model, the start-model broadcast (when the
+  manifest's ``outer.broadcast`` asks for one: ``trainer.broadcast``) and the full
+  tape to the relay, then
   posts the signed ``merge-tape`` message, which names the included islands and the
   reasons the others were excluded (settlement pays only the included ones).
 * Given a held-out batch (``--dataset-dir``), each new model's held-out loss
@@ -128,6 +130,7 @@ class Aggregator:
         self.store.put(result.model_blob, kind="model", round=index)
         tape_sha = self.store.put(result.tape.to_bytes(), kind="tape", round=index)
         body = MergeTape(
+            **self.publish_broadcast(result, index),
             round=index,
             start_model_sha256=result.tape.start_model_sha256,
             new_model_sha256=result.tape.new_model_sha256,
@@ -151,6 +154,17 @@ class Aggregator:
             "tape": tape_sha, "paid": answer.paid, "eval_loss": body.eval_loss,
         })  # fmt: skip
         return result
+
+    def publish_broadcast(self, result: MergeResult, index: int) -> dict[str, Any]:
+        """Store the merge's broadcast (if the run broadcasts); the merge-tape fields naming it."""
+        if result.broadcast_blob is None:
+            return {}
+        sha = self.store.put(result.broadcast_blob, kind="model", round=index)
+        return {
+            "broadcast_sha256": sha,
+            "broadcast_url": self.store.url(sha),
+            "broadcast_bytes": len(result.broadcast_blob),
+        }
 
     def eval_loss(self, manifest: RunManifest, model_blob: bytes) -> float | None:
         """Held-out loss of a merged model, or None without a held-out batch."""

@@ -19,14 +19,27 @@ class _Doc(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class HonestTraffic(_Doc):
-    """Run totals of the bytes an honest run moves, against data-parallel training."""
+class TrafficTotal(_Doc):
+    """A sum of rounds: the bytes the islands' links carried, the data-parallel bytes for
+    the same tokens (bf16 ring all-reduce every step, sent and received), and the ratio
+    (data-parallel over ours) in number and in words ("N× less than data-parallel")."""
 
+    rounds: int
     honest_bytes: int
-    ddp_ring_bytes: int
-    honest_saved_factor: float | None
-    traffic: dict[str, int]
-    ddp_formula: str
+    data_parallel_bytes: int
+    ratio: float | None
+    words: str
+    parts: dict[str, int]
+
+
+class TrafficPanel(_Doc):
+    """The traffic tile and panel: every round, the steady-state rounds (no island in
+    probation) and the probation rounds, all from ``protocol.traffic.summarize``."""
+
+    all: TrafficTotal
+    steady: TrafficTotal
+    probation: TrafficTotal
+    formula: str
 
 
 class Glance(_Doc):
@@ -40,24 +53,10 @@ class Glance(_Doc):
     tokens_per_s: float
     tokens: int
     bytes_sent: int
-    ddp_bytes: int
-    bandwidth_saved: float | None
-    honest: HonestTraffic
+    traffic: TrafficPanel
     audits: int
     faults: int
     beacon_round: int | None
-
-
-class TrafficPanel(_Doc):
-    """The honest traffic ratio: every byte an honest run moved over what a
-    data-parallel run (bf16 ring all-reduce of every gradient) would have moved."""
-
-    ratio: float | None
-    honest_bytes: int
-    ddp_ring_bytes: int
-    saved_factor: float | None
-    parts: dict[str, int]
-    formula: str
 
 
 class HoneypotPanelRow(HoneypotRow):

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from hypertrain.challenge import disputes, honeypots
 from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.protocol.traffic import FORMULA, TrafficSummary, TrafficTotal
 
 STATIONS: Final = (
     ("open", "Open", "the round opens at a beacon round with the start model"),
@@ -95,16 +96,24 @@ def curve_summary(curve: list[dict[str, Any]], total_rounds: int) -> dict[str, A
     }
 
 
-def traffic_panel(totals: dict[str, Any]) -> dict[str, Any]:
-    """The honest traffic ratio of the run: honest bytes over data-parallel bytes."""
-    honest, ddp = int(totals["honest_bytes"]), int(totals["ddp_ring_bytes"])
+def _traffic_total(t: TrafficTotal) -> dict[str, Any]:
     return {
-        "ratio": honest / ddp if ddp else None,
-        "honest_bytes": honest,
-        "ddp_ring_bytes": ddp,
-        "saved_factor": totals["honest_saved_factor"],
-        "parts": dict(totals["traffic"]),
-        "formula": totals["ddp_formula"],
+        "rounds": t.rounds,
+        "honest_bytes": t.ours_bytes,
+        "data_parallel_bytes": t.data_parallel,
+        "ratio": t.ratio,
+        "words": t.words,
+        "parts": t.ours.parts(),
+    }
+
+
+def traffic_panel(summary: TrafficSummary) -> dict[str, Any]:
+    """The run's traffic against data-parallel: all rounds, steady state, probation."""
+    return {
+        "all": _traffic_total(summary.all),
+        "steady": _traffic_total(summary.steady),
+        "probation": _traffic_total(summary.probation),
+        "formula": FORMULA,
     }
 
 

@@ -8,8 +8,9 @@ beacon rounds that chose the audits, and the ledger's balances.
 Time is measured in beacon rounds (the service's only clock) and converted to
 seconds with the beacon chain's period. "Compute" is from a round's opening to
 its last accepted commit; "sync" from that commit to the accepted merge tape.
-The data-parallel comparison assumes every island would upload one float32
-gradient per inner step (a lower bound: a ring all-reduce sends about twice that).
+Traffic is counted once, by ``challenge.traffic`` with ``protocol.traffic``'s
+baseline (a bf16 ring all-reduce every step, sent and received): the rounds table and
+the headline tile show the same terms, so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ from typing import Any, Final
 from hypertrain.challenge import dashpanels, facts, views
 from hypertrain.challenge.dashmodels import Dashboard
 from hypertrain.challenge.state import ServiceState, loads
-from hypertrain.challenge.traffic import round_traffic, traffic_totals
+from hypertrain.challenge.traffic import round_traffic, traffic_fields
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
+from hypertrain.protocol.traffic import TrafficRound, ratio, ratio_words, summarize
 
 QUICKNET_GENESIS: Final = 1692803367
 QUICKNET_PERIOD_S: Final = 3
-FLOAT32_BYTES: Final = 4
 
 
 def param_count(spec: ModelSpec) -> int:
@@ -100,19 +101,23 @@ def _round_timing(state: ServiceState, run_id: str) -> dict[int, dict[str, Any]]
     return {r["round"]: dict(r) for r in rows}
 
 
-def round_rows(state: ServiceState, run_id: str, manifest: RunManifest) -> list[dict[str, Any]]:
-    """Recent rounds with timing, bytes and the data-parallel comparison."""
+def round_rows(
+    state: ServiceState, run_id: str, manifest: RunManifest
+) -> tuple[list[dict[str, Any]], list[TrafficRound]]:
+    """Recent rounds with timing, bytes and the data-parallel comparison, and each
+    round's traffic count (the same count the tile sums)."""
     genesis, period = chain_timing(state)
     timing = _round_timing(state, run_id)
-    per_step = param_count(manifest.model) * FLOAT32_BYTES
-    out = []
+    params = param_count(manifest.model)
+    out, counts = [], []
     for s in views.round_summaries(state, run_id):
         t = timing[s["round"]]
         compute = (t["last_commit"] - t["open_beacon_round"]) * period if t["last_commit"] else None
         sync = (
             (t["merged"] - t["last_commit"]) * period if t["merged"] and t["last_commit"] else None
         )
-        ddp = s["commits"] * manifest.round.inner_steps * per_step
+        count = round_traffic(state, run_id, manifest, s, params)
+        counts.append(count)
         out.append(
             {
                 **s,
@@ -121,12 +126,12 @@ def round_rows(state: ServiceState, run_id: str, manifest: RunManifest) -> list[
                 "compute_s": compute,
                 "sync_s": sync,
                 "bytes_sent": s["update_bytes"],
-                "ddp_bytes": ddp,
-                "saved_factor": ddp / s["update_bytes"] if s["update_bytes"] else None,
-                **round_traffic(state, run_id, manifest, s, param_count(manifest.model)),
+                **traffic_fields(count),
+                "ratio": ratio(count.data_parallel, count.ours.total()),
+                "ratio_words": ratio_words(count.data_parallel, count.ours.total()),
             }
         )
-    return out
+    return out, counts
 
 
 def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
@@ -231,14 +236,13 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
     """Everything the dashboard draws, for one run."""
     manifest = state.manifest(run_id)
     summary = views.run_summary(state, run_id)
-    rounds = round_rows(state, run_id, manifest)
+    rounds, counts = round_rows(state, run_id, manifest)
     islands = sorted(  # island-1, island-2, ...: by metagraph uid
         _island_rows(state, run_id, rounds, views.roster(state, run_id)),
         key=lambda i: (i.get("uid") is None, i.get("uid") or 0, i["hotkey"]),
     )
     losses = [r["eval_loss"] for r in rounds if r["eval_loss"] is not None]
     bytes_sent = sum(r["bytes_sent"] for r in rounds)
-    ddp = sum(r["ddp_bytes"] for r in rounds)
     current = rounds[-1] if rounds else None
     active = [i for i in islands if i["status"] in ("probation", "active")]
     genesis, period = chain_timing(state)
@@ -253,7 +257,7 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
         for r in rounds
         if r["eval_loss"] is not None
     ]
-    honest = traffic_totals(rounds)
+    traffic = dashpanels.traffic_panel(summarize(counts))
     doc = {
         "run_id": run_id,
         "glance": {
@@ -267,9 +271,7 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
             "tokens_per_s": sum(i["tokens_per_s"] or 0 for i in active),
             "tokens": summary["tokens_total"],
             "bytes_sent": bytes_sent,
-            "ddp_bytes": ddp,
-            "bandwidth_saved": ddp / bytes_sent if bytes_sent else None,
-            "honest": honest,
+            "traffic": traffic,
             "audits": summary["audits_total"],
             "faults": summary["faults_total"],
             "beacon_round": summary["beacon_round"],
@@ -282,7 +284,7 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
         "islands": islands,
         "rounds": rounds,
         "audits": audit_rows(state, run_id),
-        "traffic": dashpanels.traffic_panel(honest),
+        "traffic": traffic,
         "honeypots": dashpanels.honeypot_panel(state, run_id),
         "disputes": dashpanels.dispute_rows(state, run_id),
     }

@@ -1,18 +1,23 @@
-"""Honest per-round traffic: every byte an island must move, against data-parallel training.
+"""The service's traffic section: each round's bytes as ``protocol.traffic`` counts them.
 
 Counted from what passed through the service plus sizes the protocol fixes exactly:
 
 * ``commits``: the signed commit envelopes as stored (their canonical JSON);
 * ``updates``: the update bytes each commit declares (the relay refuses any other size);
-* ``checkpoints``: one full training-state checkpoint per segment an audit selected, since
-  islands upload only those (``miner.checkpoints``); its size is 4 bytes per parameter,
-  per optimizer slot and per residual value (the per-tensor headers, well under 0.1%,
-  are left out: this package does not import the trainer);
-* ``model_download``: each committing island fetches the round's start model, 4 bytes
-  per parameter (the float32 model blob, header excluded).
+* ``broadcasts``: an island that committed in the previous round holds that round's start
+  model, so it receives the previous merge's broadcast (its size is on the signed
+  merge-tape message) and rebuilds the new start model from it;
+* ``joins``: every other committing island (round 0, a newcomer, one that missed a
+  round, or a run that publishes no broadcast) downloads the full start model, 4 bytes
+  per parameter (the float32 model blob, header excluded);
+* ``checkpoints``: one full training-state checkpoint per segment an audit selected but
+  segment 0 (its start state is public), since islands upload only those
+  (``miner.checkpoints``); its size is 4 bytes per
+  parameter, per optimizer slot and per residual value (per-tensor headers, well under
+  0.1%, are left out: this package does not import the trainer).
 
-The reference is ``protocol.traffic``: a bf16 ring all-reduce every step over as many
-devices as islands, ``islands x 2(n-1)/n x 2 bytes x params x H`` per round.
+A round is a *probation* round when one of its audits was a probation audit (the island
+was audited because it is new, not by the rate); the others are the steady state.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from typing import Any
 
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
-from hypertrain.protocol.traffic import FORMULA, ddp_bytes_total, honest_ratio
+from hypertrain.protocol.traffic import RoundBytes, TrafficRound, data_parallel_bytes
+
+FLOAT32_BYTES = 4
 
 
 def _adamw_only_params(spec: ModelSpec) -> int:
@@ -41,59 +48,72 @@ def state_bytes(manifest: RunManifest, params: int) -> int:
     else:
         slots = 2 * params
     residual = params if manifest.compression.error_feedback else 0
-    return 4 * (params + slots + residual)
+    return FLOAT32_BYTES * (params + slots + residual)
 
 
-def _round_counts(state: ServiceState, run_id: str, index: int) -> tuple[int, int]:
-    """(commit envelope bytes, audited segments) of one round."""
-    commit = state.conn.execute(
+def _committers(state: ServiceState, run_id: str, index: int) -> set[str]:
+    rows = state.conn.execute(
+        "SELECT hotkey FROM commits WHERE run_id = ? AND round = ?", (run_id, index)
+    )
+    return {r["hotkey"] for r in rows}
+
+
+def _broadcast_bytes(state: ServiceState, run_id: str, index: int) -> int | None:
+    """The size of round ``index``'s published broadcast (None: none published)."""
+    row = state.conn.execute(
+        "SELECT body FROM merges WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    if row is None:
+        return None
+    size = json.loads(row["body"]).get("broadcast_bytes")
+    return int(size) if isinstance(size, int) else None
+
+
+def _audits(state: ServiceState, run_id: str, index: int) -> tuple[int, bool]:
+    """(uploaded checkpoints, any probation audit) of one round: one per audited segment
+    but segment 0, whose start state auditors derive from the public start model."""
+    rows = state.conn.execute(
+        "SELECT segments, probation FROM audits WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchall()
+    segments = sum(sum(1 for k in json.loads(r["segments"]) if k > 0) for r in rows)
+    return segments, any(bool(r["probation"]) for r in rows)
+
+
+def _commit_bytes(state: ServiceState, run_id: str, index: int) -> int:
+    row = state.conn.execute(
         "SELECT COALESCE(SUM(LENGTH(envelope)), 0) AS n FROM commits"
         " WHERE run_id = ? AND round = ?",
         (run_id, index),
     ).fetchone()
-    segments = sum(
-        len(json.loads(row["segments"]))
-        for row in state.conn.execute(
-            "SELECT segments FROM audits WHERE run_id = ? AND round = ?", (run_id, index)
-        )
-    )
-    return int(commit["n"]), segments
+    return int(row["n"])
 
 
 def round_traffic(
     state: ServiceState, run_id: str, manifest: RunManifest, summary: dict[str, Any], params: int
-) -> dict[str, Any]:
-    """The honest byte count of one round (``params`` model parameters) against
-    data-parallel training."""
-    islands = int(summary["commits"])
-    commit_bytes, segments = _round_counts(state, run_id, int(summary["round"]))
-    moved = {
-        "commits": commit_bytes,
-        "updates": int(summary["update_bytes"]),
-        "checkpoints": segments * state_bytes(manifest, params),
-        "model_download": islands * 4 * params,
-    }
-    ddp = ddp_bytes_total(params, max(1, islands), manifest.round.inner_steps)
-    return {
-        "traffic": moved,
-        "honest_bytes": sum(moved.values()),
-        "ddp_ring_bytes": ddp,
-        "honest_saved_factor": honest_ratio(ddp, moved),
-    }
+) -> TrafficRound:
+    """The honest byte count of one round (``params`` model parameters) and its baseline."""
+    index = int(summary["round"])
+    islands = _committers(state, run_id, index)
+    held = _committers(state, run_id, index - 1) & islands if index > 0 else set()
+    broadcast = _broadcast_bytes(state, run_id, index - 1) if index > 0 else None
+    receivers = len(held) if broadcast is not None else 0
+    segments, probation = _audits(state, run_id, index)
+    ours = RoundBytes(
+        commits=_commit_bytes(state, run_id, index),
+        updates=int(summary["update_bytes"]),
+        broadcasts=receivers * (broadcast or 0),
+        checkpoints=segments * state_bytes(manifest, params),
+        joins=(len(islands) - receivers) * FLOAT32_BYTES * params,
+    )
+    ddp = data_parallel_bytes(params, max(1, len(islands)), manifest.round.inner_steps)
+    return TrafficRound(index, ours, ddp, probation)
 
 
-def traffic_totals(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Run totals of :func:`round_traffic` rows, with the formula stated."""
-    honest = sum(r["honest_bytes"] for r in rounds)
-    ddp = sum(r["ddp_ring_bytes"] for r in rounds)
-    parts: dict[str, int] = {}
-    for r in rounds:
-        for k, v in r["traffic"].items():
-            parts[k] = parts.get(k, 0) + v
+def traffic_fields(count: TrafficRound) -> dict[str, Any]:
+    """The fields one row of the rounds table carries (the same as the tile's terms)."""
     return {
-        "honest_bytes": honest,
-        "ddp_ring_bytes": ddp,
-        "honest_saved_factor": ddp / honest if honest else None,
-        "traffic": parts,
-        "ddp_formula": FORMULA,
+        "traffic": count.ours.parts(),
+        "honest_bytes": count.ours.total(),
+        "data_parallel_bytes": count.data_parallel,
+        "probation": count.probation,
     }

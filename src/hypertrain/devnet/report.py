@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hypertrain.challenge.dashpanels import traffic_panel
 from hypertrain.devnet.keys import Secrets
 from hypertrain.devnet.view import summary_rows
-from hypertrain.protocol.traffic import FORMULA
+from hypertrain.protocol.traffic import RoundBytes, TrafficRound, summarize
 
 
 def build_report(
@@ -39,9 +40,11 @@ def build_report(
             "train_loss": r["train_loss"],
             "tokens": r["tokens"],
             "bytes_sent": r["bytes_sent"],
-            "ddp_bytes": r["ddp_bytes"],
-            "honest_bytes": r.get("honest_bytes"),
-            "ddp_ring_bytes": r.get("ddp_ring_bytes"),
+            "traffic": r["traffic"],
+            "honest_bytes": r["honest_bytes"],
+            "data_parallel_bytes": r["data_parallel_bytes"],
+            "ratio_words": r["ratio_words"],
+            "probation": r["probation"],
             "audits": r["audits"],
             "faults": r["verdicts"]["mismatch"],
             "compute_s": r["compute_s"],
@@ -52,7 +55,6 @@ def build_report(
     ]
     honeypot = secrets.islands[-1]
     caught = any(a["fault"] and a["hotkey"] == honeypot.ss58 for a in doc["audits"])
-    sent = sum(r["bytes_sent"] for r in rounds)
     names = {m.ss58: m.name for m in secrets.islands}
     weight_map = weights.get("weights", {})
     return {
@@ -68,8 +70,7 @@ def build_report(
         },
         "ledger_verified": ledger_verified,
         "weights": weights,
-        "bandwidth_saved_vs_ddp": sum(r["ddp_bytes"] for r in rounds) / sent if sent else None,
-        "honest_traffic": _honest(rounds),
+        "traffic": traffic_summary(rounds),
         "model_export": model_export,
         "sample": sample,
         "utilisation": utilisation or {"per_round": [], "mean": None},
@@ -129,31 +130,32 @@ def read_journal(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def _honest(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every byte islands moved (commits, updates, audited checkpoints, model downloads)
-    against a bf16 ring all-reduce every step (``protocol.traffic``)."""
-    honest = sum(r.get("honest_bytes") or 0 for r in rounds)
-    ddp = sum(r.get("ddp_ring_bytes") or 0 for r in rounds)
-    return {
-        "honest_bytes": honest,
-        "ddp_ring_bytes": ddp,
-        "saved_vs_ddp": ddp / honest if honest else None,
-        "formula": FORMULA,
-    }
+def traffic_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The finished rounds' traffic, by the dashboard's own function (the tile's terms):
+    all rounds, the steady state and the probation rounds, against data-parallel."""
+    counts = [
+        TrafficRound(
+            r["round"], RoundBytes(**r["traffic"]), r["data_parallel_bytes"], r["probation"]
+        )
+        for r in rounds
+    ]
+    return traffic_panel(summarize(counts))
 
 
 def markdown(report: dict[str, Any]) -> str:
     lines = ["# Hypertrain devnet report", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in summary_rows(report)]
     header = (
-        "| round | held-out loss | tokens | bytes sent | data-parallel bytes | audits | faults |"
+        "| round | held-out loss | tokens | bytes moved | data-parallel bytes | traffic"
+        " | audits | faults |"
     )
-    lines += ["", "## Rounds", "", header, "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += ["", "## Rounds", "", header, "|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in report["rounds"]:
         loss = "—" if r["heldout_loss"] is None else f"{r['heldout_loss']:.4f}"
         lines.append(
-            f"| {r['round']} | {loss} | {r['tokens']:,} | {r['bytes_sent']:,} |"
-            f" {r['ddp_bytes']:,} | {r['audits']} | {r['faults']} |"
+            f"| {r['round']} | {loss} | {r['tokens']:,} | {r['honest_bytes']:,} |"
+            f" {r['data_parallel_bytes']:,} | {r['ratio_words']}"
+            f"{' (probation)' if r['probation'] else ''} | {r['audits']} | {r['faults']} |"
         )
     lines += ["", f"children left after exit: {report['children_left']}", ""]
     return "\n".join(lines)

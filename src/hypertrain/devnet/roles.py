@@ -12,12 +12,14 @@ from hypertrain.devnet.keys import Identity, Secrets
 from hypertrain.devnet.procs import honeypot_island_cmd, hypertrain_cmd, miner_cmd
 
 RUN_ID = "devnet"
+STEADY_AUDIT_RATE = 0.1  # the manifest default (protocol.manifest.AuditSpec)
 REGION = "this machine (devnet)"  # every island runs here; shown on the dashboard
 ISLAND_READY = '"event": "started"'  # the miner's first JSON line, once it follows the run
 
 
 def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict[str, Any]:
-    """The devnet's run manifest: every island is in probation, so every island is audited."""
+    """The devnet's run manifest: probation until the honeypot's first cheat, then the
+    default audit rate; merges broadcast the outer step."""
     import torch
 
     from hypertrain.miner.admission import device_class, workload_hash
@@ -43,13 +45,16 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
             "layout_limits": {"max_dp_ranks": 1, "max_micro_batches": cfg.max_micro_batches},
         },
         "data": dataset.descriptor.data_spec().model_dump(mode="json"),
-        # Rate 1: every island is audited every round. Probation covers round 0 only,
-        # so honest rewards start vesting within a short run and get_weights is not empty.
+        # Probation (every island audited every round) covers the honeypot's honest
+        # rounds and its first cheat, so the cheat is always caught; after it, islands are
+        # audited at the manifest's default rate: the steady state the traffic shows.
         "audit": {
-            "rate": 1.0,
+            "rate": STEADY_AUDIT_RATE,
             "segments": min(AUDIT_SEGMENTS, cfg.segments),
-            "probation_rounds": 1,
+            "probation_rounds": cfg.honeypot_honest_rounds + 1,
         },
+        # Islands that trained the last round receive the merged step, not the model.
+        "outer": {"broadcast": "int8"},
         "reward": {"pool_per_round": 1_000_000, "vesting_rounds": 2},
         "determinism": configure_determinism(1, "cpu").model_dump(mode="json"),
         "selfcheck_reference": {device_class(cpu): workload_hash(cpu)},

@@ -64,8 +64,8 @@ def round_line(r: dict[str, Any], total_rounds: int) -> str:
     return (
         f"round {r['round']} done ({r['round'] + 1}/{total_rounds}): held-out loss"
         f" {_fmt(r['eval_loss'])}, "
-        f"{r['tokens']:,} tokens, {r['bytes_sent']:,} B sent "
-        f"({r['ddp_bytes']:,} B data-parallel), audits {r['audits']}: "
+        f"{r['tokens']:,} tokens, {r['honest_bytes']:,} B moved "
+        f"({r['ratio_words']}), audits {r['audits']}: "
         f"{v['match']} match, {v['mismatch']} mismatch"
     )
 
@@ -91,6 +91,23 @@ def fault_line(hp: dict[str, Any]) -> str:
     )
 
 
+def traffic_rows(traffic: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Steady-state, probation and all rounds' traffic, in the dashboard's words."""
+    if not traffic:
+        return [("traffic vs data-parallel", "—")]
+    out = []
+    for key, label in (("steady", "steady state"), ("probation", "probation"), ("all", "all")):
+        t = traffic[key]
+        out.append(
+            (
+                f"traffic vs data-parallel, {label} rounds",
+                f"{t['words']} ({t['honest_bytes']:,} B against {t['data_parallel_bytes']:,} B,"
+                f" {t['rounds']} rounds)",
+            )
+        )
+    return out
+
+
 def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     rounds = report["rounds"]
     first = rounds[0]["heldout_loss"] if rounds else None
@@ -104,11 +121,7 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         ("rounds", str(len(rounds))),
         ("tokens trained", f"{sum(r['tokens'] for r in rounds):,}"),
-        ("update bytes vs data-parallel", f"{_fmt(report['bandwidth_saved_vs_ddp'], 1)}x fewer"),
-        (
-            "all traffic vs data-parallel (bf16 ring)",
-            f"{_fmt(report.get('honest_traffic', {}).get('saved_vs_ddp'), 2)}x fewer",
-        ),
+        *traffic_rows(report.get("traffic")),
         ("audits run", str(sum(r["audits"] for r in rounds))),
         ("faults caught", str(sum(r["faults"] for r in rounds))),
         (

@@ -17,7 +17,11 @@ from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import RoundDetail
 from hypertrain.evidence.index import sha_from_url
 from hypertrain.miner.admission import SelfcheckConfig, answer_challenge, selfcheck
-from hypertrain.miner.checkpoints import selected_segments, upload_selected
+from hypertrain.miner.checkpoints import (
+    checkpoints_to_upload,
+    selected_segments,
+    upload_selected,
+)
 from hypertrain.miner.config import MinerConfig, config_from_args
 from hypertrain.miner.context import RunContext, load_run
 from hypertrain.miner.disputes import answer_own, contest, prune_closed
@@ -246,7 +250,7 @@ def _serve(
     detail = service.round_detail(manifest.run_id, body.round)
     assert relay.key is not None  # the watch loop's relay client uploads with our key
     segments = selected_segments(detail.assignments, manifest, relay.key.ss58_address)
-    for k in segments or []:
+    for k in checkpoints_to_upload(segments or []):
         path = checkpoint_path(workdir, k)
         if path.exists():
             relay.put(

@@ -3,9 +3,10 @@
 At commit time only the checkpoint index (leaf hashes and the SHA-256 address of each
 checkpoint file, hashed locally) and the update go to the relay. Once the round's audit
 assignments are signed, the island uploads the start checkpoint of every segment an
-auditor must replay (which covers the final-segment update check), before the upload
-deadline of ``evidence.index.upload_deadline``. Nothing else ever leaves the island, so
-a round costs one update plus the audited checkpoints instead of all ``H/J + 1``.
+auditor must replay (which covers the final-segment update check), except segment 0's
+(the public start state), before the upload deadline of
+``evidence.index.upload_deadline``. Nothing else ever leaves the island, so a round
+costs one update plus the audited checkpoints instead of all ``H/J + 1``.
 """
 
 from __future__ import annotations
@@ -44,12 +45,23 @@ def selected_segments(
     return sorted(chosen) if found else None
 
 
+def checkpoints_to_upload(segments: Sequence[int]) -> list[int]:
+    """The selected segments whose start checkpoint an auditor cannot derive itself.
+
+    Segment 0 starts from the round's start state, which auditors (and the dispute
+    game) derive from public records under either state policy (``auditor.start``)
+    and check against leaf 0; uploading it would only move bytes.
+    """
+    return [k for k in segments if k > 0]
+
+
 def upload_selected(
     relay: RelayClient, workdir: Path, round_index: int, segments: Sequence[int], expiry: int
 ) -> int:
-    """Upload the start checkpoint of each selected segment; returns the bytes sent."""
+    """Upload the start checkpoint of each selected segment that needs one; returns the
+    bytes sent."""
     sent = 0
-    for k in segments:
+    for k in checkpoints_to_upload(segments):
         path = checkpoint_path(workdir, k)
         relay.put(path, kind="checkpoint", round=round_index, expiry_round=expiry)
         sent += path.stat().st_size

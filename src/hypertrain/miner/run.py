@@ -1,12 +1,13 @@
 """``hypertrain-miner run``: train one round end to end and commit it.
 
 Order of work (each step verifies what it receives before using it): signed manifest
-and round records, start model from the relay (hash), the island's assignment from
-the round's public key, samples against the dataset root; then ``H`` resumable steps,
-the update, uploads of the update and the checkpoint index to the relay (the
-checkpoints themselves stay here until an audit selects them: ``miner.checkpoints``),
-and finally the signed commit. Re-running a finished or half-finished
-round reuses the checkpoints on disk and the blobs already on the relay.
+and round records, start model (rebuilt from the last merge's broadcast, or downloaded
+from the relay; either way checked against the round's hash: ``miner.start_model``),
+the island's assignment from the round's public key, samples against the dataset
+root; then ``H`` resumable steps, the update, uploads of the update and the checkpoint
+index to the relay (the checkpoints themselves stay here until an audit selects them:
+``miner.checkpoints``), and finally the signed commit. Re-running a finished or
+half-finished round reuses the checkpoints on disk and the blobs already on the relay.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from hypertrain.miner.hooks import RoundHooks
 from hypertrain.miner.island import IslandResult, train_round
 from hypertrain.miner.ranks import launch_ranks
 from hypertrain.miner.report import Reporter
+from hypertrain.miner.start_model import fetch_start_model
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import Commit, RoundOpen
@@ -146,7 +148,7 @@ def run_round(
     ids = round_sample_ids(manifest, dataset, records, key.ss58_address)
     samples = hooks.samples(dataset, ids)
     with RelayClient(cfg.relay_url, key, manifest.run_id) as relay:
-        _, params = fetch_start_params(relay, record, manifest)
+        params = fetch_start_model(ctx, relay, records, reporter)
         reporter.event("round_start", round=index, samples=len(samples), steps=config.inner_steps)
         start = start_state(ctx, config, records, params, key.ss58_address, relay)
         workdir = cfg.round_dir(index)

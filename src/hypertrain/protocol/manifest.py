@@ -92,6 +92,11 @@ class OuterOptimSpec(_Section):
     nesterov: bool = True
     clip_to_median_factor: float = Field(default=2.0, gt=0)
     reject_norm_factor: float = Field(default=10.0, gt=1)
+    # "int8": the merged model is the start model minus the int8-encoded outer step, and
+    # islands receive that step instead of the model (protocol.md, "Start-model
+    # broadcast"). Omitted from the canonical JSON when unset, so older manifests keep
+    # their hash (and their merges publish the float32 model only).
+    broadcast: Literal["int8"] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class LayoutSpec(_Section):

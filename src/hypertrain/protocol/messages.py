@@ -124,6 +124,14 @@ class MergeTape(_Body):
     # ``excluded`` reason the island authored (its blob missing or malformed) is a fault.
     included: list[str] = Field(default_factory=list, max_length=65536)
     excluded: dict[str, ExclusionReason] = Field(default_factory=dict, max_length=65536)
+    # The start-model broadcast (protocol.md, "Start-model broadcast"): the merged outer
+    # step, int8-encoded; an island holding ``start_model_sha256`` rebuilds the new model
+    # from it and checks ``new_model_sha256``. Absent when the run publishes none.
+    broadcast_sha256: str | None = Field(
+        default=None, pattern=_HEX64, exclude_if=lambda v: v is None
+    )
+    broadcast_url: str | None = Field(default=None, max_length=1024, exclude_if=lambda v: v is None)
+    broadcast_bytes: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
 
 
 class BlobPut(_Body):

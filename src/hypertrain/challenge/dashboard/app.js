@@ -80,8 +80,7 @@ function drawGlance(d) {
     ["Outer rounds done", `${num(g.rounds_done)}${total ? ` / ${total}` : ""}`, now],
     ["Islands taking part", num(g.islands), null],
     ["Throughput", num(g.tokens_per_s, 0), "tokens/s, all islands"],
-    ["Bandwidth saved", g.honest && g.honest.honest_saved_factor ? `${num(g.honest.honest_saved_factor, 1)}×` : dash,
-      "all traffic vs bf16 ring all-reduce"],
+    trafficTile(g.traffic),
     ["Tokens trained", num(g.tokens), null],
     ["Audits / faults", `${num(g.audits)} / ${num(g.faults)}`, null],
     ["Run status", finished ? "finished" : g.status, d.beacon.lagging && d.beacon.lag_rounds ? `beacon lagging ${d.beacon.lag_rounds} rounds: commits refused` : (g.beacon_round ? `beacon round ${g.beacon_round}` : null), "status"],
@@ -89,6 +88,17 @@ function drawGlance(d) {
   $("glance-tiles").replaceChildren(...tiles.map(([k, v, sub, cls]) =>
     el("div", { class: cls ? `tile ${cls}` : "tile" }, el("dt", {}, k),
       el("dd", {}, v, sub ? el("small", {}, ` ${sub}`) : null))));
+}
+
+// The headline traffic tile: the steady-state rounds once there are any, else every
+// round; the words come from the service (protocol.traffic.ratio_words), never recomputed.
+function trafficTile(t) {
+  if (!t || !t.all || !t.all.honest_bytes) return ["Traffic vs data-parallel", dash, "no bytes moved yet"];
+  const steady = t.steady.rounds > 0 && t.steady.honest_bytes > 0;
+  const shown = steady ? t.steady : t.all;
+  const sub = steady ? `steady state, ${t.steady.rounds} rounds; probation rounds: ${t.probation.words}`
+    : `all ${t.all.rounds} rounds (still in probation)`;
+  return ["Traffic vs data-parallel", shown.words, sub];
 }
 
 function drawModel(d) {
@@ -247,8 +257,8 @@ function drawRounds(d) {
     el("td", {}, r.round), el("td", {}, new Date(r.started_unix * 1000).toLocaleTimeString()),
     el("td", {}, r.phase), el("td", { class: "num" }, num(r.islands)),
     el("td", { class: "num" }, secs(r.compute_s)), el("td", { class: "num" }, secs(r.sync_s)),
-    el("td", { class: "num" }, bytes(r.bytes_sent)), el("td", { class: "num" }, bytes(r.ddp_bytes)),
-    el("td", { class: "num" }, r.saved_factor ? `${num(r.saved_factor, 1)}×` : dash),
+    el("td", { class: "num" }, bytes(r.honest_bytes)), el("td", { class: "num" }, bytes(r.data_parallel_bytes)),
+    el("td", {}, r.ratio_words, r.probation ? " (probation)" : ""),
     el("td", { class: "num" }, loss(r.eval_loss)),
     el("td", {}, `${r.audits} audited: ${r.verdicts.match} match, ${r.verdicts.mismatch} mismatch`,
       r.disputes ? `, ${r.disputes} disputed` : "")));
@@ -422,14 +432,18 @@ function drawHoneypots(d) {
 
 function drawTraffic(d) {
   const t = d.traffic;
-  if (!t || typeof t !== "object") { missing("traffic-body", "traffic"); return; }
-  if (!t.ddp_ring_bytes) { $("traffic-body").replaceChildren(el("p", { class: "empty" }, "No round has moved any bytes yet.")); return; }
-  $("traffic-body").replaceChildren(el("dl", { class: "card" },
-    el("dt", {}, "Honest traffic ratio"), el("dd", { class: "ratio" }, pct(t.ratio)),
-    el("dt", {}, "Bytes an honest run moved"), el("dd", { class: "honest" }, bytes(t.honest_bytes)),
-    el("dt", {}, "Data-parallel bytes"), el("dd", { class: "ddp" }, bytes(t.ddp_ring_bytes)),
-    el("dt", {}, "Saved"), el("dd", {}, t.saved_factor ? `${num(t.saved_factor, 1)}×` : dash)),
-    el("p", {}, el("small", {}, t.formula)));
+  if (!t || typeof t !== "object" || !t.all) { missing("traffic-body", "traffic"); return; }
+  if (!t.all.data_parallel_bytes && !t.all.honest_bytes) { $("traffic-body").replaceChildren(el("p", { class: "empty" }, "No round has moved any bytes yet.")); return; }
+  const row = (name, x, cls) => el("tr", { class: cls },
+    el("th", { scope: "row" }, name), el("td", { class: "num" }, num(x.rounds)),
+    el("td", { class: "num honest" }, bytes(x.honest_bytes)), el("td", { class: "num ddp" }, bytes(x.data_parallel_bytes)),
+    el("td", { class: "ratio" }, x.rounds ? x.words : dash));
+  const parts = Object.entries(t.all.parts).map(([k, v]) => `${k} ${bytes(v)}`).join(", ");
+  $("traffic-body").replaceChildren(
+    el("table", { id: "traffic-table" }, el("caption", { class: "vh" }, "Bytes moved against data-parallel"),
+      el("thead", {}, el("tr", {}, ["Rounds", "Count", "Our bytes", "Data-parallel bytes", "Ratio"].map((x) => el("th", { scope: "col" }, x)))),
+      el("tbody", {}, row("Steady state", t.steady, "steady"), row("Probation", t.probation, "probation"), row("All", t.all, "all"))),
+    el("p", {}, el("small", {}, `Our bytes by kind: ${parts}. ${t.formula}`)));
 }
 
 function draw(d) {

@@ -1,0 +1,100 @@
+"""The round's start model: rebuilt from the last merge's broadcast, or downloaded in full.
+
+An island that trained round ``r - 1`` keeps that round's start model (``start_model.
+safetensors`` in the round's directory). When the merge of round ``r - 1`` published a
+broadcast (``trainer.broadcast``) and its tape message names the model the island holds
+and the model round ``r`` opened with, the island fetches the broadcast (about a quarter
+of the model's bytes) and rebuilds round ``r``'s start model from it. The trust root is
+round ``r``'s verified round-open record: the rebuilt blob must hash to its
+``start_model_sha256``. A broadcast that does not rebuild it is refused (a
+``broadcast_refused`` event with the reason) and the full model is downloaded instead,
+as it is for a joining island or one catching up; both paths yield the same verified
+bytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torch import Tensor
+
+from hypertrain.evidence.inputs import fetch_start_params
+from hypertrain.miner.context import RunContext
+from hypertrain.miner.report import Reporter
+from hypertrain.protocol.messages import MergeTape, RoundOpen
+from hypertrain.relay.client import RelayClient
+from hypertrain.trainer.blob import blob_hash, decode_model_blob
+from hypertrain.trainer.broadcast import BroadcastError, rebuild_model
+
+START_MODEL_FILE = "start_model.safetensors"
+MAX_BROADCAST_BYTES = 1 << 34
+
+
+def held_model_path(ctx: RunContext, index: int) -> Path:
+    """Where the island keeps round ``index``'s start model."""
+    return ctx.config.round_dir(index) / START_MODEL_FILE
+
+
+def _keep(ctx: RunContext, index: int, blob: bytes) -> None:
+    path = held_model_path(ctx, index)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".part")
+    tmp.write_bytes(blob)
+    tmp.replace(path)
+
+
+def _broadcast_for(ctx: RunContext, records: list[RoundOpen]) -> MergeTape | None:
+    """The previous merge's tape message when it broadcasts exactly held -> this start."""
+    prev, record = records[-2], records[-1]
+    merged = ctx.service.round_detail(ctx.manifest.run_id, prev.round).merge
+    if merged is None:
+        return None
+    tape = MergeTape.model_validate(merged.body)
+    fits = (
+        tape.start_model_sha256 == prev.start_model_sha256
+        and tape.new_model_sha256 == record.start_model_sha256
+    )
+    return tape if tape.broadcast_sha256 is not None and fits else None
+
+
+def rebuilt_start(
+    ctx: RunContext, relay: RelayClient, records: list[RoundOpen]
+) -> tuple[bytes, dict[str, Tensor]] | None:
+    """Round ``records[-1]``'s start model from the broadcast; None when this island does
+    not hold the previous start model or the run published no broadcast for it.
+    Raises :class:`BroadcastError` when the broadcast does not rebuild the model."""
+    if len(records) < 2:
+        return None
+    path = held_model_path(ctx, records[-2].round)
+    tape = _broadcast_for(ctx, records) if path.is_file() else None
+    if tape is None or tape.broadcast_sha256 is None:
+        return None
+    held = path.read_bytes()
+    if blob_hash(held) != records[-2].start_model_sha256:
+        return None  # a stale or partial local copy: not the model the broadcast moves
+    spec = ctx.manifest.model
+    start = decode_model_blob(held, spec, records[-2].start_model_sha256)
+    data = relay.get(tape.broadcast_sha256, max_bytes=MAX_BROADCAST_BYTES)
+    block = ctx.manifest.compression.block_size
+    return rebuild_model(start, data, spec, block, records[-1].start_model_sha256)
+
+
+def fetch_start_model(
+    ctx: RunContext, relay: RelayClient, records: list[RoundOpen], reporter: Reporter
+) -> dict[str, Tensor]:
+    """The verified start model of round ``records[-1]``, kept for the next rebuild."""
+    record = records[-1]
+    try:
+        got = rebuilt_start(ctx, relay, records)
+    except BroadcastError as exc:
+        reporter.event("broadcast_refused", round=record.round, reason=str(exc))
+        got = None
+    if got is not None:
+        reporter.event("start_model", round=record.round, source="broadcast")
+    else:
+        got = fetch_start_params(relay, record, ctx.manifest)
+        reporter.event("start_model", round=record.round, source="download")
+    _keep(ctx, record.round, got[0])
+    if len(records) > 1:  # the previous model is no longer needed for a rebuild
+        held_model_path(ctx, records[-2].round).unlink(missing_ok=True)
+    return got[1]
