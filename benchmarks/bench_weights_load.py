@@ -49,7 +49,7 @@ from hypertrain.challenge.wiring import LedgerAdapter
 from hypertrain.ledger import Ledger
 from hypertrain.protocol.identity import Hotkey
 
-ISLANDS = 4
+ISLANDS = 2
 INTERNAL = {**bearer("internal"), "X-Platform-Challenge-Slug": "hypertrain"}
 KEYS = [Hotkey.from_seed(bytes([0x70 + i]) * 32) for i in range(ISLANDS)]
 WORKER = Hotkey.from_seed(b"\x55" * 32)
