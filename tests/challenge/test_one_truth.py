@@ -160,3 +160,16 @@ def test_every_view_tells_the_settlement_s_story(real: Service) -> None:
     assert rows[("island", "wrong-samples")]["missed"] == 0
     assert rows[("island", "honest")]["caught"] == 0
     assert rows[("island", "honest")]["false_positives"] == 1
+
+
+def test_the_standing_of_a_verdict_is_written_once() -> None:
+    """Only facts.py (and the dispute storage that owns the tables) says what stands."""
+    src = Path(__file__).resolve().parents[2] / "src" / "hypertrain"
+    owners = {src / "challenge" / "facts.py", src / "dispute" / "store.py"}
+    found = [
+        str(path.relative_to(src))
+        for path in sorted(src.rglob("*.py"))
+        if path not in owners
+        and any(p in path.read_text() for p in ("reassigned_verdicts", "outcome = 'overturned'"))
+    ]
+    assert found == []

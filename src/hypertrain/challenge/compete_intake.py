@@ -69,7 +69,7 @@ def create(state: ServiceState, doc: dict[str, Any]) -> CompetitionCreated:
     cid = spec.competition_id
     if state.conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (cid,)).fetchone():
         raise ConflictError(f"{cid!r} is already the id of a training run")
-    now = state.due_round()
+    now = state.current_round()
     envelope = state.sign(cid, SPEC_DOMAIN, {"spec": spec.model_dump(mode="json")})
     try:
         with transaction(state.conn):

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from hypertrain.challenge import dashpanels, facts, views
 from hypertrain.challenge.dashmodels import Dashboard
+from hypertrain.challenge.models import RosterEntry
 from hypertrain.challenge.state import ServiceState, loads
 from hypertrain.challenge.traffic import round_traffic, traffic_fields
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
@@ -191,7 +192,7 @@ def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
 
 
 def _island_rows(
-    state: ServiceState, run_id: str, rounds: list[dict[str, Any]], roster: list[dict[str, Any]]
+    state: ServiceState, run_id: str, rounds: list[dict[str, Any]], roster: list[RosterEntry]
 ) -> list[dict[str, Any]]:
     inner_steps = state.manifest(run_id).round.inner_steps
     current = rounds[-1]["round"] if rounds else None
@@ -202,7 +203,8 @@ def _island_rows(
     ).fetchall()
     total_tokens = sum(c["tokens"] for c in commits) or 0
     out = []
-    for member in roster:
+    for entry in roster:
+        member = entry.model_dump()
         mine = [c for c in commits if c["hotkey"] == member["hotkey"]]
         seconds = sum(compute.get(c["round"]) or 0 for c in mine)
         tokens = sum(c["tokens"] for c in mine)

@@ -16,6 +16,7 @@ from typing import cast
 
 from pydantic import ValidationError
 
+from hypertrain.challenge import rule
 from hypertrain.challenge.errors import UnavailableError
 from hypertrain.challenge.rule import (
     CommitRow,
@@ -80,6 +81,19 @@ def standing_verdicts(
         )
         for r in rows
     ]
+
+
+def judged(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
+    """Hotkeys of the round with a verdict that judged their audit (not set aside)."""
+    return frozenset(v.hotkey for v in standing_verdicts(conn, run_id, index) if v.judged)
+
+
+def unjudged(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
+    """The round's assigned hotkeys still waiting for a judging verdict."""
+    assigned = conn.execute(
+        "SELECT hotkey FROM audits WHERE run_id = ? AND round = ?", (run_id, index)
+    )
+    return rule.unjudged((r["hotkey"] for r in assigned), standing_verdicts(conn, run_id, index))
 
 
 def parse_tape(body: str) -> MergeTape:

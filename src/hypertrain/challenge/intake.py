@@ -13,7 +13,7 @@ import logging
 import sqlite3
 from typing import Any
 
-from hypertrain.challenge import challenge
+from hypertrain.challenge import challenge, facts
 from hypertrain.challenge.admission import check_join
 from hypertrain.challenge.errors import (
     ChallengeError,
@@ -251,14 +251,7 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
 
 
 def _has_verdict(state: ServiceState, run_id: str, index: int, hotkey: str) -> bool:
-    return (
-        state.conn.execute(
-            "SELECT 1 FROM verdicts v WHERE run_id = ? AND round = ? AND hotkey = ? AND"
-            " v.verdict_id NOT IN (SELECT verdict_id FROM reassigned_verdicts)",
-            (run_id, index, hotkey),
-        ).fetchone()
-        is not None
-    )
+    return hotkey in facts.judged(state.conn, run_id, index)
 
 
 def merge(state: ServiceState, env: Envelope) -> dict[str, Any]:

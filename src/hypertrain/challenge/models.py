@@ -106,12 +106,15 @@ class RoundDetail(_Answer):
     commit_order: list[str] = []  # committing hotkeys in the order the service accepted them
 
 
+IslandStatus = Literal["active", "probation", "faulted", "deregistered"]
+
+
 class RosterEntry(_Answer):
     """One island of ``GET /v1/runs/{run}/roster``: admission, record and balances."""
 
     hotkey: str
     uid: int | None
-    status: Literal["active", "probation", "faulted", "deregistered"]
+    status: IslandStatus
     device_class: str
     devices: int
     first_round: int

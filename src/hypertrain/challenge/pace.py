@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from hypertrain.challenge import facts
 from hypertrain.challenge.state import ServiceState
 
 
@@ -42,11 +43,4 @@ def commit_close_round(state: ServiceState, row: sqlite3.Row, now: int) -> int |
 def audits_done(state: ServiceState, run_id: str, index: int) -> bool:
     """True when every audit assignment of a round has at least one verdict that counts
     (a verdict set aside because its auditor was found faulty does not)."""
-    missing = state.conn.execute(
-        "SELECT 1 FROM audits a WHERE a.run_id = ? AND a.round = ? AND NOT EXISTS"
-        " (SELECT 1 FROM verdicts v WHERE v.run_id = a.run_id AND v.round = a.round"
-        " AND v.hotkey = a.hotkey"
-        " AND v.verdict_id NOT IN (SELECT verdict_id FROM reassigned_verdicts)) LIMIT 1",
-        (run_id, index),
-    ).fetchone()
-    return missing is None
+    return not facts.unjudged(state.conn, run_id, index)

@@ -6,12 +6,16 @@ changes state, so every view can be served to anyone.
 
 from __future__ import annotations
 
-from typing import Any
+from collections import Counter
+from typing import Any, Final
 
 from hypertrain.challenge import facts
 from hypertrain.challenge.errors import NotFoundError
+from hypertrain.challenge.models import IslandStatus, RosterEntry
 from hypertrain.challenge.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState, loads
+
+BALANCES: Final = ("escrow", "held", "vested", "paid", "burned")
 
 
 def list_runs(state: ServiceState) -> list[dict[str, Any]]:
@@ -173,7 +177,7 @@ def assignments(state: ServiceState, run_id: str, index: int) -> list[dict[str, 
     ]
 
 
-def roster(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
+def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
     """Per island: admission, probation, commits, faults and ledger balances."""
     state.manifest(run_id)
     rows = state.conn.execute(
@@ -190,11 +194,11 @@ def roster(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
     ).fetchall()
     balances = state.ledger.balances(run_id, [r["hotkey"] for r in rows])
     faults = facts.island_faults(state.conn, run_id)
-    out = []
+    out: list[RosterEntry] = []
     for r in rows:
         hotkey = r["hotkey"]
         current = r["last_round"] if r["last_round"] is not None else 0
-        status = (
+        status: IslandStatus = (
             "faulted"
             if faults.get(hotkey)
             else ("probation" if current < r["probation_until_round"] else "active")
@@ -202,25 +206,23 @@ def roster(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
         if not state.metagraph.is_registered(hotkey):
             status = "deregistered"
         out.append(
-            {
-                "hotkey": hotkey,
-                "uid": (
+            RosterEntry(
+                hotkey=hotkey,
+                uid=(
                     state.metagraph.snapshot.hotkeys.get(hotkey)
                     if state.metagraph.snapshot
                     else None
                 ),
-                "status": status,
-                "device_class": r["device_class"],
-                "devices": r["num_devices"],
-                "first_round": r["first_round"],
-                "probation_until_round": r["probation_until_round"],
-                "commits": r["commits"],
-                "tokens": r["tokens"],
-                "faults": faults.get(hotkey, 0),
-                **balances.get(
-                    hotkey, {"escrow": 0, "held": 0, "vested": 0, "paid": 0, "burned": 0}
-                ),
-            }
+                status=status,
+                device_class=r["device_class"],
+                devices=r["num_devices"],
+                first_round=r["first_round"],
+                probation_until_round=r["probation_until_round"],
+                commits=r["commits"],
+                tokens=r["tokens"],
+                faults=faults.get(hotkey, 0),
+                **balances.get(hotkey, dict.fromkeys(BALANCES, 0)),
+            )
         )
     return out
 
@@ -252,17 +254,10 @@ def run_summary(state: ServiceState, run_id: str) -> dict[str, Any]:
         "rounds": len(rounds),
         "current_round": rounds[-1] if rounds else None,
         "islands": len(islands),
-        "islands_by_status": _count_by(islands, "status"),
+        "islands_by_status": dict(Counter(i.status for i in islands)),
         "tokens_total": sum(s["tokens"] for s in rounds),
         "update_bytes_total": sum(s["update_bytes"] for s in rounds),
         "audits_total": sum(s["audits"] for s in rounds),
-        "faults_total": sum(i["faults"] for i in islands),
+        "faults_total": sum(i.faults for i in islands),
         "beacon_round": state.current.round if state.current else None,
     }
-
-
-def _count_by(items: list[dict[str, Any]], key: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item in items:
-        out[item[key]] = out.get(item[key], 0) + 1
-    return out

@@ -65,7 +65,7 @@ def round_detail(state: State, run_id: RunId, round_index: RoundIndex) -> dict[s
 
 @router.get("/runs/{run_id}/roster", response_model=list[RosterEntry])
 @serialized
-def roster(state: State, run_id: RunId) -> list[dict[str, Any]]:
+def roster(state: State, run_id: RunId) -> list[RosterEntry]:
     return views.roster(state, run_id)
 
 
