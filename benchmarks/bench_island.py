@@ -105,9 +105,10 @@ def _island_steps(
     used = [0]
 
     def run(n: int) -> None:
-        lo = used[0] * config.samples_per_step
-        island.run(samples[lo : lo + n * config.samples_per_step], n)
-        used[0] += n
+        per = config.samples_per_step
+        for _ in range(n):
+            island.advance(samples[used[0] * per : (used[0] + 1) * per], used[0])
+            used[0] += 1
 
     seconds = _timed_steps(run, steps)
     return {"step_s": seconds, "hash": island.state_hash().hex(), "bytes": island.state_bytes()}

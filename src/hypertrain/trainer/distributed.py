@@ -40,7 +40,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from hypertrain.protocol.manifest import InnerOptimSpec, LayoutSpec
-from hypertrain.trainer.errors import SampleError, TrainerError
+from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.expert_parallel import ExpertEngine, ExpertPlacement, expert_param_names
 from hypertrain.trainer.model import param_shapes
 from hypertrain.trainer.optim import optimizer_step, slot_names
@@ -342,21 +342,6 @@ class Island:
 
     def gather(self) -> TrainState | None:
         return self.gather_state()
-
-    def run(
-        self, samples: Sequence[Sample], num_steps: int, stats: list[StepStats] | None = None
-    ) -> None:
-        per_step = self.config.samples_per_step
-        if len(samples) != num_steps * per_step:
-            raise SampleError(
-                f"{num_steps} steps need {num_steps * per_step} samples, got {len(samples)}"
-            )
-        batch = samples_to_batch(samples, self.config) if samples else None
-        for i in range(num_steps):
-            assert batch is not None
-            result = self.train_step(batch[i * per_step : (i + 1) * per_step])
-            if stats is not None:
-                stats.append(result)
 
     def gather_state(self) -> TrainState | None:
         """The full state in canonical order on process 0 (None elsewhere); collective."""
