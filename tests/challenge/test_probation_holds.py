@@ -149,3 +149,16 @@ def test_probation_rewards_are_held_then_burned_or_vested(
     assert net.ledger.balances("run-1", x).burned == POOL // 2
     report = net.ledger.verify()
     assert report.ok, report.render()
+
+
+def test_a_faulted_island_is_audited_every_later_round(net: Net, miner_keys: list[Hotkey]) -> None:
+    """Rate 0 after probation audits nobody, except an island with a proven earlier fault."""
+    honest, cheater = miner_keys[0], miner_keys[1]
+    for key in (honest, cheater):
+        assert net.client.post("/v1/join", json=signed(key, "join", join_body())).is_success
+    net.play(0, [honest, cheater])
+    net.play(1, [honest, cheater], cheat=cheater)
+    net.play(2, [honest, cheater])  # probation over: rate 0 selects only the faulted island
+    detail = net.client.get("/v1/runs/run-1/rounds/2").json()
+    assert [a["body"]["hotkey"] for a in detail["assignments"]] == [cheater.ss58_address]
+    assert detail["probation"] == {cheater.ss58_address: True}

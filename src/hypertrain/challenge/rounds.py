@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from hypertrain.challenge import disputes, pace
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
+from hypertrain.challenge.facts import run_faults
 from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.selection import assignment_key, select_audits
 from hypertrain.challenge.settle import ready_to_settle, settle_round
@@ -224,11 +225,22 @@ def beacon_round(state: ServiceState, number: int) -> BeaconRound:
     return state.beacon.get(number)
 
 
+def _faulted_before(conn: sqlite3.Connection, run_id: str, index: int) -> set[str]:
+    """Hotkeys with a proven fault in a round before ``index`` (standing verdicts, own blobs)."""
+    return {h for r, faults in run_faults(conn, run_id).items() if r < index for h in faults}
+
+
 def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconRound) -> None:
-    """Fix the audit selection of a round from the selecting beacon round."""
+    """Fix the audit selection of a round from the selecting beacon round.
+
+    An island is forced into the audit (its probation flag) while its probation lasts
+    and, after a proven fault in an earlier round, for the rest of the run: a caught
+    cheater that stays registered is replayed every round, never sampled at the rate.
+    """
     manifest = state.manifest(run_id)
+    faulted = _faulted_before(state.conn, run_id, index)
     committed = {
-        row["hotkey"]: index < row["probation_until_round"]
+        row["hotkey"]: index < row["probation_until_round"] or row["hotkey"] in faulted
         for row in state.conn.execute(
             "SELECT c.hotkey, r.probation_until_round FROM commits c JOIN roster r"
             " ON r.run_id = c.run_id AND r.hotkey = c.hotkey WHERE c.run_id = ? AND c.round = ?",
