@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.challenge.compete_client import CompetitionClient
+from hypertrain.challenge.errors import ServiceError
 from hypertrain.competition.messages import Leaderboard
 
 
@@ -41,6 +42,14 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--threads", type=int, default=1, help="torch intra-op threads (pinned)")
     ev.add_argument("--follow", action="store_true", help="evaluate every cycle as it opens")
     ev.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
+    ev.add_argument(
+        "--time-limit-s", type=float, default=600.0, help="wall-clock limit to score one model"
+    )
+    ev.add_argument(
+        "--memory-limit-mib", type=int, default=None,
+        help="address-space limit of the process scoring one model"
+        " (default: 2048 plus 8 times the spec's max_bytes in MiB)",
+    )  # fmt: skip
     ev.set_defaults(func=_evaluate)
 
     start = sub.add_parser(
@@ -89,21 +98,38 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from hypertrain.evaluator.runner import Evaluator, evaluate_open_cycle, follow
+    from hypertrain.evaluator.runner import (
+        Evaluator,
+        EvaluatorRefusedError,
+        evaluate_open_cycle,
+        follow,
+    )
+    from hypertrain.evaluator.sandbox import Limits, default_limits
     from hypertrain.evaluator.scorer import determinism_sha256, open_dataset, prepare
     from hypertrain.protocol.identity import load_key_file
 
     client = CompetitionClient(args.service, worker_token=_read_token(args.worker_token_file))
     spec = client.competition(args.competition)
     record = prepare(spec, args.threads)
+    limits = default_limits(spec)
+    limits = Limits(
+        time_s=args.time_limit_s,
+        memory_bytes=limits.memory_bytes
+        if args.memory_limit_mib is None
+        else args.memory_limit_mib << 20,
+    )
     evaluator = Evaluator(
         client, load_key_file(args.key_file), spec, open_dataset(spec, args.dataset_dir),
-        args.cache_dir, determinism_sha256(record),
+        args.cache_dir, determinism_sha256(record), args.threads, limits,
     )  # fmt: skip
-    if args.follow:
-        follow(evaluator, poll_s=args.poll_s)
-        return 0
-    evaluate_open_cycle(evaluator)
+    try:
+        if args.follow:
+            follow(evaluator, poll_s=args.poll_s)
+        else:
+            evaluate_open_cycle(evaluator)
+    except (EvaluatorRefusedError, ServiceError) as exc:
+        sys.stderr.write(f"evaluator: {exc}\n")
+        return 1
     return 0
 
 

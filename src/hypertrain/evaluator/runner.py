@@ -16,7 +16,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +32,11 @@ from hypertrain.competition.messages import (
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.competition.submission import SubmissionError, model_hash
 from hypertrain.data.dataset import Dataset
-from hypertrain.evaluator.scorer import load_model, page_batch, page_losses
+from hypertrain.evaluator.sandbox import Limits, score_model
+from hypertrain.evaluator.scorer import page_batch
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.retry import Backoff
 from hypertrain.relay.client import RelayClient
 from hypertrain.relay.errors import RelayError
 
@@ -56,6 +58,11 @@ class Evaluator:
     dataset: Dataset
     cache_dir: Path
     determinism_sha256: str
+    threads: int = 1
+    limits: Limits = field(default_factory=Limits)
+    # (cycle, model hash) -> (losses, refusal): a score computed once is posted again
+    # after a failed post, never recomputed.
+    results: dict[tuple[int, str], tuple[list[float], str]] = field(default_factory=dict)
 
     def fetch(self, model: CycleModel) -> Path:
         """Download the model's files into the cache (hash-checked) and return the folder."""
@@ -80,14 +87,29 @@ class Evaluator:
 
     def losses(self, model: CycleModel, task: CycleTask) -> tuple[list[float], str]:
         """(page losses, refusal reason); a refused model has an infinite loss everywhere."""
+        key = (task.cycle, model.model_sha256)
+        if key not in self.results:
+            self.results[key] = self._compute(model, task)
+        return self.results[key]
+
+    def _compute(self, model: CycleModel, task: CycleTask) -> tuple[list[float], str]:
         try:
-            loaded, _ = load_model(self.fetch(model), self.spec)
-            batch = page_batch(self.dataset, task.pages)
-            return page_losses(loaded, batch, self.spec.data.batch_pages), ""
+            directory = self._fetch_any(model)
+            pages = page_batch(self.dataset, task.pages).numpy()
+            return score_model(directory, self.spec, pages, self.threads, self.limits), ""
         except SubmissionError as exc:
             return [math.inf] * len(task.pages), str(exc)[:1000]
         finally:
             shutil.rmtree(self.cache_dir / model.model_sha256, ignore_errors=True)
+
+    def _fetch_any(self, model: CycleModel) -> Path:
+        """:meth:`fetch`, with every failure on the miner's inputs (a URL, a relay) a refusal."""
+        try:
+            return self.fetch(model)
+        except SubmissionError:
+            raise
+        except Exception as exc:  # a hostile base_url or relay answer: that model's refusal
+            raise SubmissionError(f"the model's files could not be fetched: {exc}") from None
 
     def score(self, model: CycleModel, task: CycleTask, now: int) -> dict[str, Any]:
         losses, refused = self.losses(model, task)
@@ -123,17 +145,39 @@ def evaluate_open_cycle(evaluator: Evaluator, emit: Callable[..., None] = emit_j
     return done
 
 
+class EvaluatorRefusedError(ValueError):
+    """The service refuses this evaluator itself (credentials, not a passing failure)."""
+
+
+FATAL_STATUSES = frozenset({401, 403})
+RETRY = Backoff(attempts=1, first_delay_s=1.0)  # only its delays are used: 1, 2, 4, ... s
+
+
 def follow(
     evaluator: Evaluator,
     *,
     poll_s: float = 1.0,
+    backoff: Backoff = RETRY,
+    max_delay_s: float = 60.0,
     stop: Callable[[], bool] = lambda: False,
     emit: Callable[..., None] = emit_json,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> None:
-    """Evaluate every cycle as it opens, until ``stop``; a failed call is retried next poll."""
+    """Evaluate every cycle as it opens, until ``stop``.
+
+    A failed call is retried with exponential backoff (``backoff.delay_s``, capped at
+    ``max_delay_s``); scores already computed are kept and posted again, never
+    recomputed. A refusal of the evaluator itself (401, 403) ends the loop with
+    :class:`EvaluatorRefusedError`, since waiting cannot fix a wrong key or token.
+    """
+    failed = 0
     while not stop():
         try:
             evaluate_open_cycle(evaluator, emit)
+            failed = 0
         except ServiceError as exc:
-            emit("service_error", detail=str(exc))
-        time.sleep(poll_s)
+            if exc.status in FATAL_STATUSES:
+                raise EvaluatorRefusedError(str(exc)) from None
+            failed += 1
+            emit("service_error", detail=str(exc), retry_in_s=backoff.delay_s(failed))
+        sleep(poll_s if failed == 0 else min(max_delay_s, backoff.delay_s(failed)))
