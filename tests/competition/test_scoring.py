@@ -13,7 +13,7 @@ CONST = EpsilonSchedule(kind="constant", start=0.005, end=0.005)
 
 
 def entry(hotkey: str, losses: list[float], commit_round: int) -> Entry:
-    return Entry(hotkey, hotkey * 8, commit_round, f"id-{hotkey}", tuple(losses))
+    return Entry(hotkey, hotkey * 8, commit_round, f"tie-{hotkey}", tuple(losses))
 
 
 def test_newcomer_better_by_less_than_epsilon_loses_every_page() -> None:

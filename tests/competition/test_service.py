@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
 from hypertrain.challenge.app import _poll_beacon, create_app
 from hypertrain.challenge.state import ServiceState
 from hypertrain.competition.messages import encode_losses
+from hypertrain.competition.pool import encode_pool, pool_tree
 from hypertrain.competition.submission import ModelFile, commitment, model_hash
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.helpers import SteppedBeacon, bearer, make_settings, signed
@@ -28,6 +30,7 @@ MINERS = [Hotkey.from_seed(bytes([0x60 + i]) * 32) for i in range(4)]
 EVALUATOR = Hotkey.from_seed(b"\x55" * 32)
 OTHER_EVALUATOR = Hotkey.from_seed(b"\x56" * 32)
 HEX = "ab" * 32
+POOL = np.random.default_rng(7).integers(0, 300, size=(50, 16)).astype(np.uint32)
 
 
 def spec_doc(**over: Any) -> dict[str, Any]:
@@ -36,7 +39,8 @@ def spec_doc(**over: Any) -> dict[str, Any]:
         "architecture": {"vocab_size": 300, "max_params": 10**6},
         "data": {
             "dataset_root": HEX, "descriptor_sha256": HEX, "tokenizer_sha256": HEX,
-            "heldout_count": 50, "seq_len": 16, "pages_per_eval": 4,
+            "pool_root": pool_tree(POOL).root.hex(), "pool_count": 50, "seq_len": 16,
+            "pages_per_eval": 4,
         },
         "epsilon": {"kind": "constant", "start": 0.005, "end": 0.005},
         "cycle": {
@@ -132,7 +136,9 @@ def world(tmp_path: Path) -> Iterator[World]:
     beacon = SteppedBeacon()
     with TestClient(create_app(settings, beacon=beacon)) as client:
         resp = client.post(
-            "/admin/v1/competitions", json={"spec": spec_doc()}, headers=bearer("admin")
+            "/admin/v1/competitions",
+            json={"spec": spec_doc(), "pool": encode_pool(POOL)},
+            headers=bearer("admin"),
         )
         assert resp.status_code == 200, resp.text
         yield World(client, beacon)
@@ -293,7 +299,7 @@ def test_a_late_score_is_refused(world: World) -> None:
 def test_a_spec_with_unknown_keys_is_refused(world: World) -> None:
     resp = world.client.post(
         "/admin/v1/competitions",
-        json={"spec": spec_doc(competition_id="comp-2", surprise=1)},
+        json={"spec": spec_doc(competition_id="comp-2", surprise=1), "pool": encode_pool(POOL)},
         headers=bearer("admin"),
     )
     assert resp.status_code == 400 and resp.json()["error"] == "bad_spec"

@@ -23,6 +23,11 @@ def register(subparsers: Any) -> None:
     create = sub.add_parser("create", help="create a competition from a spec JSON file")
     create.add_argument("--service", required=True, help="challenge service base URL")
     create.add_argument("--admin-token-file", type=Path, required=True, help="admin token file")
+    create.add_argument(
+        "--pool-dir", type=Path, required=True,
+        help="a prepared dataset that is never published: the secret evaluation pool"
+        " (its samples fill data.pool_root and data.pool_count)",
+    )  # fmt: skip
     create.add_argument("spec", type=Path, help="competition spec (JSON)")
     create.set_defaults(func=_create)
 
@@ -37,7 +42,6 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--competition", required=True, help="competition id")
     ev.add_argument("--key-file", type=Path, required=True, help="evaluator hotkey file")
     ev.add_argument("--worker-token-file", type=Path, required=True, help="worker token file")
-    ev.add_argument("--dataset-dir", type=Path, required=True, help="prepared evaluation dataset")
     ev.add_argument("--cache-dir", type=Path, required=True, help="where models are downloaded")
     ev.add_argument("--threads", type=int, default=1, help="torch intra-op threads (pinned)")
     ev.add_argument("--follow", action="store_true", help="evaluate every cycle as it opens")
@@ -65,9 +69,12 @@ def _read_token(path: Path) -> str:
 
 
 def _create(args: argparse.Namespace) -> int:
+    from hypertrain.competition.pool import load_pool
+
     spec = json.loads(args.spec.read_text(encoding="utf-8"))
+    spec, pool = load_pool(spec, args.pool_dir)
     with CompetitionClient(args.service, admin_token=_read_token(args.admin_token_file)) as c:
-        created = c.create_competition(spec)
+        created = c.create_competition(spec, pool)
     sys.stdout.write(created.model_dump_json(exclude={"spec_envelope"}) + "\n")
     return 0
 
@@ -105,7 +112,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         follow,
     )
     from hypertrain.evaluator.sandbox import Limits, default_limits
-    from hypertrain.evaluator.scorer import determinism_sha256, open_dataset, prepare
+    from hypertrain.evaluator.scorer import determinism_sha256, prepare
     from hypertrain.protocol.identity import load_key_file
 
     client = CompetitionClient(args.service, worker_token=_read_token(args.worker_token_file))
@@ -119,8 +126,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         else args.memory_limit_mib << 20,
     )
     evaluator = Evaluator(
-        client, load_key_file(args.key_file), spec, open_dataset(spec, args.dataset_dir),
-        args.cache_dir, determinism_sha256(record), args.threads, limits,
+        client, load_key_file(args.key_file), spec, args.cache_dir,
+        determinism_sha256(record), args.threads, limits,
     )  # fmt: skip
     try:
         if args.follow:

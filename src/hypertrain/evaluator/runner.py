@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from hypertrain.challenge.compete_client import CompetitionClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.competition.messages import (
@@ -29,12 +32,13 @@ from hypertrain.competition.messages import (
     CycleTask,
     encode_losses,
 )
+from hypertrain.competition.pool import PoolError, verified_pages
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.competition.submission import SubmissionError, model_hash
-from hypertrain.data.dataset import Dataset
 from hypertrain.evaluator.sandbox import Limits, score_model
-from hypertrain.evaluator.scorer import page_batch
+from hypertrain.evaluator.scorer import EvaluationError
 from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.errors import MerkleError
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.retry import Backoff
 from hypertrain.relay.client import RelayClient
@@ -55,7 +59,6 @@ class Evaluator:
     service: CompetitionClient
     key: Hotkey
     spec: CompetitionSpec
-    dataset: Dataset
     cache_dir: Path
     determinism_sha256: str
     threads: int = 1
@@ -85,17 +88,30 @@ class Evaluator:
         partial.rename(folder)
         return folder
 
-    def losses(self, model: CycleModel, task: CycleTask) -> tuple[list[float], str]:
+    def pages(self, task: CycleTask) -> npt.NDArray[np.int64]:
+        """The task's revealed pages, each checked against the spec's committed pool root."""
+        try:
+            return verified_pages(
+                self.spec, task.pages, [p.tokens for p in task.revealed],
+                [p.proof.proof() for p in task.revealed],
+            )  # fmt: skip
+        except (PoolError, MerkleError) as exc:
+            raise EvaluationError(f"cycle {task.cycle}: {exc}; nothing scored") from None
+
+    def losses(
+        self, model: CycleModel, task: CycleTask, pages: npt.NDArray[np.int64]
+    ) -> tuple[list[float], str]:
         """(page losses, refusal reason); a refused model has an infinite loss everywhere."""
         key = (task.cycle, model.model_sha256)
         if key not in self.results:
-            self.results[key] = self._compute(model, task)
+            self.results[key] = self._compute(model, task, pages)
         return self.results[key]
 
-    def _compute(self, model: CycleModel, task: CycleTask) -> tuple[list[float], str]:
+    def _compute(
+        self, model: CycleModel, task: CycleTask, pages: npt.NDArray[np.int64]
+    ) -> tuple[list[float], str]:
         try:
             directory = self._fetch_any(model)
-            pages = page_batch(self.dataset, task.pages).numpy()
             return score_model(directory, self.spec, pages, self.threads, self.limits), ""
         except SubmissionError as exc:
             return [math.inf] * len(task.pages), str(exc)[:1000]
@@ -111,8 +127,10 @@ class Evaluator:
         except Exception as exc:  # a hostile base_url or relay answer: that model's refusal
             raise SubmissionError(f"the model's files could not be fetched: {exc}") from None
 
-    def score(self, model: CycleModel, task: CycleTask, now: int) -> dict[str, Any]:
-        losses, refused = self.losses(model, task)
+    def score(
+        self, model: CycleModel, task: CycleTask, pages: npt.NDArray[np.int64], now: int
+    ) -> dict[str, Any]:
+        losses, refused = self.losses(model, task, pages)
         body = CompeteScore(
             cycle=task.cycle,
             model_sha256=model.model_sha256,
@@ -136,10 +154,11 @@ def evaluate_open_cycle(evaluator: Evaluator, emit: Callable[..., None] = emit_j
     if task is None:
         return 0
     done = 0
+    pages = evaluator.pages(task)
     for model in task.models:
         if model.model_sha256 in task.scored:
             continue
-        result = evaluator.score(model, task, evaluator.service.beacon_round())
+        result = evaluator.score(model, task, pages, evaluator.service.beacon_round())
         emit("scored", cycle=task.cycle, hotkey=model.hotkey, **result)
         done += 1
     return done
@@ -175,8 +194,8 @@ def follow(
         try:
             evaluate_open_cycle(evaluator, emit)
             failed = 0
-        except ServiceError as exc:
-            if exc.status in FATAL_STATUSES:
+        except (ServiceError, EvaluationError) as exc:
+            if isinstance(exc, ServiceError) and exc.status in FATAL_STATUSES:
                 raise EvaluatorRefusedError(str(exc)) from None
             failed += 1
             emit("service_error", detail=str(exc), retry_in_s=backoff.delay_s(failed))
