@@ -311,3 +311,59 @@ def test_the_signed_spec_verifies(world: World) -> None:
     client = CompetitionClient("", http=world.client)
     spec = client.competition(CID)
     assert spec.competition_id == CID and spec.coordinator
+
+
+def test_a_cycle_is_reproducible_from_its_public_record(world: World) -> None:
+    from hypertrain.challenge.compete_client import CompetitionClient
+    from hypertrain.competition.replay import replay_cycle
+
+    a, b = world.submit(MINERS[0], "a"), world.submit(MINERS[1], "b")
+    assert world.client.get(f"/v1/competitions/{CID}/cycles/0").status_code == 404
+    world.tick()
+    world.reveal(MINERS[0], "a"), world.reveal(MINERS[1], "b")
+    world.tick(4)
+    assert world.score(a, [3.0, 3.0, 2.0, 3.0]).status_code == 200
+    assert world.score(b, [2.0, 2.0, 3.0, 2.0]).status_code == 200
+    world.tick()
+    client = CompetitionClient("", http=world.client)
+    spec = client.competition(CID)
+    record = client.cycle_record(CID, 0)
+    assert record.closed and len(record.scores) == 2
+    assert replay_cycle(spec, record) == record.results
+    assert sum(r.units for r in record.results) == spec.reward.weight_units
+    # the revealed pages are the pool's, proven against the root the signed spec carries
+    assert {p.position for p in record.task.revealed} == set(record.task.pages)
+    forged = record.model_copy(
+        update={"task": record.task.model_copy(update={"pages": record.task.pages[::-1]})}
+    )
+    with pytest.raises(ValueError):
+        replay_cycle(spec, forged)
+
+
+def test_cycles_reveal_disjoint_pool_pages(world: World) -> None:
+    world.submit(MINERS[0], "a")
+    world.tick()
+    world.reveal(MINERS[0], "a")
+    seen: list[int] = []
+    for _ in range(3):
+        world.tick(5)
+        task = world.task()
+        assert not set(task["pages"]) & set(seen)
+        seen += task["pages"]
+        world.score(task["models"][0]["model_sha256"], [1.0] * 4)
+    spec_env = world.client.get(f"/v1/competitions/{CID}").json()
+    assert "pool" not in spec_env["body"] and spec_env["body"]["spec"]["data"]["pool_count"] == 50
+
+
+def test_a_competition_nobody_can_score_is_refused_with_the_setting_to_change(
+    tmp_path: Path,
+) -> None:
+    settings = make_settings(tmp_path, [k.ss58_address for k in MINERS], worker_hotkeys=frozenset())
+    with TestClient(create_app(settings, beacon=SteppedBeacon())) as client:
+        doc = {"spec": spec_doc(evaluators=[]), "pool": encode_pool(POOL)}
+        resp = client.post("/admin/v1/competitions", json=doc, headers=bearer("admin"))
+        assert resp.status_code == 400 and resp.json()["error"] == "no_evaluators"
+        assert "HYPERTRAIN_WORKER_HOTKEYS" in resp.json()["detail"]
+        bad_pool = {"spec": spec_doc(), "pool": encode_pool(POOL[::-1].copy())}
+        resp = client.post("/admin/v1/competitions", json=bad_pool, headers=bearer("admin"))
+        assert resp.status_code == 400 and resp.json()["error"] == "bad_pool"
