@@ -367,3 +367,32 @@ def test_a_competition_nobody_can_score_is_refused_with_the_setting_to_change(
         bad_pool = {"spec": spec_doc(), "pool": encode_pool(POOL[::-1].copy())}
         resp = client.post("/admin/v1/competitions", json=bad_pool, headers=bearer("admin"))
         assert resp.status_code == 400 and resp.json()["error"] == "bad_pool"
+
+
+def test_a_competition_only_hotkey_that_deregisters_is_burned_at_the_next_epoch(
+    world: World, tmp_path: Path
+) -> None:
+    from hypertrain.challenge.app import _refresh_metagraph
+    from tests.challenge.helpers import write_metagraph
+
+    leaver = MINERS[0]
+    sha = _open_cycle_with(world)
+    assert world.score(sha, [1.0] * 4).status_code == 200
+    world.tick(5)  # cycle 0 settles; cycle 1 opens
+    assert world.score(sha, [1.0] * 4).status_code == 200
+    world.tick()
+    held = world.state.ledger.balances(CID, [leaver.ss58_address])[leaver.ss58_address]
+    assert held.get("escrow", 0) + held.get("vested", 0) > 0
+    assert not world.state.conn.execute(
+        "SELECT 1 FROM roster WHERE hotkey = ?", (leaver.ss58_address,)
+    ).fetchone()  # it never trained: it is in no run's roster
+    write_metagraph(tmp_path / "metagraph.json", [k.ss58_address for k in MINERS[1:]], epoch=2)
+    world.client.portal.call(_refresh_metagraph, world.state)  # type: ignore[union-attr]
+    resp = world.client.get(
+        "/internal/v1/get_weights", params={"epoch": 2},
+        headers={**bearer("internal"), "X-Platform-Challenge-Slug": "hypertrain"},
+    )  # fmt: skip
+    assert resp.status_code == 200 and leaver.ss58_address not in resp.json()["weights"]
+    after = world.state.ledger.balances(CID, [leaver.ss58_address])[leaver.ss58_address]
+    assert after.get("escrow", 0) == after.get("vested", 0) == 0
+    assert after.get("burned", 0) == held.get("escrow", 0) + held.get("vested", 0)
