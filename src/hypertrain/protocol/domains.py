@@ -37,7 +37,6 @@ COMPETE_MODEL: Final = b"hypertrain/v1/compete-model"
 COMPETE_COMMITMENT: Final = b"hypertrain/v1/compete-commitment"
 COMPETE_PAGES: Final = b"hypertrain/v1/compete-pages"
 COMPETE_TIEBREAK: Final = b"hypertrain/v1/compete-tiebreak"
-COMPETE_POOL: Final = b"hypertrain/v1/compete-pool"
 
 ALL_DOMAINS: Final = (
     MERKLE_LEAF,
@@ -59,7 +58,6 @@ ALL_DOMAINS: Final = (
     COMPETE_COMMITMENT,
     COMPETE_PAGES,
     COMPETE_TIEBREAK,
-    COMPETE_POOL,
 )
 
 
