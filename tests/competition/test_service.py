@@ -23,7 +23,7 @@ from hypertrain.competition.messages import encode_losses
 from hypertrain.competition.pool import encode_pool, pool_tree
 from hypertrain.competition.submission import ModelFile, commitment, model_hash
 from hypertrain.protocol.identity import Hotkey
-from tests.challenge.helpers import SteppedBeacon, bearer, make_settings, signed
+from tests.challenge.helpers import TOKENS, SteppedBeacon, bearer, make_settings, signed
 
 CID = "comp-1"
 MINERS = [Hotkey.from_seed(bytes([0x60 + i]) * 32) for i in range(4)]
@@ -396,3 +396,40 @@ def test_a_competition_only_hotkey_that_deregisters_is_burned_at_the_next_epoch(
     after = world.state.ledger.balances(CID, [leaver.ss58_address])[leaver.ss58_address]
     assert after.get("escrow", 0) == after.get("vested", 0) == 0
     assert after.get("burned", 0) == held.get("escrow", 0) + held.get("vested", 0)
+
+
+def _evaluator(world: World, key: Hotkey, tmp_path: Path, client: Any = None) -> Any:
+    from hypertrain.challenge.compete_client import CompetitionClient
+    from hypertrain.evaluator.runner import Evaluator
+
+    token = TOKENS["worker"]
+    service = client or CompetitionClient("", http=world.client, worker_token=token)
+    spec = CompetitionClient("", http=world.client).competition(CID)
+    return Evaluator(service, key, spec, tmp_path / "cache", HEX)
+
+
+def test_an_evaluator_the_service_refuses_stops_with_the_reason(
+    world: World, tmp_path: Path
+) -> None:
+    from hypertrain.evaluator.runner import EvaluatorRefusedError, follow
+
+    _open_cycle_with(world)
+    stranger = _evaluator(world, Hotkey.from_seed(b"\x44" * 32), tmp_path)
+    events: list[tuple[str, dict[str, Any]]] = []
+    with pytest.raises(EvaluatorRefusedError, match="spec's evaluators"):
+        follow(stranger, emit=lambda e, **kw: events.append((e, kw)), sleep=lambda s: None,
+               stop=lambda: len(events) > 5)  # fmt: skip
+    # the model (its relay does not exist) was a refusal, kept for the next attempt
+    ((losses, refused),) = stranger.results.values()
+    assert "could not be fetched" in refused and all(v == float("inf") for v in losses)
+
+
+def test_an_unreachable_service_is_retried_with_backoff(world: World, tmp_path: Path) -> None:
+    from hypertrain.challenge.compete_client import CompetitionClient
+    from hypertrain.evaluator.runner import follow
+
+    down = CompetitionClient("http://127.0.0.1:9", worker_token="x", timeout_s=2)
+    evaluator = _evaluator(world, EVALUATOR, tmp_path, down)
+    waits: list[float] = []
+    follow(evaluator, stop=lambda: len(waits) >= 8, sleep=waits.append, emit=lambda e, **kw: None)
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]

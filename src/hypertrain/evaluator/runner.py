@@ -197,6 +197,6 @@ def follow(
         except (ServiceError, EvaluationError) as exc:
             if isinstance(exc, ServiceError) and exc.status in FATAL_STATUSES:
                 raise EvaluatorRefusedError(str(exc)) from None
-            failed += 1
+            failed = min(failed + 1, 32)  # the delay is capped long before 2**31 s
             emit("service_error", detail=str(exc), retry_in_s=backoff.delay_s(failed))
         sleep(poll_s if failed == 0 else min(max_delay_s, backoff.delay_s(failed)))
