@@ -128,9 +128,10 @@ class Evaluator:
             raise SubmissionError(f"the model's files could not be fetched: {exc}") from None
 
     def score(
-        self, model: CycleModel, task: CycleTask, pages: npt.NDArray[np.int64], now: int
+        self, model: CycleModel, task: CycleTask, pages: npt.NDArray[np.int64]
     ) -> dict[str, Any]:
         losses, refused = self.losses(model, task, pages)
+        now = self.service.beacon_round()  # after scoring: the expiry counts from the post
         body = CompeteScore(
             cycle=task.cycle,
             model_sha256=model.model_sha256,
@@ -158,7 +159,7 @@ def evaluate_open_cycle(evaluator: Evaluator, emit: Callable[..., None] = emit_j
     for model in task.models:
         if model.model_sha256 in task.scored:
             continue
-        result = evaluator.score(model, task, pages, evaluator.service.beacon_round())
+        result = evaluator.score(model, task, pages)
         emit("scored", cycle=task.cycle, hotkey=model.hotkey, **result)
         done += 1
     return done

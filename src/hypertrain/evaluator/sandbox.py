@@ -17,6 +17,7 @@ have computed itself.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -55,14 +56,15 @@ def default_limits(spec: CompetitionSpec) -> Limits:
     return Limits(memory_bytes=(2 << 30) + 8 * spec.architecture.max_bytes)
 
 
-# Runs in the child before anything else: cap its own address space, no core dumps,
+# Runs in the child before anything else: cap its address space and CPU time, no core,
 # then run the module (``-m NAME ARGS``) or code (``-c CODE ARGS``) it was given.
 _LAUNCH: Final = """
 import resource, runpy, sys
-limit = int(sys.argv[1])
+limit, cpu = int(sys.argv[1]), int(sys.argv[2])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-mode, target, *rest = sys.argv[2:]
+mode, target, *rest = sys.argv[3:]
 sys.argv = [target, *rest]
 if mode == "-m":
     runpy.run_module(target, run_name="__main__", alter_sys=True)
@@ -79,7 +81,9 @@ def run_limited(python_args: list[str], limits: Limits) -> str:
     """
     if not python_args or python_args[0] not in ("-m", "-c") or len(python_args) < 2:
         raise ValueError("run_limited takes ['-m', MODULE, ...] or ['-c', CODE, ...]")
-    argv = [sys.executable, "-c", _LAUNCH, str(limits.memory_bytes), *python_args]
+    # CPU seconds bound an orphaned child too (the wall clock is the parent's to enforce)
+    cpu = str(max(1, math.ceil(4 * limits.time_s)))
+    argv = [sys.executable, "-c", _LAUNCH, str(limits.memory_bytes), cpu, *python_args]
     with subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         start_new_session=True,
