@@ -34,7 +34,7 @@ from tests.competition.conftest import Trained
 from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
 from tests.e2e.network import TOKENS, service_env, write_metagraph, write_secrets
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 CID = "comp-e2e"
 NAMES = ("incumbent", "close", "better", "copier", "hostile")
 
@@ -100,7 +100,7 @@ def test_competition_end_to_end(
         spec = models.spec_doc(trained.dataset, CID)
         spec["data"] = {k: v for k, v in spec["data"].items() if not k.startswith("pool_")}
         spec["cycle"] = {"eligibility_delay_rounds": 2, "eval_interval_rounds": 10,
-                         "score_window_rounds": 120}  # fmt: skip
+                         "score_window_rounds": 240}  # fmt: skip
         spec["evaluators"] = [evaluator]
         spec_file = tmp_path / "spec.json"
         spec_file.write_text(json.dumps(spec))
@@ -148,7 +148,7 @@ def test_competition_end_to_end(
             scored = [c for c in doc["competitors"] if c["win_rate"] is not None]
             return doc if len(scored) == 4 else None
 
-        full = wait_for(all_scored, 420, "a cycle scoring all four models", poll_s=1)
+        full = wait_for(all_scored, 600, "a cycle scoring all four models", poll_s=1)
         by_name = {
             n: c
             for n in NAMES
