@@ -26,13 +26,17 @@ def model_spec(ds: Dataset) -> ModelSpec:
     return with_vocab(get_preset("tiny"), ds.descriptor.vocab_size)
 
 
-def train(ds: Dataset, spec: ModelSpec, steps: int, seed: int = 5) -> dict[str, torch.Tensor]:
-    """``steps`` AdamW steps of 8 training samples each (deterministic)."""
+def train(
+    ds: Dataset, spec: ModelSpec, steps: int, seed: int = 5, ids: Any = None
+) -> dict[str, torch.Tensor]:
+    """``steps`` AdamW steps of 8 samples each (deterministic), from ``ids`` or the train split."""
     torch.manual_seed(seed)
     params = {k: v.clone().requires_grad_(True) for k, v in init_params(spec, seed).items()}
     opt = torch.optim.AdamW(params.values(), lr=3e-3)
     split = ds.split()
-    train_ids = split.train_ids(np.arange(split.train_count, dtype=np.uint64))
+    train_ids = (
+        split.train_ids(np.arange(split.train_count, dtype=np.uint64)) if ids is None else ids
+    )
     for step in range(steps):
         ids = [int(train_ids[(step * 8 + j) % len(train_ids)]) for j in range(8)]
         batch = torch.stack([torch.from_numpy(ds.sample(i).astype("int64")) for i in ids])
@@ -67,7 +71,8 @@ def spec_doc(ds: Dataset, cid: str = "comp-1", **over: Any) -> dict[str, Any]:
             "dataset_root": data.dataset_root,
             "descriptor_sha256": data.descriptor_sha256,
             "tokenizer_sha256": data.tokenizer_sha256,
-            "heldout_count": len(ds.split().heldout_ids),
+            "pool_root": data.dataset_root,  # a stand-in; see pool_spec_doc
+            "pool_count": len(ds),
             "seq_len": data.seq_len,
             "pages_per_eval": 24,
             "batch_pages": 8,
@@ -81,4 +86,32 @@ def spec_doc(ds: Dataset, cid: str = "comp-1", **over: Any) -> dict[str, Any]:
         "reward": {"pool_per_cycle": 1_000_000, "temperature": 0.01, "vesting_rounds": 1},
     }
     doc.update(over)
+    return doc
+
+
+def pool_dataset(public: Path, out: Path, start: int = 40_000, stop: int = 70_000) -> Dataset:
+    """A secret evaluation pool: other text, tokenized with the public dataset's tokenizer.
+
+    ``public`` is the folder :func:`dataset` was given (its corpus trains the same
+    tokenizer again, deterministically).
+    """
+    from hypertrain.data import PrepareOptions, prepare, train_tokenizer
+    from hypertrain.data.descriptor import DESCRIPTOR_NAME
+    from hypertrain.data.tokenizer import tokenizer_from_bytes
+
+    tok = tokenizer_from_bytes(train_tokenizer([public / "corpus.txt"], 300))
+    corpus = out / "pool.txt"
+    out.mkdir(parents=True, exist_ok=True)
+    corpus.write_bytes((ASSETS / "tinyshakespeare.txt").read_bytes()[start:stop])
+    prepare([corpus], tok, 16, out / "pool", PrepareOptions(heldout_fraction=0.05))
+    return Dataset(out / "pool" / DESCRIPTOR_NAME)
+
+
+def pool_spec_doc(ds: Dataset, pool: Dataset, cid: str = "comp-1", **over: Any) -> dict[str, Any]:
+    """:func:`spec_doc` with the pool's root and count filled in."""
+    from hypertrain.competition.pool import pool_tree
+
+    samples = np.stack([pool.sample(i) for i in range(len(pool))])
+    doc = spec_doc(ds, cid, **over)
+    doc["data"] |= {"pool_root": pool_tree(samples).root.hex(), "pool_count": len(pool)}
     return doc

@@ -2,10 +2,12 @@
 
 Four hotkeys submit briefly trained tiny Llama models through ``hypertrain-miner
 compete``: an incumbent, a newcomer a hair better (within epsilon), a clearly better
-one, and a copy of the clearly better one committed after its reveal. An evaluator
-process scores each cycle; the clearly better model takes the weight in
-``get_weights``, the within-epsilon newcomer ranks below the incumbent, and the copy
-is never scored.
+one, a copy of the clearly better one committed after its reveal, and a hostile
+model whose loading raises inside ``transformers``. The pages come from a secret pool
+the operator hands the service at creation. An evaluator process scores each cycle;
+the hostile model is refused and the evaluator goes on to the next cycle; the clearly
+better model takes the weight in ``get_weights``, the within-epsilon newcomer ranks
+below the incumbent, and the copy is never scored.
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ from tests.competition.conftest import Trained
 from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
 from tests.e2e.network import TOKENS, service_env, write_metagraph, write_secrets
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 CID = "comp-e2e"
-NAMES = ("incumbent", "close", "better", "copier")
+NAMES = ("incumbent", "close", "better", "copier", "hostile")
 
 
 @pytest.fixture
@@ -81,7 +83,9 @@ def test_competition_end_to_end(
         "incumbent": models.export(trained.weak, trained.spec, tmp_path / "m" / "incumbent"),
         "close": models.export(trained.slightly, trained.spec, tmp_path / "m" / "close"),
         "better": models.export(trained.strong, trained.spec, tmp_path / "m" / "better"),
+        "hostile": _hostile(trained, tmp_path / "m" / "hostile"),
     }
+    models.pool_dataset(trained.dataset_dir.parent, tmp_path / "secret")
     try:
         fleet.hypertrain("service", "challenge", "serve", env=svc_env, sock=svc_sock)
         fleet.hypertrain(
@@ -94,14 +98,16 @@ def test_competition_end_to_end(
                  "service and relay")  # fmt: skip
         wait_for(lambda: httpx.get(f"{service}/v1/beacon").json()["round"], 30, "a beacon round")
         spec = models.spec_doc(trained.dataset, CID)
+        spec["data"] = {k: v for k, v in spec["data"].items() if not k.startswith("pool_")}
         spec["cycle"] = {"eligibility_delay_rounds": 2, "eval_interval_rounds": 10,
-                         "score_window_rounds": 120}  # fmt: skip
+                         "score_window_rounds": 240}  # fmt: skip
         spec["evaluators"] = [evaluator]
         spec_file = tmp_path / "spec.json"
         spec_file.write_text(json.dumps(spec))
         created = subprocess.run(
             [sys.executable, "-m", "hypertrain.cli", "competition", "create", "--service",
-             service, "--admin-token-file", str(secrets["admin"]), str(spec_file)],
+             service, "--admin-token-file", str(secrets["admin"]),
+             "--pool-dir", str(tmp_path / "secret" / "pool"), str(spec_file)],
             cwd=REPO, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert created.returncode == 0, created.stderr
@@ -114,9 +120,9 @@ def test_competition_end_to_end(
                "--relay", relay)  # fmt: skip
         _wait_round_after(service, first["commit_beacon_round"])
         with CompetitionClient(service) as client:  # the same calls, in this process
-            for name in ("close", "better"):
+            for name in ("close", "better", "hostile"):
                 commit_model(client, keys[name][1], CID, dirs[name])
-            for name in ("close", "better"):
+            for name in ("close", "better", "hostile"):
                 upload_model(client, relay, keys[name][1], CID, dirs[name])
             copied = shutil.copytree(dirs["better"], tmp_path / "m" / "copier")
             copy_sha, _ = commit_model(client, keys["copier"][1], CID, copied)
@@ -126,7 +132,7 @@ def test_competition_end_to_end(
             "evaluator", "competition", "evaluate", "--service", service, "--competition", CID,
             "--key-file", str(keys["evaluator"][0]),
             "--worker-token-file", str(secrets["worker"]),
-            "--dataset-dir", str(trained.dataset_dir), "--cache-dir", str(tmp_path / "cache"),
+            "--cache-dir", str(tmp_path / "cache"),
             "--follow", "--poll-s", "0.5",
         )  # fmt: skip
 
@@ -140,9 +146,9 @@ def test_competition_end_to_end(
             fleet.check_alive("service", "relay", "evaluator")
             doc = board()
             scored = [c for c in doc["competitors"] if c["win_rate"] is not None]
-            return doc if len(scored) == 3 else None
+            return doc if len(scored) == 4 else None
 
-        full = wait_for(all_scored, 420, "a cycle scoring all three models", poll_s=1)
+        full = wait_for(all_scored, 600, "a cycle scoring all four models", poll_s=1)
         by_name = {
             n: c
             for n in NAMES
@@ -153,9 +159,15 @@ def test_competition_end_to_end(
         assert by_name["incumbent"]["win_rate"] > by_name["close"]["win_rate"]
         assert by_name["copier"]["status"] == "duplicate" and by_name["copier"]["win_rate"] is None
         assert copy_sha == by_name["better"]["model_sha256"]
+        # the hostile model (its loading raises inside transformers) is a refusal, weightless
+        assert by_name["hostile"]["weight"] == 0.0
+        record = httpx.get(f"{service}/v1/competitions/{CID}/cycles/{full['latest_cycle']}").json()
+        refusals = [s["body"]["refused"] for s in record["scores"]]
+        assert any("TypeError" in r for r in refusals), refusals
         scored_cycle = full["latest_cycle"]
         wait_for(lambda: (board()["latest_cycle"] or -1) > scored_cycle, 200,
-                 "the next cycle (the reward vests one cycle later)", poll_s=1)  # fmt: skip
+                 "the next cycle, scored by the same evaluator", poll_s=1)  # fmt: skip
+        fleet.check_alive("evaluator")
         internal = {"authorization": f"Bearer {TOKENS['internal']}",
                     "x-platform-challenge-slug": "hypertrain"}  # fmt: skip
         weights = httpx.get(
@@ -177,6 +189,15 @@ def test_competition_end_to_end(
         _check_page(service, board())
     finally:
         fleet.stop()
+
+
+def _hostile(trained: Trained, out: Path) -> Path:
+    """A model that passes every check but whose loading raises a TypeError."""
+    directory = models.export(trained.weak, trained.spec, out)
+    config = json.loads((directory / "config.json").read_text())
+    config["rope_parameters"] = {"rope_type": "default", "rope_theta": "x"}
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
 
 
 def _check_page(service: str, board: dict[str, Any]) -> None:

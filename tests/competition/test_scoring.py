@@ -6,14 +6,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypertrain.competition.scoring import Entry, pair_wins, softmax, standings
+from hypertrain.competition.scoring import (
+    Entry,
+    pair_wins,
+    reward_weights,
+    softmax,
+    standings,
+    tiebreak,
+)
 from hypertrain.competition.spec import EpsilonSchedule
 
 CONST = EpsilonSchedule(kind="constant", start=0.005, end=0.005)
 
 
 def entry(hotkey: str, losses: list[float], commit_round: int) -> Entry:
-    return Entry(hotkey, hotkey * 8, commit_round, f"id-{hotkey}", tuple(losses))
+    return Entry(hotkey, hotkey * 8, commit_round, f"tie-{hotkey}", tuple(losses))
 
 
 def test_newcomer_better_by_less_than_epsilon_loses_every_page() -> None:
@@ -87,3 +94,63 @@ def test_softmax_is_a_distribution(values: list[float], temperature: float) -> N
     assert sum(out) == pytest.approx(1.0)
     assert all(0 <= v <= 1 for v in out)
     assert out[values.index(max(values))] == max(out)
+
+
+def test_win_rates_051_against_049_still_give_the_best_95_percent() -> None:
+    assert reward_weights([0.51, 0.49], 0.95, 0.01)[0] == pytest.approx(0.95)
+    assert softmax([0.51, 0.49], 0.01)[0] < 0.9  # what a plain softmax would pay
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=30), st.floats(0.001, 5))
+def test_the_best_entry_always_receives_at_least_95_percent(
+    rates: list[float], temperature: float
+) -> None:
+    weights = reward_weights(rates, 0.95, temperature)
+    best = max(range(len(rates)), key=lambda i: (rates[i], -i))
+    assert weights[best] >= 0.95 - 1e-12
+    assert sum(weights) == pytest.approx(1.0)
+    assert all(w >= 0 for w in weights)
+
+
+@given(st.lists(st.lists(st.floats(0.5, 9), min_size=6, max_size=6), min_size=1, max_size=8))
+def test_units_sum_exactly_and_the_leader_gets_95_percent(losses: list[list[float]]) -> None:
+    entries = [entry(chr(97 + i), row, i) for i, row in enumerate(losses)]
+    table = standings(entries, CONST, 40, temperature=0.01, units=1_000_000)
+    assert sum(s.units for s in table) == 1_000_000
+    assert table[0].counted and table[0].units >= 950_000
+
+
+def test_junk_entries_cannot_dilute_the_leader() -> None:
+    leader = entry("L", [2.0] * 10, 5)
+    worse = entry("W", [2.5] * 10, 1)  # the incumbent the leader displaced
+    junk = [entry(f"j{i:03d}", [2.6 + i * 1e-4] * 10, 6 + i) for i in range(100)]
+    early_junk = [entry(f"e{i:03d}", [2.7] * 10, 0) for i in range(5)]
+    table = standings([worse, leader, *junk, *early_junk], CONST, 200,
+                      temperature=0.01, units=1_000_000)  # fmt: skip
+    by = {s.hotkey: s for s in table}
+    assert table[0].hotkey == "L" and by["L"].units >= 950_000 and by["L"].win_rate == 1.0
+    assert not any(by[e.hotkey].counted for e in junk)
+    assert sum(by[e.hotkey].units for e in junk) == 0
+    assert by["W"].units < 50_000
+
+
+def test_entries_not_below_the_baseline_are_not_counted() -> None:
+    entries = [entry("a", [3.0] * 4, 1), entry("b", [2.0] * 4, 2)]
+    table = standings(entries, CONST, 9, temperature=0.01, units=100, baseline_loss=2.5)
+    by = {s.hotkey: s for s in table}
+    assert by["b"].units == 100 and not by["a"].counted
+    none = standings(entries, CONST, 9, temperature=0.01, units=100, baseline_loss=1.0)
+    assert all(not s.counted and s.units == 0 for s in none)
+
+
+def test_same_round_ties_follow_a_later_rounds_randomness_not_the_envelope() -> None:
+    commitments = [f"{i:02x}" * 32 for i in range(8)]
+    firsts = set()
+    for randomness in ("01" * 32, "02" * 32, "03" * 32, "04" * 32):
+        keys = {c: tiebreak(c, randomness) for c in commitments}
+        firsts.add(min(commitments, key=keys.__getitem__))
+        a, b = (Entry(c[:4], c, 7, keys[c], (2.0,) * 4) for c in commitments[:2])
+        older = min((a, b), key=lambda e: e.order)
+        # the same losses and round: the older by tie-break takes the weight
+        assert standings([a, b], CONST, 20, temperature=0.01, units=10)[0].hotkey == older.hotkey
+    assert len(firsts) > 1  # who comes first is not fixed before the later round exists

@@ -13,21 +13,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
 from hypertrain.challenge.app import _poll_beacon, create_app
 from hypertrain.challenge.state import ServiceState
 from hypertrain.competition.messages import encode_losses
+from hypertrain.competition.pool import encode_pool, pool_tree
 from hypertrain.competition.submission import ModelFile, commitment, model_hash
 from hypertrain.protocol.identity import Hotkey
-from tests.challenge.helpers import SteppedBeacon, bearer, make_settings, signed
+from tests.challenge.helpers import TOKENS, SteppedBeacon, bearer, make_settings, signed
 
 CID = "comp-1"
 MINERS = [Hotkey.from_seed(bytes([0x60 + i]) * 32) for i in range(4)]
 EVALUATOR = Hotkey.from_seed(b"\x55" * 32)
 OTHER_EVALUATOR = Hotkey.from_seed(b"\x56" * 32)
 HEX = "ab" * 32
+POOL = np.random.default_rng(7).integers(0, 300, size=(50, 16)).astype(np.uint32)
 
 
 def spec_doc(**over: Any) -> dict[str, Any]:
@@ -36,7 +39,8 @@ def spec_doc(**over: Any) -> dict[str, Any]:
         "architecture": {"vocab_size": 300, "max_params": 10**6},
         "data": {
             "dataset_root": HEX, "descriptor_sha256": HEX, "tokenizer_sha256": HEX,
-            "heldout_count": 50, "seq_len": 16, "pages_per_eval": 4,
+            "pool_root": pool_tree(POOL).root.hex(), "pool_count": 50, "seq_len": 16,
+            "pages_per_eval": 4,
         },
         "epsilon": {"kind": "constant", "start": 0.005, "end": 0.005},
         "cycle": {
@@ -132,7 +136,9 @@ def world(tmp_path: Path) -> Iterator[World]:
     beacon = SteppedBeacon()
     with TestClient(create_app(settings, beacon=beacon)) as client:
         resp = client.post(
-            "/admin/v1/competitions", json={"spec": spec_doc()}, headers=bearer("admin")
+            "/admin/v1/competitions",
+            json={"spec": spec_doc(), "pool": encode_pool(POOL)},
+            headers=bearer("admin"),
         )
         assert resp.status_code == 200, resp.text
         yield World(client, beacon)
@@ -293,7 +299,7 @@ def test_a_late_score_is_refused(world: World) -> None:
 def test_a_spec_with_unknown_keys_is_refused(world: World) -> None:
     resp = world.client.post(
         "/admin/v1/competitions",
-        json={"spec": spec_doc(competition_id="comp-2", surprise=1)},
+        json={"spec": spec_doc(competition_id="comp-2", surprise=1), "pool": encode_pool(POOL)},
         headers=bearer("admin"),
     )
     assert resp.status_code == 400 and resp.json()["error"] == "bad_spec"
@@ -305,3 +311,125 @@ def test_the_signed_spec_verifies(world: World) -> None:
     client = CompetitionClient("", http=world.client)
     spec = client.competition(CID)
     assert spec.competition_id == CID and spec.coordinator
+
+
+def test_a_cycle_is_reproducible_from_its_public_record(world: World) -> None:
+    from hypertrain.challenge.compete_client import CompetitionClient
+    from hypertrain.competition.replay import replay_cycle
+
+    a, b = world.submit(MINERS[0], "a"), world.submit(MINERS[1], "b")
+    assert world.client.get(f"/v1/competitions/{CID}/cycles/0").status_code == 404
+    world.tick()
+    world.reveal(MINERS[0], "a"), world.reveal(MINERS[1], "b")
+    world.tick(4)
+    assert world.score(a, [3.0, 3.0, 2.0, 3.0]).status_code == 200
+    assert world.score(b, [2.0, 2.0, 3.0, 2.0]).status_code == 200
+    world.tick()
+    client = CompetitionClient("", http=world.client)
+    spec = client.competition(CID)
+    record = client.cycle_record(CID, 0)
+    assert record.closed and len(record.scores) == 2
+    assert replay_cycle(spec, record) == record.results
+    assert sum(r.units for r in record.results) == spec.reward.weight_units
+    # the revealed pages are the pool's, proven against the root the signed spec carries
+    assert {p.position for p in record.task.revealed} == set(record.task.pages)
+    forged = record.model_copy(
+        update={"task": record.task.model_copy(update={"pages": record.task.pages[::-1]})}
+    )
+    with pytest.raises(ValueError):
+        replay_cycle(spec, forged)
+
+
+def test_cycles_reveal_disjoint_pool_pages(world: World) -> None:
+    world.submit(MINERS[0], "a")
+    world.tick()
+    world.reveal(MINERS[0], "a")
+    seen: list[int] = []
+    for _ in range(3):
+        world.tick(5)
+        task = world.task()
+        assert not set(task["pages"]) & set(seen)
+        seen += task["pages"]
+        world.score(task["models"][0]["model_sha256"], [1.0] * 4)
+    spec_env = world.client.get(f"/v1/competitions/{CID}").json()
+    assert "pool" not in spec_env["body"] and spec_env["body"]["spec"]["data"]["pool_count"] == 50
+
+
+def test_a_competition_nobody_can_score_is_refused_with_the_setting_to_change(
+    tmp_path: Path,
+) -> None:
+    settings = make_settings(tmp_path, [k.ss58_address for k in MINERS], worker_hotkeys=frozenset())
+    with TestClient(create_app(settings, beacon=SteppedBeacon())) as client:
+        doc = {"spec": spec_doc(evaluators=[]), "pool": encode_pool(POOL)}
+        resp = client.post("/admin/v1/competitions", json=doc, headers=bearer("admin"))
+        assert resp.status_code == 400 and resp.json()["error"] == "no_evaluators"
+        assert "HYPERTRAIN_WORKER_HOTKEYS" in resp.json()["detail"]
+        bad_pool = {"spec": spec_doc(), "pool": encode_pool(POOL[::-1].copy())}
+        resp = client.post("/admin/v1/competitions", json=bad_pool, headers=bearer("admin"))
+        assert resp.status_code == 400 and resp.json()["error"] == "bad_pool"
+
+
+def test_a_competition_only_hotkey_that_deregisters_is_burned_at_the_next_epoch(
+    world: World, tmp_path: Path
+) -> None:
+    from hypertrain.challenge.app import _refresh_metagraph
+    from tests.challenge.helpers import write_metagraph
+
+    leaver = MINERS[0]
+    sha = _open_cycle_with(world)
+    assert world.score(sha, [1.0] * 4).status_code == 200
+    world.tick(5)  # cycle 0 settles; cycle 1 opens
+    assert world.score(sha, [1.0] * 4).status_code == 200
+    world.tick()
+    held = world.state.ledger.balances(CID, [leaver.ss58_address])[leaver.ss58_address]
+    assert held.get("escrow", 0) + held.get("vested", 0) > 0
+    assert not world.state.conn.execute(
+        "SELECT 1 FROM roster WHERE hotkey = ?", (leaver.ss58_address,)
+    ).fetchone()  # it never trained: it is in no run's roster
+    write_metagraph(tmp_path / "metagraph.json", [k.ss58_address for k in MINERS[1:]], epoch=2)
+    world.client.portal.call(_refresh_metagraph, world.state)  # type: ignore[union-attr]
+    resp = world.client.get(
+        "/internal/v1/get_weights", params={"epoch": 2},
+        headers={**bearer("internal"), "X-Platform-Challenge-Slug": "hypertrain"},
+    )  # fmt: skip
+    assert resp.status_code == 200 and leaver.ss58_address not in resp.json()["weights"]
+    after = world.state.ledger.balances(CID, [leaver.ss58_address])[leaver.ss58_address]
+    assert after.get("escrow", 0) == after.get("vested", 0) == 0
+    assert after.get("burned", 0) == held.get("escrow", 0) + held.get("vested", 0)
+
+
+def _evaluator(world: World, key: Hotkey, tmp_path: Path, client: Any = None) -> Any:
+    from hypertrain.challenge.compete_client import CompetitionClient
+    from hypertrain.evaluator.runner import Evaluator
+
+    token = TOKENS["worker"]
+    service = client or CompetitionClient("", http=world.client, worker_token=token)
+    spec = CompetitionClient("", http=world.client).competition(CID)
+    return Evaluator(service, key, spec, tmp_path / "cache", HEX)
+
+
+def test_an_evaluator_the_service_refuses_stops_with_the_reason(
+    world: World, tmp_path: Path
+) -> None:
+    from hypertrain.evaluator.runner import EvaluatorRefusedError, follow
+
+    _open_cycle_with(world)
+    stranger = _evaluator(world, Hotkey.from_seed(b"\x44" * 32), tmp_path)
+    events: list[tuple[str, dict[str, Any]]] = []
+    with pytest.raises(EvaluatorRefusedError, match="spec's evaluators"):
+        follow(stranger, emit=lambda e, **kw: events.append((e, kw)), sleep=lambda s: None,
+               stop=lambda: len(events) > 5)  # fmt: skip
+    # the model (its relay does not exist) was a refusal, kept for the next attempt
+    ((losses, refused),) = stranger.results.values()
+    assert "could not be fetched" in refused and all(v == float("inf") for v in losses)
+
+
+def test_an_unreachable_service_is_retried_with_backoff(world: World, tmp_path: Path) -> None:
+    from hypertrain.challenge.compete_client import CompetitionClient
+    from hypertrain.evaluator.runner import follow
+
+    down = CompetitionClient("http://127.0.0.1:9", worker_token="x", timeout_s=2)
+    evaluator = _evaluator(world, EVALUATOR, tmp_path, down)
+    waits: list[float] = []
+    follow(evaluator, stop=lambda: len(waits) >= 8, sleep=waits.append, emit=lambda e, **kw: None)
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]

@@ -17,6 +17,7 @@ from hypertrain.competition.messages import (
     SPEC_DOMAIN,
     CommitAccepted,
     CompetitionCreated,
+    CycleRecord,
     CycleTask,
     Leaderboard,
     RevealAccepted,
@@ -35,8 +36,10 @@ class CompetitionClient(ChallengeClient):
     def __enter__(self) -> Self:
         return self
 
-    def create_competition(self, spec: dict[str, Any]) -> CompetitionCreated:
-        doc = self._call("POST", "/admin/v1/competitions", {"spec": spec}, role="admin")
+    def create_competition(self, spec: dict[str, Any], pool: str) -> CompetitionCreated:
+        """Create a competition; ``pool`` is :func:`~hypertrain.competition.pool.encode_pool`."""
+        body = {"spec": spec, "pool": pool}
+        doc = self._call("POST", "/admin/v1/competitions", body, role="admin")
         return _parse(CompetitionCreated, doc)
 
     def competition(self, competition_id: str) -> CompetitionSpec:
@@ -50,6 +53,10 @@ class CompetitionClient(ChallengeClient):
         if spec.coordinator != env.signer:
             raise ServiceError("the spec is not signed by the coordinator it names")
         return spec
+
+    def cycle_record(self, competition_id: str, cycle: int) -> CycleRecord:
+        doc = self._call("GET", f"/v1/competitions/{competition_id}/cycles/{cycle}")
+        return _parse(CycleRecord, doc)
 
     def leaderboard(self, competition_id: str) -> Leaderboard:
         doc = self._call("GET", f"/v1/competitions/{competition_id}/leaderboard")

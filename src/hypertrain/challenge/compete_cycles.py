@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sqlite3
-from typing import Any
+from pathlib import Path
+
+import numpy as np
 
 from hypertrain.challenge.compete_intake import spec_of
 from hypertrain.challenge.rounds import beacon_round as verified_round
@@ -27,11 +28,13 @@ from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.competition.messages import (
     CycleModel,
     CycleTask,
-    decode_losses,
+    PageProof,
+    RevealedPage,
     pages_key,
-    select_pages,
 )
-from hypertrain.competition.scoring import Entry, standings
+from hypertrain.competition.pool import cycle_positions, pool_tree
+from hypertrain.competition.replay import agreed_losses, cycle_results
+from hypertrain.competition.scoring import TIEBREAK_DELAY_ROUNDS, tiebreak
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.protocol.sqlite import transaction
 
@@ -62,8 +65,11 @@ def advance(state: ServiceState) -> None:
         if due >= 0 and not _cycle_exists(state.conn, spec.competition_id, due):
             beacon_round = row["start_beacon_round"] + (due + 1) * spec.cycle.eval_interval_rounds
             beacon = verified_round(state, beacon_round)
-            task = open_cycle(state, spec, due, beacon.round, beacon.randomness)
-            if not task.models:
+            rows = eligible(state, spec, beacon.round)
+            later = {r["commit_beacon_round"] + TIEBREAK_DELAY_ROUNDS for r in rows}
+            randomness = {n: verified_round(state, n).randomness for n in sorted(later)}
+            task = open_cycle(state, spec, due, beacon.round, beacon.randomness, randomness)
+            if task is not None and not task.models:
                 maybe_close(state, spec, due)
 
 
@@ -96,28 +102,84 @@ def eligible(state: ServiceState, spec: CompetitionSpec, beacon_round: int) -> l
     )
 
 
+def pages_revealable(spec: CompetitionSpec, cycle_beacon_round: int, now: int) -> bool:
+    """The one window check of the pool: a cycle's pages are revealed no earlier than
+    its beacon round, which is ``eligibility_delay_rounds`` after its last commitment."""
+    return now >= cycle_beacon_round
+
+
+def pool_path(state: ServiceState, cid: str) -> Path:
+    """Where the service keeps a competition's secret pool (never served as a whole)."""
+    return state.settings.state_dir / "competitions" / f"{cid}.pool.npy"
+
+
+def _used_positions(state: ServiceState, cid: str) -> list[int]:
+    return [
+        p
+        for row in state.conn.execute(
+            "SELECT task FROM compete_cycles WHERE competition_id = ?", (cid,)
+        )
+        for p in json.loads(row["task"])["pages"]
+    ]
+
+
+def reveal_pages(state: ServiceState, spec: CompetitionSpec, key: str) -> list[RevealedPage]:
+    """The cycle's pages from the pool, with proofs; empty when the pool is spent."""
+    positions = cycle_positions(spec, key, _used_positions(state, spec.competition_id))
+    if not positions:
+        return []
+    samples = np.load(pool_path(state, spec.competition_id), allow_pickle=False)
+    tree = pool_tree(samples)
+    return [
+        RevealedPage(
+            position=p,
+            tokens=np.ascontiguousarray(samples[p], dtype="<u4").tobytes().hex(),
+            proof=PageProof.model_validate(tree.proof(p).to_json()),
+        )
+        for p in positions
+    ]
+
+
 def open_cycle(
-    state: ServiceState, spec: CompetitionSpec, cycle: int, beacon_round: int, randomness: str
-) -> CycleTask:
+    state: ServiceState,
+    spec: CompetitionSpec,
+    cycle: int,
+    beacon_round: int,
+    randomness: str,
+    later_randomness: dict[int, str],
+) -> CycleTask | None:
+    """Open a cycle: reveal its pages and fix its models; None when the pool is spent."""
+    if not pages_revealable(spec, beacon_round, state.due_round()):
+        return None
     key = pages_key(spec, cycle, randomness)
+    revealed = reveal_pages(state, spec, key)
+    if not revealed:
+        log.warning("competition %s: the pool is spent; cycle %d not opened",
+                    spec.competition_id, cycle)  # fmt: skip
+        return None
     models = [
         CycleModel(
             hotkey=r["hotkey"],
             model_sha256=r["model_sha256"],
+            commitment=r["commitment"],
             commit_beacon_round=r["commit_beacon_round"],
-            commit_id=r["commit_id"],
+            tiebreak=tiebreak(
+                r["commitment"], later_randomness[r["commit_beacon_round"] + TIEBREAK_DELAY_ROUNDS]
+            ),
             files=json.loads(r["files"]),
             base_url=r["base_url"],
         )
         for r in eligible(state, spec, beacon_round)
     ]
+    models.sort(key=lambda m: (m.commit_beacon_round, m.tiebreak))
     task = CycleTask(
         competition_id=spec.competition_id,
         cycle=cycle,
         beacon_round=beacon_round,
         randomness=randomness,
         pages_key=key,
-        pages=select_pages(spec, key),
+        pages=[p.position for p in revealed],
+        revealed=revealed,
         score_deadline_round=beacon_round + spec.cycle.score_window_rounds,
         models=models,
     )
@@ -133,18 +195,16 @@ def open_cycle(
     return task
 
 
-def agreed_losses(state: ServiceState, cid: str, cycle: int) -> dict[str, str | None]:
-    """model hash -> the losses every evaluator reported, or None where they disagree."""
-    out: dict[str, str | None] = {}
-    for row in state.conn.execute(
-        "SELECT model_sha256, losses_f32 FROM compete_scores WHERE competition_id = ?"
-        " AND cycle = ? ORDER BY evaluator",
-        (cid, cycle),
-    ):
-        seen = out.setdefault(row["model_sha256"], row["losses_f32"])
-        if seen is not None and seen != row["losses_f32"]:
-            out[row["model_sha256"]] = None
-    return out
+def stored_scores(state: ServiceState, cid: str, cycle: int) -> list[tuple[str, str, str]]:
+    """``(model hash, evaluator, losses hex)`` of every score stored for a cycle."""
+    return [
+        (row["model_sha256"], row["evaluator"], row["losses_f32"])
+        for row in state.conn.execute(
+            "SELECT model_sha256, evaluator, losses_f32 FROM compete_scores"
+            " WHERE competition_id = ? AND cycle = ?",
+            (cid, cycle),
+        )
+    ]
 
 
 def maybe_close(state: ServiceState, spec: CompetitionSpec, cycle: int) -> bool:
@@ -154,22 +214,22 @@ def maybe_close(state: ServiceState, spec: CompetitionSpec, cycle: int) -> bool:
         "SELECT * FROM compete_cycles WHERE competition_id = ? AND cycle = ?", (cid, cycle)
     ).fetchone()
     task = CycleTask.model_validate_json(row["task"])
-    scores = agreed_losses(state, cid, cycle)
+    scores = agreed_losses(stored_scores(state, cid, cycle))
     complete = all(m.model_sha256 in scores for m in task.models)
     if not complete and state.due_round() <= task.score_deadline_round:
         return False
     snapshot = state.metagraph.snapshot
     if snapshot is None:
         return False
-    results = _standings(state, spec, task, scores)
+    results = cycle_results(spec, task, scores)
     with transaction(state.conn):
         for r in results:
             state.conn.execute(
                 "INSERT INTO compete_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (cid, cycle, r["hotkey"], r["model_sha256"], r["mean_loss"], r["wins"],
-                 r["comparisons"], r["win_rate"], r["weight"], r["units"]),
+                (cid, cycle, r.hotkey, r.model_sha256, r.mean_loss, r.wins, r.comparisons,
+                 r.win_rate, r.weight, r.units),
             )  # fmt: skip
-        accepted = {r["hotkey"]: r["units"] for r in results if r["units"] > 0}
+        accepted = {r.hotkey: r.units for r in results if r.units > 0}
         state.ledger.settle_round(cid, cycle, accepted, snapshot.epoch)
         state.conn.execute(
             "UPDATE compete_cycles SET closed = 1 WHERE competition_id = ? AND cycle = ?",
@@ -177,34 +237,3 @@ def maybe_close(state: ServiceState, spec: CompetitionSpec, cycle: int) -> bool:
         )
     log.info("competition %s: cycle %d settled %s", cid, cycle, quick_dumps(accepted))
     return True
-
-
-def _standings(
-    state: ServiceState, spec: CompetitionSpec, task: CycleTask, scores: dict[str, str | None]
-) -> list[dict[str, Any]]:
-    entries = []
-    for model in task.models:
-        losses_hex = scores.get(model.model_sha256)
-        if losses_hex is None:
-            continue
-        losses = decode_losses(losses_hex)
-        entries.append(
-            Entry(model.hotkey, model.model_sha256, model.commit_beacon_round,
-                  model.commit_id, losses)
-        )  # fmt: skip
-    table = standings(
-        entries, spec.epsilon, task.beacon_round,
-        temperature=spec.reward.temperature, units=spec.reward.weight_units,
-    )  # fmt: skip
-    mean = {e.model_sha: _finite_mean(e.losses) for e in entries}
-    return [
-        {"hotkey": s.hotkey, "model_sha256": s.model_sha, "mean_loss": mean[s.model_sha],
-         "wins": s.wins, "comparisons": s.comparisons, "win_rate": s.win_rate,
-         "weight": s.weight, "units": s.units}
-        for s in table
-    ]  # fmt: skip
-
-
-def _finite_mean(losses: tuple[float, ...]) -> float | None:
-    mean = sum(losses) / len(losses)
-    return mean if math.isfinite(mean) else None

@@ -15,6 +15,7 @@ import sqlite3
 import time
 from typing import Any, TypeVar
 
+import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from hypertrain.challenge.errors import (
@@ -38,6 +39,7 @@ from hypertrain.competition.messages import (
     RevealAccepted,
     ScoreAccepted,
 )
+from hypertrain.competition.pool import PoolError, decode_pool
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.competition.submission import SubmissionError, commitment, model_hash
 from hypertrain.protocol.envelope import Envelope, VerifiedEnvelope
@@ -58,14 +60,29 @@ def spec_of(state: ServiceState, competition_id: str) -> CompetitionSpec:
     return CompetitionSpec.model_validate_json(row["spec_json"])
 
 
-def create(state: ServiceState, doc: dict[str, Any]) -> CompetitionCreated:
-    """Store a competition, its coordinator-signed spec and its ledger account."""
+def _evaluators_named(state: ServiceState, spec: CompetitionSpec) -> None:
+    if not spec.evaluators and not state.settings.worker_hotkeys:
+        raise ChallengeError(
+            "nobody could score this competition: name its evaluators in the spec"
+            ' ("evaluators": [SS58, ...]) or start the service with'
+            " HYPERTRAIN_WORKER_HOTKEYS set to the evaluators' SS58 addresses",
+            code="no_evaluators",
+        )
+
+
+def create(state: ServiceState, doc: dict[str, Any], pool_b64: str) -> CompetitionCreated:
+    """Store a competition, its coordinator-signed spec, its secret pool and its account."""
     try:
         spec = CompetitionSpec.model_validate({**doc, "coordinator": state.coordinator})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "spec"
         raise ChallengeError(f"spec.{where}: {first['msg']}", code="bad_spec") from None
+    _evaluators_named(state, spec)
+    try:
+        pool = decode_pool(pool_b64, spec)
+    except PoolError as exc:
+        raise ChallengeError(str(exc), code="bad_pool") from None
     cid = spec.competition_id
     if state.conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (cid,)).fetchone():
         raise ConflictError(f"{cid!r} is already the id of a training run")
@@ -83,6 +100,7 @@ def create(state: ServiceState, doc: dict[str, Any]) -> CompetitionCreated:
                 pool_per_round=spec.reward.pool_per_cycle,
                 vesting_rounds=spec.reward.vesting_rounds,
             )
+            _write_pool(state, cid, pool)
     except sqlite3.IntegrityError:
         raise ConflictError(f"competition {cid!r} already exists") from None
     log.info("created competition %s (spec %s)", cid, spec.digest())
@@ -92,6 +110,14 @@ def create(state: ServiceState, doc: dict[str, Any]) -> CompetitionCreated:
         start_beacon_round=now,
         spec_envelope=envelope.model_dump(),
     )
+
+
+def _write_pool(state: ServiceState, cid: str, pool: np.ndarray[Any, Any]) -> None:
+    path = state.settings.state_dir / "competitions" / f"{cid}.pool.npy"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial.npy")
+    np.save(partial, pool, allow_pickle=False)
+    partial.replace(path)
 
 
 def _open(
@@ -180,7 +206,14 @@ def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
     verified, body = _open(state, env, SCORE_DOMAIN, CompeteScore, registered=False)
     spec = spec_of(state, env.run_id)
     if verified.signer not in _evaluators(state, spec):
-        raise ForbiddenError(f"{verified.signer} is not an evaluator of this competition")
+        where = (
+            "the spec's evaluators"
+            if spec.evaluators
+            else "HYPERTRAIN_WORKER_HOTKEYS (the spec names no evaluators)"
+        )
+        raise ForbiddenError(
+            f"{verified.signer} is not an evaluator of this competition; add it to {where}"
+        )
     cycle = state.conn.execute(
         "SELECT * FROM compete_cycles WHERE competition_id = ? AND cycle = ?",
         (env.run_id, body.cycle),

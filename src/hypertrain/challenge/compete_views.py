@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from hypertrain.challenge.compete_intake import spec_of
 from hypertrain.challenge.errors import NotFoundError
 from hypertrain.challenge.state import ServiceState
-from hypertrain.competition.messages import CompetitorPublic, CycleTask, Leaderboard
+from hypertrain.competition.messages import (
+    CompetitorPublic,
+    CycleRecord,
+    CycleResult,
+    CycleTask,
+    Leaderboard,
+)
 
 
 def task(state: ServiceState, cid: str, evaluator: str | None) -> CycleTask:
@@ -93,3 +100,38 @@ def leaderboard(state: ServiceState, cid: str) -> Leaderboard:
         epsilon_now=spec.epsilon.start,
         competitors=out,
     )
+
+
+def cycle_record(state: ServiceState, cid: str, cycle: int) -> CycleRecord:
+    """Everything public about one opened cycle (see :class:`CycleRecord`)."""
+    spec_of(state, cid)
+    row = state.conn.execute(
+        "SELECT task, closed FROM compete_cycles WHERE competition_id = ? AND cycle = ?",
+        (cid, cycle),
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(f"competition {cid!r} has no cycle {cycle}", code="unknown_cycle")
+    scores = [
+        json.loads(r["envelope"])
+        for r in state.conn.execute(
+            "SELECT envelope FROM compete_scores WHERE competition_id = ? AND cycle = ?"
+            " ORDER BY evaluator, model_sha256",
+            (cid, cycle),
+        )
+    ]
+    results = [
+        CycleResult(
+            hotkey=r["hotkey"], model_sha256=r["model_sha256"], mean_loss=r["mean_loss"],
+            wins=r["wins"], comparisons=r["comparisons"], win_rate=r["win_rate"],
+            weight=r["weight"], units=r["units"], counted=r["comparisons"] > 0 or r["units"] > 0,
+        )
+        for r in state.conn.execute(
+            "SELECT * FROM compete_results WHERE competition_id = ? AND cycle = ?"
+            " ORDER BY units DESC, win_rate DESC, hotkey",
+            (cid, cycle),
+        )
+    ]  # fmt: skip
+    return CycleRecord(
+        competition_id=cid, cycle=cycle, closed=bool(row["closed"]),
+        task=CycleTask.model_validate_json(row["task"]), scores=scores, results=results,
+    )  # fmt: skip

@@ -4,12 +4,12 @@ The first successful answer for an epoch is stored as bytes and every later call
 returns exactly those bytes, so the platform can rely on the answer being final.
 
 Deregistration burns at the next epoch: before the first answer for an epoch is
-computed, every island of any run that is missing from the metagraph snapshot and
-still holds unpaid value (escrow or vested) is deregistered in the ledger, which burns
-that value. So value is never withheld across epochs and paid later in a lump: the
-weights of an answer never sum above its ``full_share_mass``, and a hotkey that
-registers again starts from zero. An epoch older than one already answered is
-refused with 409 ``epoch_superseded``.
+computed, every island of any run and every submitter of any competition that is
+missing from the metagraph snapshot and still holds unpaid value (escrow or vested)
+is deregistered in the ledger, which burns that value. So value is never withheld
+across epochs and paid later in a lump: the weights of an answer never sum above
+its ``full_share_mass``, and a hotkey that registers again starts from zero. An
+epoch older than one already answered is refused with 409 ``epoch_superseded``.
 """
 
 from __future__ import annotations
@@ -77,10 +77,18 @@ def weights_body(state: ServiceState, epoch: int) -> bytes:
 
 
 def burn_departed(state: ServiceState, epoch: int, registered: frozenset[str]) -> dict[str, int]:
-    """Deregister every island with unpaid value that is not registered; hotkey -> burned."""
+    """Deregister every earner with unpaid value that is not registered; hotkey -> burned.
+
+    Earners are the islands of every run's roster and the submitters of every
+    competition (a competition's ledger account is named by its id), so a hotkey that
+    only ever competed is burned like an island.
+    """
     burned: dict[str, int] = {}
     by_run: dict[str, list[str]] = {}
-    for row in state.conn.execute("SELECT run_id, hotkey FROM roster ORDER BY run_id, hotkey"):
+    for row in state.conn.execute(
+        "SELECT run_id, hotkey FROM roster UNION SELECT competition_id, hotkey"
+        " FROM compete_commits ORDER BY 1, 2"
+    ):
         if row["hotkey"] not in registered:
             by_run.setdefault(row["run_id"], []).append(row["hotkey"])
     holding: set[str] = set()

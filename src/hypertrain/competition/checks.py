@@ -9,8 +9,6 @@ the rule, so a miner can run the same checks before uploading.
 
 from __future__ import annotations
 
-import itertools
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +16,12 @@ from typing import Any, Final
 
 from hypertrain.competition.spec import ArchitectureLimits
 from hypertrain.competition.submission import CONFIG_NAME, SubmissionError
+from hypertrain.competition.tensors import check_shapes, read_header
 from hypertrain.protocol.canonical import parse_json
 from hypertrain.protocol.errors import CanonicalJSONError
 
 MAX_CONFIG_BYTES: Final = 64 << 10
-MAX_HEADER_BYTES: Final = 16 << 20
 ARCHITECTURES: Final = {"llama": "LlamaForCausalLM"}
-DTYPE_BYTES: Final = {"F32": 4, "BF16": 2, "F16": 2}
 _CODE_KEYS: Final = ("auto_map", "trust_remote_code", "custom_pipelines")
 
 
@@ -77,62 +74,23 @@ def check_config(config: dict[str, Any], limits: ArchitectureLimits, seq_len: in
     return context
 
 
-def safetensors_header(path: Path) -> dict[str, Any]:
-    """The JSON header of a safetensors file, bounds-checked against the file size."""
-    size = path.stat().st_size
-    with path.open("rb") as fh:
-        prefix = fh.read(8)
-        if len(prefix) != 8:
-            raise SubmissionError(f"{path.name} is too short to be safetensors")
-        length = int.from_bytes(prefix, "little")
-        if length > min(MAX_HEADER_BYTES, size - 8):
-            raise SubmissionError(f"{path.name}: header length {length} is out of bounds")
-        raw = fh.read(length)
-    try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
-        raise SubmissionError(f"{path.name}: the header is not valid JSON") from None
-    if not isinstance(header, dict):
-        raise SubmissionError(f"{path.name}: the header must be a JSON object")
-    header.pop("__metadata__", None)
-    _check_offsets(path.name, header, size - 8 - length)
-    return header
-
-
-def _check_offsets(name: str, header: dict[str, Any], data_bytes: int) -> None:
-    spans = []
-    for tensor, info in header.items():
-        try:
-            dtype, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
-            count = math.prod(int(d) for d in shape)
-            width = DTYPE_BYTES[dtype]
-        except (KeyError, TypeError, ValueError):
-            raise SubmissionError(f"{name}: tensor {tensor!r} has an unsupported entry") from None
-        if not (0 <= begin <= end <= data_bytes) or end - begin != count * width:
-            raise SubmissionError(f"{name}: tensor {tensor!r} has inconsistent offsets")
-        spans.append((begin, end))
-    spans.sort()
-    if any(a[1] > b[0] for a, b in itertools.pairwise(spans)):
-        raise SubmissionError(f"{name}: tensors overlap")
-
-
 def check_directory(directory: Path, limits: ArchitectureLimits, seq_len: int) -> ModelSummary:
     """Every pre-compute check over a local model directory; returns its summary."""
     config = read_config(directory)
     context = check_config(config, limits, seq_len)
     num_params, total = 0, 0
-    names: set[str] = set()
+    shapes: dict[str, tuple[int, ...]] = {}
     for path in sorted(directory.glob("*.safetensors")):
         total += path.stat().st_size
-        for tensor, info in safetensors_header(path).items():
-            if info["dtype"] not in limits.dtypes:
+        for tensor, (dtype, shape) in read_header(path).items():
+            if dtype not in limits.dtypes:
                 raise SubmissionError(
-                    f"{tensor}: dtype {info['dtype']} is not allowed ({', '.join(limits.dtypes)})"
+                    f"{tensor}: dtype {dtype} is not allowed ({', '.join(limits.dtypes)})"
                 )
-            if tensor in names:
+            if tensor in shapes:
                 raise SubmissionError(f"tensor {tensor!r} appears in two files")
-            names.add(tensor)
-            num_params += math.prod(int(d) for d in info["shape"])
+            shapes[tensor] = shape
+            num_params += math.prod(shape)
     total += (directory / CONFIG_NAME).stat().st_size
     if total > limits.max_bytes:
         raise SubmissionError(f"the model is {total} bytes, the limit is {limits.max_bytes}")
@@ -141,4 +99,5 @@ def check_directory(directory: Path, limits: ArchitectureLimits, seq_len: int) -
             f"the model has {num_params} parameters; the competition takes"
             f" {limits.min_params} to {limits.max_params}"
         )
+    check_shapes(shapes, config)
     return ModelSummary(num_params, total, context, config)

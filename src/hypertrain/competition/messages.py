@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.competition.submission import ModelFile
-from hypertrain.data.permutation import Permutation
 from hypertrain.protocol.domains import COMPETE_PAGES, tagged_hash
+from hypertrain.protocol.merkle import MerkleProof
 
 _HEX64 = r"^[0-9a-f]{64}$"
 COMMIT_DOMAIN = "compete-commit"
@@ -92,10 +92,30 @@ class CompetitorPublic(_Body):
 class CycleModel(_Body):
     hotkey: str
     model_sha256: str
+    commitment: str
     commit_beacon_round: int
-    commit_id: str
+    tiebreak: str  # scoring.tiebreak(commitment, randomness of commit round + 1)
     files: list[ModelFile]
     base_url: str
+
+
+class PageProof(_Body):
+    """A Merkle inclusion proof of one revealed pool page (see MerkleProof.to_json)."""
+
+    index: int = Field(ge=0)
+    leaf_count: int = Field(ge=1)
+    siblings: list[str] = Field(max_length=64)
+
+    def proof(self) -> MerkleProof:
+        return MerkleProof.from_json(self.model_dump())
+
+
+class RevealedPage(_Body):
+    """One page of the secret pool, revealed when its cycle opens, with its proof."""
+
+    position: int = Field(ge=0)
+    tokens: str = Field(pattern=r"^([0-9a-f]{8})+$")  # little-endian uint32 hex
+    proof: PageProof
 
 
 class CycleTask(_Body):
@@ -106,10 +126,42 @@ class CycleTask(_Body):
     beacon_round: int
     randomness: str
     pages_key: str
-    pages: list[int]  # positions in the held-out split, in evaluation order
+    pages: list[int]  # positions in the secret pool, in evaluation order
+    revealed: list[RevealedPage]  # the pages' tokens and proofs against pool_root
     score_deadline_round: int
     models: list[CycleModel]
     scored: list[str] = []  # model hashes this evaluator already scored
+
+
+class CycleResult(_Body):
+    """One model's standing in a settled cycle (what the ledger was paid from)."""
+
+    hotkey: str
+    model_sha256: str
+    mean_loss: float | None
+    wins: int
+    comparisons: int
+    win_rate: float
+    weight: float
+    units: int
+    counted: bool
+
+
+class CycleRecord(_Body):
+    """``GET /v1/competitions/<id>/cycles/<k>``: everything needed to recompute a cycle.
+
+    The task (pages revealed with proofs, models with their commit order and
+    tie-break), every evaluator's signed score envelope and the stored standings;
+    :func:`hypertrain.competition.replay.replay_cycle` recomputes the standings from
+    the first two and must give the third.
+    """
+
+    competition_id: str
+    cycle: int
+    closed: bool
+    task: CycleTask
+    scores: list[dict[str, object]]  # compete-score envelopes, by evaluator then model
+    results: list[CycleResult]
 
 
 class CommitAccepted(_Body):
@@ -149,10 +201,3 @@ def pages_key(spec: CompetitionSpec, cycle: int, randomness: str) -> str:
     """Hex key of a cycle's page permutation (bound to the competition and the cycle)."""
     data = spec.competition_id.encode() + b"\x00" + cycle.to_bytes(8, "big")
     return tagged_hash(COMPETE_PAGES, data + bytes.fromhex(randomness)).hex()
-
-
-def select_pages(spec: CompetitionSpec, key_hex: str) -> list[int]:
-    """The first ``pages_per_eval`` positions of the keyed permutation of the held-out split."""
-    n = spec.data.heldout_count
-    count = min(spec.data.pages_per_eval, n)
-    return [int(i) for i in Permutation(bytes.fromhex(key_hex), n).range(0, count)]

@@ -1,13 +1,16 @@
-"""The scoring rule: pairwise per-sample wins with an epsilon advantage, softmax weights.
+"""The scoring rule: pairwise per-sample wins with an epsilon advantage, and the reward.
 
 For every pair of eligible models and every evaluated page, the *older* model (the
 earlier commitment) has its loss multiplied by ``1 - epsilon`` and the lower loss
-wins the page; a tie goes to the older model. A model's win rate is the share of
-all its page comparisons it won. Weights are a softmax over win rates at the spec's
-temperature (a low temperature is close to winner-takes-all), turned into integer
-units for the ledger. A newcomer therefore displaces the incumbent only by being
-better by more than epsilon on most pages, and an exact copy (which loses every tie)
-never wins. Everything is a pure function of the scores and the commit order.
+wins the page; a tie goes to the older model. Before win rates, entries that do not
+count are dropped (:func:`contenders`: not below the baseline, or beating no
+earlier model). A model's win rate is the share of all its page comparisons it won.
+The best model (highest win rate, the older on a tie) receives the larger of its
+softmax weight and ``winner_share`` (at least 0.95); the others share the rest in
+proportion to their softmax weights; weights become integer units for the ledger,
+the best taking the rounding. A newcomer therefore displaces the incumbent only by
+being better by more than epsilon on most pages, and an exact copy (which loses
+every tie) never wins. Everything is a pure function of the scores and the order.
 """
 
 from __future__ import annotations
@@ -17,6 +20,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hypertrain.competition.spec import EpsilonSchedule
+from hypertrain.protocol.domains import COMPETE_TIEBREAK, tagged_hash
+
+TIEBREAK_DELAY_ROUNDS = 1  # the tie-break uses the randomness of commit round + this
+
+
+def tiebreak(commitment: str, later_randomness: str) -> str:
+    """The order of a commitment among those of its beacon round.
+
+    Keyed by the randomness of beacon round ``commit round + TIEBREAK_DELAY_ROUNDS``,
+    which did not exist when the commitment was signed: a miner cannot grind its
+    envelope (nonce, expiry) to come first, as it could with the envelope's hash.
+    """
+    data = bytes.fromhex(later_randomness) + bytes.fromhex(commitment)
+    return tagged_hash(COMPETE_TIEBREAK, data).hex()
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +43,12 @@ class Entry:
     hotkey: str
     model_sha: str
     commit_round: int
-    commit_id: str  # breaks ties between commitments in the same beacon round
+    tiebreak: str  # orders commitments of one beacon round; see tiebreak() below
     losses: tuple[float, ...]
 
     @property
     def order(self) -> tuple[int, str]:
-        return (self.commit_round, self.commit_id)
+        return (self.commit_round, self.tiebreak)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +60,7 @@ class Standing:
     win_rate: float
     weight: float
     units: int
+    counted: bool = True  # False: dropped before win rates (see contenders)
 
 
 def _loss(value: float) -> float:
@@ -85,6 +103,61 @@ def softmax(values: Sequence[float], temperature: float) -> list[float]:
     return [e / total for e in exps]
 
 
+def _mean(losses: tuple[float, ...]) -> float:
+    return sum(_loss(v) for v in losses) / len(losses) if losses else math.inf
+
+
+def beats(newer: Entry, older: Entry, schedule: EpsilonSchedule, cycle_round: int) -> bool:
+    """``newer`` wins more than half the pages against ``older`` (epsilon at its age)."""
+    old_wins, new_wins = pair_wins(older, newer, schedule.at(cycle_round - older.commit_round))
+    return new_wins > old_wins
+
+
+def contenders(
+    entries: Sequence[Entry],
+    schedule: EpsilonSchedule,
+    cycle_round: int,
+    baseline_loss: float | None = None,
+) -> list[Entry]:
+    """The entries that count, oldest first (SN9's filter before win rates).
+
+    An entry counts when its mean page loss is below the published baseline (when
+    the spec sets one) and it beats, head to head with the epsilon advantage, the
+    newest entry counted before it (which beat every earlier one in turn). An entry
+    that improves on no earlier model is dropped, so junk cannot dilute the win
+    rates of the models that matter.
+    """
+    kept: list[Entry] = []
+    for entry in sorted(entries, key=lambda e: e.order):
+        if baseline_loss is not None and not _mean(entry.losses) < baseline_loss:
+            continue
+        if not kept or beats(entry, kept[-1], schedule, cycle_round):
+            kept.append(entry)
+    return kept
+
+
+def reward_weights(rates: Sequence[float], winner_share: float, temperature: float) -> list[float]:
+    """Softmax of the win rates, with the best entry lifted to at least ``winner_share``.
+
+    ``best`` is the first entry of the highest rate (entries are oldest first, so the
+    older wins a tie). With ``s = softmax(rates / temperature)`` the best receives
+    ``w = max(winner_share, s[best])`` and every other entry ``s[i] (1 - w) /
+    (1 - s[best])``: the order of the others is kept and the weights sum to 1.
+    """
+    soft = softmax(rates, temperature)
+    best = max(range(len(rates)), key=lambda i: (rates[i], -i))
+    top = max(winner_share, soft[best])
+    rest = 1.0 - soft[best]
+    scale = (1.0 - top) / rest if rest > 0 else 0.0
+    return [top if i == best else w * scale for i, w in enumerate(soft)]
+
+
+def _units(weights: Sequence[float], best: int, units: int) -> list[int]:
+    out = [int(w * units) for w in weights]
+    out[best] = units - sum(u for i, u in enumerate(out) if i != best)
+    return out
+
+
 def standings(
     entries: Sequence[Entry],
     schedule: EpsilonSchedule,
@@ -92,21 +165,32 @@ def standings(
     *,
     temperature: float,
     units: int,
+    winner_share: float = 0.95,
+    baseline_loss: float | None = None,
 ) -> list[Standing]:
-    """Win rate, softmax weight and integer units of every entry, best first."""
+    """Win rate, weight and integer units of every entry, best first.
+
+    Entries that do not count (see :func:`contenders`) are listed with no weight.
+    """
     if not entries:
         return []
-    tally = win_rates(entries, schedule, cycle_round)
-    rates = [
-        (tally[e.model_sha][0] / tally[e.model_sha][1]) if tally[e.model_sha][1] else 1.0
-        for e in entries
-    ]
-    weights = softmax(rates, temperature)
+    counted = contenders(entries, schedule, cycle_round, baseline_loss)
+    if not counted:
+        dropped = sorted(entries, key=lambda e: e.order)
+        return [Standing(e.hotkey, e.model_sha, 0, 0, 0.0, 0.0, 0, False) for e in dropped]
+    tally = win_rates(counted, schedule, cycle_round)
+    rates = [(tally[e.model_sha][0] / n) if (n := tally[e.model_sha][1]) else 1.0 for e in counted]
+    weights = reward_weights(rates, winner_share, temperature)
+    best = max(range(len(rates)), key=lambda i: (rates[i], -i))
+    shares = _units(weights, best, units)
     out = [
-        Standing(
-            e.hotkey, e.model_sha, tally[e.model_sha][0], tally[e.model_sha][1], r, w,
-            int(w * units + 0.5),
-        )
-        for e, r, w in zip(entries, rates, weights, strict=True)
-    ]  # fmt: skip
-    return sorted(out, key=lambda s: (-s.win_rate, s.hotkey))
+        Standing(e.hotkey, e.model_sha, tally[e.model_sha][0], tally[e.model_sha][1], r, w, u, True)
+        for e, r, w, u in zip(counted, rates, weights, shares, strict=True)
+    ]
+    ids = {e.model_sha for e in counted}
+    out += [
+        Standing(e.hotkey, e.model_sha, 0, 0, 0.0, 0.0, 0, False)
+        for e in sorted(entries, key=lambda e: e.order)
+        if e.model_sha not in ids
+    ]
+    return sorted(out, key=lambda s: (not s.counted, -s.units, -s.win_rate, s.hotkey))

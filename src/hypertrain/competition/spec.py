@@ -44,15 +44,30 @@ class ArchitectureLimits(_Section):
 
 
 class EvalDataSpec(_Section):
-    """The evaluation dataset (a prepared dataset, pinned) and how much of it is scored."""
+    """The public training data (pinned), the secret evaluation pool and how much is scored.
+
+    ``dataset_root`` and ``descriptor_sha256`` pin the published dataset miners train
+    on; it is never scored. Pages are drawn from a separate *pool* of ``pool_count``
+    samples that only the service holds: ``pool_root`` is the Merkle root of their
+    sample hashes (the dataset-root construction), committed in the signed spec, and
+    each cycle reveals its pages with their proofs only once the cycle opens, after
+    every eligible commitment was made; no page is ever scored twice.
+    """
 
     dataset_root: str = Field(pattern=_HEX64)
     descriptor_sha256: str = Field(pattern=_HEX64)
     tokenizer_sha256: str = Field(pattern=_HEX64)
-    heldout_count: int = Field(ge=1)  # size of the held-out split; pages are drawn from it
-    seq_len: int = Field(ge=2)
+    pool_root: str = Field(pattern=_HEX64)
+    pool_count: int = Field(ge=1, le=1 << 24)
+    seq_len: int = Field(ge=2, le=1 << 16)
     pages_per_eval: int = Field(default=64, ge=1, le=65_536)
     batch_pages: int = Field(default=8, ge=1, le=1024)  # fixed so every evaluator batches alike
+
+    @model_validator(mode="after")
+    def _pool_fits(self) -> EvalDataSpec:
+        if self.pages_per_eval > self.pool_count:
+            raise ValueError("pages_per_eval exceeds pool_count")
+        return self
 
 
 class EpsilonSchedule(_Section):
@@ -85,7 +100,17 @@ class CycleSpec(_Section):
 
 
 class RewardSpec(_Section):
+    """What a cycle mints and how it is shared (see :mod:`hypertrain.competition.scoring`).
+
+    The best model receives ``winner_share`` of the cycle's weight; the other
+    counted models split the rest by a softmax of their win rates at
+    ``temperature``. A model whose mean page loss is not below ``baseline_loss``
+    (when set; the published loss of a reference model) is not counted.
+    """
+
     pool_per_cycle: int = Field(default=1_000_000_000, ge=0)
+    winner_share: float = Field(default=0.95, ge=0.95, le=1.0)
+    baseline_loss: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     temperature: float = Field(default=0.01, gt=0, le=10)
     weight_units: int = Field(default=1_000_000, ge=1, le=10**12)
     vesting_rounds: int = Field(default=1, ge=1)
@@ -100,7 +125,9 @@ class CompetitionSpec(_Section):
     epsilon: EpsilonSchedule = EpsilonSchedule()
     cycle: CycleSpec = CycleSpec()
     reward: RewardSpec = RewardSpec()
-    evaluators: tuple[str, ...] = ()  # SS58 keys allowed to score; empty = worker keys
+    # SS58 keys allowed to score; empty = the service's worker keys
+    # (HYPERTRAIN_WORKER_HOTKEYS), refused at creation when that is empty too
+    evaluators: tuple[str, ...] = ()
     determinism: DeterminismRecord | None = None  # evaluators must match it when set
     coordinator: str = ""
 

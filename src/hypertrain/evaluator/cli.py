@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.challenge.compete_client import CompetitionClient
+from hypertrain.challenge.errors import ServiceError
 from hypertrain.competition.messages import Leaderboard
 
 
@@ -22,6 +23,11 @@ def register(subparsers: Any) -> None:
     create = sub.add_parser("create", help="create a competition from a spec JSON file")
     create.add_argument("--service", required=True, help="challenge service base URL")
     create.add_argument("--admin-token-file", type=Path, required=True, help="admin token file")
+    create.add_argument(
+        "--pool-dir", type=Path, required=True,
+        help="a prepared dataset that is never published: the secret evaluation pool"
+        " (its samples fill data.pool_root and data.pool_count)",
+    )  # fmt: skip
     create.add_argument("spec", type=Path, help="competition spec (JSON)")
     create.set_defaults(func=_create)
 
@@ -36,11 +42,18 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--competition", required=True, help="competition id")
     ev.add_argument("--key-file", type=Path, required=True, help="evaluator hotkey file")
     ev.add_argument("--worker-token-file", type=Path, required=True, help="worker token file")
-    ev.add_argument("--dataset-dir", type=Path, required=True, help="prepared evaluation dataset")
     ev.add_argument("--cache-dir", type=Path, required=True, help="where models are downloaded")
     ev.add_argument("--threads", type=int, default=1, help="torch intra-op threads (pinned)")
     ev.add_argument("--follow", action="store_true", help="evaluate every cycle as it opens")
     ev.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
+    ev.add_argument(
+        "--time-limit-s", type=float, default=600.0, help="wall-clock limit to score one model"
+    )
+    ev.add_argument(
+        "--memory-limit-mib", type=int, default=None,
+        help="address-space limit of the process scoring one model"
+        " (default: 2048 plus 8 times the spec's max_bytes in MiB)",
+    )  # fmt: skip
     ev.set_defaults(func=_evaluate)
 
     start = sub.add_parser(
@@ -56,9 +69,12 @@ def _read_token(path: Path) -> str:
 
 
 def _create(args: argparse.Namespace) -> int:
+    from hypertrain.competition.pool import load_pool
+
     spec = json.loads(args.spec.read_text(encoding="utf-8"))
+    spec, pool = load_pool(spec, args.pool_dir)
     with CompetitionClient(args.service, admin_token=_read_token(args.admin_token_file)) as c:
-        created = c.create_competition(spec)
+        created = c.create_competition(spec, pool)
     sys.stdout.write(created.model_dump_json(exclude={"spec_envelope"}) + "\n")
     return 0
 
@@ -89,21 +105,38 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from hypertrain.evaluator.runner import Evaluator, evaluate_open_cycle, follow
-    from hypertrain.evaluator.scorer import determinism_sha256, open_dataset, prepare
+    from hypertrain.evaluator.runner import (
+        Evaluator,
+        EvaluatorRefusedError,
+        evaluate_open_cycle,
+        follow,
+    )
+    from hypertrain.evaluator.sandbox import Limits, default_limits
+    from hypertrain.evaluator.scorer import determinism_sha256, prepare
     from hypertrain.protocol.identity import load_key_file
 
     client = CompetitionClient(args.service, worker_token=_read_token(args.worker_token_file))
     spec = client.competition(args.competition)
     record = prepare(spec, args.threads)
+    limits = default_limits(spec)
+    limits = Limits(
+        time_s=args.time_limit_s,
+        memory_bytes=limits.memory_bytes
+        if args.memory_limit_mib is None
+        else args.memory_limit_mib << 20,
+    )
     evaluator = Evaluator(
-        client, load_key_file(args.key_file), spec, open_dataset(spec, args.dataset_dir),
-        args.cache_dir, determinism_sha256(record),
+        client, load_key_file(args.key_file), spec, args.cache_dir,
+        determinism_sha256(record), args.threads, limits,
     )  # fmt: skip
-    if args.follow:
-        follow(evaluator, poll_s=args.poll_s)
-        return 0
-    evaluate_open_cycle(evaluator)
+    try:
+        if args.follow:
+            follow(evaluator, poll_s=args.poll_s)
+        else:
+            evaluate_open_cycle(evaluator)
+    except (EvaluatorRefusedError, ServiceError) as exc:
+        sys.stderr.write(f"evaluator: {exc}\n")
+        return 1
     return 0
 
 

@@ -16,9 +16,12 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from hypertrain.challenge.compete_client import CompetitionClient
 from hypertrain.challenge.errors import ServiceError
@@ -29,12 +32,15 @@ from hypertrain.competition.messages import (
     CycleTask,
     encode_losses,
 )
+from hypertrain.competition.pool import PoolError, verified_pages
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.competition.submission import SubmissionError, model_hash
-from hypertrain.data.dataset import Dataset
-from hypertrain.evaluator.scorer import load_model, page_batch, page_losses
+from hypertrain.evaluator.sandbox import Limits, score_model
+from hypertrain.evaluator.scorer import EvaluationError
 from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.errors import MerkleError
 from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.retry import Backoff
 from hypertrain.relay.client import RelayClient
 from hypertrain.relay.errors import RelayError
 
@@ -53,9 +59,13 @@ class Evaluator:
     service: CompetitionClient
     key: Hotkey
     spec: CompetitionSpec
-    dataset: Dataset
     cache_dir: Path
     determinism_sha256: str
+    threads: int = 1
+    limits: Limits = field(default_factory=Limits)
+    # (cycle, model hash) -> (losses, refusal): a score computed once is posted again
+    # after a failed post, never recomputed.
+    results: dict[tuple[int, str], tuple[list[float], str]] = field(default_factory=dict)
 
     def fetch(self, model: CycleModel) -> Path:
         """Download the model's files into the cache (hash-checked) and return the folder."""
@@ -78,19 +88,50 @@ class Evaluator:
         partial.rename(folder)
         return folder
 
-    def losses(self, model: CycleModel, task: CycleTask) -> tuple[list[float], str]:
-        """(page losses, refusal reason); a refused model has an infinite loss everywhere."""
+    def pages(self, task: CycleTask) -> npt.NDArray[np.int64]:
+        """The task's revealed pages, each checked against the spec's committed pool root."""
         try:
-            loaded, _ = load_model(self.fetch(model), self.spec)
-            batch = page_batch(self.dataset, task.pages)
-            return page_losses(loaded, batch, self.spec.data.batch_pages), ""
+            return verified_pages(
+                self.spec, task.pages, [p.tokens for p in task.revealed],
+                [p.proof.proof() for p in task.revealed],
+            )  # fmt: skip
+        except (PoolError, MerkleError) as exc:
+            raise EvaluationError(f"cycle {task.cycle}: {exc}; nothing scored") from None
+
+    def losses(
+        self, model: CycleModel, task: CycleTask, pages: npt.NDArray[np.int64]
+    ) -> tuple[list[float], str]:
+        """(page losses, refusal reason); a refused model has an infinite loss everywhere."""
+        key = (task.cycle, model.model_sha256)
+        if key not in self.results:
+            self.results[key] = self._compute(model, task, pages)
+        return self.results[key]
+
+    def _compute(
+        self, model: CycleModel, task: CycleTask, pages: npt.NDArray[np.int64]
+    ) -> tuple[list[float], str]:
+        try:
+            directory = self._fetch_any(model)
+            return score_model(directory, self.spec, pages, self.threads, self.limits), ""
         except SubmissionError as exc:
             return [math.inf] * len(task.pages), str(exc)[:1000]
         finally:
             shutil.rmtree(self.cache_dir / model.model_sha256, ignore_errors=True)
 
-    def score(self, model: CycleModel, task: CycleTask, now: int) -> dict[str, Any]:
-        losses, refused = self.losses(model, task)
+    def _fetch_any(self, model: CycleModel) -> Path:
+        """:meth:`fetch`, with every failure on the miner's inputs (a URL, a relay) a refusal."""
+        try:
+            return self.fetch(model)
+        except SubmissionError:
+            raise
+        except Exception as exc:  # a hostile base_url or relay answer: that model's refusal
+            raise SubmissionError(f"the model's files could not be fetched: {exc}") from None
+
+    def score(
+        self, model: CycleModel, task: CycleTask, pages: npt.NDArray[np.int64]
+    ) -> dict[str, Any]:
+        losses, refused = self.losses(model, task, pages)
+        now = self.service.beacon_round()  # after scoring: the expiry counts from the post
         body = CompeteScore(
             cycle=task.cycle,
             model_sha256=model.model_sha256,
@@ -114,26 +155,49 @@ def evaluate_open_cycle(evaluator: Evaluator, emit: Callable[..., None] = emit_j
     if task is None:
         return 0
     done = 0
+    pages = evaluator.pages(task)
     for model in task.models:
         if model.model_sha256 in task.scored:
             continue
-        result = evaluator.score(model, task, evaluator.service.beacon_round())
+        result = evaluator.score(model, task, pages)
         emit("scored", cycle=task.cycle, hotkey=model.hotkey, **result)
         done += 1
     return done
+
+
+class EvaluatorRefusedError(ValueError):
+    """The service refuses this evaluator itself (credentials, not a passing failure)."""
+
+
+FATAL_STATUSES = frozenset({401, 403})
+RETRY = Backoff(attempts=1, first_delay_s=1.0)  # only its delays are used: 1, 2, 4, ... s
 
 
 def follow(
     evaluator: Evaluator,
     *,
     poll_s: float = 1.0,
+    backoff: Backoff = RETRY,
+    max_delay_s: float = 60.0,
     stop: Callable[[], bool] = lambda: False,
     emit: Callable[..., None] = emit_json,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> None:
-    """Evaluate every cycle as it opens, until ``stop``; a failed call is retried next poll."""
+    """Evaluate every cycle as it opens, until ``stop``.
+
+    A failed call is retried with exponential backoff (``backoff.delay_s``, capped at
+    ``max_delay_s``); scores already computed are kept and posted again, never
+    recomputed. A refusal of the evaluator itself (401, 403) ends the loop with
+    :class:`EvaluatorRefusedError`, since waiting cannot fix a wrong key or token.
+    """
+    failed = 0
     while not stop():
         try:
             evaluate_open_cycle(evaluator, emit)
-        except ServiceError as exc:
-            emit("service_error", detail=str(exc))
-        time.sleep(poll_s)
+            failed = 0
+        except (ServiceError, EvaluationError) as exc:
+            if isinstance(exc, ServiceError) and exc.status in FATAL_STATUSES:
+                raise EvaluatorRefusedError(str(exc)) from None
+            failed = min(failed + 1, 32)  # the delay is capped long before 2**31 s
+            emit("service_error", detail=str(exc), retry_in_s=backoff.delay_s(failed))
+        sleep(poll_s if failed == 0 else min(max_delay_s, backoff.delay_s(failed)))

@@ -46,7 +46,8 @@ def determinism_sha256(record: DeterminismRecord) -> str:
 
 
 def open_dataset(spec: CompetitionSpec, dataset_dir: Path) -> Dataset:
-    """The evaluation dataset, checked against the descriptor hash and root the spec pins."""
+    """The competition's public dataset, checked against the descriptor hash and root the
+    spec pins (what miners train on; the scored pages come from the secret pool)."""
     try:
         dataset = Dataset(
             dataset_dir / DESCRIPTOR_NAME, expected_sha256=spec.data.descriptor_sha256
@@ -55,17 +56,14 @@ def open_dataset(spec: CompetitionSpec, dataset_dir: Path) -> Dataset:
         raise EvaluationError(f"dataset in {dataset_dir}: {exc}") from None
     if dataset.tree().root.hex() != spec.data.dataset_root:
         raise EvaluationError("the dataset's Merkle root is not the one the spec pins")
-    if len(dataset.split().heldout_ids) != spec.data.heldout_count:
-        raise EvaluationError("the dataset's held-out split is not the size the spec says")
     if dataset.seq_len != spec.data.seq_len:
         raise EvaluationError(f"dataset seq_len {dataset.seq_len} != spec {spec.data.seq_len}")
     return dataset
 
 
-def page_batch(dataset: Dataset, pages: Sequence[int]) -> torch.Tensor:
-    """Held-out pages (positions in the held-out split) as a ``[B, T]`` int64 tensor."""
-    heldout = dataset.split().heldout_ids
-    rows = [torch.from_numpy(dataset.sample(int(heldout[p])).astype("int64")) for p in pages]
+def page_batch(dataset: Dataset, sample_ids: Sequence[int]) -> torch.Tensor:
+    """Samples of a dataset as a ``[B, T]`` int64 tensor."""
+    rows = [torch.from_numpy(dataset.sample(int(i)).astype("int64")) for i in sample_ids]
     return torch.stack(rows)
 
 

@@ -60,7 +60,7 @@ def build_relay(
         registry=registry or registry_from_settings(settings),
         clock=clock or BeaconClock(settings.beacon_genesis_unix, settings.beacon_period_s),
         policy=UploadPolicy(
-            run_id=settings.run_id,
+            run_ids=settings.served_runs,
             max_blob_bytes=settings.max_blob_bytes,
             max_lifetime_rounds=settings.max_lifetime_rounds,
         ),

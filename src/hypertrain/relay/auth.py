@@ -72,7 +72,7 @@ def _from_envelope_error(exc: EnvelopeError) -> RelayError:
 class UploadPolicy:
     """The limits an upload envelope is checked against."""
 
-    run_id: str | None
+    run_ids: frozenset[str]  # empty: any run
     max_blob_bytes: int
     max_lifetime_rounds: int
 
@@ -105,12 +105,20 @@ def authorise_put(
         verified = open_envelope(
             env,
             domain=BLOB_PUT_DOMAIN,
-            run_id=policy.run_id,
+            run_id=None,
             current_round=current_round,
             is_registered=is_registered,
         )
     except EnvelopeError as exc:
         raise _from_envelope_error(exc) from exc
+    if policy.run_ids and env.run_id not in policy.run_ids:
+        raise RelayError(
+            "wrong_run",
+            f"the envelope is for {env.run_id!r}; this relay serves"
+            f" {', '.join(sorted(policy.run_ids))} (start it with one --run-id per run or"
+            " competition, or none to serve every run)",
+            403,
+        )
     if env.expiry_round > current_round + policy.max_lifetime_rounds:
         raise RelayError(
             "expiry_too_far",

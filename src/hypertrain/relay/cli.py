@@ -45,7 +45,10 @@ def _add_serve(sub: Any) -> None:
         help="local dir for replay/quota databases (default STORAGE/state)",
     )
     serve.add_argument("--upstream", help="upstream relay URL to forward uploads to and fill from")
-    serve.add_argument("--run-id", help="accept envelopes for this run only")
+    serve.add_argument(
+        "--run-id", action="append", default=[],
+        help="accept uploads for this run or competition id (repeat for several; none: any)",
+    )  # fmt: skip
     serve.add_argument("--allow-list", type=Path, help="JSON list of SS58 hotkeys, or a snapshot")
     serve.add_argument("--metagraph-url", help="URL of /v1/metagraph/latest to check hotkeys")
     serve.add_argument(
@@ -111,7 +114,8 @@ def settings_from_args(args: argparse.Namespace) -> RelaySettings:
     return RelaySettings(
         storage=args.storage,
         state_dir=state_dir,
-        run_id=args.run_id,
+        run_id=args.run_id[0] if args.run_id else None,
+        run_ids=frozenset(args.run_id),
         upstream=args.upstream,
         allow_list=args.allow_list,
         metagraph_url=args.metagraph_url,

@@ -25,6 +25,14 @@ class RelaySettings(BaseModel):
     storage: str = Field(min_length=1, description="directory, or fsspec URL such as s3://b/p")
     state_dir: Path
     run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    # more runs (and competitions) served beside run_id; none of either: any run
+    run_ids: frozenset[str] = frozenset()
+
+    @property
+    def served_runs(self) -> frozenset[str]:
+        """The runs whose uploads are accepted; empty means every run."""
+        return self.run_ids | ({self.run_id} if self.run_id else set())
+
     upstream: str | None = Field(default=None, pattern=r"^https?://")
     allow_list: Path | None = None
     metagraph_url: str | None = Field(default=None, pattern=r"^https?://")

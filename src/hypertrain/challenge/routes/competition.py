@@ -12,6 +12,7 @@ from hypertrain.challenge.deps import State, require_admin, require_worker, seri
 from hypertrain.competition.messages import (
     CommitAccepted,
     CompetitionCreated,
+    CycleRecord,
     CycleTask,
     Leaderboard,
     RevealAccepted,
@@ -30,13 +31,14 @@ class CreateCompetitionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     spec: dict[str, Any]
+    pool: str  # base64 of the secret pool's samples, little-endian uint32 (see pool.py)
 
 
 @router.post("/admin/v1/competitions", responses=_ERRORS, dependencies=[Depends(require_admin)])
 @serialized
 def create_competition(state: State, payload: CreateCompetitionIn) -> CompetitionCreated:
     """Store a competition; the service signs its spec with the coordinator key."""
-    return compete_intake.create(state, payload.spec)
+    return compete_intake.create(state, payload.spec, payload.pool)
 
 
 @router.get("/v1/competitions/{competition_id}", responses=_ERRORS, response_model=Envelope)
@@ -54,6 +56,15 @@ def competition_spec(state: State, competition_id: CompetitionId) -> dict[str, A
 @serialized
 def leaderboard(state: State, competition_id: CompetitionId) -> Leaderboard:
     return compete_views.leaderboard(state, competition_id)
+
+
+@router.get("/v1/competitions/{competition_id}/cycles/{cycle}", responses=_ERRORS)
+@serialized
+def cycle_record(
+    state: State, competition_id: CompetitionId, cycle: Annotated[int, Path(ge=0, le=2**53 - 1)]
+) -> CycleRecord:
+    """A cycle's public record: revealed pages, models, signed scores and standings."""
+    return compete_views.cycle_record(state, competition_id, cycle)
 
 
 @router.post("/v1/compete/commit", responses=_ERRORS)
