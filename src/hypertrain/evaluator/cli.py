@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.challenge.compete_client import CompetitionClient
+from hypertrain.challenge.errors import ServiceError
 from hypertrain.competition.messages import Leaderboard
+from hypertrain.competition.spec import CompetitionSpec
+from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 
 
 def register(subparsers: Any) -> None:
@@ -34,7 +37,7 @@ def register(subparsers: Any) -> None:
     ev = sub.add_parser("evaluate", help="score the open cycle's models (worker)")
     ev.add_argument("--service", required=True, help="challenge service base URL")
     ev.add_argument("--competition", required=True, help="competition id")
-    ev.add_argument("--key-file", type=Path, required=True, help="evaluator hotkey file")
+    add_wallet_flags(ev, what="evaluator hotkey")
     ev.add_argument("--worker-token-file", type=Path, required=True, help="worker token file")
     ev.add_argument("--dataset-dir", type=Path, required=True, help="prepared evaluation dataset")
     ev.add_argument("--cache-dir", type=Path, required=True, help="where models are downloaded")
@@ -91,13 +94,14 @@ def _leaderboard(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from hypertrain.evaluator.runner import Evaluator, evaluate_open_cycle, follow
     from hypertrain.evaluator.scorer import determinism_sha256, open_dataset, prepare
-    from hypertrain.protocol.identity import load_key_file
 
+    key = key_from_args(args)
     client = CompetitionClient(args.service, worker_token=_read_token(args.worker_token_file))
     spec = client.competition(args.competition)
+    preflight(client, spec, key.ss58_address)
     record = prepare(spec, args.threads)
     evaluator = Evaluator(
-        client, load_key_file(args.key_file), spec, open_dataset(spec, args.dataset_dir),
+        client, key, spec, open_dataset(spec, args.dataset_dir),
         args.cache_dir, determinism_sha256(record),
     )  # fmt: skip
     if args.follow:
@@ -105,6 +109,33 @@ def _evaluate(args: argparse.Namespace) -> int:
         return 0
     evaluate_open_cycle(evaluator)
     return 0
+
+
+class EvaluatorRefusedError(ValueError):
+    """The service will not take this evaluator's scores: nothing to evaluate."""
+
+
+def preflight(client: CompetitionClient, spec: CompetitionSpec, hotkey: str) -> None:
+    """Before any model is loaded: the hotkey is an evaluator and the worker token works."""
+    if spec.evaluators and hotkey not in spec.evaluators:
+        raise EvaluatorRefusedError(
+            f"{hotkey} is not among the evaluators of competition {spec.competition_id}"
+            " (the spec's `evaluators`): sign with one of them, or create the competition"
+            " with this hotkey listed"
+        )
+    try:
+        client.task(spec.competition_id, hotkey)  # a worker route: checks the token
+    except ServiceError as exc:
+        if exc.status == 401:
+            raise EvaluatorRefusedError(
+                f"the service at {client.base_url} refused the worker token (401):"
+                " --worker-token-file must hold the service's CHALLENGE_WORKER_TOKEN_FILE token"
+            ) from None
+        if exc.status == 403:
+            raise EvaluatorRefusedError(
+                f"the service at {client.base_url} refused evaluator {hotkey} (403): {exc}"
+            ) from None
+        raise
 
 
 def _start_model(args: argparse.Namespace) -> int:
