@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: install devnet test lint check bench fmt schemas
+.PHONY: install devnet test lint check bench fmt schemas docs
 
 install: $(STAMP)
 
@@ -33,8 +33,12 @@ fmt: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-schemas: install
-	$(PY) -m hypertrain.protocol.schema docs/schemas
+# Generated contract docs: docs/schemas and the route index of docs/challenge-routes.md
+# (tests/ops/test_docs.py fails when they drift from the code).
+docs: install
+	$(PY) -m hypertrain.ops.docs
+
+schemas: docs
 
 bench: install
 	$(PY) benchmarks/run_all.py $(ARGS)
