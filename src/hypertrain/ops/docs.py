@@ -141,7 +141,7 @@ def routes_block(app: FastAPI) -> str:
     rows: dict[str, list[str]] = {}
     for path, route in _api_routes(app.routes, ""):
         tag = str(route.tags[0]) if route.tags else "pages"
-        for method in sorted(route.methods - {"HEAD"}):
+        for method in sorted((route.methods or set()) - {"HEAD"}):
             rows.setdefault(tag, []).append(
                 f"| `{method} {path}` | {_auth(route)} | {_body(route)} | {_answer(route)}"
                 f" | {_summary(route)} |"
