@@ -36,7 +36,9 @@ def _ports(n: int) -> list[int]:
 
 def test_the_recipe_is_one_self_stopping_bash_block() -> None:
     block = recipe()
-    assert "trap " in block and "--last-round 1" in block and "127.0.0.1" in block
+    assert "trap " in block and "--last-round $((ROUNDS - 1))" in block and "127.0.0.1" in block
+    assert ': "${ROUNDS:=2}"' in block  # two rounds by default; ROUNDS=0 keeps it up
+    assert "--ready-file service/ready.json" in block
     assert subprocess.run(["bash", "-n"], input=block, text=True, check=False).returncode == 0
 
 
@@ -75,6 +77,10 @@ def test_recipe_runs_verbatim(tmp_path: Path) -> None:
     out = done.stdout
     assert "created run local" in out and "coordinator  5" in out
     assert '"round":1' in out.replace(" ", "")  # the loss of both rounds, from the service
+    model = work / str(attempt) / "model"
+    assert "exported round 1 of local" in out
+    names = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
+    assert names <= {p.name for p in model.iterdir()}
     tapes = sorted((work / str(attempt) / "aggregator" / "tapes").glob("*.json"))
     assert [t.name for t in tapes] == ["000000.json", "000001.json"]
     # a service at rest writes a line per phase, not per request

@@ -53,6 +53,31 @@ def register(subparsers: Any) -> None:
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=_init)
 
+    exp = sub.add_parser(
+        "export", help="the newest merged model with its tokenizer, as a Llama directory"
+    )
+    exp.add_argument("--service", required=True, help="challenge service base URL")
+    exp.add_argument("--relay", required=True, help="relay base URL (where the model is)")
+    exp.add_argument("--run-id", required=True, help="the run")
+    exp.add_argument("--tokenizer", type=Path, required=True,
+                     help="the run's tokenizer.json (DATASET/tokenizer.json)")  # fmt: skip
+    exp.add_argument("--coordinator", help="pinned coordinator SS58 (recommended)")
+    exp.add_argument("--out", type=Path, required=True, help="output directory")
+    exp.set_defaults(func=_export)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from hypertrain.ops.export import export_run
+
+    done = export_run(
+        args.service, args.relay, args.run_id, args.tokenizer, args.out, args.coordinator
+    )
+    sys.stdout.write(
+        f"exported round {done.round} of {done.run_id} (model {done.model_sha256[:16]}…)"
+        f" to {done.out_dir}: config.json, model.safetensors, tokenizer.json\n"
+    )
+    return 0
+
 
 def _init(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.force:
