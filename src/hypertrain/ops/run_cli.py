@@ -14,6 +14,7 @@ from hypertrain.trainer.presets import PRESETS
 _INT_FLAGS = (
     ("--h", "inner_steps", "inner steps per round (H)"),
     ("--j", "checkpoint_interval", "checkpoint interval in steps (J; divides H)"),
+    ("--rounds", "rounds", "rounds the LR schedule plans; the dashboard's total"),
     ("--micro-batch-size", "micro_batch_size", "samples per micro-batch"),
     ("--max-micro-batches", "max_micro_batches", "largest island budget (micro-batches per step)"),
     (
@@ -89,6 +90,7 @@ def _init(args: argparse.Namespace) -> int:
         seed=args.seed,
         inner_steps=args.inner_steps,
         checkpoint_interval=args.checkpoint_interval,
+        rounds=args.rounds,
         micro_batch_size=args.micro_batch_size,
         max_micro_batches=args.max_micro_batches,
         commit_window_rounds=args.commit_window_rounds,
