@@ -287,6 +287,26 @@ def check_new_panels(page: Any, doc: dict[str, Any]) -> None:
     page.locator("#roster-table thead th[data-sort='rank'] button").click()
 
     check_dispute_honeypot_traffic(page, doc)
+    check_figures_agree(page, doc)
+
+
+def check_figures_agree(page: Any, doc: dict[str, Any]) -> None:
+    """One figure, one value: the glance tiles say what the round table and the island
+    cards show (merged rounds of the manifest's total; islands of the roster)."""
+    from playwright.sync_api import expect
+
+    g = doc["glance"]
+    merged = [r for r in doc["rounds"] if r["phase"] in ("settle", "final")]
+    assert g["rounds_done"] == len(merged)
+    tiles = page.locator("#glance-tiles")
+    expect(tiles).to_contain_text(f"Outer rounds done{len(merged)} / {g['rounds_total']}")
+    taking_part = [i for i in doc["islands"] if i["status"] in ("active", "probation")]
+    assert g["islands"] == len(taking_part)
+    expect(tiles).to_contain_text(f"Islands taking part{len(taking_part)}")
+    expect(page.locator("#islands-body .island")).to_have_count(len(doc["islands"]))
+    expect(page.locator("#rounds-table tbody tr")).to_have_count(min(len(doc["rounds"]), 12))
+    expect(tiles).to_contain_text(f"Run status{g['status']}")
+    expect(page.locator("header nav a[href='mine.html']")).to_have_text("How to mine")
 
 
 def check_dispute_honeypot_traffic(page: Any, doc: dict[str, Any]) -> None:
