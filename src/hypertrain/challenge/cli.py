@@ -264,16 +264,18 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-class NotServingError(ValueError):
-    """The ``challenge serve`` process of a ready file is gone or serves another address."""
+class NotServingError(OperatorError):
+    """The ``challenge serve`` process of a ready file is gone or serves another address
+    (waited for like a service that does not answer yet: a rerun's new process may not
+    have replaced the last run's file yet)."""
 
 
 def _check_ready(path: Path, base: str) -> None:
     """The serve process that wrote ``path`` is alive and bound ``base``'s port.
 
-    A missing file is an :class:`OperatorError` (waited for); a dead process or another
-    address is a :class:`NotServingError` at once: whatever answers at ``base`` then
-    is not the service this command was asked about.
+    A missing file, a dead process or another address raise (and are waited for until
+    ``--wait-s`` ends): whatever answers at ``base`` then is not the service this command
+    was asked about.
     """
     try:
         ready = json.loads(path.read_text(encoding="utf-8"))
