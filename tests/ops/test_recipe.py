@@ -15,12 +15,27 @@ DOC = ROOT / "docs" / "operator.md"
 MARKER = "<!-- recipe:local-network -->"
 
 
+def block(doc: Path, marker: str) -> str:
+    """The bash block right after ``marker`` in ``doc``."""
+    text = doc.read_text(encoding="utf-8")
+    after = text.split(marker, 1)[1].lstrip()
+    assert after.startswith("```bash\n"), f"a bash block must follow {marker} in {doc.name}"
+    return after[len("```bash\n") :].split("\n```", 1)[0] + "\n"
+
+
 def recipe() -> str:
     """The bash block right after the marker in docs/operator.md."""
-    text = DOC.read_text(encoding="utf-8")
-    after = text.split(MARKER, 1)[1].lstrip()
-    assert after.startswith("```bash\n"), "the recipe block must follow the marker"
-    return after[len("```bash\n") :].split("\n```", 1)[0] + "\n"
+    return block(DOC, MARKER)
+
+
+def test_the_miner_and_auditor_pages_show_the_recipes_own_commands() -> None:
+    """What docs/miner.md and docs/auditor.md show for a local network is, line for line,
+    what the recipe runs (and so what test_recipe_runs_verbatim runs)."""
+    whole = recipe()
+    for page, marker in (("miner.md", "<!-- recipe:islands -->"),
+                         ("auditor.md", "<!-- recipe:auditor -->")):  # fmt: skip
+        shown = block(ROOT / "docs" / page, marker)
+        assert shown in whole, f"docs/{page} shows commands the recipe does not run"
 
 
 def _ports(n: int) -> list[int]:
