@@ -14,8 +14,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypertrain.auditor.verify import verify_manifest
 from hypertrain.challenge.client import ChallengeClient
+from hypertrain.evidence.verify import verify_manifest
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.relay.client import RelayClient
 from hypertrain.trainer.blob import decode_model_blob
