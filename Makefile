@@ -2,18 +2,35 @@
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
+LOCK := requirements.lock
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha256sum | cut -c1-16)
 
-.PHONY: install devnet test lint check bench fmt schemas
+.PHONY: install devnet test lint check bench fmt schemas docs lock
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Every dependency at the version and SHA-256 of the lock (pip --require-hashes), then the
+# package itself, editable, without resolving anything again. torch's CPU build is on the
+# PyTorch index, not on PyPI; `make install TORCH_INDEX=` skips that index where a local
+# wheel house (pip's find-links) already holds the wheel.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+$(STAMP): pyproject.toml $(LOCK)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --require-hashes $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@
+
+# Regenerate the lock after changing a pin in pyproject.toml (uv, from PyPI): every
+# dependency of '.[dev]' for Python 3.11 on Linux x86-64, with the hashes of all its files.
+UV_VERSION := 0.13.9
+lock:
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet uv==$(UV_VERSION)
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --generate-hashes \
+	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	  --override lock-overrides.txt --no-emit-find-links -o $(LOCK)
 
 devnet: install
 	$(VENV)/bin/hypertrain devnet $(ARGS)
@@ -33,8 +50,12 @@ fmt: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-schemas: install
-	$(PY) -m hypertrain.protocol.schema docs/schemas
+# Generated contract docs: docs/schemas and the route index of docs/challenge-routes.md
+# (tests/ops/test_docs.py fails when they drift from the code).
+docs: install
+	$(PY) -m hypertrain.ops.docs
+
+schemas: docs
 
 bench: install
 	$(PY) benchmarks/run_all.py $(ARGS)

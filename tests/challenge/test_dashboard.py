@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypertrain.challenge import dashpanels
 from hypertrain.challenge.dashmodels import Dashboard
+from hypertrain.challenge.dashview import _status
 from hypertrain.protocol.traffic import ratio_words
 from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import BROADCAST_BYTES, run_rounds
@@ -123,3 +124,31 @@ def test_narrowing_lines_become_typed_steps() -> None:
     assert [s["level"] for s in steps] == ["open", "step", "layer", "op", "referee", "decided"]
     assert [s["beacon_round"] for s in steps] == [7, 8, 9, 9, 20, None]
     assert steps[1]["text"] == "agree after step 1, differ after step 2"
+
+
+def test_the_glance_agrees_with_the_panels(harness: Harness) -> None:
+    """Rounds done are the merged rounds, the total is the manifest's schedule, the
+    island count is the roster's (the cards), and "finished" needs no URL parameter."""
+    run_rounds(harness, rounds=2)
+    d = harness.client.get("/v1/runs/run-1/dashboard").json()
+    g = d["glance"]
+    merged = [r for r in d["rounds"] if r["phase"] in ("settle", "final")]
+    assert g["rounds_done"] == len(merged) == 2
+    manifest = harness.client.get("/v1/runs/run-1/manifest").json()["body"]["manifest"]
+    h, total = manifest["round"]["inner_steps"], manifest["inner"]["total_steps"]
+    assert g["rounds_total"] == -(-total // h)
+    taking_part = [i for i in d["islands"] if i["status"] in ("active", "probation")]
+    assert g["islands"] == len(taking_part) > 0
+    assert _status({"phase": "final"}, 2, 2) == "finished"
+    assert _status({"phase": "settle"}, 2, 2).startswith("merged")
+    assert _status({"phase": "final"}, 1, 2) == "between rounds"
+
+
+def test_every_page_links_the_others_and_how_to_mine(harness: Harness) -> None:
+    c = harness.client
+    for page in ("", "competition.html", "mine.html"):
+        html = c.get(f"/dashboard/{page}").text
+        assert 'href="mine.html"' in html and 'href="competition.html"' in html, page
+        assert 'href="./"' in html and 'href="style.css"' in html and "https://" not in html
+    mine = c.get("/dashboard/mine.html").text
+    assert "hypertrain-miner join" in mine and "--wallet.name" in mine and "make install" in mine

@@ -15,12 +15,27 @@ DOC = ROOT / "docs" / "operator.md"
 MARKER = "<!-- recipe:local-network -->"
 
 
+def block(doc: Path, marker: str) -> str:
+    """The bash block right after ``marker`` in ``doc``."""
+    text = doc.read_text(encoding="utf-8")
+    after = text.split(marker, 1)[1].lstrip()
+    assert after.startswith("```bash\n"), f"a bash block must follow {marker} in {doc.name}"
+    return after[len("```bash\n") :].split("\n```", 1)[0] + "\n"
+
+
 def recipe() -> str:
     """The bash block right after the marker in docs/operator.md."""
-    text = DOC.read_text(encoding="utf-8")
-    after = text.split(MARKER, 1)[1].lstrip()
-    assert after.startswith("```bash\n"), "the recipe block must follow the marker"
-    return after[len("```bash\n") :].split("\n```", 1)[0] + "\n"
+    return block(DOC, MARKER)
+
+
+def test_the_miner_and_auditor_pages_show_the_recipes_own_commands() -> None:
+    """What docs/miner.md and docs/auditor.md show for a local network is, line for line,
+    what the recipe runs (and so what test_recipe_runs_verbatim runs)."""
+    whole = recipe()
+    for page, marker in (("miner.md", "<!-- recipe:islands -->"),
+                         ("auditor.md", "<!-- recipe:auditor -->")):  # fmt: skip
+        shown = block(ROOT / "docs" / page, marker)
+        assert shown in whole, f"docs/{page} shows commands the recipe does not run"
 
 
 def _ports(n: int) -> list[int]:
@@ -36,7 +51,9 @@ def _ports(n: int) -> list[int]:
 
 def test_the_recipe_is_one_self_stopping_bash_block() -> None:
     block = recipe()
-    assert "trap " in block and "--last-round 1" in block and "127.0.0.1" in block
+    assert "trap " in block and "--last-round $((ROUNDS - 1))" in block and "127.0.0.1" in block
+    assert ': "${ROUNDS:=2}"' in block  # two rounds by default; ROUNDS=0 keeps it up
+    assert "--ready-file service/ready.json" in block
     assert subprocess.run(["bash", "-n"], input=block, text=True, check=False).returncode == 0
 
 
@@ -75,6 +92,10 @@ def test_recipe_runs_verbatim(tmp_path: Path) -> None:
     out = done.stdout
     assert "created run local" in out and "coordinator  5" in out
     assert '"round":1' in out.replace(" ", "")  # the loss of both rounds, from the service
+    model = work / str(attempt) / "model"
+    assert "exported round 1 of local" in out
+    names = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
+    assert names <= {p.name for p in model.iterdir()}
     tapes = sorted((work / str(attempt) / "aggregator" / "tapes").glob("*.json"))
     assert [t.name for t in tapes] == ["000000.json", "000001.json"]
     # a service at rest writes a line per phase, not per request

@@ -18,6 +18,7 @@ from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.aggregator.verify import rollback, verify_tape
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.protocol.identity import load_key_file
+from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.relay.client import RelayClient
 
 RELAY_TIMEOUT_S = 120.0  # model and outer-state blobs can be large
@@ -38,7 +39,7 @@ def _common(p: argparse.ArgumentParser, *, service: bool = True) -> None:
         p.add_argument("--worker-token-file", type=Path, help="file holding the worker token")
     p.add_argument("--relay", required=True, help="relay base URL")
     p.add_argument("--run-id", required=True, help="run identifier")
-    p.add_argument("--key-file", type=Path, required=True, help="aggregator hotkey file (JSON)")
+    add_wallet_flags(p, what="aggregator hotkey")
     p.add_argument("--state-dir", type=Path, default=Path("aggregator-state"),
                    help="directory for the blob cache, tapes and merged-update list")  # fmt: skip
 
@@ -93,7 +94,7 @@ def register(subparsers: Any) -> None:
 
 
 def _aggregator(args: argparse.Namespace, admin: bool = False) -> Aggregator:
-    key = load_key_file(args.key_file)
+    key = key_from_args(args)
     service = ChallengeClient(
         args.service,
         worker_token=_token(args.worker_token_file),

@@ -238,6 +238,12 @@ class RoundProgress:
     unfinished: int = 0
 
 
+def refused(exc: Exception) -> bool:
+    """The service refuses this auditor itself (token 401, hotkey not a worker 403):
+    retrying cannot help, so the loops stop and the command says what to change."""
+    return isinstance(exc, ServiceError) and exc.status in (401, 403)
+
+
 def audit_round(
     auditor: Auditor,
     index: int,
@@ -279,6 +285,8 @@ def audit_round(
                 if exc.code != "duplicate":
                     raise
         except Exception as exc:  # one assignment never stops the others
+            if refused(exc):
+                raise
             progress.unfinished += 1
             emit("error", round=index, assignment=key, detail=f"{type(exc).__name__}: {exc}"[:500])
             continue
@@ -314,6 +322,8 @@ def follow(
                     emit=emit,
                 )
             except Exception as exc:
+                if refused(exc):
+                    raise
                 emit("error", detail=f"admissions: {type(exc).__name__}: {exc}"[:500])
         try:
             summaries = auditor.service.rounds(auditor.manifest.run_id)
@@ -331,6 +341,8 @@ def follow(
                 if state.unfinished == 0:
                     done.add(index)
             except Exception as exc:
+                if refused(exc):
+                    raise
                 emit("error", detail=f"{type(exc).__name__}: {exc}"[:500])
             if index in progress and progress[index].attempts >= max_attempts:
                 done.add(index)

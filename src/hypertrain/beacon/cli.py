@@ -25,6 +25,7 @@ from hypertrain.beacon.local import DEFAULT_BEACON_ID, LocalBeacon, write_json_a
 from hypertrain.beacon.server import LocalBeaconServer
 from hypertrain.beacon.timing import round_at, time_of_round
 from hypertrain.beacon.verify import parse_hex, verify_beacon
+from hypertrain.protocol.listen import ensure_port_free
 
 logger = logging.getLogger(__name__)
 
@@ -198,6 +199,8 @@ def _round(text: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    # the port first: a taken one ends here, before the key or state directory is created
+    ensure_port_free(args.host, args.port, what="the local beacon")
     beacon = LocalBeacon.open(
         args.key_file, args.state_dir, period_s=args.period_s, beacon_id=args.beacon_id
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,11 +20,18 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from hypertrain.challenge.models import HealthAnswer, HoneypotAnswer, RoundDetail, RunListItem
+from hypertrain.challenge.models import (
+    HealthAnswer,
+    HoneypotAnswer,
+    RoundDetail,
+    RunListItem,
+    VersionAnswer,
+)
 from hypertrain.challenge.selection import select_audits
 from hypertrain.challenge.settings import read_token_file
 from hypertrain.protocol.envelope import Envelope, open_envelope
 from hypertrain.protocol.errors import EnvelopeError
+from hypertrain.protocol.listen import bind_listener, serve_asgi
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.manifest_file import manifest_document
 from hypertrain.protocol.messages import AuditAssignment, ManifestRecord, RoundOpen
@@ -40,6 +48,7 @@ _HEALTH = TypeAdapter(HealthAnswer)
 _RUNS = TypeAdapter(list[RunListItem])
 _DETAIL = TypeAdapter(RoundDetail)
 _HONEYPOTS = TypeAdapter(HoneypotAnswer)
+_VERSION = TypeAdapter(VersionAnswer)
 
 
 def register(subparsers: Any) -> None:
@@ -53,6 +62,11 @@ def register(subparsers: Any) -> None:
         "--fd",
         type=int,
         help="serve on this inherited listening socket instead of --host/--port",
+    )
+    serve.add_argument(
+        "--ready-file",
+        type=Path,
+        help="write {pid, url} here once the port is bound (for `challenge status --ready-file`)",
     )
     serve.set_defaults(func=_serve)
 
@@ -82,6 +96,11 @@ def register(subparsers: Any) -> None:
     status.add_argument(
         "--wait-s", type=float, default=0.0, help="wait up to this long for it to answer"
     )
+    status.add_argument(
+        "--ready-file",
+        type=Path,
+        help="the ready file of `challenge serve`: up only if that process holds the port",
+    )
     status.set_defaults(func=_status)
 
     pots = sub.add_parser("honeypots", help="print the revealed honeypots' per-strategy table")
@@ -98,18 +117,19 @@ def _client_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from hypertrain.challenge.app import create_app
     from hypertrain.challenge.settings import settings_from_env
 
+    sock = None
+    if args.fd is None:  # the port first: a taken one ends here, before any state exists
+        sock = bind_listener(args.host, args.port, what="the challenge service")
     app = create_app(settings_from_env())
-    # Request lines (polling, mostly) only at DEBUG: a service at rest stays quiet.
+    if args.ready_file is not None:
+        host, port = (args.host, args.port) if sock is None else sock.getsockname()[:2]
+        ready = {"pid": os.getpid(), "url": f"http://{host}:{port}"}
+        args.ready_file.write_text(json.dumps(ready, sort_keys=True) + "\n", encoding="utf-8")
     debug = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
-    where: dict[str, Any] = (
-        {"fd": args.fd} if args.fd is not None else {"host": args.host, "port": args.port}
-    )
-    uvicorn.run(app, access_log=debug, log_level="debug" if debug else "info", **where)
+    serve_asgi(app, sock, fd=args.fd, debug=debug)
     return 0
 
 
@@ -228,7 +248,10 @@ def _status(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.wait_s
     while True:
         try:
+            if args.ready_file is not None:
+                _check_ready(args.ready_file, base)
             health = typed(_HEALTH, "GET", f"{base}/health")
+            typed(_VERSION, "GET", f"{base}/version")  # a Hypertrain service, not just any
             break
         except OperatorError:
             if time.monotonic() >= deadline:
@@ -239,6 +262,42 @@ def _status(args: argparse.Namespace) -> int:
     up = json.dumps(health.model_dump(mode="json", exclude_none=True), sort_keys=True)
     sys.stdout.write(f"service {base} is up: {up}; runs: {names or 'none'}\n")
     return 0
+
+
+class NotServingError(OperatorError):
+    """The ``challenge serve`` process of a ready file is gone or serves another address
+    (waited for like a service that does not answer yet: a rerun's new process may not
+    have replaced the last run's file yet)."""
+
+
+def _check_ready(path: Path, base: str) -> None:
+    """The serve process that wrote ``path`` is alive and bound ``base``'s port.
+
+    A missing file, a dead process or another address raise (and are waited for until
+    ``--wait-s`` ends): whatever answers at ``base`` then is not the service this command
+    was asked about.
+    """
+    try:
+        ready = json.loads(path.read_text(encoding="utf-8"))
+        pid, url = int(ready["pid"]), str(ready["url"])
+    except FileNotFoundError:
+        raise OperatorError(
+            f"{path} was not written: the service did not bind its port (is the port taken"
+            " by another process? see the service's log)"
+        ) from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise NotServingError(f"{path} is not a ready file of `challenge serve`: {exc}") from None
+    if httpx.URL(url).port != httpx.URL(base).port:
+        raise NotServingError(f"{path}: that service serves {url}, not {base}")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        raise NotServingError(
+            f"the service that wrote {path} (pid {pid}) is not running: see its log;"
+            f" whatever answers at {base} is another process"
+        ) from None
+    except PermissionError:
+        pass  # alive, under another user
 
 
 def _check_selection(args: argparse.Namespace) -> int:

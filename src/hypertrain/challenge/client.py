@@ -105,7 +105,10 @@ class ChallengeClient:
         try:
             resp = self._http.request(method, self.base_url + path, json=body, headers=headers)
         except httpx.HTTPError as exc:
-            raise ServiceError(f"{method} {path} failed: {exc}") from exc
+            reason = str(exc) or type(exc).__name__
+            raise ServiceError(
+                f"cannot reach the challenge service at {self.base_url} ({method} {path}): {reason}"
+            ) from exc
         return _json_or_raise(resp, f"{method} {path}")
 
     def _get(self, adapter: TypeAdapter[T], path: str, *, role: Role = "") -> T:
@@ -156,6 +159,15 @@ class ChallengeClient:
         path = f"/internal/v1/get_weights?epoch={epoch}"
         doc = self._call("GET", path, role="internal", headers={"x-platform-challenge-slug": slug})
         return _parse(TypeAdapter(WeightsPublic), doc, f"GET {path}")
+
+    def latest_weights(self) -> WeightsPublic | None:
+        """The newest epoch's weights answer (public), or None before the first epoch."""
+        try:
+            return self._get(TypeAdapter(WeightsPublic), "/v1/weights/latest")
+        except ServiceError as exc:
+            if exc.code == "no_weights":
+                return None
+            raise
 
     # miner posts (the signed envelope is the authentication)
 

@@ -46,7 +46,8 @@ class Glance(_Doc):
     status: str
     round: int | None
     phase: str | None
-    rounds_done: int
+    rounds_done: int  # rounds merged (settling or final): the outer steps taken
+    rounds_total: int  # rounds the manifest's schedule plans (inner total_steps / H)
     heldout_loss: float | None
     first_heldout_loss: float | None
     islands: int

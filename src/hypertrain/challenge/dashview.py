@@ -260,16 +260,19 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
         if r["eval_loss"] is not None
     ]
     traffic = dashpanels.traffic_panel(summarize(counts))
+    merged = sum(1 for r in rounds if r["phase"] in MERGED_PHASES)
+    planned = -(-manifest.inner.total_steps // manifest.round.inner_steps)
     doc = {
         "run_id": run_id,
         "glance": {
-            "status": _status(current),
+            "status": _status(current, merged, planned),
             "round": current["round"] if current else None,
             "phase": current["phase"] if current else None,
-            "rounds_done": sum(1 for r in rounds if r["phase"] == "final"),
+            "rounds_done": merged,
+            "rounds_total": planned,
             "heldout_loss": losses[-1] if losses else None,
             "first_heldout_loss": losses[0] if losses else None,
-            "islands": current["islands"] if current and current["islands"] else len(active),
+            "islands": len(active),  # the roster: the same islands the cards list
             "tokens_per_s": sum(i["tokens_per_s"] or 0 for i in active),
             "tokens": summary["tokens_total"],
             "bytes_sent": bytes_sent,
@@ -303,7 +306,13 @@ PHASE_WORDS: Final = {
 }
 
 
-def _status(current: dict[str, Any] | None) -> str:
+MERGED_PHASES: Final = frozenset({"settle", "final"})
+
+
+def _status(current: dict[str, Any] | None, merged: int, planned: int) -> str:
+    """The run's state in words; ``finished`` once the schedule's rounds are merged."""
     if current is None:
         return "waiting for the first round"
+    if merged >= planned and current["phase"] == "final":
+        return "finished"
     return str(PHASE_WORDS.get(current["phase"], current["phase"]))

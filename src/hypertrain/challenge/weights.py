@@ -18,7 +18,7 @@ import math
 import time
 from typing import Final
 
-from hypertrain.challenge.errors import UnavailableError
+from hypertrain.challenge.errors import NotFoundError, UnavailableError
 from hypertrain.challenge.models import WeightsMetadata, WeightsPublic
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.canonical import canonical_bytes
@@ -74,6 +74,16 @@ def weights_body(state: ServiceState, epoch: int) -> bytes:
         "SELECT body FROM weights_answers WHERE epoch = ?", (epoch,)
     ).fetchone()
     return bytes(stored["body"])
+
+
+def latest_weights_body(state: ServiceState) -> bytes:
+    """The stored answer of the newest epoch answered so far (never computes one)."""
+    row = state.conn.execute(
+        "SELECT body FROM weights_answers ORDER BY epoch DESC LIMIT 1"
+    ).fetchone()
+    if row is None:
+        raise NotFoundError("no epoch has been answered yet", code="no_weights")
+    return bytes(row["body"])
 
 
 def burn_departed(state: ServiceState, epoch: int, registered: frozenset[str]) -> dict[str, int]:

@@ -22,6 +22,7 @@ from hypertrain.data.errors import DataError
 from hypertrain.data.prepare import DEFAULT_SAMPLES_PER_SHARD, PrepareOptions, prepare
 from hypertrain.data.tokenizer import load_tokenizer, train_tokenizer, write_tokenizer
 from hypertrain.protocol.canonical import canonical_bytes, parse_json
+from hypertrain.protocol.listen import ensure_port_free
 
 
 def register(subparsers: Any) -> None:
@@ -61,6 +62,7 @@ def _add_publish(sub: Any) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from hypertrain.data.publish import make_server, ready_doc
 
+    ensure_port_free(args.host, args.port, what="the dataset server")
     server = make_server(args.dataset_dir, args.host, args.port)
     root = Dataset(args.dataset_dir / DESCRIPTOR_NAME).descriptor.dataset_root
     doc = ready_doc(server, root)

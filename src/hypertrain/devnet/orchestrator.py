@@ -24,7 +24,17 @@ import httpx
 from rich.console import Console
 from rich.live import Live
 
-from hypertrain.devnet import evaluate, keys, network, prep, report, roles, utilisation, view
+from hypertrain.devnet import (
+    evaluate,
+    honeypots,
+    keys,
+    network,
+    prep,
+    report,
+    roles,
+    utilisation,
+    view,
+)
 from hypertrain.devnet.config import (
     HONEYPOT_STRATEGIES,
     PER_ISLAND_LAYOUTS_SUPPORTED,
@@ -32,6 +42,7 @@ from hypertrain.devnet.config import (
 )
 from hypertrain.devnet.errors import DevnetError
 from hypertrain.devnet.procs import Supervisor, hypertrain_cmd
+from hypertrain.protocol.honeypots import HoneypotList
 from hypertrain.protocol.manifest import RunManifest
 
 log = logging.getLogger(__name__)
@@ -53,6 +64,7 @@ class Devnet:
     finished: set[int] = field(default_factory=set)  # rounds already reported
     finished_at: dict[int, float] = field(default_factory=dict)  # when each was seen final
     dataset: Path | None = None
+    honeypots: HoneypotList | None = None  # committed in the manifest, revealed at the end
 
     def get(self, path: str) -> Any:
         response = httpx.get(f"{self.url}{path}", timeout=10)
@@ -66,7 +78,9 @@ def start(net: Devnet, dataset: Path) -> None:
     beacon = network.start_beacon(sup, state / "beacon", cfg.beacon_period_s)
     net.url = network.start_service(sup, state / "service", cfg.port, sec, beacon)
     net.relay = network.start_relay(sup, state / "relay", roles.RUN_ID, sec, beacon)
+    net.honeypots = honeypots.honeypot_list(sec.islands[-1].ss58, net.strategy)
     doc = roles.manifest_doc(cfg, dataset, sec.coordinator.ss58)
+    doc = honeypots.committed(doc, net.honeypots, reveal_round=cfg.rounds - 1)
     token = sec.token(sec.admin_token)
     r = httpx.post(f"{net.url}/admin/v1/runs", json={"manifest": doc},
                    headers=_auth(token), timeout=30)  # fmt: skip
@@ -169,6 +183,9 @@ def conclude(net: Devnet) -> dict[str, Any]:
     """Stop the workers, then weights, ledger check, export and the report."""
     assert net.secrets is not None and net.doc is not None and net.manifest is not None
     net.sup.stop_all(keep=SERVING)
+    if net.honeypots is not None:  # every round is final: the list may be revealed now
+        admin = net.secrets.token(net.secrets.admin_token)
+        honeypots.reveal(net.url, roles.RUN_ID, admin, net.honeypots)
     token = net.secrets.token(net.secrets.internal_token)
     w = httpx.get(f"{net.url}/internal/v1/get_weights", params={"epoch": 1},
                   headers=_auth(token), timeout=30)  # fmt: skip

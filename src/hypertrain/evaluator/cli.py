@@ -15,6 +15,8 @@ from typing import Any
 from hypertrain.challenge.compete_client import CompetitionClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.competition.messages import Leaderboard
+from hypertrain.competition.spec import CompetitionSpec
+from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 
 
 def register(subparsers: Any) -> None:
@@ -40,7 +42,7 @@ def register(subparsers: Any) -> None:
     ev = sub.add_parser("evaluate", help="score the open cycle's models (worker)")
     ev.add_argument("--service", required=True, help="challenge service base URL")
     ev.add_argument("--competition", required=True, help="competition id")
-    ev.add_argument("--key-file", type=Path, required=True, help="evaluator hotkey file")
+    add_wallet_flags(ev, what="evaluator hotkey")
     ev.add_argument("--worker-token-file", type=Path, required=True, help="worker token file")
     ev.add_argument("--cache-dir", type=Path, required=True, help="where models are downloaded")
     ev.add_argument("--threads", type=int, default=1, help="torch intra-op threads (pinned)")
@@ -113,23 +115,22 @@ def _evaluate(args: argparse.Namespace) -> int:
     )
     from hypertrain.evaluator.sandbox import Limits, default_limits
     from hypertrain.evaluator.scorer import determinism_sha256, prepare
-    from hypertrain.protocol.identity import load_key_file
 
+    key = key_from_args(args)
     client = CompetitionClient(args.service, worker_token=_read_token(args.worker_token_file))
-    spec = client.competition(args.competition)
-    record = prepare(spec, args.threads)
-    limits = default_limits(spec)
-    limits = Limits(
-        time_s=args.time_limit_s,
-        memory_bytes=limits.memory_bytes
-        if args.memory_limit_mib is None
-        else args.memory_limit_mib << 20,
-    )
-    evaluator = Evaluator(
-        client, load_key_file(args.key_file), spec, args.cache_dir,
-        determinism_sha256(record), args.threads, limits,
-    )  # fmt: skip
     try:
+        spec = client.competition(args.competition)
+        preflight(client, spec, key.ss58_address)
+        defaults = default_limits(spec)
+        memory = args.memory_limit_mib
+        limits = Limits(
+            time_s=args.time_limit_s,
+            memory_bytes=defaults.memory_bytes if memory is None else memory << 20,
+        )
+        evaluator = Evaluator(
+            client, key, spec, args.cache_dir,
+            determinism_sha256(prepare(spec, args.threads)), args.threads, limits,
+        )  # fmt: skip
         if args.follow:
             follow(evaluator, poll_s=args.poll_s)
         else:
@@ -138,6 +139,31 @@ def _evaluate(args: argparse.Namespace) -> int:
         sys.stderr.write(f"evaluator: {exc}\n")
         return 1
     return 0
+
+
+def preflight(client: CompetitionClient, spec: CompetitionSpec, hotkey: str) -> None:
+    """Before any model is loaded: the hotkey is an evaluator and the worker token works."""
+    from hypertrain.evaluator.runner import EvaluatorRefusedError
+
+    if spec.evaluators and hotkey not in spec.evaluators:
+        raise EvaluatorRefusedError(
+            f"{hotkey} is not among the evaluators of competition {spec.competition_id}"
+            " (the spec's `evaluators`): sign with one of them, or create the competition"
+            " with this hotkey listed"
+        )
+    try:
+        client.task(spec.competition_id, hotkey)  # a worker route: checks the token
+    except ServiceError as exc:
+        if exc.status == 401:
+            raise EvaluatorRefusedError(
+                f"the service at {client.base_url} refused the worker token (401):"
+                " --worker-token-file must hold the service's CHALLENGE_WORKER_TOKEN_FILE token"
+            ) from None
+        if exc.status == 403:
+            raise EvaluatorRefusedError(
+                f"the service at {client.base_url} refused evaluator {hotkey} (403): {exc}"
+            ) from None
+        raise
 
 
 def _start_model(args: argparse.Namespace) -> int:

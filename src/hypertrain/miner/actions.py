@@ -31,6 +31,7 @@ from hypertrain.miner.island import checkpoint_path
 from hypertrain.miner.ranks import RankError
 from hypertrain.miner.report import Reporter
 from hypertrain.miner.run import run_round
+from hypertrain.miner.standing import admission_line, money_line, weight_line
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
@@ -92,9 +93,10 @@ def join_cmd(args: argparse.Namespace) -> int:
     with ChallengeClient(cfg.service_url) as service:
         ctx = load_run(cfg, service, check=False)
         devices = selfcheck()
+        layout = join_layout(ctx.manifest, cfg, len(devices))
         body = JoinRequest(
             devices=devices,
-            layout=join_layout(ctx.manifest, cfg, len(devices)),
+            layout=layout,
             endpoint=cfg.endpoint or None,
             region=cfg.region or None,
         )
@@ -106,14 +108,16 @@ def join_cmd(args: argparse.Namespace) -> int:
             expiry_round=service.beacon_round() + cfg.expiry_margin,
         )
         answer = service.join(env)
+        sys.stdout.write(json.dumps(answer.model_dump(mode="json"), sort_keys=True) + "\n")
         if answer.challenge is not None:  # the run admits only on a fresh, seeded workload
-            sys.stdout.write(json.dumps(answer.model_dump(mode="json"), sort_keys=True) + "\n")
             done = answer_challenge(
                 service, key, cfg.run_id, poll_s=cfg.poll_s, expiry_margin=cfg.expiry_margin
             )
             sys.stdout.write(json.dumps(done.model_dump(mode="json"), sort_keys=True) + "\n")
-            return 0 if done.status == "admitted" else 1
-    sys.stdout.write(json.dumps(answer.model_dump(mode="json"), sort_keys=True) + "\n")
+            if done.status != "admitted":
+                return 1
+        entry = next((r for r in service.roster(cfg.run_id) if r.hotkey == key.ss58_address), None)
+        sys.stdout.write(admission_line(ctx.manifest, layout, entry, key.ss58_address))
     return 0
 
 
@@ -182,38 +186,50 @@ def watch_cmd(args: argparse.Namespace, *, hooks: HooksFor = honest) -> int:
     ):
         ctx = load_run(cfg, service, check=False, hooks=hooks)
         while True:
-            for summary in service.rounds(cfg.run_id):
-                detail = service.round_detail(cfg.run_id, summary.round)
-                commit, verdicts = _mine(detail, key.ss58_address)
-                if commit is not None and summary.phase in (
-                    "train",
-                    "beacon",
-                    "audit",
-                    "merge",
-                    "settle",
-                ):
-                    _serve(relay, cfg.round_dir(summary.round), commit, service, ctx)
-                for verdict_id, body in verdicts:
-                    if verdict_id not in seen:
-                        seen.add(verdict_id)
-                        reporter.event(
-                            "verdict",
-                            round=body.round,
-                            result=body.result,
-                            first_bad_leaf=body.first_bad_leaf,
-                        )
-                        if (args.dispute or args.follow) and body.result == "mismatch":
-                            record = {
-                                "verdict_id": verdict_id,
-                                "envelope": {"body": body.model_dump(mode="json")},
-                            }
-                            contest(ctx, key, record, reporter)
-            answer_own(ctx, key, parties, reporter)
-            if args.follow:
-                prune_closed(ctx, key, service.rounds(cfg.run_id), reporter)
+            try:
+                _watch_pass(ctx, key, service, relay, seen, parties, reporter, args)
+            except ServiceError as exc:  # like run --follow: a service that is down is waited for
+                if exc.status != 0 or not args.follow:
+                    raise
+                reporter.event("service_unreachable", reason=str(exc))
             if not args.follow:
                 return 0
             time.sleep(cfg.poll_s)
+
+
+def _watch_pass(
+    ctx: RunContext,
+    key: Hotkey,
+    service: ChallengeClient,
+    relay: RelayClient,
+    seen: set[str],
+    parties: dict[str, Any],
+    reporter: Reporter,
+    args: argparse.Namespace,
+) -> None:
+    """One look at every round: serve our checkpoints, report and contest new verdicts."""
+    cfg = ctx.config
+    for summary in service.rounds(cfg.run_id):
+        detail = service.round_detail(cfg.run_id, summary.round)
+        commit, verdicts = _mine(detail, key.ss58_address)
+        if commit is not None and summary.phase in ("train", "beacon", "audit", "merge", "settle"):
+            _serve(relay, cfg.round_dir(summary.round), commit, service, ctx)
+        for verdict_id, body in verdicts:
+            if verdict_id in seen:
+                continue
+            seen.add(verdict_id)
+            reporter.event(
+                "verdict", round=body.round, result=body.result, first_bad_leaf=body.first_bad_leaf
+            )
+            if (args.dispute or args.follow) and body.result == "mismatch":
+                record = {
+                    "verdict_id": verdict_id,
+                    "envelope": {"body": body.model_dump(mode="json")},
+                }
+                contest(ctx, key, record, reporter)
+    answer_own(ctx, key, parties, reporter)
+    if args.follow:
+        prune_closed(ctx, key, service.rounds(cfg.run_id), reporter)
 
 
 def serve_audits(
@@ -291,6 +307,8 @@ def status_cmd(args: argparse.Namespace) -> int:
         console.print(
             f"manifest {ctx.manifest.digest()[:16]}…  admitted: {'yes' if roster else 'no'}"
         )
+        console.print(money_line(roster[0] if roster else None), markup=False)
+        console.print(weight_line(service.latest_weights(), key.ss58_address), markup=False)
         console.print(table)
         for line in console_lines:
             console.print(line, markup=False)

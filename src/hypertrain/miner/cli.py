@@ -11,12 +11,16 @@ from pathlib import Path
 from hypertrain.miner import actions, compete
 from hypertrain.miner.config import FLAGS
 from hypertrain.miner.hooks import HooksFor, honest
+from hypertrain.protocol.keyargs import WALLET_FLAGS, WALLET_HELP
+from hypertrain.trainer.device import require_device
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="miner.toml (flags override it)")
     for name, text in FLAGS:
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, help=text)
+        # the wallet settings also take btcli's spelling (--wallet.name, ...): one list
+        flags = WALLET_FLAGS.get(name, ("--" + name.replace("_", "-"),))
+        parser.add_argument(*flags, dest=name, help=WALLET_HELP.get(name, text))
 
 
 def build_parser(hooks: HooksFor = honest) -> argparse.ArgumentParser:
@@ -70,6 +74,8 @@ def main(argv: list[str] | None = None, hooks: HooksFor = honest) -> int:
         level=str(args.log_level).upper(), format="%(levelname)s %(name)s: %(message)s"
     )
     try:
+        if getattr(args, "device", None):
+            require_device(args.device)
         return int(args.func(args))
     except (ValueError, OSError) as exc:
         sys.stderr.write(f"error: {exc}\n")

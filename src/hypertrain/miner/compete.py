@@ -30,12 +30,8 @@ from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.competition.submission import commitment, list_directory, model_hash
 from hypertrain.miner.errors import MinerError
 from hypertrain.protocol.envelope import seal
-from hypertrain.protocol.identity import (
-    DEFAULT_WALLET_PATH,
-    Hotkey,
-    load_key_file,
-    wallet_hotkey_path,
-)
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.relay.client import RelayClient
 
 EXPIRY_MARGIN_ROUNDS = 50
@@ -52,10 +48,7 @@ def register(sub: Any) -> None:
         cmd = cmds.add_parser(name, help=text)
         cmd.add_argument("--service", required=True, help="challenge service base URL")
         cmd.add_argument("--competition", required=True, help="competition id")
-        cmd.add_argument("--wallet", default="default", help="Bittensor wallet name")
-        cmd.add_argument("--hotkey", default="default", help="hotkey name inside the wallet")
-        cmd.add_argument("--wallet-path", default=DEFAULT_WALLET_PATH, help="wallets root")
-        cmd.add_argument("--key-file", type=Path, help="explicit hotkey file")
+        add_wallet_flags(cmd)
         if name != "status":
             cmd.add_argument("--model-dir", type=Path, required=True, help="model directory")
         if name == "upload":
@@ -64,8 +57,7 @@ def register(sub: Any) -> None:
 
 
 def _key(args: argparse.Namespace) -> Hotkey:
-    path = args.key_file or wallet_hotkey_path(args.wallet, args.hotkey, args.wallet_path)
-    return load_key_file(Path(path).expanduser())
+    return key_from_args(args)
 
 
 def _print(doc: dict[str, Any]) -> None:

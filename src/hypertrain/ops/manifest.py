@@ -41,6 +41,7 @@ class RunOptions:
     dataset_dir: Path
     seed: int = 0
     inner_steps: int = 12
+    rounds: int = 100  # rounds the LR schedule plans (total_steps = rounds × H)
     checkpoint_interval: int = 4
     micro_batch_size: int = 2
     max_micro_batches: int = 3
@@ -75,7 +76,7 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
         "run_id": opts.run_id,
         "seed": opts.seed,
         "model": spec.model_dump(mode="json"),
-        "inner": {"warmup_steps": 2, "total_steps": 100 * opts.inner_steps},
+        "inner": {"warmup_steps": 2, "total_steps": opts.rounds * opts.inner_steps},
         "outer": {},
         "round": {
             "inner_steps": opts.inner_steps,

@@ -8,6 +8,28 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.ops.manifest import RunOptions, build_manifest, commented
+from hypertrain.trainer.presets import PRESETS
+
+# (flag, RunOptions field, help) of the integer settings, in the order --help lists them
+_INT_FLAGS = (
+    ("--h", "inner_steps", "inner steps per round (H)"),
+    ("--j", "checkpoint_interval", "checkpoint interval in steps (J; divides H)"),
+    ("--rounds", "rounds", "rounds the LR schedule plans; the dashboard's total"),
+    ("--micro-batch-size", "micro_batch_size", "samples per micro-batch"),
+    ("--max-micro-batches", "max_micro_batches", "largest island budget (micro-batches per step)"),
+    (
+        "--commit-window-rounds",
+        "commit_window_rounds",
+        "beacon rounds a round stays open for commits",
+    ),
+    ("--audit-window-rounds", "audit_window_rounds", "beacon rounds auditors get"),
+    ("--dispute-window-rounds", "dispute_window_rounds", "beacon rounds a verdict can be disputed"),
+    ("--audit-segments", "audit_segments", "J-segments replayed per audited island"),
+    ("--probation-rounds", "probation_rounds", "rounds a new island is audited every round"),
+    ("--pool-per-round", "pool_per_round", "integer reward pool of a round (base units)"),
+    ("--vesting-rounds", "vesting_rounds", "rounds over which escrow vests"),
+    ("--threads", "threads", "torch threads of the determinism record (replay thread count)"),
+)
 
 
 def register(subparsers: Any) -> None:
@@ -18,27 +40,44 @@ def register(subparsers: Any) -> None:
     init.add_argument("--run-id", required=True, help="the run's name")
     init.add_argument("--dataset-dir", type=Path, required=True, help="prepared dataset dir")
     init.add_argument("--out", type=Path, required=True, help="manifest file to write")
-    init.add_argument("--preset", default=d.preset, help=f"model preset (default {d.preset})")
-    init.add_argument("--seed", type=int, default=d.seed, help="genesis seed")
-    init.add_argument("--h", type=int, default=d.inner_steps, help="inner steps per round (H)")
-    init.add_argument("--j", type=int, default=d.checkpoint_interval, help="checkpoint interval")
-    init.add_argument("--micro-batch-size", type=int, default=d.micro_batch_size)
-    init.add_argument("--max-micro-batches", type=int, default=d.max_micro_batches,
-                      help="largest island budget (micro-batches per step) admitted")  # fmt: skip
-    init.add_argument("--commit-window-rounds", type=int, default=d.commit_window_rounds,
-                      help="beacon rounds a round may stay open for commits")  # fmt: skip
-    init.add_argument("--audit-window-rounds", type=int, default=d.audit_window_rounds,
-                      help="beacon rounds auditors get")  # fmt: skip
-    init.add_argument("--dispute-window-rounds", type=int, default=d.dispute_window_rounds)
-    init.add_argument("--audit-rate", type=float, default=d.audit_rate)
-    init.add_argument("--audit-segments", type=int, default=d.audit_segments)
-    init.add_argument("--probation-rounds", type=int, default=d.probation_rounds)
-    init.add_argument("--pool-per-round", type=int, default=d.pool_per_round)
-    init.add_argument("--vesting-rounds", type=int, default=d.vesting_rounds)
-    init.add_argument("--threads", type=int, default=d.threads, help="replay thread count")
-    init.add_argument("--device", default=d.device, help="device of the determinism record")
+    names = ", ".join(sorted(PRESETS))
+    init.add_argument("--preset", default=d.preset, choices=sorted(PRESETS), metavar="NAME",
+                      help=f"model preset: {names} (default {d.preset})")  # fmt: skip
+    init.add_argument("--seed", type=int, default=d.seed, help="genesis seed (default %(default)s)")
+    for flag, dest, text in _INT_FLAGS:
+        init.add_argument(flag, dest=dest, type=int, default=getattr(d, dest),
+                          help=f"{text} (default %(default)s)")  # fmt: skip
+    init.add_argument("--audit-rate", type=float, default=d.audit_rate,
+                      help="share of islands audited per round (default %(default)s)")  # fmt: skip
+    init.add_argument("--device", default=d.device,
+                      help="device of the determinism record (default %(default)s)")  # fmt: skip
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=_init)
+
+    exp = sub.add_parser(
+        "export", help="the newest merged model with its tokenizer, as a Llama directory"
+    )
+    exp.add_argument("--service", required=True, help="challenge service base URL")
+    exp.add_argument("--relay", required=True, help="relay base URL (where the model is)")
+    exp.add_argument("--run-id", required=True, help="the run")
+    exp.add_argument("--tokenizer", type=Path, required=True,
+                     help="the run's tokenizer.json (DATASET/tokenizer.json)")  # fmt: skip
+    exp.add_argument("--coordinator", help="pinned coordinator SS58 (recommended)")
+    exp.add_argument("--out", type=Path, required=True, help="output directory")
+    exp.set_defaults(func=_export)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from hypertrain.ops.export import export_run
+
+    done = export_run(
+        args.service, args.relay, args.run_id, args.tokenizer, args.out, args.coordinator
+    )
+    sys.stdout.write(
+        f"exported round {done.round} of {done.run_id} (model {done.model_sha256[:16]}…)"
+        f" to {done.out_dir}: config.json, model.safetensors, tokenizer.json\n"
+    )
+    return 0
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -49,8 +88,9 @@ def _init(args: argparse.Namespace) -> int:
         preset=args.preset,
         dataset_dir=args.dataset_dir,
         seed=args.seed,
-        inner_steps=args.h,
-        checkpoint_interval=args.j,
+        inner_steps=args.inner_steps,
+        checkpoint_interval=args.checkpoint_interval,
+        rounds=args.rounds,
         micro_batch_size=args.micro_batch_size,
         max_micro_batches=args.max_micro_batches,
         commit_window_rounds=args.commit_window_rounds,

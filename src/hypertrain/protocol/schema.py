@@ -1,7 +1,8 @@
 """Regenerate the JSON Schemas of every wire message: ``python -m hypertrain.protocol.schema DIR``.
 
 One file per envelope domain (``<domain>.schema.json``) plus the envelope itself and
-the run manifest. A test compares the checked-in docs/schemas with this output.
+the run manifest. ``make docs`` (``hypertrain.ops.docs``) writes these together with
+the dispute and competition schemas and the route index; a test fails on drift.
 """
 
 from __future__ import annotations
@@ -17,15 +18,25 @@ from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import DOMAINS
 
 
-def all_schemas() -> dict[str, str]:
-    """File name -> schema text (stable formatting, trailing newline)."""
+def base_models() -> dict[str, type[BaseModel]]:
+    """The protocol's own documented models: the envelope, the manifest, every domain."""
     models: dict[str, type[BaseModel]] = {"envelope": Envelope, "run-manifest": RunManifest}
     models.update(DOMAINS)
+    return models
+
+
+def schema_texts(models: dict[str, type[BaseModel]]) -> dict[str, str]:
+    """File name -> schema text (stable formatting, trailing newline) for ``models``."""
     return {
         f"{name}.schema.json": json.dumps(model.model_json_schema(), indent=2, sort_keys=True)
         + "\n"
         for name, model in sorted(models.items())
     }
+
+
+def all_schemas() -> dict[str, str]:
+    """The protocol's schemas (``make docs`` adds the dispute and competition ones)."""
+    return schema_texts(base_models())
 
 
 def write_schemas(directory: Path) -> list[Path]:

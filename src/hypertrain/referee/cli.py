@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.evidence.verify import verify_manifest
-from hypertrain.protocol.identity import load_key_file
+from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.referee.worker import Referee, emit_json, serve
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
+from hypertrain.trainer.device import require_device
 from hypertrain.trainer.profile import apply_profile
 
 
@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
     run = sub.add_parser("serve", help="poll the service and rule on every contested operation")
     run.add_argument("--service", required=True, help="challenge service base URL")
     run.add_argument("--run-id", required=True, help="run whose disputes to rule on")
-    run.add_argument("--key-file", type=Path, required=True, help="referee hotkey file")
+    add_wallet_flags(run, what="referee hotkey")
     run.add_argument("--coordinator", default="", help="pinned coordinator SS58 (recommended)")
     run.add_argument("--device", default="cpu", help="torch device to recompute on")
     run.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
@@ -28,6 +28,8 @@ def register(subparsers: Any) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    key = key_from_args(args)
+    require_device(args.device)
     service = ChallengeClient(args.service)
     manifest = verify_manifest(
         service.manifest_envelope(args.run_id), args.run_id, args.coordinator or None
@@ -35,7 +37,6 @@ def _serve(args: argparse.Namespace) -> int:
     det = manifest.determinism
     apply_profile(det)  # may re-execute this process with the run's CPU switches
     check_determinism(configure_determinism(det.num_threads, args.device, det.dtype), det)
-    key = load_key_file(args.key_file)
     if key.ss58_address not in manifest.dispute.referees:
         raise ValueError(f"{key.ss58_address} is not a referee of {args.run_id}")
     emit_json("started", run_id=args.run_id, hotkey=key.ss58_address)

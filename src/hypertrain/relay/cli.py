@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hypertrain.protocol.identity import DEFAULT_WALLET_PATH, load_key_file, load_wallet_hotkey
+from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
+from hypertrain.protocol.listen import bind_listener, serve_asgi
 from hypertrain.relay.settings import GIB, RelaySettings
 
 KINDS = ["update", "checkpoint", "model", "outer_state", "tape", "other"]
@@ -74,10 +75,7 @@ def _add_put(sub: Any) -> None:
     put.add_argument("--round", type=int, required=True, help="training round")
     put.add_argument("--kind", default="other", choices=KINDS, help="blob kind")
     put.add_argument("--expiry-round", type=int, required=True, help="envelope expiry beacon round")
-    put.add_argument("--key-file", type=Path, help="hotkey file (instead of --wallet/--hotkey)")
-    put.add_argument("--wallet", default="default", help="wallet name")
-    put.add_argument("--hotkey", default="default", help="hotkey name")
-    put.add_argument("--wallet-path", default=DEFAULT_WALLET_PATH, help="wallets root")
+    add_wallet_flags(put)
     put.set_defaults(func=_put)
 
 
@@ -127,27 +125,21 @@ def settings_from_args(args: argparse.Namespace) -> RelaySettings:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from hypertrain.relay.app import create_app
 
+    sock = None
+    if args.fd is None:  # the port first: a taken one ends here, before any state exists
+        sock = bind_listener(args.host, args.port, what="the relay")
     app = create_app(settings_from_args(args))
-    # request lines (polling, mostly) only at DEBUG: a relay at rest stays quiet
     debug = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
-    where: dict[str, Any] = (
-        {"fd": args.fd} if args.fd is not None else {"host": args.host, "port": args.port}
-    )
-    uvicorn.run(app, log_level="info", access_log=debug, **where)
+    serve_asgi(app, sock, fd=args.fd, debug=debug)
     return 0
 
 
 def _put(args: argparse.Namespace) -> int:
     from hypertrain.relay.client import RelayClient
 
-    if args.key_file is not None:
-        key = load_key_file(args.key_file)
-    else:
-        key = load_wallet_hotkey(args.wallet, args.hotkey, args.wallet_path)
+    key = key_from_args(args)
     with RelayClient(args.relay, key, args.run_id) as client:
         sha256 = client.put(
             args.file, kind=args.kind, round=args.round, expiry_round=args.expiry_round

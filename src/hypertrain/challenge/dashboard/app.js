@@ -70,8 +70,8 @@ function fillBody(table, rows, cols, emptyText) {
 
 function drawGlance(d) {
   const g = d.glance;
-  const total = Number(params.get("rounds")) || null;
-  const finished = total !== null && g.rounds_done >= total;
+  const total = g.rounds_total;  // the manifest's schedule, from the service
+  const finished = g.status === "finished";
   const now = g.round === null || finished ? null : `now round ${g.round} (${g.phase})`;
   const measured = d.curve.filter((p) => p.heldout_loss !== null).length;
   const drop = measured > 1 ? `from ${loss(g.first_heldout_loss)} after round ${d.curve[0].round}` : null;
@@ -83,7 +83,7 @@ function drawGlance(d) {
     trafficTile(g.traffic),
     ["Tokens trained", num(g.tokens), null],
     ["Audits / faults", `${num(g.audits)} / ${num(g.faults)}`, null],
-    ["Run status", finished ? "finished" : g.status, d.beacon.lagging && d.beacon.lag_rounds ? `beacon lagging ${d.beacon.lag_rounds} rounds: commits refused` : (g.beacon_round ? `beacon round ${g.beacon_round}` : null), "status"],
+    ["Run status", g.status, d.beacon.lagging && d.beacon.lag_rounds ? `beacon lagging ${d.beacon.lag_rounds} rounds: commits refused` : (g.beacon_round ? `beacon round ${g.beacon_round}` : null), "status"],
   ];
   $("glance-tiles").replaceChildren(...tiles.map(([k, v, sub, cls]) =>
     el("div", { class: cls ? `tile ${cls}` : "tile" }, el("dt", {}, k),

@@ -28,6 +28,7 @@ ASSETS: Final[dict[str, str]] = {
     "style.css": "text/css; charset=utf-8",
     "competition.html": "text/html; charset=utf-8",
     "competition.js": "text/javascript; charset=utf-8",
+    "mine.html": "text/html; charset=utf-8",
 }
 _HEADERS: Final = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Response
 
 from hypertrain.challenge import views
 from hypertrain.challenge.deps import State, serialized
@@ -16,7 +16,9 @@ from hypertrain.challenge.models import (
     RoundSummary,
     RunListItem,
     RunSummary,
+    WeightsPublic,
 )
+from hypertrain.challenge.weights import latest_weights_body
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/v1", tags=["public"])
@@ -29,6 +31,12 @@ async def beacon(state: State) -> dict[str, Any]:
     """The latest verified beacon round the service acts on."""
     cur = state.current
     return {"round": cur.round if cur else None, "randomness": cur.randomness if cur else None}
+
+
+@router.get("/weights/latest", responses={200: {"model": WeightsPublic}, 404: {}})
+async def latest_weights(state: State) -> Response:
+    """The newest epoch's ``get_weights`` answer, as stored (miners read their weight here)."""
+    return Response(latest_weights_body(state), media_type="application/json")
 
 
 @router.get("/runs", response_model=list[RunListItem])

@@ -1,0 +1,212 @@
+"""Errors that say what to do: each refusal is one line, names what to change, exits 1.
+
+A port that something else holds ends every server before it writes state; ``challenge
+status`` is "up" only for the service it was asked about; the auditor and evaluator
+check their credentials before any work; a device that is not there, a host that does
+not answer and a wallet in btcli's spelling are each handled at the command line.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.errors import ServiceError
+from hypertrain.cli import build_parser, main
+from hypertrain.protocol.keyargs import key_from_args
+from tests.challenge.helpers import manifest_doc
+from tests.ops.conftest import LiveService
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A loopback port another process (here: a plain socket) listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        yield sock.getsockname()[1]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_every_server_refuses_a_taken_port_before_creating_state(
+    held_port: int,
+    tmp_path: Path,
+    small_dataset: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CHALLENGE_STATE_DIR", str(tmp_path / "service"))
+    port = str(held_port)
+    commands = {
+        "service": ["challenge", "serve", "--port", port],
+        "relay": ["relay", "serve", "--port", port, "--storage", str(tmp_path / "relay"),
+                  "--run-id", "r"],
+        "beacon": ["beacon", "serve", "--port", port, "--key-file", str(tmp_path / "beacon" / "k"),
+                   "--state-dir", str(tmp_path / "beacon")],
+        "data": ["data", "serve", "--port", port, "--dataset-dir", str(small_dataset)],
+    }  # fmt: skip
+    for name, argv in commands.items():
+        code, _, err = _run(capsys, *argv)
+        assert code == 1, (name, err)
+        assert f"port {held_port} on 127.0.0.1 is already in use" in err, (name, err)
+        assert err.count("\n") == 1 and "Errno" not in err, (name, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "a refused server wrote state"
+
+
+class _AnyJson(http.server.BaseHTTPRequestHandler):
+    """Something else on the port: answers ``{"ok": true}`` to every path."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"ok": true}')
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_status_is_not_fooled_by_whatever_holds_the_port(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AnyJson)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        code, out, err = _run(capsys, "challenge", "status", "--url", url)
+        assert code == 1 and "is up" not in out and "/version" in err, out + err
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_status_with_a_ready_file_checks_the_serving_process(
+    live_service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Up only when the process that wrote the ready file is alive and bound that port."""
+    ready = tmp_path / "ready.json"
+    status = ["challenge", "status", "--url", live_service.url, "--ready-file", str(ready)]
+    code, _, err = _run(capsys, *status)
+    assert code == 1 and "was not written" in err and "port taken" in err, err
+    dead = subprocess.run(["true"], check=True)  # a pid that has exited
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    ready.write_text(json.dumps({"pid": gone.pid, "url": live_service.url}))
+    code, _, err = _run(capsys, *status)
+    assert dead.returncode == 0 and code == 1, err
+    assert f"(pid {gone.pid}) is not running" in err and "another process" in err, err
+    ready.write_text(json.dumps({"pid": os.getpid(), "url": "http://127.0.0.1:1"}))
+    code, _, err = _run(capsys, *status)
+    assert code == 1 and "not " + live_service.url in err, err
+    ready.write_text(json.dumps({"pid": os.getpid(), "url": live_service.url}))
+    code, out, err = _run(capsys, *status)
+    assert code == 0 and "is up" in out, err
+
+
+def _create_run(svc: LiveService, tmp_path: Path) -> None:
+    manifest = tmp_path / "run.json"
+    manifest.write_text(json.dumps(manifest_doc()))
+    argv = ["challenge", "create-run", "--url", svc.url, "--admin-token-file", str(svc.admin_token)]
+    assert main([*argv, "--manifest", str(manifest)]) == 0
+
+
+def _auditor(svc_url: str, relay: str, token: Path, key: Path, *extra: str) -> list[str]:
+    return [
+        "auditor", "run", "--service", svc_url, "--relay", relay, "--run-id", "run-1",
+        "--key-file", str(key), "--worker-token-file", str(token),
+        "--dataset-dir", "unused", "--round", "0", *extra,
+    ]  # fmt: skip
+
+
+def _new_key(tmp_path: Path, name: str = "auditor") -> Path:
+    wallets = tmp_path / "wallets"
+    assert (
+        main(["keys", "new", "--wallet-dir", str(wallets), "--wallet", "w", "--hotkey", name]) == 0
+    )
+    return wallets / "w" / "hotkeys" / name
+
+
+def test_the_auditor_checks_its_credentials_before_any_work(
+    live_service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _create_run(live_service, tmp_path)
+    key = _new_key(tmp_path)
+    wrong = tmp_path / "wrong.token"
+    wrong.write_text("f" * 64)
+    relay = f"http://127.0.0.1:{_closed_port()}"
+    capsys.readouterr()
+    code, out, err = _run(capsys, *_auditor(live_service.url, relay, wrong, key))
+    assert code == 1 and "refused the worker token (401)" in err, err
+    assert "CHALLENGE_WORKER_TOKEN_FILE" in err and '"started"' not in out
+    right = live_service.admin_token.parent / "worker.token"
+    code, out, err = _run(capsys, *_auditor(live_service.url, relay, right, key))
+    assert code == 1 and f"cannot reach the relay at {relay.removeprefix('http://')}" in err, err
+    down = f"http://127.0.0.1:{_closed_port()}"
+    code, _, err = _run(capsys, *_auditor(down, relay, right, key))
+    assert code == 1 and down in err and err.count("\n") == 1, err
+
+
+def test_a_missing_device_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    key = _new_key(tmp_path)
+    token = tmp_path / "worker.token"
+    token.write_text("a" * 64)
+    down = f"http://127.0.0.1:{_closed_port()}"
+    capsys.readouterr()
+    for device, expected in (("cuda:64", "--device cuda:64: "), ("gpu", "is not a torch device")):
+        code, _, err = _run(capsys, *_auditor(down, down, token, key, "--device", device))
+        assert code == 1 and expected in err and err.count("\n") == 1, err
+        assert "Traceback" not in err
+
+
+def test_an_unreachable_service_is_named_by_its_host() -> None:
+    url = f"http://127.0.0.1:{_closed_port()}"
+    with ChallengeClient(url) as client, pytest.raises(ServiceError) as caught:
+        client.rounds("run-1")
+    assert url in str(caught.value) and caught.value.status == 0
+
+
+def test_btcli_wallet_flags_name_the_same_key(tmp_path: Path) -> None:
+    key = _new_key(tmp_path, "h1")
+    wallets = str(tmp_path / "wallets")
+    common = ["--service", "s", "--relay", "r", "--run-id", "x", "--worker-token-file", "t",
+              "--dataset-dir", "d", "--follow"]  # fmt: skip
+    spellings = (
+        ["--wallet.name", "w", "--wallet.hotkey", "h1", "--wallet.path", wallets],
+        ["--wallet", "w", "--hotkey", "h1", "--wallet-path", wallets],
+        ["--key-file", str(key)],
+    )
+    loaded = set()
+    for flags in spellings:
+        args = build_parser("auditor").parse_args(["auditor", "run", *common, *flags])
+        loaded.add(key_from_args(args).ss58_address)
+    assert len(loaded) == 1
+    both = build_parser("auditor").parse_args(
+        ["auditor", "run", *common, "--key-file", str(key), "--wallet.name", "w"]
+    )
+    with pytest.raises(ValueError, match="either --key-file or the wallet flags"):
+        key_from_args(both)
+    missing = build_parser("auditor").parse_args(
+        ["auditor", "run", *common, "--wallet.name", "nope", "--wallet.path", wallets]
+    )
+    with pytest.raises(ValueError, match="btcli wallet new_hotkey"):
+        key_from_args(missing)
