@@ -3,7 +3,8 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 LOCK := requirements.lock
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha256sum | cut -c1-16)
+TORCH_LOCK := requirements-torch.lock
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) $(TORCH_LOCK) | sha256sum | cut -c1-16)
 
 .PHONY: install devnet test lint check bench fmt schemas docs lock
 
@@ -12,12 +13,15 @@ install: $(STAMP)
 # Every dependency at the version and SHA-256 of the lock (pip --require-hashes), then the
 # package itself, editable, without resolving anything again. torch's CPU build is on the
 # PyTorch index, not on PyPI; `make install TORCH_INDEX=` skips that index where a local
-# wheel house (pip's find-links) already holds the wheel.
+# wheel house (pip's find-links) already holds the wheel. torch is installed first, alone,
+# from $(TORCH_LOCK) (its lines of the lock), so only that one package consults the PyTorch
+# index; the rest of the lock then finds it already satisfied.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-$(STAMP): pyproject.toml $(LOCK)
+$(STAMP): pyproject.toml $(LOCK) $(TORCH_LOCK)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --require-hashes $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r $(LOCK)
+	$(PY) -m pip install --quiet --require-hashes --no-deps $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r $(TORCH_LOCK)
+	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@
@@ -31,6 +35,7 @@ lock:
 	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --generate-hashes \
 	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	  --override lock-overrides.txt --no-emit-find-links -o $(LOCK)
+	awk '/^torch==/{p=1} p&&/^[a-z]/&&!/^torch==/{p=0} p' $(LOCK) | grep -v '^ *#' > $(TORCH_LOCK)
 
 devnet: install
 	$(VENV)/bin/hypertrain devnet $(ARGS)
