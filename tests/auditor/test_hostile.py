@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from hypertrain.evidence.index import CheckpointIndex
 from hypertrain.auditor.replay import IslandRound, audit_island
 from hypertrain.dispute import opinputs
 from hypertrain.dispute.errors import InputMismatchError
+from hypertrain.evidence.index import CheckpointIndex
 from hypertrain.protocol.merkle import MerkleTree
 from hypertrain.trainer.checkpoint import decode_checkpoint, encode_checkpoint
 from hypertrain.trainer.segment import TrainConfig

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypertrain.challenge import dashpanels
 from hypertrain.challenge.dashmodels import Dashboard
-from hypertrain.protocol.traffic import ratio_words
 from hypertrain.dispute.narrowing import NarrowStep
+from hypertrain.protocol.traffic import ratio_words
 from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import BROADCAST_BYTES, run_rounds
 

@@ -11,10 +11,10 @@ from hypertrain.challenge.dashpanels import narrowing_row
 from hypertrain.dispute import game as g
 from hypertrain.dispute.errors import InputMismatchError
 from hypertrain.dispute.messages import DisputeRuling
+from hypertrain.dispute.resolution import rule, supply_inputs
 from hypertrain.evidence.party import SegmentParty
 from hypertrain.evidence.trace import OpRef, traced_step
 from hypertrain.honeypot.perturb import perturbed_ops
-from hypertrain.dispute.resolution import rule, supply_inputs
 from hypertrain.referee.recompute import recompute
 from hypertrain.trainer.segment import TrainConfig, samples_to_batch
 from hypertrain.trainer.state import init_state
