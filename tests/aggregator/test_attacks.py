@@ -165,10 +165,11 @@ def test_one_honest_update_beside_a_1000x_one(audited: World) -> None:
     w.tick(4)
     detail = w.agg.service.round_detail("run-1", 0)
     for a in detail.assignments:
-        if a.body["hotkey"] != honest.ss58_address:
-            continue  # the ×1000 island's audit has not answered yet
-        verdict = {"round": 0, "hotkey": honest.ss58_address, "segments": a.body["segments"],
-                   "result": "match", "update_checked": True}  # fmt: skip
+        # the ×1000 island's audit replayed its segments but not its update (a verdict
+        # must exist: an assigned audit without one keeps an island out of the merge)
+        checked = a.body["hotkey"] == honest.ss58_address
+        verdict = {"round": 0, "hotkey": a.body["hotkey"], "segments": a.body["segments"],
+                   "result": "match", "update_checked": checked}  # fmt: skip
         auditor = Hotkey.from_seed(b"\x55" * 32)
         r = w.client.post(
             "/worker/v1/verdict", headers=bearer("worker"), json=signed(auditor, "verdict", verdict)

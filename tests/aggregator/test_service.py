@@ -16,6 +16,7 @@ from hypertrain.aggregator.tape import decode_tape
 from hypertrain.aggregator.verify import verify_tape
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
+from hypertrain.challenge.rule import PENDING_AUDIT
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
@@ -120,8 +121,11 @@ def test_no_round_is_opened_after_the_last_one(harness: Harness, tmp_path: Path)
     assert [r.phase for r in agg.service.rounds("run-1")] == ["settle"]
     h.tick(3)
     assert [r.phase for r in agg.service.rounds("run-1")] == ["final"]
-    # two unproven updates are no quorum for a reference norm: nothing merged, nobody paid
-    assert h.ledger.settled[("run-1", 0)] == {}
+    # assigned audits without a verdict: neither update is merged, and each reward is
+    # held until a verdict exists (never paid on silence)
+    settled = h.ledger.settled[("run-1", 0)]
+    assert set(settled) == {k.ss58_address for k in h.miners[:2]}
+    assert set(h.ledger.held[("run-1", 0)].values()) == {PENDING_AUDIT}
 
 
 def test_collect_screens_commits(harness: Harness, tmp_path: Path) -> None:

@@ -54,7 +54,8 @@ def run_rounds(
                 "result": "mismatch" if cheat else "match",
             }
             if cheat:
-                verdict |= {"first_bad_leaf": 2, "detail": "state hash differs at leaf 2"}
+                bad = min(a["body"]["segments"]) + 1  # a dispute may contest only this one
+                verdict |= {"first_bad_leaf": bad, "detail": f"state hash differs at leaf {bad}"}
             r = h.client.post(
                 "/worker/v1/verdict",
                 headers=bearer("worker"),

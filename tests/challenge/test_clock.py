@@ -32,7 +32,7 @@ from hypertrain.competition.messages import encode_losses
 from hypertrain.dispute import opinputs
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.disputeplay import TENSORS, play_to_referee
-from tests.challenge.disputeplay import answer as _answer
+from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import FakeLedger, bearer, make_settings, manifest_doc, signed
 from tests.challenge.test_disputes import AUDITOR, ISLANDS, REFEREE, RUN, _to_verdict, _verdict_on
@@ -136,7 +136,7 @@ def _open(live: Live) -> tuple[str, dict[str, Any]]:
 def test_a_game_answer_is_late_by_the_clock(live: Live) -> None:
     dispute_id, game = _open(live)
     live.lag(game["deadline_round"] + 1)
-    body = _answer(game, "island", 1, game["island_end"])
+    body = _commitment(game, "island")
     _refused(live.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", body),
              "late")  # fmt: skip
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypertrain.challenge import dashpanels
 from hypertrain.challenge.dashmodels import Dashboard
 from hypertrain.challenge.dashview import _status
+from hypertrain.dispute.narrowing import NarrowStep
 from hypertrain.protocol.traffic import ratio_words
 from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import BROADCAST_BYTES, run_rounds
@@ -81,7 +82,8 @@ def test_view_after_two_rounds(harness: Harness) -> None:
     caught = [a for a in d["audits"] if a["fault"]]
     assert len(caught) == 1 and caught[0]["round"] == 0
     assert caught[0]["beacon_round"] == 101 and len(caught[0]["beacon_randomness"]) == 64
-    assert caught[0]["verdicts"][0]["first_bad_leaf"] == 2
+    verdict = caught[0]["verdicts"][0]
+    assert verdict["first_bad_leaf"] == min(caught[0]["segments"]) + 1
     statuses = {i["hotkey"]: i["status"] for i in d["islands"]}
     assert statuses[caught[0]["hotkey"]] == "faulted"
 
@@ -111,21 +113,6 @@ def test_document_is_the_typed_contract_with_traffic_honeypots_and_disputes(
     assert route["content"]["application/json"]["schema"]["$ref"].endswith("/Dashboard")
 
 
-def test_narrowing_lines_become_typed_steps() -> None:
-    lines = [
-        "opened at beacon 7: segment 1, steps (0, 4]",
-        "beacon 8: agree after step 1, differ after step 2",
-        "beacon 9: step 1 first differs in mb0.layers.0",
-        "beacon 9: mb0.layers.0 operation 3 (aten.mm.default) contested",
-        "beacon 20: no ruling yet, referee deadline extended",
-        "overturned: referee 5F recomputed aten.mm.default: island is right",
-    ]
-    steps = [dashpanels._narrowing(line) for line in lines]
-    assert [s["level"] for s in steps] == ["open", "step", "layer", "op", "referee", "decided"]
-    assert [s["beacon_round"] for s in steps] == [7, 8, 9, 9, 20, None]
-    assert steps[1]["text"] == "agree after step 1, differ after step 2"
-
-
 def test_the_glance_agrees_with_the_panels(harness: Harness) -> None:
     """Rounds done are the merged rounds, the total is the manifest's schedule, the
     island count is the roster's (the cards), and "finished" needs no URL parameter."""
@@ -152,3 +139,18 @@ def test_every_page_links_the_others_and_how_to_mine(harness: Harness) -> None:
         assert 'href="./"' in html and 'href="style.css"' in html and "https://" not in html
     mine = c.get("/dashboard/mine.html").text
     assert "hypertrain-miner join" in mine and "--wallet.name" in mine and "make install" in mine
+
+
+def test_narrowing_steps_render_from_their_fields() -> None:
+    steps = [
+        NarrowStep(level="open", beacon_round=7, actor="island", lo=0, hi=4, deadline_round=17),
+        NarrowStep(level="step", beacon_round=8, actor="both", lo=1, hi=2, deadline_round=18),
+        NarrowStep(level="layer", beacon_round=9, actor="both", step=1, section="mb0.layers.0"),
+        NarrowStep(level="decided", beacon_round=20, actor="deadline", outcome="upheld",
+                   reason="no referee ruled after 2 extensions: the verdict stands"),
+    ]  # fmt: skip
+    rows = [dashpanels.narrowing_row(s) for s in steps]
+    assert [r["level"] for r in rows] == ["open", "step", "layer", "decided"]
+    assert [r["beacon_round"] for r in rows] == [7, 8, 9, 20]
+    assert rows[1]["text"] == "agree after step 1, differ after step 2"
+    assert rows[3]["outcome"] == "upheld" and "extensions" in rows[3]["text"]

@@ -116,7 +116,7 @@ def _dispute(h: LiveHarness, index: int) -> None:
     verdict = next(
         v for v in detail["verdicts"] if v["envelope"]["body"]["hotkey"] == cheat.ss58_address
     )
-    segment = verdict["envelope"]["body"]["segments"][0]
+    segment = verdict["envelope"]["body"]["first_bad_leaf"] - 1  # the one it may contest
     body = open_body(verdict["verdict_id"], segment)
     r = h.client.post("/v1/disputes", json=signed(cheat, "dispute-open", body))
     assert r.status_code == 200, r.text
@@ -159,7 +159,9 @@ def live(tmp_path: Path, miner_keys: list[Any]) -> Iterator[tuple[str, uvicorn.S
     doc = manifest_doc()
     # the schedule plans the two rounds the fixture runs: the dashboard's total and "finished"
     doc["inner"] = {**doc.get("inner", {}), "total_steps": 2 * doc["round"]["inner_steps"]}
-    doc["dispute"] = {"answer_rounds": 5, "referee_rounds": 5, "referees": [REFEREE.ss58_address]}
+    doc["dispute"] = {
+        "bond": 0, "answer_rounds": 5, "referee_rounds": 5, "referees": [REFEREE.ss58_address]
+    }  # fmt: skip
     honeypots = _honeypots(miner_keys)
     doc["honeypots"] = {"commitment": commitment(honeypots), "reveal_round": 0}
     r = h.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
@@ -320,7 +322,7 @@ def check_dispute_honeypot_traffic(page: Any, doc: dict[str, Any]) -> None:
     row = page.locator(f"#disputes-table tr[data-dispute='{game['dispute_id']}']")
     expect(row.locator("ol.steps li")).to_have_count(len(game["steps"]))
     levels = [st["level"] for st in game["steps"]]
-    assert levels == ["open", "step", "layer", "op", "decided"], levels
+    assert levels == ["open", "step", "layer", "op", "referee", "decided"], levels
     for n, st in enumerate(game["steps"]):
         item = row.locator("ol.steps li").nth(n)
         expect(item).to_have_attribute("data-level", st["level"])

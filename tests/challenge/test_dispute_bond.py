@@ -20,7 +20,7 @@ from hypertrain.challenge.app import _poll_beacon, create_app
 from hypertrain.challenge.wiring import LedgerAdapter
 from hypertrain.ledger import Ledger
 from hypertrain.protocol.identity import Hotkey
-from tests.challenge.disputeplay import TREE, answer, open_body
+from tests.challenge.disputeplay import TREE, commitment, open_body
 from tests.challenge.helpers import (
     SteppedBeacon,
     bearer,
@@ -66,7 +66,10 @@ class Net:
         for a in self.client.get(f"/v1/runs/{RUN}/rounds/{index}").json()["assignments"]:
             body = {k: v for k, v in a["body"].items() if k != "selection_beacon_round"}
             bad = mismatch is not None and body["hotkey"] == mismatch.ss58_address
-            body |= {"result": "mismatch", "first_bad_leaf": 1} if bad else {"result": "match"}
+            first_bad = min(body["segments"]) + 1  # the dispute contests that segment
+            body |= (
+                {"result": "mismatch", "first_bad_leaf": first_bad} if bad else {"result": "match"}
+            )
             r = self.client.post(
                 "/worker/v1/verdict",
                 headers=bearer("worker"),
@@ -158,7 +161,7 @@ def test_won_dispute_returns_the_bond(net: Net) -> None:
         f"/v1/disputes/{view['dispute_id']}/answer",
         ISLANDS[0],
         "dispute-answer",
-        answer(game, "island", 1, game["island_end"]),
+        commitment(game, "island"),
     )
     assert r.status_code == 200, r.text
     net.tick(4)  # the auditor never answers: overturned

@@ -28,6 +28,7 @@ from hypertrain.protocol.messages import AuditAssignment
 from hypertrain.relay.client import RelayClient
 from tests.challenge.disputeplay import TENSORS, TREE, play_to_referee
 from tests.challenge.disputeplay import answer as _answer
+from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import (
     TOKENS,
@@ -176,10 +177,9 @@ def test_game_over_http_upheld_by_the_referee_then_settles(service: Service) -> 
     dispute_id = opened.json()["dispute_id"]
     # a bad answer is refused and changes nothing
     before = service.client.get(f"/v1/disputes/{dispute_id}").json()
-    bad = _answer(before["game"], "auditor", 1, "")
-    bad["hashes"] = bad["hashes"][:-1]
-    r = service.post(f"/v1/disputes/{dispute_id}/answer", AUDITOR, "dispute-answer", bad)
-    assert (r.status_code, r.json()["error"]) == (400, "wrong_count")
+    early = _answer(before["game"], "auditor", 1, "")  # a reveal before both committed
+    r = service.post(f"/v1/disputes/{dispute_id}/answer", AUDITOR, "dispute-answer", early)
+    assert (r.status_code, r.json()["error"]) == (400, "wrong_query")
     assert service.client.get(f"/v1/disputes/{dispute_id}").json() == before
     game = _play_to_referee(service, dispute_id)
     assert game["stage"] == "referee" and game["step"] == 0
@@ -225,7 +225,9 @@ def test_game_over_http_upheld_by_the_referee_then_settles(service: Service) -> 
     assert service.ledger.faults == [(RUN, 0, ISLANDS[0].ss58_address)]
 
 
-def test_silent_auditor_loses_and_the_island_is_paid(service: Service) -> None:
+def test_silent_auditor_loses_and_is_barred_only_after_a_reaudit_agrees(
+    service: Service,
+) -> None:
     verdict_id, segment = _to_verdict(service)
     opened = service.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
@@ -236,7 +238,7 @@ def test_silent_auditor_loses_and_the_island_is_paid(service: Service) -> None:
         f"/v1/disputes/{dispute_id}/answer",
         ISLANDS[0],
         "dispute-answer",
-        _answer(game, "island", 1, game["island_end"]),
+        _commitment(game, "island"),
     )
     assert r.status_code == 200, r.text
     service.tick(4)  # past the answer deadline
@@ -246,7 +248,7 @@ def test_silent_auditor_loses_and_the_island_is_paid(service: Service) -> None:
         f"/v1/disputes/{dispute_id}/answer",
         AUDITOR,
         "dispute-answer",
-        _answer(game, "auditor", 1, ""),
+        _commitment(game, "auditor"),
     )
     assert (late.status_code, late.json()["error"]) == (409, "decided")
     service.tick(20)
@@ -266,11 +268,21 @@ def test_silent_auditor_loses_and_the_island_is_paid(service: Service) -> None:
     service.tick()  # the dispute window is over and the dispute decided: the round settles
     assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
     assert service.ledger.faults == []
+    # one lost game bars nobody: the verdict waits for an independent re-audit, and the
+    # island's reward is held until it comes
+    conn = service.client.app.state.service.conn  # type: ignore[attr-defined]
+    assert conn.execute("SELECT auditor FROM faulty_auditors").fetchall() == []
+    assert service.ledger.held[(RUN, 0)][ISLANDS[0].ss58_address] == PENDING_AUDIT
+    queue = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
+    assert [(q["hotkey"], q["verdict_id"]) for q in queue] == [
+        (ISLANDS[0].ss58_address, verdict_id)
+    ]
+    assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[0], "match").status_code == 200
+    assert [r[0] for r in conn.execute("SELECT auditor FROM faulty_auditors")] == [
+        AUDITOR.ss58_address
+    ]
+    assert (RUN, 0, ISLANDS[0].ss58_address) in service.ledger.released
     _check_honeypots(service)
-    faulty = service.client.app.state.service.conn.execute(
-        "SELECT auditor FROM faulty_auditors"
-    ).fetchall()  # type: ignore[attr-defined]
-    assert [r[0] for r in faulty] == [AUDITOR.ss58_address]
 
 
 def test_restart_resumes_the_game(service: Service) -> None:
@@ -284,7 +296,7 @@ def test_restart_resumes_the_game(service: Service) -> None:
         f"/v1/disputes/{dispute_id}/answer",
         AUDITOR,
         "dispute-answer",
-        _answer(game, "auditor", 1, ""),
+        _commitment(game, "auditor"),
     )
     assert r.status_code == 200
     before = service.client.get(f"/v1/disputes/{dispute_id}").json()
@@ -374,15 +386,19 @@ def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None
     )
     game = opened.json()["game"]
     dispute_id = opened.json()["dispute_id"]
-    island_answer = _answer(game, "island", 1, game["island_end"])
+    island_answer = _commitment(game, "island")
     r = service.post(
         f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", island_answer
     )
     assert r.status_code == 200, r.text
-    service.tick(4)  # the auditor misses its deadline: overturned, the auditor is faulty
+    service.tick(4)  # the auditor misses its deadline: overturned, its verdict set aside
     assert service.client.get(f"/v1/disputes/{dispute_id}").json()["game"]["outcome"] == (
         "overturned"
     )
+    queue = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
+    assert [q["verdict_id"] for q in queue] == [verdict_id]  # only the disputed one
+    # an independent re-audit agrees with the island: now the auditor is faulty
+    assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[0], "match").status_code == 200
     queue = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
     assert [(q["round"], q["hotkey"], q["auditor"], q["verdict_id"]) for q in queue] == [
         (0, ISLANDS[1].ss58_address, AUDITOR.ss58_address, passed.json()["verdict_id"])
@@ -392,8 +408,9 @@ def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None
     # the dashboard shows both verdicts as no longer counting, and island 0 not caught
     dash = service.client.get(f"/v1/runs/{RUN}/dashboard").json()
     rows = {a["hotkey"]: a for a in dash["audits"]}
-    for island in ISLANDS:
-        assert [v["counts"] for v in rows[island.ss58_address]["verdicts"]] == [False]
+    counting = {k: sorted(v["counts"] for v in rows[k]["verdicts"]) for k in rows}
+    assert counting[ISLANDS[0].ss58_address] == [False, True]  # the re-audit counts
+    assert counting[ISLANDS[1].ss58_address] == [False]
     assert rows[ISLANDS[0].ss58_address]["fault"] is False
     (panel,) = dash["disputes"]
     assert (panel["dispute_id"], panel["outcome"], panel["stage"]) == (
@@ -427,11 +444,13 @@ def test_reassigned_pass_then_an_honest_match_releases_the_hold(service: Service
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
     )
     game, dispute_id = opened.json()["game"], opened.json()["dispute_id"]
-    island_answer = _answer(game, "island", 1, game["island_end"])
+    island_answer = _commitment(game, "island")
     service.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", island_answer)
     service.tick(4)
-    # within the audit window another auditor re-judges: its match counts, nothing is held
-    assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "match").status_code == 200
+    # within the audit window another auditor re-judges both: its matches count, and
+    # nothing is held (the first one also confirms the dispute: the auditor is faulty)
+    for island in ISLANDS:
+        assert _verdict_on(service, OTHER_AUDITOR, island, "match").status_code == 200
     assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
     service.tick(20)
     _merge_round_0(service)
@@ -453,7 +472,7 @@ def test_bond_is_locked_at_open_and_returned_when_the_dispute_is_won(bonded: Ser
     dispute_id, game = opened.json()["dispute_id"], opened.json()["game"]
     assert opened.json()["bond"] == 100
     assert bonded.ledger.bonds == {dispute_id: (ISLANDS[0].ss58_address, 100, "locked")}
-    island_answer = _answer(game, "island", 1, game["island_end"])
+    island_answer = _commitment(game, "island")
     r = bonded.post(
         f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", island_answer
     )
@@ -489,10 +508,10 @@ def test_client_parses_each_dispute_answer_into_its_model(service: Service) -> N
     assert isinstance(opened, DisputeOpened) and opened.game.stage == "step"
     assert (opened.hotkey, opened.auditor) == (ISLANDS[0].ss58_address, AUDITOR.ss58_address)
     game = opened.game.model_dump(mode="json")
-    body = _answer(game, "auditor", 1, "")
+    body = _commitment(game, "auditor")
     answer_env = seal(AUDITOR, domain="dispute-answer", run_id=RUN, body=body, expiry_round=5000)
     answered = client.dispute_answer(opened.dispute_id, answer_env)
-    assert isinstance(answered, DisputeAnswered) and "auditor" in answered.game.answers
+    assert isinstance(answered, DisputeAnswered) and "auditor" in answered.game.commitments
     game = _play_to_referee(service, opened.dispute_id)
     inputs = client.put_dispute_inputs(opened.dispute_id, opinputs.encode(TENSORS))
     ruling = {
@@ -506,7 +525,8 @@ def test_client_parses_each_dispute_answer_into_its_model(service: Service) -> N
         seal(REFEREE, domain="dispute-ruling", run_id=RUN, body=ruling, expiry_round=5000),
     )
     assert isinstance(ruled, DisputeRuled) and ruled.game.outcome == "overturned"
-    assert client.reassigned(RUN) == []  # the auditor judged nobody else
+    # the overturned verdict waits for an independent re-audit; nothing else is set aside
+    assert [a.verdict_id for a in client.reassigned(RUN)] == [verdict_id]
 
 
 # Auditors pick up re-assigned audits on their own, against the real service. The
@@ -547,21 +567,23 @@ def test_the_honest_auditor_rejudges_what_the_faulty_one_passed(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
     )
     game, dispute_id = opened.json()["game"], opened.json()["dispute_id"]
-    body = _answer(game, "island", 1, game["island_end"])
+    body = _commitment(game, "island")
     service.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", body)
-    service.tick(4)  # overturned: the lying auditor is faulty, its pass re-assigned
+    service.tick(4)  # overturned: the lying auditor's verdict waits for a re-audit
     events: list[tuple[str, dict[str, Any]]] = []
 
     def emit(kind: str, **fields: Any) -> None:
         events.append((kind, fields))
 
-    faulty_judged: list[tuple[int, str]] = []
-    answer_disputes(_auditor(service, AUDITOR, tmp_path, faulty_judged), {}, emit)
-    assert faulty_judged == []  # the faulty auditor does not try: it would be refused
+    own_judged: list[tuple[int, str]] = []
+    answer_disputes(_auditor(service, AUDITOR, tmp_path, own_judged), {}, emit)
+    assert own_judged == []  # an auditor never re-audits its own disputed verdict
     honest_judged: list[tuple[int, str]] = []
     honest = _auditor(service, OTHER_AUDITOR, tmp_path, honest_judged)
+    assert answer_disputes(honest, {}, emit) == 1  # the disputed island: a match
+    # that re-audit agreed with the island: the auditor is faulty, its pass set aside
     assert answer_disputes(honest, {}, emit) == 1
-    assert honest_judged == [(0, ISLANDS[1].ss58_address)]
+    assert honest_judged == [(0, ISLANDS[0].ss58_address), (0, ISLANDS[1].ss58_address)]
     assert ("verdict", {"round": 0, "hotkey": ISLANDS[1].ss58_address, "result": "match",
             "reassigned_from": AUDITOR.ss58_address}) in events  # fmt: skip
     assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []

@@ -16,7 +16,7 @@ from hypertrain.challenge.rule import PENDING_AUDIT
 from hypertrain.challenge.wiring import LedgerAdapter
 from hypertrain.ledger import Ledger
 from hypertrain.protocol.identity import Hotkey
-from tests.challenge.disputeplay import answer as _answer
+from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import (
     bearer,
@@ -66,7 +66,7 @@ def test_a_bond_the_ledger_lacks_is_recorded_missing_not_returned(bonded: Servic
     assert opened.status_code == 200, opened.text
     dispute_id, game = opened.json()["dispute_id"], opened.json()["game"]
     bonded.ledger.bonds.clear()  # the ledger holds no bond for this dispute
-    body = _answer(game, "island", 1, game["island_end"])
+    body = _commitment(game, "island")
     r = bonded.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", body)
     assert r.status_code == 200, r.text
     bonded.tick(4)  # decided (overturned): the bond cannot move, and says so

@@ -19,7 +19,7 @@ import pytest
 from hypertrain.challenge.wiring import LedgerAdapter
 from hypertrain.ledger import Ledger
 from hypertrain.protocol.honeypots import commitment
-from tests.challenge.disputeplay import answer as _answer
+from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import SteppedBeacon, bearer, make_settings, manifest_doc
 from tests.challenge.test_disputes import (
@@ -110,12 +110,14 @@ def _overturn(svc: Service, verdict_id: str, segment: int) -> None:
     opened = svc.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
     assert opened.status_code == 200, opened.text
     game, dispute_id = opened.json()["game"], opened.json()["dispute_id"]
-    island_answer = _answer(game, "island", 1, game["island_end"])
+    island_answer = _commitment(game, "island")
     r = svc.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", island_answer)
     assert r.status_code == 200, r.text
-    svc.tick(4)  # the auditor stays silent past its deadline: overturned, auditor faulty
+    svc.tick(4)  # the auditor stays silent past its deadline: overturned
     view = svc.client.get(f"/v1/disputes/{dispute_id}").json()
     assert view["game"]["outcome"] == "overturned"
+    # an independent re-audit agrees with the island: only now is the auditor faulty
+    assert _verdict_on(svc, OTHER_AUDITOR, ISLANDS[0], "match").status_code == 200
 
 
 def test_every_view_tells_the_settlement_s_story(real: Service) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 
 from hypertrain.dispute import game as g
-from hypertrain.dispute.messages import DisputeAnswer, OpEntry, SectionDigest
+from hypertrain.dispute.messages import DisputeAnswer, OpEntry, SectionDigest, commitment_of
 
 ISLAND = "5" + "I" * 47
 AUDITOR = "5" + "A" * 47
 REFEREE = "5" + "R" * 47
 DISPUTE_ID = "d" * 64
+SALT = "5a" * 32
 
 
 def h(*parts: object) -> str:
@@ -22,7 +23,9 @@ def state_hash(party: str, step: int, part_at: int) -> str:
     return h("state", step) if step < part_at else h("state", step, party)
 
 
-def new_game(interval: int, part_at: int, fanout: int = 1, now: int = 0) -> g.Game:
+def new_game(
+    interval: int, part_at: int, fanout: int = 1, now: int = 0, rules: g.Rules | None = None
+) -> g.Game:
     return g.open_game(
         dispute_id=DISPUTE_ID,
         run_id="run",
@@ -34,7 +37,7 @@ def new_game(interval: int, part_at: int, fanout: int = 1, now: int = 0) -> g.Ga
         sections=g.section_names(2, 1),
         start_hash=state_hash(ISLAND, 0, part_at),
         island_end=state_hash(ISLAND, interval, part_at),
-        rules=g.Rules(fanout=fanout, answer_rounds=5, referee_rounds=5),
+        rules=rules or g.Rules(fanout=fanout, answer_rounds=5, referee_rounds=5),
         now=now,
     )
 
@@ -94,8 +97,32 @@ def op_answer(game: g.Game, party: str, bad_op: int) -> DisputeAnswer:
     )
 
 
-def narrow_steps(game: g.Game, part_at: int) -> g.Game:
+def salted(body: DisputeAnswer, salt: str = SALT) -> DisputeAnswer:
+    return body.model_copy(update={"salt": salt})
+
+
+def commit(game: g.Game, signer: str, body: DisputeAnswer, now: int) -> g.Game:
+    """``signer`` commits to ``body`` (salted with :data:`SALT`)."""
+    return g.answer(game, signer, commitment_of(salted(body)), now)
+
+
+def reveal(game: g.Game, signer: str, body: DisputeAnswer, now: int) -> g.Game:
+    return g.answer(game, signer, salted(body), now)
+
+
+def committed(game: g.Game, island: DisputeAnswer, auditor: DisputeAnswer, now: int) -> g.Game:
+    """Both parties committed to these answers; reveals are due."""
+    return commit(commit(game, ISLAND, island, now), AUDITOR, auditor, now)
+
+
+def play(game: g.Game, island: DisputeAnswer, auditor: DisputeAnswer, now: int) -> g.Game:
+    """One query: both commit, then both reveal (the island first)."""
+    game = committed(game, island, auditor, now)
+    return reveal(reveal(game, ISLAND, island, now), AUDITOR, auditor, now)
+
+
+def narrow_steps(game: g.Game, part_at: int, now: int = 1) -> g.Game:
     while game.stage == "step":
-        game = g.answer(game, ISLAND, step_answer(game, ISLAND, part_at), 1)
-        game = g.answer(game, AUDITOR, step_answer(game, AUDITOR, part_at), 1)
+        island, auditor = step_answer(game, ISLAND, part_at), step_answer(game, AUDITOR, part_at)
+        game = play(game, island, auditor, now)
     return game

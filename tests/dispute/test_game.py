@@ -10,9 +10,11 @@ from hypothesis import strategies as st
 
 from hypertrain.dispute import game as g
 from hypertrain.dispute import opinputs
+from hypertrain.dispute.admissible import disputed_check
 from hypertrain.dispute.errors import (
     DecidedError,
     DuplicateAnswerError,
+    InadmissibleError,
     InputMismatchError,
     LateAnswerError,
     NotAPartyError,
@@ -21,15 +23,21 @@ from hypertrain.dispute.errors import (
     WrongCountError,
     WrongQueryError,
 )
-from hypertrain.dispute.messages import DisputeRuling
+from hypertrain.dispute.messages import DisputeRuling, commitment_of
+from hypertrain.dispute.resolution import expire, open_recompute, recomputed, rule, supply_inputs
 from tests.dispute.helpers import (
     AUDITOR,
     ISLAND,
     REFEREE,
+    commit,
+    committed,
     layer_answer,
     narrow_steps,
     new_game,
     op_answer,
+    play,
+    reveal,
+    salted,
     step_answer,
 )
 
@@ -55,8 +63,8 @@ def test_step_bisection_finds_the_first_differing_step(
 
 def test_message_count_for_j_500() -> None:
     game = narrow_steps(new_game(500, 317), 317)
-    assert game.query == 9  # ceil(log2 500) queries, two answers each
-    assert game.messages == 1 + 18
+    assert game.query == 9  # ceil(log2 500) queries, two commitments and two reveals each
+    assert game.messages == 1 + 36
 
 
 def test_auditor_agreeing_at_j_overturns() -> None:
@@ -66,11 +74,10 @@ def test_auditor_agreeing_at_j_overturns() -> None:
 
 def _to_referee(bad_section: int = 2, bad_op: int = 3) -> g.Game:
     game = narrow_steps(new_game(8, 5), 5)
-    game = g.answer(game, ISLAND, layer_answer(game, ISLAND, bad_section), 2)
-    game = g.answer(game, AUDITOR, layer_answer(game, AUDITOR, bad_section), 2)
+    game = play(game, layer_answer(game, ISLAND, bad_section),
+                layer_answer(game, AUDITOR, bad_section), 2)  # fmt: skip
     assert game.stage == "op" and game.section == bad_section
-    game = g.answer(game, AUDITOR, op_answer(game, AUDITOR, bad_op), 3)
-    return g.answer(game, ISLAND, op_answer(game, ISLAND, bad_op), 3)
+    return play(game, op_answer(game, ISLAND, bad_op), op_answer(game, AUDITOR, bad_op), 3)
 
 
 def _with_real_inputs(game: g.Game) -> tuple[g.Game, bytes]:
@@ -88,7 +95,7 @@ def test_narrowing_reaches_the_referee_and_the_ruling_decides() -> None:
     game = _to_referee()
     assert game.stage == "referee" and game.op_index == 3 and game.step == 4
     game, data = _with_real_inputs(game)
-    game, sha = g.supply_inputs(game, data, 4)
+    game, sha = supply_inputs(game, data, 4)
     for outputs, outcome in (
         (game.outputs["island"], "overturned"),
         (game.outputs["auditor"], "upheld"),
@@ -97,14 +104,27 @@ def test_narrowing_reaches_the_referee_and_the_ruling_decides() -> None:
         ruling = DisputeRuling(
             dispute_id=game.dispute_id, query=game.query, inputs_sha256=sha, outputs=outputs
         )
-        decided = g.rule(game, REFEREE, ruling, REFEREES, 5)
+        decided = rule(game, REFEREE, ruling, REFEREES, 5)
         assert decided.outcome == outcome
+        assert (decided.steps[-1].level, decided.steps[-1].actor) == ("decided", "referee")
     with pytest.raises(UnknownRefereeError):
-        g.rule(game, AUDITOR, ruling, REFEREES | {AUDITOR}, 5)
+        rule(game, AUDITOR, ruling, REFEREES | {AUDITOR}, 5)
     with pytest.raises(UnknownRefereeError):
-        g.rule(game, "5" + "X" * 47, ruling, REFEREES, 5)
+        rule(game, "5" + "X" * 47, ruling, REFEREES, 5)
     with pytest.raises(LateAnswerError):
-        g.rule(game, REFEREE, ruling, REFEREES, game.deadline_round + 1)
+        rule(game, REFEREE, ruling, REFEREES, game.deadline_round + 1)
+
+
+def test_narrowing_steps_are_typed() -> None:
+    game = _to_referee()
+    levels = [s.level for s in game.steps]
+    assert levels == ["open", "step", "step", "step", "layer", "op", "referee"]
+    layer, op, waiting = game.steps[-3:]
+    assert (layer.step, layer.section) == (4, game.sections[2])
+    assert (op.section, op.operation, op.op_index) == (game.sections[2], "aten.mm.default", 3)
+    assert waiting.deadline_round == game.deadline_round and waiting.actor == "both"
+    decided = expire(game, game.deadline_round + 1)
+    assert decided.steps[-1].level == "decided" and decided.steps[-1].outcome == "upheld"
 
 
 def test_inputs_that_do_not_match_are_refused() -> None:
@@ -117,77 +137,181 @@ def test_inputs_that_do_not_match_are_refused() -> None:
     )
     for bad in (other, data[:-1], data + b"x", b"nope" + data[4:]):
         with pytest.raises(InputMismatchError):
-            g.supply_inputs(game, bad, 4)
+            supply_inputs(game, bad, 4)
 
 
 def test_traces_parting_before_inputs_agree_uphold() -> None:
     game = narrow_steps(new_game(4, 2), 2)
-    game = g.answer(game, ISLAND, layer_answer(game, ISLAND, 0), 2)
-    game = g.answer(game, AUDITOR, layer_answer(game, AUDITOR, 0), 2)
-    island = op_answer(game, ISLAND, 2)
+    game = play(game, layer_answer(game, ISLAND, 0), layer_answer(game, AUDITOR, 0), 2)
     auditor = op_answer(game, AUDITOR, 2)
     shifted = auditor.model_copy(update={"ops": auditor.ops[1:]})
-    game = g.answer(game, ISLAND, island, 3)
-    game = g.answer(game, AUDITOR, shifted, 3)
+    game = play(game, op_answer(game, ISLAND, 2), shifted, 3)
     assert game.outcome == "upheld"
 
 
 def test_silent_party_loses_at_the_deadline() -> None:
     game = new_game(8, 3)
-    assert g.expire(game, game.deadline_round) == game
-    assert g.expire(game, game.deadline_round + 1).outcome == "upheld"  # nobody answered
-    answered = g.answer(game, ISLAND, step_answer(game, ISLAND, 3), 1)
-    assert g.expire(answered, game.deadline_round + 1).outcome == "overturned"
+    assert expire(game, game.deadline_round) == game
+    assert expire(game, game.deadline_round + 1).outcome == "upheld"  # nobody committed
+    answered = commit(game, ISLAND, step_answer(game, ISLAND, 3), 1)
+    assert expire(answered, game.deadline_round + 1).outcome == "overturned"
+    both = committed(game, step_answer(game, ISLAND, 3), step_answer(game, AUDITOR, 3), 1)
+    revealed = reveal(both, AUDITOR, step_answer(game, AUDITOR, 3), 2)
+    late = expire(revealed, both.deadline_round + 1)  # the island committed, never revealed
+    assert late.outcome == "upheld" and "reveal" in late.reason
     referee = _to_referee()
-    assert g.expire(referee, referee.deadline_round + 1).outcome == "upheld"  # no inputs
-    with_inputs, data = _with_real_inputs(referee)
-    with_inputs, _ = g.supply_inputs(with_inputs, data, 4)
-    extended = g.expire(with_inputs, with_inputs.deadline_round + 1)
-    assert extended.stage == "referee" and extended.deadline_round > with_inputs.deadline_round
+    assert expire(referee, referee.deadline_round + 1).outcome == "upheld"  # no inputs
+
+
+def test_referee_stage_is_extended_a_bounded_number_of_times_then_upheld() -> None:
+    with_inputs, data = _with_real_inputs(_to_referee())
+    game, _ = supply_inputs(with_inputs, data, 4)
+    extensions = game.rules.referee_extensions
+    for n in range(1, extensions + 1):
+        game = expire(game, game.deadline_round + 1)
+        assert game.stage == "referee" and game.extensions == n
+    decided = expire(game, game.deadline_round + 1)
+    assert decided.outcome == "upheld" and decided.steps[-1].actor == "deadline"
+    assert [s.level for s in decided.steps].count("referee") == 1 + extensions
+
+
+def test_answering_at_the_last_moment_is_bounded_by_the_clock() -> None:
+    """Each party sends every message at the last round it may: the clocks bound the game."""
+    rules = g.Rules(answer_rounds=5, referee_rounds=5, clock_rounds=12, referee_extensions=1)
+    game = new_game(512, 300, rules=rules)
+    phases = 0
+    while game.stage == "step":
+        answers = {ISLAND: step_answer(game, ISLAND, 300), AUDITOR: step_answer(game, AUDITOR, 300)}
+        due = [(game.party_deadline(game.role_of(k)), k) for k in answers]
+        at, signer = min((t, k) for t, k in due if game.due(game.role_of(k)))
+        phases += not game.revealing and not game.commitments
+        send = reveal if game.revealing else commit
+        game = send(game, signer, answers[signer], at)
+    assert game.stage == "layer" and game.step == 299  # the narrowing still finished
+    unclocked = phases * 2 * rules.answer_rounds  # what the per-message deadline alone allows
+    assert game.phase_opened <= 2 * rules.clock_rounds < unclocked
+    assert max(game.clock_used.values()) <= rules.clock_rounds
+    assert rules.bound_rounds() == 2 * 12 + 5 * 2
+
+
+def test_commitments_hide_answers_until_both_committed() -> None:
+    game = new_game(8, 3)
+    island, auditor = step_answer(game, ISLAND, 3), step_answer(game, AUDITOR, 3)
+    once = commit(game, AUDITOR, auditor, 1)
+    assert once.answers == {} and auditor.hashes[0] not in once.model_dump_json()
+    with pytest.raises(WrongQueryError):  # nobody reveals before both committed
+        reveal(once, AUDITOR, auditor, 1)
+    with pytest.raises(WrongQueryError):  # a commitment carries no answer
+        g.answer(once, ISLAND, commitment_of(salted(island)).model_copy(
+            update={"hashes": island.hashes}), 1)  # fmt: skip
+    with pytest.raises(DuplicateAnswerError):
+        commit(once, AUDITOR, auditor, 1)
+    both = commit(once, ISLAND, island, 1)
+    copied = auditor.model_copy(update={"hashes": [*auditor.hashes[:-1], island.hashes[-1]]})
+    with pytest.raises(WrongAnswerError):  # a reveal must be what was committed
+        reveal(both, ISLAND, copied, 1)
+    with pytest.raises(WrongAnswerError):
+        g.answer(both, ISLAND, salted(island, "00" * 32), 1)
 
 
 def test_bad_answers_are_refused_and_change_nothing() -> None:
     game = new_game(8, 3)
     good = step_answer(game, AUDITOR, 3)
     cases = [
-        (NotAPartyError, REFEREE, good, 1),
-        (WrongCountError, AUDITOR, good.model_copy(update={"hashes": good.hashes[:-1]}), 1),
-        (WrongQueryError, AUDITOR, good.model_copy(update={"segment": 2}), 1),
-        (WrongQueryError, AUDITOR, good.model_copy(update={"query": 1}), 1),
-        (WrongQueryError, AUDITOR, good.model_copy(update={"level": "layer"}), 1),
-        (LateAnswerError, AUDITOR, good, game.deadline_round + 1),
-        (WrongAnswerError, ISLAND, good, 1),  # the auditor's end hash is not the island's leaf
+        (NotAPartyError, REFEREE, good),
+        (WrongCountError, AUDITOR, good.model_copy(update={"hashes": good.hashes[:-1]})),
+        (WrongQueryError, AUDITOR, good.model_copy(update={"segment": 2})),
+        (WrongQueryError, AUDITOR, good.model_copy(update={"query": 1})),
+        (WrongQueryError, AUDITOR, good.model_copy(update={"level": "layer"})),
+        (WrongAnswerError, ISLAND, good),  # the auditor's end hash is not the island's leaf
     ]
     before = game.model_dump()
-    for error, signer, body, now in cases:
+    for error, signer, body in cases:  # refused at the commitment or at the reveal
+        party = AUDITOR if signer == REFEREE else signer
+        other = ISLAND if party == AUDITOR else AUDITOR
         with pytest.raises(error):
-            g.answer(game, signer, body, now)
+            ready = commit(game, other, step_answer(game, other, 3), 1)
+            ready = commit(ready, party, body, 1)
+            reveal(ready, signer, body, 1)
         assert game.model_dump() == before
-    once = g.answer(game, AUDITOR, good, 1)
-    with pytest.raises(DuplicateAnswerError):
-        g.answer(once, AUDITOR, good, 1)
+    with pytest.raises(LateAnswerError):
+        commit(game, AUDITOR, good, game.deadline_round + 1)
 
 
 def test_bad_layer_answers_are_refused() -> None:
     game = narrow_steps(new_game(4, 2), 2)
     good = layer_answer(game, ISLAND, 1)
-    with pytest.raises(WrongCountError):
-        g.answer(game, ISLAND, good.model_copy(update={"sections": good.sections[1:]}), 2)
-    with pytest.raises(WrongQueryError):
-        g.answer(game, ISLAND, good.model_copy(update={"step": 3}), 2)
-    renamed = [s.model_copy(update={"name": "x"}) for s in good.sections]
-    with pytest.raises(WrongQueryError):
-        g.answer(game, ISLAND, good.model_copy(update={"sections": renamed}), 2)
+    other = layer_answer(game, AUDITOR, 1)
+    bad = [
+        (WrongCountError, good.model_copy(update={"sections": good.sections[1:]})),
+        (WrongQueryError, good.model_copy(update={"step": 3})),
+        (WrongQueryError, good.model_copy(
+            update={"sections": [s.model_copy(update={"name": "x"}) for s in good.sections]})),
+    ]  # fmt: skip
+    for error, body in bad:
+        with pytest.raises(error):
+            reveal(committed(game, body, other, 2), ISLAND, body, 2)
 
 
 def test_a_decided_game_refuses_everything() -> None:
-    game = g.expire(new_game(8, 3), 100)
+    game = expire(new_game(8, 3), 100)
     with pytest.raises(DecidedError):
-        g.answer(game, ISLAND, step_answer(game, ISLAND, 3), 100)
+        commit(game, ISLAND, step_answer(game, ISLAND, 3), 100)
     with pytest.raises(DecidedError):
-        g.supply_inputs(game, b"", 100)
+        supply_inputs(game, b"", 100)
 
 
 def test_game_round_trips_through_json() -> None:
     game = _to_referee()
     assert g.Game.model_validate_json(game.model_dump_json()) == game
+
+
+def test_recompute_is_decided_by_an_independent_reaudit_or_upheld() -> None:
+    rules = g.Rules(answer_rounds=3, referee_rounds=3, clock_rounds=5)
+    game = open_recompute(
+        dispute_id="e" * 64, run_id="run", round=1, segment=0, island=ISLAND,
+        auditor=AUDITOR, check="update", rules=rules, now=10,
+    )  # fmt: skip
+    assert game.stage == "recompute" and game.deadline_round == 10 + rules.bound_rounds()
+    assert not game.due("island") and not game.due("auditor")
+    assert recomputed(game, AUDITOR, "match", 11) == game  # never the verdict's own auditor
+    assert recomputed(game, REFEREE, "match", 11).outcome == "overturned"
+    assert recomputed(game, REFEREE, "mismatch", 11).outcome == "upheld"
+    assert expire(game, game.deadline_round) == game
+    assert expire(game, game.deadline_round + 1).outcome == "upheld"
+    with pytest.raises(DecidedError):
+        commit(expire(game, 10_000), ISLAND, step_answer(new_game(8, 3), ISLAND, 3), 10_000)
+
+
+@pytest.mark.parametrize(
+    ("check", "leaf", "update", "segment", "want"),
+    [
+        ("segment", 3, False, 2, "segment"),
+        (None, 3, False, 2, "segment"),
+        ("start", 0, False, 1, "start"),
+        (None, 0, True, 0, "start"),
+        ("update", 4, True, 3, "update"),
+        (None, 4, True, 3, "update"),  # an older verdict at the last leaf: no game, re-audit
+    ],
+)
+def test_admissible_disputes(
+    check: str | None, leaf: int, update: bool, segment: int, want: str
+) -> None:
+    got = disputed_check(
+        check=check, first_bad_leaf=leaf, update_checked=update,  # type: ignore[arg-type]
+        num_segments=4, segment=segment,
+    )  # fmt: skip
+    assert got == want
+
+
+@pytest.mark.parametrize(("check", "leaf", "segment"), [
+    ("segment", 3, 3), ("segment", 3, 0), (None, 2, 3), ("segment", None, 0), ("segment", 0, 0),
+])  # fmt: skip
+def test_a_dispute_of_any_other_segment_is_refused(
+    check: str | None, leaf: int | None, segment: int
+) -> None:
+    with pytest.raises(InadmissibleError):
+        disputed_check(
+            check=check, first_bad_leaf=leaf, update_checked=True,  # type: ignore[arg-type]
+            num_segments=4, segment=segment,
+        )  # fmt: skip

@@ -4,7 +4,9 @@ Local beacon, challenge service, relay, aggregator, a honeypot auditor that flip
 its verdict, a referee and one honest island (``run --follow`` and ``watch
 --follow``) run as separate processes. The island's own replay refutes the verdict,
 so ``watch --follow`` disputes on its own; the auditor's honest answers reach the
-island's leaf, the verdict is overturned, and the round settles paying the island.
+island's leaf and the verdict is overturned. A second, honest auditor's re-audit of the
+assignment agrees with the island, so the lying auditor is barred and the round settles
+paying the island (one lost game alone would only hold the reward).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def _manifest(dataset: Any, referee: str, honeypots: HoneypotList) -> dict[str, 
     report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
     doc["selfcheck_reference"] = {report.device_class: report.workload_hash}
     doc["admission"] = {"answer_window_rounds": 30}  # the challenge is on by default
-    doc["dispute"] = {"answer_rounds": 20, "referee_rounds": 20, "referees": [referee]}
+    doc["dispute"] = {"bond": 0, "answer_rounds": 20, "referee_rounds": 20, "referees": [referee]}
     doc["honeypots"] = {"commitment": commitment(honeypots), "reveal_round": 0}
     return doc
 
@@ -71,13 +73,13 @@ def test_dispute_decided_through_watch_follow(
     """lying-auditor: the island wins and is paid; cheating-island: it disputes and loses."""
     dataset = make_dataset(REPO / "tests" / "assets", tmp_path / "dataset")
     keys = {}
-    for i, name in enumerate((ISLAND, "auditor", "aggregator", "referee")):
+    for i, name in enumerate((ISLAND, "auditor", "aggregator", "referee", "auditor2")):
         path = tmp_path / "wallets" / "e2e" / "hotkeys" / name
         keys[name] = (path, write_key_file(bytes([0x50 + i]) * 32, path))
     sec = write_secrets(tmp_path)
     secrets, coord = sec.tokens, sec.coord
     island = keys[ISLAND][1].ss58_address
-    workers = [keys[n][1].ss58_address for n in ("auditor", "aggregator")]
+    workers = [keys[n][1].ss58_address for n in ("auditor", "aggregator", "auditor2")]
     write_metagraph(tmp_path / "metagraph.json", {island: 0})
     (tmp_path / "allow.json").write_text(json.dumps([island, *workers]))
     svc_sock, relay_sock = listener(), listener()
@@ -128,6 +130,16 @@ def test_dispute_decided_through_watch_follow(
                 "0.5",
             ],
         )
+        if case == "lying-auditor":  # the independent re-audit of the disputed verdict
+            fleet.start(
+                "auditor2",
+                [
+                    "-m", "hypertrain.cli", "auditor", "run", "--follow", *common,
+                    "--key-file", str(keys["auditor2"][0]),
+                    "--dataset-dir", str(tmp_path / "dataset"),
+                    "--coordinator", coord, "--poll-s", "0.5",
+                ],
+            )  # fmt: skip
         # joined only now: the auditor recomputes the admission challenge the join waits for
         miner = [sys.executable, "-m", "hypertrain.miner.cli"]
         done = subprocess.run(
@@ -197,6 +209,9 @@ def test_dispute_decided_through_watch_follow(
         assert "dispute_opened" in events and "dispute_answer" in events, events
         if case == "lying-auditor":
             assert game["outcome"] == "overturned", game
+            assert [s["level"] for s in game["steps"]][-1] == "decided", game
+            faulty = httpx.get(f"{service}/v1/runs/{RUN}/reassigned").json()
+            assert all(f["hotkey"] != island for f in faulty), faulty  # re-audited
             assert roster[island]["escrow"] > 0, roster[island]
             _check_honeypots(service, admin, honeypots)
             return

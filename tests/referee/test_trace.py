@@ -7,9 +7,11 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+from hypertrain.challenge.dashpanels import narrowing_row
 from hypertrain.dispute import game as g
 from hypertrain.dispute.errors import InputMismatchError
 from hypertrain.dispute.messages import DisputeRuling
+from hypertrain.dispute.resolution import rule, supply_inputs
 from hypertrain.evidence.party import SegmentParty
 from hypertrain.evidence.trace import OpRef, traced_step
 from hypertrain.honeypot.perturb import perturbed_ops
@@ -17,7 +19,7 @@ from hypertrain.referee.recompute import recompute
 from hypertrain.trainer.segment import TrainConfig, samples_to_batch
 from hypertrain.trainer.state import init_state
 from hypertrain.trainer.step import train_step
-from tests.dispute.helpers import AUDITOR, ISLAND, REFEREE
+from tests.dispute.helpers import AUDITOR, ISLAND, REFEREE, play
 from tests.trainer.conftest import make_config, make_samples
 
 J = 4
@@ -71,9 +73,8 @@ def _play(island: SegmentParty, auditor: SegmentParty) -> g.Game:
         rules=g.Rules(),
         now=0,
     )
-    while game.stage in ("step", "layer", "op"):
-        game = g.answer(game, ISLAND, island.answer(game), 1)
-        game = g.answer(game, AUDITOR, auditor.answer(game), 1)
+    while game.stage in ("step", "layer", "op"):  # each query: both commit, then reveal
+        game = play(game, island.answer(game), auditor.answer(game), 1)
     return game
 
 
@@ -87,15 +88,26 @@ def test_narrowing_names_the_perturbed_step_layer_and_operation() -> None:
     assert game.sections[1] == "mb0.layers.1"
     data = honest.op_inputs(game)
     assert data == cheat.op_inputs(game)  # inputs agree: the difference is this operation
-    game, sha = g.supply_inputs(game, data, 2)
+    game, sha = supply_inputs(game, data, 2)
     assert game.op is not None
     outputs = recompute(game.op, data)
     assert outputs == game.outputs["auditor"] != game.outputs["island"]
     ruling = DisputeRuling(
         dispute_id=game.dispute_id, query=game.query, inputs_sha256=sha, outputs=outputs
     )
-    decided = g.rule(game, REFEREE, ruling, frozenset({REFEREE}), 3)
+    decided = rule(game, REFEREE, ruling, frozenset({REFEREE}), 3)
     assert decided.outcome == "upheld"
+    # the panel renders the game's own typed steps, the decided one included
+    rows = [narrowing_row(step) for step in decided.steps]
+    levels = [r["level"] for r in rows]
+    assert levels[0] == "open" and levels[-4:] == ["layer", "op", "referee", "decided"]
+    assert set(levels[1:-4]) == {"step"} and len(levels[1:-4]) == decided.query - 2
+    last_step = rows[levels.index("layer") - 1]
+    assert (last_step["lo"], last_step["hi"]) == (2, 3)
+    assert (rows[-4]["step"], rows[-4]["section"]) == (2, "mb0.layers.1")
+    assert (rows[-3]["operation"], rows[-3]["op_index"]) == (game.op.op, 5)
+    assert rows[-1]["actor"] == "referee" and rows[-1]["outcome"] == "upheld"
+    assert rows[-1]["section"] == "mb0.layers.1" and rows[-1]["text"].endswith(decided.reason)
 
 
 def test_a_perturbed_update_is_found_in_the_update_section() -> None:

@@ -120,6 +120,9 @@ class Aggregator:
     def merge_round(self, manifest: RunManifest, index: int) -> MergeResult:
         detail = self.service.round_detail(self.run_id, index)
         got = collect(detail, manifest, index, self.stale())
+        for refused in got.refused_verdicts:  # recorded as no verdict, never merged on
+            log.warning("round %d: verdict %s refused: %s", index, refused.verdict_id[:16],
+                        refused.reason)  # fmt: skip
         inputs = MergeInputs(
             manifest, index, got.start_model_sha256, self.previous_outer(index),
             got.candidates, got.excluded, history_norms=self.history(index), proven=got.proven,

@@ -15,8 +15,9 @@ SHA-256 compared with the committed one. The first failure decides the verdict:
 
 * ``mismatch``: a proven difference (a leaf or the update is not what the public
   inputs give);
-* ``unverifiable``: the island's own inputs (index, checkpoint bytes, proofs) could
-  not be fetched, parsed or proven. The island authored them, so this is its fault.
+* ``unverifiable``: the island's own inputs (index, checkpoint bytes and the step
+  each must carry, proofs) could not be fetched, parsed or proven, or judging them
+  raised anything at all. The island authored them, so this is its fault.
 
 A transport failure of the auditor's own (relay unreachable) raises instead, so the
 auditor retries rather than punish an island for its own network.
@@ -25,16 +26,19 @@ auditor retries rather than punish an island for its own network.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
 from torch import Tensor
 
+from hypertrain.challenge.errors import ServiceError
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.index import CheckpointIndex
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import Commit
+from hypertrain.relay.errors import RelayError
 from hypertrain.trainer.checkpoint import decode_checkpoint
 from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.segment import Sample, TrainConfig, run_segment
@@ -44,6 +48,7 @@ from hypertrain.trainer.update import build_update
 
 FetchBlob = Callable[[str], bytes]
 Result = Literal["match", "mismatch", "unverifiable"]
+Check = Literal["start", "segment", "update"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +58,7 @@ class AuditOutcome:
     update_checked: bool
     detail: str
     segments: tuple[int, ...]
+    check: Check | None = None  # which check decided a mismatch (what a dispute may contest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +75,10 @@ class IslandRound:
 
 
 class _FailedError(Exception):
-    def __init__(self, result: Result, leaf: int | None, detail: str) -> None:
-        self.result, self.leaf, self.detail = result, leaf, detail
+    def __init__(
+        self, result: Result, leaf: int | None, detail: str, check: Check = "segment"
+    ) -> None:
+        self.result, self.leaf, self.detail, self.check = result, leaf, detail, check
 
 
 def expected_start(island: IslandRound, config: TrainConfig) -> TrainState:
@@ -106,17 +114,21 @@ def _check_start(island: IslandRound, start: TrainState) -> None:
         raise _FailedError("unverifiable", 0, "checkpoint index is for another round")
     if len(island.index.leaves) != island.commit.leaf_count:
         raise _FailedError("unverifiable", 0, "checkpoint index does not list every leaf")
-    if _verified_leaf(island, 0) != start.state_hash():
+    with _island_bytes(0, "hash of the derived start state"):
+        start_hash = start.state_hash()
+    if _verified_leaf(island, 0) != start_hash:
         policy = island.manifest.inner.state_policy
         raise _FailedError(
-            "mismatch", 0, f"checkpoint 0 is not the round's start state ({policy} policy)"
-        )
+            "mismatch", 0, f"checkpoint 0 is not the round's start state ({policy} policy)",
+            "start",
+        )  # fmt: skip
 
 
 def _segment(
     island: IslandRound, k: int, fetch: FetchBlob, config: TrainConfig, start0: TrainState
 ) -> TrainState:
     expected = _verified_leaf(island, k + 1)
+    j = config.checkpoint_interval
     if k == 0:
         start = start0  # leaf 0 was checked to be exactly this state's hash
     else:
@@ -124,15 +136,35 @@ def _segment(
             start = load_verified_checkpoint(island, k, fetch, config)
         except VerificationError as exc:
             raise _FailedError("unverifiable", k, f"unverifiable checkpoint: {exc}") from exc
+        if start.step != start0.step + k * j:  # the counter is the island's too
+            detail = f"checkpoint {k} carries step {start.step}, not {start0.step + k * j}"
+            raise _FailedError("unverifiable", k, detail)
     per_segment = config.checkpoint_interval * config.samples_per_step
     chunk = island.samples[k * per_segment : (k + 1) * per_segment]
-    j = config.checkpoint_interval
-    end = run_segment(start, config, chunk, j, local_step=k * j)
-    if end.state_hash() != expected:
+    with _island_bytes(k, f"replay of segment {k} from the island's state"):
+        end = run_segment(start, config, chunk, j, local_step=k * j)
+        reached = end.state_hash()
+    if reached != expected:
         raise _FailedError(
             "mismatch", k + 1, f"replay of segment {k} does not reproduce leaf {k + 1}"
         )
     return end
+
+
+@contextmanager
+def _island_bytes(leaf: int, what: str) -> Iterator[None]:
+    """Any failure while judging island-authored bytes is an ``unverifiable`` verdict.
+
+    Transport failures of the auditor's own (relay, service) still raise, so it retries.
+    """
+    try:
+        yield
+    except (_FailedError, RelayError, ServiceError):
+        raise
+    except Exception as exc:
+        raise _FailedError(
+            "unverifiable", leaf, f"{what}: {type(exc).__name__}: {exc}"[:2048]
+        ) from exc
 
 
 def _check_update(island: IslandRound, end: TrainState) -> None:
@@ -142,6 +174,7 @@ def _check_update(island: IslandRound, end: TrainState) -> None:
             "mismatch",
             island.commit.leaf_count - 1,
             "uploaded update is not the compressed delta of the final state",
+            "update",
         )
 
 
@@ -154,12 +187,14 @@ def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob)
     ordered = tuple(sorted(set(segments)))
     update_checked = last in ordered
     try:
-        start0 = expected_start(island, config)
+        with _island_bytes(0, "derived start state"):
+            start0 = expected_start(island, config)
         _check_start(island, start0)
         for k in ordered:
             end = _segment(island, k, fetch, config, start0)
             if k == last:
                 _check_update(island, end)
     except _FailedError as bad:
-        return AuditOutcome(bad.result, bad.leaf, update_checked, bad.detail, ordered)
+        check = bad.check if bad.result == "mismatch" else None
+        return AuditOutcome(bad.result, bad.leaf, update_checked, bad.detail, ordered, check)
     return AuditOutcome("match", None, update_checked, "", ordered)

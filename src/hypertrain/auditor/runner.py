@@ -133,10 +133,10 @@ class Auditor:
                 previous,
                 lambda sha, limit: self.island_blob(sha, "previous checkpoint", limit),
             )
-        except IslandInputError:
+        except (IslandInputError, RelayError, ServiceError):
             raise
-        except VerificationError as exc:
-            raise IslandInputError(str(exc)) from exc
+        except Exception as exc:  # island-authored bytes: any failure is unverifiable
+            raise IslandInputError(f"{type(exc).__name__}: {exc}"[:2048]) from exc
         return IslandRound(
             self.manifest,
             commit,
@@ -217,6 +217,7 @@ class Auditor:
             first_bad_leaf=outcome.first_bad_leaf,
             update_checked=outcome.update_checked,
             detail=outcome.detail[:2048],
+            check=outcome.check,
         )
         expiry = self.service.beacon_round() + self.expiry_margin
         env = seal(

@@ -8,11 +8,12 @@ are lists of records whose fields the OpenAPI document lists as objects.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from hypertrain.challenge.models import HoneypotRow
+from hypertrain.dispute.narrowing import NarrowStep
 
 
 class _Doc(BaseModel):
@@ -82,15 +83,10 @@ class HoneypotPanel(_Doc):
     rows: list[HoneypotPanelRow]
 
 
-NarrowingLevel = Literal["open", "step", "layer", "op", "referee", "decided"]
+class NarrowingStep(NarrowStep):
+    """One typed narrowing step of a dispute (the game's own record), with its text."""
 
-
-class NarrowingStep(_Doc):
-    """One step of a dispute's narrowing, as the game logged it."""
-
-    level: NarrowingLevel
-    beacon_round: int | None
-    text: str
+    text: str  # rendered by ``dispute.narrowing.describe``; nothing reads it back
 
 
 class DisputePanelRow(_Doc):

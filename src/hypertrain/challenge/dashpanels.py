@@ -4,18 +4,18 @@ honest traffic, honeypots and disputes.
 Everything is derived from public records: the phase of the current round, the
 islands' signed join requests (devices, optional node and region), the merges'
 beacon rounds, the held-out losses the aggregator posted, the revealed honeypot
-list, and the dispute games with their logs.
+list, and the dispute games with their typed narrowing steps.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from itertools import pairwise
 from typing import Any, Final
 
 from hypertrain.challenge import disputes, honeypots
 from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.dispute.narrowing import NarrowStep, describe
 from hypertrain.protocol.traffic import FORMULA, TrafficSummary, TrafficTotal
 
 STATIONS: Final = (
@@ -144,28 +144,9 @@ def honeypot_panel(state: ServiceState, run_id: str) -> dict[str, Any]:
     }
 
 
-_BEACON: Final = re.compile(r"beacon (\d+)")
-_LEAD: Final = re.compile(r"^beacon \d+: ")
-
-
-def _narrowing(line: str) -> dict[str, Any]:
-    """One line of the game's log as a typed narrowing step (the game writes these)."""
-    found = _BEACON.search(line)
-    beacon = int(found.group(1)) if found else None
-    if line.startswith("opened"):
-        level = "open"
-    elif "agree after step" in line:
-        level = "step"
-    elif "first differs in" in line:
-        level = "layer"
-    elif "contested" in line:
-        level = "op"
-    elif "referee" in line and not line.startswith(("upheld", "overturned")):
-        level = "referee"
-    else:
-        level = "decided"
-    text = _LEAD.sub("", line)  # the beacon round is its own field
-    return {"level": level, "beacon_round": beacon, "text": text}
+def narrowing_row(step: NarrowStep) -> dict[str, Any]:
+    """One typed narrowing step of a game, as the panel shows it (text rendered here)."""
+    return {**step.model_dump(mode="json"), "text": describe(step)}
 
 
 def dispute_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
@@ -197,7 +178,7 @@ def dispute_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
                 "deadline_round": None if game.stage == "decided" else game.deadline_round,
                 "messages": game.messages,
                 "bytes_in": view.bytes_in,
-                "steps": [_narrowing(line) for line in game.log],
+                "steps": [narrowing_row(step) for step in game.steps],
             }
         )
     return out[::-1]

@@ -30,7 +30,8 @@ from hypertrain.challenge.errors import (
 from hypertrain.challenge.models import ReassignedAudit
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute import game as g
-from hypertrain.dispute import store
+from hypertrain.dispute import resolution, store
+from hypertrain.dispute.admissible import disputed_check
 from hypertrain.dispute.errors import (
     DecidedError,
     DisputeError,
@@ -40,12 +41,16 @@ from hypertrain.dispute.errors import (
     UnknownRefereeError,
 )
 from hypertrain.dispute.messages import DisputeAnswer, DisputeOpen, DisputeRuling, LeafProof
+from hypertrain.dispute.narrowing import describe
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.errors import MerkleError
+from hypertrain.protocol.manifest import DisputeSpec
 from hypertrain.protocol.merkle import MerkleProof, verify_proof
+from hypertrain.protocol.messages import Verdict
 from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
+STAGES: tuple[str, ...] = ("step", "layer", "op", "referee", "recompute", "decided")
 
 
 def refusal(exc: DisputeError) -> ChallengeError:
@@ -69,64 +74,145 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
         raise ChallengeError("only a mismatch verdict can be disputed", code="not_mismatch")
     if store.is_reassigned(state.conn, body.verdict_id):
         raise ChallengeError(
-            "this verdict no longer counts (its auditor was found faulty)", code="reassigned"
+            "this verdict no longer counts (another auditor re-judges it)", code="reassigned"
         )
-    if body.segment not in loads(verdict["body"])["segments"]:
+    judged = Verdict.model_validate(loads(verdict["body"]))
+    if body.segment not in judged.segments:
         raise ChallengeError(f"segment {body.segment} was not audited", code="bad_segment")
-    row = state.conn.execute(
-        "SELECT dispute_deadline_round, open_envelope FROM rounds WHERE run_id = ? AND round = ?",
-        (run_id, body.round),
-    ).fetchone()
-    if row["dispute_deadline_round"] is None or now > row["dispute_deadline_round"]:
-        raise PhaseError(
-            f"the dispute window of round {body.round} closed at beacon round"
-            f" {row['dispute_deadline_round']}",
-            code="late",
-        )
-    _check_leaves(state, run_id, body, hotkey)
     manifest = state.manifest(run_id)
+    try:
+        check = disputed_check(
+            check=judged.check,
+            first_bad_leaf=judged.first_bad_leaf,
+            update_checked=judged.update_checked,
+            num_segments=manifest.round.num_segments,
+            segment=body.segment,
+        )
+    except DisputeError as exc:
+        raise refusal(exc) from None
+    row = _open_window(state, run_id, body.round, now)
+    _check_leaves(state, run_id, body, hotkey)
     _check_bond(state, run_id, hotkey, manifest.dispute.bond)
-    layout = state.layout_of(run_id, body.round, row["open_envelope"], hotkey)
-    dispute_id = hashlib.sha256(env.to_bytes()).hexdigest()
     if state.conn.execute(
         "SELECT 1 FROM dispute_games WHERE verdict_id = ?", (body.verdict_id,)
     ).fetchone():
         raise ConflictError("this verdict is already disputed", code="duplicate")
-    game = g.open_game(
-        dispute_id=dispute_id,
-        run_id=run_id,
-        round=body.round,
-        segment=body.segment,
-        island=hotkey,
-        auditor=verdict["auditor"],
+    game = _new_game(state, env, body, verdict["auditor"], check, row["open_envelope"], now)
+    _store_open(state, env, game, body.verdict_id, manifest.dispute.bond, now)
+    state.count("disputes_opened")
+    log.info(
+        "dispute %s (%s check) opened by %s against verdict %s",
+        game.dispute_id[:16], check, hotkey, body.verdict_id[:16],
+    )  # fmt: skip
+    return _view(state, game.dispute_id)
+
+
+def _open_window(state: ServiceState, run_id: str, index: int, now: int) -> sqlite3.Row:
+    row: sqlite3.Row = state.conn.execute(
+        "SELECT dispute_deadline_round, open_envelope FROM rounds WHERE run_id = ? AND round = ?",
+        (run_id, index),
+    ).fetchone()
+    if row["dispute_deadline_round"] is None or now > row["dispute_deadline_round"]:
+        raise PhaseError(
+            f"the dispute window of round {index} closed at beacon round"
+            f" {row['dispute_deadline_round']}",
+            code="late",
+        )
+    return row
+
+
+def _rules(spec: DisputeSpec) -> g.Rules:
+    return g.Rules(
+        fanout=spec.fanout,
+        answer_rounds=spec.answer_rounds,
+        referee_rounds=spec.referee_rounds,
+        clock_rounds=spec.clock_rounds,
+        referee_extensions=spec.referee_extensions,
+    )
+
+
+def _new_game(
+    state: ServiceState,
+    env: Envelope,
+    body: DisputeOpen,
+    auditor: str,
+    check: str,
+    open_envelope: str,
+    now: int,
+) -> g.Game:
+    """A bisection game on the first differing segment, or a re-decision by recomputation."""
+    run_id, hotkey = env.run_id, env.signer
+    manifest = state.manifest(run_id)
+    dispute_id = hashlib.sha256(env.to_bytes()).hexdigest()
+    common = {"dispute_id": dispute_id, "run_id": run_id, "round": body.round}
+    common |= {"segment": body.segment, "island": hotkey, "auditor": auditor}
+    if check in ("start", "update"):
+        return resolution.open_recompute(
+            **common,  # type: ignore[arg-type]
+            check="start" if check == "start" else "update",
+            rules=_rules(manifest.dispute),
+            now=now,
+        )
+    layout = state.layout_of(run_id, body.round, open_envelope, hotkey)
+    return g.open_game(
+        **common,  # type: ignore[arg-type]
         interval=manifest.round.checkpoint_interval,
         sections=g.section_names(manifest.model.num_layers, layout.dp_ranks * layout.micro_batches),
         start_hash=body.start.leaf,
         island_end=body.end.leaf,
-        rules=g.Rules(
-            fanout=manifest.dispute.fanout,
-            answer_rounds=manifest.dispute.answer_rounds,
-            referee_rounds=manifest.dispute.referee_rounds,
-        ),
+        rules=_rules(manifest.dispute),
         now=now,
     )
+
+
+def _store_open(
+    state: ServiceState, env: Envelope, game: g.Game, verdict_id: str, bond: int, now: int
+) -> None:
     try:
         with transaction(state.conn):
             state.burn(env)
-            store.insert_game(state.conn, game, body.verdict_id, manifest.dispute.bond, now)
+            store.insert_game(state.conn, game, verdict_id, bond, now)
             store.save_game(state.conn, game, now, len(env.to_bytes()))
-            store.record_message(state.conn, dispute_id, "open", hotkey, _text(env), now)
-            if manifest.dispute.bond > 0:  # its own ledger entry; a refusal undoes the open
+            store.record_message(state.conn, game.dispute_id, "open", game.island, _text(env), now)
+            if game.stage == "recompute":  # the verdict waits for an independent re-audit
+                store.set_aside(state.conn, game, verdict_id, now)
+                for auditor, result in store.independent_verdicts(state.conn, game)[:1]:
+                    store.save_game(
+                        state.conn, resolution.recomputed(game, auditor, result, now), now
+                    )
+            if bond > 0:  # its own ledger entry; a refusal undoes the open
                 state.ledger.lock_bond(
-                    run_id, hotkey, dispute_id, manifest.dispute.bond, _epoch(state)
+                    game.run_id, game.island, game.dispute_id, bond, _epoch(state)
                 )
     except sqlite3.IntegrityError:
         raise ConflictError("this verdict is already disputed", code="duplicate") from None
-    state.count("disputes_opened")
-    log.info(
-        "dispute %s opened by %s against verdict %s", dispute_id[:16], hotkey, body.verdict_id[:16]
-    )
-    return _view(state, dispute_id)
+
+
+def on_verdict(
+    state: ServiceState, run_id: str, index: int, hotkey: str, auditor: str, result: str
+) -> int:
+    """An independent verdict on a disputed assignment: it re-decides or confirms.
+
+    A ``recompute`` game is decided by it. A game the auditor lost only marks that
+    auditor faulty (and sets its other verdicts aside) when this re-audit agrees with
+    the island (``match``); a ``mismatch`` here faults the island instead, through
+    settlement. Returns how many games changed.
+    """
+    now, changed = state.due_round(), 0
+    for game in store.games_on(state.conn, run_id, index, hotkey):
+        if auditor == game.auditor:
+            continue
+        with transaction(state.conn):
+            if game.stage == "recompute":
+                new = resolution.recomputed(game, auditor, result, now)
+                store.save_game(state.conn, new, now)
+                _log_progress(game, new)
+                changed += 1
+            elif game.outcome == "overturned" and result == "match" and game.check == "segment":
+                store.mark_faulty(state.conn, game, now)
+                changed += 1
+    settle_bonds(state)
+    return changed
 
 
 def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.DisputeView:
@@ -153,7 +239,7 @@ def put_inputs(state: ServiceState, dispute_id: str, data: bytes) -> store.Dispu
     if game.inputs_sha256 is not None:
         return _view(state, dispute_id)  # already supplied; the bytes are fixed by the hashes
     try:
-        new, sha = g.supply_inputs(game, data, now)
+        new, sha = resolution.supply_inputs(game, data, now)
     except DisputeError as exc:
         raise refusal(exc) from None
     with transaction(state.conn):
@@ -179,7 +265,7 @@ def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
     game, now = _game(state, dispute_id), state.due_round()
     referees = frozenset(state.manifest(game.run_id).dispute.referees)
     try:
-        new = g.rule(game, verified.signer, body, referees, now)
+        new = resolution.rule(game, verified.signer, body, referees, now)
     except DisputeError as exc:
         raise refusal(exc) from None
     with transaction(state.conn):
@@ -197,7 +283,7 @@ def tick(state: ServiceState) -> int:
         return 0
     now, changed = state.due_round(), 0
     for game in store.undecided(state.conn):
-        new = g.expire(game, now)
+        new = resolution.expire(game, now)
         if new != game:
             with transaction(state.conn):
                 store.save_game(state.conn, new, now)
@@ -265,10 +351,17 @@ def view(state: ServiceState, dispute_id: str) -> store.DisputeView:
     return _view(state, dispute_id)
 
 
+MAX_ROUND = 2**62  # round indexes are SQLite integers; anything larger names no round
+
+
 def listing(
     state: ServiceState, run_id: str, round: int | None, stage: str | None
 ) -> list[store.DisputeView]:
     state.manifest(run_id)
+    if round is not None and not 0 <= round < MAX_ROUND:
+        raise ChallengeError(f"round {round} is not a round index", code="bad_query")
+    if stage is not None and stage not in STAGES:
+        raise ChallengeError(f"stage {stage[:32]!r} is not one of {STAGES}", code="bad_query")
     return [_view(state, i) for i in store.list_ids(state.conn, run_id, round, stage)]
 
 
@@ -335,8 +428,9 @@ def _text(env: Envelope) -> str:
 
 
 def _log_progress(old: g.Game, new: g.Game) -> None:
-    for line in new.log[len(old.log) :]:
-        log.info("dispute %s: %s", new.dispute_id[:16], line)
+    for step in new.steps[len(old.steps) :]:
+        log.info("dispute %s at beacon %d: %s", new.dispute_id[:16], step.beacon_round,
+                 describe(step))  # fmt: skip
 
 
 def summary(game: g.Game) -> dict[str, Any]:
@@ -347,5 +441,5 @@ def summary(game: g.Game) -> dict[str, Any]:
         "section": None if game.section is None else game.sections[game.section],
         "op": game.op.op if game.op else None,
         "outcome": game.outcome,
-        "log": list(game.log),
+        "steps": [step.model_dump(mode="json") for step in game.steps],
     }

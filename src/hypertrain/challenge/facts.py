@@ -28,16 +28,17 @@ from hypertrain.challenge.rule import (
 )
 from hypertrain.protocol.messages import MergeTape
 
-# Every verdict with its standing: overturned by a dispute, set aside because its
-# auditor was found faulty (the audit is re-judged by another), or standing.
+# Every verdict with its standing: set aside (its audit is re-judged by another
+# auditor: its auditor was found faulty, or a dispute against it waits for that
+# independent re-audit), overturned by a dispute, or standing.
 STANDING_SQL = """
 SELECT v.verdict_id, v.round, v.hotkey, v.auditor, v.result,
   CASE
+    WHEN EXISTS (SELECT 1 FROM reassigned_verdicts s WHERE s.verdict_id = v.verdict_id)
+      THEN 'set_aside'
     WHEN EXISTS (SELECT 1 FROM dispute_games d
                  WHERE d.verdict_id = v.verdict_id AND d.outcome = 'overturned')
       THEN 'overturned'
-    WHEN EXISTS (SELECT 1 FROM reassigned_verdicts s WHERE s.verdict_id = v.verdict_id)
-      THEN 'set_aside'
     ELSE 'stands'
   END AS standing
 FROM verdicts v WHERE v.run_id = ?

@@ -13,7 +13,7 @@ import logging
 import sqlite3
 from typing import Any
 
-from hypertrain.challenge import challenge, facts
+from hypertrain.challenge import challenge, disputes, facts
 from hypertrain.challenge.admission import check_join
 from hypertrain.challenge.errors import (
     ChallengeError,
@@ -247,6 +247,7 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
             code="duplicate",
         ) from None
     state.count(f"verdicts_{body.result}")
+    disputes.on_verdict(state, run_id, body.round, body.hotkey, verified.signer, body.result)
     return {"accepted": True, "verdict_id": verdict_id}
 
 

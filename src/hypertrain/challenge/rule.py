@@ -16,9 +16,10 @@ same call (:mod:`hypertrain.challenge.facts`). For each commit:
   while it is in probation (its release round);
 * **unpaid** otherwise (a duplicate, a stale update, a norm outlier, not in the tape).
 
-A verdict *stands* unless a dispute overturned it or its auditor was found faulty
-(set aside: another auditor re-judges the audit). An overturned verdict still judged
-the audit (the dispute decided it); a set-aside one did not.
+A verdict *stands* unless a dispute overturned it or it is set aside (another auditor
+re-judges the audit: its auditor was found faulty, or a dispute it lost waits for that
+independent re-audit). An overturned verdict no longer set aside still judged the
+audit; a set-aside one did not, so the island is held until another verdict comes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from hypertrain.protocol.exclusions import AUDIT_EXCLUSION, ISLAND_FAULTS
+from hypertrain.protocol.exclusions import AUDIT_EXCLUSIONS, ISLAND_FAULTS
 from hypertrain.protocol.messages import MergeTape
 
 # A hold that only a verdict can lift: the escrow's vesting starts at this round.
@@ -122,7 +123,7 @@ def decide(
         reason = excluded.get(c.hotkey)
         if reason in ISLAND_FAULTS:
             faults[c.hotkey] = f"merge excluded the update: {reason}"
-        elif c.hotkey in included or reason == AUDIT_EXCLUSION:
+        elif c.hotkey in included or reason in AUDIT_EXCLUSIONS:
             accepted[c.hotkey] = c.tokens
         else:
             unpaid[c.hotkey] = reason or "not included in the merge"

@@ -51,3 +51,9 @@ class InputMismatchError(DisputeError):
 
 class UnknownRefereeError(DisputeError):
     code = "unknown_referee"
+
+
+class InadmissibleError(DisputeError):
+    """A dispute of a segment the verdict does not name as the first that differs."""
+
+    code = "not_first_difference"

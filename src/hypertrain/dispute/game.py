@@ -2,14 +2,16 @@
 
 Two parties, the judged ``island`` and the ``auditor`` that signed the mismatch
 verdict, agree on the state hash at the start of a segment of ``J`` steps (a leaf the
-island committed) and disagree on the end. The game narrows that disagreement:
+island committed) and disagree on the end. The segment is the one the verdict names
+as the first that differs (the service refuses any other), so a game can only be
+played on the disagreement itself. The game narrows it:
 
 1. **step**: each query asks both parties for the state hashes after the steps in
    ``points`` (``fanout`` evenly spaced points strictly inside ``(lo, hi)``; the first
    query also asks for step ``J``, which for the island must be its committed leaf).
    The first point where they differ becomes ``hi``, the last one before it where they
    agree becomes ``lo``; when ``hi == lo + 1`` the disputed step is ``lo``. With
-   ``fanout = 1`` this takes ``ceil(log2 J)`` queries (9 for J = 500, 18 answers).
+   ``fanout = 1`` this takes ``ceil(log2 J)`` queries (9 for J = 500).
 2. **layer**: both commit the digests of every section of that step (each layer's
    forward, the loss, the backward, the optimizer update); the first differing section
    is kept.
@@ -19,36 +21,45 @@ island committed) and disagree on the end. The game narrows that disagreement:
 4. **referee**: either party uploads the operation's input tensors (checked against
    the agreed input digests); a referee named in the manifest, never the verdict's
    auditor, recomputes the operation and signs its output digests. The verdict is
-   *overturned* when the island's outputs are the referee's, else *upheld*.
+   *overturned* when the island's outputs are the referee's, else *upheld*. Without a
+   ruling the deadline is extended at most ``referee_extensions`` times, then the
+   verdict is upheld: a run without referees still decides every game.
 
-A party that has not answered when the deadline (in beacon rounds) passes loses; a
-game whose traces disagree before any operation's inputs agree cannot be narrowed and
-the verdict stands. Refusals raise :class:`~hypertrain.dispute.errors.DisputeError`
-subclasses and leave the game as it was.
+Every query is answered in two messages: a commitment to the salted answer, then,
+once both parties committed, the reveal (:mod:`hypertrain.dispute.messages`), so
+neither can copy the other. Each party has a chess clock of ``clock_rounds`` beacon
+rounds for the whole game, charged only while an answer of its own is due, and each
+answer is also due ``answer_rounds`` after its phase opened: a party that misses
+either loses. Settlement therefore waits at most ``2 * clock_rounds +
+referee_rounds * (1 + referee_extensions)`` beacon rounds for a game, whatever ``J``.
+
+Mismatches that need no game (leaf 0 against the derived start state, the update
+against the final state) open a ``recompute`` game instead, decided by an
+independent re-audit (:func:`recomputed`). Each transition appends a typed
+:class:`~hypertrain.dispute.narrowing.NarrowStep`. Refusals raise
+:class:`~hypertrain.dispute.errors.DisputeError` subclasses and leave the game as it was.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hypertrain.dispute import opinputs
 from hypertrain.dispute.errors import (
     DecidedError,
     DuplicateAnswerError,
     LateAnswerError,
     NotAPartyError,
-    UnknownRefereeError,
     WrongAnswerError,
     WrongCountError,
     WrongQueryError,
 )
-from hypertrain.dispute.messages import DisputeAnswer, DisputeRuling, OpEntry
+from hypertrain.dispute.messages import DisputeAnswer, OpEntry, answer_digest
+from hypertrain.dispute.narrowing import Actor, NarrowStep
 
 Party = Literal["island", "auditor"]
-Stage = Literal["step", "layer", "op", "referee", "decided"]
+Stage = Literal["step", "layer", "op", "referee", "recompute", "decided"]
 Outcome = Literal["upheld", "overturned"]
 PARTIES: tuple[Party, Party] = ("island", "auditor")
 
@@ -61,6 +72,12 @@ class Rules(BaseModel):
     fanout: int = Field(default=1, ge=1, le=255)
     answer_rounds: int = Field(default=10, ge=1)
     referee_rounds: int = Field(default=10, ge=1)
+    clock_rounds: int = Field(default=60, ge=1)
+    referee_extensions: int = Field(default=2, ge=0)
+
+    def bound_rounds(self) -> int:
+        """The most beacon rounds one game can hold its round's settlement."""
+        return 2 * self.clock_rounds + self.referee_rounds * (1 + self.referee_extensions)
 
 
 class Game(BaseModel):
@@ -80,12 +97,17 @@ class Game(BaseModel):
     island_end: str
     rules: Rules
     stage: Stage = "step"
+    check: Literal["segment", "start", "update"] = "segment"  # what the verdict found
     query: int = 0
-    deadline_round: int
+    deadline_round: int  # the open phase's deadline (each party's clock may end it sooner)
+    phase_opened: int = 0  # beacon round the open phase began
     lo: int = 0
     hi: int
     points: tuple[int, ...]
+    commitments: dict[str, str] = Field(default_factory=dict)
     answers: dict[str, DisputeAnswer] = Field(default_factory=dict)
+    clock_used: dict[str, int] = Field(default_factory=dict)
+    extensions: int = 0
     step: int | None = None
     section: int | None = None
     op_index: int | None = None
@@ -94,7 +116,7 @@ class Game(BaseModel):
     inputs_sha256: str | None = None
     outcome: Outcome | None = None
     reason: str = ""
-    log: tuple[str, ...] = ()
+    steps: tuple[NarrowStep, ...] = ()
     messages: int = 1  # accepted messages, the opening one included
 
     def role_of(self, signer: str) -> Party:
@@ -103,6 +125,22 @@ class Game(BaseModel):
         if signer == self.auditor:
             return "auditor"
         raise NotAPartyError(f"{signer} is not a party to dispute {self.dispute_id[:16]}")
+
+    @property
+    def revealing(self) -> bool:
+        """Both parties committed to the open query: reveals are due."""
+        return len(self.commitments) == len(PARTIES)
+
+    def party_deadline(self, party: Party) -> int:
+        """The last beacon round at which ``party`` may send its due message."""
+        left = self.rules.clock_rounds - self.clock_used.get(party, 0)
+        return min(self.deadline_round, self.phase_opened + max(left, 0))
+
+    def due(self, party: Party) -> bool:
+        """Whether ``party`` owes a message in the open phase."""
+        if self.stage not in ("step", "layer", "op"):
+            return False
+        return party not in (self.answers if self.revealing else self.commitments)
 
 
 def section_names(num_layers: int, micro_batches: int) -> tuple[str, ...]:
@@ -133,6 +171,7 @@ def open_game(
     now: int,
 ) -> Game:
     """A new game at the step level; its first query includes step ``J``."""
+    deadline = now + rules.answer_rounds
     return Game(
         dispute_id=dispute_id,
         run_id=run_id,
@@ -145,15 +184,21 @@ def open_game(
         start_hash=start_hash,
         island_end=island_end,
         rules=rules,
-        deadline_round=now + rules.answer_rounds,
+        deadline_round=deadline,
+        phase_opened=now,
         hi=interval,
         points=(*midpoints(0, interval, rules.fanout), interval),
-        log=(f"opened at beacon {now}: segment {segment}, steps (0, {interval}]",),
-    )
+        steps=(
+            NarrowStep(
+                level="open", beacon_round=now, actor="island", lo=0, hi=interval,
+                deadline_round=deadline,
+            ),
+        ),
+    )  # fmt: skip
 
 
 def answer(game: Game, signer: str, body: DisputeAnswer, now: int) -> Game:
-    """Accept one party's answer to the current query; resolve when both have answered."""
+    """Accept one party's commitment or reveal for the open query; resolve on both reveals."""
     party = _check_open(game, signer, now)
     if game.stage not in ("step", "layer", "op") or body.level != game.stage:
         raise WrongQueryError(f"the game is at the {game.stage} level, not {body.level}")
@@ -161,11 +206,19 @@ def answer(game: Game, signer: str, body: DisputeAnswer, now: int) -> Game:
         raise WrongQueryError(f"this answers query {body.query}, the open one is {game.query}")
     if body.segment != game.segment:
         raise WrongQueryError(f"hashes for segment {body.segment}; disputed is {game.segment}")
+    if body.is_commitment:
+        return _commit(game, party, body, now)
+    if not game.revealing:
+        raise WrongQueryError(f"query {game.query}: both parties commit before either reveals")
     if party in game.answers:
         raise DuplicateAnswerError(f"the {party} already answered query {game.query}")
+    if answer_digest(body) != game.commitments[party]:
+        raise WrongAnswerError(f"the {party}'s reveal is not what it committed to")
     {"step": _check_step, "layer": _check_layer, "op": _check_op}[game.stage](game, party, body)
     answers = {**game.answers, party: body}
-    game = game.model_copy(update={"answers": answers, "messages": game.messages + 1})
+    game = _charge(game, party, now).model_copy(
+        update={"answers": answers, "messages": game.messages + 1}
+    )
     if len(answers) < len(PARTIES):
         return game
     return {"step": _resolve_step, "layer": _resolve_layer, "op": _resolve_op}[game.stage](
@@ -173,68 +226,36 @@ def answer(game: Game, signer: str, body: DisputeAnswer, now: int) -> Game:
     )
 
 
-def supply_inputs(game: Game, data: bytes, now: int) -> tuple[Game, str]:
-    """Accept the contested operation's input tensors; returns the game and their SHA-256."""
-    if game.stage == "decided":
-        raise DecidedError(f"dispute {game.dispute_id[:16]} is decided ({game.outcome})")
-    if game.stage != "referee" or game.op is None:
-        raise WrongQueryError("no operation is contested yet")
-    if now > game.deadline_round:
-        raise LateAnswerError(f"the deadline was beacon round {game.deadline_round}")
-    opinputs.check_inputs(data, game.op.inputs)
-    sha = hashlib.sha256(data).hexdigest()
-    return game.model_copy(update={"inputs_sha256": sha, "messages": game.messages + 1}), sha
-
-
-def rule(game: Game, signer: str, body: DisputeRuling, referees: frozenset[str], now: int) -> Game:
-    """Decide the game from a referee's recomputed output digests."""
-    if game.stage == "decided":
-        raise DecidedError(f"dispute {game.dispute_id[:16]} is decided ({game.outcome})")
-    if signer not in referees or signer in (game.auditor, game.island):
-        raise UnknownRefereeError(f"{signer} is not a referee of this run")
-    if game.stage != "referee" or body.query != game.query or body.dispute_id != game.dispute_id:
-        raise WrongQueryError("this ruling is not for the contested operation")
-    if game.inputs_sha256 is None or body.inputs_sha256 != game.inputs_sha256:
-        raise WrongQueryError("the ruling names other inputs than the agreed ones")
-    if now > game.deadline_round:
-        raise LateAnswerError(f"the deadline was beacon round {game.deadline_round}")
-    island_right = body.outputs == game.outputs["island"]
-    who = (
-        "island"
-        if island_right
-        else ("auditor" if body.outputs == game.outputs["auditor"] else "neither party")
+def _commit(game: Game, party: Party, body: DisputeAnswer, now: int) -> Game:
+    if party in game.commitments:
+        raise DuplicateAnswerError(f"the {party} already committed to query {game.query}")
+    if body.hashes or body.sections or body.ops or body.salt:
+        raise WrongQueryError("a commitment carries no answer; reveal it once both committed")
+    assert body.commitment is not None
+    commitments = {**game.commitments, party: body.commitment}
+    game = _charge(game, party, now).model_copy(
+        update={"commitments": commitments, "messages": game.messages + 1}
     )
-    game = game.model_copy(update={"messages": game.messages + 1})
-    return _decide(
-        game,
-        "overturned" if island_right else "upheld",
-        f"referee {signer[:12]} recomputed {game.op.op if game.op else '?'}: {who} is right",
-    )
-
-
-def expire(game: Game, now: int) -> Game:
-    """Apply the deadline: a party that has not answered loses (unchanged if not due)."""
-    if game.stage == "decided" or now <= game.deadline_round:
-        return game
-    if game.stage == "referee":
-        if game.inputs_sha256 is None:
-            return _decide(game, "upheld", "nobody supplied the contested operation's inputs")
-        log = (*game.log, f"beacon {now}: no ruling yet, referee deadline extended")
-        return game.model_copy(
-            update={"deadline_round": now + game.rules.referee_rounds, "log": log}
+    if game.revealing:  # the reveal phase opens now for both
+        game = game.model_copy(
+            update={"phase_opened": now, "deadline_round": now + game.rules.answer_rounds}
         )
-    if "island" not in game.answers:
-        return _decide(game, "upheld", f"the island did not answer query {game.query} in time")
-    return _decide(game, "overturned", f"the auditor did not answer query {game.query} in time")
+    return game
+
+
+def _charge(game: Game, party: Party, now: int) -> Game:
+    used = game.clock_used.get(party, 0) + max(0, now - game.phase_opened)
+    return game.model_copy(update={"clock_used": {**game.clock_used, party: used}})
 
 
 def _check_open(game: Game, signer: str, now: int) -> Party:
     party = game.role_of(signer)
     if game.stage == "decided":
         raise DecidedError(f"dispute {game.dispute_id[:16]} is decided ({game.outcome})")
-    if now > game.deadline_round:
+    if game.stage in ("step", "layer", "op") and now > game.party_deadline(party):
         raise LateAnswerError(
-            f"query {game.query} closed at beacon round {game.deadline_round} (now {now})"
+            f"query {game.query}: the {party}'s answer was due by beacon round"
+            f" {game.party_deadline(party)} (now {now})"
         )
     return party
 
@@ -266,12 +287,16 @@ def _check_op(game: Game, party: Party, body: DisputeAnswer) -> None:
         raise WrongCountError("an operation trace needs at least one operation")
 
 
-def _next_query(game: Game, now: int, **update: object) -> Game:
+def _next_query(game: Game, now: int, narrowed: NarrowStep, **update: object) -> Game:
+    deadline = now + game.rules.answer_rounds
     return game.model_copy(
         update={
             "answers": {},
+            "commitments": {},
             "query": game.query + 1,
-            "deadline_round": now + game.rules.answer_rounds,
+            "phase_opened": now,
+            "deadline_round": deadline,
+            "steps": (*game.steps, narrowed.model_copy(update={"deadline_round": deadline})),
             **update,
         }
     )
@@ -287,23 +312,28 @@ def _resolve_step(game: Game, now: int) -> Game:
         lo = point
     else:
         if game.points and game.points[-1] == game.interval:
-            return _decide(game, "overturned", "the auditor's own hashes reach the island's leaf")
-    log = (*game.log, f"beacon {now}: agree after step {lo}, differ after step {hi}")
+            return decide(
+                game, "overturned", "the auditor's own hashes reach the island's leaf", now, "both"
+            )
+    step = NarrowStep(level="step", beacon_round=now, actor="both", lo=lo, hi=hi)
     if hi - lo == 1:
-        return _next_query(game, now, lo=lo, hi=hi, points=(), stage="layer", step=lo, log=log)
+        step = step.model_copy(update={"step": lo})
+        return _next_query(game, now, step, lo=lo, hi=hi, points=(), stage="layer", step=lo)
     points = midpoints(lo, hi, game.rules.fanout)
-    return _next_query(game, now, lo=lo, hi=hi, points=points, log=log)
+    return _next_query(game, now, step, lo=lo, hi=hi, points=points)
 
 
 def _resolve_layer(game: Game, now: int) -> Game:
     mine, theirs = game.answers["island"].sections, game.answers["auditor"].sections
     first = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=True)) if a != b), None)
     if first is None:
-        return _decide(
-            game, "upheld", f"both traces of step {game.step} agree: no operation differs"
-        )
-    log = (*game.log, f"beacon {now}: step {game.step} first differs in {game.sections[first]}")
-    return _next_query(game, now, stage="op", section=first, log=log)
+        reason = f"both traces of step {game.step} agree: no operation differs"
+        return decide(game, "upheld", reason, now, "both")
+    step = NarrowStep(
+        level="layer", beacon_round=now, actor="both", step=game.step,
+        section=game.sections[first],
+    )  # fmt: skip
+    return _next_query(game, now, step, stage="op", section=first)
 
 
 def _resolve_op(game: Game, now: int) -> Game:
@@ -313,30 +343,46 @@ def _resolve_op(game: Game, now: int) -> Game:
         min(len(mine), len(theirs)),
     )
     if first >= min(len(mine), len(theirs)) or not mine[first].agreed_with(theirs[first]):
-        return _decide(game, "upheld", "the traces part before any operation's inputs agree")
+        reason = "the traces part before any operation's inputs agree"
+        return decide(game, "upheld", reason, now, "both")
     entry = mine[first]
     name = game.sections[game.section or 0]
-    log = (*game.log, f"beacon {now}: {name} operation {first} ({entry.op}) contested")
     outputs = {"island": list(entry.outputs), "auditor": list(theirs[first].outputs)}
-    return _next_query(
+    contested = NarrowStep(
+        level="op", beacon_round=now, actor="both", step=game.step, section=name,
+        operation=entry.op, op_index=first,
+    )  # fmt: skip
+    game = _next_query(
         game,
         now,
+        contested,
         stage="referee",
         op_index=first,
         op=entry.model_copy(update={"outputs": []}),
         outputs=outputs,
-        log=log,
-        deadline_round=now + game.rules.referee_rounds,
     )
+    deadline = now + game.rules.referee_rounds
+    waiting = NarrowStep(
+        level="referee", beacon_round=now, actor="both", step=game.step, section=name,
+        operation=entry.op, op_index=first, deadline_round=deadline,
+    )  # fmt: skip
+    return game.model_copy(update={"deadline_round": deadline, "steps": (*game.steps, waiting)})
 
 
-def _decide(game: Game, outcome: Outcome, reason: str) -> Game:
+def decide(game: Game, outcome: Outcome, reason: str, now: int, actor: Actor) -> Game:
+    """The game's end: the outcome, its reason and the decided narrowing step."""
+    last = NarrowStep(
+        level="decided", beacon_round=now, actor=actor, step=game.step,
+        section=None if game.section is None else game.sections[game.section],
+        operation=game.op.op if game.op else None, outcome=outcome, reason=reason,
+    )  # fmt: skip
     return game.model_copy(
         update={
             "stage": "decided",
             "outcome": outcome,
             "reason": reason,
             "answers": {},
-            "log": (*game.log, f"{outcome}: {reason}"),
+            "commitments": {},
+            "steps": (*game.steps, last),
         }
     )

@@ -2,9 +2,11 @@
 
 * ``dispute-open``: the judged island contests a mismatch verdict on one segment,
   proving the segment's start and end leaves against its committed root.
-* ``dispute-answer``: a party's committed hashes for the current query of the game
-  (state hashes at the asked steps, section digests of one step, or the operation
-  entries of one section).
+* ``dispute-answer``: a party's answer to the current query of the game (state hashes
+  at the asked steps, section digests of one step, or the operation entries of one
+  section), in two messages: first a commitment (``commitment`` set, nothing else),
+  then, once both parties committed, the reveal, whose :func:`answer_digest` must be
+  the commitment. Nobody sees the other's answer before committing to its own.
 * ``dispute-ruling``: a referee's recomputed output digests of the contested operation.
 
 Operation inputs travel as raw bytes (:mod:`hypertrain.dispute.opinputs`), not in an
@@ -16,6 +18,8 @@ from __future__ import annotations
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from hypertrain.protocol.canonical import canonical_hash
 
 _HEX64 = r"^[0-9a-f]{64}$"
 Hex64 = str
@@ -76,6 +80,32 @@ class DisputeAnswer(_Body):
     hashes: list[Hex64] = Field(default_factory=list, max_length=MAX_ENTRIES)
     sections: list[SectionDigest] = Field(default_factory=list, max_length=MAX_ENTRIES)
     ops: list[OpEntry] = Field(default_factory=list, max_length=MAX_ENTRIES)
+    salt: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")  # reveals: a fresh secret
+    commitment: str | None = Field(default=None, pattern=_HEX64)  # commitments only
+
+    @property
+    def is_commitment(self) -> bool:
+        return self.commitment is not None
+
+
+def answer_digest(body: DisputeAnswer) -> str:
+    """What a party commits to: the canonical hash of its salted reveal."""
+    return canonical_hash(body.model_dump(mode="json"))
+
+
+def commitment_of(body: DisputeAnswer) -> DisputeAnswer:
+    """The commitment message for a salted reveal (same query, no answer in it)."""
+    if not body.salt or body.is_commitment:
+        raise ValueError("a commitment is made to a salted reveal")
+    return DisputeAnswer(
+        dispute_id=body.dispute_id,
+        query=body.query,
+        level=body.level,
+        segment=body.segment,
+        step=body.step,
+        section=body.section,
+        commitment=answer_digest(body),
+    )
 
 
 class DisputeRuling(_Body):

@@ -121,7 +121,14 @@ def insert_game(conn: sqlite3.Connection, game: Game, verdict_id: str, bond: int
 
 
 def save_game(conn: sqlite3.Connection, game: Game, now: int, nbytes: int = 0) -> None:
-    """Store a game's new state; records the decision round and the auditor's fault."""
+    """Store a game's new state, its decision round and what the decision implies.
+
+    A lost bisection game never bars its auditor by itself: the disputed verdict is
+    set aside for an independent re-audit, and only a re-audit that agrees with the
+    island marks the auditor faulty (:func:`mark_faulty`, from the service's verdict
+    intake). A ``recompute`` game *is* decided by that re-audit, so its overturn marks
+    the auditor at once; its upholding restores the verdict it set aside.
+    """
     conn.execute(
         "UPDATE dispute_games SET stage = ?, outcome = ?, game = ?, bytes_in = bytes_in + ?,"
         " decided_beacon_round = CASE WHEN ? IS NULL THEN NULL ELSE"
@@ -136,12 +143,67 @@ def save_game(conn: sqlite3.Connection, game: Game, now: int, nbytes: int = 0) -
             game.dispute_id,
         ),
     )
-    if game.outcome == "overturned":
+    verdict_id = _disputed_verdict(conn, game.dispute_id)
+    if game.outcome == "overturned" and game.check == "segment":
+        set_aside(conn, game, verdict_id, now)
+        others = [result for _, result in independent_verdicts(conn, game)]
+        if others and all(r == "match" for r in others):  # a re-audit already agrees
+            mark_faulty(conn, game, now)
+    elif game.outcome == "overturned":
+        mark_faulty(conn, game, now)
+    elif game.outcome == "upheld" and game.check != "segment":
         conn.execute(
-            "INSERT OR IGNORE INTO faulty_auditors VALUES (?, ?, ?, ?)",
-            (game.run_id, game.auditor, game.round, game.dispute_id),
+            "DELETE FROM reassigned_verdicts WHERE verdict_id = ? AND dispute_id = ?",
+            (verdict_id, game.dispute_id),
         )
-        reassign_verdicts(conn, game, now)
+
+
+def _disputed_verdict(conn: sqlite3.Connection, dispute_id: str) -> str:
+    row = conn.execute(
+        "SELECT verdict_id FROM dispute_games WHERE dispute_id = ?", (dispute_id,)
+    ).fetchone()
+    return str(row[0])
+
+
+def set_aside(conn: sqlite3.Connection, game: Game, verdict_id: str, now: int) -> None:
+    """The disputed verdict stops counting until another auditor re-audits the assignment."""
+    conn.execute(
+        "INSERT OR IGNORE INTO reassigned_verdicts VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (verdict_id, game.run_id, game.round, game.island, game.auditor, game.dispute_id, now),
+    )
+
+
+def mark_faulty(conn: sqlite3.Connection, game: Game, now: int) -> None:
+    """An independent re-audit agrees the auditor was wrong: bar it, set its verdicts aside."""
+    conn.execute(
+        "INSERT OR IGNORE INTO faulty_auditors VALUES (?, ?, ?, ?)",
+        (game.run_id, game.auditor, game.round, game.dispute_id),
+    )
+    reassign_verdicts(conn, game, now)
+
+
+def independent_verdicts(conn: sqlite3.Connection, game: Game) -> list[tuple[str, str]]:
+    """(auditor, result) of the other auditors' verdicts on the disputed assignment."""
+    return [
+        (str(r[0]), str(r[1]))
+        for r in conn.execute(
+            "SELECT auditor, result FROM verdicts WHERE run_id = ? AND round = ? AND hotkey = ?"
+            " AND auditor != ? ORDER BY received_beacon_round, verdict_id",
+            (game.run_id, game.round, game.island, game.auditor),
+        )
+    ]
+
+
+def games_on(conn: sqlite3.Connection, run_id: str, round: int, hotkey: str) -> list[Game]:
+    """Every dispute of one island's round."""
+    return [
+        Game.model_validate_json(r[0])
+        for r in conn.execute(
+            "SELECT game FROM dispute_games WHERE run_id = ? AND round = ?"
+            " AND hotkey = ? ORDER BY dispute_id",
+            (run_id, round, hotkey),
+        )
+    ]
 
 
 def reassign_verdicts(conn: sqlite3.Connection, game: Game, now: int) -> int:
@@ -163,7 +225,7 @@ def reassign_verdicts(conn: sqlite3.Connection, game: Game, now: int) -> int:
 
 
 def is_faulty(conn: sqlite3.Connection, run_id: str, auditor: str) -> bool:
-    """Whether a dispute in the run overturned a verdict this auditor signed."""
+    """Whether an independent re-audit confirmed a dispute against this auditor."""
     row = conn.execute(
         "SELECT 1 FROM faulty_auditors WHERE run_id = ? AND auditor = ? LIMIT 1",
         (run_id, auditor),

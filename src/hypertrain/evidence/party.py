@@ -39,6 +39,7 @@ class SegmentParty:
     # The operation hook of each step (by the state's step counter). A step with one is
     # computed traced, in training as in answers; the honest party has none.
     op_hooks: Callable[[int], OpHook | None] = honest_ops
+    reveals: dict[int, DisputeAnswer] = field(default_factory=dict)  # committed, by query
     _hashes: dict[int, str] = field(default_factory=dict)
     _traces: dict[int, StepTrace] = field(default_factory=dict)
 

@@ -3,18 +3,21 @@
 Islands (``hypertrain-miner watch --follow``) and auditors (``hypertrain auditor run
 --follow``) call :func:`take_part` for each undecided dispute naming their key: it
 answers the open query from a :class:`~hypertrain.evidence.party.SegmentParty` and, once
-an operation is contested, uploads its input tensors. Parties are cached per dispute,
+an operation is contested, uploads its input tensors. Every answer is first committed
+to (a salted hash) and revealed only once both parties committed. Parties are cached per dispute,
 so the replay behind the answers runs once per game, not once per query.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from typing import Any
 
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.dispute.game import Game
+from hypertrain.dispute.messages import DisputeAnswer, commitment_of
 from hypertrain.evidence.party import SegmentParty
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
@@ -34,7 +37,12 @@ def take_part(
     expiry_margin: int = 50,
     emit: Emit | None = None,
 ) -> bool:
-    """Answer one dispute's open query if it is ours to answer; True when something was sent."""
+    """Send our due message in one dispute, if any; True when something was sent.
+
+    Each query takes two messages: the commitment to a freshly salted answer, then,
+    once both parties committed, that answer itself. The salted answer is kept in
+    the party until it is revealed.
+    """
     game = Game.model_validate(view["game"])
     if game.stage == "decided":
         parties.pop(game.dispute_id, None)
@@ -42,8 +50,8 @@ def take_part(
     role = game.role_of(key.ss58_address)
     if game.stage == "referee" and game.inputs_sha256 is not None:
         return False
-    if game.stage != "referee" and role in game.answers:
-        return False
+    if game.stage != "referee" and not game.due(role):
+        return False  # answered already, or a ``recompute`` game: no message of ours
     party = parties.get(game.dispute_id)
     if party is None:
         party = parties[game.dispute_id] = party_for(game)
@@ -51,7 +59,10 @@ def take_part(
         service.put_dispute_inputs(game.dispute_id, party.op_inputs(game))
         _emit(emit, "dispute_inputs", game, role)
         return True
-    body = party.answer(game)
+    body = _due_message(game, party)
+    if body is None:
+        _emit(emit, "dispute_reveal_lost", game, role)
+        return False
     env = seal(
         key,
         domain="dispute-answer",
@@ -60,8 +71,17 @@ def take_part(
         expiry_round=service.beacon_round() + expiry_margin,
     )
     service.dispute_answer(game.dispute_id, env)
-    _emit(emit, "dispute_answer", game, role)
+    _emit(emit, "dispute_commit" if body.is_commitment else "dispute_answer", game, role)
     return True
+
+
+def _due_message(game: Game, party: SegmentParty) -> DisputeAnswer | None:
+    """The commitment to a new salted answer, or the reveal of the committed one."""
+    if not game.revealing:
+        reveal = party.answer(game).model_copy(update={"salt": secrets.token_hex(32)})
+        party.reveals[game.query] = reveal
+        return commitment_of(reveal)
+    return party.reveals.get(game.query)  # None: the salt was lost (a restart)
 
 
 def _emit(emit: Emit | None, event: str, game: Game, role: str) -> None:

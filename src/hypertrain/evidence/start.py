@@ -24,7 +24,7 @@ from hypertrain.protocol.messages import Commit
 from hypertrain.trainer.checkpoint import checkpoint_size, decode_checkpoint
 from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.segment import TrainConfig
-from hypertrain.trainer.start_state import carry_state, reset_state
+from hypertrain.trainer.start_state import carry_state, reset_state, reset_step
 from hypertrain.trainer.state import TrainState
 
 FetchSized = Callable[[str, int], bytes]  # (sha256, max_bytes) -> bytes
@@ -49,9 +49,13 @@ def previous_final_state(commit: Commit, config: TrainConfig, fetch: FetchSized)
     leaf = index.verified_leaf(last, commit.checkpoint_root)
     data = fetch(index.blobs[last], checkpoint_size(config.state_config()))
     try:
-        return decode_checkpoint(data, config.state_config(), expected_hash=leaf)
+        state = decode_checkpoint(data, config.state_config(), expected_hash=leaf)
     except TrainerError as exc:
         raise VerificationError(f"previous final checkpoint: {exc}") from exc
+    must = reset_step(commit.round + 1, config.inner_steps)  # round r - 1 ends at step r x H
+    if state.step != must:
+        raise VerificationError(f"previous final checkpoint carries step {state.step}, not {must}")
+    return state
 
 
 def derive_start_state(

@@ -38,7 +38,9 @@ class LyingAuditor(Auditor):
         if honest.result == "mismatch":
             return AuditOutcome("match", None, honest.update_checked, "", honest.segments)
         first = honest.segments[0]
-        return AuditOutcome("mismatch", first + 1, honest.update_checked, "", honest.segments)
+        return AuditOutcome(
+            "mismatch", first + 1, honest.update_checked, "", honest.segments, "segment"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

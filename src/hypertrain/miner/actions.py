@@ -15,6 +15,7 @@ from rich.table import Table
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import RoundDetail
+from hypertrain.dispute.narrowing import NarrowStep, describe
 from hypertrain.evidence.index import sha_from_url
 from hypertrain.miner.admission import SelfcheckConfig, answer_challenge, selfcheck
 from hypertrain.miner.checkpoints import (
@@ -301,7 +302,9 @@ def status_cmd(args: argparse.Namespace) -> int:
                 ",".join(g["outcome"] or g["stage"] for g in games) or "-",
             )
             for game in games:
-                for line in game["log"]:
+                for step in game["steps"]:
+                    typed = NarrowStep.model_validate(step)
+                    line = f"beacon {typed.beacon_round}: {describe(typed)}"
                     console_lines.append(f"round {summary.round} dispute: {line}")
         console = Console(file=sys.stdout)
         console.print(

@@ -28,6 +28,9 @@ from hypertrain.protocol.merkle import MerkleTree
 from hypertrain.trainer.checkpoint import decode_checkpoint
 from hypertrain.trainer.segment import TrainConfig
 
+# Refusals of an opening that end the attempt, not the watch loop (docs/mechanism.md).
+REFUSALS = frozenset({"duplicate", "late", "no_bond", "not_first_difference", "reassigned"})
+
 
 def segment_party(ctx: RunContext, key: Hotkey, index: int, segment: int) -> SegmentParty:
     """This island's replay of segment ``segment`` of round ``index`` from its checkpoint."""
@@ -118,7 +121,7 @@ def _open(
     try:
         answer = ctx.service.open_dispute(env)
     except ServiceError as exc:
-        if exc.code not in ("duplicate", "late"):
+        if exc.code not in REFUSALS:
             raise
         reporter.event("dispute_refused", round=index, code=exc.code)
         return None

@@ -16,6 +16,7 @@ ExclusionReason = Literal[
     "bad_commit",
     "wrong_round",
     "audit_mismatch",
+    "audit_pending",
     "stale_update",
     "duplicate",
     "rolled_back",
@@ -58,3 +59,6 @@ ISLAND_FAULTS: Final[frozenset[ExclusionReason]] = frozenset(
 # The exclusion for an island with a non-``match`` verdict at merge time; when a dispute
 # later overturns every such verdict the work was honest, only too late to merge: paid.
 AUDIT_EXCLUSION: Final[ExclusionReason] = "audit_mismatch"
+# Both audit exclusions: ``audit_pending`` is an assigned audit without a verifiable
+# verdict at merge time; its reward is held until a verdict exists, like a disputed one.
+AUDIT_EXCLUSIONS: Final[frozenset[ExclusionReason]] = frozenset({"audit_mismatch", "audit_pending"})

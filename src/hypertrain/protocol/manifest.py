@@ -296,15 +296,21 @@ class DisputeSpec(_Section):
     """How a judged island contests a mismatch verdict (see docs/mechanism.md, Disputes).
 
     ``bond``: escrow (ledger base units) an island must hold to open a dispute; it is
-    burned with the fault when the verdict is upheld. ``fanout``: state hashes asked
-    per bisection query. Deadlines are in beacon rounds per query. ``referees``: SS58
+    burned with the fault when the verdict is upheld (sized in docs/mechanism.md against
+    the delay one dispute can cause). ``fanout``: state hashes asked per bisection
+    query. Deadlines are in beacon rounds: ``answer_rounds`` per message,
+    ``clock_rounds`` per party for the whole game, ``referee_rounds`` per referee
+    deadline, extended at most ``referee_extensions`` times before the verdict is upheld
+    (the deterministic fallback when ``referees`` is empty or silent). ``referees``: SS58
     keys whose rulings the service accepts (never the auditor that gave the verdict).
     """
 
-    bond: int = Field(default=0, ge=0)
+    bond: int = Field(default=100_000_000, ge=0)
     fanout: int = Field(default=1, ge=1, le=255)
     answer_rounds: int = Field(default=10, ge=1)
+    clock_rounds: int = Field(default=60, ge=1)
     referee_rounds: int = Field(default=10, ge=1)
+    referee_extensions: int = Field(default=2, ge=0, le=16)
     referees: list[str] = Field(default_factory=list, max_length=64)
 
 

@@ -108,6 +108,9 @@ class Verdict(_Body):
     first_bad_leaf: int | None = Field(default=None, ge=0)
     update_checked: bool = False
     detail: str = Field(default="", max_length=2048)
+    # Which check a mismatch failed: leaf 0 against the derived start state, a segment's
+    # replay (``first_bad_leaf`` = its end leaf), or the update against the final state.
+    check: Literal["start", "segment", "update"] | None = None
 
 
 class MergeTape(_Body):

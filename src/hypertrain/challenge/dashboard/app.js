@@ -382,7 +382,7 @@ function missing(id, field) {
 }
 
 const LEVELS = { open: "opened", step: "step level", layer: "layer level", op: "operation level",
-  referee: "referee", decided: "decided" };
+  referee: "referee", recompute: "re-audit", decided: "decided" };
 
 function drawDisputes(d) {
   if (!Array.isArray(d.disputes)) { missing("disputes-body", "disputes"); return; }
