@@ -29,6 +29,7 @@ from fastapi import FastAPI
 from hypertrain.challenge.app import _poll_beacon, create_app
 from hypertrain.challenge.state import ServiceState
 from hypertrain.competition.messages import encode_losses
+from hypertrain.competition.pool import encode_pool
 from hypertrain.dispute import opinputs
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.disputeplay import TENSORS, play_to_referee
@@ -37,7 +38,7 @@ from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import FakeLedger, bearer, make_settings, manifest_doc, signed
 from tests.challenge.test_disputes import AUDITOR, ISLANDS, REFEREE, RUN, _to_verdict, _verdict_on
 from tests.challenge.test_fail_closed import LaggingBeacon
-from tests.competition.test_service import EVALUATOR, HEX, MINERS, spec_doc
+from tests.competition.test_service import EVALUATOR, HEX, MINERS, POOL, spec_doc
 from tests.competition.test_service import World as CompeteWorld
 
 NO_POLL = {"beacon_poll_s": 1e5}  # the test drives every poll
@@ -182,7 +183,9 @@ def compete(tmp_path: Path) -> Iterator[LiveCompete]:
     beacon = LaggingBeacon()
     with _serve(create_app(settings, beacon=beacon)) as (client, state):
         r = client.post(
-            "/admin/v1/competitions", json={"spec": spec_doc()}, headers=bearer("admin")
+            "/admin/v1/competitions",
+            json={"spec": spec_doc(), "pool": encode_pool(POOL)},
+            headers=bearer("admin"),
         )
         assert r.status_code == 200, r.text
         yield LiveCompete(client, beacon, state)  # type: ignore[arg-type]
