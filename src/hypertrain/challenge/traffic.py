@@ -16,8 +16,9 @@ Counted from what passed through the service plus sizes the protocol fixes exact
   parameter, per optimizer slot and per residual value (per-tensor headers, well under
   0.1%, are left out: this package does not import the trainer).
 
-A round is a *probation* round when one of its audits was a probation audit (the island
-was audited because it is new, not by the rate); the others are the steady state.
+A round is a *probation* round when one of its audited islands was still in its probation
+(audited because it is new, not by the rate); the others are the steady state, which
+includes the forced re-audits of islands with a proven earlier fault.
 """
 
 from __future__ import annotations
@@ -70,13 +71,17 @@ def _broadcast_bytes(state: ServiceState, run_id: str, index: int) -> int | None
 
 
 def _audits(state: ServiceState, run_id: str, index: int) -> tuple[int, bool]:
-    """(uploaded checkpoints, any probation audit) of one round: one per audited segment
-    but segment 0, whose start state auditors derive from the public start model."""
+    """(uploaded checkpoints, any island audited in its probation) of one round: one
+    checkpoint per audited segment but segment 0, whose start state auditors derive from
+    the public start model."""
     rows = state.conn.execute(
-        "SELECT segments, probation FROM audits WHERE run_id = ? AND round = ?", (run_id, index)
+        "SELECT a.segments, COALESCE(r.probation_until_round, 0) > a.round AS new"
+        " FROM audits a LEFT JOIN roster r ON r.run_id = a.run_id AND r.hotkey = a.hotkey"
+        " WHERE a.run_id = ? AND a.round = ?",
+        (run_id, index),
     ).fetchall()
     segments = sum(sum(1 for k in json.loads(r["segments"]) if k > 0) for r in rows)
-    return segments, any(bool(r["probation"]) for r in rows)
+    return segments, any(bool(r["new"]) for r in rows)
 
 
 def _commit_bytes(state: ServiceState, run_id: str, index: int) -> int:
