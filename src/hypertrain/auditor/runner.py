@@ -64,6 +64,7 @@ from hypertrain.relay.client import RelayClient
 from hypertrain.relay.errors import NotFoundError as RelayNotFoundError
 from hypertrain.relay.errors import RelayError
 from hypertrain.trainer.checkpoint import checkpoint_size
+from hypertrain.trainer.round_config import island_train_config
 from hypertrain.trainer.segment import TrainConfig
 
 ISLAND_BLOB_FAULTS = frozenset({"too_large", "size_mismatch"})
@@ -115,7 +116,7 @@ class Auditor:
             raise VerificationError(f"{hotkey} has no commit in round {index}")
         commit = verify_commit(raw, self.manifest, hotkey, index)
         layout = island_layout(self.manifest, opens[-1], hotkey)
-        config = TrainConfig.from_manifest(self.manifest, layout=layout)
+        config = island_train_config(self.manifest, index, layout=layout)
         dataset = open_dataset(self.dataset_dir, self.manifest)
         ids = round_sample_ids(self.manifest, dataset, opens, hotkey)
         _, params = fetch_start_params(self.relay, opens[-1], self.manifest)
