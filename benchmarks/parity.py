@@ -238,7 +238,7 @@ def run_grid(args: argparse.Namespace, head: dict[str, Any]) -> int:
     with ProcessPoolExecutor(args.workers, initializer=_init_worker, initargs=(args,)) as pool:
         while True:
             busy = set(running.values())
-            ready = [t for t in plan(done) if (t[0].name, t[1]) not in done | busy]
+            ready = [t for t in plan(done) if (t[0].name, t[1]) not in set(done) | busy]
             for cell, seed in ready[: args.workers - len(running)]:
                 running[pool.submit(_worker_task, cell, seed)] = (cell.name, seed)
             if not running:

@@ -26,8 +26,7 @@ HARNESS_FILES = (
     "benchmarks/parity_grid.py",
     "benchmarks/parity_identity.py",
     "benchmarks/parity_sim.py",
-    "benchmarks/parity_stats.py",
-)
+)  # what produces the numbers; parity_stats / parity_plots recompute from them
 TRAINER_FILES = tuple(
     f"src/hypertrain/{p}.py"
     for p in (
@@ -102,8 +101,10 @@ def _cell_of(records: list[dict[str, Any]]) -> dict[str, Any]:
     first = records[0]
     finals = [r["final_loss"] for r in records]
     keep = {k: v for k, v in first.items() if k not in ("seed", "final_loss", "curve")}
+    recipe = "dp" if first["kind"] == "dp" else first["name"].split("-", 3)[3]
     return {
         **keep,
+        "recipe": recipe,
         "seeds": [r["seed"] for r in records],
         "final_loss": finals,
         "final_loss_mean": statistics.fmean(finals),
@@ -137,3 +138,58 @@ def combine(tasks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         gaps = [100.0 * (a - b) / b for a, b in pairs]
         cell.update({"baseline_cell": base["name"], "gap_pct": gaps, **gap_stats(gaps)})
     return cells
+
+
+LITERATURE_35M_PCT = {2: 0.7, 4: 2.0, 8: 3.9}  # Scaling Laws for DiLoCo, Table 4
+
+
+def _brief(c: dict[str, Any]) -> dict[str, Any]:
+    keys = ("name", "recipe", "islands", "size", "parameters", "seeds_paired", "gap_pct_mean",
+            "gap_pct_ci90", "tost", "bytes_sent", "ddp_bytes", "dp_bytes_per_byte_sent",
+            "baseline_cell")  # fmt: skip
+    return {k: c.get(k) for k in keys}
+
+
+def summary(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The decisive M = 8 cell (most paired seeds, then lowest gap), its recipe at every M
+    and size, and the literature's 35M gaps beside them."""
+    scored = [c for c in cells.values() if "gap_pct_mean" in c]
+    m8 = [c for c in scored if c["islands"] == 8 and c["size"] == "s"]
+    if not m8:
+        return {}
+    best = min(m8, key=lambda c: (-c["seeds_paired"], c["gap_pct_mean"]))
+    same = [c for c in scored if c["recipe"] == best["recipe"]]
+    return {
+        "best_m8": _brief(best),
+        "recipe_by_m_and_size": [
+            _brief(c) for c in sorted(same, key=lambda c: (c["size"], c["islands"]))
+        ],
+        "literature_35m_gap_pct": LITERATURE_35M_PCT,
+        "seed0_m8_ranking": [
+            {"name": c["name"], "gap_pct_seed0": c["gap_pct"][c["seeds"].index(0)]}
+            for c in sorted(m8, key=lambda c: c["gap_pct"][c["seeds"].index(0)])
+            if 0 in c["seeds"]
+        ],
+    }
+
+
+def benchmarks_section(doc: dict[str, Any]) -> list[str]:
+    """The short parity table of docs/BENCHMARKS.md, from the combined result."""
+    rows = doc.get("summary", {}).get("recipe_by_m_and_size", [])
+    out = [
+        f"Recipe `{doc['summary']['best_m8']['recipe']}` against the tuned data-parallel arm"
+        f" (commit {', '.join(c[:12] for c in doc.get('commits', []))}; docs/parity.md).\n",
+        "| M | size | parameters | seeds | gap % [90 % CI] | TOST ±0.5 % | literature, 35M |"
+        " data-parallel bytes per byte sent |",
+        "|---:|---|---:|---:|---:|---|---:|---:|",
+    ]
+    for r in rows:
+        lo, hi = r["gap_pct_ci90"]
+        ratio = r["dp_bytes_per_byte_sent"]
+        out.append(
+            f"| {r['islands']} | {r['size']} | {r['parameters']:,} | {r['seeds_paired']} |"
+            f" {r['gap_pct_mean']:+.2f} [{lo:+.2f}, {hi:+.2f}] | {r['tost']} |"
+            f" +{LITERATURE_35M_PCT.get(r['islands'], float('nan'))} % |"
+            f" {'—' if not ratio else f'{ratio:,.0f}'} |"
+        )
+    return out
