@@ -299,7 +299,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--cell", default=None, help="run only this planned cell (with --seed)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--exploratory", action="store_true", help="mark the task as added later")
-    ap.add_argument("--steps", type=int, default=200, help="global steps (= DP steps)")
+    ap.add_argument("--steps", type=int, default=100, help="global steps (= DP steps)")
     ap.add_argument("--batch", type=int, default=16, help="windows per island step")
     ap.add_argument("--seq-len", type=int, default=65, help="tokens per window")
     ap.add_argument("--heldout", type=int, default=1600, help="held-out windows")

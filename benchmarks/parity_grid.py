@@ -10,7 +10,7 @@ wait on a stage barrier. Stages (sizes ``s`` ~ 0.13M and ``m`` ~ 0.47M parameter
 2. outer optimizer at M = 8, H = 25, the DiLoCo sweep's best inner rate: lr 0.4 at
    momentum 0.9 and plain averaging (lr 1.0, momentum 0), beside stage 1's 0.7 / 0.9;
 3. levers with stage 2's best outer step: H = 5, H = 100, a 10 % data-parallel warm
-   start (20 steps) then H = 5;
+   start (10 steps) then H = 5;
 4. decisive: seeds 1-4 of the best M = 8 cell of stages 1-3 and of the best
    data-parallel rate; then the same recipe (and the tuned data-parallel rate) at M = 2
    and M = 4, and on size ``m`` at M = 8: seed 0 of each first, then seeds 1-2.
@@ -97,7 +97,7 @@ def plan(results: Results) -> list[Task]:
     levers = [
         diloco_cell(8, 5, best_dl.lr, o),
         diloco_cell(8, 100, best_dl.lr, o),
-        diloco_cell(8, 5, best_dl.lr, o, warm=20),
+        diloco_cell(8, 5, best_dl.lr, o, warm=10),
     ]
     tasks += [(c, 0) for c in levers]
     best = _best([*dls, *outers, *levers], results)

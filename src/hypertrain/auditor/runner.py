@@ -65,7 +65,6 @@ from hypertrain.relay.errors import NotFoundError as RelayNotFoundError
 from hypertrain.relay.errors import RelayError
 from hypertrain.trainer.checkpoint import checkpoint_size
 from hypertrain.trainer.round_config import island_train_config
-from hypertrain.trainer.segment import TrainConfig
 
 ISLAND_BLOB_FAULTS = frozenset({"too_large", "size_mismatch"})
 
@@ -171,7 +170,7 @@ class Auditor:
         the relay being unreachable is not, and raises :class:`RelayError`.
         """
         limit = max_bytes or checkpoint_size(
-            TrainConfig.from_manifest(self.manifest).state_config()
+            island_train_config(self.manifest, 0).state_config()
         )
         try:
             return self.relay.get(sha256, max_bytes=limit)
