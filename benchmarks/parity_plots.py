@@ -165,7 +165,8 @@ def table(cells: dict[str, dict[str, Any]]) -> str:
         wall = sum(c["wall_seconds"]) / len(c["wall_seconds"])
         lines.append(
             f"| {c['name']}{' (exploratory)' if c['exploratory'] else ''} | {c['islands']} |"
-            f" {c['size']} | {len(c['seeds'])} | {c['final_loss_mean']:.4f} ± {c['final_loss_sd']:.4f}"
+            f" {c['size']} | {len(c['seeds'])} |"
+            f" {c['final_loss_mean']:.4f} ± {c['final_loss_sd']:.4f}"
             f" | {gap} | {verdict} | {_bytes(c['bytes_sent'])} |"
             f" {'—' if not ratio else f'{ratio:,.0f}'} | {wall:.0f} |"
         )
