@@ -77,8 +77,13 @@ def gap_stats(gaps: list[float]) -> dict[str, Any]:
     """Mean paired gap (%), its 90 % interval (Student t) and the ±0.5 % TOST verdict."""
     n = len(gaps)
     mean = statistics.fmean(gaps)
-    sd = statistics.stdev(gaps) if n > 1 else math.inf
-    half = T95.get(n - 1, 1.645) * sd / math.sqrt(n) if n > 1 else math.inf
+    if n < 2:  # no spread, so no interval and no verdict
+        return {
+            "seeds_paired": n, "gap_pct_mean": mean, "gap_pct_sd": None, "gap_pct_ci90": None,
+            "tost": "undecided (one seed)", "non_inferior": False,
+        }  # fmt: skip
+    sd = statistics.stdev(gaps)
+    half = T95.get(n - 1, 1.645) * sd / math.sqrt(n)
     lo, hi = mean - half, mean + half
     if lo > -MARGIN_PCT and hi < MARGIN_PCT:
         tost = "equivalent"
@@ -184,11 +189,12 @@ def benchmarks_section(doc: dict[str, Any]) -> list[str]:
         "|---:|---|---:|---:|---:|---|---:|---:|",
     ]
     for r in rows:
-        lo, hi = r["gap_pct_ci90"]
+        ci = r["gap_pct_ci90"]
+        gap = f"{r['gap_pct_mean']:+.2f}" + ("" if ci is None else f" [{ci[0]:+.2f}, {ci[1]:+.2f}]")
         ratio = r["dp_bytes_per_byte_sent"]
         out.append(
             f"| {r['islands']} | {r['size']} | {r['parameters']:,} | {r['seeds_paired']} |"
-            f" {r['gap_pct_mean']:+.2f} [{lo:+.2f}, {hi:+.2f}] | {r['tost']} |"
+            f" {gap} | {r['tost']} |"
             f" +{LITERATURE_35M_PCT.get(r['islands'], float('nan'))} % |"
             f" {'—' if not ratio else f'{ratio:,.0f}'} |"
         )
