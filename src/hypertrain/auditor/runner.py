@@ -169,9 +169,7 @@ class Auditor:
         Missing (withheld) or oversized is the island's fault (:class:`IslandInputError`);
         the relay being unreachable is not, and raises :class:`RelayError`.
         """
-        limit = max_bytes or checkpoint_size(
-            island_train_config(self.manifest, 0).state_config()
-        )
+        limit = max_bytes or checkpoint_size(island_train_config(self.manifest, 0).state_config())
         try:
             return self.relay.get(sha256, max_bytes=limit)
         except RelayNotFoundError as exc:
