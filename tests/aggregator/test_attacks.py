@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 
 from hypertrain.aggregator.blobs import MemoryBlobs
 from hypertrain.aggregator.merge import MergeInputs, merge
+from hypertrain.aggregator.norms import update_norm
 from hypertrain.aggregator.runner import Aggregator
 from hypertrain.aggregator.tape import Candidate, decode_tape
 from hypertrain.challenge.app import _poll_beacon, create_app
@@ -27,6 +28,7 @@ from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.trainer.codec import encode_int8
+from hypertrain.trainer.model import param_shapes
 from tests.aggregator.helpers import delta
 from tests.challenge.helpers import (
     TOKENS,
@@ -79,12 +81,21 @@ class World:
         return encode_int8(tensors, self.manifest.compression.block_size)
 
 
-def _world(tmp_path: Path, **audit: float) -> Iterator[World]:
+def _honest_norm(doc: dict[str, object]) -> float:
+    """The norm of an honest update in this run: the operator's trusted reference."""
+    m = RunManifest.model_validate({**doc, "outer": {"reference_norm": 1.0}})
+    data = encode_int8(delta(m, 1), m.compression.block_size)
+    return update_norm(data, param_shapes(m.model), m.compression)
+
+
+def _world(tmp_path: Path, *, reference: bool = False, **audit: float) -> Iterator[World]:
     settings = make_settings(tmp_path, [k.ss58_address for k in KEYS])
     beacon, ledger, blobs = SteppedBeacon(), FakeLedger(), MemoryBlobs()
     app = create_app(settings, beacon=beacon, ledger=ledger)
     with TestClient(app) as client:
         doc = manifest_doc(**audit)
+        if reference:  # no audit this round, no probation: the manifest vouches for a norm
+            doc["outer"] = {"reference_norm": _honest_norm(doc)}
         created = client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
         assert created.status_code == 200, created.text
         service = ChallengeClient(
@@ -101,7 +112,7 @@ def _world(tmp_path: Path, **audit: float) -> Iterator[World]:
 
 @pytest.fixture
 def unaudited(tmp_path: Path) -> Iterator[World]:
-    yield from _world(tmp_path, rate=0.0, probation_rounds=0)
+    yield from _world(tmp_path, reference=True, rate=0.0, probation_rounds=0)
 
 
 @pytest.fixture
