@@ -12,7 +12,8 @@ Every failure is an :class:`UpdateFormatError` whose ``reason`` is a screen code
 ``malformed`` (anything else the codec refuses, an update in another codec than the
 run's, or int8 blocks of another size than the run's ``compression.block_size``, which
 the exact inner products of :mod:`hypertrain.aggregator.gram` rely on). Sparse updates
-(``trainer.sparse_codec``) get the same exactness from their codes: per chunk an exact integer sum times ``scale^2 / 4``, summed with ``math.fsum``.
+(``trainer.sparse_codec``) get the same exactness from their codes: per chunk an exact
+integer sum times ``scale^2 / 4``, summed with ``math.fsum``.
 """
 
 from __future__ import annotations
