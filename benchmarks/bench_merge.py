@@ -70,9 +70,12 @@ def prepare(root: Path, count: int) -> dict[str, object]:
     m, blobs = bench_manifest(), DirBlobs(root)
     start = blobs.add(encode_model_blob(init_params(m.model, m.seed), m.model))
     cands = []
+    shared = torch.Generator().manual_seed(999)  # the direction honest updates share
+    common = {n: torch.randn(s, generator=shared) for n, s in param_shapes(m.model)}
     for i in range(count):
         gen = torch.Generator().manual_seed(1000 + i)
-        delta = {n: torch.randn(s, generator=gen) * 1e-3 for n, s in param_shapes(m.model)}
+        delta = {n: (0.6 * common[n] + 0.8 * torch.randn(s, generator=gen)) * 1e-3
+                 for n, s in param_shapes(m.model)}  # fmt: skip
         data = encode_int8(delta, m.compression.block_size)
         hotkey = Hotkey.from_seed(bytes([i + 1]) * 32).ss58_address
         cands.append({"hotkey": hotkey, "update_sha256": blobs.add(data),

@@ -295,7 +295,7 @@ class AdmissionSpec(_Section):
 
 class RewardSpec(_Section):
     pool_per_round: int = Field(default=1_000_000_000, ge=0)
-    vesting_rounds: int = Field(default=10, ge=1)
+    vesting_rounds: int = Field(default=20, ge=1)  # sized in docs/mechanism.md (economics)
 
 
 class DisputeSpec(_Section):
