@@ -35,6 +35,7 @@ the same probation followed by idling.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,11 @@ def evaluate(
     return out
 
 
+def _commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+    return done.stdout.strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rate", type=float, default=AuditSpec().rate)
@@ -152,7 +158,12 @@ def main() -> None:
             print(f"  {name:22s} {row}")
     write_result(
         "economics",
-        {"settings": table, "honest_islands": args.honest, "horizon_rounds": horizon},
+        {
+            "settings": table,
+            "honest_islands": args.honest,
+            "horizon_rounds": horizon,
+            "git_commit": _commit(),
+        },  # fmt: skip
         targets={"burn_exceeds_reward": "true for every strategy at the manifest defaults"},
         notes="real ledger, one settlement and one get_weights epoch per round; amounts in "
         "rounds of one island's share; the attacker trains honestly during probation",

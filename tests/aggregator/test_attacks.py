@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
 from hypertrain.aggregator.blobs import MemoryBlobs
@@ -222,3 +223,34 @@ def test_candidates_keep_commit_order(unaudited: World) -> None:
     seq = {c.hotkey: c.seq for c in got.candidates}
     assert [seq[k.ss58_address] for k in reversed(KEYS[:3])] == [0, 1, 2]
     assert all(isinstance(c, Candidate) for c in got.candidates)
+
+
+def test_unaudited_noisy_copies_averages_and_reversed_updates_are_not_paid(
+    unaudited: World,
+) -> None:
+    """Through the real service: derived copies and a reversed update in a round nobody
+    audits are excluded, unpaid, and the model is the honest islands' merge."""
+    w = unaudited
+    honest, noisy, average, reverse = KEYS[:3], KEYS[3], KEYS[4], KEYS[5]
+    for i, key in enumerate(honest):
+        w.commit(key, w.update(i + 1))
+    a, b = delta(w.manifest, 1), delta(w.manifest, 2)
+    gen = torch.Generator().manual_seed(3)
+    block = w.manifest.compression.block_size
+    w.commit(noisy, encode_int8(
+        {k: v + torch.randn(v.shape, generator=gen) * 0.2 * v.std() for k, v in a.items()}, block
+    ))  # fmt: skip
+    w.commit(average, encode_int8({k: (a[k] + b[k]) / 2 for k in a}, block))
+    w.commit(reverse, encode_int8({k: -v for k, v in delta(w.manifest, 9).items()}, block))
+    _settle(w)
+    merged = w.agg.service.round_detail("run-1", 0).merge.body  # type: ignore[union-attr]
+    honest_keys = sorted(k.ss58_address for k in honest)
+    assert sorted(merged["included"]) == honest_keys
+    assert merged["excluded"] == {
+        noisy.ss58_address: "near_duplicate",
+        average.ss58_address: "near_duplicate",
+        reverse.ss58_address: "against_aggregate",
+    }
+    assert w.ledger.settled[("run-1", 0)] == dict.fromkeys(honest_keys, TOKENS_PER_MICRO_BATCH)
+    assert not any(key[2] in {noisy.ss58_address, average.ss58_address} for key in w.ledger.faults)
+    assert merged["new_model_sha256"] == _model_of(w, honest_keys)
