@@ -163,7 +163,7 @@ def main() -> None:
             "honest_islands": args.honest,
             "horizon_rounds": horizon,
             "git_commit": _commit(),
-        },  # fmt: skip
+        },
         targets={"burn_exceeds_reward": "true for every strategy at the manifest defaults"},
         notes="real ledger, one settlement and one get_weights epoch per round; amounts in "
         "rounds of one island's share; the attacker trains honestly during probation",
