@@ -7,10 +7,12 @@ merge computes them once, exactly, and decides everything else in plain Python f
 
 *int8 updates* (all with the run's block size, which :func:`~hypertrain.aggregator.norms.
 update_norm` enforces): per block, ``codes_i . codes_j`` is an integer (at most
-``block_size * 127^2``), held exactly whatever the summation order (float32 below 2^24,
-float64 above); ``scale_i * scale_j`` of two float32 scales is exact in float64; their
-product is one IEEE rounding. Per tensor the block terms are summed with ``math.fsum``
-(correctly rounded, order-free) and the tensors' partial sums again with ``math.fsum``.
+``block_size * 127^2``), held exactly whatever the summation order or kernel (float32
+below 2^24, float64 above), so one batched matrix product gives every pair's block
+dots exactly; ``scale_i * scale_j`` of two float32 scales is exact in float64; their
+product is one IEEE rounding. Per chunk of :data:`CHUNK_BLOCKS` blocks of a tensor the
+terms are summed with ``math.fsum`` (correctly rounded, order-free) and the partial sums
+again with ``math.fsum``.
 
 *Sparse updates*: the decoded float32 values' products are exact in float64 and are
 summed the same way over the coordinates either update sets.
@@ -33,6 +35,7 @@ from hypertrain.trainer.update import iter_decode_update
 Shapes = Sequence[tuple[str, tuple[int, ...]]]
 Gram = list[list[float]]
 _FLOAT32_BLOCKS = 1024
+CHUNK_BLOCKS = 512  # blocks per batched product (bounds the scratch memory; fixed: it groups sums)
 
 
 def gram_matrix(updates: Sequence[bytes], shapes: Shapes, compression: CompressionSpec) -> Gram:
@@ -70,14 +73,21 @@ def _int8_tensors(data: bytes, block_size: int) -> Iterator[tuple[np.ndarray, np
 def _int8_partials(
     updates: Sequence[bytes], block_size: int, partials: list[list[list[float]]]
 ) -> None:
+    """Per tensor and per chunk of :data:`CHUNK_BLOCKS` blocks: every pair's block dot
+    products in one batched matrix product (exact: integer codes, exact partial sums),
+    scaled and summed with ``math.fsum``."""
     streams = [_int8_tensors(data, block_size) for data in updates]
+    n = len(updates)
     for tensors in zip(*streams, strict=True):
-        scales = [s for s, _ in tensors]
-        codes = [q for _, q in tensors]
-        for i in range(len(tensors)):
-            for j in range(i + 1):
-                dots = (codes[i] * codes[j]).sum(axis=1).astype(np.float64)
-                partials[i][j].append(math.fsum((dots * (scales[i] * scales[j])).tolist()))
+        scales = np.stack([s for s, _ in tensors], axis=1)  # blocks x n
+        for lo in range(0, scales.shape[0], CHUNK_BLOCKS):
+            q = np.stack([c[lo : lo + CHUNK_BLOCKS] for _, c in tensors], axis=1)
+            dots = np.matmul(q, q.transpose(0, 2, 1)).astype(np.float64)  # blocks x n x n
+            s = scales[lo : lo + CHUNK_BLOCKS]
+            terms = dots * (s[:, :, None] * s[:, None, :])
+            for i in range(n):
+                for j in range(i + 1):
+                    partials[i][j].append(math.fsum(terms[:, i, j].tolist()))
 
 
 def _sparse_partials(
