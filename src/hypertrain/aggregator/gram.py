@@ -35,7 +35,7 @@ from hypertrain.trainer.update import iter_decode_update
 Shapes = Sequence[tuple[str, tuple[int, ...]]]
 Gram = list[list[float]]
 _FLOAT32_BLOCKS = 1024
-CHUNK_BLOCKS = 512  # blocks per batched product (bounds the scratch memory; fixed: it groups sums)
+CHUNK_BLOCKS = 64  # blocks per batched product (bounds the scratch memory; fixed: it groups sums)
 
 
 def gram_matrix(updates: Sequence[bytes], shapes: Shapes, compression: CompressionSpec) -> Gram:
@@ -54,20 +54,26 @@ def gram_matrix(updates: Sequence[bytes], shapes: Shapes, compression: Compressi
 
 
 def _int8_tensors(data: bytes, block_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Per tensor, lazily: float64 scales and the codes as a ``blocks x block_size`` array."""
+    """Per tensor, lazily: float64 scales and the int8 codes (views into ``data``)."""
     size, metas, pos = parse_header(data)
     if size != block_size:  # update_norm refuses these first; a changed blob gets here
         raise ValueError(f"update block size {size}, the run's is {block_size}")
-    dtype = np.float32 if block_size <= _FLOAT32_BLOCKS else np.float64
     view = memoryview(data)
     for meta in metas:
         nb = -(-meta.numel // block_size)
         scales = np.frombuffer(view[pos : pos + 4 * nb], dtype="<f4").astype(np.float64)
         codes = np.frombuffer(view[pos + 4 * nb : pos + 4 * nb + meta.numel], dtype=np.int8)
         pos += meta.body_size(block_size)
-        padded = np.zeros(nb * block_size, dtype=dtype)
-        padded[: meta.numel] = codes
-        yield scales, padded.reshape(nb, block_size)
+        yield scales, codes
+
+
+def _chunk(codes: np.ndarray, lo: int, blocks: int, block_size: int) -> np.ndarray:
+    """Blocks ``lo .. lo + blocks`` of one tensor's codes, zero-padded, as exact floats."""
+    dtype = np.float32 if block_size <= _FLOAT32_BLOCKS else np.float64
+    part = codes[lo * block_size : (lo + blocks) * block_size]
+    out = np.zeros(blocks * block_size, dtype=dtype)
+    out[: part.size] = part
+    return out.reshape(blocks, block_size)
 
 
 def _int8_partials(
@@ -75,15 +81,15 @@ def _int8_partials(
 ) -> None:
     """Per tensor and per chunk of :data:`CHUNK_BLOCKS` blocks: every pair's block dot
     products in one batched matrix product (exact: integer codes, exact partial sums),
-    scaled and summed with ``math.fsum``."""
+    scaled and summed with ``math.fsum``. Only one chunk of each update is decoded."""
     streams = [_int8_tensors(data, block_size) for data in updates]
     n = len(updates)
     for tensors in zip(*streams, strict=True):
         scales = np.stack([s for s, _ in tensors], axis=1)  # blocks x n
         for lo in range(0, scales.shape[0], CHUNK_BLOCKS):
-            q = np.stack([c[lo : lo + CHUNK_BLOCKS] for _, c in tensors], axis=1)
-            dots = np.matmul(q, q.transpose(0, 2, 1)).astype(np.float64)  # blocks x n x n
             s = scales[lo : lo + CHUNK_BLOCKS]
+            q = np.stack([_chunk(c, lo, len(s), block_size) for _, c in tensors], axis=1)
+            dots = np.matmul(q, q.transpose(0, 2, 1)).astype(np.float64)  # blocks x n x n
             terms = dots * (s[:, :, None] * s[:, None, :])
             for i in range(n):
                 for j in range(i + 1):
