@@ -199,6 +199,17 @@ def test_an_update_reversed_from_its_own_training_points_against_the_others() ->
     assert _reasons(w) == {HOTKEYS[4]: "against_aggregate"}
 
 
+def test_a_reversed_update_beside_two_honest_ones_does_not_take_them_out() -> None:
+    """Its own leave-one-out median is the honest mean (cosine well below 0); theirs
+    includes it, so the screen removes the worst first and looks again."""
+    w = World()
+    w.add(0)
+    w.add(1)
+    w.add(2, data=_encode(w, {k: -v for k, v in delta(w.manifest, 9).items()}))
+    _in_order(w)
+    assert _reasons(w) == {HOTKEYS[2]: "against_aggregate"}
+
+
 @pytest.mark.parametrize("honest", [3, 8, 12])
 def test_inner_product_manipulation_is_excluded(honest: int) -> None:
     """IPM (Xie et al. 2019): each attacker sends -eps times the honest mean (here with a

@@ -7,9 +7,10 @@ tokens. Steps, all on the exact Gram matrix (:mod:`hypertrain.aggregator.gram`) 
 1. **Copies**, in commit order: an update explained by those kept before it (relative
    residual below ``COPY_RESIDUAL`` after projection onto their span) is excluded as
    ``near_duplicate``; the earliest commit keeps its direction.
-2. **Against the aggregate**: on the clipped updates ``v_i = clip_i * u_i``, an update
-   whose cosine with the token-weighted geometric median of the others is below
-   ``AGAINST_COSINE`` is excluded as ``against_aggregate``.
+2. **Against the aggregate**: on the clipped updates ``v_i = clip_i * u_i``, the update
+   whose cosine with the token-weighted geometric median of the others is lowest, if
+   below ``AGAINST_COSINE``, is excluded as ``against_aggregate``; repeated on the rest
+   until every cosine passes (:func:`against`).
 3. **Coefficients**: the token-weighted geometric median of the remaining clipped
    updates, ``z = sum_i a_i v_i``; ``a_i`` is the tape's ``weight`` and the merge adds
    ``float32(a_i * clip_i) * u_i`` in hotkey order.
@@ -58,6 +59,29 @@ def copies(gram: Gram, hotkeys: Sequence[str], arrival: Sequence[str]) -> Reject
     return out
 
 
+def against(
+    gram: Gram, live: Sequence[int], clip: Sequence[float], tokens: Sequence[int]
+) -> list[tuple[int, float]]:
+    """(index, cosine) of each update left out as pointing against the others.
+
+    One at a time: the update with the lowest leave-one-out cosine goes if it is below
+    the threshold, and the cosines are recomputed without it, so one reversed update
+    cannot drag the others' leave-one-out medians down with it. Two updates below the
+    threshold with each other cannot be told apart: both go.
+    """
+    left = list(live)
+    out: list[tuple[int, float]] = []
+    while len(left) >= 2:
+        cosines = loo_cosines(_scaled(gram, left, clip), [tokens[i] for i in left])
+        worst = min(range(len(left)), key=lambda k: (cosines[k], k))
+        if cosines[worst] >= AGAINST_COSINE:
+            break
+        if len(left) == 2:
+            return out + list(zip(left, cosines, strict=True))
+        out.append((left.pop(worst), cosines[worst]))
+    return out
+
+
 def robust_aggregate(
     clip: Mapping[str, float],
     tokens: Mapping[str, int],
@@ -74,14 +98,12 @@ def robust_aggregate(
     rejected = copies(gram, hotkeys, arrival)
     live = [i for i, h in enumerate(hotkeys) if h not in rejected]
     factors = [clip[h] for h in hotkeys]
-    cosines = loo_cosines(_scaled(gram, live, factors), [tokens[hotkeys[i]] for i in live])
-    for i, cos in zip(live, cosines, strict=True):
-        if cos < AGAINST_COSINE:
-            rejected[hotkeys[i]] = (
-                "against_aggregate",
-                f"cosine {cos:.6f} with the geometric median of the other updates"
-                f" (threshold {AGAINST_COSINE})",
-            )
+    for i, cos in against(gram, live, factors, [tokens[h] for h in hotkeys]):
+        rejected[hotkeys[i]] = (
+            "against_aggregate",
+            f"cosine {cos:.6f} with the geometric median of the other updates"
+            f" (threshold {AGAINST_COSINE})",
+        )
     live = [i for i in live if hotkeys[i] not in rejected]
     a = geometric_median(_scaled(gram, live, factors), [tokens[hotkeys[i]] for i in live])
     return Aggregate({hotkeys[i]: w for i, w in zip(live, a, strict=True)}, rejected)
