@@ -144,7 +144,9 @@ def island_rank(args: argparse.Namespace) -> None:
         island = Island(
             init_state(config.state_config(), 1), config, RankGroup(args.rank, 2), zero1=zero1
         )
-        island.run(samples, args.steps)
+        per = config.samples_per_step
+        for step in range(args.steps):  # the round loop's stepper, one step at a time
+            island.advance(samples[step * per : (step + 1) * per], step)
         hashes["zero1" if zero1 else "dp"] = island.state_hash().hex()
     dist.destroy_process_group()
     if args.rank == 0:
