@@ -1,0 +1,93 @@
+"""Outsider attacks on the merge screens (copies and the norm reference), in process."""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+
+from hypertrain.aggregator import dedup, screen
+from hypertrain.protocol.manifest import OuterOptimSpec
+from hypertrain.trainer.codec import encode_int8
+
+SHAPES = [("a", (64, 64)), ("b", (256,))]
+
+
+class _Blobs:
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def get(self, sha: str) -> bytes:
+        return self.data[sha]
+
+
+def _random(gen: torch.Generator) -> dict[str, torch.Tensor]:
+    return {name: torch.randn(shape, generator=gen) for name, shape in SHAPES}
+
+
+def _duplicates(updates: dict[str, dict[str, torch.Tensor]]) -> dict[str, tuple[str, str]]:
+    blobs = _Blobs()
+    order: list[tuple[str, str]] = []
+    sketches: dict[str, tuple[float, ...]] = {}
+    for hotkey, tensors in updates.items():
+        data = encode_int8(tensors, 64)
+        sha = hashlib.sha256(data).hexdigest()
+        blobs.data[sha] = data
+        order.append((hotkey, sha))
+        sketches[hotkey] = dedup.sketch(data)
+    return dedup.find_duplicates(order, sketches, blobs, SHAPES)
+
+
+def _copies() -> dict[str, dict[str, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(0)
+    honest, other, noise = _random(gen), _random(gen), _random(gen)
+    return {
+        "honest": honest,
+        "other": other,
+        "reversed": {n: -honest[n] for n, _ in SHAPES},
+        "noisy": {n: honest[n] + 0.35 * noise[n] for n, _ in SHAPES},
+        "average": {n: (honest[n] + other[n]) / 2 for n, _ in SHAPES},
+    }
+
+
+def test_a_reversed_copy_of_an_honest_update_is_not_merged() -> None:
+    """-honest has the honest norm and cancels the honest island's work for no compute."""
+    found = _duplicates(_copies())
+    assert "reversed" in found, "a sign-flipped copy (cosine -1) passes the copy screen"
+
+
+def test_a_noisy_copy_of_an_honest_update_is_not_merged() -> None:
+    """honest + 0.35 noise: cosine 0.94, below the 0.99 threshold, zero compute."""
+    found = _duplicates(_copies())
+    assert "noisy" in found, "a copy with noise added passes the copy screen"
+
+
+def test_an_average_of_two_honest_updates_is_not_merged() -> None:
+    """(a + b) / 2: cosine 0.70 with each, zero compute, a full share."""
+    found = _duplicates(_copies())
+    assert "average" in found, "an average of two honest updates passes the copy screen"
+
+
+def test_two_sybils_cannot_vote_the_one_honest_update_out_of_a_fresh_round() -> None:
+    """No trusted norm yet (probation_rounds = 0): the round median is the sybils' norm."""
+    result = screen.screen({"honest": 1.0, "s1": 100.0, "s2": 100.0}, OuterOptimSpec())
+    assert "honest" not in result.rejected, result.rejected
+
+
+def test_one_token_sybils_cannot_ratchet_the_reference_until_honest_updates_are_outliers() -> (
+    None
+):
+    """History counts updates, not tokens: 3 sybils (any token count) beat 2 honest islands.
+
+    Each round the sybils post norm exactly at the clip threshold (clip 1, effective 2 r);
+    the median doubles every 7 rounds and the honest updates are rejected after 28.
+    """
+    outer = OuterOptimSpec()
+    history = [1.0] * 16
+    for _ in range(30):
+        probe = screen.screen({"h1": 1.0, "h2": 1.0}, outer, history=history[-40:])
+        top = probe.clip_threshold
+        norms = {"h1": 1.0, "h2": 1.0, "s1": top, "s2": top, "s3": top}
+        result = screen.screen(norms, outer, history=history[-40:])
+        assert "h1" not in result.rejected, f"honest rejected at reference {result.median}"
+        history += [norms[k] * result.clip[k] for k in result.clip]
