@@ -14,7 +14,17 @@ from hypertrain.competition.scoring import tiebreak
 from hypertrain.competition.submission import commitment, model_hash
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.helpers import SteppedBeacon, bearer, make_settings
-from tests.competition.test_service import POOL, World, files_of, spec_doc
+from tests.challenge.helpers import write_metagraph
+from tests.competition.test_service import (  # noqa: F401
+    CID,
+    MINERS,
+    POOL,
+    World,
+    _open_cycle_with,
+    files_of,
+    spec_doc,
+    world,
+)
 
 HONEST = Hotkey.from_seed(b"\x70" * 32)
 SYBILS = [Hotkey.from_seed(bytes([0x71 + i]) * 32) for i in range(8)]
@@ -58,3 +68,30 @@ def test_sybils_cannot_choose_which_same_round_commitment_comes_first(many: Worl
     assert order[0] == HONEST.ss58_address, (
         f"the sybil chosen after the tie-break randomness is first: {order}, honest {honest}"
     )
+
+
+def test_a_hotkey_deregistered_and_registered_again_under_a_new_uid_loses_its_escrow(
+    world: World, tmp_path: Path
+) -> None:
+    """Between two metagraph snapshots the hotkey is deregistered and registered again
+    (its uid moves from 0 to 3): on chain that is a deregistration, yet nothing is burned
+    and the whole escrow is paid at the next epoch."""
+    from hypertrain.challenge.app import _refresh_metagraph
+
+    leaver = MINERS[0]
+    sha = _open_cycle_with(world)
+    assert world.score(sha, [1.0] * 4).status_code == 200
+    world.tick(5)
+    assert world.score(sha, [1.0] * 4).status_code == 200
+    world.tick()
+    held = world.state.ledger.balances(CID, [leaver.ss58_address])[leaver.ss58_address]
+    assert held.get("escrow", 0) > 0
+    again = [k.ss58_address for k in MINERS[1:]] + [leaver.ss58_address]
+    write_metagraph(tmp_path / "metagraph.json", again, epoch=2)
+    world.client.portal.call(_refresh_metagraph, world.state)  # type: ignore[union-attr]
+    world.client.get(
+        "/internal/v1/get_weights", params={"epoch": 2},
+        headers={**bearer("internal"), "X-Platform-Challenge-Slug": "hypertrain"},
+    )  # fmt: skip
+    after = world.state.ledger.balances(CID, [leaver.ss58_address])[leaver.ss58_address]
+    assert after.get("burned", 0) > 0, f"a new uid kept the old registration's value: {after}"
