@@ -74,9 +74,7 @@ def test_two_sybils_cannot_vote_the_one_honest_update_out_of_a_fresh_round() -> 
     assert "honest" not in result.rejected, result.rejected
 
 
-def test_one_token_sybils_cannot_ratchet_the_reference_until_honest_updates_are_outliers() -> (
-    None
-):
+def test_one_token_sybils_cannot_ratchet_the_reference_until_honest_updates_are_outliers() -> None:
     """History counts updates, not tokens: 3 sybils (any token count) beat 2 honest islands.
 
     Each round the sybils post norm exactly at the clip threshold (clip 1, effective 2 r);
@@ -91,3 +89,43 @@ def test_one_token_sybils_cannot_ratchet_the_reference_until_honest_updates_are_
         result = screen.screen(norms, outer, history=history[-40:])
         assert "h1" not in result.rejected, f"honest rejected at reference {result.median}"
         history += [norms[k] * result.clip[k] for k in result.clip]
+
+
+class _Store(_Blobs):
+    def put(self, data: bytes) -> str:
+        sha = hashlib.sha256(data).hexdigest()
+        self.data[sha] = data
+        return sha
+
+
+def test_a_reversed_copy_cannot_cancel_an_honest_update_in_the_merge() -> None:
+    """One honest update and its negation (zero compute, the honest norm): both are
+    included, so both would be paid, and the merged model equals the start model."""
+    from hypertrain.aggregator.merge import MergeInputs, max_tokens, merge
+    from hypertrain.aggregator.norms import update_norm
+    from hypertrain.aggregator.tape import Candidate
+    from hypertrain.protocol.manifest import RunManifest
+    from hypertrain.trainer.blob import encode_model_blob
+    from hypertrain.trainer.model import init_params
+    from tests.challenge.helpers import manifest_doc
+
+    manifest = RunManifest.model_validate(manifest_doc())
+    start = init_params(manifest.model, 7)
+    blobs = _Store()
+    start_sha = blobs.put(encode_model_blob(start, manifest.model))
+    gen = torch.Generator().manual_seed(1)
+    honest = {n: 0.01 * torch.randn(t.shape, generator=gen) for n, t in start.items()}
+    size = manifest.compression.block_size
+    updates = [encode_int8(honest, size), encode_int8({n: -v for n, v in honest.items()}, size)]
+    tokens = max_tokens(manifest)
+    candidates = [
+        Candidate(hotkey=hk, update_sha256=blobs.put(u), tokens=tokens, update_bytes=len(u), seq=i)
+        for i, (hk, u) in enumerate(zip(["a-honest", "b-reversed"], updates, strict=True))
+    ]
+    norm = update_norm(updates[0], [(k, tuple(v.shape)) for k, v in start.items()])
+    inputs = MergeInputs(
+        manifest=manifest, round=0, start_model_sha256=start_sha, prev_outer_state_sha256=None,
+        candidates=candidates, history_norms=[norm] * 8,
+    )  # fmt: skip
+    included = [i.hotkey for i in merge(inputs, blobs).tape.included]
+    assert included == ["a-honest"], f"the reversed copy is merged (and paid): {included}"

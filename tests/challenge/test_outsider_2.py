@@ -8,7 +8,8 @@ from tests.challenge.test_probation_holds import Net, net  # noqa: F401
 
 
 def test_an_island_that_sits_out_its_probation_is_still_audited_before_it_is_paid(
-    net: Net, miner_keys: list[Hotkey]
+    net: Net,  # noqa: F811
+    miner_keys: list[Hotkey],
 ) -> None:
     """Probation counts rounds since admission: an island that commits nothing in rounds
     0 and 1 leaves probation with no audit passed, and its first update (round 2, rate 0)

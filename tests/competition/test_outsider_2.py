@@ -13,8 +13,7 @@ from hypertrain.competition.pool import encode_pool
 from hypertrain.competition.scoring import tiebreak
 from hypertrain.competition.submission import commitment, model_hash
 from hypertrain.protocol.identity import Hotkey
-from tests.challenge.helpers import SteppedBeacon, bearer, make_settings
-from tests.challenge.helpers import write_metagraph
+from tests.challenge.helpers import SteppedBeacon, bearer, make_settings, write_metagraph
 from tests.competition.test_service import (  # noqa: F401
     CID,
     MINERS,
@@ -71,7 +70,8 @@ def test_sybils_cannot_choose_which_same_round_commitment_comes_first(many: Worl
 
 
 def test_a_hotkey_deregistered_and_registered_again_under_a_new_uid_loses_its_escrow(
-    world: World, tmp_path: Path
+    world: World,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     """Between two metagraph snapshots the hotkey is deregistered and registered again
     (its uid moves from 0 to 3): on chain that is a deregistration, yet nothing is burned
