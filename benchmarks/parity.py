@@ -1,81 +1,99 @@
 """Quality-parity experiment: DiLoCo rounds against data-parallel training at equal tokens.
 
-Runs a pre-registered grid (docs/parity.md states it before the results) on real text
-from the repository (tests/assets/tinyshakespeare.txt, tokenized with a byte-level BPE
-trained by ``hypertrain.data.tokenizer``), on CPU, several seeds per cell, and writes
-one JSON file with per-cell held-out loss, the paired gap to the data-parallel baseline
-with a 90% confidence interval, the TOST equivalence verdict at a 0.5% margin and the
-bytes each cell moves. Plots are rendered by ``benchmarks/parity_plots.py``.
+Runs the pre-registered grid (``parity_grid.py``; docs/parity.md states it before the
+results) on real text from the repository (tests/assets/tinyshakespeare.txt, tokenized
+with a byte-level BPE trained by ``hypertrain.data.tokenizer``), on CPU. Each finished
+``(cell, seed)`` is written at once to its own JSON file (so a stopped run keeps what it
+finished), with its wall time, the git commit and the hashes of the harness and trainer
+files (``parity_stats.provenance``). ``parity_plots.py`` combines them, recomputes the
+paired gaps and refuses files whose harness or trainer changed since.
 
 Run:
-    python benchmarks/parity.py --quick                 # 3 cells, tiny model, seconds
-    python benchmarks/parity.py                         # the full grid (hours on 2 cores)
-    python benchmarks/parity.py --grid core --steps 200 # the subset that fits an hour
+    python benchmarks/parity.py --quick           # identity checks + 3 tiny cells (CI)
+    python benchmarks/parity.py --grid preregistered --workers 2
+    python benchmarks/parity.py --cell NAME --seed 5 --exploratory   # one added task
+    python benchmarks/parity.py --known-answer    # the frozen data-parallel curve (JSON)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
+import os
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import asdict
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "src")]
+ROOT = HERE.parent
+sys.path[:0] = [str(HERE), str(ROOT / "src"), str(ROOT)]
+
+from tests.known_answers import PROFILE  # noqa: E402  (no torch import)
+
+
+def _pin_profile() -> None:
+    """Re-execute under the pinned CPU profile (set before torch loads) unless it is on."""
+    if all(os.environ.get(k) == v for k, v in PROFILE.items()):
+        return
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **PROFILE})
+
+
+if __name__ == "__main__" and {"--quick", "--known-answer"} & set(sys.argv):
+    _pin_profile()
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 from common import machine_info  # noqa: E402
 from hypertrain.data.tokenizer import tokenizer_from_bytes, train_tokenizer  # noqa: E402
 from hypertrain.protocol.manifest import ModelSpec, SparseSpec  # noqa: E402
-from hypertrain.protocol.traffic import ddp_bytes_per_device  # noqa: E402
 from hypertrain.trainer.determinism import configure_determinism  # noqa: E402
 from hypertrain.trainer.presets import param_count  # noqa: E402
-from parity_sim import Cell, CellRun, Setup, run_diloco, run_dp  # noqa: E402
+from parity_grid import plan  # noqa: E402
+from parity_identity import identity_checks, known_answer_curve  # noqa: E402
+from parity_sim import Cell, CellRun, Data, Setup, dp_bytes, run_diloco, run_dp  # noqa: E402
+from parity_stats import provenance  # noqa: E402
 
-CORPUS = HERE.parent / "tests" / "assets" / "tinyshakespeare.txt"
+CORPUS = ROOT / "tests" / "assets" / "tinyshakespeare.txt"
 OUT_DIR = HERE / "results" / "parity"
-MARGIN_PCT = 0.5
-HELDOUT = 128  # held-out windows scored after every round / every steps/10
-# one-sided 95% Student-t quantiles (a two-sided 90% interval) by degrees of freedom
-T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833}
+SIZES = {  # name -> (d_model, layers, ffn_hidden)
+    "xs": (32, 1, 64),  # the quick grid and the identity tests
+    "s": (64, 2, 176),  # ~0.13M parameters at vocab 512
+    "m": (128, 2, 352),  # ~0.47M parameters at vocab 512
+}
 
 
-def parity_model(vocab_size: int, quick: bool) -> ModelSpec:
-    """A proxy-shaped model small enough for a grid on two cores."""
-    d, layers, ffn = (32, 1, 64) if quick else (64, 2, 176)
+def parity_model(vocab_size: int, size: str, context: int) -> ModelSpec:
+    d, layers, ffn = SIZES[size]
     return ModelSpec(
-        preset="parity-tiny" if quick else "parity-proxy",
+        preset=f"parity-{size}",
         vocab_size=vocab_size,
         d_model=d,
         num_layers=layers,
         num_heads=2,
         head_dim=d // 2,
         ffn_hidden=ffn,
-        context_length=64,
+        context_length=context,
     )
 
 
 def corpus_windows(
-    vocab_size: int, seq_len: int, stride: int
+    vocab_size: int, seq_len: int, stride: int, heldout_windows: int
 ) -> tuple[np.ndarray, np.ndarray, str]:
-    """(train windows, held-out windows, tokenizer sha256): last 10% of the text held out."""
+    """(train windows, held-out windows, tokenizer sha256): the text's last
+    ``heldout_windows * seq_len`` tokens are held out, in disjoint windows."""
     tok = tokenizer_from_bytes(train_tokenizer([CORPUS], vocab_size))
-    text = CORPUS.read_text(encoding="utf-8")
-    ids = np.asarray(tok.encode_batch([text])[0], dtype=np.int64)
-    cut = int(len(ids) * 0.9)
+    ids = np.asarray(tok.encode_batch([CORPUS.read_text(encoding="utf-8")])[0], dtype=np.int64)
+    cut = len(ids) - heldout_windows * seq_len
+    if cut < len(ids) // 2:
+        raise SystemExit(f"held-out set of {heldout_windows} windows is over half the corpus")
     train, held = ids[:cut], ids[cut:]
     starts = np.arange(0, len(train) - seq_len, stride)
     windows = np.stack([train[s : s + seq_len] for s in starts])
-    held_starts = np.arange(0, len(held) - seq_len, seq_len)
-    return windows, np.stack([held[s : s + seq_len] for s in held_starts]), tok.sha256
+    return windows, held.reshape(heldout_windows, seq_len), tok.sha256
 
 
 def data_order(num_windows: int, needed: int, seed: int) -> np.ndarray:
@@ -85,238 +103,230 @@ def data_order(num_windows: int, needed: int, seed: int) -> np.ndarray:
     return np.concatenate(parts)[:needed]
 
 
-def grid(name: str) -> list[Cell]:
-    """The pre-registered cells (docs/parity.md); ``quick`` is the CI subset."""
-    if name == "quick":
-        return [
-            Cell("dp-M2", "dp", 2),
-            Cell("diloco-M2-H5-int8", "diloco", 2, 5, baseline="dp-M2"),
-            Cell("diloco-M2-H5-sparse", "diloco", 2, 5, codec="sparse", baseline="dp-M2"),
-        ]
-    if name == "explore":  # cheaper stand-ins run when the M = 8 cells did not fit
-        return [
-            Cell("diloco-M2-H25-sparse", "diloco", 2, 25, codec="sparse", baseline="dp-M2"),
-            Cell("diloco-M2-H25-reset", "diloco", 2, 25, policy="reset", baseline="dp-M2"),
-            Cell("diloco-M1-H25-avg", "diloco", 1, 25, 1.0, 0.0, baseline="dp-M1"),
-            Cell("diloco-M8-H25-avg", "diloco", 8, 25, 1.0, 0.0, baseline="dp-M8"),
-            Cell("diloco-M8-H100-avg", "diloco", 8, 100, 1.0, 0.0, baseline="dp-M8"),
-            Cell("diloco-M8-H25-reset-avg", "diloco", 8, 25, 1.0, 0.0, "reset", baseline="dp-M8"),
-            Cell(
-                "diloco-M8-H25-sparse-avg",
-                "diloco",
-                8,
-                25,
-                1.0,
-                0.0,
-                codec="sparse",
-                baseline="dp-M8",
-            ),
-        ]
-    cells = [Cell(f"dp-M{m}", "dp", m) for m in (1, 2, 4, 8)]
-    cells += [Cell(f"diloco-M{m}-H25", "diloco", m, 25, baseline=f"dp-M{m}") for m in (1, 2, 4, 8)]
-    cells += [
-        Cell("diloco-M8-H100", "diloco", 8, 100, baseline="dp-M8"),
-        Cell("diloco-M8-H25-reset", "diloco", 8, 25, policy="reset", baseline="dp-M8"),
-        Cell("diloco-M8-H25-sparse", "diloco", 8, 25, codec="sparse", baseline="dp-M8"),
-        Cell("diloco-M8-H100-sparse", "diloco", 8, 100, codec="sparse", baseline="dp-M8"),
-        Cell("diloco-M8-H25-lr0.9", "diloco", 8, 25, outer_lr=0.9, baseline="dp-M8"),
-        Cell("dp-M8-muon", "dp", 8, optimizer="muon"),
-        Cell("diloco-M8-H25-muon", "diloco", 8, 25, optimizer="muon", baseline="dp-M8-muon"),
-    ]
-    if name == "full":
-        cells += [Cell("dp-M16", "dp", 16)]
-        cells += [Cell(f"diloco-M16-H{h}", "diloco", 16, h, baseline="dp-M16") for h in (25, 100)]
-        cells += [Cell("diloco-M8-H500-sparse", "diloco", 8, 500, codec="sparse", baseline="dp-M8")]
-    return cells
-
-
-def gap_stats(gaps: list[float]) -> dict[str, Any]:
-    """Mean paired gap (%), its 90% CI (Student t), TOST and non-inferiority at the margin."""
-    n = len(gaps)
-    mean = statistics.fmean(gaps)
-    sd = statistics.stdev(gaps) if n > 1 else math.inf
-    half = T95.get(n - 1, 1.645) * sd / math.sqrt(n) if n > 1 else math.inf
-    lo, hi = mean - half, mean + half
+def setups(args: argparse.Namespace, vocab: int) -> dict[str, Setup]:
+    """One setup per model size; everything else is shared by the whole grid."""
+    sizes = ["xs"] if args.grid == "quick" else ["s", "m"]
     return {
-        "gap_pct_mean": mean,
-        "gap_pct_sd": sd,
-        "gap_pct_ci90": [lo, hi],
-        "equivalent": bool(lo > -MARGIN_PCT and hi < MARGIN_PCT),  # TOST at +-0.5%
-        "non_inferior": bool(hi < MARGIN_PCT),  # the upper one-sided test alone
+        size: Setup(
+            model=parity_model(vocab, size, args.seq_len),
+            seq_len=args.seq_len,
+            batch_per_island=args.batch,
+            steps=args.steps,
+            lr=args.lr,
+            warmup_steps=max(1, args.steps // 20),
+            muon_lr=0.02,
+            sparse=SparseSpec(chunk_size=args.chunk, topk_per_chunk=args.topk, value_bits=2),
+            eval_every=args.eval_every,
+        )
+        for size in sizes
     }
 
 
-def traffic(cell: Cell, setup: Setup, run: CellRun, tokens: int) -> dict[str, Any]:
-    """Bytes of the cell, and the data-parallel ring all-reduce cost for the same tokens."""
-    p = param_count(setup.model)
-    ddp_total = cell.islands * ddp_bytes_per_device(p, cell.islands, setup.steps)
+def traffic(cell: Cell, setup: Setup, run: CellRun) -> dict[str, Any]:
+    """Bytes the cell moves, and what data-parallel training of the same tokens sends."""
+    ddp_total = dp_bytes(param_count(setup.model), cell.islands, setup.steps)
     if cell.kind == "dp":
-        return {"bytes_sent": ddp_total, "ddp_bytes": ddp_total, "tokens": tokens}
+        return {"bytes_sent": ddp_total, "ddp_bytes": ddp_total}
+    sent = run.update_bytes + run.warm_start_bytes
     return {
-        "bytes_sent": run.update_bytes,
+        "bytes_sent": sent,
+        "update_bytes": run.update_bytes,
+        "warm_start_bytes": run.warm_start_bytes,
         "model_download_bytes": run.model_download_bytes,
         "checkpoint_bytes": run.checkpoint_bytes,
         "ddp_bytes": ddp_total,
-        "saved_vs_ddp_updates": ddp_total / run.update_bytes if run.update_bytes else None,
-        "saved_vs_ddp_with_download": ddp_total / (run.update_bytes + run.model_download_bytes),
-        "tokens": tokens,
+        "dp_bytes_per_byte_sent": ddp_total / sent if sent else None,
     }
 
 
-def run_cell(cell: Cell, setup: Setup, data: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
-    runner: Callable[..., CellRun] = run_dp if cell.kind == "dp" else run_diloco
+def run_task(cell: Cell, seed: int, setup: Setup, data: dict[str, Any]) -> dict[str, Any]:
+    """Train one ``(cell, seed)`` and return its result record."""
+    configure_determinism(1)
     needed = setup.steps * cell.islands * setup.batch_per_island
-    runs, curves, started = [], [], time.monotonic()
-    for seed in seeds:
-        order = data_order(len(data["windows"]), needed, seed)
-        run = runner(cell, setup, data["windows"], data["heldout"], order, seed)
-        runs.append(run)
-        curves.append(run.losses)
-    tokens = needed * (setup.seq_len - 1)
-    finals = [r.losses[-1][1] for r in runs]
+    order = data_order(len(data["windows"]), needed, seed)
+    d = Data(data["windows"], data["heldout"], order)
+    started = time.monotonic()
+    run = (run_dp if cell.kind == "dp" else run_diloco)(cell, setup, d, seed)
     return {
         **asdict(cell),
-        "seeds": seeds,
-        "final_loss": finals,
-        "final_loss_mean": statistics.fmean(finals),
-        "final_loss_sd": statistics.stdev(finals) if len(finals) > 1 else 0.0,
-        "curves": curves,
-        "rounds": runs[0].rounds,
-        "seconds": time.monotonic() - started,
-        **traffic(cell, setup, runs[0], tokens),
+        "seed": seed,
+        "final_loss": run.losses[-1][1],
+        "curve": run.losses,
+        "rounds": run.rounds,
+        "final_state_sha256": run.final_state_sha256,
+        "wall_seconds": time.monotonic() - started,
+        "tokens": needed * (setup.seq_len - 1),
+        "parameters": param_count(setup.model),
+        **traffic(cell, setup, run),
     }
 
 
-def add_gaps(results: dict[str, dict[str, Any]]) -> None:
-    for cell in results.values():
-        base = results.get(cell["baseline"]) if cell["baseline"] else None
-        if base is None:
-            continue
-        gaps = [
-            100.0 * (a - b) / b for a, b in zip(cell["final_loss"], base["final_loss"], strict=True)
-        ]
-        cell.update({"gap_pct": gaps, **gap_stats(gaps)})
+def header(
+    args: argparse.Namespace, sets: dict[str, Setup], tok_sha: str, n: int
+) -> dict[str, Any]:
+    return {
+        "grid": args.grid,
+        "setups": {
+            size: {
+                **{k: v for k, v in asdict(s).items() if k not in ("model", "sparse")},
+                "model": s.model.model_dump(mode="json"),
+                "parameters": param_count(s.model),
+                "sparse": s.sparse.model_dump(mode="json"),
+            }
+            for size, s in sets.items()
+        },
+        "corpus": "tests/assets/tinyshakespeare.txt",
+        "tokenizer_sha256": tok_sha,
+        "train_windows": n,
+        "heldout_windows": args.heldout,
+        "heldout_tokens": args.heldout * (args.seq_len - 1),
+        "tokens_per_island_step": args.batch * (args.seq_len - 1),
+        "machine": machine_info(),
+        **provenance(),
+    }
 
 
-def setup_for(args: argparse.Namespace, vocab: int) -> Setup:
-    quick = args.grid == "quick"  # "explore" uses the core setup, so its cells combine
-    return Setup(
-        model=parity_model(vocab, quick),
-        seq_len=args.seq_len,
-        batch_per_island=args.batch,
-        steps=args.steps,
-        lr=args.lr,
-        warmup_steps=max(1, args.steps // 20),
-        muon_lr=0.02,
-        sparse=SparseSpec(chunk_size=args.chunk, topk_per_chunk=args.topk, value_bits=args.bits),
-        eval_every=max(1, args.steps // 10),
-    )
+_WORKER: dict[str, Any] = {}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="the 3-cell CI subset (tiny model)")
-    ap.add_argument(
-        "--grid", choices=["quick", "core", "full", "explore"], default="full", help="cell set"
-    )
-    ap.add_argument("--steps", type=int, default=500, help="inner steps per island (= DP steps)")
-    ap.add_argument("--seeds", type=int, default=3, help="seeds per cell (>= 3 for a verdict)")
-    ap.add_argument("--batch", type=int, default=4, help="samples per island step")
-    ap.add_argument("--seq-len", type=int, default=33, help="tokens per sample")
-    ap.add_argument("--lr", type=float, default=3e-3, help="inner AdamW peak learning rate")
-    ap.add_argument("--vocab", type=int, default=512, help="BPE vocabulary size")
-    ap.add_argument("--chunk", type=int, default=4096, help="sparse chunk size")
-    ap.add_argument("--topk", type=int, default=64, help="sparse entries kept per chunk")
-    ap.add_argument("--bits", type=int, default=2, help="sparse bits per value")
-    ap.add_argument("--only", nargs="*", default=None, help="run only these cell names")
-    ap.add_argument("--out", type=Path, default=None, help="result JSON path")
-    args = ap.parse_args(argv)
-    if args.quick:
-        args.grid, args.steps, args.seeds, args.vocab, args.chunk, args.topk = (
-            "quick", 20, 3, 300, 256, 16,
-        )  # fmt: skip
+def _init_worker(args: argparse.Namespace) -> None:
+    _WORKER.update(prepare(args))
+
+
+def _worker_task(cell: Cell, seed: int) -> dict[str, Any]:
+    return run_task(cell, seed, _WORKER["setups"][cell.size], _WORKER["data"])
+
+
+def prepare(args: argparse.Namespace) -> dict[str, Any]:
     configure_determinism(1)
-    torch.manual_seed(0)
-    windows, heldout, tok_sha = corpus_windows(args.vocab, args.seq_len, stride=16)
-    data = {"windows": windows, "heldout": torch.from_numpy(heldout[:HELDOUT])}
-    setup = setup_for(args, args.vocab)
-    cells = [c for c in grid(args.grid) if not args.only or c.name in args.only]
-    bad = [c.name for c in cells if c.kind == "diloco" and args.steps % c.inner_steps]
-    if bad:
-        ap.error(f"--steps {args.steps} is not a multiple of H for {bad}")
-    out_path = args.out or OUT_DIR / f"parity-{args.grid}.json"
-    doc = header(args, setup, tok_sha, len(windows))
-    for cell in cells:
-        doc["cells"][cell.name] = run_cell(cell, setup, data, list(range(args.seeds)))
-        add_gaps(doc["cells"])
-        write(out_path, doc)
-        print(f"{cell.name}: {summary_line(doc['cells'][cell.name])}", flush=True)
-    doc["best"] = best_cells(doc["cells"])
-    write(out_path, doc)
+    windows, heldout, tok_sha = corpus_windows(args.vocab, args.seq_len, 32, args.heldout)
+    sets = setups(args, args.vocab)
+    return {
+        "setups": sets,
+        "data": {"windows": windows, "heldout": torch.from_numpy(heldout)},
+        "header": header(args, sets, tok_sha, len(windows)),
+    }
+
+
+def task_path(out_dir: Path, cell: Cell, seed: int) -> Path:
+    return out_dir / f"{cell.name}--seed{seed}.json"
+
+
+def write_task(out_dir: Path, head: dict[str, Any], record: dict[str, Any]) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{record['name']}--seed{record['seed']}.json"
+    path.write_text(json.dumps({**head, "measured_at": _now(), "task": record}, indent=1) + "\n")
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def load_done(out_dir: Path) -> dict[tuple[str, int], float]:
+    done: dict[tuple[str, int], float] = {}
+    for p in sorted(out_dir.glob("*--seed*.json")):
+        t = json.loads(p.read_text())["task"]
+        done[(t["name"], t["seed"])] = t["final_loss"]
+    return done
+
+
+def run_grid(args: argparse.Namespace, head: dict[str, Any]) -> int:
+    """Run :func:`parity_grid.plan` to completion on ``args.workers`` processes."""
+    out_dir: Path = args.out_dir
+    done = load_done(out_dir)
+    running: dict[Future[dict[str, Any]], tuple[str, int]] = {}
+    with ProcessPoolExecutor(args.workers, initializer=_init_worker, initargs=(args,)) as pool:
+        while True:
+            busy = set(running.values())
+            ready = [t for t in plan(done) if (t[0].name, t[1]) not in set(done) | busy]
+            for cell, seed in ready[: args.workers - len(running)]:
+                running[pool.submit(_worker_task, cell, seed)] = (cell.name, seed)
+            if not running:
+                return 0
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                key = running.pop(fut)
+                try:
+                    record = fut.result()
+                except Exception as exc:
+                    print(f"{key[0]} seed {key[1]}: FAILED {exc!r}", flush=True)
+                    done[key] = float("inf")
+                    continue
+                write_task(out_dir, head, record)
+                done[key] = record["final_loss"]
+                print(f"{record['name']} seed {record['seed']}: {record['final_loss']:.4f}"
+                      f" ({record['wall_seconds']:.0f} s)", flush=True)  # fmt: skip
+
+
+def run_one(args: argparse.Namespace, ctx: dict[str, Any]) -> int:
+    """One added task (``--cell`` from the plan's names, or a DiLoCo variant of it)."""
+    cells = {c.name: c for c, _ in plan(load_done(args.out_dir))}
+    if args.cell not in cells:
+        raise SystemExit(f"unknown or not yet planned cell {args.cell!r}")
+    cell = replace(cells[args.cell], exploratory=args.exploratory)
+    record = run_task(cell, args.seed, ctx["setups"][cell.size], ctx["data"])
+    write_task(args.out_dir, ctx["header"], record)
     return 0
 
 
-def header(args: argparse.Namespace, setup: Setup, tok_sha: str, windows: int) -> dict[str, Any]:
-    return {
-        "grid": args.grid,
-        "margin_pct": MARGIN_PCT,
-        "setup": {
-            **{k: v for k, v in asdict(setup).items() if k not in ("model", "sparse")},
-            "model": setup.model.model_dump(mode="json"),
-            "parameters": param_count(setup.model),
-            "sparse": setup.sparse.model_dump(mode="json"),
-            "corpus": "tests/assets/tinyshakespeare.txt",
-            "tokenizer_sha256": tok_sha,
-            "train_windows": windows,
-            "heldout_samples": HELDOUT,
-        },
-        "machine": machine_info(),
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "cells": {},
-    }
+def run_quick(args: argparse.Namespace, ctx: dict[str, Any]) -> int:
+    """The CI subset: the identity checks (exit 1 on a miss) and three tiny cells."""
+    setup = ctx["setups"]["xs"]
+    doc: dict[str, Any] = {**ctx["header"], "measured_at": _now()}
+    doc["identity"] = identity_checks(setup, ctx["data"])
+    doc["known_answer"] = known_answer_curve(setup, ctx["data"])
+    cells = [
+        Cell("dp-M2-xs", "dp", 2, size="xs"),
+        Cell("diloco-M2-xs-H5-int8", "diloco", 2, 5, baseline="dp-M2-xs", size="xs"),
+        Cell("diloco-M2-xs-H5-sparse", "diloco", 2, 5, codec="sparse", baseline="dp-M2-xs",
+             size="xs"),
+    ]  # fmt: skip
+    doc["tasks"] = [run_task(c, s, setup, ctx["data"]) for c in cells for s in range(3)]
+    out = args.out or OUT_DIR / "parity-quick.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    failed = [k for k, v in doc["identity"].items() if not v["holds"]]
+    print(json.dumps({k: v["holds"] for k, v in doc["identity"].items()}))
+    return 1 if failed else 0
 
 
-def summary_line(c: dict[str, Any]) -> str:
-    line = f"loss {c['final_loss_mean']:.4f} +- {c['final_loss_sd']:.4f} ({c['seconds']:.0f} s)"
-    if "gap_pct_mean" in c:
-        lo, hi = c["gap_pct_ci90"]
-        line += f", gap {c['gap_pct_mean']:+.2f}% [{lo:+.2f}, {hi:+.2f}]"
-    return line
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="identity checks + 3 tiny cells (CI)")
+    ap.add_argument("--known-answer", action="store_true", help="print the frozen DP curve")
+    ap.add_argument("--grid", default="preregistered", help="the grid's name (in the results)")
+    ap.add_argument("--workers", type=int, default=2, help="worker processes")
+    ap.add_argument("--cell", default=None, help="run only this planned cell (with --seed)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--exploratory", action="store_true", help="mark the task as added later")
+    ap.add_argument("--steps", type=int, default=100, help="global steps (= DP steps)")
+    ap.add_argument("--batch", type=int, default=16, help="windows per island step")
+    ap.add_argument("--seq-len", type=int, default=65, help="tokens per window")
+    ap.add_argument("--heldout", type=int, default=1600, help="held-out windows")
+    ap.add_argument("--eval-every", type=int, default=50, help="held-out loss every N steps")
+    ap.add_argument("--lr", type=float, default=6e-3, help="inner peak lr (a cell may set its own)")
+    ap.add_argument("--vocab", type=int, default=512, help="BPE vocabulary size")
+    ap.add_argument("--chunk", type=int, default=4096, help="sparse chunk size")
+    ap.add_argument("--topk", type=int, default=64, help="sparse entries kept per chunk")
+    ap.add_argument("--out-dir", type=Path, default=OUT_DIR / "grid", help="per-task JSON folder")
+    ap.add_argument("--out", type=Path, default=None, help="the quick run's JSON")
+    args = ap.parse_args(argv)
+    if args.quick or args.known_answer:
+        args.grid, args.steps, args.batch, args.seq_len, args.heldout = "quick", 10, 4, 17, 64
+        args.vocab, args.chunk, args.topk, args.eval_every = 300, 256, 16, 5
+    return args
 
 
-def best_cells(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Best DiLoCo cell at M = 8 by gap, and the largest byte saving at gap <= margin."""
-    scored = [c for c in cells.values() if "gap_pct_mean" in c]
-    m8 = [c for c in scored if c["islands"] == 8]
-    out: dict[str, Any] = {}
-    if m8:
-        best = min(m8, key=lambda c: c["gap_pct_ci90"][1])
-        out["m8_parity"] = {
-            "cell": best["name"],
-            "gap_pct_mean": best["gap_pct_mean"],
-            "gap_pct_ci90": best["gap_pct_ci90"],
-            "distance_to_target_pct": max(0.0, best["gap_pct_ci90"][1] - MARGIN_PCT),
-        }
-    within = [
-        c for c in scored if c["gap_pct_ci90"][1] < MARGIN_PCT and c.get("saved_vs_ddp_updates")
-    ]
-    pool = within or [c for c in scored if c.get("saved_vs_ddp_updates")]
-    if pool:
-        top = max(pool, key=lambda c: c["saved_vs_ddp_updates"])
-        out["traffic"] = {
-            "cell": top["name"],
-            "within_margin": bool(within),
-            "saved_vs_ddp_updates": top["saved_vs_ddp_updates"],
-            "saved_vs_ddp_with_download": top["saved_vs_ddp_with_download"],
-            "gap_pct_ci90": top["gap_pct_ci90"],
-            "target": 10_000,
-        }
-    return out
-
-
-def write(path: Path, doc: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.known_answer:
+        ctx = prepare(args)
+        print(json.dumps(known_answer_curve(ctx["setups"]["xs"], ctx["data"]), indent=1))
+        return 0
+    if not args.quick and args.cell is None:
+        return run_grid(args, prepare(args)["header"])
+    ctx = prepare(args)
+    return run_quick(args, ctx) if args.quick else run_one(args, ctx)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,13 @@
-"""Combine parity result files, recompute the verdicts, draw the plots, print the table.
+"""Combine the parity grid's task files, recompute the verdicts, draw the plots.
 
-Run: ``python benchmarks/parity_plots.py PART.json [PART.json ...] --out COMBINED.json``
-(parts are runs of ``benchmarks/parity.py`` over disjoint cells of one grid and setup).
-Writes COMBINED.json, ``docs/parity-curves.png``, ``docs/parity-gap.png`` and prints
-the Markdown results table that docs/parity.md carries.
+Run: ``python benchmarks/parity_plots.py [GRID_DIR] --out COMBINED.json``
+(default: ``benchmarks/results/parity/grid/`` into ``.../parity-combined.json``).
+A task file whose harness or trainer hashes differ from the files now is refused
+(:class:`StaleResultError`): a figure is drawn only by the code that measured it.
+Writes the combined JSON, ``docs/parity-gap-m.png`` (gap vs M),
+``docs/parity-gap-size.png`` (gap vs model size, beside the literature's gaps),
+``docs/parity-gap-bytes.png`` (gap vs bytes) and prints the Markdown table of
+docs/parity.md.
 """
 
 from __future__ import annotations
@@ -22,29 +26,116 @@ import matplotlib.pyplot as plt
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "src")]
 
-from parity import add_gaps, best_cells  # noqa: E402
+from parity_stats import combine, stale_files, summary  # noqa: E402
 
 DOCS = HERE.parent / "docs"
+GRID = HERE / "results" / "parity" / "grid"
+# Scaling Laws for DiLoCo (2025), Table 4: gap to data-parallel at 35M parameters, by M
+LITERATURE_35M = {2: 0.7, 4: 2.0, 8: 3.9}
+LITERATURE_M8 = {35e6: 3.9, 335e6: 2.0, 2.4e9: 1.1}
 
 
-def combine(paths: list[Path]) -> dict[str, Any]:
+class StaleResultError(ValueError):
+    """A result was measured by other harness or trainer files than the ones here."""
+
+
+def load_tasks(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(the first file's header, every task record), refusing stale or mixed files."""
+    paths = sorted(folder.glob("*--seed*.json"))
+    if not paths:
+        raise StaleResultError(f"no task files in {folder}")
     docs = [json.loads(p.read_text()) for p in paths]
-    out = {k: v for k, v in docs[0].items() if k != "cells"}
-    for other in docs[1:]:
-        if other["setup"] != docs[0]["setup"]:
-            raise SystemExit(f"setups differ between {paths[0].name} and another part")
-    out["parts"] = [p.name for p in paths]
-    out["cells"] = {}
-    for d in docs:
-        for name, cell in d["cells"].items():
-            cell.pop("gap_pct", None)
-            out["cells"][name] = cell
-    add_gaps(out["cells"])
-    out["best"] = best_cells(out["cells"])
-    return out
+    for p, d in zip(paths, docs, strict=True):
+        stale = stale_files(d)
+        if stale:
+            raise StaleResultError(f"{p.name}: {', '.join(stale)} changed since it was measured")
+    head = {k: v for k, v in docs[0].items() if k not in ("task", "measured_at")}
+    head["commits"] = sorted({d["commit"] for d in docs})
+    return head, [d["task"] for d in docs]
 
 
-def _fmt_bytes(n: float | None) -> str:
+def _errorbar(ax: Any, x: float, c: dict[str, Any], label: str | None = None) -> None:
+    mean, ci = c["gap_pct_mean"], c["gap_pct_ci90"]
+    yerr = None if ci is None else [[mean - ci[0]], [ci[1] - mean]]
+    ax.errorbar([x], [mean], yerr=yerr, fmt="o", capsize=3, label=label)
+
+
+def _decorate(ax: Any, xlabel: str) -> None:
+    ax.axhspan(-0.5, 0.5, color="green", alpha=0.15, label="±0.5 % margin")
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("gap to tuned data-parallel, %\n(90 % CI where ≥ 2 seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def plot_gap_vs_m(cells: dict[str, dict[str, Any]], recipe: str, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for c in cells.values():
+        if c.get("recipe") == recipe and c["size"] == "s" and "gap_pct_mean" in c:
+            _errorbar(ax, c["islands"], c)
+    ax.plot(list(LITERATURE_35M), list(LITERATURE_35M.values()), "k--", label="35M (literature)")
+    ax.set_xscale("log", base=2)
+    _decorate(ax, f"islands M (size s, {recipe})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_gap_vs_size(cells: dict[str, dict[str, Any]], recipe: str, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for c in cells.values():
+        if c.get("recipe") == recipe and c["islands"] == 8 and "gap_pct_mean" in c:
+            _errorbar(ax, c["parameters"], c, f"size {c['size']}")
+    ax.plot(list(LITERATURE_M8), list(LITERATURE_M8.values()), "k--", label="M = 8, literature")
+    ax.set_xscale("log")
+    _decorate(ax, f"parameters (M = 8, {recipe})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_gap_vs_bytes(cells: dict[str, dict[str, Any]], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for c in cells.values():
+        if "gap_pct_mean" not in c or c["islands"] != 8 or c["size"] != "s":
+            continue
+        _errorbar(ax, c["bytes_sent"], c)
+        ax.annotate(c["recipe"], (c["bytes_sent"], c["gap_pct_mean"]), fontsize=6)
+    dp = [c["bytes_sent"] for c in cells.values() if c["kind"] == "dp" and c["islands"] == 8]
+    for x in dp[:1]:
+        ax.axvline(x, color="grey", ls=":", label="data-parallel bytes")
+    ax.set_xscale("log")
+    _decorate(ax, "bytes sent (M = 8, size s; log)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("grid", nargs="?", type=Path, default=GRID, help="folder of task files")
+    ap.add_argument("--out", type=Path, default=GRID.parent / "parity-combined.json")
+    ap.add_argument("--plots", type=Path, default=DOCS, help="folder for the PNG plots")
+    args = ap.parse_args(argv)
+    try:
+        head, tasks = load_tasks(args.grid)
+    except StaleResultError as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 2
+    cells = combine(tasks)
+    doc = {**head, "cells": cells, "summary": summary(cells)}
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    recipe = doc["summary"].get("best_m8", {}).get("recipe", "")
+    plot_gap_vs_m(cells, recipe, args.plots / "parity-gap-m.png")
+    plot_gap_vs_size(cells, recipe, args.plots / "parity-gap-size.png")
+    plot_gap_vs_bytes(cells, args.plots / "parity-gap-bytes.png")
+    print(table(cells))
+    print(json.dumps(doc["summary"], indent=1))
+    return 0
+
+
+def _bytes(n: float | None) -> str:
     if n is None:
         return "—"
     for unit in ("B", "KB", "MB", "GB", "TB"):
@@ -54,100 +145,34 @@ def _fmt_bytes(n: float | None) -> str:
     return f"{n:.3g} PB"
 
 
-def table(doc: dict[str, Any]) -> str:
-    head = (
-        "| cell | M | H | inner | policy | codec | outer lr / mom | held-out loss (mean ± sd) |"
-        " gap % [90% CI] | TOST ±0.5% | bytes sent | DP bytes | DP / sent |"
+def table(cells: dict[str, dict[str, Any]]) -> str:
+    """The Markdown table of every cell: loss, paired gap, verdict, bytes, wall time."""
+    lines = [
+        "| cell | M | size | seeds | held-out loss (mean ± sd) | gap % [90 % CI] | TOST ±0.5 % |"
+        " bytes sent | data-parallel bytes per byte sent | wall s per seed |",
+        "|---|---:|---|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    order = sorted(
+        cells.values(), key=lambda c: (c["size"], c["islands"], c["kind"] != "dp", c["name"])
     )
-    lines = [head, "|---|---:|---:|---|---|---|---:|---:|---:|---|---:|---:|---:|"]
-    cells = sorted(doc["cells"].values(), key=lambda c: (c["islands"], c["kind"] != "dp"))
-    for c in cells:
-        dp = c["kind"] == "dp"
-        gap = "baseline"
+    for c in order:
+        gap, verdict = "—", "—"
         if "gap_pct_mean" in c:
-            lo, hi = c["gap_pct_ci90"]
-            gap = f"{c['gap_pct_mean']:+.2f} [{lo:+.2f}, {hi:+.2f}]"
-        verdict = "—" if dp else "not shown"
-        if c.get("equivalent") or c.get("non_inferior"):
-            verdict = "equivalent" if c.get("equivalent") else "non-inferior"
-        ratio = c.get("saved_vs_ddp_updates")
-        outer = "—" if dp else f"{c['outer_lr']} / {c['outer_momentum']}"
+            ci = c["gap_pct_ci90"]
+            gap = f"{c['gap_pct_mean']:+.2f}" + (
+                "" if ci is None else f" [{ci[0]:+.2f}, {ci[1]:+.2f}]"
+            )
+            verdict = c["tost"]
+        ratio = c.get("dp_bytes_per_byte_sent")
+        wall = sum(c["wall_seconds"]) / len(c["wall_seconds"])
         lines.append(
-            f"| {c['name']} | {c['islands']} | {'—' if dp else c['inner_steps']} |"
-            f" {c['optimizer']} | {'—' if dp else c['policy']} |"
-            f" {'bf16 grads' if dp else c['codec']} |"
-            f" {outer} |"
-            f" {c['final_loss_mean']:.4f} ± {c['final_loss_sd']:.4f} | {gap} | {verdict} |"
-            f" {_fmt_bytes(c['bytes_sent'])} | {_fmt_bytes(c['ddp_bytes'])} |"
-            f" {'—' if not ratio else f'{ratio:,.0f}×'} |"
+            f"| {c['name']}{' (exploratory)' if c['exploratory'] else ''} | {c['islands']} |"
+            f" {c['size']} | {len(c['seeds'])} |"
+            f" {c['final_loss_mean']:.4f} ± {c['final_loss_sd']:.4f}"
+            f" | {gap} | {verdict} | {_bytes(c['bytes_sent'])} |"
+            f" {'—' if not ratio else f'{ratio:,.0f}'} | {wall:.0f} |"
         )
     return "\n".join(lines)
-
-
-def plot_curves(doc: dict[str, Any], path: Path) -> None:
-    groups = sorted({c["islands"] for c in doc["cells"].values()})
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.6), sharey=True)
-    for ax, m in zip(axes if len(groups) > 1 else [axes], groups, strict=True):
-        for c in doc["cells"].values():
-            if c["islands"] != m:
-                continue
-            n = min(len(curve) for curve in c["curves"])
-            steps = [p[0] for p in c["curves"][0][:n]]
-            mean = [sum(curve[i][1] for curve in c["curves"]) / len(c["curves"]) for i in range(n)]
-            style = "-" if c["kind"] == "dp" else "--"
-            ax.plot(steps, mean, style, marker="." if n < 12 else None, label=c["name"])
-        ax.set_title(f"M = {m}")
-        ax.set_xlabel("inner steps per island (equal tokens)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
-    (axes[0] if len(groups) > 1 else axes).set_ylabel("held-out loss (mean of seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_gaps(doc: dict[str, Any], path: Path) -> None:
-    scored = [c for c in doc["cells"].values() if "gap_pct_mean" in c]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    h25 = sorted(
-        (c for c in scored if c["inner_steps"] == 25 and c["name"].count("-") == 2),
-        key=lambda c: c["islands"],
-    )
-    for ax_cells, ax, x_of, xlabel in (
-        (h25, left, lambda c: c["islands"], "islands M (H = 25, AdamW, int8, carry)"),
-        (scored, right, lambda c: c["saved_vs_ddp_updates"], "DP bytes / bytes sent (log)"),
-    ):
-        for c in ax_cells:
-            lo, hi = c["gap_pct_ci90"]
-            mean = c["gap_pct_mean"]
-            ax.errorbar([x_of(c)], [mean], yerr=[[mean - lo], [hi - mean]], fmt="o", capsize=3)
-            if ax is right:
-                ax.annotate(c["name"].removeprefix("diloco-"), (x_of(c), mean), fontsize=6)
-        ax.axhspan(-0.5, 0.5, color="green", alpha=0.15, label="±0.5% margin")
-        ax.axhline(0, color="black", lw=0.5)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("gap to data-parallel, % (90% CI)")
-        ax.grid(alpha=0.3)
-    right.set_xscale("log")
-    left.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("parts", nargs="+", type=Path, help="result files of benchmarks/parity.py")
-    ap.add_argument("--out", type=Path, required=True, help="combined result JSON")
-    ap.add_argument("--plots", type=Path, default=DOCS, help="folder for the PNG plots")
-    args = ap.parse_args()
-    doc = combine(args.parts)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    plot_curves(doc, args.plots / "parity-curves.png")
-    plot_gaps(doc, args.plots / "parity-gap.png")
-    print(table(doc))
-    print(json.dumps(doc["best"], indent=1))
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,20 +1,29 @@
 """Simulation core of the parity experiment: DiLoCo islands and a data-parallel baseline.
 
-Everything runs in one process with the project's own numerics: ``trainer.segment.
-run_segment`` for inner steps, ``trainer.update.build_update`` / ``iter_decode_update`` for
-the int8 or sparse update with error feedback, ``aggregator.outer.nesterov_step`` for the
-outer step, ``trainer.model.loss_fn`` for held-out loss. No network: an island's upload is
-its encoded bytes, counted.
+Everything runs in one process with the project's own numerics. Each cell is a real
+:class:`RunManifest` (the recipe a run would publish), and every round's training config
+comes from ``trainer.round_config.island_train_config(manifest, r)``, the function the
+miner and the auditor call, so the learning-rate schedule follows the run's global step
+exactly as in production. Inner steps: ``trainer.segment.run_segment``; updates:
+``trainer.update.build_update`` / ``iter_decode_update`` (int8 or sparse, error feedback);
+outer step: ``aggregator.outer.nesterov_step``; held-out loss: ``trainer.model.loss_fn``.
+No network: an island's upload is its encoded bytes, counted.
 
-Data: island ``i`` at local step ``t`` of seed ``s`` trains on a fixed slice of one
+The ``none`` codec is the harness's exact reference (no product codec): each island's
+pseudo-gradient is the float64 difference of two float32 states (exact), merged and
+stepped in float64 and rounded once. With outer lr 1.0 and momentum 0 that merge is the
+identity, which is what the bit-for-bit identity tests need.
+
+Data: island ``i`` at global step ``t`` of seed ``s`` trains on a fixed slice of one
 seed-dependent permutation of the training windows. The data-parallel step ``t`` trains
 on the union of all islands' step-``t`` slices (batch = M x b), so both see exactly the
-same tokens.
+same tokens. A warm start of ``W`` steps is data-parallel training (the same steps as the
+data-parallel arm, bit for bit) before the islands split.
 """
 
 from __future__ import annotations
 
-import math
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -26,25 +35,36 @@ from torch import Tensor
 from hypertrain.aggregator.outer import nesterov_step
 from hypertrain.protocol.manifest import (
     CompressionSpec,
+    DataSpec,
+    DeterminismRecord,
     InnerOptimSpec,
     LayoutSpec,
     ModelSpec,
     OuterOptimSpec,
+    RoundSpec,
+    RunManifest,
     SparseSpec,
 )
+from hypertrain.protocol.traffic import ddp_bytes_per_device
 from hypertrain.trainer.blob import encode_model_blob
 from hypertrain.trainer.checkpoint import encode_checkpoint
 from hypertrain.trainer.model import loss_fn
-from hypertrain.trainer.segment import TrainConfig, run_segment
+from hypertrain.trainer.round_config import island_train_config
+from hypertrain.trainer.segment import run_segment
 from hypertrain.trainer.state import TrainState, init_state
 from hypertrain.trainer.update import build_update, iter_decode_update, next_round_state
 
-Codec = Literal["int8", "sparse"]
+Codec = Literal["int8", "sparse", "none"]
+Params = dict[str, Tensor]
+HELDOUT_CHUNK = 256  # held-out windows per forward pass (bounds the logits' memory)
 
 
 @dataclass(frozen=True, slots=True)
 class Cell:
-    """One configuration of the grid (``kind = dp`` ignores the DiLoCo fields)."""
+    """One configuration of the grid (``kind = dp`` ignores the DiLoCo fields).
+
+    ``lr``: the inner peak learning rate (0 = the setup's); ``warm_start``: data-parallel
+    steps before the islands split (a multiple of H)."""
 
     name: str
     kind: Literal["dp", "diloco"]
@@ -55,7 +75,11 @@ class Cell:
     policy: Literal["carry", "reset"] = "carry"
     optimizer: Literal["adamw", "muon"] = "adamw"
     codec: Codec = "int8"
-    baseline: str = ""  # name of the DP cell at the same M and optimizer
+    baseline: str = ""  # name of the DP cell at the same M, size and optimizer
+    lr: float = 0.0
+    warm_start: int = 0
+    size: str = "s"
+    exploratory: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +89,13 @@ class Setup:
     model: ModelSpec
     seq_len: int
     batch_per_island: int
-    steps: int  # inner steps per island = DP steps
+    steps: int  # global steps (each island takes one inner step per global step)
     lr: float
     warmup_steps: int
     muon_lr: float
     sparse: SparseSpec
     eval_every: int
+    num_threads: int = 1
 
 
 @dataclass(slots=True)
@@ -78,65 +103,123 @@ class CellRun:
     losses: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out loss)
     update_bytes: int = 0  # all islands' uploads
     model_download_bytes: int = 0  # all islands' start-model downloads (fp32 model blob)
+    warm_start_bytes: int = 0  # the warm start's data-parallel all-reduce bytes
     checkpoint_bytes: int = 0  # size of one full training-state checkpoint
     rounds: int = 0
+    final_state_sha256: str = ""
 
 
-def inner_spec(setup: Setup, optimizer: str) -> InnerOptimSpec:
-    return InnerOptimSpec(
-        name=optimizer,  # type: ignore[arg-type]
-        lr=setup.lr,
-        muon_lr=setup.muon_lr,
-        warmup_steps=setup.warmup_steps,
-        total_steps=setup.steps,
-    )
+def cell_lr(setup: Setup, cell: Cell) -> float:
+    return cell.lr or setup.lr
 
 
 def compression(setup: Setup, codec: Codec) -> CompressionSpec:
     if codec == "int8":
         return CompressionSpec(error_feedback=True)
-    return CompressionSpec(error_feedback=True, sparse=setup.sparse)
+    if codec == "sparse":
+        return CompressionSpec(error_feedback=True, sparse=setup.sparse)
+    return CompressionSpec(error_feedback=False)
 
 
-def train_config(setup: Setup, cell: Cell, batch: int) -> TrainConfig:
-    return TrainConfig(
+def cell_manifest(setup: Setup, cell: Cell, *, data_parallel: bool = False) -> RunManifest:
+    """The run manifest of ``cell`` (``data_parallel``: its one-model, H = 1 form)."""
+    batch = setup.batch_per_island * (cell.islands if data_parallel else 1)
+    h = 1 if data_parallel or cell.kind == "dp" else cell.inner_steps
+    inner = InnerOptimSpec(
+        name=cell.optimizer,
+        lr=cell_lr(setup, cell),
+        muon_lr=setup.muon_lr,
+        warmup_steps=setup.warmup_steps,
+        total_steps=setup.steps,
+        state_policy=cell.policy,
+    )
+    digest = hashlib.sha256(setup.model.model_dump_json().encode()).hexdigest()
+    return RunManifest(
+        run_id=f"parity-{cell.name}"[:64],
+        seed=0,
         model=setup.model,
-        inner=inner_spec(setup, cell.optimizer),
-        layout=LayoutSpec(micro_batch_size=batch),
-        seq_len=setup.seq_len,
-        inner_steps=max(1, cell.inner_steps),
-        checkpoint_interval=1,
-        compression=compression(setup, cell.codec),
+        inner=inner,
+        outer=OuterOptimSpec(lr=cell.outer_lr, momentum=cell.outer_momentum),
+        round=RoundSpec(
+            inner_steps=h, checkpoint_interval=h, layout=LayoutSpec(micro_batch_size=batch)
+        ),
+        compression=compression(setup, "none" if cell.kind == "dp" else cell.codec),
+        data=DataSpec(
+            dataset_root=digest,
+            descriptor_sha256=digest,
+            tokenizer_sha256=digest,
+            sample_count=1,
+            seq_len=setup.seq_len,
+        ),
+        determinism=DeterminismRecord(
+            torch_version=torch.__version__, num_threads=setup.num_threads, device_class="cpu"
+        ),
     )
 
 
 def island_slices(order: np.ndarray, islands: int, batch: int, step: int) -> list[np.ndarray]:
-    """Window ids island ``i`` trains on at local step ``step`` (disjoint across islands)."""
+    """Window ids island ``i`` trains on at global step ``step`` (disjoint across islands)."""
     base = step * islands * batch
     return [order[base + i * batch : base + (i + 1) * batch] for i in range(islands)]
 
 
-def heldout_loss(params: dict[str, Tensor], model: ModelSpec, heldout: Tensor) -> float:
+def heldout_loss(params: Params, model: ModelSpec, heldout: Tensor) -> float:
+    """Mean next-token loss over every held-out window (chunked, weighted by size)."""
+    total, count = 0.0, 0
     with torch.no_grad():
-        return float(loss_fn(params, model, heldout))
+        for start in range(0, len(heldout), HELDOUT_CHUNK):
+            chunk = heldout[start : start + HELDOUT_CHUNK]
+            total += float(loss_fn(params, model, chunk)) * len(chunk)
+            count += len(chunk)
+    return total / count
 
 
 def _samples(windows: np.ndarray, ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
     return [(int(i), windows[int(i)]) for i in ids]
 
 
-def run_dp(
-    cell: Cell, setup: Setup, windows: np.ndarray, heldout: Tensor, order: np.ndarray, seed: int
-) -> CellRun:
+def dp_bytes(params: int, islands: int, steps: int) -> int:
+    """Bytes a data-parallel ring of ``islands`` devices sends in ``steps`` steps (the one
+    place the harness counts them)."""
+    return islands * ddp_bytes_per_device(params, islands, steps)
+
+
+@dataclass(slots=True)
+class Data:
+    """The train windows, the held-out windows and one seed's data order."""
+
+    windows: np.ndarray
+    heldout: Tensor
+    order: np.ndarray
+
+
+def dp_steps(
+    state: TrainState, manifest: RunManifest, data: Data, islands: int, steps: range
+) -> TrainState:
+    """Data-parallel steps: one model on the union of the islands' slices, round r = step."""
+    b = manifest.round.layout.micro_batch_size // islands
+    for step in steps:
+        ids = np.concatenate(island_slices(data.order, islands, b, step))
+        state = run_segment(
+            state, island_train_config(manifest, step), _samples(data.windows, ids), 1
+        )
+    return state
+
+
+def _eval_due(setup: Setup, step: int) -> bool:
+    return step % setup.eval_every == 0 or step == setup.steps
+
+
+def run_dp(cell: Cell, setup: Setup, data: Data, seed: int) -> CellRun:
     """One model, batch = M x b, the same inner optimizer and schedule."""
-    cfg = train_config(setup, cell, cell.islands * setup.batch_per_island)
-    state = init_state(cfg.state_config(), seed)
-    out = CellRun()
+    manifest = cell_manifest(setup, cell, data_parallel=True)
+    state = init_state(island_train_config(manifest, 0).state_config(), seed)
+    out = CellRun(checkpoint_bytes=len(encode_checkpoint(state)))
     for step in range(setup.steps):
-        ids = np.concatenate(island_slices(order, cell.islands, setup.batch_per_island, step))
-        state = run_segment(state, cfg, _samples(windows, ids), 1)
-        if (step + 1) % setup.eval_every == 0 or step + 1 == setup.steps:
-            out.losses.append((step + 1, heldout_loss(state.params(), setup.model, heldout)))
+        state = dp_steps(state, manifest, data, cell.islands, range(step, step + 1))
+        if _eval_due(setup, step + 1):
+            out.losses.append((step + 1, heldout_loss(state.params(), setup.model, data.heldout)))
+    out.final_state_sha256 = state.state_hash().hex()
     return out
 
 
@@ -149,13 +232,14 @@ def reset_moments(state: TrainState) -> TrainState:
 
 
 def outer_merge(
-    global_params: dict[str, Tensor],
-    momentum: dict[str, Tensor],
+    global_params: Params,
+    momentum: Params,
     updates: Sequence[bytes],
     comp: CompressionSpec,
     outer: OuterOptimSpec,
-) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-    """Equal-weight average of the decoded updates, then the aggregator's Nesterov step."""
+) -> tuple[Params, Params]:
+    """The aggregator's float32 merge: equal-weight average of the decoded updates (left
+    fold, ``float32(1/M)`` per update), then its Nesterov step."""
     shapes = [(k, tuple(v.shape)) for k, v in global_params.items()]
     acc = {k: torch.zeros_like(v) for k, v in global_params.items()}
     coef = torch.tensor(np.float32(1.0 / len(updates)))
@@ -168,57 +252,84 @@ def outer_merge(
     return new_params, new_m
 
 
-def _diloco_round(
-    states: list[TrainState],
-    cfg: TrainConfig,
-    cell: Cell,
-    setup: Setup,
-    windows: np.ndarray,
-    order: np.ndarray,
-    first_step: int,
-) -> tuple[list[TrainState], list[bytes], list[dict[str, Tensor] | None]]:
-    h, b = cell.inner_steps, setup.batch_per_island
-    ends, updates, residuals = [], [], []
-    for i, start in enumerate(states):
-        ids = np.concatenate(
-            [island_slices(order, cell.islands, b, first_step + t)[i] for t in range(h)]
-        )
-        end = run_segment(start, cfg, _samples(windows, ids), h)
-        update = build_update(start.params(), end, cfg.compression)
-        ends.append(end)
-        updates.append(update.data)
-        residuals.append(update.residual)
-    return ends, updates, residuals
+def exact_merge(
+    global_params: Params, momentum: Params, deltas: Sequence[Params], outer: OuterOptimSpec
+) -> tuple[Params, Params]:
+    """The ``none`` codec's merge: float64 mean of the exact deltas, Nesterov step in float64,
+    rounded once to float32 (momentum kept in float64)."""
+    new_params, new_m = {}, {}
+    coef = 1.0 / len(deltas)
+    for name, theta in global_params.items():
+        acc = torch.zeros_like(theta, dtype=torch.float64)
+        for d in deltas:
+            acc.add_(d[name].mul(coef))
+        p, new_m[name] = nesterov_step(theta.double(), acc, momentum[name], outer)
+        new_params[name] = p.float()
+    return new_params, new_m
 
 
-def run_diloco(
-    cell: Cell, setup: Setup, windows: np.ndarray, heldout: Tensor, order: np.ndarray, seed: int
-) -> CellRun:
+def _island_round(
+    start: TrainState, manifest: RunManifest, cell: Cell, data: Data, island: int, r: int
+) -> tuple[TrainState, bytes, Params | None, Params]:
+    """One island's round ``r``: (end state, upload bytes, residual, exact delta)."""
+    h, b = cell.inner_steps, manifest.round.layout.micro_batch_size
+    ids = np.concatenate(
+        [island_slices(data.order, cell.islands, b, r * h + t)[island] for t in range(h)]
+    )
+    cfg = island_train_config(manifest, r)
+    end = run_segment(start, cfg, _samples(data.windows, ids), h)
+    if cell.codec == "none":
+        sp, ep = start.params(), end.params()
+        delta = {k: sp[k].double() - ep[k].double() for k in sp}
+        return end, b"", None, delta
+    update = build_update(start.params(), end, cfg.compression)
+    return end, update.data, update.residual, {}
+
+
+def _warm_start(cell: Cell, setup: Setup, data: Data, seed: int) -> tuple[TrainState, int]:
+    """The start state (after ``cell.warm_start`` data-parallel steps) and the first round."""
+    if cell.warm_start % cell.inner_steps:
+        raise ValueError(f"{cell.name}: warm start {cell.warm_start} is not a multiple of H")
+    manifest = cell_manifest(setup, cell, data_parallel=True)
+    first = init_state(island_train_config(manifest, 0).state_config(), seed)
+    state = dp_steps(first, manifest, data, cell.islands, range(cell.warm_start))
+    return state, cell.warm_start // cell.inner_steps
+
+
+def run_diloco(cell: Cell, setup: Setup, data: Data, seed: int) -> CellRun:
     """M islands, H inner steps per round, the project's codec and outer step."""
-    cfg = train_config(setup, cell, setup.batch_per_island)
-    outer = OuterOptimSpec(lr=cell.outer_lr, momentum=cell.outer_momentum)
-    first = init_state(cfg.state_config(), seed)
+    manifest = cell_manifest(setup, cell)
+    first, r0 = _warm_start(cell, setup, data, seed)
     states = [first.clone() for _ in range(cell.islands)]
     global_params = first.params()
-    momentum = {k: torch.zeros_like(v) for k, v in global_params.items()}
+    dtype = torch.float64 if cell.codec == "none" else torch.float32
+    momentum = {k: torch.zeros_like(v, dtype=dtype) for k, v in global_params.items()}
+    p = sum(v.numel() for v in global_params.values())
+    out = CellRun(
+        checkpoint_bytes=len(encode_checkpoint(first)),
+        warm_start_bytes=dp_bytes(p, cell.islands, cell.warm_start),
+    )
     model_blob = len(encode_model_blob(global_params, setup.model))
-    out = CellRun(checkpoint_bytes=len(encode_checkpoint(first)))
-    for r in range(math.ceil(setup.steps / cell.inner_steps)):
+    for r in range(r0, setup.steps // cell.inner_steps):
         if cell.policy == "reset":
             states = [reset_moments(s) for s in states]
-        ends, updates, residuals = _diloco_round(
-            states, cfg, cell, setup, windows, order, r * cell.inner_steps
-        )
-        global_params, momentum = outer_merge(
-            global_params, momentum, updates, cfg.compression, outer
-        )
-        states = [
-            next_round_state(e, global_params, res) for e, res in zip(ends, residuals, strict=True)
-        ]
-        out.update_bytes += sum(len(u) for u in updates)
+        rounds = [_island_round(s, manifest, cell, data, i, r) for i, s in enumerate(states)]
+        if cell.codec == "none":
+            global_params, momentum = exact_merge(
+                global_params, momentum, [x[3] for x in rounds], manifest.outer
+            )
+            out.update_bytes += cell.islands * 4 * p
+        else:
+            updates = [x[1] for x in rounds]
+            global_params, momentum = outer_merge(
+                global_params, momentum, updates, manifest.compression, manifest.outer
+            )
+            out.update_bytes += sum(len(u) for u in updates)
+        states = [next_round_state(x[0], global_params, x[2]) for x in rounds]
         out.model_download_bytes += cell.islands * model_blob
         out.rounds += 1
-        out.losses.append(
-            ((r + 1) * cell.inner_steps, heldout_loss(global_params, setup.model, heldout))
-        )
+        if _eval_due(setup, (r + 1) * cell.inner_steps):
+            loss = heldout_loss(global_params, setup.model, data.heldout)
+            out.losses.append(((r + 1) * cell.inner_steps, loss))
+    out.final_state_sha256 = states[0].state_hash().hex()
     return out

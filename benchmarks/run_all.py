@@ -13,8 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hypertrain.protocol.traffic import factor_words
-
 HERE = Path(__file__).parent
 DOC = HERE.parent / "docs" / "BENCHMARKS.md"
 
@@ -85,28 +83,16 @@ def render() -> str:
 
 
 def parity_section() -> list[str]:
-    """Best cells of the committed parity grid (benchmarks/results/parity/parity-core.json)."""
-    path = HERE / "results" / "parity" / "parity-core.json"
+    """The parity grid's short table (benchmarks/results/parity/parity-combined.json)."""
+    path = HERE / "results" / "parity" / "parity-combined.json"
     if not path.exists():
         return []
+    from parity_stats import benchmarks_section
+
     doc = json.loads(path.read_text())
-    best, out = doc.get("best", {}), ["\n## parity (DiLoCo vs data-parallel, docs/parity.md)\n"]
-    if "m8_parity" in best:
-        b = best["m8_parity"]
-        lo, hi = b["gap_pct_ci90"]
-        out.append(
-            f"Best M = 8 cell: `{b['cell']}`, gap {b['gap_pct_mean']:+.2f}% (90% CI {lo:+.2f} to"
-            f" {hi:+.2f}); target within 0.5%, distance {b['distance_to_target_pct']:.2f} points."
-        )
-    if "traffic" in best:
-        t = best["traffic"]
-        out.append(
-            f"Most bytes saved: `{t['cell']}`, update bytes"
-            f" {factor_words(t['saved_vs_ddp_updates'])} (with model downloads:"
-            f" {factor_words(t['saved_vs_ddp_with_download'])}),"
-            f" within the 0.5% margin: {t['within_margin']}; target 10,000× less at <= 0.5%."
-        )
-    return out
+    if not doc.get("summary"):
+        return []
+    return ["\n## parity (DiLoCo vs data-parallel, docs/parity.md)\n", *benchmarks_section(doc)]
 
 
 def main() -> int:

@@ -208,7 +208,9 @@ def _merged(outer: dict[str, Any]) -> Any:
         tokens = max_tokens(manifest) - n
         candidates.append(Candidate(hotkey=hotkey, update_sha256=sha, tokens=tokens,
                                     update_bytes=len(data)))  # fmt: skip
-    return merge(MergeInputs(manifest, 0, start, None, candidates), blobs), params, manifest
+    proven = [c.hotkey for c in candidates]  # audit-proven: they set the reference norm
+    inputs = MergeInputs(manifest, 0, start, None, candidates, proven=proven)
+    return merge(inputs, blobs), params, manifest
 
 
 def merge_tape() -> Answer:

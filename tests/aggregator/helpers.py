@@ -42,11 +42,20 @@ def manifest(**outer: Any) -> RunManifest:
     )
 
 
+SHARED = 0.6  # weight of the direction every honest update shares (pairwise cosine ~0.36)
+
+
 def delta(m: RunManifest, seed: int, scale: float = 1e-3) -> dict[str, torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
+    """An honest-looking update: a direction common to the round plus its own noise, as
+    updates trained from one start model on different samples are (cosine ~0.36)."""
+    common = torch.Generator().manual_seed(2**31 - 1)
+    own = torch.Generator().manual_seed(seed)
+    noise = (1 - SHARED**2) ** 0.5
     return {
-        name: torch.randn(shape, generator=gen) * scale for name, shape in param_shapes(m.model)
-    }
+        name: (torch.randn(shape, generator=common) * SHARED
+               + torch.randn(shape, generator=own) * noise) * scale
+        for name, shape in param_shapes(m.model)
+    }  # fmt: skip
 
 
 def put_update(blobs: MemoryBlobs, m: RunManifest, seed: int, scale: float = 1e-3) -> bytes:

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
 from hypertrain.aggregator.blobs import MemoryBlobs
 from hypertrain.aggregator.merge import MergeInputs, merge
+from hypertrain.aggregator.norms import update_norm
 from hypertrain.aggregator.runner import Aggregator
 from hypertrain.aggregator.tape import Candidate, decode_tape
 from hypertrain.challenge.app import _poll_beacon, create_app
@@ -27,6 +29,7 @@ from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.trainer.codec import encode_int8
+from hypertrain.trainer.model import param_shapes
 from tests.aggregator.helpers import delta
 from tests.challenge.helpers import (
     TOKENS,
@@ -79,12 +82,21 @@ class World:
         return encode_int8(tensors, self.manifest.compression.block_size)
 
 
-def _world(tmp_path: Path, **audit: float) -> Iterator[World]:
+def _honest_norm(doc: dict[str, object]) -> float:
+    """The norm of an honest update in this run: the operator's trusted reference."""
+    m = RunManifest.model_validate({**doc, "outer": {"reference_norm": 1.0}})
+    data = encode_int8(delta(m, 1), m.compression.block_size)
+    return update_norm(data, param_shapes(m.model), m.compression)
+
+
+def _world(tmp_path: Path, *, reference: bool = False, **audit: float) -> Iterator[World]:
     settings = make_settings(tmp_path, [k.ss58_address for k in KEYS])
     beacon, ledger, blobs = SteppedBeacon(), FakeLedger(), MemoryBlobs()
     app = create_app(settings, beacon=beacon, ledger=ledger)
     with TestClient(app) as client:
         doc = manifest_doc(**audit)
+        if reference:  # no audit this round, no probation: the manifest vouches for a norm
+            doc["outer"] = {"reference_norm": _honest_norm(doc)}
         created = client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
         assert created.status_code == 200, created.text
         service = ChallengeClient(
@@ -101,7 +113,7 @@ def _world(tmp_path: Path, **audit: float) -> Iterator[World]:
 
 @pytest.fixture
 def unaudited(tmp_path: Path) -> Iterator[World]:
-    yield from _world(tmp_path, rate=0.0, probation_rounds=0)
+    yield from _world(tmp_path, reference=True, rate=0.0, probation_rounds=0)
 
 
 @pytest.fixture
@@ -211,3 +223,34 @@ def test_candidates_keep_commit_order(unaudited: World) -> None:
     seq = {c.hotkey: c.seq for c in got.candidates}
     assert [seq[k.ss58_address] for k in reversed(KEYS[:3])] == [0, 1, 2]
     assert all(isinstance(c, Candidate) for c in got.candidates)
+
+
+def test_unaudited_noisy_copies_averages_and_reversed_updates_are_not_paid(
+    unaudited: World,
+) -> None:
+    """Through the real service: derived copies and a reversed update in a round nobody
+    audits are excluded, unpaid, and the model is the honest islands' merge."""
+    w = unaudited
+    honest, noisy, average, reverse = KEYS[:3], KEYS[3], KEYS[4], KEYS[5]
+    for i, key in enumerate(honest):
+        w.commit(key, w.update(i + 1))
+    a, b = delta(w.manifest, 1), delta(w.manifest, 2)
+    gen = torch.Generator().manual_seed(3)
+    block = w.manifest.compression.block_size
+    w.commit(noisy, encode_int8(
+        {k: v + torch.randn(v.shape, generator=gen) * 0.2 * v.std() for k, v in a.items()}, block
+    ))  # fmt: skip
+    w.commit(average, encode_int8({k: (a[k] + b[k]) / 2 for k in a}, block))
+    w.commit(reverse, encode_int8({k: -v for k, v in delta(w.manifest, 9).items()}, block))
+    _settle(w)
+    merged = w.agg.service.round_detail("run-1", 0).merge.body  # type: ignore[union-attr]
+    honest_keys = sorted(k.ss58_address for k in honest)
+    assert sorted(merged["included"]) == honest_keys
+    assert merged["excluded"] == {
+        noisy.ss58_address: "near_duplicate",
+        average.ss58_address: "near_duplicate",
+        reverse.ss58_address: "against_aggregate",
+    }
+    assert w.ledger.settled[("run-1", 0)] == dict.fromkeys(honest_keys, TOKENS_PER_MICRO_BATCH)
+    assert not any(key[2] in {noisy.ss58_address, average.ss58_address} for key in w.ledger.faults)
+    assert merged["new_model_sha256"] == _model_of(w, honest_keys)

@@ -68,7 +68,8 @@ def test_exact_norm_matches_float64_and_refuses_wrong_shapes() -> None:
 
 def test_screen_median_and_weights() -> None:
     assert median([3.0, 1.0, 2.0]) == 2.0 and median([1.0, 4.0]) == 2.5 and median([]) == 0.0
-    result = screen({"a": 1.0, "b": 1.2, "c": 30.0}, OuterOptimSpec(reject_norm_factor=10.0))
+    norms = {"a": 1.0, "b": 1.2, "c": 30.0}
+    result = screen(norms, OuterOptimSpec(reject_norm_factor=10.0), proven=list(norms))
     assert result.median == 1.2 and set(result.rejected) == {"c"}
     assert result.clip == {"a": 1.0, "b": 1.0}
     assert token_weights({"a": 1, "b": 3}) == {"a": 0.25, "b": 0.75}

@@ -1,4 +1,5 @@
-"""The parity harness's quick grid runs and writes a result of the documented shape."""
+"""The parity harness: its bit-for-bit identities, its frozen known answer, its refusal
+of stale results, its statistics and the quick grid's documented JSON."""
 
 from __future__ import annotations
 
@@ -7,20 +8,158 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+sys.path[:0] = [str(ROOT / "benchmarks")]
 
-CELL_KEYS = {
-    "name", "kind", "islands", "inner_steps", "optimizer", "policy", "codec", "seeds",
-    "final_loss", "final_loss_mean", "final_loss_sd", "curves", "bytes_sent", "ddp_bytes",
-}  # fmt: skip
-GAP_KEYS = {"gap_pct", "gap_pct_mean", "gap_pct_ci90", "equivalent", "non_inferior"}
+import parity_identity  # noqa: E402
+import parity_plots  # noqa: E402
+import parity_sim  # noqa: E402
+from hypertrain.protocol.manifest import ModelSpec, SparseSpec  # noqa: E402
+from hypertrain.trainer.determinism import configure_determinism  # noqa: E402
+from hypertrain.trainer.round_config import island_train_config  # noqa: E402
+from parity_stats import combine, gap_stats, provenance  # noqa: E402
+from tests.known_answers import PROFILE  # noqa: E402
+
+VOCAB, SEQ = 64, 17
 
 
-def test_quick_grid_writes_the_documented_json(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def setup() -> parity_sim.Setup:
+    configure_determinism(1)
+    model = ModelSpec(
+        vocab_size=VOCAB, d_model=16, num_layers=1, num_heads=2, head_dim=8, ffn_hidden=32,
+        context_length=SEQ,
+    )  # fmt: skip
+    return parity_sim.Setup(
+        model=model, seq_len=SEQ, batch_per_island=2, steps=10, lr=3e-3, warmup_steps=2,
+        muon_lr=0.02, sparse=SparseSpec(chunk_size=64, topk_per_chunk=4), eval_every=5,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def data() -> dict[str, Any]:
+    rng = np.random.default_rng(7)
+    windows = rng.integers(0, VOCAB, size=(200, SEQ), dtype=np.int64)
+    return {"windows": windows, "heldout": torch.from_numpy(windows[:8].copy())}
+
+
+def _checks(setup: parity_sim.Setup, data: dict[str, Any]) -> dict[str, bool]:
+    out = parity_identity.identity_checks(setup, data)
+    return {k: v["holds"] for k, v in out.items() if k != "dp_known_answer"}
+
+
+def test_identities_hold_bit_for_bit(setup: parity_sim.Setup, data: dict[str, Any]) -> None:
+    assert _checks(setup, data) == {
+        "dp_equals_diloco_M1_H1": True,
+        "dp_equals_diloco_M1_H5": True,
+        "M2_identical_data_equals_one_island_int8": True,
+        "M4_identical_data_equals_one_island_none": True,
+    }
+
+
+def test_a_lost_round_index_breaks_the_identity(
+    setup: parity_sim.Setup, data: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The identity catches the old bug: every round trained at schedule step 0."""
+
+    def round_zero(manifest: Any, round_index: int, **kw: Any) -> Any:
+        return island_train_config(manifest, 0, **kw)
+
+    monkeypatch.setattr(parity_sim, "island_train_config", round_zero)
+    checks = _checks(setup, data)
+    assert not checks["dp_equals_diloco_M1_H5"]
+
+
+def test_a_lossy_codec_breaks_the_identity(
+    setup: parity_sim.Setup, data: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = parity_identity._avg
+    monkeypatch.setattr(
+        parity_identity,
+        "_avg",
+        lambda n, m, h, codec="none", outer=(1.0, 0.0): real(n, m, h, "int8", outer),
+    )
+    assert not _checks(setup, data)["dp_equals_diloco_M1_H1"]
+
+
+def test_the_warm_start_is_the_data_parallel_arm(
+    setup: parity_sim.Setup, data: dict[str, Any]
+) -> None:
+    """A warm start over every step leaves no round: the state is data-parallel's."""
+    order = np.arange(setup.steps * 2 * setup.batch_per_island) % len(data["windows"])
+    d = parity_sim.Data(data["windows"], data["heldout"], order)
+    dp = parity_sim.run_dp(parity_sim.Cell("dp", "dp", 2, codec="none"), setup, d, 0)
+    cell = parity_sim.Cell("w", "diloco", 2, 5, codec="none", warm_start=setup.steps)
+    manifest = parity_sim.cell_manifest(setup, cell, data_parallel=True)
+    state, first_round = parity_sim._warm_start(cell, setup, d, 0)
+    assert first_round == setup.steps // 5
+    assert manifest.compression.error_feedback is False
+    assert state.state_hash().hex() == dp.final_state_sha256
+
+
+def test_the_data_parallel_arm_reproduces_its_frozen_curve() -> None:
+    env = {**os.environ, **PROFILE, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "parity.py"), "--known-answer"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == json.loads(parity_identity.KNOWN_ANSWER.read_text())
+
+
+def test_tost_verdicts() -> None:
+    assert gap_stats([0.1, -0.1, 0.05, 0.0, -0.05])["tost"] == "equivalent"
+    assert gap_stats([3.0, 3.2, 2.9, 3.1, 3.0])["tost"] == "not equivalent"
+    wide = gap_stats([0.0, 2.0, -2.0])
+    assert wide["tost"] == "undecided" and not wide["non_inferior"]
+    one = gap_stats([1.0])
+    assert one["gap_pct_ci90"] is None and one["tost"] == "undecided (one seed)"
+
+
+def _task(name: str, kind: str, seed: int, loss: float, baseline: str = "") -> dict[str, Any]:
+    return {
+        "name": name, "kind": kind, "islands": 8, "inner_steps": 25, "baseline": baseline,
+        "seed": seed, "final_loss": loss, "curve": [[200, loss]], "wall_seconds": 1.0,
+        "size": "s", "exploratory": False,
+    }  # fmt: skip
+
+
+def test_gaps_are_paired_against_the_tuned_data_parallel_arm() -> None:
+    tasks = [
+        _task("dp-M8-s-lr0.003", "dp", 0, 4.0),
+        _task("dp-M8-s-lr0.006", "dp", 0, 3.0),  # the tuned arm (lowest seed-0 loss)
+        _task("dp-M8-s-lr0.006", "dp", 1, 3.3),
+        *(
+            _task("diloco-M8-s-H25-x-lr0.006", "diloco", s, v, "dp-M8-s-best")
+            for s, v in ((0, 3.3), (1, 3.3))
+        ),
+    ]
+    cell = combine(tasks)["diloco-M8-s-H25-x-lr0.006"]
+    assert cell["baseline_cell"] == "dp-M8-s-lr0.006"
+    assert cell["gap_pct"] == pytest.approx([10.0, 0.0])
+    assert cell["recipe"] == "H25-x-lr0.006"
+
+
+def test_plotting_refuses_a_result_of_other_harness_files(tmp_path: Path) -> None:
+    doc = {**provenance(), "task": _task("dp-M8-s-lr0.003", "dp", 0, 4.0)}
+    (tmp_path / "dp-M8-s-lr0.003--seed0.json").write_text(json.dumps(doc))
+    head, tasks = parity_plots.load_tasks(tmp_path)
+    assert len(tasks) == 1 and head["harness_sha256"] == doc["harness_sha256"]
+    for key in ("harness_sha256", "trainer_sha256"):
+        (tmp_path / "dp-M8-s-lr0.003--seed0.json").write_text(json.dumps({**doc, key: "0" * 64}))
+        with pytest.raises(parity_plots.StaleResultError, match=key):
+            parity_plots.load_tasks(tmp_path)
+    assert parity_plots.main([str(tmp_path), "--out", str(tmp_path / "c.json")]) == 2
+
+
+@pytest.mark.slow
+def test_quick_grid_checks_the_identities_and_writes_the_documented_json(tmp_path: Path) -> None:
     out = tmp_path / "quick.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
@@ -29,14 +168,18 @@ def test_quick_grid_writes_the_documented_json(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads(out.read_text())
-    assert doc["grid"] == "quick" and doc["margin_pct"] == 0.5
-    assert {"model", "parameters", "tokenizer_sha256", "sparse"} <= set(doc["setup"])
-    cells = doc["cells"]
-    assert len(cells) == 3 and [c["kind"] for c in cells.values()].count("dp") == 1
+    assert doc["grid"] == "quick" and len(doc["harness_sha256"]) == 64 and doc["commit"]
+    assert {v["holds"] for v in doc["identity"].values()} == {True}
+    assert len(doc["identity"]) == 5
+    cells = combine(doc["tasks"])
+    assert [c["kind"] for c in cells.values()].count("dp") == 1
     for cell in cells.values():
-        assert set(cell) >= CELL_KEYS, cell.keys()
-        assert len(cell["final_loss"]) == len(cell["seeds"]) >= 3
+        assert len(cell["final_loss"]) == len(cell["seeds"]) == 3
+        assert cell["bytes_sent"] > 0 and np.isfinite(cell["final_loss_mean"])
         if cell["kind"] == "diloco":
-            assert set(cell) >= GAP_KEYS and len(cell["gap_pct_ci90"]) == 2
-            assert cell["bytes_sent"] > 0 and cell["saved_vs_ddp_updates"] > 0
-    assert "traffic" in doc["best"]  # the quick grid has no M = 8 cell, so no m8_parity
+            assert cell["seeds_paired"] == 3 and cell["tost"] in {
+                "equivalent",
+                "undecided",
+                "not equivalent",
+            }
+            assert cell["dp_bytes_per_byte_sent"] > 1

@@ -83,7 +83,9 @@ COMMITS = {0: 5, 1: 5}  # every round: the two honest islands and that round's a
 
 
 @contextmanager
-def _gate(gate: BeaconGate, chain_hash: str, service: str) -> Iterator[None]:
+def _gate(
+    gate: BeaconGate, chain_hash: str, service: str, commits: dict[int, int] = COMMITS
+) -> Iterator[None]:
     """:func:`tests.e2e.gate.gate_rounds` with a number of committers per round."""
     stop = threading.Event()
     gate.cap = gate.real_latest(chain_hash)
@@ -98,7 +100,7 @@ def _gate(gate: BeaconGate, chain_hash: str, service: str) -> Iterator[None]:
                 except (httpx.HTTPError, ValueError):
                     continue
                 allowed = min(
-                    [real] + [allowed_round([r], COMMITS.get(r["round"], 0), real) for r in rounds]
+                    [real] + [allowed_round([r], commits.get(r["round"], 0), real) for r in rounds]
                 )
                 gate.cap = max(gate.cap, min(gate.cap + 1, allowed))
 

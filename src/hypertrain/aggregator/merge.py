@@ -1,22 +1,24 @@
-"""The merge: screen, clip and average a round's updates, then take the outer step.
-
-Two streaming passes over the candidates, in hotkey order:
+"""The merge: screen, clip and robustly aggregate a round's updates, then the outer step.
 
 1. *Norms.* Fetch each update (hash-checked), check its size against the commit and
-   its tokens against what H steps can train, validate it for the model and compute
-   its exact norm (:mod:`hypertrain.aggregator.norms`) and its sketch. Failures are
-   recorded with a reason; copies and near-copies of an earlier commit's update are
-   excluded (:mod:`hypertrain.aggregator.dedup`); then
-   :func:`~hypertrain.aggregator.screen.screen` rejects outliers and fixes every clip
-   factor from a reference norm that no minority of the round can move (the trailing
-   history of merged norms and this round's audit-proven updates).
-2. *Sum.* Fetch each accepted update again and add ``float32(weight * clip) * u``,
+   its tokens against what H steps can train, validate it for the model and the run's
+   codec and compute its exact norm (:mod:`hypertrain.aggregator.norms`). Byte-identical
+   copies of an earlier commit's update are excluded (:mod:`hypertrain.aggregator.dedup`);
+   then :func:`~hypertrain.aggregator.screen.screen` rejects outliers and fixes every
+   clip factor from a reference norm that only audit-proven updates set.
+2. *Robust aggregate.* On the exact Gram matrix of the accepted updates
+   (:mod:`hypertrain.aggregator.aggregate`): copies explained by earlier updates and
+   updates pointing against the others are excluded, and the token-weighted geometric
+   median of the rest gives each update its coefficient ``a_i``.
+3. *Sum.* Fetch each included update again and add ``float32(a_i * clip_i) * u_i``,
    tensor by tensor (``trainer.update.iter_decode_update``), into one accumulator.
 
-Only the start model, the momentum, the accumulator and one update are alive at a
-time: memory is O(model), not O(M x model). The order is fixed (sorted hotkeys) and
-every operation is elementwise float32, so the merge is bitwise reproducible. A
-round where nothing survives keeps the model and the momentum unchanged.
+The Gram matrix holds the included updates' encoded bytes (int8: a quarter of the model
+each); the sum keeps only the start model, the momentum, the accumulator and one
+decoded update alive. The order is fixed (sorted hotkeys), every decision is made in
+Python floats on exact inner products and every tensor operation is elementwise
+float32, so the merge is bitwise reproducible. A round where nothing survives keeps the
+model and the momentum unchanged.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from hypertrain.aggregator.aggregate import robust_aggregate
 from hypertrain.aggregator.blobs import BlobSource
-from hypertrain.aggregator.dedup import find_duplicates, sketch
+from hypertrain.aggregator.dedup import exact_duplicates
 from hypertrain.aggregator.errors import AggregatorError, BlobError, UpdateFormatError
 from hypertrain.aggregator.norms import classify, update_norm
 from hypertrain.aggregator.outer import (
@@ -39,7 +42,7 @@ from hypertrain.aggregator.outer import (
     nesterov_step,
     zero_momentum,
 )
-from hypertrain.aggregator.screen import screen, token_weights
+from hypertrain.aggregator.screen import screen
 from hypertrain.aggregator.tape import Candidate, Excluded, Included, Tape
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.trainer.blob import decode_model_blob, encode_model_blob
@@ -86,10 +89,8 @@ def _precheck(c: Candidate, inputs: MergeInputs, data: bytes) -> tuple[str, str]
     return None
 
 
-def norms_pass(
-    inputs: MergeInputs, blobs: BlobSource, sketches: dict[str, tuple[float, ...]] | None = None
-) -> tuple[dict[str, float], list[Excluded]]:
-    """Pass 1: exact norms (and sketches) of the valid candidates, and the failures."""
+def norms_pass(inputs: MergeInputs, blobs: BlobSource) -> tuple[dict[str, float], list[Excluded]]:
+    """Pass 1: exact norms of the valid candidates, and the failures."""
     shapes = param_shapes(inputs.manifest.model)
     norms: dict[str, float] = {}
     failed: list[Excluded] = []
@@ -99,8 +100,6 @@ def norms_pass(
             problem = _precheck(c, inputs, data)
             if problem is None:
                 norms[c.hotkey] = update_norm(data, shapes, inputs.manifest.compression)
-                if sketches is not None:
-                    sketches[c.hotkey] = sketch(data, inputs.manifest.compression)
         except (BlobError, UpdateFormatError) as exc:
             problem = (exc.reason, str(exc))
         if problem is not None:
@@ -132,6 +131,40 @@ def weighted_sum(
     return acc
 
 
+@dataclass(frozen=True)
+class Selection:
+    included: list[Included]  # in hotkey order, with clip factor and median coefficient
+    excluded: list[Excluded]  # screen-stage exclusions
+    median_norm: float
+    clip_threshold: float
+
+
+def select(inputs: MergeInputs, blobs: BlobSource) -> Selection:
+    """Norms, exact copies, the norm screen and the robust aggregate: who is merged, how."""
+    norms, failed = norms_pass(inputs, blobs)
+    by_key = {c.hotkey: c for c in inputs.candidates}
+    arrival = [c.hotkey for c in sorted(inputs.candidates, key=lambda c: (c.seq, c.hotkey))]
+    copies = exact_duplicates([(h, by_key[h].update_sha256) for h in arrival if h in norms])
+    norms = {h: n for h, n in norms.items() if h not in copies}
+    screened = screen(norms, inputs.manifest.outer, inputs.history_norms, inputs.proven)
+    agg = robust_aggregate(
+        screened.clip,
+        {h: by_key[h].tokens for h in screened.clip},
+        arrival,
+        lambda h: blobs.get(by_key[h].update_sha256),
+        param_shapes(inputs.manifest.model),
+        inputs.manifest.compression,
+    )
+    rejected = {**copies, **screened.rejected, **agg.rejected}
+    failed += [_excluded(by_key[h], r, d) for h, (r, d) in sorted(rejected.items())]
+    included = [
+        Included(hotkey=h, update_sha256=by_key[h].update_sha256, tokens=by_key[h].tokens,
+                 norm=norms[h], clip_factor=screened.clip[h], weight=agg.weights[h])
+        for h in sorted(agg.weights)
+    ]  # fmt: skip
+    return Selection(included, failed, screened.median, screened.clip_threshold)
+
+
 def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
     """Run both passes and the outer step; returns the tape and the two new blobs."""
     spec, outer = inputs.manifest.model, inputs.manifest.outer
@@ -142,27 +175,8 @@ def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
     momentum = zero_momentum(spec)
     if inputs.prev_outer_state_sha256 is not None:
         momentum, _ = decode_outer_state(blobs.get(inputs.prev_outer_state_sha256), spec)
-    sketches: dict[str, tuple[float, ...]] = {}
-    norms, failed = norms_pass(inputs, blobs, sketches)
-    by_key = {c.hotkey: c for c in inputs.candidates}
-    arrival = sorted(inputs.candidates, key=lambda c: (c.seq, c.hotkey))
-    copies = find_duplicates(
-        [(c.hotkey, c.update_sha256) for c in arrival],
-        sketches,
-        blobs,
-        param_shapes(spec),
-        inputs.manifest.compression,
-    )
-    failed += [_excluded(by_key[h], r, d) for h, (r, d) in sorted(copies.items())]
-    norms = {h: n for h, n in norms.items() if h not in copies}
-    screened = screen(norms, outer, inputs.history_norms, inputs.proven)
-    failed += [_excluded(by_key[h], r, d) for h, (r, d) in screened.rejected.items()]
-    weights = token_weights({h: by_key[h].tokens for h in screened.clip})
-    included = [
-        Included(hotkey=h, update_sha256=by_key[h].update_sha256, tokens=by_key[h].tokens,
-                 norm=norms[h], clip_factor=screened.clip[h], weight=weights[h])
-        for h in sorted(screened.clip)
-    ]  # fmt: skip
+    chosen = select(inputs, blobs)
+    included = chosen.included
     new_params, new_momentum = start, momentum
     if included:
         delta = weighted_sum(included, inputs, blobs)
@@ -185,11 +199,13 @@ def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
         manifest_digest=inputs.manifest.digest(),
         start_model_sha256=inputs.start_model_sha256,
         prev_outer_state_sha256=inputs.prev_outer_state_sha256,
-        median_norm=screened.median,
-        clip_threshold=screened.clip_threshold,
+        median_norm=chosen.median_norm,
+        clip_threshold=chosen.clip_threshold,
         total_tokens=sum(i.tokens for i in included),
         included=included,
-        excluded=sorted(inputs.collect_excluded + failed, key=lambda e: (e.hotkey, e.stage)),
+        excluded=sorted(
+            inputs.collect_excluded + chosen.excluded, key=lambda e: (e.hotkey, e.stage)
+        ),
         candidates=sorted(inputs.candidates, key=lambda c: c.hotkey),
         new_outer_state_sha256=hashlib.sha256(outer_blob).hexdigest(),
         new_model_sha256=hashlib.sha256(model_blob).hexdigest(),

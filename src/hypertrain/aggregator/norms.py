@@ -9,9 +9,11 @@ independent of order). No thread count or BLAS choice can change the result.
 Every failure is an :class:`UpdateFormatError` whose ``reason`` is a screen code:
 ``wrong_size`` (length disagrees with the header or the commit), ``wrong_shape``
 (tensor names or shapes are not the model's), ``non_finite`` (a NaN/Inf scale),
-``malformed`` (anything else the codec refuses, or an update in another codec than the
-run's). Sparse updates (``trainer.sparse_codec``) get the same exactness from their
-codes: per chunk an exact integer sum times ``scale^2 / 4``, summed with ``math.fsum``.
+``malformed`` (anything else the codec refuses, an update in another codec than the
+run's, or int8 blocks of another size than the run's ``compression.block_size``, which
+the exact inner products of :mod:`hypertrain.aggregator.gram` rely on). Sparse updates
+(``trainer.sparse_codec``) get the same exactness from their codes: per chunk an exact
+integer sum times ``scale^2 / 4``, summed with ``math.fsum``.
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ def update_norm(data: bytes, expected: Shapes, compression: CompressionSpec | No
         block_size, metas, pos = parse_header(data)
     except CodecError as exc:
         raise classify(exc) from None
+    if compression is not None and block_size != compression.block_size:
+        raise UpdateFormatError(
+            "malformed", f"block size {block_size}, the run's is {compression.block_size}"
+        )
     got = [(m.name, m.shape) for m in metas]
     if got != [(n, tuple(s)) for n, s in expected]:
         raise UpdateFormatError("wrong_shape", "update tensors are not the model's names/shapes")

@@ -38,7 +38,7 @@ from hypertrain.aggregator.blobs import BlobStore
 from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.heldout import heldout_loss
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
-from hypertrain.aggregator.screen import HISTORY_ROUNDS
+from hypertrain.aggregator.screen import proven_history
 from hypertrain.aggregator.tape import decode_tape
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.models import RoundSummary
@@ -99,15 +99,10 @@ class Aggregator:
         (tapes / f"{result.tape.round:06d}.json").write_bytes(result.tape.to_bytes())
 
     def history(self, index: int) -> list[float]:
-        """Effective (clipped) norms merged in the trailing ``HISTORY_ROUNDS`` rounds."""
+        """Audit-proven norms of the latest earlier rounds (``screen.proven_history``)."""
         tapes = self.state_dir / "tapes"
-        out: list[float] = []
-        for w in range(max(0, index - HISTORY_ROUNDS), index):
-            path = tapes / f"{w:06d}.json"
-            if path.is_file():
-                tape = decode_tape(path.read_bytes())
-                out += [i.norm * i.clip_factor for i in tape.included]
-        return out
+        paths = (tapes / f"{w:06d}.json" for w in range(index - 1, -1, -1))
+        return proven_history(decode_tape(p.read_bytes()) for p in paths if p.is_file())
 
     def previous_outer(self, index: int) -> str | None:
         """Outer-state hash of the latest merge before round ``index`` (None: zero momentum)."""

@@ -1,16 +1,21 @@
-"""Robust screens and clipping: pure functions of norms that no minority can capture.
+"""Robust screens and clipping: pure functions of norms that no update can capture.
 
-Every update is judged against a *reference norm* ``r``, taken from trusted norms only:
+Every update is judged against a *reference norm* ``r``, taken from audit-proven norms
+only, never from what the round's unaudited updates say about themselves:
 
-1. the **history**: the effective (post-clip) norms of the updates merged in the
-   trailing :data:`HISTORY_ROUNDS` rounds, plus
-2. the **proven** norms of this round: updates whose audit returned ``match`` with the
-   update itself checked (the auditor re-encoded it from the replayed final state).
+1. the **proven history**: the norms of updates that an audit proved (a ``match``
+   verdict that re-encoded the update from the replayed final state) in earlier rounds,
+   the latest :data:`HISTORY_NORMS` of them (``Tape.history_norms``,
+   :func:`proven_history`);
+2. the **proven** norms of this round;
+3. the manifest's ``outer.reference_norm``, when the operator set one.
 
-``r`` is the median of that pool. Only when the pool is empty (a fresh network whose
-first updates are not proven yet) does the round's own median count, and only with a
-quorum of at least :data:`QUORUM` decoded updates, so that no single update, nor any
-minority, can set it; below the quorum nothing is merged (``no_reference``). Then:
+``r`` is the median of that pool. An empty pool merges nothing (``no_reference``): a
+round's own median is never used, so sybils, however many, cannot set or ratchet the
+reference; only updates that survived an audit move it. A run therefore needs proven
+updates before it merges anything, which probation gives it (every new island is
+audited), and the manifest refuses ``audit.probation_rounds = 0`` without another
+trusted source (``audit.rate = 1`` or ``outer.reference_norm``). Then:
 
 * an update whose norm lies outside ``[r / reject_norm_factor, r * reject_norm_factor]``
   is rejected (``norm_outlier``); an all-zero update (``zero_norm``) carries no
@@ -18,17 +23,16 @@ minority, can set it; below the quorum nothing is merged (``no_reference``). The
 * every remaining update is scaled by ``min(1, clip_to_median_factor * r / norm)``,
   so no single island can move the model much further than a typical one.
 
-An accepted norm enters the history already clipped (``norm * clip <= c * r``), so an
-island that is accepted round after round can push the reference up by at most one
-rank per round among a trailing window of many. With an even count the median is the
-mean of the two middle norms. Everything is float64 and order-free.
+With an even count the median is the mean of the two middle norms. Everything is
+float64 and order-free.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from hypertrain.aggregator.tape import Tape
 from hypertrain.protocol.manifest import OuterOptimSpec
 
 
@@ -49,22 +53,32 @@ def median(values: list[float]) -> float:
     return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
 
 
-HISTORY_ROUNDS = 8  # trailing merged rounds whose accepted norms form the reference
-QUORUM = 3  # decoded updates needed before a round may set its own reference
+HISTORY_NORMS = 16  # proven norms of earlier rounds that join the reference pool
+
+
+def proven_history(tapes: Iterable[Tape]) -> list[float]:
+    """The latest :data:`HISTORY_NORMS` proven norms of ``tapes`` (given newest first)."""
+    out: list[float] = []
+    for tape in tapes:
+        proven = set(tape.proven)
+        out += [i.norm for i in sorted(tape.included, key=lambda i: i.hotkey) if i.hotkey in proven]
+        if len(out) >= HISTORY_NORMS:
+            break
+    return out[:HISTORY_NORMS]
 
 
 def reference_norm(
-    norms: Mapping[str, float], history: Sequence[float], proven: Collection[str]
-) -> tuple[float | None, str]:
-    """(reference norm, where it came from); None when no rule can give one."""
+    norms: Mapping[str, float],
+    history: Sequence[float],
+    proven: Collection[str],
+    anchor: float | None = None,
+) -> float | None:
+    """The median of the trusted pool, or None when it is empty."""
     pool = [float(n) for n in history if n > 0]
     pool += [norms[h] for h in sorted(proven) if h in norms and norms[h] > 0]
-    if pool:
-        return median(pool), "trusted"
-    live = [n for n in norms.values() if n > 0]
-    if len(live) >= QUORUM:
-        return median(live), "quorum"
-    return None, "none"
+    if anchor is not None:
+        pool.append(anchor)
+    return median(pool) if pool else None
 
 
 def screen(
@@ -74,7 +88,7 @@ def screen(
     proven: Collection[str] = (),
 ) -> ScreenResult:
     """Reject outliers and compute each accepted update's clip factor."""
-    ref, _source = reference_norm(norms, history, proven)
+    ref = reference_norm(norms, history, proven, outer.reference_norm)
     m = ref or 0.0
     threshold = outer.clip_to_median_factor * m
     clip: dict[str, float] = {}
@@ -86,7 +100,7 @@ def screen(
         elif ref is None:
             rejected[hotkey] = (
                 "no_reference",
-                f"no trusted norm yet and fewer than {QUORUM} decoded updates in the round",
+                "no audit-proven norm yet (earlier rounds, this round or the manifest)",
             )
         elif norm > m * outer.reject_norm_factor or norm * outer.reject_norm_factor < m:
             detail = f"norm {norm:.6g} vs reference {m:.6g} (factor {outer.reject_norm_factor})"

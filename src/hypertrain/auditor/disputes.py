@@ -14,7 +14,7 @@ from hypertrain.dispute.game import Game
 from hypertrain.evidence.party import SegmentParty
 from hypertrain.evidence.respond import Emit, take_part
 from hypertrain.evidence.verify import verify_assignment
-from hypertrain.trainer.segment import TrainConfig
+from hypertrain.trainer.round_config import island_train_config
 
 if TYPE_CHECKING:
     from hypertrain.auditor.runner import Auditor
@@ -25,9 +25,7 @@ def party_of(auditor: Auditor, game: Game) -> SegmentParty:
     detail = auditor.service.round_detail(auditor.manifest.run_id, game.round)
     raw = next(a for a in detail.assignments if a.body.get("hotkey") == game.island)
     island = auditor.island_round(detail, verify_assignment(raw, auditor.manifest))
-    config = TrainConfig.from_manifest(
-        auditor.manifest, layout=island.layout, round_index=game.round
-    )
+    config = island_train_config(auditor.manifest, game.round, layout=island.layout)
     if game.segment == 0 and island.start_state is not None:
         start = island.start_state  # leaf 0 is the derived start state, checked on every audit
     else:

@@ -41,6 +41,7 @@ from hypertrain.protocol.messages import Commit
 from hypertrain.relay.errors import RelayError
 from hypertrain.trainer.checkpoint import decode_checkpoint
 from hypertrain.trainer.errors import TrainerError
+from hypertrain.trainer.round_config import island_train_config
 from hypertrain.trainer.segment import Sample, TrainConfig, run_segment
 from hypertrain.trainer.start_state import reset_state
 from hypertrain.trainer.state import TrainState
@@ -180,9 +181,7 @@ def _check_update(island: IslandRound, end: TrainState) -> None:
 
 def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob) -> AuditOutcome:
     """Check leaf 0, replay ``segments`` and return the verdict (see the module docstring)."""
-    config = TrainConfig.from_manifest(
-        island.manifest, layout=island.layout, round_index=island.commit.round
-    )
+    config = island_train_config(island.manifest, island.commit.round, layout=island.layout)
     last = island.manifest.round.num_segments - 1
     ordered = tuple(sorted(set(segments)))
     update_checked = last in ordered

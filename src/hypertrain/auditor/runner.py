@@ -64,7 +64,7 @@ from hypertrain.relay.client import RelayClient
 from hypertrain.relay.errors import NotFoundError as RelayNotFoundError
 from hypertrain.relay.errors import RelayError
 from hypertrain.trainer.checkpoint import checkpoint_size
-from hypertrain.trainer.segment import TrainConfig
+from hypertrain.trainer.round_config import island_train_config
 
 ISLAND_BLOB_FAULTS = frozenset({"too_large", "size_mismatch"})
 
@@ -115,7 +115,7 @@ class Auditor:
             raise VerificationError(f"{hotkey} has no commit in round {index}")
         commit = verify_commit(raw, self.manifest, hotkey, index)
         layout = island_layout(self.manifest, opens[-1], hotkey)
-        config = TrainConfig.from_manifest(self.manifest, layout=layout)
+        config = island_train_config(self.manifest, index, layout=layout)
         dataset = open_dataset(self.dataset_dir, self.manifest)
         ids = round_sample_ids(self.manifest, dataset, opens, hotkey)
         _, params = fetch_start_params(self.relay, opens[-1], self.manifest)
@@ -169,9 +169,7 @@ class Auditor:
         Missing (withheld) or oversized is the island's fault (:class:`IslandInputError`);
         the relay being unreachable is not, and raises :class:`RelayError`.
         """
-        limit = max_bytes or checkpoint_size(
-            TrainConfig.from_manifest(self.manifest).state_config()
-        )
+        limit = max_bytes or checkpoint_size(island_train_config(self.manifest, 0).state_config())
         try:
             return self.relay.get(sha256, max_bytes=limit)
         except RelayNotFoundError as exc:

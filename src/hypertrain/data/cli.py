@@ -20,6 +20,7 @@ from hypertrain.data.dataset import Dataset
 from hypertrain.data.descriptor import DESCRIPTOR_NAME
 from hypertrain.data.errors import DataError
 from hypertrain.data.prepare import DEFAULT_SAMPLES_PER_SHARD, PrepareOptions, prepare
+from hypertrain.data.scores import ScoreFilter
 from hypertrain.data.tokenizer import load_tokenizer, train_tokenizer, write_tokenizer
 from hypertrain.protocol.canonical import canonical_bytes, parse_json
 from hypertrain.protocol.listen import ensure_port_free
@@ -116,6 +117,11 @@ def _add_prepare(sub: Any) -> None:
         default="count",
         help="drop and count empty documents, or refuse them",
     )
+    score = cmd.add_mutually_exclusive_group()
+    score.add_argument(
+        "--min-int-score", type=int, help="keep rows with int_score >= N (FineWeb-Edu: 3)"
+    )
+    score.add_argument("--min-score", type=float, help="keep rows with score >= X")
     cmd.set_defaults(func=_prepare)
 
 
@@ -137,12 +143,21 @@ def _train_tokenizer(args: argparse.Namespace) -> int:
     return 0
 
 
+def _score_filter(args: argparse.Namespace) -> ScoreFilter | None:
+    if args.min_int_score is not None:
+        return ScoreFilter("int_score", args.min_int_score)
+    if args.min_score is not None:
+        return ScoreFilter("score", args.min_score)
+    return None
+
+
 def _prepare(args: argparse.Namespace) -> int:
     tok = load_tokenizer(args.tokenizer, args.tokenizer_sha256)
     opts = PrepareOptions(
         heldout_fraction=args.heldout_fraction,
         samples_per_shard=args.samples_per_shard,
         empty_policy=args.empty_documents,
+        score_filter=_score_filter(args),
     )
     desc = prepare(args.inputs, tok, args.seq_len, args.out, opts)
     # the tokenizer travels with the dataset: data serve publishes it, exports ship it
@@ -155,6 +170,7 @@ def _prepare(args: argparse.Namespace) -> int:
         f"descriptor_sha256 {desc.sha256()}\n"
         f"samples           {desc.sample_count} ({desc.split.heldout_count} held out)\n"
         f"documents         {c.documents} (empty, dropped: {c.empty_documents})\n"
+        f"score filter      {c.score_filter or 'none'} (dropped: {c.filtered_documents})\n"
         f"tokens            {c.tokens} (tail dropped: {c.tail_tokens_dropped})\n"
         f"descriptor        {args.out / DESCRIPTOR_NAME}\n"
     )

@@ -11,6 +11,10 @@ encodes, so how a file is cut into pieces is part of the dataset's bytes:
 * ``.jsonl``: one document per line, a JSON object with a string ``text`` field;
 * ``.parquet``: one document per row of the ``text`` column (string or binary).
 
+With a :class:`~hypertrain.data.scores.ScoreFilter` (FineWeb-Edu's ``score`` or
+``int_score``), JSON-lines and Parquet rows below the minimum are dropped and counted in
+``CorpusStats.filtered_documents``; a ``.txt`` file has no score and is refused.
+
 A document is empty when it has no non-whitespace character. Empty documents are
 counted in :class:`CorpusStats` and dropped (policy ``"count"``) or refused with
 :class:`EmptyDocumentError` (policy ``"error"``); they are never dropped silently.
@@ -31,6 +35,7 @@ from hypertrain.data.errors import (
     EncodingError,
     MissingTextColumnError,
 )
+from hypertrain.data.scores import ScoreError, ScoreFilter
 
 PIECE_CHARS: Final = 1 << 16
 MAX_PIECE_CHARS: Final = 1 << 22
@@ -54,16 +59,21 @@ class CorpusStats:
 
     documents: int = 0
     empty_documents: int = 0
+    filtered_documents: int = 0  # rows below the score filter's minimum
 
 
 def read_pieces(
-    paths: Iterable[Path], stats: CorpusStats, *, empty_policy: EmptyPolicy = "count"
+    paths: Iterable[Path],
+    stats: CorpusStats,
+    *,
+    empty_policy: EmptyPolicy = "count",
+    score_filter: ScoreFilter | None = None,
 ) -> Iterator[Piece]:
-    """All non-empty documents of ``paths``, in order, as pieces."""
+    """All non-empty documents of ``paths`` that pass ``score_filter``, in order, as pieces."""
     for path in paths:
         held: list[str] = []  # leading whitespace-only pieces of the current document
         seen_text = False
-        for piece in _file_pieces(path):
+        for piece in _file_pieces(path, score_filter, stats):
             if not seen_text:
                 if not piece.text or piece.text.isspace():
                     held.append(piece.text)
@@ -89,14 +99,16 @@ def _count_empty(path: Path, stats: CorpusStats, policy: EmptyPolicy) -> None:
         )
 
 
-def _file_pieces(path: Path) -> Iterator[Piece]:
+def _file_pieces(path: Path, sf: ScoreFilter | None, stats: CorpusStats) -> Iterator[Piece]:
     suffix = path.suffix.lower()
     if suffix == ".txt":
+        if sf is not None:
+            raise ScoreError(f"{path.name}: a .txt file has no {sf.column} to filter on")
         return _txt_pieces(path)
     if suffix == ".jsonl":
-        return (Piece(t, True) for t in _jsonl_texts(path))
+        return (Piece(t, True) for t in _jsonl_texts(path, sf, stats))
     if suffix == ".parquet":
-        return (Piece(t, True) for t in _parquet_texts(path))
+        return (Piece(t, True) for t in _parquet_texts(path, sf, stats))
     raise CorpusError(f"{path.name}: unsupported corpus file type (use one of {SUFFIXES})")
 
 
@@ -128,7 +140,7 @@ def _decode(
         ) from exc
 
 
-def _jsonl_texts(path: Path) -> Iterator[str]:
+def _jsonl_texts(path: Path, sf: ScoreFilter | None, stats: CorpusStats) -> Iterator[str]:
     with path.open("rb") as f:
         for line_no, raw in enumerate(f, start=1):
             try:
@@ -140,10 +152,15 @@ def _jsonl_texts(path: Path) -> Iterator[str]:
             if not line.strip():
                 yield ""
                 continue
-            yield _record_text(path, line_no, line)
+            text, score = _record_text(path, line_no, line, sf)
+            if sf is not None and not sf.keeps(score, f"{path.name}:{line_no}"):
+                stats.filtered_documents += 1
+                continue
+            yield text
 
 
-def _record_text(path: Path, line_no: int, line: str) -> str:
+def _record_text(path: Path, line_no: int, line: str, sf: ScoreFilter | None) -> tuple[str, object]:
+    """(the record's text, its score under ``sf`` or None)."""
     try:
         record = json.loads(line, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
@@ -156,7 +173,7 @@ def _record_text(path: Path, line_no: int, line: str) -> str:
     if not isinstance(text, str):
         raise CorpusError(f"{path.name}:{line_no}: 'text' must be a string")
     _check_encodable(text, f"{path.name}:{line_no}")
-    return text
+    return text, None if sf is None else record.get(sf.column)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -171,7 +188,7 @@ def _check_encodable(text: str, where: str) -> None:
         raise EncodingError(f"{where}: text is not valid Unicode ({exc.reason})") from exc
 
 
-def _parquet_texts(path: Path) -> Iterator[str]:
+def _parquet_texts(path: Path, sf: ScoreFilter | None, stats: CorpusStats) -> Iterator[str]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -187,10 +204,17 @@ def _parquet_texts(path: Path) -> Iterator[str]:
     binary = pa.types.is_binary(schema.field("text").type) or pa.types.is_large_binary(
         schema.field("text").type
     )
+    if sf is not None and sf.column not in schema.names:
+        raise ScoreError(f"{path.name}: Parquet file has no {sf.column!r} column to filter on")
+    columns = ["text"] if sf is None else ["text", sf.column]
     row = 0
-    for batch in pfile.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=["text"]):
-        for value in _column_values(batch.column(0), path, row):
-            yield _parquet_value(value, binary, path, row)
+    for batch in pfile.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns):
+        scores: list[Any] = [] if sf is None else batch.column(1).to_pylist()
+        for i, value in enumerate(_column_values(batch.column(0), path, row)):
+            if sf is not None and not sf.keeps(scores[i], f"{path.name}: row {row}"):
+                stats.filtered_documents += 1
+            else:
+                yield _parquet_value(value, binary, path, row)
             row += 1
 
 

@@ -67,6 +67,9 @@ class CorpusInfo(_Model):
     sources: list[SourceInfo]
     documents: int = Field(ge=0)
     empty_documents: int = Field(ge=0)
+    # rows a score filter dropped, and the filter (omitted without one: older bytes stay)
+    filtered_documents: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
+    score_filter: str | None = Field(default=None, max_length=64, exclude_if=lambda v: v is None)
     tokens: int = Field(ge=0)
     tail_tokens_dropped: int = Field(ge=0)
 

@@ -36,6 +36,7 @@ from hypertrain.data.descriptor import (
     write_descriptor,
 )
 from hypertrain.data.errors import DataError
+from hypertrain.data.scores import ScoreFilter
 from hypertrain.data.shards import ShardWriter, WrittenShards
 from hypertrain.data.split import PPM, heldout_mask
 from hypertrain.data.tokenizer import LoadedTokenizer
@@ -141,6 +142,7 @@ class PrepareOptions:
     heldout_fraction: float = DEFAULT_HELDOUT_FRACTION
     samples_per_shard: int = DEFAULT_SAMPLES_PER_SHARD
     empty_policy: EmptyPolicy = "count"
+    score_filter: ScoreFilter | None = None  # e.g. FineWeb-Edu's int_score >= 3
 
     @property
     def heldout_ppm(self) -> int:
@@ -182,7 +184,9 @@ def prepare(
     packer = Packer(seq_len)
     tokens = heldout = 0
     try:
-        pieces = read_pieces(inputs, stats, empty_policy=opts.empty_policy)
+        pieces = read_pieces(
+            inputs, stats, empty_policy=opts.empty_policy, score_filter=opts.score_filter
+        )
         for batch in prefetch(batch_pieces(pieces)):
             ids = encode_pieces(tokenizer, batch)
             tokens += len(ids)
@@ -237,6 +241,8 @@ def _describe(
             sources=sources,
             documents=stats.documents,
             empty_documents=stats.empty_documents,
+            filtered_documents=stats.filtered_documents,
+            score_filter=None if opts.score_filter is None else opts.score_filter.describe(),
             tokens=tokens,
             tail_tokens_dropped=tail,
         ),

@@ -26,7 +26,7 @@ from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.merkle import MerkleTree
 from hypertrain.trainer.checkpoint import decode_checkpoint
-from hypertrain.trainer.segment import TrainConfig
+from hypertrain.trainer.round_config import island_train_config
 
 # Refusals of an opening that end the attempt, not the watch loop (docs/mechanism.md).
 REFUSALS = frozenset({"duplicate", "late", "no_bond", "not_first_difference", "reassigned"})
@@ -37,9 +37,7 @@ def segment_party(ctx: RunContext, key: Hotkey, index: int, segment: int) -> Seg
     records, _ = round_records(ctx, index)
     manifest = ctx.manifest
     layout = island_layout(manifest, records[-1], key.ss58_address)
-    config = TrainConfig.from_manifest(
-        manifest, ctx.config.device, layout=layout, round_index=index
-    )
+    config = island_train_config(manifest, index, layout=layout, device=ctx.config.device)
     dataset = open_dataset(Path(ctx.config.dataset_dir), manifest)
     ids = round_sample_ids(manifest, dataset, records, key.ss58_address)
     per_segment = config.checkpoint_interval * config.samples_per_step

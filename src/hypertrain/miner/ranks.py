@@ -41,6 +41,7 @@ from hypertrain.trainer.checkpoint import decode_checkpoint, encode_checkpoint
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
 from hypertrain.trainer.distributed import Island, RankGroup, init_island
 from hypertrain.trainer.profile import apply_profile
+from hypertrain.trainer.round_config import island_train_config
 from hypertrain.trainer.segment import Sample, TrainConfig, round_loop
 from hypertrain.trainer.state import TrainState
 
@@ -166,7 +167,7 @@ def _root_inputs(job_path: Path) -> tuple[dict[str, Any], int, bytes, Any]:
     """Rank 0: the job, the resume point, its checkpoint bytes and the samples."""
     job = IslandJob.model_validate_json(job_path.read_text())
     folder = job_path.parent
-    config = TrainConfig.from_manifest(job.manifest, layout=job.layout, round_index=job.round_index)
+    config = island_train_config(job.manifest, job.round_index, layout=job.layout)
     start = decode_checkpoint((folder / START_FILE).read_bytes(), config.state_config())
     resumed, state = _resume_point(Path(job.workdir), start, config)
     with np.load(folder / SAMPLES_FILE) as npz:
@@ -195,9 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     det = job.manifest.determinism
     apply_profile(det, reexec=False)  # the miner set the switches before starting the ranks
     check_determinism(configure_determinism(det.num_threads, device, det.dtype), det)
-    config = TrainConfig.from_manifest(
-        job.manifest, device, layout=job.layout, round_index=job.round_index
-    )
+    config = island_train_config(job.manifest, job.round_index, layout=job.layout, device=device)
     state = decode_checkpoint(box[2], config.state_config())
     ids, tokens = box[3]
     samples = list(zip(ids.tolist(), tokens, strict=True))

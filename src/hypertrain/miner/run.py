@@ -44,6 +44,7 @@ from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import Commit, RoundOpen
 from hypertrain.relay.client import RelayClient
+from hypertrain.trainer.round_config import island_train_config
 from hypertrain.trainer.segment import TrainConfig
 from hypertrain.trainer.state import TrainState
 
@@ -142,7 +143,7 @@ def run_round(
     if hooks.event is not None:
         reporter.event(hooks.event, round=index, **hooks.details)
     layout = island_layout(manifest, record, key.ss58_address)  # as admitted, signed at open
-    config = TrainConfig.from_manifest(manifest, cfg.device, layout=layout, round_index=index)
+    config = island_train_config(manifest, index, layout=layout, device=cfg.device)
     check_hooks(cfg, config, hooks)
     dataset = open_dataset(Path(cfg.dataset_dir), manifest)
     ids = round_sample_ids(manifest, dataset, records, key.ss58_address)

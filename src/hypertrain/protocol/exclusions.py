@@ -36,7 +36,8 @@ ExclusionReason = Literal[
     "no_reference",
     "norm_outlier",
     "duplicate_update",
-    "near_duplicate",
+    "near_duplicate",  # explained by earlier updates: a copy, rescaled, noisy or combined
+    "against_aggregate",  # points against the geometric median of the others
 ]
 
 EXCLUSION_REASONS: Final[frozenset[str]] = frozenset(get_args(ExclusionReason))

@@ -97,6 +97,12 @@ class OuterOptimSpec(_Section):
     # broadcast"). Omitted from the canonical JSON when unset, so older manifests keep
     # their hash (and their merges publish the float32 model only).
     broadcast: Literal["int8"] | None = Field(default=None, exclude_if=lambda v: v is None)
+    # A trusted update norm the operator vouches for (e.g. from a calibration run): it joins
+    # the audit-proven norms of the merge's reference (omitted from the canonical JSON
+    # when unset, so manifests without it keep their hash).
+    reference_norm: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, exclude_if=lambda v: v is None
+    )
 
 
 class LayoutSpec(_Section):
@@ -289,7 +295,7 @@ class AdmissionSpec(_Section):
 
 class RewardSpec(_Section):
     pool_per_round: int = Field(default=1_000_000_000, ge=0)
-    vesting_rounds: int = Field(default=10, ge=1)
+    vesting_rounds: int = Field(default=20, ge=1)  # sized in docs/mechanism.md (economics)
 
 
 class DisputeSpec(_Section):
@@ -367,7 +373,19 @@ class RunManifest(_Section):
         problem = self.layout_problem(self.round.layout)
         if problem is not None:
             raise ValueError(f"the default layout does not fit the model: {problem}")
+        self._reference_is_trusted()
         return self
+
+    def _reference_is_trusted(self) -> None:
+        """The merge's reference norm comes only from audit-proven updates: without
+        probation (every newcomer audited) some other trusted source must exist."""
+        audit = self.audit
+        if audit.probation_rounds == 0 and audit.rate < 1 and self.outer.reference_norm is None:
+            raise ValueError(
+                "audit.probation_rounds = 0 leaves the merge without a trusted reference norm"
+                " (unaudited updates could set it): set probation_rounds >= 1, audit.rate = 1,"
+                " or outer.reference_norm"
+            )
 
     def layout_problem(self, layout: LayoutSpec) -> str | None:
         """Why ``layout`` is not admissible in this run (limits, or experts it cannot split),

@@ -15,6 +15,8 @@ Public API (one concept per module):
   ``rank_gradient``, ``reduce_gradients`` (emulated layout).
 * ``segment``: ``TrainConfig.from_manifest``, ``run_segment``, ``round_loop`` (the one
   round loop; ``Stepper``, ``LocalStepper``, ``StepRunner``), ``run_round -> RoundResult``.
+* ``round_config``: ``island_train_config(manifest, round_index)``, the one builder of a
+  round's config (miner, ranks, auditor, disputes and the parity harness call it).
 * ``distributed``: ``Island`` (a real multi-process island over torch.distributed, data
   parallel with a fixed-order reduction, optional ZeRO-1), ``run_island_round``;
   ``reduction``: ``ScatterFold`` (the fixed-order reduce-scatter), ``even_bounds``.
