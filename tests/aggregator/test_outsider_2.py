@@ -56,9 +56,12 @@ class _Round:
         return {n: sum(c * d[n] for c, d in parts) for n in self.start}  # type: ignore[misc]
 
     def included(self, attacker: Tensors) -> list[str]:
+        return self.included_all({"z-attacker": attacker})
+
+    def included_all(self, attackers: dict[str, Tensors]) -> list[str]:
         size, tokens = self.manifest.compression.block_size, max_tokens(self.manifest)
         candidates = []
-        for seq, (hotkey, tensors) in enumerate({**self.honest, "z-attacker": attacker}.items()):
+        for seq, (hotkey, tensors) in enumerate({**self.honest, **attackers}.items()):
             data = encode_int8(tensors, size)
             sha = self.blobs.put(data)
             candidates.append(
@@ -95,3 +98,21 @@ def test_an_earlier_rounds_public_update_replayed_is_not_merged() -> None:
     earlier = net.mix((0.5, net.shared), (0.87, net.random()))
     replayed = net.mix((0.6, earlier), (0.8, net.random()))
     assert "z-attacker" not in net.included(replayed), "a replayed earlier update is merged"
+
+
+def test_sybils_holding_half_the_tokens_cannot_evict_every_honest_update() -> None:
+    """3 honest islands and 3 zero-compute sybils of the same budget, each sybil minus the
+    honest direction plus its own noise (cosine -0.9 with it, 0.81 with each other):
+    no sybil is a copy, they are tighter than the honest updates, and at half the tokens
+    every honest update is excluded as `against_aggregate` while the sybils are merged."""
+    net = _Round()
+
+    def against() -> Tensors:
+        noise = net.random()
+        scale = math.sqrt(1 / 0.9**2 - 1) * _norm(net.shared) / _norm(noise)
+        return net.mix((-1.0, net.shared), (scale, noise))
+
+    net.honest = {f"h{i}": net.honest[f"h{i}"] for i in range(3)}
+    sybils = {f"s{j}": against() for j in range(3)}
+    included = net.included_all(sybils)
+    assert {"h0", "h1", "h2"} <= set(included), f"every honest update evicted: {included}"
