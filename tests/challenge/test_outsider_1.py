@@ -1,0 +1,135 @@
+"""Outsider attacks on disputes and the service: each test shows a documented claim failing.
+
+Every test here reproduces an attack found from the documentation alone and is expected to
+fail on the code it was written against; it passes once the claim it quotes holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.challenge.disputeplay import TREE
+from tests.challenge.disputeplay import commitment as _commitment
+from tests.challenge.disputeplay import open_body as _open_body
+from tests.challenge.helpers import bearer, commit_body, join_body, signed
+from tests.challenge.test_disputes import (
+    AUDITOR,
+    ISLANDS,
+    OTHER_AUDITOR,
+    RUN,
+    Service,
+    _merge_round_0,
+    _to_verdict,
+    _verdict_on,
+    service,  # noqa: F401  (the fixture)
+)
+
+CLOCK_ROUNDS = 60  # the manifest's default dispute.clock_rounds
+REFEREE_ROUNDS, REFEREE_EXTENSIONS = 3, 2  # the fixture's referee_rounds, the default extensions
+BOUND = 2 * CLOCK_ROUNDS + REFEREE_ROUNDS * (1 + REFEREE_EXTENSIONS)
+
+
+def _assignment(svc: Service, island: Any) -> dict[str, Any]:
+    assigned = svc.client.get(
+        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
+    ).json()
+    body: dict[str, Any] = next(
+        a["body"] for a in assigned if a["body"]["hotkey"] == island.ss58_address
+    )
+    return body
+
+
+def test_a_reaudit_mismatch_after_a_won_game_can_be_disputed(service: Service) -> None:
+    """docs/mechanism.md: "A mismatch verdict is a fault only if it survives a dispute."
+
+    The island wins its game (the auditor is silent), the verdict is re-assigned, and the
+    re-audit arrives after the dispute window (the only time it can, once the round has
+    merged): its mismatch faults the island at once and the island's dispute of it is
+    refused ``late``. Any second worker key can thus fault an island that has just won,
+    with no game.
+    """
+    verdict_id, segment = _to_verdict(service)
+    opened = service.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    dispute_id, game = opened.json()["dispute_id"], opened.json()["game"]
+    service.post(
+        f"/v1/disputes/{dispute_id}/answer",
+        ISLANDS[0],
+        "dispute-answer",
+        _commitment(game, "island"),
+    )
+    service.tick(4)  # the auditor misses its deadline: overturned, re-assigned
+    assert service.client.get(f"/v1/disputes/{dispute_id}").json()["game"]["outcome"] == (
+        "overturned"
+    )
+    service.tick(20)  # past the dispute window
+    _merge_round_0(service)
+    service.tick()
+    reaudit = _verdict_on(service, OTHER_AUDITOR, ISLANDS[0], "mismatch")
+    assert reaudit.status_code == 200, reaudit.text
+    second = service.post(
+        "/v1/disputes",
+        ISLANDS[0],
+        "dispute-open",
+        _open_body(reaudit.json()["verdict_id"], segment),
+    )
+    assert second.status_code == 200, f"the re-audit's mismatch is not disputable: {second.text}"
+
+
+def test_a_late_mismatch_verdict_can_be_disputed_before_it_faults(service: Service) -> None:
+    """docs/challenge-routes.md accepts a verdict after the audit window for an assignment
+    without one; docs/mechanism.md says a mismatch is a fault only if it survives a dispute.
+
+    A mismatch posted after the dispute window faults the island at once, and the island's
+    dispute is refused ``late``: the fault never had a dispute window.
+    """
+    _to_verdict(service)  # island 1's assignment has no verdict yet
+    service.tick(40)  # past audit close and the dispute window
+    _merge_round_0(service)
+    service.tick()
+    late = _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch")
+    assert late.status_code == 200, late.text
+    segment = _assignment(service, ISLANDS[1])["segments"][0]
+    opened = service.post(
+        "/v1/disputes", ISLANDS[1], "dispute-open", _open_body(late.json()["verdict_id"], segment)
+    )
+    assert opened.status_code == 200, f"a late mismatch is not disputable: {opened.text}"
+
+
+def test_a_recompute_dispute_is_decided_within_the_documented_bound(service: Service) -> None:
+    """docs/mechanism.md: a ``recompute`` dispute without a re-audit is upheld "by
+    ``Rules.bound_rounds()`` after the opening" (2 x clock_rounds + referee_rounds x
+    (1 + referee_extensions)), so it holds settlement at most that long."""
+    for key in ISLANDS:
+        assert service.post("/v1/join", key, "join", join_body()).status_code == 200
+    r = service.client.post(
+        f"/admin/v1/runs/{RUN}/rounds",
+        headers=bearer("admin"),
+        json={"start_model_sha256": "aa" * 32, "start_model_url": "http://relay/m0"},
+    )
+    assert r.status_code == 200, r.text
+    for key in ISLANDS:
+        body = {**commit_body(0), "checkpoint_root": TREE.root_hex}
+        assert service.post("/v1/commit", key, "commit", body).status_code == 200
+    service.tick(4)
+    mine = _assignment(service, ISLANDS[0])
+    verdict = {**mine, "result": "mismatch", "first_bad_leaf": 0, "check": "start"}
+    verdict.pop("selection_beacon_round")
+    v = service.client.post(
+        "/worker/v1/verdict",
+        headers=bearer("worker"),
+        json=signed(AUDITOR, "verdict", verdict, RUN),
+    )
+    assert v.status_code == 200, v.text
+    body = _open_body(v.json()["verdict_id"], mine["segments"][0])
+    opened = service.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
+    assert opened.status_code == 200, opened.text
+    dispute_id = opened.json()["dispute_id"]
+    opened_at = service.client.get(f"/v1/disputes/{dispute_id}").json()["opened_beacon_round"]
+    service.tick(BOUND)  # no re-audit comes: every round of the bound passes
+    view = service.client.get(f"/v1/disputes/{dispute_id}").json()
+    assert view["game"]["outcome"] == "upheld", (
+        f"opened at {opened_at}, still undecided at {service.beacon.round}"
+        f" ({service.beacon.round - opened_at} rounds, bound {BOUND})"
+    )
