@@ -21,8 +21,10 @@ from tests.challenge.test_disputes import (
     _merge_round_0,
     _to_verdict,
     _verdict_on,
-    service,  # noqa: F401  (the fixture)
 )
+from tests.challenge import test_disputes as _disputes
+
+service = _disputes.service  # the dispute run's fixture
 
 CLOCK_ROUNDS = 60  # the manifest's default dispute.clock_rounds
 REFEREE_ROUNDS, REFEREE_EXTENSIONS = 3, 2  # the fixture's referee_rounds, the default extensions
