@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.challenge import test_disputes as _disputes
 from tests.challenge.disputeplay import TREE
 from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
@@ -22,7 +23,6 @@ from tests.challenge.test_disputes import (
     _to_verdict,
     _verdict_on,
 )
-from tests.challenge import test_disputes as _disputes
 
 service = _disputes.service  # the dispute run's fixture
 
