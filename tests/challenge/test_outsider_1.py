@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.challenge import test_disputes as _disputes
 from tests.challenge.disputeplay import TREE
 from tests.challenge.disputeplay import commitment as _commitment
@@ -135,3 +137,64 @@ def test_a_recompute_dispute_is_decided_within_the_documented_bound(service: Ser
         f"opened at {opened_at}, still undecided at {service.beacon.round}"
         f" ({service.beacon.round - opened_at} rounds, bound {BOUND})"
     )
+
+
+def _commit_round_0(svc: Service) -> dict[str, Any]:
+    """Round 0 with both islands committed; island 0's assignment."""
+    for key in ISLANDS:
+        assert svc.post("/v1/join", key, "join", join_body()).status_code == 200
+    r = svc.client.post(
+        f"/admin/v1/runs/{RUN}/rounds",
+        headers=bearer("admin"),
+        json={"start_model_sha256": "aa" * 32, "start_model_url": "http://relay/m0"},
+    )
+    assert r.status_code == 200, r.text
+    for key in ISLANDS:
+        body = {**commit_body(0), "checkpoint_root": TREE.root_hex}
+        assert svc.post("/v1/commit", key, "commit", body).status_code == 200
+    svc.tick(4)
+    return _assignment(svc, ISLANDS[0])
+
+
+# mismatch verdicts whose check fields name nothing a dispute can contest (leaf_count 5)
+UNDISPUTABLE = [
+    pytest.param({}, id="no-check-no-leaf"),
+    pytest.param({"check": "segment"}, id="segment-without-leaf"),
+    pytest.param({"check": "segment", "first_bad_leaf": 0}, id="segment-at-leaf-0"),
+    pytest.param({"check": "update"}, id="update-without-leaf"),
+    pytest.param({"first_bad_leaf": 99}, id="leaf-past-the-tree"),
+    pytest.param({"check": "segment", "first_bad_leaf": 3}, id="leaf-of-an-unaudited-segment"),
+]
+
+
+@pytest.mark.parametrize("fields", UNDISPUTABLE)
+def test_a_mismatch_verdict_is_either_refused_or_disputable(
+    service: Service, fields: dict[str, Any]
+) -> None:
+    """docs/mechanism.md: "A mismatch verdict is a fault only if it survives a dispute",
+    and a dispute contests "the check the verdict names as first failing".
+
+    The service accepts mismatch verdicts whose ``check`` / ``first_bad_leaf`` name no
+    audited check (none at all, leaf 0 for a segment, a leaf past the tree, the end of a
+    segment that was not audited), and then refuses every dispute of them
+    (``not_first_difference`` or ``bad_segment``): such a verdict faults the island with
+    no game. Either the verdict must be refused, or one dispute of it admissible.
+    """
+    mine = _commit_round_0(service)
+    verdict = {**mine, "result": "mismatch", **fields}
+    verdict.pop("selection_beacon_round")
+    posted = service.client.post(
+        "/worker/v1/verdict",
+        headers=bearer("worker"),
+        json=signed(AUDITOR, "verdict", verdict, RUN),
+    )
+    if posted.status_code != 200:
+        return  # refused at the door: no undisputable fault
+    refusals = []
+    for segment in range(4):  # every segment of the island's committed tree
+        body = _open_body(posted.json()["verdict_id"], segment)
+        opened = service.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
+        if opened.status_code == 200:
+            return
+        refusals.append((segment, opened.json()["error"]))
+    raise AssertionError(f"accepted mismatch verdict {fields} cannot be disputed: {refusals}")
