@@ -198,3 +198,27 @@ def test_a_mismatch_verdict_is_either_refused_or_disputable(
             return
         refusals.append((segment, opened.json()["error"]))
     raise AssertionError(f"accepted mismatch verdict {fields} cannot be disputed: {refusals}")
+
+
+def test_an_unverifiable_verdict_on_a_served_island_can_be_contested(service: Service) -> None:
+    """docs/mechanism.md: "A mismatch verdict is a fault only if it survives a dispute";
+    ``unverifiable`` is "a fault of the island exactly like mismatch", and cannot be
+    disputed at all (``not_mismatch``).
+
+    So a lying auditor never needs a mismatch: it signs ``unverifiable`` for an honest
+    island whose bytes are all served, the island is faulted and burned, no game is
+    possible and the auditor is never barred. The dispute mechanism (first difference,
+    commit-reveal, re-audits) is bypassed by choosing the other verdict word.
+    """
+    mine = _commit_round_0(service)
+    verdict = {**mine, "result": "unverifiable", "detail": "index withheld (a lie)"}
+    verdict.pop("selection_beacon_round")
+    posted = service.client.post(
+        "/worker/v1/verdict",
+        headers=bearer("worker"),
+        json=signed(AUDITOR, "verdict", verdict, RUN),
+    )
+    assert posted.status_code == 200, posted.text
+    body = _open_body(posted.json()["verdict_id"], mine["segments"][-1])
+    opened = service.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
+    assert opened.status_code == 200, f"an unverifiable verdict cannot be contested: {opened.text}"
