@@ -222,3 +222,35 @@ def test_an_unverifiable_verdict_on_a_served_island_can_be_contested(service: Se
     body = _open_body(posted.json()["verdict_id"], mine["segments"][-1])
     opened = service.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
     assert opened.status_code == 200, f"an unverifiable verdict cannot be contested: {opened.text}"
+
+
+def test_a_merge_tape_that_includes_an_unjudged_or_faulted_island_is_refused(
+    service: Service,
+) -> None:
+    """docs/threats.md (Merge collection): "an assigned audit without a verifiable verdict
+    is excluded (``audit_pending``)", and a faulted island's update "is not merged".
+
+    The service records whatever the aggregator's tape says: a tape that includes island 0
+    (standing mismatch) and island 1 (assigned, no verdict) is accepted, so the next
+    round's start model carries a cheater's and an unjudged update, and the public round
+    record lists both as included. The service holds every input needed to refuse it.
+    """
+    _to_verdict(service)  # island 0 judged mismatch, island 1 assigned and unjudged
+    service.tick(40)  # past audit close and the dispute window
+    tape = {
+        "round": 0,
+        "start_model_sha256": "aa" * 32,
+        "new_model_sha256": "bb" * 32,
+        "new_model_url": "u",
+        "outer_state_sha256": "cc" * 32,
+        "tape_sha256": "dd" * 32,
+        "included": sorted(k.ss58_address for k in ISLANDS),
+    }
+    merged = service.client.post(
+        "/worker/v1/merge",
+        headers=bearer("worker"),
+        json=signed(AUDITOR, "merge-tape", tape, RUN),
+    )
+    assert merged.status_code >= 400, (
+        f"a tape merging unverified updates was accepted: {merged.text}"
+    )
