@@ -14,7 +14,16 @@ from tests.challenge import test_disputes as _disputes
 from tests.challenge.disputeplay import TREE
 from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
-from tests.challenge.helpers import bearer, commit_body, join_body, signed
+from tests.challenge.helpers import (
+    FakeLedger,
+    SteppedBeacon,
+    bearer,
+    commit_body,
+    join_body,
+    make_settings,
+    manifest_doc,
+    signed,
+)
 from tests.challenge.test_disputes import (
     AUDITOR,
     ISLANDS,
@@ -254,3 +263,82 @@ def test_a_merge_tape_that_includes_an_unjudged_or_faulted_island_is_refused(
     assert merged.status_code >= 400, (
         f"a tape merging unverified updates was accepted: {merged.text}"
     )
+
+
+def test_a_fault_proven_late_does_not_let_the_cheater_farm_the_next_round(tmp_path: Any) -> None:
+    """docs/mechanism.md (Audit selection): "a caught cheater that stays registered is
+    replayed every round and never sampled at the rate, so a fault cannot be followed by
+    farming unaudited rounds."
+
+    Round 0: island 0 (on probation) is assigned but its verdict is late, so round 0
+    settles with its reward held. Round 1 opens and is selected while island 0 has no
+    fault yet and is out of probation: at rate 0 it is not audited. The late mismatch
+    for round 0 then arrives (island 0 is now faulted), and round 1 still settles paying
+    island 0 in full, with no hold: the cheater earns an unaudited round after its fault.
+    """
+    settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS])
+    svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
+    with _disputes._running(svc):
+        doc = manifest_doc(RUN, rate=0.0, segments=1)
+        doc["dispute"] = {"bond": 0}
+        r = svc.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
+        assert r.status_code == 200, r.text
+        round0 = _commit_round_0(svc)  # island 0's assignment, still without a verdict
+        match = {**_assignment(svc, ISLANDS[1]), "result": "match"}
+        match.pop("selection_beacon_round")
+        svc.client.post(
+            "/worker/v1/verdict",
+            headers=bearer("worker"),
+            json=signed(AUDITOR, "verdict", match, RUN),
+        )
+        svc.tick(30)
+        _merge(svc, 0)
+        svc.tick()
+        _open_and_commit(svc, 1)
+        late = {**round0, "result": "mismatch", "first_bad_leaf": round0["segments"][0] + 1}
+        late.pop("selection_beacon_round")
+        posted = svc.client.post(
+            "/worker/v1/verdict",
+            headers=bearer("worker"),
+            json=signed(AUDITOR, "verdict", late, RUN),
+        )
+        assert posted.status_code == 200, posted.text
+        assert (RUN, 0, ISLANDS[0].ss58_address) in svc.ledger.faults
+        svc.tick(30)
+        _merge(svc, 1)
+        svc.tick()
+        paid = svc.ledger.settled[(RUN, 1)]
+        held = svc.ledger.held[(RUN, 1)]
+        cheater = ISLANDS[0].ss58_address
+        assert cheater not in paid or cheater in held, (
+            f"faulted island paid for unaudited round 1: {paid}, held {held}"
+        )
+
+
+def _open_and_commit(svc: Service, index: int) -> None:
+    r = svc.client.post(
+        f"/admin/v1/runs/{RUN}/rounds",
+        headers=bearer("admin"),
+        json={"start_model_sha256": "aa" * 32, "start_model_url": "u"},
+    )
+    assert r.status_code == 200, r.text
+    for key in ISLANDS:
+        body = {**commit_body(index), "checkpoint_root": TREE.root_hex}
+        assert svc.post("/v1/commit", key, "commit", body).status_code == 200
+    svc.tick(4)
+
+
+def _merge(svc: Service, index: int) -> None:
+    tape = {
+        "round": index,
+        "start_model_sha256": "aa" * 32,
+        "new_model_sha256": "bb" * 32,
+        "new_model_url": "u",
+        "outer_state_sha256": "cc" * 32,
+        "tape_sha256": "dd" * 32,
+        "included": sorted(k.ss58_address for k in ISLANDS),
+    }
+    m = svc.client.post(
+        "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
+    )
+    assert m.status_code == 200, m.text
