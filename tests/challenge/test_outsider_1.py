@@ -292,7 +292,7 @@ def test_a_fault_proven_late_does_not_let_the_cheater_farm_the_next_round(tmp_pa
             json=signed(AUDITOR, "verdict", match, RUN),
         )
         svc.tick(30)
-        _merge(svc, 0)
+        _merge(svc, 0, pending=True)  # as the aggregator leaves out the unjudged islands
         svc.tick()
         _open_and_commit(svc, 1)
         late = {**round0, "result": "mismatch", "first_bad_leaf": round0["segments"][0] + 1}
@@ -328,15 +328,20 @@ def _open_and_commit(svc: Service, index: int) -> None:
     svc.tick(4)
 
 
-def _merge(svc: Service, index: int) -> None:
-    tape = {
+def _merge(svc: Service, index: int, pending: bool = False) -> None:
+    """Merge round ``index``; ``pending``: islands without a verdict are ``audit_pending``."""
+    detail = svc.client.get(f"/v1/runs/{RUN}/rounds/{index}").json()
+    judged = {v["envelope"]["body"]["hotkey"] for v in detail["verdicts"]}
+    left_out = {k.ss58_address for k in ISLANDS} - judged if pending else set()
+    tape: dict[str, Any] = {
         "round": index,
         "start_model_sha256": "aa" * 32,
         "new_model_sha256": "bb" * 32,
         "new_model_url": "u",
         "outer_state_sha256": "cc" * 32,
         "tape_sha256": "dd" * 32,
-        "included": sorted(k.ss58_address for k in ISLANDS),
+        "included": sorted({k.ss58_address for k in ISLANDS} - left_out),
+        "excluded": dict.fromkeys(sorted(left_out), "audit_pending"),
     }
     m = svc.client.post(
         "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
