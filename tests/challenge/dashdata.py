@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.challenge.conftest import Harness
-from tests.challenge.helpers import bearer, commit_body, join_body, signed
+from tests.challenge.helpers import aggregator_split, bearer, commit_body, join_body, signed
 
 START = "aa" * 32
 
@@ -74,7 +74,9 @@ def run_rounds(
             "outer_state_sha256": "cc" * 32,
             "tape_sha256": "dd" * 32,
             "eval_loss": 4.5 - 0.5 * index,
-            "included": [k.ss58_address for k in h.miners[:islands]],
+            **aggregator_split(
+                h.client, "run-1", index, [k.ss58_address for k in h.miners[:islands]]
+            ),
             "broadcast_sha256": "ee" * 32,
             "broadcast_url": f"http://relay/b{index + 1}",
             "broadcast_bytes": BROADCAST_BYTES,

@@ -251,3 +251,24 @@ class FakeLedger:
                     )
                     bal["escrow"] += tokens
         return out
+
+
+def aggregator_split(
+    client: Any, run_id: str, index: int, hotkeys: Collection[str]
+) -> dict[str, Any]:
+    """A tape's ``included`` / ``excluded`` for ``hotkeys`` as the aggregator's collection
+    decides them from the public round record: a non-``match`` verdict excludes
+    (``audit_mismatch``), an assigned audit without a verdict too (``audit_pending``)."""
+    detail = client.get(f"/v1/runs/{run_id}/rounds/{index}").json()
+    results: dict[str, set[str]] = {}
+    for v in detail["verdicts"]:
+        body = v["envelope"]["body"]
+        results.setdefault(body["hotkey"], set()).add(body["result"])
+    assigned = {a["body"]["hotkey"] for a in detail["assignments"]}
+    excluded: dict[str, str] = {}
+    for hotkey in hotkeys:
+        if results.get(hotkey, {"match"}) != {"match"}:
+            excluded[hotkey] = "audit_mismatch"
+        elif hotkey in assigned and hotkey not in results:
+            excluded[hotkey] = "audit_pending"
+    return {"included": sorted(set(hotkeys) - excluded.keys()), "excluded": excluded}

@@ -23,6 +23,7 @@ from hypertrain.protocol.identity import Hotkey
 from tests.challenge.disputeplay import TREE, commitment, open_body
 from tests.challenge.helpers import (
     SteppedBeacon,
+    aggregator_split,
     bearer,
     commit_body,
     join_body,
@@ -89,7 +90,7 @@ class Net:
             "new_model_url": "http://r/m",
             "outer_state_sha256": "cc" * 32,
             "tape_sha256": "dd" * 32,
-            "included": sorted(k.ss58_address for k in ISLANDS),
+            **aggregator_split(self.client, RUN, index, [k.ss58_address for k in ISLANDS]),
         }
         m = self.client.post(
             "/worker/v1/merge",

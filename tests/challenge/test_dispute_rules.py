@@ -100,12 +100,13 @@ def _verdict(svc: Service, check: str | None, bad_leaf: int | None = None) -> tu
     return r.json()["verdict_id"], segments
 
 
-def _reaudit(svc: Service, result: str) -> None:
+def _reaudit(svc: Service, result: str, **fields: Any) -> None:
+    """OTHER_AUDITOR re-judges island 0; a mismatch names its check in ``fields``."""
     assigned = svc.client.get(
         f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
     ).json()
     mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == ISLANDS[0].ss58_address)
-    body = {**mine, "result": result, "update_checked": True}
+    body = {**mine, "result": result, "update_checked": True, **fields}
     body.pop("selection_beacon_round")
     r = svc.client.post(
         "/worker/v1/verdict",
@@ -147,7 +148,8 @@ def test_start_and_update_mismatches_are_recomputed_not_played(
     assert (game["stage"], game["check"]) == ("recompute", check)
     queue = refereed.client.get(f"/v1/runs/{RUN}/reassigned").json()
     assert [q["verdict_id"] for q in queue] == [verdict_id]  # re-audited by another auditor
-    _reaudit(refereed, "mismatch")  # the independent re-audit agrees with the verdict
+    leaf = {"start": 0, "update": 4}[check]
+    _reaudit(refereed, "mismatch", check=check, first_bad_leaf=leaf)  # the re-audit agrees
     view = refereed.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()
     assert view["game"]["outcome"] == "upheld"
     assert view["game"]["steps"][-1]["actor"] == "auditors"

@@ -34,6 +34,7 @@ from tests.challenge.helpers import (
     TOKENS,
     FakeLedger,
     SteppedBeacon,
+    aggregator_split,
     bearer,
     commit_body,
     join_body,
@@ -210,7 +211,7 @@ def test_game_over_http_upheld_by_the_referee_then_settles(service: Service) -> 
         "new_model_url": "http://relay/m1",
         "outer_state_sha256": "cc" * 32,
         "tape_sha256": "dd" * 32,
-        "included": sorted(k.ss58_address for k in ISLANDS),
+        **aggregator_split(service.client, RUN, 0, [k.ss58_address for k in ISLANDS]),
     }
     m = service.client.post(
         "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
@@ -259,7 +260,7 @@ def test_silent_auditor_loses_and_is_barred_only_after_a_reaudit_agrees(
         "new_model_url": "u",
         "outer_state_sha256": "cc" * 32,
         "tape_sha256": "dd" * 32,
-        "included": sorted(k.ss58_address for k in ISLANDS),
+        **aggregator_split(service.client, RUN, 0, [k.ss58_address for k in ISLANDS]),
     }
     m = service.client.post(
         "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
@@ -367,7 +368,7 @@ def _merge_round_0(svc: Service) -> None:
         "new_model_url": "u",
         "outer_state_sha256": "cc" * 32,
         "tape_sha256": "dd" * 32,
-        "included": sorted(k.ss58_address for k in ISLANDS),
+        **aggregator_split(svc.client, RUN, 0, [k.ss58_address for k in ISLANDS]),
     }
     m = svc.client.post(
         "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)

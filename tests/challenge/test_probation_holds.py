@@ -22,6 +22,7 @@ from hypertrain.ledger import Ledger
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.helpers import (
     SteppedBeacon,
+    aggregator_split,
     bearer,
     commit_body,
     join_body,
@@ -81,7 +82,7 @@ class Net:
             "new_model_url": "http://r/m1",
             "outer_state_sha256": "cc" * 32,
             "tape_sha256": "dd" * 32,
-            "included": [k.ss58_address for k in islands],
+            **aggregator_split(c, "run-1", index, [k.ss58_address for k in islands]),
         }
         merge = signed(self.auditor, "merge-tape", tape)
         r = c.post("/worker/v1/merge", headers=bearer("worker"), json=merge)

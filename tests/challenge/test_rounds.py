@@ -8,7 +8,7 @@ from hypertrain.challenge.selection import select_audits
 from hypertrain.protocol.envelope import open_envelope
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.conftest import Harness
-from tests.challenge.helpers import bearer, commit_body, join_body, signed
+from tests.challenge.helpers import aggregator_split, bearer, commit_body, join_body, signed
 
 START = "aa" * 32
 MINERS = [Hotkey.from_seed(bytes([i + 1]) * 32) for i in range(4)]  # conftest's miner_keys
@@ -106,7 +106,7 @@ def test_full_phase_sequence_with_verdicts_and_merge(harness: Harness) -> None:
             "hotkey": bad["hotkey"],
             "segments": bad["segments"],
             "result": "mismatch",
-            "first_bad_leaf": 4,
+            "first_bad_leaf": bad["segments"][0] + 1,
         },
     ]
     ids = []
@@ -133,8 +133,9 @@ def test_full_phase_sequence_with_verdicts_and_merge(harness: Harness) -> None:
         json=signed(h.auditor, "verdict", {**verdicts[0], "result": "mismatch"}),
     )
     assert late.status_code == 409
+    tape = {**_tape(), **aggregator_split(h.client, "run-1", 0, _tape()["included"])}
     r = h.client.post(
-        "/worker/v1/merge", headers=bearer("worker"), json=signed(h.auditor, "merge-tape", _tape())
+        "/worker/v1/merge", headers=bearer("worker"), json=signed(h.auditor, "merge-tape", tape)
     )
     assert r.status_code == 200, r.text
     assert _phase(h) == "settle"  # nothing is paid before the dispute window closes

@@ -16,6 +16,7 @@ from hypertrain.challenge.rule import (
     StandingVerdict,
     VerdictResult,
     decide,
+    earlier_unproven,
 )
 from hypertrain.protocol.exclusions import EXCLUSION_REASONS, ISLAND_FAULTS
 from hypertrain.protocol.messages import MergeTape
@@ -42,6 +43,12 @@ def _v(
     hotkey: str, result: VerdictResult, standing: Standing = "stands", vid: str = "v1"
 ) -> StandingVerdict:
     return StandingVerdict(vid, 0, hotkey, "auditor", result, standing)
+
+
+def _r(
+    index: int, hotkey: str, result: VerdictResult, standing: Standing = "stands"
+) -> StandingVerdict:
+    return StandingVerdict(f"v{index}", index, hotkey, "auditor", result, standing)
 
 
 COMMITS = [CommitRow(A, 10), CommitRow(B, 20)]
@@ -80,7 +87,42 @@ CASES: list[tuple[str, dict[str, Any], Outcome]] = [
     ("a fault is never held", {"tape": _tape([A, B]), "assigned": [B],
                                "verdicts": [_v(A, "mismatch")], "probation": {A: 5}},
      Outcome({B: 20}, held={B: PENDING_AUDIT}, faults={A: "mismatch verdict v1 by auditor"})),
+    ("an earlier round's unproven audit holds this round's reward",
+     {"tape": _tape([A, B]), "earlier": [A]}, Outcome({A: 10, B: 20}, held={A: PENDING_AUDIT})),
+    ("held for an earlier round outranks probation", {"tape": _tape([A, B]), "earlier": [A],
+                                                      "probation": {A: 7}},
+     Outcome({A: 10, B: 20}, held={A: PENDING_AUDIT})),
+    ("an earlier hold of an island this round did not pay holds nothing",
+     {"tape": _tape([B]), "earlier": [A]},
+     Outcome({B: 20}, unpaid={A: "not included in the merge"})),
 ]  # fmt: skip
+
+# (earlier rounds' assignments, their verdicts) -> islands whose round-2 reward is held
+EARLIER: list[tuple[str, list[tuple[int, str]], list[StandingVerdict], frozenset[str]]] = [
+    ("no earlier audit", [], [], frozenset()),
+    ("assigned, no verdict yet", [(0, A)], [], frozenset({A})),
+    ("a standing match proves it", [(0, A)], [_r(0, A, "match")], frozenset()),
+    ("a standing mismatch keeps it held", [(0, A)], [_r(0, A, "mismatch")], frozenset({A})),
+    ("an overturned mismatch releases it", [(0, A)], [_r(0, A, "mismatch", "overturned")],
+     frozenset()),
+    ("a set-aside verdict has not judged it", [(1, A)], [_r(1, A, "match", "set_aside")],
+     frozenset({A})),
+    ("a proof in another round does not count", [(0, A)], [_r(1, A, "match")], frozenset({A})),
+    ("this round's and later audits are not earlier", [(2, A), (3, B)], [], frozenset()),
+    ("any unproven earlier round holds", [(0, A), (1, A)], [_r(0, A, "match")],
+     frozenset({A})),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "assigned", "verdicts", "held"), EARLIER,
+                         ids=[c[0] for c in EARLIER])  # fmt: skip
+def test_earlier_unproven(
+    case: str,
+    assigned: list[tuple[int, str]],
+    verdicts: list[StandingVerdict],
+    held: frozenset[str],
+) -> None:
+    assert earlier_unproven(2, assigned, verdicts) == held, case
 
 
 @pytest.mark.parametrize(("case", "given", "expected"), CASES, ids=[c[0] for c in CASES])
@@ -91,6 +133,7 @@ def test_decide(case: str, given: dict[str, Any], expected: Outcome) -> None:
         given.get("verdicts", []),
         given.get("assigned", ()),
         given.get("probation"),
+        given.get("earlier", ()),
     )
     assert got == expected, case
 

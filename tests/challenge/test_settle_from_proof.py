@@ -22,6 +22,7 @@ from hypertrain.ledger import Ledger
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.helpers import (
     SteppedBeacon,
+    aggregator_split,
     bearer,
     commit_body,
     join_body,
@@ -87,6 +88,10 @@ class Net:
         assert self.phase(index) == "merge"
 
     def merge(self, index: int, included: list[str], excluded: dict[str, str]) -> None:
+        """Merge round ``index``; an included island the aggregator would leave out is
+        moved to ``excluded`` with its reason (the service refuses a tape including it)."""
+        split = aggregator_split(self.client, "run-1", index, included)
+        included, excluded = split["included"], {**split["excluded"], **excluded}
         tape = {
             "round": index,
             "start_model_sha256": "aa" * 32,
@@ -225,7 +230,7 @@ def test_any_verdict_but_match_is_a_fault(net: Net, miner_keys: list[Hotkey]) ->
     net.state.conn.execute(
         "UPDATE verdicts SET result = 'unverifiable' WHERE hotkey = ?", (b.ss58_address,)
     )
-    net.merge(0, included=[a.ss58_address, b.ss58_address], excluded={})
+    net.merge(0, included=[a.ss58_address], excluded={b.ss58_address: "audit_mismatch"})
     got = outcome(net.state, "run-1", 0)
     assert set(got.accepted) == {a.ss58_address}
     assert got.faults[b.ss58_address].startswith("unverifiable verdict")

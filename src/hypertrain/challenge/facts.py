@@ -58,9 +58,12 @@ class RoundInputs:
     verdicts: list[StandingVerdict]
     assigned: frozenset[str]
     probation: dict[str, int]
+    earlier: frozenset[str] = frozenset()  # an earlier round's audit of them is unproven
 
     def outcome(self) -> Outcome:
-        return decide(self.commits, self.tape, self.verdicts, self.assigned, self.probation)
+        return decide(
+            self.commits, self.tape, self.verdicts, self.assigned, self.probation, self.earlier
+        )
 
 
 def standing_verdicts(
@@ -114,8 +117,20 @@ def merge_tape(conn: sqlite3.Connection, run_id: str, index: int) -> MergeTape |
     return None if row is None else parse_tape(row["body"])
 
 
+def earlier_unproven(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
+    """Hotkeys whose audit in a round before ``index`` has no judging verdict or a fault."""
+    assigned = [
+        (int(r["round"]), r["hotkey"])
+        for r in conn.execute(
+            "SELECT round, hotkey FROM audits WHERE run_id = ? AND round < ?", (run_id, index)
+        )
+    ]
+    return rule.earlier_unproven(index, assigned, standing_verdicts(conn, run_id))
+
+
 def round_inputs(conn: sqlite3.Connection, run_id: str, index: int) -> RoundInputs:
-    """One round's commits, tape, standing verdicts, assignments and probation ends."""
+    """One round's commits, tape, standing verdicts, assignments, probation ends and the
+    islands an earlier round's unproven audit holds."""
     args = (run_id, index)
     commits = [
         CommitRow(r["hotkey"], int(r["tokens"]))
@@ -141,6 +156,7 @@ def round_inputs(conn: sqlite3.Connection, run_id: str, index: int) -> RoundInpu
         standing_verdicts(conn, run_id, index),
         assigned,
         probation,
+        earlier_unproven(conn, run_id, index),
     )
 
 

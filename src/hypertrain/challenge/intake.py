@@ -13,7 +13,7 @@ import logging
 import sqlite3
 from typing import Any
 
-from hypertrain.challenge import challenge, disputes, facts
+from hypertrain.challenge import challenge, claims, disputes, facts
 from hypertrain.challenge.admission import check_join
 from hypertrain.challenge.errors import (
     ChallengeError,
@@ -22,7 +22,7 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.settle import late_verdict
+from hypertrain.challenge.settle import late_verdict, release_later
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute.store import is_faulty
 from hypertrain.protocol.envelope import Envelope
@@ -242,6 +242,7 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
     extra = sorted(set(body.segments) - set(loads(audit["segments"])))
     if extra or not body.segments:
         raise ChallengeError(f"segments {extra or '[]'} are not the assigned ones", code="bad_body")
+    claims.check_mismatch(body, state.manifest(run_id).round.num_segments)
     verdict_id, env_text = _stored(env)
     try:
         with transaction(state.conn):
@@ -262,6 +263,8 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
             )
             if row["phase"] == "final":  # the reward was held for this verdict
                 late_verdict(state, run_id, body.round, body.hotkey, body.result)
+            if late and body.result == "match":  # later rounds were held for it too
+                release_later(state, run_id, body.round, body.hotkey)
     except sqlite3.IntegrityError:
         raise ConflictError(
             f"{verified.signer} already judged {body.hotkey} in round {body.round}",
@@ -286,6 +289,7 @@ def merge(state: ServiceState, env: Envelope) -> dict[str, Any]:
         raise PhaseError(f"round {body.round} is in phase {row['phase']}, not merge")
     if body.start_model_sha256 != row["start_model_sha256"]:
         raise ChallengeError("start_model_sha256 is not the round's start model", code="bad_body")
+    claims.check_tape(state.conn, run_id, body)
     _merge_id, env_text = _stored(env)
     with transaction(state.conn):
         state.burn(env)

@@ -12,7 +12,10 @@ same call (:mod:`hypertrain.challenge.facts`). For each commit:
 * **accepted** (paid by its committed token count) when the tape included it, or
   excluded it for an audit mismatch that no standing verdict supports any more (a
   dispute overturned it: honest work, only too late to merge); an accepted island is
-  *held* while an assigned audit has no judging verdict (:data:`PENDING_AUDIT`) or
+  *held* while an assigned audit has no judging verdict (:data:`PENDING_AUDIT`), while
+  an assigned audit of it in an *earlier* round of the run has no judging verdict or a
+  standing fault (:func:`earlier_unproven`; also :data:`PENDING_AUDIT`: a fault found
+  late must not let the cheater collect the rounds selected before it was known) or
   while it is in probation (its release round);
 * **unpaid** otherwise (a duplicate, a stale update, a norm outlier, not in the tape).
 
@@ -99,17 +102,38 @@ def unjudged(assigned: Iterable[str], verdicts: Iterable[StandingVerdict]) -> fr
     return frozenset(h for h in assigned if h not in judged)
 
 
+def earlier_unproven(
+    index: int,
+    assigned: Iterable[tuple[int, str]],
+    verdicts: Iterable[StandingVerdict],
+) -> frozenset[str]:
+    """Hotkeys with an assigned audit in a round before ``index`` that is not proven.
+
+    ``assigned`` lists the run's (round, hotkey) audit assignments and ``verdicts`` its
+    standing verdicts. Not proven: no judging verdict yet, or a standing fault (which may
+    still be disputed: until it is decided the island's later rewards stay held).
+    """
+    listed = [v for v in verdicts if v.round < index]
+    judged = {(v.round, v.hotkey) for v in listed if v.judged}
+    faulted = {(v.round, v.hotkey) for v in listed if v.fault}
+    return frozenset(
+        h for r, h in assigned if r < index and ((r, h) not in judged or (r, h) in faulted)
+    )
+
+
 def decide(
     commits: Iterable[CommitRow],
     tape: MergeTape | None,
     verdicts: Iterable[StandingVerdict],
     assigned: Iterable[str] = (),
     probation: Mapping[str, int] | None = None,
+    earlier: Iterable[str] = (),
 ) -> Outcome:
     """Paid / held / faulted / unpaid for every commit of one round (see module doc).
 
     ``probation`` maps each island still in probation at this round to the round its
-    probation ends; ``assigned`` names the islands selected for audit.
+    probation ends; ``assigned`` names the islands selected for audit; ``earlier`` the
+    islands with an earlier round's audit not proven yet (:func:`earlier_unproven`).
     """
     listed = list(verdicts)
     faults = verdict_faults(listed)
@@ -128,5 +152,6 @@ def decide(
         else:
             unpaid[c.hotkey] = reason or "not included in the merge"
     held = {h: until for h, until in (probation or {}).items() if h in accepted}
-    held.update(dict.fromkeys(unjudged(assigned, listed) & accepted.keys(), PENDING_AUDIT))
+    pending = unjudged(assigned, listed) | frozenset(earlier)
+    held.update(dict.fromkeys(pending & accepted.keys(), PENDING_AUDIT))
     return Outcome(accepted, dict(sorted(held.items())), faults, unpaid)

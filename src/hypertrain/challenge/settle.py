@@ -17,6 +17,11 @@ An island still in probation (the round is before its ``probation_until_round``,
 i.e. within ``audit.probation_rounds`` rounds of admission) has its reward *held*:
 the ledger keeps it in escrow and starts its vesting only once probation is over,
 so a fault found in any probation round burns all of it.
+
+An island whose audit in an earlier round of the run is unproven (no judging verdict
+yet, or a standing fault) has its reward held too (the rule's ``earlier`` input): a
+late fault burns it with everything unvested, and a late ``match`` releases each later
+round's hold that nothing else keeps (:func:`release_later`).
 """
 
 from __future__ import annotations
@@ -111,3 +116,25 @@ def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, resu
     probation_end = int(row["probation_until_round"]) if row is not None else 0
     until = probation_end if probation_end > index else 0
     state.ledger.release_hold(run_id, index, hotkey, epoch, until)
+
+
+def release_later(state: ServiceState, run_id: str, index: int, hotkey: str) -> None:
+    """A ``match`` for round ``index`` arrived: release later final rounds it held.
+
+    Each final round after ``index`` that paid ``hotkey`` is decided again; where the
+    rule no longer holds it for a verdict, its hold ends (until its probation's end,
+    if the rule still holds it for that).
+    """
+    rows = state.conn.execute(
+        "SELECT s.round FROM settlements s JOIN rounds r"
+        " ON r.run_id = s.run_id AND r.round = s.round"
+        " WHERE s.run_id = ? AND s.hotkey = ? AND s.round > ? AND r.phase = 'final'"
+        " ORDER BY s.round",
+        (run_id, hotkey, index),
+    ).fetchall()
+    for row in rows:
+        later = int(row["round"])
+        until = outcome(state, run_id, later).held.get(hotkey, 0)
+        if until != PENDING_AUDIT:
+            epoch = state.epoch_now("release a held reward")
+            state.ledger.release_hold(run_id, later, hotkey, epoch, until)
