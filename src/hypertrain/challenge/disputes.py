@@ -51,6 +51,13 @@ from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
 STAGES: tuple[str, ...] = ("step", "layer", "op", "referee", "recompute", "decided")
+FAULT_RESULTS: frozenset[str] = frozenset({"mismatch", "unverifiable"})
+# checks no bisection can narrow: an independent re-audit re-decides them
+RECOMPUTED: dict[str, resolution.Check] = {
+    "start": "start",
+    "update": "update",
+    "unverifiable": "unverifiable",
+}
 
 
 def refusal(exc: DisputeError) -> ChallengeError:
@@ -70,27 +77,13 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
     verdict = _verdict(state, run_id, body)
     if verdict["hotkey"] != hotkey:
         raise ForbiddenError("only the judged island may dispute a verdict", code="not_judged")
-    if verdict["result"] != "mismatch":
-        raise ChallengeError("only a mismatch verdict can be disputed", code="not_mismatch")
     if store.is_reassigned(state.conn, body.verdict_id):
         raise ChallengeError(
             "this verdict no longer counts (another auditor re-judges it)", code="reassigned"
         )
-    judged = Verdict.model_validate(loads(verdict["body"]))
-    if body.segment not in judged.segments:
-        raise ChallengeError(f"segment {body.segment} was not audited", code="bad_segment")
     manifest = state.manifest(run_id)
-    try:
-        check = disputed_check(
-            check=judged.check,
-            first_bad_leaf=judged.first_bad_leaf,
-            update_checked=judged.update_checked,
-            num_segments=manifest.round.num_segments,
-            segment=body.segment,
-        )
-    except DisputeError as exc:
-        raise refusal(exc) from None
-    row = _open_window(state, run_id, body.round, now)
+    check = _contested_check(verdict, body, manifest.round.num_segments)
+    row = _open_window(state, run_id, body, verdict, now)
     _check_leaves(state, run_id, body, hotkey)
     _check_bond(state, run_id, hotkey, manifest.dispute.bond)
     if state.conn.execute(
@@ -107,18 +100,63 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
     return _view(state, game.dispute_id)
 
 
-def _open_window(state: ServiceState, run_id: str, index: int, now: int) -> sqlite3.Row:
+def _contested_check(verdict: sqlite3.Row, body: DisputeOpen, num_segments: int) -> str:
+    """What a dispute of this verdict contests: every fault-bearing verdict is contestable.
+
+    A ``mismatch`` is contested on the check it names as first failing
+    (:func:`~hypertrain.dispute.admissible.disputed_check`); an ``unverifiable`` verdict
+    (the island says its bytes were served) is re-decided by an independent re-audit.
+    """
+    if verdict["result"] not in FAULT_RESULTS:
+        raise ChallengeError("a match verdict is no fault: nothing to dispute", code="not_mismatch")
+    judged = Verdict.model_validate(loads(verdict["body"]))
+    if body.segment not in judged.segments:
+        raise ChallengeError(f"segment {body.segment} was not audited", code="bad_segment")
+    if verdict["result"] == "unverifiable":
+        return "unverifiable"
+    try:
+        return disputed_check(
+            check=judged.check,
+            first_bad_leaf=judged.first_bad_leaf,
+            update_checked=judged.update_checked,
+            num_segments=num_segments,
+            segment=body.segment,
+        )
+    except DisputeError as exc:
+        raise refusal(exc) from None
+
+
+def _open_window(
+    state: ServiceState, run_id: str, body: DisputeOpen, verdict: sqlite3.Row, now: int
+) -> sqlite3.Row:
+    """The round's row, once the verdict's own dispute window is checked to be open."""
     row: sqlite3.Row = state.conn.execute(
         "SELECT dispute_deadline_round, open_envelope FROM rounds WHERE run_id = ? AND round = ?",
-        (run_id, index),
+        (run_id, body.round),
     ).fetchone()
-    if row["dispute_deadline_round"] is None or now > row["dispute_deadline_round"]:
+    deadline = verdict_deadline(state, run_id, row["dispute_deadline_round"], verdict)
+    if deadline is None or now > deadline:
         raise PhaseError(
-            f"the dispute window of round {index} closed at beacon round"
-            f" {row['dispute_deadline_round']}",
+            f"the dispute window of verdict {body.verdict_id[:16]} closed at beacon round"
+            f" {deadline}",
             code="late",
         )
     return row
+
+
+def verdict_deadline(
+    state: ServiceState, run_id: str, round_deadline: int | None, verdict: sqlite3.Row
+) -> int | None:
+    """The last beacon round a verdict may be disputed: its own window, from its arrival.
+
+    A verdict in the audit window keeps the round's deadline (audit close plus
+    ``round.dispute_window_rounds``); one that arrived later (a re-audit, a late verdict)
+    gets a full window of its own from the beacon round it was received at.
+    """
+    if round_deadline is None:
+        return None
+    window = state.manifest(run_id).round.dispute_window_rounds
+    return max(int(round_deadline), int(verdict["received_beacon_round"]) + window)
 
 
 def _rules(spec: DisputeSpec) -> g.Rules:
@@ -146,10 +184,10 @@ def _new_game(
     dispute_id = hashlib.sha256(env.to_bytes()).hexdigest()
     common = {"dispute_id": dispute_id, "run_id": run_id, "round": body.round}
     common |= {"segment": body.segment, "island": hotkey, "auditor": auditor}
-    if check in ("start", "update"):
+    if check in RECOMPUTED:
         return resolution.open_recompute(
             **common,  # type: ignore[arg-type]
-            check="start" if check == "start" else "update",
+            check=RECOMPUTED[check],
             rules=_rules(manifest.dispute),
             now=now,
         )
@@ -199,6 +237,7 @@ def on_verdict(
     settlement. Returns how many games changed.
     """
     now, changed = state.due_round(), 0
+    _open_late_window(state, run_id, index, hotkey, auditor, now)
     for game in store.games_on(state.conn, run_id, index, hotkey):
         if auditor == game.auditor:
             continue
@@ -213,6 +252,50 @@ def on_verdict(
                 changed += 1
     settle_bonds(state)
     return changed
+
+
+def _open_late_window(
+    state: ServiceState, run_id: str, index: int, hotkey: str, auditor: str, now: int
+) -> None:
+    """A fault verdict past its round's dispute window holds settlement for its own one."""
+    row = state.conn.execute(
+        "SELECT v.verdict_id, v.result, v.received_beacon_round, r.phase,"
+        " r.dispute_deadline_round FROM verdicts v JOIN rounds r ON r.run_id = v.run_id"
+        " AND r.round = v.round WHERE v.run_id = ? AND v.round = ? AND v.hotkey = ?"
+        " AND v.auditor = ?",
+        (run_id, index, hotkey, auditor),
+    ).fetchone()
+    if row is None or row["phase"] == "final" or row["result"] not in FAULT_RESULTS:
+        return  # a final round's late fault has its window from the intake's transaction
+    deadline = verdict_deadline(state, run_id, row["dispute_deadline_round"], row)
+    if deadline is not None and deadline > int(row["dispute_deadline_round"]):
+        with transaction(state.conn):
+            store.open_window(state.conn, row["verdict_id"], deadline, books_fault=False)
+
+
+def close_windows(state: ServiceState, now: int) -> int:
+    """Close the late verdicts' windows that are due; book the faults they now prove.
+
+    A window closes past its deadline with no dispute, or once its dispute is decided;
+    a verdict of a final round then faults its island (``late <result> verdict``) unless
+    its dispute overturned it or it is set aside for another auditor's re-audit.
+    """
+    if state.metagraph.snapshot is None:
+        return 0  # no epoch to book at: the windows stay open till one
+    closed = 0
+    for row in store.due_windows(state.conn, now):
+        if row["disputed"] and row["outcome"] is None:
+            continue  # the dispute is undecided: it holds the window
+        with transaction(state.conn):
+            faults = row["outcome"] != "overturned" and not row["set_aside"]
+            if row["books_fault"] and faults:
+                reason = f"late {row['result']} verdict {row['verdict_id']}"
+                state.ledger.record_fault(
+                    row["run_id"], row["round"], row["hotkey"], reason, _epoch(state)
+                )
+            store.close_window(state.conn, row["verdict_id"])
+        closed += 1
+    return closed
 
 
 def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.DisputeView:
@@ -290,6 +373,7 @@ def tick(state: ServiceState) -> int:
             _log_progress(game, new)
             changed += 1
     settle_bonds(state)
+    close_windows(state, now)
     return changed
 
 
@@ -367,7 +451,8 @@ def listing(
 
 def _verdict(state: ServiceState, run_id: str, body: DisputeOpen) -> sqlite3.Row:
     row: sqlite3.Row | None = state.conn.execute(
-        "SELECT hotkey, auditor, result, body FROM verdicts WHERE verdict_id = ? AND run_id = ?"
+        "SELECT hotkey, auditor, result, body, received_beacon_round FROM verdicts"
+        " WHERE verdict_id = ? AND run_id = ?"
         " AND round = ?",
         (body.verdict_id, run_id, body.round),
     ).fetchone()
