@@ -43,6 +43,7 @@ from tests.challenge.helpers import (
 )
 
 RUN = "run-d"
+WINDOW = 2  # the manifest's round.dispute_window_rounds (tests/challenge/helpers.py)
 REFEREE = Hotkey.from_seed(b"\x66" * 32)
 AUDITOR = Hotkey.from_seed(b"\x55" * 32)
 OTHER_AUDITOR = Hotkey.from_seed(b"\x56" * 32)
@@ -433,8 +434,11 @@ def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None
     # another auditor's verdict decides: here it finds the cheat, and the held reward burns
     other = _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch")
     assert other.status_code == 200, other.text
-    assert service.ledger.faults == [(RUN, 0, ISLANDS[1].ss58_address)]
     assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
+    # the late verdict has its own dispute window: no fault while it can still be disputed
+    assert service.ledger.faults == []
+    service.tick(WINDOW + 1)  # the window closed undisputed: now it faults
+    assert service.ledger.faults == [(RUN, 0, ISLANDS[1].ss58_address)]
 
 
 def test_reassigned_pass_then_an_honest_match_releases_the_hold(service: Service) -> None:

@@ -5,8 +5,9 @@ message is due after its phase's deadline or its own clock loses (the island fir
 as the challenger, when both are silent); the referee stage is extended at most
 ``referee_extensions`` times and then upheld, so a run without referees still
 decides. A ``recompute`` game (leaf 0 or the update: a mismatch no bisection can
-narrow, or an ``unverifiable`` verdict) is decided by :func:`recomputed` from an independent auditor's re-audit of
-the public records, or upheld when none comes by its deadline.
+narrow; or an ``unverifiable`` verdict) is decided by :func:`recomputed` from an
+independent auditor's re-audit of the public records, or upheld when none comes by its
+deadline.
 """
 
 from __future__ import annotations
