@@ -19,6 +19,7 @@ import logging
 import sqlite3
 from typing import Any
 
+from hypertrain.challenge import verdict_windows as windows
 from hypertrain.challenge.errors import (
     BondMissingError,
     ChallengeError,
@@ -51,7 +52,6 @@ from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
 STAGES: tuple[str, ...] = ("step", "layer", "op", "referee", "recompute", "decided")
-FAULT_RESULTS: frozenset[str] = frozenset({"mismatch", "unverifiable"})
 # checks no bisection can narrow: an independent re-audit re-decides them
 RECOMPUTED: dict[str, resolution.Check] = {
     "start": "start",
@@ -107,7 +107,7 @@ def _contested_check(verdict: sqlite3.Row, body: DisputeOpen, num_segments: int)
     (:func:`~hypertrain.dispute.admissible.disputed_check`); an ``unverifiable`` verdict
     (the island says its bytes were served) is re-decided by an independent re-audit.
     """
-    if verdict["result"] not in FAULT_RESULTS:
+    if verdict["result"] not in windows.FAULT_RESULTS:
         raise ChallengeError("a match verdict is no fault: nothing to dispute", code="not_mismatch")
     judged = Verdict.model_validate(loads(verdict["body"]))
     if body.segment not in judged.segments:
@@ -134,7 +134,7 @@ def _open_window(
         "SELECT dispute_deadline_round, open_envelope FROM rounds WHERE run_id = ? AND round = ?",
         (run_id, body.round),
     ).fetchone()
-    deadline = verdict_deadline(state, run_id, row["dispute_deadline_round"], verdict)
+    deadline = windows.verdict_deadline(state, run_id, row["dispute_deadline_round"], verdict)
     if deadline is None or now > deadline:
         raise PhaseError(
             f"the dispute window of verdict {body.verdict_id[:16]} closed at beacon round"
@@ -142,21 +142,6 @@ def _open_window(
             code="late",
         )
     return row
-
-
-def verdict_deadline(
-    state: ServiceState, run_id: str, round_deadline: int | None, verdict: sqlite3.Row
-) -> int | None:
-    """The last beacon round a verdict may be disputed: its own window, from its arrival.
-
-    A verdict in the audit window keeps the round's deadline (audit close plus
-    ``round.dispute_window_rounds``); one that arrived later (a re-audit, a late verdict)
-    gets a full window of its own from the beacon round it was received at.
-    """
-    if round_deadline is None:
-        return None
-    window = state.manifest(run_id).round.dispute_window_rounds
-    return max(int(round_deadline), int(verdict["received_beacon_round"]) + window)
 
 
 def _rules(spec: DisputeSpec) -> g.Rules:
@@ -237,7 +222,7 @@ def on_verdict(
     settlement. Returns how many games changed.
     """
     now, changed = state.due_round(), 0
-    _open_late_window(state, run_id, index, hotkey, auditor, now)
+    windows.open_late_window(state, run_id, index, hotkey, auditor, now)
     for game in store.games_on(state.conn, run_id, index, hotkey):
         if auditor == game.auditor:
             continue
@@ -252,50 +237,6 @@ def on_verdict(
                 changed += 1
     settle_bonds(state)
     return changed
-
-
-def _open_late_window(
-    state: ServiceState, run_id: str, index: int, hotkey: str, auditor: str, now: int
-) -> None:
-    """A fault verdict past its round's dispute window holds settlement for its own one."""
-    row = state.conn.execute(
-        "SELECT v.verdict_id, v.result, v.received_beacon_round, r.phase,"
-        " r.dispute_deadline_round FROM verdicts v JOIN rounds r ON r.run_id = v.run_id"
-        " AND r.round = v.round WHERE v.run_id = ? AND v.round = ? AND v.hotkey = ?"
-        " AND v.auditor = ?",
-        (run_id, index, hotkey, auditor),
-    ).fetchone()
-    if row is None or row["phase"] == "final" or row["result"] not in FAULT_RESULTS:
-        return  # a final round's late fault has its window from the intake's transaction
-    deadline = verdict_deadline(state, run_id, row["dispute_deadline_round"], row)
-    if deadline is not None and deadline > int(row["dispute_deadline_round"]):
-        with transaction(state.conn):
-            store.open_window(state.conn, row["verdict_id"], deadline, books_fault=False)
-
-
-def close_windows(state: ServiceState, now: int) -> int:
-    """Close the late verdicts' windows that are due; book the faults they now prove.
-
-    A window closes past its deadline with no dispute, or once its dispute is decided;
-    a verdict of a final round then faults its island (``late <result> verdict``) unless
-    its dispute overturned it or it is set aside for another auditor's re-audit.
-    """
-    if state.metagraph.snapshot is None:
-        return 0  # no epoch to book at: the windows stay open till one
-    closed = 0
-    for row in store.due_windows(state.conn, now):
-        if row["disputed"] and row["outcome"] is None:
-            continue  # the dispute is undecided: it holds the window
-        with transaction(state.conn):
-            faults = row["outcome"] != "overturned" and not row["set_aside"]
-            if row["books_fault"] and faults:
-                reason = f"late {row['result']} verdict {row['verdict_id']}"
-                state.ledger.record_fault(
-                    row["run_id"], row["round"], row["hotkey"], reason, _epoch(state)
-                )
-            store.close_window(state.conn, row["verdict_id"])
-        closed += 1
-    return closed
 
 
 def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.DisputeView:
@@ -373,7 +314,7 @@ def tick(state: ServiceState) -> int:
             _log_progress(game, new)
             changed += 1
     settle_bonds(state)
-    close_windows(state, now)
+    windows.close_windows(state, now)
     return changed
 
 

@@ -99,7 +99,7 @@ def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, resu
     ``match`` releases the hold (the escrow vests from the next settlement on, or from
     the end of the island's probation if that is later); anything else is a fault, but
     only once its own dispute window (from its arrival) closed undisputed or its dispute
-    was upheld (:func:`hypertrain.challenge.disputes.close_windows` books it).
+    was upheld (:func:`hypertrain.challenge.verdict_windows.close_windows` books it).
     Without a metagraph snapshot the verdict is refused (the auditor posts it again).
     """
     epoch = state.epoch_now("book a late verdict")
