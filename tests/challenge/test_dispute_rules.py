@@ -90,6 +90,8 @@ def _verdict(svc: Service, check: str | None, bad_leaf: int | None = None) -> tu
         "first_bad_leaf": leaf if bad_leaf is None else bad_leaf,
     }
     verdict |= {"check": check, "update_checked": True}
+    if check == "unverifiable":  # the auditor says bytes were withheld: no check, no leaf
+        verdict = {**mine, "result": "unverifiable", "detail": "index withheld"}
     verdict.pop("selection_beacon_round")
     r = svc.client.post(
         "/worker/v1/verdict",
@@ -167,6 +169,39 @@ def test_a_recomputed_overturn_bars_the_auditor(refereed: Service) -> None:
     view = refereed.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()
     assert view["game"]["outcome"] == "overturned"
     assert _faulty(refereed) == [AUDITOR.ss58_address]
+
+
+@pytest.mark.parametrize("reaudit", ["match", "unverifiable"])
+def test_an_unverifiable_verdict_is_recomputed_by_an_independent_reaudit(
+    refereed: Service, reaudit: str
+) -> None:
+    """Every fault-bearing verdict is contestable: ``unverifiable`` goes to a re-audit."""
+    verdict_id, segments = _verdict(refereed, "unverifiable")
+    opened = refereed.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[-1])
+    )
+    assert opened.status_code == 200, opened.text
+    game = opened.json()["game"]
+    assert (game["stage"], game["check"]) == ("recompute", "unverifiable")
+    queue = refereed.client.get(f"/v1/runs/{RUN}/reassigned").json()
+    assert [q["verdict_id"] for q in queue] == [verdict_id]  # set aside until re-audited
+    _reaudit(refereed, reaudit)
+    view = refereed.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()
+    lied = reaudit == "match"  # the bytes were served: the auditor lied, and is barred
+    assert view["game"]["outcome"] == ("overturned" if lied else "upheld")
+    assert _faulty(refereed) == ([AUDITOR.ss58_address] if lied else [])
+
+
+def test_a_match_verdict_cannot_be_disputed(refereed: Service) -> None:
+    verdict_id, segments = _verdict(refereed, "start")
+    _reaudit(refereed, "match")  # OTHER_AUDITOR's match on the same assignment
+    conn = refereed.client.app.state.service.conn  # type: ignore[attr-defined]
+    (match_id,) = conn.execute("SELECT verdict_id FROM verdicts WHERE result = 'match'").fetchone()
+    opened = refereed.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(match_id, segments[0])
+    )
+    assert (opened.status_code, opened.json()["error"]) == (400, "not_mismatch")
+    assert verdict_id != match_id
 
 
 def test_a_dispute_without_referee_is_decided_within_its_bound(unrefereed: Service) -> None:

@@ -44,6 +44,7 @@ from tests.challenge.helpers import (
 )
 
 RUN = "run-d"
+WINDOW = 2  # the manifest's round.dispute_window_rounds (tests/challenge/helpers.py)
 REFEREE = Hotkey.from_seed(b"\x66" * 32)
 AUDITOR = Hotkey.from_seed(b"\x55" * 32)
 OTHER_AUDITOR = Hotkey.from_seed(b"\x56" * 32)
@@ -434,8 +435,11 @@ def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None
     # another auditor's verdict decides: here it finds the cheat, and the held reward burns
     other = _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch")
     assert other.status_code == 200, other.text
-    assert service.ledger.faults == [(RUN, 0, ISLANDS[1].ss58_address)]
     assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
+    # the late verdict has its own dispute window: no fault while it can still be disputed
+    assert service.ledger.faults == []
+    service.tick(WINDOW + 1)  # the window closed undisputed: now it faults
+    assert service.ledger.faults == [(RUN, 0, ISLANDS[1].ss58_address)]
 
 
 def test_reassigned_pass_then_an_honest_match_releases_the_hold(service: Service) -> None:
@@ -589,3 +593,31 @@ def test_the_honest_auditor_rejudges_what_the_faulty_one_passed(
             "reassigned_from": AUDITOR.ss58_address}) in events  # fmt: skip
     assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
     assert answer_disputes(honest, {}, emit) == 0  # nothing left to re-judge
+
+
+def test_a_late_fault_overturned_in_its_own_window_never_faults(service: Service) -> None:
+    """A late verdict on a final round faults only once its own window closed undisputed;
+    one overturned by an independent re-audit in that window books no fault at all."""
+    _to_verdict(service)  # island 1 has no verdict: held once the round settles
+    service.tick(40)
+    _merge_round_0(service)
+    service.tick()
+    late = _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "unverifiable")
+    assert late.status_code == 200, late.text
+    assigned = service.client.get(
+        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
+    ).json()
+    segment = next(a for a in assigned if a["body"]["hotkey"] == ISLANDS[1].ss58_address)
+    body = _open_body(late.json()["verdict_id"], segment["body"]["segments"][0])
+    opened = service.post("/v1/disputes", ISLANDS[1], "dispute-open", body)
+    assert opened.status_code == 200, opened.text
+    assert opened.json()["game"]["stage"] == "recompute"
+    service.tick(WINDOW + 1)  # past the window, but the dispute is undecided: no fault yet
+    island_1 = (RUN, 0, ISLANDS[1].ss58_address)
+    assert island_1 not in service.ledger.faults
+    reaudit = _verdict_on(service, AUDITOR, ISLANDS[1], "match")  # the bytes were served
+    assert reaudit.status_code == 200, reaudit.text
+    view = service.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()
+    assert view["game"]["outcome"] == "overturned"
+    service.tick(WINDOW + 1)
+    assert island_1 not in service.ledger.faults

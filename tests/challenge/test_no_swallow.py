@@ -97,6 +97,7 @@ def test_a_late_verdict_without_a_metagraph_is_refused_and_not_stored(
     assert service.ledger.faults == [(RUN, 0, ISLANDS[0].ss58_address)]
     state.metagraph = live  # back: the auditor's retry is booked
     assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch").status_code == 200
+    service.tick(3)  # its own dispute window (dispute_window_rounds 2) closed undisputed
     assert (RUN, 0, ISLANDS[1].ss58_address) in service.ledger.faults
 
 

@@ -201,8 +201,11 @@ def test_audit_without_verdict_holds_the_reward_until_the_auditor_answers(
     for key in (silent, cheat):  # escrowed under a hold only a verdict lifts
         bal = net.balance(key)
         assert (bal.escrowed, bal.held, bal.vested) == (third, third, 0)
-    # the auditor answers late: a mismatch burns the held reward
+    # the auditor answers late: once its own dispute window closed undisputed, a mismatch
+    # burns the held reward (never before: the island could still contest it)
     assert net.verdict(0, cheat.ss58_address, "mismatch").status_code == 200
+    assert net.balance(cheat).burned == 0
+    net.tick(3)  # past the verdict's window (dispute_window_rounds 2 from its arrival)
     assert net.balance(cheat).burned == third and net.balance(cheat).escrowed == 0
     # a second late verdict for the same island is refused
     again = net.verdict(0, cheat.ss58_address, "match")

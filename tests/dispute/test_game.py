@@ -272,13 +272,14 @@ def test_recompute_is_decided_by_an_independent_reaudit_or_upheld() -> None:
         dispute_id="e" * 64, run_id="run", round=1, segment=0, island=ISLAND,
         auditor=AUDITOR, check="update", rules=rules, now=10,
     )  # fmt: skip
-    assert game.stage == "recompute" and game.deadline_round == 10 + rules.bound_rounds()
+    # decided within the bound: the last round a re-audit may come is opening + bound - 1
+    assert game.stage == "recompute" and game.deadline_round == 10 + rules.bound_rounds() - 1
     assert not game.due("island") and not game.due("auditor")
     assert recomputed(game, AUDITOR, "match", 11) == game  # never the verdict's own auditor
     assert recomputed(game, REFEREE, "match", 11).outcome == "overturned"
     assert recomputed(game, REFEREE, "mismatch", 11).outcome == "upheld"
     assert expire(game, game.deadline_round) == game
-    assert expire(game, game.deadline_round + 1).outcome == "upheld"
+    assert expire(game, 10 + rules.bound_rounds()).outcome == "upheld"
     with pytest.raises(DecidedError):
         commit(expire(game, 10_000), ISLAND, step_answer(new_game(8, 3), ISLAND, 3), 10_000)
 

@@ -19,6 +19,7 @@ import logging
 import sqlite3
 from typing import Any
 
+from hypertrain.challenge import verdict_windows as windows
 from hypertrain.challenge.errors import (
     BondMissingError,
     ChallengeError,
@@ -51,6 +52,12 @@ from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
 STAGES: tuple[str, ...] = ("step", "layer", "op", "referee", "recompute", "decided")
+# checks no bisection can narrow: an independent re-audit re-decides them
+RECOMPUTED: dict[str, resolution.Check] = {
+    "start": "start",
+    "update": "update",
+    "unverifiable": "unverifiable",
+}
 
 
 def refusal(exc: DisputeError) -> ChallengeError:
@@ -70,27 +77,13 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
     verdict = _verdict(state, run_id, body)
     if verdict["hotkey"] != hotkey:
         raise ForbiddenError("only the judged island may dispute a verdict", code="not_judged")
-    if verdict["result"] != "mismatch":
-        raise ChallengeError("only a mismatch verdict can be disputed", code="not_mismatch")
     if store.is_reassigned(state.conn, body.verdict_id):
         raise ChallengeError(
             "this verdict no longer counts (another auditor re-judges it)", code="reassigned"
         )
-    judged = Verdict.model_validate(loads(verdict["body"]))
-    if body.segment not in judged.segments:
-        raise ChallengeError(f"segment {body.segment} was not audited", code="bad_segment")
     manifest = state.manifest(run_id)
-    try:
-        check = disputed_check(
-            check=judged.check,
-            first_bad_leaf=judged.first_bad_leaf,
-            update_checked=judged.update_checked,
-            num_segments=manifest.round.num_segments,
-            segment=body.segment,
-        )
-    except DisputeError as exc:
-        raise refusal(exc) from None
-    row = _open_window(state, run_id, body.round, now)
+    check = _contested_check(verdict, body, manifest.round.num_segments)
+    row = _open_window(state, run_id, body, verdict, now)
     _check_leaves(state, run_id, body, hotkey)
     _check_bond(state, run_id, hotkey, manifest.dispute.bond)
     if state.conn.execute(
@@ -107,15 +100,45 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
     return _view(state, game.dispute_id)
 
 
-def _open_window(state: ServiceState, run_id: str, index: int, now: int) -> sqlite3.Row:
+def _contested_check(verdict: sqlite3.Row, body: DisputeOpen, num_segments: int) -> str:
+    """What a dispute of this verdict contests: every fault-bearing verdict is contestable.
+
+    A ``mismatch`` is contested on the check it names as first failing
+    (:func:`~hypertrain.dispute.admissible.disputed_check`); an ``unverifiable`` verdict
+    (the island says its bytes were served) is re-decided by an independent re-audit.
+    """
+    if verdict["result"] not in windows.FAULT_RESULTS:
+        raise ChallengeError("a match verdict is no fault: nothing to dispute", code="not_mismatch")
+    judged = Verdict.model_validate(loads(verdict["body"]))
+    if body.segment not in judged.segments:
+        raise ChallengeError(f"segment {body.segment} was not audited", code="bad_segment")
+    if verdict["result"] == "unverifiable":
+        return "unverifiable"
+    try:
+        return disputed_check(
+            check=judged.check,
+            first_bad_leaf=judged.first_bad_leaf,
+            update_checked=judged.update_checked,
+            num_segments=num_segments,
+            segment=body.segment,
+        )
+    except DisputeError as exc:
+        raise refusal(exc) from None
+
+
+def _open_window(
+    state: ServiceState, run_id: str, body: DisputeOpen, verdict: sqlite3.Row, now: int
+) -> sqlite3.Row:
+    """The round's row, once the verdict's own dispute window is checked to be open."""
     row: sqlite3.Row = state.conn.execute(
         "SELECT dispute_deadline_round, open_envelope FROM rounds WHERE run_id = ? AND round = ?",
-        (run_id, index),
+        (run_id, body.round),
     ).fetchone()
-    if row["dispute_deadline_round"] is None or now > row["dispute_deadline_round"]:
+    deadline = windows.verdict_deadline(state, run_id, row["dispute_deadline_round"], verdict)
+    if deadline is None or now > deadline:
         raise PhaseError(
-            f"the dispute window of round {index} closed at beacon round"
-            f" {row['dispute_deadline_round']}",
+            f"the dispute window of verdict {body.verdict_id[:16]} closed at beacon round"
+            f" {deadline}",
             code="late",
         )
     return row
@@ -146,10 +169,10 @@ def _new_game(
     dispute_id = hashlib.sha256(env.to_bytes()).hexdigest()
     common = {"dispute_id": dispute_id, "run_id": run_id, "round": body.round}
     common |= {"segment": body.segment, "island": hotkey, "auditor": auditor}
-    if check in ("start", "update"):
+    if check in RECOMPUTED:
         return resolution.open_recompute(
             **common,  # type: ignore[arg-type]
-            check="start" if check == "start" else "update",
+            check=RECOMPUTED[check],
             rules=_rules(manifest.dispute),
             now=now,
         )
@@ -199,6 +222,7 @@ def on_verdict(
     settlement. Returns how many games changed.
     """
     now, changed = state.due_round(), 0
+    windows.open_late_window(state, run_id, index, hotkey, auditor, now)
     for game in store.games_on(state.conn, run_id, index, hotkey):
         if auditor == game.auditor:
             continue
@@ -290,6 +314,7 @@ def tick(state: ServiceState) -> int:
             _log_progress(game, new)
             changed += 1
     settle_bonds(state)
+    windows.close_windows(state, now)
     return changed
 
 
@@ -367,7 +392,8 @@ def listing(
 
 def _verdict(state: ServiceState, run_id: str, body: DisputeOpen) -> sqlite3.Row:
     row: sqlite3.Row | None = state.conn.execute(
-        "SELECT hotkey, auditor, result, body FROM verdicts WHERE verdict_id = ? AND run_id = ?"
+        "SELECT hotkey, auditor, result, body, received_beacon_round FROM verdicts"
+        " WHERE verdict_id = ? AND run_id = ?"
         " AND round = ?",
         (body.verdict_id, run_id, body.round),
     ).fetchone()

@@ -31,7 +31,7 @@ import logging
 from hypertrain.challenge import facts
 from hypertrain.challenge.rule import PENDING_AUDIT, Outcome
 from hypertrain.challenge.state import ServiceState
-from hypertrain.dispute.store import disputes_open
+from hypertrain.dispute.store import disputes_open, open_late_windows
 
 __all__ = ["PENDING_AUDIT", "Outcome", "outcome", "ready_to_settle", "settle_round"]
 log = logging.getLogger(__name__)
@@ -102,12 +102,16 @@ def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, resu
     """A verdict that arrived after its round settled: it lifts or burns the held reward.
 
     ``match`` releases the hold (the escrow vests from the next settlement on, or from
-    the end of the island's probation if that is later); anything else is a fault.
+    the end of the island's probation if that is later); anything else is a fault, but
+    only once its own dispute window (from its arrival) closed undisputed or its dispute
+    was upheld (:func:`hypertrain.challenge.verdict_windows.close_windows` books it).
     Without a metagraph snapshot the verdict is refused (the auditor posts it again).
     """
     epoch = state.epoch_now("book a late verdict")
-    if result != "match":
-        state.ledger.record_fault(run_id, index, hotkey, f"late {result} verdict", epoch)
+    if result != "match":  # disputable first: booked once its own window closes undisputed
+        now = state.due_round()
+        deadline = now + state.manifest(run_id).round.dispute_window_rounds
+        open_late_windows(state.conn, run_id, index, hotkey, now, deadline)
         return
     row = state.conn.execute(
         "SELECT probation_until_round FROM roster WHERE run_id = ? AND hotkey = ?",

@@ -17,6 +17,7 @@ from typing import Final
 
 from hypertrain.dispute.store import SCHEMA as DISPUTE_SCHEMA
 from hypertrain.dispute.store import SCHEMA_2 as DISPUTE_SCHEMA_2
+from hypertrain.dispute.store import SCHEMA_3 as DISPUTE_SCHEMA_3
 from hypertrain.protocol.sqlite import open_database, transaction
 
 _V1: Final = """
@@ -241,7 +242,16 @@ CREATE TABLE compete_results (
 # dispute game's tables replace them).
 _V7: Final = DISPUTE_SCHEMA_2 + ";\nDROP TABLE disputes"
 
-MIGRATIONS: Final[tuple[str, ...]] = (_V1, _V2, _V3, _V4, DISPUTE_SCHEMA, _V6, _V7)
+MIGRATIONS: Final[tuple[str, ...]] = (
+    _V1,
+    _V2,
+    _V3,
+    _V4,
+    DISPUTE_SCHEMA,
+    _V6,
+    _V7,
+    DISPUTE_SCHEMA_3,  # late verdicts' own dispute windows
+)
 DB_NAME: Final = "challenge.sqlite"
 
 

@@ -97,7 +97,7 @@ class Game(BaseModel):
     island_end: str
     rules: Rules
     stage: Stage = "step"
-    check: Literal["segment", "start", "update"] = "segment"  # what the verdict found
+    check: Literal["segment", "start", "update", "unverifiable"] = "segment"  # what it found
     query: int = 0
     deadline_round: int  # the open phase's deadline (each party's clock may end it sooner)
     phase_opened: int = 0  # beacon round the open phase began

@@ -5,8 +5,9 @@ message is due after its phase's deadline or its own clock loses (the island fir
 as the challenger, when both are silent); the referee stage is extended at most
 ``referee_extensions`` times and then upheld, so a run without referees still
 decides. A ``recompute`` game (leaf 0 or the update: a mismatch no bisection can
-narrow) is decided by :func:`recomputed` from an independent auditor's re-audit of
-the public records, or upheld when none comes by its deadline.
+narrow; or an ``unverifiable`` verdict) is decided by :func:`recomputed` from an
+independent auditor's re-audit of the public records, or upheld when none comes by its
+deadline.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from hypertrain.dispute.game import PARTIES, Game, Outcome, Rules, decide
 from hypertrain.dispute.messages import DisputeRuling
 from hypertrain.dispute.narrowing import NarrowStep
 
-Check = Literal["start", "update"]
+Check = Literal["start", "update", "unverifiable"]
 
 
 def open_recompute(
@@ -40,8 +41,13 @@ def open_recompute(
     rules: Rules,
     now: int,
 ) -> Game:
-    """A dispute of the leaf-0 or update check: no game, an independent re-audit decides."""
-    deadline = now + rules.bound_rounds()
+    """A dispute no bisection can narrow: no game, an independent re-audit decides.
+
+    That is the leaf-0 or update check of a mismatch, or an ``unverifiable`` verdict (the
+    island says its bytes were served). The re-audit may come up to ``deadline_round``;
+    the first tick after it upholds the verdict, ``Rules.bound_rounds()`` after opening.
+    """
+    deadline = now + rules.bound_rounds() - 1
     return Game(
         dispute_id=dispute_id,
         run_id=run_id,

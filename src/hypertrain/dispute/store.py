@@ -78,14 +78,88 @@ CREATE INDEX reassigned_verdicts_round ON reassigned_verdicts (run_id, round, ho
 ALTER TABLE dispute_games ADD COLUMN bond_state TEXT
 """
 
+# A fault verdict that arrived after its round's dispute window has a window of its own
+# (from its arrival): ``books_fault`` 0, its round is not final yet and settlement waits
+# for the window to close; 1, its round was final, and the fault is booked in the ledger
+# only once the window closed undisputed or its dispute was upheld (``booked``).
+SCHEMA_3: Final = """
+CREATE TABLE verdict_windows (
+    verdict_id TEXT PRIMARY KEY REFERENCES verdicts(verdict_id),
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    hotkey TEXT NOT NULL,
+    result TEXT NOT NULL,
+    deadline_round INTEGER NOT NULL,
+    books_fault INTEGER NOT NULL,
+    closed INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX verdict_windows_round ON verdict_windows (run_id, round, closed)
+"""
+
 
 def disputes_open(conn: sqlite3.Connection, run_id: str, round: int) -> bool:
-    """True while any dispute of the round is undecided: its settlement must wait."""
+    """True while any dispute of the round is undecided, or a late verdict's own dispute
+    window is still open: its settlement must wait."""
     row = conn.execute(
-        "SELECT 1 FROM dispute_games WHERE run_id = ? AND round = ? AND outcome IS NULL LIMIT 1",
-        (run_id, round),
+        "SELECT 1 FROM dispute_games WHERE run_id = ? AND round = ? AND outcome IS NULL"
+        " UNION ALL SELECT 1 FROM verdict_windows WHERE run_id = ? AND round = ? AND closed = 0"
+        " LIMIT 1",
+        (run_id, round, run_id, round),
     ).fetchone()
     return row is not None
+
+
+def open_window(
+    conn: sqlite3.Connection, verdict_id: str, deadline: int, *, books_fault: bool
+) -> None:
+    """Give a late fault verdict its own dispute window, up to beacon round ``deadline``."""
+    conn.execute(
+        "INSERT OR IGNORE INTO verdict_windows (verdict_id, run_id, round, hotkey, result,"
+        " deadline_round, books_fault) SELECT verdict_id, run_id, round, hotkey, result, ?, ?"
+        " FROM verdicts WHERE verdict_id = ? AND result != 'match'",
+        (deadline, int(books_fault), verdict_id),
+    )
+
+
+def open_late_windows(
+    conn: sqlite3.Connection, run_id: str, round: int, hotkey: str, now: int, deadline: int
+) -> None:
+    """Windows for the fault verdicts on one island received at ``now`` in a final round.
+
+    Their fault is booked by the service's tick once the window closed undisputed (or its
+    dispute was upheld), never at arrival.
+    """
+    conn.execute(
+        "INSERT OR IGNORE INTO verdict_windows (verdict_id, run_id, round, hotkey, result,"
+        " deadline_round, books_fault) SELECT verdict_id, run_id, round, hotkey, result, ?, 1"
+        " FROM verdicts WHERE run_id = ? AND round = ? AND hotkey = ?"
+        " AND received_beacon_round = ? AND result != 'match'",
+        (deadline, run_id, round, hotkey, now),
+    )
+
+
+def due_windows(conn: sqlite3.Connection, now: int) -> list[sqlite3.Row]:
+    """Open verdict windows that may close at ``now``: past their deadline or disputed.
+
+    Each row carries the outcome of the verdict's dispute (NULL: none, or undecided with
+    ``disputed`` 1) and whether the verdict is set aside (another auditor re-judges it).
+    """
+    return list(
+        conn.execute(
+            "SELECT w.verdict_id, w.run_id, w.round, w.hotkey, w.result, w.books_fault,"
+            " w.deadline_round, g.outcome, g.dispute_id IS NOT NULL AS disputed,"
+            " x.verdict_id IS NOT NULL AS set_aside FROM verdict_windows w"
+            " LEFT JOIN dispute_games g ON g.verdict_id = w.verdict_id"
+            " LEFT JOIN reassigned_verdicts x ON x.verdict_id = w.verdict_id"
+            " WHERE w.closed = 0 AND (w.deadline_round < ? OR g.outcome IS NOT NULL)"
+            " ORDER BY w.verdict_id",
+            (now,),
+        )
+    )
+
+
+def close_window(conn: sqlite3.Connection, verdict_id: str) -> None:
+    conn.execute("UPDATE verdict_windows SET closed = 1 WHERE verdict_id = ?", (verdict_id,))
 
 
 def overturned_verdicts(conn: sqlite3.Connection, run_id: str, round: int) -> set[str]:

@@ -41,7 +41,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 @router.post("/disputes", responses=_ERRORS, response_model=DisputeOpened)
 @serialized
 def open_dispute(state: State, envelope: Envelope) -> DisputeView:
-    """A ``dispute-open`` envelope from the judged island, within the dispute window."""
+    """A ``dispute-open`` envelope from the judged island, within the verdict's own window."""
     return disputes.open_dispute(state, envelope)
 
 
