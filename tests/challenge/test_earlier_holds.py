@@ -60,5 +60,7 @@ def test_a_late_verdict_releases_or_burns_the_later_rounds_it_held(tmp_path: Pat
         _late(svc, ISLANDS[0], "match")
         assert {(RUN, 0, honest), (RUN, 1, honest)} <= set(svc.ledger.released)
         _late(svc, ISLANDS[1], "mismatch")
+        assert (RUN, 0, cheater) not in svc.ledger.faults  # disputable until its own window
+        svc.tick(30)  # the late verdict's own dispute window closes undisputed
         assert (RUN, 0, cheater) in svc.ledger.faults
         assert all(h != cheater for _, _, h in svc.ledger.released)

@@ -303,8 +303,8 @@ def test_a_fault_proven_late_does_not_let_the_cheater_farm_the_next_round(tmp_pa
             json=signed(AUDITOR, "verdict", late, RUN),
         )
         assert posted.status_code == 200, posted.text
+        svc.tick(30)  # the late verdict's own dispute window closes undisputed: a fault
         assert (RUN, 0, ISLANDS[0].ss58_address) in svc.ledger.faults
-        svc.tick(30)
         _merge(svc, 1)
         svc.tick()
         paid = svc.ledger.settled[(RUN, 1)]
