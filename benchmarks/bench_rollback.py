@@ -4,10 +4,10 @@ A chain of ``max(depths) + 1`` rounds of the proxy model is merged (four audit-p
 int8 updates a round, blobs in memory); then, for each depth k, the fault of one island
 in round ``last - k`` is rebased out (``aggregator.rebase.rebase``): that round is
 recomputed without the update and the k later rounds are replayed onto the corrected
-model (its bitwise identity with a chain that never merged the update is
-``tests/aggregator/test_rebase.py``'s; here only the cost is measured). The figure of merit is the rollback's
-wall time over the mean wall time of one merge of the same chain: a rollback k deep is
-k + 1 merges, recomputed from the tapes and blobs, and nothing else.
+model (its bitwise identity with a chain that never merged the update is tested in
+``tests/aggregator/test_rebase.py``; here only the cost is measured). The figure of
+merit is the rollback's wall time over the mean wall time of one merge of the same
+chain: a rollback k deep is k + 1 merges, recomputed from the tapes and blobs.
 
     .venv/bin/python benchmarks/bench_rollback.py [--depths 1 3 5] [--preset proxy]
 """
