@@ -13,8 +13,12 @@
   (:mod:`hypertrain.aggregator.heldout`) rides on the merge-tape message as
   ``eval_loss``, which the dashboard's training curve shows.
 * :func:`follow` polls the service: it merges every round that reaches the merge
-  phase and, given the admin token, opens round 0 (with the genesis model) and each
-  next round once the previous one is final.
+  phase, rebases the merged chain when the service reports a fault proven for a merged
+  update (:meth:`Aggregator.rollback_step`: :mod:`~hypertrain.aggregator.corrections`
+  finds it, :mod:`~hypertrain.aggregator.rebase` recomputes it, each corrected round is
+  posted as a signed ``merge-correction``) and, given the admin token, opens round 0
+  (with the genesis model) and each next round once the previous one is final, on the
+  round's current (corrected) model.
 
 State kept in ``state_dir``: the tapes it produced and the update hashes already
 merged (for the ``stale_update`` rule). Each event is reported to ``emit`` as one
