@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hypertrain.aggregator.blobs import MemoryBlobs
-from hypertrain.aggregator.rebase import check_correction
+from hypertrain.aggregator.rebase import check_correction, rebase
 from hypertrain.aggregator.runner import Aggregator
 from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
@@ -19,6 +19,7 @@ from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import FaultRef, MergeCorrection
 from hypertrain.protocol.sqlite import transaction
 from hypertrain.trainer.codec import encode_int8
 from tests.aggregator.helpers import delta
@@ -114,6 +115,29 @@ def test_a_late_fault_is_rebased_out_and_the_next_round_opens_on_it(
     assert len(agg.service.round_detail("run-1", 0).corrections) == 1
     seen = len(events)
     assert agg.step(m, open_rounds=False) == 0 and len(events) == seen  # nothing left to do
+
+
+def test_an_interrupted_rebase_is_finished_at_the_next_poll(
+    merged: tuple[Harness, Aggregator, MemoryBlobs, list[Any]],
+) -> None:
+    h, agg, blobs, events = merged
+    m = agg.service.manifest("run-1")
+    faulty = h.miners[1].ss58_address
+    chain = [_tape(agg, blobs, 0), _tape(agg, blobs, 1)]
+    _prove(h, 0, faulty)
+    first = rebase(chain, {0: {faulty}}, blobs)[0]  # only round 0's correction is posted
+    body = MergeCorrection(
+        supersedes_tape_sha256=first.supersedes.sha256(),
+        faults=[FaultRef(round=0, hotkey=faulty)],
+        tape=agg.publish(m, first.result),
+    )
+    agg.service.post_correction(agg.seal("merge-correction", body.model_dump(mode="json")))
+    [fault] = agg.service.proven_faults("run-1")
+    assert fault.rollback_due  # round 1 still starts from the superseded model
+    assert agg.step(m, open_rounds=False) == 0
+    assert [e["rounds"] for e in events if e["event"] == "rolled_back"] == [[1]]
+    assert _tape(agg, blobs, 1).start_model_sha256 == first.result.tape.new_model_sha256
+    assert not agg.service.proven_faults("run-1")[0].rollback_due
 
 
 def _correction(agg: Aggregator, index: int, **change: Any) -> dict[str, Any]:

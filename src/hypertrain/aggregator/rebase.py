@@ -112,7 +112,12 @@ def _check_chain(chain: Sequence[Tape], faulty: Mapping[int, Collection[str]]) -
         raise TapeError("the chain must be one run's tapes in increasing round order")
     for index, hotkeys in faulty.items():
         tape = next((t for t in chain if t.round == index), None)
-        missing = set(hotkeys) - {c.hotkey for c in tape.candidates} if tape else set(hotkeys)
+        known = (
+            {c.hotkey for c in tape.candidates} | {e.hotkey for e in tape.excluded}
+            if tape
+            else set()
+        )
+        missing = set(hotkeys) - known  # an update already rolled back is an exclusion
         if missing:
             raise TapeError(f"{sorted(missing)} have no update among round {index}'s candidates")
 

@@ -166,10 +166,10 @@ class Aggregator:
         expiry = self.service.beacon_round() + EXPIRY_MARGIN
         return seal(self.key, domain=domain, run_id=self.run_id, body=body, expiry_round=expiry)
 
-    def rollback_step(self, manifest: RunManifest, just_merged: int | None) -> int:
-        """Rebase what the service's proven faults (or a stale merge) call for; returns
-        the corrections posted (:mod:`hypertrain.aggregator.corrections`)."""
-        todo = corrections.plan(self.service, self.store, self.run_id, just_merged)
+    def rollback_step(self, manifest: RunManifest) -> int:
+        """Rebase what the service's proven faults call for; returns the corrections
+        posted (:mod:`hypertrain.aggregator.corrections`)."""
+        todo = corrections.plan(self.service, self.store, self.run_id)
         if todo is None:
             return 0
         started = time.monotonic()
@@ -184,10 +184,12 @@ class Aggregator:
                 self.seal("merge-correction", body.model_dump(mode="json"))
             )
             self._remember(item.result)
+        if not fixed:
+            return 0
         self.emit({
             "event": "rolled_back", "rounds": [c.result.tape.round for c in fixed],
             "faults": [f"{f.round}:{f.hotkey}" for f in todo.cited],
-            "model": fixed[-1].result.tape.new_model_sha256 if fixed else None,
+            "model": fixed[-1].result.tape.new_model_sha256,
             "seconds": round(time.monotonic() - started, 3),
         })  # fmt: skip
         return len(fixed)
@@ -231,12 +233,12 @@ class Aggregator:
     def step(self, manifest: RunManifest, open_rounds: bool) -> int:
         """One poll: merge what waits for a merge, open the next round; returns merges done."""
         rounds = self.service.rounds(self.run_id)
-        done, last = 0, None
+        done = 0
         for summary in rounds:
             if summary.phase == "merge":
                 self.merge_round(manifest, summary.round)
-                done, last = done + 1, summary.round
-        corrected = self.rollback_step(manifest, last)  # before the next round opens on it
+                done += 1
+        corrected = self.rollback_step(manifest)  # before the next round opens on it
         if open_rounds:
             rounds = self.service.rounds(self.run_id) if done or corrected else rounds
             ended = self.last_round is not None and len(rounds) > self.last_round

@@ -208,7 +208,9 @@ class ProvenFault(_Answer):
     reason: str
     epoch: int
     merged: bool  # the round's merge included the faulty update
-    rollback_due: bool  # the round's current tape still includes it
+    # the round's current tape still includes it, or a later merged round is not yet
+    # rebased onto the corrected chain
+    rollback_due: bool
 
 
 class CorrectionAnswer(_Answer):

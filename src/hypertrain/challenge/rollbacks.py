@@ -4,8 +4,10 @@ Every path that proves a fault (a settlement's standing fault verdict, a late ve
 whose own dispute window closed, an audit re-judged after its auditor was set aside)
 books it through :func:`book_fault`: one row in ``proven_faults`` and the ledger's burn,
 in the caller's transaction. ``GET /v1/runs/{run}/faults`` lists those rows
-(:func:`proven_faults`) with whether the faulty update is still in the round's current
-merge, which is what the aggregator polls; nothing is read from log lines.
+(:func:`proven_faults`) with ``rollback_due`` while the faulty update is still in the
+round's current merge or a later merged round still starts from a superseded model
+(:func:`first_broken_link`: a round that opened before the rollback, or an interrupted
+rebase). That is what the aggregator polls; nothing is read from log lines.
 
 A rollback is answered by ``merge-correction`` envelopes (:func:`accept_correction`),
 one per corrected round, each naming the tape it supersedes. The service keeps the
@@ -79,9 +81,25 @@ def corrections(conn: sqlite3.Connection, run_id: str, index: int) -> list[Envel
     return [Envelope.model_validate(loads(r["envelope"])) for r in rows]
 
 
+def first_broken_link(conn: sqlite3.Connection, run_id: str) -> int | None:
+    """The first merged round whose current tape does not start from its predecessor's
+    current model (a round merged on a model a correction superseded), or None."""
+    rounds = [int(r["round"]) for r in conn.execute(
+        "SELECT round FROM merges WHERE run_id = ? ORDER BY round", (run_id,)
+    )]  # fmt: skip
+    for index in rounds[1:]:
+        now = current_tape(conn, run_id, index)
+        if now is not None and now.start_model_sha256 != predecessor_model(conn, run_id, index):
+            return index
+    return None
+
+
 def proven_faults(state: ServiceState, run_id: str) -> list[ProvenFault]:
-    """Every proven fault of the run, and whether its update is (still) merged."""
+    """Every proven fault of the run, and whether a rollback is due for it: its update is
+    still in the round's current tape, or a later round is not yet rebased onto the
+    corrected chain."""
     state.manifest(run_id)
+    broken = first_broken_link(state.conn, run_id)
     out: list[ProvenFault] = []
     for row in state.conn.execute(
         "SELECT round, hotkey, reason, epoch FROM proven_faults WHERE run_id = ?"
@@ -92,9 +110,10 @@ def proven_faults(state: ServiceState, run_id: str) -> list[ProvenFault]:
         now = current_tape(state.conn, run_id, row["round"])
         merged = first is not None and row["hotkey"] in first.included
         still = now is not None and row["hotkey"] in now.included
+        unrebased = merged and broken is not None and broken > row["round"]
         out.append(
             ProvenFault(round=row["round"], hotkey=row["hotkey"], reason=row["reason"],
-                        epoch=row["epoch"], merged=merged, rollback_due=still)
+                        epoch=row["epoch"], merged=merged, rollback_due=still or unrebased)
         )  # fmt: skip
     return out
 
