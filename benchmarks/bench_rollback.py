@@ -125,7 +125,8 @@ def main() -> None:
         f"In words: {'; '.join(words)} ({args.preset} model, {ISLANDS} updates a round,"
         " one thread, blobs in memory). A rollback k deep recomputes k + 1 merges from"
         " their tapes and blobs, so its cost grows linearly with the depth; the later"
-        " rounds' updates are read again, never re-trained."
+        " rounds' updates are read again, never re-trained. One run: the ratios move by a"
+        " few tenths between runs on a shared machine."
     )
     write_result("rollback", values, notes=notes)
 
