@@ -6,8 +6,9 @@ import pytest
 
 from hypertrain.aggregator.errors import TapeError
 from hypertrain.aggregator.merge import merge
+from hypertrain.aggregator.rebase import rollback
 from hypertrain.aggregator.tape import Tape, decode_tape
-from hypertrain.aggregator.verify import rollback, verify_tape
+from hypertrain.aggregator.verify import verify_tape
 from tests.aggregator.helpers import HOTKEYS, World
 
 

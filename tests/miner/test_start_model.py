@@ -16,9 +16,11 @@ import pytest
 import torch
 
 from hypertrain.aggregator.merge import merge
+from hypertrain.aggregator.rebase import rollback
 from hypertrain.miner.start_model import START_MODEL_FILE, fetch_start_model
+from hypertrain.protocol.messages import MergeTape
 from hypertrain.trainer.blob import decode_model_blob
-from tests.aggregator.helpers import World
+from tests.aggregator.helpers import HOTKEYS, World
 
 
 class _Relay:
@@ -48,7 +50,9 @@ def _setup(tmp_path: Path, broadcast: bytes | None = None) -> tuple[Any, _Relay,
     }
     tape = {**body, "round": 0, "new_model_url": "u", "outer_state_sha256": "cc" * 32,
             "tape_sha256": "dd" * 32}  # fmt: skip
-    detail = SimpleNamespace(merge=SimpleNamespace(body=tape))
+    detail = SimpleNamespace(
+        merge=SimpleNamespace(body=tape), current_merge=lambda: MergeTape.model_validate(tape)
+    )
     events: list[tuple[str, dict[str, Any]]] = []
     ctx = SimpleNamespace(
         manifest=w.manifest,
@@ -116,3 +120,36 @@ def test_a_broadcast_for_other_models_is_not_used(tmp_path: Path, field: str) ->
     detail.merge.body[field] = "ab" * 32
     fetch_start_model(ctx, relay, records, reporter)
     assert ctx.events[-1][1]["source"] == "download"
+
+
+def test_a_rolled_back_round_moves_the_island_to_the_corrected_model(tmp_path: Path) -> None:
+    """The next round opens on the corrected model; the round's current tape is the
+    correction, whose broadcast rebuilds it from the start model the island holds."""
+    ctx, relay, records, (reporter, result) = _setup(tmp_path)
+    w = World(broadcast="int8")
+    for i in range(3):
+        w.add(i, tokens=50 + 40 * i)
+    w.blobs.put(result.model_blob, kind="model", round=0)
+    fixed = rollback(result.tape, HOTKEYS[1], w.blobs)
+    assert fixed.broadcast_blob is not None and fixed.model_blob != result.model_blob
+    for blob in (fixed.model_blob, fixed.broadcast_blob):
+        relay.blobs[hashlib.sha256(blob).hexdigest()] = blob
+    corrected = {"round": 0, "start_model_sha256": w.start_sha, "new_model_url": "u",
+                 "new_model_sha256": fixed.tape.new_model_sha256, "outer_state_sha256": "cc" * 32,
+                 "tape_sha256": "ee" * 32,
+                 "broadcast_sha256": hashlib.sha256(fixed.broadcast_blob).hexdigest()}  # fmt: skip
+    ctx.service.round_detail("run-1", 0).current_merge = lambda: MergeTape.model_validate(corrected)
+    records[1].start_model_sha256 = fixed.tape.new_model_sha256
+    _hold_round_zero(ctx, relay, records, reporter)
+    params = fetch_start_model(ctx, relay, records, reporter)
+    assert ctx.events[-1] == ("start_model", {"round": 1, "source": "broadcast"})
+    expected = decode_model_blob(fixed.model_blob, ctx.manifest.model)
+    assert all(torch.equal(params[n], expected[n]) for n in expected)
+    # an island that still holds the superseded round-1 model downloads the corrected one
+    ctx2, relay2, records2, (reporter2, _) = _setup(tmp_path / "late")
+    relay2.blobs.update(relay.blobs)
+    records2[1].start_model_sha256 = fixed.tape.new_model_sha256
+    _hold_round_zero(ctx2, relay2, records2, reporter2)
+    got = fetch_start_model(ctx2, relay2, records2, reporter2)
+    assert ctx2.events[-1] == ("start_model", {"round": 1, "source": "download"})
+    assert all(torch.equal(got[n], expected[n]) for n in expected)

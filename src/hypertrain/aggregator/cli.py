@@ -13,9 +13,10 @@ from typing import Any
 from hypertrain.aggregator.blobs import RelayBlobs
 from hypertrain.aggregator.errors import AggregatorError
 from hypertrain.aggregator.heldout import open_heldout
+from hypertrain.aggregator.rebase import rollback
 from hypertrain.aggregator.runner import Aggregator, follow, genesis
 from hypertrain.aggregator.tape import Tape, decode_tape
-from hypertrain.aggregator.verify import rollback, verify_tape
+from hypertrain.aggregator.verify import verify_tape
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args

@@ -13,8 +13,12 @@
   (:mod:`hypertrain.aggregator.heldout`) rides on the merge-tape message as
   ``eval_loss``, which the dashboard's training curve shows.
 * :func:`follow` polls the service: it merges every round that reaches the merge
-  phase and, given the admin token, opens round 0 (with the genesis model) and each
-  next round once the previous one is final.
+  phase, rebases the merged chain when the service reports a fault proven for a merged
+  update (:meth:`Aggregator.rollback_step`: :mod:`~hypertrain.aggregator.corrections`
+  finds it, :mod:`~hypertrain.aggregator.rebase` recomputes it, each corrected round is
+  posted as a signed ``merge-correction``) and, given the admin token, opens round 0
+  (with the genesis model) and each next round once the previous one is final, on the
+  round's current (corrected) model.
 
 State kept in ``state_dir``: the tapes it produced and the update hashes already
 merged (for the ``stale_update`` rule). Each event is reported to ``emit`` as one
@@ -34,19 +38,21 @@ from typing import Any
 import httpx
 import torch
 
+from hypertrain.aggregator import corrections
 from hypertrain.aggregator.blobs import BlobStore
 from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.heldout import heldout_loss
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
+from hypertrain.aggregator.rebase import rebase
 from hypertrain.aggregator.screen import proven_history
 from hypertrain.aggregator.tape import decode_tape
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.models import RoundSummary
-from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.exclusions import ExclusionReason
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.messages import MergeTape, RoundOpen
+from hypertrain.protocol.messages import MergeCorrection, MergeTape, RoundOpen
 from hypertrain.trainer.blob import decode_model_blob, encode_model_blob
 from hypertrain.trainer.model import init_params
 
@@ -105,11 +111,12 @@ class Aggregator:
         return proven_history(decode_tape(p.read_bytes()) for p in paths if p.is_file())
 
     def previous_outer(self, index: int) -> str | None:
-        """Outer-state hash of the latest merge before round ``index`` (None: zero momentum)."""
+        """Outer-state hash of the latest merge before round ``index`` (None: zero momentum),
+        as it stands after any correction."""
         for w in range(index - 1, -1, -1):
-            merged = self.service.round_detail(self.run_id, w).merge
+            merged = self.service.round_detail(self.run_id, w).current_merge()
             if merged:
-                return MergeTape.model_validate(merged.body).outer_state_sha256
+                return merged.outer_state_sha256
         return None
 
     def merge_round(self, manifest: RunManifest, index: int) -> MergeResult:
@@ -124,10 +131,25 @@ class Aggregator:
         )  # fmt: skip
         started = time.monotonic()
         result = merge(inputs, self.store)
+        body = self.publish(manifest, result)
+        answer = self.service.post_merge(self.seal("merge-tape", body.model_dump(mode="json")))
+        self._remember(result)
+        self.emit({
+            "event": "merged", "round": index, "phase": "merge",
+            "included": len(result.tape.included), "excluded": len(result.tape.excluded),
+            "tokens": result.tape.total_tokens, "bytes": len(result.model_blob),
+            "seconds": round(time.monotonic() - started, 3), "model": body.new_model_sha256,
+            "tape": body.tape_sha256, "paid": answer.paid, "eval_loss": body.eval_loss,
+        })  # fmt: skip
+        return result
+
+    def publish(self, manifest: RunManifest, result: MergeResult) -> MergeTape:
+        """Store a merge's blobs and tape on the relay; the signed record's body."""
+        index = result.tape.round
         self.store.put(result.outer_blob, kind="outer_state", round=index)
         self.store.put(result.model_blob, kind="model", round=index)
         tape_sha = self.store.put(result.tape.to_bytes(), kind="tape", round=index)
-        body = MergeTape(
+        return MergeTape(
             **self.publish_broadcast(result, index),
             round=index,
             start_model_sha256=result.tape.start_model_sha256,
@@ -139,19 +161,38 @@ class Aggregator:
             included=[i.hotkey for i in result.tape.included],
             excluded=settlement_exclusions(result),
         )
+
+    def seal(self, domain: str, body: dict[str, Any]) -> Envelope:
         expiry = self.service.beacon_round() + EXPIRY_MARGIN
-        env = seal(self.key, domain="merge-tape", run_id=self.run_id,
-                   body=body.model_dump(mode="json"), expiry_round=expiry)  # fmt: skip
-        answer = self.service.post_merge(env)
-        self._remember(result)
+        return seal(self.key, domain=domain, run_id=self.run_id, body=body, expiry_round=expiry)
+
+    def rollback_step(self, manifest: RunManifest) -> int:
+        """Rebase what the service's proven faults call for; returns the corrections
+        posted (:mod:`hypertrain.aggregator.corrections`)."""
+        todo = corrections.plan(self.service, self.store, self.run_id)
+        if todo is None:
+            return 0
+        started = time.monotonic()
+        fixed = rebase(todo.chain, todo.faulty, self.store)
+        for item in fixed:
+            body = MergeCorrection(
+                supersedes_tape_sha256=item.supersedes.sha256(),
+                faults=todo.cited,
+                tape=self.publish(manifest, item.result),
+            )
+            self.service.post_correction(
+                self.seal("merge-correction", body.model_dump(mode="json"))
+            )
+            self._remember(item.result)
+        if not fixed:
+            return 0
         self.emit({
-            "event": "merged", "round": index, "phase": "merge",
-            "included": len(result.tape.included), "excluded": len(result.tape.excluded),
-            "tokens": result.tape.total_tokens, "bytes": len(result.model_blob),
-            "seconds": round(time.monotonic() - started, 3), "model": body.new_model_sha256,
-            "tape": tape_sha, "paid": answer.paid, "eval_loss": body.eval_loss,
+            "event": "rolled_back", "rounds": [c.result.tape.round for c in fixed],
+            "faults": [f"{f.round}:{f.hotkey}" for f in todo.cited],
+            "model": fixed[-1].result.tape.new_model_sha256,
+            "seconds": round(time.monotonic() - started, 3),
         })  # fmt: skip
-        return result
+        return len(fixed)
 
     def publish_broadcast(self, result: MergeResult, index: int) -> dict[str, Any]:
         """Store the merge's broadcast (if the run broadcasts); the merge-tape fields naming it."""
@@ -181,10 +222,9 @@ class Aggregator:
         self.emit({"event": "opened", "round": len(rounds), "phase": "train", "model": sha})
 
     def _latest_model(self, rounds: list[RoundSummary]) -> tuple[str, str]:
-        for summary in reversed(rounds):
-            merged = self.service.round_detail(self.run_id, summary.round).merge
-            if merged:
-                tape = MergeTape.model_validate(merged.body)
+        for summary in reversed(rounds):  # a corrected round continues from its correction
+            tape = self.service.round_detail(self.run_id, summary.round).current_merge()
+            if tape:
                 return tape.new_model_sha256, tape.new_model_url
         first = self.service.round_detail(self.run_id, rounds[0].round).open
         opened = RoundOpen.model_validate(first.body)
@@ -198,8 +238,9 @@ class Aggregator:
             if summary.phase == "merge":
                 self.merge_round(manifest, summary.round)
                 done += 1
+        corrected = self.rollback_step(manifest)  # before the next round opens on it
         if open_rounds:
-            rounds = self.service.rounds(self.run_id) if done else rounds
+            rounds = self.service.rounds(self.run_id) if done or corrected else rounds
             ended = self.last_round is not None and len(rounds) > self.last_round
             if (not rounds or rounds[-1].phase in ("settle", "final")) and not ended:
                 self.open_next(manifest, rounds)

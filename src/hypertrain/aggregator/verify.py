@@ -6,11 +6,9 @@ model, previous outer state, candidates, collect-stage exclusions), runs the sam
 published one field by field; the model and outer-state bytes are compared through
 their hashes, which the tape carries. The first difference is reported by path.
 
-:func:`rollback` answers a fault proven after the merge: it recomputes the round from
-the same start model and outer state with the faulty island's update moved to the
-collect-stage exclusions. Since the median, weights and clip factors are all
-recomputed over the remaining candidates, the new model and outer state are exactly
-the bytes of a merge that never saw that update.
+:mod:`hypertrain.aggregator.rebase` answers a fault proven after the merge (the
+round without the faulty update, and every later round replayed on top of it); its
+corrected tapes are verified by the same :func:`verify_tape`.
 """
 
 from __future__ import annotations
@@ -19,9 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hypertrain.aggregator.blobs import BlobSource
-from hypertrain.aggregator.errors import TapeError
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
-from hypertrain.aggregator.tape import Excluded, Tape
+from hypertrain.aggregator.tape import Tape
 
 
 @dataclass(frozen=True)
@@ -73,31 +70,3 @@ def verify_tape(tape: Tape, blobs: BlobSource) -> VerifyReport:
     result = merge(inputs_from_tape(tape), blobs)
     diff = first_difference(tape.model_dump(mode="json"), result.tape.model_dump(mode="json"))
     return VerifyReport(diff is None, diff, result)
-
-
-def rollback(tape: Tape, faulty_hotkey: str, blobs: BlobSource) -> MergeResult:
-    """Round ``tape.round`` recomputed without ``faulty_hotkey``'s update."""
-    faulty = [c for c in tape.candidates if c.hotkey == faulty_hotkey]
-    if not faulty:
-        raise TapeError(f"{faulty_hotkey} has no update among the tape's candidates")
-    base = inputs_from_tape(tape)
-    dropped = Excluded(
-        hotkey=faulty_hotkey,
-        update_sha256=faulty[0].update_sha256,
-        tokens=faulty[0].tokens,
-        stage="collect",
-        reason="rolled_back",
-        detail=f"fault proven after the merge of tape {tape.sha256()}",
-    )
-    inputs = MergeInputs(
-        manifest=base.manifest,
-        round=base.round,
-        start_model_sha256=base.start_model_sha256,
-        prev_outer_state_sha256=base.prev_outer_state_sha256,
-        candidates=[c for c in base.candidates if c.hotkey != faulty_hotkey],
-        collect_excluded=[*base.collect_excluded, dropped],
-        rollback_of=tape.sha256(),
-        history_norms=base.history_norms,
-        proven=[h for h in base.proven if h != faulty_hotkey],
-    )
-    return merge(inputs, blobs)

@@ -24,12 +24,14 @@ from hypertrain.challenge.models import (
     AdmissionStatus,
     BeaconPublic,
     CommitAnswer,
+    CorrectionAnswer,
     DisputeAnswered,
     DisputeOpened,
     DisputeRuled,
     JoinAnswer,
     MergeAnswer,
     PendingAdmission,
+    ProvenFault,
     ReassignedAudit,
     RosterEntry,
     RoundDetail,
@@ -152,6 +154,10 @@ class ChallengeClient:
     def round_detail(self, run_id: str, index: int) -> RoundDetail:
         return self._get(TypeAdapter(RoundDetail), f"/v1/runs/{run_id}/rounds/{index}")
 
+    def proven_faults(self, run_id: str) -> list[ProvenFault]:
+        """The run's proven faults, each with whether a rollback of it is due."""
+        return self._get(TypeAdapter(list[ProvenFault]), f"/v1/runs/{run_id}/faults")
+
     # the platform's read (internal token and the challenge's slug)
 
     def get_weights(self, epoch: int, slug: str) -> WeightsPublic:
@@ -188,6 +194,10 @@ class ChallengeClient:
 
     def post_merge(self, envelope: Envelope) -> MergeAnswer:
         return self._post(MergeAnswer, "/worker/v1/merge", envelope, role="worker")
+
+    def post_correction(self, envelope: Envelope) -> CorrectionAnswer:
+        """A signed ``merge-correction`` (a rollback's corrected tape for one round)."""
+        return self._post(CorrectionAnswer, "/worker/v1/merge-correction", envelope, role="worker")
 
     # admin routes (the coordinator's aggregator)
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.honeypots import HoneypotList
+from hypertrain.protocol.messages import MergeCorrection, MergeTape
 
 Phase = Literal["train", "beacon", "audit", "merge", "settle", "final"]
 
@@ -104,6 +105,14 @@ class RoundDetail(_Answer):
     selection_beacon: SelectionBeacon | None
     probation: dict[str, bool]
     commit_order: list[str] = []  # committing hotkeys in the order the service accepted them
+    # ``merge-correction`` envelopes, oldest first: each supersedes the tape before it
+    corrections: list[Envelope] = []
+
+    def current_merge(self) -> MergeTape | None:
+        """The round's merge as it stands: its latest correction's tape, else the merge."""
+        if self.corrections:
+            return MergeCorrection.model_validate(self.corrections[-1].body).tape
+        return MergeTape.model_validate(self.merge.body) if self.merge else None
 
 
 IslandStatus = Literal["active", "probation", "faulted", "deregistered"]
@@ -189,6 +198,28 @@ class CommitAnswer(_Answer):
 class VerdictAnswer(_Answer):
     accepted: bool
     verdict_id: str
+
+
+class ProvenFault(_Answer):
+    """``GET /v1/runs/{run}/faults``: a fault proven for a round, and its rollback state."""
+
+    round: int
+    hotkey: str
+    reason: str
+    epoch: int
+    merged: bool  # the round's merge included the faulty update
+    # the round's current tape still includes it, or a later merged round is not yet
+    # rebased onto the corrected chain
+    rollback_due: bool
+
+
+class CorrectionAnswer(_Answer):
+    accepted: bool
+    round: int
+    tape_sha256: str
+    supersedes_tape_sha256: str
+    correction_id: str
+    signer: str
 
 
 class MergeAnswer(_Answer):

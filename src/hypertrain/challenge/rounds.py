@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hypertrain.challenge import disputes, pace
+from hypertrain.challenge import disputes, pace, rollbacks
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
 from hypertrain.challenge.facts import run_faults
 from hypertrain.challenge.ports import BeaconRound
@@ -156,16 +156,13 @@ def _start_model(
 ) -> tuple[str, str]:
     if sha and url is not None:
         return sha, url
-    row = state.conn.execute(
-        "SELECT body FROM merges WHERE run_id = ? AND round = ?", (run_id, index - 1)
-    ).fetchone()
-    if row is None:
+    merged = rollbacks.current_tape(state.conn, run_id, index - 1)  # a correction, if any
+    if merged is None:
         raise ChallengeError(
             "start_model_sha256 and start_model_url are required (no merged model to continue)",
             code="no_start_model",
         )
-    merged = json.loads(row["body"])
-    return str(merged["new_model_sha256"]), str(merged["new_model_url"])
+    return merged.new_model_sha256, merged.new_model_url
 
 
 def _remember_beacon(conn: sqlite3.Connection, beacon: BeaconRound) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 
-from hypertrain.challenge import facts
+from hypertrain.challenge import facts, rollbacks
 from hypertrain.challenge.rule import PENDING_AUDIT, Outcome
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute.store import disputes_open, open_late_windows
@@ -73,7 +73,7 @@ def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]
     accepted = result.accepted
     state.ledger.settle_round(run_id, index, accepted, epoch, held=result.held)
     for hotkey, reason in sorted(result.faults.items()):
-        state.ledger.record_fault(run_id, index, hotkey, reason, epoch)
+        rollbacks.book_fault(state, run_id, index, hotkey, reason, epoch)
     state.conn.executemany(
         "INSERT INTO settlements VALUES (?, ?, ?, ?, ?)",
         [(run_id, index, hotkey, tokens, epoch) for hotkey, tokens in accepted.items()],

@@ -242,6 +242,30 @@ CREATE TABLE compete_results (
 # dispute game's tables replace them).
 _V7: Final = DISPUTE_SCHEMA_2 + ";\nDROP TABLE disputes"
 
+# proven faults, and the merge corrections that roll them back (challenge.rollbacks)
+_V9: Final = """
+CREATE TABLE proven_faults (
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    hotkey TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    PRIMARY KEY (run_id, round, hotkey)
+);
+CREATE TABLE merge_corrections (
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    tape_sha256 TEXT NOT NULL,
+    supersedes TEXT NOT NULL,
+    body TEXT NOT NULL,
+    envelope TEXT NOT NULL,
+    received_beacon_round INTEGER NOT NULL,
+    PRIMARY KEY (run_id, round, seq),
+    UNIQUE (run_id, supersedes)
+)
+"""
+
 MIGRATIONS: Final[tuple[str, ...]] = (
     _V1,
     _V2,
@@ -251,6 +275,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     _V6,
     _V7,
     DISPUTE_SCHEMA_3,  # late verdicts' own dispute windows
+    _V9,
 )
 DB_NAME: Final = "challenge.sqlite"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from hypertrain.challenge import rollbacks
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute import store
 from hypertrain.protocol.sqlite import transaction
@@ -70,7 +71,8 @@ def close_windows(state: ServiceState, now: int) -> int:
             faults = row["outcome"] != "overturned" and not row["set_aside"]
             if row["books_fault"] and faults:
                 reason = f"late {row['result']} verdict {row['verdict_id']}"
-                state.ledger.record_fault(
+                rollbacks.book_fault(
+                    state,
                     row["run_id"],
                     row["round"],
                     row["hotkey"],

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Final
 
-from hypertrain.challenge import facts
+from hypertrain.challenge import facts, rollbacks
 from hypertrain.challenge.errors import NotFoundError
 from hypertrain.challenge.models import IslandStatus, RosterEntry
 from hypertrain.challenge.rule import StandingVerdict
@@ -150,6 +150,7 @@ def round_detail(state: ServiceState, run_id: str, index: int) -> dict[str, Any]
         "assignments": assignments(state, run_id, index),
         "verdicts": verdicts,
         "merge": loads(merge["envelope"]) if merge else None,
+        "corrections": [e.model_dump() for e in rollbacks.corrections(state.conn, *args)],
         "commit_order": [
             r["hotkey"]
             for r in state.conn.execute(

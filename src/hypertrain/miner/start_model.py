@@ -10,6 +10,11 @@ round ``r``'s verified round-open record: the rebuilt blob must hash to its
 ``broadcast_refused`` event with the reason) and the full model is downloaded instead,
 as it is for a joining island or one catching up; both paths yield the same verified
 bytes.
+
+A round rolled back after its merge (a fault proven late) has a corrected tape that
+supersedes its merge-tape; the island reads the round's *current* tape, so a
+correction's broadcast rebuilds the corrected model from the start model it moved,
+and an island holding a model the correction left behind downloads the corrected one.
 """
 
 from __future__ import annotations
@@ -46,10 +51,9 @@ def _keep(ctx: RunContext, index: int, blob: bytes) -> None:
 def _broadcast_for(ctx: RunContext, records: list[RoundOpen]) -> MergeTape | None:
     """The previous merge's tape message when it broadcasts exactly held -> this start."""
     prev, record = records[-2], records[-1]
-    merged = ctx.service.round_detail(ctx.manifest.run_id, prev.round).merge
-    if merged is None:
+    tape = ctx.service.round_detail(ctx.manifest.run_id, prev.round).current_merge()
+    if tape is None:
         return None
-    tape = MergeTape.model_validate(merged.body)
     fits = (
         tape.start_model_sha256 == prev.start_model_sha256
         and tape.new_model_sha256 == record.start_model_sha256

@@ -137,6 +137,27 @@ class MergeTape(_Body):
     broadcast_bytes: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
 
 
+class FaultRef(_Body):
+    """A proven fault: the island and the round whose update it faults."""
+
+    round: int = Field(ge=0)
+    hotkey: str = Field(pattern=_SS58)
+
+
+class MergeCorrection(_Body):
+    """A corrected merge of a round that supersedes its current tape (a rollback).
+
+    ``tape`` is the corrected round's record, in the ``merge-tape`` body's own form;
+    ``supersedes_tape_sha256`` names the tape it replaces, and ``faults`` the proven
+    faults the rebase answers (the round's own, or an earlier round's whose correction
+    moved this round's start model).
+    """
+
+    supersedes_tape_sha256: str = Field(pattern=_HEX64)
+    faults: list[FaultRef] = Field(min_length=1, max_length=4096)
+    tape: MergeTape
+
+
 class BlobPut(_Body):
     """Authorises a relay upload of a blob with a given hash and size."""
 
@@ -169,6 +190,7 @@ DOMAINS: dict[str, type[_Body]] = {
     "audit-assignment": AuditAssignment,
     "verdict": Verdict,
     "merge-tape": MergeTape,
+    "merge-correction": MergeCorrection,
     "blob-put": BlobPut,
     "admission-answer": AdmissionAnswer,
     "admission-check": AdmissionCheck,

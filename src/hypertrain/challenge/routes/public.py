@@ -6,11 +6,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Response
 
-from hypertrain.challenge import views
+from hypertrain.challenge import rollbacks, views
 from hypertrain.challenge.deps import State, serialized
 from hypertrain.challenge.models import (
     BeaconPublic,
     LossPoint,
+    ProvenFault,
     RosterEntry,
     RoundDetail,
     RoundSummary,
@@ -69,6 +70,13 @@ def rounds(state: State, run_id: RunId) -> list[dict[str, Any]]:
 def round_detail(state: State, run_id: RunId, round_index: RoundIndex) -> dict[str, Any]:
     """One round: signed open record, commits, assignments, verdicts, merge tape."""
     return views.round_detail(state, run_id, round_index)
+
+
+@router.get("/runs/{run_id}/faults", response_model=list[ProvenFault])
+@serialized
+def faults(state: State, run_id: RunId) -> list[ProvenFault]:
+    """Every proven fault of the run, and whether a rollback of its merged update is due."""
+    return rollbacks.proven_faults(state, run_id)
 
 
 @router.get("/runs/{run_id}/roster", response_model=list[RosterEntry])

@@ -6,9 +6,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path
 
-from hypertrain.challenge import challenge, intake, views
+from hypertrain.challenge import challenge, intake, rollbacks, views
 from hypertrain.challenge.deps import State, require_worker, serialized
-from hypertrain.challenge.models import JoinAnswer, MergeAnswer, PendingAdmission, VerdictAnswer
+from hypertrain.challenge.models import (
+    CorrectionAnswer,
+    JoinAnswer,
+    MergeAnswer,
+    PendingAdmission,
+    VerdictAnswer,
+)
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/worker/v1", tags=["worker"], dependencies=[Depends(require_worker)])
@@ -49,6 +55,13 @@ def verdict(state: State, envelope: Envelope) -> dict[str, Any]:
 def merge(state: State, envelope: Envelope) -> dict[str, Any]:
     """The aggregator's signed ``merge-tape``; accepting it settles the round."""
     return intake.merge(state, envelope)
+
+
+@router.post("/merge-correction", responses=_ERRORS, response_model=CorrectionAnswer)
+@serialized
+def merge_correction(state: State, envelope: Envelope) -> CorrectionAnswer:
+    """A signed ``merge-correction``: a rollback's corrected tape for one merged round."""
+    return rollbacks.accept_correction(state, envelope)
 
 
 @router.get("/runs/{run_id}/admissions", responses=_ERRORS, response_model=list[PendingAdmission])

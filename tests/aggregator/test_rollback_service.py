@@ -1,0 +1,189 @@
+"""Automatic rollback against the real service: a fault proven after the merge is rebased
+out of every later round, the islands move to the corrected model, and the service
+refuses corrections that are not the next link of a proven rollback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hypertrain.aggregator.blobs import MemoryBlobs
+from hypertrain.aggregator.rebase import check_correction, rebase
+from hypertrain.aggregator.runner import Aggregator
+from hypertrain.aggregator.tape import Tape, decode_tape
+from hypertrain.aggregator.verify import verify_tape
+from hypertrain.challenge import rollbacks
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.challenge.errors import ServiceError
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import FaultRef, MergeCorrection
+from hypertrain.protocol.sqlite import transaction
+from hypertrain.trainer.codec import encode_int8
+from tests.aggregator.helpers import delta
+from tests.challenge.conftest import Harness
+from tests.challenge.helpers import TOKENS, TOKENS_PER_MICRO_BATCH, join_body, signed
+
+AGG = Hotkey.from_seed(b"\x66" * 32)
+WORKER = {"Authorization": f"Bearer {TOKENS['worker']}"}
+
+
+def _aggregator(h: Harness, tmp: Path, blobs: MemoryBlobs, events: list[Any]) -> Aggregator:
+    service = ChallengeClient(
+        "http://testserver", worker_token=TOKENS["worker"], admin_token=TOKENS["admin"],
+        http=h.client,
+    )  # fmt: skip
+    return Aggregator(service, blobs, AGG, "run-1", tmp / "agg", events.append)
+
+
+def _train(h: Harness, agg: Aggregator, m: RunManifest, blobs: MemoryBlobs, index: int) -> None:
+    """Every island commits round ``index``, every audit matches, the round is merged."""
+    for i, key in enumerate(h.miners[:3]):
+        data = encode_int8(delta(m, 100 * index + i), m.compression.block_size)
+        sha = blobs.put(data, kind="update", round=index)
+        leaves = m.round.num_segments + 1
+        body = {"round": index, "checkpoint_root": "cd" * 32, "leaf_count": leaves,
+                "update_sha256": sha, "update_bytes": len(data), "tokens": TOKENS_PER_MICRO_BATCH,
+                "update_url": f"memory:{sha}", "train_loss": 3.0}  # fmt: skip
+        assert h.client.post("/v1/commit", json=signed(key, "commit", body)).status_code == 200
+    h.tick(1)
+    for a in agg.service.round_detail("run-1", index).assignments:
+        good = {"round": index, "hotkey": a.body["hotkey"], "segments": a.body["segments"],
+                "result": "match", "update_checked": True}  # fmt: skip
+        r = h.client.post("/worker/v1/verdict", json=signed(h.auditor, "verdict", good),
+                          headers=WORKER)  # fmt: skip
+        assert r.status_code == 200, r.text
+    h.tick(2)
+    assert agg.step(m, open_rounds=True) == 1
+    h.tick(3)  # settles: final
+
+
+def _tape(agg: Aggregator, blobs: MemoryBlobs, index: int) -> Tape:
+    current = agg.service.round_detail("run-1", index).current_merge()
+    assert current is not None
+    return decode_tape(blobs.get(current.tape_sha256))
+
+
+def _prove(h: Harness, index: int, hotkey: str) -> None:
+    """Book a fault as every proving path does (settlement, a late verdict's window)."""
+    with transaction(h.state.conn):
+        rollbacks.book_fault(h.state, "run-1", index, hotkey, "late mismatch verdict", 1)
+
+
+@pytest.fixture
+def merged(harness: Harness, tmp_path: Path) -> tuple[Harness, Aggregator, MemoryBlobs, list[Any]]:
+    """Two merged rounds (0, 1) with every island included; round 2 is open."""
+    h, blobs, events = harness, MemoryBlobs(), []
+    agg = _aggregator(h, tmp_path, blobs, events)
+    m = agg.service.manifest("run-1")
+    for key in h.miners[:3]:
+        assert h.client.post("/v1/join", json=signed(key, "join", join_body())).status_code == 200
+    agg.step(m, open_rounds=True)
+    _train(h, agg, m, blobs, 0)
+    _train(h, agg, m, blobs, 1)
+    return h, agg, blobs, events
+
+
+def test_a_late_fault_is_rebased_out_and_the_next_round_opens_on_it(
+    merged: tuple[Harness, Aggregator, MemoryBlobs, list[Any]],
+) -> None:
+    h, agg, blobs, events = merged
+    m = agg.service.manifest("run-1")
+    faulty = h.miners[1].ss58_address
+    before = [_tape(agg, blobs, 0), _tape(agg, blobs, 1)]
+    assert all(faulty in {i.hotkey for i in t.included} for t in before)
+    _prove(h, 0, faulty)
+    [fault] = agg.service.proven_faults("run-1")
+    assert (fault.round, fault.hotkey, fault.merged, fault.rollback_due) == (0, faulty, True, True)
+    burned = list(h.ledger.faults)
+    assert agg.step(m, open_rounds=True) == 0  # the next poll rebases rounds 0 and 1
+    _train(h, agg, m, blobs, 2)  # round 2 opened on the faulty model: merged, then relinked
+    after = [_tape(agg, blobs, w) for w in range(3)]
+    assert [t.rollback_of for t in after] == [t.sha256() for t in before] + [after[2].rollback_of]
+    assert faulty not in {i.hotkey for i in after[0].included}
+    assert after[1].start_model_sha256 == after[0].new_model_sha256
+    assert after[2].start_model_sha256 == after[1].new_model_sha256
+    assert all(verify_tape(t, blobs).identical for t in after)  # anyone can recompute them
+    assert check_correction(before, {0: {faulty}}, after[:2], blobs) is None
+    assert not agg.service.proven_faults("run-1")[0].rollback_due
+    opened = agg.service.round_detail("run-1", 3).open.body
+    assert opened["start_model_sha256"] == after[2].new_model_sha256  # islands move to it
+    assert [e["rounds"] for e in events if e["event"] == "rolled_back"] == [[0, 1], [2]]
+    assert h.ledger.faults == burned  # the fault was burned once, when it was proven
+    assert len(agg.service.round_detail("run-1", 0).corrections) == 1
+    seen = len(events)
+    assert agg.step(m, open_rounds=False) == 0 and len(events) == seen  # nothing left to do
+
+
+def test_an_interrupted_rebase_is_finished_at_the_next_poll(
+    merged: tuple[Harness, Aggregator, MemoryBlobs, list[Any]],
+) -> None:
+    h, agg, blobs, events = merged
+    m = agg.service.manifest("run-1")
+    faulty = h.miners[1].ss58_address
+    chain = [_tape(agg, blobs, 0), _tape(agg, blobs, 1)]
+    _prove(h, 0, faulty)
+    first = rebase(chain, {0: {faulty}}, blobs)[0]  # only round 0's correction is posted
+    body = MergeCorrection(
+        supersedes_tape_sha256=first.supersedes.sha256(),
+        faults=[FaultRef(round=0, hotkey=faulty)],
+        tape=agg.publish(m, first.result),
+    )
+    agg.service.post_correction(agg.seal("merge-correction", body.model_dump(mode="json")))
+    [fault] = agg.service.proven_faults("run-1")
+    assert fault.rollback_due  # round 1 still starts from the superseded model
+    assert agg.step(m, open_rounds=False) == 0
+    assert [e["rounds"] for e in events if e["event"] == "rolled_back"] == [[1]]
+    assert _tape(agg, blobs, 1).start_model_sha256 == first.result.tape.new_model_sha256
+    assert not agg.service.proven_faults("run-1")[0].rollback_due
+
+
+def _correction(agg: Aggregator, index: int, **change: Any) -> dict[str, Any]:
+    """A correction body for round ``index`` built from its current record."""
+    current = agg.service.round_detail("run-1", index).current_merge()
+    assert current is not None
+    tape = {**current.model_dump(mode="json"), "tape_sha256": "ee" * 32, **change.pop("tape", {})}
+    body = {"supersedes_tape_sha256": current.tape_sha256, "tape": tape,
+            "faults": [{"round": 0, "hotkey": agg.service.roster("run-1")[1].hotkey}]}  # fmt: skip
+    return {**body, **change}
+
+
+def _post(h: Harness, body: dict[str, Any]) -> Any:
+    return h.client.post(
+        "/worker/v1/merge-correction", json=signed(AGG, "merge-correction", body), headers=WORKER
+    )
+
+
+def test_the_service_refuses_corrections_that_are_not_a_proven_rollback(
+    merged: tuple[Harness, Aggregator, MemoryBlobs, list[Any]],
+) -> None:
+    h, agg, _, _ = merged
+    faulty = agg.service.roster("run-1")[1].hotkey
+    others = [e.hotkey for e in agg.service.roster("run-1") if e.hotkey != faulty]
+    answer = _post(h, _correction(agg, 0, tape={"included": others}))
+    assert answer.status_code == 403 and answer.json()["error"] == "fault_not_proven"
+    _prove(h, 0, faulty)
+    forged = _correction(agg, 0, supersedes_tape_sha256="ab" * 32, tape={"included": others})
+    assert _post(h, forged).json()["error"] == "superseded"
+    still = _post(h, _correction(agg, 0))
+    assert still.status_code == 400 and "proven-faulty" in still.text
+    other = _correction(
+        agg, 0, faults=[{"round": 0, "hotkey": others[0]}], tape={"included": others}
+    )
+    assert _post(h, other).json()["error"] == "fault_not_proven"
+    later = _correction(agg, 0, faults=[{"round": 1, "hotkey": faulty}], tape={"included": others})
+    assert _post(h, later).json()["error"] == "fault_not_proven"  # a later round's fault
+    broken = _correction(agg, 1, tape={"start_model_sha256": "cd" * 32})
+    assert _post(h, broken).json()["error"] == "broken_chain"
+    same = _correction(agg, 1)  # round 1's start did not move: nothing to correct yet
+    assert _post(h, same).json()["error"] == "nothing_to_correct"
+    good = _correction(agg, 0, tape={"included": others})
+    bare = h.client.post("/worker/v1/merge-correction", json=signed(AGG, "merge-correction", good))
+    assert bare.status_code == 401  # the worker token, as for every worker route
+    assert _post(h, good).status_code == 200
+    assert _post(h, good).json()["error"] == "superseded"  # a tape is superseded once
+    assert agg.service.round_detail("run-1", 0).current_merge().tape_sha256 == "ee" * 32  # type: ignore[union-attr]
+    with pytest.raises(ServiceError, match="superseded"):
+        agg.service.post_correction(agg.seal("merge-correction", good))
