@@ -6,7 +6,14 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.challenge.conftest import Harness
-from tests.challenge.helpers import aggregator_split, bearer, commit_body, join_body, signed
+from tests.challenge.helpers import (
+    AGGREGATOR,
+    aggregator_split,
+    bearer,
+    commit_body,
+    join_body,
+    signed,
+)
 
 START = "aa" * 32
 
@@ -82,7 +89,9 @@ def run_rounds(
             "broadcast_bytes": BROADCAST_BYTES,
         }
         r = h.client.post(
-            "/worker/v1/merge", headers=bearer("worker"), json=signed(h.auditor, "merge-tape", tape)
+            "/worker/v1/merge",
+            headers=bearer("worker"),
+            json=signed(AGGREGATOR, "merge-tape", tape),
         )
         assert r.status_code == 200, r.text
         h.tick(3)  # past the dispute deadline: the round settles

@@ -24,6 +24,9 @@ MICRO_BATCH_SIZE = 5
 TOKENS_PER_MICRO_BATCH = 8 * MICRO_BATCH_SIZE * 25
 TOKENS = {"internal": "i" * 32, "admin": "a" * 32, "worker": "w" * 32}
 
+# the aggregator signs the merge tapes: never a key that signs verdicts in the run
+AGGREGATOR = Hotkey.from_seed(b"\x5a" * 32)
+
 
 def write_private(path: Path, text: str) -> Path:
     path.write_text(text)

@@ -31,6 +31,7 @@ from tests.challenge.disputeplay import answer as _answer
 from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import (
+    AGGREGATOR,
     TOKENS,
     FakeLedger,
     SteppedBeacon,
@@ -93,8 +94,8 @@ def bonded(tmp_path: Path) -> Iterator[Service]:
     yield from _service(tmp_path, bond=100)
 
 
-def _service(tmp_path: Path, bond: int) -> Iterator[Service]:
-    settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS])
+def _service(tmp_path: Path, bond: int, **overrides: Any) -> Iterator[Service]:
+    settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS], **overrides)
     svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
     with _running(svc):
         doc = manifest_doc(RUN, rate=1.0, segments=1)
@@ -215,7 +216,9 @@ def test_game_over_http_upheld_by_the_referee_then_settles(service: Service) -> 
         **aggregator_split(service.client, RUN, 0, [k.ss58_address for k in ISLANDS]),
     }
     m = service.client.post(
-        "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
+        "/worker/v1/merge",
+        headers=bearer("worker"),
+        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
     )
     assert m.status_code == 200 and m.json()["phase"] == "settle", m.text
     assert (RUN, 0) not in service.ledger.settled
@@ -264,7 +267,9 @@ def test_silent_auditor_loses_and_is_barred_only_after_a_reaudit_agrees(
         **aggregator_split(service.client, RUN, 0, [k.ss58_address for k in ISLANDS]),
     }
     m = service.client.post(
-        "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
+        "/worker/v1/merge",
+        headers=bearer("worker"),
+        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
     )
     assert m.json()["phase"] == "settle"
     service.tick()  # the dispute window is over and the dispute decided: the round settles
@@ -372,7 +377,9 @@ def _merge_round_0(svc: Service) -> None:
         **aggregator_split(svc.client, RUN, 0, [k.ss58_address for k in ISLANDS]),
     }
     m = svc.client.post(
-        "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
+        "/worker/v1/merge",
+        headers=bearer("worker"),
+        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
     )
     assert m.status_code == 200 and m.json()["phase"] == "settle", m.text
 

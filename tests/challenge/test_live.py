@@ -31,6 +31,7 @@ from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.wiring import DrandBeacon
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.helpers import (
+    AGGREGATOR,
     bearer,
     commit_body,
     join_body,
@@ -148,7 +149,9 @@ def test_full_round_on_local_beacon(tmp_path: Path, local_beacon: LocalBeaconPro
             "included": [k.ss58_address for k in MINERS],
         }
         r = c.post(
-            "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape)
+            "/worker/v1/merge",
+            headers=bearer("worker"),
+            json=signed(AGGREGATOR, "merge-tape", tape),
         )
         assert r.status_code == 200, r.text
         closes = c.get("/v1/runs/run-1/rounds/0").json()["dispute_deadline_round"]

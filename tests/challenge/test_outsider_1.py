@@ -15,6 +15,7 @@ from tests.challenge.disputeplay import TREE
 from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import (
+    AGGREGATOR,
     FakeLedger,
     SteppedBeacon,
     bearer,
@@ -258,7 +259,7 @@ def test_a_merge_tape_that_includes_an_unjudged_or_faulted_island_is_refused(
     merged = service.client.post(
         "/worker/v1/merge",
         headers=bearer("worker"),
-        json=signed(AUDITOR, "merge-tape", tape, RUN),
+        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
     )
     assert merged.status_code >= 400, (
         f"a tape merging unverified updates was accepted: {merged.text}"
@@ -344,6 +345,8 @@ def _merge(svc: Service, index: int, pending: bool = False) -> None:
         "excluded": dict.fromkeys(sorted(left_out), "audit_pending"),
     }
     m = svc.client.post(
-        "/worker/v1/merge", headers=bearer("worker"), json=signed(AUDITOR, "merge-tape", tape, RUN)
+        "/worker/v1/merge",
+        headers=bearer("worker"),
+        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
     )
     assert m.status_code == 200, m.text

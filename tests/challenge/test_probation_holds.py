@@ -21,6 +21,7 @@ from hypertrain.challenge.wiring import LedgerAdapter
 from hypertrain.ledger import Ledger
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.helpers import (
+    AGGREGATOR,
     SteppedBeacon,
     aggregator_split,
     bearer,
@@ -84,7 +85,7 @@ class Net:
             "tape_sha256": "dd" * 32,
             **aggregator_split(c, "run-1", index, [k.ss58_address for k in islands]),
         }
-        merge = signed(self.auditor, "merge-tape", tape)
+        merge = signed(AGGREGATOR, "merge-tape", tape)
         r = c.post("/worker/v1/merge", headers=bearer("worker"), json=merge)
         assert r.status_code == 200, r.text
         self.tick(3)  # past the dispute deadline (audit close + 2): the round settles

@@ -8,7 +8,14 @@ from hypertrain.challenge.selection import select_audits
 from hypertrain.protocol.envelope import open_envelope
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.conftest import Harness
-from tests.challenge.helpers import aggregator_split, bearer, commit_body, join_body, signed
+from tests.challenge.helpers import (
+    AGGREGATOR,
+    aggregator_split,
+    bearer,
+    commit_body,
+    join_body,
+    signed,
+)
 
 START = "aa" * 32
 MINERS = [Hotkey.from_seed(bytes([i + 1]) * 32) for i in range(4)]  # conftest's miner_keys
@@ -73,7 +80,7 @@ def test_full_phase_sequence_with_verdicts_and_merge(harness: Harness) -> None:
     for key in h.miners[:2]:
         assert h.client.post("/v1/commit", json=signed(key, "commit", commit_body(0))).is_success
     early = h.client.post(
-        "/worker/v1/merge", headers=bearer("worker"), json=signed(h.auditor, "merge-tape", _tape())
+        "/worker/v1/merge", headers=bearer("worker"), json=signed(AGGREGATOR, "merge-tape", _tape())
     )
     assert (early.status_code, early.json()["error"]) == (409, "wrong_phase")
     h.tick(4)
@@ -135,7 +142,7 @@ def test_full_phase_sequence_with_verdicts_and_merge(harness: Harness) -> None:
     assert late.status_code == 409
     tape = {**_tape(), **aggregator_split(h.client, "run-1", 0, _tape()["included"])}
     r = h.client.post(
-        "/worker/v1/merge", headers=bearer("worker"), json=signed(h.auditor, "merge-tape", tape)
+        "/worker/v1/merge", headers=bearer("worker"), json=signed(AGGREGATOR, "merge-tape", tape)
     )
     assert r.status_code == 200, r.text
     assert _phase(h) == "settle"  # nothing is paid before the dispute window closes
@@ -147,7 +154,7 @@ def test_full_phase_sequence_with_verdicts_and_merge(harness: Harness) -> None:
     assert h.ledger.settled[("run-1", 0)] == {good["hotkey"]: 1000}
     assert h.ledger.faults == [("run-1", 0, bad["hotkey"])]
     again = h.client.post(
-        "/worker/v1/merge", headers=bearer("worker"), json=signed(h.auditor, "merge-tape", _tape())
+        "/worker/v1/merge", headers=bearer("worker"), json=signed(AGGREGATOR, "merge-tape", _tape())
     )
     assert again.status_code == 409
     summary = h.client.get("/v1/runs/run-1").json()

@@ -18,7 +18,6 @@ from hypertrain.challenge.rule import (
     decide,
     earlier_unproven,
 )
-from hypertrain.protocol.exclusions import EXCLUSION_REASONS, ISLAND_FAULTS
 from hypertrain.protocol.messages import MergeTape
 
 A, B = "island-a", "island-b"
@@ -80,8 +79,11 @@ CASES: list[tuple[str, dict[str, Any], Outcome]] = [
      Outcome({A: 10, B: 20}, held={A: PENDING_AUDIT})),
     ("probation holds until its end", {"tape": _tape([A, B]), "probation": {A: 7, "gone": 9}},
      Outcome({A: 10, B: 20}, held={A: 7})),
-    ("the island's own blob fault", {"tape": _tape([B], {A: "missing_blob"})},
-     Outcome({B: 20}, faults={A: "merge excluded the update: missing_blob"})),
+    ("a blob the tape calls missing is unpaid, never a fault on the tape's word",
+     {"tape": _tape([B], {A: "missing_blob"})}, Outcome({B: 20}, unpaid={A: "missing_blob"})),
+    ("a tape's malformed or zero-norm exclusion is unpaid too",
+     {"tape": _tape([], {A: "malformed", B: "zero_norm"})},
+     Outcome(unpaid={A: "malformed", B: "zero_norm"})),
     ("a norm outlier is unpaid, not faulted", {"tape": _tape([B], {A: "norm_outlier"})},
      Outcome({B: 20}, unpaid={A: "norm_outlier"})),
     ("a fault is never held", {"tape": _tape([A, B]), "assigned": [B],
@@ -149,7 +151,3 @@ def test_a_misspelt_exclusion_reason_is_refused_on_both_sides(reason: str) -> No
         _tape([B], {A: reason})
     with pytest.raises(ValidationError):
         Excluded(hotkey=A, update_sha256="ee" * 32, tokens=1, stage="screen", reason=reason)
-
-
-def test_every_island_fault_is_a_known_reason() -> None:
-    assert ISLAND_FAULTS <= EXCLUSION_REASONS

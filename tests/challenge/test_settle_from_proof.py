@@ -21,6 +21,7 @@ from hypertrain.challenge.wiring import LedgerAdapter
 from hypertrain.ledger import Ledger
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.helpers import (
+    AGGREGATOR,
     SteppedBeacon,
     aggregator_split,
     bearer,
@@ -103,7 +104,7 @@ class Net:
             "excluded": excluded,
         }
         r = self.client.post(
-            "/worker/v1/merge", headers=WORKER, json=signed(self.auditor, "merge-tape", tape)
+            "/worker/v1/merge", headers=WORKER, json=signed(AGGREGATOR, "merge-tape", tape)
         )
         assert r.status_code == 200, r.text
         assert r.json()["phase"] == "settle"
@@ -145,7 +146,8 @@ def net(tmp_path: Path, miner_keys: list[Hotkey]) -> Iterator[Net]:
 
 
 def test_only_included_and_verified_updates_are_paid(net: Net, miner_keys: list[Hotkey]) -> None:
-    """Excluded (outlier), never uploaded and unnamed commits are not paid; all audited."""
+    """Excluded (outlier), never uploaded and unnamed commits are not paid; none is faulted
+    on the tape's word (all were audited ``match``)."""
     honest, outlier, ghost, unnamed = miner_keys
     keys = [k.ss58_address for k in miner_keys]
     net.to_merge(0, miner_keys, dict.fromkeys(keys, "match"))
@@ -156,9 +158,10 @@ def test_only_included_and_verified_updates_are_paid(net: Net, miner_keys: list[
     )
     got = outcome(net.state, "run-1", 0)
     assert got.accepted == {honest.ss58_address: commit_body(0)["tokens"]}
-    assert set(got.faults) == {ghost.ss58_address}  # committed, never uploaded: its fault
+    assert got.faults == {}  # the tape's word is no proof: a fault needs a verdict
     assert got.unpaid == {
         outlier.ss58_address: "norm_outlier",
+        ghost.ss58_address: "missing_blob",
         unnamed.ss58_address: "not included in the merge",
     }
     assert net.ledger.summary("run-1").rounds_settled == 0  # not before the dispute window

@@ -140,13 +140,21 @@ def test_inputs_that_do_not_match_are_refused() -> None:
             supply_inputs(game, bad, 4)
 
 
-def test_traces_parting_before_inputs_agree_uphold() -> None:
+def test_traces_parting_before_inputs_agree_go_to_a_reaudit() -> None:
+    """Neither party wins on traces that cannot tell them apart (a liar could make them
+    so): the game becomes a ``recompute`` game that other auditors decide, within the
+    game's bound, and stands as the verdict only when no re-audit comes."""
     game = narrow_steps(new_game(4, 2), 2)
     game = play(game, layer_answer(game, ISLAND, 0), layer_answer(game, AUDITOR, 0), 2)
     auditor = op_answer(game, AUDITOR, 2)
     shifted = auditor.model_copy(update={"ops": auditor.ops[1:]})
     game = play(game, op_answer(game, ISLAND, 2), shifted, 3)
-    assert game.outcome == "upheld"
+    assert game.stage == "recompute" and game.outcome is None
+    assert game.steps[-1].level == "recompute" and "inputs agree" in game.steps[-1].reason
+    assert game.deadline_round == game.steps[0].beacon_round + game.rules.bound_rounds() - 1
+    assert recomputed(game, REFEREE, "match", 4).outcome == "overturned"
+    assert recomputed(game, REFEREE, "mismatch", 4).outcome == "upheld"
+    assert expire(game, game.deadline_round + 1).outcome == "upheld"
 
 
 def test_silent_party_loses_at_the_deadline() -> None:

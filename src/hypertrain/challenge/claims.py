@@ -10,15 +10,21 @@ Two claims are checked here before anything is stored:
 * a merge tape may not include an island the service's facts say must not be merged
   (:func:`check_tape`): one with a standing fault verdict for the round, or one whose
   assigned audit has no verdict (the aggregator excludes both, as ``audit_mismatch``
-  and ``audit_pending``, so an honest tape is never refused).
+  and ``audit_pending``, so an honest tape is never refused);
+* one key, one role in a run (:func:`check_role`): a key that signed a verdict never
+  signs the run's merge tapes and the reverse, and where the operator names the
+  aggregator's keys (``HYPERTRAIN_AGGREGATOR_HOTKEYS``) only those sign tapes. An
+  auditor therefore cannot post the round's tape ahead of the aggregator and choose who
+  is paid and the next model.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from typing import Literal
 
 from hypertrain.challenge import facts
-from hypertrain.challenge.errors import ChallengeError
+from hypertrain.challenge.errors import ChallengeError, ForbiddenError
 from hypertrain.dispute.admissible import Check
 from hypertrain.protocol.messages import MergeTape, Verdict
 
@@ -27,6 +33,12 @@ class UndisputableVerdictError(ChallengeError):
     """A mismatch verdict that names no check a dispute could contest."""
 
     code = "undisputable_verdict"
+
+
+class RoleConflictError(ForbiddenError):
+    """A key signing for a role it may not hold in this run (auditor and aggregator)."""
+
+    code = "role_conflict"
 
 
 class UnverifiedMergeError(ChallengeError):
@@ -101,3 +113,27 @@ def check_tape(conn: sqlite3.Connection, run_id: str, tape: MergeTape) -> None:
                 f"the tape includes {hotkey}, whose assigned audit in round {tape.round}"
                 " has no verdict"
             )
+
+
+Role = Literal["verdict", "merge-tape"]
+
+
+def check_role(
+    conn: sqlite3.Connection, aggregators: frozenset[str], run_id: str, signer: str, role: Role
+) -> None:
+    """Refuse ``signer`` for ``role`` when it holds, or may hold, the other one in the run."""
+    if role == "merge-tape":
+        if aggregators and signer not in aggregators:
+            raise RoleConflictError(f"{signer} is not one of the run's aggregator keys")
+        if conn.execute(
+            "SELECT 1 FROM verdicts WHERE run_id = ? AND auditor = ? LIMIT 1", (run_id, signer)
+        ).fetchone():
+            raise RoleConflictError(f"{signer} signed verdicts in {run_id}: it cannot sign tapes")
+        return
+    if (
+        signer in aggregators
+        or conn.execute(
+            "SELECT 1 FROM merges WHERE run_id = ? AND aggregator = ? LIMIT 1", (run_id, signer)
+        ).fetchone()
+    ):
+        raise RoleConflictError(f"{signer} signs the merge tapes of {run_id}: not verdicts")

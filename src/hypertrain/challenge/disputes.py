@@ -199,16 +199,21 @@ def _store_open(
             store.record_message(state.conn, game.dispute_id, "open", game.island, _text(env), now)
             if game.stage == "recompute":  # the verdict waits for an independent re-audit
                 store.set_aside(state.conn, game, verdict_id, now)
-                for auditor, result in store.independent_verdicts(state.conn, game)[:1]:
-                    store.save_game(
-                        state.conn, resolution.recomputed(game, auditor, result, now), now
-                    )
+                _reaudits_known(state, game, now)
             if bond > 0:  # its own ledger entry; a refusal undoes the open
                 state.ledger.lock_bond(
                     game.run_id, game.island, game.dispute_id, bond, _epoch(state)
                 )
     except sqlite3.IntegrityError:
         raise ConflictError("this verdict is already disputed", code="duplicate") from None
+
+
+def _reaudits_known(state: ServiceState, game: g.Game, now: int) -> g.Game:
+    """A game that enters ``recompute`` is decided at once by a re-audit already stored."""
+    for auditor, result in store.independent_verdicts(state.conn, game)[:1]:
+        game = resolution.recomputed(game, auditor, result, now)
+        store.save_game(state.conn, game, now)
+    return game
 
 
 def on_verdict(
@@ -252,6 +257,8 @@ def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
         state.burn(env)
         store.save_game(state.conn, new, now, len(env.to_bytes()))
         store.record_message(state.conn, dispute_id, body.level, verified.signer, _text(env), now)
+        if new.stage == "recompute":  # escalated: the traces could not tell who lied
+            new = _reaudits_known(state, new, now)
     _log_progress(game, new)
     settle_bonds(state)
     return _view(state, dispute_id)

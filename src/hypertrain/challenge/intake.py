@@ -193,6 +193,9 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
         env, "verdict", Verdict, registered=False, allowed=state.settings.worker_hotkeys
     )
     run_id = env.run_id
+    claims.check_role(
+        state.conn, state.settings.aggregator_hotkeys, run_id, verified.signer, "verdict"
+    )
     if is_faulty(state.conn, run_id, verified.signer):
         raise ForbiddenError(
             f"auditor {verified.signer} signed a verdict a dispute overturned; its verdicts"
@@ -263,6 +266,9 @@ def merge(state: ServiceState, env: Envelope) -> dict[str, Any]:
         env, "merge-tape", MergeTape, registered=False, allowed=state.settings.worker_hotkeys
     )
     run_id = env.run_id
+    claims.check_role(
+        state.conn, state.settings.aggregator_hotkeys, run_id, verified.signer, "merge-tape"
+    )
     row = _round_row(state, run_id, body.round)
     if row["phase"] != "merge":
         raise PhaseError(f"round {body.round} is in phase {row['phase']}, not merge")

@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 
+from hypertrain.challenge import claims
 from hypertrain.challenge.errors import ChallengeError, ConflictError, ForbiddenError, NotFoundError
 from hypertrain.challenge.models import CorrectionAnswer, ProvenFault
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
@@ -178,6 +179,9 @@ def accept_correction(state: ServiceState, env: Envelope) -> CorrectionAnswer:
         allowed=state.settings.worker_hotkeys,
     )  # fmt: skip
     run_id, index = env.run_id, body.tape.round
+    claims.check_role(
+        state.conn, state.settings.aggregator_hotkeys, run_id, verified.signer, "merge-tape"
+    )  # a correction is a tape: never from a key that signs verdicts
     check_correction(state.conn, run_id, body)
     raw = env.to_bytes()
     with transaction(state.conn):

@@ -7,8 +7,10 @@ tested as a table of cases and every view that publishes a fault derives it from
 same call (:mod:`hypertrain.challenge.facts`). For each commit:
 
 * **faulted** when a standing verdict for it is not ``match`` (``mismatch``,
-  ``unverifiable``), or the merge tape excluded it for a reason only the island controls
-  (:data:`~hypertrain.protocol.exclusions.ISLAND_FAULTS`);
+  ``unverifiable``): a fault is proven by a verdict, which its island can dispute, never
+  by the merge tape's word (a tape exclusion, ``missing_blob`` or ``malformed`` included,
+  only leaves the island unpaid for the round: neither the aggregator nor a relay that
+  lost a blob can burn an island's escrow);
 * **accepted** (paid by its committed token count) when the tape included it, or
   excluded it for an audit mismatch that no standing verdict supports any more (a
   dispute overturned it: honest work, only too late to merge); an accepted island is
@@ -17,7 +19,7 @@ same call (:mod:`hypertrain.challenge.facts`). For each commit:
   standing fault (:func:`earlier_unproven`; also :data:`PENDING_AUDIT`: a fault found
   late must not let the cheater collect the rounds selected before it was known) or
   while it is in probation (its release round);
-* **unpaid** otherwise (a duplicate, a stale update, a norm outlier, not in the tape).
+* **unpaid** otherwise (any other exclusion of the tape, or not in the tape).
 
 A verdict *stands* unless a dispute overturned it or it is set aside (another auditor
 re-judges the audit: its auditor was found faulty, or a dispute it lost waits for that
@@ -31,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from hypertrain.protocol.exclusions import AUDIT_EXCLUSIONS, ISLAND_FAULTS
+from hypertrain.protocol.exclusions import AUDIT_EXCLUSIONS
 from hypertrain.protocol.messages import MergeTape
 
 # A hold that only a verdict can lift: the escrow's vesting starts at this round.
@@ -145,9 +147,7 @@ def decide(
         if c.hotkey in faults:
             continue
         reason = excluded.get(c.hotkey)
-        if reason in ISLAND_FAULTS:
-            faults[c.hotkey] = f"merge excluded the update: {reason}"
-        elif c.hotkey in included or reason in AUDIT_EXCLUSIONS:
+        if c.hotkey in included or reason in AUDIT_EXCLUSIONS:
             accepted[c.hotkey] = c.tokens
         else:
             unpaid[c.hotkey] = reason or "not included in the merge"

@@ -66,6 +66,7 @@ class ServiceEnv(BaseSettings):
     hypertrain_beacon_info_file: Path | None = None
     hypertrain_beacon_poll_s: float = Field(default=1.0, gt=0, lt=1e6)
     hypertrain_worker_hotkeys: str = ""
+    hypertrain_aggregator_hotkeys: str = ""
 
     @classmethod
     def settings_customise_sources(
@@ -127,6 +128,8 @@ class Settings:
     beacon_info_file: Path | None = None
     beacon_poll_s: float = 1.0
     worker_hotkeys: frozenset[str] = frozenset()
+    # the only keys that may sign merge tapes (empty: any worker key that signs no verdict)
+    aggregator_hotkeys: frozenset[str] = frozenset()
     max_body_bytes: int = 1 << 20
 
     def __post_init__(self) -> None:
@@ -204,6 +207,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         beacon_info_file=e.hypertrain_beacon_info_file,
         beacon_poll_s=e.hypertrain_beacon_poll_s,
         worker_hotkeys=_hotkeys(e.hypertrain_worker_hotkeys),
+        aggregator_hotkeys=_hotkeys(e.hypertrain_aggregator_hotkeys),
     )
 
 

@@ -108,6 +108,7 @@ def start_service(
         "HYPERTRAIN_BEACON_INFO_FILE": str(beacon.info_file),
         "HYPERTRAIN_BEACON_POLL_S": "0.5",
         "HYPERTRAIN_WORKER_HOTKEYS": workers,
+        "HYPERTRAIN_AGGREGATOR_HOTKEYS": secrets.aggregator.ss58,
     }
     child, url = _start_server(sup, "service", ["challenge", "serve"], port, env)
     wait_http(f"{url}/health", child)

@@ -35,8 +35,9 @@ referee_rounds * (1 + referee_extensions)`` beacon rounds for a game, whatever `
 
 Mismatches that need no game (leaf 0 against the derived start state, the update
 against the final state) open a ``recompute`` game instead, decided by an
-independent re-audit (:func:`recomputed`). Each transition appends a typed
-:class:`~hypertrain.dispute.narrowing.NarrowStep`. Refusals raise
+independent re-audit (:func:`recomputed`); a game whose traces agree where the parties'
+state hashes differ becomes one (:func:`escalate`): the trace cannot say who lied.
+Each transition appends a typed :class:`~hypertrain.dispute.narrowing.NarrowStep`. Refusals raise
 :class:`~hypertrain.dispute.errors.DisputeError` subclasses and leave the game as it was.
 """
 
@@ -328,7 +329,7 @@ def _resolve_layer(game: Game, now: int) -> Game:
     first = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=True)) if a != b), None)
     if first is None:
         reason = f"both traces of step {game.step} agree: no operation differs"
-        return decide(game, "upheld", reason, now, "both")
+        return escalate(game, reason, now)
     step = NarrowStep(
         level="layer", beacon_round=now, actor="both", step=game.step,
         section=game.sections[first],
@@ -344,7 +345,7 @@ def _resolve_op(game: Game, now: int) -> Game:
     )
     if first >= min(len(mine), len(theirs)) or not mine[first].agreed_with(theirs[first]):
         reason = "the traces part before any operation's inputs agree"
-        return decide(game, "upheld", reason, now, "both")
+        return escalate(game, reason, now)
     entry = mine[first]
     name = game.sections[game.section or 0]
     outputs = {"island": list(entry.outputs), "auditor": list(theirs[first].outputs)}
@@ -367,6 +368,35 @@ def _resolve_op(game: Game, now: int) -> Game:
         operation=entry.op, op_index=first, deadline_round=deadline,
     )  # fmt: skip
     return game.model_copy(update={"deadline_round": deadline, "steps": (*game.steps, waiting)})
+
+
+def escalate(game: Game, reason: str, now: int) -> Game:
+    """The traces cannot tell the parties apart: independent auditors re-audit instead.
+
+    Both parties' answers agree where they should differ (every section of the disputed
+    step, or everything before the first operation whose inputs agree), so one of them
+    answered the state hashes and the trace inconsistently, and the trace alone does not
+    say who. Neither wins by it: the disputed verdict is set aside and the game becomes a
+    ``recompute`` game, decided by the run's other auditors replaying the segment
+    (:func:`hypertrain.dispute.resolution.recomputed`), within the game's bound from its
+    opening. A liar that agrees on every section therefore never upholds its verdict.
+    """
+    opened = game.steps[0].beacon_round if game.steps else now
+    deadline = max(now, opened + game.rules.bound_rounds() - 1)
+    step = NarrowStep(
+        level="recompute", beacon_round=now, actor="auditors", step=game.step,
+        deadline_round=deadline, reason=reason,
+    )  # fmt: skip
+    return game.model_copy(
+        update={
+            "stage": "recompute",
+            "deadline_round": deadline,
+            "phase_opened": now,
+            "answers": {},
+            "commitments": {},
+            "steps": (*game.steps, step),
+        }
+    )
 
 
 def decide(game: Game, outcome: Outcome, reason: str, now: int, actor: Actor) -> Game:

@@ -218,6 +218,8 @@ def save_game(conn: sqlite3.Connection, game: Game, now: int, nbytes: int = 0) -
         ),
     )
     verdict_id = _disputed_verdict(conn, game.dispute_id)
+    if game.stage == "recompute":  # waiting for the re-audit: the verdict does not count
+        set_aside(conn, game, verdict_id, now)
     if game.outcome == "overturned" and game.check == "segment":
         set_aside(conn, game, verdict_id, now)
         others = [result for _, result in independent_verdicts(conn, game)]
@@ -225,7 +227,7 @@ def save_game(conn: sqlite3.Connection, game: Game, now: int, nbytes: int = 0) -
             mark_faulty(conn, game, now)
     elif game.outcome == "overturned":
         mark_faulty(conn, game, now)
-    elif game.outcome == "upheld" and game.check != "segment":
+    elif game.outcome == "upheld":  # a verdict set aside for a re-audit counts again
         conn.execute(
             "DELETE FROM reassigned_verdicts WHERE verdict_id = ? AND dispute_id = ?",
             (verdict_id, game.dispute_id),

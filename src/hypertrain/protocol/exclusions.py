@@ -3,8 +3,10 @@
 The aggregator writes these into the signed merge tape and the service's settlement
 reads them back, so both import the :data:`ExclusionReason` literal from here: a code
 that is not on this list fails validation on both sides instead of turning, silently,
-into "unpaid". A new screen adds its code here (and to :data:`ISLAND_FAULTS` when the
-island alone controls it).
+into "unpaid". A new screen adds its code here. No code is a fault by itself: a fault is
+proven by an audit verdict, which its island can dispute, never by the tape's word, so an
+exclusion only leaves the island unpaid for the round (or, for the audit codes below,
+held until the verdict decides).
 """
 
 from __future__ import annotations
@@ -41,21 +43,6 @@ ExclusionReason = Literal[
 ]
 
 EXCLUSION_REASONS: Final[frozenset[str]] = frozenset(get_args(ExclusionReason))
-
-# Exclusions that are the island's own doing (its blob, its encoding): each is a fault.
-ISLAND_FAULTS: Final[frozenset[ExclusionReason]] = frozenset(
-    {
-        "missing_blob",
-        "hash_mismatch",
-        "too_large",
-        "wrong_size",
-        "wrong_shape",
-        "non_finite",
-        "malformed",
-        "tokens_out_of_range",
-        "zero_norm",
-    }
-)
 
 # The exclusion for an island with a non-``match`` verdict at merge time; when a dispute
 # later overturns every such verdict the work was honest, only too late to merge: paid.
