@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import socket
 import threading
@@ -244,6 +245,7 @@ def check_new_panels(page: Any, doc: dict[str, Any]) -> None:
     expect(lit).to_have_count(1)
     expect(lit).to_have_attribute("data-station", st["current"])
     expect(lit).to_have_attribute("aria-current", "step")
+    check_station_motion(page, lit)
 
     spec = doc["model"]["spec"]
     arch = page.locator("#arch-body")
@@ -292,6 +294,33 @@ def check_new_panels(page: Any, doc: dict[str, Any]) -> None:
 
     check_dispute_honeypot_traffic(page, doc)
     check_figures_agree(page, doc)
+
+
+def check_station_motion(page: Any, lit: Any) -> None:
+    """The marker sits on the lit station and hops there when the round moved since the last
+    poll; a poll that finds the round where it was moves nothing; the commit station pulses;
+    a merge flashes the settle station."""
+    from playwright.sync_api import expect
+
+    expect(lit.locator(".marker")).to_have_count(1)
+    expect(page.locator("#stations-list .marker")).to_have_count(1)
+    motions = page.evaluate(
+        """() => {
+          ui.station = { round: 3, current: "audit", done: 2 };
+          const moved = stationMotion({ round: 3, current: "commit" }, 2)("commit");
+          const still = stationMotion({ round: 3, current: "commit" }, 2)("commit");
+          ui.station = { round: 3, current: "settle", done: 2 };
+          const merged = stationMotion({ round: 3, current: "settle" }, 3)("settle");
+          return [moved, still, merged];
+        }"""
+    )
+    assert motions == ["hop pulse", None, "flash"], motions
+    page.evaluate("() => { ui.station = null; tick(); }")  # the next poll moves the marker in
+    expect(lit).to_have_attribute("data-motion", re.compile("hop"))
+    name = page.evaluate(
+        "() => getComputedStyle(document.querySelector('#stations-list .marker')).animationName"
+    )
+    assert name == "hop", name
 
 
 def check_figures_agree(page: Any, doc: dict[str, Any]) -> None:
