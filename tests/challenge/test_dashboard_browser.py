@@ -366,8 +366,18 @@ def check_dispute_honeypot_traffic(page: Any, doc: dict[str, Any]) -> None:
         f"decided at beacon {game['decided_beacon_round']}"
     )
 
-    hp = doc["honeypots"]
+    check_honeypot_rows(page, doc["honeypots"])
+    cheat = next(r for r in doc["honeypots"]["rows"] if r["strategy"] == "wrong-samples")
+    assert (cheat["caught"], cheat["disputes_lost"]) == (1, 1)
+    check_traffic(page, doc["traffic"])
+
+
+def check_honeypot_rows(page: Any, hp: dict[str, Any]) -> None:
+    """A revealed honeypot list fills the panel: one row per role and strategy, its rates."""
+    from playwright.sync_api import expect
+
     assert hp["revealed"] and hp["rows"]
+    expect(page.locator("#honeypots-table tbody tr")).to_have_count(len(hp["rows"]))
     for r in hp["rows"]:
         line = page.locator(f"#honeypots-table tr[data-strategy='{r['role']}:{r['strategy']}']")
         rate = r["catch_rate"]
@@ -378,10 +388,12 @@ def check_dispute_honeypot_traffic(page: Any, doc: dict[str, Any]) -> None:
         expect(line.locator(".fp")).to_have_text(
             "—" if fp is None else f"{100 * fp:.1f} %".replace(".0 %", " %")
         )
-    cheat = next(r for r in hp["rows"] if r["strategy"] == "wrong-samples")
-    assert (cheat["caught"], cheat["disputes_lost"]) == (1, 1)
 
-    t = doc["traffic"]
+
+def check_traffic(page: Any, t: dict[str, Any]) -> None:
+    """One traffic figure: the tile and the panel print the service's words."""
+    from playwright.sync_api import expect
+
     assert t["all"]["ratio"] is not None and t["all"]["ratio"] > 0
     # the panel and the headline tile print the service's words, never a bare factor
     expect(page.locator("#traffic-table tr.all .ratio")).to_have_text(t["all"]["words"])

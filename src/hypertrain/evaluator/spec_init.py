@@ -29,7 +29,7 @@ _FLAGS: tuple[tuple[str, str, str, type, object, str], ...] = (
     ("--max-context-length", "architecture", "max_context_length", int, 4096,
      "largest context length a model may declare"),
     ("--pages-per-eval", "data", "pages_per_eval", int, 64, "pool samples scored per cycle"),
-    ("--batch-pages", "data", "batch_pages", int, 8, "pages per batch, the same for every evaluator"),
+    ("--batch-pages", "data", "batch_pages", int, 8, "pages per batch (the same for all)"),
     ("--epsilon", "epsilon", "start", float, 0.005, "advantage of the older model of a pair"),
     ("--eligibility-delay-rounds", "cycle", "eligibility_delay_rounds", int, 10,
      "beacon rounds between a commitment and its first cycle"),
