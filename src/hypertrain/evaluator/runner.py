@@ -5,7 +5,8 @@ the file list must hash to the revealed model hash. A fetched model stays in the
 while the task lists it and is re-hashed before each later use instead of fetched again.
 A model that cannot be fetched, fails a spec check or does not load is *refused*: its
 score carries the reason and an infinite loss on every page, so it can never win a
-comparison, and the evaluator moves on to the next model. Nothing a submitter controls can stop the loop.
+comparison, and the evaluator moves on to the next model. Nothing a submitter controls
+can stop the loop.
 """
 
 from __future__ import annotations
