@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import socket
 import threading
@@ -244,6 +245,7 @@ def check_new_panels(page: Any, doc: dict[str, Any]) -> None:
     expect(lit).to_have_count(1)
     expect(lit).to_have_attribute("data-station", st["current"])
     expect(lit).to_have_attribute("aria-current", "step")
+    check_station_motion(page, lit)
 
     spec = doc["model"]["spec"]
     arch = page.locator("#arch-body")
@@ -294,6 +296,33 @@ def check_new_panels(page: Any, doc: dict[str, Any]) -> None:
     check_figures_agree(page, doc)
 
 
+def check_station_motion(page: Any, lit: Any) -> None:
+    """The marker sits on the lit station and hops there when the round moved since the last
+    poll; a poll that finds the round where it was moves nothing; the commit station pulses;
+    a merge flashes the settle station."""
+    from playwright.sync_api import expect
+
+    expect(lit.locator(".marker")).to_have_count(1)
+    expect(page.locator("#stations-list .marker")).to_have_count(1)
+    motions = page.evaluate(
+        """() => {
+          ui.station = { round: 3, current: "audit", done: 2 };
+          const moved = stationMotion({ round: 3, current: "commit" }, 2)("commit");
+          const still = stationMotion({ round: 3, current: "commit" }, 2)("commit");
+          ui.station = { round: 3, current: "settle", done: 2 };
+          const merged = stationMotion({ round: 3, current: "settle" }, 3)("settle");
+          return [moved, still, merged];
+        }"""
+    )
+    assert motions == ["hop pulse", None, "flash"], motions
+    page.evaluate("() => { ui.station = null; tick(); }")  # the next poll moves the marker in
+    expect(lit).to_have_attribute("data-motion", re.compile("hop"))
+    name = page.evaluate(
+        "() => getComputedStyle(document.querySelector('#stations-list .marker')).animationName"
+    )
+    assert name == "hop", name
+
+
 def check_figures_agree(page: Any, doc: dict[str, Any]) -> None:
     """One figure, one value: the glance tiles say what the round table and the island
     cards show (merged rounds of the manifest's total; islands of the roster)."""
@@ -337,8 +366,18 @@ def check_dispute_honeypot_traffic(page: Any, doc: dict[str, Any]) -> None:
         f"decided at beacon {game['decided_beacon_round']}"
     )
 
-    hp = doc["honeypots"]
+    check_honeypot_rows(page, doc["honeypots"])
+    cheat = next(r for r in doc["honeypots"]["rows"] if r["strategy"] == "wrong-samples")
+    assert (cheat["caught"], cheat["disputes_lost"]) == (1, 1)
+    check_traffic(page, doc["traffic"])
+
+
+def check_honeypot_rows(page: Any, hp: dict[str, Any]) -> None:
+    """A revealed honeypot list fills the panel: one row per role and strategy, its rates."""
+    from playwright.sync_api import expect
+
     assert hp["revealed"] and hp["rows"]
+    expect(page.locator("#honeypots-table tbody tr")).to_have_count(len(hp["rows"]))
     for r in hp["rows"]:
         line = page.locator(f"#honeypots-table tr[data-strategy='{r['role']}:{r['strategy']}']")
         rate = r["catch_rate"]
@@ -349,10 +388,12 @@ def check_dispute_honeypot_traffic(page: Any, doc: dict[str, Any]) -> None:
         expect(line.locator(".fp")).to_have_text(
             "—" if fp is None else f"{100 * fp:.1f} %".replace(".0 %", " %")
         )
-    cheat = next(r for r in hp["rows"] if r["strategy"] == "wrong-samples")
-    assert (cheat["caught"], cheat["disputes_lost"]) == (1, 1)
 
-    t = doc["traffic"]
+
+def check_traffic(page: Any, t: dict[str, Any]) -> None:
+    """One traffic figure: the tile and the panel print the service's words."""
+    from playwright.sync_api import expect
+
     assert t["all"]["ratio"] is not None and t["all"]["ratio"] > 0
     # the panel and the headline tile print the service's words, never a bare factor
     expect(page.locator("#traffic-table tr.all .ratio")).to_have_text(t["all"]["words"])

@@ -433,3 +433,39 @@ def test_an_unreachable_service_is_retried_with_backoff(world: World, tmp_path: 
     waits: list[float] = []
     follow(evaluator, stop=lambda: len(waits) >= 8, sleep=waits.append, emit=lambda e, **kw: None)
     assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
+
+
+def test_a_cached_model_is_reused_only_while_its_files_verify(world: World, tmp_path: Path) -> None:
+    """Kept across cycles in --cache-dir (no new download), re-hashed before each use;
+    a tampered file is fetched again (here: a relay that is down, so a refusal), and a
+    model that left the task is dropped from the cache."""
+    import shutil
+    import socket
+
+    from hypertrain.competition.messages import CycleModel
+    from hypertrain.competition.submission import SubmissionError, list_directory, model_hash
+
+    evaluator = _evaluator(world, EVALUATOR, tmp_path)
+    source = tmp_path / "entry"
+    source.mkdir()
+    (source / "config.json").write_text("{}")
+    (source / "model.safetensors").write_bytes(b"\x01" * 64)
+    files = list_directory(source)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{s.getsockname()[1]}"
+    model = CycleModel(
+        hotkey=MINERS[0].ss58_address, model_sha256=model_hash(files), commitment=HEX,
+        commit_beacon_round=1, tiebreak=HEX, files=files, base_url=down,
+    )  # fmt: skip
+    kept = shutil.copytree(source, evaluator.cache_dir / model.model_sha256)
+    assert evaluator.fetch(model) == kept  # the relay is down: the cache answered
+    (kept / "model.safetensors").write_bytes(b"\x02" * 64)  # same size, other bytes
+    with pytest.raises(SubmissionError, match="could not be fetched"):
+        evaluator.fetch(model)
+    shutil.copytree(source, kept, dirs_exist_ok=True)
+    stale = evaluator.cache_dir / ("ab" * 32)
+    stale.mkdir()
+    (evaluator.cache_dir / "notes").mkdir()  # not a cache entry: never touched
+    evaluator.prune({model.model_sha256})
+    assert sorted(p.name for p in evaluator.cache_dir.iterdir()) == [model.model_sha256, "notes"]

@@ -7,16 +7,27 @@ equals the project's own evaluation of the same weights.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from hypertrain.challenge import dashboard as dashboard_pkg
+from tests.challenge.test_dashboard_browser import (
+    ARGS,
+    check_figures_agree,
+    check_honeypot_rows,
+    check_traffic,
+    require_browser,
+)
 
 TINY = ["--rounds", "2", "--h", "4", "--j", "2", "--preset", "tiny", "--seq-len", "32",
         "--vocab-size", "512", "--port", "0", "--islands", "2"]  # fmt: skip
@@ -59,6 +70,7 @@ def devnet_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     doc: dict[str, Any] = json.loads(report.read_text())
     doc["_dataset_dir"] = next((tmp / "cache").glob("dataset-*"))
+    doc["_dashboard"] = json.loads((tmp / "report-dashboard.json").read_text())
     return doc
 
 
@@ -106,6 +118,72 @@ def test_exported_model_loads_in_transformers(devnet_run: dict[str, Any]) -> Non
             logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1)
         )
     assert abs(float(ce) - devnet_run["rounds"][-1]["heldout_loss"]) < 1e-4
+
+
+def _static_service(doc: dict[str, Any]) -> http.server.ThreadingHTTPServer:
+    """The dashboard's files and one stored dashboard document, as the service serves them."""
+    assets = Path(dashboard_pkg.__file__).parent
+    run = json.dumps([{"run_id": doc["run_id"]}]).encode()
+    body = json.dumps(doc).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            name = path.removeprefix("/dashboard/") or "index.html"
+            if path == f"/v1/runs/{doc['run_id']}/dashboard":
+                self._send(body, "application/json")
+            elif path == "/v1/runs":
+                self._send(run, "application/json")
+            elif path.startswith("/dashboard/") and (assets / name).is_file() and "/" not in name:
+                kind = {"js": "text/javascript", "css": "text/css"}.get(name.rsplit(".")[-1])
+                self._send((assets / name).read_bytes(), kind or "text/html")
+            else:
+                self.send_error(404)
+
+        def _send(self, data: bytes, kind: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.slow
+def test_the_dashboard_agrees_with_itself_on_the_devnets_document(
+    devnet_run: dict[str, Any],
+) -> None:
+    """The devnet's final document in Chromium: rounds, islands and traffic agree across
+    panels, and the honeypot panel is filled by the devnet's commit and reveal."""
+    from playwright.sync_api import expect, sync_playwright
+
+    executable = require_browser()
+    doc = devnet_run["_dashboard"]
+    server = _static_service(doc)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(executable), args=ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"http://127.0.0.1:{server.server_address[1]}/dashboard/")
+            expect(page.locator("#conn")).to_have_text(f"Connected: run {doc['run_id']}")
+            check_figures_agree(page, doc)
+            assert doc["glance"]["rounds_done"] == doc["glance"]["rounds_total"] == 2
+            expect(page.locator("#glance-tiles .tile.status")).to_contain_text("finished")
+            check_honeypot_rows(page, doc["honeypots"])
+            assert any(r["caught"] for r in doc["honeypots"]["rows"]), doc["honeypots"]
+            check_traffic(page, doc["traffic"])
+            assert errors == []
+            browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -38,9 +38,17 @@ def small_dataset(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 class LiveService:
-    def __init__(self, url: str, admin_token: Path, beacon: SteppedBeacon, state_dir: Path) -> None:
+    def __init__(
+        self,
+        url: str,
+        admin_token: Path,
+        beacon: SteppedBeacon,
+        state_dir: Path,
+        stop: Callable[[], None] = lambda: None,
+    ) -> None:
         self.url, self.admin_token, self.beacon = url, admin_token, beacon
         self.state_dir = state_dir
+        self.stop = stop  # takes the service down (the port stops answering)
 
 
 @pytest.fixture
@@ -64,7 +72,11 @@ def live_service(tmp_path: Path) -> Iterator[LiveService]:
             time.sleep(0.05)
     else:
         raise AssertionError("the service did not start")
-    yield LiveService(url, tmp_path / "secrets" / "admin.token", beacon, tmp_path / "state")
-    server.should_exit = True
-    thread.join(timeout=30)
-    sock.close()
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+    yield LiveService(url, tmp_path / "secrets" / "admin.token", beacon, tmp_path / "state", stop)
+    stop()

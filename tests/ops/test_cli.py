@@ -87,6 +87,33 @@ def test_run_init_writes_a_complete_commented_manifest(
     assert again[0] == 1 and "--force" in again[2]
 
 
+def test_competition_init_writes_a_spec_create_fills_and_refuses_bad_values(
+    small_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hypertrain.competition.pool import load_pool
+    from hypertrain.competition.spec import CompetitionSpec
+
+    out = tmp_path / "spec.json"
+    evaluator = Hotkey.from_seed(b"\x09" * 32).ss58_address
+    args = ["competition", "init", "--competition-id", "c1", "--dataset-dir", str(small_dataset)]
+    code, printed, err = _run(capsys, *args, "--evaluator", evaluator, "--out", str(out))
+    assert code == 0 and "competition create" in printed and evaluator in printed, err
+    doc, _ = load_pool(json.loads(out.read_text()), small_dataset)  # what create sends
+    spec = CompetitionSpec.model_validate(doc)
+    dataset = json.loads((small_dataset / "dataset.json").read_text())
+    assert spec.data.dataset_root == dataset["dataset_root"] and spec.evaluators == (evaluator,)
+    assert spec.architecture.vocab_size == dataset["vocab_size"]
+    assert spec.data.seq_len == dataset["seq_len"]
+    again = _run(capsys, *args, "--out", str(out))
+    assert again[0] == 1 and "--force" in again[2]
+    bad = _run(capsys, *args, "--max-context-length", "4", "--out", str(tmp_path / "b.json"))
+    assert bad[0] == 1 and "seq_len exceeds architecture.max_context_length" in bad[2], bad
+    bad = _run(capsys, *args, "--batch-pages", "0", "--out", str(tmp_path / "b.json"))
+    assert bad[0] == 1 and "data.batch_pages" in bad[2], bad
+    nobody = _run(capsys, *args, "--out", str(tmp_path / "n.json"))
+    assert nobody[0] == 0 and "HYPERTRAIN_WORKER_HOTKEYS" in nobody[1]  # who scores, said
+
+
 def test_manifest_file_refuses_what_is_not_a_manifest() -> None:
     with pytest.raises(ManifestFileError):
         manifest_document(b"[1, 2]")

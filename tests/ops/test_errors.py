@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -210,3 +211,31 @@ def test_btcli_wallet_flags_name_the_same_key(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match="btcli wallet new_hotkey"):
         key_from_args(missing)
+
+
+def test_watch_follow_waits_for_a_service_that_goes_away(
+    live_service: LiveService, tmp_path: Path
+) -> None:
+    """Like ``run --follow``: a refused connection is reported and retried, never fatal."""
+    _create_run(live_service, tmp_path)
+    key = _new_key(tmp_path, "island")
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "hypertrain.miner.cli", "watch", "--follow",
+         "--service-url", live_service.url, "--relay-url", f"http://127.0.0.1:{_closed_port()}",
+         "--run-id", "run-1", "--key-file", str(key), "--dataset-dir", str(tmp_path / "none"),
+         "--state-dir", str(tmp_path / "island")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert watch.stdout is not None
+        started = json.loads(watch.stdout.readline() or "{}")
+        assert started.get("event") == "started", watch.stderr.read() if watch.stderr else ""
+        live_service.stop()
+        for _ in range(2):  # reported at every poll while the service is away, never fatal
+            event = json.loads(watch.stdout.readline() or "{}")
+            assert event.get("event") == "service_unreachable", event
+            assert live_service.url.removeprefix("http://") in event["reason"], event
+        assert watch.poll() is None
+    finally:
+        watch.kill()
+        watch.wait(timeout=30)

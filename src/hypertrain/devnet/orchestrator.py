@@ -167,8 +167,8 @@ def final_model(net: Devnet) -> Any:
 
 
 def dashboard_url(net: Devnet) -> str:
-    """The dashboard of this devnet's run, with its planned number of rounds."""
-    return f"{net.url}/dashboard/?run={roles.RUN_ID}&rounds={net.cfg.rounds}"
+    """The dashboard of this devnet's run (its total comes from the manifest)."""
+    return f"{net.url}/dashboard/?run={roles.RUN_ID}"
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -284,6 +284,8 @@ def run_devnet(cfg: DevnetConfig, console: Console | None = None) -> int:
             result["children_left"] = left
             path = cfg.report or cfg.state_dir / "report.json"
             md = report.write_report(result, path)
+            if net.doc is not None:
+                report.write_dashboard(net.doc, path)
             console.print(f"report: {path} and {md}")
         if not cfg.keep:
             shutil.rmtree(state, ignore_errors=True)

@@ -167,3 +167,11 @@ def write_report(report: dict[str, Any], json_path: Path) -> Path:
     md = json_path.with_suffix(".md")
     md.write_text(markdown(report), encoding="utf-8")
     return md
+
+
+def write_dashboard(doc: dict[str, Any], json_path: Path) -> Path:
+    """The final dashboard document beside the report (``<report>-dashboard.json``), so the
+    page can be checked against what the devnet showed after its service is gone."""
+    out = json_path.with_name(json_path.stem + "-dashboard.json")
+    out.write_text(json.dumps(doc, sort_keys=True) + "\n", encoding="utf-8")
+    return out

@@ -30,11 +30,13 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
     spec = with_vocab(get_preset(cfg.preset), dataset.descriptor.vocab_size)
     spec = spec.model_copy(update={"context_length": max(spec.context_length, cfg.seq_len)})
     cpu = torch.device("cpu")
+    total = cfg.rounds * cfg.inner_steps
     return {
         "run_id": RUN_ID,
         "seed": cfg.seed,
         "model": spec.model_dump(mode="json"),
-        "inner": {"warmup_steps": 2, "total_steps": max(10, cfg.rounds * cfg.inner_steps)},
+        # the schedule plans exactly the devnet's rounds: the dashboard's total is --rounds
+        "inner": {"warmup_steps": min(2, total), "total_steps": total},
         "round": {
             "inner_steps": cfg.inner_steps,
             "checkpoint_interval": cfg.checkpoint_interval,

@@ -16,6 +16,7 @@ from hypertrain.challenge.compete_client import CompetitionClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.competition.messages import Leaderboard
 from hypertrain.competition.spec import CompetitionSpec
+from hypertrain.evaluator import spec_init
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 
 
@@ -64,6 +65,7 @@ def register(subparsers: Any) -> None:
     start.add_argument("--model-dir", type=Path, required=True, help="Llama model directory")
     start.add_argument("--out", type=Path, required=True, help="model blob file to write")
     start.set_defaults(func=_start_model)
+    spec_init.register(sub)
 
 
 def _read_token(path: Path) -> str:

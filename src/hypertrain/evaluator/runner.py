@@ -1,17 +1,21 @@
 """The evaluator loop: fetch the open cycle, score every model not yet scored, sign, post.
 
 Model files are fetched from the relay the miner named and re-hashed on arrival;
-the file list must hash to the revealed model hash. A model that cannot be fetched,
-fails a spec check or does not load is *refused*: its score carries the reason and
-an infinite loss on every page, so it can never win a comparison, and the evaluator
-moves on to the next model. Nothing a submitter controls can stop the loop.
+the file list must hash to the revealed model hash. A fetched model stays in the cache
+while the task lists it and is re-hashed before each later use instead of fetched again.
+A model that cannot be fetched, fails a spec check or does not load is *refused*: its
+score carries the reason and an infinite loss on every page, so it can never win a
+comparison, and the evaluator moves on to the next model. Nothing a submitter controls
+can stop the loop.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
+import re
 import shutil
 import sys
 import time
@@ -46,6 +50,7 @@ from hypertrain.relay.errors import RelayError
 
 log = logging.getLogger(__name__)
 EXPIRY_MARGIN_ROUNDS = 50
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def emit_json(event: str, **fields: Any) -> None:
@@ -75,6 +80,8 @@ class Evaluator:
         if total > self.spec.architecture.max_bytes:
             raise SubmissionError(f"the model is {total} bytes, over the limit")
         folder = self.cache_dir / model.model_sha256
+        if cached(folder, model):
+            return folder  # kept from an earlier cycle, every file re-hashed
         partial = folder.with_suffix(".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
@@ -113,10 +120,18 @@ class Evaluator:
         try:
             directory = self._fetch_any(model)
             return score_model(directory, self.spec, pages, self.threads, self.limits), ""
-        except SubmissionError as exc:
-            return [math.inf] * len(task.pages), str(exc)[:1000]
-        finally:
+        except SubmissionError as exc:  # a refused model is not kept
             shutil.rmtree(self.cache_dir / model.model_sha256, ignore_errors=True)
+            return [math.inf] * len(task.pages), str(exc)[:1000]
+
+    def prune(self, keep: set[str]) -> None:
+        """Drop the cached models no longer in the task (only the folders this class names)."""
+        if not self.cache_dir.is_dir():
+            return
+        for entry in self.cache_dir.iterdir():
+            name = entry.name.removesuffix(".partial")
+            if _HEX64.fullmatch(name) and (entry.name != name or name not in keep):
+                shutil.rmtree(entry, ignore_errors=True)
 
     def _fetch_any(self, model: CycleModel) -> Path:
         """:meth:`fetch`, with every failure on the miner's inputs (a URL, a relay) a refusal."""
@@ -149,6 +164,27 @@ class Evaluator:
                 "mean_loss": sum(losses) / len(losses)}  # fmt: skip
 
 
+def cached(folder: Path, model: CycleModel) -> bool:
+    """True when ``folder`` holds exactly the model's files, each of its size and hash."""
+    if not folder.is_dir():
+        return False
+    if sorted(p.name for p in folder.iterdir()) != sorted(f.name for f in model.files):
+        return False
+    for f in model.files:
+        path = folder / f.name
+        if not path.is_file() or path.stat().st_size != f.size or _sha256(path) != f.sha256:
+            return False
+    return True
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def evaluate_open_cycle(evaluator: Evaluator, emit: Callable[..., None] = emit_json) -> int:
     """Score every model of the open cycle this evaluator has not scored; returns the count."""
     task = evaluator.service.task(evaluator.spec.competition_id, evaluator.key.ss58_address)
@@ -162,6 +198,7 @@ def evaluate_open_cycle(evaluator: Evaluator, emit: Callable[..., None] = emit_j
         result = evaluator.score(model, task, pages)
         emit("scored", cycle=task.cycle, hotkey=model.hotkey, **result)
         done += 1
+    evaluator.prune({m.model_sha256 for m in task.models})
     return done
 
 

@@ -186,6 +186,7 @@ def watch_cmd(args: argparse.Namespace, *, hooks: HooksFor = honest) -> int:
         RelayClient(cfg.relay_url, key, cfg.run_id) as relay,
     ):
         ctx = load_run(cfg, service, check=False, hooks=hooks)
+        reporter.event("started", run_id=cfg.run_id, hotkey=key.ss58_address, watch=True)
         while True:
             try:
                 _watch_pass(ctx, key, service, relay, seen, parties, reporter, args)

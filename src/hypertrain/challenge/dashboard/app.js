@@ -295,13 +295,32 @@ function deviceSquares(isl) {
       n.devices.map((dv) => el("span", { class: "dev", title: `${dv.name || "device"} #${dv.index} (${dv.class || "?"})` })))));
 }
 
+// The round's motion: a marker moves to the station the round has reached (only when it
+// moved since the last poll), the commit station pulses twice while the islands send their
+// updates, and the settle station flashes once when a merge adds an outer step.
+function stationMotion(st, done) {
+  const before = ui.station;
+  ui.station = { round: st.round, current: st.current, done };
+  const moved = !before || before.round !== st.round || before.current !== st.current;
+  const merged = before && done > before.done;
+  return (id) => {
+    if (id !== st.current) return null;
+    if (merged && id === "settle") return "flash";
+    if (!moved) return null;
+    return id === "commit" ? "hop pulse" : "hop";
+  };
+}
+
 function drawStations(d) {
   const st = d.round_stations;
   const list = $("stations-list");
   if (!st) { list.replaceChildren(el("li", { class: "empty" }, "No station data in the JSON API.")); return; }
+  const motion = stationMotion(st, d.glance.rounds_done);
   list.replaceChildren(...st.stations.map((x) => el("li", {
     class: x.id === st.current ? "on" : null, "aria-current": x.id === st.current ? "step" : null,
-    "data-station": x.id }, el("strong", {}, x.name), x.what)));
+    "data-station": x.id, "data-motion": motion(x.id) },
+    x.id === st.current ? el("span", { class: "marker", "aria-hidden": "true" }) : null,
+    el("strong", {}, x.name), x.what)));
 }
 
 function drawArch(d) {
