@@ -128,6 +128,8 @@ def net(tmp_path: Path) -> Iterator[Net]:
 
 
 def test_a_lying_auditor_cannot_keep_an_honest_newcomer_from_ever_disputing(net: Net) -> None:
+    """Proves an island with less escrow than ``dispute.bond`` (here none) can still
+    dispute a fault verdict: the bond never makes a verdict unanswerable."""
     refusals = []
     for index in range(4):
         verdict_id, segment = net.round_with_a_lie(index)

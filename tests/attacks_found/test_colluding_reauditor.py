@@ -57,6 +57,8 @@ def _reaudit(svc: Service, auditor: Hotkey, result: str, **fields: Any) -> Any:
 def test_one_colluding_auditor_cannot_bar_an_honest_auditor_on_its_word_alone(
     net: Service,
 ) -> None:
+    """Proves a recompute dispute is not decided by the first re-audit: one colluding
+    auditor's ``match`` against a third auditor's ``mismatch`` bars nobody."""
     cheater = ISLANDS[0]
     verdict_id, segments = _verdict(net, "update")  # A's true catch: the update is wrong
     opened = net.post("/v1/disputes", cheater, "dispute-open", open_body(verdict_id, segments[-1]))

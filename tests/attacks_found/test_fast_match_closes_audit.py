@@ -46,6 +46,8 @@ def _verdict(svc: Service, auditor: Any, island: Any, result: str) -> Any:
 def test_an_honest_mismatch_inside_the_audit_window_is_not_shut_out_by_a_faster_match(
     service: Service,
 ) -> None:
+    """Proves a fast ``match`` from one auditor does not close the audit phase before
+    another auditor's ``mismatch`` inside the audit window is heard."""
     cheater = ISLANDS[0]
     _commit_round_0(service)  # both islands committed, selection signed
     for island in ISLANDS:  # the colluder "judges" everyone at once, with no replay

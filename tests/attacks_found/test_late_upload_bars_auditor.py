@@ -74,6 +74,8 @@ def _post_verdict(svc: Service, auditor: Any, island: Any, result: str, detail: 
 def test_a_checkpoint_uploaded_after_its_deadline_does_not_bar_the_auditor_who_saw_it_missing(
     world: World, service: Service, tmp_path: Path
 ) -> None:
+    """Proves an overturned ``unverifiable`` verdict (bytes uploaded after the deadline)
+    never bars the auditor that saw them missing, nor sets its other verdicts aside."""
     # part 1: the real auditor, on a really trained round
     relay, detail, index = _published(world, tmp_path)
     held = relay.blobs.pop(index.blobs[1])  # the island withholds its selected checkpoint

@@ -44,6 +44,8 @@ def _match(svc: Service, index: int, island: Any) -> None:
 def test_one_missed_audit_window_does_not_hold_an_honest_island_forever(
     service: Service,
 ) -> None:
+    """Proves an assigned audit that missed its window is offered to the auditors again
+    (``/reassigned``), so the hold on the island always has someone tasked with ending it."""
     honest, victim = ISLANDS
     _commit_round_0(service)
     _match(service, 0, honest)  # the auditor judged one island, then was down past the window

@@ -281,9 +281,10 @@ def test_silent_auditor_loses_and_is_barred_only_after_a_reaudit_agrees(
     assert conn.execute("SELECT auditor FROM faulty_auditors").fetchall() == []
     assert service.ledger.held[(RUN, 0)][ISLANDS[0].ss58_address] == PENDING_AUDIT
     queue = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
-    assert [(q["hotkey"], q["verdict_id"]) for q in queue] == [
-        (ISLANDS[0].ss58_address, verdict_id)
-    ]
+    assert [(q["hotkey"], q["verdict_id"], q["missed"]) for q in queue] == sorted(
+        [(ISLANDS[0].ss58_address, verdict_id, False), (ISLANDS[1].ss58_address, "", True)],
+        key=lambda item: item[0],
+    )  # island 1 was never judged: its missed audit is offered too
     assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[0], "match").status_code == 200
     assert [r[0] for r in conn.execute("SELECT auditor FROM faulty_auditors")] == [
         AUDITOR.ss58_address
@@ -475,9 +476,6 @@ def test_reassigned_pass_then_an_honest_match_releases_the_hold(service: Service
 def test_bond_is_locked_at_open_and_returned_when_the_dispute_is_won(bonded: Service) -> None:
     verdict_id, segment = _to_verdict(bonded)
     body = _open_body(verdict_id, segment)
-    poor = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
-    assert (poor.status_code, poor.json()["error"]) == (403, "no_bond")  # no escrow yet
-    assert bonded.ledger.bonds == {}
     bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 500}  # escrow from earlier
     opened = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
     assert opened.status_code == 200, opened.text
@@ -493,6 +491,25 @@ def test_bond_is_locked_at_open_and_returned_when_the_dispute_is_won(bonded: Ser
     assert bonded.ledger.bonds[dispute_id][2] == "returned"
     bonded.tick()
     assert bonded.ledger.bonds[dispute_id][2] == "returned"  # settled once
+
+
+@pytest.mark.parametrize("escrow", [0, 40])
+def test_an_island_holding_less_than_the_bond_disputes_for_what_it_holds(
+    bonded: Service, escrow: int
+) -> None:
+    """The bond never makes a verdict unanswerable: it is ``min(dispute.bond, escrow)``."""
+    verdict_id, segment = _to_verdict(bonded)
+    if escrow:
+        bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: escrow}
+    opened = bonded.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    assert opened.status_code == 200, opened.text
+    assert opened.json()["bond"] == escrow
+    locked = {opened.json()["dispute_id"]: (ISLANDS[0].ss58_address, escrow, "locked")}
+    assert bonded.ledger.bonds == (locked if escrow else {})
+    again = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
+    assert (again.status_code, again.json()["error"]) == (409, "duplicate")  # once per verdict
 
 
 def test_bond_burns_when_the_island_loses(bonded: Service) -> None:
@@ -622,7 +639,7 @@ def test_a_late_fault_overturned_in_its_own_window_never_faults(service: Service
     service.tick(WINDOW + 1)  # past the window, but the dispute is undecided: no fault yet
     island_1 = (RUN, 0, ISLANDS[1].ss58_address)
     assert island_1 not in service.ledger.faults
-    reaudit = _verdict_on(service, AUDITOR, ISLANDS[1], "match")  # the bytes were served
+    reaudit = _verdict_on(service, REFEREE, ISLANDS[1], "match")  # the referee re-audits
     assert reaudit.status_code == 200, reaudit.text
     view = service.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()
     assert view["game"]["outcome"] == "overturned"

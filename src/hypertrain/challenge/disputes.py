@@ -19,6 +19,7 @@ import logging
 import sqlite3
 from typing import Any
 
+from hypertrain.challenge import pace
 from hypertrain.challenge import verdict_windows as windows
 from hypertrain.challenge.errors import (
     BondMissingError,
@@ -175,7 +176,7 @@ def _new_game(
             check=RECOMPUTED[check],
             rules=_rules(manifest.dispute),
             now=now,
-            jury=tuple(state.settings.worker_hotkeys),
+            jury=pace.auditors(state, run_id),
         )
     layout = state.layout_of(run_id, body.round, open_envelope, hotkey)
     return g.open_game(
