@@ -619,6 +619,28 @@ def test_the_honest_auditor_rejudges_what_the_faulty_one_passed(
     assert answer_disputes(honest, {}, emit) == 0  # nothing left to re-judge
 
 
+def test_an_auditor_judges_an_audit_that_missed_its_window(
+    service: Service, tmp_path: Path
+) -> None:
+    """A held reward always has someone tasked with ending it: an assignment with no
+    verdict when its audit phase ended is offered at ``/reassigned`` (``missed``), and an
+    auditor's dispute pass judges it; the queue is then empty."""
+    _to_verdict(service)  # island 1 is never judged inside the audit window
+    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []  # still in time
+    service.tick(40)  # the audit window is over
+    assert service.client.get(f"/v1/runs/{RUN}/rounds/0").json()["phase"] != "audit"
+    (missed,) = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
+    assert (missed["hotkey"], missed["missed"], missed["verdict_id"]) == (
+        ISLANDS[1].ss58_address, True, "",
+    )  # fmt: skip
+    judged: list[tuple[int, str]] = []
+    events: list[tuple[str, dict[str, Any]]] = []
+    auditor = _auditor(service, OTHER_AUDITOR, tmp_path, judged)
+    assert answer_disputes(auditor, {}, lambda kind, **f: events.append((kind, f))) == 1
+    assert judged == [(0, ISLANDS[1].ss58_address)]
+    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
+
+
 def test_a_late_fault_overturned_in_its_own_window_never_faults(service: Service) -> None:
     """A late verdict on a final round faults only once its own window closed undisputed;
     one overturned by an independent re-audit in that window books no fault at all."""
