@@ -512,6 +512,19 @@ def test_an_island_holding_less_than_the_bond_disputes_for_what_it_holds(
     assert (again.status_code, again.json()["error"]) == (409, "duplicate")  # once per verdict
 
 
+def test_a_second_dispute_locks_only_the_escrow_no_bond_holds_yet(bonded: Service) -> None:
+    verdict_id, segment = _to_verdict(bonded)
+    bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 150}
+    first = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
+    assert (first.status_code, first.json()["bond"]) == (200, 100), first.text
+    other = _verdict_on(bonded, OTHER_AUDITOR, ISLANDS[0], "mismatch")  # a second lie
+    assert other.status_code == 200, other.text
+    second = bonded.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(other.json()["verdict_id"], segment)
+    )
+    assert (second.status_code, second.json()["bond"]) == (200, 50), second.text
+
+
 def test_bond_burns_when_the_island_loses(bonded: Service) -> None:
     verdict_id, segment = _to_verdict(bonded)
     bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 500}

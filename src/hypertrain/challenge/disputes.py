@@ -451,8 +451,7 @@ def _bond(state: ServiceState, run_id: str, hotkey: str, bond: int) -> int:
     """
     if bond <= 0:
         return 0
-    escrow = state.ledger.balances(run_id, [hotkey]).get(hotkey, {}).get("escrow", 0)
-    return max(0, min(bond, int(escrow)))
+    return max(0, min(bond, state.ledger.free_escrow(run_id, hotkey)))
 
 
 def _referees(state: ServiceState, game: g.Game) -> frozenset[str]:
