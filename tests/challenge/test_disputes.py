@@ -654,6 +654,27 @@ def test_an_auditor_judges_an_audit_that_missed_its_window(
     assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
 
 
+def test_an_auditor_that_lost_a_game_still_rejudges_others_audits(
+    service: Service, tmp_path: Path
+) -> None:
+    """Losing one game (a slow machine) bars nobody, so it does not stop the auditor from
+    judging what ``/reassigned`` offers it: here a missed audit of the other island."""
+    verdict_id, segment = _to_verdict(service)
+    opened = service.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    game, dispute_id = opened.json()["game"], opened.json()["dispute_id"]
+    body = _commitment(game, "island")
+    service.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", body)
+    service.tick(40)  # the auditor was silent (overturned) and island 1 missed its window
+    assert service.client.get(f"/v1/disputes/{dispute_id}").json()["game"]["outcome"] == (
+        "overturned"
+    )
+    judged: list[tuple[int, str]] = []
+    answer_disputes(_auditor(service, AUDITOR, tmp_path, judged), {}, lambda kind, **f: None)
+    assert judged == [(0, ISLANDS[1].ss58_address)]  # never its own set-aside verdict
+
+
 def test_a_late_fault_overturned_in_its_own_window_never_faults(service: Service) -> None:
     """A late verdict on a final round faults only once its own window closed undisputed;
     one overturned by an independent re-audit in that window books no fault at all."""
