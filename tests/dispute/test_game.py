@@ -160,8 +160,11 @@ def test_traces_parting_before_inputs_agree_go_to_a_reaudit() -> None:
     assert game.stage == "recompute" and game.outcome is None
     assert game.steps[-1].level == "recompute" and "inputs agree" in game.steps[-1].reason
     assert game.deadline_round == game.steps[0].beacon_round + game.rules.bound_rounds() - 1
-    assert recomputed(game, REFEREE, "match", 4).outcome == "overturned"
-    assert recomputed(game, REFEREE, "mismatch", 4).outcome == "upheld"
+    assert recomputed(game, REFEREE, "match", 4).stage == "recompute"  # not a juror
+    assert recomputed(game, REFEREE, "match", 4, REFEREES).outcome == "overturned"
+    assert recomputed(game, REFEREE, "mismatch", 4, REFEREES).outcome == "upheld"
+    juried = game.model_copy(update={"jury": ("5Juror1",)})
+    assert recomputed(juried, "5Juror1", "match", 4).outcome == "overturned"  # its quorum
     assert expire(game, game.deadline_round + 1).outcome == "upheld"
 
 

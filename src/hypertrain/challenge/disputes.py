@@ -179,7 +179,7 @@ def _new_game(
             jury=pace.auditors(state, run_id),
         )
     layout = state.layout_of(run_id, body.round, open_envelope, hotkey)
-    return g.open_game(
+    game = g.open_game(
         **common,  # type: ignore[arg-type]
         interval=manifest.round.checkpoint_interval,
         sections=g.section_names(manifest.model.num_layers, layout.dp_ranks * layout.micro_batches),
@@ -188,6 +188,8 @@ def _new_game(
         rules=_rules(manifest.dispute),
         now=now,
     )
+    jury = tuple(sorted(set(pace.auditors(state, run_id)) - {auditor, hotkey}))
+    return game.model_copy(update={"jury": jury})  # for a game escalated to a re-audit
 
 
 def _store_open(
@@ -243,7 +245,12 @@ def on_verdict(
                 store.save_game(state.conn, new, now)
                 _log_progress(game, new)
                 changed += 1
-            elif game.outcome == "overturned" and result == "match" and game.check == "segment":
+            elif (
+                game.outcome == "overturned"
+                and result == "match"
+                and game.check == "segment"
+                and (not game.reaudits or resolution.bars_auditor(game))
+            ):
                 store.mark_faulty(state.conn, game, now)
                 changed += 1
     settle_bonds(state)

@@ -70,11 +70,12 @@ def audits_done(state: ServiceState, run_id: str, index: int) -> bool:
 def auditors(state: ServiceState, run_id: str) -> tuple[str, ...]:
     """The listed worker keys (``HYPERTRAIN_WORKER_HOTKEYS``) that may audit the run.
 
-    A key that signed one of the run's merge tapes is its aggregator and audits nothing,
-    so it is not counted (leaving the count only hands the decision to the others).
+    An aggregator key (``HYPERTRAIN_AGGREGATOR_HOTKEYS``, or one that signed one of the
+    run's merge tapes) audits nothing, so it is not counted (leaving the count only hands
+    the decision to the others).
     """
     tapes = {
         r[0]
         for r in state.conn.execute("SELECT aggregator FROM merges WHERE run_id = ?", (run_id,))
     }
-    return tuple(sorted(state.settings.worker_hotkeys - tapes))
+    return tuple(sorted(state.settings.worker_hotkeys - state.settings.aggregator_hotkeys - tapes))

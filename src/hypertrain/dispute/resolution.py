@@ -121,12 +121,12 @@ def recomputed(
 def bars_auditor(game: Game) -> bool:
     """Whether a decided ``recompute`` game proves the verdict's auditor wrong.
 
-    Only an overturn on a ``start`` or ``update`` check, by a referee or by more than one
-    agreeing re-audit. An ``unverifiable`` verdict is about availability at the upload
-    deadline, which a later re-audit cannot see: its overturn frees the island, never
-    bars the auditor.
+    Only an overturn on a ``start``, ``update`` or (escalated) ``segment`` check, by a
+    referee or by more than one agreeing re-audit. An ``unverifiable`` verdict is about
+    availability at the upload deadline, which a later re-audit cannot see: its overturn
+    frees the island, never bars the auditor.
     """
-    if game.outcome != "overturned" or game.check not in ("start", "update"):
+    if game.outcome != "overturned" or game.check == "unverifiable":
         return False
     by_referee = bool(game.steps) and game.steps[-1].actor == "referee"
     return by_referee or sum(r == "match" for r in game.reaudits.values()) >= 2

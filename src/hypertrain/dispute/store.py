@@ -226,7 +226,8 @@ def save_game(conn: sqlite3.Connection, game: Game, now: int, nbytes: int = 0) -
     if game.outcome == "overturned" and game.check == "segment":
         set_aside(conn, game, verdict_id, now)
         others = [result for _, result in independent_verdicts(conn, game)]
-        if others and all(r == "match" for r in others):  # a re-audit already agrees
+        agreed = not game.reaudits or bars_auditor(game)  # an escalated game: as a recompute
+        if others and all(r == "match" for r in others) and agreed:  # a re-audit agrees
             mark_faulty(conn, game, now)
     elif bars_auditor(game):  # a quorum's or a referee's re-audit, never an availability one
         mark_faulty(conn, game, now)
