@@ -63,7 +63,7 @@ def test_a_tape_that_unpays_an_audit_proven_island_is_not_settled_unchecked(
             json=signed(FORGER, "verdict", body, RUN),
         )
         assert r.status_code == 200, r.text
-    service.tick()  # every island judged: merge phase
+    service.tick(20)  # every island judged and the audit window over: merge phase
     forged = _tape([colluder.ss58_address], {honest.ss58_address: "near_duplicate"}, "ee" * 32)
     posted = service.client.post(
         "/worker/v1/merge", headers=bearer("worker"), json=signed(FORGER, "merge-tape", forged, RUN)
@@ -108,7 +108,7 @@ def test_a_tape_cannot_burn_an_audit_proven_island_by_calling_its_blob_missing(
             json=signed(FORGER, "verdict", body, RUN),
         )
         assert r.status_code == 200, r.text
-    service.tick()
+    service.tick(20)  # the audit window is over (one auditor never closes it early): merge
     forged = _tape([other.ss58_address], {honest.ss58_address: "missing_blob"}, "bb" * 32)
     posted = service.client.post(
         "/worker/v1/merge", headers=bearer("worker"), json=signed(LIAR, "merge-tape", forged, RUN)

@@ -226,6 +226,11 @@ class FakeLedger:
         self.bonds[dispute_id] = (hotkey, amount, "locked")
         return len(self.bonds)
 
+    def free_escrow(self, run_id: str, hotkey: str) -> int:
+        escrow = self.balances(run_id, [hotkey]).get(hotkey, {}).get("escrow", 0)
+        locked = sum(a for h, a, s in self.bonds.values() if h == hotkey and s == "locked")
+        return escrow - locked
+
     def settle_bond(self, run_id: str, dispute_id: str, won: bool, epoch: int) -> int:
         if dispute_id not in self.bonds:  # the port's contract: typed, never a silent 0
             raise BondMissingError(f"dispute {dispute_id[:16]} has no bond")

@@ -1,8 +1,10 @@
 """The dispute rules through the real service: admissibility, recomputation, no referee.
 
 * a dispute of any segment but the verdict's first differing one is refused;
-* a mismatch of the leaf-0 or update check opens no game: another auditor's re-audit
-  decides it (and only then is the verdict's auditor barred);
+* a mismatch of the leaf-0 or update check opens no game: a quorum of the run's other
+  listed auditors (or a referee) re-audits it and decides, never the first to answer;
+  its auditor is barred only on two agreeing re-audits, never for an ``unverifiable``
+  verdict (availability at the deadline is not what a later re-audit sees);
 * a run without referees still decides every game, within ``Rules.bound_rounds``;
 * ``GET /v1/disputes?round=<huge>`` is a 400, not a server error.
 """
@@ -17,6 +19,7 @@ import pytest
 
 from hypertrain.dispute.game import Rules
 from hypertrain.dispute.opinputs import encode
+from hypertrain.protocol.identity import Hotkey
 from tests.challenge.disputeplay import TENSORS, play_to_referee
 from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import (
@@ -40,10 +43,14 @@ from tests.challenge.test_disputes import (
 )
 
 RULES = {"bond": 0, "answer_rounds": 3, "referee_rounds": 3, "clock_rounds": 6}
+THIRD_AUDITOR = Hotkey.from_seed(b"\x57" * 32)
 
 
-def _start(tmp_path: Path, dispute: dict[str, Any]) -> Iterator[Service]:
-    settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS])
+def _start(
+    tmp_path: Path, dispute: dict[str, Any], workers: tuple[Hotkey, ...] = ()
+) -> Iterator[Service]:
+    listed = frozenset(k.ss58_address for k in workers)
+    settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS], worker_hotkeys=listed)
     svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
     with _running(svc):
         doc = manifest_doc(RUN, rate=1.0, segments=2)
@@ -57,6 +64,18 @@ def _start(tmp_path: Path, dispute: dict[str, Any]) -> Iterator[Service]:
 @pytest.fixture
 def refereed(tmp_path: Path) -> Iterator[Service]:
     yield from _start(tmp_path, {**RULES, "referees": [ISLANDS[1].ss58_address]})
+
+
+@pytest.fixture
+def listed(tmp_path: Path) -> Iterator[Service]:
+    """Three listed auditors and no referee: a verdict's jury is the other two."""
+    yield from _start(tmp_path, {**RULES, "referees": []}, (AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR))
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[Service]:
+    """Two listed auditors and no referee: a verdict's jury is the other one."""
+    yield from _start(tmp_path, {**RULES, "referees": []}, (AUDITOR, OTHER_AUDITOR))
 
 
 @pytest.fixture
@@ -102,8 +121,8 @@ def _verdict(svc: Service, check: str | None, bad_leaf: int | None = None) -> tu
     return r.json()["verdict_id"], segments
 
 
-def _reaudit(svc: Service, result: str, **fields: Any) -> None:
-    """OTHER_AUDITOR re-judges island 0; a mismatch names its check in ``fields``."""
+def _reaudit(svc: Service, result: str, key: Hotkey = OTHER_AUDITOR, **fields: Any) -> None:
+    """``key`` re-judges island 0; a mismatch names its check in ``fields``."""
     assigned = svc.client.get(
         f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
     ).json()
@@ -113,9 +132,13 @@ def _reaudit(svc: Service, result: str, **fields: Any) -> None:
     r = svc.client.post(
         "/worker/v1/verdict",
         headers=bearer("worker"),
-        json=signed(OTHER_AUDITOR, "verdict", body, RUN),
+        json=signed(key, "verdict", body, RUN),
     )
     assert r.status_code == 200, r.text
+
+
+def _outcome(svc: Service, dispute_id: str) -> Any:
+    return svc.client.get(f"/v1/disputes/{dispute_id}").json()["game"]
 
 
 def _faulty(svc: Service) -> list[str]:
@@ -138,58 +161,106 @@ def test_a_dispute_of_an_honest_segment_is_refused(refereed: Service) -> None:
 
 
 @pytest.mark.parametrize("check", ["start", "update"])
-def test_start_and_update_mismatches_are_recomputed_not_played(
-    refereed: Service, check: str
-) -> None:
-    verdict_id, segments = _verdict(refereed, check)
-    opened = refereed.post(
+def test_start_and_update_mismatches_are_recomputed_not_played(listed: Service, check: str) -> None:
+    verdict_id, segments = _verdict(listed, check)
+    opened = listed.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[0])
     )
     assert opened.status_code == 200, opened.text
     game = opened.json()["game"]
     assert (game["stage"], game["check"]) == ("recompute", check)
-    queue = refereed.client.get(f"/v1/runs/{RUN}/reassigned").json()
-    assert [q["verdict_id"] for q in queue] == [verdict_id]  # re-audited by another auditor
+    assert game["jury"] == sorted([OTHER_AUDITOR.ss58_address, THIRD_AUDITOR.ss58_address])
+    queue = listed.client.get(f"/v1/runs/{RUN}/reassigned").json()
+    assert [q["verdict_id"] for q in queue] == [verdict_id]  # re-audited by the others
     leaf = {"start": 0, "update": 4}[check]
-    _reaudit(refereed, "mismatch", check=check, first_bad_leaf=leaf)  # the re-audit agrees
-    view = refereed.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()
-    assert view["game"]["outcome"] == "upheld"
-    assert view["game"]["steps"][-1]["actor"] == "auditors"
-    assert _faulty(refereed) == []
-    assert refereed.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
+    for key in (OTHER_AUDITOR, THIRD_AUDITOR):  # both re-audits agree with the verdict
+        assert listed.client.get(f"/v1/runs/{RUN}/reassigned").json() != []
+        _reaudit(listed, "mismatch", key, check=check, first_bad_leaf=leaf)
+    game = _outcome(listed, opened.json()["dispute_id"])
+    assert game["outcome"] == "upheld"
+    assert game["steps"][-1]["actor"] == "auditors"
+    assert _faulty(listed) == []
+    assert listed.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
 
 
-def test_a_recomputed_overturn_bars_the_auditor(refereed: Service) -> None:
-    verdict_id, segments = _verdict(refereed, None, bad_leaf=4)  # an older verdict: no check
+def test_a_recomputed_overturn_needs_a_quorum_and_then_bars_the_auditor(listed: Service) -> None:
+    """The honest path: a lying auditor's update mismatch on an honest island is overturned
+    once both other listed auditors re-audit ``match``, and the liar is barred."""
+    verdict_id, segments = _verdict(listed, None, bad_leaf=4)  # an older verdict: no check
+    opened = listed.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[0])
+    )
+    dispute_id = opened.json()["dispute_id"]
+    assert opened.json()["game"]["stage"] == "recompute"  # the last leaf may be the update
+    _reaudit(listed, "match")
+    assert _outcome(listed, dispute_id)["stage"] == "recompute"  # one of two is no quorum
+    assert _faulty(listed) == []
+    _reaudit(listed, "match", THIRD_AUDITOR)
+    assert _outcome(listed, dispute_id)["outcome"] == "overturned"
+    assert _faulty(listed) == [AUDITOR.ss58_address]
+
+
+def test_contrary_reaudits_without_a_quorum_leave_the_verdict_standing(listed: Service) -> None:
+    verdict_id, segments = _verdict(listed, "update")
+    opened = listed.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[0])
+    )
+    dispute_id = opened.json()["dispute_id"]
+    _reaudit(listed, "match")  # a colluder answers first
+    _reaudit(listed, "mismatch", THIRD_AUDITOR, check="update", first_bad_leaf=4)
+    assert _outcome(listed, dispute_id)["stage"] == "recompute"
+    listed.tick(Rules.model_validate(opened.json()["game"]["rules"]).bound_rounds())
+    assert _outcome(listed, dispute_id)["outcome"] == "upheld"  # the status quo
+    assert _faulty(listed) == []
+
+
+def test_with_two_auditors_the_other_overturns_but_never_bars(pair: Service) -> None:
+    verdict_id, segments = _verdict(pair, "update")
+    opened = pair.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[0])
+    )
+    _reaudit(pair, "match")
+    assert _outcome(pair, opened.json()["dispute_id"])["outcome"] == "overturned"
+    assert _faulty(pair) == []  # one contrary claim never bars
+
+
+def test_a_referees_reaudit_decides_alone(refereed: Service) -> None:
+    verdict_id, segments = _verdict(refereed, "start")
     opened = refereed.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[0])
     )
-    assert opened.json()["game"]["stage"] == "recompute"  # the last leaf may be the update
-    _reaudit(refereed, "match")
-    view = refereed.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()
-    assert view["game"]["outcome"] == "overturned"
+    dispute_id = opened.json()["dispute_id"]
+    _reaudit(refereed, "match")  # no auditors listed: an ordinary key's re-audit counts nothing
+    assert _outcome(refereed, dispute_id)["stage"] == "recompute"
+    _reaudit(refereed, "match", ISLANDS[1])  # the manifest's referee
+    game = _outcome(refereed, dispute_id)
+    assert (game["outcome"], game["steps"][-1]["actor"]) == ("overturned", "referee")
     assert _faulty(refereed) == [AUDITOR.ss58_address]
 
 
 @pytest.mark.parametrize("reaudit", ["match", "unverifiable"])
 def test_an_unverifiable_verdict_is_recomputed_by_an_independent_reaudit(
-    refereed: Service, reaudit: str
+    listed: Service, reaudit: str
 ) -> None:
-    """Every fault-bearing verdict is contestable: ``unverifiable`` goes to a re-audit."""
-    verdict_id, segments = _verdict(refereed, "unverifiable")
-    opened = refereed.post(
+    """Every fault-bearing verdict is contestable: ``unverifiable`` goes to a re-audit; an
+    overturn frees the island but never bars the auditor (availability was judged at the
+    upload deadline, which a later re-audit does not see)."""
+    verdict_id, segments = _verdict(listed, "unverifiable")
+    opened = listed.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[-1])
     )
     assert opened.status_code == 200, opened.text
     game = opened.json()["game"]
     assert (game["stage"], game["check"]) == ("recompute", "unverifiable")
-    queue = refereed.client.get(f"/v1/runs/{RUN}/reassigned").json()
+    queue = listed.client.get(f"/v1/runs/{RUN}/reassigned").json()
     assert [q["verdict_id"] for q in queue] == [verdict_id]  # set aside until re-audited
-    _reaudit(refereed, reaudit)
-    view = refereed.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()
-    lied = reaudit == "match"  # the bytes were served: the auditor lied, and is barred
-    assert view["game"]["outcome"] == ("overturned" if lied else "upheld")
-    assert _faulty(refereed) == ([AUDITOR.ss58_address] if lied else [])
+    for key in (OTHER_AUDITOR, THIRD_AUDITOR):
+        _reaudit(listed, reaudit, key)
+    served = reaudit == "match"
+    assert _outcome(listed, opened.json()["dispute_id"])["outcome"] == (
+        "overturned" if served else "upheld"
+    )
+    assert _faulty(listed) == []
 
 
 def test_a_match_verdict_cannot_be_disputed(refereed: Service) -> None:

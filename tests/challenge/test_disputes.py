@@ -281,9 +281,10 @@ def test_silent_auditor_loses_and_is_barred_only_after_a_reaudit_agrees(
     assert conn.execute("SELECT auditor FROM faulty_auditors").fetchall() == []
     assert service.ledger.held[(RUN, 0)][ISLANDS[0].ss58_address] == PENDING_AUDIT
     queue = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
-    assert [(q["hotkey"], q["verdict_id"]) for q in queue] == [
-        (ISLANDS[0].ss58_address, verdict_id)
-    ]
+    assert [(q["hotkey"], q["verdict_id"], q["missed"]) for q in queue] == sorted(
+        [(ISLANDS[0].ss58_address, verdict_id, False), (ISLANDS[1].ss58_address, "", True)],
+        key=lambda item: item[0],
+    )  # island 1 was never judged: its missed audit is offered too
     assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[0], "match").status_code == 200
     assert [r[0] for r in conn.execute("SELECT auditor FROM faulty_auditors")] == [
         AUDITOR.ss58_address
@@ -475,9 +476,6 @@ def test_reassigned_pass_then_an_honest_match_releases_the_hold(service: Service
 def test_bond_is_locked_at_open_and_returned_when_the_dispute_is_won(bonded: Service) -> None:
     verdict_id, segment = _to_verdict(bonded)
     body = _open_body(verdict_id, segment)
-    poor = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
-    assert (poor.status_code, poor.json()["error"]) == (403, "no_bond")  # no escrow yet
-    assert bonded.ledger.bonds == {}
     bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 500}  # escrow from earlier
     opened = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
     assert opened.status_code == 200, opened.text
@@ -493,6 +491,38 @@ def test_bond_is_locked_at_open_and_returned_when_the_dispute_is_won(bonded: Ser
     assert bonded.ledger.bonds[dispute_id][2] == "returned"
     bonded.tick()
     assert bonded.ledger.bonds[dispute_id][2] == "returned"  # settled once
+
+
+@pytest.mark.parametrize("escrow", [0, 40])
+def test_an_island_holding_less_than_the_bond_disputes_for_what_it_holds(
+    bonded: Service, escrow: int
+) -> None:
+    """The bond never makes a verdict unanswerable: it is ``min(dispute.bond, escrow)``."""
+    verdict_id, segment = _to_verdict(bonded)
+    if escrow:
+        bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: escrow}
+    opened = bonded.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    assert opened.status_code == 200, opened.text
+    assert opened.json()["bond"] == escrow
+    locked = {opened.json()["dispute_id"]: (ISLANDS[0].ss58_address, escrow, "locked")}
+    assert bonded.ledger.bonds == (locked if escrow else {})
+    again = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
+    assert (again.status_code, again.json()["error"]) == (409, "duplicate")  # once per verdict
+
+
+def test_a_second_dispute_locks_only_the_escrow_no_bond_holds_yet(bonded: Service) -> None:
+    verdict_id, segment = _to_verdict(bonded)
+    bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 150}
+    first = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
+    assert (first.status_code, first.json()["bond"]) == (200, 100), first.text
+    other = _verdict_on(bonded, OTHER_AUDITOR, ISLANDS[0], "mismatch")  # a second lie
+    assert other.status_code == 200, other.text
+    second = bonded.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(other.json()["verdict_id"], segment)
+    )
+    assert (second.status_code, second.json()["bond"]) == (200, 50), second.text
 
 
 def test_bond_burns_when_the_island_loses(bonded: Service) -> None:
@@ -602,6 +632,49 @@ def test_the_honest_auditor_rejudges_what_the_faulty_one_passed(
     assert answer_disputes(honest, {}, emit) == 0  # nothing left to re-judge
 
 
+def test_an_auditor_judges_an_audit_that_missed_its_window(
+    service: Service, tmp_path: Path
+) -> None:
+    """A held reward always has someone tasked with ending it: an assignment with no
+    verdict when its audit phase ended is offered at ``/reassigned`` (``missed``), and an
+    auditor's dispute pass judges it; the queue is then empty."""
+    _to_verdict(service)  # island 1 is never judged inside the audit window
+    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []  # still in time
+    service.tick(40)  # the audit window is over
+    assert service.client.get(f"/v1/runs/{RUN}/rounds/0").json()["phase"] != "audit"
+    (missed,) = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
+    assert (missed["hotkey"], missed["missed"], missed["verdict_id"]) == (
+        ISLANDS[1].ss58_address, True, "",
+    )  # fmt: skip
+    judged: list[tuple[int, str]] = []
+    events: list[tuple[str, dict[str, Any]]] = []
+    auditor = _auditor(service, OTHER_AUDITOR, tmp_path, judged)
+    assert answer_disputes(auditor, {}, lambda kind, **f: events.append((kind, f))) == 1
+    assert judged == [(0, ISLANDS[1].ss58_address)]
+    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
+
+
+def test_an_auditor_that_lost_a_game_still_rejudges_others_audits(
+    service: Service, tmp_path: Path
+) -> None:
+    """Losing one game (a slow machine) bars nobody, so it does not stop the auditor from
+    judging what ``/reassigned`` offers it: here a missed audit of the other island."""
+    verdict_id, segment = _to_verdict(service)
+    opened = service.post(
+        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
+    )
+    game, dispute_id = opened.json()["game"], opened.json()["dispute_id"]
+    body = _commitment(game, "island")
+    service.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", body)
+    service.tick(40)  # the auditor was silent (overturned) and island 1 missed its window
+    assert service.client.get(f"/v1/disputes/{dispute_id}").json()["game"]["outcome"] == (
+        "overturned"
+    )
+    judged: list[tuple[int, str]] = []
+    answer_disputes(_auditor(service, AUDITOR, tmp_path, judged), {}, lambda kind, **f: None)
+    assert judged == [(0, ISLANDS[1].ss58_address)]  # never its own set-aside verdict
+
+
 def test_a_late_fault_overturned_in_its_own_window_never_faults(service: Service) -> None:
     """A late verdict on a final round faults only once its own window closed undisputed;
     one overturned by an independent re-audit in that window books no fault at all."""
@@ -622,7 +695,7 @@ def test_a_late_fault_overturned_in_its_own_window_never_faults(service: Service
     service.tick(WINDOW + 1)  # past the window, but the dispute is undecided: no fault yet
     island_1 = (RUN, 0, ISLANDS[1].ss58_address)
     assert island_1 not in service.ledger.faults
-    reaudit = _verdict_on(service, AUDITOR, ISLANDS[1], "match")  # the bytes were served
+    reaudit = _verdict_on(service, REFEREE, ISLANDS[1], "match")  # the referee re-audits
     assert reaudit.status_code == 200, reaudit.text
     view = service.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()
     assert view["game"]["outcome"] == "overturned"

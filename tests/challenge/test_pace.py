@@ -1,10 +1,18 @@
-"""Rounds advance on work: commit and audit phases close early once their work is in."""
+"""Rounds advance on work: commit and audit phases close early once their work is in.
+
+The audit phase closes early only once a majority of the listed auditors judged every
+assignment, so a fast first answer never shuts out a contrary one.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from hypertrain.challenge import pace, rounds
+from hypertrain.protocol.identity import Hotkey
 from tests.challenge.conftest import Harness
 from tests.challenge.helpers import bearer, commit_body, join_body, signed
 
@@ -25,6 +33,26 @@ def _open(h: Harness) -> None:
 def _detail(h: Harness) -> dict[str, Any]:
     detail: dict[str, Any] = h.client.get("/v1/runs/run-1/rounds/0").json()
     return detail
+
+
+def _list_auditors(h: Harness, *keys: Hotkey) -> None:
+    """The service's ``HYPERTRAIN_WORKER_HOTKEYS``, as if it had started with them."""
+    listed = frozenset(k.ss58_address for k in keys)
+    h.state.settings = replace(h.state.settings, worker_hotkeys=listed)
+
+
+def _match_all(h: Harness, key: Hotkey) -> None:
+    assigned = h.client.get(
+        "/worker/v1/runs/run-1/rounds/0/assignments", headers=bearer("worker")
+    ).json()
+    for a in assigned:
+        body = {"round": 0, "hotkey": a["body"]["hotkey"], "segments": a["body"]["segments"]}
+        r = h.client.post(
+            "/worker/v1/verdict",
+            headers=bearer("worker"),
+            json=signed(key, "verdict", {**body, "result": "match"}),
+        )
+        assert r.status_code == 200, r.text
 
 
 def _commit(h: Harness, i: int) -> int:
@@ -71,6 +99,7 @@ def test_a_missing_island_holds_the_phase_until_the_deadline(harness: Harness) -
 
 def test_audit_phase_closes_when_every_assignment_has_a_verdict(harness: Harness) -> None:
     h = harness
+    _list_auditors(h, h.auditor)  # the only listed auditor is its own majority
     _open(h)
     assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
     h.tick(1)
@@ -97,6 +126,7 @@ def test_a_set_aside_verdict_does_not_close_the_audit_phase(harness: Harness) ->
     """A verdict whose auditor a dispute found faulty stops counting: the assignment is
     open again, so the phase waits for another auditor (or its window)."""
     h = harness
+    _list_auditors(h, h.auditor)
     _open(h)
     assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
     h.tick(1)
@@ -122,3 +152,25 @@ def test_a_set_aside_verdict_does_not_close_the_audit_phase(harness: Harness) ->
     assert not pace.audits_done(h.state, "run-1", 0)
     h.client.portal.call(rounds.advance, h.state)  # type: ignore[union-attr]
     assert _detail(h)["phase"] == "audit"
+
+
+@pytest.mark.parametrize("listed", [0, 2, 3])
+def test_a_fast_first_auditor_does_not_close_the_audit_phase_alone(
+    harness: Harness, listed: int
+) -> None:
+    """One auditor's verdicts on every assignment close the phase only when it is a
+    majority of the listed auditors; with none listed the window runs out."""
+    h = harness
+    others = [Hotkey.from_seed(bytes([0x70 + i]) * 32) for i in range(listed - 1)]
+    if listed:
+        _list_auditors(h, h.auditor, *others)
+    _open(h)
+    assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
+    h.tick(1)
+    _match_all(h, h.auditor)
+    assert not pace.audits_done(h.state, "run-1", 0)
+    h.client.portal.call(rounds.advance, h.state)  # type: ignore[union-attr]
+    assert _detail(h)["phase"] == "audit"  # a contrary verdict can still be heard
+    if listed == 3:
+        _match_all(h, others[0])  # two of three: a majority judged every assignment
+        assert pace.audits_done(h.state, "run-1", 0)

@@ -66,14 +66,14 @@ def _post_tape(svc: Service, key: Hotkey) -> tuple[int, str]:
 
 def test_a_key_that_signed_verdicts_cannot_sign_the_runs_tape(service: Service) -> None:
     _judge_all(service, AUDITOR)
-    service.tick()
+    service.tick(20)  # past the audit window (no auditors listed: it never closes early)
     assert _post_tape(service, AUDITOR) == (403, "role_conflict")
     assert _post_tape(service, AGGREGATOR)[0] == 200  # the aggregator's tape is still taken
 
 
 def test_a_key_that_signed_a_tape_cannot_sign_verdicts(service: Service) -> None:
     _judge_all(service, AUDITOR)
-    service.tick()
+    service.tick(20)  # past the audit window (no auditors listed: it never closes early)
     assert _post_tape(service, AGGREGATOR)[0] == 200
     body = {"round": 0, "hotkey": ISLANDS[0].ss58_address, "result": "match", "segments": [0]}
     r = service.client.post(
@@ -94,7 +94,7 @@ def named(tmp_path: Path) -> Iterator[Service]:
 
 def test_only_the_named_aggregator_keys_sign_tapes(named: Service) -> None:
     bodies = _judge_all(named, AUDITOR)
-    named.tick()
+    named.tick(20)  # past the audit window (no auditors listed: it never closes early)
     assert _post_tape(named, OTHER) == (403, "role_conflict")  # a fresh worker key
     body = {**bodies[0], "round": 0}
     r = named.client.post(

@@ -24,7 +24,15 @@ from hypertrain.dispute.errors import (
     WrongQueryError,
 )
 from hypertrain.dispute.messages import DisputeRuling, commitment_of
-from hypertrain.dispute.resolution import expire, open_recompute, recomputed, rule, supply_inputs
+from hypertrain.dispute.resolution import (
+    bars_auditor,
+    expire,
+    open_recompute,
+    quorum,
+    recomputed,
+    rule,
+    supply_inputs,
+)
 from tests.dispute.helpers import (
     AUDITOR,
     ISLAND,
@@ -152,8 +160,11 @@ def test_traces_parting_before_inputs_agree_go_to_a_reaudit() -> None:
     assert game.stage == "recompute" and game.outcome is None
     assert game.steps[-1].level == "recompute" and "inputs agree" in game.steps[-1].reason
     assert game.deadline_round == game.steps[0].beacon_round + game.rules.bound_rounds() - 1
-    assert recomputed(game, REFEREE, "match", 4).outcome == "overturned"
-    assert recomputed(game, REFEREE, "mismatch", 4).outcome == "upheld"
+    assert recomputed(game, REFEREE, "match", 4).stage == "recompute"  # not a juror
+    assert recomputed(game, REFEREE, "match", 4, REFEREES).outcome == "overturned"
+    assert recomputed(game, REFEREE, "mismatch", 4, REFEREES).outcome == "upheld"
+    juried = game.model_copy(update={"jury": ("5Juror1",)})
+    assert recomputed(juried, "5Juror1", "match", 4).outcome == "overturned"  # its quorum
     assert expire(game, game.deadline_round + 1).outcome == "upheld"
 
 
@@ -284,12 +295,52 @@ def test_recompute_is_decided_by_an_independent_reaudit_or_upheld() -> None:
     assert game.stage == "recompute" and game.deadline_round == 10 + rules.bound_rounds() - 1
     assert not game.due("island") and not game.due("auditor")
     assert recomputed(game, AUDITOR, "match", 11) == game  # never the verdict's own auditor
-    assert recomputed(game, REFEREE, "match", 11).outcome == "overturned"
-    assert recomputed(game, REFEREE, "mismatch", 11).outcome == "upheld"
+    assert recomputed(game, "5Other", "match", 11) == game  # no jury: an unlisted key counts 0
+    assert recomputed(game, REFEREE, "match", 11, REFEREES).outcome == "overturned"
+    assert recomputed(game, REFEREE, "mismatch", 11, REFEREES).outcome == "upheld"
+    assert bars_auditor(recomputed(game, REFEREE, "match", 11, REFEREES))
     assert expire(game, game.deadline_round) == game
     assert expire(game, 10 + rules.bound_rounds()).outcome == "upheld"
     with pytest.raises(DecidedError):
         commit(expire(game, 10_000), ISLAND, step_answer(new_game(8, 3), ISLAND, 3), 10_000)
+
+
+JURY = ("5Juror1", "5Juror2", "5Juror3")
+
+
+def _recompute(check: str = "update", jury: tuple[str, ...] = JURY) -> g.Game:
+    return open_recompute(
+        dispute_id="f" * 64, run_id="run", round=1, segment=0, island=ISLAND, auditor=AUDITOR,
+        check=check, rules=g.Rules(), now=10, jury=(*jury, AUDITOR, ISLAND),  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_recompute_needs_a_quorum_of_the_jury_never_the_first_answer() -> None:
+    game = _recompute()
+    assert game.jury == JURY and quorum(game) == 2  # the parties are never jurors
+    one = recomputed(game, JURY[0], "match", 11)
+    assert one.stage == "recompute" and one.reaudits == {JURY[0]: "match"}
+    assert recomputed(one, JURY[0], "mismatch", 11) == one  # a juror's first re-audit only
+    split = recomputed(one, JURY[1], "mismatch", 12)
+    assert split.stage == "recompute"  # one each way: no quorum, the deadline upholds
+    assert expire(split, split.deadline_round + 1).outcome == "upheld"
+    overturned = recomputed(split, JURY[2], "match", 13)
+    assert overturned.outcome == "overturned" and bars_auditor(overturned)
+    upheld = recomputed(recomputed(game, JURY[1], "unverifiable", 11), JURY[2], "mismatch", 12)
+    assert upheld.outcome == "upheld" and not bars_auditor(upheld)
+
+
+def test_one_juror_overturns_but_never_bars_and_availability_never_bars() -> None:
+    alone = recomputed(_recompute(jury=JURY[:1]), JURY[0], "match", 11)
+    assert alone.outcome == "overturned" and not bars_auditor(alone)  # one claim is no proof
+    assert quorum(_recompute(jury=())) == 0
+    assert recomputed(_recompute(jury=()), JURY[0], "match", 11).stage == "recompute"
+    served = _recompute("unverifiable")
+    for juror in JURY:
+        served = recomputed(served, juror, "match", 11)
+    assert served.outcome == "overturned" and not bars_auditor(served)
+    by_referee = recomputed(_recompute("unverifiable"), REFEREE, "match", 11, REFEREES)
+    assert by_referee.outcome == "overturned" and not bars_auditor(by_referee)
 
 
 @pytest.mark.parametrize(

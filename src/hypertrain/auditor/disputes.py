@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hypertrain.auditor.replay import load_verified_checkpoint
+from hypertrain.challenge.errors import ServiceError
 from hypertrain.dispute.game import Game
 from hypertrain.evidence.party import SegmentParty
 from hypertrain.evidence.respond import Emit, take_part
@@ -39,8 +40,10 @@ def party_of(auditor: Auditor, game: Game) -> SegmentParty:
 def answer_disputes(auditor: Auditor, parties: dict[str, SegmentParty], emit: Emit) -> int:
     """One pass over the run's undecided disputes against this auditor's verdicts.
 
-    The same pass re-judges the audits whose verdict stopped counting because their
-    auditor was found faulty (unless this auditor is that one, or faulty itself).
+    The same pass re-judges what ``/reassigned`` lists (never this auditor's own
+    verdicts). Losing a game of its own does not stop it: only the service's refusal of
+    its verdicts (``faulty_auditor``) does, so two auditors that each lost one game still
+    re-judge each other's audits.
     """
     sent = 0
     views = auditor.service.disputes(auditor.manifest.run_id)
@@ -56,10 +59,7 @@ def answer_disputes(auditor: Auditor, parties: dict[str, SegmentParty], emit: Em
             expiry_margin=auditor.expiry_margin,
             emit=emit,
         )
-    me = auditor.key.ss58_address
-    if not any(v["auditor"] == me and v["game"]["outcome"] == "overturned" for v in views):
-        sent += rejudge(auditor, emit)  # a faulty auditor's verdicts are refused anyway
-    return sent
+    return sent + rejudge(auditor, emit)
 
 
 def rejudge(auditor: Auditor, emit: Emit) -> int:
@@ -78,6 +78,11 @@ def rejudge(auditor: Auditor, emit: Emit) -> int:
             assignment = verify_assignment(item.assignment, auditor.manifest)
             outcome = auditor.judge(detail, assignment)
             auditor.post(assignment, outcome)
+        except ServiceError as exc:
+            emit("error", round=item.round, assignment=item.hotkey, detail=f"{exc}"[:500])
+            if exc.code == "faulty_auditor":
+                return posted  # this auditor's verdicts no longer count in the run
+            continue
         except Exception as exc:  # one re-assigned audit never stops the others
             emit("error", round=item.round, assignment=item.hotkey, detail=f"{exc}"[:500])
             continue

@@ -19,6 +19,7 @@ import logging
 import sqlite3
 from typing import Any
 
+from hypertrain.challenge import pace
 from hypertrain.challenge import verdict_windows as windows
 from hypertrain.challenge.errors import (
     BondMissingError,
@@ -85,13 +86,13 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
     check = _contested_check(verdict, body, manifest.round.num_segments)
     row = _open_window(state, run_id, body, verdict, now)
     _check_leaves(state, run_id, body, hotkey)
-    _check_bond(state, run_id, hotkey, manifest.dispute.bond)
+    bond = _bond(state, run_id, hotkey, manifest.dispute.bond)
     if state.conn.execute(
         "SELECT 1 FROM dispute_games WHERE verdict_id = ?", (body.verdict_id,)
     ).fetchone():
         raise ConflictError("this verdict is already disputed", code="duplicate")
     game = _new_game(state, env, body, verdict["auditor"], check, row["open_envelope"], now)
-    _store_open(state, env, game, body.verdict_id, manifest.dispute.bond, now)
+    _store_open(state, env, game, body.verdict_id, bond, now)
     state.count("disputes_opened")
     log.info(
         "dispute %s (%s check) opened by %s against verdict %s",
@@ -175,9 +176,10 @@ def _new_game(
             check=RECOMPUTED[check],
             rules=_rules(manifest.dispute),
             now=now,
+            jury=pace.auditors(state, run_id),
         )
     layout = state.layout_of(run_id, body.round, open_envelope, hotkey)
-    return g.open_game(
+    game = g.open_game(
         **common,  # type: ignore[arg-type]
         interval=manifest.round.checkpoint_interval,
         sections=g.section_names(manifest.model.num_layers, layout.dp_ranks * layout.micro_batches),
@@ -186,6 +188,8 @@ def _new_game(
         rules=_rules(manifest.dispute),
         now=now,
     )
+    jury = tuple(sorted(set(pace.auditors(state, run_id)) - {auditor, hotkey}))
+    return game.model_copy(update={"jury": jury})  # for a game escalated to a re-audit
 
 
 def _store_open(
@@ -197,7 +201,7 @@ def _store_open(
             store.insert_game(state.conn, game, verdict_id, bond, now)
             store.save_game(state.conn, game, now, len(env.to_bytes()))
             store.record_message(state.conn, game.dispute_id, "open", game.island, _text(env), now)
-            if game.stage == "recompute":  # the verdict waits for an independent re-audit
+            if game.stage == "recompute":  # the verdict waits for a quorum of re-audits
                 store.set_aside(state.conn, game, verdict_id, now)
                 _reaudits_known(state, game, now)
             if bond > 0:  # its own ledger entry; a refusal undoes the open
@@ -209,11 +213,14 @@ def _store_open(
 
 
 def _reaudits_known(state: ServiceState, game: g.Game, now: int) -> g.Game:
-    """A game that enters ``recompute`` is decided at once by a re-audit already stored."""
-    for auditor, result in store.independent_verdicts(state.conn, game)[:1]:
-        game = resolution.recomputed(game, auditor, result, now)
-        store.save_game(state.conn, game, now)
-    return game
+    """A game that enters ``recompute`` counts the re-audits already stored (all of them,
+    never only the first): a quorum of them, or a referee's, decides it at once."""
+    new = game
+    for auditor, result in store.independent_verdicts(state.conn, game):
+        new = resolution.recomputed(new, auditor, result, now, _referees(state, game))
+    if new != game:
+        store.save_game(state.conn, new, now)
+    return new
 
 
 def on_verdict(
@@ -221,7 +228,8 @@ def on_verdict(
 ) -> int:
     """An independent verdict on a disputed assignment: it re-decides or confirms.
 
-    A ``recompute`` game is decided by it. A game the auditor lost only marks that
+    A ``recompute`` game counts it (a quorum of the run's other listed auditors, or one
+    referee, decides). A game the auditor lost only marks that
     auditor faulty (and sets its other verdicts aside) when this re-audit agrees with
     the island (``match``); a ``mismatch`` here faults the island instead, through
     settlement. Returns how many games changed.
@@ -233,11 +241,16 @@ def on_verdict(
             continue
         with transaction(state.conn):
             if game.stage == "recompute":
-                new = resolution.recomputed(game, auditor, result, now)
+                new = resolution.recomputed(game, auditor, result, now, _referees(state, game))
                 store.save_game(state.conn, new, now)
                 _log_progress(game, new)
                 changed += 1
-            elif game.outcome == "overturned" and result == "match" and game.check == "segment":
+            elif (
+                game.outcome == "overturned"
+                and result == "match"
+                and game.check == "segment"
+                and (not game.reaudits or resolution.bars_auditor(game))
+            ):
                 store.mark_faulty(state.conn, game, now)
                 changed += 1
     settle_bonds(state)
@@ -364,8 +377,11 @@ def _epoch(state: ServiceState) -> int:
 
 
 def reassigned(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
-    """Audits waiting for a new verdict because their auditor was found faulty."""
+    """Audits waiting for a new verdict: set aside (a faulty auditor, a recompute
+    dispute) or missed (assigned, and no verdict by the end of the audit phase)."""
     state.manifest(run_id)
+    rows = [(r, False) for r in store.reassigned(state.conn, run_id)]
+    rows += [(r, True) for r in store.missed(state.conn, run_id)]
     return [
         ReassignedAudit(
             round=row["round"],
@@ -373,9 +389,10 @@ def reassigned(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
             auditor=row["auditor"],
             verdict_id=row["verdict_id"],
             dispute_id=row["dispute_id"],
+            missed=missed,
             assignment=Envelope.model_validate(loads(row["envelope"])),
         )
-        for row in store.reassigned(state.conn, run_id)
+        for row, missed in rows
     ]
 
 
@@ -432,14 +449,20 @@ def _check_leaf(root: bytes, index: int, leaf: LeafProof) -> None:
         raise ChallengeError(f"leaf {index}: {exc}", code="bad_proof") from None
 
 
-def _check_bond(state: ServiceState, run_id: str, hotkey: str, bond: int) -> None:
+def _bond(state: ServiceState, run_id: str, hotkey: str, bond: int) -> int:
+    """The bond this dispute locks: ``dispute.bond``, or all the island holds if less.
+
+    The bond prices a frivolous dispute up to what the island has at stake; it never
+    makes a verdict unanswerable, so an island with no escrow yet disputes for nothing
+    (one dispute per verdict stays the rate limit).
+    """
     if bond <= 0:
-        return
-    escrow = state.ledger.balances(run_id, [hotkey]).get(hotkey, {}).get("escrow", 0)
-    if escrow < bond:
-        raise ForbiddenError(
-            f"a dispute needs a bond of {bond} in escrow; {hotkey} holds {escrow}", code="no_bond"
-        )
+        return 0
+    return max(0, min(bond, state.ledger.free_escrow(run_id, hotkey)))
+
+
+def _referees(state: ServiceState, game: g.Game) -> frozenset[str]:
+    return frozenset(state.manifest(game.run_id).dispute.referees)
 
 
 def _game(state: ServiceState, dispute_id: str) -> g.Game:

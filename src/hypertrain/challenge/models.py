@@ -313,10 +313,13 @@ class WeightsPublic(_Answer):
 
 
 class ReassignedAudit(_Answer):
-    """One row of ``GET /v1/runs/{run}/reassigned``: an audit whose verdict stopped counting.
+    """One row of ``GET /v1/runs/{run}/reassigned``: an audit waiting for a verdict.
 
-    Its auditor was found faulty by a dispute (``dispute_id``); the assignment waits for
-    another auditor's verdict, and the island's reward for the round is held until then.
+    Either its verdict stopped counting (its auditor was found faulty by dispute
+    ``dispute_id``, or a ``recompute`` dispute waits for a quorum of re-audits), or
+    ``missed``: it was assigned and had no verdict when its audit phase ended (then
+    ``auditor``, ``verdict_id`` and ``dispute_id`` are empty). The island's reward for
+    the round is held until another auditor's verdict comes.
     """
 
     round: int
@@ -325,6 +328,7 @@ class ReassignedAudit(_Answer):
     verdict_id: str
     dispute_id: str
     assignment: Envelope
+    missed: bool = False
 
 
 # The dispute routes answer the game's stored record (``DisputeView``, defined with the

@@ -79,6 +79,10 @@ class LedgerPort(Protocol):
         """
         ...
 
+    def free_escrow(self, run_id: str, hotkey: str) -> int:
+        """The island's escrow a new bond could lock (neither vested nor locked); 0 if none."""
+        ...
+
     def settle_bond(self, run_id: str, dispute_id: str, won: bool, epoch: int) -> int:
         """Return the bond (dispute won) or burn it (lost); 0 on a repeat.
 

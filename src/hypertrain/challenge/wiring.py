@@ -95,6 +95,12 @@ class LedgerAdapter:
         except (BondError, UnknownHotkeyError) as exc:
             raise ForbiddenError(f"cannot lock the dispute bond: {exc}", code="no_bond") from None
 
+    def free_escrow(self, run_id: str, hotkey: str) -> int:
+        try:
+            return self._ledger.free_escrow(run_id, hotkey)
+        except LedgerError:
+            return 0  # an unknown run or hotkey holds nothing
+
     def settle_bond(self, run_id: str, dispute_id: str, won: bool, epoch: int) -> int:
         try:
             return self._ledger.settle_bond(run_id, dispute_id, won, epoch)

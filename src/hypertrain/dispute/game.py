@@ -119,6 +119,10 @@ class Game(BaseModel):
     reason: str = ""
     steps: tuple[NarrowStep, ...] = ()
     messages: int = 1  # accepted messages, the opening one included
+    # a ``recompute`` game: the listed auditors whose re-audits count (never the verdict's
+    # auditor nor the island), fixed at opening, and each one's first re-audit result
+    jury: tuple[str, ...] = ()
+    reaudits: dict[str, str] = Field(default_factory=dict)
 
     def role_of(self, signer: str) -> Party:
         if signer == self.island:

@@ -5,9 +5,13 @@ message is due after its phase's deadline or its own clock loses (the island fir
 as the challenger, when both are silent); the referee stage is extended at most
 ``referee_extensions`` times and then upheld, so a run without referees still
 decides. A ``recompute`` game (leaf 0 or the update: a mismatch no bisection can
-narrow; or an ``unverifiable`` verdict) is decided by :func:`recomputed` from an
-independent auditor's re-audit of the public records, or upheld when none comes by its
-deadline.
+narrow; or an ``unverifiable`` verdict) is decided by :func:`recomputed` from the
+re-audits of the public records: a strict majority of its jury (the run's listed auditors
+other than the verdict's) agreeing, or one referee's re-audit. Who answers first decides
+nothing; without a quorum by its deadline the verdict stands. :func:`bars_auditor` says
+whether a decided game proves the verdict's auditor wrong (more than one agreeing
+re-audit, or a referee's; never an availability verdict, which a later re-audit cannot
+judge).
 """
 
 from __future__ import annotations
@@ -40,12 +44,15 @@ def open_recompute(
     check: Check,
     rules: Rules,
     now: int,
+    jury: tuple[str, ...] = (),
 ) -> Game:
-    """A dispute no bisection can narrow: no game, an independent re-audit decides.
+    """A dispute no bisection can narrow: no game, independent re-audits decide.
 
     That is the leaf-0 or update check of a mismatch, or an ``unverifiable`` verdict (the
-    island says its bytes were served). The re-audit may come up to ``deadline_round``;
-    the first tick after it upholds the verdict, ``Rules.bound_rounds()`` after opening.
+    island says its bytes were served). ``jury`` is the run's listed auditors (the
+    verdict's auditor and the island are dropped here). The re-audits may come up to
+    ``deadline_round``; the first tick after it upholds the verdict,
+    ``Rules.bound_rounds()`` after opening.
     """
     deadline = now + rules.bound_rounds() - 1
     return Game(
@@ -62,6 +69,7 @@ def open_recompute(
         rules=rules,
         stage="recompute",
         check=check,
+        jury=tuple(sorted(set(jury) - {auditor, island})),
         deadline_round=deadline,
         phase_opened=now,
         hi=1,
@@ -75,15 +83,53 @@ def open_recompute(
     )
 
 
-def recomputed(game: Game, auditor: str, result: str, now: int) -> Game:
-    """Decide a ``recompute`` game from another auditor's verdict on the same assignment."""
-    if game.stage != "recompute" or auditor == game.auditor:
+def quorum(game: Game) -> int:
+    """Agreeing re-audits that decide a ``recompute`` game: a strict majority of its jury."""
+    return len(game.jury) // 2 + 1 if game.jury else 0
+
+
+def recomputed(
+    game: Game, auditor: str, result: str, now: int, referees: frozenset[str] = frozenset()
+) -> Game:
+    """Count one re-audit of a ``recompute`` game's assignment; decide on a quorum.
+
+    A referee's re-audit decides alone. A juror's first re-audit is counted; the game is
+    overturned once :func:`quorum` jurors found ``match``, upheld once as many found
+    anything else, and otherwise waits (the deadline upholds it). A key outside the jury
+    counts nothing, so no order of arrival decides.
+    """
+    if game.stage != "recompute" or auditor in (game.auditor, game.island):
         return game
-    if result == "match":
-        reason = f"auditor {auditor[:12]} re-audited the {game.check} check: it matches"
-        return decide(game, "overturned", reason, now, "auditors")
-    reason = f"auditor {auditor[:12]} re-audited the {game.check} check: {result}"
-    return decide(game, "upheld", reason, now, "auditors")
+    if auditor in referees:
+        what = "it matches" if result == "match" else result
+        reason = f"referee {auditor[:12]} re-audited the {game.check} check: {what}"
+        outcome: Outcome = "overturned" if result == "match" else "upheld"
+        return decide(game, outcome, reason, now, "referee")
+    if auditor not in game.jury or auditor in game.reaudits:
+        return game
+    game = game.model_copy(update={"reaudits": {**game.reaudits, auditor: result}})
+    matches = sum(r == "match" for r in game.reaudits.values())
+    need, against = quorum(game), len(game.reaudits) - matches
+    of = f"of {len(game.jury)} other auditors re-audited the {game.check} check"
+    if matches >= need:
+        return decide(game, "overturned", f"{matches} {of}: it matches", now, "auditors")
+    if against >= need:
+        return decide(game, "upheld", f"{against} {of}: it fails", now, "auditors")
+    return game
+
+
+def bars_auditor(game: Game) -> bool:
+    """Whether a decided ``recompute`` game proves the verdict's auditor wrong.
+
+    Only an overturn on a ``start``, ``update`` or (escalated) ``segment`` check, by a
+    referee or by more than one agreeing re-audit. An ``unverifiable`` verdict is about
+    availability at the upload deadline, which a later re-audit cannot see: its overturn
+    frees the island, never bars the auditor.
+    """
+    if game.outcome != "overturned" or game.check == "unverifiable":
+        return False
+    by_referee = bool(game.steps) and game.steps[-1].actor == "referee"
+    return by_referee or sum(r == "match" for r in game.reaudits.values()) >= 2
 
 
 def supply_inputs(game: Game, data: bytes, now: int) -> tuple[Game, str]:

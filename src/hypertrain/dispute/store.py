@@ -15,6 +15,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict
 
 from hypertrain.dispute.game import Game
+from hypertrain.dispute.resolution import bars_auditor
 
 SCHEMA: Final = """
 CREATE TABLE dispute_games (
@@ -200,8 +201,10 @@ def save_game(conn: sqlite3.Connection, game: Game, now: int, nbytes: int = 0) -
     A lost bisection game never bars its auditor by itself: the disputed verdict is
     set aside for an independent re-audit, and only a re-audit that agrees with the
     island marks the auditor faulty (:func:`mark_faulty`, from the service's verdict
-    intake). A ``recompute`` game *is* decided by that re-audit, so its overturn marks
-    the auditor at once; its upholding restores the verdict it set aside.
+    intake). A ``recompute`` game *is* decided by re-audits (a quorum of the run's other
+    auditors, or a referee), so its overturn marks the auditor at once when
+    :func:`~hypertrain.dispute.resolution.bars_auditor` holds; its upholding restores the
+    verdict it set aside.
     """
     conn.execute(
         "UPDATE dispute_games SET stage = ?, outcome = ?, game = ?, bytes_in = bytes_in + ?,"
@@ -223,9 +226,10 @@ def save_game(conn: sqlite3.Connection, game: Game, now: int, nbytes: int = 0) -
     if game.outcome == "overturned" and game.check == "segment":
         set_aside(conn, game, verdict_id, now)
         others = [result for _, result in independent_verdicts(conn, game)]
-        if others and all(r == "match" for r in others):  # a re-audit already agrees
+        agreed = not game.reaudits or bars_auditor(game)  # an escalated game: as a recompute
+        if others and all(r == "match" for r in others) and agreed:  # a re-audit agrees
             mark_faulty(conn, game, now)
-    elif game.outcome == "overturned":
+    elif bars_auditor(game):  # a quorum's or a referee's re-audit, never an availability one
         mark_faulty(conn, game, now)
     elif game.outcome == "upheld":  # a verdict set aside for a re-audit counts again
         conn.execute(
@@ -327,15 +331,39 @@ def is_reassigned(conn: sqlite3.Connection, verdict_id: str) -> bool:
 
 
 def reassigned(conn: sqlite3.Connection, run_id: str) -> list[sqlite3.Row]:
-    """Re-assigned audits still waiting for another auditor's counting verdict."""
+    """Re-assigned audits still waiting for another auditor's counting verdict.
+
+    An assignment whose ``recompute`` dispute is undecided stays listed whatever verdicts
+    it already has: its quorum of re-audits is still being gathered.
+    """
     return list(
         conn.execute(
             "SELECT x.round, x.hotkey, x.auditor, x.verdict_id, x.dispute_id, a.envelope"
             " FROM reassigned_verdicts x JOIN audits a ON a.run_id = x.run_id"
-            " AND a.round = x.round AND a.hotkey = x.hotkey WHERE x.run_id = ? AND NOT EXISTS"
+            " AND a.round = x.round AND a.hotkey = x.hotkey WHERE x.run_id = ? AND (NOT EXISTS"
             " (SELECT 1 FROM verdicts v WHERE v.run_id = x.run_id AND v.round = x.round"
             " AND v.hotkey = x.hotkey AND v.verdict_id NOT IN"
-            " (SELECT verdict_id FROM reassigned_verdicts)) ORDER BY x.round, x.hotkey",
+            " (SELECT verdict_id FROM reassigned_verdicts)) OR EXISTS (SELECT 1 FROM"
+            " dispute_games g WHERE g.dispute_id = x.dispute_id AND g.stage = 'recompute'))"
+            " ORDER BY x.round, x.hotkey",
+            (run_id,),
+        )
+    )
+
+
+def missed(conn: sqlite3.Connection, run_id: str) -> list[sqlite3.Row]:
+    """Assigned audits of rounds past their audit phase that no verdict ever judged.
+
+    Their island's reward is held until a verdict comes, so they are listed with the
+    re-assigned ones for any auditor to judge late (set-aside ones are listed there).
+    """
+    return list(
+        conn.execute(
+            "SELECT a.round, a.hotkey, '' AS auditor, '' AS verdict_id, '' AS dispute_id,"
+            " a.envelope FROM audits a JOIN rounds r ON r.run_id = a.run_id AND r.round = a.round"
+            " WHERE a.run_id = ? AND r.phase IN ('merge', 'settle', 'final') AND NOT EXISTS"
+            " (SELECT 1 FROM verdicts v WHERE v.run_id = a.run_id AND v.round = a.round"
+            " AND v.hotkey = a.hotkey) ORDER BY a.round, a.hotkey",
             (run_id,),
         )
     )

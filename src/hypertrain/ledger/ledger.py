@@ -281,6 +281,11 @@ class Ledger:
         with self._lock:
             return views.balance(self._conn, run_id, hotkey)
 
+    def free_escrow(self, run_id: str, hotkey: str) -> int:
+        """The escrow a new bond of ``hotkey`` could lock (neither vested nor locked)."""
+        with self._lock:
+            return _bonds.free_escrow(self._conn, run_id, hotkey)
+
     def summary(self, run_id: str) -> views.RunSummary:
         with self._lock:
             return views.summary(self._conn, run_id)

@@ -90,7 +90,7 @@ def ruling(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
 @router.get("/runs/{run_id}/reassigned", responses=_ERRORS, response_model=list[ReassignedAudit])
 @serialized
 def reassigned(state: State, run_id: str) -> list[ReassignedAudit]:
-    """Audits whose verdict stopped counting (a faulty auditor's) and that await another."""
+    """Audits awaiting another auditor's verdict: set aside by a dispute, or missed."""
     return disputes.reassigned(state, run_id)
 
 
