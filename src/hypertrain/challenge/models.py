@@ -115,7 +115,7 @@ class RoundDetail(_Answer):
         return MergeTape.model_validate(self.merge.body) if self.merge else None
 
 
-IslandStatus = Literal["active", "probation", "faulted", "deregistered"]
+IslandStatus = Literal["active", "probation", "faulted", "deregistered", "left"]
 
 
 class RosterEntry(_Answer):
@@ -136,6 +136,17 @@ class RosterEntry(_Answer):
     vested: int
     paid: int
     burned: int
+    left_round: int | None = None  # the first round opened without it, once it left
+    proven_memory_bytes: int = 0  # what its admission challenge proved (0: not proven)
+
+
+class LeaveAnswer(_Answer):
+    """``POST /v1/leave``: the island trains no round from ``left_round`` on."""
+
+    run_id: str
+    hotkey: str
+    left_round: int
+    leave_id: str  # SHA-256 of the signed envelope's canonical bytes
 
 
 class LossPoint(_Answer):

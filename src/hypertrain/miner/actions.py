@@ -36,7 +36,7 @@ from hypertrain.miner.standing import admission_line, money_line, weight_line
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
-from hypertrain.protocol.messages import Commit, JoinRequest, Verdict
+from hypertrain.protocol.messages import Commit, JoinRequest, Leave, Verdict
 from hypertrain.relay.client import RelayClient
 
 
@@ -119,6 +119,27 @@ def join_cmd(args: argparse.Namespace) -> int:
                 return 1
         entry = next((r for r in service.roster(cfg.run_id) if r.hotkey == key.ss58_address), None)
         sys.stdout.write(admission_line(ctx.manifest, layout, entry, key.ss58_address))
+    return 0
+
+
+def leave_cmd(args: argparse.Namespace) -> int:
+    """Send a signed ``leave``: the island trains no round opened after it."""
+    cfg = _config(args)
+    key = cfg.load_key()
+    with ChallengeClient(cfg.service_url) as service:
+        env = seal(
+            key,
+            domain="leave",
+            run_id=cfg.run_id,
+            body=Leave(reason=args.reason).model_dump(mode="json"),
+            expiry_round=service.beacon_round() + cfg.expiry_margin,
+        )
+        answer = service.leave(env)
+    sys.stdout.write(json.dumps(answer.model_dump(mode="json"), sort_keys=True) + "\n")
+    sys.stdout.write(
+        f"left {answer.run_id} from round {answer.left_round}: rounds before it are still"
+        " audited and settled; the escrow keeps vesting unless a fault is proven\n"
+    )
     return 0
 
 

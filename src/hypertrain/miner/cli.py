@@ -1,4 +1,4 @@
-"""``hypertrain-miner``: selfcheck, join, run, watch, status (argparse, one handler each)."""
+"""``hypertrain-miner``: selfcheck, join, run, watch, leave, status (argparse, one handler each)."""
 
 from __future__ import annotations
 
@@ -60,6 +60,12 @@ def build_parser(hooks: HooksFor = honest) -> argparse.ArgumentParser:
         help="dispute mismatch verdicts this island's replay refutes (--follow always does)",
     )
     watch.set_defaults(func=functools.partial(actions.watch_cmd, hooks=hooks))
+    leave = sub.add_parser(
+        "leave", help="send a signed leave: no round opened after it (escrow keeps vesting)"
+    )
+    _common(leave)
+    leave.add_argument("--reason", default="", help="optional reason, shown with the leave")
+    leave.set_defaults(func=actions.leave_cmd)
     status = sub.add_parser("status", help="this hotkey's standing in the run")
     _common(status)
     status.set_defaults(func=actions.status_cmd)

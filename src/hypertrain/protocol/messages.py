@@ -182,6 +182,15 @@ class AdmissionCheck(_Body):
     reference_hash: str = Field(pattern=_HEX64)
 
 
+class Leave(_Body):
+    """An island announces that it leaves the run (it trains no round opened after this).
+
+    Its escrow keeps vesting on the run's schedule and is still burned by a fault proven
+    later (docs/mechanism.md, "Leaving"); a leave is final for the run."""
+
+    reason: str = Field(default="", max_length=256)
+
+
 DOMAINS: dict[str, type[_Body]] = {
     "join": JoinRequest,
     "manifest": ManifestRecord,
@@ -194,4 +203,5 @@ DOMAINS: dict[str, type[_Body]] = {
     "blob-put": BlobPut,
     "admission-answer": AdmissionAnswer,
     "admission-check": AdmissionCheck,
+    "leave": Leave,
 }
