@@ -374,19 +374,35 @@ class HoneypotRow(_Answer):
     disputes_lost: int
 
 
-class HoneypotAnswer(_Answer):
-    """``GET /v1/runs/{run}/honeypots``: the revealed list (``list`` on the wire) and the
-    table computed from it."""
+class HoneypotPeriodPublic(_Answer):
+    """One committed period of honeypots: its rounds, commitment and, once revealed, list.
+
+    ``committed_beacon_round`` is when the service accepted the commitment (0: in the
+    manifest), always before ``first_round`` opened."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    revealed: HoneypotList = Field(alias="list")
+    period: int
+    first_round: int
+    last_round: int
+    commitment: str
+    committed_beacon_round: int
+    revealed: HoneypotList | None = Field(default=None, alias="list")
+    revealed_beacon_round: int | None = None
+
+
+class HoneypotAnswer(_Answer):
+    """``GET /v1/runs/{run}/honeypots``: every period (revealed lists included) and the
+    table accumulated over the revealed ones."""
+
+    periods: list[HoneypotPeriodPublic]
     table: list[HoneypotRow]
 
 
 class HoneypotRevealAck(_Answer):
-    """``POST /admin/v1/runs/{run}/honeypots``: the list hashed to the manifest's commitment."""
+    """``POST /admin/v1/runs/{run}/honeypots``: the list hashed to its period's commitment."""
 
     revealed: bool
+    period: int
     commitment: str
     entries: int

@@ -141,8 +141,7 @@ def _open_roster(state: ServiceState, run_id: str, manifest: RunManifest) -> dic
     """Registered islands that have not left, and the layouts they were admitted with."""
     out: dict[str, LayoutSpec] = {}
     for row in state.conn.execute(
-        "SELECT hotkey, layout FROM roster WHERE run_id = ? AND left_round IS NULL"
-        " ORDER BY hotkey",
+        "SELECT hotkey, layout FROM roster WHERE run_id = ? AND left_round IS NULL ORDER BY hotkey",
         (run_id,),
     ):
         if state.metagraph.is_registered(row["hotkey"]):
