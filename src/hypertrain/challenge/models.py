@@ -285,6 +285,7 @@ class AdmissionStatus(_Answer):
     answer_deadline_round: int
     workload_steps: int
     seed: int | None  # None until the service has verified the seed round
+    memory_claims: list[int] = []  # bytes each device proves (the join's memory_bytes)
 
 
 class AdmissionAnswerAck(_Answer):
@@ -302,6 +303,8 @@ class PendingAdmission(_Answer):
     seed: int | None
     seed_beacon_round: int
     workload_steps: int
+    memory_claims: list[int] = []  # bytes each device claims (its table's size)
+    memory_sample: list[tuple[int, int]] = []  # (device, query) pairs to recompute
 
 
 class WeightsMetadata(_Answer):

@@ -32,7 +32,9 @@ def build_parser(hooks: HooksFor = honest) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     check = sub.add_parser("selfcheck", help="admission workload on every local device (table)")
     check.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    check.add_argument("--probe-mib", type=int, default=64, help="memory probe size per device")
+    check.add_argument(
+        "--claim-mib", type=int, default=1, help="memory each device claims in the report"
+    )
     check.set_defaults(func=actions.selfcheck_cmd)
     join = sub.add_parser("join", help="send a signed join request with the hardware report")
     _common(join)
