@@ -96,6 +96,18 @@ def test_an_honest_claim_is_proven_and_recorded(harness: Harness, client: Challe
     assert entry.proven_memory_bytes == table_shape(MIN_CLAIM_BYTES).proven_bytes
 
 
+def test_an_answer_without_every_query_is_refused(
+    harness: Harness, client: ChallengeClient
+) -> None:
+    h, key = harness, harness.miners[0]
+    seed = _join_and_seed(h, key)
+    short = memory_answers(seed, [MIN_CLAIM_BYTES], [CPU])[0][:-1]  # 15 of the 16 queries
+    with pytest.raises(ServiceError) as bad:
+        _post_answer(client, key, seed, [short])
+    assert bad.value.code == "bad_body"
+    assert _status(client, key)[0] == "pending"  # it may still answer in time
+
+
 @pytest.mark.parametrize("skipped", [0.5, 0.05])
 def test_answers_from_a_partial_table_are_refused(
     harness: Harness, client: ChallengeClient, skipped: float
