@@ -30,7 +30,7 @@ from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
 from common import write_result
 from hypertrain.auditor.admission import reference_hash
 from hypertrain.beacon import start_local_beacon
-from hypertrain.miner.admission import SelfcheckConfig, challenge_hashes, selfcheck
+from hypertrain.miner.admission import challenge_hashes, selfcheck
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from hypertrain.protocol.manifest import AdmissionSpec
 
@@ -105,7 +105,7 @@ def network_joins(root: Path) -> dict[str, list[float]]:
             fleet.hypertrain("service", "challenge", "serve", env=env, sock=sock)
             wait_for(lambda: http_ok(f"{service}/v1/beacon"), 60, "the service")
             wait_for(lambda: httpx.get(f"{service}/v1/beacon").json()["round"], 30, "a beacon")
-            report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
+            report = selfcheck()[0]
             for run in names:
                 manifest = manifest_doc(dataset)
                 manifest.pop("coordinator")

@@ -75,9 +75,8 @@ def _join(key: Hotkey, run_id: str) -> dict[str, Any]:
                 "index": 0,
                 "name": "b",
                 "device_class": CLASS,
-                "memory_bytes": 1,
+                "memory_bytes": 1 << 20,
                 "workload_hash": HASH,
-                "memory_probe_ok": True,
             }
         ],
         "layout": {"dp_ranks": 1, "micro_batches": 1, "micro_batch_size": 4},

@@ -116,9 +116,8 @@ def join_body(
                 "index": i,
                 "name": "test",
                 "device_class": DEVICE_CLASS,
-                "memory_bytes": 1 << 30,
+                "memory_bytes": 1 << 20,  # the smallest claim (a 1 MiB table)
                 "workload_hash": workload_hash,
-                "memory_probe_ok": True,
             }
             for i in range(devices)
         ],

@@ -57,14 +57,18 @@ def test_devices_disagreeing_is_refused(harness: Harness) -> None:
     assert r.json()["error"] == "selfcheck_mismatch"
 
 
-def test_unknown_class_memory_probe_and_layout_are_refused(harness: Harness) -> None:
+def test_unknown_class_memory_claim_and_layout_are_refused(harness: Harness) -> None:
     cases = []
     body = join_body()
     body["devices"][0]["device_class"] = "cuda:unknown"
     cases.append((body, "unknown_device_class"))
     body = join_body()
-    body["devices"][0]["memory_probe_ok"] = False
-    cases.append((body, "memory_probe"))
+    body["devices"][0]["memory_bytes"] = (1 << 20) - 1  # below the smallest table
+    cases.append((body, "bad_claim"))
+    body = join_body()
+    body["devices"][0]["memory_probe_ok"] = True  # the self-reported probe is gone
+    r = harness.client.post("/v1/join", json=signed(harness.miners[2], "join", body))
+    assert (r.status_code, r.json()["error"]) == (400, "bad_body")
     body = join_body()
     body["layout"]["micro_batch_size"] = 8
     cases.append((body, "bad_layout"))

@@ -18,7 +18,7 @@ from hypertrain.auditor.admission import check_admissions
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import AdmissionAnswerAck
-from hypertrain.miner.admission import answer_challenge, challenge_hashes
+from hypertrain.miner.admission import answer_challenge, challenge_hashes, memory_answers
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
@@ -54,9 +54,13 @@ def _roster(client: ChallengeClient) -> set[str]:
     return {r.hotkey for r in client.roster(RUN)}
 
 
-def _answer(client: ChallengeClient, key: Hotkey, hashes: list[str]) -> AdmissionAnswerAck:
+def _answer(
+    client: ChallengeClient, key: Hotkey, hashes: list[str], memory: list[list[str]] | None = None
+) -> AdmissionAnswerAck:
     status = client.admission_status(RUN, key.ss58_address)
-    body = AdmissionAnswer(seed_beacon_round=status.seed_beacon_round, hashes=hashes)
+    if memory is None:  # the honest memory answers, one list per device of the join
+        memory = memory_answers(status.seed or 0, status.memory_claims, CPU * len(hashes))
+    body = AdmissionAnswer(seed_beacon_round=status.seed_beacon_round, hashes=hashes, memory=memory)
     env = seal(
         key, domain="admission-answer", run_id=RUN, body=body.model_dump(), expiry_round=50_000
     )
@@ -77,6 +81,8 @@ def test_correct_answer_admits(harness: Harness, client: ChallengeClient) -> Non
     # no worker has checked yet: the miner gives up waiting for the decision, not admitted
     answered = answer_challenge(client, key, RUN, devices=CPU, poll_s=0.01, timeout_s=0.5)
     assert answered.status == "answered" and key.ss58_address not in _roster(client)
+    assert check_admissions(client, h.auditor, RUN, classes=frozenset({DEVICE_CLASS})) == []
+    h.tick(1)  # the check's sample comes from the beacon round after the answer
     posted = check_admissions(client, h.auditor, RUN, classes=frozenset({DEVICE_CLASS}))
     assert [(p.admitted, p.hotkey) for p in posted] == [(True, key.ss58_address)]
     assert key.ss58_address in _roster(client)
@@ -91,9 +97,10 @@ def test_wrong_answer_is_refused(harness: Harness, client: ChallengeClient) -> N
     right = challenge_hashes(seed, 2, CPU)[0]
     wrong = challenge_hashes(seed + 1, 2, CPU)[0]  # e.g. one device computing for two
     with pytest.raises(ServiceError) as short:
-        _answer(client, key, [right])
+        _answer(client, key, [right], memory=[["00" * 16] * 16] * 2)
     assert short.value.code == "bad_body"
     _answer(client, key, [right, wrong])
+    h.tick(1)
     posted = check_admissions(client, h.auditor, RUN, classes=frozenset({DEVICE_CLASS}))
     assert [(p.admitted, p.hotkey, p.first_round) for p in posted] == [
         (False, key.ss58_address, None)

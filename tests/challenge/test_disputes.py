@@ -340,7 +340,7 @@ def _check_honeypots(service: Service) -> None:
         service.client.get(f"/v1/runs/{RUN}/honeypots").content
     )  # the one shared model: the list as revealed, the table as computed
     shown = [{k: v for k, v in row.items() if v is not None} for row in rows]
-    assert served.revealed == HONEYPOTS
+    assert [p.revealed for p in served.periods] == [HONEYPOTS]
     assert [r.model_dump(exclude_none=True) for r in served.table] == shown
 
 

@@ -8,7 +8,7 @@ honest island's held rewards start vesting and it is paid like anyone else.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +46,23 @@ class Net:
         state: ServiceState = self.client.app.state.service  # type: ignore[attr-defined]
         self.client.portal.call(_poll_beacon, state)  # type: ignore[union-attr]
 
-    def play(self, index: int, islands: list[Hotkey], cheat: Hotkey | None = None) -> None:
-        """One round: open, commit, audit (a mismatch for ``cheat``), merge, final."""
+    def play(
+        self,
+        index: int,
+        islands: list[Hotkey],
+        cheat: Hotkey | None = None,
+        after_commit: Callable[[], None] | None = None,
+    ) -> None:
+        """One round: open, commit, (``after_commit``), audit (a mismatch for ``cheat``),
+        merge, final."""
         c = self.client
         start = {"start_model_sha256": "aa" * 32, "start_model_url": "http://r/m"}
         opened = c.post("/admin/v1/runs/run-1/rounds", headers=bearer("admin"), json=start)
         assert opened.status_code == 200, opened.text
         for key in islands:
             assert c.post("/v1/commit", json=signed(key, "commit", commit_body(index))).is_success
+        if after_commit is not None:
+            after_commit()
         self.tick(1)  # when every rostered island committed, this beacon round selects
         if c.get(f"/v1/runs/run-1/rounds/{index}").json()["phase"] == "train":
             self.tick(3)  # someone in the roster did not commit: the deadline closes it

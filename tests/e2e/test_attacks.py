@@ -49,7 +49,7 @@ import httpx
 import pytest
 
 from hypertrain.beacon import LocalBeaconProcess
-from hypertrain.miner.admission import SelfcheckConfig, selfcheck
+from hypertrain.miner.admission import selfcheck
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
 from tests.e2e.gate import BeaconGate, allowed_round
@@ -119,7 +119,7 @@ def _manifest(dataset: Any) -> dict[str, Any]:
     doc["audit"].update(rate=0.0, probation_rounds=1)  # round 0: everyone; round 1: nobody
     doc["admission"] = {"answer_window_rounds": 30}  # the challenge is on by default
     doc["reward"] = {"pool_per_round": POOL, "vesting_rounds": 1}
-    report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
+    report = selfcheck()[0]
     doc["selfcheck_reference"] = {report.device_class: report.workload_hash}
     return doc
 

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from hypertrain.beacon import LocalBeaconProcess
-from hypertrain.miner.admission import SelfcheckConfig, selfcheck
+from hypertrain.miner.admission import selfcheck
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
 from hypertrain.protocol.identity import write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
@@ -55,7 +55,7 @@ def _manifest(dataset: Any, referee: str, honeypots: HoneypotList) -> dict[str, 
         dataset, commit_window_rounds=40, audit_window_rounds=30, dispute_window_rounds=30
     )
     doc.pop("coordinator")
-    report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
+    report = selfcheck()[0]
     doc["selfcheck_reference"] = {report.device_class: report.workload_hash}
     doc["admission"] = {"answer_window_rounds": 30}  # the challenge is on by default
     doc["dispute"] = {"bond": 0, "answer_rounds": 20, "referee_rounds": 20, "referees": [referee]}

@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from hypertrain.beacon import LocalBeaconProcess
-from hypertrain.miner.admission import SelfcheckConfig, selfcheck
+from hypertrain.miner.admission import selfcheck
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from tests.auditor.world import make_dataset, manifest_doc
 from tests.e2e.gate import BeaconGate, gate_rounds
@@ -64,7 +64,7 @@ def _manifest(dataset: Any) -> dict[str, Any]:
     doc = manifest_doc(dataset, commit_window_rounds=60, audit_window_rounds=60)
     doc.pop("coordinator")
     doc["admission"] = {"answer_window_rounds": 30}  # the challenge is on by default
-    report = selfcheck(cfg=SelfcheckConfig(probe_bytes=1 << 20))[0]
+    report = selfcheck()[0]
     doc["selfcheck_reference"] = {report.device_class: report.workload_hash}
     return doc
 

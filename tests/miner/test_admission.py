@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from hypertrain.miner.admission import SelfcheckConfig, main, memory_probe, selfcheck, workload_hash
+from hypertrain.miner.admission import SelfcheckConfig, main, selfcheck, workload_hash
 from hypertrain.protocol.messages import DeviceReport
 
-SMALL = SelfcheckConfig(dim=64, steps=3, probe_bytes=1 << 20)
+SMALL = SelfcheckConfig(dim=64, steps=3)
 
 
 def test_workload_hash_is_deterministic_and_config_bound() -> None:
@@ -28,17 +28,16 @@ def test_workload_hash_is_deterministic_and_config_bound() -> None:
     assert torch.get_num_threads() == threads
 
 
-def test_memory_probe_and_report() -> None:
-    assert memory_probe(torch.device("cpu"), 1 << 20)
-    reports = selfcheck([torch.device("cpu"), torch.device("cpu")], SMALL)
+def test_report_claims_memory_per_device() -> None:
+    reports = selfcheck([torch.device("cpu"), torch.device("cpu")], SMALL, claim_bytes=2 << 20)
     assert [r.index for r in reports] == [0, 1]
     assert len({r.workload_hash for r in reports}) == 1
-    assert all(r.memory_probe_ok and r.device_class.startswith("cpu:") for r in reports)
+    assert all(r.memory_bytes == 2 << 20 and r.device_class.startswith("cpu:") for r in reports)
 
 
 def test_cli_writes_a_join_ready_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "report.json"
-    assert main(["selfcheck", "--out", str(out), "--probe-mib", "1"]) == 0
+    assert main(["selfcheck", "--out", str(out), "--claim-mib", "1"]) == 0
     doc = json.loads(out.read_text())
     assert json.loads(capsys.readouterr().out) == doc
     for device in doc["devices"]:

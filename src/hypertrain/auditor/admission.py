@@ -1,9 +1,11 @@
-"""The worker's half of the admission challenge: recompute the reference hash, post it.
+"""The worker's half of the admission challenge: recompute the reference, post it.
 
 For every answered challenge of a device class this worker can compute (its own, by
-default), run the self-check workload with the challenge's seed and post a signed
-``admission-check`` carrying the reference hash. The service admits the island only
-if every one of its devices answered that hash in time.
+default), run the self-check workload with the challenge's seed, rebuild the memory
+proof's table of each sampled device (the service names the (device, query) pairs, drawn
+from a beacon round after the answer) and recompute those answers, and post a signed
+``admission-check`` carrying both. The service admits the island only if every one of
+its devices answered the reference hash and every sampled memory answer matches.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import torch
 
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import JoinAnswer
+from hypertrain.challenge.models import JoinAnswer, PendingAdmission
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
-from hypertrain.protocol.messages import AdmissionCheck
+from hypertrain.protocol.messages import AdmissionCheck, MemoryCheck
+from hypertrain.trainer.memproof import check_answers
 from hypertrain.trainer.selfcheck import SelfcheckConfig, device_class, workload_hash
 
 Emit = Callable[..., None]
@@ -25,6 +28,23 @@ Emit = Callable[..., None]
 
 def reference_hash(seed: int, steps: int, device: torch.device) -> str:
     return workload_hash(device, SelfcheckConfig(seed=seed, steps=steps))
+
+
+def memory_checks(item: PendingAdmission, device: torch.device) -> list[MemoryCheck]:
+    """The sampled answers, each device's table rebuilt once (integer arithmetic: any
+    device computes the island's bytes)."""
+    assert item.seed is not None
+    by_device: dict[int, list[int]] = {}
+    for index, query in item.memory_sample:
+        by_device.setdefault(index, []).append(query)
+    out = []
+    for index, queries in sorted(by_device.items()):
+        answers = check_answers(item.seed, index, item.memory_claims[index], queries, device)
+        out += [
+            MemoryCheck(device=index, query=q, answer=a)
+            for q, a in zip(queries, answers, strict=True)
+        ]
+    return out
 
 
 def check_admissions(
@@ -50,6 +70,7 @@ def check_admissions(
                 hotkey=item.hotkey,
                 seed_beacon_round=item.seed_beacon_round,
                 reference_hash=reference_hash(item.seed, item.workload_steps, device),
+                memory=memory_checks(item, device),
             )
             env = seal(
                 key,

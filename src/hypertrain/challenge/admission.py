@@ -9,7 +9,9 @@ selfcheck`` on a reference machine of that class.
 
 With ``admission.challenge`` on, that self-reported hash is not enough: the join opens
 a challenge (:mod:`hypertrain.challenge.challenge`) whose workload seed
-(:func:`challenge_seed`) comes from a beacon round after the request.
+(:func:`challenge_seed`) comes from a beacon round after the request, and whose memory
+proof makes each device hold the memory it claims. Each claim must be at least the
+layout's per-device floor (:func:`hypertrain.protocol.memproof.memory_floor`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from hypertrain.challenge.errors import AdmissionError
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.domains import SELFCHECK, tagged_hasher
 from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.memproof import memory_floor, table_shape
 from hypertrain.protocol.messages import JoinRequest
 
 MAX_ISLAND_DEVICES: Final = 1024
@@ -71,11 +74,28 @@ def check_join(manifest: RunManifest, request: JoinRequest, *, self_reported: bo
             f"self-check hash differs from the reference for {device_class!r}",
             code="selfcheck_mismatch",
         )
-    failed = [d.index for d in devices if not d.memory_probe_ok]
-    if failed:
-        raise AdmissionError(f"memory probe failed on devices {failed}", code="memory_probe")
     _check_layout(manifest, request)
+    _check_memory(manifest, request)
     return device_class
+
+
+def _check_memory(manifest: RunManifest, request: JoinRequest) -> None:
+    """Every device claims a provable amount, at least what the layout needs per device.
+
+    Under the admission challenge the claim is then proven (:mod:`.challenge`); the
+    island's budget is admitted only on that proof."""
+    floor = memory_floor(manifest, request.layout)
+    for device in request.devices:
+        try:
+            table_shape(device.memory_bytes)
+        except ValueError as exc:
+            raise AdmissionError(f"device {device.index}: {exc}", code="bad_claim") from None
+        if device.memory_bytes < floor:
+            raise AdmissionError(
+                f"device {device.index} claims {device.memory_bytes} bytes; this layout needs"
+                f" {floor} per device",
+                code="insufficient_memory",
+            )
 
 
 def _check_layout(manifest: RunManifest, request: JoinRequest) -> None:

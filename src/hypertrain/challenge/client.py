@@ -29,6 +29,7 @@ from hypertrain.challenge.models import (
     DisputeOpened,
     DisputeRuled,
     JoinAnswer,
+    LeaveAnswer,
     MergeAnswer,
     PendingAdmission,
     ProvenFault,
@@ -179,6 +180,9 @@ class ChallengeClient:
 
     def join(self, envelope: Envelope) -> JoinAnswer:
         return self._post(JoinAnswer, "/v1/join", envelope)
+
+    def leave(self, envelope: Envelope) -> LeaveAnswer:
+        return self._post(LeaveAnswer, "/v1/leave", envelope)
 
     def commit(self, envelope: Envelope) -> CommitAnswer:
         return self._post(CommitAnswer, "/v1/commit", envelope)

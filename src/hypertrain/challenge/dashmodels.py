@@ -73,13 +73,15 @@ class HoneypotPanelRow(HoneypotRow):
 
 
 class HoneypotPanel(_Doc):
-    """The operator's committed honeypot list; its table once revealed."""
+    """The operator's committed honeypot periods; the table over those revealed so far."""
 
     committed: bool
-    commitment: str
+    commitment: str  # the manifest's (period 0)
     reveal_round: int
     revealed: bool
-    revealed_beacon_round: int | None
+    revealed_beacon_round: int | None  # the latest reveal's
+    periods: int = 0
+    periods_revealed: int = 0
     rows: list[HoneypotPanelRow]
 
 

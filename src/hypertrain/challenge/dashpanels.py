@@ -118,28 +118,31 @@ def traffic_panel(summary: TrafficSummary) -> dict[str, Any]:
 
 
 def honeypot_panel(state: ServiceState, run_id: str) -> dict[str, Any]:
-    """The committed list and, once revealed, each strategy's catch and false-positive rate."""
+    """The committed periods and, over the revealed ones, each strategy's catch and
+    false-positive rate."""
     spec = state.manifest(run_id).honeypots
-    row = state.conn.execute(
-        "SELECT revealed_beacon_round FROM honeypot_reveals WHERE run_id = ?", (run_id,)
-    ).fetchone()
+    known = honeypots.periods(state, run_id)
+    done = [p for p in known if p.revealed is not None]
     rows: list[dict[str, Any]] = []
-    if row is not None:
+    if done:
         for r in honeypots.table(state, run_id):
-            out = dict(r)
-            if r["role"] == "island":
-                run, audited = r["rounds_run"], r["audited"]
-                if r["strategy"] == "honest":
-                    out["false_positive_rate"] = r["false_positives"] / audited if audited else None
+            out = r.model_dump(exclude_none=True)
+            if r.role == "island":
+                run, audited = r.rounds_run or 0, r.audited or 0
+                if r.strategy == "honest":
+                    fp = r.false_positives or 0
+                    out["false_positive_rate"] = fp / audited if audited else None
                 else:
-                    out["catch_rate"] = r["caught"] / run if run else None
+                    out["catch_rate"] = (r.caught or 0) / run if run else None
             rows.append(out)
     return {
-        "committed": bool(spec.commitment),
+        "committed": bool(known),
         "commitment": spec.commitment,
         "reveal_round": spec.reveal_round,
-        "revealed": row is not None,
-        "revealed_beacon_round": None if row is None else int(row[0]),
+        "revealed": bool(done),
+        "revealed_beacon_round": done[-1].revealed_beacon_round if done else None,
+        "periods": len(known),
+        "periods_revealed": len(done),
         "rows": rows,
     }
 

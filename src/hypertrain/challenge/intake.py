@@ -22,6 +22,7 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
+from hypertrain.challenge.leave import refuse_rejoin
 from hypertrain.challenge.settle import late_verdict, release_later
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute.store import is_faulty
@@ -48,6 +49,7 @@ def join(state: ServiceState, env: Envelope) -> dict[str, Any]:
     run_id, hotkey = env.run_id, verified.signer
     challenged = state.manifest(run_id).admission.challenge
     device_class = check_join(state.manifest(run_id), body, self_reported=not challenged)
+    refuse_rejoin(state, run_id, hotkey)
     if _roster_row(state, run_id, hotkey) is not None:
         raise ConflictError(f"{hotkey} is already admitted to {run_id}", code="already_joined")
     if challenged:

@@ -115,7 +115,7 @@ class RoundDetail(_Answer):
         return MergeTape.model_validate(self.merge.body) if self.merge else None
 
 
-IslandStatus = Literal["active", "probation", "faulted", "deregistered"]
+IslandStatus = Literal["active", "probation", "faulted", "deregistered", "left"]
 
 
 class RosterEntry(_Answer):
@@ -136,6 +136,17 @@ class RosterEntry(_Answer):
     vested: int
     paid: int
     burned: int
+    left_round: int | None = None  # the first round opened without it, once it left
+    proven_memory_bytes: int = 0  # what its admission challenge proved (0: not proven)
+
+
+class LeaveAnswer(_Answer):
+    """``POST /v1/leave``: the island trains no round from ``left_round`` on."""
+
+    run_id: str
+    hotkey: str
+    left_round: int
+    leave_id: str  # SHA-256 of the signed envelope's canonical bytes
 
 
 class LossPoint(_Answer):
@@ -274,6 +285,7 @@ class AdmissionStatus(_Answer):
     answer_deadline_round: int
     workload_steps: int
     seed: int | None  # None until the service has verified the seed round
+    memory_claims: list[int] = []  # bytes each device proves (the join's memory_bytes)
 
 
 class AdmissionAnswerAck(_Answer):
@@ -291,6 +303,8 @@ class PendingAdmission(_Answer):
     seed: int | None
     seed_beacon_round: int
     workload_steps: int
+    memory_claims: list[int] = []  # bytes each device claims (its table's size)
+    memory_sample: list[tuple[int, int]] = []  # (device, query) pairs to recompute
 
 
 class WeightsMetadata(_Answer):
@@ -367,19 +381,35 @@ class HoneypotRow(_Answer):
     disputes_lost: int
 
 
-class HoneypotAnswer(_Answer):
-    """``GET /v1/runs/{run}/honeypots``: the revealed list (``list`` on the wire) and the
-    table computed from it."""
+class HoneypotPeriodPublic(_Answer):
+    """One committed period of honeypots: its rounds, commitment and, once revealed, list.
+
+    ``committed_beacon_round`` is when the service accepted the commitment (0: in the
+    manifest), always before ``first_round`` opened."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    revealed: HoneypotList = Field(alias="list")
+    period: int
+    first_round: int
+    last_round: int
+    commitment: str
+    committed_beacon_round: int
+    revealed: HoneypotList | None = Field(default=None, alias="list")
+    revealed_beacon_round: int | None = None
+
+
+class HoneypotAnswer(_Answer):
+    """``GET /v1/runs/{run}/honeypots``: every period (revealed lists included) and the
+    table accumulated over the revealed ones."""
+
+    periods: list[HoneypotPeriodPublic]
     table: list[HoneypotRow]
 
 
 class HoneypotRevealAck(_Answer):
-    """``POST /admin/v1/runs/{run}/honeypots``: the list hashed to the manifest's commitment."""
+    """``POST /admin/v1/runs/{run}/honeypots``: the list hashed to its period's commitment."""
 
     revealed: bool
+    period: int
     commitment: str
     entries: int

@@ -138,10 +138,11 @@ def open_round(
 
 
 def _open_roster(state: ServiceState, run_id: str, manifest: RunManifest) -> dict[str, LayoutSpec]:
-    """Registered islands and the layouts they were admitted with, by hotkey."""
+    """Registered islands that have not left, and the layouts they were admitted with."""
     out: dict[str, LayoutSpec] = {}
     for row in state.conn.execute(
-        "SELECT hotkey, layout FROM roster WHERE run_id = ? ORDER BY hotkey", (run_id,)
+        "SELECT hotkey, layout FROM roster WHERE run_id = ? AND left_round IS NULL ORDER BY hotkey",
+        (run_id,),
     ):
         if state.metagraph.is_registered(row["hotkey"]):
             stored = json.loads(row["layout"])

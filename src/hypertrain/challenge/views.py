@@ -204,6 +204,8 @@ def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
             if faults.get(hotkey)
             else ("probation" if current < r["probation_until_round"] else "active")
         )
+        if r["left_round"] is not None and status != "faulted":
+            status = "left"
         if not state.metagraph.is_registered(hotkey):
             status = "deregistered"
         out.append(
@@ -222,6 +224,8 @@ def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
                 commits=r["commits"],
                 tokens=r["tokens"],
                 faults=faults.get(hotkey, 0),
+                left_round=r["left_round"],
+                proven_memory_bytes=r["proven_memory_bytes"],
                 **balances.get(hotkey, dict.fromkeys(BALANCES, 0)),
             )
         )

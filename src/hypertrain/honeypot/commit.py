@@ -1,25 +1,41 @@
-"""``python -m hypertrain.honeypot.commit LIST.json``: the commitment to put in the manifest.
+"""``python -m hypertrain.honeypot.commit LIST.json``: a honeypot list's commitment.
 
 LIST.json is a :class:`~hypertrain.protocol.honeypots.HoneypotList` (``salt`` and
-``entries``); the printed hex digest goes into ``honeypots.commitment``. After the
-reveal round, post the same file to ``POST /admin/v1/runs/{run_id}/honeypots``.
+``entries``). Without options the printed hex digest goes into the manifest's
+``honeypots.commitment`` (period 0). With ``--period N --first-round A --last-round B``
+it prints the body to post to ``POST /admin/v1/runs/{run_id}/honeypots/periods`` before
+round A opens. After the period's last round is final, post the same LIST.json to
+``POST /admin/v1/runs/{run_id}/honeypots`` (or ``.../honeypots/periods/N/reveal``).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
-from hypertrain.protocol.honeypots import HoneypotList, commitment
+from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod, commitment
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        sys.stderr.write("usage: python -m hypertrain.honeypot.commit LIST.json\n")
-        return 2
-    honeypots = HoneypotList.model_validate_json(Path(args[0]).read_text(encoding="utf-8"))
-    sys.stdout.write(commitment(honeypots) + "\n")
+    parser = argparse.ArgumentParser(prog="python -m hypertrain.honeypot.commit")
+    parser.add_argument("list", type=Path, help="the honeypot list (JSON: salt, entries)")
+    parser.add_argument("--period", type=int, help="print the period body for this period")
+    parser.add_argument("--first-round", type=int, default=0, help="the period's first round")
+    parser.add_argument("--last-round", type=int, default=0, help="the period's last round")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    honeypots = HoneypotList.model_validate_json(args.list.read_text(encoding="utf-8"))
+    digest = commitment(honeypots)
+    if args.period is None:
+        sys.stdout.write(digest + "\n")
+        return 0
+    body = HoneypotPeriod(
+        period=args.period,
+        first_round=args.first_round,
+        last_round=args.last_round,
+        commitment=digest,
+    )
+    sys.stdout.write(body.model_dump_json() + "\n")
     return 0
 
 

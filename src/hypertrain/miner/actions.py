@@ -17,7 +17,7 @@ from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import RoundDetail
 from hypertrain.dispute.narrowing import NarrowStep, describe
 from hypertrain.evidence.index import sha_from_url
-from hypertrain.miner.admission import SelfcheckConfig, answer_challenge, selfcheck
+from hypertrain.miner.admission import answer_challenge, local_devices, selfcheck
 from hypertrain.miner.checkpoints import (
     checkpoints_to_upload,
     selected_segments,
@@ -36,7 +36,8 @@ from hypertrain.miner.standing import admission_line, money_line, weight_line
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
-from hypertrain.protocol.messages import Commit, JoinRequest, Verdict
+from hypertrain.protocol.memproof import memory_floor
+from hypertrain.protocol.messages import Commit, JoinRequest, Leave, Verdict
 from hypertrain.relay.client import RelayClient
 
 
@@ -45,26 +46,24 @@ def _config(args: argparse.Namespace) -> MinerConfig:
 
 
 def selfcheck_cmd(args: argparse.Namespace) -> int:
-    reports = selfcheck(cfg=SelfcheckConfig(probe_bytes=args.probe_mib << 20))
+    reports = selfcheck(claim_bytes=args.claim_mib << 20)
     if args.json:
         doc = {"devices": [r.model_dump(mode="json") for r in reports]}
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     else:
         table = Table(title="hypertrain selfcheck")
-        for col in ("#", "device", "class", "memory GiB", "workload hash", "memory probe"):
+        for col in ("#", "device", "class", "memory claim MiB", "workload hash"):
             table.add_column(col)
         for r in reports:
             table.add_row(
                 str(r.index),
                 r.name,
                 r.device_class,
-                f"{r.memory_bytes / 2**30:.1f}",
+                f"{r.memory_bytes / 2**20:.0f}",
                 r.workload_hash[:16] + "…",
-                "ok" if r.memory_probe_ok else "FAILED",
             )
         Console(file=sys.stdout).print(table)
-    consistent = len({r.workload_hash for r in reports}) == 1
-    return 0 if consistent and all(r.memory_probe_ok for r in reports) else 1
+    return 0 if len({r.workload_hash for r in reports}) == 1 else 1
 
 
 def join_layout(manifest: RunManifest, cfg: MinerConfig, devices: int) -> LayoutSpec:
@@ -93,8 +92,11 @@ def join_cmd(args: argparse.Namespace) -> int:
     key = cfg.load_key()
     with ChallengeClient(cfg.service_url) as service:
         ctx = load_run(cfg, service, check=False)
-        devices = selfcheck()
-        layout = join_layout(ctx.manifest, cfg, len(devices))
+        local = local_devices()
+        layout = join_layout(ctx.manifest, cfg, len(local))
+        # claim (and prove) what the layout needs per device, rounded up to whole MiB
+        claim = -(-memory_floor(ctx.manifest, layout) // (1 << 20)) << 20
+        devices = selfcheck(local, claim_bytes=claim)
         body = JoinRequest(
             devices=devices,
             layout=layout,
@@ -119,6 +121,27 @@ def join_cmd(args: argparse.Namespace) -> int:
                 return 1
         entry = next((r for r in service.roster(cfg.run_id) if r.hotkey == key.ss58_address), None)
         sys.stdout.write(admission_line(ctx.manifest, layout, entry, key.ss58_address))
+    return 0
+
+
+def leave_cmd(args: argparse.Namespace) -> int:
+    """Send a signed ``leave``: the island trains no round opened after it."""
+    cfg = _config(args)
+    key = cfg.load_key()
+    with ChallengeClient(cfg.service_url) as service:
+        env = seal(
+            key,
+            domain="leave",
+            run_id=cfg.run_id,
+            body=Leave(reason=args.reason).model_dump(mode="json"),
+            expiry_round=service.beacon_round() + cfg.expiry_margin,
+        )
+        answer = service.leave(env)
+    sys.stdout.write(json.dumps(answer.model_dump(mode="json"), sort_keys=True) + "\n")
+    sys.stdout.write(
+        f"left {answer.run_id} from round {answer.left_round}: rounds before it are still"
+        " audited and settled; the escrow keeps vesting unless a fault is proven\n"
+    )
     return 0
 
 

@@ -1,13 +1,15 @@
-"""The admission self-check: a fixed-seed workload and a memory probe on every device.
+"""The admission self-check: a fixed-seed workload on every device, and the memory proof.
 
-``python -m hypertrain.miner.admission selfcheck`` runs it and prints the hardware
-report a join request carries (one :class:`~hypertrain.protocol.messages.DeviceReport`
-per device). The workload is a short chain of float32 matrix products and
-nonlinearities from a seeded generator, single-threaded on CPU so the bytes do not
-depend on the thread count; its hash (tagged ``SELFCHECK``) must be identical on
-every device of one class. The operator runs the same command on a reference
-machine and puts the hash in the run manifest's ``selfcheck_reference``; a device
-whose arithmetic differs (wrong kernels, faulty card) cannot join.
+``python -m hypertrain.miner.admission selfcheck`` runs the workload and prints the
+hardware report a join request carries (one
+:class:`~hypertrain.protocol.messages.DeviceReport` per device, each with the memory it
+claims). The workload is a short chain of float32 matrix products and nonlinearities
+from a seeded generator, single-threaded on CPU so the bytes do not depend on the thread
+count; its hash (tagged ``SELFCHECK``) must be identical on every device of one class.
+The operator runs the same command on a reference machine and puts the hash in the run
+manifest's ``selfcheck_reference``; a device whose arithmetic differs (wrong kernels,
+faulty card) cannot join. Under the admission challenge each device also proves its
+memory claim (:mod:`hypertrain.trainer.memproof`) within the answer window.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import AdmissionStatus
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.memproof import MIN_CLAIM_BYTES
 from hypertrain.protocol.messages import AdmissionAnswer, DeviceReport
+from hypertrain.trainer.memproof import device_answers
 from hypertrain.trainer.selfcheck import (
-    DEFAULT_PROBE_BYTES,
     WORKLOAD_DIM,
     WORKLOAD_SEED,
     WORKLOAD_STEPS,
@@ -47,24 +50,10 @@ __all__ = [
     "answer_challenge",
     "challenge_hashes",
     "device_class",
-    "memory_probe",
+    "memory_answers",
     "selfcheck",
     "workload_hash",
 ]
-
-
-def memory_probe(device: torch.device, probe_bytes: int) -> bool:
-    """Fill ``probe_bytes`` with a known pattern and read it back exactly."""
-    count = max(1, probe_bytes // 4)
-    try:
-        block = torch.arange(count, dtype=torch.int32, device=device)
-        block.mul_(2654435761 % 2**31).bitwise_xor_(0x5A5A5A5A)
-        expected = torch.arange(count, dtype=torch.int32).mul_(2654435761 % 2**31)
-        expected.bitwise_xor_(0x5A5A5A5A)
-        ok = bool(torch.equal(block.cpu(), expected))
-    except RuntimeError:
-        return False
-    return ok
 
 
 def local_devices() -> list[torch.device]:
@@ -88,9 +77,12 @@ DECIDED = frozenset({"admitted", "refused"})
 
 
 def selfcheck(
-    devices: list[torch.device] | None = None, cfg: SelfcheckConfig = _DEFAULT_CONFIG
+    devices: list[torch.device] | None = None,
+    cfg: SelfcheckConfig = _DEFAULT_CONFIG,
+    claim_bytes: int = MIN_CLAIM_BYTES,
 ) -> list[DeviceReport]:
-    """The hardware report: one entry per device."""
+    """The hardware report: one entry per device, each claiming ``claim_bytes`` of memory
+    (what the admission challenge makes it prove; never more than the device has)."""
     reports = []
     for index, device in enumerate(devices or local_devices()):
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
@@ -99,23 +91,35 @@ def selfcheck(
                 index=index,
                 name=(name or "cpu")[:128],
                 device_class=device_class(device)[:128],
-                memory_bytes=device_memory(device),
+                memory_bytes=min(claim_bytes, device_memory(device) or claim_bytes),
                 workload_hash=workload_hash(device, cfg),
-                memory_probe_ok=memory_probe(device, cfg.probe_bytes),
             )
         )
     return reports
 
 
-def challenge_hashes(seed: int, steps: int, devices: list[torch.device] | None = None) -> list[str]:
-    """The workload hash on every device for an admission challenge's seed, in order; the
-    devices run concurrently, since the deadline is sized to one device's throughput."""
-    cfg = SelfcheckConfig(seed=seed, steps=steps)
-    chosen = devices or local_devices()
+def _each_device(chosen: list[torch.device], work: Any) -> list[Any]:
+    """``work(index, device)`` on every device at once (the deadline is sized to one)."""
     if len(chosen) == 1:
-        return [workload_hash(chosen[0], cfg)]
-    with ThreadPoolExecutor(max_workers=len(chosen)) as pool:  # every device at once
-        return list(pool.map(lambda device: workload_hash(device, cfg), chosen))
+        return [work(0, chosen[0])]
+    with ThreadPoolExecutor(max_workers=len(chosen)) as pool:
+        return list(pool.map(work, range(len(chosen)), chosen))
+
+
+def challenge_hashes(seed: int, steps: int, devices: list[torch.device] | None = None) -> list[str]:
+    """The workload hash on every device for an admission challenge's seed, in order."""
+    cfg = SelfcheckConfig(seed=seed, steps=steps)
+    return _each_device(devices or local_devices(), lambda _i, d: workload_hash(d, cfg))
+
+
+def memory_answers(
+    seed: int, claims: list[int], devices: list[torch.device] | None = None
+) -> list[list[str]]:
+    """Each device's memory-proof answers for its own claim, devices in parallel."""
+    chosen = devices or local_devices()
+    if len(claims) != len(chosen):
+        raise ValueError(f"{len(claims)} memory claims for {len(chosen)} devices")
+    return _each_device(chosen, lambda i, d: device_answers(seed, i, claims[i], d))
 
 
 def answer_challenge(
@@ -145,7 +149,8 @@ def answer_challenge(
             return status
         time.sleep(poll_s)
     hashes = challenge_hashes(status.seed, status.workload_steps, devices)
-    body = AdmissionAnswer(seed_beacon_round=status.seed_beacon_round, hashes=hashes)
+    memory = memory_answers(status.seed, status.memory_claims, devices)
+    body = AdmissionAnswer(seed_beacon_round=status.seed_beacon_round, hashes=hashes, memory=memory)
     env = seal(
         key,
         domain="admission-answer",
@@ -168,20 +173,19 @@ def answer_challenge(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hypertrain.miner.admission")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("selfcheck", help="run the workload and memory probe on every device")
+    run = sub.add_parser("selfcheck", help="run the workload on every device (the report)")
     run.add_argument("--out", type=Path, help="also write the JSON report to this file")
     run.add_argument(
-        "--probe-mib", type=int, default=DEFAULT_PROBE_BYTES >> 20, help="memory probe size"
+        "--claim-mib", type=int, default=MIN_CLAIM_BYTES >> 20, help="memory claimed per device"
     )
     args = parser.parse_args(argv)
-    reports = selfcheck(cfg=SelfcheckConfig(probe_bytes=args.probe_mib << 20))
+    reports = selfcheck(claim_bytes=args.claim_mib << 20)
     doc: dict[str, Any] = {"devices": [r.model_dump(mode="json") for r in reports]}
     text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
     if args.out is not None:
         args.out.write_text(text)
     sys.stdout.write(text)
-    consistent = len({r.workload_hash for r in reports}) == 1
-    return 0 if consistent and all(r.memory_probe_ok for r in reports) else 1
+    return 0 if len({r.workload_hash for r in reports}) == 1 else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``hypertrain-miner``: selfcheck, join, run, watch, status (argparse, one handler each)."""
+"""``hypertrain-miner``: selfcheck, join, run, watch, leave, status (argparse, one handler each)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,9 @@ def build_parser(hooks: HooksFor = honest) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     check = sub.add_parser("selfcheck", help="admission workload on every local device (table)")
     check.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    check.add_argument("--probe-mib", type=int, default=64, help="memory probe size per device")
+    check.add_argument(
+        "--claim-mib", type=int, default=1, help="memory each device claims in the report"
+    )
     check.set_defaults(func=actions.selfcheck_cmd)
     join = sub.add_parser("join", help="send a signed join request with the hardware report")
     _common(join)
@@ -60,6 +62,12 @@ def build_parser(hooks: HooksFor = honest) -> argparse.ArgumentParser:
         help="dispute mismatch verdicts this island's replay refutes (--follow always does)",
     )
     watch.set_defaults(func=functools.partial(actions.watch_cmd, hooks=hooks))
+    leave = sub.add_parser(
+        "leave", help="send a signed leave: no round opened after it (escrow keeps vesting)"
+    )
+    _common(leave)
+    leave.add_argument("--reason", default="", help="optional reason, shown with the leave")
+    leave.set_defaults(func=actions.leave_cmd)
     status = sub.add_parser("status", help="this hotkey's standing in the run")
     _common(status)
     status.set_defaults(func=actions.status_cmd)

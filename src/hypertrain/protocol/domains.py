@@ -29,6 +29,8 @@ ASSIGNMENT_KEY: Final = b"hypertrain/v1/assignment-key"
 AUDIT_SELECTION: Final = b"hypertrain/v1/audit-selection"
 JOURNAL_ENTRY: Final = b"hypertrain/v1/journal-entry"
 SELFCHECK: Final = b"hypertrain/v1/selfcheck"
+# The admission memory proof: device seeds, answers and the worker's check sample.
+MEMPROOF: Final = b"hypertrain/v1/memproof"
 LOCAL_BEACON_GROUP: Final = b"hypertrain/v1/local-beacon-group"
 PERMUTATION: Final = b"hypertrain/v1/permutation"
 # Competition mode: the spec, a submitted model directory, its commitment, the pages.
@@ -51,6 +53,7 @@ ALL_DOMAINS: Final = (
     AUDIT_SELECTION,
     JOURNAL_ENTRY,
     SELFCHECK,
+    MEMPROOF,
     PERMUTATION,
     LOCAL_BEACON_GROUP,
     COMPETITION_SPEC,

@@ -1,10 +1,12 @@
-"""The operator's honeypot list and its commitment (committed in the manifest, revealed later).
+"""The operator's honeypot lists and their commitments, one list per period of rounds.
 
-The list names each honeypot hotkey, its role (``island`` or ``auditor``) and its
+A list names each honeypot hotkey, its role (``island`` or ``auditor``) and its
 strategy (``honest`` or a cheat), plus a random ``salt`` so the commitment cannot be
-brute-forced from the roster. The manifest carries ``honeypots.commitment`` =
-``SHA-256(JCS(list))`` (hex) and ``honeypots.reveal_round``; once that round is final
-the operator publishes the list and anyone checks it against the commitment.
+brute-forced from the roster. The commitment is ``SHA-256(JCS(list))`` (hex). The
+manifest's ``honeypots.commitment`` covers period 0 (rounds 0 to
+``honeypots.reveal_round``); each later period (:class:`HoneypotPeriod`) is committed
+to the service before its first round opens. Once a period's last round is final the
+operator publishes its list and anyone checks it against that period's commitment.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hypertrain.protocol.canonical import canonical_bytes
 
@@ -35,3 +37,22 @@ class HoneypotList(BaseModel):
 def commitment(honeypots: HoneypotList) -> str:
     """Hex SHA-256 of the list's canonical JSON: what the manifest commits to."""
     return hashlib.sha256(canonical_bytes(honeypots.model_dump(mode="json"))).hexdigest()
+
+
+class HoneypotPeriod(BaseModel):
+    """The commitment to one period's list: rounds ``first_round`` to ``last_round``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    period: int = Field(ge=0, le=1_000_000)
+    first_round: int = Field(ge=0)
+    last_round: int = Field(ge=0)
+    commitment: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+    @model_validator(mode="after")
+    def _rounds_in_order(self) -> HoneypotPeriod:
+        if self.last_round < self.first_round:
+            raise ValueError(
+                f"last_round {self.last_round} is before first_round {self.first_round}"
+            )
+        return self

@@ -23,14 +23,16 @@ class _Body(BaseModel):
 
 
 class DeviceReport(_Body):
-    """One device's compute self-check result."""
+    """One device's compute self-check result and its memory claim.
+
+    ``memory_bytes`` is the memory the device claims and, under the admission challenge,
+    proves by holding a table of that size (docs/mechanism.md, "Memory proof")."""
 
     index: int = Field(ge=0)
     name: str = Field(max_length=128)
     device_class: str = Field(max_length=128)
-    memory_bytes: int = Field(ge=0)
+    memory_bytes: int = Field(ge=0, le=1 << 40)
     workload_hash: str = Field(pattern=_HEX64)
-    memory_probe_ok: bool
 
 
 class JoinRequest(_Body):
@@ -167,19 +169,45 @@ class BlobPut(_Body):
     kind: Literal["update", "checkpoint", "model", "outer_state", "tape", "other"]
 
 
+_ANSWER = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+
+
 class AdmissionAnswer(_Body):
-    """A joining island's workload hashes, one per device, for its admission challenge."""
+    """A joining island's answers to its admission challenge: one workload hash per
+    device, and per device the memory proof's answers (``QUERIES`` of them)."""
 
     seed_beacon_round: int = Field(ge=0)
     hashes: list[Annotated[str, Field(pattern=_HEX64)]] = Field(min_length=1, max_length=1024)
+    memory: list[Annotated[list[_ANSWER], Field(min_length=1, max_length=64)]] = Field(
+        min_length=1, max_length=1024
+    )
+
+
+class MemoryCheck(_Body):
+    """One recomputed memory answer: device ``device``'s answer to query ``query``."""
+
+    device: int = Field(ge=0, le=1023)
+    query: int = Field(ge=0, le=63)
+    answer: _ANSWER
 
 
 class AdmissionCheck(_Body):
-    """A worker's reference hash for an island's admission challenge."""
+    """A worker's reference hash and recomputed memory answers (exactly the sampled
+    (device, query) pairs) for an island's admission challenge."""
 
     hotkey: str = Field(pattern=_SS58)
     seed_beacon_round: int = Field(ge=0)
     reference_hash: str = Field(pattern=_HEX64)
+    memory: list[MemoryCheck] = Field(min_length=1, max_length=64)
+
+
+class Leave(_Body):
+    """An island announces that it leaves the run (it trains no round opened after this).
+
+    Its escrow keeps vesting on the run's schedule and is still burned by a fault proven
+    later (docs/mechanism.md, "Leaving"); a leave is final for the run."""
+
+    reason: str = Field(default="", max_length=256)
 
 
 DOMAINS: dict[str, type[_Body]] = {
@@ -194,4 +222,5 @@ DOMAINS: dict[str, type[_Body]] = {
     "blob-put": BlobPut,
     "admission-answer": AdmissionAnswer,
     "admission-check": AdmissionCheck,
+    "leave": Leave,
 }

@@ -20,7 +20,6 @@ from hypertrain.protocol.domains import SELFCHECK, tagged_hasher
 WORKLOAD_SEED: Final = 20240611
 WORKLOAD_DIM: Final = 256
 WORKLOAD_STEPS: Final = 8
-DEFAULT_PROBE_BYTES: Final = 64 << 20
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,7 +27,6 @@ class SelfcheckConfig:
     dim: int = WORKLOAD_DIM
     steps: int = WORKLOAD_STEPS
     seed: int = WORKLOAD_SEED
-    probe_bytes: int = DEFAULT_PROBE_BYTES
 
 
 def device_class(device: torch.device) -> str:

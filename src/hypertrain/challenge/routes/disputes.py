@@ -18,12 +18,13 @@ from hypertrain.challenge.models import (
     DisputeOpened,
     DisputeRuled,
     HoneypotAnswer,
+    HoneypotPeriodPublic,
     HoneypotRevealAck,
     ReassignedAudit,
 )
 from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope
-from hypertrain.protocol.honeypots import HoneypotList
+from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod
 
 router = APIRouter(prefix="/v1", tags=["disputes"])
 admin_router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(require_admin)])
@@ -96,14 +97,49 @@ def reassigned(state: State, run_id: str) -> list[ReassignedAudit]:
 
 @router.get("/runs/{run_id}/honeypots", responses=_ERRORS, response_model=HoneypotAnswer)
 @serialized
-def honeypot_table(state: State, run_id: str) -> dict[str, Any]:
-    """The revealed honeypot list and the per-strategy table computed from public records."""
-    revealed = honeypots.revealed(state, run_id)
-    return {"list": revealed.model_dump(mode="json"), "table": honeypots.table(state, run_id)}
+def honeypot_table(state: State, run_id: str) -> HoneypotAnswer:
+    """Every committed honeypot period (revealed lists included) and the per-strategy table
+    accumulated over the revealed ones."""
+    rows = honeypots.table(state, run_id)  # not_revealed (404) until the first reveal
+    return HoneypotAnswer(periods=honeypots.periods(state, run_id), table=rows)
+
+
+@router.get(
+    "/runs/{run_id}/honeypots/periods",
+    responses=_ERRORS,
+    response_model=list[HoneypotPeriodPublic],
+)
+@serialized
+def honeypot_periods(state: State, run_id: str) -> list[HoneypotPeriodPublic]:
+    """The committed periods: rounds, commitment, when committed; lists once revealed."""
+    return honeypots.periods(state, run_id)
 
 
 @admin_router.post("/runs/{run_id}/honeypots", responses=_ERRORS, response_model=HoneypotRevealAck)
 @serialized
-def reveal_honeypots(state: State, run_id: str, payload: HoneypotList) -> dict[str, Any]:
-    """Publish the honeypot list; it must hash to the manifest's commitment."""
+def reveal_honeypots(state: State, run_id: str, payload: HoneypotList) -> HoneypotRevealAck:
+    """Publish a period's list (its last round final); it must hash to that period's
+    commitment, the period found by the commitment it matches."""
     return honeypots.reveal(state, run_id, payload)
+
+
+@admin_router.post(
+    "/runs/{run_id}/honeypots/periods/{period}/reveal",
+    responses=_ERRORS,
+    response_model=HoneypotRevealAck,
+)
+@serialized
+def reveal_period(
+    state: State, run_id: str, period: int, payload: HoneypotList
+) -> HoneypotRevealAck:
+    """Publish the list of one named period; it must hash to that period's commitment."""
+    return honeypots.reveal(state, run_id, payload, period)
+
+
+@admin_router.post(
+    "/runs/{run_id}/honeypots/periods", responses=_ERRORS, response_model=HoneypotPeriodPublic
+)
+@serialized
+def commit_period(state: State, run_id: str, payload: HoneypotPeriod) -> HoneypotPeriodPublic:
+    """Commit the next period's list (rounds, SHA-256 of the list) before its first round."""
+    return honeypots.commit_period(state, run_id, payload)

@@ -6,13 +6,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 
-from hypertrain.challenge import challenge, intake
+from hypertrain.challenge import challenge, intake, leave
 from hypertrain.challenge.deps import State, serialized
 from hypertrain.challenge.models import (
     AdmissionAnswerAck,
     AdmissionStatus,
     CommitAnswer,
     JoinAnswer,
+    LeaveAnswer,
 )
 from hypertrain.protocol.envelope import Envelope
 
@@ -33,6 +34,13 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 def join(state: State, envelope: Envelope) -> dict[str, Any]:
     """Admission: a ``join`` envelope carrying the hardware report and layout."""
     return intake.join(state, envelope)
+
+
+@router.post("/leave", responses=_ERRORS, response_model=LeaveAnswer)
+@serialized
+def leave_run(state: State, envelope: Envelope) -> LeaveAnswer:
+    """A ``leave`` envelope: the island trains no round opened after it (final for the run)."""
+    return leave.leave(state, envelope)
 
 
 @router.post("/commit", responses=_ERRORS, response_model=CommitAnswer)

@@ -1,0 +1,91 @@
+"""The memory proof's public arithmetic: table geometry, floors, seeds and the check sample.
+
+An admission challenge proves each device's claimed memory (``DeviceReport.memory_bytes``)
+with a table of that size that the device must hold while it answers (the workload is
+``hypertrain.trainer.memproof``; docs/mechanism.md, "Memory proof"). Everything here is
+integer arithmetic and tagged hashes, so the service (which never imports torch), the
+island and the worker derive the same geometry, seeds and sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from hypertrain.protocol.canonical import canonical_bytes
+from hypertrain.protocol.domains import MEMPROOF, tagged_hash
+from hypertrain.protocol.manifest import LayoutSpec, RunManifest, param_count
+
+ENTRY_BYTES: Final = 8  # one int64 per table entry
+LANES: Final = 1024  # entries per row built at once; more for large claims (table_shape)
+MAX_ROWS: Final = 1024  # rows per table before the lanes grow
+QUERIES: Final = 16  # answers per device
+WALKERS_PER_QUERY: Final = 64  # independent walks hashed into one answer
+STEPS: Final = 64  # data-dependent table reads per walk
+DEVICES_CHECKED: Final = 2  # devices a worker recomputes (all of them when fewer)
+QUERIES_CHECKED: Final = 4  # answers a worker recomputes per checked device
+MIN_CLAIM_BYTES: Final = 1 << 20  # the smallest table; also the miner's default claim
+MAX_CLAIM_BYTES: Final = 1 << 40
+ANSWER_HEX: Final = 32  # an answer is the first 16 bytes of a tagged hash, in hex
+
+
+@dataclass(frozen=True, slots=True)
+class TableShape:
+    """A claim's table: ``rows × lanes`` int64 entries (``proven_bytes`` in all)."""
+
+    rows: int
+    lanes: int
+
+    @property
+    def entries(self) -> int:
+        return self.rows * self.lanes
+
+    @property
+    def proven_bytes(self) -> int:
+        return self.entries * ENTRY_BYTES
+
+
+def table_shape(claim_bytes: int) -> TableShape:
+    """The table a claim builds: lanes grow in steps of ``LANES`` so rows stay under
+    ``MAX_ROWS``; the claim is rounded down to whole rows (never up)."""
+    if not MIN_CLAIM_BYTES <= claim_bytes <= MAX_CLAIM_BYTES:
+        raise ValueError(
+            f"a memory claim is {MIN_CLAIM_BYTES} to {MAX_CLAIM_BYTES} bytes, not {claim_bytes}"
+        )
+    entries = claim_bytes // ENTRY_BYTES
+    lanes = LANES * max(1, -(-entries // (LANES * MAX_ROWS)))
+    return TableShape(rows=entries // lanes, lanes=lanes)
+
+
+def memory_floor(manifest: RunManifest, layout: LayoutSpec) -> int:
+    """Bytes each device must prove to be admitted with ``layout``: the float32 weights it
+    holds (experts split over ``ep``), and at least the smallest table."""
+    weights = 4 * param_count(manifest.model) // layout.ep
+    return max(weights, MIN_CLAIM_BYTES)
+
+
+def device_seed(seed: int, device: int) -> int:
+    """A device's own table seed (63 bits), so one table cannot answer for two devices."""
+    digest = tagged_hash(MEMPROOF, canonical_bytes({"seed": str(seed), "device": device}))
+    return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
+
+
+def check_sample(randomness: str, hotkey: str, devices: int) -> list[tuple[int, int]]:
+    """The (device, query) pairs a worker recomputes, drawn from the beacon round after
+    the answer arrived (so the island could not know them when it answered)."""
+    picked: list[tuple[int, int]] = []
+    order = _shuffled(randomness, hotkey, "device", devices)
+    for device in sorted(order[: min(DEVICES_CHECKED, devices)]):
+        queries = _shuffled(randomness, hotkey, f"query:{device}", QUERIES)
+        picked += [(device, q) for q in sorted(queries[:QUERIES_CHECKED])]
+    return picked
+
+
+def _shuffled(randomness: str, hotkey: str, what: str, count: int) -> list[int]:
+    """``range(count)`` in the order of a tagged hash of each index (a keyed shuffle)."""
+
+    def key(i: int) -> bytes:
+        doc = {"randomness": randomness, "hotkey": hotkey, "what": what, "i": i}
+        return tagged_hash(MEMPROOF, canonical_bytes(doc))
+
+    return sorted(range(count), key=key)
