@@ -94,7 +94,8 @@ class CycleModel(_Body):
     model_sha256: str
     commitment: str
     commit_beacon_round: int
-    tiebreak: str  # scoring.tiebreak(commitment, randomness of commit round + 1)
+    # the order the service accepted the commitment in (fixed at commit, never by a reveal)
+    commit_seq: int = Field(ge=0)
     files: list[ModelFile]
     base_url: str
 
