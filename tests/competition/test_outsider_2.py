@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 
 from hypertrain.challenge.app import create_app
 from hypertrain.competition.pool import encode_pool
-from hypertrain.protocol.domains import tagged_hash
 from hypertrain.competition.submission import commitment, model_hash
+from hypertrain.protocol.domains import tagged_hash
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.helpers import SteppedBeacon, bearer, make_settings, write_metagraph
 from tests.competition.test_service import (  # noqa: F401
