@@ -151,8 +151,8 @@ class CycleResult(_Body):
 class CycleRecord(_Body):
     """``GET /v1/competitions/<id>/cycles/<k>``: everything needed to recompute a cycle.
 
-    The task (pages revealed with proofs, models with their commit order and
-    tie-break), every evaluator's signed score envelope and the stored standings;
+    The task (pages revealed with proofs, models with their commit round and
+    acceptance order), every evaluator's signed score envelope and the stored standings;
     :func:`hypertrain.competition.replay.replay_cycle` recomputes the standings from
     the first two and must give the third.
     """
