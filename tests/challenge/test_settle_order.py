@@ -28,6 +28,7 @@ from hypertrain.ledger import Ledger
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.disputeplay import TREE, commitment, open_body
 from tests.challenge.helpers import (
+    AGGREGATOR,
     SteppedBeacon,
     aggregator_split,
     bearer,
@@ -110,7 +111,7 @@ class Net:
         m = self.client.post(
             "/worker/v1/merge",
             headers=bearer("worker"),
-            json=signed(AUDITOR, "merge-tape", tape, RUN),
+            json=signed(AGGREGATOR, "merge-tape", tape, RUN),
         )
         assert m.status_code == 200, m.text
 
