@@ -12,7 +12,13 @@ from typing import Any, ClassVar
 import pytest
 
 from hypertrain.challenge.errors import MetagraphError
-from hypertrain.challenge.metagraph import MasterMetagraph, MetagraphView, parse_snapshot
+from hypertrain.challenge.metagraph import (
+    MasterMetagraph,
+    MetagraphView,
+    Snapshot,
+    departures,
+    parse_snapshot,
+)
 from hypertrain.protocol.identity import Hotkey
 
 KEY = Hotkey.from_seed(b"\x09" * 32).ss58_address
@@ -72,3 +78,21 @@ def test_master_provider_and_view(master: str) -> None:
 def test_bad_snapshots_are_refused(doc: Any, message: str) -> None:
     with pytest.raises(MetagraphError, match=message):
         parse_snapshot(doc, netuid=100)
+
+
+OTHER = Hotkey.from_seed(b"\x0a" * 32).ss58_address
+# (old uids, new uids) -> who left: gone, or registered again under another uid
+DEPARTURES: list[tuple[str, dict[str, int], dict[str, int], dict[str, int | None]]] = [
+    ("unchanged", {KEY: 0, OTHER: 1}, {KEY: 0, OTHER: 1}, {}),
+    ("gone", {KEY: 0, OTHER: 1}, {OTHER: 1}, {KEY: None}),
+    ("registered again under a new uid", {KEY: 0}, {KEY: 3}, {KEY: 3}),
+    ("its uid taken by another hotkey", {KEY: 0}, {OTHER: 0, KEY: 5}, {KEY: 5}),
+    ("a newcomer is no departure", {KEY: 0}, {KEY: 0, OTHER: 1}, {}),
+]
+
+
+@pytest.mark.parametrize(("case", "old", "new", "left"), DEPARTURES, ids=[c[0] for c in DEPARTURES])
+def test_departures(
+    case: str, old: dict[str, int], new: dict[str, int], left: dict[str, int | None]
+) -> None:
+    assert departures(Snapshot(1, 1, 100, old), Snapshot(2, 2, 100, new)) == left, case

@@ -16,6 +16,7 @@ from hypertrain.challenge.rule import (
     StandingVerdict,
     VerdictResult,
     decide,
+    earlier_faults,
     earlier_unproven,
 )
 from hypertrain.protocol.messages import MergeTape
@@ -45,9 +46,16 @@ def _v(
 
 
 def _r(
-    index: int, hotkey: str, result: VerdictResult, standing: Standing = "stands"
+    index: int,
+    hotkey: str,
+    result: VerdictResult,
+    standing: Standing = "stands",
+    final: bool = False,
 ) -> StandingVerdict:
-    return StandingVerdict(f"v{index}", index, hotkey, "auditor", result, standing)
+    return StandingVerdict(f"v{index}", index, hotkey, "auditor", result, standing, final)
+
+
+PROVEN_A = "earlier fault proven in round 0: mismatch verdict v0 by auditor"
 
 
 COMMITS = [CommitRow(A, 10), CommitRow(B, 20)]
@@ -97,6 +105,20 @@ CASES: list[tuple[str, dict[str, Any], Outcome]] = [
     ("an earlier hold of an island this round did not pay holds nothing",
      {"tape": _tape([B]), "earlier": [A]},
      Outcome({B: 20}, unpaid={A: "not included in the merge"})),
+    ("a proven earlier fault forfeits the reward: escrowed, held, burned",
+     {"tape": _tape([A, B]), "proven": {A: PROVEN_A}},
+     Outcome({A: 10, B: 20}, held={A: PENDING_AUDIT}, forfeited={A: PROVEN_A})),
+    ("a proven earlier fault outranks probation and this round's match",
+     {"tape": _tape([A, B]), "proven": {A: PROVEN_A}, "probation": {A: 7},
+      "assigned": [A], "verdicts": [_v(A, "match")]},
+     Outcome({A: 10, B: 20}, held={A: PENDING_AUDIT}, forfeited={A: PROVEN_A})),
+    ("a fault of this round is its own fault, not a forfeit",
+     {"tape": _tape([B], {A: "audit_mismatch"}), "verdicts": [_v(A, "mismatch")],
+      "proven": {A: PROVEN_A}},
+     Outcome({B: 20}, faults={A: "mismatch verdict v1 by auditor"})),
+    ("a forfeit of an island this round did not pay burns nothing here",
+     {"tape": _tape([B]), "proven": {A: PROVEN_A}},
+     Outcome({B: 20}, unpaid={A: "not included in the merge"})),
 ]  # fmt: skip
 
 # (earlier rounds' assignments, their verdicts) -> islands whose round-2 reward is held
@@ -113,7 +135,34 @@ EARLIER: list[tuple[str, list[tuple[int, str]], list[StandingVerdict], frozenset
     ("this round's and later audits are not earlier", [(2, A), (3, B)], [], frozenset()),
     ("any unproven earlier round holds", [(0, A), (1, A)], [_r(0, A, "match")],
      frozenset({A})),
+    ("a final mismatch is proven: it forfeits, it no longer holds", [(0, A)],
+     [_r(0, A, "mismatch", final=True)], frozenset()),
+    ("a final overturned mismatch releases it", [(0, A)],
+     [_r(0, A, "mismatch", "overturned", final=True)], frozenset()),
+    ("a final set-aside verdict has still not judged it", [(0, A)],
+     [_r(0, A, "match", "set_aside", final=True)], frozenset({A})),
 ]  # fmt: skip
+
+# the run's verdicts -> islands whose round-2 reward a proven earlier fault forfeits
+PROVEN: list[tuple[str, list[StandingVerdict], dict[str, str]]] = [
+    ("no verdict", [], {}),
+    ("a fault that may still change is not proven", [_r(0, A, "mismatch")], {}),
+    ("a final fault is proven", [_r(0, A, "mismatch", final=True)], {A: PROVEN_A}),
+    ("a final unverifiable is proven too", [_r(0, A, "unverifiable", final=True)],
+     {A: "earlier fault proven in round 0: unverifiable verdict v0 by auditor"}),
+    ("an overturned fault is none", [_r(0, A, "mismatch", "overturned", final=True)], {}),
+    ("a set-aside fault is none", [_r(0, A, "mismatch", "set_aside", final=True)], {}),
+    ("a final match is none", [_r(0, A, "match", final=True)], {}),
+    ("this round's and later faults are not earlier",
+     [_r(2, A, "mismatch", final=True), _r(3, B, "mismatch", final=True)], {}),
+    ("the first proven round is the reason",
+     [_r(1, A, "mismatch", final=True), _r(0, A, "mismatch", final=True)], {A: PROVEN_A}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "verdicts", "proven"), PROVEN, ids=[c[0] for c in PROVEN])
+def test_earlier_faults(case: str, verdicts: list[StandingVerdict], proven: dict[str, str]) -> None:
+    assert earlier_faults(2, verdicts) == proven, case
 
 
 @pytest.mark.parametrize(("case", "assigned", "verdicts", "held"), EARLIER,
@@ -136,6 +185,7 @@ def test_decide(case: str, given: dict[str, Any], expected: Outcome) -> None:
         given.get("assigned", ()),
         given.get("probation"),
         given.get("earlier", ()),
+        given.get("proven"),
     )
     assert got == expected, case
 

@@ -284,6 +284,31 @@ def test_deregistration_burns_at_the_next_epoch(
     assert report.ok, report.render()
 
 
+def test_a_new_uid_is_a_deregistration_even_if_the_hotkey_is_listed_again(
+    net: Net, miner_keys: list[Hotkey], tmp_path: Path
+) -> None:
+    """Deregistered and registered again between two snapshots (its uid moves from 1 to
+    3, the hotkey is listed in both): the old registration's value burns at the next
+    epoch; the hotkeys whose uid did not move keep theirs."""
+    stay, leaver = miner_keys[:2]
+    for index in range(2):
+        net.to_merge(
+            index, [stay, leaver], {stay.ss58_address: "match", leaver.ss58_address: "match"}
+        )
+        net.merge(index, included=[stay.ss58_address, leaver.ss58_address], excluded={})
+        net.settle(index)
+    owed = net.balance(leaver).escrowed + net.balance(leaver).vested
+    assert owed == POOL
+    moved = [stay, miner_keys[2], miner_keys[3], leaver]  # leaver's uid: 1 -> 3
+    _metagraph(net, tmp_path, [k.ss58_address for k in moved], epoch=2)
+    weights = net.client.get("/internal/v1/get_weights?epoch=2", headers=PLATFORM).json()
+    assert leaver.ss58_address not in weights["weights"]
+    assert net.balance(leaver).burned == POOL
+    assert net.balance(stay).burned == 0 and stay.ss58_address in weights["weights"]
+    report = net.ledger.verify()
+    assert report.ok, report.render()
+
+
 def test_weights_for_an_older_epoch_are_a_typed_409(net: Net, miner_keys: list[Hotkey]) -> None:
     net.honest_round(0, miner_keys[0])
     assert net.client.get("/internal/v1/get_weights?epoch=5", headers=PLATFORM).status_code == 200

@@ -40,7 +40,7 @@ def _losses(trained: Trained, params: dict[str, torch.Tensor], pages: torch.Tens
 
 
 def _winner(spec: CompetitionSpec, honest: tuple[float, ...], cheat: tuple[float, ...]) -> str:
-    entries = [Entry("honest", "a" * 64, 1, "00", honest), Entry("cheat", "b" * 64, 2, "00", cheat)]
+    entries = [Entry("honest", "a" * 64, 1, 0, honest), Entry("cheat", "b" * 64, 2, 1, cheat)]
     table = standings(entries, spec.epsilon, 10, temperature=0.01, units=1000)
     assert table[0].weight >= 0.95
     return table[0].hotkey

@@ -12,7 +12,6 @@ from hypertrain.competition.scoring import (
     reward_weights,
     softmax,
     standings,
-    tiebreak,
 )
 from hypertrain.competition.spec import EpsilonSchedule
 
@@ -20,7 +19,7 @@ CONST = EpsilonSchedule(kind="constant", start=0.005, end=0.005)
 
 
 def entry(hotkey: str, losses: list[float], commit_round: int) -> Entry:
-    return Entry(hotkey, hotkey * 8, commit_round, f"tie-{hotkey}", tuple(losses))
+    return Entry(hotkey, hotkey * 8, commit_round, ord(hotkey[0]), tuple(losses))
 
 
 def test_newcomer_better_by_less_than_epsilon_loses_every_page() -> None:
@@ -143,14 +142,36 @@ def test_entries_not_below_the_baseline_are_not_counted() -> None:
     assert all(not s.counted and s.units == 0 for s in none)
 
 
-def test_same_round_ties_follow_a_later_rounds_randomness_not_the_envelope() -> None:
-    commitments = [f"{i:02x}" * 32 for i in range(8)]
-    firsts = set()
-    for randomness in ("01" * 32, "02" * 32, "03" * 32, "04" * 32):
-        keys = {c: tiebreak(c, randomness) for c in commitments}
-        firsts.add(min(commitments, key=keys.__getitem__))
-        a, b = (Entry(c[:4], c, 7, keys[c], (2.0,) * 4) for c in commitments[:2])
-        older = min((a, b), key=lambda e: e.order)
-        # the same losses and round: the older by tie-break takes the weight
-        assert standings([a, b], CONST, 20, temperature=0.01, units=10)[0].hotkey == older.hotkey
-    assert len(firsts) > 1  # who comes first is not fixed before the later round exists
+def _same_round(losses: list[list[float]], seqs: list[int]) -> list[Entry]:
+    return [Entry(f"h{i}", f"{i:02x}" * 32, 7, q, tuple(v)) for i, (v, q) in
+            enumerate(zip(losses, seqs, strict=True))]  # fmt: skip
+
+
+@given(
+    st.lists(st.lists(st.sampled_from([1.0, 1.995, 2.0, 2.01, 3.0]), min_size=4, max_size=4),
+             min_size=2, max_size=5),
+    st.randoms(use_true_random=False),
+)  # fmt: skip
+def test_same_round_commitments_hold_no_advantage_over_each_other(
+    losses: list[list[float]], rng: object
+) -> None:
+    """Whatever order a round's commitments come in, each one's wins, win rate and
+    whether it counts are the same: a sybil that commits many variants and reveals the
+    one ordered first gains nothing from it."""
+    seqs = list(range(len(losses)))
+    shuffled = seqs[:]
+    rng.shuffle(shuffled)  # type: ignore[attr-defined]
+    earlier = Entry("old", "ff" * 32, 3, 0, (2.5,) * 4)
+
+    def table(order: list[int]) -> dict[str, tuple[int, int, bool]]:
+        out = standings([earlier, *_same_round(losses, order)], CONST, 20, temperature=0.01,
+                        units=1000)  # fmt: skip
+        return {s.hotkey: (s.wins, s.comparisons, s.counted) for s in out}
+
+    assert table(seqs) == table(shuffled)
+
+
+def test_a_same_round_tie_is_won_by_neither() -> None:
+    a, b = _same_round([[2.0, 1.0, 3.0, 2.0], [2.0, 2.0, 2.0, 2.0]], [0, 1])
+    assert pair_wins(a, b, 0.5) == (1, 1)  # no epsilon, the two equal pages to nobody
+    assert pair_wins(b, a, 0.5) == (1, 1)

@@ -456,7 +456,7 @@ def test_a_cached_model_is_reused_only_while_its_files_verify(world: World, tmp_
         down = f"http://127.0.0.1:{s.getsockname()[1]}"
     model = CycleModel(
         hotkey=MINERS[0].ss58_address, model_sha256=model_hash(files), commitment=HEX,
-        commit_beacon_round=1, tiebreak=HEX, files=files, base_url=down,
+        commit_beacon_round=1, commit_seq=1, files=files, base_url=down,
     )  # fmt: skip
     kept = shutil.copytree(source, evaluator.cache_dir / model.model_sha256)
     assert evaluator.fetch(model) == kept  # the relay is down: the cache answered

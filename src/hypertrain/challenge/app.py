@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -23,7 +22,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hypertrain import __version__
-from hypertrain.challenge import compete_cycles, rounds, storage
+from hypertrain.challenge import compete_cycles, rounds, storage, weights
 from hypertrain.challenge.errors import ChallengeError
 from hypertrain.challenge.metagraph import MetagraphProvider, MetagraphView, parse_snapshot
 from hypertrain.challenge.metrics import new_registry
@@ -40,7 +39,7 @@ from hypertrain.challenge.routes import (
     worker,
 )
 from hypertrain.challenge.settings import Settings, settings_from_env
-from hypertrain.challenge.state import ServiceState, dumps, loads
+from hypertrain.challenge.state import ServiceState, loads
 
 log = logging.getLogger(__name__)
 
@@ -127,13 +126,10 @@ async def _every(
 
 
 async def _refresh_metagraph(state: ServiceState) -> None:
+    before = state.metagraph.snapshot
     fresh = await state.metagraph.refresh()
-    if fresh is not None:
-        await state.offload(
-            state.conn.execute,
-            "INSERT OR REPLACE INTO metagraph VALUES (1, ?, ?)",
-            (dumps(fresh.to_json()), time.time()),
-        )
+    if fresh is not None:  # stored with the hotkeys that left since the one before
+        await state.offload(weights.note_snapshot, state, before, fresh)
 
 
 async def _poll_beacon(state: ServiceState) -> None:

@@ -34,7 +34,6 @@ from hypertrain.competition.messages import (
 )
 from hypertrain.competition.pool import cycle_positions, pool_tree
 from hypertrain.competition.replay import agreed_losses, cycle_results
-from hypertrain.competition.scoring import TIEBREAK_DELAY_ROUNDS, tiebreak
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.protocol.sqlite import transaction
 
@@ -65,10 +64,7 @@ def advance(state: ServiceState) -> None:
         if due >= 0 and not _cycle_exists(state.conn, spec.competition_id, due):
             beacon_round = row["start_beacon_round"] + (due + 1) * spec.cycle.eval_interval_rounds
             beacon = verified_round(state, beacon_round)
-            rows = eligible(state, spec, beacon.round)
-            later = {r["commit_beacon_round"] + TIEBREAK_DELAY_ROUNDS for r in rows}
-            randomness = {n: verified_round(state, n).randomness for n in sorted(later)}
-            task = open_cycle(state, spec, due, beacon.round, beacon.randomness, randomness)
+            task = open_cycle(state, spec, due, beacon.round, beacon.randomness)
             if task is not None and not task.models:
                 maybe_close(state, spec, due)
 
@@ -86,7 +82,7 @@ def eligible(state: ServiceState, spec: CompetitionSpec, beacon_round: int) -> l
     delay = spec.cycle.eligibility_delay_rounds
     rows = state.conn.execute(
         "SELECT * FROM compete_commits WHERE competition_id = ? AND model_sha256 IS NOT NULL"
-        " AND commit_beacon_round + ? <= ? ORDER BY commit_beacon_round, commit_id",
+        " AND commit_beacon_round + ? <= ? ORDER BY commit_beacon_round, seq",
         (spec.competition_id, delay, beacon_round),
     ).fetchall()
     first_of_model: dict[str, sqlite3.Row] = {}
@@ -97,9 +93,7 @@ def eligible(state: ServiceState, spec: CompetitionSpec, beacon_round: int) -> l
             row["hotkey"]
         ):
             newest_of_hotkey[row["hotkey"]] = row
-    return sorted(
-        newest_of_hotkey.values(), key=lambda r: (r["commit_beacon_round"], r["commit_id"])
-    )
+    return sorted(newest_of_hotkey.values(), key=lambda r: (r["commit_beacon_round"], r["seq"]))
 
 
 def pages_revealable(spec: CompetitionSpec, cycle_beacon_round: int, now: int) -> bool:
@@ -146,7 +140,6 @@ def open_cycle(
     cycle: int,
     beacon_round: int,
     randomness: str,
-    later_randomness: dict[int, str],
 ) -> CycleTask | None:
     """Open a cycle: reveal its pages and fix its models; None when the pool is spent."""
     if not pages_revealable(spec, beacon_round, state.due_round()):
@@ -163,15 +156,13 @@ def open_cycle(
             model_sha256=r["model_sha256"],
             commitment=r["commitment"],
             commit_beacon_round=r["commit_beacon_round"],
-            tiebreak=tiebreak(
-                r["commitment"], later_randomness[r["commit_beacon_round"] + TIEBREAK_DELAY_ROUNDS]
-            ),
+            commit_seq=r["seq"],
             files=json.loads(r["files"]),
             base_url=r["base_url"],
         )
         for r in eligible(state, spec, beacon_round)
     ]
-    models.sort(key=lambda m: (m.commit_beacon_round, m.tiebreak))
+    models.sort(key=lambda m: (m.commit_beacon_round, m.commit_seq))
     task = CycleTask(
         competition_id=spec.competition_id,
         cycle=cycle,

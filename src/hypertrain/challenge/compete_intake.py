@@ -138,9 +138,11 @@ def commit(state: ServiceState, env: Envelope) -> CommitAccepted:
             state.burn(env)
             state.conn.execute(
                 "INSERT INTO compete_commits (competition_id, commitment, hotkey,"
-                " commit_beacon_round, commit_id, envelope) VALUES (?, ?, ?, ?, ?, ?)",
+                " commit_beacon_round, commit_id, envelope, seq) VALUES (?, ?, ?, ?, ?, ?,"
+                " (SELECT COALESCE(MAX(seq), 0) + 1 FROM compete_commits"
+                " WHERE competition_id = ?))",
                 (env.run_id, body.commitment, verified.signer, now, commit_id,
-                 dumps(env.model_dump())),
+                 dumps(env.model_dump()), env.run_id),
             )  # fmt: skip
     except sqlite3.IntegrityError:
         raise ConflictError("this commitment was already recorded", code="duplicate") from None

@@ -8,6 +8,8 @@ refused message changes nothing. Opening locks the bond in the ledger (its own
 journal entry) inside that transaction; once a game is decided :func:`settle_bonds`
 returns or burns it. An overturned verdict marks its auditor faulty and re-assigns
 its other verdicts of rounds not yet final (``dispute.store.reassign_verdicts``).
+Every decision re-runs the island's holds (:func:`~hypertrain.challenge.settle.release_later`),
+so a reward held for the disputed verdict is released as soon as the rule allows.
 :func:`tick` applies deadlines at each beacon round, so a game resumes from the
 database after a restart exactly where it stopped.
 """
@@ -19,7 +21,7 @@ import logging
 import sqlite3
 from typing import Any
 
-from hypertrain.challenge import pace
+from hypertrain.challenge import pace, settle
 from hypertrain.challenge import verdict_windows as windows
 from hypertrain.challenge.errors import (
     BondMissingError,
@@ -244,6 +246,7 @@ def on_verdict(
                 new = resolution.recomputed(game, auditor, result, now, _referees(state, game))
                 store.save_game(state.conn, new, now)
                 _log_progress(game, new)
+                _rejudge(state, game, new)
                 changed += 1
             elif (
                 game.outcome == "overturned"
@@ -273,6 +276,7 @@ def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
         if new.stage == "recompute":  # escalated: the traces could not tell who lied
             new = _reaudits_known(state, new, now)
     _log_progress(game, new)
+    _rejudge(state, game, new)
     settle_bonds(state)
     return _view(state, dispute_id)
 
@@ -317,6 +321,7 @@ def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
         store.save_game(state.conn, new, now, len(env.to_bytes()))
         store.record_message(state.conn, dispute_id, "ruling", verified.signer, _text(env), now)
     _log_progress(game, new)
+    _rejudge(state, game, new)
     settle_bonds(state)
     return _view(state, dispute_id)
 
@@ -332,10 +337,18 @@ def tick(state: ServiceState) -> int:
             with transaction(state.conn):
                 store.save_game(state.conn, new, now)
             _log_progress(game, new)
+            _rejudge(state, game, new)
             changed += 1
     settle_bonds(state)
     windows.close_windows(state, now)
     return changed
+
+
+def _rejudge(state: ServiceState, old: g.Game, new: g.Game) -> None:
+    """A game was decided: the disputed verdict's standing changed, so the island's
+    rewards held for it are decided again (released where nothing else holds them)."""
+    if new.outcome is not None and new.outcome != old.outcome:
+        settle.release_later(state, new.run_id, new.round, new.island)
 
 
 def settle_bonds(state: ServiceState) -> int:

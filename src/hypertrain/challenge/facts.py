@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from pydantic import ValidationError
@@ -30,7 +30,9 @@ from hypertrain.protocol.messages import MergeTape
 
 # Every verdict with its standing: set aside (its audit is re-judged by another
 # auditor: its auditor was found faulty, or a dispute against it waits for that
-# independent re-audit), overturned by a dispute, or standing.
+# independent re-audit), overturned by a dispute, or standing; and whether it is final
+# (its round is final and no late dispute window of its own is open: nothing can
+# change its standing any more).
 STANDING_SQL = """
 SELECT v.verdict_id, v.round, v.hotkey, v.auditor, v.result,
   CASE
@@ -40,7 +42,11 @@ SELECT v.verdict_id, v.round, v.hotkey, v.auditor, v.result,
                  WHERE d.verdict_id = v.verdict_id AND d.outcome = 'overturned')
       THEN 'overturned'
     ELSE 'stands'
-  END AS standing
+  END AS standing,
+  EXISTS (SELECT 1 FROM rounds r WHERE r.run_id = v.run_id AND r.round = v.round
+          AND r.phase = 'final')
+  AND NOT EXISTS (SELECT 1 FROM verdict_windows w
+                  WHERE w.verdict_id = v.verdict_id AND w.closed = 0) AS final
 FROM verdicts v WHERE v.run_id = ?
 """
 
@@ -59,10 +65,17 @@ class RoundInputs:
     assigned: frozenset[str]
     probation: dict[str, int]
     earlier: frozenset[str] = frozenset()  # an earlier round's audit of them is unproven
+    proven: dict[str, str] = field(default_factory=dict)  # a proven earlier fault of them
 
     def outcome(self) -> Outcome:
         return decide(
-            self.commits, self.tape, self.verdicts, self.assigned, self.probation, self.earlier
+            self.commits,
+            self.tape,
+            self.verdicts,
+            self.assigned,
+            self.probation,
+            self.earlier,
+            self.proven,
         )
 
 
@@ -82,6 +95,7 @@ def standing_verdicts(
             r["auditor"],
             cast(VerdictResult, r["result"]),
             cast(Standing, r["standing"]),
+            bool(r["final"]),
         )
         for r in rows
     ]
@@ -117,15 +131,19 @@ def merge_tape(conn: sqlite3.Connection, run_id: str, index: int) -> MergeTape |
     return None if row is None else parse_tape(row["body"])
 
 
-def earlier_unproven(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
-    """Hotkeys whose audit in a round before ``index`` has no judging verdict or a fault."""
+def earlier_audits(
+    conn: sqlite3.Connection, run_id: str, index: int
+) -> tuple[frozenset[str], dict[str, str]]:
+    """Before round ``index``: the hotkeys whose audit is unproven (no judging verdict,
+    or a fault that may still change), and those with a proven fault (with its reason)."""
     assigned = [
         (int(r["round"]), r["hotkey"])
         for r in conn.execute(
             "SELECT round, hotkey FROM audits WHERE run_id = ? AND round < ?", (run_id, index)
         )
     ]
-    return rule.earlier_unproven(index, assigned, standing_verdicts(conn, run_id))
+    verdicts = standing_verdicts(conn, run_id)
+    return rule.earlier_unproven(index, assigned, verdicts), rule.earlier_faults(index, verdicts)
 
 
 def round_inputs(conn: sqlite3.Connection, run_id: str, index: int) -> RoundInputs:
@@ -150,13 +168,15 @@ def round_inputs(conn: sqlite3.Connection, run_id: str, index: int) -> RoundInpu
             args,
         )
     }
+    earlier, proven = earlier_audits(conn, run_id, index)
     return RoundInputs(
         commits,
         merge_tape(conn, run_id, index),
         standing_verdicts(conn, run_id, index),
         assigned,
         probation,
-        earlier_unproven(conn, run_id, index),
+        earlier,
+        proven,
     )
 
 

@@ -76,6 +76,21 @@ def parse_snapshot(value: Any, *, netuid: int) -> Snapshot:
     return Snapshot(model.epoch, model.block, model.netuid, dict(model.hotkeys))
 
 
+def departures(old: Snapshot, new: Snapshot) -> dict[str, int | None]:
+    """hotkey -> its uid in ``new`` (None: gone) for every hotkey of ``old`` that left.
+
+    A hotkey left when ``new`` no longer lists it, or lists it under another uid: on
+    chain a uid changes only by deregistration and a new registration, so the old
+    registration's value must not carry over to the new one.
+    """
+    out: dict[str, int | None] = {}
+    for hotkey, uid in sorted(old.hotkeys.items()):
+        now = new.hotkeys.get(hotkey)
+        if now != uid:
+            out[hotkey] = now
+    return out
+
+
 class MetagraphProvider(Protocol):
     async def fetch(self) -> Snapshot: ...
 

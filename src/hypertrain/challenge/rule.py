@@ -16,15 +16,23 @@ same call (:mod:`hypertrain.challenge.facts`). For each commit:
   dispute overturned it: honest work, only too late to merge); an accepted island is
   *held* while an assigned audit has no judging verdict (:data:`PENDING_AUDIT`), while
   an assigned audit of it in an *earlier* round of the run has no judging verdict or a
-  standing fault (:func:`earlier_unproven`; also :data:`PENDING_AUDIT`: a fault found
-  late must not let the cheater collect the rounds selected before it was known) or
-  while it is in probation (its release round);
+  standing fault that may still change (:func:`earlier_unproven`; also
+  :data:`PENDING_AUDIT`: a fault found late must not let the cheater collect the rounds
+  selected before it was known) or while it is in probation (its release round);
+* **forfeited** (accepted, held, then burned with everything unvested) when a fault of
+  it in an earlier round of the run is *proven* (:func:`earlier_faults`: a standing
+  fault verdict that can no longer change). The round's reward is escrowed and burned
+  rather than left out of the split, so the result is the same whether the fault was
+  proven before this round settled (burned here) or after (the fault's own booking
+  burns the held reward): the order in which the events arrive changes nothing;
 * **unpaid** otherwise (any other exclusion of the tape, or not in the tape).
 
 A verdict *stands* unless a dispute overturned it or it is set aside (another auditor
 re-judges the audit: its auditor was found faulty, or a dispute it lost waits for that
 independent re-audit). An overturned verdict no longer set aside still judged the
-audit; a set-aside one did not, so the island is held until another verdict comes.
+audit; a set-aside one did not, so the island is held until another verdict comes. A
+verdict is *final* once nothing can change its standing any more: its round is final
+and no late dispute window of its own is open; a final fault is proven.
 """
 
 from __future__ import annotations
@@ -53,11 +61,17 @@ class StandingVerdict:
     auditor: str
     result: VerdictResult
     standing: Standing
+    final: bool = False  # its round is final and no late window of its own is open
 
     @property
     def fault(self) -> bool:
         """A standing verdict other than ``match``: the island is at fault."""
         return self.standing == "stands" and self.result != "match"
+
+    @property
+    def proven(self) -> bool:
+        """A fault that no dispute, window or re-audit can change any more."""
+        return self.fault and self.final
 
     @property
     def judged(self) -> bool:
@@ -82,6 +96,8 @@ class Outcome:
     held: dict[str, int] = field(default_factory=dict)  # accepted hotkey -> release round
     faults: dict[str, str] = field(default_factory=dict)  # hotkey -> reason
     unpaid: dict[str, str] = field(default_factory=dict)  # hotkey -> why it earns nothing
+    # accepted and held hotkey -> the earlier proven fault that burns this round's reward
+    forfeited: dict[str, str] = field(default_factory=dict)
 
     @property
     def pending(self) -> frozenset[str]:
@@ -112,15 +128,25 @@ def earlier_unproven(
     """Hotkeys with an assigned audit in a round before ``index`` that is not proven.
 
     ``assigned`` lists the run's (round, hotkey) audit assignments and ``verdicts`` its
-    standing verdicts. Not proven: no judging verdict yet, or a standing fault (which may
-    still be disputed: until it is decided the island's later rewards stay held).
+    standing verdicts. Not proven: no judging verdict yet, or a standing fault that may
+    still change (disputed, or within a window: until it is decided the island's later
+    rewards stay held). A proven fault is :func:`earlier_faults`' instead.
     """
     listed = [v for v in verdicts if v.round < index]
     judged = {(v.round, v.hotkey) for v in listed if v.judged}
-    faulted = {(v.round, v.hotkey) for v in listed if v.fault}
+    open_faults = {(v.round, v.hotkey) for v in listed if v.fault and not v.final}
     return frozenset(
-        h for r, h in assigned if r < index and ((r, h) not in judged or (r, h) in faulted)
+        h for r, h in assigned if r < index and ((r, h) not in judged or (r, h) in open_faults)
     )
+
+
+def earlier_faults(index: int, verdicts: Iterable[StandingVerdict]) -> dict[str, str]:
+    """hotkey -> its first proven fault in a round before ``index`` (by round, verdict id)."""
+    out: dict[str, str] = {}
+    for v in sorted(verdicts, key=lambda v: (v.round, v.verdict_id)):
+        if v.round < index and v.proven:
+            out.setdefault(v.hotkey, f"earlier fault proven in round {v.round}: {v.reason()}")
+    return out
 
 
 def decide(
@@ -130,12 +156,14 @@ def decide(
     assigned: Iterable[str] = (),
     probation: Mapping[str, int] | None = None,
     earlier: Iterable[str] = (),
+    proven: Mapping[str, str] | None = None,
 ) -> Outcome:
-    """Paid / held / faulted / unpaid for every commit of one round (see module doc).
+    """Paid / held / faulted / forfeited / unpaid for every commit of one round.
 
     ``probation`` maps each island still in probation at this round to the round its
     probation ends; ``assigned`` names the islands selected for audit; ``earlier`` the
-    islands with an earlier round's audit not proven yet (:func:`earlier_unproven`).
+    islands with an earlier round's audit not proven yet (:func:`earlier_unproven`);
+    ``proven`` the islands with a proven earlier fault (:func:`earlier_faults`).
     """
     listed = list(verdicts)
     faults = verdict_faults(listed)
@@ -152,6 +180,7 @@ def decide(
         else:
             unpaid[c.hotkey] = reason or "not included in the merge"
     held = {h: until for h, until in (probation or {}).items() if h in accepted}
-    pending = unjudged(assigned, listed) | frozenset(earlier)
+    forfeited = {h: why for h, why in sorted((proven or {}).items()) if h in accepted}
+    pending = unjudged(assigned, listed) | frozenset(earlier) | forfeited.keys()
     held.update(dict.fromkeys(pending & accepted.keys(), PENDING_AUDIT))
-    return Outcome(accepted, dict(sorted(held.items())), faults, unpaid)
+    return Outcome(accepted, dict(sorted(held.items())), faults, unpaid, forfeited)

@@ -19,9 +19,14 @@ the ledger keeps it in escrow and starts its vesting only once probation is over
 so a fault found in any probation round burns all of it.
 
 An island whose audit in an earlier round of the run is unproven (no judging verdict
-yet, or a standing fault) has its reward held too (the rule's ``earlier`` input): a
-late fault burns it with everything unvested, and a late ``match`` releases each later
-round's hold that nothing else keeps (:func:`release_later`).
+yet, or a standing fault that may still change) has its reward held too (the rule's
+``earlier`` input): the fault, once proven, burns it with everything unvested, and
+every change of a standing verdict (a late ``match``, a dispute decided, a late
+window closed) re-runs the hold decision of the later final rounds, releasing each
+hold that nothing else keeps (:func:`release_later`). An island with a *proven*
+earlier fault has this round's reward escrowed, held and burned at once (the rule's
+``forfeited``), exactly what the fault's booking would have done had this round
+settled first: the order in which the events arrive changes nothing.
 """
 
 from __future__ import annotations
@@ -74,6 +79,8 @@ def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]
     state.ledger.settle_round(run_id, index, accepted, epoch, held=result.held)
     for hotkey, reason in sorted(result.faults.items()):
         rollbacks.book_fault(state, run_id, index, hotkey, reason, epoch)
+    for hotkey, reason in sorted(result.forfeited.items()):  # its update here was honest:
+        state.ledger.record_fault(run_id, index, hotkey, reason, epoch)  # burn, no rollback
     state.conn.executemany(
         "INSERT INTO settlements VALUES (?, ?, ?, ?, ?)",
         [(run_id, index, hotkey, tokens, epoch) for hotkey, tokens in accepted.items()],
@@ -85,13 +92,14 @@ def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]
     state.count("rounds_settled")
     log.info(
         "settled round %s/%d: %d islands paid (%d held, %d awaiting a verdict),"
-        " %d faults, %d unpaid, epoch %d",
+        " %d faults, %d forfeited, %d unpaid, epoch %d",
         run_id,
         index,
         len(accepted),
         len(result.held),
         len(result.pending),
         len(result.faults),
+        len(result.forfeited),
         len(result.unpaid),
         epoch,
     )
@@ -122,23 +130,28 @@ def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, resu
     state.ledger.release_hold(run_id, index, hotkey, epoch, until)
 
 
-def release_later(state: ServiceState, run_id: str, index: int, hotkey: str) -> None:
-    """A ``match`` for round ``index`` arrived: release later final rounds it held.
+def release_later(state: ServiceState, run_id: str, index: int, hotkey: str) -> int:
+    """A standing verdict of ``hotkey`` in round ``index`` changed: re-run its holds.
 
-    Each final round after ``index`` that paid ``hotkey`` is decided again; where the
-    rule no longer holds it for a verdict, its hold ends (until its probation's end,
-    if the rule still holds it for that).
+    Called on every path that changes a standing verdict (a late verdict, a dispute
+    decided, a late window closed). Each final round from ``index`` on that paid
+    ``hotkey`` is decided again; where the rule no longer holds it for a verdict, its
+    hold ends (until its probation's end, if the rule still holds it for that).
+    A hold the rule keeps stays (a forfeited reward was burned at settlement, an
+    earlier fault proven later burns it with its own booking). Returns the releases.
     """
     rows = state.conn.execute(
         "SELECT s.round FROM settlements s JOIN rounds r"
         " ON r.run_id = s.run_id AND r.round = s.round"
-        " WHERE s.run_id = ? AND s.hotkey = ? AND s.round > ? AND r.phase = 'final'"
+        " WHERE s.run_id = ? AND s.hotkey = ? AND s.round >= ? AND r.phase = 'final'"
         " ORDER BY s.round",
         (run_id, hotkey, index),
     ).fetchall()
+    released = 0
     for row in rows:
         later = int(row["round"])
         until = outcome(state, run_id, later).held.get(hotkey, 0)
         if until != PENDING_AUDIT:
             epoch = state.epoch_now("release a held reward")
-            state.ledger.release_hold(run_id, later, hotkey, epoch, until)
+            released += state.ledger.release_hold(run_id, later, hotkey, epoch, until)
+    return released

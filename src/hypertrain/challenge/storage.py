@@ -293,6 +293,21 @@ INSERT INTO honeypot_periods
 ALTER TABLE admission_challenges ADD COLUMN memory_answers TEXT
 """
 
+# Hotkeys that left between two metagraph snapshots: gone from the newer one, or listed
+# under another uid (deregistered and registered again); burned at the next epoch. And
+# the order in which the service accepted each competition commitment (``seq``): it
+# orders commitments of one beacon round, fixed when they are made.
+_V11: Final = """
+CREATE TABLE metagraph_departures (
+    hotkey TEXT PRIMARY KEY,
+    old_uid INTEGER NOT NULL,
+    new_uid INTEGER,
+    noticed_epoch INTEGER NOT NULL
+);
+ALTER TABLE compete_commits ADD COLUMN seq INTEGER;
+UPDATE compete_commits SET seq = rowid
+"""
+
 MIGRATIONS: Final[tuple[str, ...]] = (
     _V1,
     _V2,
@@ -304,6 +319,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     DISPUTE_SCHEMA_3,  # late verdicts' own dispute windows
     _V9,
     _V10,
+    _V11,
 )
 DB_NAME: Final = "challenge.sqlite"
 

@@ -5,8 +5,10 @@ returns exactly those bytes, so the platform can rely on the answer being final.
 
 Deregistration burns at the next epoch: before the first answer for an epoch is
 computed, every island of any run and every submitter of any competition that is
-missing from the metagraph snapshot and still holds unpaid value (escrow or vested)
-is deregistered in the ledger, which burns that value. So value is never withheld
+missing from the metagraph snapshot, or that left between two snapshots the service
+saw (gone from one, or listed under another uid: deregistered and registered again,
+:func:`note_snapshot`), and still holds unpaid value (escrow or vested) is
+deregistered in the ledger, which burns that value. So value is never withheld
 across epochs and paid later in a lump: the weights of an answer never sum above
 its ``full_share_mass``, and a hotkey that registers again starts from zero. An
 epoch older than one already answered is refused with 409 ``epoch_superseded``.
@@ -19,9 +21,11 @@ import time
 from typing import Final
 
 from hypertrain.challenge.errors import NotFoundError, UnavailableError
+from hypertrain.challenge.metagraph import Snapshot, departures
 from hypertrain.challenge.models import WeightsMetadata, WeightsPublic
-from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.protocol.canonical import canonical_bytes
+from hypertrain.protocol.sqlite import transaction
 
 MAX_WEIGHTS: Final = 65536
 
@@ -86,20 +90,46 @@ def latest_weights_body(state: ServiceState) -> bytes:
     return bytes(row["body"])
 
 
-def burn_departed(state: ServiceState, epoch: int, registered: frozenset[str]) -> dict[str, int]:
-    """Deregister every earner with unpaid value that is not registered; hotkey -> burned.
+def note_snapshot(state: ServiceState, before: Snapshot | None, fresh: Snapshot) -> int:
+    """Store a fresh snapshot with the hotkeys that left since ``before``; how many left.
 
-    Earners are the islands of every run's roster and the submitters of every
-    competition (a competition's ledger account is named by its id), so a hotkey that
-    only ever competed is burned like an island.
+    A hotkey left when ``fresh`` no longer lists it or lists it under another uid
+    (:func:`~hypertrain.challenge.metagraph.departures`). The departure is kept until
+    the next epoch's first answer burns it (:func:`burn_departed`), so a hotkey that
+    is deregistered and registered again between two answers still loses the old
+    registration's value, whatever mode earned it.
+    """
+    left = {} if before is None else departures(before, fresh)
+    with transaction(state.conn):
+        if before is not None:
+            state.conn.executemany(
+                "INSERT OR IGNORE INTO metagraph_departures VALUES (?, ?, ?, ?)",
+                [(h, before.hotkeys[h], uid, fresh.epoch) for h, uid in left.items()],
+            )
+        state.conn.execute(
+            "INSERT OR REPLACE INTO metagraph VALUES (1, ?, ?)",
+            (dumps(fresh.to_json()), time.time()),
+        )
+    return len(left)
+
+
+def burn_departed(state: ServiceState, epoch: int, registered: frozenset[str]) -> dict[str, int]:
+    """Deregister every earner with unpaid value that left; hotkey -> burned.
+
+    Left: not registered now, or noted as departed since the last answer (gone from a
+    snapshot, or registered again under a new uid). Earners are the islands of every
+    run's roster and the submitters of every competition (a competition's ledger
+    account is named by its id), so a hotkey that only ever competed is burned like an
+    island. The departures noted so far are consumed by this answer.
     """
     burned: dict[str, int] = {}
     by_run: dict[str, list[str]] = {}
+    departed = {r["hotkey"] for r in state.conn.execute("SELECT hotkey FROM metagraph_departures")}
     for row in state.conn.execute(
         "SELECT run_id, hotkey FROM roster UNION SELECT competition_id, hotkey"
         " FROM compete_commits ORDER BY 1, 2"
     ):
-        if row["hotkey"] not in registered:
+        if row["hotkey"] not in registered or row["hotkey"] in departed:
             by_run.setdefault(row["run_id"], []).append(row["hotkey"])
     holding: set[str] = set()
     for run_id, hotkeys in by_run.items():
@@ -109,4 +139,5 @@ def burn_departed(state: ServiceState, epoch: int, registered: frozenset[str]) -
     for hotkey in sorted(holding):
         burned[hotkey] = state.ledger.deregister(hotkey, epoch)
         state.count("deregistrations")
+    state.conn.execute("DELETE FROM metagraph_departures")
     return burned

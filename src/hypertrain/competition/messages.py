@@ -94,7 +94,8 @@ class CycleModel(_Body):
     model_sha256: str
     commitment: str
     commit_beacon_round: int
-    tiebreak: str  # scoring.tiebreak(commitment, randomness of commit round + 1)
+    # the order the service accepted the commitment in (fixed at commit, never by a reveal)
+    commit_seq: int = Field(ge=0)
     files: list[ModelFile]
     base_url: str
 
@@ -150,8 +151,8 @@ class CycleResult(_Body):
 class CycleRecord(_Body):
     """``GET /v1/competitions/<id>/cycles/<k>``: everything needed to recompute a cycle.
 
-    The task (pages revealed with proofs, models with their commit order and
-    tie-break), every evaluator's signed score envelope and the stored standings;
+    The task (pages revealed with proofs, models with their commit round and
+    acceptance order), every evaluator's signed score envelope and the stored standings;
     :func:`hypertrain.competition.replay.replay_cycle` recomputes the standings from
     the first two and must give the third.
     """

@@ -50,7 +50,7 @@ def cycle_results(
 ) -> list[CycleResult]:
     """Standings of a cycle from its task and its agreed losses, best first."""
     entries = [
-        Entry(m.hotkey, m.model_sha256, m.commit_beacon_round, m.tiebreak,
+        Entry(m.hotkey, m.model_sha256, m.commit_beacon_round, m.commit_seq,
               decode_losses(losses))
         for m in task.models
         if (losses := agreed.get(m.model_sha256)) is not None

@@ -1,10 +1,15 @@
 """The scoring rule: pairwise per-sample wins with an epsilon advantage, and the reward.
 
 For every pair of eligible models and every evaluated page, the *older* model (the
-earlier commitment) has its loss multiplied by ``1 - epsilon`` and the lower loss
-wins the page; a tie goes to the older model. Before win rates, entries that do not
-count are dropped (:func:`contenders`: not below the baseline, or beating no
-earlier model). A model's win rate is the share of all its page comparisons it won.
+one committed in an earlier beacon round) has its loss multiplied by ``1 - epsilon``
+and the lower loss wins the page; a tie goes to the older model. Commitments of the
+*same* beacon round hold no advantage over each other: no epsilon, and a tie wins for
+neither, so a miner that commits several variants in one round and reveals only one
+of them cannot choose an order that favours it (the order within a round, the
+service's acceptance order ``seq``, decides only an exact tie of win rates). Before
+win rates, entries that do not count are dropped (:func:`contenders`: not below the
+baseline, or beating no model of an earlier round). A model's win rate is the share
+of all its page comparisons it won.
 The best model (highest win rate, the older on a tie) receives the larger of its
 softmax weight and ``winner_share`` (at least 0.95); the others share the rest in
 proportion to their softmax weights; weights become integer units for the ledger,
@@ -20,20 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hypertrain.competition.spec import EpsilonSchedule
-from hypertrain.protocol.domains import COMPETE_TIEBREAK, tagged_hash
-
-TIEBREAK_DELAY_ROUNDS = 1  # the tie-break uses the randomness of commit round + this
-
-
-def tiebreak(commitment: str, later_randomness: str) -> str:
-    """The order of a commitment among those of its beacon round.
-
-    Keyed by the randomness of beacon round ``commit round + TIEBREAK_DELAY_ROUNDS``,
-    which did not exist when the commitment was signed: a miner cannot grind its
-    envelope (nonce, expiry) to come first, as it could with the envelope's hash.
-    """
-    data = bytes.fromhex(later_randomness) + bytes.fromhex(commitment)
-    return tagged_hash(COMPETE_TIEBREAK, data).hex()
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +34,12 @@ class Entry:
     hotkey: str
     model_sha: str
     commit_round: int
-    tiebreak: str  # orders commitments of one beacon round; see tiebreak() below
+    seq: int  # the order the service accepted the commitment in, fixed at commit
     losses: tuple[float, ...]
 
     @property
-    def order(self) -> tuple[int, str]:
-        return (self.commit_round, self.tiebreak)
+    def order(self) -> tuple[int, int]:
+        return (self.commit_round, self.seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,15 +59,18 @@ def _loss(value: float) -> float:
 
 
 def pair_wins(older: Entry, newer: Entry, epsilon: float) -> tuple[int, int]:
-    """(pages the older model wins, pages the newer one wins)."""
+    """(pages the older model wins, pages the newer one wins).
+
+    Of two commitments of the same beacon round neither is older: no epsilon, and a
+    page both score alike is won by neither (the pair then compares fewer pages).
+    """
     if len(older.losses) != len(newer.losses):
         raise ValueError("both models must be scored on the same pages")
-    old_wins = sum(
-        1
-        for a, b in zip(older.losses, newer.losses, strict=True)
-        if _loss(a) * (1.0 - epsilon) <= _loss(b)
-    )
-    return old_wins, len(older.losses) - old_wins
+    pairs = [(_loss(a), _loss(b)) for a, b in zip(older.losses, newer.losses, strict=True)]
+    if older.commit_round == newer.commit_round:
+        return sum(1 for a, b in pairs if a < b), sum(1 for a, b in pairs if b < a)
+    old_wins = sum(1 for a, b in pairs if a * (1.0 - epsilon) <= b)
+    return old_wins, len(pairs) - old_wins
 
 
 def win_rates(
@@ -122,17 +116,26 @@ def contenders(
     """The entries that count, oldest first (SN9's filter before win rates).
 
     An entry counts when its mean page loss is below the published baseline (when
-    the spec sets one) and it beats, head to head with the epsilon advantage, the
-    newest entry counted before it (which beat every earlier one in turn). An entry
-    that improves on no earlier model is dropped, so junk cannot dilute the win
-    rates of the models that matter.
+    the spec sets one) and it beats, head to head with the epsilon advantage, every
+    entry counted in the newest earlier beacon round that has one (which beat the
+    rounds before in turn). Entries of one round are judged against the same earlier
+    ones, never against each other, so their order within the round changes nothing.
+    An entry that improves on no earlier model is dropped, so junk cannot dilute the
+    win rates of the models that matter.
     """
     kept: list[Entry] = []
-    for entry in sorted(entries, key=lambda e: e.order):
-        if baseline_loss is not None and not _mean(entry.losses) < baseline_loss:
-            continue
-        if not kept or beats(entry, kept[-1], schedule, cycle_round):
-            kept.append(entry)
+    latest: list[Entry] = []  # the counted entries of the newest round that has some
+    ordered = sorted(entries, key=lambda e: e.order)
+    for commit_round in sorted({e.commit_round for e in ordered}):
+        passed = [
+            e
+            for e in ordered
+            if e.commit_round == commit_round
+            and (baseline_loss is None or _mean(e.losses) < baseline_loss)
+            and all(beats(e, old, schedule, cycle_round) for old in latest)
+        ]
+        kept += passed
+        latest = passed or latest
     return kept
 
 

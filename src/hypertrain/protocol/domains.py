@@ -38,7 +38,6 @@ COMPETITION_SPEC: Final = b"hypertrain/v1/competition-spec"
 COMPETE_MODEL: Final = b"hypertrain/v1/compete-model"
 COMPETE_COMMITMENT: Final = b"hypertrain/v1/compete-commitment"
 COMPETE_PAGES: Final = b"hypertrain/v1/compete-pages"
-COMPETE_TIEBREAK: Final = b"hypertrain/v1/compete-tiebreak"
 
 ALL_DOMAINS: Final = (
     MERKLE_LEAF,
@@ -60,7 +59,6 @@ ALL_DOMAINS: Final = (
     COMPETE_MODEL,
     COMPETE_COMMITMENT,
     COMPETE_PAGES,
-    COMPETE_TIEBREAK,
 )
 
 
