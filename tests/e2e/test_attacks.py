@@ -135,6 +135,7 @@ def _manifest(dataset: Any) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.timeout(1200)  # eight processes train and are audited in round 0
 def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeaconProcess) -> None:
     dataset = make_dataset(REPO / "tests" / "assets", tmp_path / "dataset")
     keys: dict[str, tuple[Path, Hotkey]] = {}

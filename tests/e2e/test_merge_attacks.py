@@ -72,6 +72,7 @@ def _start(fleet: Fleet, tomls: dict[str, Path], coord: str, ss58: dict[str, str
         fleet.start(name, cmd)
 
 
+@pytest.mark.timeout(1200)  # every island trains and is audited in round 0
 def test_noisy_copies_averages_and_reversed_updates_are_not_paid(
     tmp_path: Path, beacon: LocalBeaconProcess
 ) -> None:
