@@ -147,8 +147,10 @@ def rebase(
     source = _Overlay(blobs)
     for tape in chain:
         history = _history(current, before) if current else before
-        earlier = earlier_updates(reversed(current), tape.round, chain[0].earlier)
-        earlier = earlier if current else list(tape.earlier)
+        # a tape merged without earlier updates (an older aggregator) is replayed without
+        earlier = list(tape.earlier)
+        if current and earlier:
+            earlier = earlier_updates(reversed(current), tape.round, chain[0].earlier)
         prev = current[-1] if current else None
         drop = set(faulty.get(tape.round, ())) & {i.hotkey for i in tape.included}
         if not drop and not _stale(tape, prev, history, earlier):
