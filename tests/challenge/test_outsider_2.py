@@ -11,9 +11,9 @@ def test_an_island_that_sits_out_its_probation_is_still_audited_before_it_is_pai
     net: Net,  # noqa: F811
     miner_keys: list[Hotkey],
 ) -> None:
-    """Probation counts rounds since admission: an island that commits nothing in rounds
-    0 and 1 leaves probation with no audit passed, and its first update (round 2, rate 0)
-    is never replayed, merged and paid."""
+    """An island that commits nothing in rounds 0 and 1 (its probation by the calendar)
+    is still in probation at its first commit (round 2, rate 0): audited there, where
+    counting rounds since admission let its first update be merged and paid unreplayed."""
     honest, idler = miner_keys[0], miner_keys[1]
     for key in (honest, idler):
         assert net.client.post("/v1/join", json=signed(key, "join", join_body())).is_success
