@@ -6,6 +6,7 @@ import hashlib
 
 import pytest
 
+from hypertrain.aggregator.aggregate import earlier_updates
 from hypertrain.aggregator.errors import TapeError
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, max_tokens, merge
 from hypertrain.aggregator.rebase import check_correction, rebase
@@ -30,8 +31,9 @@ def _candidates(w: World, index: int) -> list[Candidate]:
 
 
 def _chain(w: World, rounds: int, without: str | None = None) -> list[MergeResult]:
-    """Merge ``rounds`` rounds in a row (every update audit-proven); ``without`` never
-    offers that island's round-0 update."""
+    """Merge ``rounds`` rounds in a row (every update audit-proven, screened against the
+    earlier rounds' as the aggregator does); ``without`` never offers that island's
+    round-0 update."""
     results: list[MergeResult] = []
     start, outer = w.start_sha, None
     for index in range(rounds):
@@ -40,6 +42,7 @@ def _chain(w: World, rounds: int, without: str | None = None) -> list[MergeResul
             w.manifest, index, start, outer, cands,
             history_norms=proven_history(reversed([r.tape for r in results])),
             proven=[c.hotkey for c in cands],
+            earlier=earlier_updates(reversed([r.tape for r in results]), index),
         )  # fmt: skip
         result = merge(inputs, w.blobs)
         start = w.blobs.put(result.model_blob, kind="model", round=index)

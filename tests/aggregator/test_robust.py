@@ -47,6 +47,12 @@ def _decoded(w: World, index: int) -> Tensors:
     return decode_int8(w.blobs.get(w.candidates[index].update_sha256))
 
 
+def _norm(w: World, index: int) -> float:
+    """The exact norm of candidate ``index``'s update (as the merge computes it)."""
+    data = w.blobs.get(w.candidates[index].update_sha256)
+    return update_norm(data, param_shapes(w.manifest.model), w.manifest.compression)
+
+
 def _in_order(w: World) -> None:
     """Commit order = the order the candidates were added."""
     w.candidates = [c.model_copy(update={"seq": i}) for i, c in enumerate(w.candidates)]
@@ -199,15 +205,19 @@ def test_an_update_reversed_from_its_own_training_points_against_the_others() ->
     assert _reasons(w) == {HOTKEYS[4]: "against_aggregate"}
 
 
-def test_a_reversed_update_beside_two_honest_ones_does_not_take_them_out() -> None:
+@pytest.mark.parametrize("proven", [0, 2])
+def test_a_reversed_update_beside_two_honest_ones_does_not_take_them_out(proven: int) -> None:
     """Its own leave-one-out median is the honest mean (cosine well below 0); theirs
-    includes it, so the screen removes the worst first and looks again."""
+    includes it, so the screen removes the worst first and looks again. Unaudited, or
+    beside the two honest updates proven (a reversed update never passes its audit)."""
     w = World()
     w.add(0)
     w.add(1)
     w.add(2, data=_encode(w, {k: -v for k, v in delta(w.manifest, 9).items()}))
     _in_order(w)
-    assert _reasons(w) == {HOTKEYS[2]: "against_aggregate"}
+    history = [] if proven else [_norm(w, 0)] * 8
+    reasons = _reasons(w, proven=HOTKEYS[:proven], history_norms=history)
+    assert reasons == {HOTKEYS[2]: "against_aggregate"}
 
 
 @pytest.mark.parametrize("honest", [3, 8, 12])

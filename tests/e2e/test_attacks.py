@@ -1,11 +1,14 @@
-"""Attacker islands against a real network of processes: none is paid, the model holds.
+"""Attacker islands against a real network of processes: no attack is paid, the model holds.
 
 Local beacon, challenge service, relay, auditor, aggregator (with a held-out batch),
 two honest islands and six attacker islands (:mod:`tests.e2e.attackers`, each signing
 and posting real envelopes and uploading real blobs) run as separate processes for two
-rounds. The audit rate is 0 with one probation round, so round 0 audits every island
-and round 1 audits none: the attacks that only an audit can catch cheat in round 0,
-those the merge screens must catch cheat in round 1. Findings covered (docs/mechanism.md):
+rounds. The audit rate is 0 with one probation round, and probation counts the rounds an
+island commits to: round 0 audits every island, round 1 audits none. The attacks that
+only an audit can catch cheat in round 0 (their first committed round, so audited);
+those the merge screens must catch serve their probation first, training honestly in
+round 0 (audited, ``match``, paid for that work like any island), then cheat in round 1,
+which nobody audits. Findings covered (docs/mechanism.md):
 
 * finding 1 (start state): ``moments`` writes its own Adam moments into checkpoint 0
   and trains honestly; the full-state hash of checkpoint 0 gives ``mismatch`` at leaf 0,
@@ -16,18 +19,20 @@ those the merge screens must catch cheat in round 1. Findings covered (docs/mech
 * finding 3 (norm screen): ``x1000`` in the unaudited round is excluded as
   ``norm_outlier`` and the held-out loss does not blow up;
 * finding 4 (payment from the merge): ``ghost`` commits its update hash but never
-  uploads the update: ``missing_blob``, a fault, not paid;
+  uploads the update: ``missing_blob``, unpaid for the round (no fault: the tape's word
+  burns nothing), keeping only what its honest probation round earned;
 * finding 5 (copies): ``copy`` commits honest-a's commit body under its own key: merged
   once (``duplicate_update``), the copy not paid.
 
 Every island joins through the admission challenge (on by default: the auditor
 recomputes each answer) before round 0, so every one is in probation there; a round's roster
-is who is registered when it opens, so the metagraph registers each round's attackers
-for their round only, and every rostered island commits (each phase closes on work).
-Round 1's screen reference comes from round 0's merged norms, which no update of round 1
-can move. Payment is read through the service's public API: the
-roster's balances, and ``get_weights`` (attackers 0, the honest islands their full share
-of every round's pool). Findings 6 (deregistration), 7 (small holes), 9 (settle after
+is who is registered when it opens, so the metagraph registers every island for round 0
+and only the honest islands and the round-1 attackers for round 1, and every rostered
+island commits (each phase closes on work). Round 1's screen reference comes from round
+0's proven norms, which no update of round 1 can move. Payment is read through the
+service's public API: the roster's balances (the round-0 attackers 0, each round-1
+attacker exactly its share of round 0's pool and nothing of round 1's) and
+``get_weights``. Findings 6 (deregistration), 7 (small holes), 9 (settle after
 disputes) and 10 (fail-closed clock) stay as in-process tests (tests/challenge,
 tests/relay, tests/aggregator). The service's beacon is gated (:mod:`tests.e2e.gate`) so
 that a slow machine makes the test slower, never wrong.
@@ -40,7 +45,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -68,7 +73,8 @@ pytestmark = pytest.mark.slow
 RUN = "run-t"
 POOL = 1_000_000
 HONEST = ("honest-a", "honest-b")
-# attacker name -> (strategy, round it cheats in); it sits out the other round
+# attacker name -> (strategy, round it cheats in); a round-1 attacker trains honestly in
+# round 0 (its probation), a round-0 attacker sits round 1 out
 ATTACKERS = {
     "moments": ("moments", 0),
     "bad-ref": ("bad-ref", 0),
@@ -79,7 +85,10 @@ ATTACKERS = {
 }
 ISLANDS = (*HONEST, *ATTACKERS)
 ROUND_ATTACKERS = {w: [n for n, (_, r) in ATTACKERS.items() if r == w] for w in (0, 1)}
-COMMITS = {0: 5, 1: 5}  # every round: the two honest islands and that round's attackers
+# round 0: every island (round-1 attackers serve their probation); round 1: the two honest
+# islands and that round's attackers
+COMMITS = {0: len(ISLANDS), 1: len(HONEST) + len(ROUND_ATTACKERS[1])}
+PROBATION = [f"{n}-probation" for n in ROUND_ATTACKERS[1]]  # their honest round-0 miners
 
 
 @contextmanager
@@ -116,7 +125,9 @@ def _gate(
 def _manifest(dataset: Any) -> dict[str, Any]:
     doc = manifest_doc(dataset, commit_window_rounds=30, audit_window_rounds=20)
     doc.pop("coordinator")
-    doc["audit"].update(rate=0.0, probation_rounds=1)  # round 0: everyone; round 1: nobody
+    # one probation round, counted in committed rounds: round 0 audits everyone (each
+    # island's first commit), round 1 nobody (every island there committed in round 0)
+    doc["audit"].update(rate=0.0, probation_rounds=1)
     doc["admission"] = {"answer_window_rounds": 30}  # the challenge is on by default
     doc["reward"] = {"pool_per_round": POOL, "vesting_rounds": 1}
     report = selfcheck()[0]
@@ -124,6 +135,7 @@ def _manifest(dataset: Any) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.timeout(1200)  # eight processes train and are audited in round 0
 def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeaconProcess) -> None:
     dataset = make_dataset(REPO / "tests" / "assets", tmp_path / "dataset")
     keys: dict[str, tuple[Path, Hotkey]] = {}
@@ -184,14 +196,16 @@ def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeacon
             }
             _start_islands(fleet, tomls, coord, ss58["honest-a"])  # they wait for round 0
             _join_all(tomls, coord)
+            start_probation(fleet, tomls, coord, ROUND_ATTACKERS[1])
             wait_for(
                 lambda: len(httpx.get(f"{service}/v1/runs/{RUN}/roster").json()) == len(ISLANDS),
                 120,
                 "every island admitted",
             )
-            # a round's roster is who is registered when it opens: round 0 is for its
-            # attackers, round 1 for its own (all joined before round 0: their probation)
-            roster = {w: [ss58[n] for n in (*HONEST, *ROUND_ATTACKERS[w])] for w in (0, 1)}
+            # a round's roster is who is registered when it opens: round 0 is for every
+            # island (the round-1 attackers' probation), round 1 for its own attackers
+            roster = {0: [ss58[n] for n in ISLANDS]}
+            roster[1] = [ss58[n] for n in (*HONEST, *ROUND_ATTACKERS[1])]
             _register(service, tmp_path, 101, {h: uids[h] for h in roster[0]})
             aggregator = [
                 "--key-file",
@@ -205,7 +219,7 @@ def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeacon
                 "--last-round",
                 "1",
             ]
-            wait_started(fleet, list(ISLANDS), 120)  # every island waits for round 0
+            wait_started(fleet, [*ISLANDS, *PROBATION], 300)  # they wait for round 0
             fleet.hypertrain("aggregator", "aggregator", "run", *common, *aggregator)
             names = ("service", "relay", "aggregator", "auditor", *HONEST)
 
@@ -218,7 +232,7 @@ def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeacon
                 got = rounds()
                 return len(got) > index and got[index]["phase"] == "final"
 
-            wait_for(lambda: rounds() and rounds()[0]["commits"] == COMMITS[0], 120, "commits")
+            wait_for(lambda: rounds() and rounds()[0]["commits"] == COMMITS[0], 240, "commits")
             _register(service, tmp_path, 102, {h: uids[h] for h in roster[1]})
             assert len(rounds()) == 1  # round 1 opens after round 0's merge
             wait_for(lambda: final(1), 240, "round 1 to be final", poll_s=1)
@@ -261,7 +275,7 @@ def _join_all(tomls: dict[str, Path], coord: str) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=420,  # every island runs the admission workload at once: slow when loaded
     )
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -287,21 +301,21 @@ def _check(service: str, ss58: dict[str, str]) -> None:
     verdicts = {
         v["envelope"]["body"]["hotkey"]: v["envelope"]["body"] for v in detail[0]["verdicts"]
     }
-    results = {
-        name: verdicts[ss58[name]]["result"] for name in (*HONEST, "moments", "bad-ref", "nested")
-    }
+    results = {name: verdicts[ss58[name]]["result"] for name in ISLANDS}
     assert results == {
         "honest-a": "match",
         "honest-b": "match",
         "moments": "mismatch",
         "bad-ref": "unverifiable",
         "nested": "unverifiable",
+        **dict.fromkeys(ROUND_ATTACKERS[1], "match"),  # their honest probation round
     }, verdicts
     assert verdicts[ss58["moments"]]["first_bad_leaf"] == 0  # checkpoint 0 is not the start
     merge0, merge1 = (d["merge"]["body"] for d in detail)
-    assert sorted(merge0["included"]) == sorted(ss58[n] for n in HONEST), merge0
-    assert set(merge0["excluded"]) == {ss58[n] for n in ("moments", "bad-ref", "nested")}, merge0
-    assert detail[1]["assignments"] == []  # round 1 is not audited
+    paid0 = (*HONEST, *ROUND_ATTACKERS[1])  # who did round 0's work honestly
+    assert sorted(merge0["included"]) == sorted(ss58[n] for n in paid0), merge0
+    assert set(merge0["excluded"]) == {ss58[n] for n in ROUND_ATTACKERS[0]}, merge0
+    assert detail[1]["assignments"] == []  # round 1 is not audited: probation was served
     assert sorted(merge1["included"]) == sorted(ss58[n] for n in HONEST), merge1
     assert merge1["excluded"] == {
         ss58["x1000"]: "norm_outlier",
@@ -314,8 +328,16 @@ def _check(service: str, ss58: dict[str, str]) -> None:
     earned = {
         n: sum(roster[ss58[n]][k] for k in ("escrow", "held", "vested", "paid")) for n in ISLANDS
     }
-    # every round's pool goes to its two honest islands, half each
-    assert earned == dict.fromkeys(HONEST, POOL) | dict.fromkeys(ATTACKERS, 0), earned
+    # round 0's pool goes to the five islands that did its work, round 1's to the two
+    # honest ones: no attack earns anything; x1000, copy and ghost keep only their honest
+    # round 0 (the ghost's missing blob leaves it unpaid: a tape's word burns nothing)
+    share0, share1 = POOL // len(paid0), POOL // len(HONEST)
+    assert earned == (
+        dict.fromkeys(HONEST, share0 + share1)
+        | dict.fromkeys(ROUND_ATTACKERS[0], 0)
+        | {"x1000": share0, "copy": share0, "ghost": share0}
+    ), earned
+    assert roster[ss58["ghost"]]["burned"] == 0, roster[ss58["ghost"]]
     internal = {
         "authorization": f"Bearer {TOKENS['internal']}",
         "x-platform-challenge-slug": "hypertrain",
@@ -323,5 +345,15 @@ def _check(service: str, ss58: dict[str, str]) -> None:
     r = httpx.get(f"{service}/internal/v1/get_weights", params={"epoch": 1}, headers=internal)
     assert r.status_code == 200, r.text
     weights = r.json()["weights"]
-    assert all(weights.get(ss58[n], 0) == 0 for n in ATTACKERS), weights
+    assert all(weights.get(ss58[n], 0) == 0 for n in ROUND_ATTACKERS[0]), weights
+    assert all(weights.get(ss58[n], 0) <= share0 for n in ("x1000", "copy", "ghost")), weights
     assert all(weights.get(ss58[n], 0) > 0 for n in HONEST), weights
+
+
+def start_probation(fleet: Fleet, tomls: dict[str, Path], coord: str, names: Iterable[str]) -> None:
+    """Each of ``names`` serves its probation: its key trains round 0 honestly, in a
+    process of its own (started after the joins, which it would only slow down)."""
+    for name in names:
+        miner = ["run", "--config", str(tomls[name]), "--coordinator", coord, "--follow"]
+        honest = ["-m", "tests.e2e.attackers", "honest", "--round", "0", "--", *miner]
+        fleet.start(f"{name}-probation", honest)

@@ -6,9 +6,10 @@
    copies of an earlier commit's update are excluded (:mod:`hypertrain.aggregator.dedup`);
    then :func:`~hypertrain.aggregator.screen.screen` rejects outliers and fixes every
    clip factor from a reference norm that only audit-proven updates set.
-2. *Robust aggregate.* On the exact Gram matrix of the accepted updates
-   (:mod:`hypertrain.aggregator.aggregate`): copies explained by earlier updates and
-   updates pointing against the others are excluded, and the token-weighted geometric
+2. *Robust aggregate.* On the exact Gram matrix of the accepted updates and the last
+   rounds' public ones (``MergeInputs.earlier``; :mod:`hypertrain.aggregator.aggregate`):
+   copies explained by earlier updates and updates pointing against both the others
+   and the audit-proven direction are excluded, and the token-weighted geometric
    median of the rest gives each update its coefficient ``a_i``.
 3. *Sum.* Fetch each included update again and add ``float32(a_i * clip_i) * u_i``,
    tensor by tensor (``trainer.update.iter_decode_update``), into one accumulator.
@@ -43,7 +44,7 @@ from hypertrain.aggregator.outer import (
     zero_momentum,
 )
 from hypertrain.aggregator.screen import screen
-from hypertrain.aggregator.tape import Candidate, Excluded, Included, Tape
+from hypertrain.aggregator.tape import Candidate, Earlier, Excluded, Included, Tape
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.trainer.blob import decode_model_blob, encode_model_blob
 from hypertrain.trainer.broadcast import broadcast_step
@@ -63,6 +64,7 @@ class MergeInputs:
     rollback_of: str | None = None
     history_norms: list[float] = field(default_factory=list)  # trailing merged (clipped) norms
     proven: list[str] = field(default_factory=list)  # hotkeys whose update an audit proved
+    earlier: list[Earlier] = field(default_factory=list)  # the last rounds' public updates
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,8 @@ def select(inputs: MergeInputs, blobs: BlobSource) -> Selection:
         lambda h: blobs.get(by_key[h].update_sha256),
         param_shapes(inputs.manifest.model),
         inputs.manifest.compression,
+        earlier=[(e, blobs.get(e.update_sha256)) for e in inputs.earlier],
+        proven=inputs.proven,
     )
     rejected = {**copies, **screened.rejected, **agg.rejected}
     failed += [_excluded(by_key[h], r, d) for h, (r, d) in sorted(rejected.items())]
@@ -212,5 +216,6 @@ def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
         rollback_of=inputs.rollback_of,
         history_norms=list(inputs.history_norms),
         proven=sorted(inputs.proven),
+        earlier=list(inputs.earlier),
     )
     return MergeResult(tape, model_blob, outer_blob, broadcast)

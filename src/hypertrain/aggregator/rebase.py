@@ -11,7 +11,9 @@ the relay's blobs alone:
    exclusions are kept, its start model and previous outer state become the corrected
    predecessor's, and its reference history is recomputed from the corrected chain
    (the proven norms of the corrected tapes, newest first, then the norms that were
-   already before the first corrected round, ``chain[0].history_norms``).
+   already before the first corrected round, ``chain[0].history_norms``), and so are
+   the earlier rounds' public updates it is screened against (``Tape.earlier``: the
+   corrected tapes' included updates, then ``chain[0].earlier`` for rounds before it).
 
 Each corrected tape names the tape it supersedes (``rollback_of``), so ``verify-tape``
 recomputes it like any other. Because :func:`~hypertrain.aggregator.merge.merge` is a
@@ -29,11 +31,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from hypertrain.aggregator.aggregate import earlier_updates
 from hypertrain.aggregator.blobs import BlobSource, check_hash
 from hypertrain.aggregator.errors import TapeError
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.screen import HISTORY_NORMS, proven_history
-from hypertrain.aggregator.tape import Excluded, Tape
+from hypertrain.aggregator.tape import Earlier, Excluded, Tape
 from hypertrain.aggregator.verify import first_difference, inputs_from_tape
 
 
@@ -74,7 +77,11 @@ def _dropped(tape: Tape, drop: Collection[str]) -> list[Excluded]:
 
 
 def corrected_inputs(
-    tape: Tape, drop: Collection[str], prev: Tape | None, history: list[float]
+    tape: Tape,
+    drop: Collection[str],
+    prev: Tape | None,
+    history: list[float],
+    earlier: list[Earlier] | None = None,
 ) -> MergeInputs:
     """``tape``'s merge without ``drop``, on top of the corrected predecessor ``prev``."""
     base = inputs_from_tape(tape)
@@ -90,10 +97,11 @@ def corrected_inputs(
         rollback_of=tape.sha256(),
         history_norms=history,
         proven=[h for h in base.proven if h not in drop],
+        earlier=base.earlier if earlier is None else earlier,
     )
 
 
-def _stale(tape: Tape, prev: Tape | None, history: list[float]) -> bool:
+def _stale(tape: Tape, prev: Tape | None, history: list[float], earlier: list[Earlier]) -> bool:
     """Whether ``tape`` was merged on something other than its (corrected) predecessor."""
     if prev is None:
         return False
@@ -101,6 +109,7 @@ def _stale(tape: Tape, prev: Tape | None, history: list[float]) -> bool:
         tape.start_model_sha256 != prev.new_model_sha256
         or tape.prev_outer_state_sha256 != prev.new_outer_state_sha256
         or list(tape.history_norms) != history
+        or list(tape.earlier) != earlier
     )
 
 
@@ -138,12 +147,16 @@ def rebase(
     source = _Overlay(blobs)
     for tape in chain:
         history = _history(current, before) if current else before
+        # a tape merged without earlier updates (an older aggregator) is replayed without
+        earlier = list(tape.earlier)
+        if current and earlier:
+            earlier = earlier_updates(reversed(current), tape.round, chain[0].earlier)
         prev = current[-1] if current else None
         drop = set(faulty.get(tape.round, ())) & {i.hotkey for i in tape.included}
-        if not drop and not _stale(tape, prev, history):
+        if not drop and not _stale(tape, prev, history, earlier):
             current.append(tape)
             continue
-        result = merge(corrected_inputs(tape, drop, prev, history), source)
+        result = merge(corrected_inputs(tape, drop, prev, history, earlier), source)
         source.hold(result)
         out.append(Correction(tape, result))
         current.append(result.tape)

@@ -24,7 +24,11 @@ Everything here is a function of the inner products ``G[i][j] = <u_i, u_j>``
   (breakdown point 1/2).
 * **Against the aggregate** (:func:`loo_cosines`): each update's cosine with the
   geometric median of the *other* updates; below :data:`AGAINST_COSINE` it points
-  against (or across) what the round agrees on and is left out.
+  against (or across) what the round agrees on. The others' median is what a
+  token-weighted half can move (leave one honest update out and a half of sybils is a
+  majority of the rest), so where audit-proven updates exist (this round's or the
+  last rounds') each update is also measured against their direction
+  (:func:`reference_cosines`), which no unaudited update moves.
 """
 
 from __future__ import annotations
@@ -121,5 +125,23 @@ def loo_cosines(gram: Gram, weights: Sequence[float]) -> list[float]:
         dot = _dot(a, [gram[i][j] for j in others])
         zz = _dot(a, [_dot(a, [gram[j][k] for k in others]) for j in others])
         denom = math.sqrt(gram[i][i]) * math.sqrt(max(zz, 0.0))
+        out.append(dot / denom if denom > 0 else 0.0)
+    return out
+
+
+def reference_cosines(
+    gram: Gram, reference: Sequence[int], indices: Sequence[int]
+) -> list[float] | None:
+    """Each of ``indices``' cosine with the trusted direction ``t = sum_k u_k / |u_k|``
+    over the ``reference`` updates (audit-proven ones); None when there is none."""
+    ref = [k for k in reference if gram[k][k] > 0]
+    if not ref:
+        return None
+    c = [1.0 / math.sqrt(gram[k][k]) for k in ref]
+    tt = math.fsum(c[a] * c[b] * gram[i][j] for a, i in enumerate(ref) for b, j in enumerate(ref))
+    out: list[float] = []
+    for i in indices:
+        dot = math.fsum(c[a] * gram[i][k] for a, k in enumerate(ref))
+        denom = math.sqrt(gram[i][i]) * math.sqrt(max(tt, 0.0))
         out.append(dot / denom if denom > 0 else 0.0)
     return out

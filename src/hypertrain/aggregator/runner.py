@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,13 +39,15 @@ import httpx
 import torch
 
 from hypertrain.aggregator import corrections
+from hypertrain.aggregator.aggregate import earlier_updates
 from hypertrain.aggregator.blobs import BlobStore
 from hypertrain.aggregator.collect import collect
+from hypertrain.aggregator.errors import BlobError
 from hypertrain.aggregator.heldout import heldout_loss
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.rebase import rebase
 from hypertrain.aggregator.screen import proven_history
-from hypertrain.aggregator.tape import decode_tape
+from hypertrain.aggregator.tape import Earlier, Tape, decode_tape
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.models import RoundSummary
 from hypertrain.protocol.envelope import Envelope, seal
@@ -104,11 +106,29 @@ class Aggregator:
         tapes.mkdir(exist_ok=True)
         (tapes / f"{result.tape.round:06d}.json").write_bytes(result.tape.to_bytes())
 
-    def history(self, index: int) -> list[float]:
-        """Audit-proven norms of the latest earlier rounds (``screen.proven_history``)."""
+    def _tapes(self, index: int) -> Iterator[Tape]:
+        """The tapes this aggregator produced before round ``index``, newest first."""
         tapes = self.state_dir / "tapes"
         paths = (tapes / f"{w:06d}.json" for w in range(index - 1, -1, -1))
-        return proven_history(decode_tape(p.read_bytes()) for p in paths if p.is_file())
+        return (decode_tape(p.read_bytes()) for p in paths if p.is_file())
+
+    def history(self, index: int) -> list[float]:
+        """Audit-proven norms of the latest earlier rounds (``screen.proven_history``)."""
+        return proven_history(self._tapes(index))
+
+    def earlier(self, index: int) -> list[Earlier]:
+        """The last rounds' public updates (``aggregate.earlier_updates``) the relay still
+        holds; the tape names exactly these, so ``verify-tape`` screens against the same."""
+        kept: list[Earlier] = []
+        for e in earlier_updates(self._tapes(index), index):
+            try:
+                self.store.get(e.update_sha256)
+            except BlobError as exc:
+                log.warning("round %d: earlier update %s left out: %s", index,
+                            e.update_sha256[:16], exc)  # fmt: skip
+                continue
+            kept.append(e)
+        return kept
 
     def previous_outer(self, index: int) -> str | None:
         """Outer-state hash of the latest merge before round ``index`` (None: zero momentum),
@@ -128,6 +148,7 @@ class Aggregator:
         inputs = MergeInputs(
             manifest, index, got.start_model_sha256, self.previous_outer(index),
             got.candidates, got.excluded, history_norms=self.history(index), proven=got.proven,
+            earlier=self.earlier(index),
         )  # fmt: skip
         started = time.monotonic()
         result = merge(inputs, self.store)

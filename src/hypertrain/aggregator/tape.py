@@ -3,7 +3,8 @@
 The tape names the manifest (in full, so a verifier needs nothing else but blobs),
 the start model and the previous outer state by hash, the round's reference norm
 (``median_norm``), the inputs it came from (``history_norms``, ``proven``) and the clip
-threshold, every included update (hotkey, relay hash, verified tokens, exact
+threshold, the earlier rounds' public updates it screened against (``earlier``, omitted
+when empty), every included update (hotkey, relay hash, verified tokens, exact
 norm, clip factor, weight) in merge order, and every excluded one with a reason and
 a ``stage``: ``collect`` exclusions (failed audit, bad commit) are policy inputs the
 verifier takes as given, ``screen`` exclusions are recomputed from the blobs. The
@@ -59,6 +60,17 @@ class Candidate(_Frozen):
     seq: int = Field(default=0, ge=0)  # commit arrival order in the round (earliest keeps a copy)
 
 
+class Earlier(_Frozen):
+    """A public update of an earlier round that the merge screens this round's against:
+    a candidate explained by it is a copy, and a ``proven`` one sets the direction that
+    decides what points against the round (:mod:`hypertrain.aggregator.aggregate`)."""
+
+    round: int = Field(ge=0)
+    hotkey: str
+    update_sha256: str = Field(pattern=_HEX64)
+    proven: bool = False
+
+
 class Tape(_Frozen):
     format: Literal["hypertrain-merge-tape/1"] = TAPE_FORMAT
     run_id: str
@@ -79,6 +91,8 @@ class Tape(_Frozen):
     # inputs of the reference norm: trailing merged norms and the audit-proven hotkeys
     history_norms: list[float] = Field(default_factory=list)
     proven: list[str] = Field(default_factory=list)
+    # earlier rounds' public updates (omitted when empty: such tapes keep their bytes)
+    earlier: list[Earlier] = Field(default_factory=list, exclude_if=lambda v: not v)
 
     def to_bytes(self) -> bytes:
         return canonical_bytes(self.model_dump(mode="json"))

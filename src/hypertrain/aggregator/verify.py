@@ -39,6 +39,7 @@ def inputs_from_tape(tape: Tape) -> MergeInputs:
         rollback_of=tape.rollback_of,
         history_norms=list(tape.history_norms),
         proven=list(tape.proven),
+        earlier=list(tape.earlier),
     )
 
 

@@ -128,6 +128,26 @@ def island_tokens(state: ServiceState, round_row: sqlite3.Row, hotkey: str) -> i
     return manifest.round.island_samples(layout) * (manifest.data.seq_len - 1)
 
 
+def _extend_probation(state: ServiceState, run_id: str, hotkey: str, index: int) -> None:
+    """Probation counts the rounds an island took part in, not the rounds since it joined.
+
+    An island that sat out rounds of its probation is still in probation for as many of
+    the rounds it commits to as it has not yet served: it is audited (and its rewards held)
+    in each of its first ``probation_rounds`` committed rounds, whenever they come.
+    """
+    (served,) = state.conn.execute(
+        "SELECT COUNT(*) FROM commits WHERE run_id = ? AND hotkey = ? AND round < ?",
+        (run_id, hotkey, index),
+    ).fetchone()
+    left = state.manifest(run_id).audit.probation_rounds - int(served)
+    if left > 0:
+        state.conn.execute(
+            "UPDATE roster SET probation_until_round = MAX(probation_until_round, ?)"
+            " WHERE run_id = ? AND hotkey = ?",
+            (index + left, run_id, hotkey),
+        )
+
+
 def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
     verified, body = state.open_signed(env, "commit", Commit, registered=True)
     run_id, hotkey = env.run_id, verified.signer
@@ -166,6 +186,7 @@ def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
     commit_id, env_text = _stored(env)
     with transaction(state.conn):
         state.burn(env)
+        _extend_probation(state, run_id, hotkey, body.round)
         state.conn.execute(
             "INSERT INTO commits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
