@@ -45,9 +45,18 @@ def answer_disputes(auditor: Auditor, parties: dict[str, SegmentParty], emit: Em
     its verdicts (``faulty_auditor``) does, so two auditors that each lost one game still
     re-judge each other's audits.
     """
+    return answer_games(auditor, parties, emit) + rejudge(auditor, emit)
+
+
+def answer_games(auditor: Auditor, parties: dict[str, SegmentParty], emit: Emit) -> int:
+    """Send this auditor's due message in every undecided game against its verdicts.
+
+    It never waits on an island (the replay starts from checkpoints the island already
+    published), so the audit loop calls it between assignments and while waiting for
+    an upload (:attr:`~hypertrain.auditor.runner.Auditor.attend`).
+    """
     sent = 0
-    views = auditor.service.disputes(auditor.manifest.run_id)
-    for view in views:
+    for view in auditor.service.disputes(auditor.manifest.run_id):
         if view["auditor"] != auditor.key.ss58_address or view["game"]["stage"] == "decided":
             continue
         sent += take_part(
@@ -59,7 +68,7 @@ def answer_disputes(auditor: Auditor, parties: dict[str, SegmentParty], emit: Em
             expiry_margin=auditor.expiry_margin,
             emit=emit,
         )
-    return sent + rejudge(auditor, emit)
+    return sent
 
 
 def rejudge(auditor: Auditor, emit: Emit) -> int:

@@ -22,7 +22,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from hypertrain.auditor.admission import check_admissions
-from hypertrain.auditor.disputes import answer_disputes
+from hypertrain.auditor.disputes import answer_disputes, answer_games
 from hypertrain.auditor.replay import AuditOutcome, IslandRound, audit_island
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
@@ -98,6 +98,9 @@ class Auditor:
     expiry_margin: int = 50
     device: str = "cpu"  # where admission-challenge references are computed
     upload_poll_s: float = 0.5  # how often a not-yet-uploaded selected checkpoint is retried
+    # Answers pending disputes; called before each assignment and at every poll of an
+    # upload wait, so no island-controlled wait delays a dispute answer (see follow).
+    attend: Callable[[], None] | None = None
 
     def round_detail(self, detail: RoundRecords, index: int, w: int) -> RoundRecords:
         return detail if w == index else self.service.round_detail(self.manifest.run_id, w)
@@ -204,7 +207,13 @@ class Auditor:
                 missing = isinstance(exc.__cause__, RelayNotFoundError)
                 if not missing or self.service.beacon_round() > deadline:
                     raise
+            self.answer_pending()
             time.sleep(self.upload_poll_s)
+
+    def answer_pending(self) -> None:
+        """Answer pending disputes now (a no-op unless :func:`follow` set ``attend``)."""
+        if self.attend is not None:
+            self.attend()
 
     def post(self, assignment: AuditAssignment, outcome: AuditOutcome) -> VerdictAnswer:
         body = Verdict(
@@ -263,6 +272,7 @@ def audit_round(
         key = f"#{position}"
         if key in progress.posted:
             continue
+        auditor.answer_pending()  # a game's answer never waits behind the round's replays
         try:
             assignment = verify_assignment(raw, auditor.manifest)
             key = assignment.hotkey
@@ -294,6 +304,20 @@ def audit_round(
     return outcomes
 
 
+def attending(auditor: Auditor, parties: dict[str, Any], emit: Emit) -> Callable[[], None]:
+    """The ``attend`` hook of :func:`follow`: one pass over this auditor's games."""
+
+    def attend() -> None:
+        try:
+            answer_games(auditor, parties, emit)
+        except Exception as exc:  # a dispute must not stop the audits
+            if refused(exc):
+                raise
+            emit("error", detail=f"disputes: {type(exc).__name__}: {exc}"[:500])
+
+    return attend
+
+
 def follow(
     auditor: Auditor,
     *,
@@ -306,10 +330,13 @@ def follow(
 
     A round is done when every assignment has a posted verdict, or after
     ``max_attempts`` passes (each pass only retries the assignments still open).
+    Pending dispute games are answered before each assignment and at every poll of
+    an upload wait (``attend``), so an island that withholds cannot delay an answer.
     """
     progress: dict[int, RoundProgress] = {}
     done: set[int] = set()
     parties: dict[str, Any] = {}  # dispute id -> this auditor's replay of the segment
+    auditor = replace(auditor, attend=attending(auditor, parties, emit))
     while not stop():
         if auditor.manifest.admission.challenge:
             try:

@@ -202,7 +202,7 @@ def watch_cmd(args: argparse.Namespace, *, hooks: HooksFor = honest) -> int:
     cfg = _config(args)
     key = cfg.load_key()
     reporter = Reporter("miner")
-    seen: set[str] = set()
+    seen: dict[str, int] = {}  # verdict id -> the beacon round this island first saw it at
     parties: dict[str, Any] = {}  # dispute id -> this island's replay of the segment
     with (
         ChallengeClient(cfg.service_url) as service,
@@ -227,22 +227,26 @@ def _watch_pass(
     key: Hotkey,
     service: ChallengeClient,
     relay: RelayClient,
-    seen: set[str],
+    seen: dict[str, int],
     parties: dict[str, Any],
     reporter: Reporter,
     args: argparse.Namespace,
 ) -> None:
-    """One look at every round: serve our checkpoints, report and contest new verdicts."""
+    """One look at every round: serve our checkpoints, report and contest new verdicts.
+
+    Each verdict is stamped with a beacon round read after it was seen (never before its
+    arrival), which bounds its own dispute window for pruning.
+    """
     cfg = ctx.config
     for summary in service.rounds(cfg.run_id):
         detail = service.round_detail(cfg.run_id, summary.round)
         commit, verdicts = _mine(detail, key.ss58_address)
         if commit is not None and summary.phase in ("train", "beacon", "audit", "merge", "settle"):
             _serve(relay, cfg.round_dir(summary.round), commit, service, ctx)
-        for verdict_id, body in verdicts:
-            if verdict_id in seen:
-                continue
-            seen.add(verdict_id)
+        fresh = [(vid, body) for vid, body in verdicts if vid not in seen]
+        stamp = service.beacon_round() if fresh else 0
+        for verdict_id, body in fresh:
+            seen[verdict_id] = stamp
             reporter.event(
                 "verdict", round=body.round, result=body.result, first_bad_leaf=body.first_bad_leaf
             )
@@ -254,7 +258,7 @@ def _watch_pass(
                 contest(ctx, key, record, reporter)
     answer_own(ctx, key, parties, reporter)
     if args.follow:
-        prune_closed(ctx, key, service.rounds(cfg.run_id), reporter)
+        prune_closed(ctx, key, service.rounds(cfg.run_id), reporter, seen)
 
 
 def serve_audits(

@@ -9,11 +9,12 @@ then answers every query of the game from the same replay.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import RoundSummary
+from hypertrain.challenge.models import RoundDetail, RoundSummary
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeOpen, LeafProof
 from hypertrain.evidence.inputs import island_layout, load_samples, open_dataset, round_sample_ids
@@ -162,9 +163,50 @@ def answer_own(
     return sent
 
 
-def prunable(phase: str, deadline: int | None, now: int, undecided: bool) -> bool:
-    """A final round whose dispute window has closed and whose disputes are all decided."""
-    return phase == "final" and deadline is not None and now > deadline and not undecided
+def prunable(
+    phase: str, deadline: int | None, now: int, undecided: bool, audits_closed: bool = False
+) -> bool:
+    """A final round no fault-bearing verdict on this island can still reach or be disputed in.
+
+    The round is final, its dispute window has closed, its disputes are all decided, and
+    ``audits_closed``: every assignment of this island in it has a standing verdict whose
+    own dispute window has closed (:func:`audits_closed`). That last fact is the caller's
+    to show; without it the round's evidence is kept (a late verdict gets a window of its
+    own, so the round's deadline alone never proves that no dispute can need it).
+    """
+    window_closed = deadline is not None and now > deadline
+    return phase == "final" and window_closed and not undecided and audits_closed
+
+
+def audits_closed(
+    detail: RoundDetail,
+    hotkey: str,
+    reassigned: set[tuple[int, str]],
+    first_seen: Mapping[str, int],
+    window: int,
+    now: int,
+) -> bool:
+    """Every assignment of ``hotkey`` in the round has a standing verdict, past its window.
+
+    An assignment with no verdict yet, or whose verdict was set aside for a re-audit
+    (listed by ``/reassigned``), may still get a fault-bearing one. A verdict's own window
+    runs ``window`` beacon rounds from its arrival (never before the round's deadline);
+    the island bounds the arrival by the beacon round it first saw the verdict at
+    (``first_seen``), so it never deletes before the service's window closes.
+    """
+    if not any(a.body.get("hotkey") == hotkey for a in detail.assignments):
+        return True  # not audited this round: no verdict on it can arrive
+    if (detail.round, hotkey) in reassigned:
+        return False
+    mine = [v for v in detail.verdicts if v.envelope.body.get("hotkey") == hotkey]
+    if not mine:
+        return False
+    round_deadline = detail.dispute_deadline_round or 0
+    for record in mine:
+        seen = first_seen.get(record.verdict_id)
+        if seen is None or now <= max(round_deadline, seen + window):
+            return False
+    return True
 
 
 def prune_round(workdir: Path) -> int:
@@ -176,22 +218,36 @@ def prune_round(workdir: Path) -> int:
 
 
 def prune_closed(
-    ctx: RunContext, key: Hotkey, rounds: list[RoundSummary], reporter: Reporter
+    ctx: RunContext,
+    key: Hotkey,
+    rounds: list[RoundSummary],
+    reporter: Reporter,
+    first_seen: Mapping[str, int],
 ) -> int:
-    """Prune every round no dispute can need any more; returns the files removed."""
+    """Prune every round no dispute can need any more; returns the files removed.
+
+    ``first_seen`` maps each verdict id this island saw to the beacon round it first
+    saw it at (what bounds that verdict's own dispute window).
+    """
+    run_id, me = ctx.manifest.run_id, key.ss58_address
     now, removed = ctx.service.beacon_round(), 0
-    games = [
-        d for d in ctx.service.disputes(ctx.manifest.run_id) if d["hotkey"] == key.ss58_address
-    ]
+    games = [d for d in ctx.service.disputes(run_id) if d["hotkey"] == me]
+    reassigned: set[tuple[int, str]] | None = None
     for summary in rounds:
         index = summary.round
-        undecided = any(d["round"] == index and d["game"]["outcome"] is None for d in games)
         workdir = ctx.config.round_dir(index)
-        if workdir.exists() and prunable(
-            summary.phase, summary.dispute_deadline_round, now, undecided
-        ):
-            count = prune_round(workdir)
-            if count:
-                reporter.event("pruned", round=index, checkpoints=count)
-            removed += count
+        undecided = any(d["round"] == index and d["game"]["outcome"] is None for d in games)
+        deadline = summary.dispute_deadline_round
+        if not workdir.exists() or not prunable(summary.phase, deadline, now, undecided, True):
+            continue
+        if reassigned is None:
+            reassigned = {(r.round, r.hotkey) for r in ctx.service.reassigned(run_id)}
+        detail = ctx.service.round_detail(run_id, index)
+        window = ctx.manifest.round.dispute_window_rounds
+        if not audits_closed(detail, me, reassigned, first_seen, window, now):
+            continue
+        count = prune_round(workdir)
+        if count:
+            reporter.event("pruned", round=index, checkpoints=count)
+        removed += count
     return removed

@@ -1,0 +1,92 @@
+"""A dispute answer never waits behind an island-controlled wait.
+
+The auditor posts ``mismatch`` on a cheater, then waits for a sybil's withheld selected
+checkpoint until the upload deadline. The cheater disputes at once. The auditor's wait
+polls the relay; at every poll it answers its pending games (``Auditor.attend``, set by
+``follow``), so it commits its answer within the game's deadline and the honest verdict
+is not overturned. Single-threaded: the scripted relay steps the beacon one round per
+poll, so nothing depends on timing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from hypertrain.auditor.runner import attending, audit_round
+from hypertrain.challenge.client import ChallengeClient
+from hypertrain.relay.errors import NotFoundError
+from tests.attacks_found.test_busy_auditor_loses_game import HonestAuditor, StandInParty
+from tests.challenge import test_disputes as _disputes
+from tests.challenge.disputeplay import commitment, open_body
+from tests.challenge.helpers import TOKENS
+from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service
+from tests.challenge.test_outsider_1 import _commit_round_0
+
+service = _disputes.service  # answer_rounds 3, audit window 20, one auditor
+
+
+class ScriptedRelay:
+    """The sybil's checkpoint never appears; the cheater disputes at the first poll after
+    the auditor's verdict on it, and each poll is one beacon round."""
+
+    def __init__(self, svc: Service, cheater: Any) -> None:
+        self.svc, self.cheater, self.dispute_id, self.polls = svc, cheater, "", 0
+
+    def get(self, sha256: str, *, max_bytes: int = 1 << 32) -> bytes:
+        self.polls += 1
+        if not self.dispute_id:
+            self.dispute_id = self.open()
+        else:
+            self.svc.tick()
+        raise NotFoundError(sha256)
+
+    def open(self) -> str:
+        rows = self.svc.client.get(f"/v1/runs/{RUN}/rounds/0").json()["verdicts"]
+        mine = next(v for v in rows if v["envelope"]["body"]["hotkey"] == self.cheater.ss58_address)
+        body = open_body(mine["verdict_id"], mine["envelope"]["body"]["segments"][0])
+        opened = self.svc.post("/v1/disputes", self.cheater, "dispute-open", body)
+        assert opened.status_code == 200, opened.text
+        dispute_id, game = opened.json()["dispute_id"], opened.json()["game"]
+        path = f"/v1/disputes/{dispute_id}/answer"
+        sent = self.svc.post(path, self.cheater, "dispute-answer", commitment(game, "island"))
+        assert sent.status_code == 200, sent.text
+        return str(dispute_id)
+
+
+def test_an_upload_wait_answers_the_pending_game_in_time(
+    service: Service, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(
+        "hypertrain.auditor.disputes.party_of", lambda auditor, game: StandInParty()
+    )
+    cheater, sybil = ISLANDS
+    assert cheater.ss58_address < sybil.ss58_address  # judged first
+    _commit_round_0(service)
+    client = ChallengeClient(
+        "http://testserver", worker_token=TOKENS["worker"], http=service.client
+    )
+    relay = ScriptedRelay(service, cheater)
+    base = HonestAuditor(
+        service=client,
+        relay=relay,  # type: ignore[arg-type]
+        key=AUDITOR,
+        manifest=client.manifest(RUN),
+        dataset_dir=tmp_path,
+        upload_poll_s=0.0,
+        cheater=cheater.ss58_address,
+    )
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append((kind, fields))
+
+    auditor = replace(base, attend=attending(base, {}, emit))
+    outcomes = audit_round(auditor, 0, emit)
+    assert [o.result for o in outcomes] == ["mismatch", "unverifiable"]  # the sybil withheld
+    assert relay.polls > 3  # the wait outlasted the game's answer deadline (3 rounds)
+    kinds = [k for k, _ in events]
+    assert "dispute_commit" in kinds and "error" not in kinds, events
+    view = service.client.get(f"/v1/disputes/{relay.dispute_id}").json()
+    assert view["game"]["outcome"] != "overturned", view["game"]
