@@ -10,21 +10,60 @@ poll, so nothing depends on timing.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hypertrain.auditor.runner import attending, audit_round
+from hypertrain.auditor.replay import AuditOutcome
+from hypertrain.auditor.runner import Auditor, RoundRecords, attending, audit_round
 from hypertrain.challenge.client import ChallengeClient
+from hypertrain.dispute.messages import DisputeAnswer
+from hypertrain.evidence.errors import IslandInputError
+from hypertrain.evidence.index import upload_deadline
+from hypertrain.protocol.messages import AuditAssignment
 from hypertrain.relay.errors import NotFoundError
-from tests.attacks_found.test_busy_auditor_loses_game import HonestAuditor, StandInParty
 from tests.challenge import test_disputes as _disputes
-from tests.challenge.disputeplay import commitment, open_body
+from tests.challenge.disputeplay import answer, commitment, open_body
 from tests.challenge.helpers import TOKENS
 from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service
 from tests.challenge.test_outsider_1 import _commit_round_0
 
 service = _disputes.service  # answer_rounds 3, audit window 20, one auditor
+
+
+class StandInParty:
+    """The auditor's replay of the disputed segment as the game sees it (its answers)."""
+
+    def __init__(self) -> None:
+        self.reveals: dict[int, DisputeAnswer] = {}
+
+    def answer(self, game: Any) -> DisputeAnswer:
+        return DisputeAnswer.model_validate(answer(game.model_dump(mode="json"), "auditor", 1, ""))
+
+
+@dataclass(frozen=True, slots=True)
+class HonestAuditor(Auditor):
+    """The real auditor; only X's replay result is given (the replay is tested elsewhere)."""
+
+    cheater: str = ""
+    withholding_sybil: bool = True
+
+    def judge(self, detail: RoundRecords, assignment: AuditAssignment) -> AuditOutcome:
+        segments = tuple(sorted(assignment.segments))
+        if assignment.hotkey == self.cheater:
+            return AuditOutcome(
+                "mismatch", segments[0] + 1, False, "replay differs", segments, "segment"
+            )
+        if not self.withholding_sybil:
+            return AuditOutcome("match", None, True, "replayed", segments)
+        deadline = upload_deadline(
+            assignment.selection_beacon_round, self.manifest.round.audit_window_rounds
+        )
+        try:  # the real wait for a selected checkpoint the sybil withholds
+            self.awaited_blob("ab" * 32, deadline)
+        except IslandInputError as exc:
+            return AuditOutcome("unverifiable", 0, False, str(exc), segments)
+        raise AssertionError("the withheld checkpoint appeared")
 
 
 class ScriptedRelay:
