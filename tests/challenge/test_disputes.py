@@ -558,7 +558,7 @@ def test_client_parses_each_dispute_answer_into_its_model(service: Service) -> N
     inputs = client.put_dispute_inputs(opened.dispute_id, opinputs.encode(TENSORS))
     ruling = {
         "dispute_id": opened.dispute_id,
-        "query": inputs["game"]["query"],
+        "query": inputs.game.query,
         "inputs_sha256": hashlib.sha256(opinputs.encode(TENSORS)).hexdigest(),
         "outputs": game["outputs"]["island"],
     }

@@ -48,7 +48,7 @@ def answer_disputes(auditor: Auditor, parties: dict[str, SegmentParty], emit: Em
     sent = 0
     views = auditor.service.disputes(auditor.manifest.run_id)
     for view in views:
-        if view["auditor"] != auditor.key.ss58_address or view["game"]["stage"] == "decided":
+        if view.auditor != auditor.key.ss58_address or view.game.stage == "decided":
             continue
         sent += take_part(
             auditor.service,

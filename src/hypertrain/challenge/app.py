@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -54,11 +55,11 @@ def create_app(
     """Build the service; the three parts default to the production wiring."""
     from hypertrain.challenge import wiring
 
-    parts = {
-        "beacon": beacon or wiring.beacon_source(settings),
-        "ledger": ledger or wiring.ledger(settings),
-        "metagraph": metagraph or wiring.metagraph_provider(settings),
-    }
+    parts = _Parts(
+        beacon=beacon or wiring.beacon_source(settings),
+        ledger=ledger or wiring.ledger(settings),
+        metagraph=metagraph or wiring.metagraph_provider(settings),
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -100,7 +101,16 @@ def create_app(
     return app
 
 
-def _open_state(settings: Settings, parts: dict[str, Any]) -> ServiceState:
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """The service's three outside parts (the clock, the ledger, the chain)."""
+
+    beacon: BeaconSource
+    ledger: LedgerPort
+    metagraph: MetagraphProvider
+
+
+def _open_state(settings: Settings, parts: _Parts) -> ServiceState:
     conn = storage.connect(settings.state_dir)
     row = conn.execute("SELECT snapshot FROM metagraph WHERE id = 1").fetchone()
     initial = parse_snapshot(loads(row["snapshot"]), netuid=settings.netuid) if row else None
@@ -108,9 +118,9 @@ def _open_state(settings: Settings, parts: dict[str, Any]) -> ServiceState:
         settings=settings,
         conn=conn,
         reader=storage.reader(settings.state_dir),
-        metagraph=MetagraphView(parts["metagraph"], initial),
-        beacon=parts["beacon"],
-        ledger=parts["ledger"],
+        metagraph=MetagraphView(parts.metagraph, initial),
+        beacon=parts.beacon,
+        ledger=parts.ledger,
     )
 
 

@@ -29,20 +29,30 @@ challenge with a new seed).
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from collections.abc import Callable
 
 from hypertrain.challenge.admission import challenge_seed
 from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
+from hypertrain.challenge.models import (
+    AdmissionAnswerAck,
+    AdmissionChallengePublic,
+    AdmissionStatus,
+    JoinAnswer,
+    PendingAdmission,
+)
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.memproof import QUERIES, check_sample, table_shape
 from hypertrain.protocol.messages import AdmissionAnswer, AdmissionCheck, JoinRequest
 from hypertrain.protocol.sqlite import transaction
 
+# Admits an island (run, hotkey, join request, device class) and answers its join.
+Admit = Callable[[str, str, JoinRequest, str], JoinAnswer]
+
 
 def open_challenge(
     state: ServiceState, run_id: str, hotkey: str, body: JoinRequest, device_class: str
-) -> dict[str, Any]:
+) -> JoinAnswer:
     """Record a pending challenge for a join request (replacing a refused one)."""
     spec = state.manifest(run_id).admission
     now = state.due_round()
@@ -68,37 +78,37 @@ def open_challenge(
             deadline,
         ),
     )
-    return {
-        "admitted": False,
-        "run_id": run_id,
-        "hotkey": hotkey,
-        "challenge": {
-            "seed_beacon_round": seed_round,
-            "answer_deadline_round": deadline,
-            "workload_steps": spec.workload_steps,
-            "devices": len(body.devices),
-        },
-    }
+    return JoinAnswer(
+        admitted=False,
+        run_id=run_id,
+        hotkey=hotkey,
+        challenge=AdmissionChallengePublic(
+            seed_beacon_round=seed_round,
+            answer_deadline_round=deadline,
+            workload_steps=spec.workload_steps,
+            devices=len(body.devices),
+        ),
+    )
 
 
-def status(state: ServiceState, run_id: str, hotkey: str) -> dict[str, Any]:
+def status(state: ServiceState, run_id: str, hotkey: str) -> AdmissionStatus:
     """The island's challenge: its seed once the seed round is verified, and its status."""
     row = _require(state, run_id, hotkey)
     seed = _seed(state, row)
-    return {
-        "run_id": run_id,
-        "hotkey": hotkey,
-        "status": row["status"],
-        "reason": row["reason"],
-        "seed_beacon_round": row["seed_beacon_round"],
-        "answer_deadline_round": row["deadline_round"],
-        "workload_steps": state.manifest(run_id).admission.workload_steps,
-        "seed": seed,
-        "memory_claims": _claims(row),
-    }
+    return AdmissionStatus(
+        run_id=run_id,
+        hotkey=hotkey,
+        status=row["status"],
+        reason=row["reason"],
+        seed_beacon_round=row["seed_beacon_round"],
+        answer_deadline_round=row["deadline_round"],
+        workload_steps=state.manifest(run_id).admission.workload_steps,
+        seed=seed,
+        memory_claims=_claims(row),
+    )
 
 
-def answer(state: ServiceState, env: Envelope) -> dict[str, Any]:
+def answer(state: ServiceState, env: Envelope) -> AdmissionAnswerAck:
     """The island's per-device hashes; refused (and the island with it) when late."""
     verified, body = state.open_signed(env, "admission-answer", AdmissionAnswer, registered=True)
     run_id, hotkey = env.run_id, verified.signer
@@ -125,7 +135,7 @@ def answer(state: ServiceState, env: Envelope) -> dict[str, Any]:
             " status = 'answered' WHERE run_id = ? AND hotkey = ?",
             (quick_dumps(body.hashes), quick_dumps(body.memory), now, run_id, hotkey),
         )
-    return {"accepted": True, "status": "answered"}
+    return AdmissionAnswerAck(accepted=True, status="answered")
 
 
 def _check_shape(body: AdmissionAnswer, devices: int) -> None:
@@ -153,7 +163,7 @@ def _sample(state: ServiceState, row: sqlite3.Row) -> list[tuple[int, int]] | No
     return check_sample(randomness, row["hotkey"], len(_claims(row)))
 
 
-def pending(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
+def pending(state: ServiceState, run_id: str) -> list[PendingAdmission]:
     """Answered challenges awaiting a worker's check, once their sample round is public."""
     state.manifest(run_id)
     rows = state.conn.execute(
@@ -168,20 +178,20 @@ def pending(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
         if sample is None:
             continue  # the beacon round after the answer is not verified yet
         out.append(
-            {
-                "hotkey": r["hotkey"],
-                "device_class": r["device_class"],
-                "seed": r["seed"],
-                "seed_beacon_round": r["seed_beacon_round"],
-                "workload_steps": spec.workload_steps,
-                "memory_claims": _claims(r),
-                "memory_sample": sample,
-            }
+            PendingAdmission(
+                hotkey=r["hotkey"],
+                device_class=r["device_class"],
+                seed=r["seed"],
+                seed_beacon_round=r["seed_beacon_round"],
+                workload_steps=spec.workload_steps,
+                memory_claims=_claims(r),
+                memory_sample=sample,
+            )
         )
     return out
 
 
-def check(state: ServiceState, env: Envelope, admit: Any) -> dict[str, Any]:
+def check(state: ServiceState, env: Envelope, admit: Admit) -> JoinAnswer:
     """A worker's reference: admit (via ``admit(run_id, hotkey, JoinRequest, class)``)
     when every device's hash equals it, refuse otherwise."""
     _, body = state.open_signed(
@@ -207,7 +217,7 @@ def check(state: ServiceState, env: Envelope, admit: Any) -> dict[str, Any]:
         if not reason:
             _close(state, run_id, body.hotkey, "admitted", "")
             request = JoinRequest.model_validate(loads(row["join_body"]))
-            result: dict[str, Any] = admit(run_id, body.hotkey, request, row["device_class"])
+            result = admit(run_id, body.hotkey, request, row["device_class"])
             proven = sum(table_shape(claim).proven_bytes for claim in _claims(row))
             state.conn.execute(
                 "UPDATE roster SET proven_memory_bytes = ? WHERE run_id = ? AND hotkey = ?",
@@ -215,7 +225,7 @@ def check(state: ServiceState, env: Envelope, admit: Any) -> dict[str, Any]:
             )
         else:
             _close(state, run_id, body.hotkey, "refused", reason)
-            result = {"admitted": False, "run_id": run_id, "hotkey": body.hotkey}
+            result = JoinAnswer(admitted=False, run_id=run_id, hotkey=body.hotkey)
     state.count("admissions_refused" if reason else "admissions_admitted")
     return result
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Literal, TypeVar
 
 import httpx
-from pydantic import TypeAdapter, ValidationError
+from pydantic import JsonValue, TypeAdapter, ValidationError
 
 from hypertrain.challenge.errors import ServiceError
 from hypertrain.challenge.models import (
@@ -41,6 +41,7 @@ from hypertrain.challenge.models import (
     VerdictAnswer,
     WeightsPublic,
 )
+from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope, open_envelope
 from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import RunManifest
@@ -52,6 +53,8 @@ _ROUNDS = TypeAdapter(list[RoundSummary])
 _ROSTER = TypeAdapter(list[RosterEntry])
 _ENVELOPES = TypeAdapter(list[Envelope])
 _PENDING = TypeAdapter(list[PendingAdmission])
+_DISPUTES = TypeAdapter(list[DisputeView])
+_DOCUMENT = TypeAdapter(dict[str, JsonValue])
 
 
 class ChallengeClient:
@@ -126,10 +129,9 @@ class ChallengeClient:
             raise ServiceError("the service has not verified any beacon round yet")
         return value
 
-    def manifest_envelope(self, run_id: str) -> dict[str, Any]:
+    def manifest_envelope(self, run_id: str) -> dict[str, JsonValue]:
         """The signed manifest envelope as served (callers verify it themselves)."""
-        result: dict[str, Any] = self._call("GET", f"/v1/runs/{run_id}/manifest")
-        return result
+        return self._get(_DOCUMENT, f"/v1/runs/{run_id}/manifest")
 
     def manifest(self, run_id: str) -> RunManifest:
         """The run manifest, verified: signed for this run by the coordinator it names."""
@@ -234,19 +236,17 @@ class ChallengeClient:
 
     def disputes(
         self, run_id: str, index: int | None = None, stage: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[DisputeView]:
         query = {"run_id": run_id, "round": index, "stage": stage}
         params = "&".join(f"{k}={v}" for k, v in query.items() if v is not None)
-        result: list[dict[str, Any]] = self._call("GET", f"/v1/disputes?{params}")
-        return result
+        return self._get(_DISPUTES, f"/v1/disputes?{params}")
 
     def reassigned(self, run_id: str) -> list[ReassignedAudit]:
         """Audits whose verdict stopped counting (a faulty auditor's), awaiting another."""
         return self._get(TypeAdapter(list[ReassignedAudit]), f"/v1/runs/{run_id}/reassigned")
 
-    def get_dispute(self, dispute_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/disputes/{dispute_id}")
-        return result
+    def get_dispute(self, dispute_id: str) -> DisputeView:
+        return self._get(TypeAdapter(DisputeView), f"/v1/disputes/{dispute_id}")
 
     def dispute_answer(self, dispute_id: str, envelope: Envelope) -> DisputeAnswered:
         return self._post(DisputeAnswered, f"/v1/disputes/{dispute_id}/answer", envelope)
@@ -254,14 +254,13 @@ class ChallengeClient:
     def dispute_ruling(self, dispute_id: str, envelope: Envelope) -> DisputeRuled:
         return self._post(DisputeRuled, f"/v1/disputes/{dispute_id}/ruling", envelope)
 
-    def put_dispute_inputs(self, dispute_id: str, data: bytes) -> dict[str, Any]:
+    def put_dispute_inputs(self, dispute_id: str, data: bytes) -> DisputeView:
         path = f"/v1/disputes/{dispute_id}/inputs"
         try:
             resp = self._http.put(self.base_url + path, content=data)
         except httpx.HTTPError as exc:
             raise ServiceError(f"PUT {path} failed: {exc}") from exc
-        result: dict[str, Any] = _json_or_raise(resp, f"PUT {path}")
-        return result
+        return _parse(TypeAdapter(DisputeView), _json_or_raise(resp, f"PUT {path}"), f"PUT {path}")
 
     def dispute_inputs(self, dispute_id: str) -> bytes:
         path = f"/v1/disputes/{dispute_id}/inputs"
@@ -272,11 +271,6 @@ class ChallengeClient:
         if not resp.is_success:
             _json_or_raise(resp, f"GET {path}")
         return resp.content
-
-    def _post_raw(self, path: str, envelope: Envelope, *, role: Role = "") -> dict[str, Any]:
-        """A post whose answer has no shared response model yet (a JSON object)."""
-        result: dict[str, Any] = self._call("POST", path, envelope, role=role)
-        return result
 
     def _post(self, model: type[T], path: str, envelope: Envelope, *, role: Role = "") -> T:
         doc = self._call("POST", path, envelope, role=role)

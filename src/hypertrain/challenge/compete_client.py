@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Self, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.errors import ServiceError
@@ -36,7 +36,7 @@ class CompetitionClient(ChallengeClient):
     def __enter__(self) -> Self:
         return self
 
-    def create_competition(self, spec: dict[str, Any], pool: str) -> CompetitionCreated:
+    def create_competition(self, spec: dict[str, JsonValue], pool: str) -> CompetitionCreated:
         """Create a competition; ``pool`` is :func:`~hypertrain.competition.pool.encode_pool`."""
         body = {"spec": spec, "pool": pool}
         doc = self._call("POST", "/admin/v1/competitions", body, role="admin")

@@ -16,7 +16,7 @@ import time
 from typing import Any, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from hypertrain.challenge.errors import (
     ChallengeError,
@@ -36,6 +36,7 @@ from hypertrain.competition.messages import (
     CompeteReveal,
     CompeteScore,
     CompetitionCreated,
+    CycleTask,
     RevealAccepted,
     ScoreAccepted,
 )
@@ -49,6 +50,14 @@ log = logging.getLogger(__name__)
 BodyT = TypeVar("BodyT", bound=BaseModel)
 
 
+class SpecRecord(BaseModel):
+    """The body of the coordinator-signed ``competition`` envelope."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    spec: CompetitionSpec
+
+
 def spec_of(state: ServiceState, competition_id: str) -> CompetitionSpec:
     row = state.conn.execute(
         "SELECT spec_json FROM competitions WHERE competition_id = ?", (competition_id,)
@@ -58,6 +67,15 @@ def spec_of(state: ServiceState, competition_id: str) -> CompetitionSpec:
             f"competition {competition_id!r} does not exist", code="unknown_competition"
         )
     return CompetitionSpec.model_validate_json(row["spec_json"])
+
+
+def spec_envelope(state: ServiceState, competition_id: str) -> Envelope:
+    """The coordinator-signed ``competition`` envelope of a competition's spec."""
+    spec_of(state, competition_id)
+    row = state.conn.execute(
+        "SELECT spec_envelope FROM competitions WHERE competition_id = ?", (competition_id,)
+    ).fetchone()
+    return Envelope.model_validate_json(row["spec_envelope"])
 
 
 def _evaluators_named(state: ServiceState, spec: CompetitionSpec) -> None:
@@ -70,7 +88,7 @@ def _evaluators_named(state: ServiceState, spec: CompetitionSpec) -> None:
         )
 
 
-def create(state: ServiceState, doc: dict[str, Any], pool_b64: str) -> CompetitionCreated:
+def create(state: ServiceState, doc: dict[str, JsonValue], pool_b64: str) -> CompetitionCreated:
     """Store a competition, its coordinator-signed spec, its secret pool and its account."""
     try:
         spec = CompetitionSpec.model_validate({**doc, "coordinator": state.coordinator})
@@ -87,7 +105,7 @@ def create(state: ServiceState, doc: dict[str, Any], pool_b64: str) -> Competiti
     if state.conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (cid,)).fetchone():
         raise ConflictError(f"{cid!r} is already the id of a training run")
     now = state.current_round()
-    envelope = state.sign(cid, SPEC_DOMAIN, {"spec": spec.model_dump(mode="json")})
+    envelope = state.sign(cid, SPEC_DOMAIN, SpecRecord(spec=spec))
     try:
         with transaction(state.conn):
             state.conn.execute(
@@ -224,7 +242,7 @@ def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
         raise NotFoundError(f"cycle {body.cycle} is not open", code="unknown_cycle")
     if cycle["closed"] or state.due_round() > cycle["score_deadline"]:
         raise PhaseError(f"cycle {body.cycle} no longer takes scores", code="late")
-    _check_score(json.loads(cycle["task"]), body)
+    _check_score(CycleTask.model_validate_json(cycle["task"]), body)
     try:
         with transaction(state.conn):
             state.burn(env)
@@ -238,12 +256,12 @@ def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
     return ScoreAccepted(accepted=True, cycle=body.cycle, model_sha256=body.model_sha256)
 
 
-def _check_score(task: dict[str, Any], body: CompeteScore) -> None:
-    if body.pages_key != task["pages_key"]:
+def _check_score(task: CycleTask, body: CompeteScore) -> None:
+    if body.pages_key != task.pages_key:
         raise ChallengeError("pages_key is not this cycle's", code="bad_score")
-    if body.model_sha256 not in {m["model_sha256"] for m in task["models"]}:
+    if body.model_sha256 not in {m.model_sha256 for m in task.models}:
         raise ChallengeError("that model is not evaluated in this cycle", code="bad_score")
-    if len(body.losses()) != len(task["pages"]):
+    if len(body.losses()) != len(task.pages):
         raise ChallengeError(
-            f"{len(body.losses())} losses for {len(task['pages'])} pages", code="bad_score"
+            f"{len(body.losses())} losses for {len(task.pages)} pages", code="bad_score"
         )

@@ -10,12 +10,31 @@ list, and the dispute games with their typed narrowing steps.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any, Final
+from typing import Final
 
 from hypertrain.challenge import disputes, honeypots
-from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.challenge.dashmodels import (
+    CurvePoint,
+    CurveSummary,
+    DeviceCard,
+    DisputePanelRow,
+    HoneypotPanel,
+    HoneypotPanelRow,
+    LossAt,
+    NarrowingStep,
+    NodeCard,
+    RoundStations,
+    Spike,
+    Station,
+    TrafficPanel,
+)
+from hypertrain.challenge.dashmodels import TrafficTotal as TrafficTotalCard
+from hypertrain.challenge.models import HoneypotRow, RoundSummary
+from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute.narrowing import NarrowStep, describe
+from hypertrain.protocol.messages import JoinRequest
 from hypertrain.protocol.traffic import FORMULA, TrafficSummary, TrafficTotal
 
 STATIONS: Final = (
@@ -29,37 +48,44 @@ STATIONS: Final = (
 )
 
 
-def stations(current: dict[str, Any] | None) -> dict[str, Any]:
+def stations(current: RoundSummary | None) -> RoundStations:
     """The round's stations and the one the current round is at (None before round 0)."""
-    names = [{"id": i, "name": n, "what": w} for i, n, w in STATIONS]
+    names = [Station(id=i, name=n, what=w) for i, n, w in STATIONS]
     if current is None:
-        return {"stations": names, "current": None, "round": None}
-    phase = current["phase"]
+        return RoundStations(stations=names, current=None, round=None)
+    phase = current.phase
     at = {"beacon": "beacon", "audit": "audit", "merge": "merge", "final": "settle"}.get(phase)
     if phase == "train":
-        at = "commit" if current.get("commits") else "train"
-    return {"stations": names, "current": at, "round": current["round"]}
+        at = "commit" if current.commits else "train"
+    return RoundStations(stations=names, current=at, round=current.round)
 
 
-def island_hardware(state: ServiceState, run_id: str, hotkey: str) -> dict[str, Any]:
-    """Devices grouped by node, the device model and region, from the join request."""
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    """An island's devices (on one node: join requests name no nodes), model and region."""
+
+    nodes: list[NodeCard]
+    device_model: str | None
+    region: str | None
+
+
+def island_hardware(state: ServiceState, run_id: str, hotkey: str) -> Hardware:
+    """Devices, the most common device model and the region, from the join request."""
     row = state.conn.execute(
         "SELECT join_body FROM roster WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
     ).fetchone()
-    body = loads(row["join_body"]) if row is not None else {}
-    devices = body.get("devices", []) if isinstance(body, dict) else []
-    nodes: dict[str, list[dict[str, Any]]] = {}
-    for d in devices:
-        node = str(d.get("node", 0))
-        nodes.setdefault(node, []).append(
-            {"index": d.get("index"), "name": d.get("name"), "class": d.get("device_class")}
-        )
-    models = Counter(str(d.get("name")) for d in devices)
-    return {
-        "nodes": [{"node": k, "devices": v} for k, v in nodes.items()],
-        "device_model": models.most_common(1)[0][0] if models else None,
-        "region": body.get("region") if isinstance(body, dict) else None,
-    }
+    if row is None:
+        return Hardware([], None, None)
+    body = JoinRequest.model_validate_json(row["join_body"])
+    devices = [
+        DeviceCard(index=d.index, name=d.name, device_class=d.device_class) for d in body.devices
+    ]
+    models = Counter(d.name for d in body.devices)
+    return Hardware(
+        nodes=[NodeCard(node="0", devices=devices)],
+        device_model=models.most_common(1)[0][0],
+        region=body.region,
+    )
 
 
 def last_sync(state: ServiceState, run_id: str, hotkey: str) -> int | None:
@@ -72,9 +98,9 @@ def last_sync(state: ServiceState, run_id: str, hotkey: str) -> int | None:
     return None if row is None or row["b"] is None else int(row["b"])
 
 
-def curve_summary(curve: list[dict[str, Any]], total_rounds: int) -> dict[str, Any] | None:
+def curve_summary(curve: list[CurvePoint], total_rounds: int) -> CurveSummary | None:
     """Start, last, drop since the first round, lowest and highest with their rounds, spike."""
-    pts = [(p["round"], float(p["heldout_loss"])) for p in curve if p["heldout_loss"] is not None]
+    pts = [(p.round, float(p.heldout_loss)) for p in curve if p.heldout_loss is not None]
     if not pts:
         return None
     (r0, first), (rn, last) = pts[0], pts[-1]
@@ -83,76 +109,77 @@ def curve_summary(curve: list[dict[str, Any]], total_rounds: int) -> dict[str, A
     high = max(later, key=lambda p: p[1]) if later else None
     rises = [(b[0], b[1], b[1] - a[1]) for a, b in pairwise(pts) if b[1] > a[1]]
     spike = max(rises, key=lambda x: x[2]) if rises else None
-    return {
-        "start": {"round": r0, "loss": first},
-        "last": {"round": rn, "loss": last},
-        "drop": first - last,
-        "drop_pct": (first - last) / first if first else None,
-        "lowest": {"round": low[0], "loss": low[1]},
-        "highest_after_first": {"round": high[0], "loss": high[1]} if high else None,
-        "spike": {"round": spike[0], "loss": spike[1], "rise": spike[2]} if spike else None,
-        "synced_rounds": len(pts),
-        "rounds": total_rounds,
-    }
+    return CurveSummary(
+        start=LossAt(round=r0, loss=first),
+        last=LossAt(round=rn, loss=last),
+        drop=first - last,
+        drop_pct=(first - last) / first if first else None,
+        lowest=LossAt(round=low[0], loss=low[1]),
+        highest_after_first=LossAt(round=high[0], loss=high[1]) if high else None,
+        spike=Spike(round=spike[0], loss=spike[1], rise=spike[2]) if spike else None,
+        synced_rounds=len(pts),
+        rounds=total_rounds,
+    )
 
 
-def _traffic_total(t: TrafficTotal) -> dict[str, Any]:
-    return {
-        "rounds": t.rounds,
-        "honest_bytes": t.ours_bytes,
-        "data_parallel_bytes": t.data_parallel,
-        "ratio": t.ratio,
-        "words": t.words,
-        "parts": t.ours.parts(),
-    }
+def _traffic_total(t: TrafficTotal) -> TrafficTotalCard:
+    return TrafficTotalCard(
+        rounds=t.rounds,
+        honest_bytes=t.ours_bytes,
+        data_parallel_bytes=t.data_parallel,
+        ratio=t.ratio,
+        words=t.words,
+        parts=t.ours.parts(),
+    )
 
 
-def traffic_panel(summary: TrafficSummary) -> dict[str, Any]:
+def traffic_panel(summary: TrafficSummary) -> TrafficPanel:
     """The run's traffic against data-parallel: all rounds, steady state, probation."""
-    return {
-        "all": _traffic_total(summary.all),
-        "steady": _traffic_total(summary.steady),
-        "probation": _traffic_total(summary.probation),
-        "formula": FORMULA,
-    }
+    return TrafficPanel(
+        all=_traffic_total(summary.all),
+        steady=_traffic_total(summary.steady),
+        probation=_traffic_total(summary.probation),
+        formula=FORMULA,
+    )
 
 
-def honeypot_panel(state: ServiceState, run_id: str) -> dict[str, Any]:
+def honeypot_panel(state: ServiceState, run_id: str) -> HoneypotPanel:
     """The committed periods and, over the revealed ones, each strategy's catch and
     false-positive rate."""
     spec = state.manifest(run_id).honeypots
     known = honeypots.periods(state, run_id)
     done = [p for p in known if p.revealed is not None]
-    rows: list[dict[str, Any]] = []
-    if done:
-        for r in honeypots.table(state, run_id):
-            out = r.model_dump(exclude_none=True)
-            if r.role == "island":
-                run, audited = r.rounds_run or 0, r.audited or 0
-                if r.strategy == "honest":
-                    fp = r.false_positives or 0
-                    out["false_positive_rate"] = fp / audited if audited else None
-                else:
-                    out["catch_rate"] = (r.caught or 0) / run if run else None
-            rows.append(out)
-    return {
-        "committed": bool(known),
-        "commitment": spec.commitment,
-        "reveal_round": spec.reveal_round,
-        "revealed": bool(done),
-        "revealed_beacon_round": done[-1].revealed_beacon_round if done else None,
-        "periods": len(known),
-        "periods_revealed": len(done),
-        "rows": rows,
-    }
+    rows = [_rated(r) for r in honeypots.table(state, run_id)] if done else []
+    return HoneypotPanel(
+        committed=bool(known),
+        commitment=spec.commitment,
+        reveal_round=spec.reveal_round,
+        revealed=bool(done),
+        revealed_beacon_round=done[-1].revealed_beacon_round if done else None,
+        periods=len(known),
+        periods_revealed=len(done),
+        rows=rows,
+    )
 
 
-def narrowing_row(step: NarrowStep) -> dict[str, Any]:
+def _rated(r: HoneypotRow) -> HoneypotPanelRow:
+    """An island row's catch rate (cheats) or false-positive rate (honest)."""
+    if r.role != "island":
+        return HoneypotPanelRow(**r.model_dump())
+    if r.strategy == "honest":
+        audited = r.audited or 0
+        rate = (r.false_positives or 0) / audited if audited else None
+        return HoneypotPanelRow(**r.model_dump(), false_positive_rate=rate)
+    run = r.rounds_run or 0
+    return HoneypotPanelRow(**r.model_dump(), catch_rate=(r.caught or 0) / run if run else None)
+
+
+def narrowing_row(step: NarrowStep) -> NarrowingStep:
     """One typed narrowing step of a game, as the panel shows it (text rendered here)."""
-    return {**step.model_dump(mode="json"), "text": describe(step)}
+    return NarrowingStep(**step.model_dump(), text=describe(step))
 
 
-def dispute_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
+def dispute_rows(state: ServiceState, run_id: str) -> list[DisputePanelRow]:
     """Every dispute of the run with its narrowing so far, newest first."""
     out = []
     for view in disputes.listing(state, run_id, None, None):
@@ -162,26 +189,26 @@ def dispute_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
             (view.dispute_id,),
         ).fetchone()
         out.append(
-            {
-                "dispute_id": view.dispute_id,
-                "round": view.round,
-                "segment": game.segment,
-                "hotkey": view.hotkey,
-                "auditor": view.auditor,
-                "bond": view.bond,
-                "stage": game.stage,
-                "step": game.step,
-                "section": None if game.section is None else game.sections[game.section],
-                "op": game.op.op if game.op else None,
-                "referee": ruling["signer"] if ruling else None,
-                "outcome": game.outcome,
-                "reason": game.reason,
-                "opened_beacon_round": view.opened_beacon_round,
-                "decided_beacon_round": view.decided_beacon_round,
-                "deadline_round": None if game.stage == "decided" else game.deadline_round,
-                "messages": game.messages,
-                "bytes_in": view.bytes_in,
-                "steps": [narrowing_row(step) for step in game.steps],
-            }
+            DisputePanelRow(
+                dispute_id=view.dispute_id,
+                round=view.round,
+                segment=game.segment,
+                hotkey=view.hotkey,
+                auditor=view.auditor,
+                bond=view.bond,
+                stage=game.stage,
+                step=game.step,
+                section=None if game.section is None else game.sections[game.section],
+                op=game.op.op if game.op else None,
+                referee=ruling["signer"] if ruling else None,
+                outcome=game.outcome,
+                reason=game.reason,
+                opened_beacon_round=view.opened_beacon_round,
+                decided_beacon_round=view.decided_beacon_round,
+                deadline_round=None if game.stage == "decided" else game.deadline_round,
+                messages=game.messages,
+                bytes_in=view.bytes_in,
+                steps=[narrowing_row(step) for step in game.steps],
+            )
         )
     return out[::-1]

@@ -16,14 +16,31 @@ the headline tile show the same terms, so they cannot disagree.
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+import sqlite3
+from typing import Final
 
 from hypertrain.challenge import dashpanels, facts, views
-from hypertrain.challenge.dashmodels import Dashboard
-from hypertrain.challenge.models import RosterEntry
+from hypertrain.challenge.dashmodels import (
+    AuditDispute,
+    AuditRow,
+    AuditVerdict,
+    CompressionCard,
+    CurvePoint,
+    DashBeacon,
+    Dashboard,
+    DashRound,
+    Glance,
+    InnerCard,
+    IslandCard,
+    ModelCard,
+    OuterCard,
+    TrafficPanel,
+)
+from hypertrain.challenge.models import Phase, RosterEntry
 from hypertrain.challenge.state import ServiceState, loads
-from hypertrain.challenge.traffic import round_traffic, traffic_fields
+from hypertrain.challenge.traffic import round_traffic
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
+from hypertrain.protocol.messages import Verdict
 from hypertrain.protocol.traffic import TrafficRound, ratio, ratio_words, summarize
 
 QUICKNET_GENESIS: Final = 1692803367
@@ -51,43 +68,53 @@ def chain_timing(state: ServiceState) -> tuple[int, int]:
         return QUICKNET_GENESIS, QUICKNET_PERIOD_S
 
 
-def model_card(manifest: RunManifest) -> dict[str, Any]:
+def model_card(manifest: RunManifest) -> ModelCard:
     spec = manifest.model
-    return {
-        "spec": spec.model_dump(mode="json"),
-        "preset": spec.preset,
-        "layers": spec.num_layers,
-        "d_model": spec.d_model,
-        "heads": spec.num_heads,
-        "context": spec.context_length,
-        "vocab": spec.vocab_size,
-        "parameters": param_count(spec),
-        "moe": spec.moe.model_dump(mode="json") if spec.moe else None,
-        "inner": {
-            "name": manifest.inner.name,
-            "lr": manifest.inner.lr,
-            "weight_decay": manifest.inner.weight_decay,
-            "steps_per_round": manifest.round.inner_steps,
-            "checkpoint_interval": manifest.round.checkpoint_interval,
-        },
-        "outer": {
-            "name": "nesterov-sgd" if manifest.outer.nesterov else "sgd",
-            "lr": manifest.outer.lr,
-            "momentum": manifest.outer.momentum,
-        },
-        "compression": _compression(manifest),
-    }
+    return ModelCard(
+        spec=spec,
+        preset=spec.preset,
+        layers=spec.num_layers,
+        d_model=spec.d_model,
+        heads=spec.num_heads,
+        context=spec.context_length,
+        vocab=spec.vocab_size,
+        parameters=param_count(spec),
+        moe=spec.moe,
+        inner=InnerCard(
+            name=manifest.inner.name,
+            lr=manifest.inner.lr,
+            weight_decay=manifest.inner.weight_decay,
+            steps_per_round=manifest.round.inner_steps,
+            checkpoint_interval=manifest.round.checkpoint_interval,
+        ),
+        outer=OuterCard(
+            name="nesterov-sgd" if manifest.outer.nesterov else "sgd",
+            lr=manifest.outer.lr,
+            momentum=manifest.outer.momentum,
+        ),
+        compression=_compression(manifest),
+    )
 
 
-def _compression(manifest: RunManifest) -> dict[str, Any]:
+def _compression(manifest: RunManifest) -> CompressionCard:
     spec = manifest.compression
-    out: dict[str, Any] = {"codec": spec.codec, "error_feedback": spec.error_feedback}
     if spec.sparse is None:
-        return {**out, "block_size": spec.block_size}
-    return {**out, **spec.sparse.model_dump(mode="json")}
+        return CompressionCard(
+            codec=spec.codec, error_feedback=spec.error_feedback, block_size=spec.block_size
+        )
+    return CompressionCard(
+        codec=spec.codec,
+        error_feedback=spec.error_feedback,
+        chunk_size=spec.sparse.chunk_size,
+        topk_per_chunk=spec.sparse.topk_per_chunk,
+        value_bits=spec.sparse.value_bits,
+    )
 
 
-def _round_timing(state: ServiceState, run_id: str) -> dict[int, dict[str, Any]]:
+def _round_timing(
+    state: ServiceState, run_id: str
+) -> dict[int, tuple[int, int | None, int | None]]:
+    """round -> (opening beacon round, last accepted commit's, accepted merge tape's)."""
     rows = state.conn.execute(
         """
         SELECT r.round, r.open_beacon_round,
@@ -99,12 +126,12 @@ def _round_timing(state: ServiceState, run_id: str) -> dict[int, dict[str, Any]]
         """,
         (run_id,),
     ).fetchall()
-    return {r["round"]: dict(r) for r in rows}
+    return {r["round"]: (r["open_beacon_round"], r["last_commit"], r["merged"]) for r in rows}
 
 
 def round_rows(
     state: ServiceState, run_id: str, manifest: RunManifest
-) -> tuple[list[dict[str, Any]], list[TrafficRound]]:
+) -> tuple[list[DashRound], list[TrafficRound]]:
     """Recent rounds with timing, bytes and the data-parallel comparison, and each
     round's traffic count (the same count the tile sums)."""
     genesis, period = chain_timing(state)
@@ -112,30 +139,31 @@ def round_rows(
     params = param_count(manifest.model)
     out, counts = [], []
     for s in views.round_summaries(state, run_id):
-        t = timing[s["round"]]
-        compute = (t["last_commit"] - t["open_beacon_round"]) * period if t["last_commit"] else None
-        sync = (
-            (t["merged"] - t["last_commit"]) * period if t["merged"] and t["last_commit"] else None
-        )
+        opened, last_commit, merged = timing[s.round]
+        compute = (last_commit - opened) * period if last_commit else None
+        sync = (merged - last_commit) * period if merged and last_commit else None
         count = round_traffic(state, run_id, manifest, s, params)
         counts.append(count)
         out.append(
-            {
-                **s,
-                "islands": s["commits"],
-                "started_unix": genesis + (t["open_beacon_round"] - 1) * period,
-                "compute_s": compute,
-                "sync_s": sync,
-                "bytes_sent": s["update_bytes"],
-                **traffic_fields(count),
-                "ratio": ratio(count.data_parallel, count.ours.total()),
-                "ratio_words": ratio_words(count.data_parallel, count.ours.total()),
-            }
+            DashRound(
+                **s.model_dump(),
+                islands=s.commits,
+                started_unix=genesis + (opened - 1) * period,
+                compute_s=compute,
+                sync_s=sync,
+                bytes_sent=s.update_bytes,
+                traffic=count.ours.parts(),
+                honest_bytes=count.ours.total(),
+                data_parallel_bytes=count.data_parallel,
+                probation=count.probation,
+                ratio=ratio(count.data_parallel, count.ours.total()),
+                ratio_words=ratio_words(count.data_parallel, count.ours.total()),
+            )
         )
     return out, counts
 
 
-def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
+def audit_rows(state: ServiceState, run_id: str) -> list[AuditRow]:
     """Every audit: the selecting beacon round, the segments, verdicts and disputes."""
     rows = state.conn.execute(
         """
@@ -153,14 +181,7 @@ def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
     for a in rows:
         args = (run_id, a["round"], a["hotkey"])
         verdicts = [
-            {
-                "auditor": v["auditor"],
-                "result": v["result"],
-                "first_bad_leaf": loads(v["body"]).get("first_bad_leaf"),
-                "detail": loads(v["body"]).get("detail", ""),
-                # False when a dispute overturned it or its auditor was found faulty
-                "counts": standing[v["verdict_id"]].standing == "stands",
-            }
+            _audit_verdict(v, standing[v["verdict_id"]].standing == "stands")
             for v in state.conn.execute(
                 "SELECT verdict_id, auditor, result, body FROM verdicts"
                 " WHERE run_id = ? AND round = ? AND hotkey = ? ORDER BY auditor",
@@ -168,7 +189,9 @@ def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
             )
         ]
         disputes = [
-            {"status": d["outcome"] or d["stage"], "reason": f"dispute {d['dispute_id'][:12]}"}
+            AuditDispute(
+                status=d["outcome"] or d["stage"], reason=f"dispute {d['dispute_id'][:12]}"
+            )
             for d in state.conn.execute(
                 "SELECT dispute_id, stage, outcome FROM dispute_games"
                 " WHERE run_id = ? AND round = ? AND hotkey = ?",
@@ -176,55 +199,68 @@ def audit_rows(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
             )
         ]
         out.append(
-            {
-                "round": a["round"],
-                "hotkey": a["hotkey"],
-                "segments": loads(a["segments"]),
-                "probation": bool(a["probation"]),
-                "beacon_round": a["selection_beacon_round"],
-                "beacon_randomness": a["randomness"],
-                "verdicts": verdicts,
-                "disputes": disputes,
-                "fault": a["hotkey"] in faults.get(a["round"], {}),
-            }
+            AuditRow(
+                round=a["round"],
+                hotkey=a["hotkey"],
+                segments=loads(a["segments"]),
+                probation=bool(a["probation"]),
+                beacon_round=a["selection_beacon_round"],
+                beacon_randomness=a["randomness"],
+                verdicts=verdicts,
+                disputes=disputes,
+                fault=a["hotkey"] in faults.get(a["round"], {}),
+            )
         )
     return out
 
 
+def _audit_verdict(row: sqlite3.Row, counts: bool) -> AuditVerdict:
+    body = Verdict.model_validate_json(row["body"])
+    return AuditVerdict(
+        auditor=row["auditor"],
+        result=row["result"],
+        first_bad_leaf=body.first_bad_leaf,
+        detail=body.detail,
+        counts=counts,
+    )
+
+
 def _island_rows(
-    state: ServiceState, run_id: str, rounds: list[dict[str, Any]], roster: list[RosterEntry]
-) -> list[dict[str, Any]]:
+    state: ServiceState, run_id: str, rounds: list[DashRound], roster: list[RosterEntry]
+) -> list[IslandCard]:
     inner_steps = state.manifest(run_id).round.inner_steps
-    current = rounds[-1]["round"] if rounds else None
-    compute = {r["round"]: r["compute_s"] for r in rounds}
-    merged = {r["round"] for r in rounds if r["new_model_sha256"]}
+    current = rounds[-1].round if rounds else None
+    compute = {r.round: r.compute_s for r in rounds}
+    merged = {r.round for r in rounds if r.new_model_sha256}
     commits = state.conn.execute(
         "SELECT hotkey, round, tokens FROM commits WHERE run_id = ? ORDER BY round", (run_id,)
     ).fetchall()
     total_tokens = sum(c["tokens"] for c in commits) or 0
+    genesis, period = chain_timing(state)
     out = []
     for entry in roster:
-        member = entry.model_dump()
-        mine = [c for c in commits if c["hotkey"] == member["hotkey"]]
+        mine = [c for c in commits if c["hotkey"] == entry.hotkey]
         seconds = sum(compute.get(c["round"]) or 0 for c in mine)
         tokens = sum(c["tokens"] for c in mine)
         synced = [c["round"] for c in mine if c["round"] in merged]
         done_now = any(c["round"] == current for c in mine)
-        genesis, period = chain_timing(state)
-        synced_at = dashpanels.last_sync(state, run_id, member["hotkey"])
+        synced_at = dashpanels.last_sync(state, run_id, entry.hotkey)
+        hardware = dashpanels.island_hardware(state, run_id, entry.hotkey)
         out.append(
-            {
-                **member,
-                **dashpanels.island_hardware(state, run_id, member["hotkey"]),
-                "last_sync_unix": None if synced_at is None else genesis + (synced_at - 1) * period,
-                "name": island_name(member["hotkey"], member.get("uid")),
-                "rounds": len(mine),
-                "tokens_per_s": tokens / seconds if seconds else None,
-                "share": tokens / total_tokens if total_tokens else 0.0,
-                "steps_done": inner_steps if done_now else 0,
-                "steps_total": inner_steps,
-                "last_sync_round": max(synced) if synced else None,
-            }
+            IslandCard(
+                **entry.model_dump(),
+                nodes=hardware.nodes,
+                device_model=hardware.device_model,
+                region=hardware.region,
+                last_sync_unix=None if synced_at is None else genesis + (synced_at - 1) * period,
+                name=island_name(entry.hotkey, entry.uid),
+                rounds=len(mine),
+                tokens_per_s=tokens / seconds if seconds else None,
+                share=tokens / total_tokens if total_tokens else 0.0,
+                steps_done=inner_steps if done_now else 0,
+                steps_total=inner_steps,
+                last_sync_round=max(synced) if synced else None,
+            )
         )
     return out
 
@@ -237,63 +273,71 @@ def island_name(hotkey: str, uid: int | None) -> str:
 def dashboard(state: ServiceState, run_id: str) -> Dashboard:
     """Everything the dashboard draws, for one run."""
     manifest = state.manifest(run_id)
-    summary = views.run_summary(state, run_id)
     rounds, counts = round_rows(state, run_id, manifest)
     islands = sorted(  # island-1, island-2, ...: by metagraph uid
         _island_rows(state, run_id, rounds, views.roster(state, run_id)),
-        key=lambda i: (i.get("uid") is None, i.get("uid") or 0, i["hotkey"]),
+        key=lambda i: (i.uid is None, i.uid or 0, i.hotkey),
     )
-    losses = [r["eval_loss"] for r in rounds if r["eval_loss"] is not None]
-    bytes_sent = sum(r["bytes_sent"] for r in rounds)
-    current = rounds[-1] if rounds else None
-    active = [i for i in islands if i["status"] in ("probation", "active")]
-    genesis, period = chain_timing(state)
     # verified figures only: the held-out loss of each merged model (merge tape); the
     # islands' own training loss rides along, labelled self-reported
     curve = [
-        {
-            "round": r["round"],
-            "heldout_loss": r["eval_loss"],
-            "train_loss_self_reported": r["train_loss"],
-        }
+        CurvePoint(round=r.round, heldout_loss=r.eval_loss, train_loss_self_reported=r.train_loss)
         for r in rounds
-        if r["eval_loss"] is not None
+        if r.eval_loss is not None
     ]
+    genesis, period = chain_timing(state)
     traffic = dashpanels.traffic_panel(summarize(counts))
-    merged = sum(1 for r in rounds if r["phase"] in MERGED_PHASES)
+    return Dashboard(
+        run_id=run_id,
+        glance=_glance(state, run_id, manifest, rounds, islands, traffic),
+        beacon=DashBeacon(
+            genesis_unix=genesis, period_s=period, **state.beacon_status().model_dump()
+        ),
+        model=model_card(manifest),
+        curve=curve,
+        curve_summary=dashpanels.curve_summary(curve, len(rounds)),
+        round_stations=dashpanels.stations(rounds[-1] if rounds else None),
+        islands=islands,
+        rounds=rounds,
+        audits=audit_rows(state, run_id),
+        traffic=traffic,
+        honeypots=dashpanels.honeypot_panel(state, run_id),
+        disputes=dashpanels.dispute_rows(state, run_id),
+    )
+
+
+def _glance(
+    state: ServiceState,
+    run_id: str,
+    manifest: RunManifest,
+    rounds: list[DashRound],
+    islands: list[IslandCard],
+    traffic: TrafficPanel,
+) -> Glance:
+    """The headline tiles: status, round, loss, islands, speed, tokens, bytes, audits."""
+    summary = views.run_summary(state, run_id)
+    losses = [r.eval_loss for r in rounds if r.eval_loss is not None]
+    current = rounds[-1] if rounds else None
+    active = [i for i in islands if i.status in ("probation", "active")]
+    merged = sum(1 for r in rounds if r.phase in MERGED_PHASES)
     planned = -(-manifest.inner.total_steps // manifest.round.inner_steps)
-    doc = {
-        "run_id": run_id,
-        "glance": {
-            "status": _status(current, merged, planned),
-            "round": current["round"] if current else None,
-            "phase": current["phase"] if current else None,
-            "rounds_done": merged,
-            "rounds_total": planned,
-            "heldout_loss": losses[-1] if losses else None,
-            "first_heldout_loss": losses[0] if losses else None,
-            "islands": len(active),  # the roster: the same islands the cards list
-            "tokens_per_s": sum(i["tokens_per_s"] or 0 for i in active),
-            "tokens": summary["tokens_total"],
-            "bytes_sent": bytes_sent,
-            "traffic": traffic,
-            "audits": summary["audits_total"],
-            "faults": summary["faults_total"],
-            "beacon_round": summary["beacon_round"],
-        },
-        "beacon": {"genesis_unix": genesis, "period_s": period, **state.beacon_status()},
-        "model": model_card(manifest),
-        "curve": curve,
-        "curve_summary": dashpanels.curve_summary(curve, len(rounds)),
-        "round_stations": dashpanels.stations(current),
-        "islands": islands,
-        "rounds": rounds,
-        "audits": audit_rows(state, run_id),
-        "traffic": traffic,
-        "honeypots": dashpanels.honeypot_panel(state, run_id),
-        "disputes": dashpanels.dispute_rows(state, run_id),
-    }
-    return Dashboard.model_validate(doc)
+    return Glance(
+        status=_status(current.phase if current else None, merged, planned),
+        round=current.round if current else None,
+        phase=current.phase if current else None,
+        rounds_done=merged,
+        rounds_total=planned,
+        heldout_loss=losses[-1] if losses else None,
+        first_heldout_loss=losses[0] if losses else None,
+        islands=len(active),  # the roster: the same islands the cards list
+        tokens_per_s=sum(i.tokens_per_s or 0 for i in active),
+        tokens=summary.tokens_total,
+        bytes_sent=sum(r.bytes_sent for r in rounds),
+        traffic=traffic,
+        audits=summary.audits_total,
+        faults=summary.faults_total,
+        beacon_round=summary.beacon_round,
+    )
 
 
 PHASE_WORDS: Final = {
@@ -309,10 +353,11 @@ PHASE_WORDS: Final = {
 MERGED_PHASES: Final = frozenset({"settle", "final"})
 
 
-def _status(current: dict[str, Any] | None, merged: int, planned: int) -> str:
-    """The run's state in words; ``finished`` once the schedule's rounds are merged."""
-    if current is None:
+def _status(phase: Phase | None, merged: int, planned: int) -> str:
+    """The run's state in words (``phase``: the current round's, None before round 0);
+    ``finished`` once the schedule's rounds are merged."""
+    if phase is None:
         return "waiting for the first round"
-    if merged >= planned and current["phase"] == "final":
+    if merged >= planned and phase == "final":
         return "finished"
-    return str(PHASE_WORDS.get(current["phase"], current["phase"]))
+    return PHASE_WORDS.get(phase, phase)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import sqlite3
-from typing import Any
 
 from hypertrain.challenge import pace, settle
 from hypertrain.challenge import verdict_windows as windows
@@ -500,15 +499,3 @@ def _log_progress(old: g.Game, new: g.Game) -> None:
     for step in new.steps[len(old.steps) :]:
         log.info("dispute %s at beacon %d: %s", new.dispute_id[:16], step.beacon_round,
                  describe(step))  # fmt: skip
-
-
-def summary(game: g.Game) -> dict[str, Any]:
-    """The narrowing so far, for dashboards and ``hypertrain-miner status``."""
-    return {
-        "stage": game.stage,
-        "step": game.step,
-        "section": None if game.section is None else game.sections[game.section],
-        "op": game.op.op if game.op else None,
-        "outcome": game.outcome,
-        "steps": [step.model_dump(mode="json") for step in game.steps],
-    }

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import sqlite3
-from typing import Any
 
 from hypertrain.challenge import challenge, claims, disputes, facts
 from hypertrain.challenge.admission import check_join
@@ -23,6 +22,13 @@ from hypertrain.challenge.errors import (
     PhaseError,
 )
 from hypertrain.challenge.leave import refuse_rejoin
+from hypertrain.challenge.models import (
+    AdmissionAnswerAck,
+    CommitAnswer,
+    JoinAnswer,
+    MergeAnswer,
+    VerdictAnswer,
+)
 from hypertrain.challenge.settle import late_verdict, release_later
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute.store import is_faulty
@@ -44,7 +50,7 @@ def _stored(env: Envelope) -> tuple[str, str]:
     return hashlib.sha256(raw).hexdigest(), raw.decode("utf-8")
 
 
-def join(state: ServiceState, env: Envelope) -> dict[str, Any]:
+def join(state: ServiceState, env: Envelope) -> JoinAnswer:
     verified, body = state.open_signed(env, "join", JoinRequest, registered=True)
     run_id, hotkey = env.run_id, verified.signer
     challenged = state.manifest(run_id).admission.challenge
@@ -63,7 +69,7 @@ def join(state: ServiceState, env: Envelope) -> dict[str, Any]:
 
 def admit(
     state: ServiceState, run_id: str, hotkey: str, body: JoinRequest, device_class: str
-) -> dict[str, Any]:
+) -> JoinAnswer:
     """Add an island to the roster (inside the caller's transaction); the join answer."""
     last = state.conn.execute(
         "SELECT MAX(round) AS r FROM rounds WHERE run_id = ?", (run_id,)
@@ -88,15 +94,15 @@ def admit(
     )
     state.count("joins_admitted")
     manifest = state.manifest(run_id)
-    return {
-        "admitted": True,
-        "run_id": run_id,
-        "hotkey": hotkey,
-        "first_round": first_round,
-        "probation_until_round": probation_until,
-        "layout": body.layout.model_dump(mode="json"),
-        "samples_per_round": manifest.round.island_samples(body.layout),
-    }
+    return JoinAnswer(
+        admitted=True,
+        run_id=run_id,
+        hotkey=hotkey,
+        first_round=first_round,
+        probation_until_round=probation_until,
+        layout=body.layout,
+        samples_per_round=manifest.round.island_samples(body.layout),
+    )
 
 
 def _roster_row(state: ServiceState, run_id: str, hotkey: str) -> sqlite3.Row | None:
@@ -148,7 +154,7 @@ def _extend_probation(state: ServiceState, run_id: str, hotkey: str, index: int)
         )
 
 
-def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
+def commit(state: ServiceState, env: Envelope) -> CommitAnswer:
     verified, body = state.open_signed(env, "commit", Commit, registered=True)
     run_id, hotkey = env.run_id, verified.signer
     row = _round_row(state, run_id, body.round)
@@ -202,16 +208,12 @@ def commit(state: ServiceState, env: Envelope) -> dict[str, Any]:
             ),
         )
     state.count("commits_accepted")
-    return {
-        "accepted": True,
-        "run_id": run_id,
-        "round": body.round,
-        "hotkey": hotkey,
-        "commit_id": commit_id,
-    }
+    return CommitAnswer(
+        accepted=True, run_id=run_id, round=body.round, hotkey=hotkey, commit_id=commit_id
+    )
 
 
-def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
+def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
     verified, body = state.open_signed(
         env, "verdict", Verdict, registered=False, allowed=state.settings.worker_hotkeys
     )
@@ -277,14 +279,14 @@ def verdict(state: ServiceState, env: Envelope) -> dict[str, Any]:
         ) from None
     state.count(f"verdicts_{body.result}")
     disputes.on_verdict(state, run_id, body.round, body.hotkey, verified.signer, body.result)
-    return {"accepted": True, "verdict_id": verdict_id}
+    return VerdictAnswer(accepted=True, verdict_id=verdict_id)
 
 
 def _has_verdict(state: ServiceState, run_id: str, index: int, hotkey: str) -> bool:
     return hotkey in facts.judged(state.conn, run_id, index)
 
 
-def merge(state: ServiceState, env: Envelope) -> dict[str, Any]:
+def merge(state: ServiceState, env: Envelope) -> MergeAnswer:
     verified, body = state.open_signed(
         env, "merge-tape", MergeTape, registered=False, allowed=state.settings.worker_hotkeys
     )
@@ -319,15 +321,15 @@ def merge(state: ServiceState, env: Envelope) -> dict[str, Any]:
             (run_id, body.round),
         )
     # nothing is paid yet: the round settles once ready_to_settle holds
-    return {"accepted": True, "round": body.round, "phase": "settle", "paid": {}}
+    return MergeAnswer(accepted=True, round=body.round, phase="settle", paid={})
 
 
-def admission_answer(state: ServiceState, env: Envelope) -> dict[str, Any]:
+def admission_answer(state: ServiceState, env: Envelope) -> AdmissionAnswerAck:
     """An island's answer to its admission challenge (:mod:`.challenge`)."""
     return challenge.answer(state, env)
 
 
-def admission_check(state: ServiceState, env: Envelope) -> dict[str, Any]:
+def admission_check(state: ServiceState, env: Envelope) -> JoinAnswer:
     """A worker's reference hash: admits the island on a match (:mod:`.challenge`)."""
     return challenge.check(
         state, env, lambda run_id, hotkey, body, cls: admit(state, run_id, hotkey, body, cls)

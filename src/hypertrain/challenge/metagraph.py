@@ -21,6 +21,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hypertrain.challenge.errors import MetagraphError
+from hypertrain.challenge.models import MetagraphStatus
 from hypertrain.protocol.canonical import parse_json
 from hypertrain.protocol.errors import ProtocolError
 from hypertrain.protocol.identity import ss58_decode
@@ -45,7 +46,7 @@ class Snapshot:
     netuid: int
     hotkeys: dict[str, int]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, int | dict[str, int]]:
         return {
             "epoch": self.epoch,
             "block": self.block,
@@ -194,12 +195,12 @@ class MetagraphView:
         self.refreshed_at = time.time()
         return fresh
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> MetagraphStatus:
         snap = self.snapshot
-        return {
-            "epoch": snap.epoch if snap else None,
-            "block": snap.block if snap else None,
-            "hotkeys": len(snap.hotkeys) if snap else 0,
-            "stale": self.stale,
-            "error": self.last_error,
-        }
+        return MetagraphStatus(
+            epoch=snap.epoch if snap else None,
+            block=snap.block if snap else None,
+            hotkeys=len(snap.hotkeys) if snap else 0,
+            stale=self.stale,
+            error=self.last_error,
+        )

@@ -10,13 +10,14 @@ their bodies are validated by the domain's message model where they are used.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.honeypots import HoneypotList
+from hypertrain.protocol.manifest import LayoutSpec, ModelSpec
 from hypertrain.protocol.messages import MergeCorrection, MergeTape
 
 Phase = Literal["train", "beacon", "audit", "merge", "settle", "final"]
@@ -162,7 +163,7 @@ class RunSummary(_Answer):
     run_id: str
     manifest_digest: str
     coordinator: str | None
-    model: dict[str, Any]
+    model: ModelSpec
     inner_steps: int
     checkpoint_interval: int
     rounds: int
@@ -193,7 +194,7 @@ class JoinAnswer(_Answer):
     hotkey: str
     first_round: int | None = None
     probation_until_round: int | None = None
-    layout: dict[str, Any] | None = None
+    layout: LayoutSpec | None = None
     samples_per_round: int | None = None
     challenge: AdmissionChallengePublic | None = None
 

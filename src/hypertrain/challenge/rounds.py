@@ -27,9 +27,8 @@ import json
 import logging
 import sqlite3
 import time
-from typing import Any
 
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
 from hypertrain.challenge import disputes, pace, rollbacks
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
@@ -40,7 +39,7 @@ from hypertrain.challenge.settle import ready_to_settle, settle_round
 from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
-from hypertrain.protocol.messages import AuditAssignment, RoundOpen
+from hypertrain.protocol.messages import AuditAssignment, ManifestRecord, RoundOpen
 from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
@@ -48,7 +47,7 @@ PHASES = ("train", "beacon", "audit", "merge", "settle", "final")
 OPENABLE_AFTER = frozenset({"settle", "final"})
 
 
-def create_run(state: ServiceState, manifest_doc: dict[str, Any]) -> Envelope:
+def create_run(state: ServiceState, manifest_doc: dict[str, JsonValue]) -> Envelope:
     """Store a run, its coordinator-signed manifest and its ledger account."""
     try:
         manifest = RunManifest.model_validate({**manifest_doc, "coordinator": state.coordinator})
@@ -62,8 +61,7 @@ def create_run(state: ServiceState, manifest_doc: dict[str, Any]) -> Envelope:
             f"manifest names coordinator {claimed}, this service is {state.coordinator}",
             code="bad_manifest",
         )
-    body = {"manifest": manifest.model_dump(mode="json")}
-    envelope = state.sign(manifest.run_id, "manifest", body)
+    envelope = state.sign(manifest.run_id, "manifest", ManifestRecord(manifest=manifest))
     try:
         with transaction(state.conn):
             state.conn.execute(
@@ -114,7 +112,7 @@ def open_round(
         commit_deadline_round=beacon.round + manifest.round.commit_window_rounds,
         layouts=layouts,
     )
-    envelope = state.sign(run_id, "round-open", record.model_dump(mode="json"))
+    envelope = state.sign(run_id, "round-open", record)
     with transaction(state.conn):
         _remember_beacon(state.conn, beacon)
         state.conn.execute(
@@ -265,7 +263,7 @@ def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconR
                 segments=list(audit.segments),
                 selection_beacon_round=selector.round,
             )
-            envelope = state.sign(run_id, "audit-assignment", body.model_dump(mode="json"))
+            envelope = state.sign(run_id, "audit-assignment", body)
             state.conn.execute(
                 "INSERT INTO audits VALUES (?, ?, ?, ?, ?, ?)",
                 (

@@ -34,6 +34,7 @@ from hypertrain.challenge.errors import (
     UnavailableError,
 )
 from hypertrain.challenge.metagraph import MetagraphView
+from hypertrain.challenge.models import BeaconHealth
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort
 from hypertrain.challenge.settings import Settings
 from hypertrain.protocol.canonical import canonical_bytes
@@ -123,7 +124,7 @@ class ServiceState:
         except (ValueError, OverflowError) as exc:  # no clock: refuse, never judge by the poll
             raise UnavailableError(f"the beacon schedule failed: {exc}", code="no_clock") from exc
 
-    def beacon_status(self) -> dict[str, Any]:
+    def beacon_status(self) -> BeaconHealth:
         """Verified vs due round, for /health and the dashboard (lagging: behind by > 2)."""
         verified = self.current.round if self.current else None
         try:
@@ -131,12 +132,12 @@ class ServiceState:
         except UnavailableError:
             due = None  # no schedule: reported as lagging (every deadline check refuses)
         lag = (due - verified) if due is not None and verified is not None else None
-        return {
-            "verified_round": verified,
-            "due_round": due,
-            "lag_rounds": lag,
-            "lagging": due is None or (lag is not None and lag > BEACON_LAG_ROUNDS),
-        }
+        return BeaconHealth(
+            verified_round=verified,
+            due_round=due,
+            lag_rounds=lag,
+            lagging=due is None or (lag is not None and lag > BEACON_LAG_ROUNDS),
+        )
 
     def epoch_now(self, what: str) -> int:
         """The metagraph epoch every reward and bond entry is booked at (never a fallback)."""
@@ -161,13 +162,13 @@ class ServiceState:
         self._manifests[run_id] = manifest
         return manifest
 
-    def sign(self, run_id: str, domain: str, body: dict[str, Any]) -> Envelope:
+    def sign(self, run_id: str, domain: str, body: BaseModel) -> Envelope:
         """An envelope signed by the coordinator key."""
         return seal(
             self.settings.coordinator_key,
             domain=domain,
             run_id=run_id,
-            body=body,
+            body=body.model_dump(mode="json"),
             expiry_round=(self.current.round if self.current else 0) + COORDINATOR_EXPIRY_ROUNDS,
         )
 

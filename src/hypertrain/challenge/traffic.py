@@ -24,8 +24,8 @@ includes the forced re-audits of islands with a proven earlier fault.
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from hypertrain.challenge.models import RoundSummary
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 from hypertrain.protocol.traffic import RoundBytes, TrafficRound, data_parallel_bytes
@@ -94,10 +94,10 @@ def _commit_bytes(state: ServiceState, run_id: str, index: int) -> int:
 
 
 def round_traffic(
-    state: ServiceState, run_id: str, manifest: RunManifest, summary: dict[str, Any], params: int
+    state: ServiceState, run_id: str, manifest: RunManifest, summary: RoundSummary, params: int
 ) -> TrafficRound:
     """The honest byte count of one round (``params`` model parameters) and its baseline."""
-    index = int(summary["round"])
+    index = summary.round
     islands = _committers(state, run_id, index)
     held = _committers(state, run_id, index - 1) & islands if index > 0 else set()
     broadcast = _broadcast_bytes(state, run_id, index - 1) if index > 0 else None
@@ -105,20 +105,10 @@ def round_traffic(
     segments, probation = _audits(state, run_id, index)
     ours = RoundBytes(
         commits=_commit_bytes(state, run_id, index),
-        updates=int(summary["update_bytes"]),
+        updates=summary.update_bytes,
         broadcasts=receivers * (broadcast or 0),
         checkpoints=segments * state_bytes(manifest, params),
         joins=(len(islands) - receivers) * FLOAT32_BYTES * params,
     )
     ddp = data_parallel_bytes(params, max(1, len(islands)), manifest.round.inner_steps)
     return TrafficRound(index, ours, ddp, probation)
-
-
-def traffic_fields(count: TrafficRound) -> dict[str, Any]:
-    """The fields one row of the rounds table carries (the same as the tile's terms)."""
-    return {
-        "traffic": count.ours.parts(),
-        "honest_bytes": count.ours.total(),
-        "data_parallel_bytes": count.data_parallel,
-        "probation": count.probation,
-    }

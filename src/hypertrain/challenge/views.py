@@ -7,35 +7,46 @@ changes state, so every view can be served to anyone.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Final
+from typing import Final
 
 from hypertrain.challenge import facts, rollbacks
 from hypertrain.challenge.errors import NotFoundError
-from hypertrain.challenge.models import IslandStatus, RosterEntry
+from hypertrain.challenge.models import (
+    IslandStatus,
+    LossPoint,
+    RosterEntry,
+    RoundDetail,
+    RoundSummary,
+    RunListItem,
+    RunSummary,
+    SelectionBeacon,
+    VerdictCounts,
+    VerdictRecord,
+)
 from hypertrain.challenge.rule import StandingVerdict
-from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.challenge.state import ServiceState
+from hypertrain.protocol.envelope import Envelope
 
 BALANCES: Final = ("escrow", "held", "vested", "paid", "burned")
 
 
-def list_runs(state: ServiceState) -> list[dict[str, Any]]:
+def list_runs(state: ServiceState) -> list[RunListItem]:
     return [
-        {"run_id": r["run_id"], "manifest_digest": r["manifest_digest"]}
+        RunListItem(run_id=r["run_id"], manifest_digest=r["manifest_digest"])
         for r in state.conn.execute("SELECT run_id, manifest_digest FROM runs ORDER BY run_id")
     ]
 
 
-def manifest_envelope(state: ServiceState, run_id: str) -> dict[str, Any]:
+def manifest_envelope(state: ServiceState, run_id: str) -> Envelope:
     row = state.conn.execute(
         "SELECT manifest_envelope FROM runs WHERE run_id = ?", (run_id,)
     ).fetchone()
     if row is None:
         raise NotFoundError(f"run {run_id!r} does not exist", code="unknown_run")
-    value: dict[str, Any] = loads(row["manifest_envelope"])
-    return value
+    return Envelope.model_validate_json(row["manifest_envelope"])
 
 
-def round_summaries(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
+def round_summaries(state: ServiceState, run_id: str) -> list[RoundSummary]:
     """Per round: phase, deadlines, commits, tokens, bytes, audits, verdicts, loss."""
     state.manifest(run_id)
     rows = state.conn.execute(
@@ -60,40 +71,38 @@ def round_summaries(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
     verdicts = _verdict_counts(facts.standing_verdicts(state.conn, run_id))
     losses = _train_losses(state, run_id, faults)
     return [
-        {
-            "round": r["round"],
-            "phase": r["phase"],
-            "open_beacon_round": r["open_beacon_round"],
-            "commit_deadline_round": r["commit_deadline"],
-            "selection_beacon_round": r["selection_beacon_round"],
-            "audit_close_round": r["audit_close_round"],
-            "dispute_deadline_round": r["dispute_deadline_round"],
-            "start_model_sha256": r["start_model_sha256"],
-            "new_model_sha256": r["new_model_sha256"],
-            "commits": r["n"],
-            "tokens": r["tokens"],
-            "update_bytes": r["update_bytes"],
-            "train_loss": losses.get(r["round"]),
-            "eval_loss": r["eval_loss"],
-            "audits": r["audits"],
-            "verdicts": verdicts.get(r["round"], {"match": 0, "mismatch": 0}),
-            "disputes": r["disputes"],
-            "settled_epoch": r["settled_epoch"],
-        }
+        RoundSummary(
+            round=r["round"],
+            phase=r["phase"],
+            open_beacon_round=r["open_beacon_round"],
+            commit_deadline_round=r["commit_deadline"],
+            selection_beacon_round=r["selection_beacon_round"],
+            audit_close_round=r["audit_close_round"],
+            dispute_deadline_round=r["dispute_deadline_round"],
+            start_model_sha256=r["start_model_sha256"],
+            new_model_sha256=r["new_model_sha256"],
+            commits=r["n"],
+            tokens=r["tokens"],
+            update_bytes=r["update_bytes"],
+            train_loss=losses.get(r["round"]),
+            eval_loss=r["eval_loss"],
+            audits=r["audits"],
+            verdicts=verdicts.get(r["round"], VerdictCounts(match=0, mismatch=0)),
+            disputes=r["disputes"],
+            settled_epoch=r["settled_epoch"],
+        )
         for r in rows
     ]
 
 
-def _verdict_counts(verdicts: list[StandingVerdict]) -> dict[int, dict[str, int]]:
-    """round -> {"match": judged and not at fault, "mismatch": standing faults}."""
-    out: dict[int, dict[str, int]] = {}
-    for v in verdicts:
-        counts = out.setdefault(v.round, {"match": 0, "mismatch": 0})
-        if v.fault:
-            counts["mismatch"] += 1
-        elif v.judged:
-            counts["match"] += 1
-    return out
+def _verdict_counts(verdicts: list[StandingVerdict]) -> dict[int, VerdictCounts]:
+    """round -> counts: ``match`` judged and not at fault, ``mismatch`` standing faults."""
+    match: Counter[int] = Counter(v.round for v in verdicts if v.judged and not v.fault)
+    mismatch: Counter[int] = Counter(v.round for v in verdicts if v.fault)
+    return {
+        index: VerdictCounts(match=match[index], mismatch=mismatch[index])
+        for index in {v.round for v in verdicts}
+    }
 
 
 def _train_losses(
@@ -113,22 +122,24 @@ def _train_losses(
     return {index: total / tokens for index, (total, tokens) in sums.items() if tokens}
 
 
-def round_detail(state: ServiceState, run_id: str, index: int) -> dict[str, Any]:
+def round_detail(state: ServiceState, run_id: str, index: int) -> RoundDetail:
     row = state.conn.execute(
         "SELECT open_envelope FROM rounds WHERE run_id = ? AND round = ?", (run_id, index)
     ).fetchone()
     if row is None:
         raise NotFoundError(f"round {index} of {run_id} does not exist", code="unknown_round")
-    summary = next(s for s in round_summaries(state, run_id) if s["round"] == index)
+    summary = next(s for s in round_summaries(state, run_id) if s.round == index)
     args = (run_id, index)
     commits = [
-        loads(r["envelope"])
+        Envelope.model_validate_json(r["envelope"])
         for r in state.conn.execute(
             "SELECT envelope FROM commits WHERE run_id = ? AND round = ? ORDER BY hotkey", args
         )
     ]
     verdicts = [
-        {"verdict_id": r["verdict_id"], "envelope": loads(r["envelope"])}
+        VerdictRecord(
+            verdict_id=r["verdict_id"], envelope=Envelope.model_validate_json(r["envelope"])
+        )
         for r in state.conn.execute(
             "SELECT verdict_id, envelope FROM verdicts WHERE run_id = ? AND round = ?"
             " ORDER BY verdict_id",
@@ -143,34 +154,42 @@ def round_detail(state: ServiceState, run_id: str, index: int) -> dict[str, Any]
         " WHERE r.run_id = ? AND r.round = ?",
         args,
     ).fetchone()
-    return {
-        **summary,
-        "open": loads(row["open_envelope"]),
-        "commits": commits,
-        "assignments": assignments(state, run_id, index),
-        "verdicts": verdicts,
-        "merge": loads(merge["envelope"]) if merge else None,
-        "corrections": [e.model_dump() for e in rollbacks.corrections(state.conn, *args)],
-        "commit_order": [
+    return RoundDetail(
+        **summary.model_dump(exclude={"commits", "verdicts"}),
+        open=Envelope.model_validate_json(row["open_envelope"]),
+        commits=commits,
+        assignments=assignments(state, run_id, index),
+        verdicts=verdicts,
+        merge=Envelope.model_validate_json(merge["envelope"]) if merge else None,
+        corrections=rollbacks.corrections(state.conn, *args),
+        commit_order=[
             r["hotkey"]
             for r in state.conn.execute(
                 "SELECT hotkey FROM commits WHERE run_id = ? AND round = ? ORDER BY rowid", args
             )
         ],
-        "selection_beacon": dict(selector) if selector else None,
-        "probation": {
+        selection_beacon=(
+            SelectionBeacon(
+                round=selector["round"],
+                randomness=selector["randomness"],
+                signature=selector["signature"],
+            )
+            if selector
+            else None
+        ),
+        probation={
             r["hotkey"]: bool(r["probation"])
             for r in state.conn.execute(
                 "SELECT hotkey, probation FROM audits WHERE run_id = ? AND round = ?", args
             )
         },
-    }
+    )
 
 
-def assignments(state: ServiceState, run_id: str, index: int) -> list[dict[str, Any]]:
+def assignments(state: ServiceState, run_id: str, index: int) -> list[Envelope]:
     """The coordinator-signed audit assignments of a round."""
     return [
-        loads(r["envelope"])
+        Envelope.model_validate_json(r["envelope"])
         for r in state.conn.execute(
             "SELECT envelope FROM audits WHERE run_id = ? AND round = ? ORDER BY hotkey",
             (run_id, index),
@@ -232,37 +251,32 @@ def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
     return out
 
 
-def loss_curve(state: ServiceState, run_id: str) -> list[dict[str, Any]]:
+def loss_curve(state: ServiceState, run_id: str) -> list[LossPoint]:
     return [
-        {
-            "round": s["round"],
-            "train_loss": s["train_loss"],
-            "eval_loss": s["eval_loss"],
-            "tokens": s["tokens"],
-        }
+        LossPoint(round=s.round, train_loss=s.train_loss, eval_loss=s.eval_loss, tokens=s.tokens)
         for s in round_summaries(state, run_id)
-        if s["train_loss"] is not None or s["eval_loss"] is not None
+        if s.train_loss is not None or s.eval_loss is not None
     ]
 
 
-def run_summary(state: ServiceState, run_id: str) -> dict[str, Any]:
+def run_summary(state: ServiceState, run_id: str) -> RunSummary:
     manifest = state.manifest(run_id)
     rounds = round_summaries(state, run_id)
     islands = roster(state, run_id)
-    return {
-        "run_id": run_id,
-        "manifest_digest": manifest.digest(),
-        "coordinator": manifest.coordinator,
-        "model": manifest.model.model_dump(mode="json"),
-        "inner_steps": manifest.round.inner_steps,
-        "checkpoint_interval": manifest.round.checkpoint_interval,
-        "rounds": len(rounds),
-        "current_round": rounds[-1] if rounds else None,
-        "islands": len(islands),
-        "islands_by_status": dict(Counter(i.status for i in islands)),
-        "tokens_total": sum(s["tokens"] for s in rounds),
-        "update_bytes_total": sum(s["update_bytes"] for s in rounds),
-        "audits_total": sum(s["audits"] for s in rounds),
-        "faults_total": sum(i.faults for i in islands),
-        "beacon_round": state.current.round if state.current else None,
-    }
+    return RunSummary(
+        run_id=run_id,
+        manifest_digest=manifest.digest(),
+        coordinator=manifest.coordinator,
+        model=manifest.model,
+        inner_steps=manifest.round.inner_steps,
+        checkpoint_interval=manifest.round.checkpoint_interval,
+        rounds=len(rounds),
+        current_round=rounds[-1] if rounds else None,
+        islands=len(islands),
+        islands_by_status=dict(Counter(i.status for i in islands)),
+        tokens_total=sum(s.tokens for s in rounds),
+        update_bytes_total=sum(s.update_bytes for s in rounds),
+        audits_total=sum(s.audits for s in rounds),
+        faults_total=sum(i.faults for i in islands),
+        beacon_round=state.current.round if state.current else None,
+    )

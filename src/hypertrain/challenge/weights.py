@@ -69,7 +69,9 @@ def weights_body(state: ServiceState, epoch: int) -> bytes:
         epoch=epoch,
         weights=weights,
         full_share_mass=answer.full_share_mass,
-        metadata=WeightsMetadata(**answer.metadata, metagraph_epoch=snapshot.epoch),
+        metadata=WeightsMetadata(
+            ledger_answer_sha256=answer.ledger_answer_sha256, metagraph_epoch=snapshot.epoch
+        ),
         computed_at=int(time.time()),
     )
     body = canonical_bytes(public.model_dump(mode="json", exclude_none=True))

@@ -139,7 +139,7 @@ def traffic_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         )
         for r in rounds
     ]
-    return traffic_panel(summarize(counts))
+    return traffic_panel(summarize(counts)).model_dump()
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -135,15 +135,15 @@ def answer_own(
     """One pass: answer the open query of every undecided dispute this island opened."""
     sent = 0
     for view in ctx.service.disputes(ctx.manifest.run_id):
-        if view["hotkey"] != key.ss58_address:
+        if view.hotkey != key.ss58_address:
             continue
-        if view["game"]["stage"] == "decided":
-            if parties.pop(view["dispute_id"], None) is not None:
+        if view.game.stage == "decided":
+            if parties.pop(view.dispute_id, None) is not None:
                 reporter.event(
                     "dispute_decided",
-                    dispute_id=view["dispute_id"][:16],
-                    outcome=view["game"]["outcome"],
-                    reason=view["game"]["reason"],
+                    dispute_id=view.dispute_id[:16],
+                    outcome=view.game.outcome,
+                    reason=view.game.reason,
                 )
             continue
 
@@ -180,12 +180,10 @@ def prune_closed(
 ) -> int:
     """Prune every round no dispute can need any more; returns the files removed."""
     now, removed = ctx.service.beacon_round(), 0
-    games = [
-        d for d in ctx.service.disputes(ctx.manifest.run_id) if d["hotkey"] == key.ss58_address
-    ]
+    games = [d for d in ctx.service.disputes(ctx.manifest.run_id) if d.hotkey == key.ss58_address]
     for summary in rounds:
         index = summary.round
-        undecided = any(d["round"] == index and d["game"]["outcome"] is None for d in games)
+        undecided = any(d.round == index and d.game.outcome is None for d in games)
         workdir = ctx.config.round_dir(index)
         if workdir.exists() and prunable(
             summary.phase, summary.dispute_deadline_round, now, undecided

@@ -76,7 +76,7 @@ def rule_pending(referee: Referee, emit: Emit = emit_json) -> int:
     """One pass: rule on every game waiting for a referee; returns how many were ruled."""
     ruled = 0
     for view in referee.service.disputes(referee.run_id, stage="referee"):
-        game = Game.model_validate(view["game"])
+        game = view.game
         if game.inputs_sha256 is None:
             continue
         try:
