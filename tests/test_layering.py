@@ -25,11 +25,14 @@ LEVEL = {
     "dispute": 1,
     "competition": 1,
     "trainer": 2,
-    # services: the clients every role uses to reach them
-    "challenge": 3,
+    # the clients every role (and the evidence they share) uses to reach the services, with
+    # the public models both ends of the challenge service read
+    "api": 3,
     "relay": 3,
     # what every role derives from public records, and the party's side of a dispute
     "evidence": 4,
+    # the challenge service is a party like the roles: no role imports it, it imports none
+    "challenge": 5,
     # roles: none imports another
     "aggregator": 5,
     "auditor": 5,
@@ -47,10 +50,17 @@ SAME_LEVEL: dict[tuple[str, str], str] = {
     ("competition", "data"): "held-out evaluation pages are drawn with the data's permutation",
 }
 # Packages that must never pull in torch (directly).
-TORCH_FREE = {"protocol", "ledger", "beacon", "challenge", "relay", "dispute", "competition"}
-# The services sit above the trainer only so that roles can import them: they never
-# import it (the service compares hashes that others compute).
-SERVICE_FORBIDDEN = {"challenge": {"trainer"}, "relay": {"trainer"}}
+TORCH_FREE = {
+    "protocol", "ledger", "beacon", "api", "challenge", "relay", "dispute", "competition"
+}  # fmt: skip
+# The services and their clients sit above the trainer only so that roles can import
+# them: they never import it (the service compares hashes that others compute), nor the
+# evidence the roles derive.
+SERVICE_FORBIDDEN = {
+    "challenge": {"trainer", "evidence"},
+    "api": {"trainer"},
+    "relay": {"trainer"},
+}
 # The operator's honeypot tooling wraps production roles; no production code reaches it.
 HONEYPOT = "hypertrain.honeypot"
 

@@ -7,8 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest

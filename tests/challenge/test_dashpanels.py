@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from hypertrain.api.models import Phase, RoundSummary, VerdictCounts
 from hypertrain.challenge.dashmodels import CurvePoint
 from hypertrain.challenge.dashpanels import STATIONS, curve_summary, stations
-from hypertrain.challenge.models import Phase, RoundSummary, VerdictCounts
 from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import run_rounds
 

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.models import DisputeAnswered, DisputeOpened, DisputeRuled, HoneypotAnswer
 from hypertrain.auditor.disputes import answer_disputes
 from hypertrain.auditor.replay import AuditOutcome
 from hypertrain.auditor.runner import Auditor, RoundRecords
 from hypertrain.challenge.app import _poll_beacon, create_app
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.models import DisputeAnswered, DisputeOpened, DisputeRuled, HoneypotAnswer
 from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.settle import PENDING_AUDIT
 from hypertrain.dispute import opinputs

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hypertrain.api.errors import ServiceError
 from hypertrain.auditor.replay import load_verified_checkpoint
-from hypertrain.challenge.errors import ServiceError
 from hypertrain.dispute.game import Game
 from hypertrain.evidence.party import SegmentParty
 from hypertrain.evidence.respond import Emit, take_part

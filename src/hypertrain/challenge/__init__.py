@@ -9,6 +9,6 @@ disputes and merge tapes; and answers the platform's ``get_weights``.
 Entry points: :func:`hypertrain.challenge.app.create_app` (factory) and
 ``uvicorn hypertrain.challenge.app:app`` (built from the environment, see
 docs/operator.md). Routes are listed in docs/challenge-routes.md.
-Roles reach the service through :class:`hypertrain.challenge.client.ChallengeClient`
-(torch-free, httpx), which raises :class:`hypertrain.challenge.errors.ServiceError`.
+Roles reach the service through :mod:`hypertrain.api` (the clients and the public
+models both ends share), never through this package.
 """

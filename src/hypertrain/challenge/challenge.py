@@ -31,15 +31,15 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from hypertrain.challenge.admission import challenge_seed
-from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
-from hypertrain.challenge.models import (
+from hypertrain.api.models import (
     AdmissionAnswerAck,
     AdmissionChallengePublic,
     AdmissionStatus,
     JoinAnswer,
     PendingAdmission,
 )
+from hypertrain.challenge.admission import challenge_seed
+from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.memproof import QUERIES, check_sample, table_shape

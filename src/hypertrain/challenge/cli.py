@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, JsonValue, TypeAdapter, ValidationError
 
-from hypertrain.challenge.models import (
+from hypertrain.api.models import (
     HealthAnswer,
     HoneypotAnswer,
     RoundDetail,

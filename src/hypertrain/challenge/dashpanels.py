@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Final
 
+from hypertrain.api.models import HoneypotRow, RoundSummary
 from hypertrain.challenge import disputes, honeypots
 from hypertrain.challenge.dashmodels import (
     CurvePoint,
@@ -31,7 +32,6 @@ from hypertrain.challenge.dashmodels import (
     TrafficPanel,
 )
 from hypertrain.challenge.dashmodels import TrafficTotal as TrafficTotalCard
-from hypertrain.challenge.models import HoneypotRow, RoundSummary
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute.narrowing import NarrowStep, describe
 from hypertrain.protocol.messages import JoinRequest

@@ -19,6 +19,7 @@ import json
 import sqlite3
 from typing import Final
 
+from hypertrain.api.models import Phase, RosterEntry
 from hypertrain.challenge import dashpanels, facts, views
 from hypertrain.challenge.dashmodels import (
     AuditDispute,
@@ -36,7 +37,6 @@ from hypertrain.challenge.dashmodels import (
     OuterCard,
     TrafficPanel,
 )
-from hypertrain.challenge.models import Phase, RosterEntry
 from hypertrain.challenge.state import ServiceState, loads
 from hypertrain.challenge.traffic import round_traffic
 from hypertrain.protocol.manifest import ModelSpec, RunManifest

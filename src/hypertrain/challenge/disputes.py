@@ -20,6 +20,7 @@ import hashlib
 import logging
 import sqlite3
 
+from hypertrain.api.models import ReassignedAudit
 from hypertrain.challenge import pace, settle
 from hypertrain.challenge import verdict_windows as windows
 from hypertrain.challenge.errors import (
@@ -30,7 +31,6 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.models import ReassignedAudit
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute import game as g
 from hypertrain.dispute import resolution, store

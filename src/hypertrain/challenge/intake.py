@@ -12,6 +12,13 @@ import hashlib
 import logging
 import sqlite3
 
+from hypertrain.api.models import (
+    AdmissionAnswerAck,
+    CommitAnswer,
+    JoinAnswer,
+    MergeAnswer,
+    VerdictAnswer,
+)
 from hypertrain.challenge import challenge, claims, disputes, facts
 from hypertrain.challenge.admission import check_join
 from hypertrain.challenge.errors import (
@@ -22,13 +29,6 @@ from hypertrain.challenge.errors import (
     PhaseError,
 )
 from hypertrain.challenge.leave import refuse_rejoin
-from hypertrain.challenge.models import (
-    AdmissionAnswerAck,
-    CommitAnswer,
-    JoinAnswer,
-    MergeAnswer,
-    VerdictAnswer,
-)
 from hypertrain.challenge.settle import late_verdict, release_later
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute.store import is_faulty

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import hashlib
 
+from hypertrain.api.models import LeaveAnswer
 from hypertrain.challenge.errors import ConflictError, NotFoundError
-from hypertrain.challenge.models import LeaveAnswer
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import Leave

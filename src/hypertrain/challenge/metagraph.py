@@ -20,8 +20,8 @@ from typing import Any, Final, Protocol
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hypertrain.api.models import MetagraphStatus
 from hypertrain.challenge.errors import MetagraphError
-from hypertrain.challenge.models import MetagraphStatus
 from hypertrain.protocol.canonical import parse_json
 from hypertrain.protocol.errors import ProtocolError
 from hypertrain.protocol.identity import ss58_decode

@@ -33,9 +33,9 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 
+from hypertrain.api.models import CorrectionAnswer, ProvenFault
 from hypertrain.challenge import claims
 from hypertrain.challenge.errors import ChallengeError, ConflictError, ForbiddenError, NotFoundError
-from hypertrain.challenge.models import CorrectionAnswer, ProvenFault
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import MergeCorrection, MergeTape

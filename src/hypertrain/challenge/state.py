@@ -25,6 +25,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from hypertrain.api.models import BeaconHealth
 from hypertrain.challenge.errors import (
     AuthError,
     ChallengeError,
@@ -34,7 +35,6 @@ from hypertrain.challenge.errors import (
     UnavailableError,
 )
 from hypertrain.challenge.metagraph import MetagraphView
-from hypertrain.challenge.models import BeaconHealth
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort
 from hypertrain.challenge.settings import Settings
 from hypertrain.protocol.canonical import canonical_bytes

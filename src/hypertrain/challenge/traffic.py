@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 
-from hypertrain.challenge.models import RoundSummary
+from hypertrain.api.models import RoundSummary
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 from hypertrain.protocol.traffic import RoundBytes, TrafficRound, data_parallel_bytes

@@ -9,9 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Final
 
-from hypertrain.challenge import facts, rollbacks
-from hypertrain.challenge.errors import NotFoundError
-from hypertrain.challenge.models import (
+from hypertrain.api.models import (
     IslandStatus,
     LossPoint,
     RosterEntry,
@@ -23,6 +21,8 @@ from hypertrain.challenge.models import (
     VerdictCounts,
     VerdictRecord,
 )
+from hypertrain.challenge import facts, rollbacks
+from hypertrain.challenge.errors import NotFoundError
 from hypertrain.challenge.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.envelope import Envelope

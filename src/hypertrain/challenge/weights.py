@@ -20,9 +20,9 @@ import math
 import time
 from typing import Final
 
+from hypertrain.api.models import WeightsMetadata, WeightsPublic
 from hypertrain.challenge.errors import NotFoundError, UnavailableError
 from hypertrain.challenge.metagraph import Snapshot, departures
-from hypertrain.challenge.models import WeightsMetadata, WeightsPublic
 from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.sqlite import transaction

@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from hypertrain.challenge.client import ChallengeClient
+from hypertrain.api.client import ChallengeClient
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeAnswer, commitment_of
 from hypertrain.dispute.store import DisputeView

@@ -12,9 +12,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import RoundDetail
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import RoundDetail
 from hypertrain.dispute.narrowing import describe
 from hypertrain.evidence.index import sha_from_url
 from hypertrain.miner.admission import answer_challenge, local_devices, selfcheck

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import RoundSummary
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import RoundSummary
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeOpen, LeafProof
 from hypertrain.evidence.inputs import island_layout, load_samples, open_dataset, round_sample_ids

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import DisputeRuled
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import DisputeRuled
 from hypertrain.dispute.errors import DisputeError
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeRuling

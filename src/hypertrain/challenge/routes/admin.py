@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from hypertrain.api.models import MetagraphStatus
 from hypertrain.challenge import rounds
 from hypertrain.challenge.deps import ERRORS, State, require_admin, serialized
-from hypertrain.challenge.models import MetagraphStatus
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(require_admin)])

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from hypertrain.challenge import disputes, honeypots
-from hypertrain.challenge.deps import ERRORS, State, require_admin, serialized
-from hypertrain.challenge.models import (
+from hypertrain.api.models import (
     DisputeAnswered,
     DisputeOpened,
     DisputeRuled,
@@ -20,6 +18,8 @@ from hypertrain.challenge.models import (
     HoneypotRevealAck,
     ReassignedAudit,
 )
+from hypertrain.challenge import disputes, honeypots
+from hypertrain.challenge.deps import ERRORS, State, require_admin, serialized
 from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod

@@ -6,15 +6,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from hypertrain.challenge import challenge, intake, leave
-from hypertrain.challenge.deps import ERRORS, State, serialized
-from hypertrain.challenge.models import (
+from hypertrain.api.models import (
     AdmissionAnswerAck,
     AdmissionStatus,
     CommitAnswer,
     JoinAnswer,
     LeaveAnswer,
 )
+from hypertrain.challenge import challenge, intake, leave
+from hypertrain.challenge.deps import ERRORS, State, serialized
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/v1", tags=["miner"])

@@ -6,9 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
 
-from hypertrain.challenge import rollbacks, views
-from hypertrain.challenge.deps import State, serialized
-from hypertrain.challenge.models import (
+from hypertrain.api.models import (
     BeaconPublic,
     LossPoint,
     ProvenFault,
@@ -19,6 +17,8 @@ from hypertrain.challenge.models import (
     RunSummary,
     WeightsPublic,
 )
+from hypertrain.challenge import rollbacks, views
+from hypertrain.challenge.deps import State, serialized
 from hypertrain.challenge.weights import latest_weights_body
 from hypertrain.protocol.envelope import Envelope
 

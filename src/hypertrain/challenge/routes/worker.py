@@ -6,15 +6,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
 
-from hypertrain.challenge import challenge, intake, rollbacks, views
-from hypertrain.challenge.deps import ERRORS, State, require_worker, serialized
-from hypertrain.challenge.models import (
+from hypertrain.api.models import (
     CorrectionAnswer,
     JoinAnswer,
     MergeAnswer,
     PendingAdmission,
     VerdictAnswer,
 )
+from hypertrain.challenge import challenge, intake, rollbacks, views
+from hypertrain.challenge.deps import ERRORS, State, require_worker, serialized
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/worker/v1", tags=["worker"], dependencies=[Depends(require_worker)])

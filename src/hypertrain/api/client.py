@@ -5,10 +5,10 @@ join, commit and dispute envelopes; auditors read assignments and post verdicts
 with the worker token; the aggregator posts merge tapes (worker token) and opens
 rounds (admin token). A route that needs a token the client was not given fails
 before anything is sent. Every refusal, transport failure or unusable answer is a
-:class:`~hypertrain.challenge.errors.ServiceError` carrying the HTTP status and
+:class:`~hypertrain.api.errors.ServiceError` carrying the HTTP status and
 the service's error code, so callers can treat ``duplicate`` or 404 as they need.
 Answers are parsed into the service's own response models
-(:mod:`hypertrain.challenge.models`); an answer that does not fit is a ``ServiceError``.
+(:mod:`hypertrain.api.models`); an answer that does not fit is a ``ServiceError``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any, Literal, TypeVar
 import httpx
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import (
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import (
     AdmissionAnswerAck,
     AdmissionStatus,
     BeaconPublic,

@@ -11,8 +11,8 @@ from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, JsonValue, ValidationError
 
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
 from hypertrain.competition.messages import (
     SPEC_DOMAIN,
     CommitAccepted,

@@ -1,7 +1,7 @@
 """The challenge service's JSON answers, one pydantic model per shape, shared by both ends.
 
 Each route declares one of these as its response model, so the service validates what it
-sends and the OpenAPI document names every field; :class:`~hypertrain.challenge.client.
+sends and the OpenAPI document names every field; :class:`~hypertrain.api.client.
 ChallengeClient` parses answers into the same models, so callers read attributes instead
 of indexing strings. Models refuse unknown fields: a field the service starts to send is
 added here first, in one place, for both ends. Signed records stay :class:`Envelope`;
