@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from hypertrain.challenge import dashpanels
-from hypertrain.challenge.dashmodels import Dashboard
-from hypertrain.challenge.dashview import _status
+from hypertrain.challenge.dashboard import panels
+from hypertrain.challenge.dashboard.document import _status
+from hypertrain.challenge.dashboard.models import Dashboard
 from hypertrain.dispute.narrowing import NarrowStep
 from hypertrain.protocol.traffic import ratio_words
 from tests.challenge.conftest import Harness
@@ -149,7 +149,7 @@ def test_narrowing_steps_render_from_their_fields() -> None:
         NarrowStep(level="decided", beacon_round=20, actor="deadline", outcome="upheld",
                    reason="no referee ruled after 2 extensions: the verdict stands"),
     ]  # fmt: skip
-    rows = [dashpanels.narrowing_row(s).model_dump() for s in steps]
+    rows = [panels.narrowing_row(s).model_dump() for s in steps]
     assert [r["level"] for r in rows] == ["open", "step", "layer", "decided"]
     assert [r["beacon_round"] for r in rows] == [7, 8, 9, 20]
     assert rows[1]["text"] == "agree after step 1, differ after step 2"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from hypertrain.api.models import Phase, RoundSummary, VerdictCounts
-from hypertrain.challenge.dashmodels import CurvePoint
-from hypertrain.challenge.dashpanels import STATIONS, curve_summary, stations
+from hypertrain.challenge.dashboard.models import CurvePoint
+from hypertrain.challenge.dashboard.panels import STATIONS, curve_summary, stations
 from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import run_rounds
 

@@ -18,8 +18,8 @@ from hypertrain.auditor.disputes import answer_disputes
 from hypertrain.auditor.replay import AuditOutcome
 from hypertrain.auditor.runner import Auditor, RoundRecords
 from hypertrain.challenge.app import _poll_beacon, create_app
+from hypertrain.challenge.rounds.settle import PENDING_AUDIT
 from hypertrain.challenge.settings import Settings
-from hypertrain.challenge.settle import PENDING_AUDIT
 from hypertrain.dispute import opinputs
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from hypertrain.challenge.dashpanels import narrowing_row
+from hypertrain.challenge.dashboard.panels import narrowing_row
 from hypertrain.dispute import game as g
 from hypertrain.dispute.errors import InputMismatchError
 from hypertrain.dispute.messages import DisputeRuling

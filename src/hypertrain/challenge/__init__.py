@@ -3,7 +3,7 @@
 It holds runs, rounds, the roster and the ledger; admits islands by signed join
 requests checked against the subnet metagraph; drives each round's state machine
 from verified beacon rounds only; selects audits from public randomness
-(:mod:`hypertrain.challenge.selection`, recomputable by anyone); records verdicts,
+(:mod:`hypertrain.challenge.rounds.selection`, recomputable by anyone); records verdicts,
 disputes and merge tapes; and answers the platform's ``get_weights``.
 
 Entry points: :func:`hypertrain.challenge.app.create_app` (factory) and

@@ -23,12 +23,15 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hypertrain import __version__
-from hypertrain.challenge import compete_cycles, rounds, storage, weights
+from hypertrain.challenge import database
+from hypertrain.challenge.competition import cycles
 from hypertrain.challenge.errors import ChallengeError
-from hypertrain.challenge.metagraph import MetagraphProvider, MetagraphView, parse_snapshot
-from hypertrain.challenge.metrics import new_registry
 from hypertrain.challenge.middleware import PrefixAndLimitMiddleware
+from hypertrain.challenge.platform import weights
+from hypertrain.challenge.platform.metagraph import MetagraphProvider, MetagraphView, parse_snapshot
+from hypertrain.challenge.platform.metrics import new_registry
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort
+from hypertrain.challenge.rounds import lifecycle
 from hypertrain.challenge.routes import (
     admin,
     competition,
@@ -111,13 +114,13 @@ class _Parts:
 
 
 def _open_state(settings: Settings, parts: _Parts) -> ServiceState:
-    conn = storage.connect(settings.state_dir)
+    conn = database.connect(settings.state_dir)
     row = conn.execute("SELECT snapshot FROM metagraph WHERE id = 1").fetchone()
     initial = parse_snapshot(loads(row["snapshot"]), netuid=settings.netuid) if row else None
     return ServiceState(
         settings=settings,
         conn=conn,
-        reader=storage.reader(settings.state_dir),
+        reader=database.reader(settings.state_dir),
         metagraph=MetagraphView(parts.metagraph, initial),
         beacon=parts.beacon,
         ledger=parts.ledger,
@@ -157,8 +160,8 @@ def _advance(state: ServiceState, latest: BeaconRound) -> None:
     if state.current is not None and latest.round <= state.current.round:
         return  # another poll took this round first
     state.current = latest
-    rounds.step(state)
-    compete_cycles.advance(state)
+    lifecycle.step(state)
+    cycles.advance(state)
 
 
 def _install_handlers(app: FastAPI) -> None:

@@ -27,7 +27,7 @@ from hypertrain.api.models import (
     RunListItem,
     VersionAnswer,
 )
-from hypertrain.challenge.selection import select_audits
+from hypertrain.challenge.rounds.selection import select_audits
 from hypertrain.challenge.settings import read_token_file
 from hypertrain.protocol.envelope import Envelope, open_envelope
 from hypertrain.protocol.errors import EnvelopeError

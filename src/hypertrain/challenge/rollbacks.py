@@ -34,8 +34,8 @@ import hashlib
 import sqlite3
 
 from hypertrain.api.models import CorrectionAnswer, ProvenFault
-from hypertrain.challenge import claims
 from hypertrain.challenge.errors import ChallengeError, ConflictError, ForbiddenError, NotFoundError
+from hypertrain.challenge.rounds import claims
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import MergeCorrection, MergeTape

@@ -34,7 +34,7 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     UnavailableError,
 )
-from hypertrain.challenge.metagraph import MetagraphView
+from hypertrain.challenge.platform.metagraph import MetagraphView
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort
 from hypertrain.challenge.settings import Settings
 from hypertrain.protocol.canonical import canonical_bytes

@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from hypertrain.challenge.errors import BondMissingError, ConflictError, ForbiddenError
-from hypertrain.challenge.metagraph import (
+from hypertrain.challenge.platform.metagraph import (
     ChainMetagraph,
     FileMetagraph,
     MasterMetagraph,

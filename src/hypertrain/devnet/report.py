@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hypertrain.challenge.dashpanels import traffic_panel
+from hypertrain.challenge.dashboard.panels import traffic_panel
 from hypertrain.devnet.keys import Secrets
 from hypertrain.devnet.view import summary_rows
 from hypertrain.protocol.traffic import RoundBytes, TrafficRound, summarize

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from hypertrain.api.models import MetagraphStatus
-from hypertrain.challenge import rounds
 from hypertrain.challenge.deps import ERRORS, State, require_admin, serialized
+from hypertrain.challenge.rounds import lifecycle
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(require_admin)])
@@ -33,14 +33,14 @@ class OpenRoundIn(BaseModel):
 @serialized
 def create_run(state: State, payload: CreateRunIn) -> Envelope:
     """Store a run; the service signs its manifest with the coordinator key."""
-    return rounds.create_run(state, payload.manifest)
+    return lifecycle.create_run(state, payload.manifest)
 
 
 @router.post("/runs/{run_id}/rounds", responses=ERRORS, response_model=Envelope)
 @serialized
 def open_round(state: State, run_id: RunId, payload: OpenRoundIn) -> Envelope:
     """Open the next round at the current beacon round (start model defaults to the merge)."""
-    return rounds.open_round(state, run_id, payload.start_model_sha256, payload.start_model_url)
+    return lifecycle.open_round(state, run_id, payload.start_model_sha256, payload.start_model_url)
 
 
 @router.post("/metagraph/refresh", responses=ERRORS, response_model=MetagraphStatus)

@@ -10,8 +10,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hypertrain import __version__
 from hypertrain.api.models import HealthAnswer, VersionAnswer, WeightsPublic
-from hypertrain.challenge import weights
 from hypertrain.challenge.deps import State, require_internal
+from hypertrain.challenge.platform import weights
 
 router = APIRouter(tags=["platform"])
 

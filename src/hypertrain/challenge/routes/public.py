@@ -17,9 +17,10 @@ from hypertrain.api.models import (
     RunSummary,
     WeightsPublic,
 )
-from hypertrain.challenge import rollbacks, views
+from hypertrain.challenge import rollbacks
 from hypertrain.challenge.deps import State, serialized
-from hypertrain.challenge.weights import latest_weights_body
+from hypertrain.challenge.platform.weights import latest_weights_body
+from hypertrain.challenge.rounds import views
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/v1", tags=["public"])

@@ -23,8 +23,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Literal
 
-from hypertrain.challenge import facts
 from hypertrain.challenge.errors import ChallengeError, ForbiddenError
+from hypertrain.challenge.rounds import facts
 from hypertrain.dispute.admissible import Check
 from hypertrain.protocol.messages import MergeTape, Verdict
 

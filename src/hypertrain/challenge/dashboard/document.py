@@ -20,8 +20,8 @@ import sqlite3
 from typing import Final
 
 from hypertrain.api.models import Phase, RosterEntry
-from hypertrain.challenge import dashpanels, facts, views
-from hypertrain.challenge.dashmodels import (
+from hypertrain.challenge.dashboard import panels
+from hypertrain.challenge.dashboard.models import (
     AuditDispute,
     AuditRow,
     AuditVerdict,
@@ -37,8 +37,9 @@ from hypertrain.challenge.dashmodels import (
     OuterCard,
     TrafficPanel,
 )
+from hypertrain.challenge.dashboard.traffic import round_traffic
+from hypertrain.challenge.rounds import facts, views
 from hypertrain.challenge.state import ServiceState, loads
-from hypertrain.challenge.traffic import round_traffic
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 from hypertrain.protocol.messages import Verdict
 from hypertrain.protocol.traffic import TrafficRound, ratio, ratio_words, summarize
@@ -244,8 +245,8 @@ def _island_rows(
         tokens = sum(c["tokens"] for c in mine)
         synced = [c["round"] for c in mine if c["round"] in merged]
         done_now = any(c["round"] == current for c in mine)
-        synced_at = dashpanels.last_sync(state, run_id, entry.hotkey)
-        hardware = dashpanels.island_hardware(state, run_id, entry.hotkey)
+        synced_at = panels.last_sync(state, run_id, entry.hotkey)
+        hardware = panels.island_hardware(state, run_id, entry.hotkey)
         out.append(
             IslandCard(
                 **entry.model_dump(),
@@ -286,7 +287,7 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
         if r.eval_loss is not None
     ]
     genesis, period = chain_timing(state)
-    traffic = dashpanels.traffic_panel(summarize(counts))
+    traffic = panels.traffic_panel(summarize(counts))
     return Dashboard(
         run_id=run_id,
         glance=_glance(state, run_id, manifest, rounds, islands, traffic),
@@ -295,14 +296,14 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
         ),
         model=model_card(manifest),
         curve=curve,
-        curve_summary=dashpanels.curve_summary(curve, len(rounds)),
-        round_stations=dashpanels.stations(rounds[-1] if rounds else None),
+        curve_summary=panels.curve_summary(curve, len(rounds)),
+        round_stations=panels.stations(rounds[-1] if rounds else None),
         islands=islands,
         rounds=rounds,
         audits=audit_rows(state, run_id),
         traffic=traffic,
-        honeypots=dashpanels.honeypot_panel(state, run_id),
-        disputes=dashpanels.dispute_rows(state, run_id),
+        honeypots=panels.honeypot_panel(state, run_id),
+        disputes=panels.dispute_rows(state, run_id),
     )
 
 

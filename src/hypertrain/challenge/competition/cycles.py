@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hypertrain.challenge.compete_intake import spec_of
-from hypertrain.challenge.rounds import beacon_round as verified_round
+from hypertrain.challenge.competition.intake import spec_of
+from hypertrain.challenge.rounds.lifecycle import beacon_round as verified_round
 from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.competition.messages import (
     CycleModel,

@@ -38,7 +38,7 @@ from hypertrain.api.models import (
     JoinAnswer,
     PendingAdmission,
 )
-from hypertrain.challenge.admission import challenge_seed
+from hypertrain.challenge.admission.rules import challenge_seed
 from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.protocol.envelope import Envelope

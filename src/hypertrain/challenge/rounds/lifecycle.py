@@ -5,7 +5,7 @@ Phases of a round, each entered at a beacon round (``now`` is the latest verifie
 * ``train``: opened at beacon round ``b0`` with the start model and the
   data-assignment key; commits are accepted while ``now <= commit_deadline``
   (``b0 + commit_window_rounds``), or until every rostered island has committed
-  (:mod:`hypertrain.challenge.pace`).
+  (:mod:`hypertrain.challenge.rounds.pace`).
 * ``beacon``: the commit phase closed; waiting for the first beacon round strictly
   after the close (``commit_deadline + 1`` unless every island committed earlier),
   whose randomness selects the audits.
@@ -17,7 +17,7 @@ Phases of a round, each entered at a beacon round (``now`` is the latest verifie
 * ``settle``: the tape is in (the next round may open from its model); disputes stay
   possible until ``dispute_deadline_round`` (audit close + ``dispute_window_rounds``).
   The round settles at the first beacon round for which
-  :func:`~hypertrain.challenge.settle.ready_to_settle` holds.
+  :func:`~hypertrain.challenge.rounds.settle.ready_to_settle` holds.
 * ``final``: the ledger settled the round from the tape and the verdicts.
 """
 
@@ -30,12 +30,14 @@ import time
 
 from pydantic import JsonValue, ValidationError
 
-from hypertrain.challenge import disputes, pace, rollbacks
+from hypertrain.challenge import rollbacks
+from hypertrain.challenge.disputes import games
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
-from hypertrain.challenge.facts import run_faults
 from hypertrain.challenge.ports import BeaconRound
-from hypertrain.challenge.selection import assignment_key, select_audits
-from hypertrain.challenge.settle import ready_to_settle, settle_round
+from hypertrain.challenge.rounds import pace
+from hypertrain.challenge.rounds.facts import run_faults
+from hypertrain.challenge.rounds.selection import assignment_key, select_audits
+from hypertrain.challenge.rounds.settle import ready_to_settle, settle_round
 from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
@@ -183,7 +185,7 @@ def step(state: ServiceState) -> None:
     now = state.due_round()  # every deadline by the clock: a lagging poll closes, never holds
     verified = state.current.round
     state.prune_nonces()
-    disputes.tick(state)
+    games.tick(state)
     rows = state.conn.execute(
         "SELECT run_id, round, phase, commit_deadline, audit_close_round, open_envelope"
         " FROM rounds"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from hypertrain.challenge.compete_intake import spec_of
+from hypertrain.challenge.competition.intake import spec_of
 from hypertrain.challenge.errors import NotFoundError
 from hypertrain.challenge.state import ServiceState
 from hypertrain.competition.messages import (

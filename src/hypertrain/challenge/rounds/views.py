@@ -21,9 +21,10 @@ from hypertrain.api.models import (
     VerdictCounts,
     VerdictRecord,
 )
-from hypertrain.challenge import facts, rollbacks
+from hypertrain.challenge import rollbacks
 from hypertrain.challenge.errors import NotFoundError
-from hypertrain.challenge.rule import StandingVerdict
+from hypertrain.challenge.rounds import facts
+from hypertrain.challenge.rounds.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.envelope import Envelope
 

@@ -19,8 +19,9 @@ from hypertrain.api.models import (
     MergeAnswer,
     VerdictAnswer,
 )
-from hypertrain.challenge import challenge, claims, disputes, facts
-from hypertrain.challenge.admission import check_join
+from hypertrain.challenge.admission import challenge
+from hypertrain.challenge.admission.rules import check_join
+from hypertrain.challenge.disputes import games
 from hypertrain.challenge.errors import (
     ChallengeError,
     ConflictError,
@@ -29,7 +30,8 @@ from hypertrain.challenge.errors import (
     PhaseError,
 )
 from hypertrain.challenge.leave import refuse_rejoin
-from hypertrain.challenge.settle import late_verdict, release_later
+from hypertrain.challenge.rounds import claims, facts
+from hypertrain.challenge.rounds.settle import late_verdict, release_later
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute.store import is_faulty
 from hypertrain.protocol.envelope import Envelope
@@ -278,7 +280,7 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
             code="duplicate",
         ) from None
     state.count(f"verdicts_{body.result}")
-    disputes.on_verdict(state, run_id, body.round, body.hotkey, verified.signer, body.result)
+    games.on_verdict(state, run_id, body.round, body.hotkey, verified.signer, body.result)
     return VerdictAnswer(accepted=True, verdict_id=verdict_id)
 
 

@@ -1,7 +1,7 @@
 """The facts the service publishes, each read in one place and derived by one rule.
 
 The standing verdict of an audit (:data:`STANDING_SQL`), a round's outcome
-(:func:`round_outcome`, the pure :func:`~hypertrain.challenge.rule.decide` over typed
+(:func:`round_outcome`, the pure :func:`~hypertrain.challenge.rounds.rule.decide` over typed
 rows) and an island's faults (:func:`island_faults`, the rounds whose outcome faulted it)
 are defined here only. Settlement, the public views (roster, rounds, summary), the
 dashboard and the honeypot table all read them from here, so they cannot disagree.
@@ -16,9 +16,9 @@ from typing import cast
 
 from pydantic import ValidationError
 
-from hypertrain.challenge import rule
 from hypertrain.challenge.errors import UnavailableError
-from hypertrain.challenge.rule import (
+from hypertrain.challenge.rounds import rule
+from hypertrain.challenge.rounds.rule import (
     CommitRow,
     Outcome,
     Standing,
@@ -57,7 +57,7 @@ class CorruptRecordError(UnavailableError):
 
 @dataclass(frozen=True)
 class RoundInputs:
-    """Everything :func:`~hypertrain.challenge.rule.decide` needs for one round."""
+    """Everything :func:`~hypertrain.challenge.rounds.rule.decide` needs for one round."""
 
     commits: list[CommitRow]
     tape: MergeTape | None

@@ -15,8 +15,7 @@ from itertools import pairwise
 from typing import Final
 
 from hypertrain.api.models import HoneypotRow, RoundSummary
-from hypertrain.challenge import disputes, honeypots
-from hypertrain.challenge.dashmodels import (
+from hypertrain.challenge.dashboard.models import (
     CurvePoint,
     CurveSummary,
     DeviceCard,
@@ -31,7 +30,8 @@ from hypertrain.challenge.dashmodels import (
     Station,
     TrafficPanel,
 )
-from hypertrain.challenge.dashmodels import TrafficTotal as TrafficTotalCard
+from hypertrain.challenge.dashboard.models import TrafficTotal as TrafficTotalCard
+from hypertrain.challenge.disputes import games, honeypots
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute.narrowing import NarrowStep, describe
 from hypertrain.protocol.messages import JoinRequest
@@ -182,7 +182,7 @@ def narrowing_row(step: NarrowStep) -> NarrowingStep:
 def dispute_rows(state: ServiceState, run_id: str) -> list[DisputePanelRow]:
     """Every dispute of the run with its narrowing so far, newest first."""
     out = []
-    for view in disputes.listing(state, run_id, None, None):
+    for view in games.listing(state, run_id, None, None):
         game = view.game
         ruling = state.conn.execute(
             "SELECT signer FROM dispute_messages WHERE dispute_id = ? AND kind = 'ruling'",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from hypertrain.challenge import facts
+from hypertrain.challenge.rounds import facts
 from hypertrain.challenge.state import ServiceState
 
 

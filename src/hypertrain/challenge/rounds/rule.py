@@ -4,7 +4,7 @@
 :class:`~hypertrain.protocol.messages.MergeTape`, the *standing* verdicts, the audit
 assignments and the probation ends) and touches no database or ledger, so the rule is
 tested as a table of cases and every view that publishes a fault derives it from the
-same call (:mod:`hypertrain.challenge.facts`). For each commit:
+same call (:mod:`hypertrain.challenge.rounds.facts`). For each commit:
 
 * **faulted** when a standing verdict for it is not ``match`` (``mismatch``,
   ``unverifiable``): a fault is proven by a verdict, which its island can dispute, never

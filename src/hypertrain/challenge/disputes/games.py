@@ -8,8 +8,9 @@ refused message changes nothing. Opening locks the bond in the ledger (its own
 journal entry) inside that transaction; once a game is decided :func:`settle_bonds`
 returns or burns it. An overturned verdict marks its auditor faulty and re-assigns
 its other verdicts of rounds not yet final (``dispute.store.reassign_verdicts``).
-Every decision re-runs the island's holds (:func:`~hypertrain.challenge.settle.release_later`),
-so a reward held for the disputed verdict is released as soon as the rule allows.
+Every decision re-runs the island's holds
+(:func:`~hypertrain.challenge.rounds.settle.release_later`), so a reward held for the
+disputed verdict is released as soon as the rule allows.
 :func:`tick` applies deadlines at each beacon round, so a game resumes from the
 database after a restart exactly where it stopped.
 """
@@ -21,8 +22,7 @@ import logging
 import sqlite3
 
 from hypertrain.api.models import ReassignedAudit
-from hypertrain.challenge import pace, settle
-from hypertrain.challenge import verdict_windows as windows
+from hypertrain.challenge.disputes import windows
 from hypertrain.challenge.errors import (
     BondMissingError,
     ChallengeError,
@@ -31,6 +31,7 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
+from hypertrain.challenge.rounds import pace, settle
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute import game as g
 from hypertrain.dispute import resolution, store

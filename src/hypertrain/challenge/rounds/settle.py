@@ -3,8 +3,8 @@
 Settlement pays only proven work. A round is settled once :func:`ready_to_settle` says
 so (its merge tape is in and its audit and dispute windows have closed). The decision
 itself, paid / held / faulted / unpaid per commit, is the pure rule
-:func:`hypertrain.challenge.rule.decide` over the round's typed facts
-(:func:`hypertrain.challenge.facts.round_outcome`); this module only books it: the
+:func:`hypertrain.challenge.rounds.rule.decide` over the round's typed facts
+(:func:`hypertrain.challenge.rounds.facts.round_outcome`); this module only books it: the
 ledger escrows the accepted tokens (with each hold), burns each fault, and the round is
 marked final in the caller's transaction.
 
@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import logging
 
-from hypertrain.challenge import facts, rollbacks
-from hypertrain.challenge.rule import PENDING_AUDIT, Outcome
+from hypertrain.challenge import rollbacks
+from hypertrain.challenge.rounds import facts
+from hypertrain.challenge.rounds.rule import PENDING_AUDIT, Outcome
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute.store import disputes_open, open_late_windows
 
@@ -112,7 +113,7 @@ def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, resu
     ``match`` releases the hold (the escrow vests from the next settlement on, or from
     the end of the island's probation if that is later); anything else is a fault, but
     only once its own dispute window (from its arrival) closed undisputed or its dispute
-    was upheld (:func:`hypertrain.challenge.verdict_windows.close_windows` books it).
+    was upheld (:func:`hypertrain.challenge.disputes.windows.close_windows` books it).
     Without a metagraph snapshot the verdict is refused (the auditor posts it again).
     """
     epoch = state.epoch_now("book a late verdict")

@@ -8,7 +8,7 @@ which the operator produced by running ``python -m hypertrain.miner.admission
 selfcheck`` on a reference machine of that class.
 
 With ``admission.challenge`` on, that self-reported hash is not enough: the join opens
-a challenge (:mod:`hypertrain.challenge.challenge`) whose workload seed
+a challenge (:mod:`hypertrain.challenge.admission.challenge`) whose workload seed
 (:func:`challenge_seed`) comes from a beacon round after the request, and whose memory
 proof makes each device hold the memory it claims. Each claim must be at least the
 layout's per-device floor (:func:`hypertrain.protocol.memproof.memory_floor`).
