@@ -27,6 +27,7 @@ from hypertrain.challenge import database
 from hypertrain.challenge.competition import cycles
 from hypertrain.challenge.errors import ChallengeError
 from hypertrain.challenge.middleware import PrefixAndLimitMiddleware
+from hypertrain.challenge.platform import storage as platform_storage
 from hypertrain.challenge.platform import weights
 from hypertrain.challenge.platform.metagraph import MetagraphProvider, MetagraphView, parse_snapshot
 from hypertrain.challenge.platform.metrics import new_registry
@@ -115,8 +116,8 @@ class _Parts:
 
 def _open_state(settings: Settings, parts: _Parts) -> ServiceState:
     conn = database.connect(settings.state_dir)
-    row = conn.execute("SELECT snapshot FROM metagraph WHERE id = 1").fetchone()
-    initial = parse_snapshot(loads(row["snapshot"]), netuid=settings.netuid) if row else None
+    stored = platform_storage.snapshot(conn)
+    initial = parse_snapshot(loads(stored), netuid=settings.netuid) if stored else None
     return ServiceState(
         settings=settings,
         conn=conn,

@@ -322,6 +322,9 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     _V11,
 )
 DB_NAME: Final = "challenge.sqlite"
+# The tables whose sizes the metrics report.
+COUNTED: Final = ("runs", "rounds", "roster", "commits", "audits", "verdicts", "dispute_games",
+                  "merges")  # fmt: skip
 
 
 def connect(state_dir: Path) -> sqlite3.Connection:
@@ -339,6 +342,38 @@ def reader(state_dir: Path) -> sqlite3.Connection:
     conn = open_database(state_dir / DB_NAME)
     conn.row_factory = sqlite3.Row
     return conn
+
+
+def row_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """Rows stored in each of the :data:`COUNTED` tables."""
+    return {
+        table: int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])  # noqa: S608
+        for table in COUNTED
+    }
+
+
+def nonce_used(conn: sqlite3.Connection, run_id: str, signer: str, nonce: str) -> bool:
+    """Whether a signer's nonce was already burned in a run (replay protection)."""
+    row = conn.execute(
+        "SELECT 1 FROM seen_nonces WHERE run_id = ? AND signer = ? AND nonce = ?",
+        (run_id, signer, nonce),
+    ).fetchone()
+    return row is not None
+
+
+def burn_nonce(
+    conn: sqlite3.Connection, run_id: str, signer: str, nonce: str, expiry_round: int
+) -> None:
+    """Record a nonce as used (inside the caller's write transaction); a second burn of
+    the same nonce raises ``sqlite3.IntegrityError``."""
+    conn.execute(
+        "INSERT INTO seen_nonces VALUES (?, ?, ?, ?)", (run_id, signer, nonce, expiry_round)
+    )
+
+
+def prune_nonces(conn: sqlite3.Connection, before_round: int) -> int:
+    """Forget the nonces of envelopes that expired before ``before_round``; how many."""
+    return conn.execute("DELETE FROM seen_nonces WHERE expiry_round < ?", (before_round,)).rowcount
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

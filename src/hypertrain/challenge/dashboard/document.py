@@ -16,7 +16,6 @@ the headline tile show the same terms, so they cannot disagree.
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Final
 
 from hypertrain.api.models import Phase, RosterEntry
@@ -38,8 +37,9 @@ from hypertrain.challenge.dashboard.models import (
     TrafficPanel,
 )
 from hypertrain.challenge.dashboard.traffic import round_traffic
-from hypertrain.challenge.rounds import facts, views
+from hypertrain.challenge.rounds import facts, storage, views
 from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.dispute import store as dispute_store
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 from hypertrain.protocol.messages import Verdict
 from hypertrain.protocol.traffic import TrafficRound, ratio, ratio_words, summarize
@@ -112,35 +112,18 @@ def _compression(manifest: RunManifest) -> CompressionCard:
     )
 
 
-def _round_timing(
-    state: ServiceState, run_id: str
-) -> dict[int, tuple[int, int | None, int | None]]:
-    """round -> (opening beacon round, last accepted commit's, accepted merge tape's)."""
-    rows = state.conn.execute(
-        """
-        SELECT r.round, r.open_beacon_round,
-          (SELECT MAX(accepted_beacon_round) FROM commits c
-             WHERE c.run_id = r.run_id AND c.round = r.round) AS last_commit,
-          (SELECT received_beacon_round FROM merges m
-             WHERE m.run_id = r.run_id AND m.round = r.round) AS merged
-        FROM rounds r WHERE r.run_id = ?
-        """,
-        (run_id,),
-    ).fetchall()
-    return {r["round"]: (r["open_beacon_round"], r["last_commit"], r["merged"]) for r in rows}
-
-
 def round_rows(
     state: ServiceState, run_id: str, manifest: RunManifest
 ) -> tuple[list[DashRound], list[TrafficRound]]:
     """Recent rounds with timing, bytes and the data-parallel comparison, and each
     round's traffic count (the same count the tile sums)."""
     genesis, period = chain_timing(state)
-    timing = _round_timing(state, run_id)
+    timing = storage.timing(state.conn, run_id)
     params = param_count(manifest.model)
     out, counts = [], []
     for s in views.round_summaries(state, run_id):
-        opened, last_commit, merged = timing[s.round]
+        t = timing[s.round]
+        opened, last_commit, merged = t.opened, t.last_commit, t.merged
         compute = (last_commit - opened) * period if last_commit else None
         sync = (merged - last_commit) * period if merged and last_commit else None
         count = round_traffic(state, run_id, manifest, s, params)
@@ -166,60 +149,39 @@ def round_rows(
 
 def audit_rows(state: ServiceState, run_id: str) -> list[AuditRow]:
     """Every audit: the selecting beacon round, the segments, verdicts and disputes."""
-    rows = state.conn.execute(
-        """
-        SELECT a.round, a.hotkey, a.segments, a.probation, r.selection_beacon_round,
-               b.randomness
-        FROM audits a JOIN rounds r ON r.run_id = a.run_id AND r.round = a.round
-        LEFT JOIN beacons b ON b.round = r.selection_beacon_round
-        WHERE a.run_id = ? ORDER BY a.round DESC, a.hotkey
-        """,
-        (run_id,),
-    ).fetchall()
     standing = {v.verdict_id: v for v in facts.standing_verdicts(state.conn, run_id)}
     faults = facts.run_faults(state.conn, run_id)
     out = []
-    for a in rows:
-        args = (run_id, a["round"], a["hotkey"])
+    for a in storage.audits(state.conn, run_id):
         verdicts = [
-            _audit_verdict(v, standing[v["verdict_id"]].standing == "stands")
-            for v in state.conn.execute(
-                "SELECT verdict_id, auditor, result, body FROM verdicts"
-                " WHERE run_id = ? AND round = ? AND hotkey = ? ORDER BY auditor",
-                args,
-            )
+            _audit_verdict(v, standing[v.verdict_id].standing == "stands")
+            for v in storage.verdicts_on(state.conn, run_id, a.round, a.hotkey)
         ]
         disputes = [
-            AuditDispute(
-                status=d["outcome"] or d["stage"], reason=f"dispute {d['dispute_id'][:12]}"
-            )
-            for d in state.conn.execute(
-                "SELECT dispute_id, stage, outcome FROM dispute_games"
-                " WHERE run_id = ? AND round = ? AND hotkey = ?",
-                args,
-            )
+            AuditDispute(status=g.outcome or g.stage, reason=f"dispute {g.dispute_id[:12]}")
+            for g in dispute_store.games_on(state.conn, run_id, a.round, a.hotkey)
         ]
         out.append(
             AuditRow(
-                round=a["round"],
-                hotkey=a["hotkey"],
-                segments=loads(a["segments"]),
-                probation=bool(a["probation"]),
-                beacon_round=a["selection_beacon_round"],
-                beacon_randomness=a["randomness"],
+                round=a.round,
+                hotkey=a.hotkey,
+                segments=loads(a.segments),
+                probation=a.probation,
+                beacon_round=a.selection_beacon_round,
+                beacon_randomness=a.randomness,
                 verdicts=verdicts,
                 disputes=disputes,
-                fault=a["hotkey"] in faults.get(a["round"], {}),
+                fault=a.hotkey in faults.get(a.round, {}),
             )
         )
     return out
 
 
-def _audit_verdict(row: sqlite3.Row, counts: bool) -> AuditVerdict:
-    body = Verdict.model_validate_json(row["body"])
+def _audit_verdict(row: storage.VerdictRow, counts: bool) -> AuditVerdict:
+    body = Verdict.model_validate_json(row.body)
     return AuditVerdict(
-        auditor=row["auditor"],
-        result=row["result"],
+        auditor=row.auditor,
+        result=row.result,
         first_bad_leaf=body.first_bad_leaf,
         detail=body.detail,
         counts=counts,
@@ -233,19 +195,17 @@ def _island_rows(
     current = rounds[-1].round if rounds else None
     compute = {r.round: r.compute_s for r in rounds}
     merged = {r.round for r in rounds if r.new_model_sha256}
-    commits = state.conn.execute(
-        "SELECT hotkey, round, tokens FROM commits WHERE run_id = ? ORDER BY round", (run_id,)
-    ).fetchall()
-    total_tokens = sum(c["tokens"] for c in commits) or 0
+    commits = storage.commit_tokens(state.conn, run_id)
+    total_tokens = sum(c.tokens for c in commits) or 0
     genesis, period = chain_timing(state)
     out = []
     for entry in roster:
-        mine = [c for c in commits if c["hotkey"] == entry.hotkey]
-        seconds = sum(compute.get(c["round"]) or 0 for c in mine)
-        tokens = sum(c["tokens"] for c in mine)
-        synced = [c["round"] for c in mine if c["round"] in merged]
-        done_now = any(c["round"] == current for c in mine)
-        synced_at = panels.last_sync(state, run_id, entry.hotkey)
+        mine = [c for c in commits if c.hotkey == entry.hotkey]
+        seconds = sum(compute.get(c.round) or 0 for c in mine)
+        tokens = sum(c.tokens for c in mine)
+        synced = [c.round for c in mine if c.round in merged]
+        done_now = any(c.round == current for c in mine)
+        synced_at = storage.last_sync(state.conn, run_id, entry.hotkey)
         hardware = panels.island_hardware(state, run_id, entry.hotkey)
         out.append(
             IslandCard(

@@ -32,7 +32,9 @@ from hypertrain.challenge.dashboard.models import (
 )
 from hypertrain.challenge.dashboard.models import TrafficTotal as TrafficTotalCard
 from hypertrain.challenge.disputes import games, honeypots
+from hypertrain.challenge.rounds import storage
 from hypertrain.challenge.state import ServiceState
+from hypertrain.dispute import store as dispute_store
 from hypertrain.dispute.narrowing import NarrowStep, describe
 from hypertrain.protocol.messages import JoinRequest
 from hypertrain.protocol.traffic import FORMULA, TrafficSummary, TrafficTotal
@@ -71,12 +73,10 @@ class Hardware:
 
 def island_hardware(state: ServiceState, run_id: str, hotkey: str) -> Hardware:
     """Devices, the most common device model and the region, from the join request."""
-    row = state.conn.execute(
-        "SELECT join_body FROM roster WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
-    ).fetchone()
-    if row is None:
+    text = storage.join_body(state.conn, run_id, hotkey)
+    if text is None:
         return Hardware([], None, None)
-    body = JoinRequest.model_validate_json(row["join_body"])
+    body = JoinRequest.model_validate_json(text)
     devices = [
         DeviceCard(index=d.index, name=d.name, device_class=d.device_class) for d in body.devices
     ]
@@ -86,16 +86,6 @@ def island_hardware(state: ServiceState, run_id: str, hotkey: str) -> Hardware:
         device_model=models.most_common(1)[0][0],
         region=body.region,
     )
-
-
-def last_sync(state: ServiceState, run_id: str, hotkey: str) -> int | None:
-    """Beacon round at which the last merge including this island's commit was accepted."""
-    row = state.conn.execute(
-        "SELECT MAX(m.received_beacon_round) AS b FROM merges m JOIN commits c"
-        " ON c.run_id = m.run_id AND c.round = m.round WHERE m.run_id = ? AND c.hotkey = ?",
-        (run_id, hotkey),
-    ).fetchone()
-    return None if row is None or row["b"] is None else int(row["b"])
 
 
 def curve_summary(curve: list[CurvePoint], total_rounds: int) -> CurveSummary | None:
@@ -184,10 +174,6 @@ def dispute_rows(state: ServiceState, run_id: str) -> list[DisputePanelRow]:
     out = []
     for view in games.listing(state, run_id, None, None):
         game = view.game
-        ruling = state.conn.execute(
-            "SELECT signer FROM dispute_messages WHERE dispute_id = ? AND kind = 'ruling'",
-            (view.dispute_id,),
-        ).fetchone()
         out.append(
             DisputePanelRow(
                 dispute_id=view.dispute_id,
@@ -200,7 +186,7 @@ def dispute_rows(state: ServiceState, run_id: str) -> list[DisputePanelRow]:
                 step=game.step,
                 section=None if game.section is None else game.sections[game.section],
                 op=game.op.op if game.op else None,
-                referee=ruling["signer"] if ruling else None,
+                referee=dispute_store.ruling_signer(state.conn, view.dispute_id),
                 outcome=game.outcome,
                 reason=game.reason,
                 opened_beacon_round=view.opened_beacon_round,

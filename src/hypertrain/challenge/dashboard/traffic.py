@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 
 from hypertrain.api.models import RoundSummary
+from hypertrain.challenge.rounds import storage
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 from hypertrain.protocol.traffic import RoundBytes, TrafficRound, data_parallel_bytes
@@ -53,20 +54,15 @@ def state_bytes(manifest: RunManifest, params: int) -> int:
 
 
 def _committers(state: ServiceState, run_id: str, index: int) -> set[str]:
-    rows = state.conn.execute(
-        "SELECT hotkey FROM commits WHERE run_id = ? AND round = ?", (run_id, index)
-    )
-    return {r["hotkey"] for r in rows}
+    return set(storage.commit_order(state.conn, run_id, index))
 
 
 def _broadcast_bytes(state: ServiceState, run_id: str, index: int) -> int | None:
     """The size of round ``index``'s published broadcast (None: none published)."""
-    row = state.conn.execute(
-        "SELECT body FROM merges WHERE run_id = ? AND round = ?", (run_id, index)
-    ).fetchone()
-    if row is None:
+    body = storage.merge_body(state.conn, run_id, index)
+    if body is None:
         return None
-    size = json.loads(row["body"]).get("broadcast_bytes")
+    size = json.loads(body).get("broadcast_bytes")
     return int(size) if isinstance(size, int) else None
 
 
@@ -74,23 +70,9 @@ def _audits(state: ServiceState, run_id: str, index: int) -> tuple[int, bool]:
     """(uploaded checkpoints, any island audited in its probation) of one round: one
     checkpoint per audited segment but segment 0, whose start state auditors derive from
     the public start model."""
-    rows = state.conn.execute(
-        "SELECT a.segments, COALESCE(r.probation_until_round, 0) > a.round AS new"
-        " FROM audits a LEFT JOIN roster r ON r.run_id = a.run_id AND r.hotkey = a.hotkey"
-        " WHERE a.run_id = ? AND a.round = ?",
-        (run_id, index),
-    ).fetchall()
-    segments = sum(sum(1 for k in json.loads(r["segments"]) if k > 0) for r in rows)
-    return segments, any(bool(r["new"]) for r in rows)
-
-
-def _commit_bytes(state: ServiceState, run_id: str, index: int) -> int:
-    row = state.conn.execute(
-        "SELECT COALESCE(SUM(LENGTH(envelope)), 0) AS n FROM commits"
-        " WHERE run_id = ? AND round = ?",
-        (run_id, index),
-    ).fetchone()
-    return int(row["n"])
+    rows = storage.audit_load(state.conn, run_id, index)
+    segments = sum(sum(1 for k in json.loads(text) if k > 0) for text, _ in rows)
+    return segments, any(new for _, new in rows)
 
 
 def round_traffic(
@@ -104,7 +86,7 @@ def round_traffic(
     receivers = len(held) if broadcast is not None else 0
     segments, probation = _audits(state, run_id, index)
     ours = RoundBytes(
-        commits=_commit_bytes(state, run_id, index),
+        commits=storage.commit_bytes(state.conn, run_id, index),
         updates=summary.update_bytes,
         broadcasts=receivers * (broadcast or 0),
         checkpoints=segments * state_bytes(manifest, params),

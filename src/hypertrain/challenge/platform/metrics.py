@@ -13,9 +13,8 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from hypertrain.challenge import database
 from hypertrain.challenge.state import ServiceState
-
-_TABLES = ("runs", "rounds", "roster", "commits", "audits", "verdicts", "dispute_games", "merges")
 
 
 class StateCollector(Collector):
@@ -35,8 +34,7 @@ class StateCollector(Collector):
         rows = GaugeMetricFamily(
             "hypertrain_challenge_rows", "Stored records by table", labels=["table"]
         )
-        for table in _TABLES:
-            count = state.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: S608
+        for table, count in database.row_counts(state.conn).items():
             rows.add_metric([table], count)
         yield rows
         beacon = state.current.round if state.current else 0

@@ -21,8 +21,11 @@ import time
 from typing import Final
 
 from hypertrain.api.models import WeightsMetadata, WeightsPublic
+from hypertrain.challenge.competition import storage as competition_storage
 from hypertrain.challenge.errors import NotFoundError, UnavailableError
+from hypertrain.challenge.platform import storage
 from hypertrain.challenge.platform.metagraph import Snapshot, departures
+from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.sqlite import transaction
@@ -37,22 +40,18 @@ def answer(state: ServiceState, epoch: int) -> bytes:
     for a settlement that holds the writer lock (or its ledger ``fsync``).
     """
     if state.reader is not None:
-        row = state.reader.execute(
-            "SELECT body FROM weights_answers WHERE epoch = ?", (epoch,)
-        ).fetchone()
-        if row is not None:
-            return bytes(row["body"])
+        stored = storage.answer(state.reader, epoch)
+        if stored is not None:
+            return stored
     with state.lock:
         return weights_body(state, epoch)
 
 
 def weights_body(state: ServiceState, epoch: int) -> bytes:
     """The persisted answer for ``epoch``, computing and storing it on first call."""
-    row = state.conn.execute(
-        "SELECT body FROM weights_answers WHERE epoch = ?", (epoch,)
-    ).fetchone()
-    if row is not None:
-        return bytes(row["body"])
+    stored = storage.answer(state.conn, epoch)
+    if stored is not None:
+        return stored
     snapshot = state.metagraph.snapshot
     if snapshot is None:
         raise UnavailableError("no metagraph snapshot yet; cannot score", code="no_metagraph")
@@ -75,21 +74,15 @@ def weights_body(state: ServiceState, epoch: int) -> bytes:
         computed_at=int(time.time()),
     )
     body = canonical_bytes(public.model_dump(mode="json", exclude_none=True))
-    state.conn.execute("INSERT OR IGNORE INTO weights_answers VALUES (?, ?)", (epoch, body))
-    stored = state.conn.execute(
-        "SELECT body FROM weights_answers WHERE epoch = ?", (epoch,)
-    ).fetchone()
-    return bytes(stored["body"])
+    return storage.keep_answer(state.conn, epoch, body)
 
 
 def latest_weights_body(state: ServiceState) -> bytes:
     """The stored answer of the newest epoch answered so far (never computes one)."""
-    row = state.conn.execute(
-        "SELECT body FROM weights_answers ORDER BY epoch DESC LIMIT 1"
-    ).fetchone()
-    if row is None:
+    body = storage.latest_answer(state.conn)
+    if body is None:
         raise NotFoundError("no epoch has been answered yet", code="no_weights")
-    return bytes(row["body"])
+    return body
 
 
 def note_snapshot(state: ServiceState, before: Snapshot | None, fresh: Snapshot) -> int:
@@ -126,13 +119,12 @@ def burn_departed(state: ServiceState, epoch: int, registered: frozenset[str]) -
     """
     burned: dict[str, int] = {}
     by_run: dict[str, list[str]] = {}
-    departed = {r["hotkey"] for r in state.conn.execute("SELECT hotkey FROM metagraph_departures")}
-    for row in state.conn.execute(
-        "SELECT run_id, hotkey FROM roster UNION SELECT competition_id, hotkey"
-        " FROM compete_commits ORDER BY 1, 2"
-    ):
-        if row["hotkey"] not in registered or row["hotkey"] in departed:
-            by_run.setdefault(row["run_id"], []).append(row["hotkey"])
+    departed = storage.departed(state.conn)
+    earners = set(rounds_storage.islands(state.conn))
+    earners |= set(competition_storage.submitters(state.conn))
+    for run_id, hotkey in sorted(earners):
+        if hotkey not in registered or hotkey in departed:
+            by_run.setdefault(run_id, []).append(hotkey)
     holding: set[str] = set()
     for run_id, hotkeys in by_run.items():
         for hotkey, bal in state.ledger.balances(run_id, hotkeys).items():

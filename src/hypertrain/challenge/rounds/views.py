@@ -23,9 +23,10 @@ from hypertrain.api.models import (
 )
 from hypertrain.challenge import rollbacks
 from hypertrain.challenge.errors import NotFoundError
-from hypertrain.challenge.rounds import facts
+from hypertrain.challenge.rounds import facts, storage
 from hypertrain.challenge.rounds.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState
+from hypertrain.dispute import store as dispute_store
 from hypertrain.protocol.envelope import Envelope
 
 BALANCES: Final = ("escrow", "held", "vested", "paid", "burned")
@@ -33,66 +34,47 @@ BALANCES: Final = ("escrow", "held", "vested", "paid", "burned")
 
 def list_runs(state: ServiceState) -> list[RunListItem]:
     return [
-        RunListItem(run_id=r["run_id"], manifest_digest=r["manifest_digest"])
-        for r in state.conn.execute("SELECT run_id, manifest_digest FROM runs ORDER BY run_id")
+        RunListItem(run_id=r.run_id, manifest_digest=r.manifest_digest)
+        for r in storage.runs(state.conn)
     ]
 
 
 def manifest_envelope(state: ServiceState, run_id: str) -> Envelope:
-    row = state.conn.execute(
-        "SELECT manifest_envelope FROM runs WHERE run_id = ?", (run_id,)
-    ).fetchone()
-    if row is None:
+    text = storage.manifest_envelope(state.conn, run_id)
+    if text is None:
         raise NotFoundError(f"run {run_id!r} does not exist", code="unknown_run")
-    return Envelope.model_validate_json(row["manifest_envelope"])
+    return Envelope.model_validate_json(text)
 
 
 def round_summaries(state: ServiceState, run_id: str) -> list[RoundSummary]:
     """Per round: phase, deadlines, commits, tokens, bytes, audits, verdicts, loss."""
     state.manifest(run_id)
-    rows = state.conn.execute(
-        """
-        SELECT r.*,
-          (SELECT COUNT(*) FROM commits c WHERE c.run_id = r.run_id AND c.round = r.round) AS n,
-          (SELECT COALESCE(SUM(tokens), 0) FROM commits c
-             WHERE c.run_id = r.run_id AND c.round = r.round) AS tokens,
-          (SELECT COALESCE(SUM(update_bytes), 0) FROM commits c
-             WHERE c.run_id = r.run_id AND c.round = r.round) AS update_bytes,
-          (SELECT COUNT(*) FROM audits a WHERE a.run_id = r.run_id AND a.round = r.round)
-             AS audits,
-          (SELECT COUNT(*) FROM dispute_games d WHERE d.run_id = r.run_id AND d.round = r.round)
-             AS disputes,
-          m.new_model_sha256, m.eval_loss
-        FROM rounds r LEFT JOIN merges m ON m.run_id = r.run_id AND m.round = r.round
-        WHERE r.run_id = ? ORDER BY r.round
-        """,
-        (run_id,),
-    ).fetchall()
     faults = facts.run_faults(state.conn, run_id)
     verdicts = _verdict_counts(facts.standing_verdicts(state.conn, run_id))
-    losses = _train_losses(state, run_id, faults)
+    losses = _train_losses(storage.commit_tokens(state.conn, run_id), faults)
+    disputes = dispute_store.games_per_round(state.conn, run_id)
     return [
         RoundSummary(
-            round=r["round"],
-            phase=r["phase"],
-            open_beacon_round=r["open_beacon_round"],
-            commit_deadline_round=r["commit_deadline"],
-            selection_beacon_round=r["selection_beacon_round"],
-            audit_close_round=r["audit_close_round"],
-            dispute_deadline_round=r["dispute_deadline_round"],
-            start_model_sha256=r["start_model_sha256"],
-            new_model_sha256=r["new_model_sha256"],
-            commits=r["n"],
-            tokens=r["tokens"],
-            update_bytes=r["update_bytes"],
-            train_loss=losses.get(r["round"]),
-            eval_loss=r["eval_loss"],
-            audits=r["audits"],
-            verdicts=verdicts.get(r["round"], VerdictCounts(match=0, mismatch=0)),
-            disputes=r["disputes"],
-            settled_epoch=r["settled_epoch"],
+            round=r.round,
+            phase=r.phase,
+            open_beacon_round=r.open_beacon_round,
+            commit_deadline_round=r.commit_deadline,
+            selection_beacon_round=r.selection_beacon_round,
+            audit_close_round=r.audit_close_round,
+            dispute_deadline_round=r.dispute_deadline_round,
+            start_model_sha256=r.start_model_sha256,
+            new_model_sha256=r.new_model_sha256,
+            commits=r.commits,
+            tokens=r.tokens,
+            update_bytes=r.update_bytes,
+            train_loss=losses.get(r.round),
+            eval_loss=r.eval_loss,
+            audits=r.audits,
+            verdicts=verdicts.get(r.round, VerdictCounts(match=0, mismatch=0)),
+            disputes=disputes.get(r.round, 0),
+            settled_epoch=r.settled_epoch,
         )
-        for r in rows
+        for r in storage.rounds(state.conn, run_id)
     ]
 
 
@@ -107,146 +89,93 @@ def _verdict_counts(verdicts: list[StandingVerdict]) -> dict[int, VerdictCounts]
 
 
 def _train_losses(
-    state: ServiceState, run_id: str, faults: dict[int, dict[str, str]]
+    commits: list[storage.CommitTokens], faults: dict[int, dict[str, str]]
 ) -> dict[int, float]:
     """round -> token-weighted self-reported loss of the commits the round did not fault."""
     sums: dict[int, tuple[float, int]] = {}
-    for c in state.conn.execute(
-        "SELECT round, hotkey, tokens, train_loss FROM commits"
-        " WHERE run_id = ? AND train_loss IS NOT NULL",
-        (run_id,),
-    ):
-        if c["hotkey"] in faults.get(c["round"], {}):
+    for c in commits:
+        if c.train_loss is None or c.hotkey in faults.get(c.round, {}):
             continue
-        total, tokens = sums.get(c["round"], (0.0, 0))
-        sums[c["round"]] = (total + c["train_loss"] * c["tokens"], tokens + c["tokens"])
+        total, tokens = sums.get(c.round, (0.0, 0))
+        sums[c.round] = (total + c.train_loss * c.tokens, tokens + c.tokens)
     return {index: total / tokens for index, (total, tokens) in sums.items() if tokens}
 
 
 def round_detail(state: ServiceState, run_id: str, index: int) -> RoundDetail:
-    row = state.conn.execute(
-        "SELECT open_envelope FROM rounds WHERE run_id = ? AND round = ?", (run_id, index)
-    ).fetchone()
-    if row is None:
+    opened = storage.open_envelope(state.conn, run_id, index)
+    if opened is None:
         raise NotFoundError(f"round {index} of {run_id} does not exist", code="unknown_round")
     summary = next(s for s in round_summaries(state, run_id) if s.round == index)
-    args = (run_id, index)
-    commits = [
-        Envelope.model_validate_json(r["envelope"])
-        for r in state.conn.execute(
-            "SELECT envelope FROM commits WHERE run_id = ? AND round = ? ORDER BY hotkey", args
-        )
-    ]
-    verdicts = [
-        VerdictRecord(
-            verdict_id=r["verdict_id"], envelope=Envelope.model_validate_json(r["envelope"])
-        )
-        for r in state.conn.execute(
-            "SELECT verdict_id, envelope FROM verdicts WHERE run_id = ? AND round = ?"
-            " ORDER BY verdict_id",
-            args,
-        )
-    ]
-    merge = state.conn.execute(
-        "SELECT envelope FROM merges WHERE run_id = ? AND round = ?", args
-    ).fetchone()
-    selector = state.conn.execute(
-        "SELECT b.* FROM beacons b JOIN rounds r ON b.round = r.selection_beacon_round"
-        " WHERE r.run_id = ? AND r.round = ?",
-        args,
-    ).fetchone()
+    merge = storage.merge_envelope(state.conn, run_id, index)
+    selector = storage.selection_beacon(state.conn, run_id, index)
     return RoundDetail(
         **summary.model_dump(exclude={"commits", "verdicts"}),
-        open=Envelope.model_validate_json(row["open_envelope"]),
-        commits=commits,
-        assignments=assignments(state, run_id, index),
-        verdicts=verdicts,
-        merge=Envelope.model_validate_json(merge["envelope"]) if merge else None,
-        corrections=rollbacks.corrections(state.conn, *args),
-        commit_order=[
-            r["hotkey"]
-            for r in state.conn.execute(
-                "SELECT hotkey FROM commits WHERE run_id = ? AND round = ? ORDER BY rowid", args
-            )
+        open=Envelope.model_validate_json(opened),
+        commits=[
+            Envelope.model_validate_json(text)
+            for text in storage.commit_envelopes(state.conn, run_id, index)
         ],
+        assignments=assignments(state, run_id, index),
+        verdicts=[
+            VerdictRecord(verdict_id=verdict_id, envelope=Envelope.model_validate_json(text))
+            for verdict_id, text in storage.verdict_envelopes(state.conn, run_id, index)
+        ],
+        merge=Envelope.model_validate_json(merge) if merge else None,
+        corrections=rollbacks.corrections(state.conn, run_id, index),
+        commit_order=storage.commit_order(state.conn, run_id, index),
         selection_beacon=(
             SelectionBeacon(
-                round=selector["round"],
-                randomness=selector["randomness"],
-                signature=selector["signature"],
+                round=selector.round, randomness=selector.randomness, signature=selector.signature
             )
             if selector
             else None
         ),
-        probation={
-            r["hotkey"]: bool(r["probation"])
-            for r in state.conn.execute(
-                "SELECT hotkey, probation FROM audits WHERE run_id = ? AND round = ?", args
-            )
-        },
+        probation=storage.probation_flags(state.conn, run_id, index),
     )
 
 
 def assignments(state: ServiceState, run_id: str, index: int) -> list[Envelope]:
     """The coordinator-signed audit assignments of a round."""
     return [
-        Envelope.model_validate_json(r["envelope"])
-        for r in state.conn.execute(
-            "SELECT envelope FROM audits WHERE run_id = ? AND round = ? ORDER BY hotkey",
-            (run_id, index),
-        )
+        Envelope.model_validate_json(text)
+        for text in storage.assignment_envelopes(state.conn, run_id, index)
     ]
 
 
 def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
     """Per island: admission, probation, commits, faults and ledger balances."""
     state.manifest(run_id)
-    rows = state.conn.execute(
-        """
-        SELECT r.*,
-          (SELECT COUNT(*) FROM commits c WHERE c.run_id = r.run_id AND c.hotkey = r.hotkey)
-             AS commits,
-          (SELECT COALESCE(SUM(tokens), 0) FROM commits c
-             WHERE c.run_id = r.run_id AND c.hotkey = r.hotkey) AS tokens,
-          (SELECT MAX(round) FROM rounds x WHERE x.run_id = r.run_id) AS last_round
-        FROM roster r WHERE r.run_id = ? ORDER BY r.hotkey
-        """,
-        (run_id,),
-    ).fetchall()
-    balances = state.ledger.balances(run_id, [r["hotkey"] for r in rows])
+    rows = storage.roster(state.conn, run_id)
+    balances = state.ledger.balances(run_id, [r.hotkey for r in rows])
     faults = facts.island_faults(state.conn, run_id)
+    snapshot = state.metagraph.snapshot
     out: list[RosterEntry] = []
     for r in rows:
-        hotkey = r["hotkey"]
-        current = r["last_round"] if r["last_round"] is not None else 0
+        current = r.last_round if r.last_round is not None else 0
         status: IslandStatus = (
             "faulted"
-            if faults.get(hotkey)
-            else ("probation" if current < r["probation_until_round"] else "active")
+            if faults.get(r.hotkey)
+            else ("probation" if current < r.probation_until_round else "active")
         )
-        if r["left_round"] is not None and status != "faulted":
+        if r.left_round is not None and status != "faulted":
             status = "left"
-        if not state.metagraph.is_registered(hotkey):
+        if not state.metagraph.is_registered(r.hotkey):
             status = "deregistered"
         out.append(
             RosterEntry(
-                hotkey=hotkey,
-                uid=(
-                    state.metagraph.snapshot.hotkeys.get(hotkey)
-                    if state.metagraph.snapshot
-                    else None
-                ),
+                hotkey=r.hotkey,
+                uid=snapshot.hotkeys.get(r.hotkey) if snapshot else None,
                 status=status,
-                device_class=r["device_class"],
-                devices=r["num_devices"],
-                first_round=r["first_round"],
-                probation_until_round=r["probation_until_round"],
-                commits=r["commits"],
-                tokens=r["tokens"],
-                faults=faults.get(hotkey, 0),
-                left_round=r["left_round"],
-                proven_memory_bytes=r["proven_memory_bytes"],
-                **balances.get(hotkey, dict.fromkeys(BALANCES, 0)),
+                device_class=r.device_class,
+                devices=r.num_devices,
+                first_round=r.first_round,
+                probation_until_round=r.probation_until_round,
+                commits=r.commits,
+                tokens=r.tokens,
+                faults=faults.get(r.hotkey, 0),
+                left_round=r.left_round,
+                proven_memory_bytes=r.proven_memory_bytes,
+                **balances.get(r.hotkey, dict.fromkeys(BALANCES, 0)),
             )
         )
     return out
