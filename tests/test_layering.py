@@ -261,24 +261,12 @@ NOT_YET: dict[str, frozenset[str]] = {
         {"audits", "commits", "dispute_games", "honeypot_reveals", "rounds", "verdicts"}
     ),
     "challenge/disputes/windows.py": frozenset({"rounds", "verdicts"}),
-    "challenge/rounds/facts.py": frozenset(
-        {
-            "audits",
-            "commits",
-            "dispute_games",
-            "merges",
-            "reassigned_verdicts",
-            "roster",
-            "verdicts",
-        }
-    ),
     "challenge/rounds/intake.py": frozenset(
         {"audits", "commits", "merges", "roster", "rounds", "verdicts"}
     ),
     "challenge/rounds/lifecycle.py": frozenset(
         {"audits", "beacons", "commits", "merges", "roster", "rounds", "runs"}
     ),
-    "challenge/rounds/pace.py": frozenset({"commits"}),
     "challenge/rounds/settle.py": frozenset({"roster", "rounds", "settlements"}),
     "dispute/store.py": frozenset({"audits", "rounds", "verdicts"}),
 }

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from hypertrain.challenge.rounds import facts
+from hypertrain.challenge.rounds import facts, storage
 from hypertrain.challenge.state import ServiceState
 
 
@@ -29,13 +29,10 @@ def commit_close_round(state: ServiceState, row: sqlite3.Row, now: int) -> int |
     """
     deadline = int(row["commit_deadline"])
     roster = state.roster_of(row["run_id"], row["round"], row["open_envelope"])
-    done = state.conn.execute(
-        "SELECT COUNT(*) AS n, MAX(accepted_beacon_round) AS last FROM commits"
-        " WHERE run_id = ? AND round = ?",
-        (row["run_id"], row["round"]),
-    ).fetchone()
-    if roster and done["n"] >= len(roster) and done["last"] <= deadline and now > done["last"]:
-        return int(done["last"])
+    count, last = storage.commit_progress(state.conn, row["run_id"], row["round"])
+    everyone = bool(roster) and count >= len(roster)
+    if everyone and last is not None and last <= deadline and now > last:
+        return last
     if now > deadline:
         return deadline
     return None
