@@ -230,7 +230,7 @@ def _rebinds(node: ast.AST, modules: set[str]) -> bool:
 DATABASE = "challenge/database.py"  # the schema and its migrations name every table
 _OWNERS = {
     "challenge/rounds/storage.py": "runs rounds roster commits audits verdicts merges"
-    " settlements beacons",
+    " settlements beacons proven_faults merge_corrections",
     "challenge/admission/storage.py": "admission_challenges",
     "challenge/competition/storage.py": "competitions compete_commits compete_cycles"
     " compete_scores compete_results",
@@ -261,11 +261,15 @@ NOT_YET: dict[str, frozenset[str]] = {
         {"audits", "commits", "dispute_games", "honeypot_reveals", "rounds", "verdicts"}
     ),
     "challenge/disputes/windows.py": frozenset({"rounds", "verdicts"}),
+    "challenge/rounds/claims.py": frozenset({"merges", "verdicts"}),
     "challenge/rounds/intake.py": frozenset(
         {"audits", "commits", "merges", "roster", "rounds", "verdicts"}
     ),
     "challenge/rounds/lifecycle.py": frozenset(
-        {"audits", "beacons", "commits", "merges", "roster", "rounds", "runs"}
+        {"audits", "beacons", "commits", "roster", "rounds", "runs"}
+    ),
+    "challenge/rounds/rollbacks.py": frozenset(
+        {"merge_corrections", "merges", "proven_faults", "rounds"}
     ),
     "challenge/rounds/settle.py": frozenset({"roster", "rounds", "settlements"}),
     "dispute/store.py": frozenset({"audits", "rounds", "verdicts"}),

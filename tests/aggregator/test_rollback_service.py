@@ -16,7 +16,7 @@ from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
-from hypertrain.challenge import rollbacks
+from hypertrain.challenge.rounds import rollbacks
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import FaultRef, MergeCorrection

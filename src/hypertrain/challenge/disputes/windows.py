@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from hypertrain.challenge import rollbacks
+from hypertrain.challenge.rounds import rollbacks
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute import store
 from hypertrain.protocol.sqlite import transaction

@@ -30,11 +30,10 @@ import time
 
 from pydantic import JsonValue, ValidationError
 
-from hypertrain.challenge import rollbacks
 from hypertrain.challenge.disputes import games
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
 from hypertrain.challenge.ports import BeaconRound
-from hypertrain.challenge.rounds import pace
+from hypertrain.challenge.rounds import pace, rollbacks
 from hypertrain.challenge.rounds.facts import run_faults
 from hypertrain.challenge.rounds.selection import assignment_key, select_audits
 from hypertrain.challenge.rounds.settle import ready_to_settle, settle_round

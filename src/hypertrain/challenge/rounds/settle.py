@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import logging
 
-from hypertrain.challenge import rollbacks
-from hypertrain.challenge.rounds import facts
+from hypertrain.challenge.rounds import facts, rollbacks
 from hypertrain.challenge.rounds.rule import PENDING_AUDIT, Outcome
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute.store import disputes_open, open_late_windows

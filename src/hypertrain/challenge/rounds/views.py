@@ -21,9 +21,8 @@ from hypertrain.api.models import (
     VerdictCounts,
     VerdictRecord,
 )
-from hypertrain.challenge import rollbacks
 from hypertrain.challenge.errors import NotFoundError
-from hypertrain.challenge.rounds import facts, storage
+from hypertrain.challenge.rounds import facts, rollbacks, storage
 from hypertrain.challenge.rounds.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute import store as dispute_store

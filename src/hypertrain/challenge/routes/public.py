@@ -17,10 +17,9 @@ from hypertrain.api.models import (
     RunSummary,
     WeightsPublic,
 )
-from hypertrain.challenge import rollbacks
 from hypertrain.challenge.deps import State, serialized
 from hypertrain.challenge.platform.weights import latest_weights_body
-from hypertrain.challenge.rounds import views
+from hypertrain.challenge.rounds import rollbacks, views
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/v1", tags=["public"])

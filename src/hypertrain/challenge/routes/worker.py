@@ -13,10 +13,9 @@ from hypertrain.api.models import (
     PendingAdmission,
     VerdictAnswer,
 )
-from hypertrain.challenge import rollbacks
 from hypertrain.challenge.admission import challenge
 from hypertrain.challenge.deps import ERRORS, State, require_worker, serialized
-from hypertrain.challenge.rounds import intake, views
+from hypertrain.challenge.rounds import intake, rollbacks, views
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/worker/v1", tags=["worker"], dependencies=[Depends(require_worker)])
