@@ -265,9 +265,6 @@ NOT_YET: dict[str, frozenset[str]] = {
     "challenge/rounds/intake.py": frozenset(
         {"audits", "commits", "merges", "roster", "rounds", "verdicts"}
     ),
-    "challenge/rounds/lifecycle.py": frozenset(
-        {"audits", "beacons", "commits", "roster", "rounds", "runs"}
-    ),
     "challenge/rounds/rollbacks.py": frozenset(
         {"merge_corrections", "merges", "proven_faults", "rounds"}
     ),

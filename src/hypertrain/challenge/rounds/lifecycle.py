@@ -26,14 +26,13 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import time
 
 from pydantic import JsonValue, ValidationError
 
 from hypertrain.challenge.disputes import games
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
 from hypertrain.challenge.ports import BeaconRound
-from hypertrain.challenge.rounds import pace, rollbacks
+from hypertrain.challenge.rounds import pace, rollbacks, storage
 from hypertrain.challenge.rounds.facts import run_faults
 from hypertrain.challenge.rounds.selection import assignment_key, select_audits
 from hypertrain.challenge.rounds.settle import ready_to_settle, settle_round
@@ -65,15 +64,12 @@ def create_run(state: ServiceState, manifest_doc: dict[str, JsonValue]) -> Envel
     envelope = state.sign(manifest.run_id, "manifest", ManifestRecord(manifest=manifest))
     try:
         with transaction(state.conn):
-            state.conn.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
-                (
-                    manifest.run_id,
-                    manifest.model_dump_json(),
-                    dumps(envelope.model_dump()),
-                    manifest.digest(),
-                    time.time(),
-                ),
+            storage.add_run(
+                state.conn,
+                manifest.run_id,
+                manifest.model_dump_json(),
+                dumps(envelope.model_dump()),
+                manifest.digest(),
             )
             state.ledger.create_run(
                 manifest.run_id,
@@ -94,12 +90,10 @@ def open_round(
     beacon = state.current
     state.current_round()
     assert beacon is not None
-    last = state.conn.execute(
-        "SELECT round, phase FROM rounds WHERE run_id = ? ORDER BY round DESC LIMIT 1", (run_id,)
-    ).fetchone()
-    if last is not None and last["phase"] not in OPENABLE_AFTER:
-        raise PhaseError(f"round {last['round']} of {run_id} is still in phase {last['phase']}")
-    index = 0 if last is None else last["round"] + 1
+    last = storage.last_round(state.conn, run_id)
+    if last is not None and last[1] not in OPENABLE_AFTER:
+        raise PhaseError(f"round {last[0]} of {run_id} is still in phase {last[1]}")
+    index = 0 if last is None else last[0] + 1
     sha, url = _start_model(state, run_id, index, start_model_sha256, start_model_url)
     layouts = _open_roster(state, run_id, manifest)
     roster = sorted(layouts)
@@ -116,20 +110,17 @@ def open_round(
     envelope = state.sign(run_id, "round-open", record)
     with transaction(state.conn):
         _remember_beacon(state.conn, beacon)
-        state.conn.execute(
-            "INSERT INTO rounds (run_id, round, phase, open_beacon_round, randomness,"
-            " assignment_key, commit_deadline, start_model_sha256, start_model_url,"
-            " open_envelope) VALUES (?, ?, 'train', ?, ?, ?, ?, ?, ?, ?)",
-            (
-                run_id,
-                index,
-                beacon.round,
-                beacon.randomness,
-                record.assignment_key,
-                record.commit_deadline_round,
-                sha,
-                url,
-                dumps(envelope.model_dump()),
+        storage.add_round(
+            state.conn,
+            storage.NewRound(
+                run_id=run_id,
+                round=index,
+                beacon=_row(beacon),
+                assignment_key=record.assignment_key,
+                commit_deadline=record.commit_deadline_round,
+                start_model_sha256=sha,
+                start_model_url=url,
+                open_envelope=dumps(envelope.model_dump()),
             ),
         )
     log.info("opened round %s/%d at beacon %d", run_id, index, beacon.round)
@@ -139,15 +130,10 @@ def open_round(
 def _open_roster(state: ServiceState, run_id: str, manifest: RunManifest) -> dict[str, LayoutSpec]:
     """Registered islands that have not left, and the layouts they were admitted with."""
     out: dict[str, LayoutSpec] = {}
-    for row in state.conn.execute(
-        "SELECT hotkey, layout FROM roster WHERE run_id = ? AND left_round IS NULL ORDER BY hotkey",
-        (run_id,),
-    ):
-        if state.metagraph.is_registered(row["hotkey"]):
-            stored = json.loads(row["layout"])
-            out[row["hotkey"]] = (
-                LayoutSpec.model_validate(stored) if stored else manifest.round.layout
-            )
+    for hotkey, layout in storage.roster_layouts(state.conn, run_id):
+        if state.metagraph.is_registered(hotkey):
+            stored = json.loads(layout)
+            out[hotkey] = LayoutSpec.model_validate(stored) if stored else manifest.round.layout
     return out
 
 
@@ -166,10 +152,11 @@ def _start_model(
 
 
 def _remember_beacon(conn: sqlite3.Connection, beacon: BeaconRound) -> None:
-    conn.execute(
-        "INSERT OR IGNORE INTO beacons VALUES (?, ?, ?)",
-        (beacon.round, beacon.randomness, beacon.signature),
-    )
+    storage.remember_beacon(conn, _row(beacon))
+
+
+def _row(beacon: BeaconRound) -> storage.BeaconRow:
+    return storage.BeaconRow(beacon.round, beacon.randomness, beacon.signature)
 
 
 async def advance(state: ServiceState) -> None:
@@ -185,25 +172,21 @@ def step(state: ServiceState) -> None:
     verified = state.current.round
     state.prune_nonces()
     games.tick(state)
-    rows = state.conn.execute(
-        "SELECT run_id, round, phase, commit_deadline, audit_close_round, open_envelope"
-        " FROM rounds"
-        " WHERE phase != 'final' ORDER BY run_id, round"
-    ).fetchall()
-    for row in rows:
-        run_id, index, phase = row["run_id"], row["round"], row["phase"]
+    for row in storage.open_rounds(state.conn):
+        run_id, index, phase = row.run_id, row.round, row.phase
         closed = pace.commit_close_round(state, row, now) if phase in ("train", "beacon") else None
         if phase == "train" and closed is not None:
-            _set_phase(state.conn, run_id, index, "beacon")
+            storage.set_phase(state.conn, run_id, index, "beacon")
             phase = "beacon"
         if phase == "beacon":
-            number = (row["commit_deadline"] if closed is None else closed) + 1
+            number = (row.commit_deadline if closed is None else closed) + 1
             if number > verified:
                 continue  # the selecting round is due but not verified yet: wait for it
             select_round(state, run_id, index, beacon_round(state, number))
             continue
         if phase == "audit" and (
-            now >= row["audit_close_round"] or pace.audits_done(state, run_id, index)
+            (row.audit_close_round is not None and now >= row.audit_close_round)
+            or pace.audits_done(state, run_id, index)
         ):
             _close_audit(state, run_id, index)
         if phase == "settle" and ready_to_settle(state, run_id, index, now):
@@ -216,9 +199,9 @@ def beacon_round(state: ServiceState, number: int) -> BeaconRound:
     current = state.current
     if current is not None and current.round == number:
         return current
-    row = state.conn.execute("SELECT * FROM beacons WHERE round = ?", (number,)).fetchone()
+    row = storage.beacon(state.conn, number)
     if row is not None:
-        return BeaconRound(number, row["randomness"], row["signature"])
+        return BeaconRound(number, row.randomness, row.signature)
     return state.beacon.get(number)
 
 
@@ -237,12 +220,8 @@ def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconR
     manifest = state.manifest(run_id)
     faulted = _faulted_before(state.conn, run_id, index)
     committed = {
-        row["hotkey"]: index < row["probation_until_round"] or row["hotkey"] in faulted
-        for row in state.conn.execute(
-            "SELECT c.hotkey, r.probation_until_round FROM commits c JOIN roster r"
-            " ON r.run_id = c.run_id AND r.hotkey = c.hotkey WHERE c.run_id = ? AND c.round = ?",
-            (run_id, index),
-        )
+        hotkey: index < until or hotkey in faulted
+        for hotkey, until in storage.committed_probation(state.conn, run_id, index).items()
     }
     audits = select_audits(
         run_id=run_id,
@@ -265,27 +244,22 @@ def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconR
                 selection_beacon_round=selector.round,
             )
             envelope = state.sign(run_id, "audit-assignment", body)
-            state.conn.execute(
-                "INSERT INTO audits VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    index,
-                    audit.hotkey,
-                    dumps(list(audit.segments)),
-                    int(audit.probation),
-                    dumps(envelope.model_dump()),
-                ),
-            )
-        state.conn.execute(
-            "UPDATE rounds SET phase = 'audit', selection_beacon_round = ?, audit_close_round = ?,"
-            " dispute_deadline_round = ? WHERE run_id = ? AND round = ?",
-            (
-                selector.round,
-                audit_close,
-                audit_close + manifest.round.dispute_window_rounds,
+            storage.add_audit(
+                state.conn,
                 run_id,
                 index,
-            ),
+                audit.hotkey,
+                dumps(list(audit.segments)),
+                audit.probation,
+                dumps(envelope.model_dump()),
+            )
+        storage.start_audit(
+            state.conn,
+            run_id,
+            index,
+            selector.round,
+            audit_close,
+            audit_close + manifest.round.dispute_window_rounds,
         )
     log.info(
         "round %s/%d: %d of %d islands selected for audit by beacon %d",
@@ -298,17 +272,8 @@ def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconR
 
 
 def _close_audit(state: ServiceState, run_id: str, index: int) -> None:
-    has_commits = state.conn.execute(
-        "SELECT 1 FROM commits WHERE run_id = ? AND round = ? LIMIT 1", (run_id, index)
-    ).fetchone()
-    if has_commits:
-        _set_phase(state.conn, run_id, index, "merge")
+    if storage.has_commits(state.conn, run_id, index):
+        storage.set_phase(state.conn, run_id, index, "merge")
         return
     with transaction(state.conn):
         settle_round(state, run_id, index)
-
-
-def _set_phase(conn: sqlite3.Connection, run_id: str, index: int, phase: str) -> None:
-    conn.execute(
-        "UPDATE rounds SET phase = ? WHERE run_id = ? AND round = ?", (phase, run_id, index)
-    )

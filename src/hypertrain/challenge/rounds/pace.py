@@ -14,22 +14,19 @@ may last, and the dispute deadline stays where selection fixed it.
 
 from __future__ import annotations
 
-import sqlite3
-
 from hypertrain.challenge.rounds import facts, storage
 from hypertrain.challenge.state import ServiceState
 
 
-def commit_close_round(state: ServiceState, row: sqlite3.Row, now: int) -> int | None:
+def commit_close_round(state: ServiceState, row: storage.OpenRound, now: int) -> int | None:
     """The beacon round at which a round's commit phase closed, or None while it is open.
 
-    ``row`` is the round's row (``run_id``, ``round``, ``commit_deadline``,
-    ``open_envelope``); ``now`` the latest verified beacon round. An early close
+    ``row`` is the open round; ``now`` the latest verified beacon round. An early close
     counts only once a later beacon round exists, so the selecting round is known.
     """
-    deadline = int(row["commit_deadline"])
-    roster = state.roster_of(row["run_id"], row["round"], row["open_envelope"])
-    count, last = storage.commit_progress(state.conn, row["run_id"], row["round"])
+    deadline = row.commit_deadline
+    roster = state.roster_of(row.run_id, row.round, row.open_envelope)
+    count, last = storage.commit_progress(state.conn, row.run_id, row.round)
     everyone = bool(roster) and count >= len(roster)
     if everyone and last is not None and last <= deadline and now > last:
         return last

@@ -10,6 +10,7 @@ settlement still write some of these tables themselves; see ``tests/test_layerin
 from __future__ import annotations
 
 import sqlite3
+import time
 from dataclasses import dataclass
 
 from hypertrain.api.models import Phase
@@ -439,3 +440,156 @@ def merge_bodies(conn: sqlite3.Connection, run_id: str) -> dict[int, str]:
     """round -> the stored merge-tape body, for every merged round of a run."""
     rows = conn.execute("SELECT round, body FROM merges WHERE run_id = ?", (run_id,))
     return {int(r["round"]): r["body"] for r in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class OpenRound:
+    """A round that is not final yet: what the state machine needs to move it."""
+
+    run_id: str
+    round: int
+    phase: Phase
+    commit_deadline: int
+    audit_close_round: int | None
+    open_envelope: str
+
+
+def add_run(
+    conn: sqlite3.Connection, run_id: str, manifest_json: str, envelope: str, digest: str
+) -> None:
+    """Store a run (raises ``sqlite3.IntegrityError`` when the id is taken)."""
+    conn.execute(
+        "INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
+        (run_id, manifest_json, envelope, digest, time.time()),
+    )
+
+
+def last_round(conn: sqlite3.Connection, run_id: str) -> tuple[int, Phase] | None:
+    """(index, phase) of a run's newest round (None before round 0)."""
+    row = conn.execute(
+        "SELECT round, phase FROM rounds WHERE run_id = ? ORDER BY round DESC LIMIT 1", (run_id,)
+    ).fetchone()
+    return None if row is None else (int(row["round"]), row["phase"])
+
+
+@dataclass(frozen=True, slots=True)
+class NewRound:
+    """A round as it opens: its beacon round, deadlines, start model and signed record."""
+
+    run_id: str
+    round: int
+    beacon: BeaconRow
+    assignment_key: str
+    commit_deadline: int
+    start_model_sha256: str
+    start_model_url: str
+    open_envelope: str
+
+
+def add_round(conn: sqlite3.Connection, new: NewRound) -> None:
+    conn.execute(
+        "INSERT INTO rounds (run_id, round, phase, open_beacon_round, randomness,"
+        " assignment_key, commit_deadline, start_model_sha256, start_model_url,"
+        " open_envelope) VALUES (?, ?, 'train', ?, ?, ?, ?, ?, ?, ?)",
+        (
+            new.run_id,
+            new.round,
+            new.beacon.round,
+            new.beacon.randomness,
+            new.assignment_key,
+            new.commit_deadline,
+            new.start_model_sha256,
+            new.start_model_url,
+            new.open_envelope,
+        ),
+    )
+
+
+def roster_layouts(conn: sqlite3.Connection, run_id: str) -> list[tuple[str, str]]:
+    """(hotkey, admitted layout JSON) of a run's islands that have not left, by hotkey."""
+    rows = conn.execute(
+        "SELECT hotkey, layout FROM roster WHERE run_id = ? AND left_round IS NULL"
+        " ORDER BY hotkey",
+        (run_id,),
+    )
+    return [(r["hotkey"], r["layout"]) for r in rows]
+
+
+def remember_beacon(conn: sqlite3.Connection, beacon: BeaconRow) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO beacons VALUES (?, ?, ?)",
+        (beacon.round, beacon.randomness, beacon.signature),
+    )
+
+
+def beacon(conn: sqlite3.Connection, number: int) -> BeaconRow | None:
+    row = conn.execute("SELECT * FROM beacons WHERE round = ?", (number,)).fetchone()
+    return None if row is None else BeaconRow(number, row["randomness"], row["signature"])
+
+
+def open_rounds(conn: sqlite3.Connection) -> list[OpenRound]:
+    """Every round of every run that is not final, by run and round."""
+    rows = conn.execute(
+        "SELECT run_id, round, phase, commit_deadline, audit_close_round, open_envelope"
+        " FROM rounds WHERE phase != 'final' ORDER BY run_id, round"
+    )
+    return [
+        OpenRound(
+            r["run_id"],
+            r["round"],
+            r["phase"],
+            r["commit_deadline"],
+            r["audit_close_round"],
+            r["open_envelope"],
+        )
+        for r in rows
+    ]
+
+
+def committed_probation(conn: sqlite3.Connection, run_id: str, index: int) -> dict[str, int]:
+    """hotkey -> the round its probation ends, for each island that committed to a round."""
+    rows = conn.execute(
+        "SELECT c.hotkey, r.probation_until_round FROM commits c JOIN roster r"
+        " ON r.run_id = c.run_id AND r.hotkey = c.hotkey WHERE c.run_id = ? AND c.round = ?",
+        (run_id, index),
+    )
+    return {r["hotkey"]: int(r["probation_until_round"]) for r in rows}
+
+
+def add_audit(
+    conn: sqlite3.Connection,
+    run_id: str,
+    index: int,
+    hotkey: str,
+    segments: str,
+    probation: bool,
+    envelope: str,
+) -> None:
+    conn.execute(
+        "INSERT INTO audits VALUES (?, ?, ?, ?, ?, ?)",
+        (run_id, index, hotkey, segments, int(probation), envelope),
+    )
+
+
+def start_audit(
+    conn: sqlite3.Connection, run_id: str, index: int, selector: int, close: int, dispute: int
+) -> None:
+    """A round enters its audit: the selecting beacon round and the two deadlines."""
+    conn.execute(
+        "UPDATE rounds SET phase = 'audit', selection_beacon_round = ?, audit_close_round = ?,"
+        " dispute_deadline_round = ? WHERE run_id = ? AND round = ?",
+        (selector, close, dispute, run_id, index),
+    )
+
+
+def has_commits(conn: sqlite3.Connection, run_id: str, index: int) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM commits WHERE run_id = ? AND round = ? LIMIT 1", (run_id, index)
+    ).fetchone()
+    return row is not None
+
+
+def set_phase(conn: sqlite3.Connection, run_id: str, index: int, phase: Phase) -> None:
+    conn.execute(
+        "UPDATE rounds SET phase = ? WHERE run_id = ? AND round = ?", (phase, run_id, index)
+    )
