@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from hypertrain.api.models import HoneypotPeriodPublic, HoneypotRevealAck, HoneypotRow
+from hypertrain.challenge.admission.leave import next_round
 from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
-from hypertrain.challenge.leave import next_round
 from hypertrain.challenge.rounds import facts
 from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod, commitment

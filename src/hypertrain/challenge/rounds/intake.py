@@ -20,6 +20,7 @@ from hypertrain.api.models import (
     VerdictAnswer,
 )
 from hypertrain.challenge.admission import challenge
+from hypertrain.challenge.admission.leave import refuse_rejoin
 from hypertrain.challenge.admission.rules import check_join
 from hypertrain.challenge.disputes import games
 from hypertrain.challenge.errors import (
@@ -29,7 +30,6 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.leave import refuse_rejoin
 from hypertrain.challenge.rounds import claims, facts
 from hypertrain.challenge.rounds.settle import late_verdict, release_later
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps

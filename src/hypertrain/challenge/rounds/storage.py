@@ -508,8 +508,7 @@ def add_round(conn: sqlite3.Connection, new: NewRound) -> None:
 def roster_layouts(conn: sqlite3.Connection, run_id: str) -> list[tuple[str, str]]:
     """(hotkey, admitted layout JSON) of a run's islands that have not left, by hotkey."""
     rows = conn.execute(
-        "SELECT hotkey, layout FROM roster WHERE run_id = ? AND left_round IS NULL"
-        " ORDER BY hotkey",
+        "SELECT hotkey, layout FROM roster WHERE run_id = ? AND left_round IS NULL ORDER BY hotkey",
         (run_id,),
     )
     return [(r["hotkey"], r["layout"]) for r in rows]

@@ -13,8 +13,7 @@ from hypertrain.api.models import (
     JoinAnswer,
     LeaveAnswer,
 )
-from hypertrain.challenge import leave
-from hypertrain.challenge.admission import challenge
+from hypertrain.challenge.admission import challenge, leave
 from hypertrain.challenge.deps import ERRORS, State, serialized
 from hypertrain.challenge.rounds import intake
 from hypertrain.protocol.envelope import Envelope
