@@ -262,7 +262,21 @@ NOT_YET: dict[str, frozenset[str]] = {
         {"audits", "commits", "dispute_games", "rounds", "verdicts"}
     ),
     "challenge/disputes/windows.py": frozenset({"rounds", "verdicts"}),
+    "challenge/platform/weights.py": frozenset({"metagraph", "metagraph_departures"}),
     "challenge/rounds/claims.py": frozenset({"merges", "verdicts"}),
+    "challenge/rounds/facts.py": frozenset(
+        {
+            "audits",
+            "commits",
+            "dispute_games",
+            "merges",
+            "reassigned_verdicts",
+            "roster",
+            "rounds",
+            "verdict_windows",
+            "verdicts",
+        }
+    ),
     "challenge/rounds/intake.py": frozenset(
         {"audits", "commits", "merges", "roster", "rounds", "verdicts"}
     ),

@@ -466,18 +466,3 @@ def ruling_signer(conn: sqlite3.Connection, dispute_id: str) -> str | None:
         (dispute_id,),
     ).fetchone()
     return None if row is None else str(row[0])
-
-
-def reassigned_ids(conn: sqlite3.Connection, run_id: str) -> frozenset[str]:
-    """Verdicts of a run set aside for another auditor's re-audit."""
-    rows = conn.execute("SELECT verdict_id FROM reassigned_verdicts WHERE run_id = ?", (run_id,))
-    return frozenset(r[0] for r in rows)
-
-
-def overturned_ids(conn: sqlite3.Connection, run_id: str) -> frozenset[str]:
-    """Verdicts of a run that a decided dispute overturned."""
-    rows = conn.execute(
-        "SELECT verdict_id FROM dispute_games WHERE run_id = ? AND outcome = 'overturned'",
-        (run_id,),
-    )
-    return frozenset(r[0] for r in rows)

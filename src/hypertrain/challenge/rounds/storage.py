@@ -381,68 +381,6 @@ def commit_progress(conn: sqlite3.Connection, run_id: str, index: int) -> tuple[
 
 
 @dataclass(frozen=True, slots=True)
-class VerdictKey:
-    """Who judged whom in which round, and how."""
-
-    verdict_id: str
-    round: int
-    hotkey: str
-    auditor: str
-    result: str
-
-
-def verdict_keys(conn: sqlite3.Connection, run_id: str, index: int | None) -> list[VerdictKey]:
-    """A run's verdicts (or one round's), by round and verdict id."""
-    sql = "SELECT verdict_id, round, hotkey, auditor, result FROM verdicts WHERE run_id = ?"
-    args: tuple[str | int, ...] = (run_id,) if index is None else (run_id, index)
-    if index is not None:
-        sql += " AND round = ?"
-    rows = conn.execute(sql + " ORDER BY round, verdict_id", args)
-    return [
-        VerdictKey(r["verdict_id"], int(r["round"]), r["hotkey"], r["auditor"], r["result"])
-        for r in rows
-    ]
-
-
-def assigned(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
-    """The hotkeys whose audit a round assigned."""
-    rows = conn.execute("SELECT hotkey FROM audits WHERE run_id = ? AND round = ?", (run_id, index))
-    return frozenset(r["hotkey"] for r in rows)
-
-
-def assigned_before(conn: sqlite3.Connection, run_id: str, index: int) -> list[tuple[int, str]]:
-    """(round, hotkey) of every audit assigned before round ``index``."""
-    rows = conn.execute(
-        "SELECT round, hotkey FROM audits WHERE run_id = ? AND round < ?", (run_id, index)
-    )
-    return [(int(r["round"]), r["hotkey"]) for r in rows]
-
-
-def round_commits(conn: sqlite3.Connection, run_id: str, index: int) -> list[tuple[str, int]]:
-    """(hotkey, tokens) of a round's commits."""
-    rows = conn.execute(
-        "SELECT hotkey, tokens FROM commits WHERE run_id = ? AND round = ?", (run_id, index)
-    )
-    return [(r["hotkey"], int(r["tokens"])) for r in rows]
-
-
-def probation_ends(conn: sqlite3.Connection, run_id: str, index: int) -> dict[str, int]:
-    """hotkey -> the round its probation ends, for islands still in probation at ``index``."""
-    rows = conn.execute(
-        "SELECT hotkey, probation_until_round FROM roster"
-        " WHERE run_id = ? AND probation_until_round > ?",
-        (run_id, index),
-    )
-    return {r["hotkey"]: int(r["probation_until_round"]) for r in rows}
-
-
-def merge_bodies(conn: sqlite3.Connection, run_id: str) -> dict[int, str]:
-    """round -> the stored merge-tape body, for every merged round of a run."""
-    rows = conn.execute("SELECT round, body FROM merges WHERE run_id = ?", (run_id,))
-    return {int(r["round"]): r["body"] for r in rows}
-
-
-@dataclass(frozen=True, slots=True)
 class OpenRound:
     """A round that is not final yet: what the state machine needs to move it."""
 
