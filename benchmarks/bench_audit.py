@@ -28,7 +28,7 @@ import torch
 
 from common import write_result
 from hypertrain.auditor.replay import IslandRound, audit_island
-from hypertrain.challenge.selection import pick_segments
+from hypertrain.challenge.rounds.selection import pick_segments
 from hypertrain.evidence.index import CheckpointIndex
 from hypertrain.evidence.start import derive_start_state
 from hypertrain.miner.island import train_round

@@ -144,7 +144,7 @@ def permutation() -> Answer:
 
 
 def audit_selection() -> Answer:
-    from hypertrain.challenge.selection import assignment_key, select_audits, selection_seed
+    from hypertrain.challenge.rounds.selection import assignment_key, select_audits, selection_seed
     from hypertrain.protocol.identity import Hotkey
 
     hotkeys = [Hotkey.from_seed(bytes([0x30 + i]) * 32).ss58_address for i in range(6)]

@@ -11,6 +11,7 @@ directly or through other modules.
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
 
@@ -25,11 +26,14 @@ LEVEL = {
     "dispute": 1,
     "competition": 1,
     "trainer": 2,
-    # services: the clients every role uses to reach them
-    "challenge": 3,
+    # the clients every role (and the evidence they share) uses to reach the services, with
+    # the public models both ends of the challenge service read
+    "api": 3,
     "relay": 3,
     # what every role derives from public records, and the party's side of a dispute
     "evidence": 4,
+    # the challenge service is a party like the roles: no role imports it, it imports none
+    "challenge": 5,
     # roles: none imports another
     "aggregator": 5,
     "auditor": 5,
@@ -47,10 +51,17 @@ SAME_LEVEL: dict[tuple[str, str], str] = {
     ("competition", "data"): "held-out evaluation pages are drawn with the data's permutation",
 }
 # Packages that must never pull in torch (directly).
-TORCH_FREE = {"protocol", "ledger", "beacon", "challenge", "relay", "dispute", "competition"}
-# The services sit above the trainer only so that roles can import them: they never
-# import it (the service compares hashes that others compute).
-SERVICE_FORBIDDEN = {"challenge": {"trainer"}, "relay": {"trainer"}}
+TORCH_FREE = {
+    "protocol", "ledger", "beacon", "api", "challenge", "relay", "dispute", "competition"
+}  # fmt: skip
+# The services and their clients sit above the trainer only so that roles can import
+# them: they never import it (the service compares hashes that others compute), nor the
+# evidence the roles derive.
+SERVICE_FORBIDDEN = {
+    "challenge": {"trainer", "evidence"},
+    "api": {"trainer"},
+    "relay": {"trainer"},
+}
 # The operator's honeypot tooling wraps production roles; no production code reaches it.
 HONEYPOT = "hypertrain.honeypot"
 
@@ -212,3 +223,118 @@ def _rebinds(node: ast.AST, modules: set[str]) -> bool:
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
             return target.value.id in modules
     return False
+
+
+# The challenge service's database (the dispute game's tables live in it too): each table
+# has one owner, the storage module that reads and writes it and returns typed rows.
+DATABASE = "challenge/database.py"  # the schema and its migrations name every table
+_OWNERS = {
+    "challenge/rounds/storage.py": "runs rounds roster commits audits verdicts merges"
+    " settlements beacons proven_faults merge_corrections",
+    "challenge/admission/storage.py": "admission_challenges",
+    "challenge/competition/storage.py": "competitions compete_commits compete_cycles"
+    " compete_scores compete_results",
+    "challenge/platform/storage.py": "weights_answers metagraph metagraph_departures",
+    DATABASE: "seen_nonces",
+    "dispute/store.py": "dispute_games dispute_messages dispute_inputs faulty_auditors"
+    " reassigned_verdicts verdict_windows",
+}
+TABLE_OWNER = {table: owner for owner, names in _OWNERS.items() for table in names.split()}
+# Modules that still hold SQL on tables they do not own, with those tables: this list may
+# only shrink (a test fails when an entry is no longer needed, and any module not listed
+# fails on its first foreign table).
+NOT_YET: dict[str, frozenset[str]] = {
+    "challenge/admission/challenge.py": frozenset({"admission_challenges", "beacons", "roster"}),
+    "challenge/admission/leave.py": frozenset({"roster", "rounds"}),
+    "challenge/competition/cycles.py": frozenset(
+        {"compete_commits", "compete_cycles", "compete_results", "compete_scores", "competitions"}
+    ),
+    "challenge/competition/intake.py": frozenset(
+        {"compete_commits", "compete_cycles", "compete_scores", "competitions", "runs"}
+    ),
+    "challenge/competition/views.py": frozenset(
+        {"compete_commits", "compete_cycles", "compete_results", "compete_scores"}
+    ),
+    "challenge/disputes/games.py": frozenset(
+        {"commits", "dispute_games", "dispute_inputs", "rounds", "verdicts"}
+    ),
+    "challenge/disputes/honeypots.py": frozenset(
+        {"audits", "commits", "dispute_games", "rounds", "verdicts"}
+    ),
+    "challenge/disputes/windows.py": frozenset({"rounds", "verdicts"}),
+    "challenge/platform/weights.py": frozenset({"metagraph", "metagraph_departures"}),
+    "challenge/rounds/claims.py": frozenset({"merges", "verdicts"}),
+    "challenge/rounds/facts.py": frozenset(
+        {
+            "audits",
+            "commits",
+            "dispute_games",
+            "merges",
+            "reassigned_verdicts",
+            "roster",
+            "rounds",
+            "verdict_windows",
+            "verdicts",
+        }
+    ),
+    "challenge/rounds/intake.py": frozenset(
+        {"audits", "commits", "merges", "roster", "rounds", "verdicts"}
+    ),
+    "challenge/rounds/pace.py": frozenset({"audits", "merges", "verdicts"}),
+    "challenge/rounds/rollbacks.py": frozenset(
+        {"merge_corrections", "merges", "proven_faults", "rounds"}
+    ),
+    "challenge/rounds/settle.py": frozenset({"roster", "rounds", "settlements"}),
+    "dispute/store.py": frozenset({"audits", "rounds", "verdicts"}),
+}
+
+
+_SQL_TABLE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+([a-z_]+)\b")
+
+
+def _database_modules() -> list[Path]:
+    return sorted([*(SRC / "challenge").rglob("*.py"), *(SRC / "dispute").rglob("*.py")])
+
+
+def foreign_tables(path: Path) -> set[str]:
+    """The service tables that SQL in ``path`` names although another module owns them."""
+    rel = str(path.relative_to(SRC))
+    named = {m.group(1) for m in _SQL_TABLE.finditer(path.read_text(encoding="utf-8"))}
+    return {t for t in named if t in TABLE_OWNER and TABLE_OWNER[t] != rel and rel != DATABASE}
+
+
+def test_each_table_is_named_only_by_its_owner() -> None:
+    problems = []
+    for path in _database_modules():
+        rel = str(path.relative_to(SRC))
+        extra = foreign_tables(path) - NOT_YET.get(rel, frozenset())
+        problems += [f"{rel} names {t} (owned by {TABLE_OWNER[t]})" for t in sorted(extra)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_not_yet_list_only_shrinks() -> None:
+    """An entry whose module no longer names a table must be removed (so it stays true)."""
+    stale = [
+        f"{rel}: {sorted(tables - foreign_tables(SRC / rel))}"
+        for rel, tables in NOT_YET.items()
+        if not (SRC / rel).exists() or tables - foreign_tables(SRC / rel)
+    ]
+    assert not stale, "\n".join(stale)
+
+
+def test_only_storage_modules_execute_sql() -> None:
+    """Outside the storage modules (and the NOT_YET list), the service runs no SQL."""
+    storage = {DATABASE, *_OWNERS}
+    found = [
+        str(path.relative_to(SRC))
+        for path in _database_modules()
+        if ".execute(" in path.read_text(encoding="utf-8")
+        and str(path.relative_to(SRC)) not in storage | set(NOT_YET)
+    ]
+    assert found == []
+
+
+def test_the_owner_check_sees_sql() -> None:
+    """The table check is live: a query on another resource's table is found."""
+    text = 'conn.execute("SELECT body FROM merges m JOIN commits c ON 1")'
+    assert {m.group(1) for m in _SQL_TABLE.finditer(text)} == {"merges", "commits"}

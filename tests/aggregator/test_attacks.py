@@ -23,8 +23,8 @@ from hypertrain.aggregator.merge import MergeInputs, merge
 from hypertrain.aggregator.norms import update_norm
 from hypertrain.aggregator.runner import Aggregator
 from hypertrain.aggregator.tape import Candidate, decode_tape
+from hypertrain.api.client import ChallengeClient
 from hypertrain.challenge.app import _poll_beacon, create_app
-from hypertrain.challenge.client import ChallengeClient
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest

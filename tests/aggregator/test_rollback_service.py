@@ -14,9 +14,9 @@ from hypertrain.aggregator.rebase import check_correction, rebase
 from hypertrain.aggregator.runner import Aggregator
 from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
-from hypertrain.challenge import rollbacks
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.challenge.rounds import rollbacks
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import FaultRef, MergeCorrection

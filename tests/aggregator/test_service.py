@@ -14,9 +14,9 @@ from hypertrain.aggregator.heldout import heldout_loss
 from hypertrain.aggregator.runner import Aggregator, follow
 from hypertrain.aggregator.tape import decode_tape
 from hypertrain.aggregator.verify import verify_tape
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.rule import PENDING_AUDIT
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.challenge.rounds.rule import PENDING_AUDIT
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest

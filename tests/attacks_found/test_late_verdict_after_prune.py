@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypertrain.challenge.client import ChallengeClient
+from hypertrain.api.client import ChallengeClient
 from hypertrain.miner.disputes import prunable, prune_round
 from tests.challenge import test_disputes as _disputes
 from tests.challenge.helpers import TOKENS, bearer, signed

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypertrain.challenge.settle import PENDING_AUDIT
+from hypertrain.challenge.rounds.settle import PENDING_AUDIT
 from tests.challenge import test_disputes as _disputes
 from tests.challenge.helpers import bearer, signed
 from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hypertrain.api.client import ChallengeClient
 from hypertrain.auditor.replay import AuditOutcome
 from hypertrain.auditor.runner import Auditor, RoundRecords, attending, audit_round
-from hypertrain.challenge.client import ChallengeClient
 from hypertrain.dispute.messages import DisputeAnswer
 from hypertrain.evidence.errors import IslandInputError
 from hypertrain.evidence.index import upload_deadline

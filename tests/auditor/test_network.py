@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from hypertrain.aggregator.collect import faulty_hotkeys
+from hypertrain.api.client import ChallengeClient
 from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round, follow
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.settle import verdict_faults
+from hypertrain.challenge.rounds.settle import verdict_faults
 from hypertrain.evidence.verify import verify_manifest, verify_round_open
 from tests.auditor.islands import MemoryRelay, inject_moments, publish_round
 from tests.auditor.world import RUN_ID, World, make_world

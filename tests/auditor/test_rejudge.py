@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hypertrain.api.client import ChallengeClient
 from hypertrain.auditor.disputes import answer_disputes
 from hypertrain.auditor.replay import AuditOutcome
 from hypertrain.auditor.runner import RoundRecords
-from hypertrain.challenge.client import ChallengeClient
 from hypertrain.protocol.messages import AuditAssignment
 from hypertrain.relay.client import RelayClient
 from tests.challenge import test_disputes as _disputes

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import torch
 
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import AdmissionAnswerAck
 from hypertrain.auditor.admission import check_admissions
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import AdmissionAnswerAck
 from hypertrain.miner.admission import answer_challenge, challenge_hashes, memory_answers
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey

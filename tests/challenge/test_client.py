@@ -7,8 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
@@ -46,7 +46,7 @@ def test_public_worker_and_admin_routes(harness: Harness) -> None:
     manifest = client.manifest("run-1")
     assert isinstance(manifest, RunManifest) and manifest.run_id == "run-1"
     assert manifest.coordinator == harness.state.coordinator
-    assert client.manifest_envelope("run-1")["signer"] == manifest.coordinator
+    assert client.manifest_envelope("run-1")["signer"] == manifest.coordinator  # as served
     assert client.beacon_round() == harness.beacon.round
     assert client.run_summary("run-1").run_id == "run-1"
     assert client.rounds("run-1") == [] and client.roster("run-1") == []

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from hypertrain.challenge import dashpanels
-from hypertrain.challenge.dashmodels import Dashboard
-from hypertrain.challenge.dashview import _status
+from hypertrain.challenge.dashboard import panels
+from hypertrain.challenge.dashboard.document import _status
+from hypertrain.challenge.dashboard.models import Dashboard
 from hypertrain.dispute.narrowing import NarrowStep
 from hypertrain.protocol.traffic import ratio_words
 from tests.challenge.conftest import Harness
@@ -126,9 +126,9 @@ def test_the_glance_agrees_with_the_panels(harness: Harness) -> None:
     assert g["rounds_total"] == -(-total // h)
     taking_part = [i for i in d["islands"] if i["status"] in ("active", "probation")]
     assert g["islands"] == len(taking_part) > 0
-    assert _status({"phase": "final"}, 2, 2) == "finished"
-    assert _status({"phase": "settle"}, 2, 2).startswith("merged")
-    assert _status({"phase": "final"}, 1, 2) == "between rounds"
+    assert _status("final", 2, 2) == "finished"
+    assert _status("settle", 2, 2).startswith("merged")
+    assert _status("final", 1, 2) == "between rounds"
 
 
 def test_every_page_links_the_others_and_how_to_mine(harness: Harness) -> None:
@@ -149,7 +149,7 @@ def test_narrowing_steps_render_from_their_fields() -> None:
         NarrowStep(level="decided", beacon_round=20, actor="deadline", outcome="upheld",
                    reason="no referee ruled after 2 extensions: the verdict stands"),
     ]  # fmt: skip
-    rows = [dashpanels.narrowing_row(s) for s in steps]
+    rows = [panels.narrowing_row(s).model_dump() for s in steps]
     assert [r["level"] for r in rows] == ["open", "step", "layer", "decided"]
     assert [r["beacon_round"] for r in rows] == [7, 8, 9, 20]
     assert rows[1]["text"] == "agree after step 1, differ after step 2"

@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from hypertrain.challenge.dashpanels import STATIONS, curve_summary, stations
+from hypertrain.api.models import Phase, RoundSummary, VerdictCounts
+from hypertrain.challenge.dashboard.models import CurvePoint
+from hypertrain.challenge.dashboard.panels import STATIONS, curve_summary, stations
 from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import run_rounds
 
 
-def _curve(*losses: float | None) -> list[dict[str, Any]]:
-    return [{"round": i, "heldout_loss": v, "train_loss": None} for i, v in enumerate(losses)]
+def _curve(*losses: float | None) -> list[CurvePoint]:
+    return [
+        CurvePoint(round=i, heldout_loss=v, train_loss_self_reported=None)
+        for i, v in enumerate(losses)
+    ]
+
+
+def _at(phase: Phase, commits: int) -> RoundSummary:
+    """Round 2 in ``phase`` with ``commits`` commits (the other fields do not matter)."""
+    return RoundSummary(
+        round=2, phase=phase, open_beacon_round=1, commit_deadline_round=3,
+        selection_beacon_round=None, audit_close_round=None, dispute_deadline_round=None,
+        start_model_sha256=None, new_model_sha256=None, commits=commits, tokens=0,
+        update_bytes=0, train_loss=None, eval_loss=None, audits=0,
+        verdicts=VerdictCounts(match=0, mismatch=0), disputes=0, settled_epoch=None,
+    )  # fmt: skip
 
 
 def test_curve_summary_finds_drop_extremes_and_spike() -> None:
-    s = curve_summary(_curve(6.0, 5.0, 5.4, None, 4.5), total_rounds=6)
-    assert s is not None
+    summary = curve_summary(_curve(6.0, 5.0, 5.4, None, 4.5), total_rounds=6)
+    assert summary is not None
+    s = summary.model_dump()
     assert s["start"] == {"round": 0, "loss": 6.0} and s["last"] == {"round": 4, "loss": 4.5}
     assert s["drop"] == 1.5 and s["drop_pct"] == 0.25
     assert s["lowest"] == {"round": 4, "loss": 4.5}
@@ -24,15 +39,16 @@ def test_curve_summary_finds_drop_extremes_and_spike() -> None:
     assert (s["synced_rounds"], s["rounds"]) == (4, 6)
     assert curve_summary(_curve(None), 1) is None
     falling = curve_summary(_curve(3.0, 2.0), 2)
-    assert falling is not None and falling["spike"] is None
+    assert falling is not None and falling.spike is None
 
 
 def test_stations_light_the_current_phase() -> None:
-    assert stations(None)["current"] is None
-    assert [s["id"] for s in stations(None)["stations"]] == [s[0] for s in STATIONS]
-    assert stations({"round": 2, "phase": "train", "commits": 0})["current"] == "train"
-    assert stations({"round": 2, "phase": "train", "commits": 1})["current"] == "commit"
-    assert stations({"round": 2, "phase": "final", "commits": 3})["current"] == "settle"
+    assert stations(None).current is None
+    assert [s.id for s in stations(None).stations] == [s[0] for s in STATIONS]
+    assert stations(_at("train", 0)).current == "train"
+    assert stations(_at("train", 1)).current == "commit"
+    assert stations(_at("final", 3)).current == "settle"
+    assert stations(_at("final", 3)).round == 2
 
 
 def test_dashboard_document_carries_the_new_panels(harness: Harness) -> None:

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.models import DisputeAnswered, DisputeOpened, DisputeRuled, HoneypotAnswer
 from hypertrain.auditor.disputes import answer_disputes
 from hypertrain.auditor.replay import AuditOutcome
 from hypertrain.auditor.runner import Auditor, RoundRecords
 from hypertrain.challenge.app import _poll_beacon, create_app
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.models import DisputeAnswered, DisputeOpened, DisputeRuled, HoneypotAnswer
+from hypertrain.challenge.rounds.settle import PENDING_AUDIT
 from hypertrain.challenge.settings import Settings
-from hypertrain.challenge.settle import PENDING_AUDIT
 from hypertrain.dispute import opinputs
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
@@ -558,7 +558,7 @@ def test_client_parses_each_dispute_answer_into_its_model(service: Service) -> N
     inputs = client.put_dispute_inputs(opened.dispute_id, opinputs.encode(TENSORS))
     ruling = {
         "dispute_id": opened.dispute_id,
-        "query": inputs["game"]["query"],
+        "query": inputs.game.query,
         "inputs_sha256": hashlib.sha256(opinputs.encode(TENSORS)).hexdigest(),
         "outputs": game["outputs"]["island"],
     }

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from hypertrain.challenge.admission import check_join
+from hypertrain.challenge.admission.rules import check_join
+from hypertrain.challenge.database import MIGRATIONS, migrate, schema_version
 from hypertrain.challenge.errors import AdmissionError
-from hypertrain.challenge.storage import MIGRATIONS, migrate, schema_version
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest, manifest_from_json
 from hypertrain.protocol.messages import JoinRequest, RoundOpen
 from tests.challenge.conftest import Harness

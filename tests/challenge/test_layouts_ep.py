@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from hypertrain.challenge.admission import check_join
+from hypertrain.challenge.admission.rules import check_join
 from hypertrain.challenge.errors import AdmissionError
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest, manifest_from_json

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import torch
 
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
 from hypertrain.auditor.admission import check_admissions, memory_checks
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
 from hypertrain.miner.admission import challenge_hashes, memory_answers
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey

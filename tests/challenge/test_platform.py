@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import WeightsPublic
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import WeightsPublic
 from hypertrain.protocol.canonical import canonical_bytes
 from tests.challenge.conftest import Harness
 from tests.challenge.helpers import TOKENS, bearer, write_metagraph

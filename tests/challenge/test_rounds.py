@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypertrain.challenge.selection import select_audits
+from hypertrain.challenge.rounds.selection import select_audits
 from hypertrain.protocol.envelope import open_envelope
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.conftest import Harness

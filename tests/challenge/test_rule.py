@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from hypertrain.aggregator.tape import Excluded
-from hypertrain.challenge.rule import (
+from hypertrain.challenge.rounds.rule import (
     PENDING_AUDIT,
     CommitRow,
     Outcome,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hypertrain.challenge.selection import (
+from hypertrain.challenge.rounds.selection import (
     assignment_key,
     catch_probability,
     pick_segments,

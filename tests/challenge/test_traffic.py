@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from hypertrain.challenge.dashview import param_count
-from hypertrain.challenge.traffic import state_bytes
+from hypertrain.challenge.dashboard.document import param_count
+from hypertrain.challenge.dashboard.traffic import state_bytes
 from hypertrain.protocol.manifest import CompressionSpec, InnerOptimSpec
 from hypertrain.trainer.checkpoint import checkpoint_size
 from hypertrain.trainer.presets import PRESETS

@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
+from hypertrain.api.competition import CompetitionClient
 from hypertrain.beacon import LocalBeaconProcess, start_local_beacon
-from hypertrain.challenge.compete_client import CompetitionClient
 from hypertrain.miner.compete import commit_model, upload_model
 from hypertrain.protocol.identity import write_key_file
 from tests.challenge.test_dashboard_browser import ARGS, require_browser

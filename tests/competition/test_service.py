@@ -306,7 +306,7 @@ def test_a_spec_with_unknown_keys_is_refused(world: World) -> None:
 
 
 def test_the_signed_spec_verifies(world: World) -> None:
-    from hypertrain.challenge.compete_client import CompetitionClient
+    from hypertrain.api.competition import CompetitionClient
 
     client = CompetitionClient("", http=world.client)
     spec = client.competition(CID)
@@ -314,7 +314,7 @@ def test_the_signed_spec_verifies(world: World) -> None:
 
 
 def test_a_cycle_is_reproducible_from_its_public_record(world: World) -> None:
-    from hypertrain.challenge.compete_client import CompetitionClient
+    from hypertrain.api.competition import CompetitionClient
     from hypertrain.competition.replay import replay_cycle
 
     a, b = world.submit(MINERS[0], "a"), world.submit(MINERS[1], "b")
@@ -399,7 +399,7 @@ def test_a_competition_only_hotkey_that_deregisters_is_burned_at_the_next_epoch(
 
 
 def _evaluator(world: World, key: Hotkey, tmp_path: Path, client: Any = None) -> Any:
-    from hypertrain.challenge.compete_client import CompetitionClient
+    from hypertrain.api.competition import CompetitionClient
     from hypertrain.evaluator.runner import Evaluator
 
     token = TOKENS["worker"]
@@ -425,7 +425,7 @@ def test_an_evaluator_the_service_refuses_stops_with_the_reason(
 
 
 def test_an_unreachable_service_is_retried_with_backoff(world: World, tmp_path: Path) -> None:
-    from hypertrain.challenge.compete_client import CompetitionClient
+    from hypertrain.api.competition import CompetitionClient
     from hypertrain.evaluator.runner import follow
 
     down = CompetitionClient("http://127.0.0.1:9", worker_token="x", timeout_s=2)

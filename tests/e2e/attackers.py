@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from hypertrain.challenge.client import ChallengeClient
+from hypertrain.api.client import ChallengeClient
 from hypertrain.miner import actions
 from hypertrain.miner import cli as miner_cli
 from hypertrain.miner import run as run_mod

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from hypertrain.challenge.client import ChallengeClient
+from hypertrain.api.client import ChallengeClient
 from hypertrain.miner import actions
 from hypertrain.miner import cli as miner_cli
 from hypertrain.miner.config import MinerConfig

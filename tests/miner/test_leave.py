@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hypertrain.challenge.client import ChallengeClient
+from hypertrain.api.client import ChallengeClient
 from hypertrain.miner.cli import main
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import write_key_file

@@ -11,7 +11,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from hypertrain.challenge.client import ChallengeClient
+from hypertrain.api.client import ChallengeClient
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import RunContext
 from hypertrain.miner.disputes import prune_closed

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.verify import verify_manifest, verify_round_open
 from hypertrain.miner.context import RunContext

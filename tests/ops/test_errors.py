@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
 from hypertrain.cli import build_parser, main
 from hypertrain.protocol.keyargs import key_from_args
 from tests.challenge.helpers import manifest_doc

@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.models import RosterEntry
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.models import RosterEntry
 from hypertrain.cli import main
 from hypertrain.miner.cli import build_parser
 from hypertrain.miner.config import config_from_args

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from hypertrain.challenge.dashpanels import narrowing_row
+from hypertrain.challenge.dashboard.panels import narrowing_row
 from hypertrain.dispute import game as g
 from hypertrain.dispute.errors import InputMismatchError
 from hypertrain.dispute.messages import DisputeRuling
@@ -98,7 +98,7 @@ def test_narrowing_names_the_perturbed_step_layer_and_operation() -> None:
     decided = rule(game, REFEREE, ruling, frozenset({REFEREE}), 3)
     assert decided.outcome == "upheld"
     # the panel renders the game's own typed steps, the decided one included
-    rows = [narrowing_row(step) for step in decided.steps]
+    rows = [narrowing_row(step).model_dump() for step in decided.steps]
     levels = [r["level"] for r in rows]
     assert levels[0] == "open" and levels[-4:] == ["layer", "op", "referee", "decided"]
     assert set(levels[1:-4]) == {"step"} and len(levels[1:-4]) == decided.query - 2

@@ -16,7 +16,7 @@ Public API (one concept per module):
 * ``runner``: ``genesis``, ``merge_round``, ``follow`` (the process mode).
 * ``blobs``: blob sources (memory, or a relay with a disk cache).
 
-It reaches the challenge service through ``hypertrain.challenge.client.ChallengeClient``
+It reaches the challenge service through ``hypertrain.api.client.ChallengeClient``
 and relays through ``hypertrain.relay.client.RelayClient``.
 
 docs/aggregator.md explains the design.

@@ -17,7 +17,7 @@ from hypertrain.aggregator.rebase import rollback
 from hypertrain.aggregator.runner import Aggregator, follow, genesis
 from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
-from hypertrain.challenge.client import ChallengeClient
+from hypertrain.api.client import ChallengeClient
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.relay.client import RelayClient

@@ -35,8 +35,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from hypertrain.aggregator.tape import Candidate, Excluded
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import RoundDetail, VerdictRecord
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import RoundDetail, VerdictRecord
 from hypertrain.protocol.envelope import Envelope, open_envelope
 from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import RunManifest

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from hypertrain.aggregator.blobs import BlobSource
 from hypertrain.aggregator.tape import Tape, decode_tape
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.models import RoundDetail
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.models import RoundDetail
 from hypertrain.protocol.messages import FaultRef
 
 

@@ -48,8 +48,8 @@ from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.rebase import rebase
 from hypertrain.aggregator.screen import proven_history
 from hypertrain.aggregator.tape import Earlier, Tape, decode_tape
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.models import RoundSummary
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.models import RoundSummary
 from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.exclusions import ExclusionReason
 from hypertrain.protocol.identity import Hotkey

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import torch
 
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import JoinAnswer, PendingAdmission
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import JoinAnswer, PendingAdmission
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import AdmissionCheck, MemoryCheck

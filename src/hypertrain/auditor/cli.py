@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
 from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round, emit_json, follow
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
 from hypertrain.evidence.verify import verify_manifest
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.relay.client import RelayClient

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hypertrain.api.errors import ServiceError
 from hypertrain.auditor.replay import load_verified_checkpoint
-from hypertrain.challenge.errors import ServiceError
 from hypertrain.dispute.game import Game
 from hypertrain.evidence.party import SegmentParty
 from hypertrain.evidence.respond import Emit, take_part
@@ -57,7 +57,7 @@ def answer_games(auditor: Auditor, parties: dict[str, SegmentParty], emit: Emit)
     """
     sent = 0
     for view in auditor.service.disputes(auditor.manifest.run_id):
-        if view["auditor"] != auditor.key.ss58_address or view["game"]["stage"] == "decided":
+        if view.auditor != auditor.key.ss58_address or view.game.stage == "decided":
             continue
         sent += take_part(
             auditor.service,

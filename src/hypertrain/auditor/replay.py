@@ -33,7 +33,7 @@ from typing import Literal
 
 from torch import Tensor
 
-from hypertrain.challenge.errors import ServiceError
+from hypertrain.api.errors import ServiceError
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.index import CheckpointIndex
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest

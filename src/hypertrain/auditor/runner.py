@@ -29,12 +29,12 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import VerdictAnswer
 from hypertrain.auditor.admission import check_admissions
 from hypertrain.auditor.disputes import answer_disputes, answer_games
 from hypertrain.auditor.replay import AuditOutcome, IslandRound, audit_island
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import VerdictAnswer
 from hypertrain.evidence.errors import IslandInputError, VerificationError
 from hypertrain.evidence.index import (
     MAX_INDEX_BYTES,

@@ -3,12 +3,12 @@
 It holds runs, rounds, the roster and the ledger; admits islands by signed join
 requests checked against the subnet metagraph; drives each round's state machine
 from verified beacon rounds only; selects audits from public randomness
-(:mod:`hypertrain.challenge.selection`, recomputable by anyone); records verdicts,
+(:mod:`hypertrain.challenge.rounds.selection`, recomputable by anyone); records verdicts,
 disputes and merge tapes; and answers the platform's ``get_weights``.
 
 Entry points: :func:`hypertrain.challenge.app.create_app` (factory) and
 ``uvicorn hypertrain.challenge.app:app`` (built from the environment, see
 docs/operator.md). Routes are listed in docs/challenge-routes.md.
-Roles reach the service through :class:`hypertrain.challenge.client.ChallengeClient`
-(torch-free, httpx), which raises :class:`hypertrain.challenge.errors.ServiceError`.
+Roles reach the service through :mod:`hypertrain.api` (the clients and the public
+models both ends share), never through this package.
 """

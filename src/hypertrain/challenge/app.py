@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -22,12 +23,16 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hypertrain import __version__
-from hypertrain.challenge import compete_cycles, rounds, storage, weights
+from hypertrain.challenge import database
+from hypertrain.challenge.competition import cycles
 from hypertrain.challenge.errors import ChallengeError
-from hypertrain.challenge.metagraph import MetagraphProvider, MetagraphView, parse_snapshot
-from hypertrain.challenge.metrics import new_registry
 from hypertrain.challenge.middleware import PrefixAndLimitMiddleware
+from hypertrain.challenge.platform import storage as platform_storage
+from hypertrain.challenge.platform import weights
+from hypertrain.challenge.platform.metagraph import MetagraphProvider, MetagraphView, parse_snapshot
+from hypertrain.challenge.platform.metrics import new_registry
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort
+from hypertrain.challenge.rounds import lifecycle
 from hypertrain.challenge.routes import (
     admin,
     competition,
@@ -54,11 +59,11 @@ def create_app(
     """Build the service; the three parts default to the production wiring."""
     from hypertrain.challenge import wiring
 
-    parts = {
-        "beacon": beacon or wiring.beacon_source(settings),
-        "ledger": ledger or wiring.ledger(settings),
-        "metagraph": metagraph or wiring.metagraph_provider(settings),
-    }
+    parts = _Parts(
+        beacon=beacon or wiring.beacon_source(settings),
+        ledger=ledger or wiring.ledger(settings),
+        metagraph=metagraph or wiring.metagraph_provider(settings),
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -100,17 +105,26 @@ def create_app(
     return app
 
 
-def _open_state(settings: Settings, parts: dict[str, Any]) -> ServiceState:
-    conn = storage.connect(settings.state_dir)
-    row = conn.execute("SELECT snapshot FROM metagraph WHERE id = 1").fetchone()
-    initial = parse_snapshot(loads(row["snapshot"]), netuid=settings.netuid) if row else None
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """The service's three outside parts (the clock, the ledger, the chain)."""
+
+    beacon: BeaconSource
+    ledger: LedgerPort
+    metagraph: MetagraphProvider
+
+
+def _open_state(settings: Settings, parts: _Parts) -> ServiceState:
+    conn = database.connect(settings.state_dir)
+    stored = platform_storage.snapshot(conn)
+    initial = parse_snapshot(loads(stored), netuid=settings.netuid) if stored else None
     return ServiceState(
         settings=settings,
         conn=conn,
-        reader=storage.reader(settings.state_dir),
-        metagraph=MetagraphView(parts["metagraph"], initial),
-        beacon=parts["beacon"],
-        ledger=parts["ledger"],
+        reader=database.reader(settings.state_dir),
+        metagraph=MetagraphView(parts.metagraph, initial),
+        beacon=parts.beacon,
+        ledger=parts.ledger,
     )
 
 
@@ -147,8 +161,8 @@ def _advance(state: ServiceState, latest: BeaconRound) -> None:
     if state.current is not None and latest.round <= state.current.round:
         return  # another poll took this round first
     state.current = latest
-    rounds.step(state)
-    compete_cycles.advance(state)
+    lifecycle.step(state)
+    cycles.advance(state)
 
 
 def _install_handlers(app: FastAPI) -> None:

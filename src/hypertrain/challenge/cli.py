@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, JsonValue, TypeAdapter, ValidationError
 
-from hypertrain.challenge.models import (
+from hypertrain.api.models import (
     HealthAnswer,
     HoneypotAnswer,
     RoundDetail,
     RunListItem,
     VersionAnswer,
 )
-from hypertrain.challenge.selection import select_audits
+from hypertrain.challenge.rounds.selection import select_audits
 from hypertrain.challenge.settings import read_token_file
 from hypertrain.protocol.envelope import Envelope, open_envelope
 from hypertrain.protocol.errors import EnvelopeError
@@ -188,7 +188,7 @@ def _signer(envelope: Any, domain: str, run_id: str) -> str:
         raise OperatorError(f"a published {domain} record does not verify: {exc}") from None
 
 
-def _admin_post(args: argparse.Namespace, path: str, body: dict[str, Any]) -> Envelope:
+def _admin_post(args: argparse.Namespace, path: str, body: dict[str, JsonValue]) -> Envelope:
     token = read_token_file(args.admin_token_file, "--admin-token-file")
     return typed(
         _ENVELOPE,
@@ -303,7 +303,7 @@ def _check_ready(path: Path, base: str) -> None:
 def _check_selection(args: argparse.Namespace) -> int:
     base = args.url.rstrip("/")
     manifest_env = call("GET", f"{base}/v1/runs/{args.run_id}/manifest")
-    manifest = RunManifest.model_validate(manifest_doc_of(manifest_env))
+    manifest = manifest_of(manifest_env)
     coordinator = _signer(manifest_env, "manifest", args.run_id)
     detail = typed(_DETAIL, "GET", f"{base}/v1/runs/{args.run_id}/rounds/{args.round}")
     selector = detail.selection_beacon
@@ -335,9 +335,9 @@ def _check_selection(args: argparse.Namespace) -> int:
     return 0
 
 
-def manifest_doc_of(envelope: Any) -> dict[str, Any]:
+def manifest_of(envelope: object) -> RunManifest:
     """The manifest inside a served envelope (checked by its signature)."""
-    return manifest_document(json.dumps(envelope).encode("utf-8"))
+    return RunManifest.model_validate(manifest_document(json.dumps(envelope).encode("utf-8")))
 
 
 _HONEYPOT_COLUMNS = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any, Final, ParamSpec, TypeVar
 
 from fastapi import Depends, Header, Request
 
@@ -26,6 +26,10 @@ def get_state(request: Request) -> ServiceState:
 
 
 State = Annotated[ServiceState, Depends(get_state)]
+# The error statuses a signed-message route may answer (the body is always an ``Error``).
+ERRORS: Final[dict[int | str, dict[str, object]]] = {
+    code: {} for code in (400, 401, 403, 404, 409, 413, 503)
+}
 P = ParamSpec("P")
 T = TypeVar("T")
 

@@ -84,17 +84,3 @@ class MetagraphError(ChallengeError):
 
     status = 503
     code = "metagraph_unavailable"
-
-
-class ServiceError(ValueError):
-    """Raised by :class:`~hypertrain.challenge.client.ChallengeClient`, not by the service.
-
-    The service refused a request, could not be reached, or answered something unusable;
-    ``status`` is the HTTP status (0 when there was no answer) and ``code`` the service's
-    short error code (``""`` when it gave none).
-    """
-
-    def __init__(self, message: str, status: int = 0, code: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 from prometheus_client import Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -95,7 +94,7 @@ def _content_length(scope: Scope) -> int | None:
 
 
 async def _error(send: Send, status: int, code: str, detail: str) -> None:
-    payload: dict[str, Any] = {"error": code, "detail": detail}
+    payload = {"error": code, "detail": detail}
     data = json.dumps(payload).encode()
     await send(
         {

@@ -10,8 +10,8 @@ service calls them from a worker thread.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,7 @@ class BeaconSource(Protocol):
 class WeightsAnswer:
     weights: dict[str, int | float]
     full_share_mass: int | float
-    metadata: dict[str, Any] = field(default_factory=dict)
+    ledger_answer_sha256: str | None = None  # the ledger's own hash of its answer
 
 
 class LedgerPort(Protocol):

@@ -19,7 +19,7 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -98,9 +98,9 @@ def parse_env(env: Mapping[str, str]) -> ServiceEnv:
     unknown = sorted(k for k in env if k.startswith(_FAMILIES) and k not in known)
     if unknown:
         raise SettingsError(f"unknown setting(s) in the environment: {', '.join(unknown)}")
-    values: dict[str, Any] = {k.lower(): v for k, v in env.items() if k in known and v}
+    values = {k.lower(): v for k, v in env.items() if k in known and v}
     try:
-        return ServiceEnv(**values)
+        return ServiceEnv.model_validate(values)
     except ValidationError as exc:
         problems = [
             f"{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()

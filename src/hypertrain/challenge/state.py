@@ -25,6 +25,8 @@ from typing import Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from hypertrain.api.models import BeaconHealth
+from hypertrain.challenge import database
 from hypertrain.challenge.errors import (
     AuthError,
     ChallengeError,
@@ -33,8 +35,9 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     UnavailableError,
 )
-from hypertrain.challenge.metagraph import MetagraphView
+from hypertrain.challenge.platform.metagraph import MetagraphView
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort
+from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.settings import Settings
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.envelope import Envelope, VerifiedEnvelope, open_envelope, seal
@@ -123,7 +126,7 @@ class ServiceState:
         except (ValueError, OverflowError) as exc:  # no clock: refuse, never judge by the poll
             raise UnavailableError(f"the beacon schedule failed: {exc}", code="no_clock") from exc
 
-    def beacon_status(self) -> dict[str, Any]:
+    def beacon_status(self) -> BeaconHealth:
         """Verified vs due round, for /health and the dashboard (lagging: behind by > 2)."""
         verified = self.current.round if self.current else None
         try:
@@ -131,12 +134,12 @@ class ServiceState:
         except UnavailableError:
             due = None  # no schedule: reported as lagging (every deadline check refuses)
         lag = (due - verified) if due is not None and verified is not None else None
-        return {
-            "verified_round": verified,
-            "due_round": due,
-            "lag_rounds": lag,
-            "lagging": due is None or (lag is not None and lag > BEACON_LAG_ROUNDS),
-        }
+        return BeaconHealth(
+            verified_round=verified,
+            due_round=due,
+            lag_rounds=lag,
+            lagging=due is None or (lag is not None and lag > BEACON_LAG_ROUNDS),
+        )
 
     def epoch_now(self, what: str) -> int:
         """The metagraph epoch every reward and bond entry is booked at (never a fallback)."""
@@ -152,22 +155,20 @@ class ServiceState:
         cached = self._manifests.get(run_id)
         if cached is not None:
             return cached
-        row = self.conn.execute(
-            "SELECT manifest_json FROM runs WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        if row is None:
+        text = rounds_storage.manifest_json(self.conn, run_id)
+        if text is None:
             raise NotFoundError(f"run {run_id!r} does not exist", code="unknown_run")
-        manifest = RunManifest.model_validate_json(row["manifest_json"])
+        manifest = RunManifest.model_validate_json(text)
         self._manifests[run_id] = manifest
         return manifest
 
-    def sign(self, run_id: str, domain: str, body: dict[str, Any]) -> Envelope:
+    def sign(self, run_id: str, domain: str, body: BaseModel) -> Envelope:
         """An envelope signed by the coordinator key."""
         return seal(
             self.settings.coordinator_key,
             domain=domain,
             run_id=run_id,
-            body=body,
+            body=body.model_dump(mode="json"),
             expiry_round=(self.current.round if self.current else 0) + COORDINATOR_EXPIRY_ROUNDS,
         )
 
@@ -219,20 +220,14 @@ class ServiceState:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "body"
             raise ChallengeError(f"body.{where}: {first['msg']}", code="bad_body") from None
-        if self.conn.execute(
-            "SELECT 1 FROM seen_nonces WHERE run_id = ? AND signer = ? AND nonce = ?",
-            (env.run_id, env.signer, env.nonce),
-        ).fetchone():
+        if database.nonce_used(self.conn, env.run_id, env.signer, env.nonce):
             raise ConflictError(f"nonce {env.nonce!r} was already used", code="replayed")
         return verified, body
 
     def burn(self, env: Envelope) -> None:
         """Record the envelope's nonce in the run's replay set; call inside the write txn."""
         try:
-            self.conn.execute(
-                "INSERT INTO seen_nonces VALUES (?, ?, ?, ?)",
-                (env.run_id, env.signer, env.nonce, env.expiry_round),
-            )
+            database.burn_nonce(self.conn, env.run_id, env.signer, env.nonce, env.expiry_round)
         except sqlite3.IntegrityError:
             raise ConflictError(
                 f"nonce {env.nonce!r} from {env.signer} was already used", code="replayed"
@@ -240,10 +235,7 @@ class ServiceState:
 
     def prune_nonces(self) -> int:
         """Forget nonces of expired envelopes (open_envelope refuses those anyway)."""
-        cur = self.conn.execute(
-            "DELETE FROM seen_nonces WHERE expiry_round < ?", (self.current_round(),)
-        )
-        return cur.rowcount
+        return database.prune_nonces(self.conn, self.current_round())
 
     def close(self) -> None:
         with self.lock:

@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from hypertrain.challenge.errors import BondMissingError, ConflictError, ForbiddenError
-from hypertrain.challenge.metagraph import (
+from hypertrain.challenge.platform.metagraph import (
     ChainMetagraph,
     FileMetagraph,
     MasterMetagraph,
@@ -115,7 +115,7 @@ class LedgerAdapter:
         return WeightsAnswer(
             dict(answer.weights),
             answer.full_share_mass,
-            {"ledger_answer_sha256": answer.sha256},
+            ledger_answer_sha256=answer.sha256,
         )
 
     def balances(self, run_id: str, hotkeys: list[str]) -> dict[str, dict[str, int]]:

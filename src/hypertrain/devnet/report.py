@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hypertrain.challenge.dashpanels import traffic_panel
+from hypertrain.challenge.dashboard.panels import traffic_panel
 from hypertrain.devnet.keys import Secrets
 from hypertrain.devnet.view import summary_rows
 from hypertrain.protocol.traffic import RoundBytes, TrafficRound, summarize
@@ -139,7 +139,7 @@ def traffic_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         )
         for r in rounds
     ]
-    return traffic_panel(summarize(counts))
+    return traffic_panel(summarize(counts)).model_dump()
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -449,3 +449,20 @@ def list_ids(
     if stage is not None:
         sql, args = sql + " AND stage = ?", [*args, stage]
     return [r[0] for r in conn.execute(sql + " ORDER BY opened_beacon_round, dispute_id", args)]
+
+
+def games_per_round(conn: sqlite3.Connection, run_id: str) -> dict[int, int]:
+    """round -> how many dispute games a run's round has had."""
+    rows = conn.execute(
+        "SELECT round, COUNT(*) FROM dispute_games WHERE run_id = ? GROUP BY round", (run_id,)
+    )
+    return {int(r[0]): int(r[1]) for r in rows}
+
+
+def ruling_signer(conn: sqlite3.Connection, dispute_id: str) -> str | None:
+    """The referee whose ruling decided a game (None: no ruling)."""
+    row = conn.execute(
+        "SELECT signer FROM dispute_messages WHERE dispute_id = ? AND kind = 'ruling'",
+        (dispute_id,),
+    ).fetchone()
+    return None if row is None else str(row[0])

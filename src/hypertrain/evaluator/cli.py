@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hypertrain.challenge.compete_client import CompetitionClient
-from hypertrain.challenge.errors import ServiceError
+from hypertrain.api.competition import CompetitionClient
+from hypertrain.api.errors import ServiceError
 from hypertrain.competition.messages import Leaderboard
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.evaluator import spec_init

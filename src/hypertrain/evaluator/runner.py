@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hypertrain.challenge.compete_client import CompetitionClient
-from hypertrain.challenge.errors import ServiceError
+from hypertrain.api.competition import CompetitionClient
+from hypertrain.api.errors import ServiceError
 from hypertrain.competition.messages import (
     SCORE_DOMAIN,
     CompeteScore,

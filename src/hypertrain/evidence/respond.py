@@ -15,9 +15,10 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from hypertrain.challenge.client import ChallengeClient
+from hypertrain.api.client import ChallengeClient
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeAnswer, commitment_of
+from hypertrain.dispute.store import DisputeView
 from hypertrain.evidence.party import SegmentParty
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
@@ -30,7 +31,7 @@ Emit = Callable[..., None]
 def take_part(
     service: ChallengeClient,
     key: Hotkey,
-    view: dict[str, Any],
+    view: DisputeView,
     parties: dict[str, SegmentParty],
     party_for: PartyFor,
     *,
@@ -43,7 +44,7 @@ def take_part(
     once both parties committed, that answer itself. The salted answer is kept in
     the party until it is revealed.
     """
-    game = Game.model_validate(view["game"])
+    game = view.game
     if game.stage == "decided":
         parties.pop(game.dispute_id, None)
         return False

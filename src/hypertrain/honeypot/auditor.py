@@ -14,9 +14,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hypertrain.api.client import ChallengeClient
 from hypertrain.auditor.replay import AuditOutcome
 from hypertrain.auditor.runner import Auditor, RoundRecords, emit_json, follow
-from hypertrain.challenge.client import ChallengeClient
 from hypertrain.evidence.verify import verify_manifest
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.protocol.messages import AuditAssignment

@@ -12,10 +12,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import RoundDetail
-from hypertrain.dispute.narrowing import NarrowStep, describe
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import RoundDetail
+from hypertrain.dispute.narrowing import describe
 from hypertrain.evidence.index import sha_from_url
 from hypertrain.miner.admission import answer_challenge, local_devices, selfcheck
 from hypertrain.miner.checkpoints import (
@@ -316,22 +316,21 @@ def status_cmd(args: argparse.Namespace) -> int:
         console_lines: list[str] = []  # each dispute's narrowing, step by step
         for col in ("round", "phase", "committed", "verdicts", "disputes"):
             table.add_column(col)
-        mine = [d for d in service.disputes(cfg.run_id) if d["hotkey"] == key.ss58_address]
+        mine = [d for d in service.disputes(cfg.run_id) if d.hotkey == key.ss58_address]
         for summary in service.rounds(cfg.run_id):
             detail = service.round_detail(cfg.run_id, summary.round)
             commit, verdicts = _mine(detail, key.ss58_address)
             results = ",".join(v.result for _, v in verdicts) or "-"
-            games = [d["game"] for d in mine if d["round"] == summary.round]
+            games = [d.game for d in mine if d.round == summary.round]
             table.add_row(
                 str(summary.round),
                 summary.phase,
                 "yes" if commit else "no",
                 results,
-                ",".join(g["outcome"] or g["stage"] for g in games) or "-",
+                ",".join(g.outcome or g.stage for g in games) or "-",
             )
             for game in games:
-                for step in game["steps"]:
-                    typed = NarrowStep.model_validate(step)
+                for typed in game.steps:
                     line = f"beacon {typed.beacon_round}: {describe(typed)}"
                     console_lines.append(f"round {summary.round} dispute: {line}")
         console = Console(file=sys.stdout)

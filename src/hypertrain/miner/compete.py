@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hypertrain.challenge.compete_client import CompetitionClient
+from hypertrain.api.competition import CompetitionClient
 from hypertrain.competition.checks import check_directory
 from hypertrain.competition.messages import (
     COMMIT_DOMAIN,

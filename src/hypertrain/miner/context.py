@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import RoundDetail
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import RoundDetail
 from hypertrain.evidence.verify import verify_manifest, verify_round_open
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.errors import MinerError

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import RoundDetail, RoundSummary
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import RoundDetail, RoundSummary
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeOpen, LeafProof
 from hypertrain.evidence.inputs import island_layout, load_samples, open_dataset, round_sample_ids
@@ -136,15 +136,15 @@ def answer_own(
     """One pass: answer the open query of every undecided dispute this island opened."""
     sent = 0
     for view in ctx.service.disputes(ctx.manifest.run_id):
-        if view["hotkey"] != key.ss58_address:
+        if view.hotkey != key.ss58_address:
             continue
-        if view["game"]["stage"] == "decided":
-            if parties.pop(view["dispute_id"], None) is not None:
+        if view.game.stage == "decided":
+            if parties.pop(view.dispute_id, None) is not None:
                 reporter.event(
                     "dispute_decided",
-                    dispute_id=view["dispute_id"][:16],
-                    outcome=view["game"]["outcome"],
-                    reason=view["game"]["reason"],
+                    dispute_id=view.dispute_id[:16],
+                    outcome=view.game.outcome,
+                    reason=view.game.reason,
                 )
             continue
 
@@ -231,12 +231,12 @@ def prune_closed(
     """
     run_id, me = ctx.manifest.run_id, key.ss58_address
     now, removed = ctx.service.beacon_round(), 0
-    games = [d for d in ctx.service.disputes(run_id) if d["hotkey"] == me]
+    games = [d for d in ctx.service.disputes(run_id) if d.hotkey == me]
     reassigned: set[tuple[int, str]] | None = None
     for summary in rounds:
         index = summary.round
         workdir = ctx.config.round_dir(index)
-        undecided = any(d["round"] == index and d["game"]["outcome"] is None for d in games)
+        undecided = any(d.round == index and d.game.outcome is None for d in games)
         deadline = summary.dispute_deadline_round
         if not workdir.exists() or not prunable(summary.phase, deadline, now, undecided, True):
             continue

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from torch import Tensor
 
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import CommitAnswer
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import CommitAnswer
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.index import CheckpointIndex
 from hypertrain.evidence.inputs import (

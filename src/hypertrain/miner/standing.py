@@ -9,7 +9,7 @@ Every figure comes from the service's public routes; these functions only word t
 
 from __future__ import annotations
 
-from hypertrain.challenge.models import RosterEntry, WeightsPublic
+from hypertrain.api.models import RosterEntry, WeightsPublic
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 
 

@@ -149,7 +149,7 @@ def routes_block(app: FastAPI) -> str:
     lines = [BEGIN, "", "## Every route (generated from the app)", ""]
     lines.append(
         "Also under the proxy prefix `/challenge/<slug>/`. Bodies and answers are the models"
-        " of `hypertrain.challenge.models` (signed bodies: `docs/schemas/`)."
+        " of `hypertrain.api.models` (signed bodies: `docs/schemas/`)."
     )
     for tag in sorted(rows):
         lines += ["", f"### {tag}", "", "| route | auth | body | answer | what it does |"]

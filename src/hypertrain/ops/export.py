@@ -14,7 +14,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypertrain.challenge.client import ChallengeClient
+from hypertrain.api.client import ChallengeClient
 from hypertrain.evidence.verify import verify_manifest
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.relay.client import RelayClient

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hypertrain.challenge.client import ChallengeClient
+from hypertrain.api.client import ChallengeClient
 from hypertrain.evidence.verify import verify_manifest
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.referee.worker import Referee, emit_json, serve

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hypertrain.challenge.client import ChallengeClient
-from hypertrain.challenge.errors import ServiceError
-from hypertrain.challenge.models import DisputeRuled
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import DisputeRuled
 from hypertrain.dispute.errors import DisputeError
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeRuling
@@ -76,7 +76,7 @@ def rule_pending(referee: Referee, emit: Emit = emit_json) -> int:
     """One pass: rule on every game waiting for a referee; returns how many were ruled."""
     ruled = 0
     for view in referee.service.disputes(referee.run_id, stage="referee"):
-        game = Game.model_validate(view["game"])
+        game = view.game
         if game.inputs_sha256 is None:
             continue
         try:

@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from hypertrain.challenge import rounds
-from hypertrain.challenge.deps import State, require_admin, serialized
-from hypertrain.challenge.models import MetagraphStatus
+from hypertrain.api.models import MetagraphStatus
+from hypertrain.challenge.deps import ERRORS, State, require_admin, serialized
+from hypertrain.challenge.rounds import lifecycle
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(require_admin)])
 RunId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
-_ERRORS: dict[int | str, dict[str, Any]] = {400: {}, 401: {}, 404: {}, 409: {}, 503: {}}
 
 
 class CreateRunIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    manifest: dict[str, Any]
+    manifest: dict[str, JsonValue]  # a manifest document, validated by the service
 
 
 class OpenRoundIn(BaseModel):
@@ -30,22 +29,21 @@ class OpenRoundIn(BaseModel):
     start_model_url: str | None = Field(default=None, max_length=1024)
 
 
-@router.post("/runs", responses=_ERRORS, response_model=Envelope)
+@router.post("/runs", responses=ERRORS, response_model=Envelope)
 @serialized
-def create_run(state: State, payload: CreateRunIn) -> dict[str, Any]:
+def create_run(state: State, payload: CreateRunIn) -> Envelope:
     """Store a run; the service signs its manifest with the coordinator key."""
-    return rounds.create_run(state, payload.manifest).model_dump()
+    return lifecycle.create_run(state, payload.manifest)
 
 
-@router.post("/runs/{run_id}/rounds", responses=_ERRORS, response_model=Envelope)
+@router.post("/runs/{run_id}/rounds", responses=ERRORS, response_model=Envelope)
 @serialized
-def open_round(state: State, run_id: RunId, payload: OpenRoundIn) -> dict[str, Any]:
+def open_round(state: State, run_id: RunId, payload: OpenRoundIn) -> Envelope:
     """Open the next round at the current beacon round (start model defaults to the merge)."""
-    envelope = rounds.open_round(state, run_id, payload.start_model_sha256, payload.start_model_url)
-    return envelope.model_dump()
+    return lifecycle.open_round(state, run_id, payload.start_model_sha256, payload.start_model_url)
 
 
-@router.post("/metagraph/refresh", responses=_ERRORS, response_model=MetagraphStatus)
-async def refresh_metagraph(state: State) -> dict[str, Any]:
+@router.post("/metagraph/refresh", responses=ERRORS, response_model=MetagraphStatus)
+async def refresh_metagraph(state: State) -> MetagraphStatus:
     await state.metagraph.refresh()
     return state.metagraph.status()

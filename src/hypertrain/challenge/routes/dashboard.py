@@ -15,8 +15,8 @@ from typing import Annotated, Final
 from fastapi import APIRouter, Path
 from fastapi.responses import RedirectResponse, Response
 
-from hypertrain.challenge import dashview
-from hypertrain.challenge.dashmodels import Dashboard
+from hypertrain.challenge.dashboard import document
+from hypertrain.challenge.dashboard.models import Dashboard
 from hypertrain.challenge.deps import State, serialized
 from hypertrain.challenge.errors import NotFoundError
 
@@ -64,4 +64,4 @@ async def dashboard_asset(name: str) -> Response:
 @serialized
 def dashboard_view(state: State, run_id: RunId) -> Dashboard:
     """Everything the dashboard draws for one run, from one consistent read."""
-    return dashview.dashboard(state, run_id)
+    return document.dashboard(state, run_id)

@@ -7,13 +7,9 @@ the input hashes both parties signed.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends, Request, Response
 
-from hypertrain.challenge import disputes, honeypots
-from hypertrain.challenge.deps import State, require_admin, serialized
-from hypertrain.challenge.models import (
+from hypertrain.api.models import (
     DisputeAnswered,
     DisputeOpened,
     DisputeRuled,
@@ -22,80 +18,73 @@ from hypertrain.challenge.models import (
     HoneypotRevealAck,
     ReassignedAudit,
 )
+from hypertrain.challenge.deps import ERRORS, State, require_admin, serialized
+from hypertrain.challenge.disputes import games, honeypots
 from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod
 
 router = APIRouter(prefix="/v1", tags=["disputes"])
 admin_router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(require_admin)])
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {},
-    401: {},
-    403: {},
-    404: {},
-    409: {},
-    413: {},
-    503: {},
-}
 
 
-@router.post("/disputes", responses=_ERRORS, response_model=DisputeOpened)
+@router.post("/disputes", responses=ERRORS, response_model=DisputeOpened)
 @serialized
 def open_dispute(state: State, envelope: Envelope) -> DisputeView:
     """A ``dispute-open`` envelope from the judged island, within the verdict's own window."""
-    return disputes.open_dispute(state, envelope)
+    return games.open_dispute(state, envelope)
 
 
-@router.get("/disputes", responses=_ERRORS)
+@router.get("/disputes", responses=ERRORS)
 @serialized
 def list_disputes(
     state: State, run_id: str, round: int | None = None, stage: str | None = None
 ) -> list[DisputeView]:
     """Every dispute of a run (optionally of one round, or at one stage)."""
-    return disputes.listing(state, run_id, round, stage)
+    return games.listing(state, run_id, round, stage)
 
 
-@router.get("/disputes/{dispute_id}", responses=_ERRORS)
+@router.get("/disputes/{dispute_id}", responses=ERRORS)
 @serialized
 def get_dispute(state: State, dispute_id: str) -> DisputeView:
-    return disputes.view(state, dispute_id)
+    return games.view(state, dispute_id)
 
 
-@router.post("/disputes/{dispute_id}/answer", responses=_ERRORS, response_model=DisputeAnswered)
+@router.post("/disputes/{dispute_id}/answer", responses=ERRORS, response_model=DisputeAnswered)
 @serialized
 def answer(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
     """A ``dispute-answer`` envelope from a party, for the open query."""
-    return disputes.answer(state, dispute_id, envelope)
+    return games.answer(state, dispute_id, envelope)
 
 
-@router.put("/disputes/{dispute_id}/inputs", responses=_ERRORS)
+@router.put("/disputes/{dispute_id}/inputs", responses=ERRORS)
 async def put_inputs(state: State, dispute_id: str, request: Request) -> DisputeView:
     """The contested operation's input tensors (``application/octet-stream``)."""
     data = await request.body()
-    return await state.offload(disputes.put_inputs, state, dispute_id, data)
+    return await state.offload(games.put_inputs, state, dispute_id, data)
 
 
-@router.get("/disputes/{dispute_id}/inputs", responses=_ERRORS)
+@router.get("/disputes/{dispute_id}/inputs", responses=ERRORS)
 @serialized
 def get_inputs(state: State, dispute_id: str) -> Response:
-    return Response(disputes.get_inputs(state, dispute_id), media_type="application/octet-stream")
+    return Response(games.get_inputs(state, dispute_id), media_type="application/octet-stream")
 
 
-@router.post("/disputes/{dispute_id}/ruling", responses=_ERRORS, response_model=DisputeRuled)
+@router.post("/disputes/{dispute_id}/ruling", responses=ERRORS, response_model=DisputeRuled)
 @serialized
 def ruling(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
     """A ``dispute-ruling`` envelope from a referee named in the manifest."""
-    return disputes.ruling(state, dispute_id, envelope)
+    return games.ruling(state, dispute_id, envelope)
 
 
-@router.get("/runs/{run_id}/reassigned", responses=_ERRORS, response_model=list[ReassignedAudit])
+@router.get("/runs/{run_id}/reassigned", responses=ERRORS, response_model=list[ReassignedAudit])
 @serialized
 def reassigned(state: State, run_id: str) -> list[ReassignedAudit]:
     """Audits awaiting another auditor's verdict: set aside by a dispute, or missed."""
-    return disputes.reassigned(state, run_id)
+    return games.reassigned(state, run_id)
 
 
-@router.get("/runs/{run_id}/honeypots", responses=_ERRORS, response_model=HoneypotAnswer)
+@router.get("/runs/{run_id}/honeypots", responses=ERRORS, response_model=HoneypotAnswer)
 @serialized
 def honeypot_table(state: State, run_id: str) -> HoneypotAnswer:
     """Every committed honeypot period (revealed lists included) and the per-strategy table
@@ -106,7 +95,7 @@ def honeypot_table(state: State, run_id: str) -> HoneypotAnswer:
 
 @router.get(
     "/runs/{run_id}/honeypots/periods",
-    responses=_ERRORS,
+    responses=ERRORS,
     response_model=list[HoneypotPeriodPublic],
 )
 @serialized
@@ -115,7 +104,7 @@ def honeypot_periods(state: State, run_id: str) -> list[HoneypotPeriodPublic]:
     return honeypots.periods(state, run_id)
 
 
-@admin_router.post("/runs/{run_id}/honeypots", responses=_ERRORS, response_model=HoneypotRevealAck)
+@admin_router.post("/runs/{run_id}/honeypots", responses=ERRORS, response_model=HoneypotRevealAck)
 @serialized
 def reveal_honeypots(state: State, run_id: str, payload: HoneypotList) -> HoneypotRevealAck:
     """Publish a period's list (its last round final); it must hash to that period's
@@ -125,7 +114,7 @@ def reveal_honeypots(state: State, run_id: str, payload: HoneypotList) -> Honeyp
 
 @admin_router.post(
     "/runs/{run_id}/honeypots/periods/{period}/reveal",
-    responses=_ERRORS,
+    responses=ERRORS,
     response_model=HoneypotRevealAck,
 )
 @serialized
@@ -137,7 +126,7 @@ def reveal_period(
 
 
 @admin_router.post(
-    "/runs/{run_id}/honeypots/periods", responses=_ERRORS, response_model=HoneypotPeriodPublic
+    "/runs/{run_id}/honeypots/periods", responses=ERRORS, response_model=HoneypotPeriodPublic
 )
 @serialized
 def commit_period(state: State, run_id: str, payload: HoneypotPeriod) -> HoneypotPeriodPublic:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hypertrain import __version__
-from hypertrain.challenge import weights
+from hypertrain.api.models import HealthAnswer, VersionAnswer, WeightsPublic
 from hypertrain.challenge.deps import State, require_internal
-from hypertrain.challenge.models import HealthAnswer, VersionAnswer, WeightsPublic
+from hypertrain.challenge.platform import weights
 
 router = APIRouter(tags=["platform"])
 
@@ -21,30 +21,30 @@ router = APIRouter(tags=["platform"])
     responses={503: {"description": "cannot score yet"}},
     response_model=HealthAnswer,
 )
-async def health(request: Request, response: Response) -> dict[str, Any]:
+async def health(request: Request, response: Response) -> HealthAnswer:
     """Readiness: 200 when the service can score (a metagraph snapshot is held), else 503."""
     state = getattr(request.app.state, "service", None)
     if state is None:
         response.status_code = 503
-        return {"ok": False, "reason": "starting"}
+        return HealthAnswer(ok=False, reason="starting")
     ok = state.metagraph.snapshot is not None
     response.status_code = 200 if ok else 503
-    return {
-        "ok": ok,
-        "metagraph": state.metagraph.status(),
-        "beacon_round": state.current.round if state.current else None,
-        "beacon": state.beacon_status(),
-    }
+    return HealthAnswer(
+        ok=ok,
+        metagraph=state.metagraph.status(),
+        beacon_round=state.current.round if state.current else None,
+        beacon=state.beacon_status(),
+    )
 
 
 @router.get("/version", response_model=VersionAnswer)
-async def version(state: State) -> dict[str, Any]:
-    return {
-        "slug": state.settings.slug,
-        "version": __version__,
-        "contract": 1,
-        "capabilities": ["get_weights", "proxy_routes"],
-    }
+async def version(state: State) -> VersionAnswer:
+    return VersionAnswer(
+        slug=state.settings.slug,
+        version=__version__,
+        contract=1,
+        capabilities=["get_weights", "proxy_routes"],
+    )
 
 
 @router.get(

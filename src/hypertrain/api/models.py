@@ -1,0 +1,416 @@
+"""The challenge service's JSON answers, one pydantic model per shape, shared by both ends.
+
+Each route declares one of these as its response model, so the service validates what it
+sends and the OpenAPI document names every field; :class:`~hypertrain.api.client.
+ChallengeClient` parses answers into the same models, so callers read attributes instead
+of indexing strings. Models refuse unknown fields: a field the service starts to send is
+added here first, in one place, for both ends. Signed records stay :class:`Envelope`;
+their bodies are validated by the domain's message model where they are used.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hypertrain.dispute.store import DisputeView
+from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.honeypots import HoneypotList
+from hypertrain.protocol.manifest import LayoutSpec, ModelSpec
+from hypertrain.protocol.messages import MergeCorrection, MergeTape
+
+Phase = Literal["train", "beacon", "audit", "merge", "settle", "final"]
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BeaconPublic(_Answer):
+    """``GET /v1/beacon``: the latest verified beacon round the service acts on."""
+
+    round: int | None
+    randomness: str | None
+
+
+class RunListItem(_Answer):
+    run_id: str
+    manifest_digest: str
+
+
+class VerdictCounts(_Answer):
+    match: int
+    mismatch: int
+
+
+class RoundSummary(_Answer):
+    """One row of ``GET /v1/runs/{run}/rounds``: phase, deadlines, commits, audits, loss."""
+
+    round: int
+    phase: Phase
+    open_beacon_round: int
+    commit_deadline_round: int
+    selection_beacon_round: int | None
+    audit_close_round: int | None
+    dispute_deadline_round: int | None
+    start_model_sha256: str | None
+    new_model_sha256: str | None
+    commits: int
+    tokens: int
+    update_bytes: int
+    train_loss: float | None
+    eval_loss: float | None
+    audits: int
+    verdicts: VerdictCounts
+    disputes: int
+    settled_epoch: int | None
+
+
+class VerdictRecord(_Answer):
+    verdict_id: str
+    envelope: Envelope
+
+
+class SelectionBeacon(_Answer):
+    round: int
+    randomness: str
+    signature: str
+
+
+class RoundDetail(_Answer):
+    """``GET /v1/runs/{run}/rounds/{i}``: the summary's fields with every signed record
+    of the round (``commits`` and ``verdicts`` are the records here, not counts)."""
+
+    round: int
+    phase: Phase
+    open_beacon_round: int
+    commit_deadline_round: int
+    selection_beacon_round: int | None
+    audit_close_round: int | None
+    dispute_deadline_round: int | None
+    start_model_sha256: str | None
+    new_model_sha256: str | None
+    tokens: int
+    update_bytes: int
+    train_loss: float | None
+    eval_loss: float | None
+    audits: int
+    disputes: int
+    settled_epoch: int | None
+    open: Envelope
+    commits: list[Envelope]
+    assignments: list[Envelope]
+    verdicts: list[VerdictRecord]
+    merge: Envelope | None
+    selection_beacon: SelectionBeacon | None
+    probation: dict[str, bool]
+    commit_order: list[str] = []  # committing hotkeys in the order the service accepted them
+    # ``merge-correction`` envelopes, oldest first: each supersedes the tape before it
+    corrections: list[Envelope] = []
+
+    def current_merge(self) -> MergeTape | None:
+        """The round's merge as it stands: its latest correction's tape, else the merge."""
+        if self.corrections:
+            return MergeCorrection.model_validate(self.corrections[-1].body).tape
+        return MergeTape.model_validate(self.merge.body) if self.merge else None
+
+
+IslandStatus = Literal["active", "probation", "faulted", "deregistered", "left"]
+
+
+class RosterEntry(_Answer):
+    """One island of ``GET /v1/runs/{run}/roster``: admission, record and balances."""
+
+    hotkey: str
+    uid: int | None
+    status: IslandStatus
+    device_class: str
+    devices: int
+    first_round: int
+    probation_until_round: int
+    commits: int
+    tokens: int
+    faults: int
+    escrow: int
+    held: int
+    vested: int
+    paid: int
+    burned: int
+    left_round: int | None = None  # the first round opened without it, once it left
+    proven_memory_bytes: int = 0  # what its admission challenge proved (0: not proven)
+
+
+class LeaveAnswer(_Answer):
+    """``POST /v1/leave``: the island trains no round from ``left_round`` on."""
+
+    run_id: str
+    hotkey: str
+    left_round: int
+    leave_id: str  # SHA-256 of the signed envelope's canonical bytes
+
+
+class LossPoint(_Answer):
+    round: int
+    train_loss: float | None
+    eval_loss: float | None
+    tokens: int
+
+
+class RunSummary(_Answer):
+    """``GET /v1/runs/{run}``: the run at a glance."""
+
+    run_id: str
+    manifest_digest: str
+    coordinator: str | None
+    model: ModelSpec
+    inner_steps: int
+    checkpoint_interval: int
+    rounds: int
+    current_round: RoundSummary | None
+    islands: int
+    islands_by_status: dict[str, int]
+    tokens_total: int
+    update_bytes_total: int
+    audits_total: int
+    faults_total: int
+    beacon_round: int | None
+
+
+class AdmissionChallengePublic(_Answer):
+    """What a join answers instead of admitting when the run sets ``admission.challenge``."""
+
+    seed_beacon_round: int
+    answer_deadline_round: int
+    workload_steps: int
+    devices: int
+
+
+class JoinAnswer(_Answer):
+    """Admitted (with the island's first round and budget), or challenged first."""
+
+    admitted: bool
+    run_id: str
+    hotkey: str
+    first_round: int | None = None
+    probation_until_round: int | None = None
+    layout: LayoutSpec | None = None
+    samples_per_round: int | None = None
+    challenge: AdmissionChallengePublic | None = None
+
+
+class CommitAnswer(_Answer):
+    accepted: bool
+    run_id: str
+    round: int
+    hotkey: str
+    commit_id: str
+
+
+class VerdictAnswer(_Answer):
+    accepted: bool
+    verdict_id: str
+
+
+class ProvenFault(_Answer):
+    """``GET /v1/runs/{run}/faults``: a fault proven for a round, and its rollback state."""
+
+    round: int
+    hotkey: str
+    reason: str
+    epoch: int
+    merged: bool  # the round's merge included the faulty update
+    # the round's current tape still includes it, or a later merged round is not yet
+    # rebased onto the corrected chain
+    rollback_due: bool
+
+
+class CorrectionAnswer(_Answer):
+    accepted: bool
+    round: int
+    tape_sha256: str
+    supersedes_tape_sha256: str
+    correction_id: str
+    signer: str
+
+
+class MergeAnswer(_Answer):
+    accepted: bool
+    round: int
+    phase: Phase
+    paid: dict[str, int]
+
+
+class MetagraphStatus(_Answer):
+    epoch: int | None
+    block: int | None
+    hotkeys: int
+    stale: bool
+    error: str | None
+
+
+class BeaconHealth(_Answer):
+    """The verified beacon round against the round due by the chain's schedule."""
+
+    verified_round: int | None
+    due_round: int | None
+    lag_rounds: int | None
+    lagging: bool
+
+
+class HealthAnswer(_Answer):
+    """``GET /health``: readiness (HTTP 200 when the service can score, else 503)."""
+
+    ok: bool
+    reason: str | None = None
+    metagraph: MetagraphStatus | None = None
+    beacon_round: int | None = None
+    beacon: BeaconHealth | None = None
+
+
+class VersionAnswer(_Answer):
+    slug: str
+    version: str
+    contract: int
+    capabilities: list[str]
+
+
+class AdmissionStatus(_Answer):
+    """``GET /v1/runs/{run}/admission/{hotkey}``: an island's admission challenge."""
+
+    run_id: str
+    hotkey: str
+    status: Literal["pending", "answered", "admitted", "refused"]
+    reason: str | None
+    seed_beacon_round: int
+    answer_deadline_round: int
+    workload_steps: int
+    seed: int | None  # None until the service has verified the seed round
+    memory_claims: list[int] = []  # bytes each device proves (the join's memory_bytes)
+
+
+class AdmissionAnswerAck(_Answer):
+    """``POST /v1/admission/answer``: the island's hashes are stored for a worker's check."""
+
+    accepted: bool
+    status: Literal["answered"]
+
+
+class PendingAdmission(_Answer):
+    """One row of ``GET /worker/v1/runs/{run}/admissions``: an answer awaiting a check."""
+
+    hotkey: str
+    device_class: str
+    seed: int | None
+    seed_beacon_round: int
+    workload_steps: int
+    memory_claims: list[int] = []  # bytes each device claims (its table's size)
+    memory_sample: list[tuple[int, int]] = []  # (device, query) pairs to recompute
+
+
+class WeightsMetadata(_Answer):
+    """Where an answer came from: the ledger's own answer hash and the metagraph epoch."""
+
+    ledger_answer_sha256: str | None = None
+    metagraph_epoch: int | None = None
+
+
+class WeightsPublic(_Answer):
+    """``GET /internal/v1/get_weights``: an epoch's weights, stored at first answer and
+    repeated byte for byte (canonical JSON of this model)."""
+
+    challenge_slug: str
+    epoch: int
+    weights: dict[str, float]
+    full_share_mass: float
+    metadata: WeightsMetadata
+    computed_at: int
+
+
+class ReassignedAudit(_Answer):
+    """One row of ``GET /v1/runs/{run}/reassigned``: an audit waiting for a verdict.
+
+    Either its verdict stopped counting (its auditor was found faulty by dispute
+    ``dispute_id``, or a ``recompute`` dispute waits for a quorum of re-audits), or
+    ``missed``: it was assigned and had no verdict when its audit phase ended (then
+    ``auditor``, ``verdict_id`` and ``dispute_id`` are empty). The island's reward for
+    the round is held until another auditor's verdict comes.
+    """
+
+    round: int
+    hotkey: str
+    auditor: str
+    verdict_id: str
+    dispute_id: str
+    assignment: Envelope
+    missed: bool = False
+
+
+# The dispute routes answer the game's stored record (``DisputeView``, defined with the
+# game's tables in ``hypertrain.dispute.store``): one named model per route.
+
+
+class DisputeOpened(DisputeView):
+    """``POST /v1/disputes``: the new game's record, its first query open."""
+
+
+class DisputeAnswered(DisputeView):
+    """``POST /v1/disputes/{id}/answer``: the game after the accepted answer."""
+
+
+class DisputeRuled(DisputeView):
+    """``POST /v1/disputes/{id}/ruling``: the game after the referee's ruling (decided)."""
+
+
+class HoneypotRow(_Answer):
+    """One row of the public honeypot table: a role and strategy, summed over its hotkeys.
+
+    Islands carry rounds run, audited, caught and either ``missed`` (cheats) or
+    ``false_positives`` (honest); auditors carry ``verdicts``. Both carry disputes.
+    """
+
+    role: Literal["island", "auditor"]
+    strategy: str
+    hotkeys: int
+    rounds_run: int | None = None
+    audited: int | None = None
+    caught: int | None = None
+    missed: int | None = None
+    false_positives: int | None = None
+    verdicts: int | None = None
+    disputes_won: int
+    disputes_lost: int
+
+
+class HoneypotPeriodPublic(_Answer):
+    """One committed period of honeypots: its rounds, commitment and, once revealed, list.
+
+    ``committed_beacon_round`` is when the service accepted the commitment (0: in the
+    manifest), always before ``first_round`` opened."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    period: int
+    first_round: int
+    last_round: int
+    commitment: str
+    committed_beacon_round: int
+    revealed: HoneypotList | None = Field(default=None, alias="list")
+    revealed_beacon_round: int | None = None
+
+
+class HoneypotAnswer(_Answer):
+    """``GET /v1/runs/{run}/honeypots``: every period (revealed lists included) and the
+    table accumulated over the revealed ones."""
+
+    periods: list[HoneypotPeriodPublic]
+    table: list[HoneypotRow]
+
+
+class HoneypotRevealAck(_Answer):
+    """``POST /admin/v1/runs/{run}/honeypots``: the list hashed to its period's commitment."""
+
+    revealed: bool
+    period: int
+    commitment: str
+    entries: int

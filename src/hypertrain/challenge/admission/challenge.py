@@ -1,0 +1,299 @@
+"""The admission challenge: prove the devices compute, rather than report a hash.
+
+With ``admission.challenge`` on in the manifest, a join request that passes the
+report checks does not admit the island; it opens a challenge instead:
+
+1. The workload seed comes from beacon round ``s = join round + delay_rounds``, which
+   does not exist when the join is accepted: nobody can precompute the answer.
+   :func:`status` shows the seed once the service has verified round ``s``.
+2. The island runs the fixed self-check workload with that seed on every device and
+   posts one hash per device (``admission-answer``) by round
+   ``s + answer_window_rounds``. The window is sized (``workload_steps``) to one
+   device's throughput, so a device answering for another, or for more devices than
+   it has, misses it. A late answer refuses the island.
+   With the hashes it posts, per device, the memory proof's answers: walks over a table
+   of the size the device claims (``memory_bytes``), seeded per device from the same
+   seed (:mod:`hypertrain.trainer.memproof`).
+3. A worker of the same device class recomputes the reference hash for that seed, and
+   the memory answers of a sample of (device, query) pairs drawn from the beacon round
+   after the answer arrived (:func:`hypertrain.protocol.memproof.check_sample`), and
+   posts both (``admission-check``). The island is admitted, exactly as a plain join
+   admits, only if every device's hash equals the reference and every sampled memory
+   answer equals the worker's; otherwise it is refused. The roster records the proven
+   bytes, which is the only memory figure the service keeps for an island.
+
+A refused island, or one whose challenge expired unanswered, may join again (a new
+challenge with a new seed).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from hypertrain.api.models import (
+    AdmissionAnswerAck,
+    AdmissionChallengePublic,
+    AdmissionStatus,
+    JoinAnswer,
+    PendingAdmission,
+)
+from hypertrain.challenge.admission.rules import challenge_seed
+from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
+from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.memproof import QUERIES, check_sample, table_shape
+from hypertrain.protocol.messages import AdmissionAnswer, AdmissionCheck, JoinRequest
+from hypertrain.protocol.sqlite import transaction
+
+# Admits an island (run, hotkey, join request, device class) and answers its join.
+Admit = Callable[[str, str, JoinRequest, str], JoinAnswer]
+
+
+def open_challenge(
+    state: ServiceState, run_id: str, hotkey: str, body: JoinRequest, device_class: str
+) -> JoinAnswer:
+    """Record a pending challenge for a join request (replacing a refused one)."""
+    spec = state.manifest(run_id).admission
+    now = state.due_round()
+    row = _row(state, run_id, hotkey)
+    expired = row is not None and row["status"] == "pending" and now > row["deadline_round"]
+    if row is not None and row["status"] in ("pending", "answered") and not expired:
+        raise ConflictError(f"{hotkey} already has an open admission challenge", code="duplicate")
+    seed_round = now + spec.delay_rounds
+    deadline = seed_round + spec.answer_window_rounds
+    state.conn.execute(
+        "DELETE FROM admission_challenges WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
+    )
+    state.conn.execute(
+        "INSERT INTO admission_challenges (run_id, hotkey, device_class, join_body,"
+        " join_beacon_round, seed_beacon_round, deadline_round) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            hotkey,
+            device_class,
+            quick_dumps(body.model_dump(mode="json")),
+            now,
+            seed_round,
+            deadline,
+        ),
+    )
+    return JoinAnswer(
+        admitted=False,
+        run_id=run_id,
+        hotkey=hotkey,
+        challenge=AdmissionChallengePublic(
+            seed_beacon_round=seed_round,
+            answer_deadline_round=deadline,
+            workload_steps=spec.workload_steps,
+            devices=len(body.devices),
+        ),
+    )
+
+
+def status(state: ServiceState, run_id: str, hotkey: str) -> AdmissionStatus:
+    """The island's challenge: its seed once the seed round is verified, and its status."""
+    row = _require(state, run_id, hotkey)
+    seed = _seed(state, row)
+    return AdmissionStatus(
+        run_id=run_id,
+        hotkey=hotkey,
+        status=row["status"],
+        reason=row["reason"],
+        seed_beacon_round=row["seed_beacon_round"],
+        answer_deadline_round=row["deadline_round"],
+        workload_steps=state.manifest(run_id).admission.workload_steps,
+        seed=seed,
+        memory_claims=_claims(row),
+    )
+
+
+def answer(state: ServiceState, env: Envelope) -> AdmissionAnswerAck:
+    """The island's per-device hashes; refused (and the island with it) when late."""
+    verified, body = state.open_signed(env, "admission-answer", AdmissionAnswer, registered=True)
+    run_id, hotkey = env.run_id, verified.signer
+    row = _require(state, run_id, hotkey)
+    if row["status"] != "pending":
+        code = "duplicate" if row["status"] == "answered" else "closed"
+        raise ConflictError(f"challenge is {row['status']}, not awaiting an answer", code=code)
+    if body.seed_beacon_round != row["seed_beacon_round"]:
+        raise ChallengeError("answer is for another seed round", code="wrong_seed")
+    seed = _seed(state, row)
+    if seed is None:
+        raise PhaseError("the seed round is not public yet", code="no_seed")
+    now = state.due_round()
+    if now > row["deadline_round"]:
+        with transaction(state.conn):
+            state.burn(env)
+            _close(state, run_id, hotkey, "refused", f"answer at round {now}, after the deadline")
+        raise PhaseError(f"answer deadline {row['deadline_round']} passed (now {now})", code="late")
+    _check_shape(body, len(_claims(row)))
+    with transaction(state.conn):
+        state.burn(env)
+        state.conn.execute(
+            "UPDATE admission_challenges SET hashes = ?, memory_answers = ?, answered_round = ?,"
+            " status = 'answered' WHERE run_id = ? AND hotkey = ?",
+            (quick_dumps(body.hashes), quick_dumps(body.memory), now, run_id, hotkey),
+        )
+    return AdmissionAnswerAck(accepted=True, status="answered")
+
+
+def _check_shape(body: AdmissionAnswer, devices: int) -> None:
+    """One hash and one list of ``QUERIES`` memory answers per device."""
+    if len(body.hashes) != devices:
+        raise ChallengeError(f"{len(body.hashes)} hashes for {devices} devices", code="bad_body")
+    if len(body.memory) != devices or any(len(m) != QUERIES for m in body.memory):
+        raise ChallengeError(
+            f"memory answers must be {QUERIES} per device for {devices} devices",
+            code="bad_body",
+        )
+
+
+def _claims(row: sqlite3.Row) -> list[int]:
+    """Bytes each device of the join claims (and must prove)."""
+    return [int(d["memory_bytes"]) for d in loads(row["join_body"])["devices"]]
+
+
+def _sample(state: ServiceState, row: sqlite3.Row) -> list[tuple[int, int]] | None:
+    """The (device, query) pairs to recompute, from the beacon round after the answer;
+    None until that round is verified."""
+    randomness = _randomness(state, int(row["answered_round"]) + 1)
+    if randomness is None:
+        return None
+    return check_sample(randomness, row["hotkey"], len(_claims(row)))
+
+
+def pending(state: ServiceState, run_id: str) -> list[PendingAdmission]:
+    """Answered challenges awaiting a worker's check, once their sample round is public."""
+    state.manifest(run_id)
+    rows = state.conn.execute(
+        "SELECT * FROM admission_challenges WHERE run_id = ? AND status = 'answered'"
+        " ORDER BY hotkey",
+        (run_id,),
+    ).fetchall()
+    spec = state.manifest(run_id).admission
+    out = []
+    for r in rows:
+        sample = _sample(state, r)
+        if sample is None:
+            continue  # the beacon round after the answer is not verified yet
+        out.append(
+            PendingAdmission(
+                hotkey=r["hotkey"],
+                device_class=r["device_class"],
+                seed=r["seed"],
+                seed_beacon_round=r["seed_beacon_round"],
+                workload_steps=spec.workload_steps,
+                memory_claims=_claims(r),
+                memory_sample=sample,
+            )
+        )
+    return out
+
+
+def check(state: ServiceState, env: Envelope, admit: Admit) -> JoinAnswer:
+    """A worker's reference: admit (via ``admit(run_id, hotkey, JoinRequest, class)``)
+    when every device's hash equals it, refuse otherwise."""
+    _, body = state.open_signed(
+        env,
+        "admission-check",
+        AdmissionCheck,
+        registered=False,
+        allowed=state.settings.worker_hotkeys,
+    )
+    run_id = env.run_id
+    row = _require(state, run_id, body.hotkey)
+    if row["status"] != "answered" or body.seed_beacon_round != row["seed_beacon_round"]:
+        raise ConflictError(f"challenge is {row['status']}, not awaiting a check", code="closed")
+    sample = _sample(state, row)
+    if sample is None:
+        raise PhaseError("the sample's beacon round is not public yet", code="no_sample")
+    checked = {(m.device, m.query): m.answer for m in body.memory}
+    if sorted(checked) != sample or len(checked) != len(body.memory):
+        raise ChallengeError(f"the check must cover exactly {sample}", code="bad_sample")
+    reason = _refusal(loads(row["hashes"]), loads(row["memory_answers"]), body, checked)
+    with transaction(state.conn):
+        state.burn(env)
+        if not reason:
+            _close(state, run_id, body.hotkey, "admitted", "")
+            request = JoinRequest.model_validate(loads(row["join_body"]))
+            result = admit(run_id, body.hotkey, request, row["device_class"])
+            proven = sum(table_shape(claim).proven_bytes for claim in _claims(row))
+            state.conn.execute(
+                "UPDATE roster SET proven_memory_bytes = ? WHERE run_id = ? AND hotkey = ?",
+                (proven, run_id, body.hotkey),
+            )
+        else:
+            _close(state, run_id, body.hotkey, "refused", reason)
+            result = JoinAnswer(admitted=False, run_id=run_id, hotkey=body.hotkey)
+    state.count("admissions_refused" if reason else "admissions_admitted")
+    return result
+
+
+def _refusal(
+    hashes: list[str],
+    memory: list[list[str]],
+    body: AdmissionCheck,
+    checked: dict[tuple[int, int], str],
+) -> str:
+    """Why the answers fail the check ("" when they pass)."""
+    bad = [i for i, h in enumerate(hashes) if h != body.reference_hash]
+    if bad:
+        return f"devices {bad} differ from the reference"
+    wrong = sorted({d for (d, q), answer in checked.items() if memory[d][q] != answer})
+    if wrong:
+        return f"memory answers of devices {wrong} differ from the recomputed table"
+    return ""
+
+
+def _randomness(state: ServiceState, number: int) -> str | None:
+    """The verified randomness of beacon round ``number`` (None: not verified yet)."""
+    current = state.current
+    if current is None or current.round < number:
+        return None
+    if current.round == number:
+        return current.randomness
+    stored = state.conn.execute(
+        "SELECT randomness FROM beacons WHERE round = ?", (number,)
+    ).fetchone()
+    return str(stored["randomness"]) if stored else state.beacon.get(number).randomness
+
+
+def _seed(state: ServiceState, row: sqlite3.Row) -> int | None:
+    if row["seed"] is not None:
+        return int(row["seed"])
+    number = int(row["seed_beacon_round"])
+    randomness = _randomness(state, number)
+    if randomness is None:
+        return None
+    seed = challenge_seed(row["run_id"], row["hotkey"], number, randomness)
+    with transaction(state.conn):
+        state.conn.execute(
+            "UPDATE admission_challenges SET seed = ? WHERE run_id = ? AND hotkey = ?",
+            (seed, row["run_id"], row["hotkey"]),
+        )
+    return seed
+
+
+def _close(state: ServiceState, run_id: str, hotkey: str, status_: str, reason: str) -> None:
+    state.conn.execute(
+        "UPDATE admission_challenges SET status = ?, reason = ? WHERE run_id = ? AND hotkey = ?",
+        (status_, reason, run_id, hotkey),
+    )
+
+
+def _row(state: ServiceState, run_id: str, hotkey: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = state.conn.execute(
+        "SELECT * FROM admission_challenges WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
+    ).fetchone()
+    return row
+
+
+def _require(state: ServiceState, run_id: str, hotkey: str) -> sqlite3.Row:
+    state.manifest(run_id)
+    row = _row(state, run_id, hotkey)
+    if row is None:
+        raise NotFoundError(
+            f"{hotkey} has no admission challenge in {run_id}", code="unknown_challenge"
+        )
+    return row

@@ -1,0 +1,76 @@
+"""Leaving a run: a signed ``leave`` takes an island off the roster from the next round.
+
+The rule (docs/mechanism.md, "Leaving"):
+
+* The island stays in every round already opened (their round-open records are signed
+  and fixed): a commit it made there is audited, disputed and settled as any other, so
+  leaving cannot dodge a pending audit. It is left out of every round opened after the
+  leave (``left_round``, the index of the next round at the time of the leave).
+* Its roster row stays: the ledger keeps its escrow vesting on the run's schedule, a
+  fault proven later for any of its rounds (a late verdict, an upheld dispute) burns
+  its unvested and vested-unpaid value as for any island, and deregistration still
+  burns what is unpaid.
+* A leave is final for the run: a second leave is ``already_left`` and a join after it
+  is ``left`` (both 409); the envelope's nonce makes a replayed leave ``replayed``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from hypertrain.api.models import LeaveAnswer
+from hypertrain.challenge.errors import ConflictError, NotFoundError
+from hypertrain.challenge.state import ServiceState
+from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.messages import Leave
+from hypertrain.protocol.sqlite import transaction
+
+
+def leave(state: ServiceState, env: Envelope) -> LeaveAnswer:
+    """Record an island's signed leave; it trains no round opened from now on."""
+    verified, _body = state.open_signed(env, "leave", Leave, registered=True)
+    run_id, hotkey = env.run_id, verified.signer
+    row = state.conn.execute(
+        "SELECT left_round FROM roster WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(f"{hotkey} is not in the roster of {run_id}", code="not_in_roster")
+    if row["left_round"] is not None:
+        raise ConflictError(
+            f"{hotkey} already left {run_id} from round {row['left_round']}", code="already_left"
+        )
+    left_round = next_round(state, run_id)
+    raw = env.to_bytes()
+    with transaction(state.conn):
+        state.burn(env)
+        state.conn.execute(
+            "UPDATE roster SET left_round = ?, leave_envelope = ? WHERE run_id = ? AND hotkey = ?",
+            (left_round, raw.decode("utf-8"), run_id, hotkey),
+        )
+    state.count("leaves")
+    return LeaveAnswer(
+        run_id=run_id,
+        hotkey=hotkey,
+        left_round=left_round,
+        leave_id=hashlib.sha256(raw).hexdigest(),
+    )
+
+
+def next_round(state: ServiceState, run_id: str) -> int:
+    """The index of the next round to open (0 before the first)."""
+    last = state.conn.execute(
+        "SELECT MAX(round) AS r FROM rounds WHERE run_id = ?", (run_id,)
+    ).fetchone()["r"]
+    return 0 if last is None else int(last) + 1
+
+
+def refuse_rejoin(state: ServiceState, run_id: str, hotkey: str) -> None:
+    """A join after a leave is refused: leaving is final for the run."""
+    row = state.conn.execute(
+        "SELECT left_round FROM roster WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
+    ).fetchone()
+    if row is not None and row["left_round"] is not None:
+        raise ConflictError(
+            f"{hotkey} left {run_id} from round {row['left_round']}; a leave is final",
+            code="left",
+        )

@@ -1,0 +1,1 @@
+"""Competition mode: specs, commit and reveal of models, evaluation cycles, scores."""

@@ -1,0 +1,230 @@
+"""Competition mode, the clock: evaluation cycles opened and closed by beacon rounds.
+
+Cycle ``k`` of a competition is due at beacon round ``start + (k + 1) × interval``.
+When that round is verified the service opens the cycle: its randomness picks the
+held-out pages, and the eligible models are fixed (revealed, committed at least
+``eligibility_delay_rounds`` before, the hotkey still registered, each hotkey's
+newest eligible commitment, and for a model hash committed more than once only the
+earliest commitment: a copy is never scored). Evaluators score until the cycle's
+deadline; the cycle closes when every model is scored (by every evaluator that
+answered, in agreement) or the deadline passes, and its standings settle the ledger.
+While a cycle is being scored no later cycle opens: a due cycle that falls inside an
+open one is skipped (cycle numbers may have gaps), so evaluators always finish one.
+A model with no score, or with scores that disagree, earns nothing that cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from hypertrain.challenge.competition.intake import spec_of
+from hypertrain.challenge.rounds.lifecycle import beacon_round as verified_round
+from hypertrain.challenge.state import ServiceState, quick_dumps
+from hypertrain.competition.messages import (
+    CycleModel,
+    CycleTask,
+    PageProof,
+    RevealedPage,
+    pages_key,
+)
+from hypertrain.competition.pool import cycle_positions, pool_tree
+from hypertrain.competition.replay import agreed_losses, cycle_results
+from hypertrain.competition.spec import CompetitionSpec
+from hypertrain.protocol.sqlite import transaction
+
+log = logging.getLogger(__name__)
+
+
+def advance(state: ServiceState) -> None:
+    """Open the latest due cycle of every competition and close what can be closed.
+
+    Blocking (beacon fetches, ledger writes): the service runs it in a worker thread
+    under the writer lock."""
+    if state.current is None:
+        return
+    now = state.current.round
+    for row in state.conn.execute("SELECT * FROM competitions ORDER BY competition_id").fetchall():
+        spec = spec_of(state, row["competition_id"])
+        still_open = [
+            int(c["cycle"])
+            for c in state.conn.execute(
+                "SELECT cycle FROM compete_cycles WHERE competition_id = ? AND closed = 0",
+                (spec.competition_id,),
+            )
+        ]
+        closed = [maybe_close(state, spec, cycle) for cycle in still_open]
+        if not all(closed):
+            continue  # a cycle is still being scored: the next one waits for it
+        due = (now - row["start_beacon_round"]) // spec.cycle.eval_interval_rounds - 1
+        if due >= 0 and not _cycle_exists(state.conn, spec.competition_id, due):
+            beacon_round = row["start_beacon_round"] + (due + 1) * spec.cycle.eval_interval_rounds
+            beacon = verified_round(state, beacon_round)
+            task = open_cycle(state, spec, due, beacon.round, beacon.randomness)
+            if task is not None and not task.models:
+                maybe_close(state, spec, due)
+
+
+def _cycle_exists(conn: sqlite3.Connection, cid: str, cycle: int) -> bool:
+    return bool(
+        conn.execute(
+            "SELECT 1 FROM compete_cycles WHERE competition_id = ? AND cycle = ?", (cid, cycle)
+        ).fetchone()
+    )
+
+
+def eligible(state: ServiceState, spec: CompetitionSpec, beacon_round: int) -> list[sqlite3.Row]:
+    """The commitments scored in a cycle at ``beacon_round``, oldest first."""
+    delay = spec.cycle.eligibility_delay_rounds
+    rows = state.conn.execute(
+        "SELECT * FROM compete_commits WHERE competition_id = ? AND model_sha256 IS NOT NULL"
+        " AND commit_beacon_round + ? <= ? ORDER BY commit_beacon_round, seq",
+        (spec.competition_id, delay, beacon_round),
+    ).fetchall()
+    first_of_model: dict[str, sqlite3.Row] = {}
+    newest_of_hotkey: dict[str, sqlite3.Row] = {}
+    for row in rows:
+        first_of_model.setdefault(row["model_sha256"], row)
+        if first_of_model[row["model_sha256"]] is row and state.metagraph.is_registered(
+            row["hotkey"]
+        ):
+            newest_of_hotkey[row["hotkey"]] = row
+    return sorted(newest_of_hotkey.values(), key=lambda r: (r["commit_beacon_round"], r["seq"]))
+
+
+def pages_revealable(spec: CompetitionSpec, cycle_beacon_round: int, now: int) -> bool:
+    """The one window check of the pool: a cycle's pages are revealed no earlier than
+    its beacon round, which is ``eligibility_delay_rounds`` after its last commitment."""
+    return now >= cycle_beacon_round
+
+
+def pool_path(state: ServiceState, cid: str) -> Path:
+    """Where the service keeps a competition's secret pool (never served as a whole)."""
+    return state.settings.state_dir / "competitions" / f"{cid}.pool.npy"
+
+
+def _used_positions(state: ServiceState, cid: str) -> list[int]:
+    return [
+        p
+        for row in state.conn.execute(
+            "SELECT task FROM compete_cycles WHERE competition_id = ?", (cid,)
+        )
+        for p in json.loads(row["task"])["pages"]
+    ]
+
+
+def reveal_pages(state: ServiceState, spec: CompetitionSpec, key: str) -> list[RevealedPage]:
+    """The cycle's pages from the pool, with proofs; empty when the pool is spent."""
+    positions = cycle_positions(spec, key, _used_positions(state, spec.competition_id))
+    if not positions:
+        return []
+    samples = np.load(pool_path(state, spec.competition_id), allow_pickle=False)
+    tree = pool_tree(samples)
+    return [
+        RevealedPage(
+            position=p,
+            tokens=np.ascontiguousarray(samples[p], dtype="<u4").tobytes().hex(),
+            proof=PageProof.model_validate(tree.proof(p).to_json()),
+        )
+        for p in positions
+    ]
+
+
+def open_cycle(
+    state: ServiceState,
+    spec: CompetitionSpec,
+    cycle: int,
+    beacon_round: int,
+    randomness: str,
+) -> CycleTask | None:
+    """Open a cycle: reveal its pages and fix its models; None when the pool is spent."""
+    if not pages_revealable(spec, beacon_round, state.due_round()):
+        return None
+    key = pages_key(spec, cycle, randomness)
+    revealed = reveal_pages(state, spec, key)
+    if not revealed:
+        log.warning("competition %s: the pool is spent; cycle %d not opened",
+                    spec.competition_id, cycle)  # fmt: skip
+        return None
+    models = [
+        CycleModel(
+            hotkey=r["hotkey"],
+            model_sha256=r["model_sha256"],
+            commitment=r["commitment"],
+            commit_beacon_round=r["commit_beacon_round"],
+            commit_seq=r["seq"],
+            files=json.loads(r["files"]),
+            base_url=r["base_url"],
+        )
+        for r in eligible(state, spec, beacon_round)
+    ]
+    models.sort(key=lambda m: (m.commit_beacon_round, m.commit_seq))
+    task = CycleTask(
+        competition_id=spec.competition_id,
+        cycle=cycle,
+        beacon_round=beacon_round,
+        randomness=randomness,
+        pages_key=key,
+        pages=[p.position for p in revealed],
+        revealed=revealed,
+        score_deadline_round=beacon_round + spec.cycle.score_window_rounds,
+        models=models,
+    )
+    with transaction(state.conn):
+        state.conn.execute(
+            "INSERT OR IGNORE INTO compete_cycles (competition_id, cycle, beacon_round,"
+            " randomness, pages_key, score_deadline, task) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (spec.competition_id, cycle, beacon_round, randomness, key,
+             task.score_deadline_round, task.model_dump_json()),
+        )  # fmt: skip
+    log.info("competition %s: cycle %d opened with %d models", spec.competition_id, cycle,
+             len(models))  # fmt: skip
+    return task
+
+
+def stored_scores(state: ServiceState, cid: str, cycle: int) -> list[tuple[str, str, str]]:
+    """``(model hash, evaluator, losses hex)`` of every score stored for a cycle."""
+    return [
+        (row["model_sha256"], row["evaluator"], row["losses_f32"])
+        for row in state.conn.execute(
+            "SELECT model_sha256, evaluator, losses_f32 FROM compete_scores"
+            " WHERE competition_id = ? AND cycle = ?",
+            (cid, cycle),
+        )
+    ]
+
+
+def maybe_close(state: ServiceState, spec: CompetitionSpec, cycle: int) -> bool:
+    """Close and settle a cycle once all its models are scored or its deadline passed."""
+    cid = spec.competition_id
+    row = state.conn.execute(
+        "SELECT * FROM compete_cycles WHERE competition_id = ? AND cycle = ?", (cid, cycle)
+    ).fetchone()
+    task = CycleTask.model_validate_json(row["task"])
+    scores = agreed_losses(stored_scores(state, cid, cycle))
+    complete = all(m.model_sha256 in scores for m in task.models)
+    if not complete and state.due_round() <= task.score_deadline_round:
+        return False
+    snapshot = state.metagraph.snapshot
+    if snapshot is None:
+        return False
+    results = cycle_results(spec, task, scores)
+    with transaction(state.conn):
+        for r in results:
+            state.conn.execute(
+                "INSERT INTO compete_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (cid, cycle, r.hotkey, r.model_sha256, r.mean_loss, r.wins, r.comparisons,
+                 r.win_rate, r.weight, r.units),
+            )  # fmt: skip
+        accepted = {r.hotkey: r.units for r in results if r.units > 0}
+        state.ledger.settle_round(cid, cycle, accepted, snapshot.epoch)
+        state.conn.execute(
+            "UPDATE compete_cycles SET closed = 1 WHERE competition_id = ? AND cycle = ?",
+            (cid, cycle),
+        )
+    log.info("competition %s: cycle %d settled %s", cid, cycle, quick_dumps(accepted))
+    return True

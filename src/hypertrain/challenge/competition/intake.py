@@ -1,0 +1,267 @@
+"""Competition mode, the signed messages: create, commit, reveal and score.
+
+Same discipline as the training intake: verify the envelope (signature, expiry,
+registration), then the competition's rules, and only then burn the nonce and write
+in one transaction, so a refused message changes nothing. The envelope's ``run_id``
+is the competition id; nonces share the service's replay table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+import time
+from typing import Any, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+
+from hypertrain.challenge.errors import (
+    ChallengeError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    PhaseError,
+)
+from hypertrain.challenge.state import ServiceState, dumps
+from hypertrain.competition.messages import (
+    COMMIT_DOMAIN,
+    REVEAL_DOMAIN,
+    SCORE_DOMAIN,
+    SPEC_DOMAIN,
+    CommitAccepted,
+    CompeteCommit,
+    CompeteReveal,
+    CompeteScore,
+    CompetitionCreated,
+    CycleTask,
+    RevealAccepted,
+    ScoreAccepted,
+)
+from hypertrain.competition.pool import PoolError, decode_pool
+from hypertrain.competition.spec import CompetitionSpec
+from hypertrain.competition.submission import SubmissionError, commitment, model_hash
+from hypertrain.protocol.envelope import Envelope, VerifiedEnvelope
+from hypertrain.protocol.sqlite import transaction
+
+log = logging.getLogger(__name__)
+BodyT = TypeVar("BodyT", bound=BaseModel)
+
+
+class SpecRecord(BaseModel):
+    """The body of the coordinator-signed ``competition`` envelope."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    spec: CompetitionSpec
+
+
+def spec_of(state: ServiceState, competition_id: str) -> CompetitionSpec:
+    row = state.conn.execute(
+        "SELECT spec_json FROM competitions WHERE competition_id = ?", (competition_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(
+            f"competition {competition_id!r} does not exist", code="unknown_competition"
+        )
+    return CompetitionSpec.model_validate_json(row["spec_json"])
+
+
+def spec_envelope(state: ServiceState, competition_id: str) -> Envelope:
+    """The coordinator-signed ``competition`` envelope of a competition's spec."""
+    spec_of(state, competition_id)
+    row = state.conn.execute(
+        "SELECT spec_envelope FROM competitions WHERE competition_id = ?", (competition_id,)
+    ).fetchone()
+    return Envelope.model_validate_json(row["spec_envelope"])
+
+
+def _evaluators_named(state: ServiceState, spec: CompetitionSpec) -> None:
+    if not spec.evaluators and not state.settings.worker_hotkeys:
+        raise ChallengeError(
+            "nobody could score this competition: name its evaluators in the spec"
+            ' ("evaluators": [SS58, ...]) or start the service with'
+            " HYPERTRAIN_WORKER_HOTKEYS set to the evaluators' SS58 addresses",
+            code="no_evaluators",
+        )
+
+
+def create(state: ServiceState, doc: dict[str, JsonValue], pool_b64: str) -> CompetitionCreated:
+    """Store a competition, its coordinator-signed spec, its secret pool and its account."""
+    try:
+        spec = CompetitionSpec.model_validate({**doc, "coordinator": state.coordinator})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "spec"
+        raise ChallengeError(f"spec.{where}: {first['msg']}", code="bad_spec") from None
+    _evaluators_named(state, spec)
+    try:
+        pool = decode_pool(pool_b64, spec)
+    except PoolError as exc:
+        raise ChallengeError(str(exc), code="bad_pool") from None
+    cid = spec.competition_id
+    if state.conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (cid,)).fetchone():
+        raise ConflictError(f"{cid!r} is already the id of a training run")
+    now = state.current_round()
+    envelope = state.sign(cid, SPEC_DOMAIN, SpecRecord(spec=spec))
+    try:
+        with transaction(state.conn):
+            state.conn.execute(
+                "INSERT INTO competitions VALUES (?, ?, ?, ?, ?, ?)",
+                (cid, spec.model_dump_json(), dumps(envelope.model_dump()), spec.digest(),
+                 now, time.time()),
+            )  # fmt: skip
+            state.ledger.create_run(
+                cid,
+                pool_per_round=spec.reward.pool_per_cycle,
+                vesting_rounds=spec.reward.vesting_rounds,
+            )
+            _write_pool(state, cid, pool)
+    except sqlite3.IntegrityError:
+        raise ConflictError(f"competition {cid!r} already exists") from None
+    log.info("created competition %s (spec %s)", cid, spec.digest())
+    return CompetitionCreated(
+        competition_id=cid,
+        spec_sha256=spec.digest(),
+        start_beacon_round=now,
+        spec_envelope=envelope.model_dump(),
+    )
+
+
+def _write_pool(state: ServiceState, cid: str, pool: np.ndarray[Any, Any]) -> None:
+    path = state.settings.state_dir / "competitions" / f"{cid}.pool.npy"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial.npy")
+    np.save(partial, pool, allow_pickle=False)
+    partial.replace(path)
+
+
+def _open(
+    state: ServiceState, env: Envelope, domain: str, model: type[BodyT], *, registered: bool
+) -> tuple[VerifiedEnvelope, BodyT]:
+    spec_of(state, env.run_id)
+    return state.verify_signed(env, domain, model, registered=registered)
+
+
+def commit(state: ServiceState, env: Envelope) -> CommitAccepted:
+    """Record a commitment at the current beacon round (that round orders submissions)."""
+    verified, body = _open(state, env, COMMIT_DOMAIN, CompeteCommit, registered=True)
+    spec = spec_of(state, env.run_id)
+    now = state.due_round()
+    commit_id = hashlib.sha256(env.to_bytes()).hexdigest()
+    try:
+        with transaction(state.conn):
+            state.burn(env)
+            state.conn.execute(
+                "INSERT INTO compete_commits (competition_id, commitment, hotkey,"
+                " commit_beacon_round, commit_id, envelope, seq) VALUES (?, ?, ?, ?, ?, ?,"
+                " (SELECT COALESCE(MAX(seq), 0) + 1 FROM compete_commits"
+                " WHERE competition_id = ?))",
+                (env.run_id, body.commitment, verified.signer, now, commit_id,
+                 dumps(env.model_dump()), env.run_id),
+            )  # fmt: skip
+    except sqlite3.IntegrityError:
+        raise ConflictError("this commitment was already recorded", code="duplicate") from None
+    return CommitAccepted(
+        commitment=body.commitment,
+        hotkey=verified.signer,
+        commit_beacon_round=now,
+        eligible_round=now + spec.cycle.eligibility_delay_rounds,
+    )
+
+
+def reveal(state: ServiceState, env: Envelope) -> RevealAccepted:
+    """Reveal a committed model: the file list must hash to the committed model hash."""
+    verified, body = _open(state, env, REVEAL_DOMAIN, CompeteReveal, registered=True)
+    try:
+        computed = model_hash(body.files)
+        expected = commitment(body.model_sha256, verified.signer)
+    except SubmissionError as exc:
+        raise ChallengeError(str(exc), code="bad_submission") from None
+    if computed != body.model_sha256:
+        raise ChallengeError(
+            f"the file list hashes to {computed}, not to model_sha256", code="bad_submission"
+        )
+    row = state.conn.execute(
+        "SELECT hotkey, model_sha256, commit_beacon_round FROM compete_commits"
+        " WHERE competition_id = ? AND commitment = ?",
+        (env.run_id, expected),
+    ).fetchone()
+    if row is None or row["hotkey"] != verified.signer:
+        raise NotFoundError(
+            f"{verified.signer} has no commitment for model {body.model_sha256}",
+            code="no_commitment",
+        )
+    if row["model_sha256"] is not None:
+        raise ConflictError("this commitment was already revealed", code="duplicate")
+    if state.due_round() <= row["commit_beacon_round"]:
+        # A copy is committed after the original's reveal; revealing strictly after
+        # the commit round puts every copy's commitment in a later round, so "the
+        # earliest commitment of a model" never ties between the original and a copy.
+        raise PhaseError(
+            f"reveal after beacon round {row['commit_beacon_round']}, the commit's round",
+            code="reveal_too_early",
+        )
+    files = json.dumps([f.model_dump() for f in body.files], sort_keys=True)
+    with transaction(state.conn):
+        state.burn(env)
+        state.conn.execute(
+            "UPDATE compete_commits SET model_sha256 = ?, files = ?, base_url = ?,"
+            " reveal_envelope = ?, revealed_beacon_round = ? WHERE competition_id = ?"
+            " AND commitment = ?",
+            (body.model_sha256, files, body.base_url, dumps(env.model_dump()),
+             state.due_round(), env.run_id, expected),
+        )  # fmt: skip
+    return RevealAccepted(commitment=expected, model_sha256=body.model_sha256, revealed=True)
+
+
+def _evaluators(state: ServiceState, spec: CompetitionSpec) -> frozenset[str]:
+    return frozenset(spec.evaluators) if spec.evaluators else state.settings.worker_hotkeys
+
+
+def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
+    """An evaluator's page losses for one model of an open cycle."""
+    verified, body = _open(state, env, SCORE_DOMAIN, CompeteScore, registered=False)
+    spec = spec_of(state, env.run_id)
+    if verified.signer not in _evaluators(state, spec):
+        where = (
+            "the spec's evaluators"
+            if spec.evaluators
+            else "HYPERTRAIN_WORKER_HOTKEYS (the spec names no evaluators)"
+        )
+        raise ForbiddenError(
+            f"{verified.signer} is not an evaluator of this competition; add it to {where}"
+        )
+    cycle = state.conn.execute(
+        "SELECT * FROM compete_cycles WHERE competition_id = ? AND cycle = ?",
+        (env.run_id, body.cycle),
+    ).fetchone()
+    if cycle is None:
+        raise NotFoundError(f"cycle {body.cycle} is not open", code="unknown_cycle")
+    if cycle["closed"] or state.due_round() > cycle["score_deadline"]:
+        raise PhaseError(f"cycle {body.cycle} no longer takes scores", code="late")
+    _check_score(CycleTask.model_validate_json(cycle["task"]), body)
+    try:
+        with transaction(state.conn):
+            state.burn(env)
+            state.conn.execute(
+                "INSERT INTO compete_scores VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (env.run_id, body.cycle, body.model_sha256, verified.signer, body.losses_f32,
+                 dumps(env.model_dump()), state.due_round()),
+            )  # fmt: skip
+    except sqlite3.IntegrityError:
+        raise ConflictError("this evaluator already scored that model", code="duplicate") from None
+    return ScoreAccepted(accepted=True, cycle=body.cycle, model_sha256=body.model_sha256)
+
+
+def _check_score(task: CycleTask, body: CompeteScore) -> None:
+    if body.pages_key != task.pages_key:
+        raise ChallengeError("pages_key is not this cycle's", code="bad_score")
+    if body.model_sha256 not in {m.model_sha256 for m in task.models}:
+        raise ChallengeError("that model is not evaluated in this cycle", code="bad_score")
+    if len(body.losses()) != len(task.pages):
+        raise ChallengeError(
+            f"{len(body.losses())} losses for {len(task.pages)} pages", code="bad_score"
+        )

@@ -1,0 +1,324 @@
+"""The dashboard's one read-only JSON document: ``GET /v1/runs/{run_id}/dashboard``.
+
+The web page polls this single view instead of stitching five routes together, so
+every panel is drawn from one consistent database read. Everything here is derived
+from public records: commits, audit assignments, verdicts, disputes, merges, the
+beacon rounds that chose the audits, and the ledger's balances.
+
+Time is measured in beacon rounds (the service's only clock) and converted to
+seconds with the beacon chain's period. "Compute" is from a round's opening to
+its last accepted commit; "sync" from that commit to the accepted merge tape.
+Traffic is counted once, by ``challenge.traffic`` with ``protocol.traffic``'s
+baseline (a bf16 ring all-reduce every step, sent and received): the rounds table and
+the headline tile show the same terms, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+
+from hypertrain.api.models import Phase, RosterEntry
+from hypertrain.challenge.dashboard import panels
+from hypertrain.challenge.dashboard.models import (
+    AuditDispute,
+    AuditRow,
+    AuditVerdict,
+    CompressionCard,
+    CurvePoint,
+    DashBeacon,
+    Dashboard,
+    DashRound,
+    Glance,
+    InnerCard,
+    IslandCard,
+    ModelCard,
+    OuterCard,
+    TrafficPanel,
+)
+from hypertrain.challenge.dashboard.traffic import round_traffic
+from hypertrain.challenge.rounds import facts, storage, views
+from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.dispute import store as dispute_store
+from hypertrain.protocol.manifest import ModelSpec, RunManifest
+from hypertrain.protocol.messages import Verdict
+from hypertrain.protocol.traffic import TrafficRound, ratio, ratio_words, summarize
+
+QUICKNET_GENESIS: Final = 1692803367
+QUICKNET_PERIOD_S: Final = 3
+
+
+def param_count(spec: ModelSpec) -> int:
+    """Trainable scalars of a model spec (same count as the trainer's presets)."""
+    dense = 3 * spec.d_model * spec.ffn_hidden
+    ffn = dense if spec.moe is None else spec.moe.num_experts * (dense + spec.d_model)
+    block = 4 * spec.d_model * spec.d_model + ffn + 2 * spec.d_model
+    head = 0 if spec.tied_embeddings else spec.vocab_size * spec.d_model
+    return spec.vocab_size * spec.d_model + spec.num_layers * block + spec.d_model + head
+
+
+def chain_timing(state: ServiceState) -> tuple[int, int]:
+    """(genesis unix seconds, period seconds) of the beacon chain the service follows."""
+    path = state.settings.beacon_info_file
+    if path is None:
+        return QUICKNET_GENESIS, QUICKNET_PERIOD_S
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        return int(info["genesis_time"]), int(info["period"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return QUICKNET_GENESIS, QUICKNET_PERIOD_S
+
+
+def model_card(manifest: RunManifest) -> ModelCard:
+    spec = manifest.model
+    return ModelCard(
+        spec=spec,
+        preset=spec.preset,
+        layers=spec.num_layers,
+        d_model=spec.d_model,
+        heads=spec.num_heads,
+        context=spec.context_length,
+        vocab=spec.vocab_size,
+        parameters=param_count(spec),
+        moe=spec.moe,
+        inner=InnerCard(
+            name=manifest.inner.name,
+            lr=manifest.inner.lr,
+            weight_decay=manifest.inner.weight_decay,
+            steps_per_round=manifest.round.inner_steps,
+            checkpoint_interval=manifest.round.checkpoint_interval,
+        ),
+        outer=OuterCard(
+            name="nesterov-sgd" if manifest.outer.nesterov else "sgd",
+            lr=manifest.outer.lr,
+            momentum=manifest.outer.momentum,
+        ),
+        compression=_compression(manifest),
+    )
+
+
+def _compression(manifest: RunManifest) -> CompressionCard:
+    spec = manifest.compression
+    if spec.sparse is None:
+        return CompressionCard(
+            codec=spec.codec, error_feedback=spec.error_feedback, block_size=spec.block_size
+        )
+    return CompressionCard(
+        codec=spec.codec,
+        error_feedback=spec.error_feedback,
+        chunk_size=spec.sparse.chunk_size,
+        topk_per_chunk=spec.sparse.topk_per_chunk,
+        value_bits=spec.sparse.value_bits,
+    )
+
+
+def round_rows(
+    state: ServiceState, run_id: str, manifest: RunManifest
+) -> tuple[list[DashRound], list[TrafficRound]]:
+    """Recent rounds with timing, bytes and the data-parallel comparison, and each
+    round's traffic count (the same count the tile sums)."""
+    genesis, period = chain_timing(state)
+    timing = storage.timing(state.conn, run_id)
+    params = param_count(manifest.model)
+    out, counts = [], []
+    for s in views.round_summaries(state, run_id):
+        t = timing[s.round]
+        opened, last_commit, merged = t.opened, t.last_commit, t.merged
+        compute = (last_commit - opened) * period if last_commit else None
+        sync = (merged - last_commit) * period if merged and last_commit else None
+        count = round_traffic(state, run_id, manifest, s, params)
+        counts.append(count)
+        out.append(
+            DashRound(
+                **s.model_dump(),
+                islands=s.commits,
+                started_unix=genesis + (opened - 1) * period,
+                compute_s=compute,
+                sync_s=sync,
+                bytes_sent=s.update_bytes,
+                traffic=count.ours.parts(),
+                honest_bytes=count.ours.total(),
+                data_parallel_bytes=count.data_parallel,
+                probation=count.probation,
+                ratio=ratio(count.data_parallel, count.ours.total()),
+                ratio_words=ratio_words(count.data_parallel, count.ours.total()),
+            )
+        )
+    return out, counts
+
+
+def audit_rows(state: ServiceState, run_id: str) -> list[AuditRow]:
+    """Every audit: the selecting beacon round, the segments, verdicts and disputes."""
+    standing = {v.verdict_id: v for v in facts.standing_verdicts(state.conn, run_id)}
+    faults = facts.run_faults(state.conn, run_id)
+    out = []
+    for a in storage.audits(state.conn, run_id):
+        verdicts = [
+            _audit_verdict(v, standing[v.verdict_id].standing == "stands")
+            for v in storage.verdicts_on(state.conn, run_id, a.round, a.hotkey)
+        ]
+        disputes = [
+            AuditDispute(status=g.outcome or g.stage, reason=f"dispute {g.dispute_id[:12]}")
+            for g in dispute_store.games_on(state.conn, run_id, a.round, a.hotkey)
+        ]
+        out.append(
+            AuditRow(
+                round=a.round,
+                hotkey=a.hotkey,
+                segments=loads(a.segments),
+                probation=a.probation,
+                beacon_round=a.selection_beacon_round,
+                beacon_randomness=a.randomness,
+                verdicts=verdicts,
+                disputes=disputes,
+                fault=a.hotkey in faults.get(a.round, {}),
+            )
+        )
+    return out
+
+
+def _audit_verdict(row: storage.VerdictRow, counts: bool) -> AuditVerdict:
+    body = Verdict.model_validate_json(row.body)
+    return AuditVerdict(
+        auditor=row.auditor,
+        result=row.result,
+        first_bad_leaf=body.first_bad_leaf,
+        detail=body.detail,
+        counts=counts,
+    )
+
+
+def _island_rows(
+    state: ServiceState, run_id: str, rounds: list[DashRound], roster: list[RosterEntry]
+) -> list[IslandCard]:
+    inner_steps = state.manifest(run_id).round.inner_steps
+    current = rounds[-1].round if rounds else None
+    compute = {r.round: r.compute_s for r in rounds}
+    merged = {r.round for r in rounds if r.new_model_sha256}
+    commits = storage.commit_tokens(state.conn, run_id)
+    total_tokens = sum(c.tokens for c in commits) or 0
+    genesis, period = chain_timing(state)
+    out = []
+    for entry in roster:
+        mine = [c for c in commits if c.hotkey == entry.hotkey]
+        seconds = sum(compute.get(c.round) or 0 for c in mine)
+        tokens = sum(c.tokens for c in mine)
+        synced = [c.round for c in mine if c.round in merged]
+        done_now = any(c.round == current for c in mine)
+        synced_at = storage.last_sync(state.conn, run_id, entry.hotkey)
+        hardware = panels.island_hardware(state, run_id, entry.hotkey)
+        out.append(
+            IslandCard(
+                **entry.model_dump(),
+                nodes=hardware.nodes,
+                device_model=hardware.device_model,
+                region=hardware.region,
+                last_sync_unix=None if synced_at is None else genesis + (synced_at - 1) * period,
+                name=island_name(entry.hotkey, entry.uid),
+                rounds=len(mine),
+                tokens_per_s=tokens / seconds if seconds else None,
+                share=tokens / total_tokens if total_tokens else 0.0,
+                steps_done=inner_steps if done_now else 0,
+                steps_total=inner_steps,
+                last_sync_round=max(synced) if synced else None,
+            )
+        )
+    return out
+
+
+def island_name(hotkey: str, uid: int | None) -> str:
+    """An island's one name everywhere: ``island-<uid>`` on the metagraph, else its key."""
+    return f"island-{uid}" if uid is not None else f"{hotkey[:6]}…{hotkey[-4:]}"
+
+
+def dashboard(state: ServiceState, run_id: str) -> Dashboard:
+    """Everything the dashboard draws, for one run."""
+    manifest = state.manifest(run_id)
+    rounds, counts = round_rows(state, run_id, manifest)
+    islands = sorted(  # island-1, island-2, ...: by metagraph uid
+        _island_rows(state, run_id, rounds, views.roster(state, run_id)),
+        key=lambda i: (i.uid is None, i.uid or 0, i.hotkey),
+    )
+    # verified figures only: the held-out loss of each merged model (merge tape); the
+    # islands' own training loss rides along, labelled self-reported
+    curve = [
+        CurvePoint(round=r.round, heldout_loss=r.eval_loss, train_loss_self_reported=r.train_loss)
+        for r in rounds
+        if r.eval_loss is not None
+    ]
+    genesis, period = chain_timing(state)
+    traffic = panels.traffic_panel(summarize(counts))
+    return Dashboard(
+        run_id=run_id,
+        glance=_glance(state, run_id, manifest, rounds, islands, traffic),
+        beacon=DashBeacon(
+            genesis_unix=genesis, period_s=period, **state.beacon_status().model_dump()
+        ),
+        model=model_card(manifest),
+        curve=curve,
+        curve_summary=panels.curve_summary(curve, len(rounds)),
+        round_stations=panels.stations(rounds[-1] if rounds else None),
+        islands=islands,
+        rounds=rounds,
+        audits=audit_rows(state, run_id),
+        traffic=traffic,
+        honeypots=panels.honeypot_panel(state, run_id),
+        disputes=panels.dispute_rows(state, run_id),
+    )
+
+
+def _glance(
+    state: ServiceState,
+    run_id: str,
+    manifest: RunManifest,
+    rounds: list[DashRound],
+    islands: list[IslandCard],
+    traffic: TrafficPanel,
+) -> Glance:
+    """The headline tiles: status, round, loss, islands, speed, tokens, bytes, audits."""
+    summary = views.run_summary(state, run_id)
+    losses = [r.eval_loss for r in rounds if r.eval_loss is not None]
+    current = rounds[-1] if rounds else None
+    active = [i for i in islands if i.status in ("probation", "active")]
+    merged = sum(1 for r in rounds if r.phase in MERGED_PHASES)
+    planned = -(-manifest.inner.total_steps // manifest.round.inner_steps)
+    return Glance(
+        status=_status(current.phase if current else None, merged, planned),
+        round=current.round if current else None,
+        phase=current.phase if current else None,
+        rounds_done=merged,
+        rounds_total=planned,
+        heldout_loss=losses[-1] if losses else None,
+        first_heldout_loss=losses[0] if losses else None,
+        islands=len(active),  # the roster: the same islands the cards list
+        tokens_per_s=sum(i.tokens_per_s or 0 for i in active),
+        tokens=summary.tokens_total,
+        bytes_sent=sum(r.bytes_sent for r in rounds),
+        traffic=traffic,
+        audits=summary.audits_total,
+        faults=summary.faults_total,
+        beacon_round=summary.beacon_round,
+    )
+
+
+PHASE_WORDS: Final = {
+    "train": "training",
+    "beacon": "waiting for the audit beacon",
+    "audit": "auditing",
+    "merge": "merging",
+    "settle": "merged; settling after the dispute window",
+    "final": "between rounds",
+}
+
+
+MERGED_PHASES: Final = frozenset({"settle", "final"})
+
+
+def _status(phase: Phase | None, merged: int, planned: int) -> str:
+    """The run's state in words (``phase``: the current round's, None before round 0);
+    ``finished`` once the schedule's rounds are merged."""
+    if phase is None:
+        return "waiting for the first round"
+    if merged >= planned and phase == "final":
+        return "finished"
+    return PHASE_WORDS.get(phase, phase)

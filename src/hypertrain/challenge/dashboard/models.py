@@ -1,0 +1,289 @@
+"""The dashboard document, ``GET /v1/runs/{run_id}/dashboard``, as one typed contract.
+
+The route declares :class:`Dashboard` as its response model, so the page and any
+other reader see the same named fields. The panels added for disputes, honeypots and
+traffic, like the rounds, islands and audits, are typed to the leaf.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hypertrain.api.models import BeaconHealth, HoneypotRow, RosterEntry, RoundSummary
+from hypertrain.dispute.narrowing import NarrowStep
+from hypertrain.protocol.manifest import ModelSpec, MoESpec
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TrafficTotal(_Doc):
+    """A sum of rounds: the bytes the islands' links carried, the data-parallel bytes for
+    the same tokens (bf16 ring all-reduce every step, sent and received), and the ratio
+    (data-parallel over ours) in number and in words ("N× less than data-parallel")."""
+
+    rounds: int
+    honest_bytes: int
+    data_parallel_bytes: int
+    ratio: float | None
+    words: str
+    parts: dict[str, int]
+
+
+class TrafficPanel(_Doc):
+    """The traffic tile and panel: every round, the steady-state rounds (no island in
+    probation) and the probation rounds, all from ``protocol.traffic.summarize``."""
+
+    all: TrafficTotal
+    steady: TrafficTotal
+    probation: TrafficTotal
+    formula: str
+
+
+class Glance(_Doc):
+    status: str
+    round: int | None
+    phase: str | None
+    rounds_done: int  # rounds merged (settling or final): the outer steps taken
+    rounds_total: int  # rounds the manifest's schedule plans (inner total_steps / H)
+    heldout_loss: float | None
+    first_heldout_loss: float | None
+    islands: int
+    tokens_per_s: float
+    tokens: int
+    bytes_sent: int
+    traffic: TrafficPanel
+    audits: int
+    faults: int
+    beacon_round: int | None
+
+
+class HoneypotPanelRow(HoneypotRow):
+    """One strategy of the revealed list (the public table's row) with its rates.
+
+    ``catch_rate`` is caught / rounds run (a cheating honeypot cheats every round);
+    ``false_positive_rate`` is false positives / rounds audited (honest honeypots).
+    """
+
+    catch_rate: float | None = None
+    false_positive_rate: float | None = None
+
+
+class HoneypotPanel(_Doc):
+    """The operator's committed honeypot periods; the table over those revealed so far."""
+
+    committed: bool
+    commitment: str  # the manifest's (period 0)
+    reveal_round: int
+    revealed: bool
+    revealed_beacon_round: int | None  # the latest reveal's
+    periods: int = 0
+    periods_revealed: int = 0
+    rows: list[HoneypotPanelRow]
+
+
+class NarrowingStep(NarrowStep):
+    """One typed narrowing step of a dispute (the game's own record), with its text."""
+
+    text: str  # rendered by ``dispute.narrowing.describe``; nothing reads it back
+
+
+class DisputePanelRow(_Doc):
+    dispute_id: str
+    round: int
+    segment: int
+    hotkey: str
+    auditor: str
+    bond: int
+    stage: str
+    step: int | None  # the one step the parties disagree on, once found
+    section: str | None  # the first section (layer) of that step whose digests differ
+    op: str | None  # the contested operation
+    referee: str | None  # the referee whose ruling decided the game
+    outcome: str | None
+    reason: str
+    opened_beacon_round: int
+    decided_beacon_round: int | None
+    deadline_round: int | None  # of the open query; None once decided
+    messages: int
+    bytes_in: int
+    steps: list[NarrowingStep]
+
+
+class CurvePoint(_Doc):
+    round: int
+    heldout_loss: float | None
+    train_loss_self_reported: float | None
+
+
+class DashBeacon(BeaconHealth):
+    """The beacon chain's timing (to turn rounds into seconds) and the clock's lag."""
+
+    genesis_unix: int
+    period_s: int
+
+
+class InnerCard(_Doc):
+    name: str
+    lr: float
+    weight_decay: float
+    steps_per_round: int
+    checkpoint_interval: int
+
+
+class OuterCard(_Doc):
+    name: str
+    lr: float
+    momentum: float
+
+
+class CompressionCard(_Doc):
+    """The update codec: blockwise (``block_size``) or sparse top-k (the chunk fields)."""
+
+    codec: str
+    error_feedback: bool
+    block_size: int | None = None
+    chunk_size: int | None = None
+    topk_per_chunk: int | None = None
+    value_bits: int | None = None
+
+
+class ModelCard(_Doc):
+    spec: ModelSpec
+    preset: str | None
+    layers: int
+    d_model: int
+    heads: int
+    context: int
+    vocab: int
+    parameters: int
+    moe: MoESpec | None
+    inner: InnerCard
+    outer: OuterCard
+    compression: CompressionCard
+
+
+class LossAt(_Doc):
+    round: int
+    loss: float
+
+
+class Spike(LossAt):
+    rise: float
+
+
+class CurveSummary(_Doc):
+    """Start, last, drop since the first round, lowest and highest with their rounds, spike."""
+
+    start: LossAt
+    last: LossAt
+    drop: float
+    drop_pct: float | None
+    lowest: LossAt
+    highest_after_first: LossAt | None
+    spike: Spike | None
+    synced_rounds: int
+    rounds: int
+
+
+class Station(_Doc):
+    id: str
+    name: str
+    what: str
+
+
+class RoundStations(_Doc):
+    """The round's stations and the one the current round is at (None before round 0)."""
+
+    stations: list[Station]
+    current: str | None
+    round: int | None
+
+
+class DeviceCard(_Doc):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    index: int
+    name: str
+    device_class: str = Field(alias="class")
+
+
+class NodeCard(_Doc):
+    node: str
+    devices: list[DeviceCard]
+
+
+class IslandCard(RosterEntry):
+    """A roster entry with its hardware, its speed and its share of the run's tokens."""
+
+    nodes: list[NodeCard]
+    device_model: str | None
+    region: str | None
+    last_sync_unix: int | None
+    name: str
+    rounds: int
+    tokens_per_s: float | None
+    share: float
+    steps_done: int
+    steps_total: int
+    last_sync_round: int | None
+
+
+class DashRound(RoundSummary):
+    """A round of the rounds table: the summary with timing and its traffic count."""
+
+    islands: int
+    started_unix: int
+    compute_s: int | None
+    sync_s: int | None
+    bytes_sent: int
+    traffic: dict[str, int]
+    honest_bytes: int
+    data_parallel_bytes: int
+    probation: bool
+    ratio: float | None
+    ratio_words: str
+
+
+class AuditVerdict(_Doc):
+    auditor: str
+    result: str
+    first_bad_leaf: int | None
+    detail: str
+    counts: bool  # False when a dispute overturned it or its auditor was found faulty
+
+
+class AuditDispute(_Doc):
+    status: str
+    reason: str
+
+
+class AuditRow(_Doc):
+    round: int
+    hotkey: str
+    segments: list[int]
+    probation: bool
+    beacon_round: int | None
+    beacon_randomness: str | None
+    verdicts: list[AuditVerdict]
+    disputes: list[AuditDispute]
+    fault: bool
+
+
+class Dashboard(_Doc):
+    """Everything the dashboard draws for one run, from one consistent read."""
+
+    run_id: str
+    glance: Glance
+    beacon: DashBeacon
+    model: ModelCard
+    curve: list[CurvePoint]
+    curve_summary: CurveSummary | None
+    round_stations: RoundStations
+    islands: list[IslandCard]
+    rounds: list[DashRound]
+    audits: list[AuditRow]
+    traffic: TrafficPanel
+    honeypots: HoneypotPanel
+    disputes: list[DisputePanelRow]

@@ -1,0 +1,200 @@
+"""Extra panels of the dashboard document: stations, island hardware, curve summary,
+honest traffic, honeypots and disputes.
+
+Everything is derived from public records: the phase of the current round, the
+islands' signed join requests (devices, optional node and region), the merges'
+beacon rounds, the held-out losses the aggregator posted, the revealed honeypot
+list, and the dispute games with their typed narrowing steps.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Final
+
+from hypertrain.api.models import HoneypotRow, RoundSummary
+from hypertrain.challenge.dashboard.models import (
+    CurvePoint,
+    CurveSummary,
+    DeviceCard,
+    DisputePanelRow,
+    HoneypotPanel,
+    HoneypotPanelRow,
+    LossAt,
+    NarrowingStep,
+    NodeCard,
+    RoundStations,
+    Spike,
+    Station,
+    TrafficPanel,
+)
+from hypertrain.challenge.dashboard.models import TrafficTotal as TrafficTotalCard
+from hypertrain.challenge.disputes import games, honeypots
+from hypertrain.challenge.rounds import storage
+from hypertrain.challenge.state import ServiceState
+from hypertrain.dispute import store as dispute_store
+from hypertrain.dispute.narrowing import NarrowStep, describe
+from hypertrain.protocol.messages import JoinRequest
+from hypertrain.protocol.traffic import FORMULA, TrafficSummary, TrafficTotal
+
+STATIONS: Final = (
+    ("open", "Open", "the round opens at a beacon round with the start model"),
+    ("train", "Train", "every island runs H inner steps on its assigned samples"),
+    ("commit", "Commit", "each island signs the Merkle root of its state hashes"),
+    ("beacon", "Beacon", "the first beacon round after the close picks the audits"),
+    ("audit", "Audit", "auditors replay the chosen segments bit for bit"),
+    ("merge", "Merge", "the aggregator averages the updates and takes an outer step"),
+    ("settle", "Settle", "rewards go to escrow and vest; a proven fault burns"),
+)
+
+
+def stations(current: RoundSummary | None) -> RoundStations:
+    """The round's stations and the one the current round is at (None before round 0)."""
+    names = [Station(id=i, name=n, what=w) for i, n, w in STATIONS]
+    if current is None:
+        return RoundStations(stations=names, current=None, round=None)
+    phase = current.phase
+    at = {"beacon": "beacon", "audit": "audit", "merge": "merge", "final": "settle"}.get(phase)
+    if phase == "train":
+        at = "commit" if current.commits else "train"
+    return RoundStations(stations=names, current=at, round=current.round)
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    """An island's devices (on one node: join requests name no nodes), model and region."""
+
+    nodes: list[NodeCard]
+    device_model: str | None
+    region: str | None
+
+
+def island_hardware(state: ServiceState, run_id: str, hotkey: str) -> Hardware:
+    """Devices, the most common device model and the region, from the join request."""
+    text = storage.join_body(state.conn, run_id, hotkey)
+    if text is None:
+        return Hardware([], None, None)
+    body = JoinRequest.model_validate_json(text)
+    devices = [
+        DeviceCard(index=d.index, name=d.name, device_class=d.device_class) for d in body.devices
+    ]
+    models = Counter(d.name for d in body.devices)
+    return Hardware(
+        nodes=[NodeCard(node="0", devices=devices)],
+        device_model=models.most_common(1)[0][0],
+        region=body.region,
+    )
+
+
+def curve_summary(curve: list[CurvePoint], total_rounds: int) -> CurveSummary | None:
+    """Start, last, drop since the first round, lowest and highest with their rounds, spike."""
+    pts = [(p.round, float(p.heldout_loss)) for p in curve if p.heldout_loss is not None]
+    if not pts:
+        return None
+    (r0, first), (rn, last) = pts[0], pts[-1]
+    low = min(pts, key=lambda p: p[1])
+    later = pts[1:]
+    high = max(later, key=lambda p: p[1]) if later else None
+    rises = [(b[0], b[1], b[1] - a[1]) for a, b in pairwise(pts) if b[1] > a[1]]
+    spike = max(rises, key=lambda x: x[2]) if rises else None
+    return CurveSummary(
+        start=LossAt(round=r0, loss=first),
+        last=LossAt(round=rn, loss=last),
+        drop=first - last,
+        drop_pct=(first - last) / first if first else None,
+        lowest=LossAt(round=low[0], loss=low[1]),
+        highest_after_first=LossAt(round=high[0], loss=high[1]) if high else None,
+        spike=Spike(round=spike[0], loss=spike[1], rise=spike[2]) if spike else None,
+        synced_rounds=len(pts),
+        rounds=total_rounds,
+    )
+
+
+def _traffic_total(t: TrafficTotal) -> TrafficTotalCard:
+    return TrafficTotalCard(
+        rounds=t.rounds,
+        honest_bytes=t.ours_bytes,
+        data_parallel_bytes=t.data_parallel,
+        ratio=t.ratio,
+        words=t.words,
+        parts=t.ours.parts(),
+    )
+
+
+def traffic_panel(summary: TrafficSummary) -> TrafficPanel:
+    """The run's traffic against data-parallel: all rounds, steady state, probation."""
+    return TrafficPanel(
+        all=_traffic_total(summary.all),
+        steady=_traffic_total(summary.steady),
+        probation=_traffic_total(summary.probation),
+        formula=FORMULA,
+    )
+
+
+def honeypot_panel(state: ServiceState, run_id: str) -> HoneypotPanel:
+    """The committed periods and, over the revealed ones, each strategy's catch and
+    false-positive rate."""
+    spec = state.manifest(run_id).honeypots
+    known = honeypots.periods(state, run_id)
+    done = [p for p in known if p.revealed is not None]
+    rows = [_rated(r) for r in honeypots.table(state, run_id)] if done else []
+    return HoneypotPanel(
+        committed=bool(known),
+        commitment=spec.commitment,
+        reveal_round=spec.reveal_round,
+        revealed=bool(done),
+        revealed_beacon_round=done[-1].revealed_beacon_round if done else None,
+        periods=len(known),
+        periods_revealed=len(done),
+        rows=rows,
+    )
+
+
+def _rated(r: HoneypotRow) -> HoneypotPanelRow:
+    """An island row's catch rate (cheats) or false-positive rate (honest)."""
+    if r.role != "island":
+        return HoneypotPanelRow(**r.model_dump())
+    if r.strategy == "honest":
+        audited = r.audited or 0
+        rate = (r.false_positives or 0) / audited if audited else None
+        return HoneypotPanelRow(**r.model_dump(), false_positive_rate=rate)
+    run = r.rounds_run or 0
+    return HoneypotPanelRow(**r.model_dump(), catch_rate=(r.caught or 0) / run if run else None)
+
+
+def narrowing_row(step: NarrowStep) -> NarrowingStep:
+    """One typed narrowing step of a game, as the panel shows it (text rendered here)."""
+    return NarrowingStep(**step.model_dump(), text=describe(step))
+
+
+def dispute_rows(state: ServiceState, run_id: str) -> list[DisputePanelRow]:
+    """Every dispute of the run with its narrowing so far, newest first."""
+    out = []
+    for view in games.listing(state, run_id, None, None):
+        game = view.game
+        out.append(
+            DisputePanelRow(
+                dispute_id=view.dispute_id,
+                round=view.round,
+                segment=game.segment,
+                hotkey=view.hotkey,
+                auditor=view.auditor,
+                bond=view.bond,
+                stage=game.stage,
+                step=game.step,
+                section=None if game.section is None else game.sections[game.section],
+                op=game.op.op if game.op else None,
+                referee=dispute_store.ruling_signer(state.conn, view.dispute_id),
+                outcome=game.outcome,
+                reason=game.reason,
+                opened_beacon_round=view.opened_beacon_round,
+                decided_beacon_round=view.decided_beacon_round,
+                deadline_round=None if game.stage == "decided" else game.deadline_round,
+                messages=game.messages,
+                bytes_in=view.bytes_in,
+                steps=[narrowing_row(step) for step in game.steps],
+            )
+        )
+    return out[::-1]

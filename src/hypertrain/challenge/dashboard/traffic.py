@@ -1,0 +1,96 @@
+"""The service's traffic section: each round's bytes as ``protocol.traffic`` counts them.
+
+Counted from what passed through the service plus sizes the protocol fixes exactly:
+
+* ``commits``: the signed commit envelopes as stored (their canonical JSON);
+* ``updates``: the update bytes each commit declares (the relay refuses any other size);
+* ``broadcasts``: an island that committed in the previous round holds that round's start
+  model, so it receives the previous merge's broadcast (its size is on the signed
+  merge-tape message) and rebuilds the new start model from it;
+* ``joins``: every other committing island (round 0, a newcomer, one that missed a
+  round, or a run that publishes no broadcast) downloads the full start model, 4 bytes
+  per parameter (the float32 model blob, header excluded);
+* ``checkpoints``: one full training-state checkpoint per segment an audit selected but
+  segment 0 (its start state is public), since islands upload only those
+  (``miner.checkpoints``); its size is 4 bytes per
+  parameter, per optimizer slot and per residual value (per-tensor headers, well under
+  0.1%, are left out: this package does not import the trainer).
+
+A round is a *probation* round when one of its audited islands was still in its probation
+(audited because it is new, not by the rate); the others are the steady state, which
+includes the forced re-audits of islands with a proven earlier fault.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypertrain.api.models import RoundSummary
+from hypertrain.challenge.rounds import storage
+from hypertrain.challenge.state import ServiceState
+from hypertrain.protocol.manifest import ModelSpec, RunManifest
+from hypertrain.protocol.traffic import RoundBytes, TrafficRound, data_parallel_bytes
+
+FLOAT32_BYTES = 4
+
+
+def _adamw_only_params(spec: ModelSpec) -> int:
+    """Parameters Muon leaves to AdamW: embeddings, head, norms and routers."""
+    router = spec.moe.num_experts * spec.d_model if spec.moe is not None else 0
+    head = 0 if spec.tied_embeddings else spec.vocab_size * spec.d_model
+    norms = spec.num_layers * 2 * spec.d_model + spec.d_model
+    return spec.vocab_size * spec.d_model + head + norms + spec.num_layers * router
+
+
+def state_bytes(manifest: RunManifest, params: int) -> int:
+    """Tensor bytes of one training-state checkpoint: parameters, optimizer slots, residual."""
+    if manifest.inner.name == "muon":
+        adamw = _adamw_only_params(manifest.model)
+        slots = (params - adamw) + 2 * adamw
+    else:
+        slots = 2 * params
+    residual = params if manifest.compression.error_feedback else 0
+    return FLOAT32_BYTES * (params + slots + residual)
+
+
+def _committers(state: ServiceState, run_id: str, index: int) -> set[str]:
+    return set(storage.commit_order(state.conn, run_id, index))
+
+
+def _broadcast_bytes(state: ServiceState, run_id: str, index: int) -> int | None:
+    """The size of round ``index``'s published broadcast (None: none published)."""
+    body = storage.merge_body(state.conn, run_id, index)
+    if body is None:
+        return None
+    size = json.loads(body).get("broadcast_bytes")
+    return int(size) if isinstance(size, int) else None
+
+
+def _audits(state: ServiceState, run_id: str, index: int) -> tuple[int, bool]:
+    """(uploaded checkpoints, any island audited in its probation) of one round: one
+    checkpoint per audited segment but segment 0, whose start state auditors derive from
+    the public start model."""
+    rows = storage.audit_load(state.conn, run_id, index)
+    segments = sum(sum(1 for k in json.loads(text) if k > 0) for text, _ in rows)
+    return segments, any(new for _, new in rows)
+
+
+def round_traffic(
+    state: ServiceState, run_id: str, manifest: RunManifest, summary: RoundSummary, params: int
+) -> TrafficRound:
+    """The honest byte count of one round (``params`` model parameters) and its baseline."""
+    index = summary.round
+    islands = _committers(state, run_id, index)
+    held = _committers(state, run_id, index - 1) & islands if index > 0 else set()
+    broadcast = _broadcast_bytes(state, run_id, index - 1) if index > 0 else None
+    receivers = len(held) if broadcast is not None else 0
+    segments, probation = _audits(state, run_id, index)
+    ours = RoundBytes(
+        commits=storage.commit_bytes(state.conn, run_id, index),
+        updates=summary.update_bytes,
+        broadcasts=receivers * (broadcast or 0),
+        checkpoints=segments * state_bytes(manifest, params),
+        joins=(len(islands) - receivers) * FLOAT32_BYTES * params,
+    )
+    ddp = data_parallel_bytes(params, max(1, len(islands)), manifest.round.inner_steps)
+    return TrafficRound(index, ours, ddp, probation)

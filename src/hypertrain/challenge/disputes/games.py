@@ -1,0 +1,502 @@
+"""The service side of disputes: open, answer, inputs, ruling, deadlines; no torch.
+
+The game itself is :mod:`hypertrain.dispute.game`; this module checks what only the
+service knows (the verdict, the commit's root, the dispute window, the bond, the
+manifest's referees), then applies the transition and stores the new state, the
+accepted message and its size in one transaction with the envelope's nonce. A
+refused message changes nothing. Opening locks the bond in the ledger (its own
+journal entry) inside that transaction; once a game is decided :func:`settle_bonds`
+returns or burns it. An overturned verdict marks its auditor faulty and re-assigns
+its other verdicts of rounds not yet final (``dispute.store.reassign_verdicts``).
+Every decision re-runs the island's holds
+(:func:`~hypertrain.challenge.rounds.settle.release_later`), so a reward held for the
+disputed verdict is released as soon as the rule allows.
+:func:`tick` applies deadlines at each beacon round, so a game resumes from the
+database after a restart exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+
+from hypertrain.api.models import ReassignedAudit
+from hypertrain.challenge.disputes import windows
+from hypertrain.challenge.errors import (
+    BondMissingError,
+    ChallengeError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    PhaseError,
+)
+from hypertrain.challenge.rounds import pace, settle
+from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.dispute import game as g
+from hypertrain.dispute import resolution, store
+from hypertrain.dispute.admissible import disputed_check
+from hypertrain.dispute.errors import (
+    DecidedError,
+    DisputeError,
+    DuplicateAnswerError,
+    LateAnswerError,
+    NotAPartyError,
+    UnknownRefereeError,
+)
+from hypertrain.dispute.messages import DisputeAnswer, DisputeOpen, DisputeRuling, LeafProof
+from hypertrain.dispute.narrowing import describe
+from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.errors import MerkleError
+from hypertrain.protocol.manifest import DisputeSpec
+from hypertrain.protocol.merkle import MerkleProof, verify_proof
+from hypertrain.protocol.messages import Verdict
+from hypertrain.protocol.sqlite import transaction
+
+log = logging.getLogger(__name__)
+STAGES: tuple[str, ...] = ("step", "layer", "op", "referee", "recompute", "decided")
+# checks no bisection can narrow: an independent re-audit re-decides them
+RECOMPUTED: dict[str, resolution.Check] = {
+    "start": "start",
+    "update": "update",
+    "unverifiable": "unverifiable",
+}
+
+
+def refusal(exc: DisputeError) -> ChallengeError:
+    """The HTTP form of a game refusal (the code is the error's own)."""
+    if isinstance(exc, NotAPartyError | UnknownRefereeError):
+        return ForbiddenError(str(exc), code=exc.code)
+    if isinstance(exc, LateAnswerError):
+        return PhaseError(str(exc), code=exc.code)
+    if isinstance(exc, DuplicateAnswerError | DecidedError):
+        return ConflictError(str(exc), code=exc.code)
+    return ChallengeError(str(exc), code=exc.code)
+
+
+def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
+    verified, body = state.open_signed(env, "dispute-open", DisputeOpen, registered=True)
+    run_id, hotkey, now = env.run_id, verified.signer, state.due_round()
+    verdict = _verdict(state, run_id, body)
+    if verdict["hotkey"] != hotkey:
+        raise ForbiddenError("only the judged island may dispute a verdict", code="not_judged")
+    if store.is_reassigned(state.conn, body.verdict_id):
+        raise ChallengeError(
+            "this verdict no longer counts (another auditor re-judges it)", code="reassigned"
+        )
+    manifest = state.manifest(run_id)
+    check = _contested_check(verdict, body, manifest.round.num_segments)
+    row = _open_window(state, run_id, body, verdict, now)
+    _check_leaves(state, run_id, body, hotkey)
+    bond = _bond(state, run_id, hotkey, manifest.dispute.bond)
+    if state.conn.execute(
+        "SELECT 1 FROM dispute_games WHERE verdict_id = ?", (body.verdict_id,)
+    ).fetchone():
+        raise ConflictError("this verdict is already disputed", code="duplicate")
+    game = _new_game(state, env, body, verdict["auditor"], check, row["open_envelope"], now)
+    _store_open(state, env, game, body.verdict_id, bond, now)
+    state.count("disputes_opened")
+    log.info(
+        "dispute %s (%s check) opened by %s against verdict %s",
+        game.dispute_id[:16], check, hotkey, body.verdict_id[:16],
+    )  # fmt: skip
+    return _view(state, game.dispute_id)
+
+
+def _contested_check(verdict: sqlite3.Row, body: DisputeOpen, num_segments: int) -> str:
+    """What a dispute of this verdict contests: every fault-bearing verdict is contestable.
+
+    A ``mismatch`` is contested on the check it names as first failing
+    (:func:`~hypertrain.dispute.admissible.disputed_check`); an ``unverifiable`` verdict
+    (the island says its bytes were served) is re-decided by an independent re-audit.
+    """
+    if verdict["result"] not in windows.FAULT_RESULTS:
+        raise ChallengeError("a match verdict is no fault: nothing to dispute", code="not_mismatch")
+    judged = Verdict.model_validate(loads(verdict["body"]))
+    if body.segment not in judged.segments:
+        raise ChallengeError(f"segment {body.segment} was not audited", code="bad_segment")
+    if verdict["result"] == "unverifiable":
+        return "unverifiable"
+    try:
+        return disputed_check(
+            check=judged.check,
+            first_bad_leaf=judged.first_bad_leaf,
+            update_checked=judged.update_checked,
+            num_segments=num_segments,
+            segment=body.segment,
+        )
+    except DisputeError as exc:
+        raise refusal(exc) from None
+
+
+def _open_window(
+    state: ServiceState, run_id: str, body: DisputeOpen, verdict: sqlite3.Row, now: int
+) -> sqlite3.Row:
+    """The round's row, once the verdict's own dispute window is checked to be open."""
+    row: sqlite3.Row = state.conn.execute(
+        "SELECT dispute_deadline_round, open_envelope FROM rounds WHERE run_id = ? AND round = ?",
+        (run_id, body.round),
+    ).fetchone()
+    deadline = windows.verdict_deadline(state, run_id, row["dispute_deadline_round"], verdict)
+    if deadline is None or now > deadline:
+        raise PhaseError(
+            f"the dispute window of verdict {body.verdict_id[:16]} closed at beacon round"
+            f" {deadline}",
+            code="late",
+        )
+    return row
+
+
+def _rules(spec: DisputeSpec) -> g.Rules:
+    return g.Rules(
+        fanout=spec.fanout,
+        answer_rounds=spec.answer_rounds,
+        referee_rounds=spec.referee_rounds,
+        clock_rounds=spec.clock_rounds,
+        referee_extensions=spec.referee_extensions,
+    )
+
+
+def _new_game(
+    state: ServiceState,
+    env: Envelope,
+    body: DisputeOpen,
+    auditor: str,
+    check: str,
+    open_envelope: str,
+    now: int,
+) -> g.Game:
+    """A bisection game on the first differing segment, or a re-decision by recomputation."""
+    run_id, hotkey = env.run_id, env.signer
+    manifest = state.manifest(run_id)
+    dispute_id = hashlib.sha256(env.to_bytes()).hexdigest()
+    common = {"dispute_id": dispute_id, "run_id": run_id, "round": body.round}
+    common |= {"segment": body.segment, "island": hotkey, "auditor": auditor}
+    if check in RECOMPUTED:
+        return resolution.open_recompute(
+            **common,  # type: ignore[arg-type]
+            check=RECOMPUTED[check],
+            rules=_rules(manifest.dispute),
+            now=now,
+            jury=pace.auditors(state, run_id),
+        )
+    layout = state.layout_of(run_id, body.round, open_envelope, hotkey)
+    game = g.open_game(
+        **common,  # type: ignore[arg-type]
+        interval=manifest.round.checkpoint_interval,
+        sections=g.section_names(manifest.model.num_layers, layout.dp_ranks * layout.micro_batches),
+        start_hash=body.start.leaf,
+        island_end=body.end.leaf,
+        rules=_rules(manifest.dispute),
+        now=now,
+    )
+    jury = tuple(sorted(set(pace.auditors(state, run_id)) - {auditor, hotkey}))
+    return game.model_copy(update={"jury": jury})  # for a game escalated to a re-audit
+
+
+def _store_open(
+    state: ServiceState, env: Envelope, game: g.Game, verdict_id: str, bond: int, now: int
+) -> None:
+    try:
+        with transaction(state.conn):
+            state.burn(env)
+            store.insert_game(state.conn, game, verdict_id, bond, now)
+            store.save_game(state.conn, game, now, len(env.to_bytes()))
+            store.record_message(state.conn, game.dispute_id, "open", game.island, _text(env), now)
+            if game.stage == "recompute":  # the verdict waits for a quorum of re-audits
+                store.set_aside(state.conn, game, verdict_id, now)
+                _reaudits_known(state, game, now)
+            if bond > 0:  # its own ledger entry; a refusal undoes the open
+                state.ledger.lock_bond(
+                    game.run_id, game.island, game.dispute_id, bond, _epoch(state)
+                )
+    except sqlite3.IntegrityError:
+        raise ConflictError("this verdict is already disputed", code="duplicate") from None
+
+
+def _reaudits_known(state: ServiceState, game: g.Game, now: int) -> g.Game:
+    """A game that enters ``recompute`` counts the re-audits already stored (all of them,
+    never only the first): a quorum of them, or a referee's, decides it at once."""
+    new = game
+    for auditor, result in store.independent_verdicts(state.conn, game):
+        new = resolution.recomputed(new, auditor, result, now, _referees(state, game))
+    if new != game:
+        store.save_game(state.conn, new, now)
+    return new
+
+
+def on_verdict(
+    state: ServiceState, run_id: str, index: int, hotkey: str, auditor: str, result: str
+) -> int:
+    """An independent verdict on a disputed assignment: it re-decides or confirms.
+
+    A ``recompute`` game counts it (a quorum of the run's other listed auditors, or one
+    referee, decides). A game the auditor lost only marks that
+    auditor faulty (and sets its other verdicts aside) when this re-audit agrees with
+    the island (``match``); a ``mismatch`` here faults the island instead, through
+    settlement. Returns how many games changed.
+    """
+    now, changed = state.due_round(), 0
+    windows.open_late_window(state, run_id, index, hotkey, auditor, now)
+    for game in store.games_on(state.conn, run_id, index, hotkey):
+        if auditor == game.auditor:
+            continue
+        with transaction(state.conn):
+            if game.stage == "recompute":
+                new = resolution.recomputed(game, auditor, result, now, _referees(state, game))
+                store.save_game(state.conn, new, now)
+                _log_progress(game, new)
+                _rejudge(state, game, new)
+                changed += 1
+            elif (
+                game.outcome == "overturned"
+                and result == "match"
+                and game.check == "segment"
+                and (not game.reaudits or resolution.bars_auditor(game))
+            ):
+                store.mark_faulty(state.conn, game, now)
+                changed += 1
+    settle_bonds(state)
+    return changed
+
+
+def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.DisputeView:
+    verified, body = state.open_signed(env, "dispute-answer", DisputeAnswer, registered=False)
+    if body.dispute_id != dispute_id:
+        raise ChallengeError("the answer names another dispute", code="wrong_query")
+    game, now = _game(state, dispute_id), state.due_round()
+    try:
+        new = g.answer(game, verified.signer, body, now)
+    except DisputeError as exc:
+        raise refusal(exc) from None
+    with transaction(state.conn):
+        state.burn(env)
+        store.save_game(state.conn, new, now, len(env.to_bytes()))
+        store.record_message(state.conn, dispute_id, body.level, verified.signer, _text(env), now)
+        if new.stage == "recompute":  # escalated: the traces could not tell who lied
+            new = _reaudits_known(state, new, now)
+    _log_progress(game, new)
+    _rejudge(state, game, new)
+    settle_bonds(state)
+    return _view(state, dispute_id)
+
+
+def put_inputs(state: ServiceState, dispute_id: str, data: bytes) -> store.DisputeView:
+    """The contested operation's inputs: anyone may upload them, the hashes decide."""
+    game, now = _game(state, dispute_id), state.due_round()
+    if game.inputs_sha256 is not None:
+        return _view(state, dispute_id)  # already supplied; the bytes are fixed by the hashes
+    try:
+        new, sha = resolution.supply_inputs(game, data, now)
+    except DisputeError as exc:
+        raise refusal(exc) from None
+    with transaction(state.conn):
+        state.conn.execute("INSERT INTO dispute_inputs VALUES (?, ?, ?)", (dispute_id, sha, data))
+        store.save_game(state.conn, new, now, len(data))
+        store.record_message(
+            state.conn, dispute_id, "inputs", "", quick_dumps({"sha256": sha}), now
+        )
+    return _view(state, dispute_id)
+
+
+def get_inputs(state: ServiceState, dispute_id: str) -> bytes:
+    row = state.conn.execute(
+        "SELECT data FROM dispute_inputs WHERE dispute_id = ?", (dispute_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFoundError("no inputs were supplied for this dispute", code="no_inputs")
+    return bytes(row["data"])
+
+
+def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> store.DisputeView:
+    verified, body = state.open_signed(env, "dispute-ruling", DisputeRuling, registered=False)
+    game, now = _game(state, dispute_id), state.due_round()
+    referees = frozenset(state.manifest(game.run_id).dispute.referees)
+    try:
+        new = resolution.rule(game, verified.signer, body, referees, now)
+    except DisputeError as exc:
+        raise refusal(exc) from None
+    with transaction(state.conn):
+        state.burn(env)
+        store.save_game(state.conn, new, now, len(env.to_bytes()))
+        store.record_message(state.conn, dispute_id, "ruling", verified.signer, _text(env), now)
+    _log_progress(game, new)
+    _rejudge(state, game, new)
+    settle_bonds(state)
+    return _view(state, dispute_id)
+
+
+def tick(state: ServiceState) -> int:
+    """Apply every due deadline; returns how many games changed."""
+    if state.current is None:
+        return 0
+    now, changed = state.due_round(), 0
+    for game in store.undecided(state.conn):
+        new = resolution.expire(game, now)
+        if new != game:
+            with transaction(state.conn):
+                store.save_game(state.conn, new, now)
+            _log_progress(game, new)
+            _rejudge(state, game, new)
+            changed += 1
+    settle_bonds(state)
+    windows.close_windows(state, now)
+    return changed
+
+
+def _rejudge(state: ServiceState, old: g.Game, new: g.Game) -> None:
+    """A game was decided: the disputed verdict's standing changed, so the island's
+    rewards held for it are decided again (released where nothing else holds them)."""
+    if new.outcome is not None and new.outcome != old.outcome:
+        settle.release_later(state, new.run_id, new.round, new.island)
+
+
+def settle_bonds(state: ServiceState) -> int:
+    """Return the bond of each won dispute, burn that of each lost one (once each).
+
+    The ledger call is idempotent per dispute, so a crash between it and the record
+    here is settled again, to the same effect, at the next beacon round.
+    """
+    done = 0
+    if state.metagraph.snapshot is None:
+        return 0  # no epoch to book at: the bonds stay unsettled (bond_state NULL) till one
+    for row in store.unsettled_bonds(state.conn):
+        won = row["outcome"] == "overturned"
+        try:
+            moved = state.ledger.settle_bond(row["run_id"], row["dispute_id"], won, _epoch(state))
+        except BondMissingError as exc:  # recorded as such, never as returned or burned
+            log.warning("dispute %s: %s", row["dispute_id"][:16], exc.detail)
+            state.conn.execute(
+                "UPDATE dispute_games SET bond_state = 'missing' WHERE dispute_id = ?",
+                (row["dispute_id"],),
+            )
+            continue
+        state.conn.execute(
+            "UPDATE dispute_games SET bond_state = ? WHERE dispute_id = ?",
+            ("returned" if won else "burned", row["dispute_id"]),
+        )
+        log.info(
+            "dispute %s: bond of %d %s",
+            row["dispute_id"][:16],
+            moved,
+            "returned" if won else "burned",
+        )
+        done += 1
+    return done
+
+
+def _epoch(state: ServiceState) -> int:
+    return state.epoch_now("book a dispute bond")
+
+
+def reassigned(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
+    """Audits waiting for a new verdict: set aside (a faulty auditor, a recompute
+    dispute) or missed (assigned, and no verdict by the end of the audit phase)."""
+    state.manifest(run_id)
+    rows = [(r, False) for r in store.reassigned(state.conn, run_id)]
+    rows += [(r, True) for r in store.missed(state.conn, run_id)]
+    return [
+        ReassignedAudit(
+            round=row["round"],
+            hotkey=row["hotkey"],
+            auditor=row["auditor"],
+            verdict_id=row["verdict_id"],
+            dispute_id=row["dispute_id"],
+            missed=missed,
+            assignment=Envelope.model_validate(loads(row["envelope"])),
+        )
+        for row, missed in rows
+    ]
+
+
+def view(state: ServiceState, dispute_id: str) -> store.DisputeView:
+    return _view(state, dispute_id)
+
+
+MAX_ROUND = 2**62  # round indexes are SQLite integers; anything larger names no round
+
+
+def listing(
+    state: ServiceState, run_id: str, round: int | None, stage: str | None
+) -> list[store.DisputeView]:
+    state.manifest(run_id)
+    if round is not None and not 0 <= round < MAX_ROUND:
+        raise ChallengeError(f"round {round} is not a round index", code="bad_query")
+    if stage is not None and stage not in STAGES:
+        raise ChallengeError(f"stage {stage[:32]!r} is not one of {STAGES}", code="bad_query")
+    return [_view(state, i) for i in store.list_ids(state.conn, run_id, round, stage)]
+
+
+def _verdict(state: ServiceState, run_id: str, body: DisputeOpen) -> sqlite3.Row:
+    row: sqlite3.Row | None = state.conn.execute(
+        "SELECT hotkey, auditor, result, body, received_beacon_round FROM verdicts"
+        " WHERE verdict_id = ? AND run_id = ?"
+        " AND round = ?",
+        (body.verdict_id, run_id, body.round),
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(
+            f"verdict {body.verdict_id[:16]} not found in round {body.round}",
+            code="unknown_verdict",
+        )
+    return row
+
+
+def _check_leaves(state: ServiceState, run_id: str, body: DisputeOpen, hotkey: str) -> None:
+    commit = state.conn.execute(
+        "SELECT body FROM commits WHERE run_id = ? AND round = ? AND hotkey = ?",
+        (run_id, body.round, hotkey),
+    ).fetchone()
+    root = bytes.fromhex(loads(commit["body"])["checkpoint_root"])
+    for index, leaf in ((body.segment, body.start), (body.segment + 1, body.end)):
+        _check_leaf(root, index, leaf)
+
+
+def _check_leaf(root: bytes, index: int, leaf: LeafProof) -> None:
+    try:
+        proof = MerkleProof.from_json(leaf.proof)
+        if proof.index != index:
+            raise MerkleError(f"the proof is for leaf {proof.index}, not {index}")
+        verify_proof(root, bytes.fromhex(leaf.leaf), proof)
+    except MerkleError as exc:
+        raise ChallengeError(f"leaf {index}: {exc}", code="bad_proof") from None
+
+
+def _bond(state: ServiceState, run_id: str, hotkey: str, bond: int) -> int:
+    """The bond this dispute locks: ``dispute.bond``, or all the island holds if less.
+
+    The bond prices a frivolous dispute up to what the island has at stake; it never
+    makes a verdict unanswerable, so an island with no escrow yet disputes for nothing
+    (one dispute per verdict stays the rate limit).
+    """
+    if bond <= 0:
+        return 0
+    return max(0, min(bond, state.ledger.free_escrow(run_id, hotkey)))
+
+
+def _referees(state: ServiceState, game: g.Game) -> frozenset[str]:
+    return frozenset(state.manifest(game.run_id).dispute.referees)
+
+
+def _game(state: ServiceState, dispute_id: str) -> g.Game:
+    game = store.load_game(state.conn, dispute_id)
+    if game is None:
+        raise NotFoundError(f"dispute {dispute_id[:16]} does not exist", code="unknown_dispute")
+    return game
+
+
+def _view(state: ServiceState, dispute_id: str) -> store.DisputeView:
+    found = store.load_view(state.conn, dispute_id)
+    if found is None:
+        raise NotFoundError(f"dispute {dispute_id[:16]} does not exist", code="unknown_dispute")
+    return found
+
+
+def _text(env: Envelope) -> str:
+    return env.to_bytes().decode("utf-8")
+
+
+def _log_progress(old: g.Game, new: g.Game) -> None:
+    for step in new.steps[len(old.steps) :]:
+        log.info("dispute %s at beacon %d: %s", new.dispute_id[:16], step.beacon_round,
+                 describe(step))  # fmt: skip

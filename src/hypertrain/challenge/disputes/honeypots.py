@@ -1,0 +1,261 @@
+"""Honeypot periods: commit a list before its rounds, reveal it after, tabulate every reveal.
+
+The operator runs honeypots in periods of rounds. Period 0 is the manifest's
+``honeypots.commitment`` (rounds 0 to ``honeypots.reveal_round``); each later period is
+committed with :func:`commit_period` before any of its rounds opens (``late``
+otherwise), after the previous period's last round. Once a period's last round is
+final, :func:`reveal` stores its list if, and only if, it hashes to that period's
+commitment: a list that matches no commitment, or another period's, is ``bad_reveal``
+and changes nothing; a second reveal of a period is ``duplicate``.
+
+The public table (:func:`table`) accumulates over every revealed period, each entry
+counted only over its own period's rounds, from public records (commits, assignments,
+verdicts, disputes):
+
+* islands: rounds run (committed), audited, caught (rounds the settlement rule
+  faulted: a standing verdict or its own blob), missed (cheating rounds not caught),
+  false positives (a mismatch on an honest honeypot, before any dispute), disputes won
+  and lost;
+* auditors: verdicts signed, and their disputes lost (verdicts overturned) and won.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Final
+
+from hypertrain.api.models import HoneypotPeriodPublic, HoneypotRevealAck, HoneypotRow
+from hypertrain.challenge.admission.leave import next_round
+from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
+from hypertrain.challenge.rounds import facts
+from hypertrain.challenge.state import ServiceState, quick_dumps
+from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod, commitment
+from hypertrain.protocol.sqlite import transaction
+
+
+def commit_period(state: ServiceState, run_id: str, body: HoneypotPeriod) -> HoneypotPeriodPublic:
+    """Record the commitment of the next period's list, before its first round opens."""
+    known = periods(state, run_id)
+    expected = known[-1].period + 1 if known else 0
+    if body.period < expected:
+        raise ConflictError(f"period {body.period} is already committed", code="duplicate")
+    if body.period > expected:
+        raise ChallengeError(f"the next period is {expected}, not {body.period}", code="bad_period")
+    if known and body.first_round <= known[-1].last_round:
+        raise ChallengeError(
+            f"period {body.period} starts at round {body.first_round}, inside period"
+            f" {known[-1].period} (to round {known[-1].last_round})",
+            code="overlap",
+        )
+    opened = next_round(state, run_id)
+    if body.first_round < opened:
+        raise PhaseError(
+            f"round {body.first_round} has opened already (next round {opened}): a list is"
+            " committed before its first round",
+            code="late",
+        )
+    zero = _manifest_period(state, run_id)
+    with transaction(state.conn):
+        if zero is not None:
+            _insert(state.conn, run_id, zero, 0, ignore=True)
+        _insert(state.conn, run_id, body, state.current_round())
+    return periods(state, run_id)[-1]
+
+
+def reveal(
+    state: ServiceState, run_id: str, honeypots: HoneypotList, period: int | None = None
+) -> HoneypotRevealAck:
+    """Store a period's list once its last round is final and it hashes to the commitment
+    (``period``: the period it must be; None: the period whose commitment it matches)."""
+    known = periods(state, run_id)
+    if not known:
+        raise ChallengeError(f"run {run_id} committed to no honeypot list", code="no_commitment")
+    digest = commitment(honeypots)
+    chosen = [p for p in known if (p.period == period if period is not None else True)]
+    if period is not None and not chosen:
+        raise NotFoundError(f"run {run_id} has no honeypot period {period}", code="no_period")
+    match = next((p for p in chosen if p.commitment == digest), None)
+    if match is None:
+        where = f"period {period}'s commitment" if period is not None else "any committed period"
+        raise ChallengeError(f"the list does not hash to {where}", code="bad_reveal")
+    if not _final(state.conn, run_id, match.last_round):
+        raise PhaseError(
+            f"the list may be revealed once round {match.last_round} is final", code="early"
+        )
+    if match.revealed is not None:
+        raise ConflictError(f"period {match.period} was already revealed", code="duplicate")
+    zero = _manifest_period(state, run_id)
+    with transaction(state.conn):
+        if zero is not None:  # the manifest's period gets its row when first written
+            _insert(state.conn, run_id, zero, 0, ignore=True)
+        state.conn.execute(
+            "UPDATE honeypot_periods SET list_json = ?, revealed_beacon_round = ?"
+            " WHERE run_id = ? AND period = ? AND list_json IS NULL",
+            (
+                quick_dumps(honeypots.model_dump(mode="json")),
+                state.current_round(),
+                run_id,
+                match.period,
+            ),
+        )
+    return HoneypotRevealAck(
+        revealed=True, period=match.period, commitment=digest, entries=len(honeypots.entries)
+    )
+
+
+def periods(state: ServiceState, run_id: str) -> list[HoneypotPeriodPublic]:
+    """Every committed period in order (the manifest's period 0 first, if it has one)."""
+    rows = state.conn.execute(
+        "SELECT * FROM honeypot_periods WHERE run_id = ? ORDER BY period", (run_id,)
+    ).fetchall()
+    out = [_public(r) for r in rows]
+    zero = _manifest_period(state, run_id)
+    if zero is not None and not (out and out[0].period == 0):
+        out.insert(0, HoneypotPeriodPublic(**zero.model_dump(), committed_beacon_round=0))
+    return out
+
+
+def _manifest_period(state: ServiceState, run_id: str) -> HoneypotPeriod | None:
+    """Period 0 as the signed manifest commits it (None: the manifest commits none)."""
+    spec = state.manifest(run_id).honeypots
+    if not spec.commitment:
+        return None
+    return HoneypotPeriod(
+        period=0, first_round=0, last_round=spec.reveal_round, commitment=spec.commitment
+    )
+
+
+def revealed(state: ServiceState, run_id: str) -> list[HoneypotPeriodPublic]:
+    """The revealed periods; ``not_revealed`` (404) while there is none."""
+    done = [p for p in periods(state, run_id) if p.revealed is not None]
+    if not done:
+        raise NotFoundError(f"run {run_id} has not revealed its honeypots", code="not_revealed")
+    return done
+
+
+@dataclass
+class _Tally:
+    """One (role, strategy) row while it is summed over hotkeys and periods."""
+
+    hotkeys: set[str] = field(default_factory=set)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, hotkey: str, counts: dict[str, int]) -> None:
+        self.hotkeys.add(hotkey)
+        for name, value in counts.items():
+            self.counts[name] = self.counts.get(name, 0) + value
+
+
+def table(state: ServiceState, run_id: str) -> list[HoneypotRow]:
+    """One row per role and strategy, accumulated over every revealed period."""
+    rows: dict[tuple[str, str], _Tally] = {}
+    faults = facts.run_faults(state.conn, run_id)
+    for p in revealed(state, run_id):
+        assert p.revealed is not None
+        span = (p.first_round, p.last_round)
+        for entry in p.revealed.entries:
+            counts = (
+                _island(state.conn, run_id, entry.hotkey, span, faults)
+                if entry.role == "island"
+                else _auditor(state.conn, run_id, entry.hotkey, span)
+            )
+            rows.setdefault((entry.role, entry.strategy), _Tally()).add(entry.hotkey, counts)
+    return [_row(role, strategy, rows[(role, strategy)]) for role, strategy in sorted(rows)]
+
+
+def _row(role: str, strategy: str, tally: _Tally) -> HoneypotRow:
+    counts = dict(tally.counts)
+    if role == "island":
+        flagged = counts.pop("flagged")
+        if strategy == "honest":
+            counts["false_positives"] = flagged
+        else:
+            counts["missed"] = counts["rounds_run"] - counts["caught"]
+    return HoneypotRow.model_validate(
+        {"role": role, "strategy": strategy, "hotkeys": len(tally.hotkeys), **counts}
+    )
+
+
+# Each count of one hotkey over one period's rounds: (hotkey, run, first, last) bind.
+_SPAN_SQL: Final = {
+    "rounds_run": "SELECT COUNT(*) FROM commits WHERE hotkey = ? AND run_id = ?"
+    " AND round BETWEEN ? AND ?",
+    "audited": "SELECT COUNT(*) FROM audits WHERE hotkey = ? AND run_id = ?"
+    " AND round BETWEEN ? AND ?",
+    "flagged": "SELECT COUNT(DISTINCT round) FROM verdicts WHERE result = 'mismatch'"
+    " AND hotkey = ? AND run_id = ? AND round BETWEEN ? AND ?",
+    "verdicts": "SELECT COUNT(*) FROM verdicts WHERE auditor = ? AND run_id = ?"
+    " AND round BETWEEN ? AND ?",
+}
+_GAMES_SQL: Final = {
+    "island": "SELECT COUNT(*) FROM dispute_games WHERE outcome = ? AND hotkey = ?"
+    " AND run_id = ? AND round BETWEEN ? AND ?",
+    "auditor": "SELECT COUNT(*) FROM dispute_games WHERE outcome = ? AND auditor = ?"
+    " AND run_id = ? AND round BETWEEN ? AND ?",
+}
+
+
+def _count(conn: sqlite3.Connection, sql: str, *args: object) -> int:
+    return int(conn.execute(sql, args).fetchone()[0])
+
+
+def _island(
+    conn: sqlite3.Connection,
+    run_id: str,
+    hotkey: str,
+    span: tuple[int, int],
+    faults: dict[int, dict[str, str]],
+) -> dict[str, int]:
+    bind = (hotkey, run_id, *span)
+    games = _GAMES_SQL["island"]
+    return {
+        **{name: _count(conn, _SPAN_SQL[name], *bind) for name in ("rounds_run", "audited")},
+        "caught": sum(1 for i, hit in faults.items() if span[0] <= i <= span[1] and hotkey in hit),
+        "flagged": _count(conn, _SPAN_SQL["flagged"], *bind),
+        "disputes_won": _count(conn, games, "overturned", *bind),
+        "disputes_lost": _count(conn, games, "upheld", *bind),
+    }
+
+
+def _auditor(
+    conn: sqlite3.Connection, run_id: str, hotkey: str, span: tuple[int, int]
+) -> dict[str, int]:
+    bind = (hotkey, run_id, *span)
+    games = _GAMES_SQL["auditor"]
+    return {
+        "verdicts": _count(conn, _SPAN_SQL["verdicts"], *bind),
+        "disputes_lost": _count(conn, games, "overturned", *bind),
+        "disputes_won": _count(conn, games, "upheld", *bind),
+    }
+
+
+def _final(conn: sqlite3.Connection, run_id: str, index: int) -> bool:
+    row = conn.execute(
+        "SELECT phase FROM rounds WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    return row is not None and row["phase"] == "final"
+
+
+def _insert(
+    conn: sqlite3.Connection, run_id: str, body: HoneypotPeriod, at: int, *, ignore: bool = False
+) -> None:
+    verb = "INSERT OR IGNORE" if ignore else "INSERT"
+    conn.execute(
+        f"{verb} INTO honeypot_periods (run_id, period, first_round, last_round, commitment,"
+        " committed_beacon_round) VALUES (?, ?, ?, ?, ?, ?)",
+        (run_id, body.period, body.first_round, body.last_round, body.commitment, at),
+    )
+
+
+def _public(row: sqlite3.Row) -> HoneypotPeriodPublic:
+    text = row["list_json"]
+    return HoneypotPeriodPublic(
+        period=row["period"],
+        first_round=row["first_round"],
+        last_round=row["last_round"],
+        commitment=row["commitment"],
+        committed_beacon_round=row["committed_beacon_round"],
+        revealed=None if text is None else HoneypotList.model_validate_json(text),
+        revealed_beacon_round=row["revealed_beacon_round"],
+    )

@@ -1,0 +1,84 @@
+"""Late verdicts' own dispute windows: when each may still be disputed, and its fault.
+
+A verdict's dispute window runs from its arrival, never from the round's schedule alone
+(:func:`verdict_deadline`). A fault verdict that arrives after its round's window gets a
+row in ``verdict_windows``: while it is open a round not yet final waits to settle
+(``dispute.store.disputes_open``); for a round already final, :func:`close_windows`
+books the fault in the ledger only once the window closed undisputed or its dispute
+was upheld, so a late verdict never faults before the island could contest it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from hypertrain.challenge.rounds import rollbacks
+from hypertrain.challenge.state import ServiceState
+from hypertrain.dispute import store
+from hypertrain.protocol.sqlite import transaction
+
+FAULT_RESULTS: frozenset[str] = frozenset({"mismatch", "unverifiable"})
+
+
+def verdict_deadline(
+    state: ServiceState, run_id: str, round_deadline: int | None, verdict: sqlite3.Row
+) -> int | None:
+    """The last beacon round a verdict may be disputed: its own window, from its arrival.
+
+    A verdict in the audit window keeps the round's deadline (audit close plus
+    ``round.dispute_window_rounds``); one that arrived later (a re-audit, a late verdict)
+    gets a full window of its own from the beacon round it was received at.
+    """
+    if round_deadline is None:
+        return None
+    window = state.manifest(run_id).round.dispute_window_rounds
+    return max(int(round_deadline), int(verdict["received_beacon_round"]) + window)
+
+
+def open_late_window(
+    state: ServiceState, run_id: str, index: int, hotkey: str, auditor: str, now: int
+) -> None:
+    """A fault verdict past its round's dispute window holds settlement for its own one."""
+    row = state.conn.execute(
+        "SELECT v.verdict_id, v.result, v.received_beacon_round, r.phase,"
+        " r.dispute_deadline_round FROM verdicts v JOIN rounds r ON r.run_id = v.run_id"
+        " AND r.round = v.round WHERE v.run_id = ? AND v.round = ? AND v.hotkey = ?"
+        " AND v.auditor = ?",
+        (run_id, index, hotkey, auditor),
+    ).fetchone()
+    if row is None or row["phase"] == "final" or row["result"] not in FAULT_RESULTS:
+        return  # a final round's late fault has its window from the intake's transaction
+    deadline = verdict_deadline(state, run_id, row["dispute_deadline_round"], row)
+    if deadline is not None and deadline > int(row["dispute_deadline_round"]):
+        with transaction(state.conn):
+            store.open_window(state.conn, row["verdict_id"], deadline, books_fault=False)
+
+
+def close_windows(state: ServiceState, now: int) -> int:
+    """Close the late verdicts' windows that are due; book the faults they now prove.
+
+    A window closes past its deadline with no dispute, or once its dispute is decided;
+    a verdict of a final round then faults its island (``late <result> verdict``) unless
+    its dispute overturned it or it is set aside for another auditor's re-audit.
+    """
+    if state.metagraph.snapshot is None:
+        return 0  # no epoch to book at: the windows stay open till one
+    closed = 0
+    for row in store.due_windows(state.conn, now):
+        if row["disputed"] and row["outcome"] is None:
+            continue  # the dispute is undecided: it holds the window
+        with transaction(state.conn):
+            faults = row["outcome"] != "overturned" and not row["set_aside"]
+            if row["books_fault"] and faults:
+                reason = f"late {row['result']} verdict {row['verdict_id']}"
+                rollbacks.book_fault(
+                    state,
+                    row["run_id"],
+                    row["round"],
+                    row["hotkey"],
+                    reason,
+                    state.epoch_now("book a late verdict"),
+                )
+            store.close_window(state.conn, row["verdict_id"])
+        closed += 1
+    return closed

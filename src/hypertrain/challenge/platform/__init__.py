@@ -1,0 +1,1 @@
+"""The platform's side: the metagraph, the ``get_weights`` answers and the metrics."""

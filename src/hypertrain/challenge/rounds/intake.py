@@ -1,0 +1,338 @@
+"""Signed messages that change state: join, commit, verdict, dispute, merge tape.
+
+Each function verifies the envelope (signature, registration, expiry, body shape),
+then the phase and the round's rules, and only then burns the nonce and writes in
+one transaction. A late, duplicate or out-of-phase message therefore changes
+nothing and gets a typed 4xx error; database uniqueness backs every "only once".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+
+from hypertrain.api.models import (
+    AdmissionAnswerAck,
+    CommitAnswer,
+    JoinAnswer,
+    MergeAnswer,
+    VerdictAnswer,
+)
+from hypertrain.challenge.admission import challenge
+from hypertrain.challenge.admission.leave import refuse_rejoin
+from hypertrain.challenge.admission.rules import check_join
+from hypertrain.challenge.disputes import games
+from hypertrain.challenge.errors import (
+    ChallengeError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    PhaseError,
+)
+from hypertrain.challenge.rounds import claims, facts
+from hypertrain.challenge.rounds.settle import late_verdict, release_later
+from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.dispute.store import is_faulty
+from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.messages import Commit, JoinRequest, MergeTape, Verdict
+from hypertrain.protocol.sqlite import transaction
+
+log = logging.getLogger(__name__)
+
+
+def envelope_id(env: Envelope) -> str:
+    """Content id of a signed message: SHA-256 of its canonical bytes."""
+    return hashlib.sha256(env.to_bytes()).hexdigest()
+
+
+def _stored(env: Envelope) -> tuple[str, str]:
+    """(id, canonical text) of an envelope, canonicalised once."""
+    raw = env.to_bytes()
+    return hashlib.sha256(raw).hexdigest(), raw.decode("utf-8")
+
+
+def join(state: ServiceState, env: Envelope) -> JoinAnswer:
+    verified, body = state.open_signed(env, "join", JoinRequest, registered=True)
+    run_id, hotkey = env.run_id, verified.signer
+    challenged = state.manifest(run_id).admission.challenge
+    device_class = check_join(state.manifest(run_id), body, self_reported=not challenged)
+    refuse_rejoin(state, run_id, hotkey)
+    if _roster_row(state, run_id, hotkey) is not None:
+        raise ConflictError(f"{hotkey} is already admitted to {run_id}", code="already_joined")
+    if challenged:
+        with transaction(state.conn):
+            state.burn(env)
+            return challenge.open_challenge(state, run_id, hotkey, body, device_class)
+    with transaction(state.conn):
+        state.burn(env)
+        return admit(state, run_id, hotkey, body, device_class)
+
+
+def admit(
+    state: ServiceState, run_id: str, hotkey: str, body: JoinRequest, device_class: str
+) -> JoinAnswer:
+    """Add an island to the roster (inside the caller's transaction); the join answer."""
+    last = state.conn.execute(
+        "SELECT MAX(round) AS r FROM rounds WHERE run_id = ?", (run_id,)
+    ).fetchone()["r"]
+    first_round = 0 if last is None else int(last) + 1
+    probation_until = first_round + state.manifest(run_id).audit.probation_rounds
+    state.conn.execute(
+        "INSERT INTO roster (run_id, hotkey, admitted_beacon_round, first_round,"
+        " probation_until_round, device_class, num_devices, join_body, layout)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            hotkey,
+            state.current_round(),
+            first_round,
+            probation_until,
+            device_class,
+            len(body.devices),
+            quick_dumps(body.model_dump(mode="json")),
+            quick_dumps(body.layout.model_dump(mode="json")),
+        ),
+    )
+    state.count("joins_admitted")
+    manifest = state.manifest(run_id)
+    return JoinAnswer(
+        admitted=True,
+        run_id=run_id,
+        hotkey=hotkey,
+        first_round=first_round,
+        probation_until_round=probation_until,
+        layout=body.layout,
+        samples_per_round=manifest.round.island_samples(body.layout),
+    )
+
+
+def _roster_row(state: ServiceState, run_id: str, hotkey: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = state.conn.execute(
+        "SELECT * FROM roster WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
+    ).fetchone()
+    return row
+
+
+def _round_row(state: ServiceState, run_id: str, index: int) -> sqlite3.Row:
+    row: sqlite3.Row | None = state.conn.execute(
+        "SELECT * FROM rounds WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    if row is None:
+        raise NotFoundError(f"round {index} of {run_id} is not open", code="unknown_round")
+    return row
+
+
+def island_tokens(state: ServiceState, round_row: sqlite3.Row, hotkey: str) -> int:
+    """The tokens an island trains in a round: H × samples per step × (seq_len - 1).
+
+    Its layout is the one the signed round-open record names; a commit must claim
+    exactly this many (a round is all H steps on the whole assignment, or nothing).
+    """
+    manifest = state.manifest(round_row["run_id"])
+    layout = state.layout_of(
+        round_row["run_id"], round_row["round"], round_row["open_envelope"], hotkey
+    )
+    return manifest.round.island_samples(layout) * (manifest.data.seq_len - 1)
+
+
+def _extend_probation(state: ServiceState, run_id: str, hotkey: str, index: int) -> None:
+    """Probation counts the rounds an island took part in, not the rounds since it joined.
+
+    An island that sat out rounds of its probation is still in probation for as many of
+    the rounds it commits to as it has not yet served: it is audited (and its rewards held)
+    in each of its first ``probation_rounds`` committed rounds, whenever they come.
+    """
+    (served,) = state.conn.execute(
+        "SELECT COUNT(*) FROM commits WHERE run_id = ? AND hotkey = ? AND round < ?",
+        (run_id, hotkey, index),
+    ).fetchone()
+    left = state.manifest(run_id).audit.probation_rounds - int(served)
+    if left > 0:
+        state.conn.execute(
+            "UPDATE roster SET probation_until_round = MAX(probation_until_round, ?)"
+            " WHERE run_id = ? AND hotkey = ?",
+            (index + left, run_id, hotkey),
+        )
+
+
+def commit(state: ServiceState, env: Envelope) -> CommitAnswer:
+    verified, body = state.open_signed(env, "commit", Commit, registered=True)
+    run_id, hotkey = env.run_id, verified.signer
+    row = _round_row(state, run_id, body.round)
+    # fail closed: the deadline passes by the clock, not the poll; the commit is stamped
+    # with that round too, so an early close selects by a round no committer could know
+    due = state.due_round()
+    if row["phase"] != "train" or due > row["commit_deadline"]:
+        raise PhaseError(
+            f"commit deadline of round {body.round} was beacon round {row['commit_deadline']}"
+            f" (now {due})",
+            code="late",
+        )
+    if hotkey not in state.roster_of(run_id, body.round, row["open_envelope"]):
+        raise ForbiddenError(
+            f"{hotkey} is not in the roster of round {body.round}", code="not_in_roster"
+        )
+    segments = state.manifest(run_id).round.num_segments
+    if body.leaf_count != segments + 1:
+        raise ChallengeError(
+            f"leaf_count is {body.leaf_count}, a round has {segments + 1} checkpoint leaves",
+            code="bad_body",
+        )
+    budget = island_tokens(state, row, hotkey)
+    if body.tokens != budget:
+        raise ChallengeError(
+            f"commit claims {body.tokens} tokens, the island's layout trains exactly {budget}"
+            f" in round {body.round}",
+            code="bad_tokens",
+        )
+    if state.conn.execute(
+        "SELECT 1 FROM commits WHERE run_id = ? AND round = ? AND hotkey = ?",
+        (run_id, body.round, hotkey),
+    ).fetchone():
+        raise ConflictError(f"{hotkey} already committed to round {body.round}", code="duplicate")
+    commit_id, env_text = _stored(env)
+    with transaction(state.conn):
+        state.burn(env)
+        _extend_probation(state, run_id, hotkey, body.round)
+        state.conn.execute(
+            "INSERT INTO commits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                body.round,
+                hotkey,
+                body.tokens,
+                body.update_bytes,
+                body.train_loss,
+                quick_dumps(body.model_dump(mode="json")),
+                env_text,
+                due,
+            ),
+        )
+    state.count("commits_accepted")
+    return CommitAnswer(
+        accepted=True, run_id=run_id, round=body.round, hotkey=hotkey, commit_id=commit_id
+    )
+
+
+def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
+    verified, body = state.open_signed(
+        env, "verdict", Verdict, registered=False, allowed=state.settings.worker_hotkeys
+    )
+    run_id = env.run_id
+    claims.check_role(
+        state.conn, state.settings.aggregator_hotkeys, run_id, verified.signer, "verdict"
+    )
+    if is_faulty(state.conn, run_id, verified.signer):
+        raise ForbiddenError(
+            f"auditor {verified.signer} signed a verdict a dispute overturned; its verdicts"
+            " no longer count in this run",
+            code="faulty_auditor",
+        )
+    row = _round_row(state, run_id, body.round)
+    now = state.due_round()  # fail closed: the window closes by the clock, not the poll
+    in_window = row["phase"] == "audit" and now < row["audit_close_round"]
+    late = row["phase"] in ("merge", "settle", "final") and not _has_verdict(
+        state, run_id, body.round, body.hotkey
+    )
+    if not (in_window or late):
+        raise PhaseError(
+            f"round {body.round} is not accepting verdicts (phase {row['phase']},"
+            f" beacon round {now})"
+        )
+    audit = state.conn.execute(
+        "SELECT segments FROM audits WHERE run_id = ? AND round = ? AND hotkey = ?",
+        (run_id, body.round, body.hotkey),
+    ).fetchone()
+    if audit is None:
+        raise NotFoundError(
+            f"{body.hotkey} was not selected for audit in round {body.round}", code="no_assignment"
+        )
+    extra = sorted(set(body.segments) - set(loads(audit["segments"])))
+    if extra or not body.segments:
+        raise ChallengeError(f"segments {extra or '[]'} are not the assigned ones", code="bad_body")
+    claims.check_mismatch(body, state.manifest(run_id).round.num_segments)
+    verdict_id, env_text = _stored(env)
+    try:
+        with transaction(state.conn):
+            state.burn(env)
+            state.conn.execute(
+                "INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    verdict_id,
+                    run_id,
+                    body.round,
+                    body.hotkey,
+                    verified.signer,
+                    body.result,
+                    quick_dumps(body.model_dump(mode="json")),
+                    env_text,
+                    now,
+                ),
+            )
+            if row["phase"] == "final":  # the reward was held for this verdict
+                late_verdict(state, run_id, body.round, body.hotkey, body.result)
+            if late and body.result == "match":  # later rounds were held for it too
+                release_later(state, run_id, body.round, body.hotkey)
+    except sqlite3.IntegrityError:
+        raise ConflictError(
+            f"{verified.signer} already judged {body.hotkey} in round {body.round}",
+            code="duplicate",
+        ) from None
+    state.count(f"verdicts_{body.result}")
+    games.on_verdict(state, run_id, body.round, body.hotkey, verified.signer, body.result)
+    return VerdictAnswer(accepted=True, verdict_id=verdict_id)
+
+
+def _has_verdict(state: ServiceState, run_id: str, index: int, hotkey: str) -> bool:
+    return hotkey in facts.judged(state.conn, run_id, index)
+
+
+def merge(state: ServiceState, env: Envelope) -> MergeAnswer:
+    verified, body = state.open_signed(
+        env, "merge-tape", MergeTape, registered=False, allowed=state.settings.worker_hotkeys
+    )
+    run_id = env.run_id
+    claims.check_role(
+        state.conn, state.settings.aggregator_hotkeys, run_id, verified.signer, "merge-tape"
+    )
+    row = _round_row(state, run_id, body.round)
+    if row["phase"] != "merge":
+        raise PhaseError(f"round {body.round} is in phase {row['phase']}, not merge")
+    if body.start_model_sha256 != row["start_model_sha256"]:
+        raise ChallengeError("start_model_sha256 is not the round's start model", code="bad_body")
+    claims.check_tape(state.conn, run_id, body)
+    _merge_id, env_text = _stored(env)
+    with transaction(state.conn):
+        state.burn(env)
+        state.conn.execute(
+            "INSERT INTO merges VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                body.round,
+                verified.signer,
+                body.new_model_sha256,
+                body.eval_loss,
+                quick_dumps(body.model_dump(mode="json")),
+                env_text,
+                state.current_round(),
+            ),
+        )
+        state.conn.execute(
+            "UPDATE rounds SET phase = 'settle' WHERE run_id = ? AND round = ?",
+            (run_id, body.round),
+        )
+    # nothing is paid yet: the round settles once ready_to_settle holds
+    return MergeAnswer(accepted=True, round=body.round, phase="settle", paid={})
+
+
+def admission_answer(state: ServiceState, env: Envelope) -> AdmissionAnswerAck:
+    """An island's answer to its admission challenge (:mod:`.challenge`)."""
+    return challenge.answer(state, env)
+
+
+def admission_check(state: ServiceState, env: Envelope) -> JoinAnswer:
+    """A worker's reference hash: admits the island on a match (:mod:`.challenge`)."""
+    return challenge.check(
+        state, env, lambda run_id, hotkey, body, cls: admit(state, run_id, hotkey, body, cls)
+    )

@@ -1,0 +1,279 @@
+"""Runs and the round state machine, driven only by verified beacon rounds.
+
+Phases of a round, each entered at a beacon round (``now`` is the latest verified one):
+
+* ``train``: opened at beacon round ``b0`` with the start model and the
+  data-assignment key; commits are accepted while ``now <= commit_deadline``
+  (``b0 + commit_window_rounds``), or until every rostered island has committed
+  (:mod:`hypertrain.challenge.rounds.pace`).
+* ``beacon``: the commit phase closed; waiting for the first beacon round strictly
+  after the close (``commit_deadline + 1`` unless every island committed earlier),
+  whose randomness selects the audits.
+* ``audit``: assignments are fixed and signed; verdicts are accepted while
+  ``now < audit_close_round`` (selection round + ``audit_window_rounds``) and
+  until every assignment has a verdict.
+* ``merge``: waiting for the aggregator's signed tape (a round nobody committed to
+  goes straight to final).
+* ``settle``: the tape is in (the next round may open from its model); disputes stay
+  possible until ``dispute_deadline_round`` (audit close + ``dispute_window_rounds``).
+  The round settles at the first beacon round for which
+  :func:`~hypertrain.challenge.rounds.settle.ready_to_settle` holds.
+* ``final``: the ledger settled the round from the tape and the verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+
+from pydantic import JsonValue, ValidationError
+
+from hypertrain.challenge.disputes import games
+from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
+from hypertrain.challenge.ports import BeaconRound
+from hypertrain.challenge.rounds import pace, rollbacks, storage
+from hypertrain.challenge.rounds.facts import run_faults
+from hypertrain.challenge.rounds.selection import assignment_key, select_audits
+from hypertrain.challenge.rounds.settle import ready_to_settle, settle_round
+from hypertrain.challenge.state import ServiceState, dumps
+from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.manifest import LayoutSpec, RunManifest
+from hypertrain.protocol.messages import AuditAssignment, ManifestRecord, RoundOpen
+from hypertrain.protocol.sqlite import transaction
+
+log = logging.getLogger(__name__)
+PHASES = ("train", "beacon", "audit", "merge", "settle", "final")
+OPENABLE_AFTER = frozenset({"settle", "final"})
+
+
+def create_run(state: ServiceState, manifest_doc: dict[str, JsonValue]) -> Envelope:
+    """Store a run, its coordinator-signed manifest and its ledger account."""
+    try:
+        manifest = RunManifest.model_validate({**manifest_doc, "coordinator": state.coordinator})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "manifest"
+        raise ChallengeError(f"manifest.{where}: {first['msg']}", code="bad_manifest") from None
+    claimed = manifest_doc.get("coordinator")
+    if claimed not in (None, "", state.coordinator):
+        raise ChallengeError(
+            f"manifest names coordinator {claimed}, this service is {state.coordinator}",
+            code="bad_manifest",
+        )
+    envelope = state.sign(manifest.run_id, "manifest", ManifestRecord(manifest=manifest))
+    try:
+        with transaction(state.conn):
+            storage.add_run(
+                state.conn,
+                manifest.run_id,
+                manifest.model_dump_json(),
+                dumps(envelope.model_dump()),
+                manifest.digest(),
+            )
+            state.ledger.create_run(
+                manifest.run_id,
+                pool_per_round=manifest.reward.pool_per_round,
+                vesting_rounds=manifest.reward.vesting_rounds,
+            )
+    except sqlite3.IntegrityError:
+        raise ConflictError(f"run {manifest.run_id!r} already exists") from None
+    log.info("created run %s (manifest %s)", manifest.run_id, manifest.digest())
+    return envelope
+
+
+def open_round(
+    state: ServiceState, run_id: str, start_model_sha256: str | None, start_model_url: str | None
+) -> Envelope:
+    """Open the next round at the current beacon round; the previous one must be final."""
+    manifest = state.manifest(run_id)
+    beacon = state.current
+    state.current_round()
+    assert beacon is not None
+    last = storage.last_round(state.conn, run_id)
+    if last is not None and last[1] not in OPENABLE_AFTER:
+        raise PhaseError(f"round {last[0]} of {run_id} is still in phase {last[1]}")
+    index = 0 if last is None else last[0] + 1
+    sha, url = _start_model(state, run_id, index, start_model_sha256, start_model_url)
+    layouts = _open_roster(state, run_id, manifest)
+    roster = sorted(layouts)
+    record = RoundOpen(
+        round=index,
+        start_model_sha256=sha,
+        start_model_url=url,
+        beacon_round=beacon.round,
+        assignment_key=assignment_key(run_id, index, beacon.randomness),
+        roster=roster,
+        commit_deadline_round=beacon.round + manifest.round.commit_window_rounds,
+        layouts=layouts,
+    )
+    envelope = state.sign(run_id, "round-open", record)
+    with transaction(state.conn):
+        _remember_beacon(state.conn, beacon)
+        storage.add_round(
+            state.conn,
+            storage.NewRound(
+                run_id=run_id,
+                round=index,
+                beacon=_row(beacon),
+                assignment_key=record.assignment_key,
+                commit_deadline=record.commit_deadline_round,
+                start_model_sha256=sha,
+                start_model_url=url,
+                open_envelope=dumps(envelope.model_dump()),
+            ),
+        )
+    log.info("opened round %s/%d at beacon %d", run_id, index, beacon.round)
+    return envelope
+
+
+def _open_roster(state: ServiceState, run_id: str, manifest: RunManifest) -> dict[str, LayoutSpec]:
+    """Registered islands that have not left, and the layouts they were admitted with."""
+    out: dict[str, LayoutSpec] = {}
+    for hotkey, layout in storage.roster_layouts(state.conn, run_id):
+        if state.metagraph.is_registered(hotkey):
+            stored = json.loads(layout)
+            out[hotkey] = LayoutSpec.model_validate(stored) if stored else manifest.round.layout
+    return out
+
+
+def _start_model(
+    state: ServiceState, run_id: str, index: int, sha: str | None, url: str | None
+) -> tuple[str, str]:
+    if sha and url is not None:
+        return sha, url
+    merged = rollbacks.current_tape(state.conn, run_id, index - 1)  # a correction, if any
+    if merged is None:
+        raise ChallengeError(
+            "start_model_sha256 and start_model_url are required (no merged model to continue)",
+            code="no_start_model",
+        )
+    return merged.new_model_sha256, merged.new_model_url
+
+
+def _remember_beacon(conn: sqlite3.Connection, beacon: BeaconRound) -> None:
+    storage.remember_beacon(conn, _row(beacon))
+
+
+def _row(beacon: BeaconRound) -> storage.BeaconRow:
+    return storage.BeaconRow(beacon.round, beacon.randomness, beacon.signature)
+
+
+async def advance(state: ServiceState) -> None:
+    """:func:`step` in a worker thread under the writer lock (never on the event loop)."""
+    await state.offload(step, state)
+
+
+def step(state: ServiceState) -> None:
+    """Move every unfinished round as far as the clock allows (call under the lock)."""
+    if state.current is None:
+        return
+    now = state.due_round()  # every deadline by the clock: a lagging poll closes, never holds
+    verified = state.current.round
+    state.prune_nonces()
+    games.tick(state)
+    for row in storage.open_rounds(state.conn):
+        run_id, index, phase = row.run_id, row.round, row.phase
+        closed = pace.commit_close_round(state, row, now) if phase in ("train", "beacon") else None
+        if phase == "train" and closed is not None:
+            storage.set_phase(state.conn, run_id, index, "beacon")
+            phase = "beacon"
+        if phase == "beacon":
+            number = (row.commit_deadline if closed is None else closed) + 1
+            if number > verified:
+                continue  # the selecting round is due but not verified yet: wait for it
+            select_round(state, run_id, index, beacon_round(state, number))
+            continue
+        if phase == "audit" and (
+            (row.audit_close_round is not None and now >= row.audit_close_round)
+            or pace.audits_done(state, run_id, index)
+        ):
+            _close_audit(state, run_id, index)
+        if phase == "settle" and ready_to_settle(state, run_id, index, now):
+            with transaction(state.conn):
+                settle_round(state, run_id, index)
+
+
+def beacon_round(state: ServiceState, number: int) -> BeaconRound:
+    """A verified beacon round: the current one, a stored one, or fetched (blocking)."""
+    current = state.current
+    if current is not None and current.round == number:
+        return current
+    row = storage.beacon(state.conn, number)
+    if row is not None:
+        return BeaconRound(number, row.randomness, row.signature)
+    return state.beacon.get(number)
+
+
+def _faulted_before(conn: sqlite3.Connection, run_id: str, index: int) -> set[str]:
+    """Hotkeys with a proven fault in a round before ``index`` (standing verdicts, own blobs)."""
+    return {h for r, faults in run_faults(conn, run_id).items() if r < index for h in faults}
+
+
+def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconRound) -> None:
+    """Fix the audit selection of a round from the selecting beacon round.
+
+    An island is forced into the audit (its probation flag) while its probation lasts
+    and, after a proven fault in an earlier round, for the rest of the run: a caught
+    cheater that stays registered is replayed every round, never sampled at the rate.
+    """
+    manifest = state.manifest(run_id)
+    faulted = _faulted_before(state.conn, run_id, index)
+    committed = {
+        hotkey: index < until or hotkey in faulted
+        for hotkey, until in storage.committed_probation(state.conn, run_id, index).items()
+    }
+    audits = select_audits(
+        run_id=run_id,
+        round_index=index,
+        beacon_round=selector.round,
+        randomness_hex=selector.randomness,
+        committed=committed,
+        rate=manifest.audit.rate,
+        segments_per_audit=manifest.audit.segments,
+        num_segments=manifest.round.num_segments,
+    )
+    audit_close = selector.round + manifest.round.audit_window_rounds
+    with transaction(state.conn):
+        _remember_beacon(state.conn, selector)
+        for audit in audits:
+            body = AuditAssignment(
+                round=index,
+                hotkey=audit.hotkey,
+                segments=list(audit.segments),
+                selection_beacon_round=selector.round,
+            )
+            envelope = state.sign(run_id, "audit-assignment", body)
+            storage.add_audit(
+                state.conn,
+                run_id,
+                index,
+                audit.hotkey,
+                dumps(list(audit.segments)),
+                audit.probation,
+                dumps(envelope.model_dump()),
+            )
+        storage.start_audit(
+            state.conn,
+            run_id,
+            index,
+            selector.round,
+            audit_close,
+            audit_close + manifest.round.dispute_window_rounds,
+        )
+    log.info(
+        "round %s/%d: %d of %d islands selected for audit by beacon %d",
+        run_id,
+        index,
+        len(audits),
+        len(committed),
+        selector.round,
+    )
+
+
+def _close_audit(state: ServiceState, run_id: str, index: int) -> None:
+    if storage.has_commits(state.conn, run_id, index):
+        storage.set_phase(state.conn, run_id, index, "merge")
+        return
+    with transaction(state.conn):
+        settle_round(state, run_id, index)

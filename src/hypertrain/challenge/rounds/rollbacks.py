@@ -1,0 +1,204 @@
+"""Proven faults of merged rounds, and the corrected merge tapes that roll them back.
+
+Every path that proves a fault (a settlement's standing fault verdict, a late verdict
+whose own dispute window closed, an audit re-judged after its auditor was set aside)
+books it through :func:`book_fault`: one row in ``proven_faults`` and the ledger's burn,
+in the caller's transaction. ``GET /v1/runs/{run}/faults`` lists those rows
+(:func:`proven_faults`) with ``rollback_due`` while the faulty update is still in the
+round's current merge or a later merged round still starts from a superseded model
+(:func:`first_broken_link`: a round that opened before the rollback, or an interrupted
+rebase). That is what the aggregator polls; nothing is read from log lines.
+
+A rollback is answered by ``merge-correction`` envelopes (:func:`accept_correction`),
+one per corrected round, each naming the tape it supersedes. The service keeps the
+supersession chain (``merge_corrections``; a tape is superseded at most once) and
+refuses, before storing anything:
+
+* a signer that is not a worker hotkey;
+* a supersession of anything but the round's *current* tape (``superseded``);
+* a correction citing a fault that was never proven (``fault_not_proven``);
+* a corrected tape that still includes an island proven faulty in its round;
+* a start model that is not its predecessor's current model (``broken_chain``): the
+  corrected chain is one chain, rebuilt in round order;
+* a correction that corrects nothing (``nothing_to_correct``).
+
+The service cannot recompute a merge (it holds no blobs): that the corrected bytes
+are the recomputation is checked by anyone with ``hypertrain aggregator verify-tape``
+(:func:`hypertrain.aggregator.rebase.check_correction`). The ledger is not touched by
+a correction: the faulty island's value was burned when the fault was booked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+
+from hypertrain.api.models import CorrectionAnswer, ProvenFault
+from hypertrain.challenge.errors import ChallengeError, ConflictError, ForbiddenError, NotFoundError
+from hypertrain.challenge.rounds import claims
+from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.messages import MergeCorrection, MergeTape
+from hypertrain.protocol.sqlite import transaction
+
+
+def book_fault(
+    state: ServiceState, run_id: str, index: int, hotkey: str, reason: str, epoch: int
+) -> int:
+    """Record a proven fault of round ``index`` and burn the island's unvested value
+    (inside the caller's transaction); returns the amount the ledger burned."""
+    state.conn.execute(
+        "INSERT OR IGNORE INTO proven_faults VALUES (?, ?, ?, ?, ?)",
+        (run_id, index, hotkey, reason[:512], epoch),
+    )
+    return state.ledger.record_fault(run_id, index, hotkey, reason, epoch)
+
+
+def original_tape(conn: sqlite3.Connection, run_id: str, index: int) -> MergeTape | None:
+    row = conn.execute(
+        "SELECT body FROM merges WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    return MergeTape.model_validate(loads(row["body"])) if row else None
+
+
+def current_tape(conn: sqlite3.Connection, run_id: str, index: int) -> MergeTape | None:
+    """The round's merge as it stands: its latest correction, else the merge itself."""
+    row = conn.execute(
+        "SELECT body FROM merge_corrections WHERE run_id = ? AND round = ?"
+        " ORDER BY seq DESC LIMIT 1",
+        (run_id, index),
+    ).fetchone()
+    if row is not None:
+        return MergeCorrection.model_validate(loads(row["body"])).tape
+    return original_tape(conn, run_id, index)
+
+
+def corrections(conn: sqlite3.Connection, run_id: str, index: int) -> list[Envelope]:
+    """The round's signed corrections, oldest first (each supersedes the one before)."""
+    rows = conn.execute(
+        "SELECT envelope FROM merge_corrections WHERE run_id = ? AND round = ? ORDER BY seq",
+        (run_id, index),
+    )
+    return [Envelope.model_validate(loads(r["envelope"])) for r in rows]
+
+
+def first_broken_link(conn: sqlite3.Connection, run_id: str) -> int | None:
+    """The first merged round whose current tape does not start from its predecessor's
+    current model (a round merged on a model a correction superseded), or None."""
+    rounds = [int(r["round"]) for r in conn.execute(
+        "SELECT round FROM merges WHERE run_id = ? ORDER BY round", (run_id,)
+    )]  # fmt: skip
+    for index in rounds[1:]:
+        now = current_tape(conn, run_id, index)
+        if now is not None and now.start_model_sha256 != predecessor_model(conn, run_id, index):
+            return index
+    return None
+
+
+def proven_faults(state: ServiceState, run_id: str) -> list[ProvenFault]:
+    """Every proven fault of the run, and whether a rollback is due for it: its update is
+    still in the round's current tape, or a later round is not yet rebased onto the
+    corrected chain."""
+    state.manifest(run_id)
+    broken = first_broken_link(state.conn, run_id)
+    out: list[ProvenFault] = []
+    for row in state.conn.execute(
+        "SELECT round, hotkey, reason, epoch FROM proven_faults WHERE run_id = ?"
+        " ORDER BY round, hotkey",
+        (run_id,),
+    ):
+        first = original_tape(state.conn, run_id, row["round"])
+        now = current_tape(state.conn, run_id, row["round"])
+        merged = first is not None and row["hotkey"] in first.included
+        still = now is not None and row["hotkey"] in now.included
+        unrebased = merged and broken is not None and broken > row["round"]
+        out.append(
+            ProvenFault(round=row["round"], hotkey=row["hotkey"], reason=row["reason"],
+                        epoch=row["epoch"], merged=merged, rollback_due=still or unrebased)
+        )  # fmt: skip
+    return out
+
+
+def _proven(conn: sqlite3.Connection, run_id: str) -> set[tuple[int, str]]:
+    rows = conn.execute("SELECT round, hotkey FROM proven_faults WHERE run_id = ?", (run_id,))
+    return {(int(r["round"]), str(r["hotkey"])) for r in rows}
+
+
+def predecessor_model(conn: sqlite3.Connection, run_id: str, index: int) -> str:
+    """The model round ``index`` must start from: the current model of the latest merged
+    round before it, or (with none) the round's own signed start model."""
+    row = conn.execute(
+        "SELECT MAX(round) AS r FROM merges WHERE run_id = ? AND round < ?", (run_id, index)
+    ).fetchone()
+    if row["r"] is not None:
+        prev = current_tape(conn, run_id, int(row["r"]))
+        assert prev is not None
+        return prev.new_model_sha256
+    start = conn.execute(
+        "SELECT start_model_sha256 FROM rounds WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    return str(start["start_model_sha256"])
+
+
+def check_correction(conn: sqlite3.Connection, run_id: str, body: MergeCorrection) -> None:
+    """Refuse a correction that is not a valid next link of the round's chain."""
+    index, tape = body.tape.round, body.tape
+    now = current_tape(conn, run_id, index)
+    if now is None:
+        raise NotFoundError(f"round {index} of {run_id} has no merge", code="unknown_round")
+    if body.supersedes_tape_sha256 != now.tape_sha256:
+        raise ConflictError(
+            f"round {index}'s current tape is {now.tape_sha256}, not the superseded one",
+            code="superseded",
+        )
+    proven = _proven(conn, run_id)
+    for fault in body.faults:
+        if fault.round > index or (fault.round, fault.hotkey) not in proven:
+            raise ForbiddenError(
+                f"no proven fault of {fault.hotkey} in round {fault.round} (a rollback"
+                " answers proven faults only)",
+                code="fault_not_proven",
+            )
+    own = {h for r, h in proven if r == index}
+    if own & set(tape.included):
+        raise ChallengeError("the corrected tape includes a proven-faulty update", code="bad_body")
+    if tape.start_model_sha256 != predecessor_model(conn, run_id, index):
+        raise ConflictError(
+            "the corrected tape does not start from its predecessor's current model",
+            code="broken_chain",
+        )
+    moved = bool(own & set(now.included)) or tape.start_model_sha256 != now.start_model_sha256
+    if not moved or tape.tape_sha256 == now.tape_sha256:
+        raise ConflictError(f"round {index}: nothing to correct", code="nothing_to_correct")
+
+
+def accept_correction(state: ServiceState, env: Envelope) -> CorrectionAnswer:
+    """A worker's signed ``merge-correction``: store it as the round's current tape."""
+    verified, body = state.open_signed(
+        env, "merge-correction", MergeCorrection, registered=False,
+        allowed=state.settings.worker_hotkeys,
+    )  # fmt: skip
+    run_id, index = env.run_id, body.tape.round
+    claims.check_role(
+        state.conn, state.settings.aggregator_hotkeys, run_id, verified.signer, "merge-tape"
+    )  # a correction is a tape: never from a key that signs verdicts
+    check_correction(state.conn, run_id, body)
+    raw = env.to_bytes()
+    with transaction(state.conn):
+        state.burn(env)
+        seq = state.conn.execute(
+            "SELECT COUNT(*) FROM merge_corrections WHERE run_id = ? AND round = ?",
+            (run_id, index),
+        ).fetchone()[0]
+        state.conn.execute(
+            "INSERT INTO merge_corrections VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (run_id, index, int(seq) + 1, body.tape.tape_sha256, body.supersedes_tape_sha256,
+             quick_dumps(body.model_dump(mode="json")), raw.decode("utf-8"),
+             state.current_round()),
+        )  # fmt: skip
+    state.count("merge_corrections")
+    return CorrectionAnswer(
+        accepted=True, round=index, tape_sha256=body.tape.tape_sha256,
+        supersedes_tape_sha256=body.supersedes_tape_sha256,
+        correction_id=hashlib.sha256(raw).hexdigest(), signer=verified.signer,
+    )  # fmt: skip

@@ -1,0 +1,186 @@
+"""The settlement rule as a pure function: who of a round's commits is paid, held, faulted.
+
+:func:`decide` sees only typed values (the round's commits, its merge tape parsed into
+:class:`~hypertrain.protocol.messages.MergeTape`, the *standing* verdicts, the audit
+assignments and the probation ends) and touches no database or ledger, so the rule is
+tested as a table of cases and every view that publishes a fault derives it from the
+same call (:mod:`hypertrain.challenge.rounds.facts`). For each commit:
+
+* **faulted** when a standing verdict for it is not ``match`` (``mismatch``,
+  ``unverifiable``): a fault is proven by a verdict, which its island can dispute, never
+  by the merge tape's word (a tape exclusion, ``missing_blob`` or ``malformed`` included,
+  only leaves the island unpaid for the round: neither the aggregator nor a relay that
+  lost a blob can burn an island's escrow);
+* **accepted** (paid by its committed token count) when the tape included it, or
+  excluded it for an audit mismatch that no standing verdict supports any more (a
+  dispute overturned it: honest work, only too late to merge); an accepted island is
+  *held* while an assigned audit has no judging verdict (:data:`PENDING_AUDIT`), while
+  an assigned audit of it in an *earlier* round of the run has no judging verdict or a
+  standing fault that may still change (:func:`earlier_unproven`; also
+  :data:`PENDING_AUDIT`: a fault found late must not let the cheater collect the rounds
+  selected before it was known) or while it is in probation (its release round);
+* **forfeited** (accepted, held, then burned with everything unvested) when a fault of
+  it in an earlier round of the run is *proven* (:func:`earlier_faults`: a standing
+  fault verdict that can no longer change). The round's reward is escrowed and burned
+  rather than left out of the split, so the result is the same whether the fault was
+  proven before this round settled (burned here) or after (the fault's own booking
+  burns the held reward): the order in which the events arrive changes nothing;
+* **unpaid** otherwise (any other exclusion of the tape, or not in the tape).
+
+A verdict *stands* unless a dispute overturned it or it is set aside (another auditor
+re-judges the audit: its auditor was found faulty, or a dispute it lost waits for that
+independent re-audit). An overturned verdict no longer set aside still judged the
+audit; a set-aside one did not, so the island is held until another verdict comes. A
+verdict is *final* once nothing can change its standing any more: its round is final
+and no late dispute window of its own is open; a final fault is proven.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from hypertrain.protocol.exclusions import AUDIT_EXCLUSIONS
+from hypertrain.protocol.messages import MergeTape
+
+# A hold that only a verdict can lift: the escrow's vesting starts at this round.
+PENDING_AUDIT: Final = 2**53 - 1
+
+VerdictResult = Literal["match", "mismatch", "unverifiable"]
+Standing = Literal["stands", "overturned", "set_aside"]
+
+
+@dataclass(frozen=True, slots=True)
+class StandingVerdict:
+    """One verdict and whether it still counts."""
+
+    verdict_id: str
+    round: int
+    hotkey: str
+    auditor: str
+    result: VerdictResult
+    standing: Standing
+    final: bool = False  # its round is final and no late window of its own is open
+
+    @property
+    def fault(self) -> bool:
+        """A standing verdict other than ``match``: the island is at fault."""
+        return self.standing == "stands" and self.result != "match"
+
+    @property
+    def proven(self) -> bool:
+        """A fault that no dispute, window or re-audit can change any more."""
+        return self.fault and self.final
+
+    @property
+    def judged(self) -> bool:
+        """The verdict decided its audit (it was not set aside for a faulty auditor)."""
+        return self.standing != "set_aside"
+
+    def reason(self) -> str:
+        return f"{self.result} verdict {self.verdict_id} by {self.auditor}"
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRow:
+    hotkey: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What settlement decides for a round's commits."""
+
+    accepted: dict[str, int] = field(default_factory=dict)  # hotkey -> verified tokens
+    held: dict[str, int] = field(default_factory=dict)  # accepted hotkey -> release round
+    faults: dict[str, str] = field(default_factory=dict)  # hotkey -> reason
+    unpaid: dict[str, str] = field(default_factory=dict)  # hotkey -> why it earns nothing
+    # accepted and held hotkey -> the earlier proven fault that burns this round's reward
+    forfeited: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pending(self) -> frozenset[str]:
+        """Accepted hotkeys whose assigned audit has no judging verdict yet."""
+        return frozenset(h for h, until in self.held.items() if until == PENDING_AUDIT)
+
+
+def verdict_faults(verdicts: Iterable[StandingVerdict]) -> dict[str, str]:
+    """hotkey -> reason of its first standing fault verdict (by verdict id)."""
+    out: dict[str, str] = {}
+    for v in sorted(verdicts, key=lambda v: v.verdict_id):
+        if v.fault:
+            out.setdefault(v.hotkey, v.reason())
+    return out
+
+
+def unjudged(assigned: Iterable[str], verdicts: Iterable[StandingVerdict]) -> frozenset[str]:
+    """Assigned hotkeys with no judging verdict yet (none, or only set-aside ones)."""
+    judged = {v.hotkey for v in verdicts if v.judged}
+    return frozenset(h for h in assigned if h not in judged)
+
+
+def earlier_unproven(
+    index: int,
+    assigned: Iterable[tuple[int, str]],
+    verdicts: Iterable[StandingVerdict],
+) -> frozenset[str]:
+    """Hotkeys with an assigned audit in a round before ``index`` that is not proven.
+
+    ``assigned`` lists the run's (round, hotkey) audit assignments and ``verdicts`` its
+    standing verdicts. Not proven: no judging verdict yet, or a standing fault that may
+    still change (disputed, or within a window: until it is decided the island's later
+    rewards stay held). A proven fault is :func:`earlier_faults`' instead.
+    """
+    listed = [v for v in verdicts if v.round < index]
+    judged = {(v.round, v.hotkey) for v in listed if v.judged}
+    open_faults = {(v.round, v.hotkey) for v in listed if v.fault and not v.final}
+    return frozenset(
+        h for r, h in assigned if r < index and ((r, h) not in judged or (r, h) in open_faults)
+    )
+
+
+def earlier_faults(index: int, verdicts: Iterable[StandingVerdict]) -> dict[str, str]:
+    """hotkey -> its first proven fault in a round before ``index`` (by round, verdict id)."""
+    out: dict[str, str] = {}
+    for v in sorted(verdicts, key=lambda v: (v.round, v.verdict_id)):
+        if v.round < index and v.proven:
+            out.setdefault(v.hotkey, f"earlier fault proven in round {v.round}: {v.reason()}")
+    return out
+
+
+def decide(
+    commits: Iterable[CommitRow],
+    tape: MergeTape | None,
+    verdicts: Iterable[StandingVerdict],
+    assigned: Iterable[str] = (),
+    probation: Mapping[str, int] | None = None,
+    earlier: Iterable[str] = (),
+    proven: Mapping[str, str] | None = None,
+) -> Outcome:
+    """Paid / held / faulted / forfeited / unpaid for every commit of one round.
+
+    ``probation`` maps each island still in probation at this round to the round its
+    probation ends; ``assigned`` names the islands selected for audit; ``earlier`` the
+    islands with an earlier round's audit not proven yet (:func:`earlier_unproven`);
+    ``proven`` the islands with a proven earlier fault (:func:`earlier_faults`).
+    """
+    listed = list(verdicts)
+    faults = verdict_faults(listed)
+    included = set(tape.included) if tape is not None else set()
+    excluded = dict(tape.excluded) if tape is not None else {}
+    accepted: dict[str, int] = {}
+    unpaid: dict[str, str] = {}
+    for c in sorted(commits, key=lambda c: c.hotkey):
+        if c.hotkey in faults:
+            continue
+        reason = excluded.get(c.hotkey)
+        if c.hotkey in included or reason in AUDIT_EXCLUSIONS:
+            accepted[c.hotkey] = c.tokens
+        else:
+            unpaid[c.hotkey] = reason or "not included in the merge"
+    held = {h: until for h, until in (probation or {}).items() if h in accepted}
+    forfeited = {h: why for h, why in sorted((proven or {}).items()) if h in accepted}
+    pending = unjudged(assigned, listed) | frozenset(earlier) | forfeited.keys()
+    held.update(dict.fromkeys(pending & accepted.keys(), PENDING_AUDIT))
+    return Outcome(accepted, dict(sorted(held.items())), faults, unpaid, forfeited)

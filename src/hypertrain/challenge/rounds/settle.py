@@ -1,0 +1,157 @@
+"""Final settlement of a round: apply the rule's outcome to the ledger, once.
+
+Settlement pays only proven work. A round is settled once :func:`ready_to_settle` says
+so (its merge tape is in and its audit and dispute windows have closed). The decision
+itself, paid / held / faulted / unpaid per commit, is the pure rule
+:func:`hypertrain.challenge.rounds.rule.decide` over the round's typed facts
+(:func:`hypertrain.challenge.rounds.facts.round_outcome`); this module only books it: the
+ledger escrows the accepted tokens (with each hold), burns each fault, and the round is
+marked final in the caller's transaction.
+
+The epoch is the metagraph epoch at settlement, so a hotkey deregistered meanwhile
+stops earning at the next epoch's weights; with no metagraph snapshot nothing is
+booked (:class:`~hypertrain.challenge.errors.UnavailableError`), never at a guessed
+epoch.
+
+An island still in probation (the round is before its ``probation_until_round``,
+i.e. within ``audit.probation_rounds`` rounds of admission) has its reward *held*:
+the ledger keeps it in escrow and starts its vesting only once probation is over,
+so a fault found in any probation round burns all of it.
+
+An island whose audit in an earlier round of the run is unproven (no judging verdict
+yet, or a standing fault that may still change) has its reward held too (the rule's
+``earlier`` input): the fault, once proven, burns it with everything unvested, and
+every change of a standing verdict (a late ``match``, a dispute decided, a late
+window closed) re-runs the hold decision of the later final rounds, releasing each
+hold that nothing else keeps (:func:`release_later`). An island with a *proven*
+earlier fault has this round's reward escrowed, held and burned at once (the rule's
+``forfeited``), exactly what the fault's booking would have done had this round
+settled first: the order in which the events arrive changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from hypertrain.challenge.rounds import facts, rollbacks
+from hypertrain.challenge.rounds.rule import PENDING_AUDIT, Outcome
+from hypertrain.challenge.state import ServiceState
+from hypertrain.dispute.store import disputes_open, open_late_windows
+
+__all__ = ["PENDING_AUDIT", "Outcome", "outcome", "ready_to_settle", "settle_round"]
+log = logging.getLogger(__name__)
+
+
+def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> bool:
+    """Whether round ``index`` may settle at beacon round ``now``.
+
+    Every condition lives here: the merge tape was accepted (the round is in phase
+    ``settle``), the dispute window, which opens at the audit close, has passed, and
+    every dispute filed in it is decided.
+    """
+    row = state.conn.execute(
+        "SELECT phase, dispute_deadline_round FROM rounds WHERE run_id = ? AND round = ?",
+        (run_id, index),
+    ).fetchone()
+    if row is None or row["phase"] != "settle":
+        return False
+    deadline = row["dispute_deadline_round"]
+    if deadline is None or now <= int(deadline):
+        return False
+    return not disputes_open(state.conn, run_id, index)  # every dispute is decided
+
+
+def verdict_faults(state: ServiceState, run_id: str, index: int) -> dict[str, str]:
+    """hotkey -> reason for every standing verdict of the round other than ``match``."""
+    return facts.round_outcome(state.conn, run_id, index).faults
+
+
+def outcome(state: ServiceState, run_id: str, index: int) -> Outcome:
+    """Decide, for every commit of the round, paid / held / faulted / unpaid."""
+    return facts.round_outcome(state.conn, run_id, index)
+
+
+def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]:
+    """Settle inside the caller's transaction; marks the round final."""
+    epoch = state.epoch_now("settle")
+    result = outcome(state, run_id, index)
+    accepted = result.accepted
+    state.ledger.settle_round(run_id, index, accepted, epoch, held=result.held)
+    for hotkey, reason in sorted(result.faults.items()):
+        rollbacks.book_fault(state, run_id, index, hotkey, reason, epoch)
+    for hotkey, reason in sorted(result.forfeited.items()):  # its update here was honest:
+        state.ledger.record_fault(run_id, index, hotkey, reason, epoch)  # burn, no rollback
+    state.conn.executemany(
+        "INSERT INTO settlements VALUES (?, ?, ?, ?, ?)",
+        [(run_id, index, hotkey, tokens, epoch) for hotkey, tokens in accepted.items()],
+    )
+    state.conn.execute(
+        "UPDATE rounds SET phase = 'final', settled_epoch = ? WHERE run_id = ? AND round = ?",
+        (epoch, run_id, index),
+    )
+    state.count("rounds_settled")
+    log.info(
+        "settled round %s/%d: %d islands paid (%d held, %d awaiting a verdict),"
+        " %d faults, %d forfeited, %d unpaid, epoch %d",
+        run_id,
+        index,
+        len(accepted),
+        len(result.held),
+        len(result.pending),
+        len(result.faults),
+        len(result.forfeited),
+        len(result.unpaid),
+        epoch,
+    )
+    return accepted
+
+
+def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, result: str) -> None:
+    """A verdict that arrived after its round settled: it lifts or burns the held reward.
+
+    ``match`` releases the hold (the escrow vests from the next settlement on, or from
+    the end of the island's probation if that is later); anything else is a fault, but
+    only once its own dispute window (from its arrival) closed undisputed or its dispute
+    was upheld (:func:`hypertrain.challenge.disputes.windows.close_windows` books it).
+    Without a metagraph snapshot the verdict is refused (the auditor posts it again).
+    """
+    epoch = state.epoch_now("book a late verdict")
+    if result != "match":  # disputable first: booked once its own window closes undisputed
+        now = state.due_round()
+        deadline = now + state.manifest(run_id).round.dispute_window_rounds
+        open_late_windows(state.conn, run_id, index, hotkey, now, deadline)
+        return
+    row = state.conn.execute(
+        "SELECT probation_until_round FROM roster WHERE run_id = ? AND hotkey = ?",
+        (run_id, hotkey),
+    ).fetchone()
+    probation_end = int(row["probation_until_round"]) if row is not None else 0
+    until = probation_end if probation_end > index else 0
+    state.ledger.release_hold(run_id, index, hotkey, epoch, until)
+
+
+def release_later(state: ServiceState, run_id: str, index: int, hotkey: str) -> int:
+    """A standing verdict of ``hotkey`` in round ``index`` changed: re-run its holds.
+
+    Called on every path that changes a standing verdict (a late verdict, a dispute
+    decided, a late window closed). Each final round from ``index`` on that paid
+    ``hotkey`` is decided again; where the rule no longer holds it for a verdict, its
+    hold ends (until its probation's end, if the rule still holds it for that).
+    A hold the rule keeps stays (a forfeited reward was burned at settlement, an
+    earlier fault proven later burns it with its own booking). Returns the releases.
+    """
+    rows = state.conn.execute(
+        "SELECT s.round FROM settlements s JOIN rounds r"
+        " ON r.run_id = s.run_id AND r.round = s.round"
+        " WHERE s.run_id = ? AND s.hotkey = ? AND s.round >= ? AND r.phase = 'final'"
+        " ORDER BY s.round",
+        (run_id, hotkey, index),
+    ).fetchall()
+    released = 0
+    for row in rows:
+        later = int(row["round"])
+        until = outcome(state, run_id, later).held.get(hotkey, 0)
+        if until != PENDING_AUDIT:
+            epoch = state.epoch_now("release a held reward")
+            released += state.ledger.release_hold(run_id, later, hotkey, epoch, until)
+    return released

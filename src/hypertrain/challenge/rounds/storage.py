@@ -1,0 +1,532 @@
+"""Storage of a run's record: runs, rounds, roster, commits, audits, verdicts, merges,
+settlements and the beacon rounds that chose the audits.
+
+This module owns those tables: the SQL that reads them for the public views, the
+dashboard, the traffic count and the clock lives here and returns typed rows, so a
+caller never indexes a database row by a string. (The round lifecycle, the intake and
+settlement still write some of these tables themselves; see ``tests/test_layering.py``.)
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+
+from hypertrain.api.models import Phase
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    run_id: str
+    manifest_digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class RoundRow:
+    """One round with its counts: commits, tokens, update bytes, audits, and its merge."""
+
+    round: int
+    phase: Phase
+    open_beacon_round: int
+    commit_deadline: int
+    selection_beacon_round: int | None
+    audit_close_round: int | None
+    dispute_deadline_round: int | None
+    start_model_sha256: str | None
+    new_model_sha256: str | None
+    eval_loss: float | None
+    commits: int
+    tokens: int
+    update_bytes: int
+    audits: int
+    settled_epoch: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitTokens:
+    round: int
+    hotkey: str
+    tokens: int
+    train_loss: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class BeaconRow:
+    round: int
+    randomness: str
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
+class RosterRow:
+    """An admitted island with its commits and the run's last round."""
+
+    hotkey: str
+    first_round: int
+    probation_until_round: int
+    device_class: str
+    num_devices: int
+    commits: int
+    tokens: int
+    last_round: int | None
+    left_round: int | None  # the first round opened without it, once it left
+    proven_memory_bytes: int  # what its admission challenge proved (0: not proven)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """An audit assignment with the beacon round (and randomness) that selected it."""
+
+    round: int
+    hotkey: str
+    segments: str  # JSON list of segment indices
+    probation: bool
+    selection_beacon_round: int | None
+    randomness: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictRow:
+    verdict_id: str
+    auditor: str
+    result: str
+    body: str  # the verdict body as stored (JSON)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundTiming:
+    """Beacon rounds of a round's opening, its last accepted commit and its merge tape."""
+
+    opened: int
+    last_commit: int | None
+    merged: int | None
+
+
+def runs(conn: sqlite3.Connection) -> list[RunRow]:
+    rows = conn.execute("SELECT run_id, manifest_digest FROM runs ORDER BY run_id")
+    return [RunRow(r["run_id"], r["manifest_digest"]) for r in rows]
+
+
+def manifest_json(conn: sqlite3.Connection, run_id: str) -> str | None:
+    row = conn.execute("SELECT manifest_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else str(row["manifest_json"])
+
+
+def manifest_envelope(conn: sqlite3.Connection, run_id: str) -> str | None:
+    row = conn.execute("SELECT manifest_envelope FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else str(row["manifest_envelope"])
+
+
+def rounds(conn: sqlite3.Connection, run_id: str) -> list[RoundRow]:
+    """Every round of a run, in order, with its counts and its merge."""
+    rows = conn.execute(
+        """
+        SELECT r.*,
+          (SELECT COUNT(*) FROM commits c WHERE c.run_id = r.run_id AND c.round = r.round) AS n,
+          (SELECT COALESCE(SUM(tokens), 0) FROM commits c
+             WHERE c.run_id = r.run_id AND c.round = r.round) AS tokens,
+          (SELECT COALESCE(SUM(update_bytes), 0) FROM commits c
+             WHERE c.run_id = r.run_id AND c.round = r.round) AS update_bytes,
+          (SELECT COUNT(*) FROM audits a WHERE a.run_id = r.run_id AND a.round = r.round)
+             AS audits,
+          m.new_model_sha256, m.eval_loss
+        FROM rounds r LEFT JOIN merges m ON m.run_id = r.run_id AND m.round = r.round
+        WHERE r.run_id = ? ORDER BY r.round
+        """,
+        (run_id,),
+    )
+    return [
+        RoundRow(
+            round=r["round"],
+            phase=r["phase"],
+            open_beacon_round=r["open_beacon_round"],
+            commit_deadline=r["commit_deadline"],
+            selection_beacon_round=r["selection_beacon_round"],
+            audit_close_round=r["audit_close_round"],
+            dispute_deadline_round=r["dispute_deadline_round"],
+            start_model_sha256=r["start_model_sha256"],
+            new_model_sha256=r["new_model_sha256"],
+            eval_loss=r["eval_loss"],
+            commits=r["n"],
+            tokens=r["tokens"],
+            update_bytes=r["update_bytes"],
+            audits=r["audits"],
+            settled_epoch=r["settled_epoch"],
+        )
+        for r in rows
+    ]
+
+
+def commit_tokens(conn: sqlite3.Connection, run_id: str) -> list[CommitTokens]:
+    """Every commit's round, island, tokens and self-reported loss, by round."""
+    rows = conn.execute(
+        "SELECT round, hotkey, tokens, train_loss FROM commits WHERE run_id = ? ORDER BY round",
+        (run_id,),
+    )
+    return [CommitTokens(r["round"], r["hotkey"], r["tokens"], r["train_loss"]) for r in rows]
+
+
+def open_envelope(conn: sqlite3.Connection, run_id: str, index: int) -> str | None:
+    row = conn.execute(
+        "SELECT open_envelope FROM rounds WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    return None if row is None else str(row["open_envelope"])
+
+
+def commit_envelopes(conn: sqlite3.Connection, run_id: str, index: int) -> list[str]:
+    rows = conn.execute(
+        "SELECT envelope FROM commits WHERE run_id = ? AND round = ? ORDER BY hotkey",
+        (run_id, index),
+    )
+    return [r["envelope"] for r in rows]
+
+
+def commit_order(conn: sqlite3.Connection, run_id: str, index: int) -> list[str]:
+    """The committing hotkeys in the order the service accepted them."""
+    rows = conn.execute(
+        "SELECT hotkey FROM commits WHERE run_id = ? AND round = ? ORDER BY rowid",
+        (run_id, index),
+    )
+    return [r["hotkey"] for r in rows]
+
+
+def commit_bytes(conn: sqlite3.Connection, run_id: str, index: int) -> int:
+    """The bytes of a round's signed commits as stored."""
+    row = conn.execute(
+        "SELECT COALESCE(SUM(LENGTH(envelope)), 0) AS n FROM commits"
+        " WHERE run_id = ? AND round = ?",
+        (run_id, index),
+    ).fetchone()
+    return int(row["n"])
+
+
+def verdict_envelopes(conn: sqlite3.Connection, run_id: str, index: int) -> list[tuple[str, str]]:
+    """(verdict id, signed envelope) of a round's verdicts, by verdict id."""
+    rows = conn.execute(
+        "SELECT verdict_id, envelope FROM verdicts WHERE run_id = ? AND round = ?"
+        " ORDER BY verdict_id",
+        (run_id, index),
+    )
+    return [(r["verdict_id"], r["envelope"]) for r in rows]
+
+
+def verdicts_on(conn: sqlite3.Connection, run_id: str, index: int, hotkey: str) -> list[VerdictRow]:
+    """The verdicts on one island's audit in a round, by auditor."""
+    rows = conn.execute(
+        "SELECT verdict_id, auditor, result, body FROM verdicts"
+        " WHERE run_id = ? AND round = ? AND hotkey = ? ORDER BY auditor",
+        (run_id, index, hotkey),
+    )
+    return [VerdictRow(r["verdict_id"], r["auditor"], r["result"], r["body"]) for r in rows]
+
+
+def merge_envelope(conn: sqlite3.Connection, run_id: str, index: int) -> str | None:
+    row = conn.execute(
+        "SELECT envelope FROM merges WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    return None if row is None else str(row["envelope"])
+
+
+def merge_body(conn: sqlite3.Connection, run_id: str, index: int) -> str | None:
+    row = conn.execute(
+        "SELECT body FROM merges WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    return None if row is None else str(row["body"])
+
+
+def selection_beacon(conn: sqlite3.Connection, run_id: str, index: int) -> BeaconRow | None:
+    """The beacon round that selected a round's audits, once it is stored."""
+    row = conn.execute(
+        "SELECT b.* FROM beacons b JOIN rounds r ON b.round = r.selection_beacon_round"
+        " WHERE r.run_id = ? AND r.round = ?",
+        (run_id, index),
+    ).fetchone()
+    return None if row is None else BeaconRow(row["round"], row["randomness"], row["signature"])
+
+
+def assignment_envelopes(conn: sqlite3.Connection, run_id: str, index: int) -> list[str]:
+    rows = conn.execute(
+        "SELECT envelope FROM audits WHERE run_id = ? AND round = ? ORDER BY hotkey",
+        (run_id, index),
+    )
+    return [r["envelope"] for r in rows]
+
+
+def probation_flags(conn: sqlite3.Connection, run_id: str, index: int) -> dict[str, bool]:
+    """hotkey -> whether its audit in the round was a probation audit."""
+    rows = conn.execute(
+        "SELECT hotkey, probation FROM audits WHERE run_id = ? AND round = ?", (run_id, index)
+    )
+    return {r["hotkey"]: bool(r["probation"]) for r in rows}
+
+
+def audits(conn: sqlite3.Connection, run_id: str) -> list[AuditRow]:
+    """Every audit of a run, newest round first, with the beacon round that selected it."""
+    rows = conn.execute(
+        """
+        SELECT a.round, a.hotkey, a.segments, a.probation, r.selection_beacon_round,
+               b.randomness
+        FROM audits a JOIN rounds r ON r.run_id = a.run_id AND r.round = a.round
+        LEFT JOIN beacons b ON b.round = r.selection_beacon_round
+        WHERE a.run_id = ? ORDER BY a.round DESC, a.hotkey
+        """,
+        (run_id,),
+    )
+    return [
+        AuditRow(
+            r["round"],
+            r["hotkey"],
+            r["segments"],
+            bool(r["probation"]),
+            r["selection_beacon_round"],
+            r["randomness"],
+        )
+        for r in rows
+    ]
+
+
+def audit_load(conn: sqlite3.Connection, run_id: str, index: int) -> list[tuple[str, bool]]:
+    """(segments JSON, island still in probation) of each audit of a round."""
+    rows = conn.execute(
+        "SELECT a.segments, COALESCE(r.probation_until_round, 0) > a.round AS new"
+        " FROM audits a LEFT JOIN roster r ON r.run_id = a.run_id AND r.hotkey = a.hotkey"
+        " WHERE a.run_id = ? AND a.round = ?",
+        (run_id, index),
+    )
+    return [(r["segments"], bool(r["new"])) for r in rows]
+
+
+def roster(conn: sqlite3.Connection, run_id: str) -> list[RosterRow]:
+    """Every admitted island of a run, by hotkey, with its commits and tokens."""
+    rows = conn.execute(
+        """
+        SELECT r.*,
+          (SELECT COUNT(*) FROM commits c WHERE c.run_id = r.run_id AND c.hotkey = r.hotkey)
+             AS commits,
+          (SELECT COALESCE(SUM(tokens), 0) FROM commits c
+             WHERE c.run_id = r.run_id AND c.hotkey = r.hotkey) AS tokens,
+          (SELECT MAX(round) FROM rounds x WHERE x.run_id = r.run_id) AS last_round
+        FROM roster r WHERE r.run_id = ? ORDER BY r.hotkey
+        """,
+        (run_id,),
+    )
+    return [
+        RosterRow(
+            hotkey=r["hotkey"],
+            first_round=r["first_round"],
+            probation_until_round=r["probation_until_round"],
+            device_class=r["device_class"],
+            num_devices=r["num_devices"],
+            commits=r["commits"],
+            tokens=r["tokens"],
+            last_round=r["last_round"],
+            left_round=r["left_round"],
+            proven_memory_bytes=r["proven_memory_bytes"],
+        )
+        for r in rows
+    ]
+
+
+def join_body(conn: sqlite3.Connection, run_id: str, hotkey: str) -> str | None:
+    """The join request an island was admitted with (JSON), if it is admitted."""
+    row = conn.execute(
+        "SELECT join_body FROM roster WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
+    ).fetchone()
+    return None if row is None else str(row["join_body"])
+
+
+def islands(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(run id, hotkey) of every island of every run."""
+    rows = conn.execute("SELECT run_id, hotkey FROM roster")
+    return [(r["run_id"], r["hotkey"]) for r in rows]
+
+
+def timing(conn: sqlite3.Connection, run_id: str) -> dict[int, RoundTiming]:
+    """round -> the beacon rounds of its opening, last accepted commit and merge."""
+    rows = conn.execute(
+        """
+        SELECT r.round, r.open_beacon_round,
+          (SELECT MAX(accepted_beacon_round) FROM commits c
+             WHERE c.run_id = r.run_id AND c.round = r.round) AS last_commit,
+          (SELECT received_beacon_round FROM merges m
+             WHERE m.run_id = r.run_id AND m.round = r.round) AS merged
+        FROM rounds r WHERE r.run_id = ?
+        """,
+        (run_id,),
+    )
+    return {
+        r["round"]: RoundTiming(r["open_beacon_round"], r["last_commit"], r["merged"]) for r in rows
+    }
+
+
+def last_sync(conn: sqlite3.Connection, run_id: str, hotkey: str) -> int | None:
+    """Beacon round at which the last merge including this island's commit was accepted."""
+    row = conn.execute(
+        "SELECT MAX(m.received_beacon_round) AS b FROM merges m JOIN commits c"
+        " ON c.run_id = m.run_id AND c.round = m.round WHERE m.run_id = ? AND c.hotkey = ?",
+        (run_id, hotkey),
+    ).fetchone()
+    return None if row is None or row["b"] is None else int(row["b"])
+
+
+def commit_progress(conn: sqlite3.Connection, run_id: str, index: int) -> tuple[int, int | None]:
+    """(commits accepted, beacon round of the last one) of a round."""
+    row = conn.execute(
+        "SELECT COUNT(*) AS n, MAX(accepted_beacon_round) AS last FROM commits"
+        " WHERE run_id = ? AND round = ?",
+        (run_id, index),
+    ).fetchone()
+    return int(row["n"]), None if row["last"] is None else int(row["last"])
+
+
+@dataclass(frozen=True, slots=True)
+class OpenRound:
+    """A round that is not final yet: what the state machine needs to move it."""
+
+    run_id: str
+    round: int
+    phase: Phase
+    commit_deadline: int
+    audit_close_round: int | None
+    open_envelope: str
+
+
+def add_run(
+    conn: sqlite3.Connection, run_id: str, manifest_json: str, envelope: str, digest: str
+) -> None:
+    """Store a run (raises ``sqlite3.IntegrityError`` when the id is taken)."""
+    conn.execute(
+        "INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
+        (run_id, manifest_json, envelope, digest, time.time()),
+    )
+
+
+def last_round(conn: sqlite3.Connection, run_id: str) -> tuple[int, Phase] | None:
+    """(index, phase) of a run's newest round (None before round 0)."""
+    row = conn.execute(
+        "SELECT round, phase FROM rounds WHERE run_id = ? ORDER BY round DESC LIMIT 1", (run_id,)
+    ).fetchone()
+    return None if row is None else (int(row["round"]), row["phase"])
+
+
+@dataclass(frozen=True, slots=True)
+class NewRound:
+    """A round as it opens: its beacon round, deadlines, start model and signed record."""
+
+    run_id: str
+    round: int
+    beacon: BeaconRow
+    assignment_key: str
+    commit_deadline: int
+    start_model_sha256: str
+    start_model_url: str
+    open_envelope: str
+
+
+def add_round(conn: sqlite3.Connection, new: NewRound) -> None:
+    conn.execute(
+        "INSERT INTO rounds (run_id, round, phase, open_beacon_round, randomness,"
+        " assignment_key, commit_deadline, start_model_sha256, start_model_url,"
+        " open_envelope) VALUES (?, ?, 'train', ?, ?, ?, ?, ?, ?, ?)",
+        (
+            new.run_id,
+            new.round,
+            new.beacon.round,
+            new.beacon.randomness,
+            new.assignment_key,
+            new.commit_deadline,
+            new.start_model_sha256,
+            new.start_model_url,
+            new.open_envelope,
+        ),
+    )
+
+
+def roster_layouts(conn: sqlite3.Connection, run_id: str) -> list[tuple[str, str]]:
+    """(hotkey, admitted layout JSON) of a run's islands that have not left, by hotkey."""
+    rows = conn.execute(
+        "SELECT hotkey, layout FROM roster WHERE run_id = ? AND left_round IS NULL ORDER BY hotkey",
+        (run_id,),
+    )
+    return [(r["hotkey"], r["layout"]) for r in rows]
+
+
+def remember_beacon(conn: sqlite3.Connection, beacon: BeaconRow) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO beacons VALUES (?, ?, ?)",
+        (beacon.round, beacon.randomness, beacon.signature),
+    )
+
+
+def beacon(conn: sqlite3.Connection, number: int) -> BeaconRow | None:
+    row = conn.execute("SELECT * FROM beacons WHERE round = ?", (number,)).fetchone()
+    return None if row is None else BeaconRow(number, row["randomness"], row["signature"])
+
+
+def open_rounds(conn: sqlite3.Connection) -> list[OpenRound]:
+    """Every round of every run that is not final, by run and round."""
+    rows = conn.execute(
+        "SELECT run_id, round, phase, commit_deadline, audit_close_round, open_envelope"
+        " FROM rounds WHERE phase != 'final' ORDER BY run_id, round"
+    )
+    return [
+        OpenRound(
+            r["run_id"],
+            r["round"],
+            r["phase"],
+            r["commit_deadline"],
+            r["audit_close_round"],
+            r["open_envelope"],
+        )
+        for r in rows
+    ]
+
+
+def committed_probation(conn: sqlite3.Connection, run_id: str, index: int) -> dict[str, int]:
+    """hotkey -> the round its probation ends, for each island that committed to a round."""
+    rows = conn.execute(
+        "SELECT c.hotkey, r.probation_until_round FROM commits c JOIN roster r"
+        " ON r.run_id = c.run_id AND r.hotkey = c.hotkey WHERE c.run_id = ? AND c.round = ?",
+        (run_id, index),
+    )
+    return {r["hotkey"]: int(r["probation_until_round"]) for r in rows}
+
+
+def add_audit(
+    conn: sqlite3.Connection,
+    run_id: str,
+    index: int,
+    hotkey: str,
+    segments: str,
+    probation: bool,
+    envelope: str,
+) -> None:
+    conn.execute(
+        "INSERT INTO audits VALUES (?, ?, ?, ?, ?, ?)",
+        (run_id, index, hotkey, segments, int(probation), envelope),
+    )
+
+
+def start_audit(
+    conn: sqlite3.Connection, run_id: str, index: int, selector: int, close: int, dispute: int
+) -> None:
+    """A round enters its audit: the selecting beacon round and the two deadlines."""
+    conn.execute(
+        "UPDATE rounds SET phase = 'audit', selection_beacon_round = ?, audit_close_round = ?,"
+        " dispute_deadline_round = ? WHERE run_id = ? AND round = ?",
+        (selector, close, dispute, run_id, index),
+    )
+
+
+def has_commits(conn: sqlite3.Connection, run_id: str, index: int) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM commits WHERE run_id = ? AND round = ? LIMIT 1", (run_id, index)
+    ).fetchone()
+    return row is not None
+
+
+def set_phase(conn: sqlite3.Connection, run_id: str, index: int, phase: Phase) -> None:
+    conn.execute(
+        "UPDATE rounds SET phase = ? WHERE run_id = ? AND round = ?", (phase, run_id, index)
+    )

@@ -1,0 +1,211 @@
+"""Read-only views for the public JSON routes and the dashboard.
+
+Pure queries over the database (plus the ledger's balances): nothing here
+changes state, so every view can be served to anyone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Final
+
+from hypertrain.api.models import (
+    IslandStatus,
+    LossPoint,
+    RosterEntry,
+    RoundDetail,
+    RoundSummary,
+    RunListItem,
+    RunSummary,
+    SelectionBeacon,
+    VerdictCounts,
+    VerdictRecord,
+)
+from hypertrain.challenge.errors import NotFoundError
+from hypertrain.challenge.rounds import facts, rollbacks, storage
+from hypertrain.challenge.rounds.rule import StandingVerdict
+from hypertrain.challenge.state import ServiceState
+from hypertrain.dispute import store as dispute_store
+from hypertrain.protocol.envelope import Envelope
+
+BALANCES: Final = ("escrow", "held", "vested", "paid", "burned")
+
+
+def list_runs(state: ServiceState) -> list[RunListItem]:
+    return [
+        RunListItem(run_id=r.run_id, manifest_digest=r.manifest_digest)
+        for r in storage.runs(state.conn)
+    ]
+
+
+def manifest_envelope(state: ServiceState, run_id: str) -> Envelope:
+    text = storage.manifest_envelope(state.conn, run_id)
+    if text is None:
+        raise NotFoundError(f"run {run_id!r} does not exist", code="unknown_run")
+    return Envelope.model_validate_json(text)
+
+
+def round_summaries(state: ServiceState, run_id: str) -> list[RoundSummary]:
+    """Per round: phase, deadlines, commits, tokens, bytes, audits, verdicts, loss."""
+    state.manifest(run_id)
+    faults = facts.run_faults(state.conn, run_id)
+    verdicts = _verdict_counts(facts.standing_verdicts(state.conn, run_id))
+    losses = _train_losses(storage.commit_tokens(state.conn, run_id), faults)
+    disputes = dispute_store.games_per_round(state.conn, run_id)
+    return [
+        RoundSummary(
+            round=r.round,
+            phase=r.phase,
+            open_beacon_round=r.open_beacon_round,
+            commit_deadline_round=r.commit_deadline,
+            selection_beacon_round=r.selection_beacon_round,
+            audit_close_round=r.audit_close_round,
+            dispute_deadline_round=r.dispute_deadline_round,
+            start_model_sha256=r.start_model_sha256,
+            new_model_sha256=r.new_model_sha256,
+            commits=r.commits,
+            tokens=r.tokens,
+            update_bytes=r.update_bytes,
+            train_loss=losses.get(r.round),
+            eval_loss=r.eval_loss,
+            audits=r.audits,
+            verdicts=verdicts.get(r.round, VerdictCounts(match=0, mismatch=0)),
+            disputes=disputes.get(r.round, 0),
+            settled_epoch=r.settled_epoch,
+        )
+        for r in storage.rounds(state.conn, run_id)
+    ]
+
+
+def _verdict_counts(verdicts: list[StandingVerdict]) -> dict[int, VerdictCounts]:
+    """round -> counts: ``match`` judged and not at fault, ``mismatch`` standing faults."""
+    match: Counter[int] = Counter(v.round for v in verdicts if v.judged and not v.fault)
+    mismatch: Counter[int] = Counter(v.round for v in verdicts if v.fault)
+    return {
+        index: VerdictCounts(match=match[index], mismatch=mismatch[index])
+        for index in {v.round for v in verdicts}
+    }
+
+
+def _train_losses(
+    commits: list[storage.CommitTokens], faults: dict[int, dict[str, str]]
+) -> dict[int, float]:
+    """round -> token-weighted self-reported loss of the commits the round did not fault."""
+    sums: dict[int, tuple[float, int]] = {}
+    for c in commits:
+        if c.train_loss is None or c.hotkey in faults.get(c.round, {}):
+            continue
+        total, tokens = sums.get(c.round, (0.0, 0))
+        sums[c.round] = (total + c.train_loss * c.tokens, tokens + c.tokens)
+    return {index: total / tokens for index, (total, tokens) in sums.items() if tokens}
+
+
+def round_detail(state: ServiceState, run_id: str, index: int) -> RoundDetail:
+    opened = storage.open_envelope(state.conn, run_id, index)
+    if opened is None:
+        raise NotFoundError(f"round {index} of {run_id} does not exist", code="unknown_round")
+    summary = next(s for s in round_summaries(state, run_id) if s.round == index)
+    merge = storage.merge_envelope(state.conn, run_id, index)
+    selector = storage.selection_beacon(state.conn, run_id, index)
+    return RoundDetail(
+        **summary.model_dump(exclude={"commits", "verdicts"}),
+        open=Envelope.model_validate_json(opened),
+        commits=[
+            Envelope.model_validate_json(text)
+            for text in storage.commit_envelopes(state.conn, run_id, index)
+        ],
+        assignments=assignments(state, run_id, index),
+        verdicts=[
+            VerdictRecord(verdict_id=verdict_id, envelope=Envelope.model_validate_json(text))
+            for verdict_id, text in storage.verdict_envelopes(state.conn, run_id, index)
+        ],
+        merge=Envelope.model_validate_json(merge) if merge else None,
+        corrections=rollbacks.corrections(state.conn, run_id, index),
+        commit_order=storage.commit_order(state.conn, run_id, index),
+        selection_beacon=(
+            SelectionBeacon(
+                round=selector.round, randomness=selector.randomness, signature=selector.signature
+            )
+            if selector
+            else None
+        ),
+        probation=storage.probation_flags(state.conn, run_id, index),
+    )
+
+
+def assignments(state: ServiceState, run_id: str, index: int) -> list[Envelope]:
+    """The coordinator-signed audit assignments of a round."""
+    return [
+        Envelope.model_validate_json(text)
+        for text in storage.assignment_envelopes(state.conn, run_id, index)
+    ]
+
+
+def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
+    """Per island: admission, probation, commits, faults and ledger balances."""
+    state.manifest(run_id)
+    rows = storage.roster(state.conn, run_id)
+    balances = state.ledger.balances(run_id, [r.hotkey for r in rows])
+    faults = facts.island_faults(state.conn, run_id)
+    snapshot = state.metagraph.snapshot
+    out: list[RosterEntry] = []
+    for r in rows:
+        current = r.last_round if r.last_round is not None else 0
+        status: IslandStatus = (
+            "faulted"
+            if faults.get(r.hotkey)
+            else ("probation" if current < r.probation_until_round else "active")
+        )
+        if r.left_round is not None and status != "faulted":
+            status = "left"
+        if not state.metagraph.is_registered(r.hotkey):
+            status = "deregistered"
+        out.append(
+            RosterEntry(
+                hotkey=r.hotkey,
+                uid=snapshot.hotkeys.get(r.hotkey) if snapshot else None,
+                status=status,
+                device_class=r.device_class,
+                devices=r.num_devices,
+                first_round=r.first_round,
+                probation_until_round=r.probation_until_round,
+                commits=r.commits,
+                tokens=r.tokens,
+                faults=faults.get(r.hotkey, 0),
+                left_round=r.left_round,
+                proven_memory_bytes=r.proven_memory_bytes,
+                **balances.get(r.hotkey, dict.fromkeys(BALANCES, 0)),
+            )
+        )
+    return out
+
+
+def loss_curve(state: ServiceState, run_id: str) -> list[LossPoint]:
+    return [
+        LossPoint(round=s.round, train_loss=s.train_loss, eval_loss=s.eval_loss, tokens=s.tokens)
+        for s in round_summaries(state, run_id)
+        if s.train_loss is not None or s.eval_loss is not None
+    ]
+
+
+def run_summary(state: ServiceState, run_id: str) -> RunSummary:
+    manifest = state.manifest(run_id)
+    rounds = round_summaries(state, run_id)
+    islands = roster(state, run_id)
+    return RunSummary(
+        run_id=run_id,
+        manifest_digest=manifest.digest(),
+        coordinator=manifest.coordinator,
+        model=manifest.model,
+        inner_steps=manifest.round.inner_steps,
+        checkpoint_interval=manifest.round.checkpoint_interval,
+        rounds=len(rounds),
+        current_round=rounds[-1] if rounds else None,
+        islands=len(islands),
+        islands_by_status=dict(Counter(i.status for i in islands)),
+        tokens_total=sum(s.tokens for s in rounds),
+        update_bytes_total=sum(s.update_bytes for s in rounds),
+        audits_total=sum(s.audits for s in rounds),
+        faults_total=sum(i.faults for i in islands),
+        beacon_round=state.current.round if state.current else None,
+    )
