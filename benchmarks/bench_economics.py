@@ -10,8 +10,8 @@ aggregation"):
 
 * ``unpaid``: excluded and not paid (copy ``duplicate_update``; noisy copy, average,
   reversed copy, IPM ``near_duplicate`` / ``against_aggregate``; random noise
-  ``against_aggregate``);
-* ``fault``: an all-zero update is ``zero_norm``, a fault at once;
+  ``against_aggregate``; an all-zero update ``zero_norm``: no merge exclusion is a fault
+  on the tape's word, so it is unpaid, burned only by an audit);
 * ``paid``: merged and paid like an honest update (ALIE: no statistic separates it at
   4-16 islands, so the worst case is assumed).
 
@@ -55,7 +55,7 @@ STRATEGIES = {  # what an unaudited round does to the attacker's update
     "reversed": "unpaid",
     "ipm": "unpaid",
     "zero_compute_random": "unpaid",
-    "zero_compute_zeros": "fault",
+    "zero_compute_zeros": "unpaid",
     "alie": "paid",
 }
 
@@ -97,8 +97,6 @@ def _play(root: Path, outcome: str, horizon: int, vesting: int, probation: int, 
 
 def expected(q: float, outcome: str, full: Trajectory, idle: Trajectory) -> tuple[float, float]:
     """(E[reward of the cheating rounds], E[burn]) in base units."""
-    if outcome == "fault":  # caught in its first unaudited round, if not audited first
-        return 0.0, float(full.unpaid[0])
     reward = burn = 0.0
     for t, (p_full, p_idle, u) in enumerate(zip(full.paid, idle.paid, full.unpaid, strict=True)):
         chance = q * (1 - q) ** t
