@@ -2,9 +2,12 @@
 settlements and the beacon rounds that chose the audits.
 
 This module owns those tables: the SQL that reads them for the public views, the
-dashboard, the traffic count and the clock lives here and returns typed rows, so a
-caller never indexes a database row by a string. (The round lifecycle, the intake and
-settlement still write some of these tables themselves; see ``tests/test_layering.py``.)
+dashboard, the traffic count and the clock, and that opens, moves and settles rounds,
+lives here and returns typed rows, so a caller never indexes a database row by a
+string. Its parts hold the rest of the same tables' SQL, by concern: the roster
+(:mod:`.roster_storage`), commits (:mod:`.commit_storage`), audits and verdicts with
+the standing of each verdict (:mod:`.verdict_storage`), merge tapes, their corrections
+and proven faults (:mod:`.merge_storage`).
 """
 
 from __future__ import annotations
