@@ -165,9 +165,10 @@ def test_every_view_tells_the_settlement_s_story(real: Service) -> None:
 
 
 def test_the_standing_of_a_verdict_is_written_once() -> None:
-    """Only facts.py (and the dispute storage that owns the tables) says what stands."""
+    """Only the standing query (``verdict_storage.STANDING_SQL``, which facts.py reads) and
+    the dispute storage that owns the tables say what stands."""
     src = Path(__file__).resolve().parents[2] / "src" / "hypertrain"
-    owners = {src / "challenge" / "rounds" / "facts.py", src / "dispute" / "store.py"}
+    owners = {src / "challenge" / "rounds" / "verdict_storage.py", src / "dispute" / "store.py"}
     found = [
         str(path.relative_to(src))
         for path in sorted(src.rglob("*.py"))

@@ -28,7 +28,6 @@ challenge with a new seed).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 
 from hypertrain.api.models import (
@@ -38,8 +37,12 @@ from hypertrain.api.models import (
     JoinAnswer,
     PendingAdmission,
 )
+from hypertrain.challenge.admission import storage
 from hypertrain.challenge.admission.rules import challenge_seed
+from hypertrain.challenge.admission.storage import ChallengeRow, ChallengeStatus, NewChallenge
 from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
+from hypertrain.challenge.rounds import roster_storage
+from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.memproof import QUERIES, check_sample, table_shape
@@ -56,26 +59,22 @@ def open_challenge(
     """Record a pending challenge for a join request (replacing a refused one)."""
     spec = state.manifest(run_id).admission
     now = state.due_round()
-    row = _row(state, run_id, hotkey)
-    expired = row is not None and row["status"] == "pending" and now > row["deadline_round"]
-    if row is not None and row["status"] in ("pending", "answered") and not expired:
+    row = storage.challenge(state.conn, run_id, hotkey)
+    expired = row is not None and row.status == "pending" and now > row.deadline_round
+    if row is not None and row.status in ("pending", "answered") and not expired:
         raise ConflictError(f"{hotkey} already has an open admission challenge", code="duplicate")
     seed_round = now + spec.delay_rounds
     deadline = seed_round + spec.answer_window_rounds
-    state.conn.execute(
-        "DELETE FROM admission_challenges WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
-    )
-    state.conn.execute(
-        "INSERT INTO admission_challenges (run_id, hotkey, device_class, join_body,"
-        " join_beacon_round, seed_beacon_round, deadline_round) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (
-            run_id,
-            hotkey,
-            device_class,
-            quick_dumps(body.model_dump(mode="json")),
-            now,
-            seed_round,
-            deadline,
+    storage.replace_challenge(
+        state.conn,
+        NewChallenge(
+            run_id=run_id,
+            hotkey=hotkey,
+            device_class=device_class,
+            join_body=quick_dumps(body.model_dump(mode="json")),
+            join_beacon_round=now,
+            seed_beacon_round=seed_round,
+            deadline_round=deadline,
         ),
     )
     return JoinAnswer(
@@ -98,10 +97,10 @@ def status(state: ServiceState, run_id: str, hotkey: str) -> AdmissionStatus:
     return AdmissionStatus(
         run_id=run_id,
         hotkey=hotkey,
-        status=row["status"],
-        reason=row["reason"],
-        seed_beacon_round=row["seed_beacon_round"],
-        answer_deadline_round=row["deadline_round"],
+        status=row.status,
+        reason=row.reason,
+        seed_beacon_round=row.seed_beacon_round,
+        answer_deadline_round=row.deadline_round,
         workload_steps=state.manifest(run_id).admission.workload_steps,
         seed=seed,
         memory_claims=_claims(row),
@@ -113,27 +112,25 @@ def answer(state: ServiceState, env: Envelope) -> AdmissionAnswerAck:
     verified, body = state.open_signed(env, "admission-answer", AdmissionAnswer, registered=True)
     run_id, hotkey = env.run_id, verified.signer
     row = _require(state, run_id, hotkey)
-    if row["status"] != "pending":
-        code = "duplicate" if row["status"] == "answered" else "closed"
-        raise ConflictError(f"challenge is {row['status']}, not awaiting an answer", code=code)
-    if body.seed_beacon_round != row["seed_beacon_round"]:
+    if row.status != "pending":
+        code = "duplicate" if row.status == "answered" else "closed"
+        raise ConflictError(f"challenge is {row.status}, not awaiting an answer", code=code)
+    if body.seed_beacon_round != row.seed_beacon_round:
         raise ChallengeError("answer is for another seed round", code="wrong_seed")
     seed = _seed(state, row)
     if seed is None:
         raise PhaseError("the seed round is not public yet", code="no_seed")
     now = state.due_round()
-    if now > row["deadline_round"]:
+    if now > row.deadline_round:
         with transaction(state.conn):
             state.burn(env)
             _close(state, run_id, hotkey, "refused", f"answer at round {now}, after the deadline")
-        raise PhaseError(f"answer deadline {row['deadline_round']} passed (now {now})", code="late")
+        raise PhaseError(f"answer deadline {row.deadline_round} passed (now {now})", code="late")
     _check_shape(body, len(_claims(row)))
     with transaction(state.conn):
         state.burn(env)
-        state.conn.execute(
-            "UPDATE admission_challenges SET hashes = ?, memory_answers = ?, answered_round = ?,"
-            " status = 'answered' WHERE run_id = ? AND hotkey = ?",
-            (quick_dumps(body.hashes), quick_dumps(body.memory), now, run_id, hotkey),
+        storage.record_answer(
+            state.conn, run_id, hotkey, quick_dumps(body.hashes), quick_dumps(body.memory), now
         )
     return AdmissionAnswerAck(accepted=True, status="answered")
 
@@ -149,28 +146,25 @@ def _check_shape(body: AdmissionAnswer, devices: int) -> None:
         )
 
 
-def _claims(row: sqlite3.Row) -> list[int]:
+def _claims(row: ChallengeRow) -> list[int]:
     """Bytes each device of the join claims (and must prove)."""
-    return [int(d["memory_bytes"]) for d in loads(row["join_body"])["devices"]]
+    return [int(d["memory_bytes"]) for d in loads(row.join_body)["devices"]]
 
 
-def _sample(state: ServiceState, row: sqlite3.Row) -> list[tuple[int, int]] | None:
+def _sample(state: ServiceState, row: ChallengeRow) -> list[tuple[int, int]] | None:
     """The (device, query) pairs to recompute, from the beacon round after the answer;
     None until that round is verified."""
-    randomness = _randomness(state, int(row["answered_round"]) + 1)
+    assert row.answered_round is not None  # only an answered challenge has a sample
+    randomness = _randomness(state, row.answered_round + 1)
     if randomness is None:
         return None
-    return check_sample(randomness, row["hotkey"], len(_claims(row)))
+    return check_sample(randomness, row.hotkey, len(_claims(row)))
 
 
 def pending(state: ServiceState, run_id: str) -> list[PendingAdmission]:
     """Answered challenges awaiting a worker's check, once their sample round is public."""
     state.manifest(run_id)
-    rows = state.conn.execute(
-        "SELECT * FROM admission_challenges WHERE run_id = ? AND status = 'answered'"
-        " ORDER BY hotkey",
-        (run_id,),
-    ).fetchall()
+    rows = storage.answered(state.conn, run_id)
     spec = state.manifest(run_id).admission
     out = []
     for r in rows:
@@ -179,10 +173,10 @@ def pending(state: ServiceState, run_id: str) -> list[PendingAdmission]:
             continue  # the beacon round after the answer is not verified yet
         out.append(
             PendingAdmission(
-                hotkey=r["hotkey"],
-                device_class=r["device_class"],
-                seed=r["seed"],
-                seed_beacon_round=r["seed_beacon_round"],
+                hotkey=r.hotkey,
+                device_class=r.device_class,
+                seed=r.seed,
+                seed_beacon_round=r.seed_beacon_round,
                 workload_steps=spec.workload_steps,
                 memory_claims=_claims(r),
                 memory_sample=sample,
@@ -203,26 +197,24 @@ def check(state: ServiceState, env: Envelope, admit: Admit) -> JoinAnswer:
     )
     run_id = env.run_id
     row = _require(state, run_id, body.hotkey)
-    if row["status"] != "answered" or body.seed_beacon_round != row["seed_beacon_round"]:
-        raise ConflictError(f"challenge is {row['status']}, not awaiting a check", code="closed")
+    if row.status != "answered" or body.seed_beacon_round != row.seed_beacon_round:
+        raise ConflictError(f"challenge is {row.status}, not awaiting a check", code="closed")
     sample = _sample(state, row)
     if sample is None:
         raise PhaseError("the sample's beacon round is not public yet", code="no_sample")
     checked = {(m.device, m.query): m.answer for m in body.memory}
     if sorted(checked) != sample or len(checked) != len(body.memory):
         raise ChallengeError(f"the check must cover exactly {sample}", code="bad_sample")
-    reason = _refusal(loads(row["hashes"]), loads(row["memory_answers"]), body, checked)
+    assert row.hashes is not None and row.memory_answers is not None  # it is answered
+    reason = _refusal(loads(row.hashes), loads(row.memory_answers), body, checked)
     with transaction(state.conn):
         state.burn(env)
         if not reason:
             _close(state, run_id, body.hotkey, "admitted", "")
-            request = JoinRequest.model_validate(loads(row["join_body"]))
-            result = admit(run_id, body.hotkey, request, row["device_class"])
+            request = JoinRequest.model_validate(loads(row.join_body))
+            result = admit(run_id, body.hotkey, request, row.device_class)
             proven = sum(table_shape(claim).proven_bytes for claim in _claims(row))
-            state.conn.execute(
-                "UPDATE roster SET proven_memory_bytes = ? WHERE run_id = ? AND hotkey = ?",
-                (proven, run_id, body.hotkey),
-            )
+            roster_storage.prove_memory(state.conn, run_id, body.hotkey, proven)
         else:
             _close(state, run_id, body.hotkey, "refused", reason)
             result = JoinAnswer(admitted=False, run_id=run_id, hotkey=body.hotkey)
@@ -253,45 +245,32 @@ def _randomness(state: ServiceState, number: int) -> str | None:
         return None
     if current.round == number:
         return current.randomness
-    stored = state.conn.execute(
-        "SELECT randomness FROM beacons WHERE round = ?", (number,)
-    ).fetchone()
-    return str(stored["randomness"]) if stored else state.beacon.get(number).randomness
+    stored = rounds_storage.beacon(state.conn, number)
+    return stored.randomness if stored else state.beacon.get(number).randomness
 
 
-def _seed(state: ServiceState, row: sqlite3.Row) -> int | None:
-    if row["seed"] is not None:
-        return int(row["seed"])
-    number = int(row["seed_beacon_round"])
+def _seed(state: ServiceState, row: ChallengeRow) -> int | None:
+    if row.seed is not None:
+        return int(row.seed)
+    number = row.seed_beacon_round
     randomness = _randomness(state, number)
     if randomness is None:
         return None
-    seed = challenge_seed(row["run_id"], row["hotkey"], number, randomness)
+    seed = challenge_seed(row.run_id, row.hotkey, number, randomness)
     with transaction(state.conn):
-        state.conn.execute(
-            "UPDATE admission_challenges SET seed = ? WHERE run_id = ? AND hotkey = ?",
-            (seed, row["run_id"], row["hotkey"]),
-        )
+        storage.set_seed(state.conn, row.run_id, row.hotkey, seed)
     return seed
 
 
-def _close(state: ServiceState, run_id: str, hotkey: str, status_: str, reason: str) -> None:
-    state.conn.execute(
-        "UPDATE admission_challenges SET status = ?, reason = ? WHERE run_id = ? AND hotkey = ?",
-        (status_, reason, run_id, hotkey),
-    )
+def _close(
+    state: ServiceState, run_id: str, hotkey: str, status_: ChallengeStatus, reason: str
+) -> None:
+    storage.close(state.conn, run_id, hotkey, status_, reason)
 
 
-def _row(state: ServiceState, run_id: str, hotkey: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = state.conn.execute(
-        "SELECT * FROM admission_challenges WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
-    ).fetchone()
-    return row
-
-
-def _require(state: ServiceState, run_id: str, hotkey: str) -> sqlite3.Row:
+def _require(state: ServiceState, run_id: str, hotkey: str) -> ChallengeRow:
     state.manifest(run_id)
-    row = _row(state, run_id, hotkey)
+    row = storage.challenge(state.conn, run_id, hotkey)
     if row is None:
         raise NotFoundError(
             f"{hotkey} has no admission challenge in {run_id}", code="unknown_challenge"

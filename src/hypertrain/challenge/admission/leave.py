@@ -20,6 +20,7 @@ import hashlib
 
 from hypertrain.api.models import LeaveAnswer
 from hypertrain.challenge.errors import ConflictError, NotFoundError
+from hypertrain.challenge.rounds import roster_storage, storage
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import Leave
@@ -30,23 +31,18 @@ def leave(state: ServiceState, env: Envelope) -> LeaveAnswer:
     """Record an island's signed leave; it trains no round opened from now on."""
     verified, _body = state.open_signed(env, "leave", Leave, registered=True)
     run_id, hotkey = env.run_id, verified.signer
-    row = state.conn.execute(
-        "SELECT left_round FROM roster WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
-    ).fetchone()
-    if row is None:
+    member = roster_storage.membership(state.conn, run_id, hotkey)
+    if member is None:
         raise NotFoundError(f"{hotkey} is not in the roster of {run_id}", code="not_in_roster")
-    if row["left_round"] is not None:
+    if member.left_round is not None:
         raise ConflictError(
-            f"{hotkey} already left {run_id} from round {row['left_round']}", code="already_left"
+            f"{hotkey} already left {run_id} from round {member.left_round}", code="already_left"
         )
     left_round = next_round(state, run_id)
     raw = env.to_bytes()
     with transaction(state.conn):
         state.burn(env)
-        state.conn.execute(
-            "UPDATE roster SET left_round = ?, leave_envelope = ? WHERE run_id = ? AND hotkey = ?",
-            (left_round, raw.decode("utf-8"), run_id, hotkey),
-        )
+        roster_storage.record_leave(state.conn, run_id, hotkey, left_round, raw.decode("utf-8"))
     state.count("leaves")
     return LeaveAnswer(
         run_id=run_id,
@@ -58,19 +54,15 @@ def leave(state: ServiceState, env: Envelope) -> LeaveAnswer:
 
 def next_round(state: ServiceState, run_id: str) -> int:
     """The index of the next round to open (0 before the first)."""
-    last = state.conn.execute(
-        "SELECT MAX(round) AS r FROM rounds WHERE run_id = ?", (run_id,)
-    ).fetchone()["r"]
-    return 0 if last is None else int(last) + 1
+    last = storage.last_round(state.conn, run_id)
+    return 0 if last is None else last[0] + 1
 
 
 def refuse_rejoin(state: ServiceState, run_id: str, hotkey: str) -> None:
     """A join after a leave is refused: leaving is final for the run."""
-    row = state.conn.execute(
-        "SELECT left_round FROM roster WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
-    ).fetchone()
-    if row is not None and row["left_round"] is not None:
+    member = roster_storage.membership(state.conn, run_id, hotkey)
+    if member is not None and member.left_round is not None:
         raise ConflictError(
-            f"{hotkey} left {run_id} from round {row['left_round']}; a leave is final",
+            f"{hotkey} left {run_id} from round {member.left_round}; a leave is final",
             code="left",
         )

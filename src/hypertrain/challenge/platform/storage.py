@@ -4,6 +4,18 @@ repeated byte for byte) and the last metagraph snapshot."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
+from typing import NamedTuple
+
+
+class Departure(NamedTuple):
+    """A hotkey that left between two snapshots: its old uid, its new one if it came back
+    under another, and the epoch of the snapshot that showed it."""
+
+    hotkey: str
+    old_uid: int
+    new_uid: int | None
+    noticed_epoch: int
 
 
 def answer(conn: sqlite3.Connection, epoch: int) -> bytes | None:
@@ -39,3 +51,16 @@ def save_snapshot(conn: sqlite3.Connection, text: str, fetched_at: float) -> Non
 def departed(conn: sqlite3.Connection) -> frozenset[str]:
     """Hotkeys that left the metagraph since an earlier snapshot, not burned yet."""
     return frozenset(r["hotkey"] for r in conn.execute("SELECT hotkey FROM metagraph_departures"))
+
+
+def note_departures(conn: sqlite3.Connection, left: Iterable[Departure]) -> None:
+    """Keep departures until the next epoch's answer burns them (the first noted stays)."""
+    conn.executemany(
+        "INSERT OR IGNORE INTO metagraph_departures VALUES (?, ?, ?, ?)",
+        [tuple(d) for d in left],
+    )
+
+
+def clear_departures(conn: sqlite3.Connection) -> None:
+    """The departures noted so far are consumed (an epoch's answer burned them)."""
+    conn.execute("DELETE FROM metagraph_departures")

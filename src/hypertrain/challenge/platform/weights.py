@@ -25,6 +25,7 @@ from hypertrain.challenge.competition import storage as competition_storage
 from hypertrain.challenge.errors import NotFoundError, UnavailableError
 from hypertrain.challenge.platform import storage
 from hypertrain.challenge.platform.metagraph import Snapshot, departures
+from hypertrain.challenge.platform.storage import Departure
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.protocol.canonical import canonical_bytes
@@ -97,14 +98,11 @@ def note_snapshot(state: ServiceState, before: Snapshot | None, fresh: Snapshot)
     left = {} if before is None else departures(before, fresh)
     with transaction(state.conn):
         if before is not None:
-            state.conn.executemany(
-                "INSERT OR IGNORE INTO metagraph_departures VALUES (?, ?, ?, ?)",
-                [(h, before.hotkeys[h], uid, fresh.epoch) for h, uid in left.items()],
+            storage.note_departures(
+                state.conn,
+                [Departure(h, before.hotkeys[h], uid, fresh.epoch) for h, uid in left.items()],
             )
-        state.conn.execute(
-            "INSERT OR REPLACE INTO metagraph VALUES (1, ?, ?)",
-            (dumps(fresh.to_json()), time.time()),
-        )
+        storage.save_snapshot(state.conn, dumps(fresh.to_json()), time.time())
     return len(left)
 
 
@@ -133,5 +131,5 @@ def burn_departed(state: ServiceState, epoch: int, registered: frozenset[str]) -
     for hotkey in sorted(holding):
         burned[hotkey] = state.ledger.deregister(hotkey, epoch)
         state.count("deregistrations")
-    state.conn.execute("DELETE FROM metagraph_departures")
+    storage.clear_departures(state.conn)
     return burned

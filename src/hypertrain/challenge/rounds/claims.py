@@ -24,7 +24,7 @@ import sqlite3
 from typing import Literal
 
 from hypertrain.challenge.errors import ChallengeError, ForbiddenError
-from hypertrain.challenge.rounds import facts
+from hypertrain.challenge.rounds import facts, merge_storage, verdict_storage
 from hypertrain.dispute.admissible import Check
 from hypertrain.protocol.messages import MergeTape, Verdict
 
@@ -125,15 +125,8 @@ def check_role(
     if role == "merge-tape":
         if aggregators and signer not in aggregators:
             raise RoleConflictError(f"{signer} is not one of the run's aggregator keys")
-        if conn.execute(
-            "SELECT 1 FROM verdicts WHERE run_id = ? AND auditor = ? LIMIT 1", (run_id, signer)
-        ).fetchone():
+        if verdict_storage.signed_verdicts(conn, run_id, signer):
             raise RoleConflictError(f"{signer} signed verdicts in {run_id}: it cannot sign tapes")
         return
-    if (
-        signer in aggregators
-        or conn.execute(
-            "SELECT 1 FROM merges WHERE run_id = ? AND aggregator = ? LIMIT 1", (run_id, signer)
-        ).fetchone()
-    ):
+    if signer in aggregators or merge_storage.signed_tapes(conn, run_id, signer):
         raise RoleConflictError(f"{signer} signs the merge tapes of {run_id}: not verdicts")

@@ -1,6 +1,7 @@
 """The facts the service publishes, each read in one place and derived by one rule.
 
-The standing verdict of an audit (:data:`STANDING_SQL`), a round's outcome
+The standing verdict of an audit (:func:`standing_verdicts`, the one query
+:data:`~hypertrain.challenge.rounds.verdict_storage.STANDING_SQL`), a round's outcome
 (:func:`round_outcome`, the pure :func:`~hypertrain.challenge.rounds.rule.decide` over typed
 rows) and an island's faults (:func:`island_faults`, the rounds whose outcome faulted it)
 are defined here only. Settlement, the public views (roster, rounds, summary), the
@@ -12,43 +13,20 @@ from __future__ import annotations
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import cast
 
 from pydantic import ValidationError
 
 from hypertrain.challenge.errors import UnavailableError
-from hypertrain.challenge.rounds import rule
-from hypertrain.challenge.rounds.rule import (
-    CommitRow,
-    Outcome,
-    Standing,
-    StandingVerdict,
-    VerdictResult,
-    decide,
+from hypertrain.challenge.rounds import (
+    commit_storage,
+    merge_storage,
+    roster_storage,
+    rule,
+    storage,
+    verdict_storage,
 )
+from hypertrain.challenge.rounds.rule import CommitRow, Outcome, StandingVerdict, decide
 from hypertrain.protocol.messages import MergeTape
-
-# Every verdict with its standing: set aside (its audit is re-judged by another
-# auditor: its auditor was found faulty, or a dispute against it waits for that
-# independent re-audit), overturned by a dispute, or standing; and whether it is final
-# (its round is final and no late dispute window of its own is open: nothing can
-# change its standing any more).
-STANDING_SQL = """
-SELECT v.verdict_id, v.round, v.hotkey, v.auditor, v.result,
-  CASE
-    WHEN EXISTS (SELECT 1 FROM reassigned_verdicts s WHERE s.verdict_id = v.verdict_id)
-      THEN 'set_aside'
-    WHEN EXISTS (SELECT 1 FROM dispute_games d
-                 WHERE d.verdict_id = v.verdict_id AND d.outcome = 'overturned')
-      THEN 'overturned'
-    ELSE 'stands'
-  END AS standing,
-  EXISTS (SELECT 1 FROM rounds r WHERE r.run_id = v.run_id AND r.round = v.round
-          AND r.phase = 'final')
-  AND NOT EXISTS (SELECT 1 FROM verdict_windows w
-                  WHERE w.verdict_id = v.verdict_id AND w.closed = 0) AS final
-FROM verdicts v WHERE v.run_id = ?
-"""
 
 
 class CorruptRecordError(UnavailableError):
@@ -83,22 +61,7 @@ def standing_verdicts(
     conn: sqlite3.Connection, run_id: str, index: int | None = None
 ) -> list[StandingVerdict]:
     """The run's verdicts (or one round's) with their standing, by round and verdict id."""
-    sql, args = STANDING_SQL, [run_id]
-    if index is not None:
-        sql, args = sql + " AND v.round = ?", [run_id, str(index)]
-    rows = conn.execute(sql + " ORDER BY v.round, v.verdict_id", args)
-    return [
-        StandingVerdict(
-            r["verdict_id"],
-            int(r["round"]),
-            r["hotkey"],
-            r["auditor"],
-            cast(VerdictResult, r["result"]),
-            cast(Standing, r["standing"]),
-            bool(r["final"]),
-        )
-        for r in rows
-    ]
+    return verdict_storage.standing_verdicts(conn, run_id, index)
 
 
 def judged(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
@@ -108,10 +71,8 @@ def judged(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
 
 def unjudged(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
     """The round's assigned hotkeys still waiting for a judging verdict."""
-    assigned = conn.execute(
-        "SELECT hotkey FROM audits WHERE run_id = ? AND round = ?", (run_id, index)
-    )
-    return rule.unjudged((r["hotkey"] for r in assigned), standing_verdicts(conn, run_id, index))
+    assigned = verdict_storage.assigned(conn, run_id, index)
+    return rule.unjudged(assigned, standing_verdicts(conn, run_id, index))
 
 
 def parse_tape(body: str) -> MergeTape:
@@ -125,10 +86,8 @@ def parse_tape(body: str) -> MergeTape:
 
 
 def merge_tape(conn: sqlite3.Connection, run_id: str, index: int) -> MergeTape | None:
-    row = conn.execute(
-        "SELECT body FROM merges WHERE run_id = ? AND round = ?", (run_id, index)
-    ).fetchone()
-    return None if row is None else parse_tape(row["body"])
+    body = storage.merge_body(conn, run_id, index)
+    return None if body is None else parse_tape(body)
 
 
 def earlier_audits(
@@ -136,12 +95,7 @@ def earlier_audits(
 ) -> tuple[frozenset[str], dict[str, str]]:
     """Before round ``index``: the hotkeys whose audit is unproven (no judging verdict,
     or a fault that may still change), and those with a proven fault (with its reason)."""
-    assigned = [
-        (int(r["round"]), r["hotkey"])
-        for r in conn.execute(
-            "SELECT round, hotkey FROM audits WHERE run_id = ? AND round < ?", (run_id, index)
-        )
-    ]
+    assigned = verdict_storage.assigned_before(conn, run_id, index)
     verdicts = standing_verdicts(conn, run_id)
     return rule.earlier_unproven(index, assigned, verdicts), rule.earlier_faults(index, verdicts)
 
@@ -149,25 +103,9 @@ def earlier_audits(
 def round_inputs(conn: sqlite3.Connection, run_id: str, index: int) -> RoundInputs:
     """One round's commits, tape, standing verdicts, assignments, probation ends and the
     islands an earlier round's unproven audit holds."""
-    args = (run_id, index)
-    commits = [
-        CommitRow(r["hotkey"], int(r["tokens"]))
-        for r in conn.execute(
-            "SELECT hotkey, tokens FROM commits WHERE run_id = ? AND round = ?", args
-        )
-    ]
-    assigned = frozenset(
-        r["hotkey"]
-        for r in conn.execute("SELECT hotkey FROM audits WHERE run_id = ? AND round = ?", args)
-    )
-    probation = {
-        r["hotkey"]: int(r["probation_until_round"])
-        for r in conn.execute(
-            "SELECT hotkey, probation_until_round FROM roster"
-            " WHERE run_id = ? AND probation_until_round > ?",
-            args,
-        )
-    }
+    commits = commit_storage.round_commits(conn, run_id, index)
+    assigned = frozenset(verdict_storage.assigned(conn, run_id, index))
+    probation = roster_storage.probation_after(conn, run_id, index)
     earlier, proven = earlier_audits(conn, run_id, index)
     return RoundInputs(
         commits,
@@ -187,12 +125,9 @@ def round_outcome(conn: sqlite3.Connection, run_id: str, index: int) -> Outcome:
 
 def run_faults(conn: sqlite3.Connection, run_id: str) -> dict[int, dict[str, str]]:
     """round -> hotkey -> fault reason, for every round of the run (three reads in all)."""
-    commits: dict[int, list[CommitRow]] = defaultdict(list)
-    for r in conn.execute("SELECT round, hotkey, tokens FROM commits WHERE run_id = ?", (run_id,)):
-        commits[int(r["round"])].append(CommitRow(r["hotkey"], int(r["tokens"])))
+    commits = commit_storage.run_commits(conn, run_id)
     tapes = {
-        int(r["round"]): parse_tape(r["body"])
-        for r in conn.execute("SELECT round, body FROM merges WHERE run_id = ?", (run_id,))
+        index: parse_tape(body) for index, body in merge_storage.tape_bodies(conn, run_id).items()
     }
     verdicts: dict[int, list[StandingVerdict]] = defaultdict(list)
     for v in standing_verdicts(conn, run_id):

@@ -20,7 +20,7 @@ from hypertrain.api.models import (
     VerdictAnswer,
 )
 from hypertrain.challenge.admission import challenge
-from hypertrain.challenge.admission.leave import refuse_rejoin
+from hypertrain.challenge.admission.leave import next_round, refuse_rejoin
 from hypertrain.challenge.admission.rules import check_join
 from hypertrain.challenge.disputes import games
 from hypertrain.challenge.errors import (
@@ -30,8 +30,21 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.rounds import claims, facts
+from hypertrain.challenge.rounds import (
+    claims,
+    commit_storage,
+    facts,
+    merge_storage,
+    roster_storage,
+    storage,
+    verdict_storage,
+)
+from hypertrain.challenge.rounds.commit_storage import NewCommit
+from hypertrain.challenge.rounds.merge_storage import NewMerge
+from hypertrain.challenge.rounds.roster_storage import NewIsland
 from hypertrain.challenge.rounds.settle import late_verdict, release_later
+from hypertrain.challenge.rounds.storage import RoundRecord
+from hypertrain.challenge.rounds.verdict_storage import NewVerdict
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute.store import is_faulty
 from hypertrain.protocol.envelope import Envelope
@@ -58,7 +71,7 @@ def join(state: ServiceState, env: Envelope) -> JoinAnswer:
     challenged = state.manifest(run_id).admission.challenge
     device_class = check_join(state.manifest(run_id), body, self_reported=not challenged)
     refuse_rejoin(state, run_id, hotkey)
-    if _roster_row(state, run_id, hotkey) is not None:
+    if roster_storage.membership(state.conn, run_id, hotkey) is not None:
         raise ConflictError(f"{hotkey} is already admitted to {run_id}", code="already_joined")
     if challenged:
         with transaction(state.conn):
@@ -73,25 +86,20 @@ def admit(
     state: ServiceState, run_id: str, hotkey: str, body: JoinRequest, device_class: str
 ) -> JoinAnswer:
     """Add an island to the roster (inside the caller's transaction); the join answer."""
-    last = state.conn.execute(
-        "SELECT MAX(round) AS r FROM rounds WHERE run_id = ?", (run_id,)
-    ).fetchone()["r"]
-    first_round = 0 if last is None else int(last) + 1
+    first_round = next_round(state, run_id)
     probation_until = first_round + state.manifest(run_id).audit.probation_rounds
-    state.conn.execute(
-        "INSERT INTO roster (run_id, hotkey, admitted_beacon_round, first_round,"
-        " probation_until_round, device_class, num_devices, join_body, layout)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            run_id,
-            hotkey,
-            state.current_round(),
-            first_round,
-            probation_until,
-            device_class,
-            len(body.devices),
-            quick_dumps(body.model_dump(mode="json")),
-            quick_dumps(body.layout.model_dump(mode="json")),
+    roster_storage.add_island(
+        state.conn,
+        NewIsland(
+            run_id=run_id,
+            hotkey=hotkey,
+            admitted_beacon_round=state.current_round(),
+            first_round=first_round,
+            probation_until_round=probation_until,
+            device_class=device_class,
+            num_devices=len(body.devices),
+            join_body=quick_dumps(body.model_dump(mode="json")),
+            layout=quick_dumps(body.layout.model_dump(mode="json")),
         ),
     )
     state.count("joins_admitted")
@@ -107,32 +115,21 @@ def admit(
     )
 
 
-def _roster_row(state: ServiceState, run_id: str, hotkey: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = state.conn.execute(
-        "SELECT * FROM roster WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
-    ).fetchone()
-    return row
-
-
-def _round_row(state: ServiceState, run_id: str, index: int) -> sqlite3.Row:
-    row: sqlite3.Row | None = state.conn.execute(
-        "SELECT * FROM rounds WHERE run_id = ? AND round = ?", (run_id, index)
-    ).fetchone()
+def _round_row(state: ServiceState, run_id: str, index: int) -> RoundRecord:
+    row = storage.round_record(state.conn, run_id, index)
     if row is None:
         raise NotFoundError(f"round {index} of {run_id} is not open", code="unknown_round")
     return row
 
 
-def island_tokens(state: ServiceState, round_row: sqlite3.Row, hotkey: str) -> int:
+def island_tokens(state: ServiceState, round_row: RoundRecord, hotkey: str) -> int:
     """The tokens an island trains in a round: H × samples per step × (seq_len - 1).
 
     Its layout is the one the signed round-open record names; a commit must claim
     exactly this many (a round is all H steps on the whole assignment, or nothing).
     """
-    manifest = state.manifest(round_row["run_id"])
-    layout = state.layout_of(
-        round_row["run_id"], round_row["round"], round_row["open_envelope"], hotkey
-    )
+    manifest = state.manifest(round_row.run_id)
+    layout = state.layout_of(round_row.run_id, round_row.round, round_row.open_envelope, hotkey)
     return manifest.round.island_samples(layout) * (manifest.data.seq_len - 1)
 
 
@@ -143,17 +140,10 @@ def _extend_probation(state: ServiceState, run_id: str, hotkey: str, index: int)
     the rounds it commits to as it has not yet served: it is audited (and its rewards held)
     in each of its first ``probation_rounds`` committed rounds, whenever they come.
     """
-    (served,) = state.conn.execute(
-        "SELECT COUNT(*) FROM commits WHERE run_id = ? AND hotkey = ? AND round < ?",
-        (run_id, hotkey, index),
-    ).fetchone()
-    left = state.manifest(run_id).audit.probation_rounds - int(served)
+    served = commit_storage.served_rounds(state.conn, run_id, hotkey, index)
+    left = state.manifest(run_id).audit.probation_rounds - served
     if left > 0:
-        state.conn.execute(
-            "UPDATE roster SET probation_until_round = MAX(probation_until_round, ?)"
-            " WHERE run_id = ? AND hotkey = ?",
-            (index + left, run_id, hotkey),
-        )
+        roster_storage.extend_probation(state.conn, run_id, hotkey, index + left)
 
 
 def commit(state: ServiceState, env: Envelope) -> CommitAnswer:
@@ -163,13 +153,13 @@ def commit(state: ServiceState, env: Envelope) -> CommitAnswer:
     # fail closed: the deadline passes by the clock, not the poll; the commit is stamped
     # with that round too, so an early close selects by a round no committer could know
     due = state.due_round()
-    if row["phase"] != "train" or due > row["commit_deadline"]:
+    if row.phase != "train" or due > row.commit_deadline:
         raise PhaseError(
-            f"commit deadline of round {body.round} was beacon round {row['commit_deadline']}"
+            f"commit deadline of round {body.round} was beacon round {row.commit_deadline}"
             f" (now {due})",
             code="late",
         )
-    if hotkey not in state.roster_of(run_id, body.round, row["open_envelope"]):
+    if hotkey not in state.roster_of(run_id, body.round, row.open_envelope):
         raise ForbiddenError(
             f"{hotkey} is not in the roster of round {body.round}", code="not_in_roster"
         )
@@ -186,27 +176,24 @@ def commit(state: ServiceState, env: Envelope) -> CommitAnswer:
             f" in round {body.round}",
             code="bad_tokens",
         )
-    if state.conn.execute(
-        "SELECT 1 FROM commits WHERE run_id = ? AND round = ? AND hotkey = ?",
-        (run_id, body.round, hotkey),
-    ).fetchone():
+    if commit_storage.has_commit(state.conn, run_id, body.round, hotkey):
         raise ConflictError(f"{hotkey} already committed to round {body.round}", code="duplicate")
     commit_id, env_text = _stored(env)
     with transaction(state.conn):
         state.burn(env)
         _extend_probation(state, run_id, hotkey, body.round)
-        state.conn.execute(
-            "INSERT INTO commits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                run_id,
-                body.round,
-                hotkey,
-                body.tokens,
-                body.update_bytes,
-                body.train_loss,
-                quick_dumps(body.model_dump(mode="json")),
-                env_text,
-                due,
+        commit_storage.add_commit(
+            state.conn,
+            NewCommit(
+                run_id=run_id,
+                round=body.round,
+                hotkey=hotkey,
+                tokens=body.tokens,
+                update_bytes=body.update_bytes,
+                train_loss=body.train_loss,
+                body=quick_dumps(body.model_dump(mode="json")),
+                envelope=env_text,
+                accepted_beacon_round=due,
             ),
         )
     state.count("commits_accepted")
@@ -231,24 +218,22 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
         )
     row = _round_row(state, run_id, body.round)
     now = state.due_round()  # fail closed: the window closes by the clock, not the poll
-    in_window = row["phase"] == "audit" and now < row["audit_close_round"]
-    late = row["phase"] in ("merge", "settle", "final") and not _has_verdict(
+    in_window = (
+        row.phase == "audit" and row.audit_close_round is not None and now < row.audit_close_round
+    )
+    late = row.phase in ("merge", "settle", "final") and not _has_verdict(
         state, run_id, body.round, body.hotkey
     )
     if not (in_window or late):
         raise PhaseError(
-            f"round {body.round} is not accepting verdicts (phase {row['phase']},"
-            f" beacon round {now})"
+            f"round {body.round} is not accepting verdicts (phase {row.phase}, beacon round {now})"
         )
-    audit = state.conn.execute(
-        "SELECT segments FROM audits WHERE run_id = ? AND round = ? AND hotkey = ?",
-        (run_id, body.round, body.hotkey),
-    ).fetchone()
-    if audit is None:
+    segments = verdict_storage.audit_segments(state.conn, run_id, body.round, body.hotkey)
+    if segments is None:
         raise NotFoundError(
             f"{body.hotkey} was not selected for audit in round {body.round}", code="no_assignment"
         )
-    extra = sorted(set(body.segments) - set(loads(audit["segments"])))
+    extra = sorted(set(body.segments) - set(loads(segments)))
     if extra or not body.segments:
         raise ChallengeError(f"segments {extra or '[]'} are not the assigned ones", code="bad_body")
     claims.check_mismatch(body, state.manifest(run_id).round.num_segments)
@@ -256,21 +241,21 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
     try:
         with transaction(state.conn):
             state.burn(env)
-            state.conn.execute(
-                "INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    verdict_id,
-                    run_id,
-                    body.round,
-                    body.hotkey,
-                    verified.signer,
-                    body.result,
-                    quick_dumps(body.model_dump(mode="json")),
-                    env_text,
-                    now,
+            verdict_storage.add_verdict(
+                state.conn,
+                NewVerdict(
+                    verdict_id=verdict_id,
+                    run_id=run_id,
+                    round=body.round,
+                    hotkey=body.hotkey,
+                    auditor=verified.signer,
+                    result=body.result,
+                    body=quick_dumps(body.model_dump(mode="json")),
+                    envelope=env_text,
+                    received_beacon_round=now,
                 ),
             )
-            if row["phase"] == "final":  # the reward was held for this verdict
+            if row.phase == "final":  # the reward was held for this verdict
                 late_verdict(state, run_id, body.round, body.hotkey, body.result)
             if late and body.result == "match":  # later rounds were held for it too
                 release_later(state, run_id, body.round, body.hotkey)
@@ -297,31 +282,28 @@ def merge(state: ServiceState, env: Envelope) -> MergeAnswer:
         state.conn, state.settings.aggregator_hotkeys, run_id, verified.signer, "merge-tape"
     )
     row = _round_row(state, run_id, body.round)
-    if row["phase"] != "merge":
-        raise PhaseError(f"round {body.round} is in phase {row['phase']}, not merge")
-    if body.start_model_sha256 != row["start_model_sha256"]:
+    if row.phase != "merge":
+        raise PhaseError(f"round {body.round} is in phase {row.phase}, not merge")
+    if body.start_model_sha256 != row.start_model_sha256:
         raise ChallengeError("start_model_sha256 is not the round's start model", code="bad_body")
     claims.check_tape(state.conn, run_id, body)
     _merge_id, env_text = _stored(env)
     with transaction(state.conn):
         state.burn(env)
-        state.conn.execute(
-            "INSERT INTO merges VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                run_id,
-                body.round,
-                verified.signer,
-                body.new_model_sha256,
-                body.eval_loss,
-                quick_dumps(body.model_dump(mode="json")),
-                env_text,
-                state.current_round(),
+        merge_storage.add_merge(
+            state.conn,
+            NewMerge(
+                run_id=run_id,
+                round=body.round,
+                aggregator=verified.signer,
+                new_model_sha256=body.new_model_sha256,
+                eval_loss=body.eval_loss,
+                body=quick_dumps(body.model_dump(mode="json")),
+                envelope=env_text,
+                received_beacon_round=state.current_round(),
             ),
         )
-        state.conn.execute(
-            "UPDATE rounds SET phase = 'settle' WHERE run_id = ? AND round = ?",
-            (run_id, body.round),
-        )
+        storage.set_phase(state.conn, run_id, body.round, "settle")
     # nothing is paid yet: the round settles once ready_to_settle holds
     return MergeAnswer(accepted=True, round=body.round, phase="settle", paid={})
 

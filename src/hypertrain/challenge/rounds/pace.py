@@ -14,7 +14,7 @@ may last, and the dispute deadline stays where selection fixed it.
 
 from __future__ import annotations
 
-from hypertrain.challenge.rounds import facts, storage
+from hypertrain.challenge.rounds import facts, merge_storage, storage, verdict_storage
 from hypertrain.challenge.state import ServiceState
 
 
@@ -48,16 +48,11 @@ def audits_done(state: ServiceState, run_id: str, index: int) -> bool:
     if not listed or facts.unjudged(state.conn, run_id, index):
         return False
     judges: dict[str, set[str]] = {
-        str(r[0]): set()
-        for r in state.conn.execute(
-            "SELECT hotkey FROM audits WHERE run_id = ? AND round = ?", (run_id, index)
-        )
+        hotkey: set() for hotkey in verdict_storage.assigned(state.conn, run_id, index)
     }
-    for hotkey, auditor in state.conn.execute(
-        "SELECT hotkey, auditor FROM verdicts WHERE run_id = ? AND round = ?", (run_id, index)
-    ):
-        if auditor in listed and hotkey in judges:
-            judges[hotkey].add(auditor)
+    for judged in verdict_storage.judgements(state.conn, run_id, index):
+        if judged.auditor in listed and judged.hotkey in judges:
+            judges[judged.hotkey].add(judged.auditor)
     return all(len(keys) >= len(listed) // 2 + 1 for keys in judges.values())
 
 
@@ -68,8 +63,5 @@ def auditors(state: ServiceState, run_id: str) -> tuple[str, ...]:
     run's merge tapes) audits nothing, so it is not counted (leaving the count only hands
     the decision to the others).
     """
-    tapes = {
-        r[0]
-        for r in state.conn.execute("SELECT aggregator FROM merges WHERE run_id = ?", (run_id,))
-    }
+    tapes = merge_storage.tape_signers(state.conn, run_id)
     return tuple(sorted(state.settings.worker_hotkeys - state.settings.aggregator_hotkeys - tapes))

@@ -35,7 +35,8 @@ import sqlite3
 
 from hypertrain.api.models import CorrectionAnswer, ProvenFault
 from hypertrain.challenge.errors import ChallengeError, ConflictError, ForbiddenError, NotFoundError
-from hypertrain.challenge.rounds import claims
+from hypertrain.challenge.rounds import claims, merge_storage, storage
+from hypertrain.challenge.rounds.merge_storage import NewCorrection, ProvenFaultRow
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import MergeCorrection, MergeTape
@@ -47,47 +48,35 @@ def book_fault(
 ) -> int:
     """Record a proven fault of round ``index`` and burn the island's unvested value
     (inside the caller's transaction); returns the amount the ledger burned."""
-    state.conn.execute(
-        "INSERT OR IGNORE INTO proven_faults VALUES (?, ?, ?, ?, ?)",
-        (run_id, index, hotkey, reason[:512], epoch),
-    )
+    merge_storage.add_proven_fault(state.conn, run_id, ProvenFaultRow(index, hotkey, reason, epoch))
     return state.ledger.record_fault(run_id, index, hotkey, reason, epoch)
 
 
 def original_tape(conn: sqlite3.Connection, run_id: str, index: int) -> MergeTape | None:
-    row = conn.execute(
-        "SELECT body FROM merges WHERE run_id = ? AND round = ?", (run_id, index)
-    ).fetchone()
-    return MergeTape.model_validate(loads(row["body"])) if row else None
+    body = storage.merge_body(conn, run_id, index)
+    return None if body is None else MergeTape.model_validate(loads(body))
 
 
 def current_tape(conn: sqlite3.Connection, run_id: str, index: int) -> MergeTape | None:
     """The round's merge as it stands: its latest correction, else the merge itself."""
-    row = conn.execute(
-        "SELECT body FROM merge_corrections WHERE run_id = ? AND round = ?"
-        " ORDER BY seq DESC LIMIT 1",
-        (run_id, index),
-    ).fetchone()
-    if row is not None:
-        return MergeCorrection.model_validate(loads(row["body"])).tape
+    body = merge_storage.latest_correction(conn, run_id, index)
+    if body is not None:
+        return MergeCorrection.model_validate(loads(body)).tape
     return original_tape(conn, run_id, index)
 
 
 def corrections(conn: sqlite3.Connection, run_id: str, index: int) -> list[Envelope]:
     """The round's signed corrections, oldest first (each supersedes the one before)."""
-    rows = conn.execute(
-        "SELECT envelope FROM merge_corrections WHERE run_id = ? AND round = ? ORDER BY seq",
-        (run_id, index),
-    )
-    return [Envelope.model_validate(loads(r["envelope"])) for r in rows]
+    return [
+        Envelope.model_validate(loads(text))
+        for text in merge_storage.correction_envelopes(conn, run_id, index)
+    ]
 
 
 def first_broken_link(conn: sqlite3.Connection, run_id: str) -> int | None:
     """The first merged round whose current tape does not start from its predecessor's
     current model (a round merged on a model a correction superseded), or None."""
-    rounds = [int(r["round"]) for r in conn.execute(
-        "SELECT round FROM merges WHERE run_id = ? ORDER BY round", (run_id,)
-    )]  # fmt: skip
+    rounds = merge_storage.merged_rounds(conn, run_id)
     for index in rounds[1:]:
         now = current_tape(conn, run_id, index)
         if now is not None and now.start_model_sha256 != predecessor_model(conn, run_id, index):
@@ -102,42 +91,34 @@ def proven_faults(state: ServiceState, run_id: str) -> list[ProvenFault]:
     state.manifest(run_id)
     broken = first_broken_link(state.conn, run_id)
     out: list[ProvenFault] = []
-    for row in state.conn.execute(
-        "SELECT round, hotkey, reason, epoch FROM proven_faults WHERE run_id = ?"
-        " ORDER BY round, hotkey",
-        (run_id,),
-    ):
-        first = original_tape(state.conn, run_id, row["round"])
-        now = current_tape(state.conn, run_id, row["round"])
-        merged = first is not None and row["hotkey"] in first.included
-        still = now is not None and row["hotkey"] in now.included
-        unrebased = merged and broken is not None and broken > row["round"]
+    for row in merge_storage.proven_faults(state.conn, run_id):
+        first = original_tape(state.conn, run_id, row.round)
+        now = current_tape(state.conn, run_id, row.round)
+        merged = first is not None and row.hotkey in first.included
+        still = now is not None and row.hotkey in now.included
+        unrebased = merged and broken is not None and broken > row.round
         out.append(
-            ProvenFault(round=row["round"], hotkey=row["hotkey"], reason=row["reason"],
-                        epoch=row["epoch"], merged=merged, rollback_due=still or unrebased)
+            ProvenFault(round=row.round, hotkey=row.hotkey, reason=row.reason,
+                        epoch=row.epoch, merged=merged, rollback_due=still or unrebased)
         )  # fmt: skip
     return out
 
 
 def _proven(conn: sqlite3.Connection, run_id: str) -> set[tuple[int, str]]:
-    rows = conn.execute("SELECT round, hotkey FROM proven_faults WHERE run_id = ?", (run_id,))
-    return {(int(r["round"]), str(r["hotkey"])) for r in rows}
+    return {(f.round, f.hotkey) for f in merge_storage.proven_faults(conn, run_id)}
 
 
 def predecessor_model(conn: sqlite3.Connection, run_id: str, index: int) -> str:
     """The model round ``index`` must start from: the current model of the latest merged
     round before it, or (with none) the round's own signed start model."""
-    row = conn.execute(
-        "SELECT MAX(round) AS r FROM merges WHERE run_id = ? AND round < ?", (run_id, index)
-    ).fetchone()
-    if row["r"] is not None:
-        prev = current_tape(conn, run_id, int(row["r"]))
+    before = merge_storage.merged_before(conn, run_id, index)
+    if before is not None:
+        prev = current_tape(conn, run_id, before)
         assert prev is not None
         return prev.new_model_sha256
-    start = conn.execute(
-        "SELECT start_model_sha256 FROM rounds WHERE run_id = ? AND round = ?", (run_id, index)
-    ).fetchone()
-    return str(start["start_model_sha256"])
+    record = storage.round_record(conn, run_id, index)
+    assert record is not None  # a merged or corrected round was opened
+    return str(record.start_model_sha256)
 
 
 def check_correction(conn: sqlite3.Connection, run_id: str, body: MergeCorrection) -> None:
@@ -186,15 +167,11 @@ def accept_correction(state: ServiceState, env: Envelope) -> CorrectionAnswer:
     raw = env.to_bytes()
     with transaction(state.conn):
         state.burn(env)
-        seq = state.conn.execute(
-            "SELECT COUNT(*) FROM merge_corrections WHERE run_id = ? AND round = ?",
-            (run_id, index),
-        ).fetchone()[0]
-        state.conn.execute(
-            "INSERT INTO merge_corrections VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (run_id, index, int(seq) + 1, body.tape.tape_sha256, body.supersedes_tape_sha256,
-             quick_dumps(body.model_dump(mode="json")), raw.decode("utf-8"),
-             state.current_round()),
+        merge_storage.add_correction(
+            state.conn,
+            NewCorrection(run_id, index, body.tape.tape_sha256, body.supersedes_tape_sha256,
+                          quick_dumps(body.model_dump(mode="json")), raw.decode("utf-8"),
+                          state.current_round()),
         )  # fmt: skip
     state.count("merge_corrections")
     return CorrectionAnswer(

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 
-from hypertrain.challenge.rounds import facts, rollbacks
+from hypertrain.challenge.rounds import facts, rollbacks, roster_storage, storage
 from hypertrain.challenge.rounds.rule import PENDING_AUDIT, Outcome
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute.store import disputes_open, open_late_windows
@@ -49,13 +49,10 @@ def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> b
     ``settle``), the dispute window, which opens at the audit close, has passed, and
     every dispute filed in it is decided.
     """
-    row = state.conn.execute(
-        "SELECT phase, dispute_deadline_round FROM rounds WHERE run_id = ? AND round = ?",
-        (run_id, index),
-    ).fetchone()
-    if row is None or row["phase"] != "settle":
+    record = storage.round_record(state.conn, run_id, index)
+    if record is None or record.phase != "settle":
         return False
-    deadline = row["dispute_deadline_round"]
+    deadline = record.dispute_deadline_round
     if deadline is None or now <= int(deadline):
         return False
     return not disputes_open(state.conn, run_id, index)  # every dispute is decided
@@ -81,14 +78,8 @@ def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]
         rollbacks.book_fault(state, run_id, index, hotkey, reason, epoch)
     for hotkey, reason in sorted(result.forfeited.items()):  # its update here was honest:
         state.ledger.record_fault(run_id, index, hotkey, reason, epoch)  # burn, no rollback
-    state.conn.executemany(
-        "INSERT INTO settlements VALUES (?, ?, ?, ?, ?)",
-        [(run_id, index, hotkey, tokens, epoch) for hotkey, tokens in accepted.items()],
-    )
-    state.conn.execute(
-        "UPDATE rounds SET phase = 'final', settled_epoch = ? WHERE run_id = ? AND round = ?",
-        (epoch, run_id, index),
-    )
+    storage.add_settlements(state.conn, run_id, index, accepted, epoch)
+    storage.mark_final(state.conn, run_id, index, epoch)
     state.count("rounds_settled")
     log.info(
         "settled round %s/%d: %d islands paid (%d held, %d awaiting a verdict),"
@@ -121,11 +112,8 @@ def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, resu
         deadline = now + state.manifest(run_id).round.dispute_window_rounds
         open_late_windows(state.conn, run_id, index, hotkey, now, deadline)
         return
-    row = state.conn.execute(
-        "SELECT probation_until_round FROM roster WHERE run_id = ? AND hotkey = ?",
-        (run_id, hotkey),
-    ).fetchone()
-    probation_end = int(row["probation_until_round"]) if row is not None else 0
+    admitted_until = roster_storage.probation_until(state.conn, run_id, hotkey)
+    probation_end = admitted_until if admitted_until is not None else 0
     until = probation_end if probation_end > index else 0
     state.ledger.release_hold(run_id, index, hotkey, epoch, until)
 
@@ -140,16 +128,8 @@ def release_later(state: ServiceState, run_id: str, index: int, hotkey: str) -> 
     A hold the rule keeps stays (a forfeited reward was burned at settlement, an
     earlier fault proven later burns it with its own booking). Returns the releases.
     """
-    rows = state.conn.execute(
-        "SELECT s.round FROM settlements s JOIN rounds r"
-        " ON r.run_id = s.run_id AND r.round = s.round"
-        " WHERE s.run_id = ? AND s.hotkey = ? AND s.round >= ? AND r.phase = 'final'"
-        " ORDER BY s.round",
-        (run_id, hotkey, index),
-    ).fetchall()
     released = 0
-    for row in rows:
-        later = int(row["round"])
+    for later in storage.settled_rounds(state.conn, run_id, hotkey, index):
         until = outcome(state, run_id, later).held.get(hotkey, 0)
         if until != PENDING_AUDIT:
             epoch = state.epoch_now("release a held reward")

@@ -2,9 +2,12 @@
 settlements and the beacon rounds that chose the audits.
 
 This module owns those tables: the SQL that reads them for the public views, the
-dashboard, the traffic count and the clock lives here and returns typed rows, so a
-caller never indexes a database row by a string. (The round lifecycle, the intake and
-settlement still write some of these tables themselves; see ``tests/test_layering.py``.)
+dashboard, the traffic count and the clock, and that opens, moves and settles rounds,
+lives here and returns typed rows, so a caller never indexes a database row by a
+string. Its parts hold the rest of the same tables' SQL, by concern: the roster
+(:mod:`.roster_storage`), commits (:mod:`.commit_storage`), audits and verdicts with
+the standing of each verdict (:mod:`.verdict_storage`), merge tapes, their corrections
+and proven faults (:mod:`.merge_storage`).
 """
 
 from __future__ import annotations
@@ -530,3 +533,66 @@ def set_phase(conn: sqlite3.Connection, run_id: str, index: int, phase: Phase) -
     conn.execute(
         "UPDATE rounds SET phase = ? WHERE run_id = ? AND round = ?", (phase, run_id, index)
     )
+
+
+@dataclass(frozen=True, slots=True)
+class RoundRecord:
+    """A round's phase, deadlines, start model and signed open record."""
+
+    run_id: str
+    round: int
+    phase: Phase
+    commit_deadline: int
+    audit_close_round: int | None
+    dispute_deadline_round: int | None
+    start_model_sha256: str | None
+    open_envelope: str
+
+
+def round_record(conn: sqlite3.Connection, run_id: str, index: int) -> RoundRecord | None:
+    """Round ``index`` of a run (None: it was never opened)."""
+    r = conn.execute(
+        "SELECT * FROM rounds WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    if r is None:
+        return None
+    return RoundRecord(
+        run_id=r["run_id"],
+        round=r["round"],
+        phase=r["phase"],
+        commit_deadline=r["commit_deadline"],
+        audit_close_round=r["audit_close_round"],
+        dispute_deadline_round=r["dispute_deadline_round"],
+        start_model_sha256=r["start_model_sha256"],
+        open_envelope=r["open_envelope"],
+    )
+
+
+def add_settlements(
+    conn: sqlite3.Connection, run_id: str, index: int, paid: dict[str, int], epoch: int
+) -> None:
+    """Record the tokens each island of a settled round was paid for, at ``epoch``."""
+    conn.executemany(
+        "INSERT INTO settlements VALUES (?, ?, ?, ?, ?)",
+        [(run_id, index, hotkey, tokens, epoch) for hotkey, tokens in paid.items()],
+    )
+
+
+def mark_final(conn: sqlite3.Connection, run_id: str, index: int, epoch: int) -> None:
+    """The round is settled at ``epoch``: its phase is ``final``."""
+    conn.execute(
+        "UPDATE rounds SET phase = 'final', settled_epoch = ? WHERE run_id = ? AND round = ?",
+        (epoch, run_id, index),
+    )
+
+
+def settled_rounds(conn: sqlite3.Connection, run_id: str, hotkey: str, first: int) -> list[int]:
+    """The final rounds from ``first`` on whose settlement paid ``hotkey``, in order."""
+    rows = conn.execute(
+        "SELECT s.round FROM settlements s JOIN rounds r"
+        " ON r.run_id = s.run_id AND r.round = s.round"
+        " WHERE s.run_id = ? AND s.hotkey = ? AND s.round >= ? AND r.phase = 'final'"
+        " ORDER BY s.round",
+        (run_id, hotkey, first),
+    ).fetchall()
+    return [int(r["round"]) for r in rows]

@@ -1,0 +1,81 @@
+"""Storage of a round's signed commits (a part of the rounds storage).
+
+The intake decides whether a commit is accepted; this module stores it and reads the
+commits back as the typed rows the settlement rule takes
+(:class:`~hypertrain.challenge.rounds.rule.CommitRow`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass
+
+from hypertrain.challenge.rounds.rule import CommitRow
+
+
+@dataclass(frozen=True, slots=True)
+class NewCommit:
+    """A signed commit as it is stored (body and envelope as canonical text)."""
+
+    run_id: str
+    round: int
+    hotkey: str
+    tokens: int
+    update_bytes: int
+    train_loss: float | None
+    body: str
+    envelope: str
+    accepted_beacon_round: int
+
+
+def add_commit(conn: sqlite3.Connection, new: NewCommit) -> None:
+    """Store a commit (``sqlite3.IntegrityError`` when the island already committed)."""
+    conn.execute(
+        "INSERT INTO commits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            new.run_id,
+            new.round,
+            new.hotkey,
+            new.tokens,
+            new.update_bytes,
+            new.train_loss,
+            new.body,
+            new.envelope,
+            new.accepted_beacon_round,
+        ),
+    )
+
+
+def has_commit(conn: sqlite3.Connection, run_id: str, index: int, hotkey: str) -> bool:
+    """Whether the island committed to round ``index``."""
+    row = conn.execute(
+        "SELECT 1 FROM commits WHERE run_id = ? AND round = ? AND hotkey = ?",
+        (run_id, index, hotkey),
+    ).fetchone()
+    return row is not None
+
+
+def served_rounds(conn: sqlite3.Connection, run_id: str, hotkey: str, before: int) -> int:
+    """How many rounds before ``before`` the island committed to."""
+    (served,) = conn.execute(
+        "SELECT COUNT(*) FROM commits WHERE run_id = ? AND hotkey = ? AND round < ?",
+        (run_id, hotkey, before),
+    ).fetchone()
+    return int(served)
+
+
+def round_commits(conn: sqlite3.Connection, run_id: str, index: int) -> list[CommitRow]:
+    """Each commit of a round: its island and committed tokens, in the order stored."""
+    rows = conn.execute(
+        "SELECT hotkey, tokens FROM commits WHERE run_id = ? AND round = ?", (run_id, index)
+    )
+    return [CommitRow(r["hotkey"], int(r["tokens"])) for r in rows]
+
+
+def run_commits(conn: sqlite3.Connection, run_id: str) -> dict[int, list[CommitRow]]:
+    """round -> its commits (island, tokens) in the order stored, for every round."""
+    out: dict[int, list[CommitRow]] = defaultdict(list)
+    for r in conn.execute("SELECT round, hotkey, tokens FROM commits WHERE run_id = ?", (run_id,)):
+        out[int(r["round"])].append(CommitRow(r["hotkey"], int(r["tokens"])))
+    return dict(out)

@@ -1,0 +1,110 @@
+"""Storage of a run's roster: admission, probation, proven memory and leaving
+(a part of the rounds storage).
+
+The policy (who is admitted, how long probation lasts, when a leave takes effect) is
+in the intake and admission modules; this module only reads and writes the rows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class NewIsland:
+    """An admitted island as it is stored (join request and layout as canonical JSON)."""
+
+    run_id: str
+    hotkey: str
+    admitted_beacon_round: int
+    first_round: int
+    probation_until_round: int
+    device_class: str
+    num_devices: int
+    join_body: str
+    layout: str
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """An admitted island's standing in the roster: the round it left from, if it left."""
+
+    left_round: int | None
+
+
+def add_island(conn: sqlite3.Connection, new: NewIsland) -> None:
+    """Admit an island (``sqlite3.IntegrityError`` when it is already admitted)."""
+    conn.execute(
+        "INSERT INTO roster (run_id, hotkey, admitted_beacon_round, first_round,"
+        " probation_until_round, device_class, num_devices, join_body, layout)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            new.run_id,
+            new.hotkey,
+            new.admitted_beacon_round,
+            new.first_round,
+            new.probation_until_round,
+            new.device_class,
+            new.num_devices,
+            new.join_body,
+            new.layout,
+        ),
+    )
+
+
+def membership(conn: sqlite3.Connection, run_id: str, hotkey: str) -> Membership | None:
+    """The island's roster standing, None when it was never admitted to the run."""
+    row = conn.execute(
+        "SELECT left_round FROM roster WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
+    ).fetchone()
+    if row is None:
+        return None
+    left = row["left_round"]
+    return Membership(None if left is None else int(left))
+
+
+def record_leave(
+    conn: sqlite3.Connection, run_id: str, hotkey: str, left_round: int, envelope: str
+) -> None:
+    """The island trains no round from ``left_round`` on; keeps its signed leave."""
+    conn.execute(
+        "UPDATE roster SET left_round = ?, leave_envelope = ? WHERE run_id = ? AND hotkey = ?",
+        (left_round, envelope, run_id, hotkey),
+    )
+
+
+def extend_probation(conn: sqlite3.Connection, run_id: str, hotkey: str, until: int) -> None:
+    """The island's probation lasts at least until round ``until`` (never shortened)."""
+    conn.execute(
+        "UPDATE roster SET probation_until_round = MAX(probation_until_round, ?)"
+        " WHERE run_id = ? AND hotkey = ?",
+        (until, run_id, hotkey),
+    )
+
+
+def probation_until(conn: sqlite3.Connection, run_id: str, hotkey: str) -> int | None:
+    """The round the island's probation ends (None: not admitted)."""
+    row = conn.execute(
+        "SELECT probation_until_round FROM roster WHERE run_id = ? AND hotkey = ?",
+        (run_id, hotkey),
+    ).fetchone()
+    return None if row is None else int(row["probation_until_round"])
+
+
+def probation_after(conn: sqlite3.Connection, run_id: str, index: int) -> dict[str, int]:
+    """hotkey -> probation end, for each island whose probation ends after round ``index``."""
+    rows = conn.execute(
+        "SELECT hotkey, probation_until_round FROM roster"
+        " WHERE run_id = ? AND probation_until_round > ?",
+        (run_id, index),
+    )
+    return {str(r["hotkey"]): int(r["probation_until_round"]) for r in rows}
+
+
+def prove_memory(conn: sqlite3.Connection, run_id: str, hotkey: str, proven_bytes: int) -> None:
+    """Record the memory an island's admission challenge proved."""
+    conn.execute(
+        "UPDATE roster SET proven_memory_bytes = ? WHERE run_id = ? AND hotkey = ?",
+        (proven_bytes, run_id, hotkey),
+    )
