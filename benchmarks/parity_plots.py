@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     plot_gap_vs_size(cells, recipe, args.plots / "parity-gap-size.png")
     plot_gap_vs_bytes(cells, args.plots / "parity-gap-bytes.png")
     print(table(cells))
+    print()
+    print(default_table(doc["summary"].get("against_default", [])))
     print(json.dumps(doc["summary"], indent=1))
     return 0
 
@@ -171,6 +173,25 @@ def table(cells: dict[str, dict[str, Any]]) -> str:
             f" {c['final_loss_mean']:.4f} ± {c['final_loss_sd']:.4f}"
             f" | {gap} | {verdict} | {_bytes(c['bytes_sent'])} |"
             f" {'—' if not ratio else f'{ratio:,.0f}'} | {wall:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def default_table(rows: list[dict[str, Any]]) -> str:
+    """The Markdown table of M = 8 cells against the earlier default recipe's cell."""
+    lines = [
+        "| cell | seeds paired | loss vs default recipe, % [90 % CI] | verdict |"
+        " data-parallel bytes per byte sent |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for r in rows:
+        ci = r["gap_pct_ci90"]
+        gap = f"{r['gap_pct_mean']:+.2f}" + ("" if ci is None else f" [{ci[0]:+.2f}, {ci[1]:+.2f}]")
+        ratio = r["dp_bytes_per_byte_sent"]
+        lines.append(
+            f"| {r['name']}{' (exploratory seeds)' if r['exploratory'] else ''} |"
+            f" {r['seeds_paired']} | {gap} | {r['verdict']} |"
+            f" {'—' if not ratio else f'{ratio:,.0f}'} |"
         )
     return "\n".join(lines)
 

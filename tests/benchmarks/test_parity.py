@@ -23,7 +23,13 @@ import parity_sim  # noqa: E402
 from hypertrain.protocol.manifest import ModelSpec, SparseSpec  # noqa: E402
 from hypertrain.trainer.determinism import configure_determinism  # noqa: E402
 from hypertrain.trainer.round_config import island_train_config  # noqa: E402
-from parity_stats import combine, gap_stats, provenance  # noqa: E402
+from parity_stats import (  # noqa: E402
+    DEFAULT_RECIPE_CELL,
+    against_default,
+    combine,
+    gap_stats,
+    provenance,
+)
 from tests.known_answers import PROFILE  # noqa: E402
 
 VOCAB, SEQ = 64, 17
@@ -144,6 +150,21 @@ def test_gaps_are_paired_against_the_tuned_data_parallel_arm() -> None:
     assert cell["baseline_cell"] == "dp-M8-s-lr0.006"
     assert cell["gap_pct"] == pytest.approx([10.0, 0.0])
     assert cell["recipe"] == "H25-x-lr0.006"
+
+
+def test_cells_are_ranked_against_the_default_recipe_paired_by_seed() -> None:
+    """The pre-registered default rule: ``beats`` only with the paired interval below 0."""
+    base = [3.0, 3.2, 3.1]
+    tasks = [_task(DEFAULT_RECIPE_CELL, "diloco", s, v) for s, v in enumerate(base)]
+    tasks += [_task("diloco-M8-s-H5-better", "diloco", s, v - 0.1) for s, v in enumerate(base)]
+    tasks += [_task("diloco-M8-s-H5-noisy", "diloco", s, v + d) for s, (v, d) in
+              enumerate(zip(base, (-0.3, 0.3, 0.0), strict=True))]  # fmt: skip
+    tasks += [_task("diloco-M8-s-H5-one", "diloco", 0, 2.0)]
+    rows = {r["name"]: r for r in against_default(combine(tasks))}
+    assert rows["diloco-M8-s-H5-better"]["verdict"] == "beats"
+    assert rows["diloco-M8-s-H5-noisy"]["verdict"] == "undecided"
+    assert rows["diloco-M8-s-H5-one"]["verdict"] == "undecided"  # one seed: no interval
+    assert DEFAULT_RECIPE_CELL not in rows
 
 
 def test_plotting_refuses_a_result_of_other_harness_files(tmp_path: Path) -> None:

@@ -80,6 +80,8 @@ def test_run_init_writes_a_complete_commented_manifest(
         assert f"  // {section}: " in text  # each section explains itself
     manifest = RunManifest.model_validate(manifest_document(text.encode()))
     assert manifest.round.inner_steps == 4 and manifest.selfcheck_reference
+    # the outer step the parity grid picked (docs/parity.md, "The product default")
+    assert (manifest.outer.lr, manifest.outer.momentum) == (1.0, 0.0)
     dataset = json.loads((small_dataset / "dataset.json").read_text())
     assert manifest.data.dataset_root == dataset["dataset_root"]
     assert manifest.model.vocab_size == dataset["vocab_size"]

@@ -10,6 +10,7 @@ from hypertrain.data.descriptor import DESCRIPTOR_NAME
 from hypertrain.devnet.config import AUDIT_SEGMENTS, MICRO_BATCH_SIZE, DevnetConfig
 from hypertrain.devnet.keys import Identity, Secrets
 from hypertrain.devnet.procs import honeypot_island_cmd, hypertrain_cmd, miner_cmd
+from hypertrain.protocol.recipe import OUTER_STEP
 
 RUN_ID = "devnet"
 STEADY_AUDIT_RATE = 0.1  # the manifest default (protocol.manifest.AuditSpec)
@@ -55,8 +56,9 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
             "segments": min(AUDIT_SEGMENTS, cfg.segments),
             "probation_rounds": cfg.honeypot_honest_rounds + 1,
         },
-        # Islands that trained the last round receive the merged step, not the model.
-        "outer": {"broadcast": "int8"},
+        # The new-run outer step (plain averaging); islands that trained the last round
+        # receive the merged step, not the model.
+        "outer": {**OUTER_STEP, "broadcast": "int8"},
         "reward": {"pool_per_round": 1_000_000, "vesting_rounds": 2},
         "determinism": configure_determinism(1, "cpu").model_dump(mode="json"),
         "selfcheck_reference": {device_class(cpu): workload_hash(cpu)},

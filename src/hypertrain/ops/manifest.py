@@ -14,13 +14,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.recipe import OUTER_STEP
 
 SECTION_NOTES: Final = {
     "run_id": "the run's name; every signed message names it",
     "seed": "seeds the genesis model; with the dataset it fixes every byte of training",
     "model": "decoder shape (pre-norm, RoPE, SwiGLU, tied head); vocab from the dataset",
     "inner": "inner optimizer of every island (H steps per round) and its LR schedule",
-    "outer": "outer Nesterov step of the aggregator, norm clipping and rejection",
+    "outer": "outer step of the aggregator (plain averaging, docs/parity.md), norm clipping"
+    " and rejection",
     "round": "H (inner_steps), J (checkpoint_interval), layouts, and phase windows in"
     " beacon rounds (a phase closes early once its work is in)",
     "compression": "int8 blockwise compression of the pseudo-gradient",
@@ -77,7 +79,7 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
         "seed": opts.seed,
         "model": spec.model_dump(mode="json"),
         "inner": {"warmup_steps": 2, "total_steps": opts.rounds * opts.inner_steps},
-        "outer": {},
+        "outer": dict(OUTER_STEP),
         "round": {
             "inner_steps": opts.inner_steps,
             "checkpoint_interval": opts.checkpoint_interval,
