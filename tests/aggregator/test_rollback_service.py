@@ -187,3 +187,33 @@ def test_the_service_refuses_corrections_that_are_not_a_proven_rollback(
     assert agg.service.round_detail("run-1", 0).current_merge().tape_sha256 == "ee" * 32  # type: ignore[union-attr]
     with pytest.raises(ServiceError, match="superseded"):
         agg.service.post_correction(agg.seal("merge-correction", good))
+
+
+def test_the_devnet_summary_reads_the_rollback_from_the_service(
+    merged: tuple[Harness, Aggregator, MemoryBlobs, list[Any]],
+) -> None:
+    """The devnet's rollback row comes from ``/faults`` and the signed corrections."""
+    from hypertrain.devnet.rollbacks import rollback_line, rollback_rows
+
+    h, agg, blobs, _ = merged
+    m = agg.service.manifest("run-1")
+    faulty = h.miners[1].ss58_address
+
+    def rows() -> list[dict[str, Any]]:
+        details = {s.round: agg.service.round_detail("run-1", s.round)
+                   for s in agg.service.rounds("run-1")}  # fmt: skip
+        return rollback_rows(agg.service.proven_faults("run-1"), details)
+
+    assert rows() == [] and rollback_line([]).startswith("none")
+    _prove(h, 0, faulty)
+    [due] = rows()
+    assert (due["round"], due["corrected"], due["depth"]) == (0, False, None)
+    assert rollback_line([due]) == "round 0: due, not yet corrected"
+    assert agg.step(m, open_rounds=True) == 0  # rebases rounds 0 and 1
+    [done] = rows()
+    assert (done["corrected"], done["depth"], done["corrected_rounds"]) == (True, 1, [0, 1])
+    assert done["corrected_model_sha256"] == _tape(agg, blobs, 0).new_model_sha256
+    assert done["head_model_sha256"] == _tape(agg, blobs, 1).new_model_sha256
+    assert rollback_line([done]) == (
+        f"round 0 (depth 1): corrected model {done['corrected_model_sha256'][:12]}…"
+    )

@@ -150,4 +150,6 @@ def test_the_summary_says_when_no_fault_was_recorded(tmp_path: Path) -> None:
         _doc(sec), sec, strategy="skip-steps", weights={}, ledger_verified=True,
         model_export=None, children_left=0,
     )  # fmt: skip
-    assert dict(summary_rows(report))["honeypot fault cost"] == "no fault recorded in the ledger"
+    rows = dict(summary_rows(report))
+    assert rows["honeypot fault cost"] == "no fault recorded in the ledger"
+    assert report["rollbacks"] == [] and rows["rollbacks"].startswith("none")

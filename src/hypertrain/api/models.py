@@ -184,6 +184,7 @@ class AdmissionChallengePublic(_Answer):
     answer_deadline_round: int
     workload_steps: int
     devices: int
+    deadline_tier: str = ""  # the device-class tier whose deadline the island got
 
 
 class JoinAnswer(_Answer):
@@ -287,6 +288,7 @@ class AdmissionStatus(_Answer):
     workload_steps: int
     seed: int | None  # None until the service has verified the seed round
     memory_claims: list[int] = []  # bytes each device proves (the join's memory_bytes)
+    deadline_tier: str = ""  # the device-class tier whose deadline the island got
 
 
 class AdmissionAnswerAck(_Answer):

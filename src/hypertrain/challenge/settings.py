@@ -24,6 +24,11 @@ from typing import Final, Literal
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from hypertrain.challenge.admission.deadlines import (
+    DEFAULT_DEADLINES,
+    DeadlineTable,
+    load_deadlines,
+)
 from hypertrain.challenge.errors import SettingsError
 from hypertrain.protocol.identity import Hotkey, ss58_decode
 
@@ -67,6 +72,7 @@ class ServiceEnv(BaseSettings):
     hypertrain_beacon_poll_s: float = Field(default=1.0, gt=0, lt=1e6)
     hypertrain_worker_hotkeys: str = ""
     hypertrain_aggregator_hotkeys: str = ""
+    hypertrain_admission_deadlines_file: Path | None = None
 
     @classmethod
     def settings_customise_sources(
@@ -89,6 +95,7 @@ _FAMILIES: Final = (
     "HYPERTRAIN_COORD_",
     "HYPERTRAIN_WORKER_",
     "HYPERTRAIN_CHAIN_",
+    "HYPERTRAIN_ADMISSION_",
 )
 
 
@@ -131,6 +138,8 @@ class Settings:
     # the only keys that may sign merge tapes (empty: any worker key that signs no verdict)
     aggregator_hotkeys: frozenset[str] = frozenset()
     max_body_bytes: int = 1 << 20
+    # admission answer deadlines per device class (admission/deadlines.py)
+    admission_deadlines: DeadlineTable = DEFAULT_DEADLINES
 
     def __post_init__(self) -> None:
         if not self.slug or not self.slug.replace("-", "").replace("_", "").isalnum():
@@ -208,7 +217,18 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         beacon_poll_s=e.hypertrain_beacon_poll_s,
         worker_hotkeys=_hotkeys(e.hypertrain_worker_hotkeys),
         aggregator_hotkeys=_hotkeys(e.hypertrain_aggregator_hotkeys),
+        admission_deadlines=_deadlines(e.hypertrain_admission_deadlines_file),
     )
+
+
+def _deadlines(path: Path | None) -> DeadlineTable:
+    """The operator's deadline table, or the documented defaults."""
+    if path is None:
+        return DEFAULT_DEADLINES
+    try:
+        return load_deadlines(path)
+    except ValueError as exc:
+        raise SettingsError(f"HYPERTRAIN_ADMISSION_DEADLINES_FILE: {exc}") from None
 
 
 def _optional_token(path: Path | None, name: str) -> Secret | None:

@@ -54,6 +54,8 @@ COORDINATOR_EXPIRY_ROUNDS = 10_000_000
 MAX_EXPIRY_HORIZON_ROUNDS = 100_000
 # /health reports the beacon as lagging when the verified round is this far behind.
 BEACON_LAG_ROUNDS = 2
+# Seconds per round of a beacon source that names no period (quicknet's).
+QUICKNET_PERIOD_S = 3
 
 
 @dataclass
@@ -125,6 +127,12 @@ class ServiceState:
             return max(now, int(schedule()))
         except (ValueError, OverflowError) as exc:  # no clock: refuse, never judge by the poll
             raise UnavailableError(f"the beacon schedule failed: {exc}", code="no_clock") from exc
+
+    def beacon_period_s(self) -> int:
+        """Seconds per beacon round: the chain's period, or quicknet's 3 s for a source
+        without one (a hand-stepped test beacon)."""
+        period = getattr(self.beacon, "period_s", None)
+        return int(period()) if period is not None else QUICKNET_PERIOD_S
 
     def beacon_status(self) -> BeaconHealth:
         """Verified vs due round, for /health and the dashboard (lagging: behind by > 2)."""

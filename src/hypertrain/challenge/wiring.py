@@ -37,6 +37,10 @@ class DrandBeacon:
         """The round the chain's schedule says exists now (genesis + period), verified or not."""
         return int(self._client.due_round())
 
+    def period_s(self) -> int:
+        """Seconds between the chain's rounds."""
+        return int(self._client.chain.period_s)
+
 
 def _round(beacon: Any) -> BeaconRound:
     return BeaconRound(int(beacon.round), beacon.randomness.hex(), beacon.signature.hex())

@@ -24,6 +24,7 @@ import httpx
 from rich.console import Console
 from rich.live import Live
 
+from hypertrain.api.errors import ServiceError
 from hypertrain.devnet import (
     evaluate,
     honeypots,
@@ -32,6 +33,7 @@ from hypertrain.devnet import (
     prep,
     report,
     roles,
+    rollbacks,
     utilisation,
     view,
 )
@@ -148,11 +150,20 @@ def follow(net: Devnet) -> None:
                 record_new_rounds(net)
             if net.console.is_terminal:
                 live.update(view.live_view(net.doc, net.cfg.rounds, dashboard_url(net)))
-            if net.doc and _finished(net.doc) >= net.cfg.rounds:
+            if net.doc and _finished(net.doc) >= net.cfg.rounds and _rollbacks_done(net):
                 return
             if time.monotonic() > deadline:
                 raise DevnetError(f"the run did not finish {net.cfg.rounds} rounds in time")
             time.sleep(1.0)
+
+
+def _rollbacks_done(net: Devnet) -> bool:
+    """No proven fault still waits for the aggregator's correction (a rollback in flight
+    is finished before the workers stop, so the report shows it corrected)."""
+    try:
+        return not rollbacks.rollback_pending(net.url, roles.RUN_ID)
+    except ServiceError:
+        return False  # asked again at the next poll
 
 
 def final_model(net: Devnet) -> Any:
@@ -234,6 +245,7 @@ def conclude(net: Devnet) -> dict[str, Any]:
         sample=sample,
         honest_rounds=net.cfg.honeypot_honest_rounds,
         journal=report.read_journal(journal.stdout) if journal.returncode == 0 else [],
+        rollbacks=rollbacks.read_rollbacks(net.url, roles.RUN_ID),
     )
 
 

@@ -27,11 +27,14 @@ def build_report(
     sample: str = "",
     honest_rounds: int = 0,
     journal: list[dict[str, Any]] | None = None,
+    rollbacks: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Per-round figures, the honeypot's fate, ledger, weights and the export path.
 
     ``journal`` is the run's ledger journal (``hypertrain ledger export``): the
     honeypot's escrow before its first fault and the burn come from its entries.
+    ``rollbacks``: :func:`hypertrain.devnet.rollbacks.rollback_rows` of the service's
+    proven faults and signed corrections.
     """
     rounds = [
         {
@@ -69,6 +72,7 @@ def build_report(
             **fault_cost(journal or [], honeypot.ss58, weight_map),
         },
         "ledger_verified": ledger_verified,
+        "rollbacks": rollbacks or [],
         "weights": weights,
         "traffic": traffic_summary(rounds),
         "model_export": model_export,

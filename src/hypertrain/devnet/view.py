@@ -13,6 +13,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from hypertrain.devnet.rollbacks import rollback_line
+
 
 def _short(hotkey: str) -> str:
     return f"{hotkey[:6]}…{hotkey[-4:]}"
@@ -130,6 +132,7 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
             f" (honest for {hp.get('honest_rounds', 0)} rounds): caught={hp['caught']}",
         ),
         ("honeypot fault cost", fault_line(hp)),
+        ("rollbacks", rollback_line(report.get("rollbacks") or [])),
         ("ledger verified", str(report["ledger_verified"])),
     ]
     total = sum(m["weight"] or 0 for m in report["miners"])

@@ -36,7 +36,7 @@ from hypertrain.miner.standing import admission_line, money_line, weight_line
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
-from hypertrain.protocol.memproof import memory_floor
+from hypertrain.protocol.memproof import claim_for, memory_floor
 from hypertrain.protocol.messages import Commit, JoinRequest, Leave, Verdict
 from hypertrain.relay.client import RelayClient
 
@@ -94,8 +94,8 @@ def join_cmd(args: argparse.Namespace) -> int:
         ctx = load_run(cfg, service, check=False)
         local = local_devices()
         layout = join_layout(ctx.manifest, cfg, len(local))
-        # claim (and prove) what the layout needs per device, rounded up to whole MiB
-        claim = -(-memory_floor(ctx.manifest, layout) // (1 << 20)) << 20
+        # claim (and prove) what the layout needs per device, in whole MiB that prove it
+        claim = claim_for(memory_floor(ctx.manifest, layout))
         devices = selfcheck(local, claim_bytes=claim)
         body = JoinRequest(
             devices=devices,

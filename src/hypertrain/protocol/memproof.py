@@ -89,3 +89,13 @@ def _shuffled(randomness: str, hotkey: str, what: str, count: int) -> list[int]:
         return tagged_hash(MEMPROOF, canonical_bytes(doc))
 
     return sorted(range(count), key=key)
+
+
+def claim_for(floor_bytes: int) -> int:
+    """The smallest whole-MiB claim whose table proves at least ``floor_bytes`` (a table
+    rounds its claim down to whole rows, so the floor rounded up to MiB may prove less)."""
+    mib = 1 << 20
+    claim = max(MIN_CLAIM_BYTES, -(-floor_bytes // mib) * mib)
+    while table_shape(claim).proven_bytes < floor_bytes:
+        claim += mib
+    return claim

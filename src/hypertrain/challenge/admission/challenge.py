@@ -7,10 +7,12 @@ report checks does not admit the island; it opens a challenge instead:
    does not exist when the join is accepted: nobody can precompute the answer.
    :func:`status` shows the seed once the service has verified round ``s``.
 2. The island runs the fixed self-check workload with that seed on every device and
-   posts one hash per device (``admission-answer``) by round
-   ``s + answer_window_rounds``. The window is sized (``workload_steps``) to one
-   device's throughput, so a device answering for another, or for more devices than
-   it has, misses it. A late answer refuses the island.
+   posts one hash per device (``admission-answer``) by its deadline round: ``s`` plus
+   the deadline of its declared device class for the memory it claims
+   (:mod:`.deadlines`), never more than the manifest's ``answer_window_rounds``. The
+   window is sized (``workload_steps``) to one device's throughput, so a device
+   answering for another, or for more devices than it has, misses it. A late answer
+   refuses the island.
    With the hashes it posts, per device, the memory proof's answers: walks over a table
    of the size the device claims (``memory_bytes``), seeded per device from the same
    seed (:mod:`hypertrain.trainer.memproof`).
@@ -38,7 +40,8 @@ from hypertrain.api.models import (
     PendingAdmission,
 )
 from hypertrain.challenge.admission import storage
-from hypertrain.challenge.admission.rules import challenge_seed
+from hypertrain.challenge.admission.deadlines import Deadline
+from hypertrain.challenge.admission.rules import challenge_seed, proven_memory_problem
 from hypertrain.challenge.admission.storage import ChallengeRow, ChallengeStatus, NewChallenge
 from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
 from hypertrain.challenge.rounds import roster_storage
@@ -64,7 +67,8 @@ def open_challenge(
     if row is not None and row.status in ("pending", "answered") and not expired:
         raise ConflictError(f"{hotkey} already has an open admission challenge", code="duplicate")
     seed_round = now + spec.delay_rounds
-    deadline = seed_round + spec.answer_window_rounds
+    allowed = _deadline(state, device_class, [d.memory_bytes for d in body.devices])
+    deadline = seed_round + min(spec.answer_window_rounds, allowed.rounds)
     storage.replace_challenge(
         state.conn,
         NewChallenge(
@@ -86,7 +90,15 @@ def open_challenge(
             answer_deadline_round=deadline,
             workload_steps=spec.workload_steps,
             devices=len(body.devices),
+            deadline_tier=allowed.tier,
         ),
+    )
+
+
+def _deadline(state: ServiceState, device_class: str, claims: list[int]) -> Deadline:
+    """The deadline the service's table gives this class and these claims."""
+    return state.settings.admission_deadlines.deadline(
+        device_class, claims, state.beacon_period_s()
     )
 
 
@@ -104,6 +116,7 @@ def status(state: ServiceState, run_id: str, hotkey: str) -> AdmissionStatus:
         workload_steps=state.manifest(run_id).admission.workload_steps,
         seed=seed,
         memory_claims=_claims(row),
+        deadline_tier=_deadline(state, row.device_class, _claims(row)).tier,
     )
 
 
@@ -124,8 +137,19 @@ def answer(state: ServiceState, env: Envelope) -> AdmissionAnswerAck:
     if now > row.deadline_round:
         with transaction(state.conn):
             state.burn(env)
-            _close(state, run_id, hotkey, "refused", f"answer at round {now}, after the deadline")
-        raise PhaseError(f"answer deadline {row.deadline_round} passed (now {now})", code="late")
+            _close(
+                state,
+                run_id,
+                hotkey,
+                "refused",
+                f"late: answer at round {now}, after the"
+                f" deadline {row.deadline_round} of device class {row.device_class!r}",
+            )
+        raise PhaseError(
+            f"answer deadline {row.deadline_round} of device class {row.device_class!r}"
+            f" passed (now {now})",
+            code="late",
+        )
     _check_shape(body, len(_claims(row)))
     with transaction(state.conn):
         state.burn(env)
@@ -206,12 +230,14 @@ def check(state: ServiceState, env: Envelope, admit: Admit) -> JoinAnswer:
     if sorted(checked) != sample or len(checked) != len(body.memory):
         raise ChallengeError(f"the check must cover exactly {sample}", code="bad_sample")
     assert row.hashes is not None and row.memory_answers is not None  # it is answered
+    request = JoinRequest.model_validate(loads(row.join_body))
     reason = _refusal(loads(row.hashes), loads(row.memory_answers), body, checked)
+    # the budget (the layout) is admitted on the proven bytes, whatever the claim said
+    reason = reason or (proven_memory_problem(state.manifest(run_id), request) or "")
     with transaction(state.conn):
         state.burn(env)
         if not reason:
             _close(state, run_id, body.hotkey, "admitted", "")
-            request = JoinRequest.model_validate(loads(row.join_body))
             result = admit(run_id, body.hotkey, request, row.device_class)
             proven = sum(table_shape(claim).proven_bytes for claim in _claims(row))
             roster_storage.prove_memory(state.conn, run_id, body.hotkey, proven)

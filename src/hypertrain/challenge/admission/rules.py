@@ -80,22 +80,36 @@ def check_join(manifest: RunManifest, request: JoinRequest, *, self_reported: bo
 
 
 def _check_memory(manifest: RunManifest, request: JoinRequest) -> None:
-    """Every device claims a provable amount, at least what the layout needs per device.
+    """Every device claims a provable amount whose table proves at least what the layout
+    needs per device.
 
-    Under the admission challenge the claim is then proven (:mod:`.challenge`); the
-    island's budget is admitted only on that proof."""
-    floor = memory_floor(manifest, request.layout)
+    The test is on the bytes the claim's table proves (the claim rounded down to whole
+    rows), never on the declared figure: under the admission challenge the island's
+    budget (its layout) is admitted only on that proof (:func:`proven_memory_problem`)."""
     for device in request.devices:
         try:
             table_shape(device.memory_bytes)
         except ValueError as exc:
             raise AdmissionError(f"device {device.index}: {exc}", code="bad_claim") from None
-        if device.memory_bytes < floor:
-            raise AdmissionError(
-                f"device {device.index} claims {device.memory_bytes} bytes; this layout needs"
-                f" {floor} per device",
-                code="insufficient_memory",
+    problem = proven_memory_problem(manifest, request)
+    if problem is not None:
+        raise AdmissionError(problem, code="insufficient_memory")
+
+
+def proven_memory_problem(manifest: RunManifest, request: JoinRequest) -> str | None:
+    """Why the memory the devices' tables prove cannot carry the request's layout (None:
+    it can). The floor is the float32 weights a device holds; the figure compared with it
+    is :attr:`~hypertrain.protocol.memproof.TableShape.proven_bytes`, so a claim larger
+    than what its table proves buys nothing."""
+    floor = memory_floor(manifest, request.layout)
+    for device in request.devices:
+        proven = table_shape(device.memory_bytes).proven_bytes
+        if proven < floor:
+            return (
+                f"device {device.index} proves {proven} bytes (claims {device.memory_bytes});"
+                f" this layout needs {floor} per device"
             )
+    return None
 
 
 def _check_layout(manifest: RunManifest, request: JoinRequest) -> None:
