@@ -13,12 +13,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.e2e.launch import wait_for
 from tests.ops.test_recipe import DOC, ROOT, _all_logs, _ports, block, recipe
 
 COMPETITION = ROOT / "docs" / "competition.md"
@@ -58,17 +59,21 @@ def _bash(
 
 def _wait_merged(service: str, pid: int, logs: Path) -> None:
     """Until the service reports a merged round (the recipe must stay up meanwhile)."""
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        assert _alive(pid), "the recipe ended early" + _all_logs(logs)
-        try:
-            answer = httpx.get(f"{service}/v1/runs/local/rounds", timeout=5)
-            if answer.status_code == 200 and any(r["new_model_sha256"] for r in answer.json()):
-                return
-        except (httpx.HTTPError, ValueError):
-            pass
-        time.sleep(1)
-    raise AssertionError("no round merged" + _all_logs(logs))
+
+    def merged() -> bool:
+        assert _alive(pid), "the recipe ended early"  # _with_logs adds the logs
+        answer = httpx.get(f"{service}/v1/runs/local/rounds", timeout=5)
+        return answer.status_code == 200 and any(r["new_model_sha256"] for r in answer.json())
+
+    _with_logs(lambda: wait_for(merged, 600, "a merged round", poll_s=1), logs)
+
+
+def _with_logs(wait: Callable[[], object], logs: Path) -> None:
+    """Run ``wait``; a timeout's message carries every log of the recipe."""
+    try:
+        wait()
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}{_all_logs(logs)}") from exc
 
 
 def _alive(pid: int) -> bool:
@@ -132,8 +137,8 @@ def test_start_export_compete_and_stop_run_verbatim(tmp_path: Path) -> None:
 
 
 def _pid(path: Path, logs: Path) -> int:
-    deadline = time.monotonic() + 60
-    while not path.is_file() or not path.read_text().strip():
-        assert time.monotonic() < deadline, "the recipe wrote no pid file" + _all_logs(logs)
-        time.sleep(0.2)
+    _with_logs(
+        lambda: wait_for(lambda: path.is_file() and path.read_text().strip(), 60, "a pid file"),
+        logs,
+    )
     return int(path.read_text())
