@@ -246,15 +246,6 @@ TABLE_OWNER = {table: owner for owner, names in _OWNERS.items() for table in nam
 NOT_YET: dict[str, frozenset[str]] = {
     "challenge/admission/challenge.py": frozenset({"admission_challenges", "beacons", "roster"}),
     "challenge/admission/leave.py": frozenset({"roster", "rounds"}),
-    "challenge/competition/cycles.py": frozenset(
-        {"compete_commits", "compete_cycles", "compete_results", "compete_scores", "competitions"}
-    ),
-    "challenge/competition/intake.py": frozenset(
-        {"compete_commits", "compete_cycles", "compete_scores", "competitions", "runs"}
-    ),
-    "challenge/competition/views.py": frozenset(
-        {"compete_commits", "compete_cycles", "compete_results", "compete_scores"}
-    ),
     "challenge/disputes/games.py": frozenset(
         {"commits", "dispute_games", "dispute_inputs", "rounds", "verdicts"}
     ),
