@@ -235,6 +235,7 @@ _OWNERS = {
     "challenge/competition/storage.py": "competitions compete_commits compete_cycles"
     " compete_scores compete_results",
     "challenge/platform/storage.py": "weights_answers metagraph metagraph_departures",
+    "challenge/disputes/storage.py": "honeypot_periods",
     DATABASE: "seen_nonces",
     "dispute/store.py": "dispute_games dispute_messages dispute_inputs faulty_auditors"
     " reassigned_verdicts verdict_windows",
@@ -246,13 +247,6 @@ TABLE_OWNER = {table: owner for owner, names in _OWNERS.items() for table in nam
 NOT_YET: dict[str, frozenset[str]] = {
     "challenge/admission/challenge.py": frozenset({"admission_challenges", "beacons", "roster"}),
     "challenge/admission/leave.py": frozenset({"roster", "rounds"}),
-    "challenge/disputes/games.py": frozenset(
-        {"commits", "dispute_games", "dispute_inputs", "rounds", "verdicts"}
-    ),
-    "challenge/disputes/honeypots.py": frozenset(
-        {"audits", "commits", "dispute_games", "rounds", "verdicts"}
-    ),
-    "challenge/disputes/windows.py": frozenset({"rounds", "verdicts"}),
     "challenge/platform/weights.py": frozenset({"metagraph", "metagraph_departures"}),
     "challenge/rounds/claims.py": frozenset({"merges", "verdicts"}),
     "challenge/rounds/facts.py": frozenset(
@@ -276,7 +270,7 @@ NOT_YET: dict[str, frozenset[str]] = {
         {"merge_corrections", "merges", "proven_faults", "rounds"}
     ),
     "challenge/rounds/settle.py": frozenset({"roster", "rounds", "settlements"}),
-    "dispute/store.py": frozenset({"audits", "rounds", "verdicts"}),
+    "dispute/store.py": frozenset({"verdicts"}),  # open_late_windows, which settle.py calls
 }
 
 
