@@ -21,7 +21,6 @@ import hashlib
 import logging
 import sqlite3
 
-from hypertrain.api.models import ReassignedAudit
 from hypertrain.challenge.disputes import decisions, windows
 from hypertrain.challenge.errors import (
     BondMissingError,
@@ -377,52 +376,6 @@ def settle_bonds(state: ServiceState) -> int:
 
 def _epoch(state: ServiceState) -> int:
     return state.epoch_now("book a dispute bond")
-
-
-def reassigned(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
-    """Audits waiting for a new verdict: set aside (a faulty auditor, a recompute
-    dispute) or missed (assigned, and no verdict by the end of the audit phase)."""
-    state.manifest(run_id)
-    waiting = [
-        ReassignedAudit(
-            round=x.round,
-            hotkey=x.hotkey,
-            auditor=x.auditor,
-            verdict_id=x.verdict_id,
-            dispute_id=x.dispute_id,
-            missed=False,
-            assignment=Envelope.model_validate(loads(envelope)),
-        )
-        for x in store.set_aside_verdicts(state.conn, run_id)
-        if (envelope := _still_waiting(state.conn, run_id, x)) is not None
-    ]
-    return waiting + [
-        ReassignedAudit(
-            round=a.round,
-            hotkey=a.hotkey,
-            auditor="",
-            verdict_id="",
-            dispute_id="",
-            missed=True,
-            assignment=Envelope.model_validate(loads(a.envelope)),
-        )
-        for a in rounds_storage.unjudged_audits(state.conn, run_id)
-    ]
-
-
-def _still_waiting(conn: sqlite3.Connection, run_id: str, x: store.SetAside) -> str | None:
-    """The assignment of a set-aside verdict while it waits for another auditor's
-    counting verdict (None: one came, or it was never assigned).
-
-    An assignment whose ``recompute`` dispute is undecided stays listed whatever verdicts
-    it already has: its quorum of re-audits is still being gathered.
-    """
-    envelope = rounds_storage.assignment_envelope(conn, run_id, x.round, x.hotkey)
-    if envelope is None:
-        return None
-    verdicts = rounds_storage.verdicts_on(conn, run_id, x.round, x.hotkey)
-    counted = any(not store.is_reassigned(conn, v.verdict_id) for v in verdicts)
-    return envelope if x.recompute or not counted else None
 
 
 def view(state: ServiceState, dispute_id: str) -> store.DisputeView:

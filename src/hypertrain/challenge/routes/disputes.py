@@ -20,6 +20,7 @@ from hypertrain.api.models import (
 )
 from hypertrain.challenge.deps import ERRORS, State, require_admin, serialized
 from hypertrain.challenge.disputes import games, honeypots
+from hypertrain.challenge.disputes.reassigned import waiting
 from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod
@@ -81,7 +82,7 @@ def ruling(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
 @serialized
 def reassigned(state: State, run_id: str) -> list[ReassignedAudit]:
     """Audits awaiting another auditor's verdict: set aside by a dispute, or missed."""
-    return games.reassigned(state, run_id)
+    return waiting(state, run_id)
 
 
 @public.get("/runs/{run_id}/honeypots", responses=ERRORS, response_model=HoneypotAnswer)
