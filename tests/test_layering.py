@@ -235,6 +235,7 @@ _OWNERS = {
     "challenge/competition/storage.py": "competitions compete_commits compete_cycles"
     " compete_scores compete_results",
     "challenge/platform/storage.py": "weights_answers metagraph metagraph_departures",
+    "challenge/disputes/storage.py": "honeypot_periods",
     DATABASE: "seen_nonces",
     "dispute/store.py": "dispute_games dispute_messages dispute_inputs faulty_auditors"
     " reassigned_verdicts verdict_windows",
@@ -258,30 +259,6 @@ _CROSS: dict[tuple[str, str], frozenset[str]] = {
         {"dispute_games", "reassigned_verdicts", "verdict_windows"}
     ),
 }
-# Modules that still hold SQL on tables they do not own, with those tables: this list may
-# only shrink (a test fails when an entry is no longer needed, and any module not listed
-# fails on its first foreign table).
-NOT_YET: dict[str, frozenset[str]] = {
-    "challenge/competition/cycles.py": frozenset(
-        {"compete_commits", "compete_cycles", "compete_results", "compete_scores", "competitions"}
-    ),
-    "challenge/competition/intake.py": frozenset(
-        {"compete_commits", "compete_cycles", "compete_scores", "competitions", "runs"}
-    ),
-    "challenge/competition/views.py": frozenset(
-        {"compete_commits", "compete_cycles", "compete_results", "compete_scores"}
-    ),
-    "challenge/disputes/games.py": frozenset(
-        {"commits", "dispute_games", "dispute_inputs", "rounds", "verdicts"}
-    ),
-    "challenge/disputes/honeypots.py": frozenset(
-        {"audits", "commits", "dispute_games", "rounds", "verdicts"}
-    ),
-    "challenge/disputes/windows.py": frozenset({"rounds", "verdicts"}),
-    "dispute/store.py": frozenset({"audits", "rounds", "verdicts"}),
-}
-
-
 _SQL_TABLE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+([a-z_]+)\b")
 
 
@@ -327,8 +304,9 @@ def test_each_table_is_named_only_by_its_owner() -> None:
     problems = []
     for path in _database_modules():
         rel = str(path.relative_to(SRC))
-        extra = foreign_tables(path) - NOT_YET.get(rel, frozenset())
-        problems += [f"{rel} names {t} (owned by {TABLE_OWNER[t]})" for t in sorted(extra)]
+        problems += [
+            f"{rel} names {t} (owned by {TABLE_OWNER[t]})" for t in sorted(foreign_tables(path))
+        ]
     assert not problems, "\n".join(problems)
 
 
@@ -341,24 +319,14 @@ def test_each_cross_resource_query_names_only_its_tables() -> None:
     assert not problems, "\n".join(problems)
 
 
-def test_the_not_yet_list_only_shrinks() -> None:
-    """An entry whose module no longer names a table must be removed (so it stays true)."""
-    stale = [
-        f"{rel}: {sorted(tables - foreign_tables(SRC / rel))}"
-        for rel, tables in NOT_YET.items()
-        if not (SRC / rel).exists() or tables - foreign_tables(SRC / rel)
-    ]
-    assert not stale, "\n".join(stale)
-
-
 def test_only_storage_modules_execute_sql() -> None:
-    """Outside the storage modules (and the NOT_YET list), the service runs no SQL."""
+    """Outside the storage modules the service runs no SQL."""
     storage = {DATABASE, *_OWNERS, *_PARTS}
     found = [
         str(path.relative_to(SRC))
         for path in _database_modules()
         if ".execute(" in path.read_text(encoding="utf-8")
-        and str(path.relative_to(SRC)) not in storage | set(NOT_YET)
+        and str(path.relative_to(SRC)) not in storage
     ]
     assert found == []
 

@@ -34,14 +34,12 @@ from hypertrain.challenge.platform.metrics import new_registry
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort
 from hypertrain.challenge.rounds import lifecycle
 from hypertrain.challenge.routes import (
-    admin,
+    admission,
     competition,
     dashboard,
     disputes,
-    miner,
     platform,
-    public,
-    worker,
+    rounds,
 )
 from hypertrain.challenge.settings import Settings, settings_from_env
 from hypertrain.challenge.state import ServiceState, loads
@@ -91,10 +89,8 @@ def create_app(
     app.state.service = None
     app.state.registry, latency = new_registry(lambda: app.state.service)
     _install_handlers(app)
-    for module in (platform, public, miner, worker, admin, dashboard, competition):
+    for module in (platform, rounds, admission, disputes, competition, dashboard):
         app.include_router(module.router)
-    app.include_router(disputes.router)
-    app.include_router(disputes.admin_router)
 
     app.add_middleware(
         PrefixAndLimitMiddleware,

@@ -1,4 +1,4 @@
-"""FastAPI dependencies: the live state and the three bearer tokens.
+"""FastAPI dependencies: the live state, the three bearer tokens, the shared path parameters.
 
 Tokens are compared in constant time (:class:`~hypertrain.challenge.settings.Secret`)
 and never logged; a missing or wrong token is 401, a route whose token is not
@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable
 from typing import Annotated, Any, Final, ParamSpec, TypeVar
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Path, Request
 
 from hypertrain.challenge.errors import AuthError, ForbiddenError, UnavailableError
 from hypertrain.challenge.settings import Secret
@@ -26,6 +26,9 @@ def get_state(request: Request) -> ServiceState:
 
 
 State = Annotated[ServiceState, Depends(get_state)]
+# Path parameters the routers share: a run id, a round index.
+RunId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+RoundIndex = Annotated[int, Path(ge=0, le=2**53 - 1)]
 # The error statuses a signed-message route may answer (the body is always an ``Error``).
 ERRORS: Final[dict[int | str, dict[str, object]]] = {
     code: {} for code in (400, 401, 403, 404, 409, 413, 503)

@@ -5,17 +5,21 @@ take the connection explicitly so settlement can ask :func:`disputes_open` and
 :func:`overturned_verdicts` without knowing the game. ``dispute_games`` holds each
 game's whole state as JSON (so a restarted service resumes where it stopped);
 ``dispute_messages`` keeps every accepted signed message, in order, as received.
+The service's own tables (verdicts, audits, rounds) are read by the service, which
+passes the verdicts these functions need (:class:`JudgedVerdict`); what a decided
+game implies for them is the service's rule (``challenge.disputes.decisions``).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Final
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from hypertrain.dispute.game import Game
-from hypertrain.dispute.resolution import bars_auditor
 
 SCHEMA: Final = """
 CREATE TABLE dispute_games (
@@ -98,6 +102,62 @@ CREATE INDEX verdict_windows_round ON verdict_windows (run_id, round, closed)
 """
 
 
+class JudgedVerdict(Protocol):
+    """A stored verdict as the service reads it: whom it judged, when, and its result."""
+
+    @property
+    def verdict_id(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def round(self) -> int: ...
+    @property
+    def hotkey(self) -> str: ...
+    @property
+    def auditor(self) -> str: ...
+    @property
+    def result(self) -> str: ...
+
+
+BondState = Literal["returned", "burned", "missing"]
+
+
+@dataclass(frozen=True, slots=True)
+class DueWindow:
+    """An open verdict window that may close now, with its verdict's dispute (if any)."""
+
+    verdict_id: str
+    run_id: str
+    round: int
+    hotkey: str
+    result: str
+    books_fault: bool
+    deadline_round: int
+    outcome: str | None  # the dispute's outcome (None: no dispute, or undecided)
+    disputed: bool
+    set_aside: bool  # another auditor re-judges the verdict
+
+
+@dataclass(frozen=True, slots=True)
+class UnsettledBond:
+    dispute_id: str
+    run_id: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """A verdict set aside for another auditor's re-audit, and whether its dispute is
+    still gathering re-audits (stage ``recompute``)."""
+
+    round: int
+    hotkey: str
+    auditor: str
+    verdict_id: str
+    dispute_id: str
+    recompute: bool
+
+
 def disputes_open(conn: sqlite3.Connection, run_id: str, round: int) -> bool:
     """True while any dispute of the round is undecided, or a late verdict's own dispute
     window is still open: its settlement must wait."""
@@ -111,52 +171,47 @@ def disputes_open(conn: sqlite3.Connection, run_id: str, round: int) -> bool:
 
 
 def open_window(
-    conn: sqlite3.Connection, verdict_id: str, deadline: int, *, books_fault: bool
+    conn: sqlite3.Connection, verdict: JudgedVerdict, deadline: int, *, books_fault: bool
 ) -> None:
-    """Give a late fault verdict its own dispute window, up to beacon round ``deadline``."""
+    """Give a late fault verdict its own dispute window, up to beacon round ``deadline``
+    (a ``match`` verdict faults nobody: it gets none)."""
+    if verdict.result == "match":
+        return
     conn.execute(
         "INSERT OR IGNORE INTO verdict_windows (verdict_id, run_id, round, hotkey, result,"
-        " deadline_round, books_fault) SELECT verdict_id, run_id, round, hotkey, result, ?, ?"
-        " FROM verdicts WHERE verdict_id = ? AND result != 'match'",
-        (deadline, int(books_fault), verdict_id),
+        " deadline_round, books_fault) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (verdict.verdict_id, verdict.run_id, verdict.round, verdict.hotkey, verdict.result,
+         deadline, int(books_fault)),
+    )  # fmt: skip
+
+
+def due_windows(conn: sqlite3.Connection, now: int) -> list[DueWindow]:
+    """Open verdict windows that may close at ``now``: past their deadline or disputed."""
+    rows = conn.execute(
+        "SELECT w.verdict_id, w.run_id, w.round, w.hotkey, w.result, w.books_fault,"
+        " w.deadline_round, g.outcome, g.dispute_id IS NOT NULL AS disputed,"
+        " x.verdict_id IS NOT NULL AS set_aside FROM verdict_windows w"
+        " LEFT JOIN dispute_games g ON g.verdict_id = w.verdict_id"
+        " LEFT JOIN reassigned_verdicts x ON x.verdict_id = w.verdict_id"
+        " WHERE w.closed = 0 AND (w.deadline_round < ? OR g.outcome IS NOT NULL)"
+        " ORDER BY w.verdict_id",
+        (now,),
     )
-
-
-def open_late_windows(
-    conn: sqlite3.Connection, run_id: str, round: int, hotkey: str, now: int, deadline: int
-) -> None:
-    """Windows for the fault verdicts on one island received at ``now`` in a final round.
-
-    Their fault is booked by the service's tick once the window closed undisputed (or its
-    dispute was upheld), never at arrival.
-    """
-    conn.execute(
-        "INSERT OR IGNORE INTO verdict_windows (verdict_id, run_id, round, hotkey, result,"
-        " deadline_round, books_fault) SELECT verdict_id, run_id, round, hotkey, result, ?, 1"
-        " FROM verdicts WHERE run_id = ? AND round = ? AND hotkey = ?"
-        " AND received_beacon_round = ? AND result != 'match'",
-        (deadline, run_id, round, hotkey, now),
-    )
-
-
-def due_windows(conn: sqlite3.Connection, now: int) -> list[sqlite3.Row]:
-    """Open verdict windows that may close at ``now``: past their deadline or disputed.
-
-    Each row carries the outcome of the verdict's dispute (NULL: none, or undecided with
-    ``disputed`` 1) and whether the verdict is set aside (another auditor re-judges it).
-    """
-    return list(
-        conn.execute(
-            "SELECT w.verdict_id, w.run_id, w.round, w.hotkey, w.result, w.books_fault,"
-            " w.deadline_round, g.outcome, g.dispute_id IS NOT NULL AS disputed,"
-            " x.verdict_id IS NOT NULL AS set_aside FROM verdict_windows w"
-            " LEFT JOIN dispute_games g ON g.verdict_id = w.verdict_id"
-            " LEFT JOIN reassigned_verdicts x ON x.verdict_id = w.verdict_id"
-            " WHERE w.closed = 0 AND (w.deadline_round < ? OR g.outcome IS NOT NULL)"
-            " ORDER BY w.verdict_id",
-            (now,),
+    return [
+        DueWindow(
+            verdict_id=r["verdict_id"],
+            run_id=r["run_id"],
+            round=r["round"],
+            hotkey=r["hotkey"],
+            result=r["result"],
+            books_fault=bool(r["books_fault"]),
+            deadline_round=r["deadline_round"],
+            outcome=r["outcome"],
+            disputed=bool(r["disputed"]),
+            set_aside=bool(r["set_aside"]),
         )
-    )
+        for r in rows
+    ]
 
 
 def close_window(conn: sqlite3.Connection, verdict_id: str) -> None:
@@ -196,15 +251,10 @@ def insert_game(conn: sqlite3.Connection, game: Game, verdict_id: str, bond: int
 
 
 def save_game(conn: sqlite3.Connection, game: Game, now: int, nbytes: int = 0) -> None:
-    """Store a game's new state, its decision round and what the decision implies.
+    """Store a game's new state and the beacon round of its decision (the first one).
 
-    A lost bisection game never bars its auditor by itself: the disputed verdict is
-    set aside for an independent re-audit, and only a re-audit that agrees with the
-    island marks the auditor faulty (:func:`mark_faulty`, from the service's verdict
-    intake). A ``recompute`` game *is* decided by re-audits (a quorum of the run's other
-    auditors, or a referee), so its overturn marks the auditor at once when
-    :func:`~hypertrain.dispute.resolution.bars_auditor` holds; its upholding restores the
-    verdict it set aside.
+    What the decision implies for the disputed verdict and its auditor is the service's
+    rule (``challenge.disputes.decisions.save``), which calls this first.
     """
     conn.execute(
         "UPDATE dispute_games SET stage = ?, outcome = ?, game = ?, bytes_in = bytes_in + ?,"
@@ -220,29 +270,19 @@ def save_game(conn: sqlite3.Connection, game: Game, now: int, nbytes: int = 0) -
             game.dispute_id,
         ),
     )
-    verdict_id = _disputed_verdict(conn, game.dispute_id)
-    if game.stage == "recompute":  # waiting for the re-audit: the verdict does not count
-        set_aside(conn, game, verdict_id, now)
-    if game.outcome == "overturned" and game.check == "segment":
-        set_aside(conn, game, verdict_id, now)
-        others = [result for _, result in independent_verdicts(conn, game)]
-        agreed = not game.reaudits or bars_auditor(game)  # an escalated game: as a recompute
-        if others and all(r == "match" for r in others) and agreed:  # a re-audit agrees
-            mark_faulty(conn, game, now)
-    elif bars_auditor(game):  # a quorum's or a referee's re-audit, never an availability one
-        mark_faulty(conn, game, now)
-    elif game.outcome == "upheld":  # a verdict set aside for a re-audit counts again
-        conn.execute(
-            "DELETE FROM reassigned_verdicts WHERE verdict_id = ? AND dispute_id = ?",
-            (verdict_id, game.dispute_id),
-        )
 
 
-def _disputed_verdict(conn: sqlite3.Connection, dispute_id: str) -> str:
+def disputed_verdict(conn: sqlite3.Connection, dispute_id: str) -> str:
+    """The id of the verdict a stored game disputes."""
     row = conn.execute(
         "SELECT verdict_id FROM dispute_games WHERE dispute_id = ?", (dispute_id,)
     ).fetchone()
     return str(row[0])
+
+
+def is_disputed(conn: sqlite3.Connection, verdict_id: str) -> bool:
+    row = conn.execute("SELECT 1 FROM dispute_games WHERE verdict_id = ?", (verdict_id,)).fetchone()
+    return row is not None
 
 
 def set_aside(conn: sqlite3.Connection, game: Game, verdict_id: str, now: int) -> None:
@@ -253,25 +293,24 @@ def set_aside(conn: sqlite3.Connection, game: Game, verdict_id: str, now: int) -
     )
 
 
-def mark_faulty(conn: sqlite3.Connection, game: Game, now: int) -> None:
-    """An independent re-audit agrees the auditor was wrong: bar it, set its verdicts aside."""
+def restore(conn: sqlite3.Connection, game: Game, verdict_id: str) -> None:
+    """A verdict this game set aside counts again (its dispute was upheld)."""
+    conn.execute(
+        "DELETE FROM reassigned_verdicts WHERE verdict_id = ? AND dispute_id = ?",
+        (verdict_id, game.dispute_id),
+    )
+
+
+def mark_faulty(
+    conn: sqlite3.Connection, game: Game, now: int, unfinal: Sequence[JudgedVerdict]
+) -> None:
+    """An independent re-audit agrees the auditor was wrong: bar it, and set aside its
+    verdicts ``unfinal`` (those of the run's rounds not final yet)."""
     conn.execute(
         "INSERT OR IGNORE INTO faulty_auditors VALUES (?, ?, ?, ?)",
         (game.run_id, game.auditor, game.round, game.dispute_id),
     )
-    reassign_verdicts(conn, game, now)
-
-
-def independent_verdicts(conn: sqlite3.Connection, game: Game) -> list[tuple[str, str]]:
-    """(auditor, result) of the other auditors' verdicts on the disputed assignment."""
-    return [
-        (str(r[0]), str(r[1]))
-        for r in conn.execute(
-            "SELECT auditor, result FROM verdicts WHERE run_id = ? AND round = ? AND hotkey = ?"
-            " AND auditor != ? ORDER BY received_beacon_round, verdict_id",
-            (game.run_id, game.round, game.island, game.auditor),
-        )
-    ]
+    reassign_verdicts(conn, game, now, unfinal)
 
 
 def games_on(conn: sqlite3.Connection, run_id: str, round: int, hotkey: str) -> list[Game]:
@@ -286,22 +325,28 @@ def games_on(conn: sqlite3.Connection, run_id: str, round: int, hotkey: str) -> 
     ]
 
 
-def reassign_verdicts(conn: sqlite3.Connection, game: Game, now: int) -> int:
+def reassign_verdicts(
+    conn: sqlite3.Connection, game: Game, now: int, unfinal: Sequence[JudgedVerdict]
+) -> int:
     """Stop counting the faulty auditor's other verdicts in rounds that are not final.
 
     Those rounds are still in their dispute window (settlement waits for it), so their
-    rewards are not fixed yet: each such verdict is set aside (neither a fault nor a
-    pass) and its assignment waits for another auditor's verdict, holding the reward
-    until one comes. Returns how many verdicts were re-assigned.
+    rewards are not fixed yet: each such verdict (``unfinal``, all by ``game.auditor``)
+    other than the disputed one is set aside (neither a fault nor a pass) and its
+    assignment waits for another auditor's verdict, holding the reward until one comes.
+    Returns how many verdicts were re-assigned.
     """
-    cur = conn.execute(
-        "INSERT OR IGNORE INTO reassigned_verdicts SELECT v.verdict_id, v.run_id, v.round,"
-        " v.hotkey, v.auditor, ?, ? FROM verdicts v JOIN rounds r ON r.run_id = v.run_id"
-        " AND r.round = v.round WHERE v.run_id = ? AND v.auditor = ? AND r.phase != 'final'"
-        " AND v.verdict_id NOT IN (SELECT verdict_id FROM dispute_games WHERE dispute_id = ?)",
-        (game.dispute_id, now, game.run_id, game.auditor, game.dispute_id),
-    )
-    return cur.rowcount
+    disputed = disputed_verdict(conn, game.dispute_id)
+    moved = 0
+    for v in unfinal:
+        if v.verdict_id == disputed:
+            continue
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO reassigned_verdicts VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (v.verdict_id, v.run_id, v.round, v.hotkey, v.auditor, game.dispute_id, now),
+        )
+        moved += cur.rowcount
+    return moved
 
 
 def is_faulty(conn: sqlite3.Connection, run_id: str, auditor: str) -> bool:
@@ -313,13 +358,19 @@ def is_faulty(conn: sqlite3.Connection, run_id: str, auditor: str) -> bool:
     return row is not None
 
 
-def unsettled_bonds(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+def unsettled_bonds(conn: sqlite3.Connection) -> list[UnsettledBond]:
     """Decided disputes whose bond the ledger has not returned or burned yet."""
-    return list(
-        conn.execute(
-            "SELECT dispute_id, run_id, outcome FROM dispute_games WHERE outcome IS NOT NULL"
-            " AND bond > 0 AND bond_state IS NULL ORDER BY dispute_id"
-        )
+    rows = conn.execute(
+        "SELECT dispute_id, run_id, outcome FROM dispute_games WHERE outcome IS NOT NULL"
+        " AND bond > 0 AND bond_state IS NULL ORDER BY dispute_id"
+    )
+    return [UnsettledBond(r["dispute_id"], r["run_id"], r["outcome"]) for r in rows]
+
+
+def set_bond_state(conn: sqlite3.Connection, dispute_id: str, bond_state: BondState) -> None:
+    """Record what became of a decided dispute's bond."""
+    conn.execute(
+        "UPDATE dispute_games SET bond_state = ? WHERE dispute_id = ?", (bond_state, dispute_id)
     )
 
 
@@ -330,43 +381,38 @@ def is_reassigned(conn: sqlite3.Connection, verdict_id: str) -> bool:
     return row is not None
 
 
-def reassigned(conn: sqlite3.Connection, run_id: str) -> list[sqlite3.Row]:
-    """Re-assigned audits still waiting for another auditor's counting verdict.
-
-    An assignment whose ``recompute`` dispute is undecided stays listed whatever verdicts
-    it already has: its quorum of re-audits is still being gathered.
-    """
-    return list(
-        conn.execute(
-            "SELECT x.round, x.hotkey, x.auditor, x.verdict_id, x.dispute_id, a.envelope"
-            " FROM reassigned_verdicts x JOIN audits a ON a.run_id = x.run_id"
-            " AND a.round = x.round AND a.hotkey = x.hotkey WHERE x.run_id = ? AND (NOT EXISTS"
-            " (SELECT 1 FROM verdicts v WHERE v.run_id = x.run_id AND v.round = x.round"
-            " AND v.hotkey = x.hotkey AND v.verdict_id NOT IN"
-            " (SELECT verdict_id FROM reassigned_verdicts)) OR EXISTS (SELECT 1 FROM"
-            " dispute_games g WHERE g.dispute_id = x.dispute_id AND g.stage = 'recompute'))"
-            " ORDER BY x.round, x.hotkey",
-            (run_id,),
-        )
+def set_aside_verdicts(conn: sqlite3.Connection, run_id: str) -> list[SetAside]:
+    """Every verdict of a run set aside for a re-audit, by round and island."""
+    rows = conn.execute(
+        "SELECT x.round, x.hotkey, x.auditor, x.verdict_id, x.dispute_id, EXISTS (SELECT 1"
+        " FROM dispute_games g WHERE g.dispute_id = x.dispute_id AND g.stage = 'recompute')"
+        " AS recompute FROM reassigned_verdicts x WHERE x.run_id = ? ORDER BY x.round, x.hotkey",
+        (run_id,),
     )
-
-
-def missed(conn: sqlite3.Connection, run_id: str) -> list[sqlite3.Row]:
-    """Assigned audits of rounds past their audit phase that no verdict ever judged.
-
-    Their island's reward is held until a verdict comes, so they are listed with the
-    re-assigned ones for any auditor to judge late (set-aside ones are listed there).
-    """
-    return list(
-        conn.execute(
-            "SELECT a.round, a.hotkey, '' AS auditor, '' AS verdict_id, '' AS dispute_id,"
-            " a.envelope FROM audits a JOIN rounds r ON r.run_id = a.run_id AND r.round = a.round"
-            " WHERE a.run_id = ? AND r.phase IN ('merge', 'settle', 'final') AND NOT EXISTS"
-            " (SELECT 1 FROM verdicts v WHERE v.run_id = a.run_id AND v.round = a.round"
-            " AND v.hotkey = a.hotkey) ORDER BY a.round, a.hotkey",
-            (run_id,),
+    return [
+        SetAside(
+            round=r["round"],
+            hotkey=r["hotkey"],
+            auditor=r["auditor"],
+            verdict_id=r["verdict_id"],
+            dispute_id=r["dispute_id"],
+            recompute=bool(r["recompute"]),
         )
-    )
+        for r in rows
+    ]
+
+
+def add_inputs(conn: sqlite3.Connection, dispute_id: str, sha256: str, data: bytes) -> None:
+    """Store the contested operation's inputs of a game."""
+    conn.execute("INSERT INTO dispute_inputs VALUES (?, ?, ?)", (dispute_id, sha256, data))
+
+
+def inputs(conn: sqlite3.Connection, dispute_id: str) -> bytes | None:
+    """The inputs supplied for a game (None: none yet)."""
+    row = conn.execute(
+        "SELECT data FROM dispute_inputs WHERE dispute_id = ?", (dispute_id,)
+    ).fetchone()
+    return None if row is None else bytes(row["data"])
 
 
 def record_message(
@@ -466,3 +512,36 @@ def ruling_signer(conn: sqlite3.Connection, dispute_id: str) -> str | None:
         (dispute_id,),
     ).fetchone()
     return None if row is None else str(row[0])
+
+
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    """How many of one party's games, over a span of rounds, overturned or upheld."""
+
+    overturned: int
+    upheld: int
+
+
+_OUTCOMES_SQL: Final = {
+    "island": "SELECT COUNT(*) FROM dispute_games WHERE outcome = ? AND hotkey = ?"
+    " AND run_id = ? AND round BETWEEN ? AND ?",
+    "auditor": "SELECT COUNT(*) FROM dispute_games WHERE outcome = ? AND auditor = ?"
+    " AND run_id = ? AND round BETWEEN ? AND ?",
+}
+
+
+def outcomes_in_span(
+    conn: sqlite3.Connection,
+    run_id: str,
+    party: Literal["island", "auditor"],
+    hotkey: str,
+    span: tuple[int, int],
+) -> Outcomes:
+    """The decided games of rounds ``span`` (inclusive) in which ``hotkey`` was the
+    island or the auditor."""
+
+    def count(outcome: str) -> int:
+        bind = (outcome, hotkey, run_id, *span)
+        return int(conn.execute(_OUTCOMES_SQL[party], bind).fetchone()[0])
+
+    return Outcomes(overturned=count("overturned"), upheld=count("upheld"))

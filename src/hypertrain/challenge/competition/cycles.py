@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from pathlib import Path
 
 import numpy as np
 
+from hypertrain.challenge.competition import storage
 from hypertrain.challenge.competition.intake import spec_of
 from hypertrain.challenge.rounds.lifecycle import beacon_round as verified_round
 from hypertrain.challenge.state import ServiceState, quick_dumps
@@ -48,52 +48,34 @@ def advance(state: ServiceState) -> None:
     if state.current is None:
         return
     now = state.current.round
-    for row in state.conn.execute("SELECT * FROM competitions ORDER BY competition_id").fetchall():
-        spec = spec_of(state, row["competition_id"])
-        still_open = [
-            int(c["cycle"])
-            for c in state.conn.execute(
-                "SELECT cycle FROM compete_cycles WHERE competition_id = ? AND closed = 0",
-                (spec.competition_id,),
-            )
-        ]
+    for row in storage.competitions(state.conn):
+        spec = spec_of(state, row.competition_id)
+        still_open = storage.open_cycles(state.conn, spec.competition_id)
         closed = [maybe_close(state, spec, cycle) for cycle in still_open]
         if not all(closed):
             continue  # a cycle is still being scored: the next one waits for it
-        due = (now - row["start_beacon_round"]) // spec.cycle.eval_interval_rounds - 1
-        if due >= 0 and not _cycle_exists(state.conn, spec.competition_id, due):
-            beacon_round = row["start_beacon_round"] + (due + 1) * spec.cycle.eval_interval_rounds
+        due = (now - row.start_beacon_round) // spec.cycle.eval_interval_rounds - 1
+        if due >= 0 and storage.cycle(state.conn, spec.competition_id, due) is None:
+            beacon_round = row.start_beacon_round + (due + 1) * spec.cycle.eval_interval_rounds
             beacon = verified_round(state, beacon_round)
             task = open_cycle(state, spec, due, beacon.round, beacon.randomness)
             if task is not None and not task.models:
                 maybe_close(state, spec, due)
 
 
-def _cycle_exists(conn: sqlite3.Connection, cid: str, cycle: int) -> bool:
-    return bool(
-        conn.execute(
-            "SELECT 1 FROM compete_cycles WHERE competition_id = ? AND cycle = ?", (cid, cycle)
-        ).fetchone()
-    )
-
-
-def eligible(state: ServiceState, spec: CompetitionSpec, beacon_round: int) -> list[sqlite3.Row]:
+def eligible(
+    state: ServiceState, spec: CompetitionSpec, beacon_round: int
+) -> list[storage.RevealedRow]:
     """The commitments scored in a cycle at ``beacon_round``, oldest first."""
     delay = spec.cycle.eligibility_delay_rounds
-    rows = state.conn.execute(
-        "SELECT * FROM compete_commits WHERE competition_id = ? AND model_sha256 IS NOT NULL"
-        " AND commit_beacon_round + ? <= ? ORDER BY commit_beacon_round, seq",
-        (spec.competition_id, delay, beacon_round),
-    ).fetchall()
-    first_of_model: dict[str, sqlite3.Row] = {}
-    newest_of_hotkey: dict[str, sqlite3.Row] = {}
+    rows = storage.revealed_by(state.conn, spec.competition_id, delay, beacon_round)
+    first_of_model: dict[str, storage.RevealedRow] = {}
+    newest_of_hotkey: dict[str, storage.RevealedRow] = {}
     for row in rows:
-        first_of_model.setdefault(row["model_sha256"], row)
-        if first_of_model[row["model_sha256"]] is row and state.metagraph.is_registered(
-            row["hotkey"]
-        ):
-            newest_of_hotkey[row["hotkey"]] = row
-    return sorted(newest_of_hotkey.values(), key=lambda r: (r["commit_beacon_round"], r["seq"]))
+        first_of_model.setdefault(row.model_sha256, row)
+        if first_of_model[row.model_sha256] is row and state.metagraph.is_registered(row.hotkey):
+            newest_of_hotkey[row.hotkey] = row
+    return sorted(newest_of_hotkey.values(), key=lambda r: (r.commit_beacon_round, r.seq))
 
 
 def pages_revealable(spec: CompetitionSpec, cycle_beacon_round: int, now: int) -> bool:
@@ -108,13 +90,7 @@ def pool_path(state: ServiceState, cid: str) -> Path:
 
 
 def _used_positions(state: ServiceState, cid: str) -> list[int]:
-    return [
-        p
-        for row in state.conn.execute(
-            "SELECT task FROM compete_cycles WHERE competition_id = ?", (cid,)
-        )
-        for p in json.loads(row["task"])["pages"]
-    ]
+    return [p for task in storage.cycle_tasks(state.conn, cid) for p in json.loads(task)["pages"]]
 
 
 def reveal_pages(state: ServiceState, spec: CompetitionSpec, key: str) -> list[RevealedPage]:
@@ -152,13 +128,13 @@ def open_cycle(
         return None
     models = [
         CycleModel(
-            hotkey=r["hotkey"],
-            model_sha256=r["model_sha256"],
-            commitment=r["commitment"],
-            commit_beacon_round=r["commit_beacon_round"],
-            commit_seq=r["seq"],
-            files=json.loads(r["files"]),
-            base_url=r["base_url"],
+            hotkey=r.hotkey,
+            model_sha256=r.model_sha256,
+            commitment=r.commitment,
+            commit_beacon_round=r.commit_beacon_round,
+            commit_seq=r.seq,
+            files=json.loads(r.files),
+            base_url=r.base_url,
         )
         for r in eligible(state, spec, beacon_round)
     ]
@@ -175,12 +151,18 @@ def open_cycle(
         models=models,
     )
     with transaction(state.conn):
-        state.conn.execute(
-            "INSERT OR IGNORE INTO compete_cycles (competition_id, cycle, beacon_round,"
-            " randomness, pages_key, score_deadline, task) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (spec.competition_id, cycle, beacon_round, randomness, key,
-             task.score_deadline_round, task.model_dump_json()),
-        )  # fmt: skip
+        storage.add_cycle(
+            state.conn,
+            storage.NewCycle(
+                competition_id=spec.competition_id,
+                cycle=cycle,
+                beacon_round=beacon_round,
+                randomness=randomness,
+                pages_key=key,
+                score_deadline=task.score_deadline_round,
+                task=task.model_dump_json(),
+            ),
+        )
     log.info("competition %s: cycle %d opened with %d models", spec.competition_id, cycle,
              len(models))  # fmt: skip
     return task
@@ -189,22 +171,16 @@ def open_cycle(
 def stored_scores(state: ServiceState, cid: str, cycle: int) -> list[tuple[str, str, str]]:
     """``(model hash, evaluator, losses hex)`` of every score stored for a cycle."""
     return [
-        (row["model_sha256"], row["evaluator"], row["losses_f32"])
-        for row in state.conn.execute(
-            "SELECT model_sha256, evaluator, losses_f32 FROM compete_scores"
-            " WHERE competition_id = ? AND cycle = ?",
-            (cid, cycle),
-        )
+        (r.model_sha256, r.evaluator, r.losses_f32) for r in storage.scores(state.conn, cid, cycle)
     ]
 
 
 def maybe_close(state: ServiceState, spec: CompetitionSpec, cycle: int) -> bool:
     """Close and settle a cycle once all its models are scored or its deadline passed."""
     cid = spec.competition_id
-    row = state.conn.execute(
-        "SELECT * FROM compete_cycles WHERE competition_id = ? AND cycle = ?", (cid, cycle)
-    ).fetchone()
-    task = CycleTask.model_validate_json(row["task"])
+    row = storage.cycle(state.conn, cid, cycle)
+    assert row is not None  # only opened cycles are closed
+    task = CycleTask.model_validate_json(row.task)
     scores = agreed_losses(stored_scores(state, cid, cycle))
     complete = all(m.model_sha256 in scores for m in task.models)
     if not complete and state.due_round() <= task.score_deadline_round:
@@ -214,17 +190,9 @@ def maybe_close(state: ServiceState, spec: CompetitionSpec, cycle: int) -> bool:
         return False
     results = cycle_results(spec, task, scores)
     with transaction(state.conn):
-        for r in results:
-            state.conn.execute(
-                "INSERT INTO compete_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (cid, cycle, r.hotkey, r.model_sha256, r.mean_loss, r.wins, r.comparisons,
-                 r.win_rate, r.weight, r.units),
-            )  # fmt: skip
+        storage.add_results(state.conn, cid, cycle, results)
         accepted = {r.hotkey: r.units for r in results if r.units > 0}
         state.ledger.settle_round(cid, cycle, accepted, snapshot.epoch)
-        state.conn.execute(
-            "UPDATE compete_cycles SET closed = 1 WHERE competition_id = ? AND cycle = ?",
-            (cid, cycle),
-        )
+        storage.close_cycle(state.conn, cid, cycle)
     log.info("competition %s: cycle %d settled %s", cid, cycle, quick_dumps(accepted))
     return True

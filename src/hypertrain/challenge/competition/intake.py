@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
+from hypertrain.challenge.competition import storage
 from hypertrain.challenge.errors import (
     ChallengeError,
     ConflictError,
@@ -25,6 +26,7 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
+from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.competition.messages import (
     COMMIT_DOMAIN,
@@ -59,23 +61,20 @@ class SpecRecord(BaseModel):
 
 
 def spec_of(state: ServiceState, competition_id: str) -> CompetitionSpec:
-    row = state.conn.execute(
-        "SELECT spec_json FROM competitions WHERE competition_id = ?", (competition_id,)
-    ).fetchone()
-    if row is None:
+    text = storage.spec_json(state.conn, competition_id)
+    if text is None:
         raise NotFoundError(
             f"competition {competition_id!r} does not exist", code="unknown_competition"
         )
-    return CompetitionSpec.model_validate_json(row["spec_json"])
+    return CompetitionSpec.model_validate_json(text)
 
 
 def spec_envelope(state: ServiceState, competition_id: str) -> Envelope:
     """The coordinator-signed ``competition`` envelope of a competition's spec."""
     spec_of(state, competition_id)
-    row = state.conn.execute(
-        "SELECT spec_envelope FROM competitions WHERE competition_id = ?", (competition_id,)
-    ).fetchone()
-    return Envelope.model_validate_json(row["spec_envelope"])
+    text = storage.spec_envelope(state.conn, competition_id)
+    assert text is not None  # the competition exists
+    return Envelope.model_validate_json(text)
 
 
 def _evaluators_named(state: ServiceState, spec: CompetitionSpec) -> None:
@@ -102,17 +101,23 @@ def create(state: ServiceState, doc: dict[str, JsonValue], pool_b64: str) -> Com
     except PoolError as exc:
         raise ChallengeError(str(exc), code="bad_pool") from None
     cid = spec.competition_id
-    if state.conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (cid,)).fetchone():
+    if rounds_storage.manifest_json(state.conn, cid) is not None:
         raise ConflictError(f"{cid!r} is already the id of a training run")
     now = state.current_round()
     envelope = state.sign(cid, SPEC_DOMAIN, SpecRecord(spec=spec))
     try:
         with transaction(state.conn):
-            state.conn.execute(
-                "INSERT INTO competitions VALUES (?, ?, ?, ?, ?, ?)",
-                (cid, spec.model_dump_json(), dumps(envelope.model_dump()), spec.digest(),
-                 now, time.time()),
-            )  # fmt: skip
+            storage.add_competition(
+                state.conn,
+                storage.NewCompetition(
+                    competition_id=cid,
+                    spec_json=spec.model_dump_json(),
+                    spec_envelope=dumps(envelope.model_dump()),
+                    spec_digest=spec.digest(),
+                    start_beacon_round=now,
+                    created_at=time.time(),
+                ),
+            )
             state.ledger.create_run(
                 cid,
                 pool_per_round=spec.reward.pool_per_cycle,
@@ -154,14 +159,17 @@ def commit(state: ServiceState, env: Envelope) -> CommitAccepted:
     try:
         with transaction(state.conn):
             state.burn(env)
-            state.conn.execute(
-                "INSERT INTO compete_commits (competition_id, commitment, hotkey,"
-                " commit_beacon_round, commit_id, envelope, seq) VALUES (?, ?, ?, ?, ?, ?,"
-                " (SELECT COALESCE(MAX(seq), 0) + 1 FROM compete_commits"
-                " WHERE competition_id = ?))",
-                (env.run_id, body.commitment, verified.signer, now, commit_id,
-                 dumps(env.model_dump()), env.run_id),
-            )  # fmt: skip
+            storage.add_commit(
+                state.conn,
+                storage.NewCommit(
+                    competition_id=env.run_id,
+                    commitment=body.commitment,
+                    hotkey=verified.signer,
+                    commit_beacon_round=now,
+                    commit_id=commit_id,
+                    envelope=dumps(env.model_dump()),
+                ),
+            )
     except sqlite3.IntegrityError:
         raise ConflictError("this commitment was already recorded", code="duplicate") from None
     return CommitAccepted(
@@ -184,36 +192,37 @@ def reveal(state: ServiceState, env: Envelope) -> RevealAccepted:
         raise ChallengeError(
             f"the file list hashes to {computed}, not to model_sha256", code="bad_submission"
         )
-    row = state.conn.execute(
-        "SELECT hotkey, model_sha256, commit_beacon_round FROM compete_commits"
-        " WHERE competition_id = ? AND commitment = ?",
-        (env.run_id, expected),
-    ).fetchone()
-    if row is None or row["hotkey"] != verified.signer:
+    row = storage.commit_of(state.conn, env.run_id, expected)
+    if row is None or row.hotkey != verified.signer:
         raise NotFoundError(
             f"{verified.signer} has no commitment for model {body.model_sha256}",
             code="no_commitment",
         )
-    if row["model_sha256"] is not None:
+    if row.model_sha256 is not None:
         raise ConflictError("this commitment was already revealed", code="duplicate")
-    if state.due_round() <= row["commit_beacon_round"]:
+    if state.due_round() <= row.commit_beacon_round:
         # A copy is committed after the original's reveal; revealing strictly after
         # the commit round puts every copy's commitment in a later round, so "the
         # earliest commitment of a model" never ties between the original and a copy.
         raise PhaseError(
-            f"reveal after beacon round {row['commit_beacon_round']}, the commit's round",
+            f"reveal after beacon round {row.commit_beacon_round}, the commit's round",
             code="reveal_too_early",
         )
     files = json.dumps([f.model_dump() for f in body.files], sort_keys=True)
     with transaction(state.conn):
         state.burn(env)
-        state.conn.execute(
-            "UPDATE compete_commits SET model_sha256 = ?, files = ?, base_url = ?,"
-            " reveal_envelope = ?, revealed_beacon_round = ? WHERE competition_id = ?"
-            " AND commitment = ?",
-            (body.model_sha256, files, body.base_url, dumps(env.model_dump()),
-             state.due_round(), env.run_id, expected),
-        )  # fmt: skip
+        storage.reveal(
+            state.conn,
+            storage.Reveal(
+                competition_id=env.run_id,
+                commitment=expected,
+                model_sha256=body.model_sha256,
+                files=files,
+                base_url=body.base_url,
+                envelope=dumps(env.model_dump()),
+                revealed_beacon_round=state.due_round(),
+            ),
+        )
     return RevealAccepted(commitment=expected, model_sha256=body.model_sha256, revealed=True)
 
 
@@ -234,23 +243,27 @@ def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
         raise ForbiddenError(
             f"{verified.signer} is not an evaluator of this competition; add it to {where}"
         )
-    cycle = state.conn.execute(
-        "SELECT * FROM compete_cycles WHERE competition_id = ? AND cycle = ?",
-        (env.run_id, body.cycle),
-    ).fetchone()
+    cycle = storage.cycle(state.conn, env.run_id, body.cycle)
     if cycle is None:
         raise NotFoundError(f"cycle {body.cycle} is not open", code="unknown_cycle")
-    if cycle["closed"] or state.due_round() > cycle["score_deadline"]:
+    if cycle.closed or state.due_round() > cycle.score_deadline:
         raise PhaseError(f"cycle {body.cycle} no longer takes scores", code="late")
-    _check_score(CycleTask.model_validate_json(cycle["task"]), body)
+    _check_score(CycleTask.model_validate_json(cycle.task), body)
     try:
         with transaction(state.conn):
             state.burn(env)
-            state.conn.execute(
-                "INSERT INTO compete_scores VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (env.run_id, body.cycle, body.model_sha256, verified.signer, body.losses_f32,
-                 dumps(env.model_dump()), state.due_round()),
-            )  # fmt: skip
+            storage.add_score(
+                state.conn,
+                storage.NewScore(
+                    competition_id=env.run_id,
+                    cycle=body.cycle,
+                    model_sha256=body.model_sha256,
+                    evaluator=verified.signer,
+                    losses_f32=body.losses_f32,
+                    envelope=dumps(env.model_dump()),
+                    received_beacon_round=state.due_round(),
+                ),
+            )
     except sqlite3.IntegrityError:
         raise ConflictError("this evaluator already scored that model", code="duplicate") from None
     return ScoreAccepted(accepted=True, cycle=body.cycle, model_sha256=body.model_sha256)

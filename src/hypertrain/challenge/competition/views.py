@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
+from hypertrain.challenge.competition import storage
 from hypertrain.challenge.competition.intake import spec_of
 from hypertrain.challenge.errors import NotFoundError
 from hypertrain.challenge.state import ServiceState
@@ -20,76 +20,50 @@ from hypertrain.competition.messages import (
 def task(state: ServiceState, cid: str, evaluator: str | None) -> CycleTask:
     """The newest open cycle, with the models ``evaluator`` already scored marked."""
     spec_of(state, cid)
-    row = state.conn.execute(
-        "SELECT task, cycle FROM compete_cycles WHERE competition_id = ? AND closed = 0"
-        " ORDER BY cycle DESC LIMIT 1",
-        (cid,),
-    ).fetchone()
+    row = storage.newest_open_cycle(state.conn, cid)
     if row is None:
         raise NotFoundError(f"competition {cid!r} has no open cycle", code="no_open_cycle")
-    scored = [
-        r["model_sha256"]
-        for r in state.conn.execute(
-            "SELECT model_sha256 FROM compete_scores WHERE competition_id = ? AND cycle = ?"
-            " AND evaluator = ? ORDER BY model_sha256",
-            (cid, row["cycle"], evaluator or ""),
-        )
-    ]
-    return CycleTask.model_validate_json(row["task"]).model_copy(update={"scored": scored})
+    scored = storage.scored_by(state.conn, cid, row.cycle, evaluator or "")
+    return CycleTask.model_validate_json(row.task).model_copy(update={"scored": scored})
 
 
-def _latest_cycle(conn: sqlite3.Connection, cid: str) -> int | None:
-    row = conn.execute(
-        "SELECT MAX(cycle) AS c FROM compete_cycles WHERE competition_id = ? AND closed = 1",
-        (cid,),
-    ).fetchone()
-    return None if row["c"] is None else int(row["c"])
-
-
-def _status(row: sqlite3.Row, now: int, delay: int, first_of_model: dict[str, str]) -> str:
-    if row["model_sha256"] is None:
+def _status(row: storage.CommitRow, now: int, delay: int, first_of_model: dict[str, str]) -> str:
+    if row.model_sha256 is None:
         return "committed"
-    if first_of_model.get(row["model_sha256"]) != row["commitment"]:
+    if first_of_model.get(row.model_sha256) != row.commitment:
         return "duplicate"
-    return "eligible" if row["commit_beacon_round"] + delay <= now else "revealed"
+    return "eligible" if row.commit_beacon_round + delay <= now else "revealed"
 
 
 def leaderboard(state: ServiceState, cid: str) -> Leaderboard:
     """Every commitment with its status and its standing in the latest settled cycle."""
     spec = spec_of(state, cid)
     now = state.due_round()
-    latest = _latest_cycle(state.conn, cid)
+    latest = storage.latest_closed_cycle(state.conn, cid)
     results = {
-        (r["hotkey"], r["model_sha256"]): r
-        for r in state.conn.execute(
-            "SELECT * FROM compete_results WHERE competition_id = ? AND cycle = ?",
-            (cid, latest if latest is not None else -1),
-        )
+        (r.hotkey, r.model_sha256): r
+        for r in storage.results(state.conn, cid, latest if latest is not None else -1)
     }
-    rows = state.conn.execute(
-        "SELECT * FROM compete_commits WHERE competition_id = ?"
-        " ORDER BY commit_beacon_round, commit_id",
-        (cid,),
-    ).fetchall()
+    rows = storage.commits(state.conn, cid)
     first_of_model: dict[str, str] = {}
     for r in rows:
-        if r["model_sha256"] is not None:
-            first_of_model.setdefault(r["model_sha256"], r["commitment"])
+        if r.model_sha256 is not None:
+            first_of_model.setdefault(r.model_sha256, r.commitment)
     out = []
     for r in rows:
-        res = results.get((r["hotkey"], r["model_sha256"])) if r["model_sha256"] else None
+        res = results.get((r.hotkey, r.model_sha256)) if r.model_sha256 else None
         out.append(
             CompetitorPublic(
-                hotkey=r["hotkey"],
-                commitment=r["commitment"],
-                commit_beacon_round=r["commit_beacon_round"],
-                eligible_round=r["commit_beacon_round"] + spec.cycle.eligibility_delay_rounds,
-                model_sha256=r["model_sha256"],
-                revealed=r["model_sha256"] is not None,
+                hotkey=r.hotkey,
+                commitment=r.commitment,
+                commit_beacon_round=r.commit_beacon_round,
+                eligible_round=r.commit_beacon_round + spec.cycle.eligibility_delay_rounds,
+                model_sha256=r.model_sha256,
+                revealed=r.model_sha256 is not None,
                 status=_status(r, now, spec.cycle.eligibility_delay_rounds, first_of_model),
-                loss=None if res is None else res["mean_loss"],
-                win_rate=None if res is None else res["win_rate"],
-                weight=None if res is None else res["weight"],
+                loss=None if res is None else res.mean_loss,
+                win_rate=None if res is None else res.win_rate,
+                weight=None if res is None else res.weight,
             )
         )
     out.sort(key=lambda c: (-(c.weight or 0.0), c.commit_beacon_round))
@@ -105,33 +79,19 @@ def leaderboard(state: ServiceState, cid: str) -> Leaderboard:
 def cycle_record(state: ServiceState, cid: str, cycle: int) -> CycleRecord:
     """Everything public about one opened cycle (see :class:`CycleRecord`)."""
     spec_of(state, cid)
-    row = state.conn.execute(
-        "SELECT task, closed FROM compete_cycles WHERE competition_id = ? AND cycle = ?",
-        (cid, cycle),
-    ).fetchone()
+    row = storage.cycle(state.conn, cid, cycle)
     if row is None:
         raise NotFoundError(f"competition {cid!r} has no cycle {cycle}", code="unknown_cycle")
-    scores = [
-        json.loads(r["envelope"])
-        for r in state.conn.execute(
-            "SELECT envelope FROM compete_scores WHERE competition_id = ? AND cycle = ?"
-            " ORDER BY evaluator, model_sha256",
-            (cid, cycle),
-        )
-    ]
+    scores = [json.loads(text) for text in storage.score_envelopes(state.conn, cid, cycle)]
     results = [
         CycleResult(
-            hotkey=r["hotkey"], model_sha256=r["model_sha256"], mean_loss=r["mean_loss"],
-            wins=r["wins"], comparisons=r["comparisons"], win_rate=r["win_rate"],
-            weight=r["weight"], units=r["units"], counted=r["comparisons"] > 0 or r["units"] > 0,
+            hotkey=r.hotkey, model_sha256=r.model_sha256, mean_loss=r.mean_loss, wins=r.wins,
+            comparisons=r.comparisons, win_rate=r.win_rate, weight=r.weight, units=r.units,
+            counted=r.comparisons > 0 or r.units > 0,
         )
-        for r in state.conn.execute(
-            "SELECT * FROM compete_results WHERE competition_id = ? AND cycle = ?"
-            " ORDER BY units DESC, win_rate DESC, hotkey",
-            (cid, cycle),
-        )
+        for r in storage.results(state.conn, cid, cycle)
     ]  # fmt: skip
     return CycleRecord(
-        competition_id=cid, cycle=cycle, closed=bool(row["closed"]),
-        task=CycleTask.model_validate_json(row["task"]), scores=scores, results=results,
+        competition_id=cid, cycle=cycle, closed=row.closed,
+        task=CycleTask.model_validate_json(row.task), scores=scores, results=results,
     )  # fmt: skip

@@ -7,7 +7,7 @@ accepted message and its size in one transaction with the envelope's nonce. A
 refused message changes nothing. Opening locks the bond in the ledger (its own
 journal entry) inside that transaction; once a game is decided :func:`settle_bonds`
 returns or burns it. An overturned verdict marks its auditor faulty and re-assigns
-its other verdicts of rounds not yet final (``dispute.store.reassign_verdicts``).
+its other verdicts of rounds not yet final (:mod:`~hypertrain.challenge.disputes.decisions`).
 Every decision re-runs the island's holds
 (:func:`~hypertrain.challenge.rounds.settle.release_later`), so a reward held for the
 disputed verdict is released as soon as the rule allows.
@@ -21,8 +21,7 @@ import hashlib
 import logging
 import sqlite3
 
-from hypertrain.api.models import ReassignedAudit
-from hypertrain.challenge.disputes import windows
+from hypertrain.challenge.disputes import decisions, windows
 from hypertrain.challenge.errors import (
     BondMissingError,
     ChallengeError,
@@ -32,6 +31,8 @@ from hypertrain.challenge.errors import (
     PhaseError,
 )
 from hypertrain.challenge.rounds import pace, settle
+from hypertrain.challenge.rounds import storage as rounds_storage
+from hypertrain.challenge.rounds.storage import RoundState, VerdictRecord
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute import game as g
 from hypertrain.dispute import resolution, store
@@ -78,7 +79,7 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
     verified, body = state.open_signed(env, "dispute-open", DisputeOpen, registered=True)
     run_id, hotkey, now = env.run_id, verified.signer, state.due_round()
     verdict = _verdict(state, run_id, body)
-    if verdict["hotkey"] != hotkey:
+    if verdict.hotkey != hotkey:
         raise ForbiddenError("only the judged island may dispute a verdict", code="not_judged")
     if store.is_reassigned(state.conn, body.verdict_id):
         raise ChallengeError(
@@ -89,11 +90,9 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
     row = _open_window(state, run_id, body, verdict, now)
     _check_leaves(state, run_id, body, hotkey)
     bond = _bond(state, run_id, hotkey, manifest.dispute.bond)
-    if state.conn.execute(
-        "SELECT 1 FROM dispute_games WHERE verdict_id = ?", (body.verdict_id,)
-    ).fetchone():
+    if store.is_disputed(state.conn, body.verdict_id):
         raise ConflictError("this verdict is already disputed", code="duplicate")
-    game = _new_game(state, env, body, verdict["auditor"], check, row["open_envelope"], now)
+    game = _new_game(state, env, body, verdict.auditor, check, row.open_envelope, now)
     _store_open(state, env, game, body.verdict_id, bond, now)
     state.count("disputes_opened")
     log.info(
@@ -103,19 +102,19 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
     return _view(state, game.dispute_id)
 
 
-def _contested_check(verdict: sqlite3.Row, body: DisputeOpen, num_segments: int) -> str:
+def _contested_check(verdict: VerdictRecord, body: DisputeOpen, num_segments: int) -> str:
     """What a dispute of this verdict contests: every fault-bearing verdict is contestable.
 
     A ``mismatch`` is contested on the check it names as first failing
     (:func:`~hypertrain.dispute.admissible.disputed_check`); an ``unverifiable`` verdict
     (the island says its bytes were served) is re-decided by an independent re-audit.
     """
-    if verdict["result"] not in windows.FAULT_RESULTS:
+    if verdict.result not in windows.FAULT_RESULTS:
         raise ChallengeError("a match verdict is no fault: nothing to dispute", code="not_mismatch")
-    judged = Verdict.model_validate(loads(verdict["body"]))
+    judged = Verdict.model_validate(loads(verdict.body))
     if body.segment not in judged.segments:
         raise ChallengeError(f"segment {body.segment} was not audited", code="bad_segment")
-    if verdict["result"] == "unverifiable":
+    if verdict.result == "unverifiable":
         return "unverifiable"
     try:
         return disputed_check(
@@ -130,14 +129,12 @@ def _contested_check(verdict: sqlite3.Row, body: DisputeOpen, num_segments: int)
 
 
 def _open_window(
-    state: ServiceState, run_id: str, body: DisputeOpen, verdict: sqlite3.Row, now: int
-) -> sqlite3.Row:
-    """The round's row, once the verdict's own dispute window is checked to be open."""
-    row: sqlite3.Row = state.conn.execute(
-        "SELECT dispute_deadline_round, open_envelope FROM rounds WHERE run_id = ? AND round = ?",
-        (run_id, body.round),
-    ).fetchone()
-    deadline = windows.verdict_deadline(state, run_id, row["dispute_deadline_round"], verdict)
+    state: ServiceState, run_id: str, body: DisputeOpen, verdict: VerdictRecord, now: int
+) -> RoundState:
+    """The round's state, once the verdict's own dispute window is checked to be open."""
+    row = rounds_storage.round_state(state.conn, run_id, body.round)
+    assert row is not None  # the verdict's round
+    deadline = windows.verdict_deadline(state, run_id, row.dispute_deadline_round, verdict)
     if deadline is None or now > deadline:
         raise PhaseError(
             f"the dispute window of verdict {body.verdict_id[:16]} closed at beacon round"
@@ -201,7 +198,7 @@ def _store_open(
         with transaction(state.conn):
             state.burn(env)
             store.insert_game(state.conn, game, verdict_id, bond, now)
-            store.save_game(state.conn, game, now, len(env.to_bytes()))
+            decisions.save(state.conn, game, now, len(env.to_bytes()))
             store.record_message(state.conn, game.dispute_id, "open", game.island, _text(env), now)
             if game.stage == "recompute":  # the verdict waits for a quorum of re-audits
                 store.set_aside(state.conn, game, verdict_id, now)
@@ -218,10 +215,10 @@ def _reaudits_known(state: ServiceState, game: g.Game, now: int) -> g.Game:
     """A game that enters ``recompute`` counts the re-audits already stored (all of them,
     never only the first): a quorum of them, or a referee's, decides it at once."""
     new = game
-    for auditor, result in store.independent_verdicts(state.conn, game):
-        new = resolution.recomputed(new, auditor, result, now, _referees(state, game))
+    for v in decisions.independent_verdicts(state.conn, game):
+        new = resolution.recomputed(new, v.auditor, v.result, now, _referees(state, game))
     if new != game:
-        store.save_game(state.conn, new, now)
+        decisions.save(state.conn, new, now)
     return new
 
 
@@ -244,7 +241,7 @@ def on_verdict(
         with transaction(state.conn):
             if game.stage == "recompute":
                 new = resolution.recomputed(game, auditor, result, now, _referees(state, game))
-                store.save_game(state.conn, new, now)
+                decisions.save(state.conn, new, now)
                 _log_progress(game, new)
                 _rejudge(state, game, new)
                 changed += 1
@@ -254,7 +251,7 @@ def on_verdict(
                 and game.check == "segment"
                 and (not game.reaudits or resolution.bars_auditor(game))
             ):
-                store.mark_faulty(state.conn, game, now)
+                decisions.mark_faulty(state.conn, game, now)
                 changed += 1
     settle_bonds(state)
     return changed
@@ -271,7 +268,7 @@ def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
         raise refusal(exc) from None
     with transaction(state.conn):
         state.burn(env)
-        store.save_game(state.conn, new, now, len(env.to_bytes()))
+        decisions.save(state.conn, new, now, len(env.to_bytes()))
         store.record_message(state.conn, dispute_id, body.level, verified.signer, _text(env), now)
         if new.stage == "recompute":  # escalated: the traces could not tell who lied
             new = _reaudits_known(state, new, now)
@@ -291,8 +288,8 @@ def put_inputs(state: ServiceState, dispute_id: str, data: bytes) -> store.Dispu
     except DisputeError as exc:
         raise refusal(exc) from None
     with transaction(state.conn):
-        state.conn.execute("INSERT INTO dispute_inputs VALUES (?, ?, ?)", (dispute_id, sha, data))
-        store.save_game(state.conn, new, now, len(data))
+        store.add_inputs(state.conn, dispute_id, sha, data)
+        decisions.save(state.conn, new, now, len(data))
         store.record_message(
             state.conn, dispute_id, "inputs", "", quick_dumps({"sha256": sha}), now
         )
@@ -300,12 +297,10 @@ def put_inputs(state: ServiceState, dispute_id: str, data: bytes) -> store.Dispu
 
 
 def get_inputs(state: ServiceState, dispute_id: str) -> bytes:
-    row = state.conn.execute(
-        "SELECT data FROM dispute_inputs WHERE dispute_id = ?", (dispute_id,)
-    ).fetchone()
-    if row is None:
+    data = store.inputs(state.conn, dispute_id)
+    if data is None:
         raise NotFoundError("no inputs were supplied for this dispute", code="no_inputs")
-    return bytes(row["data"])
+    return data
 
 
 def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> store.DisputeView:
@@ -318,7 +313,7 @@ def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
         raise refusal(exc) from None
     with transaction(state.conn):
         state.burn(env)
-        store.save_game(state.conn, new, now, len(env.to_bytes()))
+        decisions.save(state.conn, new, now, len(env.to_bytes()))
         store.record_message(state.conn, dispute_id, "ruling", verified.signer, _text(env), now)
     _log_progress(game, new)
     _rejudge(state, game, new)
@@ -335,7 +330,7 @@ def tick(state: ServiceState) -> int:
         new = resolution.expire(game, now)
         if new != game:
             with transaction(state.conn):
-                store.save_game(state.conn, new, now)
+                decisions.save(state.conn, new, now)
             _log_progress(game, new)
             _rejudge(state, game, new)
             changed += 1
@@ -361,23 +356,17 @@ def settle_bonds(state: ServiceState) -> int:
     if state.metagraph.snapshot is None:
         return 0  # no epoch to book at: the bonds stay unsettled (bond_state NULL) till one
     for row in store.unsettled_bonds(state.conn):
-        won = row["outcome"] == "overturned"
+        won = row.outcome == "overturned"
         try:
-            moved = state.ledger.settle_bond(row["run_id"], row["dispute_id"], won, _epoch(state))
+            moved = state.ledger.settle_bond(row.run_id, row.dispute_id, won, _epoch(state))
         except BondMissingError as exc:  # recorded as such, never as returned or burned
-            log.warning("dispute %s: %s", row["dispute_id"][:16], exc.detail)
-            state.conn.execute(
-                "UPDATE dispute_games SET bond_state = 'missing' WHERE dispute_id = ?",
-                (row["dispute_id"],),
-            )
+            log.warning("dispute %s: %s", row.dispute_id[:16], exc.detail)
+            store.set_bond_state(state.conn, row.dispute_id, "missing")
             continue
-        state.conn.execute(
-            "UPDATE dispute_games SET bond_state = ? WHERE dispute_id = ?",
-            ("returned" if won else "burned", row["dispute_id"]),
-        )
+        store.set_bond_state(state.conn, row.dispute_id, "returned" if won else "burned")
         log.info(
             "dispute %s: bond of %d %s",
-            row["dispute_id"][:16],
+            row.dispute_id[:16],
             moved,
             "returned" if won else "burned",
         )
@@ -387,26 +376,6 @@ def settle_bonds(state: ServiceState) -> int:
 
 def _epoch(state: ServiceState) -> int:
     return state.epoch_now("book a dispute bond")
-
-
-def reassigned(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
-    """Audits waiting for a new verdict: set aside (a faulty auditor, a recompute
-    dispute) or missed (assigned, and no verdict by the end of the audit phase)."""
-    state.manifest(run_id)
-    rows = [(r, False) for r in store.reassigned(state.conn, run_id)]
-    rows += [(r, True) for r in store.missed(state.conn, run_id)]
-    return [
-        ReassignedAudit(
-            round=row["round"],
-            hotkey=row["hotkey"],
-            auditor=row["auditor"],
-            verdict_id=row["verdict_id"],
-            dispute_id=row["dispute_id"],
-            missed=missed,
-            assignment=Envelope.model_validate(loads(row["envelope"])),
-        )
-        for row, missed in rows
-    ]
 
 
 def view(state: ServiceState, dispute_id: str) -> store.DisputeView:
@@ -427,13 +396,8 @@ def listing(
     return [_view(state, i) for i in store.list_ids(state.conn, run_id, round, stage)]
 
 
-def _verdict(state: ServiceState, run_id: str, body: DisputeOpen) -> sqlite3.Row:
-    row: sqlite3.Row | None = state.conn.execute(
-        "SELECT hotkey, auditor, result, body, received_beacon_round FROM verdicts"
-        " WHERE verdict_id = ? AND run_id = ?"
-        " AND round = ?",
-        (body.verdict_id, run_id, body.round),
-    ).fetchone()
+def _verdict(state: ServiceState, run_id: str, body: DisputeOpen) -> VerdictRecord:
+    row = rounds_storage.verdict_record(state.conn, run_id, body.round, body.verdict_id)
     if row is None:
         raise NotFoundError(
             f"verdict {body.verdict_id[:16]} not found in round {body.round}",
@@ -443,11 +407,9 @@ def _verdict(state: ServiceState, run_id: str, body: DisputeOpen) -> sqlite3.Row
 
 
 def _check_leaves(state: ServiceState, run_id: str, body: DisputeOpen, hotkey: str) -> None:
-    commit = state.conn.execute(
-        "SELECT body FROM commits WHERE run_id = ? AND round = ? AND hotkey = ?",
-        (run_id, body.round, hotkey),
-    ).fetchone()
-    root = bytes.fromhex(loads(commit["body"])["checkpoint_root"])
+    commit = rounds_storage.commit_body(state.conn, run_id, body.round, hotkey)
+    assert commit is not None  # its verdict judged this commit
+    root = bytes.fromhex(loads(commit)["checkpoint_root"])
     for index, leaf in ((body.segment, body.start), (body.segment + 1, body.end)):
         _check_leaf(root, index, leaf)
 

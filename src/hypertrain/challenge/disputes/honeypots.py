@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Final
 
 from hypertrain.api.models import HoneypotPeriodPublic, HoneypotRevealAck, HoneypotRow
 from hypertrain.challenge.admission.leave import next_round
+from hypertrain.challenge.disputes import storage
 from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
 from hypertrain.challenge.rounds import facts
+from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, quick_dumps
+from hypertrain.dispute import store
 from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod, commitment
 from hypertrain.protocol.sqlite import transaction
 
@@ -58,8 +60,8 @@ def commit_period(state: ServiceState, run_id: str, body: HoneypotPeriod) -> Hon
     zero = _manifest_period(state, run_id)
     with transaction(state.conn):
         if zero is not None:
-            _insert(state.conn, run_id, zero, 0, ignore=True)
-        _insert(state.conn, run_id, body, state.current_round())
+            storage.add_period(state.conn, run_id, zero, 0, ignore=True)
+        storage.add_period(state.conn, run_id, body, state.current_round())
     return periods(state, run_id)[-1]
 
 
@@ -88,16 +90,13 @@ def reveal(
     zero = _manifest_period(state, run_id)
     with transaction(state.conn):
         if zero is not None:  # the manifest's period gets its row when first written
-            _insert(state.conn, run_id, zero, 0, ignore=True)
-        state.conn.execute(
-            "UPDATE honeypot_periods SET list_json = ?, revealed_beacon_round = ?"
-            " WHERE run_id = ? AND period = ? AND list_json IS NULL",
-            (
-                quick_dumps(honeypots.model_dump(mode="json")),
-                state.current_round(),
-                run_id,
-                match.period,
-            ),
+            storage.add_period(state.conn, run_id, zero, 0, ignore=True)
+        storage.reveal_period(
+            state.conn,
+            run_id,
+            match.period,
+            quick_dumps(honeypots.model_dump(mode="json")),
+            state.current_round(),
         )
     return HoneypotRevealAck(
         revealed=True, period=match.period, commitment=digest, entries=len(honeypots.entries)
@@ -106,10 +105,7 @@ def reveal(
 
 def periods(state: ServiceState, run_id: str) -> list[HoneypotPeriodPublic]:
     """Every committed period in order (the manifest's period 0 first, if it has one)."""
-    rows = state.conn.execute(
-        "SELECT * FROM honeypot_periods WHERE run_id = ? ORDER BY period", (run_id,)
-    ).fetchall()
-    out = [_public(r) for r in rows]
+    out = [_public(r) for r in storage.periods(state.conn, run_id)]
     zero = _manifest_period(state, run_id)
     if zero is not None and not (out and out[0].period == 0):
         out.insert(0, HoneypotPeriodPublic(**zero.model_dump(), committed_beacon_round=0))
@@ -177,29 +173,6 @@ def _row(role: str, strategy: str, tally: _Tally) -> HoneypotRow:
     )
 
 
-# Each count of one hotkey over one period's rounds: (hotkey, run, first, last) bind.
-_SPAN_SQL: Final = {
-    "rounds_run": "SELECT COUNT(*) FROM commits WHERE hotkey = ? AND run_id = ?"
-    " AND round BETWEEN ? AND ?",
-    "audited": "SELECT COUNT(*) FROM audits WHERE hotkey = ? AND run_id = ?"
-    " AND round BETWEEN ? AND ?",
-    "flagged": "SELECT COUNT(DISTINCT round) FROM verdicts WHERE result = 'mismatch'"
-    " AND hotkey = ? AND run_id = ? AND round BETWEEN ? AND ?",
-    "verdicts": "SELECT COUNT(*) FROM verdicts WHERE auditor = ? AND run_id = ?"
-    " AND round BETWEEN ? AND ?",
-}
-_GAMES_SQL: Final = {
-    "island": "SELECT COUNT(*) FROM dispute_games WHERE outcome = ? AND hotkey = ?"
-    " AND run_id = ? AND round BETWEEN ? AND ?",
-    "auditor": "SELECT COUNT(*) FROM dispute_games WHERE outcome = ? AND auditor = ?"
-    " AND run_id = ? AND round BETWEEN ? AND ?",
-}
-
-
-def _count(conn: sqlite3.Connection, sql: str, *args: object) -> int:
-    return int(conn.execute(sql, args).fetchone()[0])
-
-
 def _island(
     conn: sqlite3.Connection,
     run_id: str,
@@ -207,55 +180,42 @@ def _island(
     span: tuple[int, int],
     faults: dict[int, dict[str, str]],
 ) -> dict[str, int]:
-    bind = (hotkey, run_id, *span)
-    games = _GAMES_SQL["island"]
+    record = rounds_storage.island_span(conn, run_id, hotkey, *span)
+    games = store.outcomes_in_span(conn, run_id, "island", hotkey, span)
     return {
-        **{name: _count(conn, _SPAN_SQL[name], *bind) for name in ("rounds_run", "audited")},
+        "rounds_run": record.rounds_run,
+        "audited": record.audited,
         "caught": sum(1 for i, hit in faults.items() if span[0] <= i <= span[1] and hotkey in hit),
-        "flagged": _count(conn, _SPAN_SQL["flagged"], *bind),
-        "disputes_won": _count(conn, games, "overturned", *bind),
-        "disputes_lost": _count(conn, games, "upheld", *bind),
+        "flagged": record.flagged,
+        "disputes_won": games.overturned,
+        "disputes_lost": games.upheld,
     }
 
 
 def _auditor(
     conn: sqlite3.Connection, run_id: str, hotkey: str, span: tuple[int, int]
 ) -> dict[str, int]:
-    bind = (hotkey, run_id, *span)
-    games = _GAMES_SQL["auditor"]
+    games = store.outcomes_in_span(conn, run_id, "auditor", hotkey, span)
     return {
-        "verdicts": _count(conn, _SPAN_SQL["verdicts"], *bind),
-        "disputes_lost": _count(conn, games, "overturned", *bind),
-        "disputes_won": _count(conn, games, "upheld", *bind),
+        "verdicts": rounds_storage.verdicts_signed(conn, run_id, hotkey, *span),
+        "disputes_lost": games.overturned,
+        "disputes_won": games.upheld,
     }
 
 
 def _final(conn: sqlite3.Connection, run_id: str, index: int) -> bool:
-    row = conn.execute(
-        "SELECT phase FROM rounds WHERE run_id = ? AND round = ?", (run_id, index)
-    ).fetchone()
-    return row is not None and row["phase"] == "final"
+    row = rounds_storage.round_state(conn, run_id, index)
+    return row is not None and row.phase == "final"
 
 
-def _insert(
-    conn: sqlite3.Connection, run_id: str, body: HoneypotPeriod, at: int, *, ignore: bool = False
-) -> None:
-    verb = "INSERT OR IGNORE" if ignore else "INSERT"
-    conn.execute(
-        f"{verb} INTO honeypot_periods (run_id, period, first_round, last_round, commitment,"
-        " committed_beacon_round) VALUES (?, ?, ?, ?, ?, ?)",
-        (run_id, body.period, body.first_round, body.last_round, body.commitment, at),
-    )
-
-
-def _public(row: sqlite3.Row) -> HoneypotPeriodPublic:
-    text = row["list_json"]
+def _public(row: storage.PeriodRow) -> HoneypotPeriodPublic:
+    text = row.list_json
     return HoneypotPeriodPublic(
-        period=row["period"],
-        first_round=row["first_round"],
-        last_round=row["last_round"],
-        commitment=row["commitment"],
-        committed_beacon_round=row["committed_beacon_round"],
+        period=row.period,
+        first_round=row.first_round,
+        last_round=row.last_round,
+        commitment=row.commitment,
+        committed_beacon_round=row.committed_beacon_round,
         revealed=None if text is None else HoneypotList.model_validate_json(text),
-        revealed_beacon_round=row["revealed_beacon_round"],
+        revealed_beacon_round=row.revealed_beacon_round,
     )

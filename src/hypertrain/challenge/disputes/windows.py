@@ -10,9 +10,9 @@ was upheld, so a late verdict never faults before the island could contest it.
 
 from __future__ import annotations
 
-import sqlite3
-
 from hypertrain.challenge.rounds import rollbacks
+from hypertrain.challenge.rounds import storage as rounds_storage
+from hypertrain.challenge.rounds.storage import VerdictRecord
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute import store
 from hypertrain.protocol.sqlite import transaction
@@ -21,7 +21,7 @@ FAULT_RESULTS: frozenset[str] = frozenset({"mismatch", "unverifiable"})
 
 
 def verdict_deadline(
-    state: ServiceState, run_id: str, round_deadline: int | None, verdict: sqlite3.Row
+    state: ServiceState, run_id: str, round_deadline: int | None, verdict: VerdictRecord
 ) -> int | None:
     """The last beacon round a verdict may be disputed: its own window, from its arrival.
 
@@ -32,26 +32,24 @@ def verdict_deadline(
     if round_deadline is None:
         return None
     window = state.manifest(run_id).round.dispute_window_rounds
-    return max(int(round_deadline), int(verdict["received_beacon_round"]) + window)
+    return max(int(round_deadline), verdict.received_beacon_round + window)
 
 
 def open_late_window(
     state: ServiceState, run_id: str, index: int, hotkey: str, auditor: str, now: int
 ) -> None:
     """A fault verdict past its round's dispute window holds settlement for its own one."""
-    row = state.conn.execute(
-        "SELECT v.verdict_id, v.result, v.received_beacon_round, r.phase,"
-        " r.dispute_deadline_round FROM verdicts v JOIN rounds r ON r.run_id = v.run_id"
-        " AND r.round = v.round WHERE v.run_id = ? AND v.round = ? AND v.hotkey = ?"
-        " AND v.auditor = ?",
-        (run_id, index, hotkey, auditor),
-    ).fetchone()
-    if row is None or row["phase"] == "final" or row["result"] not in FAULT_RESULTS:
+    verdict = rounds_storage.verdict_by(state.conn, run_id, index, hotkey, auditor)
+    round_ = rounds_storage.round_state(state.conn, run_id, index)
+    if verdict is None or round_ is None:
+        return
+    if round_.phase == "final" or verdict.result not in FAULT_RESULTS:
         return  # a final round's late fault has its window from the intake's transaction
-    deadline = verdict_deadline(state, run_id, row["dispute_deadline_round"], row)
-    if deadline is not None and deadline > int(row["dispute_deadline_round"]):
+    round_deadline = round_.dispute_deadline_round
+    deadline = verdict_deadline(state, run_id, round_deadline, verdict)
+    if deadline is not None and round_deadline is not None and deadline > round_deadline:
         with transaction(state.conn):
-            store.open_window(state.conn, row["verdict_id"], deadline, books_fault=False)
+            store.open_window(state.conn, verdict, deadline, books_fault=False)
 
 
 def close_windows(state: ServiceState, now: int) -> int:
@@ -65,20 +63,20 @@ def close_windows(state: ServiceState, now: int) -> int:
         return 0  # no epoch to book at: the windows stay open till one
     closed = 0
     for row in store.due_windows(state.conn, now):
-        if row["disputed"] and row["outcome"] is None:
+        if row.disputed and row.outcome is None:
             continue  # the dispute is undecided: it holds the window
         with transaction(state.conn):
-            faults = row["outcome"] != "overturned" and not row["set_aside"]
-            if row["books_fault"] and faults:
-                reason = f"late {row['result']} verdict {row['verdict_id']}"
+            faults = row.outcome != "overturned" and not row.set_aside
+            if row.books_fault and faults:
+                reason = f"late {row.result} verdict {row.verdict_id}"
                 rollbacks.book_fault(
                     state,
-                    row["run_id"],
-                    row["round"],
-                    row["hotkey"],
+                    row.run_id,
+                    row.round,
+                    row.hotkey,
                     reason,
                     state.epoch_now("book a late verdict"),
                 )
-            store.close_window(state.conn, row["verdict_id"])
+            store.close_window(state.conn, row.verdict_id)
         closed += 1
     return closed

@@ -36,7 +36,7 @@ import logging
 from hypertrain.challenge.rounds import facts, rollbacks, roster_storage, storage
 from hypertrain.challenge.rounds.rule import PENDING_AUDIT, Outcome
 from hypertrain.challenge.state import ServiceState
-from hypertrain.dispute.store import disputes_open, open_late_windows
+from hypertrain.dispute.store import disputes_open, open_window
 
 __all__ = ["PENDING_AUDIT", "Outcome", "outcome", "ready_to_settle", "settle_round"]
 log = logging.getLogger(__name__)
@@ -110,7 +110,10 @@ def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, resu
     if result != "match":  # disputable first: booked once its own window closes undisputed
         now = state.due_round()
         deadline = now + state.manifest(run_id).round.dispute_window_rounds
-        open_late_windows(state.conn, run_id, index, hotkey, now, deadline)
+        # each late fault verdict gets its own window; the service's tick books the
+        # fault once it closed undisputed (or its dispute was upheld), never at arrival
+        for verdict in storage.fault_verdicts_received(state.conn, run_id, index, hotkey, now):
+            open_window(state.conn, verdict, deadline, books_fault=True)
         return
     admitted_until = roster_storage.probation_until(state.conn, run_id, hotkey)
     probation_end = admitted_until if admitted_until is not None else 0

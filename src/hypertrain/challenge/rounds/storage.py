@@ -596,3 +596,205 @@ def settled_rounds(conn: sqlite3.Connection, run_id: str, hotkey: str, first: in
         (run_id, hotkey, first),
     ).fetchall()
     return [int(r["round"]) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictRecord:
+    """A stored verdict: who judged which island in which round, its result and arrival."""
+
+    verdict_id: str
+    run_id: str
+    round: int
+    hotkey: str
+    auditor: str
+    result: str
+    body: str  # the verdict body as stored (JSON)
+    received_beacon_round: int
+
+
+def _verdict_record(r: sqlite3.Row) -> VerdictRecord:
+    return VerdictRecord(
+        verdict_id=r["verdict_id"],
+        run_id=r["run_id"],
+        round=r["round"],
+        hotkey=r["hotkey"],
+        auditor=r["auditor"],
+        result=r["result"],
+        body=r["body"],
+        received_beacon_round=r["received_beacon_round"],
+    )
+
+
+def verdict_record(
+    conn: sqlite3.Connection, run_id: str, index: int, verdict_id: str
+) -> VerdictRecord | None:
+    """A verdict of a round by its id (None: no such verdict in that round)."""
+    row = conn.execute(
+        "SELECT verdict_id, run_id, round, hotkey, auditor, result, body,"
+        " received_beacon_round FROM verdicts WHERE verdict_id = ? AND run_id = ? AND round = ?",
+        (verdict_id, run_id, index),
+    ).fetchone()
+    return None if row is None else _verdict_record(row)
+
+
+def fault_verdicts_received(
+    conn: sqlite3.Connection, run_id: str, index: int, hotkey: str, received: int
+) -> list[VerdictRecord]:
+    """The fault verdicts (anything but ``match``) on one island of round ``index`` that
+    arrived at beacon round ``received``, by id."""
+    rows = conn.execute(
+        "SELECT verdict_id, run_id, round, hotkey, auditor, result, body,"
+        " received_beacon_round FROM verdicts WHERE run_id = ? AND round = ? AND hotkey = ?"
+        " AND received_beacon_round = ? AND result != 'match' ORDER BY verdict_id",
+        (run_id, index, hotkey, received),
+    ).fetchall()
+    return [_verdict_record(r) for r in rows]
+
+
+def verdict_by(
+    conn: sqlite3.Connection, run_id: str, index: int, hotkey: str, auditor: str
+) -> VerdictRecord | None:
+    """One auditor's verdict on one island's round (None: it has not judged it)."""
+    row = conn.execute(
+        "SELECT verdict_id, run_id, round, hotkey, auditor, result, body,"
+        " received_beacon_round FROM verdicts WHERE run_id = ? AND round = ? AND hotkey = ?"
+        " AND auditor = ?",
+        (run_id, index, hotkey, auditor),
+    ).fetchone()
+    return None if row is None else _verdict_record(row)
+
+
+def other_verdicts(
+    conn: sqlite3.Connection, run_id: str, index: int, hotkey: str, auditor: str
+) -> list[VerdictRecord]:
+    """The verdicts of every other auditor on one island's round, in order of arrival."""
+    rows = conn.execute(
+        "SELECT verdict_id, run_id, round, hotkey, auditor, result, body,"
+        " received_beacon_round FROM verdicts WHERE run_id = ? AND round = ? AND hotkey = ?"
+        " AND auditor != ? ORDER BY received_beacon_round, verdict_id",
+        (run_id, index, hotkey, auditor),
+    )
+    return [_verdict_record(r) for r in rows]
+
+
+def unfinal_verdicts_by(conn: sqlite3.Connection, run_id: str, auditor: str) -> list[VerdictRecord]:
+    """An auditor's verdicts in the rounds of a run that are not final, by round and island."""
+    rows = conn.execute(
+        "SELECT v.verdict_id, v.run_id, v.round, v.hotkey, v.auditor, v.result, v.body,"
+        " v.received_beacon_round FROM verdicts v JOIN rounds r ON r.run_id = v.run_id"
+        " AND r.round = v.round WHERE v.run_id = ? AND v.auditor = ? AND r.phase != 'final'"
+        " ORDER BY v.round, v.hotkey",
+        (run_id, auditor),
+    )
+    return [_verdict_record(r) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class RoundState:
+    """A round's phase, its dispute deadline (once audited) and its signed opening."""
+
+    phase: Phase
+    dispute_deadline_round: int | None
+    open_envelope: str
+
+
+def round_state(conn: sqlite3.Connection, run_id: str, index: int) -> RoundState | None:
+    row = conn.execute(
+        "SELECT phase, dispute_deadline_round, open_envelope FROM rounds"
+        " WHERE run_id = ? AND round = ?",
+        (run_id, index),
+    ).fetchone()
+    if row is None:
+        return None
+    return RoundState(row["phase"], row["dispute_deadline_round"], row["open_envelope"])
+
+
+def commit_body(conn: sqlite3.Connection, run_id: str, index: int, hotkey: str) -> str | None:
+    """An island's commit body (JSON) of a round (None: it did not commit)."""
+    row = conn.execute(
+        "SELECT body FROM commits WHERE run_id = ? AND round = ? AND hotkey = ?",
+        (run_id, index, hotkey),
+    ).fetchone()
+    return None if row is None else str(row["body"])
+
+
+def assignment_envelope(
+    conn: sqlite3.Connection, run_id: str, index: int, hotkey: str
+) -> str | None:
+    """The signed audit assignment of one island's round (None: it was not audited)."""
+    row = conn.execute(
+        "SELECT envelope FROM audits WHERE run_id = ? AND round = ? AND hotkey = ?",
+        (run_id, index, hotkey),
+    ).fetchone()
+    return None if row is None else str(row["envelope"])
+
+
+@dataclass(frozen=True, slots=True)
+class UnjudgedAudit:
+    round: int
+    hotkey: str
+    envelope: str  # the signed assignment
+
+
+def unjudged_audits(conn: sqlite3.Connection, run_id: str) -> list[UnjudgedAudit]:
+    """Assigned audits of rounds past their audit phase that no verdict ever judged,
+    by round and island."""
+    rows = conn.execute(
+        "SELECT a.round, a.hotkey, a.envelope FROM audits a JOIN rounds r"
+        " ON r.run_id = a.run_id AND r.round = a.round"
+        " WHERE a.run_id = ? AND r.phase IN ('merge', 'settle', 'final') AND NOT EXISTS"
+        " (SELECT 1 FROM verdicts v WHERE v.run_id = a.run_id AND v.round = a.round"
+        " AND v.hotkey = a.hotkey) ORDER BY a.round, a.hotkey",
+        (run_id,),
+    )
+    return [UnjudgedAudit(r["round"], r["hotkey"], r["envelope"]) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class IslandSpan:
+    """One island's record over rounds ``first`` to ``last``: rounds it committed to,
+    rounds it was audited in, and rounds with a ``mismatch`` verdict on it."""
+
+    rounds_run: int
+    audited: int
+    flagged: int
+
+
+def island_span(
+    conn: sqlite3.Connection, run_id: str, hotkey: str, first: int, last: int
+) -> IslandSpan:
+    bind = (hotkey, run_id, first, last)
+    return IslandSpan(
+        rounds_run=_count(
+            conn,
+            "SELECT COUNT(*) FROM commits WHERE hotkey = ? AND run_id = ?"
+            " AND round BETWEEN ? AND ?",
+            bind,
+        ),
+        audited=_count(
+            conn,
+            "SELECT COUNT(*) FROM audits WHERE hotkey = ? AND run_id = ? AND round BETWEEN ? AND ?",
+            bind,
+        ),
+        flagged=_count(
+            conn,
+            "SELECT COUNT(DISTINCT round) FROM verdicts WHERE result = 'mismatch'"
+            " AND hotkey = ? AND run_id = ? AND round BETWEEN ? AND ?",
+            bind,
+        ),
+    )
+
+
+def verdicts_signed(
+    conn: sqlite3.Connection, run_id: str, auditor: str, first: int, last: int
+) -> int:
+    """How many verdicts an auditor signed in rounds ``first`` to ``last``."""
+    return _count(
+        conn,
+        "SELECT COUNT(*) FROM verdicts WHERE auditor = ? AND run_id = ? AND round BETWEEN ? AND ?",
+        (auditor, run_id, first, last),
+    )
+
+
+def _count(conn: sqlite3.Connection, sql: str, args: tuple[str | int, ...]) -> int:
+    return int(conn.execute(sql, args).fetchone()[0])

@@ -10,18 +10,17 @@ one read-only document the page polls.
 from __future__ import annotations
 
 from importlib import resources
-from typing import Annotated, Final
+from typing import Final
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
 from hypertrain.challenge.dashboard import document
 from hypertrain.challenge.dashboard.models import Dashboard
-from hypertrain.challenge.deps import State, serialized
+from hypertrain.challenge.deps import RunId, State, serialized
 from hypertrain.challenge.errors import NotFoundError
 
 router = APIRouter(tags=["dashboard"])
-RunId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 ASSETS: Final[dict[str, str]] = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",

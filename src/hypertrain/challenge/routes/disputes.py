@@ -20,22 +20,23 @@ from hypertrain.api.models import (
 )
 from hypertrain.challenge.deps import ERRORS, State, require_admin, serialized
 from hypertrain.challenge.disputes import games, honeypots
+from hypertrain.challenge.disputes.reassigned import waiting
 from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod
 
-router = APIRouter(prefix="/v1", tags=["disputes"])
-admin_router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(require_admin)])
+public = APIRouter(prefix="/v1", tags=["disputes"])
+admin = APIRouter(prefix="/admin/v1", dependencies=[Depends(require_admin)], tags=["disputes"])
 
 
-@router.post("/disputes", responses=ERRORS, response_model=DisputeOpened)
+@public.post("/disputes", responses=ERRORS, response_model=DisputeOpened)
 @serialized
 def open_dispute(state: State, envelope: Envelope) -> DisputeView:
     """A ``dispute-open`` envelope from the judged island, within the verdict's own window."""
     return games.open_dispute(state, envelope)
 
 
-@router.get("/disputes", responses=ERRORS)
+@public.get("/disputes", responses=ERRORS)
 @serialized
 def list_disputes(
     state: State, run_id: str, round: int | None = None, stage: str | None = None
@@ -44,47 +45,47 @@ def list_disputes(
     return games.listing(state, run_id, round, stage)
 
 
-@router.get("/disputes/{dispute_id}", responses=ERRORS)
+@public.get("/disputes/{dispute_id}", responses=ERRORS)
 @serialized
 def get_dispute(state: State, dispute_id: str) -> DisputeView:
     return games.view(state, dispute_id)
 
 
-@router.post("/disputes/{dispute_id}/answer", responses=ERRORS, response_model=DisputeAnswered)
+@public.post("/disputes/{dispute_id}/answer", responses=ERRORS, response_model=DisputeAnswered)
 @serialized
 def answer(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
     """A ``dispute-answer`` envelope from a party, for the open query."""
     return games.answer(state, dispute_id, envelope)
 
 
-@router.put("/disputes/{dispute_id}/inputs", responses=ERRORS)
+@public.put("/disputes/{dispute_id}/inputs", responses=ERRORS)
 async def put_inputs(state: State, dispute_id: str, request: Request) -> DisputeView:
     """The contested operation's input tensors (``application/octet-stream``)."""
     data = await request.body()
     return await state.offload(games.put_inputs, state, dispute_id, data)
 
 
-@router.get("/disputes/{dispute_id}/inputs", responses=ERRORS)
+@public.get("/disputes/{dispute_id}/inputs", responses=ERRORS)
 @serialized
 def get_inputs(state: State, dispute_id: str) -> Response:
     return Response(games.get_inputs(state, dispute_id), media_type="application/octet-stream")
 
 
-@router.post("/disputes/{dispute_id}/ruling", responses=ERRORS, response_model=DisputeRuled)
+@public.post("/disputes/{dispute_id}/ruling", responses=ERRORS, response_model=DisputeRuled)
 @serialized
 def ruling(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
     """A ``dispute-ruling`` envelope from a referee named in the manifest."""
     return games.ruling(state, dispute_id, envelope)
 
 
-@router.get("/runs/{run_id}/reassigned", responses=ERRORS, response_model=list[ReassignedAudit])
+@public.get("/runs/{run_id}/reassigned", responses=ERRORS, response_model=list[ReassignedAudit])
 @serialized
 def reassigned(state: State, run_id: str) -> list[ReassignedAudit]:
     """Audits awaiting another auditor's verdict: set aside by a dispute, or missed."""
-    return games.reassigned(state, run_id)
+    return waiting(state, run_id)
 
 
-@router.get("/runs/{run_id}/honeypots", responses=ERRORS, response_model=HoneypotAnswer)
+@public.get("/runs/{run_id}/honeypots", responses=ERRORS, response_model=HoneypotAnswer)
 @serialized
 def honeypot_table(state: State, run_id: str) -> HoneypotAnswer:
     """Every committed honeypot period (revealed lists included) and the per-strategy table
@@ -93,7 +94,7 @@ def honeypot_table(state: State, run_id: str) -> HoneypotAnswer:
     return HoneypotAnswer(periods=honeypots.periods(state, run_id), table=rows)
 
 
-@router.get(
+@public.get(
     "/runs/{run_id}/honeypots/periods",
     responses=ERRORS,
     response_model=list[HoneypotPeriodPublic],
@@ -104,7 +105,7 @@ def honeypot_periods(state: State, run_id: str) -> list[HoneypotPeriodPublic]:
     return honeypots.periods(state, run_id)
 
 
-@admin_router.post("/runs/{run_id}/honeypots", responses=ERRORS, response_model=HoneypotRevealAck)
+@admin.post("/runs/{run_id}/honeypots", responses=ERRORS, response_model=HoneypotRevealAck)
 @serialized
 def reveal_honeypots(state: State, run_id: str, payload: HoneypotList) -> HoneypotRevealAck:
     """Publish a period's list (its last round final); it must hash to that period's
@@ -112,7 +113,7 @@ def reveal_honeypots(state: State, run_id: str, payload: HoneypotList) -> Honeyp
     return honeypots.reveal(state, run_id, payload)
 
 
-@admin_router.post(
+@admin.post(
     "/runs/{run_id}/honeypots/periods/{period}/reveal",
     responses=ERRORS,
     response_model=HoneypotRevealAck,
@@ -125,10 +126,15 @@ def reveal_period(
     return honeypots.reveal(state, run_id, payload, period)
 
 
-@admin_router.post(
+@admin.post(
     "/runs/{run_id}/honeypots/periods", responses=ERRORS, response_model=HoneypotPeriodPublic
 )
 @serialized
 def commit_period(state: State, run_id: str, payload: HoneypotPeriod) -> HoneypotPeriodPublic:
     """Commit the next period's list (rounds, SHA-256 of the list) before its first round."""
     return honeypots.commit_period(state, run_id, payload)
+
+
+router = APIRouter()
+for part in (public, admin):
+    router.include_router(part)

@@ -1,4 +1,6 @@
-"""The Cortex platform contract (version 1): health, version, get_weights, metrics."""
+"""Platform routes: the Cortex contract (version 1: health, version, get_weights,
+metrics), the beacon round the service acts on, the latest weights, and the metagraph
+refresh (admin)."""
 
 from __future__ import annotations
 
@@ -9,14 +11,23 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hypertrain import __version__
-from hypertrain.api.models import HealthAnswer, VersionAnswer, WeightsPublic
-from hypertrain.challenge.deps import State, require_internal
+from hypertrain.api.models import (
+    BeaconPublic,
+    HealthAnswer,
+    MetagraphStatus,
+    VersionAnswer,
+    WeightsPublic,
+)
+from hypertrain.challenge.deps import ERRORS, State, require_admin, require_internal
 from hypertrain.challenge.platform import weights
+from hypertrain.challenge.platform.weights import latest_weights_body
 
-router = APIRouter(tags=["platform"])
+contract = APIRouter(tags=["platform"])
+public = APIRouter(prefix="/v1", tags=["platform"])
+admin = APIRouter(prefix="/admin/v1", dependencies=[Depends(require_admin)], tags=["platform"])
 
 
-@router.get(
+@contract.get(
     "/health",
     responses={503: {"description": "cannot score yet"}},
     response_model=HealthAnswer,
@@ -37,7 +48,7 @@ async def health(request: Request, response: Response) -> HealthAnswer:
     )
 
 
-@router.get("/version", response_model=VersionAnswer)
+@contract.get("/version", response_model=VersionAnswer)
 async def version(state: State) -> VersionAnswer:
     return VersionAnswer(
         slug=state.settings.slug,
@@ -47,7 +58,7 @@ async def version(state: State) -> VersionAnswer:
     )
 
 
-@router.get(
+@contract.get(
     "/internal/v1/get_weights",
     dependencies=[Depends(require_internal)],
     responses={200: {"model": WeightsPublic}, 401: {}, 403: {}, 409: {}, 503: {}},
@@ -57,10 +68,36 @@ def get_weights(state: State, epoch: Annotated[int, Query(ge=0, le=2**53 - 1)]) 
     return Response(weights.answer(state, epoch), media_type="application/json")
 
 
-@router.get("/metrics", response_class=Response)
+@contract.get("/metrics", response_class=Response)
 def metrics(request: Request) -> Response:
     """Prometheus text; the row counts are read under the writer lock (thread pool)."""
     state = getattr(request.app.state, "service", None)
     with state.lock if state is not None else contextlib.nullcontext():
         body = generate_latest(request.app.state.registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+@public.get("/beacon", response_model=BeaconPublic)
+async def beacon(state: State) -> BeaconPublic:
+    """The latest verified beacon round the service acts on."""
+    cur = state.current
+    return BeaconPublic(
+        round=cur.round if cur else None, randomness=cur.randomness if cur else None
+    )
+
+
+@public.get("/weights/latest", responses={200: {"model": WeightsPublic}, 404: {}})
+async def latest_weights(state: State) -> Response:
+    """The newest epoch's ``get_weights`` answer, as stored (miners read their weight here)."""
+    return Response(latest_weights_body(state), media_type="application/json")
+
+
+@admin.post("/metagraph/refresh", responses=ERRORS, response_model=MetagraphStatus)
+async def refresh_metagraph(state: State) -> MetagraphStatus:
+    await state.metagraph.refresh()
+    return state.metagraph.status()
+
+
+router = APIRouter()
+for part in (contract, public, admin):
+    router.include_router(part)

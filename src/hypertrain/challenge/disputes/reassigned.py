@@ -1,0 +1,64 @@
+"""Audits waiting for another auditor's verdict: set aside, or missed.
+
+A verdict stops counting when a dispute sets it aside (a ``recompute`` game, a lost
+bisection game) or its auditor is found faulty; its assignment is listed until
+another auditor's counting verdict arrives (a ``recompute`` game keeps it listed
+until its quorum is reached). An assignment no verdict judged by the end of the audit
+phase is listed as missed: its island's reward is held until one comes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from hypertrain.api.models import ReassignedAudit
+from hypertrain.challenge.rounds import storage as rounds_storage
+from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.dispute import store
+from hypertrain.protocol.envelope import Envelope
+
+
+def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
+    """Audits waiting for a new verdict: set aside (a faulty auditor, a recompute
+    dispute) or missed (assigned, and no verdict by the end of the audit phase)."""
+    state.manifest(run_id)
+    set_aside = [
+        ReassignedAudit(
+            round=x.round,
+            hotkey=x.hotkey,
+            auditor=x.auditor,
+            verdict_id=x.verdict_id,
+            dispute_id=x.dispute_id,
+            missed=False,
+            assignment=Envelope.model_validate(loads(envelope)),
+        )
+        for x in store.set_aside_verdicts(state.conn, run_id)
+        if (envelope := _still_waiting(state.conn, run_id, x)) is not None
+    ]
+    return set_aside + [
+        ReassignedAudit(
+            round=a.round,
+            hotkey=a.hotkey,
+            auditor="",
+            verdict_id="",
+            dispute_id="",
+            missed=True,
+            assignment=Envelope.model_validate(loads(a.envelope)),
+        )
+        for a in rounds_storage.unjudged_audits(state.conn, run_id)
+    ]
+
+
+def _still_waiting(conn: sqlite3.Connection, run_id: str, x: store.SetAside) -> str | None:
+    """The assignment of a set-aside verdict while it waits for another auditor's
+    counting verdict (None: one came, or it was never assigned).
+
+    An assignment whose ``recompute`` dispute is undecided stays listed whatever verdicts
+    it already has: its quorum of re-audits is still being gathered.
+    """
+    envelope = rounds_storage.assignment_envelope(conn, run_id, x.round, x.hotkey)
+    if envelope is None:
+        return None
+    verdicts = rounds_storage.verdicts_on(conn, run_id, x.round, x.hotkey)
+    counted = any(not store.is_reassigned(conn, v.verdict_id) for v in verdicts)
+    return envelope if x.recompute or not counted else None
