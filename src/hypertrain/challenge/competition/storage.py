@@ -11,3 +11,15 @@ def submitters(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     """(competition id, hotkey) of everyone who committed to any competition."""
     rows = conn.execute("SELECT DISTINCT competition_id, hotkey FROM compete_commits")
     return [(r["competition_id"], r["hotkey"]) for r in rows]
+
+
+def latest_verdicts(conn: sqlite3.Connection, cid: str) -> dict[tuple[str, str], bool]:
+    """(hotkey, model hash) -> whether it counted in the latest settled cycle that scored it."""
+    rows = conn.execute(
+        "SELECT r.hotkey, r.model_sha256, r.counted FROM compete_results AS r"
+        " WHERE r.competition_id = ? AND r.cycle = (SELECT MAX(l.cycle) FROM compete_results"
+        " AS l WHERE l.competition_id = r.competition_id AND l.hotkey = r.hotkey"
+        " AND l.model_sha256 = r.model_sha256)",
+        (cid,),
+    )
+    return {(r["hotkey"], r["model_sha256"]): bool(r["counted"]) for r in rows}

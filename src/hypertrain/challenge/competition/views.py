@@ -123,11 +123,11 @@ def cycle_record(state: ServiceState, cid: str, cycle: int) -> CycleRecord:
         CycleResult(
             hotkey=r["hotkey"], model_sha256=r["model_sha256"], mean_loss=r["mean_loss"],
             wins=r["wins"], comparisons=r["comparisons"], win_rate=r["win_rate"],
-            weight=r["weight"], units=r["units"], counted=r["comparisons"] > 0 or r["units"] > 0,
+            weight=r["weight"], units=r["units"], counted=bool(r["counted"]),
         )
         for r in state.conn.execute(
             "SELECT * FROM compete_results WHERE competition_id = ? AND cycle = ?"
-            " ORDER BY units DESC, win_rate DESC, hotkey",
+            " ORDER BY counted DESC, units DESC, win_rate DESC, hotkey, model_sha256",
             (cid, cycle),
         )
     ]  # fmt: skip
