@@ -1,20 +1,25 @@
 """Which commitments a cycle lists: each hotkey's newest model, and the references.
 
-A hotkey's newer commitment does not take its older model out of the order. An older
-model (first of its model hash, revealed, eligible) stays listed as a *reference* while
-both hold:
+A hotkey's newer commitment does not take its older model out of the order at once.
+An older model (first of its model hash, revealed, eligible) stays listed as a
+*reference* while both hold:
 
-1. it counted in the latest settled cycle that listed it (one never listed yet stays
-   until a cycle has judged it), and
-2. another hotkey committed a model after it, no later than its own hotkey's next
-   commitment (its *window*): the models it stands in front of, which must still beat
-   it by epsilon. With nobody in the window it stands in front of nobody.
+1. it did not fail to count in the latest settled cycle that scored it (never scored
+   yet is no failure), and
+2. it stands in front of somebody: a hotkey's newest model that did not count in its
+   latest scored cycle (or was never scored) was committed after it, no later than the
+   first round after it that holds a model which counted. That is a model whose bar
+   (the newest counted round before it) is this one, and which would be judged against
+   the rounds before it, or nothing, if it left.
 
-References are scored and filtered like any model (docs/competition.md, "Winning");
-a hotkey earns with its newest model that counts, so a reference earns only while its
-hotkey's newer model does not count. Of several commitments of one hotkey in one
-beacon round only the last is listed (they are older than nothing of each other).
-Everything here is a pure function of the commitments and the previous verdicts.
+References are scored and filtered like any model (docs/competition.md, "Winning"): a
+later commitment must beat them by epsilon, and a hotkey is paid for its newest model
+that counts, so a reference earns only while its hotkey's newer model does not count.
+Every reference stands in front of an uncounted newest model, in the stretch before the
+next counted round, so there are never more references than the counted models of the
+rounds just before the cycle's uncounted models, and none once every newest model
+counts. Of several commitments of one hotkey in one beacon round only the last is listed
+(none of them is older than another). A pure function of the commitments and verdicts.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ class Candidate:
     model_sha: str
     commit_round: int
     seq: int
-    failed_last: bool = False  # did not count in the latest settled cycle that listed it
+    counted: bool | None = None  # in the latest settled cycle that scored it; None: never
 
     @property
     def order(self) -> tuple[int, int]:
@@ -50,17 +55,18 @@ def split(candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[Candid
     listed = _last_per_round(candidates)
     newest = {c.hotkey: c for c in listed}
     entries = [c for c in listed if newest[c.hotkey] is c]
-    older = [c for c in listed if newest[c.hotkey] is not c]
-    survivors = entries + [c for c in older if not c.failed_last]
+    behind = [e for e in entries if e.counted is not True]  # who may need a bar
+    counted_rounds = sorted({c.commit_round for c in listed if c.counted is True})
 
-    def next_round(c: Candidate) -> int:
-        return min(o.commit_round for o in listed if o.hotkey == c.hotkey and o.order > c.order)
-
-    def in_window(c: Candidate) -> bool:
-        end = next_round(c)
+    def stands_in_front(c: Candidate) -> bool:
+        end = next((r for r in counted_rounds if r > c.commit_round), None)
         return any(
-            w.hotkey != c.hotkey and c.commit_round < w.commit_round <= end for w in survivors
+            c.commit_round < w.commit_round and (end is None or w.commit_round <= end)
+            for w in behind
         )
 
-    references = [c for c in older if not c.failed_last and in_window(c)]
+    references = [
+        c for c in listed if newest[c.hotkey] is not c and c.counted is not False
+        and stands_in_front(c)
+    ]  # fmt: skip
     return entries, references

@@ -102,7 +102,7 @@ def eligible(
     }
     candidates = [
         Candidate(r["hotkey"], sha, r["commit_beacon_round"], r["seq"],
-                  failed_last=not verdicts.get((r["hotkey"], sha), True))
+                  verdicts.get((r["hotkey"], sha)))
         for sha, r in listed.items()
     ]  # fmt: skip
     entries, references = split(candidates)
