@@ -15,6 +15,9 @@ M already beat in general), so it counts; M2 must beat M', the leader's own work
 and does not count. The copier takes the cycle with the leader's model.
 
 Played on the real challenge service (competition routes, signed envelopes, real ledger).
+The fix (docs/competition.md, "References"): M stays in the order as a reference while
+M' stands behind it, the evaluator scores it with the rest, M' must still beat it by
+epsilon, and the leader is paid for its newest model that counts.
 """
 
 from __future__ import annotations

@@ -8,8 +8,10 @@ neither, so a miner that commits several variants in one round and reveals only 
 of them cannot choose an order that favours it (the order within a round, the
 service's acceptance order ``seq``, decides only an exact tie of win rates). Before
 win rates, entries that do not count are dropped (:func:`contenders`: not below the
-baseline, or beating no model of an earlier round). A model's win rate is the share
-of all its page comparisons it won.
+baseline, or beating no model of an earlier round), and a hotkey is paid only for its
+newest counted entry (:func:`earners`; its older ones are references that still judge
+the models committed after them). A model's win rate is the share of all its page
+comparisons it won, against the other paid entries.
 The best model (highest win rate, the older on a tie) receives the larger of its
 softmax weight and ``winner_share`` (at least 0.95); the others share the rest in
 proportion to their softmax weights; weights become integer units for the ledger,
