@@ -158,3 +158,32 @@ def test_migration_keeps_old_standings_and_derives_whether_they_counted(tmp_path
     conn.execute(
         "INSERT INTO compete_results VALUES ('c', 0, 'a', ?, 2.0, 0, 0, 0, 0, 0, 1)", ("f" * 64,)
     )
+
+
+def test_the_evaluator_scores_the_references_with_the_models(
+    world: World,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from hypertrain.evaluator.runner import evaluate_open_cycle
+    from tests.competition.test_service import _evaluator
+
+    m = world.submit(LEADER, "m")
+    world.tick()
+    assert world.reveal(LEADER, "m").status_code == 200
+    copy = world.submit(COPIER, "m-perturbed")
+    world.tick()
+    assert world.reveal(COPIER, "m-perturbed").status_code == 200
+    task = next_cycle(world, -1)
+    settle(world, task, {m: 2.0, copy: 2.0})
+    m2 = world.submit(LEADER, "m2")
+    world.tick()
+    assert world.reveal(LEADER, "m2").status_code == 200
+    task = next_cycle(world, task["cycle"])
+    assert refs(task) == [m]
+    events: list[dict[str, Any]] = []
+    evaluator = _evaluator(world, EVALUATOR, tmp_path)
+    assert evaluate_open_cycle(evaluator, emit=lambda e, **kw: events.append(kw)) == 3
+    scored = world.state.conn.execute(
+        "SELECT model_sha256 FROM compete_scores WHERE cycle = ?", (task["cycle"],)
+    )
+    assert {r["model_sha256"] for r in scored} == {m, copy, m2}  # the reference included
