@@ -187,3 +187,18 @@ def test_the_evaluator_scores_the_references_with_the_models(
         "SELECT model_sha256 FROM compete_scores WHERE cycle = ?", (task["cycle"],)
     )
     assert {r["model_sha256"] for r in scored} == {m, copy, m2}  # the reference included
+
+
+def test_the_latest_verdict_of_a_model_is_its_newest_scored_cycle(tmp_path: Path) -> None:
+    from hypertrain.challenge.competition.storage import latest_verdicts
+    from hypertrain.challenge.database import connect
+
+    conn = connect(tmp_path)
+    for cycle, counted in ((0, 1), (1, 0), (2, 1), (3, 0)):
+        conn.execute(
+            "INSERT INTO compete_results VALUES ('c', ?, 'a', 'm', 2.0, 0, 0, 0, 0, 0, ?)",
+            (cycle, counted),
+        )
+    conn.execute("INSERT INTO compete_results VALUES ('c', 1, 'b', 'n', 2.0, 0, 0, 0, 0, 0, 1)")
+    conn.execute("INSERT INTO compete_results VALUES ('d', 5, 'b', 'n', 2.0, 0, 0, 0, 0, 0, 0)")
+    assert latest_verdicts(conn, "c") == {("a", "m"): False, ("b", "n"): True}

@@ -15,11 +15,10 @@ def submitters(conn: sqlite3.Connection) -> list[tuple[str, str]]:
 
 def latest_verdicts(conn: sqlite3.Connection, cid: str) -> dict[tuple[str, str], bool]:
     """(hotkey, model hash) -> whether it counted in the latest settled cycle that scored it."""
+    # SQLite takes a bare column of an aggregate query from the row that holds the MAX
     rows = conn.execute(
-        "SELECT r.hotkey, r.model_sha256, r.counted FROM compete_results AS r"
-        " WHERE r.competition_id = ? AND r.cycle = (SELECT MAX(l.cycle) FROM compete_results"
-        " AS l WHERE l.competition_id = r.competition_id AND l.hotkey = r.hotkey"
-        " AND l.model_sha256 = r.model_sha256)",
+        "SELECT hotkey, model_sha256, counted, MAX(cycle) FROM compete_results"
+        " WHERE competition_id = ? GROUP BY hotkey, model_sha256",
         (cid,),
     )
     return {(r["hotkey"], r["model_sha256"]): bool(r["counted"]) for r in rows}
