@@ -6,9 +6,10 @@ held-out pages, and the eligible models are fixed (revealed, committed at least
 ``eligibility_delay_rounds`` before, the hotkey still registered, each hotkey's
 newest eligible commitment, and for a model hash committed more than once only the
 earliest commitment: a copy is never scored), with the older models that stay in the
-order as references (:mod:`hypertrain.competition.references`). Evaluators score until the cycle's
-deadline; the cycle closes when every model is scored (by every evaluator that
-answered, in agreement) or the deadline passes, and its standings settle the ledger.
+order as references (:mod:`hypertrain.competition.references`). Evaluators score until
+the cycle's deadline; the cycle closes when every listed model is scored (by every
+evaluator that answered, in agreement) or the deadline passes, and its standings settle
+the ledger.
 While a cycle is being scored no later cycle opens: a due cycle that falls inside an
 open one is skipped (cycle numbers may have gaps), so evaluators always finish one.
 A model with no score, or with scores that disagree, earns nothing that cycle.
