@@ -130,8 +130,15 @@ class CycleTask(_Body):
     pages: list[int]  # positions in the secret pool, in evaluation order
     revealed: list[RevealedPage]  # the pages' tokens and proofs against pool_root
     score_deadline_round: int
-    models: list[CycleModel]
+    models: list[CycleModel]  # each hotkey's newest eligible commitment, oldest first
+    # older models kept in the order (competition.references): scored like the models,
+    # later commitments must beat them; a hotkey is paid for its newest model that counts
+    references: list[CycleModel] = []
     scored: list[str] = []  # model hashes this evaluator already scored
+
+    def listed(self) -> list[CycleModel]:
+        """Every model to score: the models, then the references."""
+        return [*self.models, *self.references]
 
 
 class CycleResult(_Body):

@@ -52,7 +52,7 @@ def cycle_results(
     entries = [
         Entry(m.hotkey, m.model_sha256, m.commit_beacon_round, m.commit_seq,
               decode_losses(losses))
-        for m in task.models
+        for m in task.listed()
         if (losses := agreed.get(m.model_sha256)) is not None
     ]  # fmt: skip
     table = standings(

@@ -8,8 +8,10 @@ neither, so a miner that commits several variants in one round and reveals only 
 of them cannot choose an order that favours it (the order within a round, the
 service's acceptance order ``seq``, decides only an exact tie of win rates). Before
 win rates, entries that do not count are dropped (:func:`contenders`: not below the
-baseline, or beating no model of an earlier round). A model's win rate is the share
-of all its page comparisons it won.
+baseline, or beating no model of an earlier round), and a hotkey is paid only for its
+newest counted entry (:func:`earners`; its older ones are references that still judge
+the models committed after them). A model's win rate is the share of all its page
+comparisons it won, against the other paid entries.
 The best model (highest win rate, the older on a tie) receives the larger of its
 softmax weight and ``winner_share`` (at least 0.95); the others share the rest in
 proportion to their softmax weights; weights become integer units for the ledger,
@@ -52,6 +54,8 @@ class Standing:
     weight: float
     units: int
     counted: bool = True  # False: dropped before win rates (see contenders)
+    # a counted entry that is not its hotkey's newest counted one stands in the order as a
+    # reference with no wins, comparisons or weight (see earners)
 
 
 def _loss(value: float) -> float:
@@ -173,27 +177,46 @@ def standings(
 ) -> list[Standing]:
     """Win rate, weight and integer units of every entry, best first.
 
-    Entries that do not count (see :func:`contenders`) are listed with no weight.
+    Entries that do not count (see :func:`contenders`) are listed with no weight, and
+    so are counted entries that are not their hotkey's newest counted one (see
+    :func:`earners`).
     """
     if not entries:
         return []
     counted = contenders(entries, schedule, cycle_round, baseline_loss)
-    if not counted:
-        dropped = sorted(entries, key=lambda e: e.order)
-        return [Standing(e.hotkey, e.model_sha, 0, 0, 0.0, 0.0, 0, False) for e in dropped]
-    tally = win_rates(counted, schedule, cycle_round)
-    rates = [(tally[e.model_sha][0] / n) if (n := tally[e.model_sha][1]) else 1.0 for e in counted]
-    weights = reward_weights(rates, winner_share, temperature)
-    best = max(range(len(rates)), key=lambda i: (rates[i], -i))
-    shares = _units(weights, best, units)
-    out = [
-        Standing(e.hotkey, e.model_sha, tally[e.model_sha][0], tally[e.model_sha][1], r, w, u, True)
-        for e, r, w, u in zip(counted, rates, weights, shares, strict=True)
-    ]
-    ids = {e.model_sha for e in counted}
+    paid = earners(counted)
+    out: list[Standing] = []
+    if paid:
+        tally = win_rates(paid, schedule, cycle_round)
+        rates = [(tally[e.model_sha][0] / n) if (n := tally[e.model_sha][1]) else 1.0
+                 for e in paid]  # fmt: skip
+        weights = reward_weights(rates, winner_share, temperature)
+        best = max(range(len(rates)), key=lambda i: (rates[i], -i))
+        shares = _units(weights, best, units)
+        out = [
+            Standing(e.hotkey, e.model_sha, *tally[e.model_sha], r, w, u, True)
+            for e, r, w, u in zip(paid, rates, weights, shares, strict=True)
+        ]
+    ids = {e.model_sha for e in paid}
+    chain = {e.model_sha for e in counted}
     out += [
-        Standing(e.hotkey, e.model_sha, 0, 0, 0.0, 0.0, 0, False)
+        Standing(e.hotkey, e.model_sha, 0, 0, 0.0, 0.0, 0, e.model_sha in chain)
         for e in sorted(entries, key=lambda e: e.order)
         if e.model_sha not in ids
     ]
-    return sorted(out, key=lambda s: (not s.counted, -s.units, -s.win_rate, s.hotkey))
+    return sorted(out, key=standing_order)
+
+
+def standing_order(s: Standing) -> tuple[bool, int, float, str, str]:
+    """The order of a cycle's table: counted first, then by units, win rate, hotkey, model."""
+    return (not s.counted, -s.units, -s.win_rate, s.hotkey, s.model_sha)
+
+
+def earners(counted: Sequence[Entry]) -> list[Entry]:
+    """Each hotkey's newest counted entry, oldest first: the entries that share the reward.
+
+    A hotkey's older models stay in the order as references (they judge the models
+    committed after them) but a hotkey is paid once, for its newest model that counts.
+    """
+    newest = {e.hotkey: e for e in sorted(counted, key=lambda e: e.order)}
+    return sorted(newest.values(), key=lambda e: e.order)

@@ -192,13 +192,13 @@ def evaluate_open_cycle(evaluator: Evaluator, emit: Callable[..., None] = emit_j
         return 0
     done = 0
     pages = evaluator.pages(task)
-    for model in task.models:
+    for model in task.listed():
         if model.model_sha256 in task.scored:
             continue
         result = evaluator.score(model, task, pages)
         emit("scored", cycle=task.cycle, hotkey=model.hotkey, **result)
         done += 1
-    evaluator.prune({m.model_sha256 for m in task.models})
+    evaluator.prune({m.model_sha256 for m in task.listed()})
     return done
 
 

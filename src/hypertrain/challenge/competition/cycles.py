@@ -5,9 +5,11 @@ When that round is verified the service opens the cycle: its randomness picks th
 held-out pages, and the eligible models are fixed (revealed, committed at least
 ``eligibility_delay_rounds`` before, the hotkey still registered, each hotkey's
 newest eligible commitment, and for a model hash committed more than once only the
-earliest commitment: a copy is never scored). Evaluators score until the cycle's
-deadline; the cycle closes when every model is scored (by every evaluator that
-answered, in agreement) or the deadline passes, and its standings settle the ledger.
+earliest commitment: a copy is never scored), with the older models that stay in the
+order as references (:mod:`hypertrain.competition.references`). Evaluators score until
+the cycle's deadline; the cycle closes when every listed model is scored (by every
+evaluator that answered, in agreement) or the deadline passes, and its standings settle
+the ledger.
 While a cycle is being scored no later cycle opens: a due cycle that falls inside an
 open one is skipped (cycle numbers may have gaps), so evaluators always finish one.
 A model with no score, or with scores that disagree, earns nothing that cycle.
@@ -33,6 +35,7 @@ from hypertrain.competition.messages import (
     pages_key,
 )
 from hypertrain.competition.pool import cycle_positions, pool_tree
+from hypertrain.competition.references import Candidate, split
 from hypertrain.competition.replay import agreed_losses, cycle_results
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.protocol.sqlite import transaction
@@ -65,17 +68,24 @@ def advance(state: ServiceState) -> None:
 
 def eligible(
     state: ServiceState, spec: CompetitionSpec, beacon_round: int
-) -> list[storage.RevealedRow]:
-    """The commitments scored in a cycle at ``beacon_round``, oldest first."""
+) -> tuple[list[storage.RevealedRow], list[storage.RevealedRow]]:
+    """(each hotkey's newest eligible commitment, the references) of a cycle at
+    ``beacon_round``, both oldest first (see :mod:`hypertrain.competition.references`)."""
     delay = spec.cycle.eligibility_delay_rounds
     rows = storage.revealed_by(state.conn, spec.competition_id, delay, beacon_round)
     first_of_model: dict[str, storage.RevealedRow] = {}
-    newest_of_hotkey: dict[str, storage.RevealedRow] = {}
     for row in rows:
         first_of_model.setdefault(row.model_sha256, row)
-        if first_of_model[row.model_sha256] is row and state.metagraph.is_registered(row.hotkey):
-            newest_of_hotkey[row.hotkey] = row
-    return sorted(newest_of_hotkey.values(), key=lambda r: (r.commit_beacon_round, r.seq))
+    verdicts = storage.latest_verdicts(state.conn, spec.competition_id)
+    listed = {
+        sha: row for sha, row in first_of_model.items() if state.metagraph.is_registered(row.hotkey)
+    }
+    candidates = [
+        Candidate(r.hotkey, sha, r.commit_beacon_round, r.seq, verdicts.get((r.hotkey, sha)))
+        for sha, r in listed.items()
+    ]
+    entries, references = split(candidates)
+    return [listed[c.model_sha] for c in entries], [listed[c.model_sha] for c in references]
 
 
 def pages_revealable(spec: CompetitionSpec, cycle_beacon_round: int, now: int) -> bool:
@@ -126,19 +136,8 @@ def open_cycle(
         log.warning("competition %s: the pool is spent; cycle %d not opened",
                     spec.competition_id, cycle)  # fmt: skip
         return None
-    models = [
-        CycleModel(
-            hotkey=r.hotkey,
-            model_sha256=r.model_sha256,
-            commitment=r.commitment,
-            commit_beacon_round=r.commit_beacon_round,
-            commit_seq=r.seq,
-            files=json.loads(r.files),
-            base_url=r.base_url,
-        )
-        for r in eligible(state, spec, beacon_round)
-    ]
-    models.sort(key=lambda m: (m.commit_beacon_round, m.commit_seq))
+    entries, references = eligible(state, spec, beacon_round)
+    models, kept = [_cycle_model(r) for r in entries], [_cycle_model(r) for r in references]
     task = CycleTask(
         competition_id=spec.competition_id,
         cycle=cycle,
@@ -149,6 +148,7 @@ def open_cycle(
         revealed=revealed,
         score_deadline_round=beacon_round + spec.cycle.score_window_rounds,
         models=models,
+        references=kept,
     )
     with transaction(state.conn):
         storage.add_cycle(
@@ -163,9 +163,21 @@ def open_cycle(
                 task=task.model_dump_json(),
             ),
         )
-    log.info("competition %s: cycle %d opened with %d models", spec.competition_id, cycle,
-             len(models))  # fmt: skip
+    log.info("competition %s: cycle %d opened with %d models and %d references",
+             spec.competition_id, cycle, len(models), len(kept))  # fmt: skip
     return task
+
+
+def _cycle_model(r: storage.RevealedRow) -> CycleModel:
+    return CycleModel(
+        hotkey=r.hotkey,
+        model_sha256=r.model_sha256,
+        commitment=r.commitment,
+        commit_beacon_round=r.commit_beacon_round,
+        commit_seq=r.seq,
+        files=json.loads(r.files),
+        base_url=r.base_url,
+    )
 
 
 def stored_scores(state: ServiceState, cid: str, cycle: int) -> list[tuple[str, str, str]]:
@@ -182,7 +194,7 @@ def maybe_close(state: ServiceState, spec: CompetitionSpec, cycle: int) -> bool:
     assert row is not None  # only opened cycles are closed
     task = CycleTask.model_validate_json(row.task)
     scores = agreed_losses(stored_scores(state, cid, cycle))
-    complete = all(m.model_sha256 in scores for m in task.models)
+    complete = all(m.model_sha256 in scores for m in task.listed())
     if not complete and state.due_round() <= task.score_deadline_round:
         return False
     snapshot = state.metagraph.snapshot

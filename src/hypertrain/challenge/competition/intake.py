@@ -272,7 +272,7 @@ def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
 def _check_score(task: CycleTask, body: CompeteScore) -> None:
     if body.pages_key != task.pages_key:
         raise ChallengeError("pages_key is not this cycle's", code="bad_score")
-    if body.model_sha256 not in {m.model_sha256 for m in task.models}:
+    if body.model_sha256 not in {m.model_sha256 for m in task.listed()}:
         raise ChallengeError("that model is not evaluated in this cycle", code="bad_score")
     if len(body.losses()) != len(task.pages):
         raise ChallengeError(

@@ -134,6 +134,7 @@ class ResultRow:
     win_rate: float
     weight: float
     units: int
+    counted: bool  # it counted in the cycle (a reference that did not has no wins or weight)
 
 
 def competitions(conn: sqlite3.Connection) -> list[CompetitionRow]:
@@ -364,17 +365,18 @@ def add_results(
     """Store a settled cycle's standings."""
     for r in results:
         conn.execute(
-            "INSERT INTO compete_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO compete_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (competition_id, number, r.hotkey, r.model_sha256, r.mean_loss, r.wins,
-             r.comparisons, r.win_rate, r.weight, r.units),
+             r.comparisons, r.win_rate, r.weight, r.units, r.counted),
         )  # fmt: skip
 
 
 def results(conn: sqlite3.Connection, competition_id: str, number: int) -> list[ResultRow]:
-    """A settled cycle's standings, most units first (then win rate, then hotkey)."""
+    """A settled cycle's standings: counted models first, then most units, win rate,
+    hotkey and model hash."""
     rows = conn.execute(
         "SELECT * FROM compete_results WHERE competition_id = ? AND cycle = ?"
-        " ORDER BY units DESC, win_rate DESC, hotkey",
+        " ORDER BY counted DESC, units DESC, win_rate DESC, hotkey, model_sha256",
         (competition_id, number),
     )
     return [
@@ -387,6 +389,18 @@ def results(conn: sqlite3.Connection, competition_id: str, number: int) -> list[
             win_rate=r["win_rate"],
             weight=r["weight"],
             units=r["units"],
+            counted=bool(r["counted"]),
         )
         for r in rows
     ]
+
+
+def latest_verdicts(conn: sqlite3.Connection, cid: str) -> dict[tuple[str, str], bool]:
+    """(hotkey, model hash) -> whether it counted in the latest settled cycle that scored it."""
+    # SQLite takes a bare column of an aggregate query from the row that holds the MAX
+    rows = conn.execute(
+        "SELECT hotkey, model_sha256, counted, MAX(cycle) FROM compete_results"
+        " WHERE competition_id = ? GROUP BY hotkey, model_sha256",
+        (cid,),
+    )
+    return {(r["hotkey"], r["model_sha256"]): bool(r["counted"]) for r in rows}

@@ -87,7 +87,7 @@ def cycle_record(state: ServiceState, cid: str, cycle: int) -> CycleRecord:
         CycleResult(
             hotkey=r.hotkey, model_sha256=r.model_sha256, mean_loss=r.mean_loss, wins=r.wins,
             comparisons=r.comparisons, win_rate=r.win_rate, weight=r.weight, units=r.units,
-            counted=r.comparisons > 0 or r.units > 0,
+            counted=r.counted,
         )
         for r in storage.results(state.conn, cid, cycle)
     ]  # fmt: skip
