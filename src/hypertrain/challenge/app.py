@@ -41,6 +41,7 @@ from hypertrain.challenge.routes import (
     miner,
     platform,
     public,
+    witness,
     worker,
 )
 from hypertrain.challenge.settings import Settings, settings_from_env
@@ -91,7 +92,7 @@ def create_app(
     app.state.service = None
     app.state.registry, latency = new_registry(lambda: app.state.service)
     _install_handlers(app)
-    for module in (platform, public, miner, worker, admin, dashboard, competition):
+    for module in (platform, public, miner, worker, witness, admin, dashboard, competition):
         app.include_router(module.router)
     app.include_router(disputes.router)
     app.include_router(disputes.admin_router)

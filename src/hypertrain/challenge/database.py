@@ -308,6 +308,23 @@ ALTER TABLE compete_commits ADD COLUMN seq INTEGER;
 UPDATE compete_commits SET seq = rowid
 """
 
+# Tape witnesses' signed attestations: one per witness key and tape (a tape superseded by
+# a correction is attested afresh); owned by ``rounds/attestations.py``.
+_V12: Final = """
+CREATE TABLE tape_attestations (
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    tape_sha256 TEXT NOT NULL,
+    witness TEXT NOT NULL,
+    agrees INTEGER NOT NULL,
+    first_difference TEXT,
+    envelope TEXT NOT NULL,
+    received_round INTEGER NOT NULL,
+    PRIMARY KEY (run_id, round, tape_sha256, witness)
+);
+CREATE INDEX tape_attestations_witness ON tape_attestations (run_id, witness)
+"""
+
 MIGRATIONS: Final[tuple[str, ...]] = (
     _V1,
     _V2,
@@ -320,6 +337,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     _V9,
     _V10,
     _V11,
+    _V12,
 )
 DB_NAME: Final = "challenge.sqlite"
 # The tables whose sizes the metrics report.

@@ -23,6 +23,7 @@ from hypertrain.challenge.rounds.rule import (
     Outcome,
     Standing,
     StandingVerdict,
+    TapeWitnesses,
     VerdictResult,
     decide,
 )
@@ -66,6 +67,7 @@ class RoundInputs:
     probation: dict[str, int]
     earlier: frozenset[str] = frozenset()  # an earlier round's audit of them is unproven
     proven: dict[str, str] = field(default_factory=dict)  # a proven earlier fault of them
+    witnesses: TapeWitnesses | None = None  # the tape's witnesses (None: none required)
 
     def outcome(self) -> Outcome:
         return decide(
@@ -76,6 +78,7 @@ class RoundInputs:
             self.probation,
             self.earlier,
             self.proven,
+            self.witnesses,
         )
 
 
