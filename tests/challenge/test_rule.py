@@ -10,10 +10,10 @@ from pydantic import ValidationError
 from hypertrain.aggregator.tape import Excluded
 from hypertrain.challenge.rounds.rule import (
     PENDING_AUDIT,
+    Attestation,
     CommitRow,
     Outcome,
     Standing,
-    Attestation,
     StandingVerdict,
     TapeVerdict,
     TapeWitnesses,
