@@ -256,6 +256,9 @@ def test_decide_holds_the_round_on_a_tape_the_witnesses_have_not_cleared() -> No
         assert (got.accepted, got.held, got.faults) == (plain.accepted, plain.held, plain.faults)
     no_tape = decide(COMMITS, None, [], witnesses=_w(1))
     assert no_tape.tape.cleared  # nothing merged: nothing to witness, nothing paid
+    other = _tape([A, B]).model_copy(update={"tape_sha256": OLD})
+    unjudged = decide(COMMITS, other, [], witnesses=_w(1, _yes(W1)))
+    assert unjudged.tape.status == "awaiting"  # paid on a tape the witnesses did not judge
 
 
 @pytest.mark.parametrize("reason", ["audit-mismatch", "missing blob", "", "MALFORMED"])

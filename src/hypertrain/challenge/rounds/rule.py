@@ -34,7 +34,8 @@ of the round's tapes, on the operator's witness list where it keeps one) atteste
 their recomputation of the round's *current* tape agrees, and no such key disagrees. A
 tape that is not cleared (``awaiting`` witnesses, or ``contested``: any counted witness
 disagrees, which no number of agreeing ones outweighs) holds the whole round: the
-outcome is computed as always, but nothing of it is booked (:attr:`Outcome.tape`).
+outcome is computed as always, but nothing of it is booked (:attr:`Outcome.tape`). The
+tape the round is paid on must be the tape the witnesses judged.
 
 A verdict *stands* unless a dispute overturned it or it is set aside (another auditor
 re-judges the audit: its auditor was found faulty, or a dispute it lost waits for that
@@ -260,5 +261,14 @@ def decide(
     forfeited = {h: why for h, why in sorted((proven or {}).items()) if h in accepted}
     pending = unjudged(assigned, listed) | frozenset(earlier) | forfeited.keys()
     held.update(dict.fromkeys(pending & accepted.keys(), PENDING_AUDIT))
-    judged = tape_status(witnesses if tape is not None else None)
+    judged = _tape_verdict(tape, witnesses)
     return Outcome(accepted, dict(sorted(held.items())), faults, unpaid, forfeited, judged)
+
+
+def _tape_verdict(tape: MergeTape | None, witnesses: TapeWitnesses | None) -> TapeVerdict:
+    """The witnesses' word on the tape the round is paid on (none: nothing to witness)."""
+    if tape is None or witnesses is None or witnesses.required <= 0:
+        return TapeVerdict()
+    if witnesses.tape_sha256 != tape.tape_sha256:  # paid on a tape they did not judge
+        return TapeVerdict("awaiting")
+    return tape_status(witnesses)

@@ -36,7 +36,6 @@ it stays the round's current tape.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 from hypertrain.challenge.errors import PhaseError
@@ -68,7 +67,7 @@ def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> b
         return False
     if disputes_open(state.conn, run_id, index):
         return False  # a dispute is still undecided
-    return witness.status(state, run_id, index).cleared  # held on an unwitnessed tape
+    return outcome(state, run_id, index).tape.cleared  # held on a tape not witnessed
 
 
 def verdict_faults(state: ServiceState, run_id: str, index: int) -> dict[str, str]:
@@ -80,8 +79,7 @@ def outcome(state: ServiceState, run_id: str, index: int) -> Outcome:
     """Decide, for every commit of the round, paid / held / faulted / unpaid (and whether
     the witnesses cleared its tape)."""
     inputs = facts.round_inputs(state.conn, run_id, index)
-    witnesses = witness.tape_witnesses(state, run_id, index)
-    return dataclasses.replace(inputs, witnesses=witnesses).outcome()
+    return witness.witnessed_inputs(state, run_id, index, inputs).outcome()
 
 
 def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]:

@@ -19,15 +19,17 @@ drops a witness key found lying from the list, and its word stops counting.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 from hypertrain.api.models import AttestationAnswer, AttestationRecord, TapeWitnessView
 from hypertrain.challenge.errors import ConflictError, PhaseError
 from hypertrain.challenge.rounds import attestations, claims, rollbacks, storage
+from hypertrain.challenge.rounds.facts import RoundInputs
 from hypertrain.challenge.rounds.rule import Attestation, TapeVerdict, TapeWitnesses, tape_status
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.envelope import Envelope
-from hypertrain.protocol.messages import TapeAttestation
+from hypertrain.protocol.messages import MergeTape, TapeAttestation
 from hypertrain.protocol.sqlite import transaction
 
 
@@ -64,9 +66,26 @@ def attest(state: ServiceState, env: Envelope) -> AttestationAnswer:
     )  # fmt: skip
 
 
+def witnessed_inputs(
+    state: ServiceState, run_id: str, index: int, inputs: RoundInputs
+) -> RoundInputs:
+    """The rule's inputs with the round's witnesses; where witnesses are required, the
+    round is paid on the tape they judge, its current one (a correction's, if any)."""
+    tape = rollbacks.current_tape(state.conn, run_id, index)
+    witnesses = _witnesses(state, run_id, index, tape)
+    if state.settings.tape_witnesses <= 0:
+        return dataclasses.replace(inputs, witnesses=witnesses)
+    return dataclasses.replace(inputs, tape=tape, witnesses=witnesses)
+
+
 def tape_witnesses(state: ServiceState, run_id: str, index: int) -> TapeWitnesses | None:
     """The rule's ``witnesses`` input for round ``index`` (None: the round has no tape)."""
-    tape = rollbacks.current_tape(state.conn, run_id, index)
+    return _witnesses(state, run_id, index, rollbacks.current_tape(state.conn, run_id, index))
+
+
+def _witnesses(
+    state: ServiceState, run_id: str, index: int, tape: MergeTape | None
+) -> TapeWitnesses | None:
     if tape is None:
         return None
     rows = attestations.for_round(state.conn, run_id, index)
