@@ -10,6 +10,7 @@ signed records only (no blobs): the recomputation itself runs in
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,27 @@ def test_a_witness_key_signs_no_verdict_or_tape(service: Service) -> None:
         "/worker/v1/verdict", headers=bearer("worker"), json=signed(WITNESS, "verdict", body, RUN)
     )
     assert (r.status_code, r.json()["error"]) == (403, "role_conflict"), r.text
+
+
+def test_a_lying_witness_dropped_from_the_list_releases_its_contest(
+    service: Service,
+) -> None:
+    """The operator checks the named field with ``verify-tape`` and finds the witness
+    lied: restarted without its key on ``HYPERTRAIN_WITNESS_HOTKEYS``, its word stays in
+    the record but no longer counts, and the round settles on the agreeing one."""
+    tape = _merged(service)
+    assert _attest(service, SECOND, tape, DIFF).status_code == 200
+    assert _attest(service, WITNESS, tape).status_code == 200
+    service.tick(30)
+    assert (RUN, 0) not in service.ledger.settled
+    service.client.__exit__(None, None, None)
+    service.settings = dataclasses.replace(
+        service.settings, witness_hotkeys=frozenset({WITNESS.ss58_address})
+    )
+    with _disputes._running(service):
+        service.tick(1)
+        assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
+        view = _view(service)
+        assert (view["status"], view["phase"]) == ("witnessed", "final")
+        assert [a["counted"] for a in view["attestations"]] == [False, True]
+        assert _attest(service, SECOND, tape).status_code == 403  # off the list
