@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from hypertrain.aggregator.blobs import BlobSource
 from hypertrain.aggregator.collect import assigned_hotkeys, faulty_hotkeys
@@ -104,9 +105,10 @@ def _commits(detail: RoundDetail, run_id: str) -> dict[str, Commit]:
     for raw in detail.commits:
         try:
             env = open_envelope(raw, domain="commit", run_id=run_id)
-        except EnvelopeError:
+            body = Commit.model_validate(env.body)
+        except (EnvelopeError, ValidationError):
             continue  # collection excludes it as bad_commit: the hotkey check covers it
-        out.setdefault(env.signer, Commit.model_validate(env.body))
+        out.setdefault(env.signer, body)
     return out
 
 
