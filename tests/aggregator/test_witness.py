@@ -23,8 +23,8 @@ from hypertrain.aggregator.blobs import MemoryBlobs
 from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.runner import Aggregator
-from hypertrain.aggregator.tape import Excluded
-from hypertrain.aggregator.witness import Witness, witness_round
+from hypertrain.aggregator.tape import Excluded, Tape
+from hypertrain.aggregator.witness import Finding, Witness, witness_round
 from hypertrain.api.client import ChallengeClient
 from hypertrain.challenge.app import create_app
 from hypertrain.protocol.identity import Hotkey
@@ -181,3 +181,74 @@ def test_a_record_that_is_not_its_tape_is_caught(witnessed: Harness, tmp_path: P
     finding = witness_round(agg.service.round_detail("run-1", 0), m, None, blobs)
     assert finding is not None
     assert (finding.first_difference or "").startswith("record.included")
+
+
+def _honest(agg: Aggregator, m: RunManifest, blobs: MemoryBlobs) -> MergeResult:
+    got = collect(agg.service.round_detail("run-1", 0), m, 0)
+    inputs = MergeInputs(m, 0, got.start_model_sha256, None, got.candidates, got.excluded,
+                         proven=got.proven)  # fmt: skip
+    return merge(inputs, blobs)
+
+
+def _first_candidate_as(tape: Tape, reason: str) -> dict[str, Any]:
+    c = tape.candidates[0]
+    moved = Excluded(hotkey=c.hotkey, update_sha256=c.update_sha256, tokens=c.tokens,
+                     stage="collect", reason=reason)  # type: ignore[arg-type]  # fmt: skip
+    return {"candidates": list(tape.candidates[1:]), "excluded": [*tape.excluded, moved],
+            "included": [i for i in tape.included if i.hotkey != c.hotkey]}  # fmt: skip
+
+
+# a change to the honest tape -> the start of the witness's first difference
+TAPE_LIES: list[tuple[str, Any, str]] = [
+    ("the previous outer state", lambda t, m: {"prev_outer_state_sha256": "ab" * 32},
+     "tape.prev_outer_state_sha256"),
+    ("another manifest", lambda t, m: {
+        "manifest": (other := m.model_copy(update={"seed": m.seed + 1})),
+        "manifest_digest": other.digest()}, "tape.manifest_digest"),
+    ("a candidate's tokens", lambda t, m: {"candidates": [
+        t.candidates[0].model_copy(update={"tokens": t.candidates[0].tokens - 1}),
+        *t.candidates[1:]]}, "tape.candidates["),
+    ("a matched island called audit_mismatch",
+     lambda t, m: _first_candidate_as(t, "audit_mismatch"),
+     "tape.excluded["),
+    ("a committed island left out of the tape", lambda t, m: {"candidates": t.candidates[1:]},
+     "tape.candidates:"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "change", "where"), TAPE_LIES, ids=[c[0] for c in TAPE_LIES])
+def test_the_witness_checks_the_tapes_inputs_against_the_public_record(
+    witnessed: Harness, tmp_path: Path, case: str, change: Any, where: str
+) -> None:
+    h, blobs = witnessed, MemoryBlobs()
+    agg = Aggregator(_client(h), blobs, AGG, "run-1", tmp_path / "agg")
+    m = agg.service.manifest("run-1")
+    _audited_round(h, agg, m, blobs)
+    real = _honest(agg, m, blobs)
+    lie = real.tape.model_copy(update=change(real.tape, m))
+    record = agg.publish(m, MergeResult(lie, real.model_blob, real.outer_blob))
+    agg.service.post_merge(agg.seal("merge-tape", record.model_dump(mode="json")))
+    finding = witness_round(agg.service.round_detail("run-1", 0), m, None, blobs)
+    assert finding is not None and (finding.first_difference or "").startswith(where), (
+        case, finding
+    )  # fmt: skip
+
+
+def test_unpublished_blobs_are_a_disagreement(witnessed: Harness, tmp_path: Path) -> None:
+    """A tape or model nobody can fetch cannot be recomputed or trained on: it disagrees."""
+    h, blobs = witnessed, MemoryBlobs()
+    agg = Aggregator(_client(h), blobs, AGG, "run-1", tmp_path / "agg")
+    m = agg.service.manifest("run-1")
+    _audited_round(h, agg, m, blobs)
+    record = agg.publish(m, _honest(agg, m, blobs))
+    agg.service.post_merge(agg.seal("merge-tape", record.model_dump(mode="json")))
+    detail = agg.service.round_detail("run-1", 0)
+    model = blobs.data.pop(record.new_model_sha256)
+    finding = witness_round(detail, m, None, blobs)
+    assert finding is not None and (finding.first_difference or "").startswith("model: ")
+    blobs.data[record.new_model_sha256] = model
+    tape = blobs.data.pop(record.tape_sha256)
+    finding = witness_round(detail, m, None, blobs)
+    assert finding is not None and (finding.first_difference or "").startswith("tape: ")
+    blobs.data[record.tape_sha256] = tape
+    assert witness_round(detail, m, None, blobs) == Finding(0, record.tape_sha256, None)
