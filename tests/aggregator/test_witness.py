@@ -211,6 +211,10 @@ TAPE_LIES: list[tuple[str, Any, str]] = [
     ("a matched island called audit_mismatch",
      lambda t, m: _first_candidate_as(t, "audit_mismatch"),
      "tape.excluded["),
+    ("a good commit called bad_commit", lambda t, m: _first_candidate_as(t, "bad_commit"),
+     "tape.excluded["),
+    ("a commit of this round called wrong_round",
+     lambda t, m: _first_candidate_as(t, "wrong_round"), "tape.excluded["),
     ("a committed island left out of the tape", lambda t, m: {"candidates": t.candidates[1:]},
      "tape.candidates:"),
 ]  # fmt: skip

@@ -17,7 +17,9 @@ For each round with a current merge (:func:`witness_round`) the witness
    previous merge's outer state, every signed commit offered as a candidate or
    excluded at collection with its own update hash and tokens, an ``audit_mismatch``
    only where a verifiable non-``match`` verdict exists, an ``audit_pending`` only
-   where the coordinator assigned an audit;
+   where the coordinator assigned an audit, ``bad_commit`` and ``wrong_round`` only
+   where the island's signed commit says so (``stale_update`` and ``duplicate`` are
+   taken as given, as ``verify-tape`` takes them);
 3. recomputes the merge from the tape and the blobs (``verify_tape``) and checks that
    the published model, outer-state and broadcast blobs are the recomputed ones.
 
@@ -42,7 +44,7 @@ from pydantic import ValidationError
 from hypertrain.aggregator.blobs import BlobSource
 from hypertrain.aggregator.collect import assigned_hotkeys, faulty_hotkeys
 from hypertrain.aggregator.errors import AggregatorError, BlobError
-from hypertrain.aggregator.tape import Tape, decode_tape
+from hypertrain.aggregator.tape import Excluded, Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
@@ -134,10 +136,25 @@ def inputs_difference(
     faulty = faulty_hotkeys(detail.verdicts, manifest.run_id, detail.round)
     assigned = assigned_hotkeys(detail.assignments, manifest, detail.round)
     for e in tape.excluded:
-        if e.reason == "audit_mismatch" and e.hotkey not in faulty:
-            return f"tape.excluded[{e.hotkey}]: audit_mismatch without a non-match verdict"
-        if e.reason == "audit_pending" and e.hotkey not in assigned:
-            return f"tape.excluded[{e.hotkey}]: audit_pending without an assigned audit"
+        commit = commits.get(e.hotkey)
+        lie = _collect_lie(e, commit, e.hotkey in faulty, e.hotkey in assigned, detail.round)
+        if lie:
+            return f"tape.excluded[{e.hotkey}]: {lie}"
+    return None
+
+
+def _collect_lie(
+    e: Excluded, commit: Commit | None, faulty: bool, assigned: bool, index: int
+) -> str | None:
+    """Why a collect-stage reason is not what the public record says (None: it may be)."""
+    if e.reason == "audit_mismatch" and not faulty:
+        return "audit_mismatch without a non-match verdict"
+    if e.reason == "audit_pending" and not assigned:
+        return "audit_pending without an assigned audit"
+    if e.reason == "bad_commit" and commit is not None:
+        return "bad_commit, but its signed commit verifies"
+    if e.reason == "wrong_round" and commit is not None and commit.round == index:
+        return "wrong_round, but its commit is for this round"
     return None
 
 
