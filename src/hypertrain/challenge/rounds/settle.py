@@ -67,7 +67,7 @@ def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> b
         return False
     if disputes_open(state.conn, run_id, index):
         return False  # a dispute is still undecided
-    return outcome(state, run_id, index).tape.cleared  # held on a tape not witnessed
+    return witness.status(state, run_id, index).cleared  # held on a tape not witnessed
 
 
 def verdict_faults(state: ServiceState, run_id: str, index: int) -> dict[str, str]:
