@@ -214,6 +214,8 @@ class Witness:
         """Attest every current tape of the run not attested yet; returns the attestations."""
         posted, previous_outer = 0, None
         for summary in self.service.rounds(self.run_id):
+            if summary.phase not in ("settle", "final"):
+                continue  # no tape yet (a round with no commits goes final without one)
             detail = self.service.round_detail(self.run_id, summary.round)
             record = detail.current_merge()
             if record is None:
