@@ -86,7 +86,12 @@ def register(subparsers: Any) -> None:
     ver.set_defaults(func=cmd_verify)
 
     wit = sub.add_parser("witness", help="recompute each merged round; post signed attestations")
-    _common(wit)
+    wit.add_argument("--service", required=True, help="challenge service base URL")
+    wit.add_argument("--relay", required=True, help="relay base URL to fetch blobs from")
+    wit.add_argument("--run-id", required=True, help="run identifier")
+    add_wallet_flags(wit, what="witness hotkey (never the aggregator's)")
+    wit.add_argument("--state-dir", type=Path, default=Path("witness-state"),
+                     help="directory for the blob cache")  # fmt: skip
     wit.add_argument("--follow", action="store_true", help="keep polling the service")
     wit.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
     wit.set_defaults(func=cmd_witness)
