@@ -231,6 +231,7 @@ DATABASE = "challenge/database.py"  # the schema and its migrations name every t
 _OWNERS = {
     "challenge/rounds/storage.py": "runs rounds roster commits audits verdicts merges"
     " settlements beacons proven_faults merge_corrections",
+    "challenge/rounds/attestations.py": "tape_attestations",
     "challenge/admission/storage.py": "admission_challenges",
     "challenge/competition/storage.py": "competitions compete_commits compete_cycles"
     " compete_scores compete_results",

@@ -10,14 +10,18 @@ from pydantic import ValidationError
 from hypertrain.aggregator.tape import Excluded
 from hypertrain.challenge.rounds.rule import (
     PENDING_AUDIT,
+    Attestation,
     CommitRow,
     Outcome,
     Standing,
     StandingVerdict,
+    TapeVerdict,
+    TapeWitnesses,
     VerdictResult,
     decide,
     earlier_faults,
     earlier_unproven,
+    tape_status,
 )
 from hypertrain.protocol.messages import MergeTape
 
@@ -193,6 +197,68 @@ def test_decide(case: str, given: dict[str, Any], expected: Outcome) -> None:
 def test_pending_is_the_held_for_a_verdict() -> None:
     got = decide(COMMITS, _tape([A, B]), [], [A], {B: 3})
     assert got.pending == frozenset({A}) and got.held == {A: PENDING_AUDIT, B: 3}
+
+
+TAPE, OLD = "dd" * 32, "ee" * 32  # the round's current tape, and one a correction superseded
+W1, W2, AGG = "witness-1", "witness-2", "aggregator"
+DIFF = "tape.excluded[0].reason: tape says 'near_duplicate', recomputed 'none'"
+
+
+def _yes(witness: str, tape: str = TAPE) -> Attestation:
+    return Attestation(witness, tape, True)
+
+
+def _no(witness: str, tape: str = TAPE) -> Attestation:
+    return Attestation(witness, tape, False, DIFF)
+
+
+def _w(required: int, *given: Attestation, allowed: frozenset[str] = frozenset()) -> TapeWitnesses:
+    return TapeWitnesses(required, TAPE, given, frozenset({AGG}), allowed)
+
+
+# (witnesses on the round's tape) -> the witnesses' verdict on it
+WITNESSED: list[tuple[str, TapeWitnesses | None, TapeVerdict]] = [
+    ("no requirement: today's rule", None, TapeVerdict()),
+    ("a requirement of 0 ignores the words", _w(0, _no(W1)), TapeVerdict()),
+    ("required and nobody attested: awaiting", _w(1), TapeVerdict("awaiting")),
+    ("one agreeing witness of one required", _w(1, _yes(W1)), TapeVerdict("witnessed", (W1,))),
+    ("one of two required: awaiting", _w(2, _yes(W1)), TapeVerdict("awaiting", (W1,))),
+    ("two distinct keys of two", _w(2, _yes(W2), _yes(W1)),
+     TapeVerdict("witnessed", (W1, W2))),
+    ("one key twice counts once", _w(2, _yes(W1), _yes(W1)), TapeVerdict("awaiting", (W1,))),
+    ("one disagreement contests, whatever agrees", _w(1, _yes(W1), _no(W2)),
+     TapeVerdict("contested", (W1,), (W2,), DIFF)),
+    ("a key that says both is a disagreement", _w(1, _yes(W1), _no(W1)),
+     TapeVerdict("contested", (), (W1,), DIFF)),
+    ("the aggregator key's word does not count", _w(1, _yes(AGG)), TapeVerdict("awaiting")),
+    ("nor its disagreement", _w(1, _yes(W1), _no(AGG)), TapeVerdict("witnessed", (W1,))),
+    ("a superseded tape's attestations do not count", _w(1, _yes(W1, OLD), _no(W2, OLD)),
+     TapeVerdict("awaiting")),
+    ("off the operator's list, a word does not count",
+     _w(1, _yes(W1), _no(W2), allowed=frozenset({W1})), TapeVerdict("witnessed", (W1,))),
+    ("a liar dropped from the list releases the contest",
+     _w(1, _no(W2), _yes(W1), allowed=frozenset({W1})), TapeVerdict("witnessed", (W1,))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "given", "expected"), WITNESSED, ids=[c[0] for c in WITNESSED])
+def test_tape_status(case: str, given: TapeWitnesses | None, expected: TapeVerdict) -> None:
+    assert tape_status(given) == expected, case
+
+
+def test_decide_holds_the_round_on_a_tape_the_witnesses_have_not_cleared() -> None:
+    """The outcome is computed as ever; only its tape verdict says whether it is booked."""
+    plain = decide(COMMITS, _tape([A, B]), [])
+    for witnesses, cleared in [(_w(1), False), (_w(1, _yes(W1), _no(W2)), False),
+                               (_w(1, _yes(W1)), True), (None, True)]:  # fmt: skip
+        got = decide(COMMITS, _tape([A, B]), [], witnesses=witnesses)
+        assert got.tape.cleared is cleared
+        assert (got.accepted, got.held, got.faults) == (plain.accepted, plain.held, plain.faults)
+    no_tape = decide(COMMITS, None, [], witnesses=_w(1))
+    assert no_tape.tape.cleared  # nothing merged: nothing to witness, nothing paid
+    other = _tape([A, B]).model_copy(update={"tape_sha256": OLD})
+    unjudged = decide(COMMITS, other, [], witnesses=_w(1, _yes(W1)))
+    assert unjudged.tape.status == "awaiting"  # paid on a tape the witnesses did not judge
 
 
 @pytest.mark.parametrize("reason", ["audit-mismatch", "missing blob", "", "MALFORMED"])

@@ -9,6 +9,7 @@ import pytest
 
 from hypertrain.challenge.errors import SettingsError
 from hypertrain.challenge.settings import read_token_file, settings_from_env
+from hypertrain.protocol.identity import Hotkey
 from tests.challenge.helpers import write_private, write_secrets
 
 
@@ -95,3 +96,18 @@ def test_wrong_types_name_the_variable(tmp_path: Path) -> None:
         settings_from_env({**env, "CHALLENGE_NETUID": "-3"})
     with pytest.raises(SettingsError, match="HYPERTRAIN_METAGRAPH_SOURCE"):
         settings_from_env({**env, "HYPERTRAIN_METAGRAPH_SOURCE": "moon"})
+
+
+def test_tape_witness_settings(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    assert settings_from_env(env).tape_witnesses == 0  # default: today's settlement
+    keys = [Hotkey.from_seed(bytes([i]) * 32).ss58_address for i in (1, 2)]
+    listed = {**env, "HYPERTRAIN_TAPE_WITNESSES": "2", "HYPERTRAIN_WITNESS_HOTKEYS": ",".join(keys)}
+    s = settings_from_env(listed)
+    assert (s.tape_witnesses, s.witness_hotkeys) == (2, frozenset(keys))
+    with pytest.raises(SettingsError, match="no round would settle"):
+        settings_from_env({**listed, "HYPERTRAIN_TAPE_WITNESSES": "3"})
+    for name, value in [("HYPERTRAIN_TAPE_WITNESSES", "-1"), ("HYPERTRAIN_WITNESS_HOTKEYS", "x"),
+                        ("HYPERTRAIN_TAPE_WITNESS", "1")]:  # fmt: skip
+        with pytest.raises(SettingsError):
+            settings_from_env({**env, name: value})

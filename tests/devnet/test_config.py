@@ -81,7 +81,7 @@ def test_generated_secrets_are_private_and_listed(tmp_path: Path) -> None:
     for path in (sec.internal_token, sec.admin_token, sec.worker_token, sec.coordinator_seed):
         assert path.stat().st_mode & 0o077 == 0 and len(sec.token(path)) >= 16
     listed = json.loads(sec.metagraph.read_text())["hotkeys"]
-    assert set(listed) == {m.ss58 for m in sec.islands}
+    assert set(listed) == {m.ss58 for m in sec.islands} | {sec.witness.ss58}  # it attests
     # one name everywhere: island-<uid>, as the dashboard names them
     assert {f"island-{listed[m.ss58]}" for m in sec.islands} == {m.name for m in sec.islands}
     assert sec.auditor.ss58 not in listed and len({m.ss58 for m in sec.islands}) == 4

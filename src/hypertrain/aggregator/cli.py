@@ -1,4 +1,4 @@
-"""``hypertrain aggregator``: genesis, merge, run (--follow), verify-tape, rollback."""
+"""``hypertrain aggregator``: genesis, merge, run (--follow), verify-tape, rollback, witness."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from hypertrain.aggregator.rebase import rollback
 from hypertrain.aggregator.runner import Aggregator, follow, genesis
 from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
+from hypertrain.aggregator.witness import Witness
+from hypertrain.aggregator.witness import follow as follow_witness
 from hypertrain.api.client import ChallengeClient
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
@@ -82,6 +84,17 @@ def register(subparsers: Any) -> None:
     ver.add_argument("--relay", required=True, help="relay base URL to fetch blobs from")
     ver.add_argument("--cache-dir", type=Path, help="blob cache (default: a temporary one)")
     ver.set_defaults(func=cmd_verify)
+
+    wit = sub.add_parser("witness", help="recompute each merged round; post signed attestations")
+    wit.add_argument("--service", required=True, help="challenge service base URL")
+    wit.add_argument("--relay", required=True, help="relay base URL to fetch blobs from")
+    wit.add_argument("--run-id", required=True, help="run identifier")
+    add_wallet_flags(wit, what="witness hotkey (never the aggregator's)")
+    wit.add_argument("--state-dir", type=Path, default=Path("witness-state"),
+                     help="directory for the blob cache")  # fmt: skip
+    wit.add_argument("--follow", action="store_true", help="keep polling the service")
+    wit.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
+    wit.set_defaults(func=cmd_witness)
 
     rb = sub.add_parser("rollback", help="recompute a round without a faulty island's update")
     rb.add_argument("tape", help="tape SHA-256 on the relay, or a tape file")
@@ -167,6 +180,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
     where = report.first_difference or "the relay's model blob differs from the recomputed one"
     sys.stdout.write(f"DIFFERENT: {where}\n")
     return 1
+
+
+def _emit_witness(event: dict[str, Any]) -> None:
+    _emit({**event, "role": "witness"})
+
+
+def cmd_witness(args: argparse.Namespace) -> int:
+    """A tape witness under its own hotkey (never the aggregator's: the service refuses)."""
+    key = key_from_args(args)
+    service = ChallengeClient(args.service)
+    relay = RelayClient(args.relay, key, args.run_id, timeout_s=RELAY_TIMEOUT_S)
+    blobs = RelayBlobs(relay, args.state_dir / "blobs")
+    witness = Witness(service, blobs, key, args.run_id, _emit_witness)
+    if not args.follow:
+        witness.step(service.manifest(args.run_id))
+        return 0
+    stopping: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    follow_witness(witness, poll_s=args.poll_s, stop=lambda: bool(stopping))
+    return 0
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:

@@ -72,12 +72,7 @@ def genesis(manifest: RunManifest, store: BlobStore) -> tuple[str, str]:
 
 def settlement_exclusions(result: MergeResult) -> dict[str, ExclusionReason]:
     """hotkey -> reason for each excluded island (one not also included), for settlement."""
-    merged = {i.hotkey for i in result.tape.included}
-    out: dict[str, ExclusionReason] = {}
-    for e in result.tape.excluded:
-        if e.hotkey not in merged:
-            out.setdefault(e.hotkey, e.reason)
-    return out
+    return result.tape.settlement_exclusions()
 
 
 @dataclass

@@ -100,6 +100,16 @@ class Tape(_Frozen):
     def sha256(self) -> str:
         return hashlib.sha256(self.to_bytes()).hexdigest()
 
+    def settlement_exclusions(self) -> dict[str, ExclusionReason]:
+        """hotkey -> reason for each excluded island not also included: what the signed
+        ``merge-tape`` record names for settlement."""
+        merged = {i.hotkey for i in self.included}
+        out: dict[str, ExclusionReason] = {}
+        for e in self.excluded:
+            if e.hotkey not in merged:
+                out.setdefault(e.hotkey, e.reason)
+        return out
+
 
 def decode_tape(data: bytes) -> Tape:
     """Parse a tape strictly; its manifest digest must match its manifest."""

@@ -22,6 +22,7 @@ from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import (
     AdmissionAnswerAck,
     AdmissionStatus,
+    AttestationAnswer,
     BeaconPublic,
     CommitAnswer,
     CorrectionAnswer,
@@ -204,6 +205,10 @@ class ChallengeClient:
     def post_correction(self, envelope: Envelope) -> CorrectionAnswer:
         """A signed ``merge-correction`` (a rollback's corrected tape for one round)."""
         return self._post(CorrectionAnswer, "/worker/v1/merge-correction", envelope, role="worker")
+
+    def post_attestation(self, envelope: Envelope) -> AttestationAnswer:
+        """A witness's signed ``tape-attestation`` on a round's current tape."""
+        return self._post(AttestationAnswer, "/v1/tape-attestation", envelope)
 
     # admin routes (the coordinator's aggregator)
 

@@ -78,6 +78,50 @@ class SelectionBeacon(_Answer):
     signature: str
 
 
+TapeStatus = Literal["not_required", "awaiting", "witnessed", "contested"]
+
+
+class AttestationRecord(_Answer):
+    """One witness's signed ``tape-attestation`` and whether the service counts it."""
+
+    witness: str
+    tape_sha256: str
+    agrees: bool
+    first_difference: str | None
+    counted: (
+        bool  # on the current tape, by a key that holds no other role, listed if a list is kept
+    )
+    envelope: Envelope
+
+
+class TapeWitnessView(_Answer):
+    """The witnesses' word on a round's current tape (docs/mechanism.md, "Tape witnesses").
+
+    ``contested``: a counted witness disagrees, ``first_difference`` is the field it names;
+    the round is not settled on that tape. ``awaiting``: fewer than ``required`` counted
+    witnesses agree yet. Settlement books the round only when ``not_required`` or
+    ``witnessed``."""
+
+    required: int
+    tape_sha256: str
+    status: TapeStatus
+    agreeing: list[str]
+    disagreeing: list[str]
+    first_difference: str | None
+    attestations: list[AttestationRecord]
+
+
+class AttestationAnswer(_Answer):
+    """The service stored a witness's attestation."""
+
+    accepted: bool
+    round: int
+    tape_sha256: str
+    witness: str
+    attestation_id: str  # SHA-256 of the signed envelope's canonical bytes
+    status: TapeStatus  # the round's tape status with this attestation counted
+
+
 class RoundDetail(_Answer):
     """``GET /v1/runs/{run}/rounds/{i}``: the summary's fields with every signed record
     of the round (``commits`` and ``verdicts`` are the records here, not counts)."""
@@ -108,6 +152,8 @@ class RoundDetail(_Answer):
     commit_order: list[str] = []  # committing hotkeys in the order the service accepted them
     # ``merge-correction`` envelopes, oldest first: each supersedes the tape before it
     corrections: list[Envelope] = []
+    # the witnesses' word on the current tape (None: the round has no tape yet)
+    witnesses: TapeWitnessView | None = None
 
     def current_merge(self) -> MergeTape | None:
         """The round's merge as it stands: its latest correction's tape, else the merge."""

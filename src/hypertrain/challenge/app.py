@@ -40,6 +40,7 @@ from hypertrain.challenge.routes import (
     disputes,
     platform,
     rounds,
+    witness,
 )
 from hypertrain.challenge.settings import Settings, settings_from_env
 from hypertrain.challenge.state import ServiceState, loads
@@ -89,7 +90,7 @@ def create_app(
     app.state.service = None
     app.state.registry, latency = new_registry(lambda: app.state.service)
     _install_handlers(app)
-    for module in (platform, rounds, admission, disputes, competition, dashboard):
+    for module in (platform, rounds, admission, disputes, competition, dashboard, witness):
         app.include_router(module.router)
 
     app.add_middleware(

@@ -333,6 +333,23 @@ DROP TABLE compete_results;
 ALTER TABLE compete_results_v12 RENAME TO compete_results
 """
 
+# Tape witnesses' signed attestations: one per witness key and tape (a tape superseded by
+# a correction is attested afresh); owned by ``rounds/attestations.py``.
+_V13: Final = """
+CREATE TABLE tape_attestations (
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    tape_sha256 TEXT NOT NULL,
+    witness TEXT NOT NULL,
+    agrees INTEGER NOT NULL,
+    first_difference TEXT,
+    envelope TEXT NOT NULL,
+    received_round INTEGER NOT NULL,
+    PRIMARY KEY (run_id, round, tape_sha256, witness)
+);
+CREATE INDEX tape_attestations_witness ON tape_attestations (run_id, witness)
+"""
+
 MIGRATIONS: Final[tuple[str, ...]] = (
     _V1,
     _V2,
@@ -346,6 +363,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     _V10,
     _V11,
     _V12,
+    _V13,
 )
 DB_NAME: Final = "challenge.sqlite"
 # The tables whose sizes the metrics report.

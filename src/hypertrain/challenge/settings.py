@@ -73,6 +73,8 @@ class ServiceEnv(BaseSettings):
     hypertrain_worker_hotkeys: str = ""
     hypertrain_aggregator_hotkeys: str = ""
     hypertrain_admission_deadlines_file: Path | None = None
+    hypertrain_tape_witnesses: int = Field(default=0, ge=0, le=64)
+    hypertrain_witness_hotkeys: str = ""
 
     @classmethod
     def settings_customise_sources(
@@ -96,6 +98,8 @@ _FAMILIES: Final = (
     "HYPERTRAIN_WORKER_",
     "HYPERTRAIN_CHAIN_",
     "HYPERTRAIN_ADMISSION_",
+    "HYPERTRAIN_TAPE_",
+    "HYPERTRAIN_WITNESS_",
 )
 
 
@@ -137,6 +141,10 @@ class Settings:
     worker_hotkeys: frozenset[str] = frozenset()
     # the only keys that may sign merge tapes (empty: any worker key that signs no verdict)
     aggregator_hotkeys: frozenset[str] = frozenset()
+    # agreeing witness attestations a merged round's tape needs before it settles (0: none)
+    tape_witnesses: int = 0
+    # the only keys whose attestations count (empty: any registered key holding no other role)
+    witness_hotkeys: frozenset[str] = frozenset()
     max_body_bytes: int = 1 << 20
     # admission answer deadlines per device class (admission/deadlines.py)
     admission_deadlines: DeadlineTable = DEFAULT_DEADLINES
@@ -150,6 +158,11 @@ class Settings:
             raise SettingsError("HYPERTRAIN_METAGRAPH_FILE is required with the file metagraph")
         if not self.beacon_urls:
             raise SettingsError("HYPERTRAIN_BEACON_URLS names no endpoint")
+        if self.witness_hotkeys and self.tape_witnesses > len(self.witness_hotkeys):
+            raise SettingsError(
+                f"HYPERTRAIN_TAPE_WITNESSES={self.tape_witnesses} needs more keys than the"
+                f" {len(self.witness_hotkeys)} of HYPERTRAIN_WITNESS_HOTKEYS: no round would settle"
+            )
 
 
 def read_token_file(path: Path, name: str) -> Secret:
@@ -218,6 +231,8 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         worker_hotkeys=_hotkeys(e.hypertrain_worker_hotkeys),
         aggregator_hotkeys=_hotkeys(e.hypertrain_aggregator_hotkeys),
         admission_deadlines=_deadlines(e.hypertrain_admission_deadlines_file),
+        tape_witnesses=e.hypertrain_tape_witnesses,
+        witness_hotkeys=_hotkeys(e.hypertrain_witness_hotkeys),
     )
 
 

@@ -38,6 +38,7 @@ class Secrets:
     islands: tuple[Identity, ...]  # honest islands first, the honeypot last
     auditor: Identity
     aggregator: Identity
+    witness: Identity  # the tape witness: registered, it holds no other role
     metagraph: Path
 
     def token(self, path: Path) -> str:
@@ -71,12 +72,13 @@ def generate(directory: Path, islands: int) -> Secrets:
     # dashboard names islands the same way); the honeypot is the last island.
     names = [f"island-{i + 1}" for i in range(islands + 1)]
     members = tuple(_identity(directory, name) for name in names)
+    witness = _identity(directory, "witness")  # registered after the islands
     metagraph = directory / "metagraph.json"
     doc = {
         "epoch": 1,
         "block": 1,
         "netuid": 100,
-        "hotkeys": {m.ss58: uid for uid, m in enumerate(members, start=1)},
+        "hotkeys": {m.ss58: uid for uid, m in enumerate((*members, witness), start=1)},
     }
     metagraph.write_text(json.dumps(doc, indent=2), encoding="utf-8")
     return Secrets(
@@ -88,5 +90,6 @@ def generate(directory: Path, islands: int) -> Secrets:
         islands=members,
         auditor=_identity(directory, "auditor"),
         aggregator=_identity(directory, "aggregator"),
+        witness=witness,
         metagraph=metagraph,
     )

@@ -109,6 +109,9 @@ def start_service(
         "HYPERTRAIN_BEACON_POLL_S": "0.5",
         "HYPERTRAIN_WORKER_HOTKEYS": workers,
         "HYPERTRAIN_AGGREGATOR_HOTKEYS": secrets.aggregator.ss58,
+        # a merged round settles once the devnet's witness agreed with its tape
+        "HYPERTRAIN_TAPE_WITNESSES": "1",
+        "HYPERTRAIN_WITNESS_HOTKEYS": secrets.witness.ss58,
     }
     child, url = _start_server(sup, "service", ["challenge", "serve"], port, env)
     wait_http(f"{url}/health", child)

@@ -95,6 +95,7 @@ def start(net: Devnet, dataset: Path) -> None:
     budgets = cfg.budgets  # one per island, the honeypot last
     # The auditor first: it recomputes the admission challenges the joins wait for.
     sup.start("auditor", roles.auditor_cmd(sec, net.url, net.relay, dataset))
+    sup.start("witness", roles.witness_cmd(sec, net.url, net.relay, state / "witness"))
     joins = [
         sup.start(f"join-{m.name}", roles.join_cmd(a, mb))
         for m, a, mb in zip(sec.islands, args, budgets, strict=True)

@@ -1,4 +1,5 @@
-"""The run manifest and the command lines of the islands, honeypot, auditor and aggregator."""
+"""The run manifest and the command lines of the islands, honeypot, auditor, aggregator and
+tape witness."""
 
 from __future__ import annotations
 
@@ -100,6 +101,15 @@ def auditor_cmd(secrets: Secrets, service: str, relay: str, dataset: Path) -> li
         *("--key-file", str(secrets.auditor.key_file)),
         *("--worker-token-file", str(secrets.worker_token)),
         *("--dataset-dir", str(dataset), "--coordinator", secrets.coordinator.ss58),
+    )
+
+
+def witness_cmd(secrets: Secrets, service: str, relay: str, state: Path) -> list[str]:
+    """The tape witness: recomputes each merged round under its own key and attests."""
+    return hypertrain_cmd(
+        *("aggregator", "witness", "--follow", "--poll-s", "0.5"),
+        *("--service", service, "--relay", relay, "--run-id", RUN_ID),
+        *("--key-file", str(secrets.witness.key_file), "--state-dir", str(state)),
     )
 
 

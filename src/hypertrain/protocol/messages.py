@@ -210,6 +210,24 @@ class Leave(_Body):
     reason: str = Field(default="", max_length=256)
 
 
+class TapeAttestation(_Body):
+    """A witness's word on a round's merge tape: it fetched the tape and the public
+    blobs, recomputed the merge and compared it with the signed record (docs/mechanism.md,
+    "Tape witnesses"). ``first_difference`` names the first differing field, exactly when
+    the witness disagrees."""
+
+    round: int = Field(ge=0)
+    tape_sha256: str = Field(pattern=_HEX64)
+    agrees: bool
+    first_difference: str | None = Field(default=None, min_length=1, max_length=2048)
+
+    @model_validator(mode="after")
+    def _difference_iff_disagreeing(self) -> TapeAttestation:
+        if self.agrees == (self.first_difference is not None):
+            raise ValueError("first_difference is given exactly when the witness disagrees")
+        return self
+
+
 DOMAINS: dict[str, type[_Body]] = {
     "join": JoinRequest,
     "manifest": ManifestRecord,
@@ -219,6 +237,7 @@ DOMAINS: dict[str, type[_Body]] = {
     "verdict": Verdict,
     "merge-tape": MergeTape,
     "merge-correction": MergeCorrection,
+    "tape-attestation": TapeAttestation,
     "blob-put": BlobPut,
     "admission-answer": AdmissionAnswer,
     "admission-check": AdmissionCheck,

@@ -15,7 +15,10 @@ Two claims are checked here before anything is stored:
   signs the run's merge tapes and the reverse, and where the operator names the
   aggregator's keys (``HYPERTRAIN_AGGREGATOR_HOTKEYS``) only those sign tapes. An
   auditor therefore cannot post the round's tape ahead of the aggregator and choose who
-  is paid and the next model.
+  is paid and the next model. A tape witness (role ``witness``) holds no other role: a
+  key that attested a tape signs no verdict or tape of the run, and a key that signed
+  either, an aggregator key, or an island of the run attests nothing, so the aggregator
+  cannot witness its own tape and an auditor or island cannot vouch for its own pay.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import sqlite3
 from typing import Literal
 
 from hypertrain.challenge.errors import ChallengeError, ForbiddenError
-from hypertrain.challenge.rounds import facts, merge_storage, verdict_storage
+from hypertrain.challenge.rounds import attestations, facts, merge_storage, storage, verdict_storage
 from hypertrain.dispute.admissible import Check
 from hypertrain.protocol.messages import MergeTape, Verdict
 
@@ -36,7 +39,7 @@ class UndisputableVerdictError(ChallengeError):
 
 
 class RoleConflictError(ForbiddenError):
-    """A key signing for a role it may not hold in this run (auditor and aggregator)."""
+    """A key signing for a role it may not hold in this run (auditor, aggregator, witness)."""
 
     code = "role_conflict"
 
@@ -115,13 +118,18 @@ def check_tape(conn: sqlite3.Connection, run_id: str, tape: MergeTape) -> None:
             )
 
 
-Role = Literal["verdict", "merge-tape"]
+Role = Literal["verdict", "merge-tape", "witness"]
 
 
 def check_role(
     conn: sqlite3.Connection, aggregators: frozenset[str], run_id: str, signer: str, role: Role
 ) -> None:
-    """Refuse ``signer`` for ``role`` when it holds, or may hold, the other one in the run."""
+    """Refuse ``signer`` for ``role`` when it holds, or may hold, another one in the run."""
+    if role == "witness":
+        _check_witness(conn, aggregators, run_id, signer)
+        return
+    if attestations.has_attested(conn, run_id, signer):
+        raise RoleConflictError(f"{signer} witnesses the tapes of {run_id}: it signs no {role}")
     if role == "merge-tape":
         if aggregators and signer not in aggregators:
             raise RoleConflictError(f"{signer} is not one of the run's aggregator keys")
@@ -130,3 +138,15 @@ def check_role(
         return
     if signer in aggregators or merge_storage.signed_tapes(conn, run_id, signer):
         raise RoleConflictError(f"{signer} signs the merge tapes of {run_id}: not verdicts")
+
+
+def _check_witness(
+    conn: sqlite3.Connection, aggregators: frozenset[str], run_id: str, signer: str
+) -> None:
+    """A witness is none of the parties whose work or pay the tape decides."""
+    if signer in aggregators or merge_storage.signed_tapes(conn, run_id, signer):
+        raise RoleConflictError(f"{signer} signs the merge tapes of {run_id}: it cannot attest")
+    if verdict_storage.signed_verdicts(conn, run_id, signer):
+        raise RoleConflictError(f"{signer} signed verdicts in {run_id}: it cannot attest")
+    if storage.join_body(conn, run_id, signer) is not None:
+        raise RoleConflictError(f"{signer} is an island of {run_id}: it cannot attest")

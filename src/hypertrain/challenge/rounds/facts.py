@@ -25,7 +25,13 @@ from hypertrain.challenge.rounds import (
     storage,
     verdict_storage,
 )
-from hypertrain.challenge.rounds.rule import CommitRow, Outcome, StandingVerdict, decide
+from hypertrain.challenge.rounds.rule import (
+    CommitRow,
+    Outcome,
+    StandingVerdict,
+    TapeWitnesses,
+    decide,
+)
 from hypertrain.protocol.messages import MergeTape
 
 
@@ -44,6 +50,7 @@ class RoundInputs:
     probation: dict[str, int]
     earlier: frozenset[str] = frozenset()  # an earlier round's audit of them is unproven
     proven: dict[str, str] = field(default_factory=dict)  # a proven earlier fault of them
+    witnesses: TapeWitnesses | None = None  # the tape's witnesses (None: none required)
 
     def outcome(self) -> Outcome:
         return decide(
@@ -54,6 +61,7 @@ class RoundInputs:
             self.probation,
             self.earlier,
             self.proven,
+            self.witnesses,
         )
 
 

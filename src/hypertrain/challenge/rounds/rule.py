@@ -27,6 +27,16 @@ same call (:mod:`hypertrain.challenge.rounds.facts`). For each commit:
   burns the held reward): the order in which the events arrive changes nothing;
 * **unpaid** otherwise (any other exclusion of the tape, or not in the tape).
 
+Where the operator requires tape witnesses, the round's tape itself is judged first
+(:func:`tape_status`, the rule's ``witnesses`` input): it is *cleared* once that many
+distinct keys that hold no other role in the round (not an aggregator key, not a signer
+of the round's tapes, on the operator's witness list where it keeps one) attested that
+their recomputation of the round's *current* tape agrees, and no such key disagrees. A
+tape that is not cleared (``awaiting`` witnesses, or ``contested``: any counted witness
+disagrees, which no number of agreeing ones outweighs) holds the whole round: the
+outcome is computed as always, but nothing of it is booked (:attr:`Outcome.tape`). The
+tape the round is paid on must be the tape the witnesses judged.
+
 A verdict *stands* unless a dispute overturned it or it is set aside (another auditor
 re-judges the audit: its auditor was found faulty, or a dispute it lost waits for that
 independent re-audit). An overturned verdict no longer set aside still judged the
@@ -88,6 +98,69 @@ class CommitRow:
     tokens: int
 
 
+@dataclass(frozen=True, slots=True)
+class Attestation:
+    """One witness's signed word on one tape: its recomputation agrees, or where not."""
+
+    witness: str
+    tape_sha256: str
+    agrees: bool
+    first_difference: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TapeWitnesses:
+    """A round's current tape, the attestations on its tapes, and whose word counts."""
+
+    required: int  # agreeing attestations the operator requires (0: none, today's rule)
+    tape_sha256: str  # the round's current tape (a correction's, if any)
+    attestations: tuple[Attestation, ...] = ()
+    barred: frozenset[str] = frozenset()  # aggregator keys and the round's tape signers
+    allowed: frozenset[str] = frozenset()  # the operator's witness list (empty: any key)
+
+    def counts(self, a: Attestation) -> bool:
+        """An attestation on the current tape by a key whose word counts."""
+        listed = not self.allowed or a.witness in self.allowed
+        return a.tape_sha256 == self.tape_sha256 and a.witness not in self.barred and listed
+
+
+TapeStatus = Literal["not_required", "awaiting", "witnessed", "contested"]
+
+
+@dataclass(frozen=True, slots=True)
+class TapeVerdict:
+    """What the witnesses make of a round's current tape."""
+
+    status: TapeStatus = "not_required"
+    agreeing: tuple[str, ...] = ()  # counted keys that agree
+    disagreeing: tuple[str, ...] = ()  # counted keys that disagree
+    first_difference: str | None = None  # the first disagreeing witness's differing field
+
+    @property
+    def cleared(self) -> bool:
+        """The round may be settled on its tape."""
+        return self.status in ("not_required", "witnessed")
+
+
+def tape_status(witnesses: TapeWitnesses | None) -> TapeVerdict:
+    """``witnessed`` once ``required`` distinct counted keys agree and none disagrees;
+    ``contested`` as soon as one counted key disagrees (fail closed); else ``awaiting``."""
+    if witnesses is None or witnesses.required <= 0:
+        return TapeVerdict()
+    counted = sorted(
+        (a for a in witnesses.attestations if witnesses.counts(a)), key=lambda a: a.witness
+    )
+    against = [a for a in counted if not a.agrees]
+    agreeing = tuple(
+        sorted({a.witness for a in counted if a.agrees} - {a.witness for a in against})
+    )
+    disagreeing = tuple(a.witness for a in against)
+    if against:
+        return TapeVerdict("contested", agreeing, disagreeing, against[0].first_difference)
+    status: TapeStatus = "witnessed" if len(agreeing) >= witnesses.required else "awaiting"
+    return TapeVerdict(status, agreeing)
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What settlement decides for a round's commits."""
@@ -98,6 +171,8 @@ class Outcome:
     unpaid: dict[str, str] = field(default_factory=dict)  # hotkey -> why it earns nothing
     # accepted and held hotkey -> the earlier proven fault that burns this round's reward
     forfeited: dict[str, str] = field(default_factory=dict)
+    # the witnesses' word on the round's tape: nothing is booked unless it is cleared
+    tape: TapeVerdict = field(default_factory=TapeVerdict)
 
     @property
     def pending(self) -> frozenset[str]:
@@ -157,13 +232,16 @@ def decide(
     probation: Mapping[str, int] | None = None,
     earlier: Iterable[str] = (),
     proven: Mapping[str, str] | None = None,
+    witnesses: TapeWitnesses | None = None,
 ) -> Outcome:
     """Paid / held / faulted / forfeited / unpaid for every commit of one round.
 
     ``probation`` maps each island still in probation at this round to the round its
     probation ends; ``assigned`` names the islands selected for audit; ``earlier`` the
     islands with an earlier round's audit not proven yet (:func:`earlier_unproven`);
-    ``proven`` the islands with a proven earlier fault (:func:`earlier_faults`).
+    ``proven`` the islands with a proven earlier fault (:func:`earlier_faults`);
+    ``witnesses`` the attestations on the round's tape (:func:`tape_status`; None: no
+    witness required).
     """
     listed = list(verdicts)
     faults = verdict_faults(listed)
@@ -183,4 +261,14 @@ def decide(
     forfeited = {h: why for h, why in sorted((proven or {}).items()) if h in accepted}
     pending = unjudged(assigned, listed) | frozenset(earlier) | forfeited.keys()
     held.update(dict.fromkeys(pending & accepted.keys(), PENDING_AUDIT))
-    return Outcome(accepted, dict(sorted(held.items())), faults, unpaid, forfeited)
+    judged = _tape_verdict(tape, witnesses)
+    return Outcome(accepted, dict(sorted(held.items())), faults, unpaid, forfeited, judged)
+
+
+def _tape_verdict(tape: MergeTape | None, witnesses: TapeWitnesses | None) -> TapeVerdict:
+    """The witnesses' word on the tape the round is paid on (none: nothing to witness)."""
+    if tape is None or witnesses is None or witnesses.required <= 0:
+        return TapeVerdict()
+    if witnesses.tape_sha256 != tape.tape_sha256:  # paid on a tape they did not judge
+        return TapeVerdict("awaiting")
+    return tape_status(witnesses)

@@ -27,13 +27,19 @@ hold that nothing else keeps (:func:`release_later`). An island with a *proven*
 earlier fault has this round's reward escrowed, held and burned at once (the rule's
 ``forfeited``), exactly what the fault's booking would have done had this round
 settled first: the order in which the events arrive changes nothing.
+
+Where the operator requires tape witnesses, a merged round also waits for them: it is
+not settled (nothing escrowed, paid or burned) until the rule's tape status is cleared
+(:mod:`hypertrain.challenge.rounds.witness`); a contested tape holds it for as long as
+it stays the round's current tape.
 """
 
 from __future__ import annotations
 
 import logging
 
-from hypertrain.challenge.rounds import facts, rollbacks, roster_storage, storage
+from hypertrain.challenge.errors import PhaseError
+from hypertrain.challenge.rounds import facts, rollbacks, roster_storage, storage, witness
 from hypertrain.challenge.rounds.rule import PENDING_AUDIT, Outcome
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute.store import disputes_open, open_window
@@ -47,7 +53,8 @@ def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> b
 
     Every condition lives here: the merge tape was accepted (the round is in phase
     ``settle``), the dispute window, which opens at the audit close, has passed, and
-    every dispute filed in it is decided.
+    every dispute filed in it is decided, and the witnesses the operator requires cleared
+    the round's tape.
     """
     record = storage.round_record(state.conn, run_id, index)
     if record is None or record.phase != "settle":
@@ -55,7 +62,9 @@ def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> b
     deadline = record.dispute_deadline_round
     if deadline is None or now <= int(deadline):
         return False
-    return not disputes_open(state.conn, run_id, index)  # every dispute is decided
+    if disputes_open(state.conn, run_id, index):
+        return False  # a dispute is still undecided
+    return witness.status(state, run_id, index).cleared  # held on a tape not witnessed
 
 
 def verdict_faults(state: ServiceState, run_id: str, index: int) -> dict[str, str]:
@@ -64,14 +73,18 @@ def verdict_faults(state: ServiceState, run_id: str, index: int) -> dict[str, st
 
 
 def outcome(state: ServiceState, run_id: str, index: int) -> Outcome:
-    """Decide, for every commit of the round, paid / held / faulted / unpaid."""
-    return facts.round_outcome(state.conn, run_id, index)
+    """Decide, for every commit of the round, paid / held / faulted / unpaid (and whether
+    the witnesses cleared its tape)."""
+    inputs = facts.round_inputs(state.conn, run_id, index)
+    return witness.witnessed_inputs(state, run_id, index, inputs).outcome()
 
 
 def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]:
     """Settle inside the caller's transaction; marks the round final."""
-    epoch = state.epoch_now("settle")
     result = outcome(state, run_id, index)
+    if not result.tape.cleared:  # fail closed: no booking on a tape the witnesses hold
+        raise PhaseError(f"round {index} of {run_id}: its tape is {result.tape.status}")
+    epoch = state.epoch_now("settle")
     accepted = result.accepted
     state.ledger.settle_round(run_id, index, accepted, epoch, held=result.held)
     for hotkey, reason in sorted(result.faults.items()):

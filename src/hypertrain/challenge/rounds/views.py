@@ -22,7 +22,7 @@ from hypertrain.api.models import (
     VerdictRecord,
 )
 from hypertrain.challenge.errors import NotFoundError
-from hypertrain.challenge.rounds import facts, rollbacks, storage
+from hypertrain.challenge.rounds import facts, rollbacks, storage, witness
 from hypertrain.challenge.rounds.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute import store as dispute_store
@@ -130,6 +130,7 @@ def round_detail(state: ServiceState, run_id: str, index: int) -> RoundDetail:
             else None
         ),
         probation=storage.probation_flags(state.conn, run_id, index),
+        witnesses=witness.view(state, run_id, index),
     )
 
 

@@ -1,0 +1,268 @@
+"""The tape witness: recompute every merged round and post a signed attestation.
+
+``hypertrain aggregator witness`` runs under a hotkey of its own, which the challenge
+service holds to the ``witness`` role (it signs no verdict or tape of the run and is no
+island). It lives in the aggregator package because the recomputation it runs is the
+aggregator's own merge (:func:`~hypertrain.aggregator.verify.verify_tape`, over
+``merge``, ``screen``, ``aggregate`` and the outer step), which sits at the roles' level
+and cannot move below it; the separation between the two is the key and its role, which
+the service enforces, not the import graph.
+
+For each round with a current merge (:func:`witness_round`) the witness
+
+1. fetches the tape named by the signed ``merge-tape`` record from the relay
+   (hash-checked) and checks the record against it: the fields settlement reads
+   (``included``, ``excluded``, the model and outer-state hashes) must be the tape's;
+2. checks the tape's inputs against the public round record: the run's manifest, the
+   previous merge's outer state, every signed commit offered as a candidate or
+   excluded at collection with its own update hash and tokens, an ``audit_mismatch``
+   only where a verifiable non-``match`` verdict exists, an ``audit_pending`` only
+   where the coordinator assigned an audit, ``bad_commit`` and ``wrong_round`` only
+   where the island's signed commit says so (``stale_update`` and ``duplicate`` are
+   taken as given, as ``verify-tape`` takes them);
+3. recomputes the merge from the tape and the blobs (``verify_tape``) and checks that
+   the published model, outer-state and broadcast blobs are the recomputed ones.
+
+The first difference found is the attestation's ``first_difference``; none, and the
+witness agrees. A tape blob that cannot be fetched or parsed is a disagreement (the
+round cannot be recomputed from public blobs); a relay that cannot be reached fails
+the step, which is retried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from hypertrain.aggregator.blobs import BlobSource
+from hypertrain.aggregator.collect import assigned_hotkeys, faulty_hotkeys
+from hypertrain.aggregator.errors import AggregatorError, BlobError
+from hypertrain.aggregator.tape import Excluded, Tape, decode_tape
+from hypertrain.aggregator.verify import verify_tape
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import RoundDetail
+from hypertrain.protocol.envelope import open_envelope, seal
+from hypertrain.protocol.errors import EnvelopeError
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import Commit, MergeTape, TapeAttestation
+
+log = logging.getLogger(__name__)
+Emit = Callable[[dict[str, Any]], None]
+EXPIRY_MARGIN = 10
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A witness's word on one tape."""
+
+    round: int
+    tape_sha256: str
+    first_difference: str | None
+
+    @property
+    def agrees(self) -> bool:
+        return self.first_difference is None
+
+    def body(self) -> TapeAttestation:
+        return TapeAttestation(
+            round=self.round,
+            tape_sha256=self.tape_sha256,
+            agrees=self.agrees,
+            first_difference=None if self.agrees else (self.first_difference or "?")[:2048],
+        )
+
+
+def _differs(checks: list[tuple[str, object, object]]) -> str | None:
+    """The first ``(path, public, tape)`` whose two values differ."""
+    for path, public, taped in checks:
+        if public != taped:
+            return f"{path}: the public record says {public!r}, the tape {taped!r}"
+    return None
+
+
+def record_difference(record: MergeTape, tape: Tape) -> str | None:
+    """The first field of the signed ``merge-tape`` record that is not the tape's."""
+    return _differs([
+        ("record.round", record.round, tape.round),
+        ("record.start_model_sha256", record.start_model_sha256, tape.start_model_sha256),
+        ("record.new_model_sha256", record.new_model_sha256, tape.new_model_sha256),
+        ("record.outer_state_sha256", record.outer_state_sha256, tape.new_outer_state_sha256),
+        ("record.included", record.included, [i.hotkey for i in tape.included]),
+        ("record.excluded", dict(record.excluded), tape.settlement_exclusions()),
+    ])  # fmt: skip
+
+
+def _commits(detail: RoundDetail, run_id: str) -> dict[str, Commit]:
+    """The round's commits whose signatures verify, by island."""
+    out: dict[str, Commit] = {}
+    for raw in detail.commits:
+        try:
+            env = open_envelope(raw, domain="commit", run_id=run_id)
+            body = Commit.model_validate(env.body)
+        except (EnvelopeError, ValidationError):
+            continue  # collection excludes it as bad_commit: the hotkey check covers it
+        out.setdefault(env.signer, body)
+    return out
+
+
+def inputs_difference(
+    tape: Tape, detail: RoundDetail, manifest: RunManifest, previous_outer: str | None
+) -> str | None:
+    """The first input of the tape that the public round record does not support."""
+    found = _differs([
+        ("tape.manifest_digest", manifest.digest(), tape.manifest_digest),
+        ("tape.round", detail.round, tape.round),
+        ("tape.prev_outer_state_sha256", previous_outer, tape.prev_outer_state_sha256),
+        ("tape.candidates", sorted({e.signer for e in detail.commits}),
+         sorted({c.hotkey for c in tape.candidates}
+                | {e.hotkey for e in tape.excluded if e.stage == "collect"})),
+    ])  # fmt: skip
+    if found:
+        return found
+    commits = _commits(detail, manifest.run_id)
+    for c in tape.candidates:
+        body = commits.get(c.hotkey)
+        if body is None or (body.update_sha256, body.tokens) != (c.update_sha256, c.tokens):
+            return f"tape.candidates[{c.hotkey}]: not the island's signed commit"
+    faulty = faulty_hotkeys(detail.verdicts, manifest.run_id, detail.round)
+    assigned = assigned_hotkeys(detail.assignments, manifest, detail.round)
+    for e in tape.excluded:
+        commit = commits.get(e.hotkey)
+        lie = _collect_lie(e, commit, e.hotkey in faulty, e.hotkey in assigned, detail.round)
+        if lie:
+            return f"tape.excluded[{e.hotkey}]: {lie}"
+    return None
+
+
+def _collect_lie(
+    e: Excluded, commit: Commit | None, faulty: bool, assigned: bool, index: int
+) -> str | None:
+    """Why a collect-stage reason is not what the public record says (None: it may be)."""
+    if e.reason == "audit_mismatch" and not faulty:
+        return "audit_mismatch without a non-match verdict"
+    if e.reason == "audit_pending" and not assigned:
+        return "audit_pending without an assigned audit"
+    if e.reason == "bad_commit" and commit is not None:
+        return "bad_commit, but its signed commit verifies"
+    if e.reason == "wrong_round" and commit is not None and commit.round == index:
+        return "wrong_round, but its commit is for this round"
+    return None
+
+
+def _published(tape: Tape, blobs: BlobSource, model: bytes) -> str | None:
+    """Whether the model blob the record points islands to is the recomputed one."""
+    try:
+        if blobs.get(tape.new_model_sha256) != model:
+            return "model: the relay's model blob is not the recomputed one"
+    except BlobError as exc:
+        return f"model: {exc}"
+    return None
+
+
+def witness_round(
+    detail: RoundDetail, manifest: RunManifest, previous_outer: str | None, blobs: BlobSource
+) -> Finding | None:
+    """Recompute the round's current tape; None when the round has no merge yet."""
+    record = detail.current_merge()
+    if record is None:
+        return None
+    try:
+        tape = decode_tape(blobs.get(record.tape_sha256))
+    except AggregatorError as exc:  # missing, wrong hash, not a tape: nobody can recompute it
+        return Finding(detail.round, record.tape_sha256, f"tape: {exc}")
+    diff = record_difference(record, tape) or inputs_difference(
+        tape, detail, manifest, previous_outer
+    )
+    return Finding(detail.round, record.tape_sha256, diff or _recompute(record, tape, blobs))
+
+
+def _recompute(record: MergeTape, tape: Tape, blobs: BlobSource) -> str | None:
+    """``verify_tape``, then the published model and broadcast against the recomputed."""
+    try:
+        report = verify_tape(tape, blobs)
+    except AggregatorError as exc:
+        return f"tape: the merge cannot be recomputed: {exc}"
+    found = report.first_difference or _published(tape, blobs, report.recomputed.model_blob)
+    broadcast = report.recomputed.broadcast_blob
+    sha = hashlib.sha256(broadcast).hexdigest() if broadcast is not None else None
+    if found is None and record.broadcast_sha256 != sha:
+        found = f"record.broadcast_sha256: {record.broadcast_sha256!r}, recomputed {sha!r}"
+    return found
+
+
+@dataclass
+class Witness:
+    """One witness key following one run."""
+
+    service: ChallengeClient
+    blobs: BlobSource
+    key: Hotkey
+    run_id: str
+    emit: Emit = field(default=lambda event: None)
+    done: set[tuple[int, str]] = field(default_factory=set)  # (round, tape) attested
+
+    def step(self, manifest: RunManifest) -> int:
+        """Attest every current tape of the run not attested yet; returns the attestations."""
+        posted, previous_outer = 0, None
+        for summary in self.service.rounds(self.run_id):
+            if summary.phase not in ("settle", "final"):
+                continue  # no tape yet (a round with no commits goes final without one)
+            detail = self.service.round_detail(self.run_id, summary.round)
+            record = detail.current_merge()
+            if record is None:
+                continue
+            if (summary.round, record.tape_sha256) not in self.done | self._attested(detail):
+                posted += self._attest(detail, manifest, previous_outer)
+            previous_outer = record.outer_state_sha256
+        return posted
+
+    def _attested(self, detail: RoundDetail) -> set[tuple[int, str]]:
+        mine = detail.witnesses.attestations if detail.witnesses else []
+        me = self.key.ss58_address
+        return {(detail.round, a.tape_sha256) for a in mine if a.witness == me}
+
+    def _attest(self, detail: RoundDetail, manifest: RunManifest, previous: str | None) -> int:
+        finding = witness_round(detail, manifest, previous, self.blobs)
+        if finding is None:
+            return 0
+        expiry = self.service.beacon_round() + EXPIRY_MARGIN
+        env = seal(self.key, domain="tape-attestation", run_id=self.run_id,
+                   body=finding.body().model_dump(mode="json"), expiry_round=expiry)  # fmt: skip
+        try:
+            answer = self.service.post_attestation(env)
+        except ServiceError as exc:
+            if exc.code != "superseded":  # a correction came in: the next step attests it
+                raise
+            return 0
+        self.done.add((finding.round, finding.tape_sha256))
+        self.emit({
+            "event": "attested", "round": finding.round, "tape": finding.tape_sha256,
+            "agrees": finding.agrees, "first_difference": finding.first_difference,
+            "status": answer.status,
+        })  # fmt: skip
+        return 1
+
+
+def follow(
+    witness: Witness, *, poll_s: float = 1.0, stop: Callable[[], bool] = lambda: False
+) -> int:
+    """Poll until ``stop()``; errors are logged and retried. Returns the attestations."""
+    manifest = witness.service.manifest(witness.run_id)
+    posted = 0
+    while not stop():
+        try:
+            posted += witness.step(manifest)
+        except (ValueError, OSError, httpx.HTTPError) as exc:
+            log.warning("witness step failed: %s (retrying)", exc)
+            witness.emit({"event": "error", "detail": str(exc)[:500]})
+        time.sleep(poll_s)
+    return posted

@@ -1,0 +1,141 @@
+"""Tape witnesses: signed attestations on a round's merge tape, and what they hold.
+
+A witness is a key of its own role (:func:`~hypertrain.challenge.rounds.claims.check_role`,
+``witness``) that recomputes each merged round from its tape and the public blobs and
+posts a signed ``tape-attestation`` (:func:`attest`): the round, the tape's hash,
+whether its recomputation agrees and, when not, the first differing field. The service
+cannot recompute a merge (it holds no blobs); it only counts words.
+
+Where the operator requires witnesses (``HYPERTRAIN_TAPE_WITNESSES`` > 0), settlement
+reads :func:`tape_witnesses` as the rule's ``witnesses`` input: a merged round is booked
+only once that many distinct keys agree with its *current* tape and none disagrees
+(:func:`~hypertrain.challenge.rounds.rule.tape_status`). Keys whose word never counts:
+the aggregator keys and the signers of the round's tapes; where the operator keeps a
+witness list (``HYPERTRAIN_WITNESS_HOTKEYS``), every key not on it. A contested tape
+stays held and public (:func:`view`) until it is resolved (docs/mechanism.md, "Tape
+witnesses"): a corrected tape supersedes it and is witnessed afresh, or the operator
+drops a witness key found lying from the list, and its word stops counting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+from hypertrain.api.models import AttestationAnswer, AttestationRecord, TapeWitnessView
+from hypertrain.challenge.errors import ConflictError, PhaseError
+from hypertrain.challenge.rounds import attestations, claims, rollbacks, storage
+from hypertrain.challenge.rounds.facts import RoundInputs
+from hypertrain.challenge.rounds.rule import Attestation, TapeVerdict, TapeWitnesses, tape_status
+from hypertrain.challenge.state import ServiceState
+from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.messages import MergeTape, TapeAttestation
+from hypertrain.protocol.sqlite import transaction
+
+
+def attest(state: ServiceState, env: Envelope) -> AttestationAnswer:
+    """A witness's signed ``tape-attestation`` on the round's current tape."""
+    verified, body = state.open_signed(
+        env, "tape-attestation", TapeAttestation, registered=True,
+        allowed=state.settings.witness_hotkeys,
+    )  # fmt: skip
+    run_id, signer = env.run_id, verified.signer
+    claims.check_role(state.conn, state.settings.aggregator_hotkeys, run_id, signer, "witness")
+    tape = rollbacks.current_tape(state.conn, run_id, body.round)
+    if tape is None:
+        raise PhaseError(f"round {body.round} of {run_id} has no merge tape to attest")
+    if body.tape_sha256 != tape.tape_sha256:
+        raise ConflictError(
+            f"tape {body.tape_sha256[:16]}… is not the current tape of round {body.round}",
+            code="superseded",
+        )
+    raw = env.to_bytes()
+    row = attestations.AttestationRow(
+        run_id, body.round, body.tape_sha256, signer, body.agrees, body.first_difference,
+        raw.decode("utf-8"), state.current_round(),
+    )  # fmt: skip
+    with transaction(state.conn):
+        state.burn(env)
+        if not attestations.add(state.conn, row):
+            raise ConflictError(f"{signer} already attested this tape", code="duplicate")
+    state.count("tape_attestations_agree" if body.agrees else "tape_attestations_disagree")
+    return AttestationAnswer(
+        accepted=True, round=body.round, tape_sha256=body.tape_sha256, witness=signer,
+        attestation_id=hashlib.sha256(raw).hexdigest(),
+        status=status(state, run_id, body.round).status,
+    )  # fmt: skip
+
+
+def witnessed_inputs(
+    state: ServiceState, run_id: str, index: int, inputs: RoundInputs
+) -> RoundInputs:
+    """The rule's inputs with the round's witnesses; where witnesses are required, the
+    round is paid on the tape they judge, its current one (a correction's, if any)."""
+    tape = rollbacks.current_tape(state.conn, run_id, index)
+    witnesses = _witnesses(state, run_id, index, tape)
+    if state.settings.tape_witnesses <= 0:
+        return dataclasses.replace(inputs, witnesses=witnesses)
+    return dataclasses.replace(inputs, tape=tape, witnesses=witnesses)
+
+
+def tape_witnesses(state: ServiceState, run_id: str, index: int) -> TapeWitnesses | None:
+    """The rule's ``witnesses`` input for round ``index`` (None: the round has no tape)."""
+    return _witnesses(state, run_id, index, rollbacks.current_tape(state.conn, run_id, index))
+
+
+def _witnesses(
+    state: ServiceState, run_id: str, index: int, tape: MergeTape | None
+) -> TapeWitnesses | None:
+    if tape is None:
+        return None
+    rows = attestations.for_round(state.conn, run_id, index)
+    return TapeWitnesses(
+        required=state.settings.tape_witnesses,
+        tape_sha256=tape.tape_sha256,
+        attestations=tuple(
+            Attestation(r.witness, r.tape_sha256, r.agrees, r.first_difference) for r in rows
+        ),
+        barred=state.settings.aggregator_hotkeys | _tape_signers(state, run_id, index),
+        allowed=state.settings.witness_hotkeys,
+    )
+
+
+def status(state: ServiceState, run_id: str, index: int) -> TapeVerdict:
+    """What the witnesses make of the round's current tape."""
+    return tape_status(tape_witnesses(state, run_id, index))
+
+
+def view(state: ServiceState, run_id: str, index: int) -> TapeWitnessView | None:
+    """The public form of the round's witness state (None: no tape yet)."""
+    witnesses = tape_witnesses(state, run_id, index)
+    if witnesses is None:
+        return None
+    verdict = tape_status(witnesses)
+    records = [
+        AttestationRecord(
+            witness=r.witness,
+            tape_sha256=r.tape_sha256,
+            agrees=r.agrees,
+            first_difference=r.first_difference,
+            counted=witnesses.counts(Attestation(r.witness, r.tape_sha256, r.agrees)),
+            envelope=Envelope.model_validate_json(r.envelope),
+        )
+        for r in attestations.for_round(state.conn, run_id, index)
+    ]
+    return TapeWitnessView(
+        required=witnesses.required,
+        tape_sha256=witnesses.tape_sha256,
+        status=verdict.status,
+        agreeing=list(verdict.agreeing),
+        disagreeing=list(verdict.disagreeing),
+        first_difference=verdict.first_difference,
+        attestations=records,
+    )
+
+
+def _tape_signers(state: ServiceState, run_id: str, index: int) -> frozenset[str]:
+    """The keys that signed the round's merge tape and its corrections."""
+    merged = storage.merge_envelope(state.conn, run_id, index)
+    signers = {Envelope.model_validate_json(merged).signer} if merged else set()
+    signers.update(e.signer for e in rollbacks.corrections(state.conn, run_id, index))
+    return frozenset(signers)

@@ -1,0 +1,258 @@
+"""A real witness against the real service and real blobs: honest tapes settle, forged
+ones are contested and never paid.
+
+The service requires one witness (``tape_witnesses = 1``). Three islands commit real
+int8 updates, every assigned audit matches, and either the honest aggregator merges, or
+a dishonest aggregator key posts the forged tape of
+``tests/attacks_found/test_forged_merge_tape.py`` (the audit-proven honest island called
+``near_duplicate``, only its colluder included), this time as a complete, published tape
+whose signed record matches it. The witness (its own registered key) recomputes the
+merge from the tape and the blobs with ``verify_tape`` and attests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from hypertrain.aggregator.blobs import MemoryBlobs
+from hypertrain.aggregator.collect import collect
+from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
+from hypertrain.aggregator.runner import Aggregator
+from hypertrain.aggregator.tape import Excluded, Tape
+from hypertrain.aggregator.witness import Finding, Witness, witness_round
+from hypertrain.api.client import ChallengeClient
+from hypertrain.challenge.app import create_app
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.trainer.codec import encode_int8
+from tests.aggregator.helpers import delta
+from tests.challenge.conftest import Harness
+from tests.challenge.helpers import (
+    TOKENS,
+    TOKENS_PER_MICRO_BATCH,
+    FakeLedger,
+    SteppedBeacon,
+    bearer,
+    join_body,
+    make_settings,
+    manifest_doc,
+    signed,
+)
+
+AGG = Hotkey.from_seed(b"\x66" * 32)
+WITNESS = Hotkey.from_seed(b"\x71" * 32)
+WORKER = {"Authorization": f"Bearer {TOKENS['worker']}"}
+
+
+@pytest.fixture
+def witnessed(tmp_path: Path, miner_keys: list[Hotkey]) -> Iterator[Harness]:
+    """The service harness, with one witness required and the witness key registered."""
+    registered = [k.ss58_address for k in [*miner_keys, WITNESS]]
+    settings = make_settings(tmp_path, registered, tape_witnesses=1)
+    beacon, ledger = SteppedBeacon(), FakeLedger()
+    with TestClient(create_app(settings, beacon=beacon, ledger=ledger)) as client:
+        r = client.post(
+            "/admin/v1/runs", json={"manifest": manifest_doc()}, headers=bearer("admin")
+        )
+        assert r.status_code == 200, r.text
+        auditor = Hotkey.from_seed(b"\x55" * 32)
+        yield Harness(client, beacon, ledger, miner_keys, WITNESS, auditor, tmp_path)
+
+
+def _client(h: Harness) -> ChallengeClient:
+    return ChallengeClient(
+        "http://testserver", worker_token=TOKENS["worker"], admin_token=TOKENS["admin"],
+        http=h.client,
+    )  # fmt: skip
+
+
+def _audited_round(h: Harness, agg: Aggregator, m: RunManifest, blobs: MemoryBlobs) -> None:
+    """Round 0: three islands commit real updates, every assigned audit matches: merge."""
+    for key in h.miners[:3]:
+        assert h.client.post("/v1/join", json=signed(key, "join", join_body())).status_code == 200
+    agg.step(m, open_rounds=True)
+    for i, key in enumerate(h.miners[:3]):
+        data = encode_int8(delta(m, i), m.compression.block_size)
+        sha = blobs.put(data, kind="update", round=0)
+        body = {"round": 0, "checkpoint_root": "cd" * 32, "leaf_count": m.round.num_segments + 1,
+                "update_sha256": sha, "update_bytes": len(data), "tokens": TOKENS_PER_MICRO_BATCH,
+                "update_url": f"memory:{sha}", "train_loss": 3.0}  # fmt: skip
+        assert h.client.post("/v1/commit", json=signed(key, "commit", body)).status_code == 200
+    h.tick(1)
+    for a in agg.service.round_detail("run-1", 0).assignments:
+        good = {"round": 0, "hotkey": a.body["hotkey"], "segments": a.body["segments"],
+                "result": "match", "update_checked": True}  # fmt: skip
+        r = h.client.post("/worker/v1/verdict", json=signed(h.auditor, "verdict", good),
+                          headers=WORKER)  # fmt: skip
+        assert r.status_code == 200, r.text
+    h.tick(2)
+
+
+def _forge(agg: Aggregator, m: RunManifest, blobs: MemoryBlobs, honest: str) -> MergeResult:
+    """The honest merge with ``honest`` moved from included to ``near_duplicate``."""
+    got = collect(agg.service.round_detail("run-1", 0), m, 0)
+    inputs = MergeInputs(m, 0, got.start_model_sha256, None, got.candidates, got.excluded,
+                         proven=got.proven)  # fmt: skip
+    real = merge(inputs, blobs)
+    dropped = next(i for i in real.tape.included if i.hotkey == honest)
+    tape = real.tape.model_copy(update={
+        "included": [i for i in real.tape.included if i.hotkey != honest],
+        "excluded": [*real.tape.excluded, Excluded(
+            hotkey=honest, update_sha256=dropped.update_sha256, tokens=dropped.tokens,
+            stage="screen", reason="near_duplicate", detail="a copy")],
+    })  # fmt: skip
+    return MergeResult(tape, real.model_blob, real.outer_blob, real.broadcast_blob)
+
+
+def _witness(h: Harness, blobs: MemoryBlobs, events: list[dict[str, Any]]) -> Witness:
+    return Witness(_client(h), blobs, WITNESS, "run-1", events.append)
+
+
+def test_an_honest_merge_waits_for_the_witness_and_then_settles(
+    witnessed: Harness, tmp_path: Path
+) -> None:
+    h, blobs, events = witnessed, MemoryBlobs(), []
+    agg = Aggregator(_client(h), blobs, AGG, "run-1", tmp_path / "agg")
+    m = agg.service.manifest("run-1")
+    _audited_round(h, agg, m, blobs)
+    assert agg.step(m, open_rounds=True) == 1
+    h.tick(5)  # the dispute window is long closed: only the witness is missing
+    assert ("run-1", 0) not in h.ledger.settled
+    assert agg.service.round_detail("run-1", 0).phase == "settle"
+    witness = _witness(h, blobs, events)
+    assert witness.step(m) == 1
+    assert [(e["agrees"], e["status"]) for e in events] == [(True, "witnessed")]
+    assert witness.step(m) == 0  # one word per tape
+    h.tick(1)
+    detail = agg.service.round_detail("run-1", 0)
+    assert detail.phase == "final" and detail.witnesses is not None
+    assert detail.witnesses.agreeing == [WITNESS.ss58_address]
+    assert set(h.ledger.settled[("run-1", 0)]) == {k.ss58_address for k in h.miners[:3]}
+
+
+def test_a_forged_tape_is_caught_by_a_real_witness_and_never_paid(
+    witnessed: Harness, tmp_path: Path
+) -> None:
+    h, blobs, events = witnessed, MemoryBlobs(), []
+    agg = Aggregator(_client(h), blobs, AGG, "run-1", tmp_path / "agg")
+    m = agg.service.manifest("run-1")
+    _audited_round(h, agg, m, blobs)
+    honest = h.miners[0].ss58_address
+    forged = _forge(agg, m, blobs, honest)
+    record = agg.publish(m, forged)  # the tape and its blobs are public, the record matches
+    assert record.excluded == {honest: "near_duplicate"}
+    agg.service.post_merge(agg.seal("merge-tape", record.model_dump(mode="json")))
+    detail = agg.service.round_detail("run-1", 0)
+    finding = witness_round(detail, m, None, blobs)
+    assert finding is not None and not finding.agrees
+    assert (finding.first_difference or "").startswith("tape.")  # the recomputation differs
+    assert _witness(h, blobs, events).step(m) == 1
+    h.tick(10)
+    assert ("run-1", 0) not in h.ledger.settled  # the forger's colluders are paid nothing
+    assert h.ledger.faults == []
+    view = agg.service.round_detail("run-1", 0).witnesses
+    assert view is not None and view.status == "contested"
+    assert view.first_difference == finding.first_difference
+    assert agg.service.round_detail("run-1", 0).phase == "settle"
+
+
+def test_a_record_that_is_not_its_tape_is_caught(witnessed: Harness, tmp_path: Path) -> None:
+    """The tape is the honest recomputation, but the signed record settlement reads
+    leaves the honest island out: the witness compares the two."""
+    h, blobs = witnessed, MemoryBlobs()
+    agg = Aggregator(_client(h), blobs, AGG, "run-1", tmp_path / "agg")
+    m = agg.service.manifest("run-1")
+    _audited_round(h, agg, m, blobs)
+    got = collect(agg.service.round_detail("run-1", 0), m, 0)
+    real = merge(MergeInputs(m, 0, got.start_model_sha256, None, got.candidates, got.excluded,
+                             proven=got.proven), blobs)  # fmt: skip
+    honest = h.miners[0].ss58_address
+    record = agg.publish(m, real)
+    lying = record.model_copy(update={
+        "included": [k for k in record.included if k != honest],
+        "excluded": {**record.excluded, honest: "near_duplicate"},
+    })  # fmt: skip
+    agg.service.post_merge(agg.seal("merge-tape", lying.model_dump(mode="json")))
+    finding = witness_round(agg.service.round_detail("run-1", 0), m, None, blobs)
+    assert finding is not None
+    assert (finding.first_difference or "").startswith("record.included")
+
+
+def _honest(agg: Aggregator, m: RunManifest, blobs: MemoryBlobs) -> MergeResult:
+    got = collect(agg.service.round_detail("run-1", 0), m, 0)
+    inputs = MergeInputs(m, 0, got.start_model_sha256, None, got.candidates, got.excluded,
+                         proven=got.proven)  # fmt: skip
+    return merge(inputs, blobs)
+
+
+def _first_candidate_as(tape: Tape, reason: str) -> dict[str, Any]:
+    c = tape.candidates[0]
+    moved = Excluded(hotkey=c.hotkey, update_sha256=c.update_sha256, tokens=c.tokens,
+                     stage="collect", reason=reason)  # type: ignore[arg-type]  # fmt: skip
+    return {"candidates": list(tape.candidates[1:]), "excluded": [*tape.excluded, moved],
+            "included": [i for i in tape.included if i.hotkey != c.hotkey]}  # fmt: skip
+
+
+# a change to the honest tape -> the start of the witness's first difference
+TAPE_LIES: list[tuple[str, Any, str]] = [
+    ("the previous outer state", lambda t, m: {"prev_outer_state_sha256": "ab" * 32},
+     "tape.prev_outer_state_sha256"),
+    ("another manifest", lambda t, m: {
+        "manifest": (other := m.model_copy(update={"seed": m.seed + 1})),
+        "manifest_digest": other.digest()}, "tape.manifest_digest"),
+    ("a candidate's tokens", lambda t, m: {"candidates": [
+        t.candidates[0].model_copy(update={"tokens": t.candidates[0].tokens - 1}),
+        *t.candidates[1:]]}, "tape.candidates["),
+    ("a matched island called audit_mismatch",
+     lambda t, m: _first_candidate_as(t, "audit_mismatch"),
+     "tape.excluded["),
+    ("a good commit called bad_commit", lambda t, m: _first_candidate_as(t, "bad_commit"),
+     "tape.excluded["),
+    ("a commit of this round called wrong_round",
+     lambda t, m: _first_candidate_as(t, "wrong_round"), "tape.excluded["),
+    ("a committed island left out of the tape", lambda t, m: {"candidates": t.candidates[1:]},
+     "tape.candidates:"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "change", "where"), TAPE_LIES, ids=[c[0] for c in TAPE_LIES])
+def test_the_witness_checks_the_tapes_inputs_against_the_public_record(
+    witnessed: Harness, tmp_path: Path, case: str, change: Any, where: str
+) -> None:
+    h, blobs = witnessed, MemoryBlobs()
+    agg = Aggregator(_client(h), blobs, AGG, "run-1", tmp_path / "agg")
+    m = agg.service.manifest("run-1")
+    _audited_round(h, agg, m, blobs)
+    real = _honest(agg, m, blobs)
+    lie = real.tape.model_copy(update=change(real.tape, m))
+    record = agg.publish(m, MergeResult(lie, real.model_blob, real.outer_blob))
+    agg.service.post_merge(agg.seal("merge-tape", record.model_dump(mode="json")))
+    finding = witness_round(agg.service.round_detail("run-1", 0), m, None, blobs)
+    assert finding is not None and (finding.first_difference or "").startswith(where), (
+        case, finding
+    )  # fmt: skip
+
+
+def test_unpublished_blobs_are_a_disagreement(witnessed: Harness, tmp_path: Path) -> None:
+    """A tape or model nobody can fetch cannot be recomputed or trained on: it disagrees."""
+    h, blobs = witnessed, MemoryBlobs()
+    agg = Aggregator(_client(h), blobs, AGG, "run-1", tmp_path / "agg")
+    m = agg.service.manifest("run-1")
+    _audited_round(h, agg, m, blobs)
+    record = agg.publish(m, _honest(agg, m, blobs))
+    agg.service.post_merge(agg.seal("merge-tape", record.model_dump(mode="json")))
+    detail = agg.service.round_detail("run-1", 0)
+    model = blobs.data.pop(record.new_model_sha256)
+    finding = witness_round(detail, m, None, blobs)
+    assert finding is not None and (finding.first_difference or "").startswith("model: ")
+    blobs.data[record.new_model_sha256] = model
+    tape = blobs.data.pop(record.tape_sha256)
+    finding = witness_round(detail, m, None, blobs)
+    assert finding is not None and (finding.first_difference or "").startswith("tape: ")
+    blobs.data[record.tape_sha256] = tape
+    assert witness_round(detail, m, None, blobs) == Finding(0, record.tape_sha256, None)

@@ -1,0 +1,212 @@
+"""Tape witnesses on the real service: signed attestations hold or release settlement.
+
+With ``HYPERTRAIN_TAPE_WITNESSES`` = 1 a merged round settles only once a witness key
+(registered, holding no other role in the run) attested that its recomputation of the
+round's current tape agrees; no attestation holds it, a disagreement holds it as
+contested and shows the differing field in the round's public view. The tapes here are
+signed records only (no blobs): the recomputation itself runs in
+``tests/aggregator/test_witness.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hypertrain.protocol.identity import Hotkey
+from tests.challenge import test_disputes as _disputes
+from tests.challenge.helpers import bearer, signed, write_metagraph
+from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service
+from tests.challenge.test_outsider_1 import _commit_round_0
+
+AGGREGATOR = Hotkey.from_seed(b"\x58" * 32)
+WITNESS = Hotkey.from_seed(b"\x71" * 32)
+SECOND = Hotkey.from_seed(b"\x72" * 32)
+UNREGISTERED = Hotkey.from_seed(b"\x73" * 32)
+DIFF = "tape.excluded[0].reason: tape says 'near_duplicate', recomputed 'none'"
+
+
+def _witnessed(tmp_path: Path, required: int) -> Iterator[Service]:
+    keys = [k.ss58_address for k in [*ISLANDS, WITNESS, SECOND, AUDITOR, AGGREGATOR]]
+    metagraph = write_metagraph(tmp_path / "registered.json", keys)
+    yield from _disputes._service(
+        tmp_path, 0, tape_witnesses=required, metagraph_file=metagraph,
+        aggregator_hotkeys=frozenset({AGGREGATOR.ss58_address}),
+    )  # fmt: skip
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    yield from _witnessed(tmp_path, 1)
+
+
+@pytest.fixture
+def unwitnessed(tmp_path: Path) -> Iterator[Service]:
+    yield from _witnessed(tmp_path, 0)
+
+
+def _merged(svc: Service) -> str:
+    """Round 0: both islands audited ``match``, the aggregator's tape in; its tape hash."""
+    _commit_round_0(svc)
+    assigned = svc.client.get(
+        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
+    ).json()
+    for a in assigned:
+        body = {**a["body"], "result": "match", "update_checked": True}
+        body.pop("selection_beacon_round")
+        r = svc.client.post(
+            "/worker/v1/verdict",
+            headers=bearer("worker"),
+            json=signed(AUDITOR, "verdict", body, RUN),
+        )
+        assert r.status_code == 200, r.text
+    svc.tick(20)
+    tape = {
+        "round": 0, "start_model_sha256": "aa" * 32, "new_model_sha256": "bb" * 32,
+        "new_model_url": "http://relay/m1", "outer_state_sha256": "cc" * 32,
+        "tape_sha256": "dd" * 32, "included": sorted(k.ss58_address for k in ISLANDS),
+        "excluded": {},
+    }  # fmt: skip
+    r = svc.client.post(
+        "/worker/v1/merge",
+        headers=bearer("worker"),
+        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
+    )
+    assert r.status_code == 200, r.text
+    return str(tape["tape_sha256"])
+
+
+def _attest(svc: Service, key: Hotkey, tape: str, diff: str | None = None) -> Any:
+    body = {"round": 0, "tape_sha256": tape, "agrees": diff is None, "first_difference": diff}
+    return svc.post("/v1/tape-attestation", key, "tape-attestation", body)
+
+
+def _view(svc: Service) -> dict[str, Any]:
+    detail = svc.client.get(f"/v1/runs/{RUN}/rounds/0").json()
+    assert detail["witnesses"] == svc.client.get(f"/v1/runs/{RUN}/rounds/0/witnesses").json()
+    return dict(detail["witnesses"]) | {"phase": detail["phase"]}
+
+
+def test_an_agreeing_witness_settles_the_round(service: Service) -> None:
+    tape = _merged(service)
+    answer = _attest(service, WITNESS, tape)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "witnessed"
+    service.tick(30)
+    assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
+    view = _view(service)
+    assert (view["phase"], view["status"], view["agreeing"]) == (
+        "final", "witnessed", [WITNESS.ss58_address]
+    )  # fmt: skip
+
+
+def test_no_witness_holds_the_round_unsettled(service: Service) -> None:
+    _merged(service)
+    service.tick(30)  # the dispute window is long over
+    assert (RUN, 0) not in service.ledger.settled  # nothing escrowed, minted or paid
+    view = _view(service)
+    assert (view["phase"], view["status"], view["required"]) == ("settle", "awaiting", 1)
+
+
+def test_a_disagreeing_witness_holds_the_round_as_contested_and_shows_why(
+    service: Service,
+) -> None:
+    tape = _merged(service)
+    assert _attest(service, WITNESS, tape).status_code == 200  # one agrees ...
+    answer = _attest(service, SECOND, tape, DIFF)  # ... one disagrees: fail closed
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "contested"
+    service.tick(30)
+    assert (RUN, 0) not in service.ledger.settled
+    view = _view(service)
+    assert (view["phase"], view["status"], view["first_difference"]) == (
+        "settle", "contested", DIFF
+    )  # fmt: skip
+    assert view["disagreeing"] == [SECOND.ss58_address]
+    assert [(a["witness"], a["agrees"], a["counted"]) for a in view["attestations"]] == [
+        (WITNESS.ss58_address, True, True), (SECOND.ss58_address, False, True)
+    ]  # fmt: skip
+
+
+def test_without_a_requirement_rounds_settle_as_before(unwitnessed: Service) -> None:
+    tape = _merged(unwitnessed)
+    assert _attest(unwitnessed, SECOND, tape, DIFF).status_code == 200  # recorded, visible
+    unwitnessed.tick(30)
+    assert set(unwitnessed.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
+    view = _view(unwitnessed)
+    assert (view["status"], view["first_difference"]) == ("not_required", None)
+
+
+@pytest.mark.parametrize(
+    ("who", "why"),
+    [
+        pytest.param(AGGREGATOR, "signs the merge tapes", id="the-aggregator"),
+        pytest.param(AUDITOR, "signed verdicts", id="an-auditor"),
+        pytest.param(ISLANDS[0], "is an island", id="an-island"),
+    ],
+)
+def test_a_key_with_another_role_cannot_attest(service: Service, who: Hotkey, why: str) -> None:
+    tape = _merged(service)
+    answer = _attest(service, who, tape)
+    assert answer.status_code == 403, answer.text
+    assert answer.json()["error"] == "role_conflict" and why in answer.json()["detail"]
+    service.tick(30)
+    assert (RUN, 0) not in service.ledger.settled
+    assert _view(service)["attestations"] == []
+
+
+def test_attestation_refusals_are_typed_and_change_nothing(service: Service) -> None:
+    tape = _merged(service)
+    cases = [
+        (_attest(service, UNREGISTERED, tape), 403, "unregistered"),
+        (_attest(service, WITNESS, "ee" * 32), 409, "superseded"),  # not the round's tape
+    ]
+    assert _attest(service, WITNESS, tape).status_code == 200
+    cases.append((_attest(service, WITNESS, tape, DIFF), 409, "duplicate"))  # one word a tape
+    for answer, status, code in cases:
+        assert (answer.status_code, answer.json()["error"]) == (status, code), answer.text
+    bad = {"round": 0, "tape_sha256": tape, "agrees": False}  # a disagreement names its field
+    assert service.post("/v1/tape-attestation", SECOND, "tape-attestation", bad).status_code == 400
+    assert [a["witness"] for a in _view(service)["attestations"]] == [WITNESS.ss58_address]
+
+
+def test_a_witness_key_signs_no_verdict_or_tape(service: Service) -> None:
+    tape = _merged(service)
+    assert _attest(service, WITNESS, tape).status_code == 200
+    assigned = service.client.get(
+        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
+    ).json()
+    body = {**assigned[0]["body"], "result": "match", "update_checked": True}
+    body.pop("selection_beacon_round")
+    r = service.client.post(
+        "/worker/v1/verdict", headers=bearer("worker"), json=signed(WITNESS, "verdict", body, RUN)
+    )
+    assert (r.status_code, r.json()["error"]) == (403, "role_conflict"), r.text
+
+
+def test_a_lying_witness_dropped_from_the_list_releases_its_contest(
+    service: Service,
+) -> None:
+    """The operator checks the named field with ``verify-tape`` and finds the witness
+    lied: restarted without its key on ``HYPERTRAIN_WITNESS_HOTKEYS``, its word stays in
+    the record but no longer counts, and the round settles on the agreeing one."""
+    tape = _merged(service)
+    assert _attest(service, SECOND, tape, DIFF).status_code == 200
+    assert _attest(service, WITNESS, tape).status_code == 200
+    service.tick(30)
+    assert (RUN, 0) not in service.ledger.settled
+    service.client.__exit__(None, None, None)
+    service.settings = dataclasses.replace(
+        service.settings, witness_hotkeys=frozenset({WITNESS.ss58_address})
+    )
+    with _disputes._running(service):
+        service.tick(1)
+        assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
+        view = _view(service)
+        assert (view["status"], view["phase"]) == ("witnessed", "final")
+        assert [a["counted"] for a in view["attestations"]] == [False, True]
+        assert _attest(service, SECOND, tape).status_code == 403  # off the list
