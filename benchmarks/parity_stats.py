@@ -27,6 +27,7 @@ HARNESS_FILES = (
     "benchmarks/parity_identity.py",
     "benchmarks/parity_sim.py",
 )  # what produces the numbers; parity_stats / parity_plots recompute from them
+EXPLORE_FILES = ("benchmarks/parity_explore.py",)  # the exploratory cells' definitions
 TRAINER_FILES = tuple(
     f"src/hypertrain/{p}.py"
     for p in (
@@ -70,6 +71,8 @@ def stale_files(doc: dict[str, Any]) -> list[str]:
         "harness_sha256": files_sha256(HARNESS_FILES),
         "trainer_sha256": files_sha256(TRAINER_FILES),
     }
+    if "explore_sha256" in doc:  # an exploratory task: its cells' file too
+        now["explore_sha256"] = files_sha256(EXPLORE_FILES)
     return [k for k, v in now.items() if doc.get(k) != v]
 
 

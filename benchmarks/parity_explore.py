@@ -1,0 +1,101 @@
+"""Exploratory parity cells, added after the pre-registered grid (docs/parity.md).
+
+The same harness runs them (``parity.run_task`` on ``parity.prepare``'s data and setups),
+so a cell here differs from a grid cell only in its configuration, and each task file
+says ``exploratory: true``. They cover what the grid left out and the product needs:
+
+* ``reset`` against ``carry`` (the product's default inner policy is ``reset``);
+* a SparseLoCo-style codec: top-k sparsification (1.6 % density), 2-bit values and
+  error feedback, with plain averaging as the outer step;
+* a third model size ``l`` (about 1.7M parameters), one seed of the best recipe and of
+  data-parallel.
+
+Task files go to the grid's folder, beside the grid's, and record the hash of this file
+(``explore_sha256``) as well as the harness and trainer hashes, so ``parity_plots.py``
+refuses them once any of those files changes. Finished tasks are skipped, so a stopped
+run resumes.
+
+Run: ``nice -n 19 python benchmarks/parity_explore.py`` (one process, in priority order).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "src")]
+
+import parity  # noqa: E402
+from hypertrain.protocol.manifest import ModelSpec  # noqa: E402
+from hypertrain.trainer.presets import param_count  # noqa: E402
+from parity_grid import diloco_cell, dp_cell  # noqa: E402
+from parity_sim import Cell, Setup  # noqa: E402
+from parity_stats import EXPLORE_FILES, files_sha256  # noqa: E402
+
+LARGE = (256, 2, 704)  # d_model, layers, ffn_hidden: about 1.7M parameters at vocab 512
+AVG = (1.0, 0.0)
+LR = 6e-3  # the grid's best DiLoCo inner rate; data-parallel's best was 3e-3
+
+
+def _explore(cell: Cell, **changes: object) -> Cell:
+    """``cell`` with ``changes``, its name tagged by them, marked exploratory."""
+    tag = "".join(f"-{v}" for v in changes.values())
+    base = cell.name.rsplit("-lr", 1)
+    return replace(cell, name=f"{base[0]}{tag}-lr{base[1]}", exploratory=True, **changes)  # type: ignore[arg-type]
+
+
+def cells() -> list[tuple[Cell, int]]:
+    """Every exploratory task, in priority order."""
+    reset_h25 = _explore(diloco_cell(8, 25, LR, AVG), policy="reset")
+    reset_warm = _explore(diloco_cell(8, 5, LR, AVG, warm=10), policy="reset")
+    sparse = _explore(diloco_cell(8, 25, LR, AVG), codec="sparse")
+    large = [
+        replace(dp_cell(8, 3e-3, "l"), exploratory=True),
+        replace(diloco_cell(8, 5, LR, AVG, "l", warm=10), exploratory=True),
+    ]
+    small = [(c, s) for s in (0, 1, 2) for c in (reset_h25, reset_warm, sparse)]
+    return small + [(c, 0) for c in large]
+
+
+def large_setup(medium: Setup) -> Setup:
+    """Size ``l``: the medium setup with a wider model."""
+    d, layers, ffn = LARGE
+    model = ModelSpec(
+        **{
+            **medium.model.model_dump(),
+            "preset": "parity-l",
+            "d_model": d,
+            "num_layers": layers,
+            "head_dim": d // 2,
+            "ffn_hidden": ffn,
+        }
+    )
+    return replace(medium, model=model)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parity.parse(argv)
+    args.grid = "exploratory"
+    ctx = parity.prepare(args)
+    ctx["setups"]["l"] = large_setup(ctx["setups"]["m"])
+    large = ctx["setups"]["l"].model
+    head = {**ctx["header"], "explore_sha256": files_sha256(EXPLORE_FILES)}
+    head["setups"] = {
+        **head["setups"],
+        "l": {"model": large.model_dump(mode="json"), "parameters": param_count(large)},
+    }
+    done = parity.load_done(args.out_dir)
+    for cell, seed in cells():
+        if (cell.name, seed) in done:
+            continue
+        record = parity.run_task(cell, seed, ctx["setups"][cell.size], ctx["data"])
+        parity.write_task(args.out_dir, head, record)
+        print(f"{cell.name} seed {seed}: {record['final_loss']:.4f}"
+              f" ({record['wall_seconds']:.0f} s)", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
