@@ -7,8 +7,8 @@ says ``exploratory: true``. They cover what the grid left out and the product ne
 * ``reset`` against ``carry`` (the product's default inner policy is ``reset``);
 * a SparseLoCo-style codec: top-k sparsification (1.6 % density), 2-bit values and
   error feedback, with plain averaging as the outer step;
-* a third model size ``l`` (about 1.7M parameters), one seed of the best recipe and of
-  data-parallel.
+* a third model size ``l`` (about 1.7M parameters), three seeds of the best recipe and
+  of data-parallel.
 
 Task files go to the grid's folder, beside the grid's, and record the hash of this file
 (``explore_sha256``) as well as the harness and trainer hashes, so ``parity_plots.py``
@@ -55,8 +55,8 @@ def cells() -> list[tuple[Cell, int]]:
         replace(dp_cell(8, 3e-3, "l"), exploratory=True),
         replace(diloco_cell(8, 5, LR, AVG, "l", warm=10), exploratory=True),
     ]
-    small = [(c, s) for s in (0, 1, 2) for c in (reset_h25, reset_warm, sparse)]
-    return small + [(c, 0) for c in large]
+    small = [(c, s) for s in range(5) for c in (reset_h25, reset_warm, sparse)]
+    return small + [(c, s) for s in range(3) for c in large]
 
 
 def large_setup(medium: Setup) -> Setup:
