@@ -308,6 +308,12 @@ ALTER TABLE compete_commits ADD COLUMN seq INTEGER;
 UPDATE compete_commits SET seq = rowid
 """
 
+# The admission backoff: refusals so far and the first round a join may come again.
+_V12: Final = """
+ALTER TABLE admission_challenges ADD COLUMN refusals INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE admission_challenges ADD COLUMN retry_round INTEGER NOT NULL DEFAULT 0
+"""
+
 MIGRATIONS: Final[tuple[str, ...]] = (
     _V1,
     _V2,
@@ -320,6 +326,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     _V9,
     _V10,
     _V11,
+    _V12,
 )
 DB_NAME: Final = "challenge.sqlite"
 # The tables whose sizes the metrics report.

@@ -73,6 +73,7 @@ class ServiceEnv(BaseSettings):
     hypertrain_worker_hotkeys: str = ""
     hypertrain_aggregator_hotkeys: str = ""
     hypertrain_admission_deadlines_file: Path | None = None
+    hypertrain_admission_backoff_rounds: int = Field(default=20, ge=0, le=1_000_000)
 
     @classmethod
     def settings_customise_sources(
@@ -140,6 +141,8 @@ class Settings:
     max_body_bytes: int = 1 << 20
     # admission answer deadlines per device class (admission/deadlines.py)
     admission_deadlines: DeadlineTable = DEFAULT_DEADLINES
+    # rounds a refused island waits before it may join again, doubled per refusal
+    admission_backoff_rounds: int = 20
 
     def __post_init__(self) -> None:
         if not self.slug or not self.slug.replace("-", "").replace("_", "").isalnum():
@@ -218,6 +221,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         worker_hotkeys=_hotkeys(e.hypertrain_worker_hotkeys),
         aggregator_hotkeys=_hotkeys(e.hypertrain_aggregator_hotkeys),
         admission_deadlines=_deadlines(e.hypertrain_admission_deadlines_file),
+        admission_backoff_rounds=e.hypertrain_admission_backoff_rounds,
     )
 
 

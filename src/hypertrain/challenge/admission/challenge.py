@@ -25,7 +25,11 @@ report checks does not admit the island; it opens a challenge instead:
    bytes, which is the only memory figure the service keeps for an island.
 
 A refused island, or one whose challenge expired unanswered, may join again (a new
-challenge with a new seed).
+challenge with a new seed), but not at once: each refusal doubles the rounds it waits
+(``backoff``: ``admission_backoff_rounds × 2^(refusals − 1)``, at most ``2^10`` times the
+base), so joining again and again costs the island time, not the worker work. Before any
+of this, a device's claim above its class's cap (:mod:`.deadlines`) is refused at the join
+(``claim_too_large``): the worker's check is sized by the claim.
 """
 
 from __future__ import annotations
@@ -42,7 +46,13 @@ from hypertrain.api.models import (
 )
 from hypertrain.challenge.admission.deadlines import Deadline
 from hypertrain.challenge.admission.rules import challenge_seed, proven_memory_problem
-from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
+from hypertrain.challenge.errors import (
+    AdmissionError,
+    ChallengeError,
+    ConflictError,
+    NotFoundError,
+    PhaseError,
+)
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.memproof import QUERIES, check_sample, table_shape
@@ -51,6 +61,32 @@ from hypertrain.protocol.sqlite import transaction
 
 # Admits an island (run, hotkey, join request, device class) and answers its join.
 Admit = Callable[[str, str, JoinRequest, str], JoinAnswer]
+# The backoff after the n-th refusal is base × 2^(n − 1), n capped here.
+MAX_BACKOFF_DOUBLINGS = 10
+
+
+def check_claims(state: ServiceState, body: JoinRequest, device_class: str) -> None:
+    """Refuse (``claim_too_large``) a device claiming more than its class's cap."""
+    cap = state.settings.admission_deadlines.max_claim_bytes(device_class)
+    for device in body.devices:
+        if device.memory_bytes > cap:
+            raise AdmissionError(
+                f"device {device.index} claims {device.memory_bytes} bytes; device class"
+                f" {device_class!r} may claim at most {cap}",
+                code="claim_too_large",
+            )
+
+
+def check_backoff(state: ServiceState, run_id: str, hotkey: str) -> None:
+    """Refuse (``backoff``) a join again before the last refusal's backoff has passed."""
+    row = _row(state, run_id, hotkey)
+    now = state.due_round()
+    if row is not None and row["status"] == "refused" and now < row["retry_round"]:
+        raise ConflictError(
+            f"{hotkey} was refused {row['refusals']} time(s); it may join again from round"
+            f" {row['retry_round']} (now {now})",
+            code="backoff",
+        )
 
 
 def open_challenge(
@@ -66,12 +102,14 @@ def open_challenge(
     seed_round = now + spec.delay_rounds
     allowed = _deadline(state, device_class, [d.memory_bytes for d in body.devices])
     deadline = seed_round + min(spec.answer_window_rounds, allowed.rounds)
+    refusals = int(row["refusals"]) if row is not None else 0  # the backoff outlives a row
     state.conn.execute(
         "DELETE FROM admission_challenges WHERE run_id = ? AND hotkey = ?", (run_id, hotkey)
     )
     state.conn.execute(
         "INSERT INTO admission_challenges (run_id, hotkey, device_class, join_body,"
-        " join_beacon_round, seed_beacon_round, deadline_round) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        " join_beacon_round, seed_beacon_round, deadline_round, refusals)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
             run_id,
             hotkey,
@@ -80,6 +118,7 @@ def open_challenge(
             now,
             seed_round,
             deadline,
+            refusals,
         ),
     )
     return JoinAnswer(
@@ -201,6 +240,7 @@ def pending(state: ServiceState, run_id: str) -> list[PendingAdmission]:
         sample = _sample(state, r)
         if sample is None:
             continue  # the beacon round after the answer is not verified yet
+        island = loads(r["memory_answers"])
         out.append(
             PendingAdmission(
                 hotkey=r["hotkey"],
@@ -210,6 +250,7 @@ def pending(state: ServiceState, run_id: str) -> list[PendingAdmission]:
                 workload_steps=spec.workload_steps,
                 memory_claims=_claims(r),
                 memory_sample=sample,
+                memory_answers=[island[d][q] for d, q in sample],
             )
         )
     return out
@@ -232,13 +273,16 @@ def check(state: ServiceState, env: Envelope, admit: Admit) -> JoinAnswer:
     sample = _sample(state, row)
     if sample is None:
         raise PhaseError("the sample's beacon round is not public yet", code="no_sample")
-    checked = {(m.device, m.query): m.answer for m in body.memory}
-    if sorted(checked) != sample or len(checked) != len(body.memory):
-        raise ChallengeError(f"the check must cover exactly {sample}", code="bad_sample")
     request = JoinRequest.model_validate(loads(row["join_body"]))
-    reason = _refusal(loads(row["hashes"]), loads(row["memory_answers"]), body, checked)
-    # the budget (the layout) is admitted on the proven bytes, whatever the claim said
-    reason = reason or (proven_memory_problem(state.manifest(run_id), request) or "")
+    if body.refusal is not None:  # the worker stopped early: its typed reason is the refusal
+        reason = f"{body.refusal}: {body.detail}" if body.detail else body.refusal
+    else:
+        checked = {(m.device, m.query): m.answer for m in body.memory}
+        if sorted(checked) != sample or len(checked) != len(body.memory):
+            raise ChallengeError(f"the check must cover exactly {sample}", code="bad_sample")
+        reason = _refusal(loads(row["hashes"]), loads(row["memory_answers"]), body, checked)
+        # the budget (the layout) is admitted on the proven bytes, whatever the claim said
+        reason = reason or (proven_memory_problem(state.manifest(run_id), request) or "")
     with transaction(state.conn):
         state.burn(env)
         if not reason:
@@ -268,7 +312,7 @@ def _refusal(
         return f"devices {bad} differ from the reference"
     wrong = sorted({d for (d, q), answer in checked.items() if memory[d][q] != answer})
     if wrong:
-        return f"memory answers of devices {wrong} differ from the recomputed table"
+        return f"memory_mismatch: answers of devices {wrong} differ from the recomputed table"
     return ""
 
 
@@ -302,10 +346,21 @@ def _seed(state: ServiceState, row: sqlite3.Row) -> int | None:
 
 
 def _close(state: ServiceState, run_id: str, hotkey: str, status_: str, reason: str) -> None:
+    """Decide a challenge; a refusal counts towards the hotkey's backoff."""
     state.conn.execute(
         "UPDATE admission_challenges SET status = ?, reason = ? WHERE run_id = ? AND hotkey = ?",
         (status_, reason, run_id, hotkey),
     )
+    if status_ == "refused":
+        row = _row(state, run_id, hotkey)
+        assert row is not None
+        refusals = int(row["refusals"]) + 1
+        wait = state.settings.admission_backoff_rounds << min(refusals - 1, MAX_BACKOFF_DOUBLINGS)
+        state.conn.execute(
+            "UPDATE admission_challenges SET refusals = ?, retry_round = ?"
+            " WHERE run_id = ? AND hotkey = ?",
+            (refusals, state.due_round() + wait, run_id, hotkey),
+        )
 
 
 def _row(state: ServiceState, run_id: str, hotkey: str) -> sqlite3.Row | None:
