@@ -20,6 +20,12 @@ auditor's own admission pass:
   again"), so one registration keeps the worker busy forever (no table built on the
   attacker's side), and its missed audit windows and answer deadlines are the openings of
   atk4-1 and atk4-2.
+
+Fixed: a claim above its device class's cap (64 GiB for ``cpu:*``) is refused at the
+join (``claim_too_large``); a claim under it answered with zeros is refused after the
+worker built the ladder's smallest rung (1/256 of the table, counted), the honest join is
+checked first and admitted in the same pass, and the attacker's next join waits out its
+backoff.
 """
 
 from __future__ import annotations
@@ -31,10 +37,11 @@ import pytest
 import torch
 
 from hypertrain.api.client import ChallengeClient
-from hypertrain.auditor.admission import check_admissions
+from hypertrain.auditor.admission import CheckWork, check_admissions
 from hypertrain.miner.admission import challenge_hashes, memory_answers
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.memproof import prefix_rows, table_shape
 from hypertrain.protocol.messages import AdmissionAnswer
 from tests.challenge import conftest as _fixtures
 from tests.challenge.conftest import Harness
@@ -45,6 +52,7 @@ harness, miner_keys = _fixtures.harness, _fixtures.miner_keys  # the service fix
 RUN = "run-claim"
 CPU = torch.device("cpu")
 TIB = 1 << 40
+FITS = 16 << 30  # under the cpu class's cap: the worker's check is sized by it
 
 
 @pytest.fixture
@@ -67,11 +75,14 @@ def bounded_memory() -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-def _join(h: Harness, key: Hotkey, claim: int) -> None:
+def _join(h: Harness, key: Hotkey, claim: int) -> tuple[int, str]:
     body = join_body()
     body["devices"][0]["memory_bytes"] = claim
     r = h.client.post("/v1/join", json=signed(key, "join", body, run_id=RUN))
-    assert r.status_code == 200 and r.json()["admitted"] is False, r.text
+    if r.status_code == 200:
+        assert r.json()["admitted"] is False, r.text
+        return 200, "challenged"
+    return r.status_code, str(r.json()["error"])
 
 
 def _answer(client: ChallengeClient, key: Hotkey, honest: bool) -> None:
@@ -91,18 +102,18 @@ def _answer(client: ChallengeClient, key: Hotkey, honest: bool) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open: the worker builds a table of the island's claimed size to refuse it"
-)
 def test_a_huge_memory_claim_answered_with_nothing_does_not_stall_other_admissions(
     harness: Harness, client: ChallengeClient, bounded_memory: None
 ) -> None:
-    """Proves a join claiming the largest provable memory, answered without any table,
-    neither stops the worker's pass nor keeps an honest join behind it from admission."""
+    """Proves a join claiming the largest provable memory is refused before anyone computes,
+    and one claiming what fits, answered without any table, neither stops the worker's
+    pass nor keeps an honest join behind it from admission, and costs the worker only the
+    smallest rung of the ladder."""
     h = harness
     attacker, honest = h.miners[0], h.miners[1]  # the attacker is listed first
-    _join(h, attacker, TIB)
-    _join(h, honest, 1 << 20)
+    assert _join(h, attacker, TIB) == (403, "claim_too_large")  # nothing opened
+    assert _join(h, attacker, FITS) == (200, "challenged")
+    assert _join(h, honest, 1 << 20) == (200, "challenged")
     h.tick(1)  # the seed
     _answer(client, attacker, honest=False)
     _answer(client, honest, honest=True)
@@ -110,6 +121,7 @@ def test_a_huge_memory_claim_answered_with_nothing_does_not_stall_other_admissio
     listed = [p.hotkey for p in client.admissions(RUN)]
     assert listed == [attacker.ss58_address, honest.ss58_address]
     errors: list[str] = []
+    work: list[CheckWork] = []
     try:
         check_admissions(
             client,
@@ -117,6 +129,7 @@ def test_a_huge_memory_claim_answered_with_nothing_does_not_stall_other_admissio
             RUN,
             classes=frozenset({DEVICE_CLASS}),
             emit=lambda event, **f: errors.append(f"{event} {f}"),
+            work=work,
         )
     except Exception as exc:  # --follow logs this and starts over, every pass
         errors.append(f"pass stopped: {type(exc).__name__}: {str(exc)[:120]}")
@@ -125,5 +138,14 @@ def test_a_huge_memory_claim_answered_with_nothing_does_not_stall_other_admissio
         for who, key in (("attacker", attacker), ("honest", honest))
     }
     assert states == {"attacker": "refused", "honest": "admitted"}, (
-        f"one {TIB >> 30} GiB claim answered with zeros: {states}; {errors}"
+        f"one {FITS >> 30} GiB claim answered with zeros: {states}; {errors}"
     )
+    assert [w.hotkey for w in work] == [honest.ss58_address, attacker.ss58_address]  # cheapest
+    shape = table_shape(FITS)
+    spent = {w.hotkey: (w.entries_built, w.refusal) for w in work}
+    assert spent[attacker.ss58_address] == (
+        prefix_rows(shape, 0) * shape.lanes,  # the smallest rung: 1/256 of the table
+        "memory_mismatch",
+    )
+    assert prefix_rows(shape, 0) * shape.lanes == shape.entries // 256
+    assert _join(h, attacker, FITS) == (409, "backoff")  # joining again costs it time

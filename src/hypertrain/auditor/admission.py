@@ -18,11 +18,14 @@ What one check may cost the worker is bounded before the island has shown anythi
   island's bytes is that island's refusal (``check_failed``), never the pass's;
 * a pass checks the cheapest challenges first and starts none once ``pass_entries``
   entries are spent, so an expensive claim waits for a later pass instead of holding
-  an honest join behind it.
+  an honest join behind it;
+* under ``--follow`` the passes run in their own thread (:class:`AdmissionWorker`), so
+  no check holds the audits or the dispute answers.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -198,3 +201,53 @@ def _post(
         if emit is not None:
             emit("error", admission=item.hotkey, detail=str(exc)[:500])
         return None
+
+
+class AdmissionWorker:
+    """Admission passes in their own thread, so the audit and dispute loop never waits for
+    one (a check of a large claim builds its table for minutes).
+
+    ``run_pass`` is one pass (:func:`check_admissions` with the auditor's arguments); an
+    exception that ``fatal`` names (the service refusing this worker itself) stops the
+    thread and is kept in :attr:`failure` for the caller's loop to raise; any other is
+    reported and the next pass starts ``poll_s`` later."""
+
+    def __init__(
+        self,
+        run_pass: Callable[[], object],
+        *,
+        poll_s: float,
+        emit: Emit,
+        fatal: Callable[[Exception], bool],
+    ) -> None:
+        self._run_pass = run_pass
+        self._poll_s = max(poll_s, 0.05)  # a pass polls the service: never a busy loop
+        self._emit = emit
+        self._fatal = fatal
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="admissions", daemon=True)
+        self.failure: Exception | None = None
+        self.passes = 0
+
+    def start(self) -> AdmissionWorker:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        """Pass after pass (the first at once, whenever ``close`` comes)."""
+        while True:
+            try:
+                self._run_pass()
+            except Exception as exc:
+                if self._fatal(exc):
+                    self.failure = exc
+                    return
+                self._emit("error", detail=f"admissions: {type(exc).__name__}: {exc}"[:500])
+            self.passes += 1
+            if self._stop.wait(self._poll_s):
+                return
+
+    def close(self) -> None:
+        """Start no further pass and wait for the one running to end."""
+        self._stop.set()
+        self._thread.join()
