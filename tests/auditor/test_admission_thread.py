@@ -34,7 +34,7 @@ def test_a_running_admission_pass_does_not_hold_the_caller() -> None:
     assert worker.passes == 0 and audited == ["round 0"]
     release.set()
     worker.close()
-    assert worker.passes == 1 and worker.failure is None
+    assert worker.passes >= 1 and worker.failure is None  # a further pass may have run
 
 
 def test_a_failing_pass_is_reported_and_the_next_one_runs() -> None:
