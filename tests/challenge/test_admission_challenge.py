@@ -122,7 +122,10 @@ def test_late_answer_is_refused(harness: Harness, client: ChallengeClient) -> No
     assert client.admission_status(RUN, key.ss58_address).status == "refused"
     assert check_admissions(client, h.auditor, RUN, classes=frozenset({DEVICE_CLASS})) == []
     assert key.ss58_address not in _roster(client)
-    # a refused island may ask again: a new challenge, a new seed round
+    # a refused island may ask again, after its backoff: a new challenge, a new seed round
+    r = h.client.post("/v1/join", json=signed(key, "join", join_body(), run_id=RUN))
+    assert (r.status_code, r.json()["error"]) == (409, "backoff")
+    h.tick(h.state.settings.admission_backoff_rounds)
     again = _join(h, key)
     assert again["challenge"]["seed_beacon_round"] == h.beacon.round + 1
 

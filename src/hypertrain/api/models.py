@@ -354,6 +354,7 @@ class PendingAdmission(_Answer):
     workload_steps: int
     memory_claims: list[int] = []  # bytes each device claims (its table's size)
     memory_sample: list[tuple[int, int]] = []  # (device, query) pairs to recompute
+    memory_answers: list[str] = []  # the island's answers to those pairs, in that order
 
 
 class WeightsMetadata(_Answer):

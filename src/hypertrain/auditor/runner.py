@@ -32,7 +32,7 @@ from torch import Tensor
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import VerdictAnswer
-from hypertrain.auditor.admission import check_admissions
+from hypertrain.auditor.admission import AdmissionWorker, check_admissions
 from hypertrain.auditor.disputes import answer_disputes, answer_games
 from hypertrain.auditor.replay import AuditOutcome, IslandRound, audit_island
 from hypertrain.evidence.errors import IslandInputError, VerificationError
@@ -337,43 +337,66 @@ def follow(
     done: set[int] = set()
     parties: dict[str, Any] = {}  # dispute id -> this auditor's replay of the segment
     auditor = replace(auditor, attend=attending(auditor, parties, emit))
-    while not stop():
-        if auditor.manifest.admission.challenge:
-            try:
-                check_admissions(
-                    auditor.service,
-                    auditor.key,
-                    auditor.manifest.run_id,
-                    device=torch.device(auditor.device),
-                    emit=emit,
-                )
-            except Exception as exc:
-                if refused(exc):
-                    raise
-                emit("error", detail=f"admissions: {type(exc).__name__}: {exc}"[:500])
+    admissions = admission_worker(auditor, poll_s, emit)
+    try:
+        while not stop():
+            if admissions is not None and admissions.failure is not None:
+                raise admissions.failure
+            _follow_pass(auditor, progress, done, parties, emit, max_attempts)
+            time.sleep(poll_s)
+    finally:
+        if admissions is not None:
+            admissions.close()
+
+
+def admission_worker(auditor: Auditor, poll_s: float, emit: Emit) -> AdmissionWorker | None:
+    """The admission passes of a run under the challenge, started in their own thread."""
+    if not auditor.manifest.admission.challenge:
+        return None
+
+    def run_pass() -> None:
+        check_admissions(
+            auditor.service,
+            auditor.key,
+            auditor.manifest.run_id,
+            device=torch.device(auditor.device),
+            emit=emit,
+        )
+
+    return AdmissionWorker(run_pass, poll_s=poll_s, emit=emit, fatal=refused).start()
+
+
+def _follow_pass(
+    auditor: Auditor,
+    progress: dict[int, RoundProgress],
+    done: set[int],
+    parties: dict[str, Any],
+    emit: Emit,
+    max_attempts: int,
+) -> None:
+    """One pass of :func:`follow`: every round in its audit phase, then the disputes."""
+    try:
+        summaries = auditor.service.rounds(auditor.manifest.run_id)
+    except Exception as exc:  # the loop outlives any one bad answer
+        emit("error", detail=f"{type(exc).__name__}: {exc}"[:500])
+        summaries = []
+    for summary in summaries:
+        index = -1
         try:
-            summaries = auditor.service.rounds(auditor.manifest.run_id)
-        except Exception as exc:  # the loop outlives any one bad answer
-            emit("error", detail=f"{type(exc).__name__}: {exc}"[:500])
-            summaries = []
-        for summary in summaries:
-            index = -1
-            try:
-                index = summary.round
-                if summary.phase != "audit" or index in done:
-                    continue
-                state = progress.setdefault(index, RoundProgress())
-                audit_round(auditor, index, emit, state)
-                if state.unfinished == 0:
-                    done.add(index)
-            except Exception as exc:
-                if refused(exc):
-                    raise
-                emit("error", detail=f"{type(exc).__name__}: {exc}"[:500])
-            if index in progress and progress[index].attempts >= max_attempts:
+            index = summary.round
+            if summary.phase != "audit" or index in done:
+                continue
+            state = progress.setdefault(index, RoundProgress())
+            audit_round(auditor, index, emit, state)
+            if state.unfinished == 0:
                 done.add(index)
-        try:
-            answer_disputes(auditor, parties, emit)
-        except Exception as exc:  # a dispute must not stop the audits
-            emit("error", detail=f"disputes: {type(exc).__name__}: {exc}"[:500])
-        time.sleep(poll_s)
+        except Exception as exc:
+            if refused(exc):
+                raise
+            emit("error", detail=f"{type(exc).__name__}: {exc}"[:500])
+        if index in progress and progress[index].attempts >= max_attempts:
+            done.add(index)
+    try:
+        answer_disputes(auditor, parties, emit)
+    except Exception as exc:  # a dispute must not stop the audits
+        emit("error", detail=f"disputes: {type(exc).__name__}: {exc}"[:500])

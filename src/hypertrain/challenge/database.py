@@ -350,6 +350,12 @@ CREATE TABLE tape_attestations (
 CREATE INDEX tape_attestations_witness ON tape_attestations (run_id, witness)
 """
 
+# The admission backoff: refusals so far and the first round a join may come again.
+_V14: Final = """
+ALTER TABLE admission_challenges ADD COLUMN refusals INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE admission_challenges ADD COLUMN retry_round INTEGER NOT NULL DEFAULT 0
+"""
+
 MIGRATIONS: Final[tuple[str, ...]] = (
     _V1,
     _V2,
@@ -364,6 +370,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     _V11,
     _V12,
     _V13,
+    _V14,
 )
 DB_NAME: Final = "challenge.sqlite"
 # The tables whose sizes the metrics report.

@@ -75,6 +75,7 @@ class ServiceEnv(BaseSettings):
     hypertrain_admission_deadlines_file: Path | None = None
     hypertrain_tape_witnesses: int = Field(default=0, ge=0, le=64)
     hypertrain_witness_hotkeys: str = ""
+    hypertrain_admission_backoff_rounds: int = Field(default=20, ge=0, le=1_000_000)
 
     @classmethod
     def settings_customise_sources(
@@ -148,6 +149,8 @@ class Settings:
     max_body_bytes: int = 1 << 20
     # admission answer deadlines per device class (admission/deadlines.py)
     admission_deadlines: DeadlineTable = DEFAULT_DEADLINES
+    # rounds a refused island waits before it may join again, doubled per refusal
+    admission_backoff_rounds: int = 20
 
     def __post_init__(self) -> None:
         if not self.slug or not self.slug.replace("-", "").replace("_", "").isalnum():
@@ -233,6 +236,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         admission_deadlines=_deadlines(e.hypertrain_admission_deadlines_file),
         tape_witnesses=e.hypertrain_tape_witnesses,
         witness_hotkeys=_hotkeys(e.hypertrain_witness_hotkeys),
+        admission_backoff_rounds=e.hypertrain_admission_backoff_rounds,
     )
 
 

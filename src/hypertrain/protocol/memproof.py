@@ -1,10 +1,17 @@
-"""The memory proof's public arithmetic: table geometry, floors, seeds and the check sample.
+"""The memory proof's public arithmetic: table geometry, floors, seeds, the ladder, the sample.
 
 An admission challenge proves each device's claimed memory (``DeviceReport.memory_bytes``)
 with a table of that size that the device must hold while it answers (the workload is
 ``hypertrain.trainer.memproof``; docs/mechanism.md, "Memory proof"). Everything here is
 integer arithmetic and tagged hashes, so the service (which never imports torch), the
 island and the worker derive the same geometry, seeds and sample.
+
+The ladder: the first ``len(LADDER_SHIFTS)`` answers of a device walk only a prefix of its
+table (``rows >> shift`` rows, :func:`prefix_rows`), the rest walk all of it. A table's
+rows depend only on earlier rows, so a prefix can be built alone; the worker checks the
+rungs in ascending order while it builds, and stops at the first wrong one. Refusing an
+island therefore costs the worker the smallest rung, or at most ``4 ×`` the largest
+prefix the island answered right (docs/mechanism.md, "Memory proof").
 """
 
 from __future__ import annotations
@@ -23,7 +30,10 @@ QUERIES: Final = 16  # answers per device
 WALKERS_PER_QUERY: Final = 64  # independent walks hashed into one answer
 STEPS: Final = 64  # data-dependent table reads per walk
 DEVICES_CHECKED: Final = 2  # devices a worker recomputes (all of them when fewer)
-QUERIES_CHECKED: Final = 4  # answers a worker recomputes per checked device
+LADDER_SHIFTS: Final = (8, 6, 4, 2)  # answers 0..3 walk the first rows >> shift rows
+FULL_CHECKED: Final = 4  # answers over the whole table a worker recomputes per device
+QUERIES_CHECKED: Final = len(LADDER_SHIFTS) + FULL_CHECKED  # per checked device
+MIN_PREFIX_ROWS: Final = 2  # the smallest rung (row 0 alone is a function of the seed)
 MIN_CLAIM_BYTES: Final = 1 << 20  # the smallest table; also the miner's default claim
 MAX_CLAIM_BYTES: Final = 1 << 40
 ANSWER_HEX: Final = 32  # an answer is the first 16 bytes of a tagged hash, in hex
@@ -57,6 +67,15 @@ def table_shape(claim_bytes: int) -> TableShape:
     return TableShape(rows=entries // lanes, lanes=lanes)
 
 
+def prefix_rows(shape: TableShape, query: int) -> int:
+    """The rows answer ``query`` walks: a rung of the ladder, or the whole table."""
+    if not 0 <= query < QUERIES:
+        raise ValueError(f"a query is 0 to {QUERIES - 1}, not {query}")
+    if query >= len(LADDER_SHIFTS):
+        return shape.rows
+    return min(shape.rows, max(MIN_PREFIX_ROWS, shape.rows >> LADDER_SHIFTS[query]))
+
+
 def memory_floor(manifest: RunManifest, layout: LayoutSpec) -> int:
     """Bytes each device must prove to be admitted with ``layout``: the float32 weights it
     holds (experts split over ``ep``), and at least the smallest table."""
@@ -72,12 +91,16 @@ def device_seed(seed: int, device: int) -> int:
 
 def check_sample(randomness: str, hotkey: str, devices: int) -> list[tuple[int, int]]:
     """The (device, query) pairs a worker recomputes, drawn from the beacon round after
-    the answer arrived (so the island could not know them when it answered)."""
+    the answer arrived (so the island could not know them when it answered): per sampled
+    device every rung of the ladder and ``FULL_CHECKED`` of the whole-table answers."""
     picked: list[tuple[int, int]] = []
     order = _shuffled(randomness, hotkey, "device", devices)
+    rungs = len(LADDER_SHIFTS)
     for device in sorted(order[: min(DEVICES_CHECKED, devices)]):
-        queries = _shuffled(randomness, hotkey, f"query:{device}", QUERIES)
-        picked += [(device, q) for q in sorted(queries[:QUERIES_CHECKED])]
+        full = [
+            rungs + q for q in _shuffled(randomness, hotkey, f"query:{device}", QUERIES - rungs)
+        ]
+        picked += [(device, q) for q in [*range(rungs), *sorted(full[:FULL_CHECKED])]]
     return picked
 
 

@@ -191,14 +191,24 @@ class MemoryCheck(_Body):
     answer: _ANSWER
 
 
+# Why a worker refuses an island's answers without posting the whole sample:
+# memory_mismatch: a sampled answer differs (the check stopped there); check_budget: the
+# check would build more than the worker's budget; check_failed: computing the check on
+# the island's bytes raised.
+CheckRefusal = Literal["memory_mismatch", "check_budget", "check_failed"]
+
+
 class AdmissionCheck(_Body):
     """A worker's reference hash and recomputed memory answers (exactly the sampled
-    (device, query) pairs) for an island's admission challenge."""
+    (device, query) pairs) for an island's admission challenge; or its typed refusal
+    (``refusal``, with ``detail``), for which the answers it got to are enough."""
 
     hotkey: str = Field(pattern=_SS58)
     seed_beacon_round: int = Field(ge=0)
     reference_hash: str = Field(pattern=_HEX64)
-    memory: list[MemoryCheck] = Field(min_length=1, max_length=64)
+    memory: list[MemoryCheck] = Field(default_factory=list, max_length=64)
+    refusal: CheckRefusal | None = None
+    detail: str = Field(default="", max_length=500)
 
 
 class Leave(_Body):

@@ -25,7 +25,11 @@ report checks does not admit the island; it opens a challenge instead:
    bytes, which is the only memory figure the service keeps for an island.
 
 A refused island, or one whose challenge expired unanswered, may join again (a new
-challenge with a new seed).
+challenge with a new seed), but not at once: each refusal doubles the rounds it waits
+(``backoff``: ``admission_backoff_rounds × 2^(refusals − 1)``, at most ``2^10`` times the
+base), so joining again and again costs the island time, not the worker work. Before any
+of this, a device's claim above its class's cap (:mod:`.deadlines`) is refused at the join
+(``claim_too_large``): the worker's check is sized by the claim.
 """
 
 from __future__ import annotations
@@ -43,7 +47,13 @@ from hypertrain.challenge.admission import storage
 from hypertrain.challenge.admission.deadlines import Deadline
 from hypertrain.challenge.admission.rules import challenge_seed, proven_memory_problem
 from hypertrain.challenge.admission.storage import ChallengeRow, ChallengeStatus, NewChallenge
-from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
+from hypertrain.challenge.errors import (
+    AdmissionError,
+    ChallengeError,
+    ConflictError,
+    NotFoundError,
+    PhaseError,
+)
 from hypertrain.challenge.rounds import roster_storage
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
@@ -54,6 +64,32 @@ from hypertrain.protocol.sqlite import transaction
 
 # Admits an island (run, hotkey, join request, device class) and answers its join.
 Admit = Callable[[str, str, JoinRequest, str], JoinAnswer]
+# The backoff after the n-th refusal is base × 2^(n − 1), n capped here.
+MAX_BACKOFF_DOUBLINGS = 10
+
+
+def check_claims(state: ServiceState, body: JoinRequest, device_class: str) -> None:
+    """Refuse (``claim_too_large``) a device claiming more than its class's cap."""
+    cap = state.settings.admission_deadlines.max_claim_bytes(device_class)
+    for device in body.devices:
+        if device.memory_bytes > cap:
+            raise AdmissionError(
+                f"device {device.index} claims {device.memory_bytes} bytes; device class"
+                f" {device_class!r} may claim at most {cap}",
+                code="claim_too_large",
+            )
+
+
+def check_backoff(state: ServiceState, run_id: str, hotkey: str) -> None:
+    """Refuse (``backoff``) a join again before the last refusal's backoff has passed."""
+    row = storage.challenge(state.conn, run_id, hotkey)
+    now = state.due_round()
+    if row is not None and row.status == "refused" and now < row.retry_round:
+        raise ConflictError(
+            f"{hotkey} was refused {row.refusals} time(s); it may join again from round"
+            f" {row.retry_round} (now {now})",
+            code="backoff",
+        )
 
 
 def open_challenge(
@@ -69,6 +105,7 @@ def open_challenge(
     seed_round = now + spec.delay_rounds
     allowed = _deadline(state, device_class, [d.memory_bytes for d in body.devices])
     deadline = seed_round + min(spec.answer_window_rounds, allowed.rounds)
+    refusals = row.refusals if row is not None else 0  # the backoff outlives a row
     storage.replace_challenge(
         state.conn,
         NewChallenge(
@@ -79,6 +116,7 @@ def open_challenge(
             join_beacon_round=now,
             seed_beacon_round=seed_round,
             deadline_round=deadline,
+            refusals=refusals,
         ),
     )
     return JoinAnswer(
@@ -195,6 +233,8 @@ def pending(state: ServiceState, run_id: str) -> list[PendingAdmission]:
         sample = _sample(state, r)
         if sample is None:
             continue  # the beacon round after the answer is not verified yet
+        assert r.memory_answers is not None  # an answered challenge holds its answers
+        island = loads(r.memory_answers)
         out.append(
             PendingAdmission(
                 hotkey=r.hotkey,
@@ -204,6 +244,7 @@ def pending(state: ServiceState, run_id: str) -> list[PendingAdmission]:
                 workload_steps=spec.workload_steps,
                 memory_claims=_claims(r),
                 memory_sample=sample,
+                memory_answers=[island[d][q] for d, q in sample],
             )
         )
     return out
@@ -226,14 +267,17 @@ def check(state: ServiceState, env: Envelope, admit: Admit) -> JoinAnswer:
     sample = _sample(state, row)
     if sample is None:
         raise PhaseError("the sample's beacon round is not public yet", code="no_sample")
-    checked = {(m.device, m.query): m.answer for m in body.memory}
-    if sorted(checked) != sample or len(checked) != len(body.memory):
-        raise ChallengeError(f"the check must cover exactly {sample}", code="bad_sample")
-    assert row.hashes is not None and row.memory_answers is not None  # it is answered
     request = JoinRequest.model_validate(loads(row.join_body))
-    reason = _refusal(loads(row.hashes), loads(row.memory_answers), body, checked)
-    # the budget (the layout) is admitted on the proven bytes, whatever the claim said
-    reason = reason or (proven_memory_problem(state.manifest(run_id), request) or "")
+    if body.refusal is not None:  # the worker stopped early: its typed reason is the refusal
+        reason = f"{body.refusal}: {body.detail}" if body.detail else body.refusal
+    else:
+        checked = {(m.device, m.query): m.answer for m in body.memory}
+        if sorted(checked) != sample or len(checked) != len(body.memory):
+            raise ChallengeError(f"the check must cover exactly {sample}", code="bad_sample")
+        assert row.hashes is not None and row.memory_answers is not None  # it is answered
+        reason = _refusal(loads(row.hashes), loads(row.memory_answers), body, checked)
+        # the budget (the layout) is admitted on the proven bytes, whatever the claim said
+        reason = reason or (proven_memory_problem(state.manifest(run_id), request) or "")
     with transaction(state.conn):
         state.burn(env)
         if not reason:
@@ -260,7 +304,7 @@ def _refusal(
         return f"devices {bad} differ from the reference"
     wrong = sorted({d for (d, q), answer in checked.items() if memory[d][q] != answer})
     if wrong:
-        return f"memory answers of devices {wrong} differ from the recomputed table"
+        return f"memory_mismatch: answers of devices {wrong} differ from the recomputed table"
     return ""
 
 
@@ -291,7 +335,14 @@ def _seed(state: ServiceState, row: ChallengeRow) -> int | None:
 def _close(
     state: ServiceState, run_id: str, hotkey: str, status_: ChallengeStatus, reason: str
 ) -> None:
+    """Decide a challenge; a refusal counts towards the hotkey's backoff."""
     storage.close(state.conn, run_id, hotkey, status_, reason)
+    if status_ == "refused":
+        row = storage.challenge(state.conn, run_id, hotkey)
+        assert row is not None
+        refusals = row.refusals + 1
+        wait = state.settings.admission_backoff_rounds << min(refusals - 1, MAX_BACKOFF_DOUBLINGS)
+        storage.record_refusal(state.conn, run_id, hotkey, refusals, state.due_round() + wait)
 
 
 def _require(state: ServiceState, run_id: str, hotkey: str) -> ChallengeRow:

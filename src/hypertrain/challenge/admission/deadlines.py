@@ -1,4 +1,5 @@
-"""Admission deadlines per device class: how long an island has to answer its challenge.
+"""Admission deadlines and memory caps per device class: how long an island has to answer
+its challenge, and the most memory one of its devices may claim.
 
 The memory proof (docs/mechanism.md, "Memory proof") is only as strong as its deadline:
 a device that holds part of its table can recompute the rest, or page it from slower
@@ -16,6 +17,12 @@ seed round (at least one), and never exceeds the run's signed
 ``admission.answer_window_rounds``: the manifest's window is the run's outer bound, this
 table narrows it per class. The table is service configuration, not part of the signed
 manifest (``HYPERTRAIN_ADMISSION_DEADLINES_FILE``, :func:`load_deadlines`).
+
+Each rule also caps the memory one device of its classes may claim (``max_claim_gib``:
+what a device of the class can really hold). A claim above its class's cap is refused at
+the join (``claim_too_large``), before anyone computes anything, and a class no rule
+names gets the smallest cap; so the worker's check, which is sized by the claim, is
+bounded per class before the island has paid anything.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 GIB: Final = 1 << 30
+DEFAULT_CAP_GIB: Final = 64.0  # a rule's cap when it names none
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +47,7 @@ class ClassDeadline:
     tier: str
     overhead_s: float  # seed fetch, the compute workload, the upload
     s_per_gib: float  # building and walking one GiB of table on the tier's slowest device
+    max_claim_gib: float = DEFAULT_CAP_GIB  # the most memory one device of the class may claim
 
     def seconds(self, claim_bytes: int) -> float:
         """The deadline, in seconds after the seed round, for a per-device claim."""
@@ -70,6 +79,8 @@ class DeadlineTable:
         for rule in self.rules:
             if not rule.prefix or rule.overhead_s <= 0 or rule.s_per_gib < 0:
                 raise ValueError(f"deadline rule {rule.prefix!r} needs a prefix and overhead > 0")
+            if not 0 < rule.max_claim_gib <= 1024:
+                raise ValueError(f"deadline rule {rule.prefix!r} caps claims at 0 to 1024 GiB")
 
     def rule_for(self, device_class: str, claim_bytes: int) -> tuple[ClassDeadline, bool]:
         """The rule of the longest matching prefix (and True), else the strictest rule for
@@ -79,6 +90,14 @@ class DeadlineTable:
             return max(matching, key=lambda r: len(r.prefix)), True
         return min(self.rules, key=lambda r: (r.seconds(claim_bytes), r.prefix)), False
 
+    def max_claim_bytes(self, device_class: str) -> int:
+        """The cap of the longest matching prefix, else the smallest cap of any rule."""
+        matching = [r for r in self.rules if device_class.startswith(r.prefix)]
+        if matching:
+            rule = max(matching, key=lambda r: len(r.prefix))
+            return int(rule.max_claim_gib * GIB)
+        return int(min(r.max_claim_gib for r in self.rules) * GIB)
+
     def deadline(self, device_class: str, claims: list[int], period_s: float) -> Deadline:
         """The deadline of an island of ``device_class`` whose devices claim ``claims``."""
         largest = max(claims, default=0)
@@ -87,28 +106,54 @@ class DeadlineTable:
         return Deadline(rule.tier, known, seconds, max(1, math.ceil(seconds / period_s)))
 
 
-# Defaults: the cpu figure is measured (docs/mechanism.md: one thread builds and walks 64 MiB
-# in 6.6 s, about 105 s/GiB, so 160 leaves room for a slower core); the GPU figures are
-# estimates from memory bandwidth (the build is ~25 elementwise passes per entry and
-# 1024 row launches), with the same margin. An operator measures its own classes.
+# Defaults. Caps: the memory of the class's largest device, in GiB (so a worker's check is
+# at most that); the cpu cap is what a worker host is expected to spare. Deadlines: the cpu
+# figure is measured (docs/mechanism.md: one thread builds and walks 64 MiB in 6.6 s, about
+# 105 s/GiB, so 160 leaves room for a slower core); the GPU figures are estimates from
+# memory bandwidth (the build is ~25 elementwise passes per entry and 1024 row launches),
+# with the same margin. An operator measures its own classes.
 DEFAULT_DEADLINES: Final = DeadlineTable(
     rules=(
-        ClassDeadline(prefix="cpu:", tier="cpu", overhead_s=10.0, s_per_gib=160.0),
-        ClassDeadline(prefix="cuda:", tier="consumer-gpu", overhead_s=10.0, s_per_gib=4.0),
         ClassDeadline(
-            prefix="cuda:NVIDIA-A100", tier="datacenter-gpu", overhead_s=10.0, s_per_gib=1.0
+            prefix="cpu:", tier="cpu", overhead_s=10.0, s_per_gib=160.0, max_claim_gib=64
         ),
         ClassDeadline(
-            prefix="cuda:NVIDIA-H100", tier="datacenter-gpu", overhead_s=10.0, s_per_gib=1.0
+            prefix="cuda:", tier="consumer-gpu", overhead_s=10.0, s_per_gib=4.0, max_claim_gib=32
         ),
         ClassDeadline(
-            prefix="cuda:NVIDIA-H200", tier="datacenter-gpu", overhead_s=10.0, s_per_gib=1.0
+            prefix="cuda:NVIDIA-A100",
+            tier="datacenter-gpu",
+            overhead_s=10.0,
+            s_per_gib=1.0,
+            max_claim_gib=80,
         ),
         ClassDeadline(
-            prefix="cuda:NVIDIA-GH200", tier="datacenter-gpu", overhead_s=10.0, s_per_gib=1.0
+            prefix="cuda:NVIDIA-H100",
+            tier="datacenter-gpu",
+            overhead_s=10.0,
+            s_per_gib=1.0,
+            max_claim_gib=94,
         ),
         ClassDeadline(
-            prefix="cuda:NVIDIA-B200", tier="datacenter-gpu", overhead_s=10.0, s_per_gib=1.0
+            prefix="cuda:NVIDIA-H200",
+            tier="datacenter-gpu",
+            overhead_s=10.0,
+            s_per_gib=1.0,
+            max_claim_gib=141,
+        ),
+        ClassDeadline(
+            prefix="cuda:NVIDIA-GH200",
+            tier="datacenter-gpu",
+            overhead_s=10.0,
+            s_per_gib=1.0,
+            max_claim_gib=144,
+        ),
+        ClassDeadline(
+            prefix="cuda:NVIDIA-B200",
+            tier="datacenter-gpu",
+            overhead_s=10.0,
+            s_per_gib=1.0,
+            max_claim_gib=192,
         ),
     )
 )
@@ -121,6 +166,7 @@ class _RuleDoc(BaseModel):
     tier: str = Field(min_length=1, max_length=64)
     overhead_s: float = Field(gt=0, lt=1e6)
     s_per_gib: float = Field(ge=0, lt=1e6)
+    max_claim_gib: float = Field(default=DEFAULT_CAP_GIB, gt=0, le=1024)
 
 
 class _TableDoc(BaseModel):
@@ -130,7 +176,8 @@ class _TableDoc(BaseModel):
 
 
 def load_deadlines(path: Path) -> DeadlineTable:
-    """A table from a JSON file ``{"rules": [{"prefix", "tier", "overhead_s", "s_per_gib"}]}``;
+    """A table from a JSON file ``{"rules": [{"prefix", "tier", "overhead_s", "s_per_gib",
+    "max_claim_gib"}]}``;
     :class:`ValueError` with the reason when it cannot be read or is not one."""
     try:
         doc = _TableDoc.model_validate(json.loads(path.read_text(encoding="utf-8")))

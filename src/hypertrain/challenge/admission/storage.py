@@ -26,6 +26,7 @@ class NewChallenge:
     join_beacon_round: int
     seed_beacon_round: int
     deadline_round: int
+    refusals: int = 0  # the hotkey's refusals so far (the backoff outlives a row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,8 @@ class ChallengeRow:
     answered_round: int | None
     status: ChallengeStatus
     reason: str
+    refusals: int  # refusals of this hotkey in the run so far
+    retry_round: int  # the first beacon round a new join may come (the backoff)
 
 
 def _row(r: sqlite3.Row) -> ChallengeRow:
@@ -62,6 +65,8 @@ def _row(r: sqlite3.Row) -> ChallengeRow:
         answered_round=r["answered_round"],
         status=cast(ChallengeStatus, r["status"]),
         reason=r["reason"],
+        refusals=int(r["refusals"]),
+        retry_round=int(r["retry_round"]),
     )
 
 
@@ -92,7 +97,8 @@ def replace_challenge(conn: sqlite3.Connection, new: NewChallenge) -> None:
     )
     conn.execute(
         "INSERT INTO admission_challenges (run_id, hotkey, device_class, join_body,"
-        " join_beacon_round, seed_beacon_round, deadline_round) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        " join_beacon_round, seed_beacon_round, deadline_round, refusals)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
             new.run_id,
             new.hotkey,
@@ -101,6 +107,7 @@ def replace_challenge(conn: sqlite3.Connection, new: NewChallenge) -> None:
             new.join_beacon_round,
             new.seed_beacon_round,
             new.deadline_round,
+            new.refusals,
         ),
     )
 
@@ -135,4 +142,15 @@ def close(
     conn.execute(
         "UPDATE admission_challenges SET status = ?, reason = ? WHERE run_id = ? AND hotkey = ?",
         (status, reason, run_id, hotkey),
+    )
+
+
+def record_refusal(
+    conn: sqlite3.Connection, run_id: str, hotkey: str, refusals: int, retry_round: int
+) -> None:
+    """Count a refusal: the hotkey may join again from ``retry_round`` on."""
+    conn.execute(
+        "UPDATE admission_challenges SET refusals = ?, retry_round = ?"
+        " WHERE run_id = ? AND hotkey = ?",
+        (refusals, retry_round, run_id, hotkey),
     )

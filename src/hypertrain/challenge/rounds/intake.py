@@ -74,6 +74,8 @@ def join(state: ServiceState, env: Envelope) -> JoinAnswer:
     if roster_storage.membership(state.conn, run_id, hotkey) is not None:
         raise ConflictError(f"{hotkey} is already admitted to {run_id}", code="already_joined")
     if challenged:
+        challenge.check_claims(state, body, device_class)
+        challenge.check_backoff(state, run_id, hotkey)
         with transaction(state.conn):
             state.burn(env)
             return challenge.open_challenge(state, run_id, hotkey, body, device_class)
