@@ -173,3 +173,50 @@ def test_a_faulted_island_is_audited_every_later_round(net: Net, miner_keys: lis
     detail = net.client.get("/v1/runs/run-1/rounds/2").json()
     assert [a["body"]["hotkey"] for a in detail["assignments"]] == [cheater.ss58_address]
     assert detail["probation"] == {cheater.ss58_address: True}
+
+
+def test_an_island_that_sits_out_probation_is_paid_once_it_has_served_it(
+    net: Net, miner_keys: list[Hotkey]
+) -> None:
+    """Probation ends on the event "its probation rounds passed their audits", not on a
+    round fixed when a probation reward settled: sitting out holds the reward longer."""
+    sitter, honest = miner_keys[0], miner_keys[1]
+    for key in (sitter, honest):
+        assert net.client.post("/v1/join", json=signed(key, "join", join_body())).is_success
+    s = sitter.ss58_address
+    net.play(0, [sitter, honest])
+    for index in (1, 2, 3):
+        net.play(index, [honest])
+        assert s not in net.paid(10 + index)
+        assert (net.roster()[s]["held"], net.roster()[s]["vested"]) == (POOL // 2, 0)
+    net.play(4, [sitter, honest])  # its second probation round: served once it settles
+    assert net.roster()[s]["probation_until_round"] == 5
+    assert s not in net.paid(14)  # released from round 5 on, never before
+    net.play(5, [sitter, honest])
+    entry = net.roster()[s]
+    assert (entry["status"], entry["held"], entry["vested"]) == ("active", 0, POOL // 2)
+    assert s in net.paid(15)
+    bal = net.ledger.balances("run-1", s)
+    assert (bal.paid, bal.escrowed, bal.burned) == (POOL // 2, POOL, 0)
+    report = net.ledger.verify()
+    assert report.ok, report.render()
+
+
+def test_an_island_that_leaves_during_probation_never_serves_it(
+    net: Net, miner_keys: list[Hotkey]
+) -> None:
+    """A leave is final: the island can commit no further probation round, so what it
+    earned in probation stays held (a deregistration burns it), however long the run goes."""
+    leaver, honest = miner_keys[0], miner_keys[1]
+    for key in (leaver, honest):
+        assert net.client.post("/v1/join", json=signed(key, "join", join_body())).is_success
+    net.play(0, [leaver, honest])
+    left = net.client.post("/v1/leave", json=signed(leaver, "leave", {"reason": "done"}))
+    assert left.json()["left_round"] == 1
+    for index in (1, 2, 3, 4):
+        net.play(index, [honest])
+        assert leaver.ss58_address not in net.paid(10 + index)
+    entry = net.roster()[leaver.ss58_address]
+    assert (entry["held"], entry["vested"], entry["paid"]) == (POOL // 2, 0, 0)
+    report = net.ledger.verify()
+    assert report.ok, report.render()

@@ -10,9 +10,11 @@ from pydantic import ValidationError
 from hypertrain.aggregator.tape import Excluded
 from hypertrain.challenge.rounds.rule import (
     PENDING_AUDIT,
+    PROBATION_HOLD,
     Attestation,
     CommitRow,
     Outcome,
+    Probation,
     Standing,
     StandingVerdict,
     TapeVerdict,
@@ -21,6 +23,7 @@ from hypertrain.challenge.rounds.rule import (
     decide,
     earlier_faults,
     earlier_unproven,
+    probation_holds,
     tape_status,
 )
 from hypertrain.protocol.messages import MergeTape
@@ -162,6 +165,51 @@ PROVEN: list[tuple[str, list[StandingVerdict], dict[str, str]]] = [
     ("the first proven round is the reason",
      [_r(1, A, "mismatch", final=True), _r(0, A, "mismatch", final=True)], {A: PROVEN_A}),
 ]  # fmt: skip
+
+
+# P = 2: (island, assigned audits, verdicts) -> the hold of its probation rewards
+SERVED = Probation(until=2, last_committed=True, open_rounds=0)
+PROBATION: list[tuple[str, Probation, list[tuple[int, str]], list[StandingVerdict], int]] = [
+    ("committed every round, both audits matched: released at u", SERVED,
+     [(0, A), (1, A)], [_r(0, A, "match", final=True), _r(1, A, "match")], 2),
+    ("sat out after one round: its first reward has no release round yet",
+     Probation(until=2, last_committed=False, open_rounds=0),
+     [(0, A)], [_r(0, A, "match", final=True)], PROBATION_HOLD),
+    ("sat out and came back for its second probation round: released at the new u",
+     Probation(until=5, last_committed=True, open_rounds=0),
+     [(0, A), (4, A)], [_r(0, A, "match", final=True), _r(4, A, "match")], 5),
+    ("came back, but that round is not final yet: still held",
+     Probation(until=5, last_committed=True, open_rounds=1),
+     [(0, A), (4, A)], [_r(0, A, "match", final=True), _r(4, A, "match")], PROBATION_HOLD),
+    ("left during probation: never served, never released",
+     Probation(until=2, last_committed=False, open_rounds=0),
+     [(0, A)], [_r(0, A, "match", final=True)], PROBATION_HOLD),
+    ("a probation audit with no verdict yet keeps everything held", SERVED,
+     [(0, A), (1, A)], [_r(0, A, "match", final=True)], PROBATION_HOLD),
+    ("a probation fault that may still change keeps everything held", SERVED,
+     [(0, A), (1, A)], [_r(0, A, "match", final=True), _r(1, A, "mismatch")], PROBATION_HOLD),
+    ("an unproven audit after probation does not hold its probation rewards", SERVED,
+     [(0, A), (1, A), (2, A)], [_r(0, A, "match", final=True), _r(1, A, "match")], 2),
+    ("another island's unproven audit changes nothing", SERVED,
+     [(0, A), (1, A), (1, B)], [_r(0, A, "match", final=True), _r(1, A, "match")], 2),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "island", "assigned", "verdicts", "hold"), PROBATION,
+                         ids=[c[0] for c in PROBATION])  # fmt: skip
+def test_probation_holds(
+    case: str,
+    island: Probation,
+    assigned: list[tuple[int, str]],
+    verdicts: list[StandingVerdict],
+    hold: int,
+) -> None:
+    assert probation_holds({A: island}, assigned, verdicts) == {A: hold}, case
+
+
+def test_an_unserved_probation_hold_is_not_a_pending_audit() -> None:
+    got = decide(COMMITS, _tape([A, B]), [], [A], {A: PROBATION_HOLD, B: PROBATION_HOLD})
+    assert got.held == {A: PENDING_AUDIT, B: PROBATION_HOLD} and got.pending == frozenset({A})
 
 
 @pytest.mark.parametrize(("case", "verdicts", "proven"), PROVEN, ids=[c[0] for c in PROVEN])

@@ -83,6 +83,17 @@ def earlier_updates(
     return sorted(newest, key=lambda e: (e.round, e.hotkey))
 
 
+def older_updates(tapes: Iterable[Tape], index: int, earlier: Sequence[Earlier]) -> list[Earlier]:
+    """Every public update merged before round ``index`` (the included updates of
+    ``tapes``) that is not in ``earlier``, oldest round first: the run sketch's span
+    (:mod:`hypertrain.aggregator.sketch`)."""
+    exact = {(e.round, e.hotkey) for e in earlier}
+    out = [e for t in tapes if t.round < index for e in _public(t)]
+    return sorted(
+        (e for e in out if (e.round, e.hotkey) not in exact), key=lambda e: (e.round, e.hotkey)
+    )
+
+
 def _scaled(gram: Gram, idx: Sequence[int], clip: Sequence[float]) -> Gram:
     return [[clip[i] * clip[j] * gram[i][j] for j in idx] for i in idx]
 

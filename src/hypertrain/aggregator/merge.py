@@ -5,7 +5,9 @@
    codec and compute its exact norm (:mod:`hypertrain.aggregator.norms`). Byte-identical
    copies of an earlier commit's update are excluded (:mod:`hypertrain.aggregator.dedup`);
    then :func:`~hypertrain.aggregator.screen.screen` rejects outliers and fixes every
-   clip factor from a reference norm that only audit-proven updates set.
+   clip factor from a reference norm that only audit-proven updates set, and an update
+   explained by the run's public updates in the run sketch (``MergeInputs.older`` and
+   ``earlier``; :mod:`hypertrain.aggregator.sketch`) is excluded as ``near_duplicate``.
 2. *Robust aggregate.* On the exact Gram matrix of the accepted updates and the last
    rounds' public ones (``MergeInputs.earlier``; :mod:`hypertrain.aggregator.aggregate`):
    copies explained by earlier updates and updates pointing against both the others
@@ -43,8 +45,11 @@ from hypertrain.aggregator.outer import (
     nesterov_step,
     zero_momentum,
 )
+from hypertrain.aggregator.robust import COPY_RESIDUAL
 from hypertrain.aggregator.screen import screen
+from hypertrain.aggregator.sketch import SketchCache, sketch_copies
 from hypertrain.aggregator.tape import Candidate, Earlier, Excluded, Included, Tape
+from hypertrain.protocol.exclusions import ExclusionReason
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.trainer.blob import decode_model_blob, encode_model_blob
 from hypertrain.trainer.broadcast import broadcast_step
@@ -65,6 +70,8 @@ class MergeInputs:
     history_norms: list[float] = field(default_factory=list)  # trailing merged (clipped) norms
     proven: list[str] = field(default_factory=list)  # hotkeys whose update an audit proved
     earlier: list[Earlier] = field(default_factory=list)  # the last rounds' public updates
+    older: list[Earlier] = field(default_factory=list)  # the run's other public updates
+    sketches: SketchCache | None = field(default=None, compare=False)  # reused across rounds
 
 
 @dataclass(frozen=True)
@@ -149,9 +156,11 @@ def select(inputs: MergeInputs, blobs: BlobSource) -> Selection:
     copies = exact_duplicates([(h, by_key[h].update_sha256) for h in arrival if h in norms])
     norms = {h: n for h, n in norms.items() if h not in copies}
     screened = screen(norms, inputs.manifest.outer, inputs.history_norms, inputs.proven)
+    old = older_copies(inputs, blobs, {h: by_key[h].update_sha256 for h in screened.clip})
+    clip = {h: f for h, f in screened.clip.items() if h not in old}
     agg = robust_aggregate(
-        screened.clip,
-        {h: by_key[h].tokens for h in screened.clip},
+        clip,
+        {h: by_key[h].tokens for h in clip},
         arrival,
         lambda h: blobs.get(by_key[h].update_sha256),
         param_shapes(inputs.manifest.model),
@@ -159,7 +168,7 @@ def select(inputs: MergeInputs, blobs: BlobSource) -> Selection:
         earlier=[(e, blobs.get(e.update_sha256)) for e in inputs.earlier],
         proven=inputs.proven,
     )
-    rejected = {**copies, **screened.rejected, **agg.rejected}
+    rejected = {**copies, **screened.rejected, **old, **agg.rejected}
     failed += [_excluded(by_key[h], r, d) for h, (r, d) in sorted(rejected.items())]
     included = [
         Included(hotkey=h, update_sha256=by_key[h].update_sha256, tokens=by_key[h].tokens,
@@ -167,6 +176,27 @@ def select(inputs: MergeInputs, blobs: BlobSource) -> Selection:
         for h in sorted(agg.weights)
     ]  # fmt: skip
     return Selection(included, failed, screened.median, screened.clip_threshold)
+
+
+def older_copies(
+    inputs: MergeInputs, blobs: BlobSource, shas: dict[str, str]
+) -> dict[str, tuple[ExclusionReason, str]]:
+    """hotkey -> ``near_duplicate`` for each screened update the run sketch explains by
+    public updates of the run (none without ``older``: such tapes merge as before)."""
+    if not inputs.older or not shas:
+        return {}
+    cache = inputs.sketches or SketchCache(inputs.manifest.run_id)
+    shapes, codec = param_shapes(inputs.manifest.model), inputs.manifest.compression
+    public = [
+        (f"{e.hotkey} of round {e.round}", cache.of(e.update_sha256, blobs, shapes, codec))
+        for e in [*inputs.older, *inputs.earlier]
+    ]
+    mine = {h: cache.of(sha, blobs, shapes, codec) for h, sha in shas.items()}
+    return {
+        h: ("near_duplicate", f"explained by public updates of the run ({', '.join(names)}):"
+            f" residual {res:.6f} of its sketch's norm (threshold {COPY_RESIDUAL})")
+        for h, (res, names) in sketch_copies(mine, public).items()
+    }  # fmt: skip
 
 
 def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
@@ -217,5 +247,6 @@ def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
         history_norms=list(inputs.history_norms),
         proven=sorted(inputs.proven),
         earlier=list(inputs.earlier),
+        older=list(inputs.older),
     )
     return MergeResult(tape, model_blob, outer_blob, broadcast)

@@ -98,6 +98,7 @@ def corrected_inputs(
         history_norms=history,
         proven=[h for h in base.proven if h not in drop],
         earlier=base.earlier if earlier is None else earlier,
+        older=base.older,  # the public updates it was screened against stay public
     )
 
 

@@ -39,14 +39,15 @@ import httpx
 import torch
 
 from hypertrain.aggregator import corrections
-from hypertrain.aggregator.aggregate import earlier_updates
+from hypertrain.aggregator.aggregate import earlier_updates, older_updates
 from hypertrain.aggregator.blobs import BlobStore
 from hypertrain.aggregator.collect import collect
-from hypertrain.aggregator.errors import BlobError
+from hypertrain.aggregator.errors import BlobError, UpdateFormatError
 from hypertrain.aggregator.heldout import heldout_loss
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.rebase import rebase
 from hypertrain.aggregator.screen import proven_history
+from hypertrain.aggregator.sketch import SketchCache
 from hypertrain.aggregator.tape import Earlier, Tape, decode_tape
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.models import RoundSummary
@@ -56,7 +57,8 @@ from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import MergeCorrection, MergeTape, RoundOpen
 from hypertrain.trainer.blob import decode_model_blob, encode_model_blob
-from hypertrain.trainer.model import init_params
+from hypertrain.trainer.errors import CodecError
+from hypertrain.trainer.model import init_params, param_shapes
 
 log = logging.getLogger(__name__)
 Emit = Callable[[dict[str, Any]], None]
@@ -85,6 +87,10 @@ class Aggregator:
     emit: Emit = field(default=lambda event: None)
     heldout: torch.Tensor | None = None  # held-out batch: post each new model's loss
     last_round: int | None = None  # open no round after this one (None: no end)
+    sketches: SketchCache = field(init=False)  # the run sketch of every public update
+
+    def __post_init__(self) -> None:
+        self.sketches = SketchCache(self.run_id)
 
     def _merged_path(self) -> Path:
         return self.state_dir / "merged_updates.json"
@@ -125,6 +131,21 @@ class Aggregator:
             kept.append(e)
         return kept
 
+    def older(self, manifest: RunManifest, index: int, earlier: list[Earlier]) -> list[Earlier]:
+        """Every other public update of the run (``aggregate.older_updates``) whose sketch
+        this aggregator could compute (each blob is fetched once per process)."""
+        shapes = param_shapes(manifest.model)
+        kept: list[Earlier] = []
+        for e in older_updates(self._tapes(index), index, earlier):
+            try:
+                self.sketches.of(e.update_sha256, self.store, shapes, manifest.compression)
+            except (BlobError, UpdateFormatError, CodecError) as exc:
+                log.warning("round %d: older update %s left out: %s", index,
+                            e.update_sha256[:16], exc)  # fmt: skip
+                continue
+            kept.append(e)
+        return kept
+
     def previous_outer(self, index: int) -> str | None:
         """Outer-state hash of the latest merge before round ``index`` (None: zero momentum),
         as it stands after any correction."""
@@ -137,13 +158,14 @@ class Aggregator:
     def merge_round(self, manifest: RunManifest, index: int) -> MergeResult:
         detail = self.service.round_detail(self.run_id, index)
         got = collect(detail, manifest, index, self.stale())
+        earlier = self.earlier(index)
         for refused in got.refused_verdicts:  # recorded as no verdict, never merged on
             log.warning("round %d: verdict %s refused: %s", index, refused.verdict_id[:16],
                         refused.reason)  # fmt: skip
         inputs = MergeInputs(
             manifest, index, got.start_model_sha256, self.previous_outer(index),
             got.candidates, got.excluded, history_norms=self.history(index), proven=got.proven,
-            earlier=self.earlier(index),
+            earlier=earlier, older=self.older(manifest, index, earlier), sketches=self.sketches,
         )  # fmt: skip
         started = time.monotonic()
         result = merge(inputs, self.store)

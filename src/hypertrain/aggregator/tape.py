@@ -3,9 +3,11 @@
 The tape names the manifest (in full, so a verifier needs nothing else but blobs),
 the start model and the previous outer state by hash, the round's reference norm
 (``median_norm``), the inputs it came from (``history_norms``, ``proven``) and the clip
-threshold, the earlier rounds' public updates it screened against (``earlier``, omitted
-when empty), every included update (hotkey, relay hash, verified tokens, exact
-norm, clip factor, weight) in merge order, and every excluded one with a reason and
+threshold, the earlier rounds' public updates it screened against exactly (``earlier``)
+and every older public update of the run it screened against in the run sketch
+(``older``, :mod:`hypertrain.aggregator.sketch`; both omitted when empty), every
+included update (hotkey, relay hash, verified tokens, exact norm, clip factor, weight)
+in merge order, and every excluded one with a reason and
 a ``stage``: ``collect`` exclusions (failed audit, bad commit) are policy inputs the
 verifier takes as given, ``screen`` exclusions are recomputed from the blobs. The
 outputs are the new outer-state and model hashes. Its address is the SHA-256 of
@@ -93,6 +95,8 @@ class Tape(_Frozen):
     proven: list[str] = Field(default_factory=list)
     # earlier rounds' public updates (omitted when empty: such tapes keep their bytes)
     earlier: list[Earlier] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # every other public update of the run, screened in the run sketch (omitted when empty)
+    older: list[Earlier] = Field(default_factory=list, exclude_if=lambda v: not v)
 
     def to_bytes(self) -> bytes:
         return canonical_bytes(self.model_dump(mode="json"))

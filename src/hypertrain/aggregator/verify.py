@@ -40,6 +40,7 @@ def inputs_from_tape(tape: Tape) -> MergeInputs:
         history_norms=list(tape.history_norms),
         proven=list(tape.proven),
         earlier=list(tape.earlier),
+        older=list(tape.older),
     )
 
 

@@ -25,8 +25,9 @@ Rules, in short (docs/mechanism.md has the full text and a worked example):
   unit larger). The vesting clock is the highest settled round: tranche ``i`` of a
   round-``w`` reward vests when a round ``>= w + 1 + i`` is settled.
 * A reward settled with a probation hold (``held``: the first round after the
-  island's probation) stays in escrow and vests as if earned in round
-  ``held_until - 1``; a fault before then burns it like any other unvested value.
+  island's probation, or a large sentinel that only ``release_hold`` ends) stays in
+  escrow and vests as if earned in round ``held_until - 1``; a fault before then burns
+  it like any other unvested value.
 * record_fault (round must be final) and deregister burn everything of the hotkey in
   the run(s) that is not yet paid: open escrow and vested-unpaid value (clawback).
 * "Paid" means included in the first get_weights answer of an epoch. That answer is

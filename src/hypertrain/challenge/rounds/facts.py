@@ -108,12 +108,24 @@ def earlier_audits(
     return rule.earlier_unproven(index, assigned, verdicts), rule.earlier_faults(index, verdicts)
 
 
+def probation_holds(conn: sqlite3.Connection, run_id: str, index: int) -> dict[str, int]:
+    """hotkey -> the hold of its reward, for each island still in probation at round
+    ``index``: its release round once its probation is served, else
+    :data:`~hypertrain.challenge.rounds.rule.PROBATION_HOLD` (:func:`rule.probation_holds`)."""
+    islands = roster_storage.probation_records(conn, run_id, index)
+    if not islands:
+        return {}
+    end = max(p.until for p in islands.values())
+    assigned = verdict_storage.assigned_before(conn, run_id, end)
+    return rule.probation_holds(islands, assigned, standing_verdicts(conn, run_id))
+
+
 def round_inputs(conn: sqlite3.Connection, run_id: str, index: int) -> RoundInputs:
-    """One round's commits, tape, standing verdicts, assignments, probation ends and the
+    """One round's commits, tape, standing verdicts, assignments, probation holds and the
     islands an earlier round's unproven audit holds."""
     commits = commit_storage.round_commits(conn, run_id, index)
     assigned = frozenset(verdict_storage.assigned(conn, run_id, index))
-    probation = roster_storage.probation_after(conn, run_id, index)
+    probation = probation_holds(conn, run_id, index)
     earlier, proven = earlier_audits(conn, run_id, index)
     return RoundInputs(
         commits,

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from hypertrain.challenge.rounds.rule import Probation
+
 
 @dataclass(frozen=True, slots=True)
 class NewIsland:
@@ -92,14 +94,24 @@ def probation_until(conn: sqlite3.Connection, run_id: str, hotkey: str) -> int |
     return None if row is None else int(row["probation_until_round"])
 
 
-def probation_after(conn: sqlite3.Connection, run_id: str, index: int) -> dict[str, int]:
-    """hotkey -> probation end, for each island whose probation ends after round ``index``."""
+def probation_records(conn: sqlite3.Connection, run_id: str, index: int) -> dict[str, Probation]:
+    """hotkey -> its probation as it stands, for each island whose probation ends after
+    round ``index``: its end ``u``, whether it committed to round ``u - 1`` and how many of
+    its committed rounds before ``u`` are not final yet."""
     rows = conn.execute(
-        "SELECT hotkey, probation_until_round FROM roster"
-        " WHERE run_id = ? AND probation_until_round > ?",
+        "SELECT r.hotkey, r.probation_until_round AS u,"
+        " EXISTS (SELECT 1 FROM commits c WHERE c.run_id = r.run_id AND c.hotkey = r.hotkey"
+        "  AND c.round = r.probation_until_round - 1) AS last_committed,"
+        " (SELECT COUNT(*) FROM commits c JOIN rounds d ON d.run_id = c.run_id"
+        "  AND d.round = c.round WHERE c.run_id = r.run_id AND c.hotkey = r.hotkey"
+        "  AND c.round < r.probation_until_round AND d.phase != 'final') AS open_rounds"
+        " FROM roster r WHERE r.run_id = ? AND r.probation_until_round > ?",
         (run_id, index),
     )
-    return {str(r["hotkey"]): int(r["probation_until_round"]) for r in rows}
+    return {
+        str(r["hotkey"]): Probation(int(r["u"]), bool(r["last_committed"]), int(r["open_rounds"]))
+        for r in rows
+    }
 
 
 def prove_memory(conn: sqlite3.Connection, run_id: str, hotkey: str, proven_bytes: int) -> None:

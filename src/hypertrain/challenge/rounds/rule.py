@@ -18,7 +18,8 @@ same call (:mod:`hypertrain.challenge.rounds.facts`). For each commit:
   an assigned audit of it in an *earlier* round of the run has no judging verdict or a
   standing fault that may still change (:func:`earlier_unproven`; also
   :data:`PENDING_AUDIT`: a fault found late must not let the cheater collect the rounds
-  selected before it was known) or while it is in probation (its release round);
+  selected before it was known) or while it is in probation (:data:`PROBATION_HOLD`
+  until its probation is served, then its release round: :func:`probation_holds`);
 * **forfeited** (accepted, held, then burned with everything unvested) when a fault of
   it in an earlier round of the run is *proven* (:func:`earlier_faults`: a standing
   fault verdict that can no longer change). The round's reward is escrowed and burned
@@ -56,6 +57,9 @@ from hypertrain.protocol.messages import MergeTape
 
 # A hold that only a verdict can lift: the escrow's vesting starts at this round.
 PENDING_AUDIT: Final = 2**53 - 1
+# A hold that only the end of the island's probation can lift (:func:`probation_holds`).
+PROBATION_HOLD: Final = 2**53 - 2
+HOLDS: Final = frozenset({PENDING_AUDIT, PROBATION_HOLD})  # holds no release round ends
 
 VerdictResult = Literal["match", "mismatch", "unverifiable"]
 Standing = Literal["stands", "overturned", "set_aside"]
@@ -195,6 +199,20 @@ def unjudged(assigned: Iterable[str], verdicts: Iterable[StandingVerdict]) -> fr
     return frozenset(h for h in assigned if h not in judged)
 
 
+def unproven_audits(
+    assigned: Iterable[tuple[int, str]], verdicts: Iterable[StandingVerdict]
+) -> frozenset[tuple[int, str]]:
+    """The (round, hotkey) audit assignments that are not proven.
+
+    Not proven: no judging verdict yet, or a standing fault that may still change
+    (disputed, or within a window). A proven fault is :func:`earlier_faults`' instead.
+    """
+    listed = list(verdicts)
+    judged = {(v.round, v.hotkey) for v in listed if v.judged}
+    open_faults = {(v.round, v.hotkey) for v in listed if v.fault and not v.final}
+    return frozenset(a for a in assigned if a not in judged or a in open_faults)
+
+
 def earlier_unproven(
     index: int,
     assigned: Iterable[tuple[int, str]],
@@ -203,16 +221,45 @@ def earlier_unproven(
     """Hotkeys with an assigned audit in a round before ``index`` that is not proven.
 
     ``assigned`` lists the run's (round, hotkey) audit assignments and ``verdicts`` its
-    standing verdicts. Not proven: no judging verdict yet, or a standing fault that may
-    still change (disputed, or within a window: until it is decided the island's later
-    rewards stay held). A proven fault is :func:`earlier_faults`' instead.
+    standing verdicts (:func:`unproven_audits`: until it is decided the island's later
+    rewards stay held).
     """
+    early = [(r, h) for r, h in assigned if r < index]
     listed = [v for v in verdicts if v.round < index]
-    judged = {(v.round, v.hotkey) for v in listed if v.judged}
-    open_faults = {(v.round, v.hotkey) for v in listed if v.fault and not v.final}
-    return frozenset(
-        h for r, h in assigned if r < index and ((r, h) not in judged or (r, h) in open_faults)
-    )
+    return frozenset(h for _, h in unproven_audits(early, listed))
+
+
+@dataclass(frozen=True, slots=True)
+class Probation:
+    """An island still in probation at some round, as the roster and its commits stand."""
+
+    until: int  # the roster's probation_until_round u (moved by each probation commit)
+    last_committed: bool  # it committed to round u - 1: all its probation rounds are in
+    open_rounds: int  # how many of its committed rounds before u are not final yet
+
+
+def probation_holds(
+    islands: Mapping[str, Probation],
+    assigned: Iterable[tuple[int, str]],
+    verdicts: Iterable[StandingVerdict],
+) -> dict[str, int]:
+    """hotkey -> the hold of its probation rewards: ``u`` once probation is served, else
+    :data:`PROBATION_HOLD`.
+
+    Probation is served on an event, not a date: the island committed to its last
+    probation round ``u - 1`` (so to all of them: ``u`` moves with every probation commit),
+    every one of those rounds is final and every audit of it before ``u`` is proven
+    (:func:`unproven_audits`). Until then nothing earned in probation has a release round,
+    so a calendar cannot vest it while the island sits out, and a fault in a later
+    probation round still burns all of it.
+    """
+    unproven = {(r, h) for r, h in unproven_audits(assigned, verdicts) if h in islands}
+    out: dict[str, int] = {}
+    for hotkey, p in sorted(islands.items()):
+        waits = any(h == hotkey and r < p.until for r, h in unproven)
+        served = p.last_committed and p.open_rounds == 0 and not waits
+        out[hotkey] = p.until if served else PROBATION_HOLD
+    return out
 
 
 def earlier_faults(index: int, verdicts: Iterable[StandingVerdict]) -> dict[str, str]:
@@ -236,8 +283,9 @@ def decide(
 ) -> Outcome:
     """Paid / held / faulted / forfeited / unpaid for every commit of one round.
 
-    ``probation`` maps each island still in probation at this round to the round its
-    probation ends; ``assigned`` names the islands selected for audit; ``earlier`` the
+    ``probation`` maps each island still in probation at this round to the hold of its
+    reward (:func:`probation_holds`: its release round, or :data:`PROBATION_HOLD`);
+    ``assigned`` names the islands selected for audit; ``earlier`` the
     islands with an earlier round's audit not proven yet (:func:`earlier_unproven`);
     ``proven`` the islands with a proven earlier fault (:func:`earlier_faults`);
     ``witnesses`` the attestations on the round's tape (:func:`tape_status`; None: no

@@ -13,10 +13,13 @@ stops earning at the next epoch's weights; with no metagraph snapshot nothing is
 booked (:class:`~hypertrain.challenge.errors.UnavailableError`), never at a guessed
 epoch.
 
-An island still in probation (the round is before its ``probation_until_round``,
-i.e. within ``audit.probation_rounds`` rounds of admission) has its reward *held*:
-the ledger keeps it in escrow and starts its vesting only once probation is over,
-so a fault found in any probation round burns all of it.
+An island still in probation (the round is one of its first ``audit.probation_rounds``
+committed rounds, i.e. before its ``probation_until_round``) has its reward *held*
+with no release round (:data:`~hypertrain.challenge.rounds.rule.PROBATION_HOLD`): the
+ledger keeps it in escrow until the island has served its probation, the event of its
+last probation round settled with every probation audit proven
+(:func:`release_probation`), so sitting rounds out never lets a calendar vest it and a
+fault found in any probation round burns all of it.
 
 An island whose audit in an earlier round of the run is unproven (no judging verdict
 yet, or a standing fault that may still change) has its reward held too (the rule's
@@ -40,11 +43,18 @@ import logging
 
 from hypertrain.challenge.errors import PhaseError
 from hypertrain.challenge.rounds import facts, rollbacks, roster_storage, storage, witness
-from hypertrain.challenge.rounds.rule import PENDING_AUDIT, Outcome
+from hypertrain.challenge.rounds.rule import HOLDS, PENDING_AUDIT, PROBATION_HOLD, Outcome
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute.store import disputes_open, open_window
 
-__all__ = ["PENDING_AUDIT", "Outcome", "outcome", "ready_to_settle", "settle_round"]
+__all__ = [
+    "PENDING_AUDIT",
+    "PROBATION_HOLD",
+    "Outcome",
+    "outcome",
+    "ready_to_settle",
+    "settle_round",
+]
 log = logging.getLogger(__name__)
 
 
@@ -93,6 +103,9 @@ def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]
         state.ledger.record_fault(run_id, index, hotkey, reason, epoch)  # burn, no rollback
     storage.add_settlements(state.conn, run_id, index, accepted, epoch)
     storage.mark_final(state.conn, run_id, index, epoch)
+    for hotkey, hold in facts.probation_holds(state.conn, run_id, index).items():
+        if hold != PROBATION_HOLD:  # this settlement completed its probation
+            release_probation(state, run_id, hotkey)
     state.count("rounds_settled")
     log.info(
         "settled round %s/%d: %d islands paid (%d held, %d awaiting a verdict),"
@@ -113,13 +126,14 @@ def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]
 def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, result: str) -> None:
     """A verdict that arrived after its round settled: it lifts or burns the held reward.
 
-    ``match`` releases the hold (the escrow vests from the next settlement on, or from
-    the end of the island's probation if that is later); anything else is a fault, but
+    ``match`` releases the hold where the rule keeps no other (the escrow vests from the
+    next settlement on, or stays held until the island has served its probation:
+    :func:`release_later`); anything else is a fault, but
     only once its own dispute window (from its arrival) closed undisputed or its dispute
     was upheld (:func:`hypertrain.challenge.disputes.windows.close_windows` books it).
     Without a metagraph snapshot the verdict is refused (the auditor posts it again).
     """
-    epoch = state.epoch_now("book a late verdict")
+    state.epoch_now("book a late verdict")  # fail closed before anything is stored
     if result != "match":  # disputable first: booked once its own window closes undisputed
         now = state.due_round()
         deadline = now + state.manifest(run_id).round.dispute_window_rounds
@@ -128,10 +142,7 @@ def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, resu
         for verdict in storage.fault_verdicts_received(state.conn, run_id, index, hotkey, now):
             open_window(state.conn, verdict, deadline, books_fault=True)
         return
-    admitted_until = roster_storage.probation_until(state.conn, run_id, hotkey)
-    probation_end = admitted_until if admitted_until is not None else 0
-    until = probation_end if probation_end > index else 0
-    state.ledger.release_hold(run_id, index, hotkey, epoch, until)
+    release_later(state, run_id, index, hotkey)
 
 
 def release_later(state: ServiceState, run_id: str, index: int, hotkey: str) -> int:
@@ -139,15 +150,40 @@ def release_later(state: ServiceState, run_id: str, index: int, hotkey: str) -> 
 
     Called on every path that changes a standing verdict (a late verdict, a dispute
     decided, a late window closed). Each final round from ``index`` on that paid
-    ``hotkey`` is decided again; where the rule no longer holds it for a verdict, its
-    hold ends (until its probation's end, if the rule still holds it for that).
+    ``hotkey`` is decided again; where the rule no longer holds it for a verdict nor for
+    an unserved probation, its hold ends (until its probation's end, if that is later).
     A hold the rule keeps stays (a forfeited reward was burned at settlement, an
-    earlier fault proven later burns it with its own booking). Returns the releases.
+    earlier fault proven later burns it with its own booking). The change may also
+    complete the island's probation (:func:`release_probation`). Returns the releases.
     """
+    rounds = storage.settled_rounds(state.conn, run_id, hotkey, index)
+    return rehold(state, run_id, hotkey, rounds) + release_probation(state, run_id, hotkey)
+
+
+def release_probation(state: ServiceState, run_id: str, hotkey: str) -> int:
+    """Once ``hotkey`` has served its probation, end the hold of every reward it earned
+    in probation (each vests from the next settlement on, never before round ``u``).
+
+    Served is an event (:func:`~hypertrain.challenge.rounds.rule.probation_holds`): its
+    last probation round ``u - 1`` is final and every probation audit is proven. Before
+    it, nothing changes. Returns the releases (0 on a repeat).
+    """
+    until = roster_storage.probation_until(state.conn, run_id, hotkey)
+    if until is None or until < 1:
+        return 0
+    if facts.probation_holds(state.conn, run_id, until - 1).get(hotkey) in (None, *HOLDS):
+        return 0  # not in probation, or not served yet
+    rounds = storage.settled_rounds(state.conn, run_id, hotkey, 0)
+    return rehold(state, run_id, hotkey, [r for r in rounds if r < until])
+
+
+def rehold(state: ServiceState, run_id: str, hotkey: str, rounds: list[int]) -> int:
+    """Decide the hold of ``hotkey``'s reward in each final round again; release each
+    that the rule no longer keeps held without a release round. Returns the releases."""
     released = 0
-    for later in storage.settled_rounds(state.conn, run_id, hotkey, index):
+    for later in rounds:
         until = outcome(state, run_id, later).held.get(hotkey, 0)
-        if until != PENDING_AUDIT:
+        if until not in HOLDS:
             epoch = state.epoch_now("release a held reward")
             released += state.ledger.release_hold(run_id, later, hotkey, epoch, until)
     return released
