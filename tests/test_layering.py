@@ -230,7 +230,7 @@ def _rebinds(node: ast.AST, modules: set[str]) -> bool:
 DATABASE = "challenge/database.py"  # the schema and its migrations name every table
 _OWNERS = {
     "challenge/rounds/storage.py": "runs rounds roster commits audits verdicts merges"
-    " settlements beacons proven_faults merge_corrections",
+    " settlements beacons proven_faults merge_corrections late_panels",
     "challenge/admission/storage.py": "admission_challenges",
     "challenge/competition/storage.py": "competitions compete_commits compete_cycles"
     " compete_scores compete_results",
@@ -265,7 +265,6 @@ NOT_YET: dict[str, frozenset[str]] = {
     "challenge/rounds/intake.py": frozenset(
         {"audits", "commits", "merges", "roster", "rounds", "verdicts"}
     ),
-    "challenge/rounds/pace.py": frozenset({"audits", "merges", "verdicts"}),
     "challenge/rounds/rollbacks.py": frozenset(
         {"merge_corrections", "merges", "proven_faults", "rounds"}
     ),

@@ -308,6 +308,21 @@ ALTER TABLE compete_commits ADD COLUMN seq INTEGER;
 UPDATE compete_commits SET seq = rowid
 """
 
+# A missed assignment's late window (an assignment with no judging verdict when its audit
+# phase ended): the first late verdict opens it and fixes its jury; verdicts count once a
+# strict majority of that jury judged it, so no first late verdict decides alone.
+_V12: Final = """
+CREATE TABLE late_panels (
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    hotkey TEXT NOT NULL,
+    opened_beacon_round INTEGER NOT NULL,
+    close_round INTEGER NOT NULL,
+    jury TEXT NOT NULL,
+    PRIMARY KEY (run_id, round, hotkey)
+)
+"""
+
 MIGRATIONS: Final[tuple[str, ...]] = (
     _V1,
     _V2,
@@ -320,6 +335,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     _V9,
     _V10,
     _V11,
+    _V12,  # late panels of missed assignments
 )
 DB_NAME: Final = "challenge.sqlite"
 # The tables whose sizes the metrics report.

@@ -67,6 +67,7 @@ class ServiceEnv(BaseSettings):
     hypertrain_beacon_poll_s: float = Field(default=1.0, gt=0, lt=1e6)
     hypertrain_worker_hotkeys: str = ""
     hypertrain_aggregator_hotkeys: str = ""
+    hypertrain_evaluator_hotkeys: str = ""
 
     @classmethod
     def settings_customise_sources(
@@ -88,6 +89,7 @@ _FAMILIES: Final = (
     "HYPERTRAIN_METAGRAPH_",
     "HYPERTRAIN_COORD_",
     "HYPERTRAIN_WORKER_",
+    "HYPERTRAIN_EVALUATOR_",
     "HYPERTRAIN_CHAIN_",
 )
 
@@ -130,6 +132,8 @@ class Settings:
     worker_hotkeys: frozenset[str] = frozenset()
     # the only keys that may sign merge tapes (empty: any worker key that signs no verdict)
     aggregator_hotkeys: frozenset[str] = frozenset()
+    # competition evaluators of specs that name none: a role of their own, never auditors
+    evaluator_hotkeys: frozenset[str] = frozenset()
     max_body_bytes: int = 1 << 20
 
     def __post_init__(self) -> None:
@@ -208,6 +212,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         beacon_poll_s=e.hypertrain_beacon_poll_s,
         worker_hotkeys=_hotkeys(e.hypertrain_worker_hotkeys),
         aggregator_hotkeys=_hotkeys(e.hypertrain_aggregator_hotkeys),
+        evaluator_hotkeys=_hotkeys(e.hypertrain_evaluator_hotkeys),
     )
 
 

@@ -15,7 +15,10 @@ Two claims are checked here before anything is stored:
   signs the run's merge tapes and the reverse, and where the operator names the
   aggregator's keys (``HYPERTRAIN_AGGREGATOR_HOTKEYS``) only those sign tapes. An
   auditor therefore cannot post the round's tape ahead of the aggregator and choose who
-  is paid and the next model.
+  is paid and the next model. An island of the run's roster never signs its verdicts,
+  a competition evaluator (``HYPERTRAIN_EVALUATOR_HOTKEYS``) never signs verdicts, and a
+  key that signed verdicts or tapes of a run never joins it as an island: no key judges
+  its own audit or sits on a jury of the run it trains in.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import sqlite3
 from typing import Literal
 
 from hypertrain.challenge.errors import ChallengeError, ForbiddenError
-from hypertrain.challenge.rounds import facts
+from hypertrain.challenge.rounds import facts, storage
 from hypertrain.dispute.admissible import Check
 from hypertrain.protocol.messages import MergeTape, Verdict
 
@@ -115,13 +118,21 @@ def check_tape(conn: sqlite3.Connection, run_id: str, tape: MergeTape) -> None:
             )
 
 
-Role = Literal["verdict", "merge-tape"]
+Role = Literal["verdict", "merge-tape", "island"]
 
 
 def check_role(
-    conn: sqlite3.Connection, aggregators: frozenset[str], run_id: str, signer: str, role: Role
+    conn: sqlite3.Connection,
+    aggregators: frozenset[str],
+    run_id: str,
+    signer: str,
+    role: Role,
+    evaluators: frozenset[str] = frozenset(),
 ) -> None:
-    """Refuse ``signer`` for ``role`` when it holds, or may hold, the other one in the run."""
+    """Refuse ``signer`` for ``role`` when it holds, or may hold, another one in the run."""
+    if role == "island":
+        _check_island(conn, aggregators, run_id, signer)
+        return
     if role == "merge-tape":
         if aggregators and signer not in aggregators:
             raise RoleConflictError(f"{signer} is not one of the run's aggregator keys")
@@ -137,3 +148,17 @@ def check_role(
         ).fetchone()
     ):
         raise RoleConflictError(f"{signer} signs the merge tapes of {run_id}: not verdicts")
+    if signer in evaluators:
+        raise RoleConflictError(f"{signer} is a competition evaluator: it signs no verdicts")
+    if signer in storage.roster_keys(conn, run_id):
+        raise RoleConflictError(f"{signer} is an island of {run_id}: it judges no audit of it")
+
+
+def _check_island(
+    conn: sqlite3.Connection, aggregators: frozenset[str], run_id: str, signer: str
+) -> None:
+    """A key that signs, or signed, the run's tapes or verdicts never joins it."""
+    if signer in aggregators or signer in storage.verdict_signers(conn, run_id):
+        raise RoleConflictError(f"{signer} judges or merges {run_id}: it cannot train in it")
+    if signer in storage.tape_signers(conn, run_id):
+        raise RoleConflictError(f"{signer} signed merge tapes of {run_id}: it cannot train in it")

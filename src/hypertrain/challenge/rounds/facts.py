@@ -1,6 +1,7 @@
 """The facts the service publishes, each read in one place and derived by one rule.
 
-The standing verdict of an audit (:data:`STANDING_SQL`), a round's outcome
+The standing verdict of an audit (:data:`STANDING_SQL`, then the late panels'
+majority, :func:`~hypertrain.challenge.rounds.rule.late_standing`), a round's outcome
 (:func:`round_outcome`, the pure :func:`~hypertrain.challenge.rounds.rule.decide` over typed
 rows) and an island's faults (:func:`island_faults`, the rounds whose outcome faulted it)
 are defined here only. Settlement, the public views (roster, rounds, summary), the
@@ -17,7 +18,7 @@ from typing import cast
 from pydantic import ValidationError
 
 from hypertrain.challenge.errors import UnavailableError
-from hypertrain.challenge.rounds import rule
+from hypertrain.challenge.rounds import rule, storage
 from hypertrain.challenge.rounds.rule import (
     CommitRow,
     Outcome,
@@ -34,8 +35,11 @@ from hypertrain.protocol.messages import MergeTape
 # (its round is final and no late dispute window of its own is open: nothing can
 # change its standing any more).
 STANDING_SQL = """
-SELECT v.verdict_id, v.round, v.hotkey, v.auditor, v.result,
+SELECT v.verdict_id, v.round, v.hotkey, v.auditor, v.result, v.received_beacon_round,
   CASE
+    WHEN EXISTS (SELECT 1 FROM dispute_games d
+                 WHERE d.verdict_id = v.verdict_id AND d.outcome = 'held')
+      THEN 'held'
     WHEN EXISTS (SELECT 1 FROM reassigned_verdicts s WHERE s.verdict_id = v.verdict_id)
       THEN 'set_aside'
     WHEN EXISTS (SELECT 1 FROM dispute_games d
@@ -87,7 +91,7 @@ def standing_verdicts(
     if index is not None:
         sql, args = sql + " AND v.round = ?", [run_id, str(index)]
     rows = conn.execute(sql + " ORDER BY v.round, v.verdict_id", args)
-    return [
+    verdicts = [
         StandingVerdict(
             r["verdict_id"],
             int(r["round"]),
@@ -96,9 +100,15 @@ def standing_verdicts(
             cast(VerdictResult, r["result"]),
             cast(Standing, r["standing"]),
             bool(r["final"]),
+            int(r["received_beacon_round"]),
         )
         for r in rows
     ]
+    panels = [
+        rule.LatePanel(p.round, p.hotkey, p.opened_beacon_round, frozenset(p.jury))
+        for p in storage.late_panels(conn, run_id, index)
+    ]
+    return rule.late_standing(verdicts, panels)
 
 
 def judged(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:

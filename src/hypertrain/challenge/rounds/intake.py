@@ -30,8 +30,8 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.rounds import claims, facts
-from hypertrain.challenge.rounds.settle import late_verdict, release_later
+from hypertrain.challenge.rounds import claims
+from hypertrain.challenge.rounds import late as late_verdicts
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute.store import is_faulty
 from hypertrain.protocol.envelope import Envelope
@@ -58,6 +58,7 @@ def join(state: ServiceState, env: Envelope) -> JoinAnswer:
     challenged = state.manifest(run_id).admission.challenge
     device_class = check_join(state.manifest(run_id), body, self_reported=not challenged)
     refuse_rejoin(state, run_id, hotkey)
+    claims.check_role(state.conn, state.settings.aggregator_hotkeys, run_id, hotkey, "island")
     if _roster_row(state, run_id, hotkey) is not None:
         raise ConflictError(f"{hotkey} is already admitted to {run_id}", code="already_joined")
     if challenged:
@@ -220,8 +221,14 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
         env, "verdict", Verdict, registered=False, allowed=state.settings.worker_hotkeys
     )
     run_id = env.run_id
+    settings = state.settings
     claims.check_role(
-        state.conn, state.settings.aggregator_hotkeys, run_id, verified.signer, "verdict"
+        state.conn,
+        settings.aggregator_hotkeys,
+        run_id,
+        verified.signer,
+        "verdict",
+        settings.evaluator_hotkeys,
     )
     if is_faulty(state.conn, run_id, verified.signer):
         raise ForbiddenError(
@@ -232,8 +239,8 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
     row = _round_row(state, run_id, body.round)
     now = state.due_round()  # fail closed: the window closes by the clock, not the poll
     in_window = row["phase"] == "audit" and now < row["audit_close_round"]
-    late = row["phase"] in ("merge", "settle", "final") and not _has_verdict(
-        state, run_id, body.round, body.hotkey
+    late = row["phase"] in ("merge", "settle", "final") and late_verdicts.accepts(
+        state, run_id, body.round, body.hotkey, verified.signer
     )
     if not (in_window or late):
         raise PhaseError(
@@ -256,6 +263,8 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
     try:
         with transaction(state.conn):
             state.burn(env)
+            if late:  # the first late verdict opens the assignment's late panel
+                late_verdicts.admit(state, run_id, body.round, body.hotkey)
             state.conn.execute(
                 "INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -270,10 +279,9 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
                     now,
                 ),
             )
-            if row["phase"] == "final":  # the reward was held for this verdict
-                late_verdict(state, run_id, body.round, body.hotkey, body.result)
-            if late and body.result == "match":  # later rounds were held for it too
-                release_later(state, run_id, body.round, body.hotkey)
+            if late:  # counted once a majority of the late jury judged it
+                final = row["phase"] == "final"
+                late_verdicts.decided(state, run_id, body.round, body.hotkey, final)
     except sqlite3.IntegrityError:
         raise ConflictError(
             f"{verified.signer} already judged {body.hotkey} in round {body.round}",
@@ -282,10 +290,6 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
     state.count(f"verdicts_{body.result}")
     games.on_verdict(state, run_id, body.round, body.hotkey, verified.signer, body.result)
     return VerdictAnswer(accepted=True, verdict_id=verdict_id)
-
-
-def _has_verdict(state: ServiceState, run_id: str, index: int, hotkey: str) -> bool:
-    return hotkey in facts.judged(state.conn, run_id, index)
 
 
 def merge(state: ServiceState, env: Envelope) -> MergeAnswer:
