@@ -18,9 +18,9 @@ from typing import Any, Final
 
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.protocol.canonical import canonical_bytes, parse_json
+from hypertrain.protocol.deadlines import upload_deadline as upload_deadline
 from hypertrain.protocol.errors import CanonicalJSONError, MerkleError
 from hypertrain.protocol.merkle import MerkleTree, verify_proof
-from hypertrain.protocol.deadlines import upload_deadline as upload_deadline
 
 FORMAT: Final = "hypertrain-checkpoints/1"
 MAX_INDEX_BYTES: Final = 1 << 22

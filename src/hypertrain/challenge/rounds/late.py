@@ -72,9 +72,11 @@ def decided(state: ServiceState, run_id: str, index: int, hotkey: str, final: bo
     A fault among the counting verdicts of a final round gets its own dispute window (its
     fault is booked when the window closes undisputed); no fault releases the holds
     (:func:`~hypertrain.challenge.rounds.settle.release_later`). Inside the caller's
-    transaction.
+    transaction; a final round with no metagraph snapshot refuses the verdict.
     """
     conn = state.conn
+    if final:  # with no epoch to book at, refuse it (the auditor posts it again)
+        state.epoch_now("book a late verdict")
     if hotkey in facts.unjudged(conn, run_id, index):
         return  # still short of the late majority: the island stays held
     counted = [
