@@ -11,7 +11,7 @@ The late verdicts count only once a strict majority of that jury judged it
 and a window that closes short of the majority leaves it held (fail closed, never paid
 on one word, never burned on none). A re-audit of an undecided ``recompute`` dispute is
 taken for the dispute's own bound. With no auditor set known (no listed worker keys) the
-jury is empty and the first verdict decides, as before.
+jury is empty and the first verdict decides (only a referee could say more).
 """
 
 from __future__ import annotations
