@@ -230,7 +230,7 @@ def _rebinds(node: ast.AST, modules: set[str]) -> bool:
 DATABASE = "challenge/database.py"  # the schema and its migrations name every table
 _OWNERS = {
     "challenge/rounds/storage.py": "runs rounds roster commits audits verdicts merges"
-    " settlements beacons proven_faults merge_corrections",
+    " settlements beacons proven_faults merge_corrections late_panels",
     "challenge/rounds/attestations.py": "tape_attestations",
     "challenge/admission/storage.py": "admission_challenges",
     "challenge/competition/storage.py": "competitions compete_commits compete_cycles"

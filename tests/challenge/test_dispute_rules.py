@@ -36,6 +36,7 @@ from tests.challenge.test_disputes import (
     AUDITOR,
     ISLANDS,
     OTHER_AUDITOR,
+    REFEREE,
     RUN,
     TREE,
     Service,
@@ -63,7 +64,7 @@ def _start(
 
 @pytest.fixture
 def refereed(tmp_path: Path) -> Iterator[Service]:
-    yield from _start(tmp_path, {**RULES, "referees": [ISLANDS[1].ss58_address]})
+    yield from _start(tmp_path, {**RULES, "referees": [REFEREE.ss58_address]})
 
 
 @pytest.fixture
@@ -232,7 +233,7 @@ def test_a_referees_reaudit_decides_alone(refereed: Service) -> None:
     dispute_id = opened.json()["dispute_id"]
     _reaudit(refereed, "match")  # no auditors listed: an ordinary key's re-audit counts nothing
     assert _outcome(refereed, dispute_id)["stage"] == "recompute"
-    _reaudit(refereed, "match", ISLANDS[1])  # the manifest's referee
+    _reaudit(refereed, "match", REFEREE)  # the manifest's referee (never an island of the run)
     game = _outcome(refereed, dispute_id)
     assert (game["outcome"], game["steps"][-1]["actor"]) == ("overturned", "referee")
     assert _faulty(refereed) == [AUDITOR.ss58_address]
@@ -243,8 +244,10 @@ def test_an_unverifiable_verdict_is_recomputed_by_an_independent_reaudit(
     listed: Service, reaudit: str
 ) -> None:
     """Every fault-bearing verdict is contestable: ``unverifiable`` goes to a re-audit; an
-    overturn frees the island but never bars the auditor (availability was judged at the
-    upload deadline, which a later re-audit does not see)."""
+    overturn frees the island, and bars the auditor here because both jurors' ``match``
+    came by the round's upload deadline (they fetched the bytes in time: the lie is
+    proven). A later re-audit, which cannot see that moment, bars nobody
+    (tests/attacks_found/test_late_upload_bars_auditor.py)."""
     verdict_id, segments = _verdict(listed, "unverifiable")
     opened = listed.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[-1])
@@ -260,7 +263,7 @@ def test_an_unverifiable_verdict_is_recomputed_by_an_independent_reaudit(
     assert _outcome(listed, opened.json()["dispute_id"])["outcome"] == (
         "overturned" if served else "upheld"
     )
-    assert _faulty(listed) == []
+    assert _faulty(listed) == ([AUDITOR.ss58_address] if served else [])
 
 
 def test_a_match_verdict_cannot_be_disputed(refereed: Service) -> None:

@@ -49,6 +49,7 @@ WINDOW = 2  # the manifest's round.dispute_window_rounds (tests/challenge/helper
 REFEREE = Hotkey.from_seed(b"\x66" * 32)
 AUDITOR = Hotkey.from_seed(b"\x55" * 32)
 OTHER_AUDITOR = Hotkey.from_seed(b"\x56" * 32)
+THIRD_AUDITOR = Hotkey.from_seed(b"\x57" * 32)
 ISLANDS = [Hotkey.from_seed(bytes([i + 1]) * 32) for i in range(2)]
 HONEYPOTS = HoneypotList(
     salt="5a" * 32,
@@ -285,7 +286,8 @@ def test_silent_auditor_loses_and_is_barred_only_after_a_reaudit_agrees(
         [(ISLANDS[0].ss58_address, verdict_id, False), (ISLANDS[1].ss58_address, "", True)],
         key=lambda item: item[0],
     )  # island 1 was never judged: its missed audit is offered too
-    assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[0], "match").status_code == 200
+    # no auditor set is listed, so no jury: only a referee's re-audit is evidence enough
+    assert _verdict_on(service, REFEREE, ISLANDS[0], "match").status_code == 200
     assert [r[0] for r in conn.execute("SELECT auditor FROM faulty_auditors")] == [
         AUDITOR.ss58_address
     ]
@@ -407,8 +409,9 @@ def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None
     )
     queue = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
     assert [q["verdict_id"] for q in queue] == [verdict_id]  # only the disputed one
-    # an independent re-audit agrees with the island: now the auditor is faulty
-    assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[0], "match").status_code == 200
+    # a referee's re-audit agrees with the island: now the auditor is faulty (no jury is
+    # listed here; with one, a strict majority of it, never fewer than two, would do)
+    assert _verdict_on(service, REFEREE, ISLANDS[0], "match").status_code == 200
     queue = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
     assert [(q["round"], q["hotkey"], q["auditor"], q["verdict_id"]) for q in queue] == [
         (0, ISLANDS[1].ss58_address, AUDITOR.ss58_address, passed.json()["verdict_id"])
@@ -600,9 +603,22 @@ def _auditor(svc: Service, key: Any, tmp: Path, judged: list[tuple[int, str]]) -
     )
 
 
+@pytest.fixture
+def juried(tmp_path: Path) -> Iterator[Service]:
+    """Three listed auditors (and the aggregator): each verdict's jury is the other two."""
+    keys = frozenset(k.ss58_address for k in (AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR, AGGREGATOR))
+    yield from _service(
+        tmp_path,
+        bond=0,
+        worker_hotkeys=keys,
+        aggregator_hotkeys=frozenset({AGGREGATOR.ss58_address}),
+    )
+
+
 def test_the_honest_auditor_rejudges_what_the_faulty_one_passed(
-    service: Service, tmp_path: Path
+    juried: Service, tmp_path: Path
 ) -> None:
+    service = juried
     verdict_id, segment = _to_verdict(service)
     assert _verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200
     opened = service.post(
@@ -623,7 +639,11 @@ def test_the_honest_auditor_rejudges_what_the_faulty_one_passed(
     honest_judged: list[tuple[int, str]] = []
     honest = _auditor(service, OTHER_AUDITOR, tmp_path, honest_judged)
     assert answer_disputes(honest, {}, emit) == 1  # the disputed island: a match
-    # that re-audit agreed with the island: the auditor is faulty, its pass set aside
+    conn = service.client.app.state.service.conn  # type: ignore[attr-defined]
+    assert conn.execute("SELECT auditor FROM faulty_auditors").fetchall() == []  # one word
+    third = _auditor(service, THIRD_AUDITOR, tmp_path, [])
+    assert answer_disputes(third, {}, emit) == 1  # the other juror agrees: a strict majority
+    # the jury's majority agreed with the island: the auditor is faulty, its pass set aside
     assert answer_disputes(honest, {}, emit) == 1
     assert honest_judged == [(0, ISLANDS[0].ss58_address), (0, ISLANDS[1].ss58_address)]
     assert ("verdict", {"round": 0, "hotkey": ISLANDS[1].ss58_address, "result": "match",

@@ -13,6 +13,7 @@ from tests.challenge.test_disputes import (
     AUDITOR,
     ISLANDS,
     OTHER_AUDITOR,
+    REFEREE,
     RUN,
     WINDOW,
     Service,
@@ -46,7 +47,8 @@ def test_a_re_judged_audit_proves_a_merged_fault_and_the_rollback_is_due(
     answer = _commitment(opened.json()["game"], "island")
     service.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", answer)
     service.tick(4)  # the auditor misses its deadline: overturned
-    assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[0], "match").status_code == 200
+    # the referee's re-audit agrees with the island: the auditor is barred, its pass aside
+    assert _verdict_on(service, REFEREE, ISLANDS[0], "match").status_code == 200
     service.tick(20)
     _merge_round_0(service)  # island 1's only verdict was set aside: it is merged
     service.tick()

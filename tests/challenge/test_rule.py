@@ -13,6 +13,7 @@ from hypertrain.challenge.rounds.rule import (
     PROBATION_HOLD,
     Attestation,
     CommitRow,
+    LatePanel,
     Outcome,
     Probation,
     Standing,
@@ -23,6 +24,7 @@ from hypertrain.challenge.rounds.rule import (
     decide,
     earlier_faults,
     earlier_unproven,
+    late_standing,
     probation_holds,
     tape_status,
 )
@@ -112,6 +114,16 @@ CASES: list[tuple[str, dict[str, Any], Outcome]] = [
     ("an earlier hold of an island this round did not pay holds nothing",
      {"tape": _tape([B]), "earlier": [A]},
      Outcome({B: 20}, unpaid={A: "not included in the merge"})),
+    ("a held dispute (no quorum, only matches) is no fault but holds the reward",
+     {"tape": _tape([B], {A: "audit_mismatch"}), "assigned": [A],
+      "verdicts": [_v(A, "unverifiable", "held", "v1"), _v(A, "match", "stands", "v2")]},
+     Outcome({A: 10, B: 20}, held={A: PENDING_AUDIT})),
+    ("a late verdict short of its panel's majority judges nothing: held",
+     {"tape": _tape([A, B]), "assigned": [A], "verdicts": [_v(A, "match", "waiting")]},
+     Outcome({A: 10, B: 20}, held={A: PENDING_AUDIT})),
+    ("a waiting late mismatch is no fault yet: held, never burned",
+     {"tape": _tape([A, B]), "assigned": [A], "verdicts": [_v(A, "mismatch", "waiting")]},
+     Outcome({A: 10, B: 20}, held={A: PENDING_AUDIT})),
     ("a proven earlier fault forfeits the reward: escrowed, held, burned",
      {"tape": _tape([A, B]), "proven": {A: PROVEN_A}},
      Outcome({A: 10, B: 20}, held={A: PENDING_AUDIT}, forfeited={A: PROVEN_A})),
@@ -315,3 +327,59 @@ def test_a_misspelt_exclusion_reason_is_refused_on_both_sides(reason: str) -> No
         _tape([B], {A: reason})
     with pytest.raises(ValidationError):
         Excluded(hotkey=A, update_sha256="ee" * 32, tokens=1, stage="screen", reason=reason)
+
+
+def _late(auditor: str, result: VerdictResult, received: int, hotkey: str = A) -> StandingVerdict:
+    return StandingVerdict(f"v-{auditor}", 0, hotkey, auditor, result, "stands", False, received)
+
+
+PANEL = LatePanel(0, A, opened=10, jury=frozenset({"a1", "a2", "a3"}))
+LATE_CASES: list[tuple[str, list[StandingVerdict], list[LatePanel], list[Standing]]] = [
+    ("one late verdict of a jury of three waits", [_late("a1", "match", 10)], [PANEL], ["waiting"]),
+    (
+        "two of three: a strict majority, both count",
+        [_late("a1", "match", 10), _late("a2", "mismatch", 12)],
+        [PANEL],
+        ["stands", "stands"],
+    ),
+    (
+        "a key outside the jury counts nothing",
+        [_late("a1", "match", 10), _late("x", "match", 11)],
+        [PANEL],
+        ["waiting", "waiting"],
+    ),
+    (
+        "a verdict from before the panel opened is not late",
+        [_late("a1", "match", 9)],
+        [PANEL],
+        ["stands"],
+    ),
+    (
+        "another island's verdict is not the panel's",
+        [_late("a1", "match", 10, B)],
+        [PANEL],
+        ["stands"],
+    ),
+    (
+        "no auditor set known: the first verdict decides",
+        [_late("x", "match", 10)],
+        [LatePanel(0, A, 10, frozenset())],
+        ["stands"],
+    ),
+    ("no panel: nothing changes", [_late("a1", "match", 10)], [], ["stands"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "verdicts", "panels", "expected"), LATE_CASES, ids=[c[0] for c in LATE_CASES]
+)
+def test_late_standing(
+    case: str, verdicts: list[StandingVerdict], panels: list[LatePanel], expected: list[Standing]
+) -> None:
+    assert [v.standing for v in late_standing(verdicts, panels)] == expected, case
+
+
+def test_held_and_waiting_verdicts_neither_fault_nor_judge_alike() -> None:
+    held, waiting = _v(A, "unverifiable", "held"), _v(A, "mismatch", "waiting")
+    assert (held.fault, held.judged, held.holds) == (False, True, True)
+    assert (waiting.fault, waiting.judged, waiting.holds) == (False, False, False)

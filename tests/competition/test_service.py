@@ -363,7 +363,7 @@ def test_a_competition_nobody_can_score_is_refused_with_the_setting_to_change(
         doc = {"spec": spec_doc(evaluators=[]), "pool": encode_pool(POOL)}
         resp = client.post("/admin/v1/competitions", json=doc, headers=bearer("admin"))
         assert resp.status_code == 400 and resp.json()["error"] == "no_evaluators"
-        assert "HYPERTRAIN_WORKER_HOTKEYS" in resp.json()["detail"]
+        assert "HYPERTRAIN_EVALUATOR_HOTKEYS" in resp.json()["detail"]
         bad_pool = {"spec": spec_doc(), "pool": encode_pool(POOL[::-1].copy())}
         resp = client.post("/admin/v1/competitions", json=bad_pool, headers=bearer("admin"))
         assert resp.status_code == 400 and resp.json()["error"] == "bad_pool"

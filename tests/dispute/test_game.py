@@ -25,6 +25,7 @@ from hypertrain.dispute.errors import (
 )
 from hypertrain.dispute.messages import DisputeRuling, commitment_of
 from hypertrain.dispute.resolution import (
+    bars,
     bars_auditor,
     expire,
     open_recompute,
@@ -341,6 +342,49 @@ def test_one_juror_overturns_but_never_bars_and_availability_never_bars() -> Non
     assert served.outcome == "overturned" and not bars_auditor(served)
     by_referee = recomputed(_recompute("unverifiable"), REFEREE, "match", 11, REFEREES)
     assert by_referee.outcome == "overturned" and not bars_auditor(by_referee)
+
+
+def test_one_barring_rule_a_strict_majority_of_at_least_two_or_a_referee() -> None:
+    assert not bars(JURY[:1], {JURY[0]: "match"})  # a jury of one: one claim never bars
+    assert not bars(JURY, {JURY[0]: "match", JURY[1]: "mismatch"})
+    assert bars(JURY, {JURY[0]: "match", JURY[1]: "match"})
+    assert not bars(JURY, {"5Outsider": "match", JURY[0]: "match"})  # outside: counts 0
+    assert bars((), {}, by_referee=True)
+    five = tuple(f"5Juror{i}" for i in range(5))
+    assert not bars(five, dict.fromkeys(five[:2], "match"))
+    assert bars(five, dict.fromkeys(five[:3], "match"))
+
+
+def test_an_unverifiable_overturn_bars_only_on_reaudits_made_by_the_upload_deadline() -> None:
+    served = _recompute("unverifiable")
+    for juror in JURY[:2]:
+        served = recomputed(served, juror, "match", 11)
+    assert served.outcome == "overturned"
+    assert not bars_auditor(served)  # nothing says when the bytes were fetched
+    assert not bars_auditor(served, frozenset(JURY[:1]))  # one timely re-audit is one claim
+    assert bars_auditor(served, frozenset(JURY[:2]))  # two fetched them in time: a lie
+
+
+def test_a_deadline_counts_the_live_jurors_and_holds_without_a_majority() -> None:
+    one = recomputed(_recompute("unverifiable"), JURY[0], "match", 11)
+    late = one.deadline_round + 1
+    held = expire(one, late, frozenset(JURY))  # all live, one match, nobody against
+    assert (held.outcome, held.steps[-1].actor) == ("held", "deadline")
+    assert expire(one, late).outcome == "held"
+    assert expire(_recompute("unverifiable"), late).outcome == "upheld"  # nobody re-audited
+    split = recomputed(one, JURY[1], "mismatch", 12)
+    assert expire(split, late, frozenset(JURY)).outcome == "upheld"
+    idle = ("5Idle1", "5Idle2")  # listed, never signed a verdict of the run
+    two = recomputed(
+        recomputed(_recompute("unverifiable", (*JURY, *idle)), JURY[0], "match", 11),
+        JURY[1],
+        "match",
+        12,
+    )
+    assert two.stage == "recompute"  # 2 of a jury of 5: no quorum yet
+    decided = expire(two, late, frozenset(JURY))
+    assert decided.outcome == "overturned" and decided.counted == JURY
+    assert bars_auditor(decided, frozenset(JURY[:2]))
 
 
 @pytest.mark.parametrize(

@@ -113,7 +113,7 @@ def test_competition_init_writes_a_spec_create_fills_and_refuses_bad_values(
     bad = _run(capsys, *args, "--batch-pages", "0", "--out", str(tmp_path / "b.json"))
     assert bad[0] == 1 and "data.batch_pages" in bad[2], bad
     nobody = _run(capsys, *args, "--out", str(tmp_path / "n.json"))
-    assert nobody[0] == 0 and "HYPERTRAIN_WORKER_HOTKEYS" in nobody[1]  # who scores, said
+    assert nobody[0] == 0 and "HYPERTRAIN_EVALUATOR_HOTKEYS" in nobody[1]  # who scores, said
 
 
 def test_manifest_file_refuses_what_is_not_a_manifest() -> None:

@@ -356,6 +356,21 @@ ALTER TABLE admission_challenges ADD COLUMN refusals INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE admission_challenges ADD COLUMN retry_round INTEGER NOT NULL DEFAULT 0
 """
 
+# A missed assignment's late window (an assignment with no judging verdict when its audit
+# phase ended): the first late verdict opens it and fixes its jury; verdicts count once a
+# strict majority of that jury judged it, so no first late verdict decides alone.
+_V15: Final = """
+CREATE TABLE late_panels (
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    hotkey TEXT NOT NULL,
+    opened_beacon_round INTEGER NOT NULL,
+    close_round INTEGER NOT NULL,
+    jury TEXT NOT NULL,
+    PRIMARY KEY (run_id, round, hotkey)
+)
+"""
+
 MIGRATIONS: Final[tuple[str, ...]] = (
     _V1,
     _V2,
@@ -371,6 +386,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     _V12,
     _V13,
     _V14,
+    _V15,  # late panels of missed assignments
 )
 DB_NAME: Final = "challenge.sqlite"
 # The tables whose sizes the metrics report.

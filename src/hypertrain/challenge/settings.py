@@ -76,6 +76,7 @@ class ServiceEnv(BaseSettings):
     hypertrain_tape_witnesses: int = Field(default=0, ge=0, le=64)
     hypertrain_witness_hotkeys: str = ""
     hypertrain_admission_backoff_rounds: int = Field(default=20, ge=0, le=1_000_000)
+    hypertrain_evaluator_hotkeys: str = ""
 
     @classmethod
     def settings_customise_sources(
@@ -97,6 +98,7 @@ _FAMILIES: Final = (
     "HYPERTRAIN_METAGRAPH_",
     "HYPERTRAIN_COORD_",
     "HYPERTRAIN_WORKER_",
+    "HYPERTRAIN_EVALUATOR_",
     "HYPERTRAIN_CHAIN_",
     "HYPERTRAIN_ADMISSION_",
     "HYPERTRAIN_TAPE_",
@@ -146,6 +148,8 @@ class Settings:
     tape_witnesses: int = 0
     # the only keys whose attestations count (empty: any registered key holding no other role)
     witness_hotkeys: frozenset[str] = frozenset()
+    # competition evaluators of specs that name none: a role of their own, never auditors
+    evaluator_hotkeys: frozenset[str] = frozenset()
     max_body_bytes: int = 1 << 20
     # admission answer deadlines per device class (admission/deadlines.py)
     admission_deadlines: DeadlineTable = DEFAULT_DEADLINES
@@ -237,6 +241,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         tape_witnesses=e.hypertrain_tape_witnesses,
         witness_hotkeys=_hotkeys(e.hypertrain_witness_hotkeys),
         admission_backoff_rounds=e.hypertrain_admission_backoff_rounds,
+        evaluator_hotkeys=_hotkeys(e.hypertrain_evaluator_hotkeys),
     )
 
 

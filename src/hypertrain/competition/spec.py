@@ -125,8 +125,8 @@ class CompetitionSpec(_Section):
     epsilon: EpsilonSchedule = EpsilonSchedule()
     cycle: CycleSpec = CycleSpec()
     reward: RewardSpec = RewardSpec()
-    # SS58 keys allowed to score; empty = the service's worker keys
-    # (HYPERTRAIN_WORKER_HOTKEYS), refused at creation when that is empty too
+    # SS58 keys allowed to score; empty = the service's evaluator keys
+    # (HYPERTRAIN_EVALUATOR_HOTKEYS, never the auditors), refused at creation when empty too
     evaluators: tuple[str, ...] = ()
     determinism: DeterminismRecord | None = None  # evaluators must match it when set
     coordinator: str = ""

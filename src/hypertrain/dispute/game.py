@@ -61,7 +61,7 @@ from hypertrain.dispute.narrowing import Actor, NarrowStep
 
 Party = Literal["island", "auditor"]
 Stage = Literal["step", "layer", "op", "referee", "recompute", "decided"]
-Outcome = Literal["upheld", "overturned"]
+Outcome = Literal["upheld", "overturned", "held"]
 PARTIES: tuple[Party, Party] = ("island", "auditor")
 
 
@@ -123,6 +123,8 @@ class Game(BaseModel):
     # auditor nor the island), fixed at opening, and each one's first re-audit result
     jury: tuple[str, ...] = ()
     reaudits: dict[str, str] = Field(default_factory=dict)
+    # the jurors a deadline decision counted (the live ones); empty: the whole jury
+    counted: tuple[str, ...] = ()
 
     def role_of(self, signer: str) -> Party:
         if signer == self.island:

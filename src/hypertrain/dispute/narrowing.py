@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 Level = Literal["open", "step", "layer", "op", "referee", "recompute", "decided"]
 Actor = Literal["island", "auditor", "both", "referee", "auditors", "deadline"]
-Outcome = Literal["upheld", "overturned"]
+Outcome = Literal["upheld", "overturned", "held"]
 
 
 class NarrowStep(BaseModel):

@@ -6,17 +6,23 @@ as the challenger, when both are silent); the referee stage is extended at most
 ``referee_extensions`` times and then upheld, so a run without referees still
 decides. A ``recompute`` game (leaf 0 or the update: a mismatch no bisection can
 narrow; or an ``unverifiable`` verdict) is decided by :func:`recomputed` from the
-re-audits of the public records: a strict majority of its jury (the run's listed auditors
+re-audits of the public records: a strict majority of its jury (the run's auditors
 other than the verdict's) agreeing, or one referee's re-audit. Who answers first decides
-nothing; without a quorum by its deadline the verdict stands. :func:`bars_auditor` says
-whether a decided game proves the verdict's auditor wrong (more than one agreeing
-re-audit, or a referee's; never an availability verdict, which a later re-audit cannot
-judge).
+nothing. At its deadline without a quorum, the jurors that never signed a verdict of the
+run are dropped (they are not live) and a strict majority of the rest decides; failing
+that, the game is ``held`` when jurors re-audited ``match`` and none agreed with the
+verdict (the island's reward is held, never burned on no evidence), and upheld
+otherwise. :func:`bars` is the one barring rule (a referee's re-audit, or a strict
+majority of the jury, never fewer than two, agreeing against the auditor), which
+:func:`bars_auditor` applies to a decided ``recompute`` game (for an ``unverifiable``
+verdict only the re-audits received by the upload deadline count: they prove the bytes
+were served in time).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from hypertrain.dispute import opinputs
@@ -118,18 +124,36 @@ def recomputed(
     return game
 
 
-def bars_auditor(game: Game) -> bool:
-    """Whether a decided ``recompute`` game proves the verdict's auditor wrong.
+def bars(jury: Iterable[str], results: Mapping[str, str], by_referee: bool = False) -> bool:
+    """The one barring rule: a referee's re-audit, or ``match`` re-audits from a strict
+    majority of ``jury`` and never fewer than two (no single contrary claim bars).
 
-    Only an overturn on a ``start``, ``update`` or (escalated) ``segment`` check, by a
-    referee or by more than one agreeing re-audit. An ``unverifiable`` verdict is about
-    availability at the upload deadline, which a later re-audit cannot see: its overturn
-    frees the island, never bars the auditor.
+    ``results`` maps each juror to its re-audit's result; keys outside ``jury`` count
+    nothing.
     """
-    if game.outcome != "overturned" or game.check == "unverifiable":
+    jurors = frozenset(jury)
+    matches = sum(1 for k, r in results.items() if k in jurors and r == "match")
+    return by_referee or matches >= max(2, len(jurors) // 2 + 1)
+
+
+def bars_auditor(game: Game, timely: frozenset[str] | None = None) -> bool:
+    """Whether a decided ``recompute`` game proves the verdict's auditor wrong (:func:`bars`).
+
+    The jury is the one the decision counted (the live jurors at a deadline). An
+    ``unverifiable`` verdict says bytes were missing at the upload deadline, so only the
+    re-audits of ``timely`` jurors (received by that deadline: they fetched the bytes in
+    time) count against it, and a referee's later re-audit proves nothing about that
+    moment; without ``timely`` it never bars.
+    """
+    if game.outcome != "overturned":
         return False
+    jury = game.counted or game.jury
+    if game.check == "unverifiable":
+        if timely is None:
+            return False
+        return bars(jury, {k: r for k, r in game.reaudits.items() if k in timely})
     by_referee = bool(game.steps) and game.steps[-1].actor == "referee"
-    return by_referee or sum(r == "match" for r in game.reaudits.values()) >= 2
+    return bars(jury, game.reaudits, by_referee)
 
 
 def supply_inputs(game: Game, data: bytes, now: int) -> tuple[Game, str]:
@@ -169,15 +193,18 @@ def rule(game: Game, signer: str, body: DisputeRuling, referees: frozenset[str],
     return decide(game, "overturned" if island_right else "upheld", reason, now, "referee")
 
 
-def expire(game: Game, now: int) -> Game:
-    """Apply the deadlines: a party that owes a message past its deadline loses."""
+def expire(game: Game, now: int, live: frozenset[str] | None = None) -> Game:
+    """Apply the deadlines: a party that owes a message past its deadline loses.
+
+    ``live`` names the keys that signed a verdict of the run by now; a ``recompute`` game
+    at its deadline counts only its live jurors (None: the whole jury).
+    """
     if game.stage == "decided":
         return game
     if game.stage == "recompute":
         if now <= game.deadline_round:
             return game
-        reason = "no independent re-audit by the deadline: the verdict stands"
-        return decide(game, "upheld", reason, now, "deadline")
+        return _recompute_deadline(game, now, live)
     if game.stage == "referee":
         return _expire_referee(game, now)
     for party in PARTIES:  # the island first: both silent is the challenger's loss
@@ -211,3 +238,22 @@ def _expire_referee(game: Game, now: int) -> Game:
             "steps": (*game.steps, waiting),
         }
     )
+
+
+def _recompute_deadline(game: Game, now: int, live: frozenset[str] | None) -> Game:
+    """A ``recompute`` game's deadline: a majority of the live jurors, else held or upheld."""
+    counted = game.jury if live is None else tuple(k for k in game.jury if k in live)
+    game = game.model_copy(update={"counted": counted})
+    votes = {k: r for k, r in game.reaudits.items() if k in counted}
+    matches = sum(r == "match" for r in votes.values())
+    need, against = len(counted) // 2 + 1, len(votes) - matches
+    of = f"of the {len(counted)} live jurors re-audited the {game.check} check"
+    if counted and matches >= need:
+        return decide(game, "overturned", f"{matches} {of}: it matches", now, "auditors")
+    if counted and against >= need:
+        return decide(game, "upheld", f"{against} {of}: it fails", now, "auditors")
+    if game.reaudits and all(r == "match" for r in game.reaudits.values()):
+        reason = "no quorum by the deadline, and no juror agreed with the verdict: held"
+        return decide(game, "held", reason, now, "deadline")
+    reason = "no quorum of independent re-audits by the deadline: the verdict stands"
+    return decide(game, "upheld", reason, now, "deadline")

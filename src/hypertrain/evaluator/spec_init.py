@@ -57,7 +57,7 @@ def register(sub: Any) -> None:
     init.add_argument(
         "--evaluator", action="append", default=[], metavar="SS58",
         help="an evaluator's SS58 address (repeat for each); none: the service's"
-        " HYPERTRAIN_WORKER_HOTKEYS score, and create is refused when that is empty too",
+        " HYPERTRAIN_EVALUATOR_HOTKEYS score, and create is refused when that is empty too",
     )  # fmt: skip
     for flag, _, dest, kind, default, text in _FLAGS:
         init.add_argument(flag, dest=dest, type=kind, default=default,
@@ -103,7 +103,7 @@ def _init(args: argparse.Namespace) -> int:
         raise SpecInitError(f"{args.out} exists (pass --force to overwrite it)")
     doc = build_spec(args)
     args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    who = ", ".join(doc["evaluators"]) or "the service's HYPERTRAIN_WORKER_HOTKEYS"
+    who = ", ".join(doc["evaluators"]) or "the service's HYPERTRAIN_EVALUATOR_HOTKEYS"
     sys.stdout.write(
         f"wrote {args.out}: competition {args.competition_id}, evaluators {who}\n"
         f"create it with: hypertrain competition create --service URL"

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.protocol.canonical import canonical_bytes, parse_json
+from hypertrain.protocol.deadlines import upload_deadline as upload_deadline
 from hypertrain.protocol.errors import CanonicalJSONError, MerkleError
 from hypertrain.protocol.merkle import MerkleTree, verify_proof
 
@@ -79,12 +80,6 @@ class CheckpointIndex:
         except MerkleError as exc:
             raise VerificationError(f"checkpoint leaf {k}: {exc}") from exc
         return leaves[k]
-
-
-def upload_deadline(selection_beacon_round: int, audit_window_rounds: int) -> int:
-    """Last beacon round at which a selected checkpoint may still arrive: half the audit
-    window after the selection (the other half is left for the replay itself)."""
-    return selection_beacon_round + max(1, audit_window_rounds // 2)
 
 
 def _is_hex64(value: Any) -> bool:

@@ -78,11 +78,11 @@ def spec_envelope(state: ServiceState, competition_id: str) -> Envelope:
 
 
 def _evaluators_named(state: ServiceState, spec: CompetitionSpec) -> None:
-    if not spec.evaluators and not state.settings.worker_hotkeys:
+    if not spec.evaluators and not state.settings.evaluator_hotkeys:
         raise ChallengeError(
             "nobody could score this competition: name its evaluators in the spec"
             ' ("evaluators": [SS58, ...]) or start the service with'
-            " HYPERTRAIN_WORKER_HOTKEYS set to the evaluators' SS58 addresses",
+            " HYPERTRAIN_EVALUATOR_HOTKEYS set to the evaluators' SS58 addresses",
             code="no_evaluators",
         )
 
@@ -227,7 +227,8 @@ def reveal(state: ServiceState, env: Envelope) -> RevealAccepted:
 
 
 def _evaluators(state: ServiceState, spec: CompetitionSpec) -> frozenset[str]:
-    return frozenset(spec.evaluators) if spec.evaluators else state.settings.worker_hotkeys
+    """The keys that may score: the spec's, else the evaluator role's (never the auditors)."""
+    return frozenset(spec.evaluators) if spec.evaluators else state.settings.evaluator_hotkeys
 
 
 def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
@@ -238,7 +239,7 @@ def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
         where = (
             "the spec's evaluators"
             if spec.evaluators
-            else "HYPERTRAIN_WORKER_HOTKEYS (the spec names no evaluators)"
+            else "HYPERTRAIN_EVALUATOR_HOTKEYS (the spec names no evaluators)"
         )
         raise ForbiddenError(
             f"{verified.signer} is not an evaluator of this competition; add it to {where}"

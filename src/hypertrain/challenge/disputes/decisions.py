@@ -1,13 +1,17 @@
 """What a dispute game's state implies for the verdict it disputes and for its auditor.
 
-The one rule, applied every time a game is stored (:func:`save`): a game waiting for
-re-audits (``recompute``) sets its verdict aside; a lost bisection game sets the verdict
-aside too, and bars its auditor only once an independent re-audit agrees with the island
-(every other verdict on the assignment is ``match``); a ``recompute`` game that a quorum
-of re-audits or a referee overturned bars the auditor at once
-(:func:`~hypertrain.dispute.resolution.bars_auditor`); an upheld game's verdict counts
-again. Barring an auditor sets aside its verdicts of every round not final yet
-(:func:`mark_faulty`). The caller holds the transaction.
+The one rule, applied every time a game is stored (:func:`save`) or a re-audit arrives
+on a decided game (:func:`reconsider`): a game waiting for re-audits (``recompute``) sets
+its verdict aside; a lost bisection game sets the verdict aside too; an upheld game's
+verdict counts again; a ``held`` game (no quorum, jurors found ``match``, none agreed)
+holds the island's reward. An auditor is barred by one rule on every path
+(:func:`~hypertrain.dispute.resolution.bars`): a referee's re-audit, or ``match``
+re-audits from a strict majority of the game's jury (never fewer than two). A lost game
+alone (a missed deadline, one contrary claim) bars nobody. An ``unverifiable`` verdict
+counts against its auditor only through the re-audits received by the round's upload
+deadline, which prove the bytes were served in time. Barring an auditor sets aside its
+verdicts of every round not final yet (:func:`mark_faulty`). The caller holds the
+transaction.
 """
 
 from __future__ import annotations
@@ -17,10 +21,17 @@ import sqlite3
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.dispute import store
 from hypertrain.dispute.game import Game
-from hypertrain.dispute.resolution import bars_auditor
+from hypertrain.dispute.resolution import bars, bars_auditor
+from hypertrain.protocol.deadlines import upload_deadline
 
 
-def save(conn: sqlite3.Connection, game: Game, now: int, nbytes: int = 0) -> None:
+def save(
+    conn: sqlite3.Connection,
+    game: Game,
+    now: int,
+    nbytes: int = 0,
+    referees: frozenset[str] = frozenset(),
+) -> None:
     """Store a game's new state and what it implies (see the module's rule)."""
     store.save_game(conn, game, now, nbytes)
     verdict_id = store.disputed_verdict(conn, game.dispute_id)
@@ -28,14 +39,39 @@ def save(conn: sqlite3.Connection, game: Game, now: int, nbytes: int = 0) -> Non
         store.set_aside(conn, game, verdict_id, now)
     if game.outcome == "overturned" and game.check == "segment":
         store.set_aside(conn, game, verdict_id, now)
-        others = [v.result for v in independent_verdicts(conn, game)]
-        agreed = not game.reaudits or bars_auditor(game)  # an escalated game: as a recompute
-        if others and all(r == "match" for r in others) and agreed:  # a re-audit agrees
-            mark_faulty(conn, game, now)
-    elif bars_auditor(game):  # a quorum's or a referee's re-audit, never an availability one
-        mark_faulty(conn, game, now)
-    elif game.outcome == "upheld":  # a verdict set aside for a re-audit counts again
+    if game.outcome == "upheld":  # a verdict set aside for a re-audit counts again
         store.restore(conn, game, verdict_id)
+    reconsider(conn, game, now, referees)
+
+
+def reconsider(
+    conn: sqlite3.Connection, game: Game, now: int, referees: frozenset[str] = frozenset()
+) -> None:
+    """Bar the game's auditor if the evidence now meets the one barring rule."""
+    if game.outcome != "overturned":
+        return
+    if game.stage == "decided" and game.check == "segment" and not game.reaudits:
+        others = independent_verdicts(conn, game)  # a lost bisection game: the re-audits
+        results = {v.auditor: v.result for v in others}
+        by_referee = any(v.auditor in referees and v.result == "match" for v in others)
+        if bars(game.jury, results, by_referee):
+            mark_faulty(conn, game, now)
+    elif bars_auditor(game, _timely(conn, game)):
+        mark_faulty(conn, game, now)
+
+
+def _timely(conn: sqlite3.Connection, game: Game) -> frozenset[str] | None:
+    """The jurors whose ``match`` on the assignment came by its round's upload deadline."""
+    span = rounds_storage.audit_span(conn, game.run_id, game.round)
+    if game.check != "unverifiable" or span is None:
+        return None
+    selection, close = span
+    deadline = upload_deadline(selection, close - selection)
+    return frozenset(
+        v.auditor
+        for v in independent_verdicts(conn, game)
+        if v.result == "match" and v.received_beacon_round <= deadline
+    )
 
 
 def independent_verdicts(
@@ -46,7 +82,7 @@ def independent_verdicts(
 
 
 def mark_faulty(conn: sqlite3.Connection, game: Game, now: int) -> None:
-    """An independent re-audit agrees the auditor was wrong: bar it, set its verdicts of
-    rounds not final yet aside."""
+    """The evidence agrees the auditor was wrong: bar it, set its verdicts of rounds not
+    final yet aside."""
     unfinal = rounds_storage.unfinal_verdicts_by(conn, game.run_id, game.auditor)
     store.mark_faulty(conn, game, now, unfinal)

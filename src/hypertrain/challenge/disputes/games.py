@@ -30,7 +30,7 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.rounds import pace, settle
+from hypertrain.challenge.rounds import jury, settle
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.rounds.storage import RoundState, VerdictRecord
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
@@ -175,7 +175,7 @@ def _new_game(
             check=RECOMPUTED[check],
             rules=_rules(manifest.dispute),
             now=now,
-            jury=pace.auditors(state, run_id),
+            jury=jury.jury(state, run_id, (auditor, hotkey)),
         )
     layout = state.layout_of(run_id, body.round, open_envelope, hotkey)
     game = g.open_game(
@@ -187,8 +187,8 @@ def _new_game(
         rules=_rules(manifest.dispute),
         now=now,
     )
-    jury = tuple(sorted(set(pace.auditors(state, run_id)) - {auditor, hotkey}))
-    return game.model_copy(update={"jury": jury})  # for a game escalated to a re-audit
+    jurors = jury.jury(state, run_id, (auditor, hotkey))
+    return game.model_copy(update={"jury": jurors})  # for a game escalated to a re-audit
 
 
 def _store_open(
@@ -218,7 +218,7 @@ def _reaudits_known(state: ServiceState, game: g.Game, now: int) -> g.Game:
     for v in decisions.independent_verdicts(state.conn, game):
         new = resolution.recomputed(new, v.auditor, v.result, now, _referees(state, game))
     if new != game:
-        decisions.save(state.conn, new, now)
+        decisions.save(state.conn, new, now, referees=_referees(state, game))
     return new
 
 
@@ -227,31 +227,28 @@ def on_verdict(
 ) -> int:
     """An independent verdict on a disputed assignment: it re-decides or confirms.
 
-    A ``recompute`` game counts it (a quorum of the run's other listed auditors, or one
-    referee, decides). A game the auditor lost only marks that
-    auditor faulty (and sets its other verdicts aside) when this re-audit agrees with
-    the island (``match``); a ``mismatch`` here faults the island instead, through
-    settlement. Returns how many games changed.
+    A ``recompute`` game counts it (a quorum of the run's other auditors, or one
+    referee, decides). On a game the auditor lost it is evidence for the one barring
+    rule (:mod:`~hypertrain.challenge.disputes.decisions`): the auditor is barred once a
+    strict majority of the game's jury (at least two) or a referee re-audited ``match``;
+    a ``mismatch`` here faults the island instead, through settlement. Returns how many
+    games changed.
     """
     now, changed = state.due_round(), 0
     windows.open_late_window(state, run_id, index, hotkey, auditor, now)
     for game in store.games_on(state.conn, run_id, index, hotkey):
         if auditor == game.auditor:
             continue
+        referees = _referees(state, game)
         with transaction(state.conn):
             if game.stage == "recompute":
-                new = resolution.recomputed(game, auditor, result, now, _referees(state, game))
-                decisions.save(state.conn, new, now)
+                new = resolution.recomputed(game, auditor, result, now, referees)
+                decisions.save(state.conn, new, now, referees=referees)
                 _log_progress(game, new)
                 _rejudge(state, game, new)
                 changed += 1
-            elif (
-                game.outcome == "overturned"
-                and result == "match"
-                and game.check == "segment"
-                and (not game.reaudits or resolution.bars_auditor(game))
-            ):
-                decisions.mark_faulty(state.conn, game, now)
+            elif game.outcome == "overturned":
+                decisions.reconsider(state.conn, game, now, referees)
                 changed += 1
     settle_bonds(state)
     return changed
@@ -268,7 +265,7 @@ def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
         raise refusal(exc) from None
     with transaction(state.conn):
         state.burn(env)
-        decisions.save(state.conn, new, now, len(env.to_bytes()))
+        decisions.save(state.conn, new, now, len(env.to_bytes()), _referees(state, game))
         store.record_message(state.conn, dispute_id, body.level, verified.signer, _text(env), now)
         if new.stage == "recompute":  # escalated: the traces could not tell who lied
             new = _reaudits_known(state, new, now)
@@ -313,7 +310,7 @@ def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
         raise refusal(exc) from None
     with transaction(state.conn):
         state.burn(env)
-        decisions.save(state.conn, new, now, len(env.to_bytes()))
+        decisions.save(state.conn, new, now, len(env.to_bytes()), referees)
         store.record_message(state.conn, dispute_id, "ruling", verified.signer, _text(env), now)
     _log_progress(game, new)
     _rejudge(state, game, new)
@@ -327,10 +324,11 @@ def tick(state: ServiceState) -> int:
         return 0
     now, changed = state.due_round(), 0
     for game in store.undecided(state.conn):
-        new = resolution.expire(game, now)
+        live = jury.live(state, game.run_id, game.jury, now) if game.jury else None
+        new = resolution.expire(game, now, live)
         if new != game:
             with transaction(state.conn):
-                decisions.save(state.conn, new, now)
+                decisions.save(state.conn, new, now, referees=_referees(state, game))
             _log_progress(game, new)
             _rejudge(state, game, new)
             changed += 1
@@ -356,7 +354,7 @@ def settle_bonds(state: ServiceState) -> int:
     if state.metagraph.snapshot is None:
         return 0  # no epoch to book at: the bonds stay unsettled (bond_state NULL) till one
     for row in store.unsettled_bonds(state.conn):
-        won = row.outcome == "overturned"
+        won = row.outcome in ("overturned", "held")  # held: no evidence against the island
         try:
             moved = state.ledger.settle_bond(row.run_id, row.dispute_id, won, _epoch(state))
         except BondMissingError as exc:  # recorded as such, never as returned or burned

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 
 from hypertrain.api.models import ReassignedAudit
+from hypertrain.challenge.rounds import facts, jury
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, loads
 from hypertrain.dispute import store
@@ -45,7 +46,8 @@ def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
             missed=True,
             assignment=Envelope.model_validate(loads(a.envelope)),
         )
-        for a in rounds_storage.unjudged_audits(state.conn, run_id)
+        for a in rounds_storage.unjudged_audits(state.conn, run_id, state.due_round())
+        if a.hotkey in facts.unjudged(state.conn, run_id, a.round)
     ]
 
 
@@ -54,11 +56,24 @@ def _still_waiting(conn: sqlite3.Connection, run_id: str, x: store.SetAside) -> 
     counting verdict (None: one came, or it was never assigned).
 
     An assignment whose ``recompute`` dispute is undecided stays listed whatever verdicts
-    it already has: its quorum of re-audits is still being gathered.
+    it already has: its quorum of re-audits is still being gathered; so does one whose
+    bisection game its auditor lost, until a majority of the game's jury re-audited it
+    (the barring rule's evidence) or the auditor is barred.
     """
     envelope = rounds_storage.assignment_envelope(conn, run_id, x.round, x.hotkey)
     if envelope is None:
         return None
     verdicts = rounds_storage.verdicts_on(conn, run_id, x.round, x.hotkey)
     counted = any(not store.is_reassigned(conn, v.verdict_id) for v in verdicts)
-    return envelope if x.recompute or not counted else None
+    return envelope if x.recompute or not counted or _gathering(conn, x) else None
+
+
+def _gathering(conn: sqlite3.Connection, x: store.SetAside) -> bool:
+    """A lost bisection game still short of its jury's majority of re-audits."""
+    game = store.load_game(conn, x.dispute_id) if x.dispute_id else None
+    if game is None or game.check != "segment" or game.outcome != "overturned":
+        return False
+    if not game.jury or store.is_faulty(conn, game.run_id, game.auditor):
+        return False
+    judges = {v.auditor for v in rounds_storage.verdicts_on(conn, game.run_id, x.round, x.hotkey)}
+    return len(judges & set(game.jury)) < jury.quorum(len(game.jury))

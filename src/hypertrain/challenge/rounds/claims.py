@@ -19,6 +19,10 @@ Two claims are checked here before anything is stored:
   key that attested a tape signs no verdict or tape of the run, and a key that signed
   either, an aggregator key, or an island of the run attests nothing, so the aggregator
   cannot witness its own tape and an auditor or island cannot vouch for its own pay.
+  An island of the run's roster never signs its verdicts, a competition evaluator
+  (``HYPERTRAIN_EVALUATOR_HOTKEYS``) never signs verdicts, and a key that signed
+  verdicts, tapes or attestations of a run never joins it as an island: no key judges
+  its own audit, vouches for its own pay, or sits on a jury of the run it trains in.
 """
 
 from __future__ import annotations
@@ -118,15 +122,23 @@ def check_tape(conn: sqlite3.Connection, run_id: str, tape: MergeTape) -> None:
             )
 
 
-Role = Literal["verdict", "merge-tape", "witness"]
+Role = Literal["verdict", "merge-tape", "witness", "island"]
 
 
 def check_role(
-    conn: sqlite3.Connection, aggregators: frozenset[str], run_id: str, signer: str, role: Role
+    conn: sqlite3.Connection,
+    aggregators: frozenset[str],
+    run_id: str,
+    signer: str,
+    role: Role,
+    evaluators: frozenset[str] = frozenset(),
 ) -> None:
     """Refuse ``signer`` for ``role`` when it holds, or may hold, another one in the run."""
     if role == "witness":
         _check_witness(conn, aggregators, run_id, signer)
+        return
+    if role == "island":
+        _check_island(conn, aggregators, run_id, signer)
         return
     if attestations.has_attested(conn, run_id, signer):
         raise RoleConflictError(f"{signer} witnesses the tapes of {run_id}: it signs no {role}")
@@ -138,6 +150,10 @@ def check_role(
         return
     if signer in aggregators or merge_storage.signed_tapes(conn, run_id, signer):
         raise RoleConflictError(f"{signer} signs the merge tapes of {run_id}: not verdicts")
+    if signer in evaluators:
+        raise RoleConflictError(f"{signer} is a competition evaluator: it signs no verdicts")
+    if signer in storage.roster_keys(conn, run_id):
+        raise RoleConflictError(f"{signer} is an island of {run_id}: it judges no audit of it")
 
 
 def _check_witness(
@@ -150,3 +166,15 @@ def _check_witness(
         raise RoleConflictError(f"{signer} signed verdicts in {run_id}: it cannot attest")
     if storage.join_body(conn, run_id, signer) is not None:
         raise RoleConflictError(f"{signer} is an island of {run_id}: it cannot attest")
+
+
+def _check_island(
+    conn: sqlite3.Connection, aggregators: frozenset[str], run_id: str, signer: str
+) -> None:
+    """A key that signs, or signed, the run's tapes, verdicts or attestations never joins it."""
+    if signer in aggregators or signer in storage.verdict_signers(conn, run_id):
+        raise RoleConflictError(f"{signer} judges or merges {run_id}: it cannot train in it")
+    if signer in storage.tape_signers(conn, run_id):
+        raise RoleConflictError(f"{signer} signed merge tapes of {run_id}: it cannot train in it")
+    if attestations.has_attested(conn, run_id, signer):
+        raise RoleConflictError(f"{signer} witnesses the tapes of {run_id}: it cannot train in it")

@@ -1,7 +1,8 @@
 """The facts the service publishes, each read in one place and derived by one rule.
 
-The standing verdict of an audit (:func:`standing_verdicts`, the one query
-:data:`~hypertrain.challenge.rounds.verdict_storage.STANDING_SQL`), a round's outcome
+The standing verdict of an audit (:func:`standing_verdicts`: the one query
+:data:`~hypertrain.challenge.rounds.verdict_storage.STANDING_SQL`, then the late panels'
+majority, :func:`~hypertrain.challenge.rounds.rule.late_standing`), a round's outcome
 (:func:`round_outcome`, the pure :func:`~hypertrain.challenge.rounds.rule.decide` over typed
 rows) and an island's faults (:func:`island_faults`, the rounds whose outcome faulted it)
 are defined here only. Settlement, the public views (roster, rounds, summary), the
@@ -69,7 +70,12 @@ def standing_verdicts(
     conn: sqlite3.Connection, run_id: str, index: int | None = None
 ) -> list[StandingVerdict]:
     """The run's verdicts (or one round's) with their standing, by round and verdict id."""
-    return verdict_storage.standing_verdicts(conn, run_id, index)
+    verdicts = verdict_storage.standing_verdicts(conn, run_id, index)
+    panels = [
+        rule.LatePanel(p.round, p.hotkey, p.opened_beacon_round, frozenset(p.jury))
+        for p in storage.late_panels(conn, run_id, index)
+    ]
+    return rule.late_standing(verdicts, panels)
 
 
 def judged(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:

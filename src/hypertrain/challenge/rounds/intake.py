@@ -33,16 +33,15 @@ from hypertrain.challenge.errors import (
 from hypertrain.challenge.rounds import (
     claims,
     commit_storage,
-    facts,
     merge_storage,
     roster_storage,
     storage,
     verdict_storage,
 )
+from hypertrain.challenge.rounds import late as late_verdicts
 from hypertrain.challenge.rounds.commit_storage import NewCommit
 from hypertrain.challenge.rounds.merge_storage import NewMerge
 from hypertrain.challenge.rounds.roster_storage import NewIsland
-from hypertrain.challenge.rounds.settle import late_verdict, release_later
 from hypertrain.challenge.rounds.storage import RoundRecord
 from hypertrain.challenge.rounds.verdict_storage import NewVerdict
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
@@ -71,6 +70,7 @@ def join(state: ServiceState, env: Envelope) -> JoinAnswer:
     challenged = state.manifest(run_id).admission.challenge
     device_class = check_join(state.manifest(run_id), body, self_reported=not challenged)
     refuse_rejoin(state, run_id, hotkey)
+    claims.check_role(state.conn, state.settings.aggregator_hotkeys, run_id, hotkey, "island")
     if roster_storage.membership(state.conn, run_id, hotkey) is not None:
         raise ConflictError(f"{hotkey} is already admitted to {run_id}", code="already_joined")
     if challenged:
@@ -209,8 +209,14 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
         env, "verdict", Verdict, registered=False, allowed=state.settings.worker_hotkeys
     )
     run_id = env.run_id
+    settings = state.settings
     claims.check_role(
-        state.conn, state.settings.aggregator_hotkeys, run_id, verified.signer, "verdict"
+        state.conn,
+        settings.aggregator_hotkeys,
+        run_id,
+        verified.signer,
+        "verdict",
+        settings.evaluator_hotkeys,
     )
     if is_faulty(state.conn, run_id, verified.signer):
         raise ForbiddenError(
@@ -223,8 +229,8 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
     in_window = (
         row.phase == "audit" and row.audit_close_round is not None and now < row.audit_close_round
     )
-    late = row.phase in ("merge", "settle", "final") and not _has_verdict(
-        state, run_id, body.round, body.hotkey
+    late = row.phase in ("merge", "settle", "final") and late_verdicts.accepts(
+        state, run_id, body.round, body.hotkey, verified.signer
     )
     if not (in_window or late):
         raise PhaseError(
@@ -243,6 +249,8 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
     try:
         with transaction(state.conn):
             state.burn(env)
+            if late:  # the first late verdict opens the assignment's late panel
+                late_verdicts.admit(state, run_id, body.round, body.hotkey)
             verdict_storage.add_verdict(
                 state.conn,
                 NewVerdict(
@@ -257,10 +265,9 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
                     received_beacon_round=now,
                 ),
             )
-            if row.phase == "final":  # the reward was held for this verdict
-                late_verdict(state, run_id, body.round, body.hotkey, body.result)
-            if late and body.result == "match":  # later rounds were held for it too
-                release_later(state, run_id, body.round, body.hotkey)
+            if late:  # counted once a majority of the late jury judged it
+                final = row.phase == "final"
+                late_verdicts.decided(state, run_id, body.round, body.hotkey, final)
     except sqlite3.IntegrityError:
         raise ConflictError(
             f"{verified.signer} already judged {body.hotkey} in round {body.round}",
@@ -269,10 +276,6 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
     state.count(f"verdicts_{body.result}")
     games.on_verdict(state, run_id, body.round, body.hotkey, verified.signer, body.result)
     return VerdictAnswer(accepted=True, verdict_id=verdict_id)
-
-
-def _has_verdict(state: ServiceState, run_id: str, index: int, hotkey: str) -> bool:
-    return hotkey in facts.judged(state.conn, run_id, index)
 
 
 def merge(state: ServiceState, env: Envelope) -> MergeAnswer:

@@ -14,7 +14,7 @@ may last, and the dispute deadline stays where selection fixed it.
 
 from __future__ import annotations
 
-from hypertrain.challenge.rounds import facts, merge_storage, storage, verdict_storage
+from hypertrain.challenge.rounds import facts, jury, storage
 from hypertrain.challenge.state import ServiceState
 
 
@@ -39,29 +39,14 @@ def audits_done(state: ServiceState, run_id: str, index: int) -> bool:
     """True when every audit assignment of a round is judged by a majority of the auditors.
 
     Each assignment needs a verdict that counts (one set aside because its auditor was
-    found faulty does not) and verdicts from a strict majority of :func:`auditors`, so
-    the first answer never shuts out a contrary one: with an honest majority, that
-    majority holds an honest verdict. With no auditor known, the phase runs until its
-    window ends.
+    found faulty does not) and verdicts from a strict majority of the run's auditors
+    (:func:`~hypertrain.challenge.rounds.jury.auditors`), so the first answer never shuts
+    out a contrary one: with an honest majority, that majority holds an honest verdict.
+    With no auditor known, the phase runs until its window ends.
     """
-    listed = auditors(state, run_id)
+    listed = set(jury.auditors(state, run_id))
     if not listed or facts.unjudged(state.conn, run_id, index):
         return False
-    judges: dict[str, set[str]] = {
-        hotkey: set() for hotkey in verdict_storage.assigned(state.conn, run_id, index)
-    }
-    for judged in verdict_storage.judgements(state.conn, run_id, index):
-        if judged.auditor in listed and judged.hotkey in judges:
-            judges[judged.hotkey].add(judged.auditor)
-    return all(len(keys) >= len(listed) // 2 + 1 for keys in judges.values())
-
-
-def auditors(state: ServiceState, run_id: str) -> tuple[str, ...]:
-    """The listed worker keys (``HYPERTRAIN_WORKER_HOTKEYS``) that may audit the run.
-
-    An aggregator key (``HYPERTRAIN_AGGREGATOR_HOTKEYS``, or one that signed one of the
-    run's merge tapes) audits nothing, so it is not counted (leaving the count only hands
-    the decision to the others).
-    """
-    tapes = merge_storage.tape_signers(state.conn, run_id)
-    return tuple(sorted(state.settings.worker_hotkeys - state.settings.aggregator_hotkeys - tapes))
+    judges = storage.judges_of(state.conn, run_id, index)
+    need = jury.quorum(len(listed))
+    return all(len(keys & listed) >= need for keys in judges.values())

@@ -42,14 +42,19 @@ A verdict *stands* unless a dispute overturned it or it is set aside (another au
 re-judges the audit: its auditor was found faulty, or a dispute it lost waits for that
 independent re-audit). An overturned verdict no longer set aside still judged the
 audit; a set-aside one did not, so the island is held until another verdict comes. A
-verdict is *final* once nothing can change its standing any more: its round is final
-and no late dispute window of its own is open; a final fault is proven.
+verdict is *held* when its ``recompute`` dispute ended without a quorum while jurors
+re-audited ``match`` and none agreed with it: no fault, but the round's reward is held
+(never paid on one word, never burned on none). A late verdict on a missed assignment is
+*waiting* while fewer than a strict majority of that assignment's late jury judged it
+(:func:`late_standing`): it neither faults nor judges, so no first late verdict decides
+alone. A verdict is *final* once nothing can change its standing any more: its round is
+final and no late dispute window of its own is open; a final fault is proven.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
 from hypertrain.protocol.exclusions import AUDIT_EXCLUSIONS
@@ -62,7 +67,7 @@ PROBATION_HOLD: Final = 2**53 - 2
 HOLDS: Final = frozenset({PENDING_AUDIT, PROBATION_HOLD})  # holds no release round ends
 
 VerdictResult = Literal["match", "mismatch", "unverifiable"]
-Standing = Literal["stands", "overturned", "set_aside"]
+Standing = Literal["stands", "overturned", "set_aside", "held", "waiting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,7 @@ class StandingVerdict:
     result: VerdictResult
     standing: Standing
     final: bool = False  # its round is final and no late window of its own is open
+    received: int = 0  # the beacon round it was received at
 
     @property
     def fault(self) -> bool:
@@ -89,8 +95,13 @@ class StandingVerdict:
 
     @property
     def judged(self) -> bool:
-        """The verdict decided its audit (it was not set aside for a faulty auditor)."""
-        return self.standing != "set_aside"
+        """The verdict decided its audit (not set aside, not waiting for a late quorum)."""
+        return self.standing not in ("set_aside", "waiting")
+
+    @property
+    def holds(self) -> bool:
+        """A disputed verdict no quorum decided while jurors found ``match``: hold."""
+        return self.standing == "held"
 
     def reason(self) -> str:
         return f"{self.result} verdict {self.verdict_id} by {self.auditor}"
@@ -182,6 +193,47 @@ class Outcome:
     def pending(self) -> frozenset[str]:
         """Accepted hotkeys whose assigned audit has no judging verdict yet."""
         return frozenset(h for h, until in self.held.items() if until == PENDING_AUDIT)
+
+
+@dataclass(frozen=True, slots=True)
+class LatePanel:
+    """A missed assignment's late window: its first late verdict's round and its jury."""
+
+    round: int
+    hotkey: str
+    opened: int
+    jury: frozenset[str]
+
+    @property
+    def quorum(self) -> int:
+        """A strict majority of the jury (one verdict where no auditor set is known)."""
+        return len(self.jury) // 2 + 1
+
+    def late(self, v: StandingVerdict) -> bool:
+        return (v.round, v.hotkey) == (self.round, self.hotkey) and v.received >= self.opened
+
+
+def late_standing(
+    verdicts: Iterable[StandingVerdict], panels: Iterable[LatePanel]
+) -> list[StandingVerdict]:
+    """``verdicts`` with each late verdict of a panel short of its quorum ``waiting``.
+
+    A panel's late verdicts count once verdicts from a strict majority of its jury stand
+    (an empty jury, no auditor set known: one verdict); until then they judge nothing.
+    """
+    listed, panel_list = list(verdicts), list(panels)
+    short: set[tuple[int, str]] = set()
+    for p in panel_list:
+        votes = {v.auditor for v in listed if p.late(v) and v.standing == "stands"}
+        if len(votes & p.jury if p.jury else votes) < p.quorum:
+            short.add((p.round, p.hotkey))
+    waiting = [p for p in panel_list if (p.round, p.hotkey) in short]
+    return [
+        replace(v, standing="waiting")
+        if v.standing == "stands" and any(p.late(v) for p in waiting)
+        else v
+        for v in listed
+    ]
 
 
 def verdict_faults(verdicts: Iterable[StandingVerdict]) -> dict[str, str]:
@@ -307,7 +359,8 @@ def decide(
             unpaid[c.hotkey] = reason or "not included in the merge"
     held = {h: until for h, until in (probation or {}).items() if h in accepted}
     forfeited = {h: why for h, why in sorted((proven or {}).items()) if h in accepted}
-    pending = unjudged(assigned, listed) | frozenset(earlier) | forfeited.keys()
+    holding = frozenset(v.hotkey for v in listed if v.holds)
+    pending = unjudged(assigned, listed) | frozenset(earlier) | forfeited.keys() | holding
     held.update(dict.fromkeys(pending & accepted.keys(), PENDING_AUDIT))
     judged = _tape_verdict(tape, witnesses)
     return Outcome(accepted, dict(sorted(held.items())), faults, unpaid, forfeited, judged)

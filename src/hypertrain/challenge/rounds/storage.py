@@ -12,6 +12,7 @@ and proven faults (:mod:`.merge_storage`).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -736,16 +737,18 @@ class UnjudgedAudit:
     envelope: str  # the signed assignment
 
 
-def unjudged_audits(conn: sqlite3.Connection, run_id: str) -> list[UnjudgedAudit]:
-    """Assigned audits of rounds past their audit phase that no verdict ever judged,
-    by round and island."""
+def unjudged_audits(conn: sqlite3.Connection, run_id: str, now: int) -> list[UnjudgedAudit]:
+    """Assigned audits of rounds past their audit phase that no verdict ever judged, or
+    whose late panel is still open at beacon round ``now``, by round and island."""
     rows = conn.execute(
         "SELECT a.round, a.hotkey, a.envelope FROM audits a JOIN rounds r"
         " ON r.run_id = a.run_id AND r.round = a.round"
-        " WHERE a.run_id = ? AND r.phase IN ('merge', 'settle', 'final') AND NOT EXISTS"
+        " WHERE a.run_id = ? AND r.phase IN ('merge', 'settle', 'final') AND (NOT EXISTS"
         " (SELECT 1 FROM verdicts v WHERE v.run_id = a.run_id AND v.round = a.round"
-        " AND v.hotkey = a.hotkey) ORDER BY a.round, a.hotkey",
-        (run_id,),
+        " AND v.hotkey = a.hotkey) OR EXISTS (SELECT 1 FROM late_panels p"
+        " WHERE p.run_id = a.run_id AND p.round = a.round AND p.hotkey = a.hotkey"
+        " AND p.close_round >= ?)) ORDER BY a.round, a.hotkey",
+        (run_id, now),
     )
     return [UnjudgedAudit(r["round"], r["hotkey"], r["envelope"]) for r in rows]
 
@@ -798,3 +801,109 @@ def verdicts_signed(
 
 def _count(conn: sqlite3.Connection, sql: str, args: tuple[str | int, ...]) -> int:
     return int(conn.execute(sql, args).fetchone()[0])
+
+
+def tape_signers(conn: sqlite3.Connection, run_id: str) -> frozenset[str]:
+    """Every key that signed one of the run's merge tapes."""
+    rows = conn.execute("SELECT aggregator FROM merges WHERE run_id = ?", (run_id,))
+    return frozenset(str(r[0]) for r in rows)
+
+
+def roster_keys(conn: sqlite3.Connection, run_id: str) -> frozenset[str]:
+    """Every island key of the run's roster (admitted, whether or not it committed)."""
+    rows = conn.execute("SELECT hotkey FROM roster WHERE run_id = ?", (run_id,))
+    return frozenset(str(r[0]) for r in rows)
+
+
+def verdict_signers(
+    conn: sqlite3.Connection, run_id: str, until: int | None = None
+) -> frozenset[str]:
+    """Every key that signed a verdict of the run (received by beacon round ``until``)."""
+    sql, args = "SELECT DISTINCT auditor FROM verdicts WHERE run_id = ?", [run_id]
+    if until is not None:
+        sql, args = sql + " AND received_beacon_round <= ?", [run_id, str(until)]
+    return frozenset(str(r[0]) for r in conn.execute(sql, args))
+
+
+def judges_of(conn: sqlite3.Connection, run_id: str, index: int) -> dict[str, frozenset[str]]:
+    """Assigned hotkey of a round -> the keys that signed a verdict on it."""
+    out: dict[str, set[str]] = {
+        str(r[0]): set()
+        for r in conn.execute(
+            "SELECT hotkey FROM audits WHERE run_id = ? AND round = ?", (run_id, index)
+        )
+    }
+    for hotkey, auditor in conn.execute(
+        "SELECT hotkey, auditor FROM verdicts WHERE run_id = ? AND round = ?", (run_id, index)
+    ):
+        if hotkey in out:
+            out[hotkey].add(str(auditor))
+    return {h: frozenset(keys) for h, keys in out.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class LatePanelRow:
+    """The late window of an assignment that had no judging verdict when its audit phase
+    ended: the jury fixed when its first late verdict came, and the window's last round."""
+
+    round: int
+    hotkey: str
+    opened_beacon_round: int
+    close_round: int
+    jury: tuple[str, ...]
+
+
+def late_panels(
+    conn: sqlite3.Connection, run_id: str, index: int | None = None
+) -> list[LatePanelRow]:
+    """The run's late panels (or one round's), by round and island."""
+    sql, args = "SELECT * FROM late_panels WHERE run_id = ?", [run_id]
+    if index is not None:
+        sql, args = sql + " AND round = ?", [run_id, str(index)]
+    rows = conn.execute(sql + " ORDER BY round, hotkey", args)
+    return [
+        LatePanelRow(
+            int(r["round"]),
+            r["hotkey"],
+            int(r["opened_beacon_round"]),
+            int(r["close_round"]),
+            tuple(str(k) for k in json.loads(r["jury"])),
+        )
+        for r in rows
+    ]
+
+
+def late_panel(
+    conn: sqlite3.Connection, run_id: str, index: int, hotkey: str
+) -> LatePanelRow | None:
+    """One assignment's late panel (None: no late verdict opened one)."""
+    return next((p for p in late_panels(conn, run_id, index) if p.hotkey == hotkey), None)
+
+
+def open_late_panel(conn: sqlite3.Connection, run_id: str, panel: LatePanelRow) -> None:
+    """Store an assignment's late panel (once: a stored one stays)."""
+    conn.execute(
+        "INSERT OR IGNORE INTO late_panels (run_id, round, hotkey, opened_beacon_round,"
+        " close_round, jury) VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            panel.round,
+            panel.hotkey,
+            panel.opened_beacon_round,
+            panel.close_round,
+            json.dumps(sorted(panel.jury)),
+        ),
+    )
+
+
+def audit_span(conn: sqlite3.Connection, run_id: str, index: int) -> tuple[int, int] | None:
+    """A round's selection beacon round and its audit window's last round (None: not
+    selected yet)."""
+    row = conn.execute(
+        "SELECT selection_beacon_round, audit_close_round FROM rounds"
+        " WHERE run_id = ? AND round = ?",
+        (run_id, index),
+    ).fetchone()
+    if row is None or row["selection_beacon_round"] is None:
+        return None
+    return int(row["selection_beacon_round"]), int(row["audit_close_round"])

@@ -15,7 +15,8 @@ from typing import cast
 
 from hypertrain.challenge.rounds.rule import Standing, StandingVerdict, VerdictResult
 
-# Every verdict with its standing: set aside (its audit is re-judged by another
+# Every verdict with its standing: held (a dispute ended without a quorum and with no
+# evidence against the island: nothing is burned), set aside (its audit is re-judged by another
 # auditor: its auditor was found faulty, or a dispute against it waits for that
 # independent re-audit), overturned by a dispute, or standing; and whether it is final
 # (its round is final and no late dispute window of its own is open: nothing can
@@ -23,8 +24,11 @@ from hypertrain.challenge.rounds.rule import Standing, StandingVerdict, VerdictR
 # ``hypertrain.dispute.store``) because the standing is one fact of a verdict and its
 # disputes; the layering test allows this query, and only it, to name them.
 STANDING_SQL = """
-SELECT v.verdict_id, v.round, v.hotkey, v.auditor, v.result,
+SELECT v.verdict_id, v.round, v.hotkey, v.auditor, v.result, v.received_beacon_round,
   CASE
+    WHEN EXISTS (SELECT 1 FROM dispute_games d
+                 WHERE d.verdict_id = v.verdict_id AND d.outcome = 'held')
+      THEN 'held'
     WHEN EXISTS (SELECT 1 FROM reassigned_verdicts s WHERE s.verdict_id = v.verdict_id)
       THEN 'set_aside'
     WHEN EXISTS (SELECT 1 FROM dispute_games d
@@ -80,6 +84,7 @@ def standing_verdicts(
             cast(VerdictResult, r["result"]),
             cast(Standing, r["standing"]),
             bool(r["final"]),
+            int(r["received_beacon_round"]),
         )
         for r in rows
     ]
