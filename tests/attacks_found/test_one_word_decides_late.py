@@ -55,15 +55,20 @@ CHEATER = ISLANDS[0]
 
 
 def _start(
-    tmp_path: Path, dispute: dict[str, Any], workers: tuple[Hotkey, ...]
+    tmp_path: Path,
+    dispute: dict[str, Any],
+    workers: tuple[Hotkey, ...],
+    name_aggregator: bool = True,
 ) -> Iterator[Service]:
     """The service of tests/challenge/test_dispute_rules.py, with the worker keys listed
-    and the aggregator named (its tapes pass the worker list, it judges nothing)."""
+    and the aggregator listed too (its tapes pass the worker list, it judges nothing) and,
+    unless ``name_aggregator`` is false, named in ``HYPERTRAIN_AGGREGATOR_HOTKEYS``."""
+    named = {AGGREGATOR.ss58_address} if name_aggregator else set()
     settings = make_settings(
         tmp_path,
         [k.ss58_address for k in ISLANDS],
         worker_hotkeys=frozenset(k.ss58_address for k in (*workers, AGGREGATOR)),
-        aggregator_hotkeys=frozenset({AGGREGATOR.ss58_address}),
+        aggregator_hotkeys=frozenset(named),
     )
     svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
     with _running(svc):

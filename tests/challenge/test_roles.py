@@ -104,3 +104,26 @@ def test_only_the_named_aggregator_keys_sign_tapes(named: Service) -> None:
     )
     assert (r.status_code, r.json()["error"]) == (403, "role_conflict"), r.text
     assert _post_tape(named, AGGREGATOR)[0] == 200
+
+
+@pytest.fixture
+def with_evaluators(tmp_path: Path) -> Iterator[Service]:
+    """A service whose operator names the competition's evaluators (no aggregator named)."""
+    yield from _disputes._service(
+        tmp_path, bond=0, evaluator_hotkeys=frozenset({OTHER.ss58_address})
+    )
+
+
+def test_a_named_evaluator_signs_no_tape_and_no_verdict_of_the_training_run(
+    with_evaluators: Service,
+) -> None:
+    bodies = _judge_all(with_evaluators, AUDITOR)
+    with_evaluators.tick(20)  # past the audit window
+    assert _post_tape(with_evaluators, OTHER) == (403, "role_conflict")
+    r = with_evaluators.client.post(
+        "/worker/v1/verdict",
+        headers=bearer("worker"),
+        json=signed(OTHER, "verdict", {**bodies[0], "round": 0}, RUN),
+    )
+    assert (r.status_code, r.json()["error"]) == (403, "role_conflict"), r.text
+    assert _post_tape(with_evaluators, AGGREGATOR)[0] == 200  # the aggregator's still is

@@ -133,7 +133,12 @@ def check_role(
     role: Role,
     evaluators: frozenset[str] = frozenset(),
 ) -> None:
-    """Refuse ``signer`` for ``role`` when it holds, or may hold, another one in the run."""
+    """Refuse ``signer`` for ``role`` when it holds, or may hold, another one in the run.
+
+    A competition evaluator (``evaluators``) holds no role of a training run but ``island``.
+    """
+    if signer in evaluators and role != "island":
+        raise RoleConflictError(f"{signer} is a competition evaluator: it signs no {role}")
     if role == "witness":
         _check_witness(conn, aggregators, run_id, signer)
         return
@@ -150,8 +155,6 @@ def check_role(
         return
     if signer in aggregators or merge_storage.signed_tapes(conn, run_id, signer):
         raise RoleConflictError(f"{signer} signs the merge tapes of {run_id}: not verdicts")
-    if signer in evaluators:
-        raise RoleConflictError(f"{signer} is a competition evaluator: it signs no verdicts")
     if signer in storage.roster_keys(conn, run_id):
         raise RoleConflictError(f"{signer} is an island of {run_id}: it judges no audit of it")
 

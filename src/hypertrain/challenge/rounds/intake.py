@@ -284,7 +284,12 @@ def merge(state: ServiceState, env: Envelope) -> MergeAnswer:
     )
     run_id = env.run_id
     claims.check_role(
-        state.conn, state.settings.aggregator_hotkeys, run_id, verified.signer, "merge-tape"
+        state.conn,
+        state.settings.aggregator_hotkeys,
+        run_id,
+        verified.signer,
+        "merge-tape",
+        state.settings.evaluator_hotkeys,
     )
     row = _round_row(state, run_id, body.round)
     if row.phase != "merge":

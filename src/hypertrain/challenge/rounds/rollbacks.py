@@ -161,7 +161,12 @@ def accept_correction(state: ServiceState, env: Envelope) -> CorrectionAnswer:
     )  # fmt: skip
     run_id, index = env.run_id, body.tape.round
     claims.check_role(
-        state.conn, state.settings.aggregator_hotkeys, run_id, verified.signer, "merge-tape"
+        state.conn,
+        state.settings.aggregator_hotkeys,
+        run_id,
+        verified.signer,
+        "merge-tape",
+        state.settings.evaluator_hotkeys,
     )  # a correction is a tape: never from a key that signs verdicts
     check_correction(state.conn, run_id, body)
     raw = env.to_bytes()

@@ -40,7 +40,10 @@ def attest(state: ServiceState, env: Envelope) -> AttestationAnswer:
         allowed=state.settings.witness_hotkeys,
     )  # fmt: skip
     run_id, signer = env.run_id, verified.signer
-    claims.check_role(state.conn, state.settings.aggregator_hotkeys, run_id, signer, "witness")
+    settings = state.settings
+    claims.check_role(
+        state.conn, settings.aggregator_hotkeys, run_id, signer, "witness", settings.evaluator_hotkeys
+    )
     tape = rollbacks.current_tape(state.conn, run_id, body.round)
     if tape is None:
         raise PhaseError(f"round {body.round} of {run_id} has no merge tape to attest")

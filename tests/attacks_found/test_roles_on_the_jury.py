@@ -1,0 +1,119 @@
+"""Keys listed as worker keys for another role sit on every training jury, never re-audit.
+
+docs/competition.md (production, step 2): "Name the evaluators: ``competition init
+--evaluator SS58`` ... without it, start the service with ``HYPERTRAIN_WORKER_HOTKEYS`` set
+to them", one service serving the run and the competition (docs/operator.md, the
+competition recipe "beside the operator's network"). docs/mechanism.md (Disputes): the jury
+of a ``recompute`` dispute is "the keys listed in ``HYPERTRAIN_WORKER_HOTKEYS``, less the
+verdict's auditor, the island, the aggregator keys ..." and a quorum is a strict majority
+of it; the table: with three listed auditors the jury is the other two, quorum 2.
+
+The same holds for referees: "the referee posts [its re-audit] through the verdict route,
+so it must hold the worker token and, when the list is set, be listed", while the referee
+process only rules on contested operations (docs/mechanism.md, Referees).
+
+An evaluator never audits a training round, nor does a referee re-audit, yet each is a
+juror: three auditors plus two such keys make a jury of four, quorum 3, which the two
+honest auditors cannot reach. A
+lying auditor's ``unverifiable`` on an honest island therefore stands although both other
+auditors re-audit ``match``: the honest island is faulted and burned, the liar risks
+nothing (an overturned ``unverifiable`` bars nobody). Played on the real service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hypertrain.protocol.identity import Hotkey
+from tests.attacks_found.test_free_unverifiable_lies import _verdict
+from tests.attacks_found.test_one_word_decides_late import _start
+from tests.challenge.disputeplay import open_body
+from tests.challenge.helpers import bearer, signed
+from tests.challenge.test_dispute_rules import RULES, THIRD_AUDITOR
+from tests.challenge.test_disputes import AUDITOR, ISLANDS, OTHER_AUDITOR, RUN, Service
+from tests.challenge.test_outsider_1 import _commit_round_0
+
+LIAR, HONEST_B, HONEST_C = AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR
+EVALUATORS = (Hotkey.from_seed(b"\x61" * 32), Hotkey.from_seed(b"\x62" * 32))
+
+
+@pytest.fixture(params=["evaluators", "referees", "aggregator"])
+def shared_service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Service]:
+    """Three auditors and keys of another role in the worker list: the competition's two
+    evaluators, or the run's two referees, or (with ``HYPERTRAIN_AGGREGATOR_HOTKEYS``
+    unset, as docs/operator.md allows) the aggregator, which signs no tape before the
+    first round merges (one auditor less then: auditors A, B plus the aggregator)."""
+    if request.param == "aggregator":
+        yield from _start(tmp_path, {**RULES, "referees": []}, (LIAR, HONEST_B), False)
+        return
+    workers = (LIAR, HONEST_B, HONEST_C, *EVALUATORS)
+    referees = [k.ss58_address for k in EVALUATORS] if request.param == "referees" else []
+    yield from _start(tmp_path, {**RULES, "referees": referees}, workers)
+
+
+def test_both_honest_auditors_overturn_a_lie_whatever_other_keys_are_listed(
+    shared_service: Service,
+) -> None:
+    """Proves the two other auditors' agreeing re-audits overturn a false verdict whatever
+    other (non-auditing) worker keys the service lists."""
+    svc = shared_service
+    island = ISLANDS[0]
+    _commit_round_0(svc)
+    verdict_id, segments = _verdict(svc, 0, LIAR, island, "unverifiable")
+    opened = svc.post("/v1/disputes", island, "dispute-open", open_body(verdict_id, segments[-1]))
+    assert opened.status_code == 200, opened.text
+    listed = svc.settings.worker_hotkeys
+    for juror in (HONEST_B, HONEST_C):
+        if juror.ss58_address in listed:
+            _verdict(svc, 0, juror, island, "match")
+    svc.tick(60)  # past the bound: nobody else re-audits (they score models, or rule)
+    game = svc.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()["game"]
+    assert game["outcome"] == "overturned", (
+        f"every other auditor re-audited 'match', the lie is {game['outcome']}: the"
+        " keys of another role listed as worker keys sat on the jury"
+    )
+
+
+@pytest.fixture
+def unnamed_aggregator(tmp_path: Path) -> Iterator[Service]:
+    """Three auditors and two evaluators listed; ``HYPERTRAIN_AGGREGATOR_HOTKEYS`` unset
+    (its documented default)."""
+    workers = (LIAR, HONEST_B, HONEST_C, *EVALUATORS)
+    yield from _start(tmp_path, {**RULES, "referees": []}, workers, False)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: with HYPERTRAIN_AGGREGATOR_HOTKEYS unset, a listed key the service does not"
+    " know as an evaluator may sign a tape (docs/threats.md, Roles)",
+)
+def test_an_evaluator_key_cannot_sign_the_training_runs_merge_tape(
+    unnamed_aggregator: Service,
+) -> None:
+    """Proves a key listed only to score the competition cannot merge the training run:
+    first in the merge phase, its tape (nobody paid, a model of its choosing) would shut
+    out the aggregator's."""
+    svc = unnamed_aggregator
+    _commit_round_0(svc)
+    svc.tick(30)  # the audit window is over: the round is in its merge phase
+    tape = {
+        "round": 0,
+        "start_model_sha256": "aa" * 32,
+        "new_model_sha256": "ee" * 32,  # the evaluator's choice of the next start model
+        "new_model_url": "u",
+        "outer_state_sha256": "cc" * 32,
+        "tape_sha256": "dd" * 32,
+        "included": [],
+        "excluded": {},
+    }
+    r = svc.client.post(
+        "/worker/v1/merge",
+        headers=bearer("worker"),
+        json=signed(EVALUATORS[0], "merge-tape", tape, RUN),
+    )
+    assert r.status_code in (401, 403), (
+        f"an evaluator key signed the training run's merge tape: {r.status_code} {r.text}"
+    )
