@@ -75,6 +75,7 @@ class ServiceEnv(BaseSettings):
     hypertrain_admission_deadlines_file: Path | None = None
     hypertrain_tape_witnesses: int = Field(default=0, ge=0, le=64)
     hypertrain_witness_hotkeys: str = ""
+    hypertrain_witness_wait_rounds: int = Field(default=20, ge=1, le=1_000_000)
 
     @classmethod
     def settings_customise_sources(
@@ -145,6 +146,8 @@ class Settings:
     tape_witnesses: int = 0
     # the only keys whose attestations count (empty: any registered key holding no other role)
     witness_hotkeys: frozenset[str] = frozenset()
+    # beacon rounds after a merge tape's arrival the next round waits for its witnesses
+    witness_wait_rounds: int = 20
     max_body_bytes: int = 1 << 20
     # admission answer deadlines per device class (admission/deadlines.py)
     admission_deadlines: DeadlineTable = DEFAULT_DEADLINES
@@ -233,6 +236,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         admission_deadlines=_deadlines(e.hypertrain_admission_deadlines_file),
         tape_witnesses=e.hypertrain_tape_witnesses,
         witness_hotkeys=_hotkeys(e.hypertrain_witness_hotkeys),
+        witness_wait_rounds=e.hypertrain_witness_wait_rounds,
     )
 
 

@@ -161,6 +161,28 @@ def tape_status(witnesses: TapeWitnesses | None) -> TapeVerdict:
     return TapeVerdict(status, agreeing)
 
 
+ChainStep = Literal["merged", "skip", "wait"]
+
+
+def chain_step(verdict: TapeVerdict, has_tape: bool, now: int, wait_until: int) -> ChainStep:
+    """What the round after a round opens on, at beacon round ``now``.
+
+    ``merged``: its tape is cleared (witnessed, or no witness required), the next round
+    continues from the tape's model. ``wait``: the tape is awaiting witnesses or
+    contested and ``now`` is not past ``wait_until`` (the tape's arrival plus the
+    operator's witness wait): no round opens. ``skip``: the round has no tape, or its
+    tape was not cleared in time: the next round opens on the round's own start model,
+    so no island ever trains on a model the witnesses did not clear (the round's pay
+    still waits for them). A silent witness delays the run by the wait at most, a lying
+    one costs one round's model step, never a forged model.
+    """
+    if has_tape and verdict.cleared:
+        return "merged"
+    if has_tape and now <= wait_until:
+        return "wait"
+    return "skip"
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What settlement decides for a round's commits."""
