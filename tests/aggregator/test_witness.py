@@ -215,6 +215,10 @@ TAPE_LIES: list[tuple[str, Any, str]] = [
      "tape.excluded["),
     ("a commit of this round called wrong_round",
      lambda t, m: _first_candidate_as(t, "wrong_round"), "tape.excluded["),
+    ("an island never merged before called stale_update",
+     lambda t, m: _first_candidate_as(t, "stale_update"), "tape.excluded["),
+    ("an island with one commit called duplicate",
+     lambda t, m: _first_candidate_as(t, "duplicate"), "tape.excluded["),
     ("a committed island left out of the tape", lambda t, m: {"candidates": t.candidates[1:]},
      "tape.candidates:"),
 ]  # fmt: skip
@@ -256,3 +260,37 @@ def test_unpublished_blobs_are_a_disagreement(witnessed: Harness, tmp_path: Path
     assert finding is not None and (finding.first_difference or "").startswith("tape: ")
     blobs.data[record.tape_sha256] = tape
     assert witness_round(detail, m, None, blobs) == Finding(0, record.tape_sha256, None)
+
+
+class _Counting(ChallengeClient):
+    """The real client, counting the round details it reads."""
+
+    read: list[int]
+
+    def round_detail(self, run_id: str, index: int) -> Any:
+        self.read.append(index)
+        return super().round_detail(run_id, index)
+
+
+def test_the_next_round_waits_for_the_witness_and_the_witness_reads_only_new_tapes(
+    witnessed: Harness, tmp_path: Path
+) -> None:
+    """Round 1 opens on round 0's model only once a real witness agreed with its tape;
+    after that the witness reads no round detail for a tape it already attested."""
+    h, blobs, events = witnessed, MemoryBlobs(), []
+    agg = Aggregator(_client(h), blobs, AGG, "run-1", tmp_path / "agg", events.append)
+    m = agg.service.manifest("run-1")
+    _audited_round(h, agg, m, blobs)
+    assert agg.step(m, open_rounds=True) == 1
+    assert [r.round for r in agg.service.rounds("run-1")] == [0]  # not opened on it yet
+    assert events[-1] == {"event": "waiting", "round": 1, "for": "witnesses"}
+    client = _Counting("http://testserver", http=h.client)
+    client.read = []
+    witness = Witness(client, blobs, WITNESS, "run-1")
+    assert witness.step(m) == 1
+    agg.step(m, open_rounds=True)
+    rounds = agg.service.rounds("run-1")
+    assert [r.round for r in rounds] == [0, 1]
+    assert rounds[1].start_model_sha256 == rounds[0].new_model_sha256
+    client.read.clear()
+    assert witness.step(m) == 0 and client.read == []  # nothing new to read
