@@ -21,6 +21,7 @@ from hypertrain.challenge.rounds.rule import (
     decide,
     earlier_faults,
     earlier_unproven,
+    chain_step,
     tape_status,
 )
 from hypertrain.protocol.messages import MergeTape
@@ -267,3 +268,26 @@ def test_a_misspelt_exclusion_reason_is_refused_on_both_sides(reason: str) -> No
         _tape([B], {A: reason})
     with pytest.raises(ValidationError):
         Excluded(hotkey=A, update_sha256="ee" * 32, tokens=1, stage="screen", reason=reason)
+
+
+# (the round's tape verdict, whether it has a tape, now, wait until) -> what the next round opens on
+CHAIN: list[tuple[str, TapeVerdict, bool, int, str]] = [
+    ("no witness required: its model at once", TapeVerdict(), True, 0, "merged"),
+    ("witnessed: its model", TapeVerdict("witnessed", (W1,)), True, 5, "merged"),
+    ("awaiting, within the wait: no round opens", TapeVerdict("awaiting"), True, 10, "wait"),
+    ("awaiting at the wait's last round: still waits", TapeVerdict("awaiting"), True, 20, "wait"),
+    ("silent past the wait: its start model", TapeVerdict("awaiting"), True, 21, "skip"),
+    ("contested, within the wait: waits", TapeVerdict("contested", (), (W2,), DIFF), True, 10,
+     "wait"),
+    ("contested past the wait: never its model", TapeVerdict("contested", (W1,), (W2,), DIFF),
+     True, 99, "skip"),
+    ("no tape (nobody committed): its start model", TapeVerdict(), False, 0, "skip"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "verdict", "has_tape", "now", "expected"), CHAIN,
+                         ids=[c[0] for c in CHAIN])  # fmt: skip
+def test_chain_step(
+    case: str, verdict: TapeVerdict, has_tape: bool, now: int, expected: str
+) -> None:
+    assert chain_step(verdict, has_tape, now, wait_until=20) == expected, case

@@ -261,3 +261,38 @@ def test_a_contested_tape_never_becomes_the_next_start_model(service: Service) -
 def test_without_witnesses_the_next_round_opens_on_the_tape_at_once(unwitnessed: Service) -> None:
     _merged(unwitnessed)
     assert _opened_on(_open_next(unwitnessed)) == "bb" * 32
+
+
+def _correct(svc: Service, tape: str, faults: list[dict[str, Any]]) -> Any:
+    """The aggregator's signed correction of round 0 superseding ``tape``."""
+    corrected = {
+        "round": 0, "start_model_sha256": "aa" * 32, "new_model_sha256": "ef" * 32,
+        "new_model_url": "http://relay/m1b", "outer_state_sha256": "cd" * 32,
+        "tape_sha256": "ee" * 32, "included": sorted(k.ss58_address for k in ISLANDS),
+        "excluded": {},
+    }  # fmt: skip
+    body = {"supersedes_tape_sha256": tape, "faults": faults, "tape": corrected}
+    return svc.client.post(
+        "/worker/v1/merge-correction", headers=bearer("worker"),
+        json=signed(AGGREGATOR, "merge-correction", body, RUN),
+    )  # fmt: skip
+
+
+def test_a_contested_tape_is_resolved_by_a_correction_witnessed_afresh(service: Service) -> None:
+    """Without a contest a correction must answer a proven fault; once a witness
+    contests the tape, a corrected tape supersedes it, and the round settles on the
+    corrected tape when the witnesses agree with it, never on the contested one."""
+    tape = _merged(service)
+    early = _correct(service, tape, [])
+    assert (early.status_code, early.json()["error"]) == (403, "fault_not_proven"), early.text
+    assert _attest(service, WITNESS, tape, DIFF).status_code == 200
+    service.tick(30)
+    assert (RUN, 0) not in service.ledger.settled  # contested: held
+    answer = _correct(service, tape, [])
+    assert answer.status_code == 200, answer.text
+    assert _view(service)["status"] == "awaiting"  # the corrected tape waits for its witnesses
+    agreed = _attest(service, WITNESS, "ee" * 32)
+    assert agreed.status_code == 200 and agreed.json()["status"] == "witnessed", agreed.text
+    service.tick(1)
+    assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
+    assert _opened_on(_open_next(service)) == "ef" * 32  # the chain continues on it

@@ -105,6 +105,12 @@ def status(state: ServiceState, run_id: str, index: int) -> TapeVerdict:
     return tape_status(tape_witnesses(state, run_id, index))
 
 
+def contested(state: ServiceState, run_id: str, index: int) -> bool:
+    """Whether a counted witness contests the round's current tape (a correction may
+    then answer the contest without a proven fault)."""
+    return status(state, run_id, index).status == "contested"
+
+
 def view(state: ServiceState, run_id: str, index: int) -> TapeWitnessView | None:
     """The public form of the round's witness state (None: no tape yet)."""
     witnesses = tape_witnesses(state, run_id, index)
