@@ -18,10 +18,10 @@ from hypertrain.challenge.rounds.rule import (
     TapeVerdict,
     TapeWitnesses,
     VerdictResult,
+    chain_step,
     decide,
     earlier_faults,
     earlier_unproven,
-    chain_step,
     tape_status,
 )
 from hypertrain.protocol.messages import MergeTape
