@@ -245,6 +245,15 @@ class Aggregator:
             sha = RoundOpen.model_validate(opened.body).start_model_sha256
         self.emit({"event": "opened", "round": len(rounds), "phase": "train", "model": sha})
 
+    def _latest_model(self, rounds: list[RoundSummary]) -> tuple[str, str]:
+        for summary in reversed(rounds):  # a corrected round continues from its correction
+            tape = self.service.round_detail(self.run_id, summary.round).current_merge()
+            if tape:
+                return tape.new_model_sha256, tape.new_model_url
+        first = self.service.round_detail(self.run_id, rounds[0].round).open
+        opened = RoundOpen.model_validate(first.body)
+        return opened.start_model_sha256, opened.start_model_url
+
     def step(self, manifest: RunManifest, open_rounds: bool) -> int:
         """One poll: merge what waits for a merge, open the next round; returns merges done."""
         rounds = self.service.rounds(self.run_id)
