@@ -13,18 +13,20 @@ merge from the tape and the blobs with ``verify_tape`` and attests.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from hypertrain.aggregator import chain
 from hypertrain.aggregator.blobs import MemoryBlobs
 from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.runner import Aggregator
 from hypertrain.aggregator.tape import Excluded, Tape
-from hypertrain.aggregator.witness import Finding, Witness, witness_round
+from hypertrain.aggregator.witness import Finding, Witness, inputs_difference, witness_round
 from hypertrain.api.client import ChallengeClient
 from hypertrain.challenge.app import create_app
 from hypertrain.protocol.identity import Hotkey
@@ -292,5 +294,33 @@ def test_the_next_round_waits_for_the_witness_and_the_witness_reads_only_new_tap
     rounds = agg.service.rounds("run-1")
     assert [r.round for r in rounds] == [0, 1]
     assert rounds[1].start_model_sha256 == rounds[0].new_model_sha256
+    detail_of = partial(agg.service.round_detail, "run-1")
+    record = detail_of(0).current_merge()
+    assert record is not None and chain.previous_outer(detail_of, 1) == record.outer_state_sha256
+    shas = {e.body["update_sha256"] for e in detail_of(0).commits if e.signer in record.included}
+    assert chain.merged_updates(detail_of, 1, "run-1") == shas and len(shas) == 3
     client.read.clear()
     assert witness.step(m) == 0 and client.read == []  # nothing new to read
+
+
+@pytest.mark.parametrize("reason", ["stale_update", "duplicate"])
+def test_a_stale_or_duplicate_exclusion_stands_only_on_the_public_record(
+    witnessed: Harness, tmp_path: Path, reason: str
+) -> None:
+    """``stale_update`` holds where an earlier round's tape included the island's signed
+    update, ``duplicate`` where it has a second commit; otherwise it is a lie."""
+    h, blobs = witnessed, MemoryBlobs()
+    agg = Aggregator(_client(h), blobs, AGG, "run-1", tmp_path / "agg")
+    m = agg.service.manifest("run-1")
+    _audited_round(h, agg, m, blobs)
+    real = _honest(agg, m, blobs)
+    tape = real.tape.model_copy(update=_first_candidate_as(real.tape, reason))
+    detail = agg.service.round_detail("run-1", 0)
+    merged = frozenset({real.tape.candidates[0].update_sha256})
+    lie = inputs_difference(tape, detail, m, None, frozenset())
+    assert lie is not None and reason in lie
+    found = inputs_difference(tape, detail, m, None, merged)
+    if reason == "stale_update":
+        assert found is None  # an update merged before is stale: the record supports it
+    else:
+        assert found is not None and "one commit" in found  # merged says nothing of copies

@@ -143,8 +143,10 @@ def inputs_difference(
     assigned = assigned_hotkeys(detail.assignments, manifest, detail.round)
     copies = Counter(e.signer for e in detail.commits)
     for e in tape.excluded:
-        public = Public(commits.get(e.hotkey), e.hotkey in faulty, e.hotkey in assigned,
-                        copies[e.hotkey], e.update_sha256 in merged)  # fmt: skip
+        commit = commits.get(e.hotkey)  # stale by its signed update, not the tape's word
+        sha = commit.update_sha256 if commit is not None else e.update_sha256
+        public = Public(commit, e.hotkey in faulty, e.hotkey in assigned, copies[e.hotkey],
+                        sha in merged)  # fmt: skip
         lie = _collect_lie(e, public, detail.round)
         if lie:
             return f"tape.excluded[{e.hotkey}]: {lie}"
