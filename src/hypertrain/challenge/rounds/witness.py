@@ -13,8 +13,11 @@ only once that many distinct keys agree with its *current* tape and none disagre
 the aggregator keys and the signers of the round's tapes; where the operator keeps a
 witness list (``HYPERTRAIN_WITNESS_HOTKEYS``), every key not on it. A contested tape
 stays held and public (:func:`view`) until it is resolved (docs/mechanism.md, "Tape
-witnesses"): a corrected tape supersedes it and is witnessed afresh, or the operator
-drops a witness key found lying from the list, and its word stops counting.
+witnesses"): a corrected tape supersedes it and is witnessed afresh (while the tape is
+contested, a correction needs no proven fault: :func:`contested`), or the operator
+drops a witness key found lying from the list, and its word stops counting. The next
+round opens on a merged model only once its tape is witnessed
+(:mod:`~hypertrain.challenge.rounds.chain`).
 """
 
 from __future__ import annotations
