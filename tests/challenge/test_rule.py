@@ -213,8 +213,10 @@ def _no(witness: str, tape: str = TAPE) -> Attestation:
     return Attestation(witness, tape, False, DIFF)
 
 
-def _w(required: int, *given: Attestation, allowed: frozenset[str] = frozenset()) -> TapeWitnesses:
-    return TapeWitnesses(required, TAPE, given, frozenset({AGG}), allowed)
+def _w(
+    required: int, *given: Attestation, allowed: frozenset[str] = frozenset(), closed: bool = True
+) -> TapeWitnesses:
+    return TapeWitnesses(required, TAPE, given, frozenset({AGG}), allowed, closed)
 
 
 # (witnesses on the round's tape) -> the witnesses' verdict on it
@@ -237,6 +239,14 @@ WITNESSED: list[tuple[str, TapeWitnesses | None, TapeVerdict]] = [
      TapeVerdict("awaiting")),
     ("off the operator's list, a word does not count",
      _w(1, _yes(W1), _no(W2), allowed=frozenset({W1})), TapeVerdict("witnessed", (W1,))),
+    ("listed: agreement waits for every listed key", _w(1, _yes(W1), allowed=frozenset({W1, W2}),
+     closed=False), TapeVerdict("awaiting", (W1,))),
+    ("listed: every listed key agreed", _w(1, _yes(W1), _yes(W2), allowed=frozenset({W1, W2}),
+     closed=False), TapeVerdict("witnessed", (W1, W2))),
+    ("listed: a silent one waits the wait out", _w(1, _yes(W1), allowed=frozenset({W1, W2})),
+     TapeVerdict("witnessed", (W1,))),
+    ("listed: the slower honest one still contests", _w(1, _yes(W1), _no(W2),
+     allowed=frozenset({W1, W2}), closed=False), TapeVerdict("contested", (W1,), (W2,), DIFF)),
     ("a liar dropped from the list releases the contest",
      _w(1, _no(W2), _yes(W1), allowed=frozenset({W1})), TapeVerdict("witnessed", (W1,))),
 ]  # fmt: skip

@@ -13,7 +13,7 @@ Without witnesses the next round continues from the round's current tape, as bef
 from __future__ import annotations
 
 from hypertrain.challenge.errors import ChallengeError, PhaseError
-from hypertrain.challenge.rounds import merge_storage, rollbacks, storage, witness
+from hypertrain.challenge.rounds import rollbacks, storage, witness
 from hypertrain.challenge.rounds.rule import ChainStep, chain_step
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.envelope import Envelope
@@ -23,9 +23,8 @@ from hypertrain.protocol.messages import RoundOpen
 def step(state: ServiceState, run_id: str, index: int, now: int) -> ChainStep:
     """What the round after ``index`` may open on at beacon round ``now``."""
     tape = rollbacks.current_tape(state.conn, run_id, index)
-    arrived = merge_storage.merge_received(state.conn, run_id, index)
-    wait_until = (arrived or 0) + state.settings.witness_wait_rounds
-    return chain_step(witness.status(state, run_id, index), tape is not None, now, wait_until)
+    until = witness.wait_until(state, run_id, index)
+    return chain_step(witness.status(state, run_id, index), tape is not None, now, until)
 
 
 def next_start(state: ServiceState, run_id: str, index: int, now: int) -> tuple[str, str] | None:

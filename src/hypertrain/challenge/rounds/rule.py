@@ -117,6 +117,9 @@ class TapeWitnesses:
     attestations: tuple[Attestation, ...] = ()
     barred: frozenset[str] = frozenset()  # aggregator keys and the round's tape signers
     allowed: frozenset[str] = frozenset()  # the operator's witness list (empty: any key)
+    # the witness wait since the tape arrived is over (with a list, agreement clears the
+    # tape before it only once every listed key answered: no colluder outruns an honest one)
+    window_closed: bool = True
 
     def counts(self, a: Attestation) -> bool:
         """An attestation on the current tape by a key whose word counts."""
@@ -143,7 +146,8 @@ class TapeVerdict:
 
 
 def tape_status(witnesses: TapeWitnesses | None) -> TapeVerdict:
-    """``witnessed`` once ``required`` distinct counted keys agree and none disagrees;
+    """``witnessed`` once ``required`` distinct counted keys agree and none disagrees (with
+    a witness list: and every listed key answered, or the witness wait is over);
     ``contested`` as soon as one counted key disagrees (fail closed); else ``awaiting``."""
     if witnesses is None or witnesses.required <= 0:
         return TapeVerdict()
@@ -157,8 +161,9 @@ def tape_status(witnesses: TapeWitnesses | None) -> TapeVerdict:
     disagreeing = tuple(a.witness for a in against)
     if against:
         return TapeVerdict("contested", agreeing, disagreeing, against[0].first_difference)
-    status: TapeStatus = "witnessed" if len(agreeing) >= witnesses.required else "awaiting"
-    return TapeVerdict(status, agreeing)
+    answered = not witnesses.allowed or witnesses.allowed <= {a.witness for a in counted}
+    enough = len(agreeing) >= witnesses.required and (answered or witnesses.window_closed)
+    return TapeVerdict("witnessed" if enough else "awaiting", agreeing)
 
 
 ChainStep = Literal["merged", "skip", "wait"]

@@ -27,7 +27,7 @@ import hashlib
 
 from hypertrain.api.models import AttestationAnswer, AttestationRecord, TapeWitnessView
 from hypertrain.challenge.errors import ConflictError, PhaseError
-from hypertrain.challenge.rounds import attestations, claims, rollbacks, storage
+from hypertrain.challenge.rounds import attestations, claims, merge_storage, rollbacks, storage
 from hypertrain.challenge.rounds.facts import RoundInputs
 from hypertrain.challenge.rounds.rule import Attestation, TapeVerdict, TapeWitnesses, tape_status
 from hypertrain.challenge.state import ServiceState
@@ -100,7 +100,14 @@ def _witnesses(
         ),
         barred=state.settings.aggregator_hotkeys | _tape_signers(state, run_id, index),
         allowed=state.settings.witness_hotkeys,
+        window_closed=state.due_round() > wait_until(state, run_id, index),
     )
+
+
+def wait_until(state: ServiceState, run_id: str, index: int) -> int:
+    """The last beacon round of the round's witness wait (from its tape's arrival)."""
+    arrived = merge_storage.merge_received(state.conn, run_id, index)
+    return (arrived or 0) + state.settings.witness_wait_rounds
 
 
 def status(state: ServiceState, run_id: str, index: int) -> TapeVerdict:
