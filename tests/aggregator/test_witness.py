@@ -13,18 +13,20 @@ merge from the tape and the blobs with ``verify_tape`` and attests.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from hypertrain.aggregator import chain
 from hypertrain.aggregator.blobs import MemoryBlobs
 from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.runner import Aggregator
 from hypertrain.aggregator.tape import Excluded, Tape
-from hypertrain.aggregator.witness import Finding, Witness, witness_round
+from hypertrain.aggregator.witness import Finding, Witness, inputs_difference, witness_round
 from hypertrain.api.client import ChallengeClient
 from hypertrain.challenge.app import create_app
 from hypertrain.protocol.identity import Hotkey
@@ -215,6 +217,10 @@ TAPE_LIES: list[tuple[str, Any, str]] = [
      "tape.excluded["),
     ("a commit of this round called wrong_round",
      lambda t, m: _first_candidate_as(t, "wrong_round"), "tape.excluded["),
+    ("an island never merged before called stale_update",
+     lambda t, m: _first_candidate_as(t, "stale_update"), "tape.excluded["),
+    ("an island with one commit called duplicate",
+     lambda t, m: _first_candidate_as(t, "duplicate"), "tape.excluded["),
     ("a committed island left out of the tape", lambda t, m: {"candidates": t.candidates[1:]},
      "tape.candidates:"),
 ]  # fmt: skip
@@ -256,3 +262,65 @@ def test_unpublished_blobs_are_a_disagreement(witnessed: Harness, tmp_path: Path
     assert finding is not None and (finding.first_difference or "").startswith("tape: ")
     blobs.data[record.tape_sha256] = tape
     assert witness_round(detail, m, None, blobs) == Finding(0, record.tape_sha256, None)
+
+
+class _Counting(ChallengeClient):
+    """The real client, counting the round details it reads."""
+
+    read: list[int]
+
+    def round_detail(self, run_id: str, index: int) -> Any:
+        self.read.append(index)
+        return super().round_detail(run_id, index)
+
+
+def test_the_next_round_waits_for_the_witness_and_the_witness_reads_only_new_tapes(
+    witnessed: Harness, tmp_path: Path
+) -> None:
+    """Round 1 opens on round 0's model only once a real witness agreed with its tape;
+    after that the witness reads no round detail for a tape it already attested."""
+    h, blobs, events = witnessed, MemoryBlobs(), []
+    agg = Aggregator(_client(h), blobs, AGG, "run-1", tmp_path / "agg", events.append)
+    m = agg.service.manifest("run-1")
+    _audited_round(h, agg, m, blobs)
+    assert agg.step(m, open_rounds=True) == 1
+    assert [r.round for r in agg.service.rounds("run-1")] == [0]  # not opened on it yet
+    assert events[-1] == {"event": "waiting", "round": 1, "for": "witnesses"}
+    client = _Counting("http://testserver", http=h.client)
+    client.read = []
+    witness = Witness(client, blobs, WITNESS, "run-1")
+    assert witness.step(m) == 1
+    agg.step(m, open_rounds=True)
+    rounds = agg.service.rounds("run-1")
+    assert [r.round for r in rounds] == [0, 1]
+    assert rounds[1].start_model_sha256 == rounds[0].new_model_sha256
+    detail_of = partial(agg.service.round_detail, "run-1")
+    record = detail_of(0).current_merge()
+    assert record is not None and chain.previous_outer(detail_of, 1) == record.outer_state_sha256
+    shas = {e.body["update_sha256"] for e in detail_of(0).commits if e.signer in record.included}
+    assert chain.merged_updates(detail_of, 1, "run-1") == shas and len(shas) == 3
+    client.read.clear()
+    assert witness.step(m) == 0 and client.read == []  # nothing new to read
+
+
+@pytest.mark.parametrize("reason", ["stale_update", "duplicate"])
+def test_a_stale_or_duplicate_exclusion_stands_only_on_the_public_record(
+    witnessed: Harness, tmp_path: Path, reason: str
+) -> None:
+    """``stale_update`` holds where an earlier round's tape included the island's signed
+    update, ``duplicate`` where it has a second commit; otherwise it is a lie."""
+    h, blobs = witnessed, MemoryBlobs()
+    agg = Aggregator(_client(h), blobs, AGG, "run-1", tmp_path / "agg")
+    m = agg.service.manifest("run-1")
+    _audited_round(h, agg, m, blobs)
+    real = _honest(agg, m, blobs)
+    tape = real.tape.model_copy(update=_first_candidate_as(real.tape, reason))
+    detail = agg.service.round_detail("run-1", 0)
+    merged = frozenset({real.tape.candidates[0].update_sha256})
+    lie = inputs_difference(tape, detail, m, None, frozenset())
+    assert lie is not None and reason in lie
+    found = inputs_difference(tape, detail, m, None, merged)
+    if reason == "stale_update":
+        assert found is None  # an update merged before is stale: the record supports it
+    else:
+        assert found is not None and "one commit" in found  # merged says nothing of copies

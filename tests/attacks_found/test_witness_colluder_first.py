@@ -44,11 +44,6 @@ def service(tmp_path: Path) -> Iterator[Service]:
     )  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a colluding listed witness settles the tape before the honest one answers "
-    "(atk5-5)",
-)
 def test_an_honest_listed_witnesss_disagreement_is_not_outrun_by_a_colluder(
     service: Service,
 ) -> None:

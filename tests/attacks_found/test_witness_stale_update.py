@@ -38,10 +38,6 @@ from tests.challenge.conftest import Harness, miner_keys
 __all__ = ["miner_keys", "witnessed"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: stale_update/duplicate exclusions are taken from the tape as given (atk5-4)",
-)
 @pytest.mark.parametrize("reason", ["stale_update", "duplicate"])
 def test_a_fresh_update_called_stale_is_a_disagreement(
     witnessed: Harness, tmp_path: Path, reason: str

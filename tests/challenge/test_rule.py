@@ -21,6 +21,7 @@ from hypertrain.challenge.rounds.rule import (
     TapeVerdict,
     TapeWitnesses,
     VerdictResult,
+    chain_step,
     decide,
     earlier_faults,
     earlier_unproven,
@@ -272,8 +273,10 @@ def _no(witness: str, tape: str = TAPE) -> Attestation:
     return Attestation(witness, tape, False, DIFF)
 
 
-def _w(required: int, *given: Attestation, allowed: frozenset[str] = frozenset()) -> TapeWitnesses:
-    return TapeWitnesses(required, TAPE, given, frozenset({AGG}), allowed)
+def _w(
+    required: int, *given: Attestation, allowed: frozenset[str] = frozenset(), closed: bool = True
+) -> TapeWitnesses:
+    return TapeWitnesses(required, TAPE, given, frozenset({AGG}), allowed, closed)
 
 
 # (witnesses on the round's tape) -> the witnesses' verdict on it
@@ -296,6 +299,14 @@ WITNESSED: list[tuple[str, TapeWitnesses | None, TapeVerdict]] = [
      TapeVerdict("awaiting")),
     ("off the operator's list, a word does not count",
      _w(1, _yes(W1), _no(W2), allowed=frozenset({W1})), TapeVerdict("witnessed", (W1,))),
+    ("listed: agreement waits for every listed key", _w(1, _yes(W1), allowed=frozenset({W1, W2}),
+     closed=False), TapeVerdict("awaiting", (W1,))),
+    ("listed: every listed key agreed", _w(1, _yes(W1), _yes(W2), allowed=frozenset({W1, W2}),
+     closed=False), TapeVerdict("witnessed", (W1, W2))),
+    ("listed: a silent one waits the wait out", _w(1, _yes(W1), allowed=frozenset({W1, W2})),
+     TapeVerdict("witnessed", (W1,))),
+    ("listed: the slower honest one still contests", _w(1, _yes(W1), _no(W2),
+     allowed=frozenset({W1, W2}), closed=False), TapeVerdict("contested", (W1,), (W2,), DIFF)),
     ("a liar dropped from the list releases the contest",
      _w(1, _no(W2), _yes(W1), allowed=frozenset({W1})), TapeVerdict("witnessed", (W1,))),
 ]  # fmt: skip
@@ -383,3 +394,26 @@ def test_held_and_waiting_verdicts_neither_fault_nor_judge_alike() -> None:
     held, waiting = _v(A, "unverifiable", "held"), _v(A, "mismatch", "waiting")
     assert (held.fault, held.judged, held.holds) == (False, True, True)
     assert (waiting.fault, waiting.judged, waiting.holds) == (False, False, False)
+
+
+# (the round's tape verdict, whether it has a tape, now, wait until) -> what the next round opens on
+CHAIN: list[tuple[str, TapeVerdict, bool, int, str]] = [
+    ("no witness required: its model at once", TapeVerdict(), True, 0, "merged"),
+    ("witnessed: its model", TapeVerdict("witnessed", (W1,)), True, 5, "merged"),
+    ("awaiting, within the wait: no round opens", TapeVerdict("awaiting"), True, 10, "wait"),
+    ("awaiting at the wait's last round: still waits", TapeVerdict("awaiting"), True, 20, "wait"),
+    ("silent past the wait: its start model", TapeVerdict("awaiting"), True, 21, "skip"),
+    ("contested, within the wait: waits", TapeVerdict("contested", (), (W2,), DIFF), True, 10,
+     "wait"),
+    ("contested past the wait: never its model", TapeVerdict("contested", (W1,), (W2,), DIFF),
+     True, 99, "skip"),
+    ("no tape (nobody committed): its start model", TapeVerdict(), False, 0, "skip"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "verdict", "has_tape", "now", "expected"), CHAIN,
+                         ids=[c[0] for c in CHAIN])  # fmt: skip
+def test_chain_step(
+    case: str, verdict: TapeVerdict, has_tape: bool, now: int, expected: str
+) -> None:
+    assert chain_step(verdict, has_tape, now, wait_until=20) == expected, case

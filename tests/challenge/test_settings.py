@@ -105,9 +105,14 @@ def test_tape_witness_settings(tmp_path: Path) -> None:
     listed = {**env, "HYPERTRAIN_TAPE_WITNESSES": "2", "HYPERTRAIN_WITNESS_HOTKEYS": ",".join(keys)}
     s = settings_from_env(listed)
     assert (s.tape_witnesses, s.witness_hotkeys) == (2, frozenset(keys))
+    assert (
+        s.witness_wait_rounds,
+        settings_from_env({**listed, "HYPERTRAIN_WITNESS_WAIT_ROUNDS": "5"}).witness_wait_rounds,
+    ) == (20, 5)
     with pytest.raises(SettingsError, match="no round would settle"):
         settings_from_env({**listed, "HYPERTRAIN_TAPE_WITNESSES": "3"})
     for name, value in [("HYPERTRAIN_TAPE_WITNESSES", "-1"), ("HYPERTRAIN_WITNESS_HOTKEYS", "x"),
-                        ("HYPERTRAIN_TAPE_WITNESS", "1")]:  # fmt: skip
+                        ("HYPERTRAIN_TAPE_WITNESS", "1"),
+                        ("HYPERTRAIN_WITNESS_WAIT_ROUNDS", "0")]:  # fmt: skip
         with pytest.raises(SettingsError):
             settings_from_env({**env, name: value})

@@ -27,6 +27,7 @@ AGGREGATOR = Hotkey.from_seed(b"\x58" * 32)
 WITNESS = Hotkey.from_seed(b"\x71" * 32)
 SECOND = Hotkey.from_seed(b"\x72" * 32)
 UNREGISTERED = Hotkey.from_seed(b"\x73" * 32)
+WAIT = 40  # beacon rounds the next round waits for the witnesses
 DIFF = "tape.excluded[0].reason: tape says 'near_duplicate', recomputed 'none'"
 
 
@@ -35,7 +36,7 @@ def _witnessed(tmp_path: Path, required: int) -> Iterator[Service]:
     metagraph = write_metagraph(tmp_path / "registered.json", keys)
     yield from _disputes._service(
         tmp_path, 0, tape_witnesses=required, metagraph_file=metagraph,
-        aggregator_hotkeys=frozenset({AGGREGATOR.ss58_address}),
+        aggregator_hotkeys=frozenset({AGGREGATOR.ss58_address}), witness_wait_rounds=WAIT,
     )  # fmt: skip
 
 
@@ -209,4 +210,89 @@ def test_a_lying_witness_dropped_from_the_list_releases_its_contest(
         view = _view(service)
         assert (view["status"], view["phase"]) == ("witnessed", "final")
         assert [a["counted"] for a in view["attestations"]] == [False, True]
-        assert _attest(service, SECOND, tape).status_code == 403  # off the list
+        off = _attest(service, SECOND, tape)
+        assert off.status_code == 403 and "HYPERTRAIN_WITNESS_HOTKEYS" in off.json()["detail"]
+
+
+def _open_next(svc: Service, start: str | None = None) -> Any:
+    """Ask the service to open round 1 (on the chain's model, or on ``start``)."""
+    body = {} if start is None else {"start_model_sha256": start, "start_model_url": "http://x"}
+    return svc.client.post(f"/admin/v1/runs/{RUN}/rounds", headers=bearer("admin"), json=body)
+
+
+def _opened_on(answer: Any) -> str:
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["body"]["start_model_sha256"])
+
+
+def test_the_next_round_opens_on_a_merged_model_only_once_it_is_witnessed(
+    service: Service,
+) -> None:
+    tape = _merged(service)
+    waiting = _open_next(service)  # nobody has recomputed round 0 yet: no island trains on it
+    assert (waiting.status_code, waiting.json()["error"]) == (409, "unwitnessed"), waiting.text
+    assert _attest(service, WITNESS, tape).status_code == 200
+    assert _opened_on(_open_next(service)) == "bb" * 32  # the witnessed model
+
+
+def test_a_silent_witness_delays_the_next_round_by_the_wait_at_most(service: Service) -> None:
+    """Nobody attests: after the wait the next round opens on round 0's own start model
+    (its merge left out of the chain), and round 0 stays unpaid until witnessed."""
+    _merged(service)
+    service.tick(WAIT)
+    assert _open_next(service).json()["error"] == "unwitnessed"
+    service.tick(1)
+    assert _opened_on(_open_next(service)) == "aa" * 32
+    assert (RUN, 0) not in service.ledger.settled
+
+
+def test_a_contested_tape_never_becomes_the_next_start_model(service: Service) -> None:
+    """A contest holds the next round like silence does; the operator cannot name the
+    contested model instead, and after the wait the round opens on the last cleared one."""
+    tape = _merged(service)
+    assert _attest(service, WITNESS, tape, DIFF).status_code == 200
+    assert _open_next(service).json()["error"] == "unwitnessed"
+    service.tick(WAIT + 1)
+    forced = _open_next(service, "bb" * 32)  # the contested tape's model
+    assert (forced.status_code, forced.json()["error"]) == (400, "unwitnessed_model"), forced.text
+    assert _opened_on(_open_next(service, "aa" * 32)) == "aa" * 32
+
+
+def test_without_witnesses_the_next_round_opens_on_the_tape_at_once(unwitnessed: Service) -> None:
+    _merged(unwitnessed)
+    assert _opened_on(_open_next(unwitnessed)) == "bb" * 32
+
+
+def _correct(svc: Service, tape: str, faults: list[dict[str, Any]]) -> Any:
+    """The aggregator's signed correction of round 0 superseding ``tape``."""
+    corrected = {
+        "round": 0, "start_model_sha256": "aa" * 32, "new_model_sha256": "ef" * 32,
+        "new_model_url": "http://relay/m1b", "outer_state_sha256": "cd" * 32,
+        "tape_sha256": "ee" * 32, "included": sorted(k.ss58_address for k in ISLANDS),
+        "excluded": {},
+    }  # fmt: skip
+    body = {"supersedes_tape_sha256": tape, "faults": faults, "tape": corrected}
+    return svc.client.post(
+        "/worker/v1/merge-correction", headers=bearer("worker"),
+        json=signed(AGGREGATOR, "merge-correction", body, RUN),
+    )  # fmt: skip
+
+
+def test_a_contested_tape_is_resolved_by_a_correction_witnessed_afresh(service: Service) -> None:
+    """Without a contest a correction must answer a proven fault; once a witness
+    contests the tape, a corrected tape supersedes it, and the round settles on the
+    corrected tape when the witnesses agree with it, never on the contested one."""
+    tape = _merged(service)
+    early = _correct(service, tape, [])
+    assert (early.status_code, early.json()["error"]) == (403, "fault_not_proven"), early.text
+    assert _attest(service, WITNESS, tape, DIFF).status_code == 200
+    service.tick(30)
+    assert (RUN, 0) not in service.ledger.settled  # contested: held
+    answer = _correct(service, tape, [])
+    assert answer.status_code == 200, answer.text
+    assert _view(service)["status"] == "awaiting"  # the corrected tape waits for its witnesses
+    agreed = _attest(service, WITNESS, "ee" * 32)
+    assert agreed.status_code == 200 and agreed.json()["status"] == "witnessed", agreed.text
+    service.tick(1)
+    assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
+    assert _opened_on(_open_next(service)) == "ef" * 32  # the chain continues on it

@@ -17,8 +17,9 @@
   update (:meth:`Aggregator.rollback_step`: :mod:`~hypertrain.aggregator.corrections`
   finds it, :mod:`~hypertrain.aggregator.rebase` recomputes it, each corrected round is
   posted as a signed ``merge-correction``) and, given the admin token, opens round 0
-  (with the genesis model) and each next round once the previous one is final, on the
-  round's current (corrected) model.
+  (with the genesis model) and each next round once the previous one is merged, on the
+  model the service names: the round's current (corrected) model, where witnesses are
+  required once they cleared it (docs/mechanism.md, "Tape witnesses").
 
 State kept in ``state_dir``: the tapes it produced and the update hashes already
 merged (for the ``stale_update`` rule). Each event is reported to ``emit`` as one
@@ -38,7 +39,7 @@ from typing import Any
 import httpx
 import torch
 
-from hypertrain.aggregator import corrections
+from hypertrain.aggregator import chain, corrections
 from hypertrain.aggregator.aggregate import earlier_updates, older_updates
 from hypertrain.aggregator.blobs import BlobStore
 from hypertrain.aggregator.collect import collect
@@ -50,6 +51,7 @@ from hypertrain.aggregator.screen import proven_history
 from hypertrain.aggregator.sketch import SketchCache
 from hypertrain.aggregator.tape import Earlier, Tape, decode_tape
 from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundSummary
 from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.exclusions import ExclusionReason
@@ -147,13 +149,9 @@ class Aggregator:
         return kept
 
     def previous_outer(self, index: int) -> str | None:
-        """Outer-state hash of the latest merge before round ``index`` (None: zero momentum),
-        as it stands after any correction."""
-        for w in range(index - 1, -1, -1):
-            merged = self.service.round_detail(self.run_id, w).current_merge()
-            if merged:
-                return merged.outer_state_sha256
-        return None
+        """Outer-state hash of the merge round ``index`` continues (None: zero momentum),
+        as it stands after any correction (:func:`chain.previous_outer`)."""
+        return chain.previous_outer(lambda w: self.service.round_detail(self.run_id, w), index)
 
     def merge_round(self, manifest: RunManifest, index: int) -> MergeResult:
         detail = self.service.round_detail(self.run_id, index)
@@ -251,12 +249,22 @@ class Aggregator:
         return heldout_loss(params, manifest, self.heldout)
 
     def open_next(self, manifest: RunManifest, rounds: list[RoundSummary]) -> None:
-        """Open round 0 with the genesis model, or the next round from the last merge."""
+        """Open round 0 with the genesis model, or the next round on the model the service
+        names (where witnesses are required it waits for them: ``unwitnessed``)."""
         if not rounds:
             sha, url = genesis(manifest, self.store)
+            self.service.open_round(self.run_id, sha, url)
         else:
-            sha, url = self._latest_model(rounds)
-        self.service.open_round(self.run_id, sha, url)
+            try:
+                opened = self.service.open_round(self.run_id, None, None)
+            except ServiceError as exc:
+                if exc.code == "unwitnessed":  # the previous tape awaits its witnesses
+                    self.emit({"event": "waiting", "round": len(rounds), "for": "witnesses"})
+                    return
+                if exc.code != "no_start_model":
+                    raise
+                opened = self.service.open_round(self.run_id, *self._latest_model(rounds))
+            sha = RoundOpen.model_validate(opened.body).start_model_sha256
         self.emit({"event": "opened", "round": len(rounds), "phase": "train", "model": sha})
 
     def _latest_model(self, rounds: list[RoundSummary]) -> tuple[str, str]:

@@ -18,10 +18,16 @@ For each round with a current merge (:func:`witness_round`) the witness
    excluded at collection with its own update hash and tokens, an ``audit_mismatch``
    only where a verifiable non-``match`` verdict exists, an ``audit_pending`` only
    where the coordinator assigned an audit, ``bad_commit`` and ``wrong_round`` only
-   where the island's signed commit says so (``stale_update`` and ``duplicate`` are
-   taken as given, as ``verify-tape`` takes them);
+   where the island's signed commit says so, ``stale_update`` only for an update that a
+   tape of an earlier round included (:func:`~hypertrain.aggregator.chain.merged_updates`)
+   and ``duplicate`` only for an island with a second signed commit in the round;
 3. recomputes the merge from the tape and the blobs (``verify_tape``) and checks that
    the published model, outer-state and broadcast blobs are the recomputed ones.
+
+The previous outer state is the one of the merge the round's start model continues
+(:func:`~hypertrain.aggregator.chain.previous_outer`). The witness reads a round's
+detail only while its current tape (``tape_sha256`` in the rounds list) is one it has
+not attested; earlier rounds it has read are kept for the chain.
 
 The first difference found is the attestation's ``first_difference``; none, and the
 witness agrees. A tape blob that cannot be fetched or parsed is a disagreement (the
@@ -34,13 +40,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from pydantic import ValidationError
 
+from hypertrain.aggregator import chain
 from hypertrain.aggregator.blobs import BlobSource
 from hypertrain.aggregator.collect import assigned_hotkeys, faulty_hotkeys
 from hypertrain.aggregator.errors import AggregatorError, BlobError
@@ -49,8 +56,7 @@ from hypertrain.aggregator.verify import verify_tape
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundDetail
-from hypertrain.protocol.envelope import open_envelope, seal
-from hypertrain.protocol.errors import EnvelopeError
+from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import Commit, MergeTape, TapeAttestation
@@ -102,22 +108,22 @@ def record_difference(record: MergeTape, tape: Tape) -> str | None:
 
 
 def _commits(detail: RoundDetail, run_id: str) -> dict[str, Commit]:
-    """The round's commits whose signatures verify, by island."""
+    """The round's first verifying commit of each island."""
     out: dict[str, Commit] = {}
-    for raw in detail.commits:
-        try:
-            env = open_envelope(raw, domain="commit", run_id=run_id)
-            body = Commit.model_validate(env.body)
-        except (EnvelopeError, ValidationError):
-            continue  # collection excludes it as bad_commit: the hotkey check covers it
-        out.setdefault(env.signer, body)
+    for signer, body in chain.signed_commits(detail, run_id):
+        out.setdefault(signer, body)
     return out
 
 
 def inputs_difference(
-    tape: Tape, detail: RoundDetail, manifest: RunManifest, previous_outer: str | None
+    tape: Tape,
+    detail: RoundDetail,
+    manifest: RunManifest,
+    previous_outer: str | None,
+    merged: frozenset[str] = frozenset(),
 ) -> str | None:
-    """The first input of the tape that the public round record does not support."""
+    """The first input of the tape that the public round record does not support
+    (``merged``: the update hashes earlier rounds' tapes included)."""
     found = _differs([
         ("tape.manifest_digest", manifest.digest(), tape.manifest_digest),
         ("tape.round", detail.round, tape.round),
@@ -135,21 +141,39 @@ def inputs_difference(
             return f"tape.candidates[{c.hotkey}]: not the island's signed commit"
     faulty = faulty_hotkeys(detail.verdicts, manifest.run_id, detail.round)
     assigned = assigned_hotkeys(detail.assignments, manifest, detail.round)
+    copies = Counter(e.signer for e in detail.commits)
     for e in tape.excluded:
-        commit = commits.get(e.hotkey)
-        lie = _collect_lie(e, commit, e.hotkey in faulty, e.hotkey in assigned, detail.round)
+        commit = commits.get(e.hotkey)  # stale by its signed update, not the tape's word
+        sha = commit.update_sha256 if commit is not None else e.update_sha256
+        public = Public(commit, e.hotkey in faulty, e.hotkey in assigned, copies[e.hotkey],
+                        sha in merged)  # fmt: skip
+        lie = _collect_lie(e, public, detail.round)
         if lie:
             return f"tape.excluded[{e.hotkey}]: {lie}"
     return None
 
 
-def _collect_lie(
-    e: Excluded, commit: Commit | None, faulty: bool, assigned: bool, index: int
-) -> str | None:
+@dataclass(frozen=True, slots=True)
+class Public:
+    """What the public record says of one excluded island."""
+
+    commit: Commit | None  # its first verifying signed commit of the round
+    faulty: bool  # a verifiable non-``match`` verdict of it exists
+    assigned: bool  # the coordinator assigned it an audit
+    copies: int  # its commits in the round record
+    merged: bool  # an earlier round's tape included this update
+
+
+def _collect_lie(e: Excluded, public: Public, index: int) -> str | None:
     """Why a collect-stage reason is not what the public record says (None: it may be)."""
-    if e.reason == "audit_mismatch" and not faulty:
+    commit = public.commit
+    if e.reason == "audit_mismatch" and not public.faulty:
         return "audit_mismatch without a non-match verdict"
-    if e.reason == "audit_pending" and not assigned:
+    if e.reason == "stale_update" and not public.merged:
+        return "stale_update, but no earlier round's tape included this update"
+    if e.reason == "duplicate" and public.copies < 2:
+        return "duplicate, but the island has one commit in the round"
+    if e.reason == "audit_pending" and not public.assigned:
         return "audit_pending without an assigned audit"
     if e.reason == "bad_commit" and commit is not None:
         return "bad_commit, but its signed commit verifies"
@@ -169,9 +193,14 @@ def _published(tape: Tape, blobs: BlobSource, model: bytes) -> str | None:
 
 
 def witness_round(
-    detail: RoundDetail, manifest: RunManifest, previous_outer: str | None, blobs: BlobSource
+    detail: RoundDetail,
+    manifest: RunManifest,
+    previous_outer: str | None,
+    blobs: BlobSource,
+    merged: frozenset[str] = frozenset(),
 ) -> Finding | None:
-    """Recompute the round's current tape; None when the round has no merge yet."""
+    """Recompute the round's current tape; None when the round has no merge yet
+    (``merged``: the update hashes earlier rounds' tapes included)."""
     record = detail.current_merge()
     if record is None:
         return None
@@ -180,7 +209,7 @@ def witness_round(
     except AggregatorError as exc:  # missing, wrong hash, not a tape: nobody can recompute it
         return Finding(detail.round, record.tape_sha256, f"tape: {exc}")
     diff = record_difference(record, tape) or inputs_difference(
-        tape, detail, manifest, previous_outer
+        tape, detail, manifest, previous_outer, merged
     )
     return Finding(detail.round, record.tape_sha256, diff or _recompute(record, tape, blobs))
 
@@ -210,28 +239,43 @@ class Witness:
     emit: Emit = field(default=lambda event: None)
     done: set[tuple[int, str]] = field(default_factory=set)  # (round, tape) attested
 
+    details: dict[int, RoundDetail] = field(default_factory=dict)  # rounds read, by round
+
     def step(self, manifest: RunManifest) -> int:
-        """Attest every current tape of the run not attested yet; returns the attestations."""
-        posted, previous_outer = 0, None
+        """Attest every current tape of the run not attested yet; returns the attestations.
+        Only rounds whose current tape is not attested by this key are read afresh."""
+        posted = 0
         for summary in self.service.rounds(self.run_id):
-            if summary.phase not in ("settle", "final"):
+            if summary.phase not in ("settle", "final") or summary.tape_sha256 is None:
                 continue  # no tape yet (a round with no commits goes final without one)
-            detail = self.service.round_detail(self.run_id, summary.round)
-            record = detail.current_merge()
-            if record is None:
+            if (summary.round, summary.tape_sha256) in self.done:
                 continue
-            if (summary.round, record.tape_sha256) not in self.done | self._attested(detail):
-                posted += self._attest(detail, manifest, previous_outer)
-            previous_outer = record.outer_state_sha256
+            detail = self._read(summary.round)
+            if self._attested(detail) & {(summary.round, summary.tape_sha256)}:
+                self.done.add((summary.round, summary.tape_sha256))
+                continue
+            posted += self._attest(detail, manifest)
         return posted
+
+    def _read(self, index: int) -> RoundDetail:
+        detail = self.service.round_detail(self.run_id, index)
+        self.details[index] = detail
+        return detail
 
     def _attested(self, detail: RoundDetail) -> set[tuple[int, str]]:
         mine = detail.witnesses.attestations if detail.witnesses else []
         me = self.key.ss58_address
         return {(detail.round, a.tape_sha256) for a in mine if a.witness == me}
 
-    def _attest(self, detail: RoundDetail, manifest: RunManifest, previous: str | None) -> int:
-        finding = witness_round(detail, manifest, previous, self.blobs)
+    def _detail(self, index: int) -> RoundDetail:
+        """An earlier round's detail, as last read (for the chain and merged updates)."""
+        return self.details[index] if index in self.details else self._read(index)
+
+    def _attest(self, detail: RoundDetail, manifest: RunManifest) -> int:
+        index = detail.round
+        previous = chain.previous_outer(self._detail, index)
+        merged = chain.merged_updates(self._detail, index, self.run_id)
+        finding = witness_round(detail, manifest, previous, self.blobs, merged)
         if finding is None:
             return 0
         expiry = self.service.beacon_round() + EXPIRY_MARGIN

@@ -56,6 +56,8 @@ class RoundSummary(_Answer):
     dispute_deadline_round: int | None
     start_model_sha256: str | None
     new_model_sha256: str | None
+    # the round's current merge tape (its latest correction's, if any; None: no tape)
+    tape_sha256: str | None = None
     commits: int
     tokens: int
     update_bytes: int

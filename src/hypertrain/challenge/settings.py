@@ -77,6 +77,7 @@ class ServiceEnv(BaseSettings):
     hypertrain_witness_hotkeys: str = ""
     hypertrain_admission_backoff_rounds: int = Field(default=20, ge=0, le=1_000_000)
     hypertrain_evaluator_hotkeys: str = ""
+    hypertrain_witness_wait_rounds: int = Field(default=20, ge=1, le=1_000_000)
 
     @classmethod
     def settings_customise_sources(
@@ -150,6 +151,8 @@ class Settings:
     witness_hotkeys: frozenset[str] = frozenset()
     # competition evaluators of specs that name none: a role of their own, never auditors
     evaluator_hotkeys: frozenset[str] = frozenset()
+    # beacon rounds after a merge tape's arrival the next round waits for its witnesses
+    witness_wait_rounds: int = 20
     max_body_bytes: int = 1 << 20
     # admission answer deadlines per device class (admission/deadlines.py)
     admission_deadlines: DeadlineTable = DEFAULT_DEADLINES
@@ -242,6 +245,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         witness_hotkeys=_hotkeys(e.hypertrain_witness_hotkeys),
         admission_backoff_rounds=e.hypertrain_admission_backoff_rounds,
         evaluator_hotkeys=_hotkeys(e.hypertrain_evaluator_hotkeys),
+        witness_wait_rounds=e.hypertrain_witness_wait_rounds,
     )
 
 

@@ -221,7 +221,7 @@ class ServiceState:
         except EnvelopeError as exc:
             raise _envelope_refusal(exc) from None
         if allowed and verified.signer not in allowed:
-            raise ForbiddenError(f"{verified.signer} is not an allowed worker key")
+            raise ForbiddenError(f"{verified.signer} {_not_listed(domain)}")
         try:
             body = model.model_validate(verified.body)
         except ValidationError as exc:
@@ -274,3 +274,10 @@ def quick_dumps(value: Any) -> str:
 
 def loads(text: str) -> Any:
     return json.loads(text)
+
+
+def _not_listed(domain: str) -> str:
+    """Why a signer off the operator's key list is refused, naming that list."""
+    if domain == "tape-attestation":
+        return "is not on the witness list (HYPERTRAIN_WITNESS_HOTKEYS)"
+    return "is not an allowed worker key (HYPERTRAIN_WORKER_HOTKEYS)"

@@ -156,7 +156,8 @@ class MergeCorrection(_Body):
     """
 
     supersedes_tape_sha256: str = Field(pattern=_HEX64)
-    faults: list[FaultRef] = Field(min_length=1, max_length=4096)
+    # empty only where it answers a contest: the superseded tape is contested by a witness
+    faults: list[FaultRef] = Field(default_factory=list, max_length=4096)
     tape: MergeTape
 
 

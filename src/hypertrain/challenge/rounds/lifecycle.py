@@ -14,7 +14,8 @@ Phases of a round, each entered at a beacon round (``now`` is the latest verifie
   until every assignment has a verdict.
 * ``merge``: waiting for the aggregator's signed tape (a round nobody committed to
   goes straight to final).
-* ``settle``: the tape is in (the next round may open from its model); disputes stay
+* ``settle``: the tape is in (the next round may open from its model, where witnesses
+  are required once they cleared it: :mod:`~hypertrain.challenge.rounds.chain`); disputes stay
   possible until ``dispute_deadline_round`` (audit close + ``dispute_window_rounds``).
   The round settles at the first beacon round for which
   :func:`~hypertrain.challenge.rounds.settle.ready_to_settle` holds.
@@ -32,7 +33,7 @@ from pydantic import JsonValue, ValidationError
 from hypertrain.challenge.disputes import games
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
 from hypertrain.challenge.ports import BeaconRound
-from hypertrain.challenge.rounds import pace, rollbacks, storage
+from hypertrain.challenge.rounds import chain, pace, storage
 from hypertrain.challenge.rounds.facts import run_faults
 from hypertrain.challenge.rounds.selection import assignment_key, select_audits
 from hypertrain.challenge.rounds.settle import ready_to_settle, settle_round
@@ -140,15 +141,19 @@ def _open_roster(state: ServiceState, run_id: str, manifest: RunManifest) -> dic
 def _start_model(
     state: ServiceState, run_id: str, index: int, sha: str | None, url: str | None
 ) -> tuple[str, str]:
+    """The named start model (checked against the witnessed chain where witnesses are
+    required), or by default the chain's (:func:`chain.next_start`)."""
+    now = state.due_round()
     if sha and url is not None:
+        chain.check_start(state, run_id, index, sha, now)
         return sha, url
-    merged = rollbacks.current_tape(state.conn, run_id, index - 1)  # a correction, if any
-    if merged is None:
+    start = chain.next_start(state, run_id, index, now)  # a correction's model, if any
+    if start is None:
         raise ChallengeError(
             "start_model_sha256 and start_model_url are required (no merged model to continue)",
             code="no_start_model",
         )
-    return merged.new_model_sha256, merged.new_model_url
+    return start
 
 
 def _remember_beacon(conn: sqlite3.Connection, beacon: BeaconRound) -> None:

@@ -160,3 +160,12 @@ def proven_faults(conn: sqlite3.Connection, run_id: str) -> list[ProvenFaultRow]
         ProvenFaultRow(int(r["round"]), str(r["hotkey"]), str(r["reason"]), int(r["epoch"]))
         for r in rows
     ]
+
+
+def merge_received(conn: sqlite3.Connection, run_id: str, index: int) -> int | None:
+    """The beacon round at which the round's merge tape arrived (None: no tape)."""
+    row = conn.execute(
+        "SELECT received_beacon_round FROM merges WHERE run_id = ? AND round = ?",
+        (run_id, index),
+    ).fetchone()
+    return None if row is None else int(row["received_beacon_round"])

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections.abc import Callable
 
 from hypertrain.api.models import CorrectionAnswer, ProvenFault
 from hypertrain.challenge.errors import ChallengeError, ConflictError, ForbiddenError, NotFoundError
@@ -41,6 +42,9 @@ from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import MergeCorrection, MergeTape
 from hypertrain.protocol.sqlite import transaction
+
+# (state, run, round) -> whether a counted witness contests the round's current tape
+Contested = Callable[[ServiceState, str, int], bool]
 
 
 def book_fault(
@@ -121,9 +125,21 @@ def predecessor_model(conn: sqlite3.Connection, run_id: str, index: int) -> str:
     return str(record.start_model_sha256)
 
 
-def check_correction(conn: sqlite3.Connection, run_id: str, body: MergeCorrection) -> None:
-    """Refuse a correction that is not a valid next link of the round's chain."""
+def check_correction(
+    conn: sqlite3.Connection, run_id: str, body: MergeCorrection, contested: bool = False
+) -> None:
+    """Refuse a correction that is not a valid next link of the round's chain.
+
+    ``contested``: a counted tape witness disagrees with the round's current tape; a
+    correction may then cite no fault (it answers the contest, and its tape is witnessed
+    afresh before the round settles on it). Otherwise it must answer a proven fault."""
     index, tape = body.tape.round, body.tape
+    if not body.faults and not contested:
+        raise ForbiddenError(
+            f"round {index}: a correction cites a proven fault, or answers a witness's"
+            " contest of the current tape (it is not contested)",
+            code="fault_not_proven",
+        )
     now = current_tape(conn, run_id, index)
     if now is None:
         raise NotFoundError(f"round {index} of {run_id} has no merge", code="unknown_round")
@@ -149,12 +165,15 @@ def check_correction(conn: sqlite3.Connection, run_id: str, body: MergeCorrectio
             code="broken_chain",
         )
     moved = bool(own & set(now.included)) or tape.start_model_sha256 != now.start_model_sha256
-    if not moved or tape.tape_sha256 == now.tape_sha256:
+    if not (moved or contested) or tape.tape_sha256 == now.tape_sha256:
         raise ConflictError(f"round {index}: nothing to correct", code="nothing_to_correct")
 
 
-def accept_correction(state: ServiceState, env: Envelope) -> CorrectionAnswer:
-    """A worker's signed ``merge-correction``: store it as the round's current tape."""
+def accept_correction(
+    state: ServiceState, env: Envelope, contested: Contested = lambda state, run, index: False
+) -> CorrectionAnswer:
+    """A worker's signed ``merge-correction``: store it as the round's current tape
+    (``contested``: whether a witness contests the round's current tape)."""
     verified, body = state.open_signed(
         env, "merge-correction", MergeCorrection, registered=False,
         allowed=state.settings.worker_hotkeys,
@@ -168,7 +187,7 @@ def accept_correction(state: ServiceState, env: Envelope) -> CorrectionAnswer:
         "merge-tape",
         state.settings.evaluator_hotkeys,
     )  # a correction is a tape: never from a key that signs verdicts
-    check_correction(state.conn, run_id, body)
+    check_correction(state.conn, run_id, body, contested(state, run_id, index))
     raw = env.to_bytes()
     with transaction(state.conn):
         state.burn(env)

@@ -132,6 +132,9 @@ class TapeWitnesses:
     attestations: tuple[Attestation, ...] = ()
     barred: frozenset[str] = frozenset()  # aggregator keys and the round's tape signers
     allowed: frozenset[str] = frozenset()  # the operator's witness list (empty: any key)
+    # the witness wait since the tape arrived is over (with a list, agreement clears the
+    # tape before it only once every listed key answered: no colluder outruns an honest one)
+    window_closed: bool = True
 
     def counts(self, a: Attestation) -> bool:
         """An attestation on the current tape by a key whose word counts."""
@@ -158,7 +161,8 @@ class TapeVerdict:
 
 
 def tape_status(witnesses: TapeWitnesses | None) -> TapeVerdict:
-    """``witnessed`` once ``required`` distinct counted keys agree and none disagrees;
+    """``witnessed`` once ``required`` distinct counted keys agree and none disagrees (with
+    a witness list: and every listed key answered, or the witness wait is over);
     ``contested`` as soon as one counted key disagrees (fail closed); else ``awaiting``."""
     if witnesses is None or witnesses.required <= 0:
         return TapeVerdict()
@@ -172,8 +176,31 @@ def tape_status(witnesses: TapeWitnesses | None) -> TapeVerdict:
     disagreeing = tuple(a.witness for a in against)
     if against:
         return TapeVerdict("contested", agreeing, disagreeing, against[0].first_difference)
-    status: TapeStatus = "witnessed" if len(agreeing) >= witnesses.required else "awaiting"
-    return TapeVerdict(status, agreeing)
+    answered = not witnesses.allowed or witnesses.allowed <= {a.witness for a in counted}
+    enough = len(agreeing) >= witnesses.required and (answered or witnesses.window_closed)
+    return TapeVerdict("witnessed" if enough else "awaiting", agreeing)
+
+
+ChainStep = Literal["merged", "skip", "wait"]
+
+
+def chain_step(verdict: TapeVerdict, has_tape: bool, now: int, wait_until: int) -> ChainStep:
+    """What the round after a round opens on, at beacon round ``now``.
+
+    ``merged``: its tape is cleared (witnessed, or no witness required), the next round
+    continues from the tape's model. ``wait``: the tape is awaiting witnesses or
+    contested and ``now`` is not past ``wait_until`` (the tape's arrival plus the
+    operator's witness wait): no round opens. ``skip``: the round has no tape, or its
+    tape was not cleared in time: the next round opens on the round's own start model,
+    so no island ever trains on a model the witnesses did not clear (the round's pay
+    still waits for them). A silent witness delays the run by the wait at most, a lying
+    one costs one round's model step, never a forged model.
+    """
+    if has_tape and verdict.cleared:
+        return "merged"
+    if has_tape and now <= wait_until:
+        return "wait"
+    return "skip"
 
 
 @dataclass(frozen=True)

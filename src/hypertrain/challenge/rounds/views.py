@@ -63,6 +63,7 @@ def round_summaries(state: ServiceState, run_id: str) -> list[RoundSummary]:
             dispute_deadline_round=r.dispute_deadline_round,
             start_model_sha256=r.start_model_sha256,
             new_model_sha256=r.new_model_sha256,
+            tape_sha256=_tape_sha256(state, run_id, r.round),
             commits=r.commits,
             tokens=r.tokens,
             update_bytes=r.update_bytes,
@@ -75,6 +76,11 @@ def round_summaries(state: ServiceState, run_id: str) -> list[RoundSummary]:
         )
         for r in storage.rounds(state.conn, run_id)
     ]
+
+
+def _tape_sha256(state: ServiceState, run_id: str, index: int) -> str | None:
+    tape = rollbacks.current_tape(state.conn, run_id, index)
+    return None if tape is None else tape.tape_sha256
 
 
 def _verdict_counts(verdicts: list[StandingVerdict]) -> dict[int, VerdictCounts]:
@@ -108,7 +114,7 @@ def round_detail(state: ServiceState, run_id: str, index: int) -> RoundDetail:
     merge = storage.merge_envelope(state.conn, run_id, index)
     selector = storage.selection_beacon(state.conn, run_id, index)
     return RoundDetail(
-        **summary.model_dump(exclude={"commits", "verdicts"}),
+        **summary.model_dump(exclude={"commits", "verdicts", "tape_sha256"}),
         open=Envelope.model_validate_json(opened),
         commits=[
             Envelope.model_validate_json(text)

@@ -13,8 +13,11 @@ only once that many distinct keys agree with its *current* tape and none disagre
 the aggregator keys and the signers of the round's tapes; where the operator keeps a
 witness list (``HYPERTRAIN_WITNESS_HOTKEYS``), every key not on it. A contested tape
 stays held and public (:func:`view`) until it is resolved (docs/mechanism.md, "Tape
-witnesses"): a corrected tape supersedes it and is witnessed afresh, or the operator
-drops a witness key found lying from the list, and its word stops counting.
+witnesses"): a corrected tape supersedes it and is witnessed afresh (while the tape is
+contested, a correction needs no proven fault: :func:`contested`), or the operator
+drops a witness key found lying from the list, and its word stops counting. The next
+round opens on a merged model only once its tape is witnessed
+(:mod:`~hypertrain.challenge.rounds.chain`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import hashlib
 
 from hypertrain.api.models import AttestationAnswer, AttestationRecord, TapeWitnessView
 from hypertrain.challenge.errors import ConflictError, PhaseError
-from hypertrain.challenge.rounds import attestations, claims, rollbacks, storage
+from hypertrain.challenge.rounds import attestations, claims, merge_storage, rollbacks, storage
 from hypertrain.challenge.rounds.facts import RoundInputs
 from hypertrain.challenge.rounds.rule import Attestation, TapeVerdict, TapeWitnesses, tape_status
 from hypertrain.challenge.state import ServiceState
@@ -42,7 +45,12 @@ def attest(state: ServiceState, env: Envelope) -> AttestationAnswer:
     run_id, signer = env.run_id, verified.signer
     settings = state.settings
     claims.check_role(
-        state.conn, settings.aggregator_hotkeys, run_id, signer, "witness", settings.evaluator_hotkeys
+        state.conn,
+        settings.aggregator_hotkeys,
+        run_id,
+        signer,
+        "witness",
+        settings.evaluator_hotkeys,
     )
     tape = rollbacks.current_tape(state.conn, run_id, body.round)
     if tape is None:
@@ -100,12 +108,25 @@ def _witnesses(
         ),
         barred=state.settings.aggregator_hotkeys | _tape_signers(state, run_id, index),
         allowed=state.settings.witness_hotkeys,
+        window_closed=state.due_round() > wait_until(state, run_id, index),
     )
+
+
+def wait_until(state: ServiceState, run_id: str, index: int) -> int:
+    """The last beacon round of the round's witness wait (from its tape's arrival)."""
+    arrived = merge_storage.merge_received(state.conn, run_id, index)
+    return (arrived or 0) + state.settings.witness_wait_rounds
 
 
 def status(state: ServiceState, run_id: str, index: int) -> TapeVerdict:
     """What the witnesses make of the round's current tape."""
     return tape_status(tape_witnesses(state, run_id, index))
+
+
+def contested(state: ServiceState, run_id: str, index: int) -> bool:
+    """Whether a counted witness contests the round's current tape (a correction may
+    then answer the contest without a proven fault)."""
+    return status(state, run_id, index).status == "contested"
 
 
 def view(state: ServiceState, run_id: str, index: int) -> TapeWitnessView | None:

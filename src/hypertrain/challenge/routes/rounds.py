@@ -28,7 +28,7 @@ from hypertrain.challenge.deps import (
     require_worker,
     serialized,
 )
-from hypertrain.challenge.rounds import intake, lifecycle, rollbacks, views
+from hypertrain.challenge.rounds import intake, lifecycle, rollbacks, views, witness
 from hypertrain.protocol.envelope import Envelope
 
 public = APIRouter(prefix="/v1", tags=["rounds"])
@@ -137,7 +137,7 @@ def merge(state: State, envelope: Envelope) -> MergeAnswer:
 @serialized
 def merge_correction(state: State, envelope: Envelope) -> CorrectionAnswer:
     """A signed ``merge-correction``: a rollback's corrected tape for one merged round."""
-    return rollbacks.accept_correction(state, envelope)
+    return rollbacks.accept_correction(state, envelope, witness.contested)
 
 
 @admin.post("/runs", responses=ERRORS, response_model=Envelope)

@@ -1,0 +1,73 @@
+"""The public chain of merged models, read from the round records alone.
+
+A round opens on its predecessor's merged model, or (where the operator requires tape
+witnesses and the predecessor's tape was not cleared in time) on the predecessor's own
+start model: that merge is left out of the chain (docs/mechanism.md, "Tape
+witnesses"). The aggregator and the witness both follow the chain from the records, so
+the outer state a merge continues and the updates already merged are public facts:
+:func:`previous_outer` and :func:`merged_updates`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import ValidationError
+
+from hypertrain.api.models import RoundDetail
+from hypertrain.protocol.envelope import open_envelope
+from hypertrain.protocol.errors import EnvelopeError
+from hypertrain.protocol.messages import Commit, MergeCorrection, MergeTape, RoundOpen
+
+DetailOf = Callable[[int], RoundDetail]
+
+
+def start_model(detail: RoundDetail) -> str:
+    """The start model the round's coordinator-signed open record names."""
+    return RoundOpen.model_validate(detail.open.body).start_model_sha256
+
+
+def previous_outer(detail_of: DetailOf, index: int) -> str | None:
+    """Outer-state hash of the merge round ``index`` continues (None: zero momentum).
+
+    Walking back, the latest merge is taken unless its round was left out of the chain:
+    the round opened on the same model as ``index`` and its merge's model is another.
+    """
+    start = start_model(detail_of(index))
+    for w in range(index - 1, -1, -1):
+        detail = detail_of(w)
+        merged = detail.current_merge()
+        if merged is None:
+            continue
+        if merged.new_model_sha256 == start or start_model(detail) != start:
+            return merged.outer_state_sha256
+    return None
+
+
+def merged_updates(detail_of: DetailOf, index: int, run_id: str) -> frozenset[str]:
+    """Update hashes that a tape of a round before ``index`` included: the public
+    form of ``stale_update`` (each island's signed commit names its update)."""
+    out: set[str] = set()
+    for w in range(index):
+        detail = detail_of(w)
+        included = {h for tape in _tapes(detail) for h in tape.included}
+        out.update(body.update_sha256 for signer, body in signed_commits(detail, run_id)
+                   if signer in included)  # fmt: skip
+    return frozenset(out)
+
+
+def signed_commits(detail: RoundDetail, run_id: str) -> list[tuple[str, Commit]]:
+    """The round's commits whose signatures verify, as (signer, body), in record order."""
+    out: list[tuple[str, Commit]] = []
+    for raw in detail.commits:
+        try:
+            env = open_envelope(raw, domain="commit", run_id=run_id)
+            out.append((env.signer, Commit.model_validate(env.body)))
+        except (EnvelopeError, ValidationError):
+            continue  # collection excludes it as bad_commit
+    return out
+
+
+def _tapes(detail: RoundDetail) -> list[MergeTape]:
+    tapes = [MergeTape.model_validate(detail.merge.body)] if detail.merge else []
+    return tapes + [MergeCorrection.model_validate(c.body).tape for c in detail.corrections]

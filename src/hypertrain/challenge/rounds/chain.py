@@ -1,0 +1,66 @@
+"""The model a new round opens on, where tape witnesses are required.
+
+With ``HYPERTRAIN_TAPE_WITNESSES`` > 0 no island trains on a model the witnesses did
+not clear. Round ``r + 1`` opens on round ``r``'s merged model only once round ``r``'s
+current tape is witnessed; while it is awaiting witnesses or contested, no round opens,
+for at most ``HYPERTRAIN_WITNESS_WAIT_ROUNDS`` beacon rounds after the tape arrived;
+after that the next round opens on round ``r``'s own start model (its merge is left out
+of the chain; its pay still waits for the witnesses). The step is the pure rule
+:func:`~hypertrain.challenge.rounds.rule.chain_step`; this module reads its inputs.
+Without witnesses the next round continues from the round's current tape, as before.
+"""
+
+from __future__ import annotations
+
+from hypertrain.challenge.errors import ChallengeError, PhaseError
+from hypertrain.challenge.rounds import rollbacks, storage, witness
+from hypertrain.challenge.rounds.rule import ChainStep, chain_step
+from hypertrain.challenge.state import ServiceState
+from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.messages import RoundOpen
+
+
+def step(state: ServiceState, run_id: str, index: int, now: int) -> ChainStep:
+    """What the round after ``index`` may open on at beacon round ``now``."""
+    tape = rollbacks.current_tape(state.conn, run_id, index)
+    until = witness.wait_until(state, run_id, index)
+    return chain_step(witness.status(state, run_id, index), tape is not None, now, until)
+
+
+def next_start(state: ServiceState, run_id: str, index: int, now: int) -> tuple[str, str] | None:
+    """The model round ``index`` must open on (None: round 0, or no witness required
+    and nothing merged before it); :class:`PhaseError` ``unwitnessed`` while it waits."""
+    if index == 0:
+        return None
+    prev = index - 1
+    tape = rollbacks.current_tape(state.conn, run_id, prev)
+    if state.settings.tape_witnesses <= 0:
+        return None if tape is None else (tape.new_model_sha256, tape.new_model_url)
+    found = step(state, run_id, prev, now)
+    if found == "wait":
+        raise PhaseError(
+            f"round {prev} of {run_id}: its tape is not witnessed yet; the next round opens"
+            f" on its model once it is, or on its start model after the witness wait",
+            code="unwitnessed",
+        )
+    if found == "merged" and tape is not None:
+        return tape.new_model_sha256, tape.new_model_url
+    return _opened_on(state, run_id, prev)
+
+
+def check_start(state: ServiceState, run_id: str, index: int, sha: str, now: int) -> None:
+    """With witnesses required, a start model the operator names must be the chain's."""
+    expected = next_start(state, run_id, index, now)
+    if state.settings.tape_witnesses > 0 and expected is not None and sha != expected[0]:
+        raise ChallengeError(
+            f"round {index} of {run_id} must open on {expected[0][:16]}…, the last model"
+            f" the tape witnesses cleared, not {sha[:16]}…",
+            code="unwitnessed_model",
+        )
+
+
+def _opened_on(state: ServiceState, run_id: str, index: int) -> tuple[str, str]:
+    record = storage.round_record(state.conn, run_id, index)
+    assert record is not None  # the round before an opened one was opened
+    opened = RoundOpen.model_validate(Envelope.model_validate_json(record.open_envelope).body)
+    return opened.start_model_sha256, opened.start_model_url
