@@ -32,11 +32,21 @@ from hypertrain.competition.submission import (
 )
 from hypertrain.evaluator.download import MIB, FetchDeadlineError, FetchLimits, fetch_files
 from hypertrain.evaluator.runner import Evaluator, evaluate_open_cycle
+from hypertrain.relay.client import RelayClient
 from tests.challenge.helpers import TOKENS
 from tests.competition import test_service as _competition
 from tests.competition.test_service import CID, EVALUATOR, HEX, MINERS, World
+from tests.relay import conftest as _relays
+from tests.relay.conftest import Running
+from tests.relay.helpers import RUN_ID, Keys
 
 world = _competition.world  # the real competition service
+keys, clock, serve, relay = (
+    _relays.keys,
+    _relays.clock,
+    _relays.serve,
+    _relays.relay,
+)  # a real relay
 TRICKLED = b"\x01" * 16
 GAP_S = 0.25  # the hostile pace: one byte every quarter second
 
@@ -184,6 +194,19 @@ def test_a_model_served_at_a_normal_rate_is_fetched(
     folder = evaluator.fetch(_cycle_model(files, server.url))
     assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
     assert (folder / "model.safetensors").read_bytes() == b"\x07" * 4096
+
+
+def test_a_model_on_the_project_relay_is_fetched(
+    relay: Running, keys: Keys, tmp_path: Path
+) -> None:
+    """The relay the miners use (uvicorn on loopback) serves what the evaluator reads."""
+    files = _model_dir(tmp_path / "entry", bytes(range(256)) * 64)
+    with RelayClient(relay.url, keys.miner, RUN_ID) as client:
+        for f in files:
+            client.put(tmp_path / "entry" / f.name, kind="model", round=1001, expiry_round=1050)
+    (tmp_path / "got").mkdir()
+    fetch_files(relay.url, files, tmp_path / "got", FetchLimits())
+    assert (tmp_path / "got" / "model.safetensors").read_bytes() == bytes(range(256)) * 64
 
 
 def test_a_trickled_header_is_refused_by_the_deadline(

@@ -7,7 +7,8 @@ size: ``slack_s + size / min_rate_bytes_s`` seconds (:class:`FetchLimits`). It i
 enforced below HTTP, on every socket operation: connecting, sending the request,
 reading the headers and reading the body each wait at most until the deadline, so the
 transfer ends by it whatever the server sends and however slowly. A model whose files
-have not all arrived by then is refused with :class:`FetchDeadlineError`.
+have not all arrived by then is refused with :class:`FetchDeadlineError`. (Resolving a
+host name is the system resolver's, bounded by its own timeouts, not by the deadline.)
 
 The download streams through httpx on a connection pool whose network backend caps
 every operation's timeout with the time left (``_DeadlineBackend``). Each file may
