@@ -41,12 +41,8 @@ from tests.relay.conftest import Running
 from tests.relay.helpers import RUN_ID, Keys
 
 world = _competition.world  # the real competition service
-keys, clock, serve, relay = (
-    _relays.keys,
-    _relays.clock,
-    _relays.serve,
-    _relays.relay,
-)  # a real relay
+# the project's relay on loopback, with its fixtures
+keys, clock, serve, relay = _relays.keys, _relays.clock, _relays.serve, _relays.relay
 TRICKLED = b"\x01" * 16
 GAP_S = 0.25  # the hostile pace: one byte every quarter second
 
