@@ -57,6 +57,15 @@ def register(subparsers: Any) -> None:
         help="address-space limit of the process scoring one model"
         " (default: 2048 plus 8 times the spec's max_bytes in MiB)",
     )  # fmt: skip
+    ev.add_argument(
+        "--fetch-min-rate-mib-s", type=float, default=1.0,
+        help="slowest download accepted: a model's files must all arrive within"
+        " --fetch-slack-s plus its declared size at this rate, or it is refused",
+    )  # fmt: skip
+    ev.add_argument(
+        "--fetch-slack-s", type=float, default=30.0,
+        help="seconds added to every model's fetch deadline (connect, latency)",
+    )  # fmt: skip
     ev.set_defaults(func=_evaluate)
 
     start = sub.add_parser(
@@ -109,6 +118,7 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    from hypertrain.evaluator.download import MIB, FetchLimits
     from hypertrain.evaluator.runner import (
         Evaluator,
         EvaluatorRefusedError,
@@ -129,9 +139,10 @@ def _evaluate(args: argparse.Namespace) -> int:
             time_s=args.time_limit_s,
             memory_bytes=defaults.memory_bytes if memory is None else memory << 20,
         )
+        fetch = FetchLimits(args.fetch_min_rate_mib_s * MIB, args.fetch_slack_s)
         evaluator = Evaluator(
             client, key, spec, args.cache_dir,
-            determinism_sha256(prepare(spec, args.threads)), args.threads, limits,
+            determinism_sha256(prepare(spec, args.threads)), args.threads, limits, fetch,
         )  # fmt: skip
         if args.follow:
             follow(evaluator, poll_s=args.poll_s)

@@ -1,8 +1,11 @@
 """The evaluator loop: fetch the open cycle, score every model not yet scored, sign, post.
 
 Model files are fetched from the relay the miner named and re-hashed on arrival;
-the file list must hash to the revealed model hash. A fetched model stays in the cache
-while the task lists it and is re-hashed before each later use instead of fetched again.
+the file list must hash to the revealed model hash. The whole download of a model has
+one deadline derived from its declared size (:mod:`hypertrain.evaluator.download`), so
+a server that trickles its bytes is that model's refusal, not a stalled loop. A fetched
+model stays in the cache while the task lists it and is re-hashed before each later use
+instead of fetched again.
 A model that cannot be fetched, fails a spec check or does not load is *refused*: its
 score carries the reason and an infinite loss on every page, so it can never win a
 comparison, and the evaluator moves on to the next model. Nothing a submitter controls
@@ -39,14 +42,13 @@ from hypertrain.competition.messages import (
 from hypertrain.competition.pool import PoolError, verified_pages
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.competition.submission import SubmissionError, model_hash
+from hypertrain.evaluator.download import FetchLimits, fetch_files
 from hypertrain.evaluator.sandbox import Limits, score_model
 from hypertrain.evaluator.scorer import EvaluationError
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.errors import MerkleError
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.retry import Backoff
-from hypertrain.relay.client import RelayClient
-from hypertrain.relay.errors import RelayError
 
 log = logging.getLogger(__name__)
 EXPIRY_MARGIN_ROUNDS = 50
@@ -68,6 +70,7 @@ class Evaluator:
     determinism_sha256: str
     threads: int = 1
     limits: Limits = field(default_factory=Limits)
+    fetch_limits: FetchLimits = field(default_factory=FetchLimits)
     # (cycle, model hash) -> (losses, refusal): a score computed once is posted again
     # after a failed post, never recomputed.
     results: dict[tuple[int, str], tuple[list[float], str]] = field(default_factory=dict)
@@ -85,12 +88,7 @@ class Evaluator:
         partial = folder.with_suffix(".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
-        try:
-            with RelayClient(model.base_url, None, self.spec.competition_id) as relay:
-                for f in model.files:
-                    relay.get_to_file(f.sha256, partial / f.name, max_bytes=f.size)
-        except (RelayError, OSError) as exc:
-            raise SubmissionError(f"the model's files could not be fetched: {exc}") from None
+        fetch_files(model.base_url, model.files, partial, self.fetch_limits)
         shutil.rmtree(folder, ignore_errors=True)
         partial.rename(folder)
         return folder

@@ -1,0 +1,271 @@
+"""A model's download has one deadline: slack plus its declared size at a minimum rate.
+
+The servers here are real loopback HTTP servers written on raw sockets, so a test can
+choose how slowly they send (a pause between bytes is the hostile server's behaviour,
+never the test's synchronisation). A model served at an ordinary pace is fetched; one
+whose body or headers trickle is refused with ``fetch_deadline`` before the server has
+sent everything, and the next model of the same cycle is still fetched and scored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hypertrain.api.competition import CompetitionClient
+from hypertrain.competition.messages import CycleModel
+from hypertrain.competition.submission import (
+    ModelFile,
+    SubmissionError,
+    commitment,
+    list_directory,
+    model_hash,
+)
+from hypertrain.evaluator.download import MIB, FetchDeadlineError, FetchLimits, fetch_files
+from hypertrain.evaluator.runner import Evaluator, evaluate_open_cycle
+from hypertrain.relay.client import RelayClient
+from tests.challenge.helpers import TOKENS
+from tests.competition import test_service as _competition
+from tests.competition.test_service import CID, EVALUATOR, HEX, MINERS, World
+from tests.relay import conftest as _relays
+from tests.relay.conftest import Running
+from tests.relay.helpers import RUN_ID, Keys
+
+world = _competition.world  # the real competition service
+# the project's relay on loopback, with its fixtures
+keys, clock, serve, relay = _relays.keys, _relays.clock, _relays.serve, _relays.relay
+TRICKLED = b"\x01" * 16
+GAP_S = 0.25  # the hostile pace: one byte every quarter second
+
+
+@dataclass
+class BlobServer:
+    """Serves ``GET /blobs/<sha256>`` from ``blobs``; with ``gap_s``, one byte at a time.
+
+    ``trickle_head`` trickles the status line and headers too (else only the body).
+    ``sent`` holds, per request, how many bytes went out before it ended.
+    """
+
+    blobs: dict[str, bytes]
+    gap_s: float = 0.0
+    trickle_head: bool = False
+    sock: socket.socket = field(default_factory=socket.socket)
+    sent: list[int] = field(default_factory=list)
+    answering: list[threading.Thread] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def start(self) -> BlobServer:
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        threading.Thread(target=self._serve, daemon=True).start()
+        return self
+
+    def finish(self) -> None:
+        """Wait until every request the server took has ended (its byte count is in)."""
+        for thread in list(self.answering):
+            thread.join(timeout=60)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            thread = threading.Thread(target=self._answer, args=(conn,), daemon=True)
+            self.answering.append(thread)
+            thread.start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            path = conn.recv(65536).split(b" ", 2)[1].decode()
+            body = self.blobs.get(path.removeprefix("/blobs/"))
+            status = "200 OK" if body is not None else "404 Not Found"
+            body = body if body is not None else b""
+            head = f"HTTP/1.1 {status}\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+            count = 0
+            try:
+                if not self.gap_s:
+                    conn.sendall(head + body)
+                    count = len(head) + len(body)
+                else:
+                    if not self.trickle_head:
+                        conn.sendall(head)
+                    for byte in (head if self.trickle_head else b"") + body:
+                        time.sleep(self.gap_s)  # the hostile server's pace
+                        conn.sendall(bytes([byte]))
+                        count += 1
+            except OSError:
+                pass
+            self.sent.append(count)
+
+
+@pytest.fixture
+def servers() -> Iterator[list[BlobServer]]:
+    started: list[BlobServer] = []
+    yield started
+    for server in started:
+        server.sock.close()
+
+
+def _serve(servers: list[BlobServer], blobs: dict[str, bytes], **kw: Any) -> BlobServer:
+    server = BlobServer(blobs, **kw).start()
+    servers.append(server)
+    return server
+
+
+def _model_dir(root: Path, weights: bytes) -> list[ModelFile]:
+    root.mkdir(parents=True)
+    (root / "config.json").write_text("{}")
+    (root / "model.safetensors").write_bytes(weights)
+    return list_directory(root)
+
+
+def _blobs(root: Path) -> dict[str, bytes]:
+    return {hashlib.sha256(p.read_bytes()).hexdigest(): p.read_bytes() for p in root.iterdir()}
+
+
+def _trickled_files() -> list[ModelFile]:
+    digest = hashlib.sha256(TRICKLED).hexdigest()
+    return [
+        ModelFile(name=name, sha256=digest, size=len(TRICKLED))
+        for name in ("config.json", "model.safetensors")
+    ]
+
+
+def _evaluator(world: World, tmp_path: Path, fetch_limits: FetchLimits) -> Evaluator:
+    spec = CompetitionClient("", http=world.client).competition(CID)
+    service = CompetitionClient("", http=world.client, worker_token=TOKENS["worker"])
+    return Evaluator(service, EVALUATOR, spec, tmp_path / "cache", HEX, fetch_limits=fetch_limits)
+
+
+def _cycle_model(files: list[ModelFile], url: str) -> CycleModel:
+    return CycleModel(
+        hotkey=MINERS[0].ss58_address, model_sha256=model_hash(files), commitment=HEX,
+        commit_beacon_round=1, commit_seq=1, files=files, base_url=url,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rate", "slack", "size", "deadline"),
+    [
+        (1 * MIB, 30.0, 0, 30.0),  # the defaults: slack alone for nothing
+        (1 * MIB, 30.0, 1 * MIB, 31.0),
+        (1 * MIB, 30.0, 4 * MIB, 34.0),  # the attack's 4 MiB model: 34 s, not years
+        (1 * MIB, 30.0, 8 << 30, 30.0 + 8192.0),  # the spec's default max_bytes (8 GiB)
+        (4 * MIB, 0.0, 2 * MIB, 0.5),
+        (1 * MIB, 1.0, 32, 1.0 + 32 / MIB),
+    ],
+)
+def test_the_deadline_is_slack_plus_the_declared_size_at_the_minimum_rate(
+    rate: float, slack: float, size: int, deadline: float
+) -> None:
+    limits = FetchLimits(min_rate_bytes_s=rate, slack_s=slack)
+    assert math.isclose(limits.deadline_s(size), deadline, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize(("rate", "slack"), [(0.0, 1.0), (-1.0, 1.0), (1.0, -0.5), (math.nan, 1)])
+def test_fetch_limits_out_of_range_are_refused(rate: float, slack: float) -> None:
+    with pytest.raises(ValueError, match="minimum fetch rate"):
+        FetchLimits(min_rate_bytes_s=rate, slack_s=slack)
+
+
+def test_a_model_served_at_a_normal_rate_is_fetched(
+    world: World, servers: list[BlobServer], tmp_path: Path
+) -> None:
+    files = _model_dir(tmp_path / "entry", b"\x07" * 4096)
+    server = _serve(servers, _blobs(tmp_path / "entry"))
+    evaluator = _evaluator(world, tmp_path, FetchLimits())
+    folder = evaluator.fetch(_cycle_model(files, server.url))
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+    assert (folder / "model.safetensors").read_bytes() == b"\x07" * 4096
+
+
+def test_a_model_on_the_project_relay_is_fetched(
+    relay: Running, keys: Keys, tmp_path: Path
+) -> None:
+    """The relay the miners use (uvicorn on loopback) serves what the evaluator reads."""
+    files = _model_dir(tmp_path / "entry", bytes(range(256)) * 64)
+    with RelayClient(relay.url, keys.miner, RUN_ID) as client:
+        for f in files:
+            client.put(tmp_path / "entry" / f.name, kind="model", round=1001, expiry_round=1050)
+    (tmp_path / "got").mkdir()
+    fetch_files(relay.url, files, tmp_path / "got", FetchLimits())
+    assert (tmp_path / "got" / "model.safetensors").read_bytes() == bytes(range(256)) * 64
+
+
+def test_a_trickled_header_is_refused_by_the_deadline(
+    servers: list[BlobServer], tmp_path: Path
+) -> None:
+    """The deadline covers the status line and headers, not only the body."""
+    server = _serve(servers, {f.sha256: TRICKLED for f in _trickled_files()},
+                    gap_s=GAP_S, trickle_head=True)  # fmt: skip
+    with pytest.raises(FetchDeadlineError, match="fetch_deadline: 0 of the model's 32"):
+        fetch_files(server.url, _trickled_files(), tmp_path, FetchLimits(slack_s=0.5))
+    server.finish()
+    head = len(f"HTTP/1.1 200 OK\r\ncontent-length: {len(TRICKLED)}\r\n\r\n")
+    assert len(server.sent) == 1 and server.sent[0] < head
+
+
+@pytest.mark.parametrize(
+    ("served", "match"),
+    [(b"\x02" * 16, "does not hash"), (b"\x01" * 17, "longer than"), (None, "answered 404")],
+)
+def test_wrong_bytes_are_a_refusal_that_is_not_a_deadline(
+    servers: list[BlobServer], tmp_path: Path, served: bytes | None, match: str
+) -> None:
+    files = _trickled_files()
+    server = _serve(servers, {} if served is None else {files[0].sha256: served})
+    with pytest.raises(SubmissionError, match=match) as caught:
+        fetch_files(server.url, files, tmp_path, FetchLimits())
+    assert not isinstance(caught.value, FetchDeadlineError)
+
+
+def _commit(world: World, key: Any, files: list[ModelFile]) -> str:
+    sha = model_hash(files)
+    body = {"commitment": commitment(sha, key.ss58_address)}
+    assert world.post("/v1/compete/commit", key, "compete-commit", body).status_code == 200
+    return sha
+
+
+def _reveal(world: World, key: Any, files: list[ModelFile], url: str) -> None:
+    body = {"model_sha256": model_hash(files), "files": [f.model_dump() for f in files],
+            "base_url": url}  # fmt: skip
+    assert world.post("/v1/compete/reveal", key, "compete-reveal", body).status_code == 200
+
+
+def test_a_trickled_model_is_refused_and_the_next_model_of_the_cycle_is_scored(
+    world: World, servers: list[BlobServer], tmp_path: Path
+) -> None:
+    slow_files = _trickled_files()
+    slow = _serve(servers, {slow_files[0].sha256: TRICKLED}, gap_s=GAP_S)
+    next_files = _model_dir(tmp_path / "next", b"\x07" * 4096)
+    fast = _serve(servers, _blobs(tmp_path / "next"))
+    entries = [(MINERS[0], slow_files, slow.url), (MINERS[1], next_files, fast.url)]
+    shas = [_commit(world, key, files) for key, files, _ in entries]
+    world.tick()
+    for key, files, url in entries:
+        _reveal(world, key, files, url)
+    world.tick(4)  # the cycle opens with both models
+    evaluator = _evaluator(world, tmp_path, FetchLimits(slack_s=1.0))
+    task = evaluator.service.task(CID, EVALUATOR.ss58_address)
+    assert task is not None and [m.model_sha256 for m in task.listed()] == shas
+    assert evaluate_open_cycle(evaluator, emit=lambda event, **kw: None) == 2
+    slow.finish()
+    assert slow.sent and slow.sent[0] < len(TRICKLED)  # given up before the whole file
+    (_, first), (_, second) = (evaluator.results[(task.cycle, sha)] for sha in shas)
+    assert first.startswith("fetch_deadline: ")
+    assert second and "fetch" not in second  # fetched; refused later by the checks
+    after = evaluator.service.task(CID, EVALUATOR.ss58_address)
+    assert after is not None and set(shas) <= set(after.scored)  # both scores posted
