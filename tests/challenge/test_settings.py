@@ -83,9 +83,18 @@ def test_bad_numbers_and_sources(tmp_path: Path) -> None:
 
 def test_misspelt_and_unknown_variables_are_refused(tmp_path: Path) -> None:
     env = _env(tmp_path)
-    for name in ("CHALLENGE_ADMIN_TOKEN_FIEL", "HYPERTRAIN_BEACON_POLL", "CHALLENGE_DEBUG"):
+    names = (
+        "CHALLENGE_ADMIN_TOKEN_FIEL",
+        "HYPERTRAIN_BEACON_POLL",
+        "CHALLENGE_DEBUG",
+        "HYPERTRAIN_AGGREGATOR_HOTKEY",  # a typo would leave every worker key a tape signer
+    )
+    for name in names:
         with pytest.raises(SettingsError, match=f"unknown setting.*{name}"):
             settings_from_env({**env, name: "1"})
+    for name in ("HYPERTRAIN_WITNESS_HOTKEYS", "HYPERTRAIN_EVALUATOR_HOTKEYS"):
+        with pytest.raises(SettingsError, match=f"^{name}: "):  # the bad key's own variable
+            settings_from_env({**env, name: "not-a-key"})
     # other programs' variables (and the rest of the environment) are not the service's
     assert settings_from_env({**env, "HYPERTRAIN_CHROMIUM": "/x", "PATH": "/bin"}).netuid == 100
 

@@ -99,6 +99,7 @@ _FAMILIES: Final = (
     "HYPERTRAIN_METAGRAPH_",
     "HYPERTRAIN_COORD_",
     "HYPERTRAIN_WORKER_",
+    "HYPERTRAIN_AGGREGATOR_",
     "HYPERTRAIN_EVALUATOR_",
     "HYPERTRAIN_CHAIN_",
     "HYPERTRAIN_ADMISSION_",
@@ -238,13 +239,15 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         beacon_urls=_csv(e.hypertrain_beacon_urls) or DEFAULT_BEACON_URLS,
         beacon_info_file=e.hypertrain_beacon_info_file,
         beacon_poll_s=e.hypertrain_beacon_poll_s,
-        worker_hotkeys=_hotkeys(e.hypertrain_worker_hotkeys),
-        aggregator_hotkeys=_hotkeys(e.hypertrain_aggregator_hotkeys),
+        worker_hotkeys=_hotkeys("HYPERTRAIN_WORKER_HOTKEYS", e.hypertrain_worker_hotkeys),
+        aggregator_hotkeys=_hotkeys(
+            "HYPERTRAIN_AGGREGATOR_HOTKEYS", e.hypertrain_aggregator_hotkeys
+        ),
         admission_deadlines=_deadlines(e.hypertrain_admission_deadlines_file),
         tape_witnesses=e.hypertrain_tape_witnesses,
-        witness_hotkeys=_hotkeys(e.hypertrain_witness_hotkeys),
+        witness_hotkeys=_hotkeys("HYPERTRAIN_WITNESS_HOTKEYS", e.hypertrain_witness_hotkeys),
         admission_backoff_rounds=e.hypertrain_admission_backoff_rounds,
-        evaluator_hotkeys=_hotkeys(e.hypertrain_evaluator_hotkeys),
+        evaluator_hotkeys=_hotkeys("HYPERTRAIN_EVALUATOR_HOTKEYS", e.hypertrain_evaluator_hotkeys),
         witness_wait_rounds=e.hypertrain_witness_wait_rounds,
     )
 
@@ -267,11 +270,12 @@ def _csv(value: str | None) -> tuple[str, ...]:
     return tuple(part.strip().rstrip("/") for part in (value or "").split(",") if part.strip())
 
 
-def _hotkeys(value: str | None) -> frozenset[str]:
+def _hotkeys(name: str, value: str | None) -> frozenset[str]:
+    """The SS58 keys of the comma-separated variable ``name`` (an invalid one is refused)."""
     keys = _csv(value)
     for key in keys:
         try:
             ss58_decode(key)
         except ValueError as exc:
-            raise SettingsError(f"HYPERTRAIN_WORKER_HOTKEYS: {exc}") from None
+            raise SettingsError(f"{name}: {exc}") from None
     return frozenset(keys)
