@@ -20,7 +20,8 @@ def c(name: str, commit_round: int, counted: V = None) -> Candidate:
     return Candidate(name[0], name, commit_round, commit_round * 10 + int(name[1:]), counted)
 
 
-# (candidates, expected references); entries are always each hotkey's newest model
+# (candidates, expected references); entries are always each hotkey's newest model; a
+# candidate's verdict is whether it counted in any settled cycle (None: never scored)
 TABLE: list[tuple[str, list[Candidate], list[str]]] = [
     ("alone, a leader's successor replaces its model: nobody stands behind it",
      [c("L1", 1, True), c("L2", 5, True)], []),
@@ -34,12 +35,17 @@ TABLE: list[tuple[str, list[Candidate], list[str]]] = [
      [c("L1", 1), c("C1", 2), c("L2", 3)], ["L1"]),
     ("a copy committed after the successor stands behind the successor, not L1",
      [c("L1", 1, True), c("L2", 5, True), c("C1", 6, False)], []),
-    ("a model that failed to count is never a reference",
+    ("a model scored and never counted (junk) is never a reference",
      [c("L1", 1, False), c("C1", 2, False), c("L2", 5)], []),
     ("a counted model between the reference and the newcomer is the newcomer's bar",
      [c("L1", 1, True), c("X1", 3, True), c("C1", 4, False), c("L2", 5, True)], []),
     ("a newcomer in the same round as the next counted model still needs the bar",
      [c("L1", 1, True), c("X1", 3, True), c("C1", 3, False), c("L2", 5, True)], ["L1"]),
+    ("the verdict is whether a model ever counted: the leader's model that failed on one"
+     " cycle's pages (counted earlier) is still the bar of the copy and the successor",
+     [c("P1", 0, True), c("L1", 1, True), c("C1", 2, False), c("L2", 5, False)], ["L1"]),
+    ("a copy that counted once (it beat the bar on some cycle's pages) stands behind nobody",
+     [c("P1", 0, True), c("L1", 1, True), c("C1", 2, True), c("L2", 5, False)], []),
     ("only the last of a hotkey's models of one round is listed",
      [c("L1", 1, True), c("L2", 1, True), c("C1", 2, False), c("L3", 5, True)], ["L2"]),
     ("everyone counted: no references",
@@ -65,7 +71,7 @@ def test_references_are_bounded_by_the_models_they_stand_in_front_of(
 ) -> None:
     """Every reference stands in front of an uncounted newest model: none when every
     newest model counts, and of the judged ones at most one per hotkey (4 here) for each
-    such model; a model that failed to count is never one."""
+    such model; a model that never counted is never one."""
     candidates = [Candidate(h, f"{h}{i}", r, i, v) for i, (h, r, v) in enumerate(rows)]
     entries, references = split(candidates)
     behind = [e for e in entries if e.counted is not True]
