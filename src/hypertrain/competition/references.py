@@ -15,20 +15,21 @@ An older model (first of its model hash, revealed, eligible) stays listed as a
 A model's verdict (``Candidate.counted``) is whether it *ever* counted, not whether it
 counted in the latest cycle: a cycle's pages are a sample, and one sample whose pages
 favour an older model must not take a reference out of the order for good (the copy
-behind it would then face the older bar, counts, and takes the leader's place). A
+behind it would then face the older bar, count, and take the leader's place). A
 model that once counted stays one that counted; a reference therefore leaves only on
 an event of the record that holds across cycles: a model committed behind it counted
-(it beat the bar), its hotkey's successor counted with nobody uncounted between, or
-the last uncounted model behind it is replaced or deregisters.
+(it beat the bar), its hotkey's successor counted with no never-counted model
+between, or the never-counted models behind it are replaced or deregister.
 
 References are scored and filtered like any model (docs/competition.md, "Winning"): a
 later commitment must beat them by epsilon, and a hotkey is paid for its newest model
 that counts, so a reference earns only while its hotkey's newer model does not count.
-Every reference stands in front of an uncounted newest model, in the stretch before the
-next counted round, so there are never more references than the counted models of the
-rounds just before the cycle's uncounted models, and none once every newest model
-counts. Of several commitments of one hotkey in one beacon round only the last is listed
-(none of them is older than another). A pure function of the commitments and verdicts.
+Every reference stands in front of a never-counted newest model, in the stretch before
+the next round holding a model that ever counted, so there are never more references
+than the counted models of the rounds just before the cycle's never-counted models, and
+none once every newest model has counted. Of several commitments of one hotkey in one
+beacon round only the last is listed (none of them is older than another). A pure
+function of the commitments and verdicts.
 """
 
 from __future__ import annotations
