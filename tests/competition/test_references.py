@@ -132,3 +132,22 @@ def test_recommitting_its_own_model_does_not_renew_the_leaders_epsilon() -> None
     table = {s.model_sha: s for s in standings(listed, linear, 1020, temperature=0.01,
                                                units=1000)}  # fmt: skip
     assert table["N1"].units >= 950 and not table["L2"].counted
+
+
+def test_a_copy_behind_a_reference_must_beat_it_when_the_reference_fails_that_cycle() -> None:
+    """One cycle's pages favour P over the leader's M (M wins 4 of 8 pages: it does not
+    count); the copy C behind M, a shade better, wins 5 of 8 against P but only 1 of 8
+    against M. Judged against P alone, C would count and the leader's successor M2 would
+    have to beat C; with M a reference, C must beat M, and neither C nor M2 counts."""
+    p = e("Q", "Q1", [2.0] * 8, 0)
+    m = e("L", "L1", [1.98] * 4 + [2.0] * 4, 1)
+    copy = e("C", "C1", [1.98] * 5 + [2.0] * 3, 2)
+    m2 = e("L", "L2", [x * 0.997 for x in m.losses], 5)
+    free = {s.model_sha: s for s in standings([p, m, copy, m2], CONST, 9,
+                                              temperature=0.01, units=1000)}  # fmt: skip
+    assert free["C1"].counted and free["C1"].units == 1000  # the copy's lucky cycle
+    refs = frozenset({"L1"})
+    held = {s.model_sha: s for s in standings([p, m, copy, m2], CONST, 9, temperature=0.01,
+                                              units=1000, references=refs)}  # fmt: skip
+    assert not held["C1"].counted and not held["L2"].counted and not held["L1"].counted
+    assert held["Q1"].units == 1000
