@@ -22,8 +22,9 @@ an event of the record that holds across cycles: a model committed behind it cou
 between, or the never-counted models behind it are replaced or deregister.
 
 References are scored and filtered like any model (docs/competition.md, "Winning"): a
-later commitment must beat them by epsilon, and a hotkey is paid for its newest model
-that counts, so a reference earns only while its hotkey's newer model does not count.
+later commitment must beat them by epsilon, whether or not they count that cycle, and a
+hotkey is paid for its newest model that counts, so a reference earns only while its
+hotkey's newer model does not count.
 Every reference stands in front of a never-counted newest model, in the stretch before
 the next round holding a model that ever counted, so there are never more references
 than the counted models of the rounds just before the cycle's never-counted models, and
