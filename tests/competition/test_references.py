@@ -151,3 +151,19 @@ def test_a_copy_behind_a_reference_must_beat_it_when_the_reference_fails_that_cy
                                               units=1000, references=refs)}  # fmt: skip
     assert not held["C1"].counted and not held["L2"].counted and not held["L1"].counted
     assert held["Q1"].units == 1000
+
+
+def test_a_reference_bars_nobody_after_a_later_model_that_counts() -> None:
+    """The reference L1 fails this cycle; X, committed after it, beats P and L1 and
+    counts; N beats X (5 of 8 pages) but not L1 (2 of 8). X is N's bar, not L1: a
+    reference is a bar only up to the next round whose model counts."""
+    p = e("Q", "Q1", [2.0] * 8, 0)
+    ref = e("L", "L1", [1.98] * 4 + [2.0] * 4, 1)
+    x = e("X", "X1", [2.1] * 3 + [1.95] * 5, 3)
+    n = e("N", "N1", [2.05] * 3 + [1.94] * 2 + [2.0] * 3, 5)
+    junk = e("L", "L2", [5.0] * 8, 6)
+    table = {s.model_sha: s for s in standings([p, ref, x, n, junk], CONST, 9,
+                                               temperature=0.01, units=1000,
+                                               references=frozenset({"L1"}))}  # fmt: skip
+    assert not table["L1"].counted and table["X1"].counted and table["N1"].counted
+    assert not table["L2"].counted

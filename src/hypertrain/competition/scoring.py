@@ -124,20 +124,22 @@ def contenders(
     the spec sets one) and it beats, head to head with the epsilon advantage, every
     entry counted in the newest earlier beacon round that has one (which beat the
     rounds before in turn) and every reference (model hashes in ``references``, the
-    task's) of an earlier round, whether or not that reference counts this cycle: a
-    reference stands for a model that once counted, and one cycle's pages that favour
-    the model before it must not let what was committed behind it pass without beating
-    it. Entries of one round are judged against the same earlier ones, never against
-    each other, so their order within the round changes nothing. An entry that improves
-    on no earlier model is dropped, so junk cannot dilute the win rates of the models
-    that matter.
+    task's) committed after that round and before the entry's, whether or not that
+    reference counts this cycle: a reference stands for a model that once counted, and
+    one cycle's pages that favour the model before it must not let what was committed
+    behind it pass without beating it. Entries of one round are judged against the same
+    earlier ones, never against each other, so their order within the round changes
+    nothing. An entry that improves on no earlier model is dropped, so junk cannot
+    dilute the win rates of the models that matter.
     """
     kept: list[Entry] = []
     latest: list[Entry] = []  # the counted entries of the newest round that has some
     ordered = sorted(entries, key=lambda e: e.order)
     bars = [e for e in ordered if e.model_sha in references]
     for commit_round in sorted({e.commit_round for e in ordered}):
-        held = latest + [r for r in bars if r.commit_round < commit_round and r not in latest]
+        since = latest[0].commit_round if latest else None
+        held = latest + [r for r in bars if (since is None or r.commit_round > since)
+                         and r.commit_round < commit_round]  # fmt: skip
         passed = [
             e
             for e in ordered
