@@ -21,8 +21,6 @@ Safe outcome: the copier is paid nothing in that next cycle and the leader keeps
 
 from __future__ import annotations
 
-import pytest
-
 from tests.competition.test_references_service import (
     COPIER,
     LEADER,
@@ -45,10 +43,6 @@ def _committed(w: World, key: object, tag: str) -> str:
     return sha
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: one noisy cycle drops the reference and the dormant copy takes over (atk5-3)",
-)
 def test_one_noisy_cycle_does_not_hand_the_leaders_place_to_its_copier(world: World) -> None:
     p = _committed(world, PREDECESSOR, "p")
     task = next_cycle(world, -1)

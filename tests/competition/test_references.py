@@ -20,7 +20,8 @@ def c(name: str, commit_round: int, counted: V = None) -> Candidate:
     return Candidate(name[0], name, commit_round, commit_round * 10 + int(name[1:]), counted)
 
 
-# (candidates, expected references); entries are always each hotkey's newest model
+# (candidates, expected references); entries are always each hotkey's newest model; a
+# candidate's verdict is whether it counted in any settled cycle (None: never scored)
 TABLE: list[tuple[str, list[Candidate], list[str]]] = [
     ("alone, a leader's successor replaces its model: nobody stands behind it",
      [c("L1", 1, True), c("L2", 5, True)], []),
@@ -34,12 +35,17 @@ TABLE: list[tuple[str, list[Candidate], list[str]]] = [
      [c("L1", 1), c("C1", 2), c("L2", 3)], ["L1"]),
     ("a copy committed after the successor stands behind the successor, not L1",
      [c("L1", 1, True), c("L2", 5, True), c("C1", 6, False)], []),
-    ("a model that failed to count is never a reference",
+    ("a model scored and never counted (junk) is never a reference",
      [c("L1", 1, False), c("C1", 2, False), c("L2", 5)], []),
     ("a counted model between the reference and the newcomer is the newcomer's bar",
      [c("L1", 1, True), c("X1", 3, True), c("C1", 4, False), c("L2", 5, True)], []),
     ("a newcomer in the same round as the next counted model still needs the bar",
      [c("L1", 1, True), c("X1", 3, True), c("C1", 3, False), c("L2", 5, True)], ["L1"]),
+    ("the verdict is whether a model ever counted: the leader's model that failed on one"
+     " cycle's pages (counted earlier) is still the bar of the copy and the successor",
+     [c("P1", 0, True), c("L1", 1, True), c("C1", 2, False), c("L2", 5, False)], ["L1"]),
+    ("a copy that counted once (it beat the bar on some cycle's pages) stands behind nobody",
+     [c("P1", 0, True), c("L1", 1, True), c("C1", 2, True), c("L2", 5, False)], []),
     ("only the last of a hotkey's models of one round is listed",
      [c("L1", 1, True), c("L2", 1, True), c("C1", 2, False), c("L3", 5, True)], ["L2"]),
     ("everyone counted: no references",
@@ -65,7 +71,7 @@ def test_references_are_bounded_by_the_models_they_stand_in_front_of(
 ) -> None:
     """Every reference stands in front of an uncounted newest model: none when every
     newest model counts, and of the judged ones at most one per hotkey (4 here) for each
-    such model; a model that failed to count is never one."""
+    such model; a model that never counted is never one."""
     candidates = [Candidate(h, f"{h}{i}", r, i, v) for i, (h, r, v) in enumerate(rows)]
     entries, references = split(candidates)
     behind = [e for e in entries if e.counted is not True]
@@ -126,3 +132,38 @@ def test_recommitting_its_own_model_does_not_renew_the_leaders_epsilon() -> None
     table = {s.model_sha: s for s in standings(listed, linear, 1020, temperature=0.01,
                                                units=1000)}  # fmt: skip
     assert table["N1"].units >= 950 and not table["L2"].counted
+
+
+def test_a_copy_behind_a_reference_must_beat_it_when_the_reference_fails_that_cycle() -> None:
+    """One cycle's pages favour P over the leader's M (M wins 4 of 8 pages: it does not
+    count); the copy C behind M, a shade better, wins 5 of 8 against P but only 1 of 8
+    against M. Judged against P alone, C would count and the leader's successor M2 would
+    have to beat C; with M a reference, C must beat M, and neither C nor M2 counts."""
+    p = e("Q", "Q1", [2.0] * 8, 0)
+    m = e("L", "L1", [1.98] * 4 + [2.0] * 4, 1)
+    copy = e("C", "C1", [1.98] * 5 + [2.0] * 3, 2)
+    m2 = e("L", "L2", [x * 0.997 for x in m.losses], 5)
+    free = {s.model_sha: s for s in standings([p, m, copy, m2], CONST, 9,
+                                              temperature=0.01, units=1000)}  # fmt: skip
+    assert free["C1"].counted and free["C1"].units == 1000  # the copy's lucky cycle
+    refs = frozenset({"L1"})
+    held = {s.model_sha: s for s in standings([p, m, copy, m2], CONST, 9, temperature=0.01,
+                                              units=1000, references=refs)}  # fmt: skip
+    assert not held["C1"].counted and not held["L2"].counted and not held["L1"].counted
+    assert held["Q1"].units == 1000
+
+
+def test_a_reference_bars_nobody_after_a_later_model_that_counts() -> None:
+    """The reference L1 fails this cycle; X, committed after it, beats P and L1 and
+    counts; N beats X (5 of 8 pages) but not L1 (2 of 8). X is N's bar, not L1: a
+    reference is a bar only up to the next round whose model counts."""
+    p = e("Q", "Q1", [2.0] * 8, 0)
+    ref = e("L", "L1", [1.98] * 4 + [2.0] * 4, 1)
+    x = e("X", "X1", [2.1] * 3 + [1.95] * 5, 3)
+    n = e("N", "N1", [2.05] * 3 + [1.94] * 2 + [2.0] * 3, 5)
+    junk = e("L", "L2", [5.0] * 8, 6)
+    table = {s.model_sha: s for s in standings([p, ref, x, n, junk], CONST, 9,
+                                               temperature=0.01, units=1000,
+                                               references=frozenset({"L1"}))}  # fmt: skip
+    assert not table["L1"].counted and table["X1"].counted and table["N1"].counted
+    assert not table["L2"].counted

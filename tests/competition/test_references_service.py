@@ -189,8 +189,10 @@ def test_the_evaluator_scores_the_references_with_the_models(
     assert {r["model_sha256"] for r in scored} == {m, copy, m2}  # the reference included
 
 
-def test_the_latest_verdict_of_a_model_is_its_newest_scored_cycle(tmp_path: Path) -> None:
-    from hypertrain.challenge.competition.storage import latest_verdicts
+def test_a_model_that_counted_once_keeps_that_verdict(tmp_path: Path) -> None:
+    """The verdict split reads is whether a model ever counted: a later failure (one
+    cycle's pages) does not undo it; a model that never counted is junk."""
+    from hypertrain.challenge.competition.storage import ever_counted
     from hypertrain.challenge.database import connect
 
     conn = connect(tmp_path)
@@ -200,5 +202,7 @@ def test_the_latest_verdict_of_a_model_is_its_newest_scored_cycle(tmp_path: Path
             (cycle, counted),
         )
     conn.execute("INSERT INTO compete_results VALUES ('c', 1, 'b', 'n', 2.0, 0, 0, 0, 0, 0, 1)")
+    conn.execute("INSERT INTO compete_results VALUES ('c', 2, 'b', 'j', 5.0, 0, 0, 0, 0, 0, 0)")
+    conn.execute("INSERT INTO compete_results VALUES ('c', 3, 'b', 'j', 5.0, 0, 0, 0, 0, 0, 0)")
     conn.execute("INSERT INTO compete_results VALUES ('d', 5, 'b', 'n', 2.0, 0, 0, 0, 0, 0, 0)")
-    assert latest_verdicts(conn, "c") == {("a", "m"): False, ("b", "n"): True}
+    assert ever_counted(conn, "c") == {("a", "m"): True, ("b", "n"): True, ("b", "j"): False}

@@ -59,6 +59,7 @@ def cycle_results(
         entries, spec.epsilon, task.beacon_round,
         temperature=spec.reward.temperature, units=spec.reward.weight_units,
         winner_share=spec.reward.winner_share, baseline_loss=spec.reward.baseline_loss,
+        references=frozenset(m.model_sha256 for m in task.references),
     )  # fmt: skip
     mean = {e.model_sha: _finite_mean(e.losses) for e in entries}
     return [

@@ -116,27 +116,36 @@ def contenders(
     schedule: EpsilonSchedule,
     cycle_round: int,
     baseline_loss: float | None = None,
+    references: frozenset[str] = frozenset(),
 ) -> list[Entry]:
     """The entries that count, oldest first (SN9's filter before win rates).
 
     An entry counts when its mean page loss is below the published baseline (when
     the spec sets one) and it beats, head to head with the epsilon advantage, every
     entry counted in the newest earlier beacon round that has one (which beat the
-    rounds before in turn). Entries of one round are judged against the same earlier
-    ones, never against each other, so their order within the round changes nothing.
-    An entry that improves on no earlier model is dropped, so junk cannot dilute the
-    win rates of the models that matter.
+    rounds before in turn) and every reference (model hashes in ``references``, the
+    task's) committed after that round and before the entry's, whether or not that
+    reference counts this cycle: a reference stands for a model that once counted, and
+    one cycle's pages that favour the model before it must not let what was committed
+    behind it pass without beating it. Entries of one round are judged against the same
+    earlier ones, never against each other, so their order within the round changes
+    nothing. An entry that improves on no earlier model is dropped, so junk cannot
+    dilute the win rates of the models that matter.
     """
     kept: list[Entry] = []
     latest: list[Entry] = []  # the counted entries of the newest round that has some
     ordered = sorted(entries, key=lambda e: e.order)
+    bars = [e for e in ordered if e.model_sha in references]
     for commit_round in sorted({e.commit_round for e in ordered}):
+        since = latest[0].commit_round if latest else None
+        held = latest + [r for r in bars if (since is None or r.commit_round > since)
+                         and r.commit_round < commit_round]  # fmt: skip
         passed = [
             e
             for e in ordered
             if e.commit_round == commit_round
             and (baseline_loss is None or _mean(e.losses) < baseline_loss)
-            and all(beats(e, old, schedule, cycle_round) for old in latest)
+            and all(beats(e, old, schedule, cycle_round) for old in held)
         ]
         kept += passed
         latest = passed or latest
@@ -174,16 +183,17 @@ def standings(
     units: int,
     winner_share: float = 0.95,
     baseline_loss: float | None = None,
+    references: frozenset[str] = frozenset(),
 ) -> list[Standing]:
     """Win rate, weight and integer units of every entry, best first.
 
-    Entries that do not count (see :func:`contenders`) are listed with no weight, and
-    so are counted entries that are not their hotkey's newest counted one (see
-    :func:`earners`).
+    Entries that do not count (see :func:`contenders`, which ``references`` enter as
+    bars) are listed with no weight, and so are counted entries that are not their
+    hotkey's newest counted one (see :func:`earners`).
     """
     if not entries:
         return []
-    counted = contenders(entries, schedule, cycle_round, baseline_loss)
+    counted = contenders(entries, schedule, cycle_round, baseline_loss, references)
     paid = earners(counted)
     out: list[Standing] = []
     if paid:

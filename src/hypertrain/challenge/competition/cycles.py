@@ -76,7 +76,7 @@ def eligible(
     first_of_model: dict[str, storage.RevealedRow] = {}
     for row in rows:
         first_of_model.setdefault(row.model_sha256, row)
-    verdicts = storage.latest_verdicts(state.conn, spec.competition_id)
+    verdicts = storage.ever_counted(state.conn, spec.competition_id)
     listed = {
         sha: row for sha, row in first_of_model.items() if state.metagraph.is_registered(row.hotkey)
     }

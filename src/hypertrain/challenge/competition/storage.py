@@ -395,11 +395,10 @@ def results(conn: sqlite3.Connection, competition_id: str, number: int) -> list[
     ]
 
 
-def latest_verdicts(conn: sqlite3.Connection, cid: str) -> dict[tuple[str, str], bool]:
-    """(hotkey, model hash) -> whether it counted in the latest settled cycle that scored it."""
-    # SQLite takes a bare column of an aggregate query from the row that holds the MAX
+def ever_counted(conn: sqlite3.Connection, cid: str) -> dict[tuple[str, str], bool]:
+    """(hotkey, model hash) -> whether it counted in any settled cycle that scored it."""
     rows = conn.execute(
-        "SELECT hotkey, model_sha256, counted, MAX(cycle) FROM compete_results"
+        "SELECT hotkey, model_sha256, MAX(counted) AS counted FROM compete_results"
         " WHERE competition_id = ? GROUP BY hotkey, model_sha256",
         (cid,),
     )
