@@ -103,6 +103,10 @@ def serve_evidence(relay_url: str, key: Hotkey, round_index: int = 0) -> str:
 
 @pytest.fixture
 def three(tmp_path: Path) -> Iterator[Service]:
+    yield from three_auditors(tmp_path, audited_segments=2)
+
+
+def three_auditors(tmp_path: Path, audited_segments: int) -> Iterator[Service]:
     """Three listed auditors (a verdict's jury is the other two), the aggregator's key
     listed as such (it signs the merge, and sits on no jury), no referee."""
     auditors = (LIAR, OTHER_AUDITOR, THIRD_AUDITOR)
@@ -114,7 +118,7 @@ def three(tmp_path: Path) -> Iterator[Service]:
     )
     svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
     with _running(svc):
-        doc = manifest_doc(RUN, rate=1.0, segments=2)
+        doc = manifest_doc(RUN, rate=1.0, segments=audited_segments)
         doc["round"]["audit_window_rounds"] = 20
         doc["dispute"] = {**RULES, "referees": []}
         r = svc.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
