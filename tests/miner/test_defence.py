@@ -137,6 +137,12 @@ def _defend(
     return decision, events
 
 
+WHY = {  # what the island's check finds when the verdict is right
+    "start": "start_differs",
+    "segment": "replay_differs",
+    "update": "update_differs",
+    "unverifiable": "withheld",
+}
 # kind, bytes served, the island's recomputation agrees with its commit: the game's
 # stage once disputed (None: no dispute)
 CASES = [
@@ -172,10 +178,11 @@ def test_each_fault_bearing_verdict_gets_its_admitted_dispute_or_none(
     assert event["action"] == decision.action
     if stage is None:
         assert not disputes, f"the island disputed a {kind} verdict its own check confirms"
-        assert decision.action == "accept" and decision.reason != "refuted"
+        assert decision.action == "accept" and event["reason"] == decision.reason == WHY[kind]
         return
     [game] = [d["game"] for d in disputes]
-    assert decision.action == "dispute" and decision.dispute_id == disputes[0]["dispute_id"]
+    assert decision.action == "dispute" and decision.reason == event["reason"] == "refuted"
+    assert decision.dispute_id == disputes[0]["dispute_id"]
     assert game["stage"] == stage and game["check"] == kind
     if kind == "segment":
         assert game["segment"] == body.first_bad_leaf - 1  # type: ignore[operator]

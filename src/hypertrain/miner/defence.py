@@ -43,6 +43,19 @@ from hypertrain.trainer.errors import TrainerError
 
 Contested = Literal["start", "segment", "update", "unverifiable"]
 Action = Literal["dispute", "accept", "refused"]  # refused: refuted, the opening refused
+Reason = Literal[
+    "refuted",  # the local check refutes the verdict: disputed
+    "already_disputed",
+    "not_disputable",  # the verdict names nothing a dispute can contest
+    "no_commit",
+    "leaves_unavailable",  # neither stored checkpoints nor the relay's index prove them
+    "local_check_failed",
+    "start_differs",  # the island's own start state is not its leaf 0: the verdict is right
+    "replay_differs",
+    "update_differs",
+    "withheld",  # the island's bytes really are not at the relay
+    "opening_refused",
+]
 # What a local check may raise: each means "not refuted here", never a dispute.
 LOCAL_FAILURES = (MinerError, OSError, RelayError, ServiceError, TrainerError, VerificationError)
 
@@ -65,7 +78,8 @@ class Defence:
     check: Contested | None  # None: the verdict names nothing a dispute can contest
     segment: int | None
     action: Action
-    reason: str  # why: the local check's finding
+    reason: Reason  # why: the local check's finding
+    detail: str = ""  # what it found, for people (a missing blob, a refusal's code, an error)
     dispute_id: str | None = None
 
 
@@ -136,19 +150,21 @@ def committed_leaves(ctx: RunContext, relay: RelayClient, commit: Commit) -> lis
 
 def refutes(
     aim: Target, commit: Commit, leaves: list[bytes], relay: RelayClient, recompute: Recompute
-) -> str | None:
+) -> tuple[Reason, str] | None:
     """None when the island's local check refutes the verdict; else what it found."""
     index = commit.round
     if aim.check == "unverifiable":
-        return withheld(relay, commit, list(aim.audited))
+        missing = withheld(relay, commit, list(aim.audited))
+        return None if missing is None else ("withheld", missing)
     if aim.check == "start":
         same = recompute.start_hash(index) == leaves[0]
-        return None if same else "own start state is not leaf 0"
+        return None if same else ("start_differs", "own start state is not leaf 0")
     if aim.check == "update":
         same = recompute.update_sha256(index, leaves[-1]) == commit.update_sha256
-        return None if same else "own final state does not re-encode to the update"
+        return None if same else ("update_differs", "own final state is not the update")
     end = recompute.segment_end(index, aim.segment)
-    return None if end == leaves[aim.segment + 1] else "own replay does not reproduce"
+    same = end == leaves[aim.segment + 1]
+    return None if same else ("replay_differs", f"own replay does not reach leaf {aim.segment + 1}")
 
 
 def defend(
@@ -172,8 +188,16 @@ def defend(
         segment=decision.segment,
         action=decision.action,
         reason=decision.reason,
+        detail=decision.detail,
         dispute_id=decision.dispute_id[:16] if decision.dispute_id else None,
     )
+    if decision.reason == "refuted" and decision.dispute_id is not None:
+        reporter.event(
+            "dispute_opened",
+            round=decision.round,
+            segment=decision.segment,
+            dispute_id=decision.dispute_id[:16],
+        )
     return decision
 
 
@@ -186,29 +210,36 @@ def _decide(
     recompute: Recompute,
 ) -> Defence:
     aim = target(body, ctx.manifest.round.num_segments)
-    base = Defence(verdict_id, body.round, None, None, "accept", "no disputable segment")
     if aim is None:
-        return base
-    base = Defence(verdict_id, body.round, aim.check, aim.segment, "accept", "")
+        return Defence(verdict_id, body.round, None, None, "accept", "not_disputable")
+    base = Defence(verdict_id, body.round, aim.check, aim.segment, "accept", "refuted")
     known = _existing_dispute(ctx, key, verdict_id)
     if known is not None:
-        return replace(base, action="dispute", reason="already disputed", dispute_id=known)
+        return replace(base, action="dispute", reason="already_disputed", dispute_id=known)
     commit = _own_commit(ctx, key, body.round)
     if commit is None:
-        return replace(base, reason="no commit of this island")
+        return replace(base, reason="no_commit")
     try:
+        missing = (
+            withheld(relay, commit, list(aim.audited)) if aim.check == "unverifiable" else None
+        )
+        if missing is not None:  # checked first: without the index no leaf is proven either
+            return replace(base, reason="withheld", detail=missing)
         leaves = committed_leaves(ctx, relay, commit)
         if leaves is None:
-            return replace(base, reason="committed leaves not available")
+            return replace(base, reason="leaves_unavailable")
         finding = refutes(aim, commit, leaves, relay, recompute)
     except LOCAL_FAILURES as exc:
-        return replace(base, reason=f"local check failed: {type(exc).__name__}: {exc}"[:512])
+        failed = f"{type(exc).__name__}: {exc}"[:512]
+        return replace(base, reason="local_check_failed", detail=failed)
     if finding is not None:
-        return replace(base, reason=finding)
+        return replace(base, reason=finding[0], detail=finding[1])
     opened = open_dispute(ctx, key, verdict_id, body.round, aim.segment, leaves)
     if opened.dispute_id is None:
-        return replace(base, action="refused", reason=f"refuted; opening refused: {opened.refusal}")
-    return replace(base, action="dispute", reason="refuted", dispute_id=opened.dispute_id)
+        return replace(
+            base, action="refused", reason="opening_refused", detail=opened.refusal or ""
+        )
+    return replace(base, action="dispute", dispute_id=opened.dispute_id)
 
 
 def _own_commit(ctx: RunContext, key: Hotkey, index: int) -> Commit | None:
