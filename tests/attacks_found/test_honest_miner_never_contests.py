@@ -20,39 +20,55 @@ service and a real relay on loopback. (A ``start`` lie, ``first_bad_leaf: 0``, i
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 
 from hypertrain.api.client import ChallengeClient
+from hypertrain.evidence.index import CheckpointIndex
 from hypertrain.miner.actions import _watch_pass
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import RunContext
 from hypertrain.miner.report import Reporter
 from hypertrain.protocol.identity import Hotkey
+from hypertrain.relay.app import create_app
 from hypertrain.relay.client import RelayClient
-from tests.attacks_found.test_one_word_decides_late import _start
-from tests.challenge.disputeplay import TREE
+from hypertrain.relay.clock import BeaconClock
+from tests.challenge.disputeplay import LEAVES, TREE
 from tests.challenge.helpers import (
     AGGREGATOR,
+    FakeLedger,
+    SteppedBeacon,
     aggregator_split,
     bearer,
     commit_body,
     join_body,
+    make_settings,
+    manifest_doc,
     signed,
 )
 from tests.challenge.test_dispute_rules import RULES, THIRD_AUDITOR
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, OTHER_AUDITOR, RUN, Service
+from tests.challenge.test_disputes import (
+    AUDITOR,
+    ISLANDS,
+    OTHER_AUDITOR,
+    RUN,
+    Service,
+    _running,
+)
 from tests.relay import conftest as _relay_fixtures
 from tests.relay.conftest import Running
+from tests.relay.helpers import NOW_ROUND, Keys
+from tests.relay.helpers import make_settings as relay_settings
 
-clock, keys, serve, relay = (  # a real relay on loopback (its own test fixtures)
+clock, keys, serve = (  # a real relay on loopback (its own test fixtures)
     _relay_fixtures.clock,
     _relay_fixtures.keys,
     _relay_fixtures.serve,
-    _relay_fixtures.relay,
 )
 LIAR = AUDITOR
 HONEST = ISLANDS[0]
@@ -60,8 +76,54 @@ LIES = {"unverifiable": {"result": "unverifiable", "detail": "checkpoint withhel
 
 
 @pytest.fixture
+def relay(
+    tmp_path: Path, keys: Keys, clock: BeaconClock, serve: Callable[[FastAPI], Running]
+) -> Running:
+    """A real relay of this run on loopback (the honest island may upload to it)."""
+    return serve(create_app(relay_settings(tmp_path / "relay", keys, run_id=RUN), clock=clock))
+
+
+def serve_evidence(relay_url: str, key: Hotkey, round_index: int = 0) -> str:
+    """What an honest island serves: its checkpoint index and every checkpoint an audit may
+    select (made-up bytes ending in their leaf); returns the index's URL."""
+    blobs = [LEAVES[k] + LEAVES[k] for k in range(len(LEAVES))]
+    index = CheckpointIndex(
+        round_index,
+        tuple(leaf.hex() for leaf in LEAVES),
+        tuple(hashlib.sha256(b).hexdigest() for b in blobs),
+    )
+    expiry = NOW_ROUND + 10
+    with RelayClient(relay_url, key, RUN) as client:
+        for blob in blobs[1:]:  # segment 0 starts from the public start state
+            client.put(blob, kind="checkpoint", round=round_index, expiry_round=expiry)
+        return client.url(
+            client.put(index.to_bytes(), kind="other", round=round_index, expiry_round=expiry)
+        )
+
+
+@pytest.fixture
 def three(tmp_path: Path) -> Iterator[Service]:
-    yield from _start(tmp_path, {**RULES, "referees": []}, (LIAR, OTHER_AUDITOR, THIRD_AUDITOR))
+    yield from three_auditors(tmp_path, audited_segments=2)
+
+
+def three_auditors(tmp_path: Path, audited_segments: int) -> Iterator[Service]:
+    """Three listed auditors (a verdict's jury is the other two), the aggregator's key
+    listed as such (it signs the merge, and sits on no jury), no referee."""
+    auditors = (LIAR, OTHER_AUDITOR, THIRD_AUDITOR)
+    settings = make_settings(
+        tmp_path,
+        [k.ss58_address for k in ISLANDS],
+        worker_hotkeys=frozenset(k.ss58_address for k in (*auditors, AGGREGATOR)),
+        aggregator_hotkeys=frozenset({AGGREGATOR.ss58_address}),
+    )
+    svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
+    with _running(svc):
+        doc = manifest_doc(RUN, rate=1.0, segments=audited_segments)
+        doc["round"]["audit_window_rounds"] = 20
+        doc["dispute"] = {**RULES, "referees": []}
+        r = svc.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
+        assert r.status_code == 200, r.text
+        yield svc
 
 
 def _round_0_with_a_lie(svc: Service, relay_url: str, lie: dict[str, Any]) -> str:
@@ -73,11 +135,12 @@ def _round_0_with_a_lie(svc: Service, relay_url: str, lie: dict[str, Any]) -> st
         json={"start_model_sha256": "aa" * 32, "start_model_url": "http://relay/m0"},
     )
     assert r.status_code == 200, r.text
+    served = serve_evidence(relay_url, HONEST)
     for key in ISLANDS:
         body = {
             **commit_body(0),
             "checkpoint_root": TREE.root_hex,
-            "checkpoint_url": f"{relay_url}/blobs/{'ee' * 32}",
+            "checkpoint_url": served if key == HONEST else f"{relay_url}/blobs/{'ee' * 32}",
         }
         assert svc.post("/v1/commit", key, "commit", body).status_code == 200, body
     svc.tick(4)
@@ -110,9 +173,6 @@ def _watch_once(svc: Service, relay_url: str, key: Hotkey, state_dir: Path) -> N
 
 
 @pytest.mark.parametrize("lie", sorted(LIES))
-@pytest.mark.xfail(
-    strict=True, reason="open: watch --dispute never contests an unverifiable verdict"
-)
 def test_the_honest_miners_watch_contests_every_fault_bearing_lie(
     three: Service, relay: Running, tmp_path: Path, lie: str
 ) -> None:
@@ -128,10 +188,6 @@ def test_the_honest_miners_watch_contests_every_fault_bearing_lie(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: one liar's unverifiable, never contested by watch, faults an honest island",
-)
 def test_one_lying_auditor_among_honest_ones_cannot_fault_an_honest_island(
     three: Service, relay: Running, tmp_path: Path
 ) -> None:

@@ -29,16 +29,28 @@ def disputed_check(
     """The check a dispute of ``segment`` contests; refuses any segment but the first bad one."""
     if first_bad_leaf is None:
         raise InadmissibleError("the verdict names no differing leaf: nothing to dispute")
-    if check is None:
-        if first_bad_leaf == 0:
-            check = "start"
-        elif first_bad_leaf == num_segments and update_checked:
-            check = "update"
-        else:
-            check = "segment"
+    check = failed_check(
+        check=check,
+        first_bad_leaf=first_bad_leaf,
+        update_checked=update_checked,
+        num_segments=num_segments,
+    )
     if check == "segment" and segment != first_bad_leaf - 1:
         raise InadmissibleError(
             f"the verdict's first differing leaf is {first_bad_leaf}: only segment"
             f" {first_bad_leaf - 1} can be disputed, not {segment}"
         )
     return check
+
+
+def failed_check(
+    *, check: Check | None, first_bad_leaf: int, update_checked: bool, num_segments: int
+) -> Check:
+    """The check a mismatch verdict failed, read safely when it does not say (see above)."""
+    if check is not None:
+        return check
+    if first_bad_leaf == 0:
+        return "start"
+    if first_bad_leaf == num_segments and update_checked:
+        return "update"
+    return "segment"

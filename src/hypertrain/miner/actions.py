@@ -25,7 +25,8 @@ from hypertrain.miner.checkpoints import (
 )
 from hypertrain.miner.config import MinerConfig, config_from_args
 from hypertrain.miner.context import RunContext, load_run
-from hypertrain.miner.disputes import answer_own, contest, prune_closed
+from hypertrain.miner.defence import defend
+from hypertrain.miner.disputes import answer_own, prune_closed
 from hypertrain.miner.errors import ConfigError, MinerError
 from hypertrain.miner.hooks import HooksFor, honest
 from hypertrain.miner.island import checkpoint_path
@@ -250,12 +251,8 @@ def _watch_pass(
             reporter.event(
                 "verdict", round=body.round, result=body.result, first_bad_leaf=body.first_bad_leaf
             )
-            if (args.dispute or args.follow) and body.result == "mismatch":
-                record = {
-                    "verdict_id": verdict_id,
-                    "envelope": {"body": body.model_dump(mode="json")},
-                }
-                contest(ctx, key, record, reporter)
+            if (args.dispute or args.follow) and body.result != "match":
+                defend(ctx, key, relay, verdict_id, body, reporter)
     answer_own(ctx, key, parties, reporter)
     if args.follow:
         prune_closed(ctx, key, service.rounds(cfg.run_id), reporter, seen)

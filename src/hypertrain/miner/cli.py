@@ -59,7 +59,7 @@ def build_parser(hooks: HooksFor = honest) -> argparse.ArgumentParser:
     watch.add_argument(
         "--dispute",
         action="store_true",
-        help="dispute mismatch verdicts this island's replay refutes (--follow always does)",
+        help="dispute each fault-bearing verdict this island's own check refutes (--follow does)",
     )
     watch.set_defaults(func=functools.partial(actions.watch_cmd, hooks=hooks))
     leave = sub.add_parser(

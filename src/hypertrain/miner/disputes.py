@@ -1,17 +1,17 @@
-"""The island's side of disputes: contest a mismatch its own replay refutes, then answer.
+"""The island's side of disputes: open one, answer its game, prune what none can need.
 
-For each mismatch verdict on its own round, ``watch --follow`` replays the judged
-segment from the checkpoint it stored (the same bytes it committed) on the samples
-the round assigned it. Only when that replay reproduces its committed end leaf does
-it open a dispute, with inclusion proofs of the segment's start and end leaves; it
-then answers every query of the game from the same replay.
+Which verdicts the island disputes, and after which local check, is
+:mod:`hypertrain.miner.defence`'s. A dispute opens with inclusion proofs of the
+segment's start and end leaves (:func:`open_dispute`); the island then answers every
+query of a bisection game from its replay of the segment from the checkpoint it
+stored (the same bytes it committed), on the samples the round assigned it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundDetail, RoundSummary
@@ -60,44 +60,28 @@ def stored_leaves(ctx: RunContext, index: int, leaf_count: int) -> list[bytes]:
     return out
 
 
-def contest(
-    ctx: RunContext, key: Hotkey, verdict: dict[str, Any], reporter: Reporter
-) -> str | None:
-    """Open a dispute against ``verdict`` if this island's replay refutes it."""
-    body = verdict["envelope"]["body"]
-    index, bad = int(body["round"]), body.get("first_bad_leaf")
-    segment = int(bad) - 1 if bad else int(body["segments"][0])
-    if segment < 0 or segment not in body["segments"]:
-        reporter.event("dispute_skipped", round=index, reason="no disputable segment")
-        return None
-    commit = _own_commit(ctx, key, index)
-    leaves = stored_leaves(ctx, index, int(commit["leaf_count"]))
-    if MerkleTree.from_leaves(leaves).root_hex != commit["checkpoint_root"]:
-        reporter.event("dispute_skipped", round=index, reason="stored checkpoints are not ours")
-        return None
-    party = segment_party(ctx, key, index, segment)
-    end = party.state_hashes([party.config.checkpoint_interval])[0]
-    if end != leaves[segment + 1].hex():
-        reporter.event("dispute_skipped", round=index, reason="own replay does not reproduce")
-        return None
-    return _open(ctx, key, verdict["verdict_id"], index, segment, leaves, reporter)
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """The service's answer to an opening: the dispute's id, or the refusal's code."""
+
+    dispute_id: str | None
+    refusal: str | None = None
 
 
-def _own_commit(ctx: RunContext, key: Hotkey, index: int) -> dict[str, Any]:
-    detail = ctx.service.round_detail(ctx.manifest.run_id, index)
-    raw = next(c for c in detail.commits if c.signer == key.ss58_address)
-    return dict(raw.body)
-
-
-def _open(
+def open_dispute(
     ctx: RunContext,
     key: Hotkey,
     verdict_id: str,
     index: int,
     segment: int,
     leaves: list[bytes],
-    reporter: Reporter,
-) -> str | None:
+) -> Opened:
+    """Open a dispute of ``verdict_id`` on ``segment``, proving its start and end leaves.
+
+    The service decides from the verdict which dispute it is: a bisection game on the
+    first differing segment, or a ``recompute`` re-decision (``start``, ``update``,
+    ``unverifiable``) on any audited segment.
+    """
     tree = MerkleTree.from_leaves(leaves)
 
     def proof(i: int) -> LeafProof:
@@ -122,12 +106,8 @@ def _open(
     except ServiceError as exc:
         if exc.code not in REFUSALS:
             raise
-        reporter.event("dispute_refused", round=index, code=exc.code)
-        return None
-    reporter.event(
-        "dispute_opened", round=index, segment=segment, dispute_id=answer.dispute_id[:16]
-    )
-    return answer.dispute_id
+        return Opened(None, exc.code)
+    return Opened(answer.dispute_id)
 
 
 def answer_own(
