@@ -221,7 +221,10 @@ def _fetch_one(
 ) -> None:
     """Stream one file to ``path``: at most its size, then its hash checked."""
     digest, count = hashlib.sha256(), 0
-    with http.stream("GET", prefix + validate_sha256(file.sha256)) as resp:
+    # one connection per file: a server that closes after each answer (as many do without
+    # saying so) never meets a reused connection, so an honest model is not refused on a reset
+    url = prefix + validate_sha256(file.sha256)
+    with http.stream("GET", url, headers={"Connection": "close"}) as resp:
         if resp.status_code != 200:
             raise SubmissionError(
                 f"the model's files could not be fetched: {file.name} answered {resp.status_code}"
