@@ -75,7 +75,7 @@ def standing_verdicts(
         rule.LatePanel(p.round, p.hotkey, p.opened_beacon_round, frozenset(p.jury))
         for p in storage.late_panels(conn, run_id, index)
     ]
-    return rule.late_standing(verdicts, panels)
+    return rule.standing(verdicts, panels)
 
 
 def judged(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:

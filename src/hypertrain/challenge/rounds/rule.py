@@ -47,7 +47,12 @@ re-audited ``match`` and none agreed with it: no fault, but the round's reward i
 (never paid on one word, never burned on none). A late verdict on a missed assignment is
 *waiting* while fewer than a strict majority of that assignment's late jury judged it
 (:func:`late_standing`): it neither faults nor judges, so no first late verdict decides
-alone. A verdict is *final* once nothing can change its standing any more: its round is
+alone. A fault stands only on the jury's word (:func:`jury_standing`): where the
+auditors whose verdicts on an assignment stand disagree, a fault verdict counts only
+when a strict majority of them found a fault (or a dispute upheld it); against a strict
+majority of ``match`` it is *outvoted* (overturned by the phase's own verdicts: no
+fault), and with no majority either way it is *split* (held, as a ``held`` verdict). A
+verdict is *final* once nothing can change its standing any more: its round is
 final and no late dispute window of its own is open; a final fault is proven.
 """
 
@@ -67,7 +72,7 @@ PROBATION_HOLD: Final = 2**53 - 2
 HOLDS: Final = frozenset({PENDING_AUDIT, PROBATION_HOLD})  # holds no release round ends
 
 VerdictResult = Literal["match", "mismatch", "unverifiable"]
-Standing = Literal["stands", "overturned", "set_aside", "held", "waiting"]
+Standing = Literal["stands", "overturned", "set_aside", "held", "waiting", "outvoted", "split"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,7 @@ class StandingVerdict:
     standing: Standing
     final: bool = False  # its round is final and no late window of its own is open
     received: int = 0  # the beacon round it was received at
+    upheld: bool = False  # a dispute against it was decided for its auditor
 
     @property
     def fault(self) -> bool:
@@ -100,8 +106,8 @@ class StandingVerdict:
 
     @property
     def holds(self) -> bool:
-        """A disputed verdict no quorum decided while jurors found ``match``: hold."""
-        return self.standing == "held"
+        """No quorum decided the verdict (a dispute's, or the judges' own split): hold."""
+        return self.standing in ("held", "split")
 
     def reason(self) -> str:
         return f"{self.result} verdict {self.verdict_id} by {self.auditor}"
@@ -234,6 +240,41 @@ def late_standing(
         else v
         for v in listed
     ]
+
+
+def jury_standing(verdicts: Iterable[StandingVerdict]) -> list[StandingVerdict]:
+    """``verdicts`` with each fault verdict that no majority of its judges supports changed.
+
+    The judges of an assignment are the auditors whose verdict on it stands. A fault
+    verdict keeps standing when a dispute upheld it or when a strict majority of the
+    judges found a fault; it is ``outvoted`` (overturned by the phase's own verdicts: no
+    fault, it judged) when a strict majority found ``match``, and ``split`` (held: never
+    paid on one word, never burned on none) when no majority exists either way.
+    """
+    listed = list(verdicts)
+    votes: dict[tuple[int, str], list[StandingVerdict]] = {}
+    for v in listed:
+        if v.standing == "stands":
+            votes.setdefault((v.round, v.hotkey), []).append(v)
+    changed: dict[str, Standing] = {}
+    for judged in votes.values():
+        faults = [v for v in judged if v.result != "match"]
+        if not faults or any(v.upheld for v in faults) or 2 * len(faults) > len(judged):
+            continue
+        matches = len(judged) - len(faults)
+        new: Standing = "outvoted" if 2 * matches > len(judged) else "split"
+        changed.update(dict.fromkeys((v.verdict_id for v in faults), new))
+    return [
+        replace(v, standing=changed[v.verdict_id]) if v.verdict_id in changed else v for v in listed
+    ]
+
+
+def standing(
+    verdicts: Iterable[StandingVerdict], panels: Iterable[LatePanel]
+) -> list[StandingVerdict]:
+    """The one standing of every verdict: the stored standing, then the late panels'
+    majority (:func:`late_standing`), then the judges' majority (:func:`jury_standing`)."""
+    return jury_standing(late_standing(verdicts, panels))
 
 
 def verdict_faults(verdicts: Iterable[StandingVerdict]) -> dict[str, str]:

@@ -39,7 +39,9 @@ SELECT v.verdict_id, v.round, v.hotkey, v.auditor, v.result, v.received_beacon_r
   EXISTS (SELECT 1 FROM rounds r WHERE r.run_id = v.run_id AND r.round = v.round
           AND r.phase = 'final')
   AND NOT EXISTS (SELECT 1 FROM verdict_windows w
-                  WHERE w.verdict_id = v.verdict_id AND w.closed = 0) AS final
+                  WHERE w.verdict_id = v.verdict_id AND w.closed = 0) AS final,
+  EXISTS (SELECT 1 FROM dispute_games d
+          WHERE d.verdict_id = v.verdict_id AND d.outcome = 'upheld') AS upheld
 FROM verdicts v WHERE v.run_id = ?
 """
 
@@ -85,6 +87,7 @@ def standing_verdicts(
             cast(Standing, r["standing"]),
             bool(r["final"]),
             int(r["received_beacon_round"]),
+            bool(r["upheld"]),
         )
         for r in rows
     ]

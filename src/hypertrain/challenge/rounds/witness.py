@@ -42,7 +42,12 @@ def attest(state: ServiceState, env: Envelope) -> AttestationAnswer:
     run_id, signer = env.run_id, verified.signer
     settings = state.settings
     claims.check_role(
-        state.conn, settings.aggregator_hotkeys, run_id, signer, "witness", settings.evaluator_hotkeys
+        state.conn,
+        settings.aggregator_hotkeys,
+        run_id,
+        signer,
+        "witness",
+        settings.evaluator_hotkeys,
     )
     tape = rollbacks.current_tape(state.conn, run_id, body.round)
     if tape is None:
