@@ -128,10 +128,6 @@ def test_the_honest_miners_watch_contests_every_fault_bearing_lie(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: one liar's unverifiable, never contested by watch, faults an honest island",
-)
 def test_one_lying_auditor_among_honest_ones_cannot_fault_an_honest_island(
     three: Service, relay: Running, tmp_path: Path
 ) -> None:

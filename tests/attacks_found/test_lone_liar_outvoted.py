@@ -1,0 +1,66 @@
+"""One lying auditor among honest ones faults nobody, even when the island never disputes.
+
+docs/mechanism.md (Disputes, the honest-majority table): with 3 listed auditors "one
+dishonest auditor: nothing alone". A fault stands only on the jury's word: the liar's
+``unverifiable`` against two ``match`` verdicts is outvoted by the phase's own verdicts
+(the island is paid, no dispute needed); against one ``match`` with the third auditor
+silent no majority exists either way and the island is held (never paid on one word,
+never burned on none). Played against the real service with no island software
+running (no relay is read).
+"""
+
+from __future__ import annotations
+
+from hypertrain.challenge.rounds.rule import PENDING_AUDIT
+from tests.attacks_found.test_honest_miner_never_contests import (
+    HONEST,
+    LIES,
+    _merge_round_0,
+    _round_0_with_a_lie,
+    three,
+)
+from tests.challenge.helpers import bearer, signed
+from tests.challenge.test_dispute_rules import THIRD_AUDITOR
+from tests.challenge.test_disputes import OTHER_AUDITOR, RUN, Service
+
+__all__ = ["three"]
+RELAY = "http://relay"  # only named in the commits: no island software runs here
+
+
+def _match_all(svc: Service, auditors: tuple[object, ...]) -> None:
+    assigned = svc.client.get(
+        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
+    ).json()
+    for body in (a["body"] for a in assigned):
+        for auditor in auditors:
+            verdict = {**body, "result": "match", "update_checked": True}
+            verdict.pop("selection_beacon_round")
+            r = svc.client.post(
+                "/worker/v1/verdict",
+                headers=bearer("worker"),
+                json=signed(auditor, "verdict", verdict, RUN),  # type: ignore[arg-type]
+            )
+            assert r.status_code == 200, r.text
+
+
+def test_a_lie_outvoted_by_two_matches_faults_nothing_without_a_dispute(three: Service) -> None:
+    """Proves the two honest ``match`` verdicts outvote the liar: the island is paid."""
+    _round_0_with_a_lie(three, RELAY, LIES["unverifiable"])
+    _match_all(three, (OTHER_AUDITOR, THIRD_AUDITOR))
+    three.tick(30)  # the audit phase closes at its window
+    _merge_round_0(three)
+    assert three.client.get("/v1/disputes", params={"run_id": RUN}).json() == []
+    assert not [f for f in three.ledger.faults if f[2] == HONEST.ss58_address]
+    assert HONEST.ss58_address in three.ledger.settled[(RUN, 0)]
+    held = three.ledger.held.get((RUN, 0), {}).get(HONEST.ss58_address)
+    assert held != PENDING_AUDIT  # at most its probation holds it, never the lie
+
+
+def test_one_match_one_lie_one_silent_holds_and_never_burns(three: Service) -> None:
+    """Proves no majority either way holds the island's reward and burns nothing."""
+    _round_0_with_a_lie(three, RELAY, LIES["unverifiable"])
+    _match_all(three, (OTHER_AUDITOR,))
+    three.tick(30)  # the audit phase closes at its window
+    _merge_round_0(three)
+    assert not [f for f in three.ledger.faults if f[2] == HONEST.ss58_address]
+    assert three.ledger.held[(RUN, 0)][HONEST.ss58_address] == PENDING_AUDIT
