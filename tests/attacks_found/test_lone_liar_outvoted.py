@@ -64,3 +64,19 @@ def test_one_match_one_lie_one_silent_holds_and_never_burns(three: Service) -> N
     _merge_round_0(three)
     assert not [f for f in three.ledger.faults if f[2] == HONEST.ss58_address]
     assert three.ledger.held[(RUN, 0)][HONEST.ss58_address] == PENDING_AUDIT
+
+
+def test_a_split_keeps_the_audit_phase_open_for_the_third_auditor(three: Service) -> None:
+    """Proves the liar's word and one ``match`` do not close the audit phase early: the
+    third auditor's later ``match`` is taken and outvotes the lie."""
+    _round_0_with_a_lie(three, RELAY, LIES["unverifiable"])
+    _match_all(three, (OTHER_AUDITOR,))
+    three.tick(1)
+    phase = three.client.get(f"/v1/runs/{RUN}/rounds").json()[0]["phase"]
+    assert phase == "audit", phase
+    _match_all(three, (THIRD_AUDITOR,))
+    three.tick(30)
+    _merge_round_0(three)
+    assert not [f for f in three.ledger.faults if f[2] == HONEST.ss58_address]
+    held = three.ledger.held.get((RUN, 0), {}).get(HONEST.ss58_address)
+    assert held != PENDING_AUDIT

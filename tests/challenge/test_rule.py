@@ -21,6 +21,7 @@ from hypertrain.challenge.rounds.rule import (
     TapeVerdict,
     TapeWitnesses,
     VerdictResult,
+    agreeing,
     decide,
     earlier_faults,
     earlier_unproven,
@@ -460,3 +461,14 @@ def test_one_liar_among_honest_judges_cannot_fault_and_a_split_holds() -> None:
     outvoted, split_v = _j("a1", "mismatch", "outvoted"), _j("a1", "mismatch", "split")
     assert (outvoted.fault, outvoted.judged, outvoted.holds) == (False, True, False)
     assert (split_v.fault, split_v.judged, split_v.holds) == (False, True, True)
+
+
+def test_agreeing_counts_one_side_by_the_one_standing() -> None:
+    """A split is no agreement; an outvoted lie adds nothing; listed keys only."""
+    split = standing([_j("a1", "mismatch"), _j("a2", "match")], [])
+    assert agreeing(split, {"a1", "a2", "a3"}) == {A: 1}
+    lie = standing([_j("a1", "unverifiable"), _j("a2", "match"), _j("a3", "match")], [])
+    assert agreeing(lie, {"a1", "a2", "a3"}) == {A: 2}
+    assert agreeing(lie, {"a2"}) == {A: 1}
+    two = standing([_j("a1", "mismatch"), _j("a2", "unverifiable"), _j("a3", "match")], [])
+    assert agreeing(two, {"a1", "a2", "a3"}) == {A: 2}

@@ -277,6 +277,20 @@ def standing(
     return jury_standing(late_standing(verdicts, panels))
 
 
+def agreeing(verdicts: Iterable[StandingVerdict], keys: Iterable[str]) -> dict[str, int]:
+    """hotkey -> the most of ``keys`` whose standing verdicts on it agree (all ``match``,
+    or all a fault), by the one standing (:func:`standing`)."""
+    listed = frozenset(keys)
+    sides: dict[tuple[str, bool], set[str]] = {}
+    for v in verdicts:
+        if v.auditor in listed and (v.fault or (v.standing == "stands" and v.result == "match")):
+            sides.setdefault((v.hotkey, v.fault), set()).add(v.auditor)
+    out: dict[str, int] = {}
+    for (hotkey, _), auditors in sides.items():
+        out[hotkey] = max(out.get(hotkey, 0), len(auditors))
+    return out
+
+
 def verdict_faults(verdicts: Iterable[StandingVerdict]) -> dict[str, str]:
     """hotkey -> reason of its first standing fault verdict (by verdict id)."""
     out: dict[str, str] = {}
@@ -297,12 +311,14 @@ def unproven_audits(
 ) -> frozenset[tuple[int, str]]:
     """The (round, hotkey) audit assignments that are not proven.
 
-    Not proven: no judging verdict yet, or a standing fault that may still change
-    (disputed, or within a window). A proven fault is :func:`earlier_faults`' instead.
+    Not proven: no judging verdict yet, or a standing fault or a split that may still
+    change (disputed, or within a window). A proven fault is :func:`earlier_faults`' instead.
     """
     listed = list(verdicts)
     judged = {(v.round, v.hotkey) for v in listed if v.judged}
-    open_faults = {(v.round, v.hotkey) for v in listed if v.fault and not v.final}
+    open_faults = {
+        (v.round, v.hotkey) for v in listed if (v.fault or v.standing == "split") and not v.final
+    }
     return frozenset(a for a in assigned if a not in judged or a in open_faults)
 
 
