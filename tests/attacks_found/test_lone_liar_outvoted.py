@@ -14,6 +14,7 @@ from __future__ import annotations
 from hypertrain.challenge.rounds.rule import PENDING_AUDIT
 from tests.attacks_found.test_honest_miner_never_contests import (
     HONEST,
+    LIAR,
     LIES,
     _merge_round_0,
     _round_0_with_a_lie,
@@ -80,3 +81,30 @@ def test_a_split_keeps_the_audit_phase_open_for_the_third_auditor(three: Service
     assert not [f for f in three.ledger.faults if f[2] == HONEST.ss58_address]
     held = three.ledger.held.get((RUN, 0), {}).get(HONEST.ss58_address)
     assert held != PENDING_AUDIT
+
+
+def test_the_outvoted_liar_is_barred_by_the_one_rule(three: Service) -> None:
+    """Proves an outvoted ``unverifiable`` counts against its auditor: two timely ``match``
+    verdicts of its jury bar it (its later verdicts are refused ``faulty_auditor``); one
+    ``match`` alone bars nobody."""
+    _round_0_with_a_lie(three, RELAY, LIES["unverifiable"])
+    _match_all(three, (OTHER_AUDITOR,))
+    assert not _barred(three)  # a split: no majority, no barring
+    _match_all(three, (THIRD_AUDITOR,))
+    assert _barred(three)
+
+
+def _barred(svc: Service) -> bool:
+    """The liar posts again on the same audit: ``duplicate`` while it counts, else barred."""
+    assigned = svc.client.get(
+        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
+    ).json()
+    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == HONEST.ss58_address)
+    verdict = {**mine, "result": "match", "update_checked": True}
+    verdict.pop("selection_beacon_round")
+    r = svc.client.post(
+        "/worker/v1/verdict", headers=bearer("worker"), json=signed(LIAR, "verdict", verdict, RUN)
+    )
+    code = r.json().get("error")
+    assert code in ("duplicate", "faulty_auditor"), r.text
+    return bool(code == "faulty_auditor")
