@@ -11,6 +11,7 @@ running (no relay is read).
 
 from __future__ import annotations
 
+from hypertrain.challenge.rounds import facts
 from hypertrain.challenge.rounds.rule import PENDING_AUDIT
 from tests.attacks_found.test_honest_miner_never_contests import (
     HONEST,
@@ -28,11 +29,11 @@ __all__ = ["three"]
 RELAY = "http://relay"  # only named in the commits: no island software runs here
 
 
-def _match_all(svc: Service, auditors: tuple[object, ...]) -> None:
+def _match_all(svc: Service, auditors: tuple[object, ...], only: str | None = None) -> None:
     assigned = svc.client.get(
         f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
     ).json()
-    for body in (a["body"] for a in assigned):
+    for body in (a["body"] for a in assigned if only in (None, a["body"]["hotkey"])):
         for auditor in auditors:
             verdict = {**body, "result": "match", "update_checked": True}
             verdict.pop("selection_beacon_round")
@@ -108,3 +109,20 @@ def _barred(svc: Service) -> bool:
     code = r.json().get("error")
     assert code in ("duplicate", "faulty_auditor"), r.text
     return bool(code == "faulty_auditor")
+
+
+def test_a_split_settled_held_is_decided_by_the_third_auditors_late_verdict(
+    three: Service,
+) -> None:
+    """Proves a split round's hold ends when the absent auditor's late ``match`` makes
+    the majority (its juror's earlier verdicts count towards the late quorum)."""
+    _round_0_with_a_lie(three, RELAY, LIES["unverifiable"])
+    _match_all(three, (OTHER_AUDITOR,))
+    three.tick(30)
+    _merge_round_0(three)
+    assert three.ledger.held[(RUN, 0)][HONEST.ss58_address] == PENDING_AUDIT
+    _match_all(three, (THIRD_AUDITOR,), HONEST.ss58_address)  # late: the round is final
+    assert not [f for f in three.ledger.faults if f[2] == HONEST.ss58_address]
+    conn = three.client.app.state.service.conn  # type: ignore[attr-defined]
+    held = facts.round_outcome(conn, RUN, 0).held.get(HONEST.ss58_address)
+    assert held != PENDING_AUDIT  # only its probation holds it now

@@ -89,6 +89,14 @@ def unjudged(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str
     return rule.unjudged(assigned, standing_verdicts(conn, run_id, index))
 
 
+def undecided(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
+    """The round's assigned hotkeys no majority decided yet: unjudged, or split."""
+    split = frozenset(
+        v.hotkey for v in standing_verdicts(conn, run_id, index) if v.standing == "split"
+    )
+    return unjudged(conn, run_id, index) | split
+
+
 def parse_tape(body: str) -> MergeTape:
     """A stored merge-tape body as its model (it validated when it was accepted)."""
     try:

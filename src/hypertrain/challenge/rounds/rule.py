@@ -215,6 +215,9 @@ class LatePanel:
         """A strict majority of the jury (one verdict where no auditor set is known)."""
         return len(self.jury) // 2 + 1
 
+    def on(self, v: StandingVerdict) -> bool:
+        return (v.round, v.hotkey) == (self.round, self.hotkey)
+
     def late(self, v: StandingVerdict) -> bool:
         return (v.round, v.hotkey) == (self.round, self.hotkey) and v.received >= self.opened
 
@@ -225,12 +228,13 @@ def late_standing(
     """``verdicts`` with each late verdict of a panel short of its quorum ``waiting``.
 
     A panel's late verdicts count once verdicts from a strict majority of its jury stand
-    (an empty jury, no auditor set known: one verdict); until then they judge nothing.
+    (an empty jury, no auditor set known: one verdict); until then they judge nothing. A
+    juror's verdict from before the panel opened (a split assignment's) is one of them.
     """
     listed, panel_list = list(verdicts), list(panels)
     short: set[tuple[int, str]] = set()
-    for p in panel_list:
-        votes = {v.auditor for v in listed if p.late(v) and v.standing == "stands"}
+    for p in panel_list:  # its jurors' standing verdicts from before it opened count too
+        votes = {v.auditor for v in listed if p.on(v) and v.standing == "stands"}
         if len(votes & p.jury if p.jury else votes) < p.quorum:
             short.add((p.round, p.hotkey))
     waiting = [p for p in panel_list if (p.round, p.hotkey) in short]
