@@ -121,8 +121,11 @@ def test_a_split_settled_held_is_decided_by_the_third_auditors_late_verdict(
     three.tick(30)
     _merge_round_0(three)
     assert three.ledger.held[(RUN, 0)][HONEST.ss58_address] == PENDING_AUDIT
+    listed = three.client.get(f"/v1/runs/{RUN}/reassigned").json()
+    assert [q["hotkey"] for q in listed] == [HONEST.ss58_address]  # the third is asked
     _match_all(three, (THIRD_AUDITOR,), HONEST.ss58_address)  # late: the round is final
     assert not [f for f in three.ledger.faults if f[2] == HONEST.ss58_address]
     conn = three.client.app.state.service.conn  # type: ignore[attr-defined]
     held = facts.round_outcome(conn, RUN, 0).held.get(HONEST.ss58_address)
     assert held != PENDING_AUDIT  # only its probation holds it now
+    assert three.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
