@@ -78,8 +78,10 @@ def round_summaries(state: ServiceState, run_id: str) -> list[RoundSummary]:
 
 
 def _verdict_counts(verdicts: list[StandingVerdict]) -> dict[int, VerdictCounts]:
-    """round -> counts: ``match`` judged and not at fault, ``mismatch`` standing faults."""
-    match: Counter[int] = Counter(v.round for v in verdicts if v.judged and not v.fault)
+    """round -> counts: ``match`` judged and not at fault (an overturned or outvoted fault
+    included; a held or split one is neither), ``mismatch`` standing faults."""
+    passes = [v for v in verdicts if v.judged and not v.fault and not v.holds]
+    match: Counter[int] = Counter(v.round for v in passes)
     mismatch: Counter[int] = Counter(v.round for v in verdicts if v.fault)
     return {
         index: VerdictCounts(match=match[index], mismatch=mismatch[index])
