@@ -7,7 +7,8 @@ tested as a table of cases and every view that publishes a fault derives it from
 same call (:mod:`hypertrain.challenge.rounds.facts`). For each commit:
 
 * **faulted** when a standing verdict for it is not ``match`` (``mismatch``,
-  ``unverifiable``): a fault is proven by a verdict, which its island can dispute, never
+  ``unverifiable``) and the judges' majority supports it (:func:`jury_standing`): a
+  fault is proven by a verdict, which its island can dispute, never
   by the merge tape's word (a tape exclusion, ``missing_blob`` or ``malformed`` included,
   only leaves the island unpaid for the round: neither the aggregator nor a relay that
   lost a blob can burn an island's escrow);
