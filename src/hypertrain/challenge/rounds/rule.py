@@ -88,7 +88,7 @@ class StandingVerdict:
     standing: Standing
     final: bool = False  # its round is final and no late window of its own is open
     received: int = 0  # the beacon round it was received at
-    upheld: bool = False  # a dispute against it was decided for its auditor
+    upheld: bool = False  # a referee or a re-audit quorum upheld it in a dispute
 
     @property
     def fault(self) -> bool:
@@ -251,7 +251,8 @@ def jury_standing(verdicts: Iterable[StandingVerdict]) -> list[StandingVerdict]:
     """``verdicts`` with each fault verdict that no majority of its judges supports changed.
 
     The judges of an assignment are the auditors whose verdict on it stands. A fault
-    verdict keeps standing when a dispute upheld it or when a strict majority of the
+    verdict keeps standing when a referee or a quorum of re-audits upheld it in a dispute
+    (a dispute lost at a deadline is no such word) or when a strict majority of the
     judges found a fault; it is ``outvoted`` (overturned by the phase's own verdicts: no
     fault, it judged) when a strict majority found ``match``, and ``split`` (held: never
     paid on one word, never burned on none) when no majority exists either way.
