@@ -11,8 +11,14 @@ running (no relay is read).
 
 from __future__ import annotations
 
+import pytest
+
 from hypertrain.challenge.rounds import facts
 from hypertrain.challenge.rounds.rule import PENDING_AUDIT
+from hypertrain.dispute import store
+from hypertrain.dispute.game import Rules, decide
+from hypertrain.dispute.narrowing import Actor
+from hypertrain.dispute.resolution import open_recompute
 from tests.attacks_found.test_honest_miner_never_contests import (
     HONEST,
     LIAR,
@@ -129,3 +135,21 @@ def test_a_split_settled_held_is_decided_by_the_third_auditors_late_verdict(
     held = facts.round_outcome(conn, RUN, 0).held.get(HONEST.ss58_address)
     assert held != PENDING_AUDIT  # only its probation holds it now
     assert three.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
+
+
+@pytest.mark.parametrize(("actor", "standing"), [("deadline", "outvoted"), ("referee", "stands")])
+def test_only_a_referees_or_quorums_upheld_dispute_outweighs_the_judges(
+    three: Service, actor: Actor, standing: str
+) -> None:
+    """Proves a dispute the island lost at a deadline (no referee to rule) leaves the
+    judges' majority to decide, while a referee's upholding keeps the fault standing."""
+    lie = _round_0_with_a_lie(three, RELAY, LIES["unverifiable"])
+    _match_all(three, (OTHER_AUDITOR, THIRD_AUDITOR), HONEST.ss58_address)
+    conn = three.client.app.state.service.conn  # type: ignore[attr-defined]
+    game = open_recompute(
+        dispute_id="d" * 64, run_id=RUN, round=0, segment=0, island=HONEST.ss58_address,
+        auditor=LIAR.ss58_address, check="unverifiable", rules=Rules(), now=0,
+    )  # fmt: skip
+    store.insert_game(conn, decide(game, "upheld", "lost", 1, actor), lie, 0, 0)
+    got = [v.standing for v in facts.standing_verdicts(conn, RUN, 0) if v.verdict_id == lie]
+    assert got == [standing]
