@@ -37,22 +37,24 @@ def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
         for x in store.set_aside_verdicts(state.conn, run_id)
         if (envelope := _still_waiting(state.conn, run_id, x)) is not None
     ]
-    return (
-        set_aside
-        + [
-            ReassignedAudit(
-                round=a.round,
-                hotkey=a.hotkey,
-                auditor="",
-                verdict_id="",
-                dispute_id="",
-                missed=True,
-                assignment=Envelope.model_validate(loads(a.envelope)),
-            )
-            for a in rounds_storage.unjudged_audits(state.conn, run_id, state.due_round())
-            if a.hotkey in facts.unjudged(state.conn, run_id, a.round)
-        ]
-        + _splits(state, run_id)
+    missed = [
+        _missed(a.round, a.hotkey, a.envelope)
+        for a in rounds_storage.unjudged_audits(state.conn, run_id, state.due_round())
+        if a.hotkey in facts.unjudged(state.conn, run_id, a.round)
+    ]
+    return set_aside + missed + _splits(state, run_id)
+
+
+def _missed(index: int, hotkey: str, envelope: str) -> ReassignedAudit:
+    """A listed assignment no verdict decided (missed, or split)."""
+    return ReassignedAudit(
+        round=index,
+        hotkey=hotkey,
+        auditor="",
+        verdict_id="",
+        dispute_id="",
+        missed=True,
+        assignment=Envelope.model_validate(loads(envelope)),
     )
 
 
@@ -69,17 +71,7 @@ def _splits(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
         if row is None or row.phase not in ("merge", "settle", "final") or envelope is None:
             continue
         if panel is None or now <= panel.close_round:
-            out.append(
-                ReassignedAudit(
-                    round=index,
-                    hotkey=hotkey,
-                    auditor="",
-                    verdict_id="",
-                    dispute_id="",
-                    missed=True,
-                    assignment=Envelope.model_validate(loads(envelope)),
-                )
-            )
+            out.append(_missed(index, hotkey, envelope))
     return out
 
 
