@@ -126,7 +126,11 @@ def three_auditors(tmp_path: Path, audited_segments: int) -> Iterator[Service]:
         yield svc
 
 
-def _round_0_with_a_lie(svc: Service, relay_url: str, lie: dict[str, Any]) -> str:
+def _round_0_with_a_lie(
+    svc: Service, relay_url: str, lie: dict[str, Any], *, serve: bool = True
+) -> str:
+    """Round 0 committed (the honest island's evidence at the relay unless ``serve`` is
+    false: then no relay runs) and the liar's verdict on the honest island posted."""
     for key in ISLANDS:
         assert svc.post("/v1/join", key, "join", join_body()).status_code == 200
     r = svc.client.post(
@@ -135,7 +139,7 @@ def _round_0_with_a_lie(svc: Service, relay_url: str, lie: dict[str, Any]) -> st
         json={"start_model_sha256": "aa" * 32, "start_model_url": "http://relay/m0"},
     )
     assert r.status_code == 200, r.text
-    served = serve_evidence(relay_url, HONEST)
+    served = serve_evidence(relay_url, HONEST) if serve else f"{relay_url}/blobs/{'ee' * 32}"
     for key in ISLANDS:
         body = {
             **commit_body(0),

@@ -21,12 +21,15 @@ from hypertrain.challenge.rounds.rule import (
     TapeVerdict,
     TapeWitnesses,
     VerdictResult,
+    agreeing,
     chain_step,
     decide,
     earlier_faults,
     earlier_unproven,
+    jury_standing,
     late_standing,
     probation_holds,
+    standing,
     tape_status,
 )
 from hypertrain.protocol.messages import MergeTape
@@ -115,6 +118,14 @@ CASES: list[tuple[str, dict[str, Any], Outcome]] = [
     ("an earlier hold of an island this round did not pay holds nothing",
      {"tape": _tape([B]), "earlier": [A]},
      Outcome({B: 20}, unpaid={A: "not included in the merge"})),
+    ("a fault outvoted by the judges' majority of match is no fault, the island is paid",
+     {"tape": _tape([A, B]), "assigned": [A],
+      "verdicts": [_v(A, "unverifiable", "outvoted", "v1"), _v(A, "match", "stands", "v2")]},
+     Outcome({A: 10, B: 20})),
+    ("a split (no majority either way) is no fault but holds the reward",
+     {"tape": _tape([A, B]), "assigned": [A],
+      "verdicts": [_v(A, "mismatch", "split", "v1"), _v(A, "match", "stands", "v2")]},
+     Outcome({A: 10, B: 20}, held={A: PENDING_AUDIT})),
     ("a held dispute (no quorum, only matches) is no fault but holds the reward",
      {"tape": _tape([B], {A: "audit_mismatch"}), "assigned": [A],
       "verdicts": [_v(A, "unverifiable", "held", "v1"), _v(A, "match", "stands", "v2")]},
@@ -417,3 +428,81 @@ def test_chain_step(
     case: str, verdict: TapeVerdict, has_tape: bool, now: int, expected: str
 ) -> None:
     assert chain_step(verdict, has_tape, now, wait_until=20) == expected, case
+
+
+def _j(auditor: str, result: VerdictResult, standing: Standing = "stands",
+       upheld: bool = False, hotkey: str = A) -> StandingVerdict:  # fmt: skip
+    vid = f"{hotkey}-{auditor}"
+    return StandingVerdict(vid, 0, hotkey, auditor, result, standing, upheld=upheld)
+
+
+JURY_CASES: list[tuple[str, list[StandingVerdict], list[Standing]]] = [
+    (
+        "one liar against two matches is outvoted",
+        [_j("a1", "unverifiable"), _j("a2", "match"), _j("a3", "match")],
+        ["outvoted", "stands", "stands"],
+    ),
+    (
+        "two faults against one match stand (the honest-majority assumption)",
+        [_j("a1", "mismatch"), _j("a2", "unverifiable"), _j("a3", "match")],
+        ["stands", "stands", "stands"],
+    ),
+    (
+        "one match, one mismatch, one silent: split (held)",
+        [_j("a1", "mismatch"), _j("a2", "match")],
+        ["split", "stands"],
+    ),
+    ("a lone fault verdict stands (its dispute decides)", [_j("a1", "mismatch")], ["stands"]),
+    (
+        "a fault a dispute upheld stands against any count",
+        [_j("a1", "mismatch", upheld=True), _j("a2", "match"), _j("a3", "match")],
+        ["stands", "stands", "stands"],
+    ),
+    (
+        "set-aside and waiting verdicts are no judges",
+        [_j("a1", "mismatch"), _j("a2", "match", "set_aside"), _j("a3", "match", "waiting")],
+        ["stands", "set_aside", "waiting"],
+    ),
+    (
+        "an overturned fault is no judge of the rest",
+        [_j("a1", "mismatch", "overturned"), _j("a2", "mismatch"), _j("a3", "match")],
+        ["overturned", "split", "stands"],
+    ),
+    (
+        "each island is counted apart",
+        [_j("a1", "mismatch"), _j("a2", "match", hotkey=B), _j("a3", "match", hotkey=B)],
+        ["stands", "stands", "stands"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "verdicts", "expected"), JURY_CASES,
+                         ids=[c[0] for c in JURY_CASES])  # fmt: skip
+def test_jury_standing(
+    case: str, verdicts: list[StandingVerdict], expected: list[Standing]
+) -> None:
+    assert [v.standing for v in jury_standing(verdicts)] == expected, case
+
+
+def test_one_liar_among_honest_judges_cannot_fault_and_a_split_holds() -> None:
+    """The one standing (late panels, then the judges' majority) decides settlement."""
+    lie = [_j("a1", "unverifiable"), _j("a2", "match"), _j("a3", "match")]
+    assert decide(COMMITS, _tape([A, B]), standing(lie, []), [A]) == Outcome({A: 10, B: 20})
+    split = [_j("a1", "mismatch"), _j("a2", "match")]
+    assert decide(COMMITS, _tape([A, B]), standing(split, []), [A]) == Outcome(
+        {A: 10, B: 20}, held={A: PENDING_AUDIT}
+    )
+    outvoted, split_v = _j("a1", "mismatch", "outvoted"), _j("a1", "mismatch", "split")
+    assert (outvoted.fault, outvoted.judged, outvoted.holds) == (False, True, False)
+    assert (split_v.fault, split_v.judged, split_v.holds) == (False, True, True)
+
+
+def test_agreeing_counts_one_side_by_the_one_standing() -> None:
+    """A split is no agreement; an outvoted lie adds nothing; listed keys only."""
+    split = standing([_j("a1", "mismatch"), _j("a2", "match")], [])
+    assert agreeing(split, {"a1", "a2", "a3"}) == {A: 1}
+    lie = standing([_j("a1", "unverifiable"), _j("a2", "match"), _j("a3", "match")], [])
+    assert agreeing(lie, {"a1", "a2", "a3"}) == {A: 2}
+    assert agreeing(lie, {"a2"}) == {A: 1}
+    two = standing([_j("a1", "mismatch"), _j("a2", "unverifiable"), _j("a3", "match")], [])
+    assert agreeing(two, {"a1", "a2", "a3"}) == {A: 2}

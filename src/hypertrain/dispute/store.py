@@ -313,6 +313,38 @@ def mark_faulty(
     reassign_verdicts(conn, game, now, unfinal)
 
 
+@dataclass(frozen=True, slots=True)
+class OutvotedVerdict:
+    """A fault verdict the judges' majority of ``match`` outvoted."""
+
+    run_id: str
+    round: int
+    auditor: str
+    verdict_id: str
+
+
+def bar_outvoted(
+    conn: sqlite3.Connection,
+    outvoted: OutvotedVerdict,
+    now: int,
+    unfinal: Sequence[JudgedVerdict],
+) -> None:
+    """The judges' majority outvoted a verdict and meets the barring rule: bar its
+    auditor (the cause is ``outvoted-<verdict id>``, no dispute) and set aside its other
+    verdicts ``unfinal`` (the outvoted one keeps its standing)."""
+    cause = f"outvoted-{outvoted.verdict_id}"
+    conn.execute(
+        "INSERT OR IGNORE INTO faulty_auditors VALUES (?, ?, ?, ?)",
+        (outvoted.run_id, outvoted.auditor, outvoted.round, cause),
+    )
+    for v in unfinal:
+        if v.verdict_id != outvoted.verdict_id:
+            conn.execute(
+                "INSERT OR IGNORE INTO reassigned_verdicts VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (v.verdict_id, v.run_id, v.round, v.hotkey, v.auditor, cause, now),
+            )
+
+
 def games_on(conn: sqlite3.Connection, run_id: str, round: int, hotkey: str) -> list[Game]:
     """Every dispute of one island's round."""
     return [

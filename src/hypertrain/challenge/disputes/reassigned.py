@@ -4,7 +4,8 @@ A verdict stops counting when a dispute sets it aside (a ``recompute`` game, a l
 bisection game) or its auditor is found faulty; its assignment is listed until
 another auditor's counting verdict arrives (a ``recompute`` game keeps it listed
 until its quorum is reached). An assignment no verdict judged by the end of the audit
-phase is listed as missed: its island's reward is held until one comes.
+phase is listed as missed: its island's reward is held until one comes; so is a split one
+(its judges hold no majority either way) while it takes late verdicts.
 """
 
 from __future__ import annotations
@@ -36,19 +37,42 @@ def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
         for x in store.set_aside_verdicts(state.conn, run_id)
         if (envelope := _still_waiting(state.conn, run_id, x)) is not None
     ]
-    return set_aside + [
-        ReassignedAudit(
-            round=a.round,
-            hotkey=a.hotkey,
-            auditor="",
-            verdict_id="",
-            dispute_id="",
-            missed=True,
-            assignment=Envelope.model_validate(loads(a.envelope)),
-        )
+    missed = [
+        _missed(a.round, a.hotkey, a.envelope)
         for a in rounds_storage.unjudged_audits(state.conn, run_id, state.due_round())
         if a.hotkey in facts.unjudged(state.conn, run_id, a.round)
     ]
+    return set_aside + missed + _splits(state, run_id)
+
+
+def _missed(index: int, hotkey: str, envelope: str) -> ReassignedAudit:
+    """A listed assignment no verdict decided (missed, or split)."""
+    return ReassignedAudit(
+        round=index,
+        hotkey=hotkey,
+        auditor="",
+        verdict_id="",
+        dispute_id="",
+        missed=True,
+        assignment=Envelope.model_validate(loads(envelope)),
+    )
+
+
+def _splits(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
+    """Split assignments past their audit phase (no majority either way) that still take
+    late verdicts: listed as missed, so the auditors that did not judge them do."""
+    conn, now, out = state.conn, state.due_round(), []
+    split = sorted({(v.round, v.hotkey) for v in facts.standing_verdicts(conn, run_id)
+                    if v.standing == "split"})  # fmt: skip
+    for index, hotkey in split:
+        row = rounds_storage.round_record(conn, run_id, index)
+        panel = rounds_storage.late_panel(conn, run_id, index, hotkey)
+        envelope = rounds_storage.assignment_envelope(conn, run_id, index, hotkey)
+        if row is None or row.phase not in ("merge", "settle", "final") or envelope is None:
+            continue
+        if panel is None or now <= panel.close_round:
+            out.append(_missed(index, hotkey, envelope))
+    return out
 
 
 def _still_waiting(conn: sqlite3.Connection, run_id: str, x: store.SetAside) -> str | None:

@@ -10,7 +10,7 @@ was upheld, so a late verdict never faults before the island could contest it.
 
 from __future__ import annotations
 
-from hypertrain.challenge.rounds import rollbacks
+from hypertrain.challenge.rounds import facts, rollbacks
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.rounds.storage import VerdictRecord
 from hypertrain.challenge.state import ServiceState
@@ -66,7 +66,7 @@ def close_windows(state: ServiceState, now: int) -> int:
         if row.disputed and row.outcome is None:
             continue  # the dispute is undecided: it holds the window
         with transaction(state.conn):
-            faults = row.outcome != "overturned" and not row.set_aside
+            faults = _still_a_fault(state, row.run_id, row.round, row.verdict_id)
             if row.books_fault and faults:
                 reason = f"late {row.result} verdict {row.verdict_id}"
                 rollbacks.book_fault(
@@ -80,3 +80,10 @@ def close_windows(state: ServiceState, now: int) -> int:
             store.close_window(state.conn, row.verdict_id)
         closed += 1
     return closed
+
+
+def _still_a_fault(state: ServiceState, run_id: str, index: int, verdict_id: str) -> bool:
+    """Whether the verdict is a fault by its one standing (not overturned, set aside,
+    outvoted by the judges' majority nor split: :func:`facts.standing_verdicts`)."""
+    verdicts = facts.standing_verdicts(state.conn, run_id, index)
+    return any(v.verdict_id == verdict_id and v.fault for v in verdicts)

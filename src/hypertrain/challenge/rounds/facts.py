@@ -75,7 +75,7 @@ def standing_verdicts(
         rule.LatePanel(p.round, p.hotkey, p.opened_beacon_round, frozenset(p.jury))
         for p in storage.late_panels(conn, run_id, index)
     ]
-    return rule.late_standing(verdicts, panels)
+    return rule.standing(verdicts, panels)
 
 
 def judged(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
@@ -87,6 +87,14 @@ def unjudged(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str
     """The round's assigned hotkeys still waiting for a judging verdict."""
     assigned = verdict_storage.assigned(conn, run_id, index)
     return rule.unjudged(assigned, standing_verdicts(conn, run_id, index))
+
+
+def undecided(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
+    """The round's assigned hotkeys no majority decided yet: unjudged, or split."""
+    split = frozenset(
+        v.hotkey for v in standing_verdicts(conn, run_id, index) if v.standing == "split"
+    )
+    return unjudged(conn, run_id, index) | split
 
 
 def parse_tape(body: str) -> MergeTape:

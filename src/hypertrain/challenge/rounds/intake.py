@@ -22,7 +22,7 @@ from hypertrain.api.models import (
 from hypertrain.challenge.admission import challenge
 from hypertrain.challenge.admission.leave import next_round, refuse_rejoin
 from hypertrain.challenge.admission.rules import check_join
-from hypertrain.challenge.disputes import games
+from hypertrain.challenge.disputes import games, outvoted
 from hypertrain.challenge.errors import (
     ChallengeError,
     ConflictError,
@@ -275,6 +275,8 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
         ) from None
     state.count(f"verdicts_{body.result}")
     games.on_verdict(state, run_id, body.round, body.hotkey, verified.signer, body.result)
+    with transaction(state.conn):  # a lie the judges' majority outvoted counts against it
+        outvoted.bar_outvoted(state, run_id, body.round, body.hotkey, now)
     return VerdictAnswer(accepted=True, verdict_id=verdict_id)
 
 

@@ -6,6 +6,8 @@ panel* (:func:`admit`), which fixes the jury (the run's auditors less the island
 auditors whose verdicts on it were set aside,
 :func:`~hypertrain.challenge.rounds.jury.jury`) and a window of
 ``round.audit_window_rounds`` beacon rounds in which every juror may post its verdict.
+A split assignment (its judges' verdicts hold no majority either way,
+:func:`~hypertrain.challenge.rounds.rule.jury_standing`) takes late verdicts the same way.
 The late verdicts count only once a strict majority of that jury judged it
 (:func:`~hypertrain.challenge.rounds.rule.late_standing`); until then the island is held,
 and a window that closes short of the majority leaves it held (fail closed, never paid
@@ -31,7 +33,7 @@ def accepts(state: ServiceState, run_id: str, index: int, hotkey: str, signer: s
     conn, now = state.conn, state.due_round()
     if any(g.stage == "recompute" for g in store.games_on(conn, run_id, index, hotkey)):
         return True  # the dispute's quorum is gathered within its own bound
-    if hotkey not in facts.unjudged(conn, run_id, index):
+    if hotkey not in facts.undecided(conn, run_id, index):
         return False
     panel = storage.late_panel(conn, run_id, index, hotkey)
     if panel is None:
@@ -77,8 +79,8 @@ def decided(state: ServiceState, run_id: str, index: int, hotkey: str, final: bo
     conn = state.conn
     if final:  # with no epoch to book at, refuse it (the auditor posts it again)
         state.epoch_now("book a late verdict")
-    if hotkey in facts.unjudged(conn, run_id, index):
-        return  # still short of the late majority: the island stays held
+    if hotkey in facts.undecided(conn, run_id, index):
+        return  # still short of the late majority, or split: the island stays held
     counted = [
         v
         for v in facts.standing_verdicts(conn, run_id, index)

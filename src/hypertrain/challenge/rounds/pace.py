@@ -4,7 +4,8 @@ A round's commit phase closes at the first of two beacon rounds: its commit
 deadline, or the beacon round at which the last rostered island committed. The
 audit selection is still the first beacon round strictly after the close, so no
 committer could have known it when it committed. An audit phase closes when every
-assignment has verdicts from a majority of the listed auditors, or its window ends.
+assignment has agreeing verdicts from a strict majority of the listed auditors (all
+``match``, or all a fault: a split keeps the phase open for the rest), or its window ends.
 Both answers are recomputed from the database, so a restarted service reaches the same
 beacon rounds.
 
@@ -14,7 +15,7 @@ may last, and the dispute deadline stays where selection fixed it.
 
 from __future__ import annotations
 
-from hypertrain.challenge.rounds import facts, jury, storage
+from hypertrain.challenge.rounds import facts, jury, rule, storage
 from hypertrain.challenge.state import ServiceState
 
 
@@ -36,12 +37,14 @@ def commit_close_round(state: ServiceState, row: storage.OpenRound, now: int) ->
 
 
 def audits_done(state: ServiceState, run_id: str, index: int) -> bool:
-    """True when every audit assignment of a round is judged by a majority of the auditors.
+    """True when every audit assignment of a round is judged by an agreeing majority.
 
     Each assignment needs a verdict that counts (one set aside because its auditor was
-    found faulty does not) and verdicts from a strict majority of the run's auditors
-    (:func:`~hypertrain.challenge.rounds.jury.auditors`), so the first answer never shuts
-    out a contrary one: with an honest majority, that majority holds an honest verdict.
+    found faulty does not) and agreeing verdicts (all ``match``, or all a fault, by the
+    one standing) from a strict majority of the run's auditors
+    (:func:`~hypertrain.challenge.rounds.jury.auditors`), so neither the first answer nor
+    a contrary one shuts out the rest: with an honest majority, that majority holds an
+    honest verdict and outvotes a liar before the phase closes.
     With no auditor known, the phase runs until its window ends.
     """
     listed = set(jury.auditors(state, run_id))
@@ -49,4 +52,5 @@ def audits_done(state: ServiceState, run_id: str, index: int) -> bool:
         return False
     judges = storage.judges_of(state.conn, run_id, index)
     need = jury.quorum(len(listed))
-    return all(len(keys & listed) >= need for keys in judges.values())
+    agree = rule.agreeing(facts.standing_verdicts(state.conn, run_id, index), listed)
+    return all(agree.get(h, 0) >= need for h in judges)

@@ -7,7 +7,8 @@ tested as a table of cases and every view that publishes a fault derives it from
 same call (:mod:`hypertrain.challenge.rounds.facts`). For each commit:
 
 * **faulted** when a standing verdict for it is not ``match`` (``mismatch``,
-  ``unverifiable``): a fault is proven by a verdict, which its island can dispute, never
+  ``unverifiable``) and the judges' majority supports it (:func:`jury_standing`): a
+  fault is proven by a verdict, which its island can dispute, never
   by the merge tape's word (a tape exclusion, ``missing_blob`` or ``malformed`` included,
   only leaves the island unpaid for the round: neither the aggregator nor a relay that
   lost a blob can burn an island's escrow);
@@ -47,7 +48,12 @@ re-audited ``match`` and none agreed with it: no fault, but the round's reward i
 (never paid on one word, never burned on none). A late verdict on a missed assignment is
 *waiting* while fewer than a strict majority of that assignment's late jury judged it
 (:func:`late_standing`): it neither faults nor judges, so no first late verdict decides
-alone. A verdict is *final* once nothing can change its standing any more: its round is
+alone. A fault stands only on the jury's word (:func:`jury_standing`): where the
+auditors whose verdicts on an assignment stand disagree, a fault verdict counts only
+when a strict majority of them found a fault (or a dispute upheld it); against a strict
+majority of ``match`` it is *outvoted* (overturned by the phase's own verdicts: no
+fault), and with no majority either way it is *split* (held, as a ``held`` verdict). A
+verdict is *final* once nothing can change its standing any more: its round is
 final and no late dispute window of its own is open; a final fault is proven.
 """
 
@@ -67,7 +73,7 @@ PROBATION_HOLD: Final = 2**53 - 2
 HOLDS: Final = frozenset({PENDING_AUDIT, PROBATION_HOLD})  # holds no release round ends
 
 VerdictResult = Literal["match", "mismatch", "unverifiable"]
-Standing = Literal["stands", "overturned", "set_aside", "held", "waiting"]
+Standing = Literal["stands", "overturned", "set_aside", "held", "waiting", "outvoted", "split"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +88,7 @@ class StandingVerdict:
     standing: Standing
     final: bool = False  # its round is final and no late window of its own is open
     received: int = 0  # the beacon round it was received at
+    upheld: bool = False  # a referee or a re-audit quorum upheld it in a dispute
 
     @property
     def fault(self) -> bool:
@@ -100,8 +107,8 @@ class StandingVerdict:
 
     @property
     def holds(self) -> bool:
-        """A disputed verdict no quorum decided while jurors found ``match``: hold."""
-        return self.standing == "held"
+        """No quorum decided the verdict (a dispute's, or the judges' own split): hold."""
+        return self.standing in ("held", "split")
 
     def reason(self) -> str:
         return f"{self.result} verdict {self.verdict_id} by {self.auditor}"
@@ -236,6 +243,9 @@ class LatePanel:
         """A strict majority of the jury (one verdict where no auditor set is known)."""
         return len(self.jury) // 2 + 1
 
+    def on(self, v: StandingVerdict) -> bool:
+        return (v.round, v.hotkey) == (self.round, self.hotkey)
+
     def late(self, v: StandingVerdict) -> bool:
         return (v.round, v.hotkey) == (self.round, self.hotkey) and v.received >= self.opened
 
@@ -246,12 +256,13 @@ def late_standing(
     """``verdicts`` with each late verdict of a panel short of its quorum ``waiting``.
 
     A panel's late verdicts count once verdicts from a strict majority of its jury stand
-    (an empty jury, no auditor set known: one verdict); until then they judge nothing.
+    (an empty jury, no auditor set known: one verdict); until then they judge nothing. A
+    juror's verdict from before the panel opened (a split assignment's) is one of them.
     """
     listed, panel_list = list(verdicts), list(panels)
     short: set[tuple[int, str]] = set()
-    for p in panel_list:
-        votes = {v.auditor for v in listed if p.late(v) and v.standing == "stands"}
+    for p in panel_list:  # its jurors' standing verdicts from before it opened count too
+        votes = {v.auditor for v in listed if p.on(v) and v.standing == "stands"}
         if len(votes & p.jury if p.jury else votes) < p.quorum:
             short.add((p.round, p.hotkey))
     waiting = [p for p in panel_list if (p.round, p.hotkey) in short]
@@ -261,6 +272,56 @@ def late_standing(
         else v
         for v in listed
     ]
+
+
+def jury_standing(verdicts: Iterable[StandingVerdict]) -> list[StandingVerdict]:
+    """``verdicts`` with each fault verdict that no majority of its judges supports changed.
+
+    The judges of an assignment are the auditors whose verdict on it stands. A fault
+    verdict keeps standing when a referee or a quorum of re-audits upheld it in a dispute
+    (a dispute lost at a deadline is no such word) or when a strict majority of the
+    judges found a fault; it is ``outvoted`` (overturned by the phase's own verdicts: no
+    fault, it judged) when a strict majority found ``match``, and ``split`` (held: never
+    paid on one word, never burned on none) when no majority exists either way.
+    """
+    listed = list(verdicts)
+    votes: dict[tuple[int, str], list[StandingVerdict]] = {}
+    for v in listed:
+        if v.standing == "stands":
+            votes.setdefault((v.round, v.hotkey), []).append(v)
+    changed: dict[str, Standing] = {}
+    for judged in votes.values():
+        faults = [v for v in judged if v.result != "match"]
+        if not faults or any(v.upheld for v in faults) or 2 * len(faults) > len(judged):
+            continue
+        matches = len(judged) - len(faults)
+        new: Standing = "outvoted" if 2 * matches > len(judged) else "split"
+        changed.update(dict.fromkeys((v.verdict_id for v in faults), new))
+    return [
+        replace(v, standing=changed[v.verdict_id]) if v.verdict_id in changed else v for v in listed
+    ]
+
+
+def standing(
+    verdicts: Iterable[StandingVerdict], panels: Iterable[LatePanel]
+) -> list[StandingVerdict]:
+    """The one standing of every verdict: the stored standing, then the late panels'
+    majority (:func:`late_standing`), then the judges' majority (:func:`jury_standing`)."""
+    return jury_standing(late_standing(verdicts, panels))
+
+
+def agreeing(verdicts: Iterable[StandingVerdict], keys: Iterable[str]) -> dict[str, int]:
+    """hotkey -> the most of ``keys`` whose standing verdicts on it agree (all ``match``,
+    or all a fault), by the one standing (:func:`standing`)."""
+    listed = frozenset(keys)
+    sides: dict[tuple[str, bool], set[str]] = {}
+    for v in verdicts:
+        if v.auditor in listed and (v.fault or (v.standing == "stands" and v.result == "match")):
+            sides.setdefault((v.hotkey, v.fault), set()).add(v.auditor)
+    out: dict[str, int] = {}
+    for (hotkey, _), auditors in sides.items():
+        out[hotkey] = max(out.get(hotkey, 0), len(auditors))
+    return out
 
 
 def verdict_faults(verdicts: Iterable[StandingVerdict]) -> dict[str, str]:
@@ -283,12 +344,14 @@ def unproven_audits(
 ) -> frozenset[tuple[int, str]]:
     """The (round, hotkey) audit assignments that are not proven.
 
-    Not proven: no judging verdict yet, or a standing fault that may still change
-    (disputed, or within a window). A proven fault is :func:`earlier_faults`' instead.
+    Not proven: no judging verdict yet, or a standing fault or a split that may still
+    change (disputed, or within a window). A proven fault is :func:`earlier_faults`' instead.
     """
     listed = list(verdicts)
     judged = {(v.round, v.hotkey) for v in listed if v.judged}
-    open_faults = {(v.round, v.hotkey) for v in listed if v.fault and not v.final}
+    open_faults = {
+        (v.round, v.hotkey) for v in listed if (v.fault or v.standing == "split") and not v.final
+    }
     return frozenset(a for a in assigned if a not in judged or a in open_faults)
 
 

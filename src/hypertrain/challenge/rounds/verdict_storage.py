@@ -20,7 +20,9 @@ from hypertrain.challenge.rounds.rule import Standing, StandingVerdict, VerdictR
 # auditor: its auditor was found faulty, or a dispute against it waits for that
 # independent re-audit), overturned by a dispute, or standing; and whether it is final
 # (its round is final and no late dispute window of its own is open: nothing can
-# change its standing any more). It names the dispute game's tables (owned by
+# change its standing any more), and whether a referee or a quorum of re-audits upheld it
+# against its island (a dispute lost by a deadline is not such evidence: the judges'
+# majority still decides it, ``rule.jury_standing``). It names the dispute game's tables (owned by
 # ``hypertrain.dispute.store``) because the standing is one fact of a verdict and its
 # disputes; the layering test allows this query, and only it, to name them.
 STANDING_SQL = """
@@ -39,7 +41,10 @@ SELECT v.verdict_id, v.round, v.hotkey, v.auditor, v.result, v.received_beacon_r
   EXISTS (SELECT 1 FROM rounds r WHERE r.run_id = v.run_id AND r.round = v.round
           AND r.phase = 'final')
   AND NOT EXISTS (SELECT 1 FROM verdict_windows w
-                  WHERE w.verdict_id = v.verdict_id AND w.closed = 0) AS final
+                  WHERE w.verdict_id = v.verdict_id AND w.closed = 0) AS final,
+  EXISTS (SELECT 1 FROM dispute_games d
+          WHERE d.verdict_id = v.verdict_id AND d.outcome = 'upheld'
+          AND json_extract(d.game, '$.steps[#-1].actor') IN ('referee', 'auditors')) AS upheld
 FROM verdicts v WHERE v.run_id = ?
 """
 
@@ -85,6 +90,7 @@ def standing_verdicts(
             cast(Standing, r["standing"]),
             bool(r["final"]),
             int(r["received_beacon_round"]),
+            bool(r["upheld"]),
         )
         for r in rows
     ]

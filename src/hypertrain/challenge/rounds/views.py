@@ -84,8 +84,10 @@ def _tape_sha256(state: ServiceState, run_id: str, index: int) -> str | None:
 
 
 def _verdict_counts(verdicts: list[StandingVerdict]) -> dict[int, VerdictCounts]:
-    """round -> counts: ``match`` judged and not at fault, ``mismatch`` standing faults."""
-    match: Counter[int] = Counter(v.round for v in verdicts if v.judged and not v.fault)
+    """round -> counts: ``match`` judged and not at fault (an overturned or outvoted fault
+    included; a held or split one is neither), ``mismatch`` standing faults."""
+    passes = [v for v in verdicts if v.judged and not v.fault and not v.holds]
+    match: Counter[int] = Counter(v.round for v in passes)
     mismatch: Counter[int] = Counter(v.round for v in verdicts if v.fault)
     return {
         index: VerdictCounts(match=match[index], mismatch=mismatch[index])
