@@ -24,6 +24,7 @@ def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
     """Audits waiting for a new verdict: set aside (a faulty auditor, a recompute
     dispute) or missed (assigned, and no verdict by the end of the audit phase)."""
     state.manifest(run_id)
+    auditors = frozenset(jury.auditors(state, run_id))
     set_aside = [
         ReassignedAudit(
             round=x.round,
@@ -35,7 +36,7 @@ def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
             assignment=Envelope.model_validate(loads(envelope)),
         )
         for x in store.set_aside_verdicts(state.conn, run_id)
-        if (envelope := _still_waiting(state.conn, run_id, x)) is not None
+        if (envelope := _still_waiting(state.conn, run_id, x, auditors)) is not None
     ]
     missed = [
         _missed(a.round, a.hotkey, a.envelope)
@@ -75,7 +76,9 @@ def _splits(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
     return out
 
 
-def _still_waiting(conn: sqlite3.Connection, run_id: str, x: store.SetAside) -> str | None:
+def _still_waiting(
+    conn: sqlite3.Connection, run_id: str, x: store.SetAside, auditors: frozenset[str]
+) -> str | None:
     """The assignment of a set-aside verdict while it waits for another auditor's
     counting verdict (None: one came, or it was never assigned).
 
@@ -89,15 +92,21 @@ def _still_waiting(conn: sqlite3.Connection, run_id: str, x: store.SetAside) -> 
         return None
     verdicts = rounds_storage.verdicts_on(conn, run_id, x.round, x.hotkey)
     counted = any(not store.is_reassigned(conn, v.verdict_id) for v in verdicts)
-    return envelope if x.recompute or not counted or _gathering(conn, x) else None
+    return envelope if x.recompute or not counted or _gathering(conn, x, auditors) else None
 
 
-def _gathering(conn: sqlite3.Connection, x: store.SetAside) -> bool:
-    """A lost bisection game still short of its jury's majority of re-audits."""
+def _gathering(conn: sqlite3.Connection, x: store.SetAside, auditors: frozenset[str]) -> bool:
+    """A lost bisection game still short of its jury's majority of re-audits.
+
+    The jury counted is the game's jurors that are still the run's auditors: a key that
+    has since taken another role (an unnamed aggregator that signed a tape) will never
+    re-audit, so it cannot keep the assignment listed forever.
+    """
     game = store.load_game(conn, x.dispute_id) if x.dispute_id else None
     if game is None or game.check != "segment" or game.outcome != "overturned":
         return False
-    if not game.jury or store.is_faulty(conn, game.run_id, game.auditor):
+    panel = set(game.jury) & auditors
+    if not panel or store.is_faulty(conn, game.run_id, game.auditor):
         return False
     judges = {v.auditor for v in rounds_storage.verdicts_on(conn, game.run_id, x.round, x.hotkey)}
-    return len(judges & set(game.jury)) < jury.quorum(len(game.jury))
+    return len(judges & panel) < jury.quorum(len(panel))
