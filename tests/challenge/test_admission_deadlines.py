@@ -31,7 +31,7 @@ from hypertrain.challenge.admission.deadlines import (
 from hypertrain.challenge.app import create_app
 from hypertrain.challenge.errors import SettingsError
 from hypertrain.challenge.settings import settings_from_env
-from hypertrain.miner.admission import challenge_hashes, memory_answers
+from hypertrain.miner.admission import challenge_hashes, device_class, memory_answers
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.memproof import claim_for, table_shape
@@ -202,7 +202,8 @@ def test_the_table_matches_the_longest_prefix_and_sizes_by_the_largest_claim() -
     assert (h200.tier, h200.known, h200.seconds, h200.rounds) == ("datacenter-gpu", True, 90, 30)
     consumer = table.deadline("cuda:NVIDIA-GeForce-RTX-4090", [24 * GIB], period_s=3)
     assert (consumer.tier, consumer.seconds) == ("consumer-gpu", 10 + 4 * 24)
-    cpu = table.deadline("cpu:x86_64:AVX2", [1 << 20], period_s=3)
+    local = device_class(torch.device("cpu"))  # this machine's class, whatever its CPU
+    cpu = table.deadline(local, [1 << 20], period_s=3)
     assert cpu.tier == "cpu" and cpu.rounds == 4  # 10.16 s: 4 rounds of 3 s
     unknown = table.deadline("tpu:v5", [8 * GIB], period_s=3)
     assert (unknown.tier, unknown.known) == ("datacenter-gpu", False)

@@ -175,9 +175,9 @@ def _check_island(
     conn: sqlite3.Connection, aggregators: frozenset[str], run_id: str, signer: str
 ) -> None:
     """A key that signs, or signed, the run's tapes, verdicts or attestations never joins it."""
-    if signer in aggregators or signer in storage.verdict_signers(conn, run_id):
+    if signer in aggregators or verdict_storage.signed_verdicts(conn, run_id, signer):
         raise RoleConflictError(f"{signer} judges or merges {run_id}: it cannot train in it")
-    if signer in storage.tape_signers(conn, run_id):
+    if merge_storage.signed_tapes(conn, run_id, signer):
         raise RoleConflictError(f"{signer} signed merge tapes of {run_id}: it cannot train in it")
     if attestations.has_attested(conn, run_id, signer):
         raise RoleConflictError(f"{signer} witnesses the tapes of {run_id}: it cannot train in it")

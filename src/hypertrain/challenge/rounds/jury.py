@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hypertrain.challenge.rounds import storage
+from hypertrain.challenge.rounds import merge_storage, storage
 from hypertrain.challenge.state import ServiceState
 
 
@@ -27,7 +27,7 @@ def auditors(state: ServiceState, run_id: str) -> tuple[str, ...]:
     """The run's auditor keys (see the module docstring), sorted."""
     s, conn = state.settings, state.conn
     others = s.aggregator_hotkeys | s.evaluator_hotkeys
-    others |= storage.tape_signers(conn, run_id) | storage.roster_keys(conn, run_id)
+    others |= merge_storage.tape_signers(conn, run_id) | storage.roster_keys(conn, run_id)
     return tuple(sorted(s.worker_hotkeys - others))
 
 

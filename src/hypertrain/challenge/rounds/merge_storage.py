@@ -67,10 +67,10 @@ def add_merge(conn: sqlite3.Connection, new: NewMerge) -> None:
     )
 
 
-def tape_signers(conn: sqlite3.Connection, run_id: str) -> set[str]:
+def tape_signers(conn: sqlite3.Connection, run_id: str) -> frozenset[str]:
     """The keys that signed one of the run's merge tapes."""
     rows = conn.execute("SELECT aggregator FROM merges WHERE run_id = ?", (run_id,))
-    return {str(r["aggregator"]) for r in rows}
+    return frozenset(str(r["aggregator"]) for r in rows)
 
 
 def signed_tapes(conn: sqlite3.Connection, run_id: str, aggregator: str) -> bool:

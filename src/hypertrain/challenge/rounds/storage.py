@@ -803,12 +803,6 @@ def _count(conn: sqlite3.Connection, sql: str, args: tuple[str | int, ...]) -> i
     return int(conn.execute(sql, args).fetchone()[0])
 
 
-def tape_signers(conn: sqlite3.Connection, run_id: str) -> frozenset[str]:
-    """Every key that signed one of the run's merge tapes."""
-    rows = conn.execute("SELECT aggregator FROM merges WHERE run_id = ?", (run_id,))
-    return frozenset(str(r[0]) for r in rows)
-
-
 def roster_keys(conn: sqlite3.Connection, run_id: str) -> frozenset[str]:
     """Every island key of the run's roster (admitted, whether or not it committed)."""
     rows = conn.execute("SELECT hotkey FROM roster WHERE run_id = ?", (run_id,))
