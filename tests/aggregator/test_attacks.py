@@ -32,6 +32,7 @@ from hypertrain.trainer.codec import encode_int8
 from hypertrain.trainer.model import param_shapes
 from tests.aggregator.helpers import delta
 from tests.challenge.helpers import (
+    AGGREGATOR,
     TOKENS,
     TOKENS_PER_MICRO_BATCH,
     FakeLedger,
@@ -43,7 +44,7 @@ from tests.challenge.helpers import (
     signed,
 )
 
-AGG = Hotkey.from_seed(b"\x66" * 32)
+AGG = AGGREGATOR  # the key the test service names (HYPERTRAIN_AGGREGATOR_HOTKEYS)
 KEYS = [Hotkey.from_seed(bytes([90 + i]) * 32) for i in range(6)]
 
 

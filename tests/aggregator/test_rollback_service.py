@@ -17,16 +17,15 @@ from hypertrain.aggregator.verify import verify_tape
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.challenge.rounds import rollbacks
-from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import FaultRef, MergeCorrection
 from hypertrain.protocol.sqlite import transaction
 from hypertrain.trainer.codec import encode_int8
 from tests.aggregator.helpers import delta
 from tests.challenge.conftest import Harness
-from tests.challenge.helpers import TOKENS, TOKENS_PER_MICRO_BATCH, join_body, signed
+from tests.challenge.helpers import AGGREGATOR, TOKENS, TOKENS_PER_MICRO_BATCH, join_body, signed
 
-AGG = Hotkey.from_seed(b"\x66" * 32)
+AGG = AGGREGATOR  # the key the test service names (HYPERTRAIN_AGGREGATOR_HOTKEYS)
 WORKER = {"Authorization": f"Bearer {TOKENS['worker']}"}
 
 

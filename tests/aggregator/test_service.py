@@ -24,9 +24,9 @@ from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.codec import encode_int8
 from tests.aggregator.helpers import delta
 from tests.challenge.conftest import Harness
-from tests.challenge.helpers import TOKENS, TOKENS_PER_MICRO_BATCH, join_body, signed
+from tests.challenge.helpers import AGGREGATOR, TOKENS, TOKENS_PER_MICRO_BATCH, join_body, signed
 
-AGG = Hotkey.from_seed(b"\x66" * 32)
+AGG = AGGREGATOR  # the key the test service names (HYPERTRAIN_AGGREGATOR_HOTKEYS)
 
 
 def _aggregator(

@@ -35,6 +35,7 @@ from hypertrain.trainer.codec import encode_int8
 from tests.aggregator.helpers import delta
 from tests.challenge.conftest import Harness
 from tests.challenge.helpers import (
+    AGGREGATOR,
     TOKENS,
     TOKENS_PER_MICRO_BATCH,
     FakeLedger,
@@ -46,7 +47,7 @@ from tests.challenge.helpers import (
     signed,
 )
 
-AGG = Hotkey.from_seed(b"\x66" * 32)
+AGG = AGGREGATOR  # the key the test service names (HYPERTRAIN_AGGREGATOR_HOTKEYS)
 WITNESS = Hotkey.from_seed(b"\x71" * 32)
 WORKER = {"Authorization": f"Bearer {TOKENS['worker']}"}
 

@@ -31,7 +31,7 @@ from hypertrain.protocol.identity import Hotkey
 from tests.attacks_found.test_free_unverifiable_lies import _verdict
 from tests.attacks_found.test_one_word_decides_late import _start
 from tests.challenge.disputeplay import open_body
-from tests.challenge.helpers import bearer, signed
+from tests.challenge.helpers import AGGREGATOR, bearer, signed
 from tests.challenge.test_dispute_rules import RULES, THIRD_AUDITOR
 from tests.challenge.test_disputes import AUDITOR, ISLANDS, OTHER_AUDITOR, RUN, Service
 from tests.challenge.test_outsider_1 import _commit_round_0
@@ -44,8 +44,8 @@ EVALUATORS = (Hotkey.from_seed(b"\x61" * 32), Hotkey.from_seed(b"\x62" * 32))
 def shared_service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Service]:
     """Three auditors and keys of another role in the worker list: the competition's two
     evaluators, or the run's two referees, or (with ``HYPERTRAIN_AGGREGATOR_HOTKEYS``
-    unset, as docs/operator.md allows) the aggregator, which signs no tape before the
-    first round merges (one auditor less then: auditors A, B plus the aggregator)."""
+    unset, a service that then takes no tape) the aggregator's key, unnamed, which signs
+    nothing (one auditor less then: auditors A, B plus the aggregator)."""
     if request.param == "aggregator":
         yield from _start(tmp_path, {**RULES, "referees": []}, (LIAR, HONEST_B), False)
         return
@@ -80,25 +80,19 @@ def test_both_honest_auditors_overturn_a_lie_whatever_other_keys_are_listed(
 @pytest.fixture
 def unnamed_aggregator(tmp_path: Path) -> Iterator[Service]:
     """Three auditors and two evaluators listed; ``HYPERTRAIN_AGGREGATOR_HOTKEYS`` unset
-    (its documented default)."""
+    (its default: a service that names no aggregator)."""
     workers = (LIAR, HONEST_B, HONEST_C, *EVALUATORS)
     yield from _start(tmp_path, {**RULES, "referees": []}, workers, False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: with HYPERTRAIN_AGGREGATOR_HOTKEYS unset, a listed key the service does not"
-    " know as an evaluator may sign a tape (docs/threats.md, Roles)",
-)
-def test_an_evaluator_key_cannot_sign_the_training_runs_merge_tape(
-    unnamed_aggregator: Service,
-) -> None:
-    """Proves a key listed only to score the competition cannot merge the training run:
-    first in the merge phase, its tape (nobody paid, a model of its choosing) would shut
-    out the aggregator's."""
-    svc = unnamed_aggregator
+def _evaluator_tape(svc: Service) -> tuple[int, str]:
+    """Round 0 in its merge phase; the first evaluator's tape, answered."""
     _commit_round_0(svc)
     svc.tick(30)  # the audit window is over: the round is in its merge phase
+    return _tape(svc, EVALUATORS[0])
+
+
+def _tape(svc: Service, key: Hotkey) -> tuple[int, str]:
     tape = {
         "round": 0,
         "start_model_sha256": "aa" * 32,
@@ -112,8 +106,36 @@ def test_an_evaluator_key_cannot_sign_the_training_runs_merge_tape(
     r = svc.client.post(
         "/worker/v1/merge",
         headers=bearer("worker"),
-        json=signed(EVALUATORS[0], "merge-tape", tape, RUN),
+        json=signed(key, "merge-tape", tape, RUN),
     )
-    assert r.status_code in (401, 403), (
-        f"an evaluator key signed the training run's merge tape: {r.status_code} {r.text}"
+    return r.status_code, r.json().get("error", r.text)
+
+
+def test_an_evaluator_key_cannot_sign_the_training_runs_merge_tape(
+    unnamed_aggregator: Service,
+) -> None:
+    """Proves a key listed only to score the competition cannot merge the training run:
+    first in the merge phase, its tape (nobody paid, a model of its choosing) would shut
+    out the aggregator's. With no aggregator key named, no key is one: the service takes
+    no tape at all, and says why."""
+    status, error = _evaluator_tape(unnamed_aggregator)
+    assert (status, error) == (403, "no_aggregator_named"), (
+        f"an evaluator key signed the training run's merge tape: {status} {error}"
     )
+
+
+@pytest.fixture
+def named_aggregator(tmp_path: Path) -> Iterator[Service]:
+    """The same service with the aggregator named in ``HYPERTRAIN_AGGREGATOR_HOTKEYS``."""
+    workers = (LIAR, HONEST_B, HONEST_C, *EVALUATORS)
+    yield from _start(tmp_path, {**RULES, "referees": []}, workers)
+
+
+def test_a_listed_key_not_named_an_aggregator_cannot_sign_the_merge_tape(
+    named_aggregator: Service,
+) -> None:
+    """Proves that where the aggregator is named, a worker-listed key that is not (the
+    evaluator listed by mistake) is refused as a role conflict, and the round still merges
+    on the aggregator's tape."""
+    assert _evaluator_tape(named_aggregator) == (403, "role_conflict")
+    assert _tape(named_aggregator, AGGREGATOR)[0] == 200

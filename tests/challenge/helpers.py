@@ -65,6 +65,8 @@ def make_settings(tmp: Path, registered: list[str], **overrides: Any) -> Setting
         "metagraph_file": metagraph,
         "beacon_poll_s": 0.05,
         "metagraph_refresh_s": 0.2,
+        # the service takes tapes only from named aggregator keys (rounds/roles.py)
+        "aggregator_hotkeys": frozenset({AGGREGATOR.ss58_address}),
     }
     values.update(overrides)
     return Settings(**values)

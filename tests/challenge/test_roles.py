@@ -9,15 +9,18 @@ the operator names the aggregator keys, a tape from any other key.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from hypertrain.dispute import opinputs
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge import test_disputes as _disputes
-from tests.challenge.helpers import AGGREGATOR, bearer, signed
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service
+from tests.challenge.disputeplay import TENSORS, open_body
+from tests.challenge.helpers import AGGREGATOR, bearer, join_body, signed, write_metagraph
+from tests.challenge.test_disputes import AUDITOR, ISLANDS, REFEREE, RUN, Service
 from tests.challenge.test_outsider_1 import _commit_round_0
 
 service = _disputes.service
@@ -127,3 +130,88 @@ def test_a_named_evaluator_signs_no_tape_and_no_verdict_of_the_training_run(
     )
     assert (r.status_code, r.json()["error"]) == (403, "role_conflict"), r.text
     assert _post_tape(with_evaluators, AGGREGATOR)[0] == 200  # the aggregator's still is
+
+
+# Keys named for one role act in no other (docs/threats.md, "Roles"): each of these was
+# accepted before the role table in ``claims`` (a test written first, then the fix).
+
+WITNESS = Hotkey.from_seed(b"\x71" * 32)
+
+
+def _named(tmp_path: Path, *aggregators: Hotkey) -> Iterator[Service]:
+    """The run's referee and a listed witness registered; ``aggregators`` named."""
+    registered = [k.ss58_address for k in (*ISLANDS, REFEREE, WITNESS)]
+    yield from _disputes._service(
+        tmp_path, bond=0, metagraph_file=write_metagraph(tmp_path / "keys.json", registered),
+        aggregator_hotkeys=frozenset(k.ss58_address for k in aggregators),
+        witness_hotkeys=frozenset({WITNESS.ss58_address}),
+    )  # fmt: skip
+
+
+@pytest.fixture
+def refereed(tmp_path: Path) -> Iterator[Service]:
+    """A referee (the manifest's) and a listed witness, each named for its role only."""
+    yield from _named(tmp_path, AGGREGATOR)
+
+
+@pytest.fixture
+def referee_named_twice(tmp_path: Path) -> Iterator[Service]:
+    """The run's referee is named as an aggregator key too."""
+    yield from _named(tmp_path, AGGREGATOR, REFEREE)
+
+
+def _join(svc: Service, key: Hotkey) -> tuple[int, str]:
+    r = svc.post("/v1/join", key, "join", join_body())
+    return r.status_code, r.json().get("error", "")
+
+
+def test_a_referee_or_a_named_witness_of_the_run_never_joins_it_as_an_island(
+    refereed: Service,
+) -> None:
+    """Proves a referee cannot train in the run whose disputes it rules (an island that
+    rules its competitors' audits decides who is burned), nor a listed witness vouch
+    for a tape that pays it."""
+    svc = refereed
+    assert _join(svc, REFEREE) == (403, "role_conflict")
+    assert _join(svc, WITNESS) == (403, "role_conflict")
+    assert _join(svc, ISLANDS[0])[0] == 200
+
+
+def test_a_named_witness_signs_no_verdict_and_no_tape(refereed: Service) -> None:
+    """Proves a key listed in ``HYPERTRAIN_WITNESS_HOTKEYS`` does not audit the run before
+    it attests (the worker list is unset: any worker-token holder audits)."""
+    svc = refereed
+    bodies = _judge_all(svc, AUDITOR)
+    r = svc.client.post(
+        "/worker/v1/verdict",
+        headers=bearer("worker"),
+        json=signed(WITNESS, "verdict", {**bodies[0], "round": 0}, RUN),
+    )
+    assert (r.status_code, r.json()["error"]) == (403, "role_conflict"), r.text
+    svc.tick(20)  # past the audit window
+    assert _post_tape(svc, WITNESS) == (403, "role_conflict")
+
+
+def test_a_referee_named_as_an_aggregator_key_neither_rules_nor_signs_tapes(
+    referee_named_twice: Service,
+) -> None:
+    """Proves the key that may merge the run does not also rule its disputes: the
+    referee's ruling and its tape are refused while it holds both names."""
+    svc = referee_named_twice
+    verdict_id, segment = _disputes._to_verdict(svc)
+    opened = svc.post("/v1/disputes", ISLANDS[0], "dispute-open", open_body(verdict_id, segment))
+    dispute_id = opened.json()["dispute_id"]
+    game = _disputes._play_to_referee(svc, dispute_id)
+    r = svc.client.put(f"/v1/disputes/{dispute_id}/inputs", content=opinputs.encode(TENSORS))
+    assert r.status_code == 200, r.text
+    ruling = {
+        "dispute_id": dispute_id,
+        "query": r.json()["game"]["query"],
+        "inputs_sha256": hashlib.sha256(opinputs.encode(TENSORS)).hexdigest(),
+        "outputs": game["outputs"]["auditor"],
+    }
+    refused = svc.post(f"/v1/disputes/{dispute_id}/ruling", REFEREE, "dispute-ruling", ruling)
+    assert (refused.status_code, refused.json()["error"]) == (403, "role_conflict"), refused.text
+    assert svc.client.get(f"/v1/disputes/{dispute_id}").json()["game"]["stage"] == "referee"
+    svc.tick(20)  # past the audit window
+    assert _post_tape(svc, REFEREE) == (403, "role_conflict")

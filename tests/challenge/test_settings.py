@@ -87,12 +87,16 @@ def test_misspelt_and_unknown_variables_are_refused(tmp_path: Path) -> None:
         "CHALLENGE_ADMIN_TOKEN_FIEL",
         "HYPERTRAIN_BEACON_POLL",
         "CHALLENGE_DEBUG",
-        "HYPERTRAIN_AGGREGATOR_HOTKEY",  # a typo would leave every worker key a tape signer
+        "HYPERTRAIN_AGGREGATOR_HOTKEY",  # a typo would leave the service taking no tape
     )
     for name in names:
         with pytest.raises(SettingsError, match=f"unknown setting.*{name}"):
             settings_from_env({**env, name: "1"})
-    for name in ("HYPERTRAIN_WITNESS_HOTKEYS", "HYPERTRAIN_EVALUATOR_HOTKEYS"):
+    for name in (
+        "HYPERTRAIN_WITNESS_HOTKEYS",
+        "HYPERTRAIN_EVALUATOR_HOTKEYS",
+        "HYPERTRAIN_AGGREGATOR_HOTKEYS",
+    ):
         with pytest.raises(SettingsError, match=f"^{name}: "):  # the bad key's own variable
             settings_from_env({**env, name: "not-a-key"})
     # other programs' variables (and the rest of the environment) are not the service's
@@ -125,3 +129,39 @@ def test_tape_witness_settings(tmp_path: Path) -> None:
                         ("HYPERTRAIN_WITNESS_WAIT_ROUNDS", "0")]:  # fmt: skip
         with pytest.raises(SettingsError):
             settings_from_env({**env, name: value})
+
+
+ROLE_LISTS = ("HYPERTRAIN_AGGREGATOR_HOTKEYS", "HYPERTRAIN_WITNESS_HOTKEYS",
+              "HYPERTRAIN_EVALUATOR_HOTKEYS")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(a, b) for i, a in enumerate(ROLE_LISTS) for b in ROLE_LISTS[i + 1 :]],
+)
+def test_a_key_named_in_two_role_lists_is_refused(
+    tmp_path: Path, first: str, second: str
+) -> None:
+    """One key, one role: a key named for two roles could act in neither (rounds/roles.py
+    bars each role from the other), so the service refuses to start, naming both lists."""
+    env = _env(tmp_path)
+    key, other = (Hotkey.from_seed(bytes([i]) * 32).ss58_address for i in (7, 8))
+    with pytest.raises(SettingsError, match=f"{key} named in both ") as refused:
+        settings_from_env({**env, first: key, second: f"{other},{key}"})
+    assert first in str(refused.value) and second in str(refused.value)
+    apart = settings_from_env({**env, first: key, second: other})
+    assert {key, other} <= apart.aggregator_hotkeys | apart.witness_hotkeys | (
+        apart.evaluator_hotkeys
+    )
+
+
+def test_the_aggregator_keys_are_read_and_default_to_none(tmp_path: Path) -> None:
+    """Unset, no key is an aggregator (the service then takes no tape: rounds/roles.py);
+    the worker list may name the aggregator keys too."""
+    env = _env(tmp_path)
+    assert settings_from_env(env).aggregator_hotkeys == frozenset()
+    key = Hotkey.from_seed(b"\x09" * 32).ss58_address
+    s = settings_from_env(
+        {**env, "HYPERTRAIN_AGGREGATOR_HOTKEYS": key, "HYPERTRAIN_WORKER_HOTKEYS": key}
+    )
+    assert s.aggregator_hotkeys == s.worker_hotkeys == frozenset({key})

@@ -144,7 +144,7 @@ class Settings:
     beacon_info_file: Path | None = None
     beacon_poll_s: float = 1.0
     worker_hotkeys: frozenset[str] = frozenset()
-    # the only keys that may sign merge tapes (empty: any worker key that signs no verdict)
+    # the only keys that may sign merge tapes (empty: no tape is accepted, rounds never merge)
     aggregator_hotkeys: frozenset[str] = frozenset()
     # agreeing witness attestations a merged round's tape needs before it settles (0: none)
     tape_witnesses: int = 0
@@ -174,6 +174,26 @@ class Settings:
                 f"HYPERTRAIN_TAPE_WITNESSES={self.tape_witnesses} needs more keys than the"
                 f" {len(self.witness_hotkeys)} of HYPERTRAIN_WITNESS_HOTKEYS: no round would settle"
             )
+        _one_role_per_key(
+            {
+                "HYPERTRAIN_AGGREGATOR_HOTKEYS": self.aggregator_hotkeys,
+                "HYPERTRAIN_WITNESS_HOTKEYS": self.witness_hotkeys,
+                "HYPERTRAIN_EVALUATOR_HOTKEYS": self.evaluator_hotkeys,
+            }
+        )
+
+
+def _one_role_per_key(lists: Mapping[str, frozenset[str]]) -> None:
+    """Refuse a key named in two role lists: it could never act in either (one key, one
+    role: docs/threats.md, "Roles"). The worker list may hold the aggregator keys."""
+    names = sorted(lists)
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            both = sorted(lists[first] & lists[second])
+            if both:
+                raise SettingsError(
+                    f"{', '.join(both)} named in both {first} and {second}: a key holds one role"
+                )
 
 
 def read_token_file(path: Path, name: str) -> Secret:

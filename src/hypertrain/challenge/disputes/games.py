@@ -30,7 +30,7 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.rounds import jury, settle
+from hypertrain.challenge.rounds import jury, roles, settle
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.rounds.storage import RoundState, VerdictRecord
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
@@ -308,6 +308,7 @@ def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
         new = resolution.rule(game, verified.signer, body, referees, now)
     except DisputeError as exc:
         raise refusal(exc) from None
+    roles.check(state, game.run_id, verified.signer, "ruling")  # a referee of no other role
     with transaction(state.conn):
         state.burn(env)
         decisions.save(state.conn, new, now, len(env.to_bytes()), referees)

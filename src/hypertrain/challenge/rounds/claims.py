@@ -10,28 +10,18 @@ Two claims are checked here before anything is stored:
 * a merge tape may not include an island the service's facts say must not be merged
   (:func:`check_tape`): one with a standing fault verdict for the round, or one whose
   assigned audit has no verdict (the aggregator excludes both, as ``audit_mismatch``
-  and ``audit_pending``, so an honest tape is never refused);
-* one key, one role in a run (:func:`check_role`): a key that signed a verdict never
-  signs the run's merge tapes and the reverse, and where the operator names the
-  aggregator's keys (``HYPERTRAIN_AGGREGATOR_HOTKEYS``) only those sign tapes. An
-  auditor therefore cannot post the round's tape ahead of the aggregator and choose who
-  is paid and the next model. A tape witness (role ``witness``) holds no other role: a
-  key that attested a tape signs no verdict or tape of the run, and a key that signed
-  either, an aggregator key, or an island of the run attests nothing, so the aggregator
-  cannot witness its own tape and an auditor or island cannot vouch for its own pay.
-  An island of the run's roster never signs its verdicts, a competition evaluator
-  (``HYPERTRAIN_EVALUATOR_HOTKEYS``) never signs verdicts, and a key that signed
-  verdicts, tapes or attestations of a run never joins it as an island: no key judges
-  its own audit, vouches for its own pay, or sits on a jury of the run it trains in.
+  and ``audit_pending``, so an honest tape is never refused).
+
+Who may sign a claim at all (one key, one role in a run) is decided apart, in
+:mod:`hypertrain.challenge.rounds.roles`.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Literal
 
-from hypertrain.challenge.errors import ChallengeError, ForbiddenError
-from hypertrain.challenge.rounds import attestations, facts, merge_storage, storage, verdict_storage
+from hypertrain.challenge.errors import ChallengeError
+from hypertrain.challenge.rounds import facts
 from hypertrain.dispute.admissible import Check
 from hypertrain.protocol.messages import MergeTape, Verdict
 
@@ -40,12 +30,6 @@ class UndisputableVerdictError(ChallengeError):
     """A mismatch verdict that names no check a dispute could contest."""
 
     code = "undisputable_verdict"
-
-
-class RoleConflictError(ForbiddenError):
-    """A key signing for a role it may not hold in this run (auditor, aggregator, witness)."""
-
-    code = "role_conflict"
 
 
 class UnverifiedMergeError(ChallengeError):
@@ -120,64 +104,3 @@ def check_tape(conn: sqlite3.Connection, run_id: str, tape: MergeTape) -> None:
                 f"the tape includes {hotkey}, whose assigned audit in round {tape.round}"
                 " has no verdict"
             )
-
-
-Role = Literal["verdict", "merge-tape", "witness", "island"]
-
-
-def check_role(
-    conn: sqlite3.Connection,
-    aggregators: frozenset[str],
-    run_id: str,
-    signer: str,
-    role: Role,
-    evaluators: frozenset[str] = frozenset(),
-) -> None:
-    """Refuse ``signer`` for ``role`` when it holds, or may hold, another one in the run.
-
-    A competition evaluator (``evaluators``) holds no role of a training run but ``island``.
-    """
-    if signer in evaluators and role != "island":
-        raise RoleConflictError(f"{signer} is a competition evaluator: it signs no {role}")
-    if role == "witness":
-        _check_witness(conn, aggregators, run_id, signer)
-        return
-    if role == "island":
-        _check_island(conn, aggregators, run_id, signer)
-        return
-    if attestations.has_attested(conn, run_id, signer):
-        raise RoleConflictError(f"{signer} witnesses the tapes of {run_id}: it signs no {role}")
-    if role == "merge-tape":
-        if aggregators and signer not in aggregators:
-            raise RoleConflictError(f"{signer} is not one of the run's aggregator keys")
-        if verdict_storage.signed_verdicts(conn, run_id, signer):
-            raise RoleConflictError(f"{signer} signed verdicts in {run_id}: it cannot sign tapes")
-        return
-    if signer in aggregators or merge_storage.signed_tapes(conn, run_id, signer):
-        raise RoleConflictError(f"{signer} signs the merge tapes of {run_id}: not verdicts")
-    if signer in storage.roster_keys(conn, run_id):
-        raise RoleConflictError(f"{signer} is an island of {run_id}: it judges no audit of it")
-
-
-def _check_witness(
-    conn: sqlite3.Connection, aggregators: frozenset[str], run_id: str, signer: str
-) -> None:
-    """A witness is none of the parties whose work or pay the tape decides."""
-    if signer in aggregators or merge_storage.signed_tapes(conn, run_id, signer):
-        raise RoleConflictError(f"{signer} signs the merge tapes of {run_id}: it cannot attest")
-    if verdict_storage.signed_verdicts(conn, run_id, signer):
-        raise RoleConflictError(f"{signer} signed verdicts in {run_id}: it cannot attest")
-    if storage.join_body(conn, run_id, signer) is not None:
-        raise RoleConflictError(f"{signer} is an island of {run_id}: it cannot attest")
-
-
-def _check_island(
-    conn: sqlite3.Connection, aggregators: frozenset[str], run_id: str, signer: str
-) -> None:
-    """A key that signs, or signed, the run's tapes, verdicts or attestations never joins it."""
-    if signer in aggregators or verdict_storage.signed_verdicts(conn, run_id, signer):
-        raise RoleConflictError(f"{signer} judges or merges {run_id}: it cannot train in it")
-    if merge_storage.signed_tapes(conn, run_id, signer):
-        raise RoleConflictError(f"{signer} signed merge tapes of {run_id}: it cannot train in it")
-    if attestations.has_attested(conn, run_id, signer):
-        raise RoleConflictError(f"{signer} witnesses the tapes of {run_id}: it cannot train in it")

@@ -34,6 +34,7 @@ from hypertrain.challenge.rounds import (
     claims,
     commit_storage,
     merge_storage,
+    roles,
     roster_storage,
     storage,
     verdict_storage,
@@ -70,7 +71,7 @@ def join(state: ServiceState, env: Envelope) -> JoinAnswer:
     challenged = state.manifest(run_id).admission.challenge
     device_class = check_join(state.manifest(run_id), body, self_reported=not challenged)
     refuse_rejoin(state, run_id, hotkey)
-    claims.check_role(state.conn, state.settings.aggregator_hotkeys, run_id, hotkey, "island")
+    roles.check(state, run_id, hotkey, "island")
     if roster_storage.membership(state.conn, run_id, hotkey) is not None:
         raise ConflictError(f"{hotkey} is already admitted to {run_id}", code="already_joined")
     if challenged:
@@ -209,15 +210,7 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
         env, "verdict", Verdict, registered=False, allowed=state.settings.worker_hotkeys
     )
     run_id = env.run_id
-    settings = state.settings
-    claims.check_role(
-        state.conn,
-        settings.aggregator_hotkeys,
-        run_id,
-        verified.signer,
-        "verdict",
-        settings.evaluator_hotkeys,
-    )
+    roles.check(state, run_id, verified.signer, "verdict")
     if is_faulty(state.conn, run_id, verified.signer):
         raise ForbiddenError(
             f"auditor {verified.signer} signed a verdict a dispute overturned; its verdicts"
@@ -282,17 +275,10 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
 
 def merge(state: ServiceState, env: Envelope) -> MergeAnswer:
     verified, body = state.open_signed(
-        env, "merge-tape", MergeTape, registered=False, allowed=state.settings.worker_hotkeys
-    )
+        env, "merge-tape", MergeTape, registered=False
+    )  # the signer must be a named aggregator key (roles.check), listed as a worker or not
     run_id = env.run_id
-    claims.check_role(
-        state.conn,
-        state.settings.aggregator_hotkeys,
-        run_id,
-        verified.signer,
-        "merge-tape",
-        state.settings.evaluator_hotkeys,
-    )
+    roles.check(state, run_id, verified.signer, "merge-tape")
     row = _round_row(state, run_id, body.round)
     if row.phase != "merge":
         raise PhaseError(f"round {body.round} is in phase {row.phase}, not merge")

@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 from hypertrain.api.models import CorrectionAnswer, ProvenFault
 from hypertrain.challenge.errors import ChallengeError, ConflictError, ForbiddenError, NotFoundError
-from hypertrain.challenge.rounds import claims, merge_storage, storage
+from hypertrain.challenge.rounds import merge_storage, roles, storage
 from hypertrain.challenge.rounds.merge_storage import NewCorrection, ProvenFaultRow
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.protocol.envelope import Envelope
@@ -175,18 +175,10 @@ def accept_correction(
     """A worker's signed ``merge-correction``: store it as the round's current tape
     (``contested``: whether a witness contests the round's current tape)."""
     verified, body = state.open_signed(
-        env, "merge-correction", MergeCorrection, registered=False,
-        allowed=state.settings.worker_hotkeys,
+        env, "merge-correction", MergeCorrection, registered=False
     )  # fmt: skip
     run_id, index = env.run_id, body.tape.round
-    claims.check_role(
-        state.conn,
-        state.settings.aggregator_hotkeys,
-        run_id,
-        verified.signer,
-        "merge-tape",
-        state.settings.evaluator_hotkeys,
-    )  # a correction is a tape: never from a key that signs verdicts
+    roles.check(state, run_id, verified.signer, "merge-tape")  # a correction is a tape
     check_correction(state.conn, run_id, body, contested(state, run_id, index))
     raw = env.to_bytes()
     with transaction(state.conn):

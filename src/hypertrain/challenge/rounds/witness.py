@@ -1,6 +1,6 @@
 """Tape witnesses: signed attestations on a round's merge tape, and what they hold.
 
-A witness is a key of its own role (:func:`~hypertrain.challenge.rounds.claims.check_role`,
+A witness is a key of its own role (:func:`~hypertrain.challenge.rounds.roles.check`,
 ``witness``) that recomputes each merged round from its tape and the public blobs and
 posts a signed ``tape-attestation`` (:func:`attest`): the round, the tape's hash,
 whether its recomputation agrees and, when not, the first differing field. The service
@@ -27,7 +27,7 @@ import hashlib
 
 from hypertrain.api.models import AttestationAnswer, AttestationRecord, TapeWitnessView
 from hypertrain.challenge.errors import ConflictError, PhaseError
-from hypertrain.challenge.rounds import attestations, claims, merge_storage, rollbacks, storage
+from hypertrain.challenge.rounds import attestations, merge_storage, roles, rollbacks, storage
 from hypertrain.challenge.rounds.facts import RoundInputs
 from hypertrain.challenge.rounds.rule import Attestation, TapeVerdict, TapeWitnesses, tape_status
 from hypertrain.challenge.state import ServiceState
@@ -43,15 +43,7 @@ def attest(state: ServiceState, env: Envelope) -> AttestationAnswer:
         allowed=state.settings.witness_hotkeys,
     )  # fmt: skip
     run_id, signer = env.run_id, verified.signer
-    settings = state.settings
-    claims.check_role(
-        state.conn,
-        settings.aggregator_hotkeys,
-        run_id,
-        signer,
-        "witness",
-        settings.evaluator_hotkeys,
-    )
+    roles.check(state, run_id, signer, "witness")
     tape = rollbacks.current_tape(state.conn, run_id, body.round)
     if tape is None:
         raise PhaseError(f"round {body.round} of {run_id} has no merge tape to attest")
