@@ -32,7 +32,6 @@ from hypertrain.trainer.codec import encode_int8
 from hypertrain.trainer.model import param_shapes
 from tests.aggregator.helpers import delta
 from tests.challenge.helpers import (
-    AGGREGATOR,
     TOKENS,
     TOKENS_PER_MICRO_BATCH,
     FakeLedger,
@@ -44,7 +43,7 @@ from tests.challenge.helpers import (
     signed,
 )
 
-AGG = AGGREGATOR  # the key the test service names (HYPERTRAIN_AGGREGATOR_HOTKEYS)
+AGG = Hotkey.from_seed(b"\x66" * 32)  # named below: KEYS hold the default aggregator key
 KEYS = [Hotkey.from_seed(bytes([90 + i]) * 32) for i in range(6)]
 
 
@@ -91,7 +90,9 @@ def _honest_norm(doc: dict[str, object]) -> float:
 
 
 def _world(tmp_path: Path, *, reference: bool = False, **audit: float) -> Iterator[World]:
-    settings = make_settings(tmp_path, [k.ss58_address for k in KEYS])
+    settings = make_settings(
+        tmp_path, [k.ss58_address for k in KEYS], aggregator_hotkeys=frozenset({AGG.ss58_address})
+    )
     beacon, ledger, blobs = SteppedBeacon(), FakeLedger(), MemoryBlobs()
     app = create_app(settings, beacon=beacon, ledger=ledger)
     with TestClient(app) as client:

@@ -30,7 +30,7 @@ from hypertrain.protocol.identity import Hotkey
 from tests.challenge.disputeplay import open_body
 from tests.challenge.helpers import bearer, signed
 from tests.challenge.test_dispute_rules import RULES, _start, _verdict
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, OTHER_AUDITOR, RUN, Service
+from tests.challenge.test_disputes import AUDITOR, ISLANDS, OTHER_AUDITOR, REFEREE, RUN, Service
 
 HONEST_A = AUDITOR
 COLLUDER_B = OTHER_AUDITOR
@@ -39,7 +39,7 @@ HONEST_C = Hotkey.from_seed(b"\x57" * 32)
 
 @pytest.fixture
 def net(tmp_path: Path) -> Iterator[Service]:
-    yield from _start(tmp_path, {**RULES, "referees": [ISLANDS[1].ss58_address]})
+    yield from _start(tmp_path, {**RULES, "referees": [REFEREE.ss58_address]})
 
 
 def _reaudit(svc: Service, auditor: Hotkey, result: str, **fields: Any) -> Any:

@@ -18,7 +18,11 @@ The network here is the real challenge service (HTTP routes, signed envelopes).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge import test_disputes as _disputes
@@ -26,11 +30,17 @@ from tests.challenge.helpers import bearer, signed
 from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service
 from tests.challenge.test_outsider_1 import _commit_round_0
 
-service = _disputes.service
-
 FORGER = AUDITOR  # a listed worker key: an auditor
 AGGREGATOR = Hotkey.from_seed(b"\x58" * 32)
 LIAR = Hotkey.from_seed(b"\x59" * 32)  # a dishonest aggregator: it never signs verdicts
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    """Both aggregator keys named (``HYPERTRAIN_AGGREGATOR_HOTKEYS``): the honest one and
+    the liar, whose tapes the service takes as it takes any named aggregator's."""
+    named = frozenset({AGGREGATOR.ss58_address, LIAR.ss58_address})
+    yield from _disputes._service(tmp_path, bond=0, aggregator_hotkeys=named)
 
 
 def _tape(included: list[str], excluded: dict[str, str], new_model: str) -> dict[str, Any]:

@@ -155,7 +155,10 @@ def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeacon
     service = f"http://127.0.0.1:{port_of(svc_sock)}"
     relay = f"http://127.0.0.1:{port_of(relay_sock)}"
     fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    svc_env = service_env(tmp_path, gate.url, sec, workers, HYPERTRAIN_METAGRAPH_REFRESH_S="0.3")
+    svc_env = service_env(
+        tmp_path, gate.url, sec, workers, HYPERTRAIN_METAGRAPH_REFRESH_S="0.3",
+        HYPERTRAIN_AGGREGATOR_HOTKEYS=ss58["aggregator"],
+    )  # fmt: skip
     common = [
         "--service",
         service,

@@ -86,7 +86,7 @@ def test_dispute_decided_through_watch_follow(
     svc_port, relay_port = port_of(svc_sock), port_of(relay_sock)
     service, relay = f"http://127.0.0.1:{svc_port}", f"http://127.0.0.1:{relay_port}"
     fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    env = service_env(tmp_path, beacon.url, sec, workers)
+    env = service_env(tmp_path, beacon.url, sec, workers, HYPERTRAIN_AGGREGATOR_HOTKEYS=workers[1])
     try:
         fleet.hypertrain("service", "challenge", "serve", env=env, sock=svc_sock)
         fleet.hypertrain(

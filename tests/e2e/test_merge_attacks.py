@@ -93,7 +93,10 @@ def test_noisy_copies_averages_and_reversed_updates_are_not_paid(
     service = f"http://127.0.0.1:{port_of(svc_sock)}"
     relay = f"http://127.0.0.1:{port_of(relay_sock)}"
     fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    svc_env = service_env(tmp_path, gate.url, sec, workers, HYPERTRAIN_METAGRAPH_REFRESH_S="0.3")
+    svc_env = service_env(
+        tmp_path, gate.url, sec, workers, HYPERTRAIN_METAGRAPH_REFRESH_S="0.3",
+        HYPERTRAIN_AGGREGATOR_HOTKEYS=ss58["aggregator"],
+    )  # fmt: skip
     worker = str(sec.tokens["worker"])
     common = ["--service", service, "--relay", relay, "--run-id", RUN,
               "--worker-token-file", worker, "--poll-s", "0.3", "--follow"]  # fmt: skip

@@ -83,7 +83,9 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
     svc_port, relay_port = port_of(svc_sock), port_of(relay_sock)
     service, relay = f"http://127.0.0.1:{svc_port}", f"http://127.0.0.1:{relay_port}"
     fleet = Fleet(tmp_path / "logs", env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    svc_env = service_env(tmp_path, gate.url, sec, workers)
+    svc_env = service_env(
+        tmp_path, gate.url, sec, workers, HYPERTRAIN_AGGREGATOR_HOTKEYS=workers[1]
+    )
     gating = ExitStack()
     try:
         gating.enter_context(gate_rounds(gate, beacon.chain.chain_hash_hex, service, RUN, 3))

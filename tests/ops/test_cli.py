@@ -59,6 +59,20 @@ def test_keys_metagraph_writes_a_snapshot_the_service_reads(
     assert twice[0] == 1 and "twice" in twice[2]
 
 
+def test_keys_address_prints_a_role_list_the_service_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wallets = str(tmp_path / "w")
+    for name in ("a", "b"):
+        assert _run(capsys, "keys", "new", "--wallet-dir", wallets, "--hotkey", name)[0] == 0
+    files = [str(tmp_path / "w" / "default" / "hotkeys" / n) for n in ("a", "b")]
+    code, out, _ = _run(capsys, "keys", "address", *files)
+    assert code == 0
+    assert out == ",".join(load_key_file(Path(f)).ss58_address for f in files) + "\n"
+    missing = _run(capsys, "keys", "address", str(tmp_path / "nope"))
+    assert missing[0] != 0 and "Traceback" not in missing[2]
+
+
 def test_run_init_writes_a_complete_commented_manifest(
     small_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

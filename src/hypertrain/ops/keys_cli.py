@@ -5,7 +5,9 @@
 (``btcli wallet new_hotkey``), which the ``chain`` extra installs
 (``pip install 'hypertrain[chain]'``); every Hypertrain command reads either.
 ``keys metagraph`` writes a snapshot file listing hotkeys with UIDs, the format the
-service reads with ``HYPERTRAIN_METAGRAPH_SOURCE=file``.
+service reads with ``HYPERTRAIN_METAGRAPH_SOURCE=file``. ``keys address`` prints the SS58
+addresses of key files, comma-separated: the form of the service's role lists
+(``HYPERTRAIN_AGGREGATOR_HOTKEYS``, ``HYPERTRAIN_WORKER_HOTKEYS``, ...).
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ def register(subparsers: Any) -> None:
     meta.add_argument("--epoch", type=int, default=1, help="snapshot epoch (default 1)")
     meta.add_argument("--first-uid", type=int, default=1, help="UID of the first key")
     meta.set_defaults(func=_metagraph)
+    address = sub.add_parser("address", help="print the SS58 addresses of key files")
+    address.add_argument("key_files", type=Path, nargs="+", help="hotkey files")
+    address.set_defaults(func=_address)
 
 
 def _new(args: argparse.Namespace) -> int:
@@ -77,4 +82,10 @@ def _metagraph(args: argparse.Namespace) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     sys.stdout.write(f"wrote {args.out}: {len(hotkeys)} hotkeys on netuid {args.netuid}\n")
+    return 0
+
+
+def _address(args: argparse.Namespace) -> int:
+    """One line: the files' SS58 addresses, comma-separated (a role list's value)."""
+    sys.stdout.write(",".join(load_key_file(p).ss58_address for p in args.key_files) + "\n")
     return 0
