@@ -139,9 +139,7 @@ ROLE_LISTS = ("HYPERTRAIN_AGGREGATOR_HOTKEYS", "HYPERTRAIN_WITNESS_HOTKEYS",
     ("first", "second"),
     [(a, b) for i, a in enumerate(ROLE_LISTS) for b in ROLE_LISTS[i + 1 :]],
 )
-def test_a_key_named_in_two_role_lists_is_refused(
-    tmp_path: Path, first: str, second: str
-) -> None:
+def test_a_key_named_in_two_role_lists_is_refused(tmp_path: Path, first: str, second: str) -> None:
     """One key, one role: a key named for two roles could act in neither (rounds/roles.py
     bars each role from the other), so the service refuses to start, naming both lists."""
     env = _env(tmp_path)
