@@ -3,12 +3,13 @@
 An auditor that could also post the round's tape would choose, ahead of the real
 aggregator, who is paid and the next start model (an outsider's finding,
 ``tests/attacks_found/test_forged_merge_tape.py``). The service refuses a tape from a key
-that signed a verdict in the run and a verdict from a key that signed a tape, and, where
-the operator names the aggregator keys, a tape from any other key.
+that signed a verdict in the run and a verdict from a key that signed a tape, and a tape
+from any key the operator did not name in ``HYPERTRAIN_AGGREGATOR_HOTKEYS``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,10 +69,22 @@ def _post_tape(svc: Service, key: Hotkey) -> tuple[int, str]:
 
 
 def test_a_key_that_signed_verdicts_cannot_sign_the_runs_tape(service: Service) -> None:
+    """Also once the operator names it an aggregator key after it judged (a restart)."""
     _judge_all(service, AUDITOR)
     service.tick(20)  # past the audit window (no auditors listed: it never closes early)
-    assert _post_tape(service, AUDITOR) == (403, "role_conflict")
-    assert _post_tape(service, AGGREGATOR)[0] == 200  # the aggregator's tape is still taken
+    assert _post_tape(service, AUDITOR) == (403, "role_conflict")  # not named
+    service.client.__exit__(None, None, None)
+    named = service.settings.aggregator_hotkeys | {AUDITOR.ss58_address}
+    service.settings = dataclasses.replace(service.settings, aggregator_hotkeys=named)
+    with _disputes._running(service):
+        r = service.client.post(
+            "/worker/v1/merge",
+            headers=bearer("worker"),
+            json=signed(AUDITOR, "merge-tape", _tape(), RUN),
+        )
+        assert (r.status_code, r.json()["error"]) == (403, "role_conflict"), r.text
+        assert "signed verdicts" in r.json()["detail"]
+        assert _post_tape(service, AGGREGATOR)[0] == 200  # the aggregator's is still taken
 
 
 def test_a_key_that_signed_a_tape_cannot_sign_verdicts(service: Service) -> None:
