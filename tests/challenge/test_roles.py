@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from hypertrain.challenge.rounds import roles
 from hypertrain.dispute import opinputs
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge import test_disputes as _disputes
@@ -228,3 +229,26 @@ def test_a_referee_named_as_an_aggregator_key_neither_rules_nor_signs_tapes(
     assert svc.client.get(f"/v1/disputes/{dispute_id}").json()["game"]["stage"] == "referee"
     svc.tick(20)  # past the audit window
     assert _post_tape(svc, REFEREE) == (403, "role_conflict")
+
+
+# the role each act confers (a tape: both the named role and the acted one)
+CONFERS: dict[roles.Act, tuple[roles.Held, ...]] = {
+    "verdict": ("auditor",),
+    "merge-tape": ("aggregator", "tape signer"),
+    "witness": ("witness",),
+    "island": ("island",),
+    "ruling": ("referee",),
+}
+
+
+def test_the_role_table_bars_both_ways() -> None:
+    """Proves no pair of roles conflicts one way only: where holding role B bars act A,
+    holding the role A confers bars B's act, so the order two keys act in never matters."""
+    for act, barred in roles.BARRED.items():
+        for other, conferred in CONFERS.items():
+            if other == act:
+                continue
+            one_way = any(held in barred for held in conferred)
+            other_way = any(held in roles.BARRED[other] for held in CONFERS[act])
+            assert one_way == other_way, (act, other)
+        assert not set(CONFERS[act]) & barred, f"{act} is barred by the role it confers"
