@@ -56,6 +56,8 @@ class RunOptions:
     pool_per_round: int = 1_000_000
     vesting_rounds: int = 4
     threads: int = 1
+    admission_workload_steps: int = 8  # the manifest's default: local runs only
+    admission_window_rounds: int = 2
     device: str = "cpu"
 
 
@@ -97,6 +99,10 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
             "probation_rounds": opts.probation_rounds,
         },
         "reward": {"pool_per_round": opts.pool_per_round, "vesting_rounds": opts.vesting_rounds},
+        "admission": {
+            "workload_steps": opts.admission_workload_steps,
+            "answer_window_rounds": opts.admission_window_rounds,
+        },
         "determinism": configure_determinism(opts.threads, opts.device).model_dump(mode="json"),
         "selfcheck_reference": {device_class(device): workload_hash(device)},
     }

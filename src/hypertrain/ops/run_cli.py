@@ -29,6 +29,35 @@ _INT_FLAGS = (
     ("--pool-per-round", "pool_per_round", "integer reward pool of a round (base units)"),
     ("--vesting-rounds", "vesting_rounds", "rounds over which escrow vests"),
     ("--threads", "threads", "torch threads of the determinism record (replay thread count)"),
+    (
+        "--admission-workload-steps",
+        "admission_workload_steps",
+        "admission challenge workload length; size it with `run size-admission`",
+    ),
+    (
+        "--admission-window-rounds",
+        "admission_window_rounds",
+        "beacon rounds an island has to answer its admission challenge",
+    ),
+)
+
+# (flag, type, default, help) of `run size-admission`
+_SIZING_FLAGS: tuple[tuple[str, type, float, str], ...] = (
+    ("--period-s", float, 3.0, "beacon period in seconds (drand quicknet: 3)"),
+    ("--window-rounds", int, 2, "admission.answer_window_rounds"),
+    (
+        "--fill",
+        float,
+        0.6,
+        "share of the window the workload alone takes; above 0.5 one"
+        " device answers for one hotkey per window",
+    ),
+    (
+        "--claim-gib",
+        float,
+        0.0,
+        "per-device memory claim whose table each answer builds (0: the smallest claim)",
+    ),
 )
 
 
@@ -53,6 +82,15 @@ def register(subparsers: Any) -> None:
                       help="device of the determinism record (default %(default)s)")  # fmt: skip
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=_init)
+
+    sizing = sub.add_parser(
+        "size-admission",
+        help="measure this device and size the admission workload to its answer window",
+    )
+    sizing.add_argument("--device", default="cpu", help="device to measure (default cpu)")
+    for flag, kind, default, text in _SIZING_FLAGS:
+        sizing.add_argument(flag, type=kind, default=default, help=f"{text} (default %(default)s)")
+    sizing.set_defaults(func=_size_admission)
 
     exp = sub.add_parser(
         "export", help="the newest merged model with its tokenizer, as a Llama directory"
@@ -80,6 +118,25 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size_admission(args: argparse.Namespace) -> int:
+    import json
+
+    import torch
+
+    from hypertrain.miner.admission import device_memory
+    from hypertrain.ops.admission_size import measure, size
+    from hypertrain.protocol.memproof import MIN_CLAIM_BYTES
+
+    if args.window_rounds < 1 or args.period_s <= 0:
+        raise ValueError("--window-rounds must be at least 1 and --period-s positive")
+    claim = max(MIN_CLAIM_BYTES, int(args.claim_gib * (1 << 30)))
+    device = torch.device(args.device)
+    window_s = args.window_rounds * args.period_s
+    sizing = size(measure(device), window_s, args.fill, claim, device_memory(device))
+    sys.stdout.write(json.dumps(sizing.as_json(), sort_keys=True) + "\n")
+    return 0
+
+
 def _init(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.force:
         raise ValueError(f"{args.out} exists (pass --force to overwrite it)")
@@ -102,6 +159,8 @@ def _init(args: argparse.Namespace) -> int:
         pool_per_round=args.pool_per_round,
         vesting_rounds=args.vesting_rounds,
         threads=args.threads,
+        admission_workload_steps=args.admission_workload_steps,
+        admission_window_rounds=args.admission_window_rounds,
         device=args.device,
     )
     doc = build_manifest(opts)
