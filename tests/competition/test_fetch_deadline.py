@@ -271,3 +271,50 @@ def test_a_trickled_model_is_refused_and_the_next_model_of_the_cycle_is_scored(
     assert second and "fetch" not in second  # fetched; refused later by the checks
     after = evaluator.service.task(CID, EVALUATOR.ss58_address)
     assert after is not None and set(shas) <= set(after.scored)  # both scores posted
+
+
+def _listed(hotkey: Any, size: int, seq: int) -> CycleModel:
+    files = [
+        ModelFile(name="config.json", sha256=f"{seq:064x}", size=2),
+        ModelFile(name="model.safetensors", sha256=f"{seq:064x}", size=size),
+    ]
+    return CycleModel(
+        hotkey=hotkey.ss58_address, model_sha256=model_hash(files), commitment=HEX,
+        commit_beacon_round=1, commit_seq=seq, files=files, base_url="http://x",
+    )  # fmt: skip
+
+
+def test_models_are_fetched_cached_first_then_smallest_and_failed_servers_last(
+    world: World, tmp_path: Path
+) -> None:
+    """A slow server delays only the models ordered after it: a model declaring the
+    largest size goes after every smaller one, and a hotkey whose latest download failed
+    goes after every other, whatever it declares, until one of its downloads succeeds."""
+    evaluator = _evaluator(world, tmp_path, FetchLimits())
+    big, small, kept, other = (
+        _listed(MINERS[0], 8 << 30, 1),  # declares the spec's whole max_bytes
+        _listed(MINERS[1], 4096, 2),
+        _listed(MINERS[2], 1 << 20, 3),
+        _listed(MINERS[3], 8192, 4),
+    )
+    (evaluator.cache_dir / kept.model_sha256).mkdir(parents=True)  # kept from an earlier cycle
+    order = evaluator.fetch_order([big, small, kept, other])
+    assert [m.commit_seq for m in order] == [3, 2, 4, 1]
+    evaluator.fetch_failed.add(small.hotkey)  # its server missed its deadline last cycle
+    assert [m.commit_seq for m in evaluator.fetch_order([big, small, kept, other])] == [3, 4, 1, 2]
+
+
+def test_a_failed_download_moves_its_hotkey_last_until_one_succeeds(
+    world: World, servers: list[BlobServer], tmp_path: Path
+) -> None:
+    evaluator = _evaluator(world, tmp_path, FetchLimits(slack_s=3.0))
+    slow_files = _trickled_files()
+    slow = _serve(servers, {slow_files[0].sha256: TRICKLED}, gap_s=1.0)
+    with pytest.raises(FetchDeadlineError):
+        evaluator._fetch_any(_cycle_model(slow_files, slow.url))
+    slow.finish()
+    assert evaluator.fetch_failed == {MINERS[0].ss58_address}
+    good = _model_dir(tmp_path / "good", b"\x07" * 4096)
+    fast = _serve(servers, _blobs(tmp_path / "good"))
+    evaluator._fetch_any(_cycle_model(good, fast.url))  # the same hotkey, a working server
+    assert evaluator.fetch_failed == set()

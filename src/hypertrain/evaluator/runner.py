@@ -3,7 +3,9 @@
 Model files are fetched from the relay the miner named and re-hashed on arrival;
 the file list must hash to the revealed model hash. The whole download of a model has
 one deadline derived from its declared size (:mod:`hypertrain.evaluator.download`), so
-a server that trickles its bytes is that model's refusal, not a stalled loop. A fetched
+a server that trickles its bytes is that model's refusal, not a stalled loop, and models
+are fetched cached first, then smallest first, and last the hotkeys whose latest download
+failed (:meth:`Evaluator.fetch_order`), so a slow server delays few others. A fetched
 model stays in the cache while the task lists it and is re-hashed before each later use
 instead of fetched again.
 A model that cannot be fetched, fails a spec check or does not load is *refused*: its
@@ -74,6 +76,8 @@ class Evaluator:
     # (cycle, model hash) -> (losses, refusal): a score computed once is posted again
     # after a failed post, never recomputed.
     results: dict[tuple[int, str], tuple[list[float], str]] = field(default_factory=dict)
+    # hotkeys whose latest download failed (a deadline, a bad server): fetched last
+    fetch_failed: set[str] = field(default_factory=set)
 
     def fetch(self, model: CycleModel) -> Path:
         """Download the model's files into the cache (hash-checked) and return the folder."""
@@ -132,13 +136,31 @@ class Evaluator:
                 shutil.rmtree(entry, ignore_errors=True)
 
     def _fetch_any(self, model: CycleModel) -> Path:
-        """:meth:`fetch`, with every failure on the miner's inputs (a URL, a relay) a refusal."""
+        """:meth:`fetch`, with every failure on the miner's inputs (a URL, a relay) a refusal;
+        the hotkey of a failed download is fetched last from then on (:func:`fetch_order`)."""
         try:
-            return self.fetch(model)
+            folder = self.fetch(model)
         except SubmissionError:
+            self.fetch_failed.add(model.hotkey)
             raise
         except Exception as exc:  # a hostile base_url or relay answer: that model's refusal
+            self.fetch_failed.add(model.hotkey)
             raise SubmissionError(f"the model's files could not be fetched: {exc}") from None
+        self.fetch_failed.discard(model.hotkey)
+        return folder
+
+    def fetch_order(self, models: list[CycleModel]) -> list[CycleModel]:
+        """The order a cycle's models are fetched in, so that a slow server delays as few
+        models as it can: models already in the cache (no download), then the others by
+        declared size, smallest first, and last every hotkey whose latest download failed.
+        The order changes no score (each model is judged against its own deadline)."""
+
+        def key(m: CycleModel) -> tuple[bool, bool, int, int]:
+            failed = m.hotkey in self.fetch_failed
+            kept = (self.cache_dir / m.model_sha256).is_dir()
+            return failed, not kept, sum(f.size for f in m.files), m.commit_seq
+
+        return sorted(models, key=key)
 
     def score(
         self, model: CycleModel, task: CycleTask, pages: npt.NDArray[np.int64]
@@ -190,7 +212,7 @@ def evaluate_open_cycle(evaluator: Evaluator, emit: Callable[..., None] = emit_j
         return 0
     done = 0
     pages = evaluator.pages(task)
-    for model in task.listed():
+    for model in evaluator.fetch_order(task.listed()):
         if model.model_sha256 in task.scored:
             continue
         result = evaluator.score(model, task, pages)
