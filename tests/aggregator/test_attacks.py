@@ -5,6 +5,8 @@ aggregator collects, merges and posts its tape; the round settles after its disp
 window. Attackers: a ×1000 update, a copy and a rescaled copy of an honest update
 committed later, and a commit whose update is never uploaded. None is paid, the model
 equals the merge of the honest updates alone, and the honest islands are paid in full.
+An exact copy makes both holders of the update audited (docs/mechanism.md, "Audit
+selection"), so the copier is faulted by its replay rather than merged once.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ class World:
             else hashlib.sha256(data).hexdigest()
         )
         body = {
-            "round": 0, "checkpoint_root": "cd" * 32,
+            "round": 0, "checkpoint_root": hashlib.sha256(key.public_key).hexdigest(),
             "leaf_count": self.manifest.round.num_segments + 1, "update_sha256": sha,
             "update_bytes": len(data), "tokens": TOKENS_PER_MICRO_BATCH,
             "update_url": f"memory:{sha}", "train_loss": 3.0,
@@ -133,8 +135,9 @@ def _model_of(w: World, hotkeys: list[str]) -> str:
     return merge(inputs, w.blobs).tape.new_model_sha256
 
 
-def _settle(w: World) -> None:
-    w.tick(4)  # commit deadline passed
+def _settle(w: World, committed: bool = False) -> None:
+    if not committed:
+        w.tick(4)  # commit deadline passed
     w.tick(2)  # audit window closed: merge phase
     assert w.agg.step(w.manifest, open_rounds=False) == 1
     w.tick(3)  # dispute window closed
@@ -155,15 +158,31 @@ def test_unaudited_attackers_are_not_merged_or_paid(unaudited: World) -> None:
         w.manifest.compression.block_size,
     )
     w.commit(scaled, rescaled)
-    _settle(w)
+    w.tick()  # every island committed: the two holders of one update are audited
+    assigned = w.agg.service.round_detail("run-1", 0).assignments
+    assert sorted(a.body["hotkey"] for a in assigned) == sorted(
+        [honest[0].ss58_address, copier.ss58_address]
+    )
+    for a in assigned:  # the copier's replay of its own assignment misses its leaves
+        verdict = {"round": 0, "hotkey": a.body["hotkey"], "segments": a.body["segments"]}
+        verdict["result"] = "match" if a.body["hotkey"] == honest[0].ss58_address else "mismatch"
+        if verdict["result"] == "mismatch":
+            verdict["first_bad_leaf"] = a.body["segments"][0] + 1
+        auditor = Hotkey.from_seed(b"\x55" * 32)
+        r = w.client.post(
+            "/worker/v1/verdict", headers=bearer("worker"), json=signed(auditor, "verdict", verdict)
+        )
+        assert r.status_code == 200, r.text
+    _settle(w, committed=True)
     merged = w.agg.service.round_detail("run-1", 0).merge.body  # type: ignore[union-attr]
     honest_keys = sorted(k.ss58_address for k in honest)
     assert sorted(merged["included"]) == honest_keys
     assert merged["excluded"] == {
         big.ss58_address: "norm_outlier",
-        copier.ss58_address: "duplicate_update",
+        copier.ss58_address: "audit_mismatch",
         scaled.ss58_address: "near_duplicate",
     }
+    assert ("run-1", 0, copier.ss58_address) in w.ledger.faults
     assert w.ledger.settled[("run-1", 0)] == dict.fromkeys(honest_keys, TOKENS_PER_MICRO_BATCH)
     assert merged["new_model_sha256"] == _model_of(w, honest_keys)  # not steered
     weights = w.ledger.get_weights(1, [k.ss58_address for k in KEYS]).weights

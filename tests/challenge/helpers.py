@@ -132,9 +132,11 @@ def join_body(
 
 
 def commit_body(
-    round_index: int, tokens: int = TOKENS_PER_MICRO_BATCH, loss: float = 3.5
+    round_index: int, tokens: int = TOKENS_PER_MICRO_BATCH, loss: float = 3.5, island: str = ""
 ) -> dict[str, Any]:
-    digest = hashlib.sha256(str(tokens).encode()).hexdigest()
+    """A commit body; islands committing the same one share an update and a root (an
+    exact copy, which audits every holder): pass ``island`` for a body of its own."""
+    digest = hashlib.sha256(f"{tokens}{':' + island if island else ''}".encode()).hexdigest()
     return {
         "round": round_index,
         "checkpoint_root": digest,

@@ -323,8 +323,8 @@ def _open_and_commit(svc: Service, index: int) -> None:
         json={"start_model_sha256": "aa" * 32, "start_model_url": "u"},
     )
     assert r.status_code == 200, r.text
-    for key in ISLANDS:
-        body = {**commit_body(index), "checkpoint_root": TREE.root_hex}
+    for key in ISLANDS:  # each island its own update and root: no copy forces an audit
+        body = commit_body(index, island=key.ss58_address)
         assert svc.post("/v1/commit", key, "commit", body).status_code == 200
     svc.tick(4)
 

@@ -60,7 +60,8 @@ class Net:
         opened = c.post("/admin/v1/runs/run-1/rounds", headers=bearer("admin"), json=start)
         assert opened.status_code == 200, opened.text
         for key in islands:
-            assert c.post("/v1/commit", json=signed(key, "commit", commit_body(index))).is_success
+            body = commit_body(index, island=key.ss58_address)
+            assert c.post("/v1/commit", json=signed(key, "commit", body)).is_success
         if after_commit is not None:
             after_commit()
         self.tick(1)  # when every rostered island committed, this beacon round selects

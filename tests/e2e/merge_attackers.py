@@ -14,6 +14,7 @@ The production miner carries none of this: the changes are injected here.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 import time
 from collections.abc import Callable
@@ -80,8 +81,10 @@ def derived_commit(config: MinerConfig, strategy: str, victims: list[str], index
             data = update_mod.encode_update(MAKERS[strategy](updates), manifest.compression)
             expiry = service.beacon_round() + 300
             sha = relay.put(data, kind="update", round=index, expiry_round=expiry)
+            # a root of its own: one shared with the victim would audit both (an exact copy)
+            root = hashlib.sha256(key.public_key + index.to_bytes(8, "big")).hexdigest()
             body = commits[0].model_copy(
-                update={"update_sha256": sha, "update_bytes": len(data),
+                update={"update_sha256": sha, "update_bytes": len(data), "checkpoint_root": root,
                         "update_url": relay.url(sha), "train_loss": None}
             )  # fmt: skip
             env = seal(key, domain="commit", run_id=config.run_id,

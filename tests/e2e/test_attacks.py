@@ -21,8 +21,10 @@ which nobody audits. Findings covered (docs/mechanism.md):
 * finding 4 (payment from the merge): ``ghost`` commits its update hash but never
   uploads the update: ``missing_blob``, unpaid for the round (no fault: the tape's word
   burns nothing), keeping only what its honest probation round earned;
-* finding 5 (copies): ``copy`` commits honest-a's commit body under its own key: merged
-  once (``duplicate_update``), the copy not paid.
+* finding 5 (copies): ``copy`` commits honest-a's commit body under its own key: both
+  holders of the update are audited in round 1 (docs/mechanism.md, "Audit selection"),
+  honest-a matches and is merged and paid, the copy's replay of its own assignment does
+  not (``audit_mismatch``), and its escrow, its honest round 0 included, is burned.
 
 Every island joins through the admission challenge (on by default: the auditor
 recomputes each answer) before round 0, so every one is in probation there; a round's roster
@@ -318,11 +320,19 @@ def _check(service: str, ss58: dict[str, str]) -> None:
     paid0 = (*HONEST, *ROUND_ATTACKERS[1])  # who did round 0's work honestly
     assert sorted(merge0["included"]) == sorted(ss58[n] for n in paid0), merge0
     assert set(merge0["excluded"]) == {ss58[n] for n in ROUND_ATTACKERS[0]}, merge0
-    assert detail[1]["assignments"] == []  # round 1 is not audited: probation was served
+    # round 1 audits only the two holders of one update: probation was served
+    audited1 = sorted(a["body"]["hotkey"] for a in detail[1]["assignments"])
+    assert audited1 == sorted([ss58["honest-a"], ss58["copy"]]), audited1
+    verdicts1 = {
+        v["envelope"]["body"]["hotkey"]: v["envelope"]["body"]["result"]
+        for v in detail[1]["verdicts"]
+    }
+    assert verdicts1[ss58["honest-a"]] == "match", verdicts1
+    assert verdicts1[ss58["copy"]] in ("mismatch", "unverifiable"), verdicts1
     assert sorted(merge1["included"]) == sorted(ss58[n] for n in HONEST), merge1
     assert merge1["excluded"] == {
         ss58["x1000"]: "norm_outlier",
-        ss58["copy"]: "duplicate_update",
+        ss58["copy"]: "audit_mismatch",
         ss58["ghost"]: "missing_blob",
     }, merge1
     # the ×1000 update did not move the model: held-out loss stays where round 0 left it
@@ -332,15 +342,17 @@ def _check(service: str, ss58: dict[str, str]) -> None:
         n: sum(roster[ss58[n]][k] for k in ("escrow", "held", "vested", "paid")) for n in ISLANDS
     }
     # round 0's pool goes to the five islands that did its work, round 1's to the two
-    # honest ones: no attack earns anything; x1000, copy and ghost keep only their honest
-    # round 0 (the ghost's missing blob leaves it unpaid: a tape's word burns nothing)
+    # honest ones: no attack earns anything; x1000 and ghost keep only their honest
+    # round 0 (the ghost's missing blob leaves it unpaid: a tape's word burns nothing),
+    # the copy's fault burns its round 0 too
     share0, share1 = POOL // len(paid0), POOL // len(HONEST)
     assert earned == (
         dict.fromkeys(HONEST, share0 + share1)
         | dict.fromkeys(ROUND_ATTACKERS[0], 0)
-        | {"x1000": share0, "copy": share0, "ghost": share0}
+        | {"x1000": share0, "copy": 0, "ghost": share0}
     ), earned
     assert roster[ss58["ghost"]]["burned"] == 0, roster[ss58["ghost"]]
+    assert roster[ss58["copy"]]["burned"] == share0, roster[ss58["copy"]]
     internal = {
         "authorization": f"Bearer {TOKENS['internal']}",
         "x-platform-challenge-slug": "hypertrain",

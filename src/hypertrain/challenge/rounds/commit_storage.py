@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from hypertrain.challenge.rounds.rule import CommitRow
+from hypertrain.protocol.messages import Commit
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +80,17 @@ def run_commits(conn: sqlite3.Connection, run_id: str) -> dict[int, list[CommitR
     for r in conn.execute("SELECT round, hotkey, tokens FROM commits WHERE run_id = ?", (run_id,)):
         out[int(r["round"])].append(CommitRow(r["hotkey"], int(r["tokens"])))
     return dict(out)
+
+
+def shared_commitments(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
+    """The islands whose commit of the round names the same update or the same checkpoint
+    root as another island's commit of it (an exact copy, or the copied one)."""
+    holders: dict[tuple[str, str], set[str]] = defaultdict(set)
+    rows = conn.execute(
+        "SELECT hotkey, body FROM commits WHERE run_id = ? AND round = ?", (run_id, index)
+    )
+    for r in rows:
+        body = Commit.model_validate_json(r["body"])
+        holders[("update", body.update_sha256)].add(r["hotkey"])
+        holders[("root", body.checkpoint_root)].add(r["hotkey"])
+    return frozenset(h for group in holders.values() if len(group) > 1 for h in group)

@@ -33,7 +33,7 @@ from pydantic import JsonValue, ValidationError
 from hypertrain.challenge.disputes import games
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
 from hypertrain.challenge.ports import BeaconRound
-from hypertrain.challenge.rounds import chain, pace, storage
+from hypertrain.challenge.rounds import chain, commit_storage, pace, storage
 from hypertrain.challenge.rounds.facts import run_faults
 from hypertrain.challenge.rounds.selection import assignment_key, select_audits
 from hypertrain.challenge.rounds.settle import ready_to_settle, settle_round
@@ -218,14 +218,18 @@ def _faulted_before(conn: sqlite3.Connection, run_id: str, index: int) -> set[st
 def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconRound) -> None:
     """Fix the audit selection of a round from the selecting beacon round.
 
-    An island is forced into the audit (its probation flag) while its probation lasts
-    and, after a proven fault in an earlier round, for the rest of the run: a caught
-    cheater that stays registered is replayed every round, never sampled at the rate.
+    An island is forced into the audit (its probation flag) while its probation lasts;
+    after a proven fault in an earlier round, for the rest of the run (a caught cheater
+    that stays registered is replayed every round, never sampled at the rate); and in a
+    round where its commit names the same update or checkpoint root as another island's
+    (every holder of a copy is replayed, so the island whose own assignment produced the
+    bytes keeps them, whoever committed first).
     """
     manifest = state.manifest(run_id)
-    faulted = _faulted_before(state.conn, run_id, index)
+    forced = _faulted_before(state.conn, run_id, index)
+    forced |= commit_storage.shared_commitments(state.conn, run_id, index)
     committed = {
-        hotkey: index < until or hotkey in faulted
+        hotkey: index < until or hotkey in forced
         for hotkey, until in storage.committed_probation(state.conn, run_id, index).items()
     }
     audits = select_audits(
