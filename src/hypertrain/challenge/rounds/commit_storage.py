@@ -94,3 +94,11 @@ def shared_commitments(conn: sqlite3.Connection, run_id: str, index: int) -> fro
         holders[("update", body.update_sha256)].add(r["hotkey"])
         holders[("root", body.checkpoint_root)].add(r["hotkey"])
     return frozenset(h for group in holders.values() if len(group) > 1 for h in group)
+
+
+def committers(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
+    """The islands that committed to a round."""
+    rows = conn.execute(
+        "SELECT hotkey FROM commits WHERE run_id = ? AND round = ?", (run_id, index)
+    )
+    return frozenset(r["hotkey"] for r in rows)

@@ -1,7 +1,11 @@
 """Rounds advance on work: a phase closes when its work is done or its window ends.
 
 A round's commit phase closes at the first of two beacon rounds: its commit
-deadline, or the beacon round at which the last rostered island committed. The
+deadline, or the beacon round at which the last *awaited* island committed: every
+rostered island except one that was rostered in the round before and committed nothing
+to it (:func:`awaited`). A silent island may still commit inside the window, but its
+silence holds no later round open: an admitted island that never trains delays at most
+its first round, not every round of the run (an outsider's finding). The
 audit selection is still the first beacon round strictly after the close, so no
 committer could have known it when it committed. An audit phase closes when every
 assignment has agreeing verdicts from a strict majority of the listed auditors (all
@@ -15,7 +19,7 @@ may last, and the dispute deadline stays where selection fixed it.
 
 from __future__ import annotations
 
-from hypertrain.challenge.rounds import facts, jury, rule, storage
+from hypertrain.challenge.rounds import commit_storage, facts, jury, rule, storage
 from hypertrain.challenge.state import ServiceState
 
 
@@ -26,14 +30,30 @@ def commit_close_round(state: ServiceState, row: storage.OpenRound, now: int) ->
     counts only once a later beacon round exists, so the selecting round is known.
     """
     deadline = row.commit_deadline
-    roster = state.roster_of(row.run_id, row.round, row.open_envelope)
-    count, last = storage.commit_progress(state.conn, row.run_id, row.round)
-    everyone = bool(roster) and count >= len(roster)
+    waiting = awaited(state, row)
+    committed = commit_storage.committers(state.conn, row.run_id, row.round)
+    _, last = storage.commit_progress(state.conn, row.run_id, row.round)
+    everyone = bool(waiting) and waiting <= committed
     if everyone and last is not None and last <= deadline and now > last:
         return last
     if now > deadline:
         return deadline
     return None
+
+
+def awaited(state: ServiceState, row: storage.OpenRound) -> frozenset[str]:
+    """The rostered islands whose commits close the commit phase early: the roster less
+    the islands that were rostered in the round before and committed nothing to it."""
+    roster = state.roster_of(row.run_id, row.round, row.open_envelope)
+    if row.round == 0:
+        return roster
+    before = storage.open_envelope(state.conn, row.run_id, row.round - 1)
+    if before is None:
+        return roster
+    silent = state.roster_of(row.run_id, row.round - 1, before) - commit_storage.committers(
+        state.conn, row.run_id, row.round - 1
+    )
+    return roster - silent
 
 
 def audits_done(state: ServiceState, run_id: str, index: int) -> bool:
