@@ -131,3 +131,28 @@ def test_loss_curve_shows_verified_loss_and_labels_self_reported(harness: Harnes
                        (harness.miners[2].ss58_address,))  # fmt: skip
     first = harness.client.get("/v1/runs/run-1/rounds").json()[0]
     assert first["train_loss"] == pytest.approx(5.0)
+
+
+def test_one_islands_claimed_loss_does_not_set_the_rounds_train_loss(harness: Harness) -> None:
+    """The train loss is self-reported and never audited: the round's figure is the
+    token-weighted median of the claims, so one island claiming 1e6 (an outsider's
+    finding: it set the mean to 250,000) moves it only with half the round's tokens."""
+    run_rounds(harness)
+    honest = harness.client.get("/v1/runs/run-1/rounds").json()[1]["train_loss"]
+    harness.state.conn.execute("UPDATE commits SET train_loss = 1e6 WHERE round = 1 AND hotkey = ?",
+                               (harness.miners[0].ss58_address,))  # fmt: skip
+    claimed = harness.client.get("/v1/runs/run-1/rounds").json()[1]["train_loss"]
+    assert claimed < 100 and abs(claimed - honest) < 10, (honest, claimed)
+
+
+@pytest.mark.parametrize(
+    ("points", "median"),
+    [([(1.0, 1)], 1.0), ([(1.0, 1), (3.0, 1)], 1.0), ([(5.0, 1), (1.0, 1), (3.0, 1)], 3.0),
+     ([(1e6, 1), (2.0, 3)], 2.0), ([(1e6, 3), (2.0, 1)], 1e6)],
+)  # fmt: skip
+def test_weighted_median(points: list[tuple[float, int]], median: float) -> None:
+    from hypertrain.challenge.rounds.views import weighted_median
+
+    assert weighted_median(points) == median
+    with pytest.raises(ValueError):
+        weighted_median([])

@@ -98,14 +98,26 @@ def _verdict_counts(verdicts: list[StandingVerdict]) -> dict[int, VerdictCounts]
 def _train_losses(
     commits: list[storage.CommitTokens], faults: dict[int, dict[str, str]]
 ) -> dict[int, float]:
-    """round -> token-weighted self-reported loss of the commits the round did not fault."""
-    sums: dict[int, tuple[float, int]] = {}
+    """round -> token-weighted median of the self-reported losses of the commits the round
+    did not fault: one island's claim (never checked by an audit) cannot move it unless
+    it holds half the round's tokens (an outsider's finding: a claimed 1e6 set a mean)."""
+    by_round: dict[int, list[tuple[float, int]]] = {}
     for c in commits:
-        if c.train_loss is None or c.hotkey in faults.get(c.round, {}):
+        if c.train_loss is None or c.hotkey in faults.get(c.round, {}) or c.tokens <= 0:
             continue
-        total, tokens = sums.get(c.round, (0.0, 0))
-        sums[c.round] = (total + c.train_loss * c.tokens, tokens + c.tokens)
-    return {index: total / tokens for index, (total, tokens) in sums.items() if tokens}
+        by_round.setdefault(c.round, []).append((c.train_loss, c.tokens))
+    return {index: weighted_median(points) for index, points in by_round.items()}
+
+
+def weighted_median(points: list[tuple[float, int]]) -> float:
+    """The smallest value whose cumulative weight reaches half the total (lower median)."""
+    ordered = sorted(points)
+    half, seen = sum(w for _, w in ordered) / 2, 0
+    for value, weight in ordered:
+        seen += weight
+        if seen >= half:
+            return value
+    raise ValueError("a weighted median needs a positive total weight")
 
 
 def round_detail(state: ServiceState, run_id: str, index: int) -> RoundDetail:
