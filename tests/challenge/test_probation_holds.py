@@ -78,7 +78,7 @@ class Net:
                 "result": "mismatch" if bad else "match",
             }
             if bad:
-                verdict["first_bad_leaf"] = 1
+                verdict["first_bad_leaf"] = body["segments"][0] + 1  # its first segment's end
             r = c.post(
                 "/worker/v1/verdict",
                 headers=bearer("worker"),
