@@ -125,3 +125,14 @@ def test_tape_witness_settings(tmp_path: Path) -> None:
                         ("HYPERTRAIN_WITNESS_WAIT_ROUNDS", "0")]:  # fmt: skip
         with pytest.raises(SettingsError):
             settings_from_env({**env, name: value})
+
+
+def test_an_aggregator_key_off_the_worker_list_is_refused_at_start(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    auditor, aggregator = (Hotkey.from_seed(bytes([i]) * 32).ss58_address for i in (3, 4))
+    both = {**env, "HYPERTRAIN_AGGREGATOR_HOTKEYS": aggregator}
+    listed = settings_from_env({**both, "HYPERTRAIN_WORKER_HOTKEYS": f"{auditor},{aggregator}"})
+    assert listed.aggregator_hotkeys <= listed.worker_hotkeys
+    assert settings_from_env(both).worker_hotkeys == frozenset()  # no list: any worker key
+    with pytest.raises(SettingsError, match=rf"{aggregator}, which is not in HYPERTRAIN_WORKER"):
+        settings_from_env({**both, "HYPERTRAIN_WORKER_HOTKEYS": auditor})

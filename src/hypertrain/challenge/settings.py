@@ -174,6 +174,13 @@ class Settings:
                 f"HYPERTRAIN_TAPE_WITNESSES={self.tape_witnesses} needs more keys than the"
                 f" {len(self.witness_hotkeys)} of HYPERTRAIN_WITNESS_HOTKEYS: no round would settle"
             )
+        unlisted = sorted(self.aggregator_hotkeys - self.worker_hotkeys)
+        if self.worker_hotkeys and unlisted:
+            raise SettingsError(
+                f"HYPERTRAIN_AGGREGATOR_HOTKEYS names {', '.join(unlisted)}, which is not in"
+                " HYPERTRAIN_WORKER_HOTKEYS: merge tapes are taken only from that list, so no"
+                " round would merge (list the aggregator key in both)"
+            )
 
 
 def read_token_file(path: Path, name: str) -> Secret:
