@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from hypertrain.challenge.cli import referee_note
 from hypertrain.challenge.database import DB_NAME
 from hypertrain.challenge.platform.metagraph import parse_snapshot
 from hypertrain.cli import main
@@ -156,6 +157,9 @@ def test_create_run_prints_the_coordinator_and_next_steps(
         f"coordinator  {served['signer']}" in out and coord.read_text().strip() == served["signer"]
     )
     assert "next steps" in out and "aggregator run --follow" in out
+    assert out.index("auditor run --follow") < out.index("hypertrain-miner join")  # auditors first
+    assert "dispute.referees is empty" in out  # the manifest names no referee
+    assert referee_note(1) == ""  # a manifest naming a referee gets no warning
     assert f"{svc.url}/dashboard/?run=run-1" in out
     code, out, err = _run(
         capsys, "challenge", "create-run", "--url", svc.url, "--admin-token-file",
