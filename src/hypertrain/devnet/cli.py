@@ -55,7 +55,9 @@ def register(subparsers: Any) -> None:
                    help=f"rounds the honeypot trains honestly before it cheats"
                    f" (default {HONEST_ROUNDS}, at most R - 1)")  # fmt: skip
     p.add_argument("--keep", action="store_true", help="keep the state directory at exit")
-    p.add_argument("--report", type=Path, help="write the report JSON here")
+    p.add_argument(
+        "--report", type=Path, help="write the report JSON here (default STATE_DIR/report.json)"
+    )
     p.add_argument("--exit-when-done", action="store_true",
                    help="exit after the report instead of keeping the dashboard up")  # fmt: skip
     p.add_argument(
