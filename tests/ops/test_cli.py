@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from hypertrain.challenge.cli import referee_note
 from hypertrain.challenge.database import DB_NAME
 from hypertrain.challenge.platform.metagraph import parse_snapshot
 from hypertrain.cli import main
@@ -42,6 +43,11 @@ def test_keys_new_writes_a_wallet_hotkey_and_names_btcli(
     assert "btcli" in err and "hypertrain[chain]" in err
     again = _run(capsys, "keys", "new", "--wallet-dir", wallets, "--hotkey", "h1")
     assert again[0] == 1 and "exists" in again[2] and "Traceback" not in again[2]
+    # the wallet flags every signing command takes (and btcli's) name the same file
+    btcli = _run(capsys, "keys", "new", "--wallet.path", wallets, "--wallet.hotkey", "h1")
+    assert btcli[0] == 1 and str(path) in btcli[2]
+    code, out, _ = _run(capsys, "keys", "new", "--wallet-path", wallets, "--hotkey", "h2")
+    assert code == 0 and out.split()[1] == str(tmp_path / "wallets" / "default" / "hotkeys" / "h2")
 
 
 def test_keys_metagraph_writes_a_snapshot_the_service_reads(
@@ -90,9 +96,12 @@ def test_run_init_writes_a_complete_commented_manifest(
     code, printed, _ = _run(capsys, *args, "--h", "4", "--j", "2", "--out", str(out))
     assert code == 0 and "create-run" in printed
     text = out.read_text()
-    for section in ("model", "inner", "outer", "round", "data", "audit", "reward", "determinism"):
+    sections = [k for k in RunManifest.model_fields if k != "coordinator"]
+    for section in sections:
         assert f"  // {section}: " in text  # each section explains itself
     manifest = RunManifest.model_validate(manifest_document(text.encode()))
+    # the dispute bond is sized against run init's own pool (docs/mechanism.md): a tenth
+    assert manifest.dispute.bond * 10 == manifest.reward.pool_per_round
     assert manifest.round.inner_steps == 4 and manifest.selfcheck_reference
     # the outer step the parity grid picked (docs/parity.md, "The product default")
     assert (manifest.outer.lr, manifest.outer.momentum) == (1.0, 0.0)
@@ -162,6 +171,9 @@ def test_create_run_prints_the_coordinator_and_next_steps(
         f"coordinator  {served['signer']}" in out and coord.read_text().strip() == served["signer"]
     )
     assert "next steps" in out and "aggregator run --follow" in out
+    assert out.index("auditor run --follow") < out.index("hypertrain-miner join")  # auditors first
+    assert "dispute.referees is empty" in out  # the manifest names no referee
+    assert referee_note(1) == ""  # a manifest naming a referee gets no warning
     assert f"{svc.url}/dashboard/?run=run-1" in out
     code, out, err = _run(
         capsys, "challenge", "create-run", "--url", svc.url, "--admin-token-file",

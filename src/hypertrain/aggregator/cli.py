@@ -73,7 +73,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--admin-token-file", type=Path,
                      help="admin token: open round 0 and every next round")  # fmt: skip
     run.add_argument("--follow", action="store_true", help="keep polling the service")
-    run.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
+    run.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls (default 1)")
     run.add_argument("--max-rounds", type=int, help="stop after this many merges")
     run.add_argument("--last-round", type=int, help="open no round after this index")
     _dataset(run)
@@ -93,7 +93,7 @@ def register(subparsers: Any) -> None:
     wit.add_argument("--state-dir", type=Path, default=Path("witness-state"),
                      help="directory for the blob cache")  # fmt: skip
     wit.add_argument("--follow", action="store_true", help="keep polling the service")
-    wit.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
+    wit.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls (default 1)")
     wit.set_defaults(func=cmd_witness)
 
     rb = sub.add_parser("rollback", help="recompute a round without a faulty island's update")

@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--device", default="cpu", help="torch device to replay on")
     run.add_argument("--round", type=int, help="audit this round once and exit")
     run.add_argument("--follow", action="store_true", help="audit each round as it opens")
-    run.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
+    run.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls (default 1)")
     run.set_defaults(func=_run)
 
 

@@ -206,7 +206,8 @@ def _create_run(args: argparse.Namespace) -> int:
     run_id, coordinator, base = signed.run_id, envelope.signer, args.url.rstrip("/")
     if args.coordinator_out is not None:
         args.coordinator_out.write_text(coordinator + "\n", encoding="utf-8")
-    sys.stdout.write(next_steps(base, run_id, coordinator, signed.data.dataset_root))
+    steps = next_steps(base, run_id, coordinator, signed.data.dataset_root)
+    sys.stdout.write(steps + referee_note(len(signed.dispute.referees)))
     return 0
 
 
@@ -222,13 +223,24 @@ def next_steps(base: str, run_id: str, coordinator: str, dataset_root: str) -> s
         f" --coordinator {coordinator} ...\n"
         f"  2. publish the dataset (root {dataset_root[:16]}…):"
         " hypertrain data serve --dataset-dir DIR\n"
-        f"  3. islands join: hypertrain-miner join --service-url {base} --run-id {run_id}"
+        "  3. start auditors (before islands join: a join waits for an auditor's check):"
+        f" hypertrain auditor run --follow --service {base} --run-id {run_id} ...\n"
+        f"  4. islands join: hypertrain-miner join --service-url {base} --run-id {run_id}"
         f" --coordinator {coordinator} ...\n"
-        f"  4. start auditors: hypertrain auditor run --follow --service {base} --run-id {run_id}"
-        " ...\n"
         f"  5. start the aggregator with the admin token; it publishes the genesis model and"
         f" opens round 0: hypertrain aggregator run --follow --service {base} --run-id {run_id}"
         " --admin-token-file FILE ...\n"
+    )
+
+
+def referee_note(referees: int) -> str:
+    """A warning when the signed manifest names no referee (docs/operator.md, Disputes)."""
+    if referees:
+        return ""
+    return (
+        "note: the manifest's dispute.referees is empty, so a dispute that reaches one"
+        " operation is upheld at its deadline; name a referee (hypertrain referee serve) in"
+        " the manifest of a run where islands may dispute\n"
     )
 
 

@@ -21,17 +21,33 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--rounds", type=int, default=6, help="outer rounds to train (default 6)")
     p.add_argument("--islands", type=int, default=3, help="honest islands (default 3)")
-    p.add_argument("--h", dest="inner_steps", type=int, default=12, help="inner steps H per round")
+    p.add_argument(
+        "--h", dest="inner_steps", type=int, default=12, help="inner steps H per round (default 12)"
+    )
     p.add_argument("--j", dest="checkpoint_interval", type=int, default=4,
-                   help="checkpoint interval J (steps between committed state hashes)")  # fmt: skip
-    p.add_argument("--preset", default="proxy", choices=PRESETS, help="model preset")
-    p.add_argument("--seq-len", type=int, default=64, help="tokens per training sample")
-    p.add_argument("--vocab-size", type=int, default=1024, help="tokenizer vocabulary size")
-    p.add_argument("--port", type=int, default=8000, help="service/dashboard port (0 = free)")
+                   help="checkpoint interval J (steps between committed state hashes;"
+                   " default 4)")  # fmt: skip
+    p.add_argument(
+        "--preset", default="proxy", choices=PRESETS, help="model preset (default proxy)"
+    )
+    p.add_argument(
+        "--seq-len", type=int, default=64, help="tokens per training sample (default 64)"
+    )
+    p.add_argument(
+        "--vocab-size", type=int, default=1024, help="tokenizer vocabulary size (default 1024)"
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=8000,
+        help="service/dashboard port (default 8000; 0 = any free port)",
+    )
     p.add_argument("--state-dir", type=Path, default=Path(".devnet"),
-                   help="where state, logs, report and the exported model go")  # fmt: skip
+                   help="where state, logs, report and the exported model go"
+                   " (default .devnet)")  # fmt: skip
     p.add_argument("--cache-dir", type=Path, default=Path(".cache/devnet"),
-                   help="cache for the prepared tokenizer and dataset")  # fmt: skip
+                   help="cache for the prepared tokenizer and dataset"
+                   " (default .cache/devnet)")  # fmt: skip
     p.add_argument("--corpus", type=Path, action="append", help="corpus file (repeatable)")
     p.add_argument("--honeypot", choices=HONEYPOT_STRATEGIES,
                    help="honeypot strategy (default: chosen at random)")  # fmt: skip
@@ -39,10 +55,17 @@ def register(subparsers: Any) -> None:
                    help=f"rounds the honeypot trains honestly before it cheats"
                    f" (default {HONEST_ROUNDS}, at most R - 1)")  # fmt: skip
     p.add_argument("--keep", action="store_true", help="keep the state directory at exit")
-    p.add_argument("--report", type=Path, help="write the report JSON here")
+    p.add_argument(
+        "--report", type=Path, help="write the report JSON here (default STATE_DIR/report.json)"
+    )
     p.add_argument("--exit-when-done", action="store_true",
                    help="exit after the report instead of keeping the dashboard up")  # fmt: skip
-    p.add_argument("--timeout-s", type=float, default=1800.0, help="give up after this long")
+    p.add_argument(
+        "--timeout-s",
+        type=float,
+        default=1800.0,
+        help="give up after this many seconds (default 1800)",
+    )
     p.add_argument("--commit-window-s", type=int, help="seconds islands get to commit a round")
     p.add_argument("--audit-window-s", type=int, help="seconds auditors get to post verdicts")
     p.set_defaults(func=_run)

@@ -30,7 +30,8 @@ def listen(port: int = 0) -> socket.socket:
         sock.bind((HOST, port))
     except OSError as exc:
         sock.close()
-        raise DevnetError(f"cannot listen on {HOST}:{port}: {exc}") from exc
+        hint = " (--port 0 picks a free port)" if port else ""
+        raise DevnetError(f"cannot listen on {HOST}:{port}: {exc}{hint}") from exc
     sock.listen(128)
     sock.set_inheritable(True)
     return sock

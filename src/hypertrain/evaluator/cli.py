@@ -46,11 +46,16 @@ def register(subparsers: Any) -> None:
     add_wallet_flags(ev, what="evaluator hotkey")
     ev.add_argument("--worker-token-file", type=Path, required=True, help="worker token file")
     ev.add_argument("--cache-dir", type=Path, required=True, help="where models are downloaded")
-    ev.add_argument("--threads", type=int, default=1, help="torch intra-op threads (pinned)")
-    ev.add_argument("--follow", action="store_true", help="evaluate every cycle as it opens")
-    ev.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
     ev.add_argument(
-        "--time-limit-s", type=float, default=600.0, help="wall-clock limit to score one model"
+        "--threads", type=int, default=1, help="torch intra-op threads (pinned; default 1)"
+    )
+    ev.add_argument("--follow", action="store_true", help="evaluate every cycle as it opens")
+    ev.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls (default 1)")
+    ev.add_argument(
+        "--time-limit-s",
+        type=float,
+        default=600.0,
+        help="wall-clock seconds to score one model (default 600)",
     )
     ev.add_argument(
         "--memory-limit-mib", type=int, default=None,
@@ -60,11 +65,11 @@ def register(subparsers: Any) -> None:
     ev.add_argument(
         "--fetch-min-rate-mib-s", type=float, default=1.0,
         help="slowest download accepted: a model's files must all arrive within"
-        " --fetch-slack-s plus its declared size at this rate, or it is refused",
+        " --fetch-slack-s plus its declared size at this rate, or it is refused (default 1)",
     )  # fmt: skip
     ev.add_argument(
         "--fetch-slack-s", type=float, default=30.0,
-        help="seconds added to every model's fetch deadline (connect, latency)",
+        help="seconds added to every model's fetch deadline (connect, latency; default 30)",
     )  # fmt: skip
     ev.set_defaults(func=_evaluate)
 

@@ -1,11 +1,12 @@
-"""``hypertrain competition init``: a complete competition spec from a prepared dataset.
+"""``hypertrain competition init``: a competition spec from a prepared dataset.
 
 Like ``hypertrain run init`` for a run manifest: the ``data`` section pins the public
 dataset (root, descriptor and tokenizer hashes, sample length) and the architecture's
-vocabulary comes from its tokenizer; every other value has a flag. The secret pool's
-``pool_root`` and ``pool_count`` are left out: ``competition create --pool-dir`` fills
-them from the pool it sends. The spec is validated before it is written, so a value the
-service would refuse is refused here, naming the field.
+vocabulary comes from its tokenizer; the values in ``_FLAGS`` have a flag, and the file
+leaves every other field out, at the spec's default (edit it by hand to change one). The
+secret pool's ``pool_root`` and ``pool_count`` are left out: ``competition create
+--pool-dir`` fills them from the pool it sends. The spec is validated before it is
+written, so a value the service would refuse is refused here, naming the field.
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ class SpecInitError(ValueError):
 
 def register(sub: Any) -> None:
     """Add ``init`` to the ``competition`` group."""
-    init = sub.add_parser("init", help="a complete competition spec from a prepared dataset")
+    init = sub.add_parser(
+        "init", help="a competition spec from a prepared dataset (other fields at their defaults)"
+    )
     init.add_argument("--competition-id", required=True, help="the competition's name")
     init.add_argument(
         "--dataset-dir", type=Path, required=True,

@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coordinator", default="", help="pinned coordinator SS58")
     parser.add_argument("--flip", action="append", default=[], help="island hotkey to lie about")
     parser.add_argument("--after-round", type=int, default=0, help="lie from this round on")
-    parser.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
+    parser.add_argument(
+        "--poll-s", type=float, default=1.0, help="seconds between polls (default 1)"
+    )
     args = parser.parse_args(argv)
     token = Path(args.worker_token_file).read_text(encoding="utf-8").strip()
     service = ChallengeClient(args.service, worker_token=token)

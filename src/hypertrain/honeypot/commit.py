@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod, commitment
 
 
@@ -24,7 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-round", type=int, default=0, help="the period's first round")
     parser.add_argument("--last-round", type=int, default=0, help="the period's last round")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    honeypots = HoneypotList.model_validate_json(args.list.read_text(encoding="utf-8"))
+    honeypots = _read_list(args.list)
+    if honeypots is None:
+        return 1
     digest = commitment(honeypots)
     if args.period is None:
         sys.stdout.write(digest + "\n")
@@ -37,6 +41,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     sys.stdout.write(body.model_dump_json() + "\n")
     return 0
+
+
+def _read_list(path: Path) -> HoneypotList | None:
+    """The list in ``path``, or None after one ``error:`` line naming what is wrong."""
+    try:
+        return HoneypotList.model_validate_json(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        problem = f"cannot read {path}: {exc.strerror}"
+    except ValidationError as exc:
+        fields = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'the file'}: {e['msg']}" for e in exc.errors()
+        )
+        shape = "salt: 64 hex digits; entries: hotkey, role, strategy"
+        problem = f"{path} is not a honeypot list ({shape}): {fields}"
+    sys.stderr.write(f"error: {problem}\n")
+    return None
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         metavar="K",
-        help="with --strategy: train rounds 0 .. K-1 honestly, cheat from round K on",
+        help="with --strategy: train rounds 0 .. K-1 honestly, cheat from round K on (default 0)",
     )
     parser.add_argument("miner_args", nargs=argparse.REMAINDER, help="-- then miner arguments")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)

@@ -25,6 +25,7 @@ from hypertrain.protocol.identity import (
     wallet_hotkey_path,
     write_key_file,
 )
+from hypertrain.protocol.keyargs import WALLET_FLAGS
 
 PRODUCTION_NOTE = (
     "throwaway key for tests and local networks; production keys come from btcli"
@@ -36,9 +37,12 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("keys", help="throwaway hotkeys and metagraph snapshots")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     new = sub.add_parser("new", help="write a new unencrypted hotkey in the wallet layout")
-    new.add_argument("--wallet", default="default", help="wallet name (default 'default')")
-    new.add_argument("--hotkey", required=True, help="hotkey name")
-    new.add_argument("--wallet-dir", default=DEFAULT_WALLET_PATH,
+    # the same spellings as every signing command (and btcli), plus --wallet-dir
+    new.add_argument(*WALLET_FLAGS["wallet"], dest="wallet", default="default",
+                     help="wallet name (default 'default')")  # fmt: skip
+    new.add_argument(*WALLET_FLAGS["hotkey"], dest="hotkey", required=True, help="hotkey name")
+    new.add_argument("--wallet-dir", *WALLET_FLAGS["wallet_path"], dest="wallet_dir",
+                     default=DEFAULT_WALLET_PATH,
                      help=f"wallets root (default {DEFAULT_WALLET_PATH})")  # fmt: skip
     new.add_argument("--force", action="store_true", help="replace an existing key file")
     new.set_defaults(func=_new)

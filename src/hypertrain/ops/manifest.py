@@ -32,6 +32,10 @@ SECTION_NOTES: Final = {
     "admission": "a join is admitted only on a fresh workload that a worker recomputed",
     "determinism": "what a replay must match bit for bit (from this machine)",
     "selfcheck_reference": "admission workload hash per accepted device class",
+    "dispute": "bond (a tenth of the round pool) and deadlines of a dispute; list the"
+    " SS58 of each referee in referees, or a game reaching one operation is upheld",
+    "honeypots": "commitment to the operator's honeypot list (python -m"
+    " hypertrain.honeypot.commit LIST) and the round after which it is revealed",
     "coordinator": "filled in and signed by the service at create-run",
 }
 
@@ -105,6 +109,8 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
         },
         "determinism": configure_determinism(opts.threads, opts.device).model_dump(mode="json"),
         "selfcheck_reference": {device_class(device): workload_hash(device)},
+        # The bond sized as docs/mechanism.md sizes it: a tenth of the round's pool.
+        "dispute": {"bond": opts.pool_per_round // 10},
     }
     # Fill every default in, so the file shows the whole run; the service checks it again.
     full = RunManifest.model_validate(doc).model_dump(mode="json")

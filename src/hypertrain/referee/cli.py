@@ -23,7 +23,7 @@ def register(subparsers: Any) -> None:
     add_wallet_flags(run, what="referee hotkey")
     run.add_argument("--coordinator", default="", help="pinned coordinator SS58 (recommended)")
     run.add_argument("--device", default="cpu", help="torch device to recompute on")
-    run.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
+    run.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls (default 1)")
     run.set_defaults(func=_serve)
 
 
