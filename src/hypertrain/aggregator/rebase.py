@@ -99,6 +99,7 @@ def corrected_inputs(
         proven=[h for h in base.proven if h not in drop],
         earlier=base.earlier if earlier is None else earlier,
         older=base.older,  # the public updates it was screened against stay public
+        updates_by_round=base.updates_by_round,  # the same availability, by the same record
     )
 
 

@@ -41,6 +41,7 @@ import torch
 
 from hypertrain.aggregator import chain, corrections
 from hypertrain.aggregator.aggregate import earlier_updates, older_updates
+from hypertrain.aggregator.availability import updates_deadline
 from hypertrain.aggregator.blobs import BlobStore
 from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.errors import BlobError, UpdateFormatError
@@ -164,6 +165,7 @@ class Aggregator:
             manifest, index, got.start_model_sha256, self.previous_outer(index),
             got.candidates, got.excluded, history_norms=self.history(index), proven=got.proven,
             earlier=earlier, older=self.older(manifest, index, earlier), sketches=self.sketches,
+            updates_by_round=updates_deadline(detail),
         )  # fmt: skip
         started = time.monotonic()
         result = merge(inputs, self.store)
