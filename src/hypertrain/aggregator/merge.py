@@ -4,7 +4,8 @@
    update the relay's arrival record does not show by then is ``missing_blob``
    (:mod:`hypertrain.aggregator.availability`). Fetch each update (hash-checked),
    check its size against the commit and its tokens against what H steps can train,
-   validate it for the model and the run's codec and compute its exact norm (:mod:`hypertrain.aggregator.norms`). Byte-identical
+   validate it for the model and the run's codec and compute its exact norm
+   (:mod:`hypertrain.aggregator.norms`). Byte-identical
    copies of an earlier commit's update are excluded (:mod:`hypertrain.aggregator.dedup`);
    then :func:`~hypertrain.aggregator.screen.screen` rejects outliers and fixes every
    clip factor from a reference norm that only audit-proven updates set, and an update
