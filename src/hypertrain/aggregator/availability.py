@@ -59,20 +59,19 @@ def check_arrival(source: object, sha256: str, by_round: int) -> None:
     if not isinstance(source, ArrivalSource):
         raise AggregatorError("this blob source keeps no arrival record (needed by the tape)")
     now = source.clock_round()
+    late = BlobError(
+        "missing_blob", f"update {sha256[:16]}… did not reach the relay by beacon round {by_round}"
+    )  # one text however and whenever it is asked, so every recomputation writes the same
     try:
         arrived = source.arrival_round(sha256)
     except BlobError as exc:
-        if exc.reason == "missing_blob" and now <= by_round:
+        if exc.reason != "missing_blob":
+            raise
+        if now <= by_round:
             raise UndecidedError(
                 f"update {sha256[:16]}… is not on the relay yet and its upload deadline"
                 f" (beacon round {by_round}) has not passed (relay round {now})"
             ) from None
-        raise
-    if arrived is None:
-        raise BlobError("missing_blob", f"blob {sha256[:16]}… has no arrival record")
-    if arrived > by_round:
-        raise BlobError(
-            "missing_blob",
-            f"blob {sha256[:16]}… first arrived at beacon round {arrived},"
-            f" after the upload deadline {by_round}",
-        )
+        raise late from None
+    if arrived is None or arrived > by_round:  # no record, or first seen after the deadline
+        raise late
