@@ -26,12 +26,13 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from hypertrain.aggregator import chain
 from hypertrain.aggregator.availability import UndecidedError
 from hypertrain.aggregator.blobs import RelayBlobs
 from hypertrain.aggregator.runner import Aggregator
 from hypertrain.aggregator.tape import decode_tape
 from hypertrain.aggregator.verify import verify_tape
-from hypertrain.aggregator.witness import Witness
+from hypertrain.aggregator.witness import Witness, inputs_difference
 from hypertrain.api.client import ChallengeClient
 from hypertrain.challenge.app import create_app
 from hypertrain.protocol.deadlines import updates_by_round
@@ -195,8 +196,14 @@ def test_an_update_uploaded_after_the_tape_does_not_make_the_honest_witness_cont
     record = detail.current_merge()
     assert record is not None
     fresh = _blobs(h, world[1], WITNESS, "verify-cache")
-    report = verify_tape(decode_tape(fresh.get(record.tape_sha256)), fresh)
+    tape = decode_tape(fresh.get(record.tape_sha256))
+    report = verify_tape(tape, fresh)
     assert report.identical, report.first_difference
+    # a tape that moves its deadline (to let the late update in) is caught on its inputs
+    moved = tape.model_copy(update={"updates_by_round": h.beacon.round})
+    previous = chain.previous_outer(lambda w: agg.service.round_detail(RUN, w), 1)
+    found = inputs_difference(moved, detail, m, previous) or ""
+    assert found.startswith("tape.updates_by_round")
     h.tick(5)
     paid = h.ledger.settled[(RUN, 1)]
     assert set(paid) == {k.ss58_address for k in h.miners[:2]}  # the round is paid
