@@ -153,7 +153,9 @@ def _play(world: tuple[Harness, Running], *, late_by: int) -> tuple[Harness, Agg
     then uploads ``late_by`` beacon rounds after the merge (0: right after the tape)."""
     h, relay = world
     events: list[dict[str, object]] = []
-    agg = Aggregator(_service(h), _blobs(h, relay, AGG, "agg-cache"), AGG, RUN, h.tmp / "agg")
+    said: list[dict[str, object]] = []
+    agg = Aggregator(_service(h), _blobs(h, relay, AGG, "agg-cache"), AGG, RUN, h.tmp / "agg",
+                     said.append)  # fmt: skip
     witness = Witness(_service(h), _blobs(h, relay, WITNESS, "w-cache"), WITNESS, RUN,
                       events.append)  # fmt: skip
     m = _round_zero(h, relay, agg, witness)
@@ -171,7 +173,9 @@ def _play(world: tuple[Harness, Running], *, late_by: int) -> tuple[Harness, Agg
     assert agg.service.round_detail(RUN, 1).phase == "merge"
     if h.beacon.round <= updates_by_round(detail.selection_beacon_round):
         with pytest.raises(UndecidedError):  # absence is no fact before the deadline
-            agg.step(m, open_rounds=False)
+            agg.merge_round(m, 1)
+        assert agg.step(m, open_rounds=False) == 0  # the step waits, and says so
+        assert (said[-1]["event"], said[-1]["for"]) == ("waiting", "upload_deadline")
         h.tick(updates_by_round(detail.selection_beacon_round) + 1 - h.beacon.round)
     assert agg.step(m, open_rounds=False) == 1
     record = agg.service.round_detail(RUN, 1).current_merge()

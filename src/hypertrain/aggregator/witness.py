@@ -50,7 +50,7 @@ from typing import Any
 import httpx
 
 from hypertrain.aggregator import chain
-from hypertrain.aggregator.availability import updates_deadline
+from hypertrain.aggregator.availability import UndecidedError, updates_deadline
 from hypertrain.aggregator.blobs import BlobSource
 from hypertrain.aggregator.collect import assigned_hotkeys, faulty_hotkeys
 from hypertrain.aggregator.errors import AggregatorError, BlobError
@@ -258,7 +258,11 @@ class Witness:
             if self._attested(detail) & {(summary.round, summary.tape_sha256)}:
                 self.done.add((summary.round, summary.tape_sha256))
                 continue
-            posted += self._attest(detail, manifest)
+            try:
+                posted += self._attest(detail, manifest)
+            except UndecidedError as exc:  # the relay's clock is not past the deadline yet
+                self.emit({"event": "waiting", "round": summary.round,
+                           "for": "upload_deadline", "detail": str(exc)[:500]})  # fmt: skip
         return posted
 
     def _read(self, index: int) -> RoundDetail:
