@@ -7,7 +7,11 @@ import pytest
 from hypertrain.aggregator.availability import UndecidedError, check_arrival
 from hypertrain.aggregator.blobs import MemoryBlobs
 from hypertrain.aggregator.errors import AggregatorError, BlobError
+from hypertrain.aggregator.merge import merge
+from hypertrain.aggregator.rebase import rebase
+from hypertrain.aggregator.verify import verify_tape
 from hypertrain.protocol.deadlines import ARRIVAL_MARGIN_ROUNDS, updates_by_round
+from tests.aggregator.helpers import World
 
 BY = 120
 
@@ -65,3 +69,27 @@ def test_a_held_blob_without_a_record_is_missing_and_a_source_without_records_re
 
 def test_the_deadline_is_the_selection_plus_the_documented_margin() -> None:
     assert updates_by_round(100) == 100 + ARRIVAL_MARGIN_ROUNDS
+
+
+def test_a_rollback_replay_reproduces_the_original_inclusion_decision() -> None:
+    """Round 0 merged with island 2's update missing; the update arrives later; a fault
+    proven for island 0 replays the round: island 2 stays out, with the same entry."""
+    w = World()
+    for index in range(4):
+        w.add(index)
+    late = w.candidates[2]
+    held = w.blobs.data.pop(late.update_sha256)  # not on the relay at the merge
+    w.blobs.now = BY + 1
+    original = merge(w.inputs(updates_by_round=BY), w.blobs)
+    [gone] = [e for e in original.tape.excluded if e.hotkey == late.hotkey]
+    assert gone.reason == "missing_blob"
+    w.blobs.data[late.update_sha256] = held  # uploaded after the tape
+    w.blobs.arrivals[late.update_sha256] = BY + 3
+    w.blobs.now = BY + 9
+    assert verify_tape(original.tape, w.blobs).identical  # verify-tape agrees, later too
+    [fixed] = rebase([original.tape], {0: {w.candidates[0].hotkey}}, w.blobs)
+    tape = fixed.result.tape
+    assert tape.updates_by_round == BY
+    assert [e for e in tape.excluded if e.hotkey == late.hotkey] == [gone]
+    assert late.hotkey not in {i.hotkey for i in tape.included}
+    assert {i.hotkey for i in tape.included} == {w.candidates[1].hotkey, w.candidates[3].hotkey}
