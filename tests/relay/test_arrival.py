@@ -1,5 +1,6 @@
 """The arrival record: kept by both stores, never moved by a re-upload, published on
-HEAD and GET (by a regional relay: its upstream's), refused when malformed."""
+HEAD and on an origin relay's GET (a regional relay's HEAD: its upstream's), refused when
+malformed."""
 
 from __future__ import annotations
 
@@ -122,6 +123,8 @@ def test_a_regional_relay_publishes_its_upstream_s_record(
     with RelayClient(region.url, None, RUN_ID) as client:
         assert client.get(sha) == data  # cached by the region now, at round 1021
         assert client.arrival_round(sha) == 1001  # the origin's record, not the cache's
+    served = httpx.get(f"{region.url}/blobs/{sha}")  # the cache, served without asking upstream
+    assert served.content == data and ARRIVAL_HEADER not in served.headers
 
 
 def test_a_relay_answering_a_malformed_record_is_refused() -> None:

@@ -6,9 +6,10 @@ spooled; an existing blob is never replaced, so a re-upload leaves it alone), an
 store the object's ``LastModified`` (S3), ``mtime`` or ``created``. The relay converts
 it with its beacon clock (:class:`~hypertrain.relay.clock.BeaconClock`, the rule the
 service uses: round ``r`` is published at ``genesis + (r - 1) * period``) and
-publishes it on ``GET`` and ``HEAD /blobs/{sha256}`` as the ``x-hypertrain-arrival-round``
-header. A relay with an upstream publishes its upstream's record (the origin relay's),
-never its own cache's, so every party reads one fact whichever relay it asks. A blob
+publishes it on ``HEAD /blobs/{sha256}`` (and on ``GET`` where it has no upstream) as
+the ``x-hypertrain-arrival-round`` header. A relay with an upstream publishes its
+upstream's record (the origin relay's), never its own cache's, so every party reads one
+fact whichever relay it asks. A blob
 without a record (a store that keeps none, or a copy only a regional relay holds) is
 served without the header.
 """

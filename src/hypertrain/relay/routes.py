@@ -2,8 +2,10 @@
 
 Handlers only translate between HTTP and :class:`~hypertrain.relay.service.Relay`.
 Blobs are immutable, so a GET answers with a strong ETag (the hash itself) and may be
-cached forever by anyone in between. Both GET and HEAD carry the blob's arrival record
-(``x-hypertrain-arrival-round``, :mod:`hypertrain.relay.arrival`) where one is kept.
+cached forever by anyone in between. HEAD carries the blob's arrival record
+(``x-hypertrain-arrival-round``, :mod:`hypertrain.relay.arrival`) where one is kept, and
+so does GET on a relay without an upstream (a regional relay's GET serves its cache
+without asking the upstream; its HEAD asks).
 """
 
 from __future__ import annotations
@@ -72,8 +74,8 @@ async def put_blob(sha256: str, request: Request, relay: RelayDep) -> JSONRespon
 async def get_blob(sha256: str, relay: RelayDep) -> StreamingResponse:
     """Stream a blob (fetching it from upstream first on a miss)."""
     handle, size = await relay.open(sha256)
-    try:
-        arrival = await relay.arrival(sha256)
+    try:  # a regional relay serves its cache without asking upstream (HEAD does)
+        arrival = await relay.arrival(sha256) if relay.upstream is None else None
     except BaseException:
         handle.close()
         raise
