@@ -21,6 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from hypertrain.aggregator import chain
+from hypertrain.aggregator.availability import updates_deadline
 from hypertrain.aggregator.blobs import MemoryBlobs
 from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
@@ -100,7 +101,7 @@ def _forge(agg: Aggregator, m: RunManifest, blobs: MemoryBlobs, honest: str) -> 
     """The honest merge with ``honest`` moved from included to ``near_duplicate``."""
     got = collect(agg.service.round_detail("run-1", 0), m, 0)
     inputs = MergeInputs(m, 0, got.start_model_sha256, None, got.candidates, got.excluded,
-                         proven=got.proven)  # fmt: skip
+                         proven=got.proven, updates_by_round=_deadline(agg))  # fmt: skip
     real = merge(inputs, blobs)
     dropped = next(i for i in real.tape.included if i.hotkey == honest)
     tape = real.tape.model_copy(update={
@@ -110,6 +111,11 @@ def _forge(agg: Aggregator, m: RunManifest, blobs: MemoryBlobs, honest: str) -> 
             stage="screen", reason="near_duplicate", detail="a copy")],
     })  # fmt: skip
     return MergeResult(tape, real.model_blob, real.outer_blob, real.broadcast_blob)
+
+
+def _deadline(agg: Aggregator) -> int | None:
+    """Round 0's upload deadline, as the honest aggregator writes it into its tape."""
+    return updates_deadline(agg.service.round_detail("run-1", 0))
 
 
 def _witness(h: Harness, blobs: MemoryBlobs, events: list[dict[str, Any]]) -> Witness:
@@ -173,7 +179,8 @@ def test_a_record_that_is_not_its_tape_is_caught(witnessed: Harness, tmp_path: P
     _audited_round(h, agg, m, blobs)
     got = collect(agg.service.round_detail("run-1", 0), m, 0)
     real = merge(MergeInputs(m, 0, got.start_model_sha256, None, got.candidates, got.excluded,
-                             proven=got.proven), blobs)  # fmt: skip
+                             proven=got.proven, updates_by_round=_deadline(agg)),
+                 blobs)  # fmt: skip
     honest = h.miners[0].ss58_address
     record = agg.publish(m, real)
     lying = record.model_copy(update={
@@ -189,7 +196,7 @@ def test_a_record_that_is_not_its_tape_is_caught(witnessed: Harness, tmp_path: P
 def _honest(agg: Aggregator, m: RunManifest, blobs: MemoryBlobs) -> MergeResult:
     got = collect(agg.service.round_detail("run-1", 0), m, 0)
     inputs = MergeInputs(m, 0, got.start_model_sha256, None, got.candidates, got.excluded,
-                         proven=got.proven)  # fmt: skip
+                         proven=got.proven, updates_by_round=_deadline(agg))  # fmt: skip
     return merge(inputs, blobs)
 
 

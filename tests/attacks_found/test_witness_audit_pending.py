@@ -51,7 +51,8 @@ def test_an_audit_proven_island_called_pending_is_paid_or_contested(
     lie = real.tape.model_copy(update=_first_candidate_as(real.tape, "audit_pending"))
     forged = merge(
         MergeInputs(m, 0, lie.start_model_sha256, None, list(lie.candidates),
-                    list(lie.excluded), proven=[c.hotkey for c in lie.candidates]),
+                    list(lie.excluded), proven=[c.hotkey for c in lie.candidates],
+                    updates_by_round=lie.updates_by_round),
         blobs,
     )  # fmt: skip
     record = agg.publish(m, forged)

@@ -52,7 +52,8 @@ def test_a_fresh_update_called_stale_is_a_disagreement(
     # a complete, published forgery: the merge recomputed on the forged inputs
     forged = merge(
         MergeInputs(m, 0, lie.start_model_sha256, None, list(lie.candidates),
-                    list(lie.excluded), proven=[c.hotkey for c in lie.candidates]),
+                    list(lie.excluded), proven=[c.hotkey for c in lie.candidates],
+                    updates_by_round=lie.updates_by_round),
         blobs,
     )  # fmt: skip
     result = MergeResult(forged.tape, forged.model_blob, forged.outer_blob, forged.broadcast_blob)

@@ -7,6 +7,10 @@ SHA-256, whatever the source, so a corrupted cache file is refused too.
 A relay refusal about the blob itself becomes a :class:`BlobError` with the reason
 the merge tape records (``missing_blob``, ``hash_mismatch``, ...), so a missing update
 excludes one island; a relay that cannot be reached fails the step, which is retried.
+Both sources also publish each blob's arrival record and their beacon clock
+(:mod:`hypertrain.aggregator.availability`): the relay's ``x-hypertrain-arrival-round``,
+and for memory the round set in ``arrivals`` (``0`` unless set; its clock ``now`` is
+past every deadline unless set).
 """
 
 from __future__ import annotations
@@ -44,11 +48,21 @@ class MemoryBlobs:
 
     def __init__(self) -> None:
         self.data: dict[str, bytes] = {}
+        self.arrivals: dict[str, int] = {}  # beacon round of first arrival (default 0)
+        self.now = 2**40  # the clock: past every deadline unless a test sets it
 
     def get(self, sha256: str) -> bytes:
         if sha256 not in self.data:
             raise BlobError("missing_blob", f"blob {sha256[:16]}… is not available")
         return check_hash(sha256, self.data[sha256])
+
+    def arrival_round(self, sha256: str) -> int | None:
+        if sha256 not in self.data:
+            raise BlobError("missing_blob", f"blob {sha256[:16]}… is not available")
+        return self.arrivals.get(sha256, 0)
+
+    def clock_round(self) -> int:
+        return self.now
 
     def put(self, data: bytes, *, kind: BlobKind, round: int) -> str:
         sha256 = hashlib.sha256(data).hexdigest()
@@ -79,6 +93,14 @@ class RelayBlobs:
         with _as_blob_error(sha256):
             self.relay.get_to_file(sha256, path)
         return check_hash(sha256, path.read_bytes())
+
+    def arrival_round(self, sha256: str) -> int | None:
+        """The relay's arrival record (asked afresh: a cached blob has none of its own)."""
+        with _as_blob_error(sha256):
+            return self.relay.arrival_round(sha256)
+
+    def clock_round(self) -> int:
+        return self.relay.beacon_round()
 
     def put(self, data: bytes, *, kind: BlobKind, round: int) -> str:
         with _as_blob_error(hashlib.sha256(data).hexdigest()):

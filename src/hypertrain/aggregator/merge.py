@@ -1,8 +1,11 @@
 """The merge: screen, clip and robustly aggregate a round's updates, then the outer step.
 
-1. *Norms.* Fetch each update (hash-checked), check its size against the commit and
-   its tokens against what H steps can train, validate it for the model and the run's
-   codec and compute its exact norm (:mod:`hypertrain.aggregator.norms`). Byte-identical
+1. *Norms.* Where the inputs name an upload deadline (``updates_by_round``), an
+   update the relay's arrival record does not show by then is ``missing_blob``
+   (:mod:`hypertrain.aggregator.availability`). Fetch each update (hash-checked),
+   check its size against the commit and its tokens against what H steps can train,
+   validate it for the model and the run's codec and compute its exact norm
+   (:mod:`hypertrain.aggregator.norms`). Byte-identical
    copies of an earlier commit's update are excluded (:mod:`hypertrain.aggregator.dedup`);
    then :func:`~hypertrain.aggregator.screen.screen` rejects outliers and fixes every
    clip factor from a reference norm that only audit-proven updates set, and an update
@@ -35,6 +38,7 @@ import torch
 from torch import Tensor
 
 from hypertrain.aggregator.aggregate import robust_aggregate
+from hypertrain.aggregator.availability import check_arrival
 from hypertrain.aggregator.blobs import BlobSource
 from hypertrain.aggregator.dedup import exact_duplicates
 from hypertrain.aggregator.errors import AggregatorError, BlobError, UpdateFormatError
@@ -72,6 +76,8 @@ class MergeInputs:
     earlier: list[Earlier] = field(default_factory=list)  # the last rounds' public updates
     older: list[Earlier] = field(default_factory=list)  # the run's other public updates
     sketches: SketchCache | None = field(default=None, compare=False)  # reused across rounds
+    # last beacon round an update may first reach the relay and count (None: any time)
+    updates_by_round: int | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,8 @@ def norms_pass(inputs: MergeInputs, blobs: BlobSource) -> tuple[dict[str, float]
     failed: list[Excluded] = []
     for c in sorted(inputs.candidates, key=lambda c: c.hotkey):
         try:
+            if inputs.updates_by_round is not None:
+                check_arrival(blobs, c.update_sha256, inputs.updates_by_round)
             data = blobs.get(c.update_sha256)
             problem = _precheck(c, inputs, data)
             if problem is None:
@@ -248,5 +256,6 @@ def merge(inputs: MergeInputs, blobs: BlobSource) -> MergeResult:
         proven=sorted(inputs.proven),
         earlier=list(inputs.earlier),
         older=list(inputs.older),
+        updates_by_round=inputs.updates_by_round,
     )
     return MergeResult(tape, model_blob, outer_blob, broadcast)

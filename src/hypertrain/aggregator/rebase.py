@@ -32,8 +32,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from hypertrain.aggregator.aggregate import earlier_updates
+from hypertrain.aggregator.availability import ArrivalSource
 from hypertrain.aggregator.blobs import BlobSource, check_hash
-from hypertrain.aggregator.errors import TapeError
+from hypertrain.aggregator.errors import AggregatorError, TapeError
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.screen import HISTORY_NORMS, proven_history
 from hypertrain.aggregator.tape import Earlier, Excluded, Tape
@@ -64,6 +65,18 @@ class _Overlay:
     def get(self, sha256: str) -> bytes:
         data = self.held.get(sha256)
         return check_hash(sha256, data) if data is not None else self.base.get(sha256)
+
+    def arrival_round(self, sha256: str) -> int | None:
+        """The base's arrival record (updates are never held here)."""
+        return self._records().arrival_round(sha256)
+
+    def clock_round(self) -> int:
+        return self._records().clock_round()
+
+    def _records(self) -> ArrivalSource:
+        if not isinstance(self.base, ArrivalSource):
+            raise AggregatorError("this blob source keeps no arrival record (needed by the tape)")
+        return self.base
 
 
 def _dropped(tape: Tape, drop: Collection[str]) -> list[Excluded]:
@@ -99,6 +112,7 @@ def corrected_inputs(
         proven=[h for h in base.proven if h not in drop],
         earlier=base.earlier if earlier is None else earlier,
         older=base.older,  # the public updates it was screened against stay public
+        updates_by_round=base.updates_by_round,  # the same availability, by the same record
     )
 
 

@@ -13,8 +13,10 @@
   (:mod:`hypertrain.aggregator.heldout`) rides on the merge-tape message as
   ``eval_loss``, which the dashboard's training curve shows.
 * :func:`follow` polls the service: it merges every round that reaches the merge
-  phase, rebases the merged chain when the service reports a fault proven for a merged
-  update (:meth:`Aggregator.rollback_step`: :mod:`~hypertrain.aggregator.corrections`
+  phase (a round with an update not on the relay waits, event ``waiting``, until the
+  relay's clock has passed its upload deadline: :mod:`~hypertrain.aggregator.availability`),
+  rebases the merged chain when the service reports a fault proven for a merged update
+  (:meth:`Aggregator.rollback_step`: :mod:`~hypertrain.aggregator.corrections`
   finds it, :mod:`~hypertrain.aggregator.rebase` recomputes it, each corrected round is
   posted as a signed ``merge-correction``) and, given the admin token, opens round 0
   (with the genesis model) and each next round once the previous one is merged, on the
@@ -41,6 +43,7 @@ import torch
 
 from hypertrain.aggregator import chain, corrections
 from hypertrain.aggregator.aggregate import earlier_updates, older_updates
+from hypertrain.aggregator.availability import UndecidedError, updates_deadline
 from hypertrain.aggregator.blobs import BlobStore
 from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.errors import BlobError, UpdateFormatError
@@ -164,6 +167,7 @@ class Aggregator:
             manifest, index, got.start_model_sha256, self.previous_outer(index),
             got.candidates, got.excluded, history_norms=self.history(index), proven=got.proven,
             earlier=earlier, older=self.older(manifest, index, earlier), sketches=self.sketches,
+            updates_by_round=updates_deadline(detail),
         )  # fmt: skip
         started = time.monotonic()
         result = merge(inputs, self.store)
@@ -282,7 +286,12 @@ class Aggregator:
         done = 0
         for summary in rounds:
             if summary.phase == "merge":
-                self.merge_round(manifest, summary.round)
+                try:
+                    self.merge_round(manifest, summary.round)
+                except UndecidedError as exc:  # an update may still arrive in time
+                    self.emit({"event": "waiting", "round": summary.round,
+                               "for": "upload_deadline", "detail": str(exc)[:500]})  # fmt: skip
+                    continue
                 done += 1
         corrected = self.rollback_step(manifest)  # before the next round opens on it
         if open_rounds:

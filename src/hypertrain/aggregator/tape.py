@@ -5,7 +5,8 @@ the start model and the previous outer state by hash, the round's reference norm
 (``median_norm``), the inputs it came from (``history_norms``, ``proven``) and the clip
 threshold, the earlier rounds' public updates it screened against exactly (``earlier``)
 and every older public update of the run it screened against in the run sketch
-(``older``, :mod:`hypertrain.aggregator.sketch`; both omitted when empty), every
+(``older``, :mod:`hypertrain.aggregator.sketch`; both omitted when empty), the upload
+deadline its availability was judged at (``updates_by_round``, omitted when absent), every
 included update (hotkey, relay hash, verified tokens, exact norm, clip factor, weight)
 in merge order, and every excluded one with a reason and
 a ``stage``: ``collect`` exclusions (failed audit, bad commit) are policy inputs the
@@ -97,6 +98,9 @@ class Tape(_Frozen):
     earlier: list[Earlier] = Field(default_factory=list, exclude_if=lambda v: not v)
     # every other public update of the run, screened in the run sketch (omitted when empty)
     older: list[Earlier] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # the upload deadline: an update counts only if the relay's arrival record shows it
+    # by this beacon round (:mod:`hypertrain.aggregator.availability`; omitted when None)
+    updates_by_round: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
 
     def to_bytes(self) -> bytes:
         return canonical_bytes(self.model_dump(mode="json"))

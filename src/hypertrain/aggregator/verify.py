@@ -41,6 +41,7 @@ def inputs_from_tape(tape: Tape) -> MergeInputs:
         proven=list(tape.proven),
         earlier=list(tape.earlier),
         older=list(tape.older),
+        updates_by_round=tape.updates_by_round,
     )
 
 

@@ -14,7 +14,9 @@ For each round with a current merge (:func:`witness_round`) the witness
    (hash-checked) and checks the record against it: the fields settlement reads
    (``included``, ``excluded``, the model and outer-state hashes) must be the tape's;
 2. checks the tape's inputs against the public round record: the run's manifest, the
-   previous merge's outer state, every signed commit offered as a candidate or
+   previous merge's outer state, the upload deadline availability is judged at
+   (``updates_by_round``, from the round's audit selection:
+   :mod:`~hypertrain.aggregator.availability`), every signed commit offered as a candidate or
    excluded at collection with its own update hash and tokens, an ``audit_mismatch``
    only where a verifiable non-``match`` verdict exists, an ``audit_pending`` only
    where the coordinator assigned an audit, ``bad_commit`` and ``wrong_round`` only
@@ -48,6 +50,7 @@ from typing import Any
 import httpx
 
 from hypertrain.aggregator import chain
+from hypertrain.aggregator.availability import UndecidedError, updates_deadline
 from hypertrain.aggregator.blobs import BlobSource
 from hypertrain.aggregator.collect import assigned_hotkeys, faulty_hotkeys
 from hypertrain.aggregator.errors import AggregatorError, BlobError
@@ -128,6 +131,7 @@ def inputs_difference(
         ("tape.manifest_digest", manifest.digest(), tape.manifest_digest),
         ("tape.round", detail.round, tape.round),
         ("tape.prev_outer_state_sha256", previous_outer, tape.prev_outer_state_sha256),
+        ("tape.updates_by_round", updates_deadline(detail), tape.updates_by_round),
         ("tape.candidates", sorted({e.signer for e in detail.commits}),
          sorted({c.hotkey for c in tape.candidates}
                 | {e.hotkey for e in tape.excluded if e.stage == "collect"})),
@@ -254,7 +258,11 @@ class Witness:
             if self._attested(detail) & {(summary.round, summary.tape_sha256)}:
                 self.done.add((summary.round, summary.tape_sha256))
                 continue
-            posted += self._attest(detail, manifest)
+            try:
+                posted += self._attest(detail, manifest)
+            except UndecidedError as exc:  # the relay's clock is not past the deadline yet
+                self.emit({"event": "waiting", "round": summary.round,
+                           "for": "upload_deadline", "detail": str(exc)[:500]})  # fmt: skip
         return posted
 
     def _read(self, index: int) -> RoundDetail:

@@ -53,12 +53,13 @@ def build_relay(
     if settings.upstream is not None:
         client = upstream_client or httpx.AsyncClient(timeout=settings.upstream_timeout_s)
         upstream = Upstream(settings.upstream, client)
+    clock = clock or BeaconClock(settings.beacon_genesis_unix, settings.beacon_period_s)
     return Relay(
-        store=open_store(settings.storage, settings.state_dir),
+        store=open_store(settings.storage, settings.state_dir, clock.now),
         replay=ReplayStore(settings.state_dir / "replay.sqlite"),
         quota=QuotaBook(settings.state_dir / "uploads.sqlite"),
         registry=registry or registry_from_settings(settings),
-        clock=clock or BeaconClock(settings.beacon_genesis_unix, settings.beacon_period_s),
+        clock=clock,
         policy=UploadPolicy(
             run_ids=settings.served_runs,
             max_blob_bytes=settings.max_blob_bytes,

@@ -26,14 +26,16 @@ from pathlib import Path
 from typing import Final, Literal
 
 import httpx
+from pydantic import ValidationError
 
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import BlobPut
 from hypertrain.protocol.retry import Backoff, retry
+from hypertrain.relay.arrival import ARRIVAL_HEADER, parse_arrival
 from hypertrain.relay.auth import BLOB_PUT_DOMAIN, encode_authorization
 from hypertrain.relay.errors import HashMismatchError, NotFoundError, RelayError
-from hypertrain.relay.models import receipt_problem
+from hypertrain.relay.models import RelayHealth, receipt_problem
 from hypertrain.relay.spool import CHUNK_BYTES, sha256_file, validate_sha256, write_all
 
 log = logging.getLogger(__name__)
@@ -89,6 +91,31 @@ class RelayClient:
             return None
         _raise_for(resp)
         return int(resp.headers["content-length"])
+
+    def arrival_round(self, sha256: str) -> int | None:
+        """The beacon round the blob first arrived at, by the relay's record (None: held
+        without one); raises :class:`NotFoundError` when the relay does not hold it and
+        :class:`~hypertrain.relay.errors.ArrivalError` on a malformed record."""
+        resp = self._retrying(lambda: self._http.head(self.url(sha256)))
+        if resp.status_code == 404:
+            raise NotFoundError(sha256)
+        _raise_for(resp)
+        return parse_arrival(resp.headers.get(ARRIVAL_HEADER))
+
+    def beacon_round(self) -> int:
+        """The relay's current beacon round (its ``/healthz``): the clock its arrival
+        records are read on."""
+        resp = self._retrying(lambda: self._http.get(f"{self.base_url}/healthz"))
+        _raise_for(resp)
+        try:
+            health = RelayHealth.model_validate_json(resp.content)
+        except ValidationError:
+            raise RelayError(
+                "bad_answer", f"{self.base_url}/healthz: not a health answer", 0
+            ) from None
+        if health.beacon_round is None:
+            raise RelayError("no_clock", f"{self.base_url} publishes no beacon round", 0)
+        return health.beacon_round
 
     def put(self, data: bytes | Path, *, kind: BlobKind, round: int, expiry_round: int) -> str:
         """Upload ``data`` (bytes or a file path); returns its SHA-256."""

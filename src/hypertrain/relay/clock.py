@@ -31,7 +31,11 @@ class BeaconClock:
 
     def current_round(self) -> int:
         """The latest round that has been published (0 before genesis)."""
-        elapsed = self.now() - self.genesis_unix
+        return self.round_at(self.now())
+
+    def round_at(self, unix: float) -> int:
+        """The latest round published at wall time ``unix`` (0 before genesis)."""
+        elapsed = unix - self.genesis_unix
         if elapsed < 0:
             return 0
         return int(elapsed // self.period_s) + 1

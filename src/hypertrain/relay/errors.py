@@ -48,3 +48,10 @@ class UpstreamError(RelayError):
 
     def __init__(self, message: str) -> None:
         super().__init__("upstream_failed", message, 502)
+
+
+class ArrivalError(RelayError):
+    """A relay published an arrival record that is not a beacon round."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("bad_arrival", message, 502)

@@ -2,7 +2,10 @@
 
 Handlers only translate between HTTP and :class:`~hypertrain.relay.service.Relay`.
 Blobs are immutable, so a GET answers with a strong ETag (the hash itself) and may be
-cached forever by anyone in between.
+cached forever by anyone in between. HEAD carries the blob's arrival record
+(``x-hypertrain-arrival-round``, :mod:`hypertrain.relay.arrival`) where one is kept, and
+so does GET on a relay without an upstream (a regional relay's GET serves its cache
+without asking the upstream; its HEAD asks).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from hypertrain.relay.arrival import ARRIVAL_HEADER
 from hypertrain.relay.errors import SizeMismatchError
 from hypertrain.relay.models import BlobStored, RelayHealth
 from hypertrain.relay.service import Relay
@@ -34,13 +38,16 @@ def get_relay(request: Request) -> Relay:
 RelayDep = Annotated[Relay, Depends(get_relay)]
 
 
-def _blob_headers(sha256: str, size: int) -> dict[str, str]:
-    return {
+def _blob_headers(sha256: str, size: int, arrival: int | None) -> dict[str, str]:
+    headers = {
         "content-length": str(size),
         "content-type": "application/octet-stream",
         "etag": f'"{sha256}"',
         "cache-control": "public, max-age=31536000, immutable",
     }
+    if arrival is not None:
+        headers[ARRIVAL_HEADER] = str(arrival)
+    return headers
 
 
 @router.put(
@@ -67,14 +74,19 @@ async def put_blob(sha256: str, request: Request, relay: RelayDep) -> JSONRespon
 async def get_blob(sha256: str, relay: RelayDep) -> StreamingResponse:
     """Stream a blob (fetching it from upstream first on a miss)."""
     handle, size = await relay.open(sha256)
-    return StreamingResponse(_iter_file(handle), headers=_blob_headers(sha256, size))
+    try:  # a regional relay serves its cache without asking upstream (HEAD does)
+        arrival = await relay.arrival(sha256) if relay.upstream is None else None
+    except BaseException:
+        handle.close()
+        raise
+    return StreamingResponse(_iter_file(handle), headers=_blob_headers(sha256, size, arrival))
 
 
 @router.head("/blobs/{sha256}")
 async def head_blob(sha256: str, relay: RelayDep) -> Response:
-    """Whether a blob is held here (or upstream), and its size."""
+    """Whether a blob is held here (or upstream), its size and its arrival round."""
     size = await relay.size(sha256)
-    return Response(headers=_blob_headers(sha256, size))
+    return Response(headers=_blob_headers(sha256, size, await relay.arrival(sha256)))
 
 
 @router.get("/healthz")

@@ -141,6 +141,15 @@ class Relay:
             raise NotFoundError(sha256)
         return size
 
+    async def arrival(self, sha256: str) -> int | None:
+        """The beacon round of the blob's first arrival at the origin relay: this relay's
+        store's record, or with an upstream the upstream's (None: no record)."""
+        validate_sha256(sha256)
+        if self.upstream is not None:
+            return await self.upstream.arrival(sha256)
+        arrived = await run_in_threadpool(self.store.arrived, sha256)
+        return None if arrived is None else self.clock.round_at(arrived)
+
     async def open(self, sha256: str) -> tuple[IO[bytes], int]:
         """Open a blob for reading, filling a miss from upstream (verified) first."""
         validate_sha256(sha256)

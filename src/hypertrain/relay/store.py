@@ -4,18 +4,22 @@ Blobs live at ``blobs/<h[0:2]>/<h[2:4]>/<h>`` (fan-out keeps directories small).
 A blob only ever appears complete: the local store renames a verified spool file into
 place, the fsspec store uploads to a temporary key and moves it (an S3 object becomes
 visible only once whole). An existing blob is never overwritten, so a later upload,
-good or bad, cannot harm it.
+good or bad, cannot harm it, nor move its arrival record (``arrived``: the time its
+bytes were stored, :mod:`hypertrain.relay.arrival`).
 """
 
 from __future__ import annotations
 
 import os
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Protocol
 
 import fsspec
 
+from hypertrain.relay.arrival import info_arrival
 from hypertrain.relay.errors import NotFoundError
 from hypertrain.relay.spool import validate_sha256
 
@@ -38,15 +42,20 @@ class BlobStore(Protocol):
     def open(self, sha256: str) -> IO[bytes]:
         """Open a stored blob for reading; raises :class:`NotFoundError` if absent."""
 
+    def arrived(self, sha256: str) -> float | None:
+        """Unix time the blob was first stored (None: absent, or no record kept)."""
+
     def commit(self, sha256: str, spooled: Path) -> bool:
         """Move a verified spool file into place; False if the blob was already stored."""
 
 
 class LocalStore:
-    """Blobs on a local filesystem, committed by atomic rename."""
+    """Blobs on a local filesystem, committed by atomic rename; ``now`` stamps each new
+    blob's modification time (its arrival record) with the relay's clock."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, now: Callable[[], float] = time.time) -> None:
         self.root = root
+        self.now = now
         self._spool = root / "spool"
         self._spool.mkdir(parents=True, exist_ok=True)
 
@@ -63,6 +72,12 @@ class LocalStore:
         except FileNotFoundError:
             return None
 
+    def arrived(self, sha256: str) -> float | None:
+        try:  # the spooled file's mtime; link() never replaces it, so it never moves
+            return self._path(sha256).stat().st_mtime
+        except FileNotFoundError:
+            return None
+
     def open(self, sha256: str) -> IO[bytes]:
         try:
             return self._path(sha256).open("rb")
@@ -73,6 +88,8 @@ class LocalStore:
         target = self._path(sha256)
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
+            stamp = self.now()
+            os.utime(spooled, (stamp, stamp))
             # link() refuses to replace an existing name, so nothing stored is touched.
             os.link(spooled, target)
         except FileExistsError:
@@ -116,6 +133,13 @@ class FsspecStore:
             return None
         return int(info["size"])
 
+    def arrived(self, sha256: str) -> float | None:
+        try:  # S3: LastModified of the moved object, which no later upload replaces
+            info = self._fs.info(self._path(blob_key(sha256)))
+        except FileNotFoundError:
+            return None
+        return info_arrival(dict(info))
+
     def open(self, sha256: str) -> IO[bytes]:
         try:
             handle: IO[bytes] = self._fs.open(self._path(blob_key(sha256)), "rb")
@@ -138,8 +162,9 @@ class FsspecStore:
         return True
 
 
-def open_store(storage: str, state_dir: Path) -> BlobStore:
-    """A store for ``storage``: a directory path, or an fsspec URL (``s3://...``)."""
+def open_store(storage: str, state_dir: Path, now: Callable[[], float] = time.time) -> BlobStore:
+    """A store for ``storage``: a directory path, or an fsspec URL (``s3://...``, whose
+    arrival record is the back end's own clock); ``now``: the relay's clock."""
     if "://" in storage:
         return FsspecStore(storage, state_dir / "spool")
-    return LocalStore(Path(storage))
+    return LocalStore(Path(storage), now)

@@ -14,6 +14,7 @@ from typing import IO
 import anyio
 import httpx
 
+from hypertrain.relay.arrival import ARRIVAL_HEADER, parse_arrival
 from hypertrain.relay.errors import NotFoundError, UpstreamError
 from hypertrain.relay.models import receipt_problem
 from hypertrain.relay.pipeline import spool_stream
@@ -44,6 +45,18 @@ class Upstream:
         if resp.status_code != 200:
             raise UpstreamError(f"HEAD {self._url(sha256)} answered {resp.status_code}")
         return int(resp.headers.get("content-length", "0"))
+
+    async def arrival(self, sha256: str) -> int | None:
+        """The upstream's arrival record of the blob (None: not held, or no record)."""
+        try:
+            resp = await self._client.head(self._url(sha256))
+        except httpx.HTTPError as exc:
+            raise UpstreamError(f"HEAD {self._url(sha256)}: {exc}") from exc
+        if resp.status_code == 404:
+            return None
+        if resp.status_code != 200:
+            raise UpstreamError(f"HEAD {self._url(sha256)} answered {resp.status_code}")
+        return parse_arrival(resp.headers.get(ARRIVAL_HEADER))
 
     async def fetch(self, sha256: str, spool: Spool) -> None:
         """Stream the upstream's copy into ``spool`` (the caller verifies it)."""
