@@ -27,8 +27,15 @@ from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.runner import Aggregator
 from hypertrain.aggregator.tape import Excluded, Tape
-from hypertrain.aggregator.witness import Finding, Witness, inputs_difference, witness_round
+from hypertrain.aggregator.witness import (
+    Finding,
+    Witness,
+    inputs_difference,
+    pending,
+    witness_round,
+)
 from hypertrain.api.client import ChallengeClient
+from hypertrain.api.models import RoundSummary
 from hypertrain.challenge.app import create_app
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
@@ -332,3 +339,31 @@ def test_a_stale_or_duplicate_exclusion_stands_only_on_the_public_record(
         assert found is None  # an update merged before is stale: the record supports it
     else:
         assert found is not None and "one commit" in found  # merged says nothing of copies
+
+
+def _summary(index: int, phase: str, tape: str | None) -> RoundSummary:
+    zero = {"match": 0, "mismatch": 0}
+    return RoundSummary.model_validate({
+        "round": index, "phase": phase, "open_beacon_round": 1, "commit_deadline_round": 2,
+        "selection_beacon_round": None, "audit_close_round": None,
+        "dispute_deadline_round": None, "start_model_sha256": None, "new_model_sha256": None,
+        "tape_sha256": tape, "commits": 0, "tokens": 0, "update_bytes": 0, "train_loss": None,
+        "eval_loss": None, "audits": 0, "verdicts": zero, "disputes": 0, "settled_epoch": None,
+    })  # fmt: skip
+
+
+def test_a_witness_with_a_backlog_attests_the_chains_head_first() -> None:
+    """An outsider's finding: a witness that fell behind worked through its backlog
+    oldest first, so every round's merge was cleared only after the next round had
+    opened without it, and the chain froze. The newest tape is attested first, one per
+    step; rounds without a tape, and tapes already attested, are not listed."""
+    rounds = [
+        _summary(0, "final", "a0"),
+        _summary(1, "settle", "a1"),
+        _summary(2, "settle", "a2"),
+        _summary(3, "merge", None),
+        _summary(4, "train", None),
+    ]
+    assert [r.round for r in pending(rounds, set())] == [2, 1, 0]
+    assert [r.round for r in pending(rounds, {(2, "a2"), (0, "a0")})] == [1]
+    assert [r.round for r in pending(rounds, {(1, "old")})] == [2, 1, 0]  # a correction

@@ -72,7 +72,9 @@ def world(tmp_path: Path, serve: Callable[[FastAPI], Running]) -> Iterator[tuple
     nobody) and a relay whose beacon clock is the service's beacon."""
     miner_keys = [Hotkey.from_seed(bytes([i + 1]) * 32) for i in range(3)]
     registered = [k.ss58_address for k in [*miner_keys, WITNESS]]
-    settings = make_settings(tmp_path, registered, tape_witnesses=1)
+    settings = make_settings(
+        tmp_path, registered, tape_witnesses=1, aggregator_hotkeys=frozenset({AGG.ss58_address})
+    )
     beacon, ledger = SteppedBeacon(), FakeLedger()
     allow = tmp_path / "allow.json"
     allow.write_text(json.dumps({"hotkeys": dict.fromkeys(registered, 1)}))
@@ -110,7 +112,8 @@ def _upload(h: Harness, relay: Running, key: Hotkey, data: bytes, index: int) ->
 
 
 def _commit(h: Harness, key: Hotkey, data: bytes, index: int, sha: str) -> None:
-    body = {"round": index, "checkpoint_root": "cd" * 32, "leaf_count": 5,
+    root = hashlib.sha256(key.public_key).hexdigest()  # its own: a shared one forces audits
+    body = {"round": index, "checkpoint_root": root, "leaf_count": 5,
             "update_sha256": sha, "update_bytes": len(data), "tokens": TOKENS_PER_MICRO_BATCH,
             "update_url": f"relay:{sha}", "train_loss": 3.0}  # fmt: skip
     assert h.client.post("/v1/commit", json=signed(key, "commit", body)).status_code == 200

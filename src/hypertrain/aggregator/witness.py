@@ -58,7 +58,7 @@ from hypertrain.aggregator.tape import Excluded, Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
-from hypertrain.api.models import RoundDetail
+from hypertrain.api.models import RoundDetail, RoundSummary
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
@@ -232,6 +232,16 @@ def _recompute(record: MergeTape, tape: Tape, blobs: BlobSource) -> str | None:
     return found
 
 
+def pending(rounds: list[RoundSummary], done: set[tuple[int, str]]) -> list[RoundSummary]:
+    """The rounds with a current tape this witness has not attested, newest first."""
+    open_tapes = [
+        r for r in rounds
+        if r.phase in ("settle", "final") and r.tape_sha256 is not None  # a tape is in
+        and (r.round, r.tape_sha256) not in done
+    ]  # fmt: skip
+    return sorted(open_tapes, key=lambda r: r.round, reverse=True)
+
+
 @dataclass
 class Witness:
     """One witness key following one run."""
@@ -246,24 +256,26 @@ class Witness:
     details: dict[int, RoundDetail] = field(default_factory=dict)  # rounds read, by round
 
     def step(self, manifest: RunManifest) -> int:
-        """Attest every current tape of the run not attested yet; returns the attestations.
-        Only rounds whose current tape is not attested by this key are read afresh."""
-        posted = 0
-        for summary in self.service.rounds(self.run_id):
-            if summary.phase not in ("settle", "final") or summary.tape_sha256 is None:
-                continue  # no tape yet (a round with no commits goes final without one)
-            if (summary.round, summary.tape_sha256) in self.done:
-                continue
+        """Attest the newest current tape of the run not attested yet (0 or 1 posted).
+
+        Newest first, one per step: the newest merged round is the one the next round
+        waits on, so a witness with a backlog (a slow machine, many rounds) clears the
+        chain's head before it works through older rounds, which only their pay waits
+        on. Only rounds whose current tape is not attested by this key are read afresh."""
+        for summary in pending(self.service.rounds(self.run_id), self.done):
             detail = self._read(summary.round)
             if self._attested(detail) & {(summary.round, summary.tape_sha256)}:
-                self.done.add((summary.round, summary.tape_sha256))
+                self.done.add((summary.round, str(summary.tape_sha256)))
                 continue
             try:
-                posted += self._attest(detail, manifest)
+                posted = self._attest(detail, manifest)
             except UndecidedError as exc:  # the relay's clock is not past the deadline yet
                 self.emit({"event": "waiting", "round": summary.round,
                            "for": "upload_deadline", "detail": str(exc)[:500]})  # fmt: skip
-        return posted
+                continue
+            if posted:
+                return posted
+        return 0
 
     def _read(self, index: int) -> RoundDetail:
         detail = self.service.round_detail(self.run_id, index)
