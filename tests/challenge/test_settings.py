@@ -125,3 +125,21 @@ def test_tape_witness_settings(tmp_path: Path) -> None:
                         ("HYPERTRAIN_WITNESS_WAIT_ROUNDS", "0")]:  # fmt: skip
         with pytest.raises(SettingsError):
             settings_from_env({**env, name: value})
+
+
+def test_standby_jurors_must_be_listed_workers(tmp_path: Path) -> None:
+    """A standby juror is an auditor that re-audits only: a key outside the worker list
+    could never post the re-audit it stands by for, so the setting is refused."""
+    env = _env(tmp_path)
+    worker, juror = (Hotkey.from_seed(bytes([i]) * 32).ss58_address for i in (3, 4))
+    listed = {**env, "HYPERTRAIN_WORKER_HOTKEYS": f"{worker},{juror}"}
+    assert settings_from_env(listed).standby_hotkeys == frozenset()
+    s = settings_from_env({**listed, "HYPERTRAIN_STANDBY_HOTKEYS": juror})
+    assert s.standby_hotkeys == frozenset({juror})
+    outsider = Hotkey.from_seed(b"\x05" * 32).ss58_address
+    with pytest.raises(SettingsError, match="not in HYPERTRAIN_WORKER_HOTKEYS"):
+        settings_from_env({**listed, "HYPERTRAIN_STANDBY_HOTKEYS": outsider})
+    with pytest.raises(SettingsError, match=r"^HYPERTRAIN_STANDBY_HOTKEYS: "):
+        settings_from_env({**listed, "HYPERTRAIN_STANDBY_HOTKEYS": "not-a-key"})
+    with pytest.raises(SettingsError, match="unknown setting"):
+        settings_from_env({**listed, "HYPERTRAIN_STANDBY_HOTKEY": juror})

@@ -5,7 +5,11 @@ bisection game) or its auditor is found faulty; its assignment is listed until
 another auditor's counting verdict arrives (a ``recompute`` game keeps it listed
 until its quorum is reached). An assignment no verdict judged by the end of the audit
 phase is listed as missed: its island's reward is held until one comes; so is a split one
-(its judges hold no majority either way) while it takes late verdicts.
+(its judges hold no majority either way) while it takes late verdicts. While the
+standby jurors stand in (every other auditor barred:
+:func:`~hypertrain.challenge.rounds.jury.standing_in`), an assignment of a round in its
+audit phase that no verdict judged yet is listed as missed at once, so they judge it
+in the phase.
 """
 
 from __future__ import annotations
@@ -43,7 +47,18 @@ def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
         for a in rounds_storage.unjudged_audits(state.conn, run_id, state.due_round())
         if a.hotkey in facts.unjudged(state.conn, run_id, a.round)
     ]
-    return set_aside + missed + _splits(state, run_id)
+    return set_aside + missed + _splits(state, run_id) + _stood_in(state, run_id)
+
+
+def _stood_in(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
+    """Unjudged assignments of rounds in their audit phase, while standby jurors stand in."""
+    if not jury.standing_in(state, run_id):
+        return []
+    return [
+        _missed(a.round, a.hotkey, a.envelope)
+        for a in rounds_storage.audit_phase_audits(state.conn, run_id)
+        if a.hotkey in facts.unjudged(state.conn, run_id, a.round)
+    ]
 
 
 def _missed(index: int, hotkey: str, envelope: str) -> ReassignedAudit:
