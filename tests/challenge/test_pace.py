@@ -231,3 +231,51 @@ def test_a_standby_jurors_agreeing_verdict_counts_towards_the_majority(harness: 
     assert not pace.audits_done(h.state, "run-1", 0)  # one of two active auditors
     _match_all(h, juror)
     assert pace.audits_done(h.state, "run-1", 0)
+
+
+def _bar(h: Harness, key: Hotkey) -> None:
+    """Record ``key`` as an auditor a dispute found faulty (its verdicts no longer count)."""
+    h.state.conn.execute(
+        "INSERT INTO faulty_auditors VALUES ('run-1', ?, 0, 'd-1')", (key.ss58_address,)
+    )
+
+
+def _waiting(h: Harness) -> list[str]:
+    rows = h.client.get("/v1/runs/run-1/reassigned").json()
+    return sorted(r["hotkey"] for r in rows if r["missed"])
+
+
+def test_standby_jurors_stand_in_once_every_active_auditor_is_barred(harness: Harness) -> None:
+    """The one active auditor is barred: nobody else would judge the round in its phase,
+    so the standby jurors stand in. Its assignments are listed as waiting at once, and a
+    majority of the jurors (two of two) closes the phase."""
+    h = harness
+    jurors = _jurors(2)
+    _list_auditors(h, h.auditor, *jurors)
+    _stand_by(h, *jurors)
+    _open(h)
+    assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
+    h.tick(1)
+    assert _waiting(h) == []  # the active auditor judges first
+    _bar(h, h.auditor)
+    assert _waiting(h) == sorted(k.ss58_address for k in h.miners[:3])
+    _match_all(h, jurors[0])
+    assert _waiting(h) == [] and not pace.audits_done(h.state, "run-1", 0)
+    _match_all(h, jurors[1])
+    assert pace.audits_done(h.state, "run-1", 0)
+
+
+def test_a_barred_auditor_is_not_waited_for(harness: Harness) -> None:
+    """Two listed auditors, one barred: its verdicts can never count, so the other's
+    verdicts are the active majority and close the phase (no standby juror involved)."""
+    h = harness
+    (other,) = _jurors(1)
+    _list_auditors(h, h.auditor, other)
+    _open(h)
+    assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
+    h.tick(1)
+    _match_all(h, h.auditor)
+    assert not pace.audits_done(h.state, "run-1", 0)  # one of two
+    _bar(h, other)
+    assert pace.audits_done(h.state, "run-1", 0)
+    assert _waiting(h) == []  # no standby juror: nothing is listed in the phase

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.live import Live
 
 from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import RoundDetail
 from hypertrain.devnet import (
     evaluate,
     honeypots,
@@ -191,14 +192,16 @@ def _rollbacks_done(net: Devnet) -> bool:
 
 
 def final_model(net: Devnet) -> Any:
-    """Parameters of the last merged model, fetched from the relay and hash-checked."""
+    """Parameters of the last merged model as it stands (a rollback's correction, if
+    any, else the merge), fetched from the relay and hash-checked."""
     assert net.doc is not None and net.manifest is not None
     merged = [r for r in net.doc["rounds"] if r["new_model_sha256"]]
     if not merged:
         return None
-    detail = net.get(f"/v1/runs/{roles.RUN_ID}/rounds/{merged[-1]['round']}")
-    url = detail["merge"]["body"]["new_model_url"]
-    return evaluate.fetch_model(url, merged[-1]["new_model_sha256"], net.manifest.model)
+    raw = net.get(f"/v1/runs/{roles.RUN_ID}/rounds/{merged[-1]['round']}")
+    tape = RoundDetail.model_validate(raw).current_merge()
+    assert tape is not None  # the round has a merge
+    return evaluate.fetch_model(tape.new_model_url, tape.new_model_sha256, net.manifest.model)
 
 
 def dashboard_url(net: Devnet) -> str:
