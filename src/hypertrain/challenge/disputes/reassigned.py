@@ -47,17 +47,22 @@ def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
         for a in rounds_storage.unjudged_audits(state.conn, run_id, state.due_round())
         if a.hotkey in facts.unjudged(state.conn, run_id, a.round)
     ]
-    return set_aside + missed + _splits(state, run_id) + _stood_in(state, run_id)
+    listed = set_aside + missed + _splits(state, run_id)
+    return listed + _stood_in(state, run_id, {(x.round, x.hotkey) for x in listed})
 
 
-def _stood_in(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
-    """Unjudged assignments of rounds in their audit phase, while standby jurors stand in."""
+def _stood_in(
+    state: ServiceState, run_id: str, listed: set[tuple[int, str]]
+) -> list[ReassignedAudit]:
+    """Unjudged assignments of rounds in their audit phase, while standby jurors stand in
+    (each audit once: one already ``listed`` as set aside is not listed again)."""
     if not jury.standing_in(state, run_id):
         return []
     return [
         _missed(a.round, a.hotkey, a.envelope)
         for a in rounds_storage.audit_phase_audits(state.conn, run_id)
-        if a.hotkey in facts.unjudged(state.conn, run_id, a.round)
+        if (a.round, a.hotkey) not in listed
+        and a.hotkey in facts.unjudged(state.conn, run_id, a.round)
     ]
 
 
