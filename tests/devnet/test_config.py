@@ -119,7 +119,10 @@ def test_the_rollback_scenario_plans_its_auditors_disputes_and_audits(tmp_path: 
     default, cfg = DevnetConfig(), DevnetConfig(scenario="rollback", rounds=8)
     assert (default.standby_jurors, default.dispute_window_rounds) == (0, 2)
     assert (cfg.standby_jurors, cfg.honeypot_honest_rounds, cfg.probation_rounds) == (2, 1, 8)
-    assert cfg.dispute_window_rounds == 20  # outlasts the honest island's game and re-audits
+    # outlasts the honest island's game and the re-audits: at least the audit window
+    assert cfg.dispute_window_rounds == max(20, cfg.windows[1]) > 2
+    short = DevnetConfig(scenario="rollback", rounds=8, audit_window_s=15)
+    assert short.dispute_window_rounds == 20
     sec = generate(tmp_path / "s", islands=2, jurors=cfg.standby_jurors)
     assert [j.name for j in sec.jurors] == ["juror-1", "juror-2"]
     metagraph = json.loads(sec.metagraph.read_text())["hotkeys"]

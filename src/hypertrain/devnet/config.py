@@ -36,10 +36,17 @@ STANDBY_JURORS: Final = 2  # the fewest that can bar an auditor without a refere
 # Cheats whose update passes the merge's screens, so a lying auditor's ``match`` lets it in
 # (``bad-update`` skews the update's norm and may be screened out before any rollback).
 ROLLBACK_STRATEGIES: Final = ("wrong-samples", "skip-steps")
-# The rollback scenario's dispute window (seconds, at least the audit window): it must
-# outlast the honest island's dispute and the standby jurors' re-audits, or the cheat's
-# round settles on the liar's ``match`` first (a final round's verdicts are never set aside).
+# The rollback scenario's shortest dispute window (seconds after the audit window's end,
+# so the rest of an early-closed audit window adds to it; at least the audit window): the
+# honest island's replay, its game and the standby jurors' re-audits must fit in it, or
+# the cheat's round settles on the liar's ``match`` first (a final round's verdicts are
+# never set aside).
 ROLLBACK_DISPUTE_WINDOW_S: Final = 20
+# The rollback scenario's game deadlines (beacon rounds): an honest party's first answer
+# waits for its replay of the segment, which a busy two-core machine can take half a
+# minute over (the manifest default gives a message 10 rounds).
+ROLLBACK_ANSWER_ROUNDS: Final = 60
+ROLLBACK_CLOCK_ROUNDS: Final = 600
 # Rounds of a rollback scenario run unless --rounds says otherwise: the proof lands a few
 # rounds after the cheat (the audit window, then the dispute window), and a round must
 # open after the correction for the islands to move onto the corrected model.
@@ -168,7 +175,7 @@ class DevnetConfig:
         window counts from the audit window's end, so an early close adds to it)."""
         if not self.rollback:
             return 2
-        return max(1, ROLLBACK_DISPUTE_WINDOW_S // self.beacon_period_s)
+        return max(ROLLBACK_DISPUTE_WINDOW_S // self.beacon_period_s, self.windows[1])
 
     @property
     def max_micro_batches(self) -> int:

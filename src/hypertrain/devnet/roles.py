@@ -8,7 +8,13 @@ from typing import Any
 
 from hypertrain.data.dataset import Dataset
 from hypertrain.data.descriptor import DESCRIPTOR_NAME
-from hypertrain.devnet.config import AUDIT_SEGMENTS, MICRO_BATCH_SIZE, DevnetConfig
+from hypertrain.devnet.config import (
+    AUDIT_SEGMENTS,
+    MICRO_BATCH_SIZE,
+    ROLLBACK_ANSWER_ROUNDS,
+    ROLLBACK_CLOCK_ROUNDS,
+    DevnetConfig,
+)
 from hypertrain.devnet.keys import Identity, Secrets
 from hypertrain.devnet.procs import honeypot_island_cmd, hypertrain_cmd, miner_cmd, python_cmd
 from hypertrain.protocol.recipe import OUTER_STEP
@@ -17,10 +23,14 @@ RUN_ID = "devnet"
 STEADY_AUDIT_RATE = 0.1  # the manifest default (protocol.manifest.AuditSpec)
 REGION = "this machine (devnet)"  # every island runs here; shown on the dashboard
 ISLAND_READY = '"event": "started"'  # the miner's first JSON line, once it follows the run
-# The rollback scenario's disputes: no bond (a devnet island holds little escrow) and no
-# referee (the lying auditor answers from its honest replay, so the game is overturned
-# before any operation is contested).
-ROLLBACK_DISPUTES: dict[str, Any] = {"bond": 0}
+# The rollback scenario's disputes: no bond (a devnet island holds little escrow), time
+# for a busy machine's replays, and no referee (the lying auditor answers from its honest
+# replay, so the game is overturned before any operation is contested).
+ROLLBACK_DISPUTES: dict[str, Any] = {
+    "bond": 0,
+    "answer_rounds": ROLLBACK_ANSWER_ROUNDS,
+    "clock_rounds": ROLLBACK_CLOCK_ROUNDS,
+}
 
 
 def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict[str, Any]:
