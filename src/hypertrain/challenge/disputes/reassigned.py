@@ -130,3 +130,25 @@ def _gathering(conn: sqlite3.Connection, x: store.SetAside, auditors: frozenset[
         return False
     judges = {v.auditor for v in rounds_storage.verdicts_on(conn, game.run_id, x.round, x.hotkey)}
     return len(judges & panel) < jury.quorum(len(panel))
+
+
+def gathering(state: ServiceState, run_id: str, index: int, now: int) -> bool:
+    """True while a bisection game of round ``index`` that its auditor lost still gathers
+    its jury's re-audits (the barring rule's evidence, :func:`_gathering`), for at most
+    ``round.dispute_window_rounds`` after the game's decision.
+
+    Settlement waits for it: barring sets aside the auditor's verdicts of rounds not final
+    yet, so a round that settled in between would keep a liar's other verdicts of it (a
+    cheat it passed) beyond any re-audit. The wait is bounded, so a silent jury holds a
+    round one window at most.
+    """
+    auditors = frozenset(jury.auditors(state, run_id))
+    window = state.manifest(run_id).round.dispute_window_rounds
+    for x in store.set_aside_verdicts(state.conn, run_id):
+        if x.round != index or not x.dispute_id or x.recompute:
+            continue
+        view = store.load_view(state.conn, x.dispute_id)
+        decided = view.decided_beacon_round if view is not None else None
+        if decided is not None and now <= decided + window and _gathering(state.conn, x, auditors):
+            return True
+    return False
