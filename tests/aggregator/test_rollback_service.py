@@ -199,9 +199,11 @@ def test_the_devnet_summary_reads_the_rollback_from_the_service(
     faulty = h.miners[1].ss58_address
 
     def rows() -> list[dict[str, Any]]:
-        details = {s.round: agg.service.round_detail("run-1", s.round)
-                   for s in agg.service.rounds("run-1")}  # fmt: skip
-        return rollback_rows(agg.service.proven_faults("run-1"), details)
+        summaries = agg.service.rounds("run-1")
+        details = {s.round: agg.service.round_detail("run-1", s.round) for s in summaries}
+        starts = {s.round: s.start_model_sha256 for s in summaries}
+        names = {faulty: "island-2"}
+        return rollback_rows(agg.service.proven_faults("run-1"), details, starts, names)
 
     assert rows() == [] and rollback_line([]).startswith("none")
     _prove(h, 0, faulty)
@@ -213,6 +215,9 @@ def test_the_devnet_summary_reads_the_rollback_from_the_service(
     assert (done["corrected"], done["depth"], done["corrected_rounds"]) == (True, 1, [0, 1])
     assert done["corrected_model_sha256"] == _tape(agg, blobs, 0).new_model_sha256
     assert done["head_model_sha256"] == _tape(agg, blobs, 1).new_model_sha256
+    # round 2 opened on the old model before the rollback: no round opened on it yet
+    assert (done["island"], done["resumed_round"]) == ("island-2", None)
     assert rollback_line([done]) == (
-        f"round 0 (depth 1): corrected model {done['corrected_model_sha256'][:12]}…"
+        f"round 0 island-2 {faulty[:8]}… (depth 1): corrected model"
+        f" {done['corrected_model_sha256'][:12]}…"
     )

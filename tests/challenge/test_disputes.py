@@ -95,12 +95,16 @@ def bonded(tmp_path: Path) -> Iterator[Service]:
     yield from _service(tmp_path, bond=100)
 
 
-def _service(tmp_path: Path, bond: int, **overrides: Any) -> Iterator[Service]:
+def _service(
+    tmp_path: Path, bond: int, dispute_window_rounds: int = 0, **overrides: Any
+) -> Iterator[Service]:
     settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS], **overrides)
     svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
     with _running(svc):
         doc = manifest_doc(RUN, rate=1.0, segments=1)
         doc["round"]["audit_window_rounds"] = 20
+        if dispute_window_rounds:
+            doc["round"]["dispute_window_rounds"] = dispute_window_rounds
         doc["dispute"] = {
             "bond": bond,
             "answer_rounds": 3,

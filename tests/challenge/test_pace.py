@@ -174,3 +174,108 @@ def test_a_fast_first_auditor_does_not_close_the_audit_phase_alone(
     if listed == 3:
         _match_all(h, others[0])  # two of three: a majority judged every assignment
         assert pace.audits_done(h.state, "run-1", 0)
+
+
+def _stand_by(h: Harness, *keys: Hotkey) -> None:
+    """The service's ``HYPERTRAIN_STANDBY_HOTKEYS``: listed auditors that re-audit only."""
+    standby = frozenset(k.ss58_address for k in keys)
+    h.state.settings = replace(h.state.settings, standby_hotkeys=standby)
+
+
+def _jurors(n: int) -> list[Hotkey]:
+    return [Hotkey.from_seed(bytes([0x60 + i]) * 32) for i in range(n)]
+
+
+def test_standby_jurors_do_not_hold_the_audit_phase_open(harness: Harness) -> None:
+    """Two silent standby jurors next to one auditor: that auditor is the active majority,
+    so its verdicts close the phase (without the standby rule, a majority of three)."""
+    h = harness
+    jurors = _jurors(2)
+    _list_auditors(h, h.auditor, *jurors)
+    _stand_by(h, *jurors)
+    _open(h)
+    assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
+    h.tick(1)
+    _match_all(h, h.auditor)
+    assert pace.audits_done(h.state, "run-1", 0)
+    h.client.portal.call(lifecycle.advance, h.state)  # type: ignore[union-attr]
+    assert _detail(h)["phase"] == "merge"
+
+
+def test_only_standby_jurors_never_close_the_phase_early(harness: Harness) -> None:
+    """With every auditor on standby nobody is expected to judge first: the phase runs to
+    its window, even once a standby juror judged everything."""
+    h = harness
+    jurors = _jurors(2)
+    _list_auditors(h, *jurors)
+    _stand_by(h, *jurors)
+    _open(h)
+    assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
+    h.tick(1)
+    _match_all(h, jurors[0])
+    assert not pace.audits_done(h.state, "run-1", 0)
+
+
+def test_a_standby_jurors_agreeing_verdict_counts_towards_the_majority(harness: Harness) -> None:
+    """Two active auditors need two agreeing verdicts; a standby juror's is one of them, and
+    one active auditor alone is not enough (the standby rule lowers no quorum below the
+    active majority)."""
+    h = harness
+    other, juror = _jurors(2)
+    _list_auditors(h, h.auditor, other, juror)
+    _stand_by(h, juror)
+    _open(h)
+    assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
+    h.tick(1)
+    _match_all(h, h.auditor)
+    assert not pace.audits_done(h.state, "run-1", 0)  # one of two active auditors
+    _match_all(h, juror)
+    assert pace.audits_done(h.state, "run-1", 0)
+
+
+def _bar(h: Harness, key: Hotkey) -> None:
+    """Record ``key`` as an auditor a dispute found faulty (its verdicts no longer count)."""
+    h.state.conn.execute(
+        "INSERT INTO faulty_auditors VALUES ('run-1', ?, 0, 'd-1')", (key.ss58_address,)
+    )
+
+
+def _waiting(h: Harness) -> list[str]:
+    rows = h.client.get("/v1/runs/run-1/reassigned").json()
+    return sorted(r["hotkey"] for r in rows if r["missed"])
+
+
+def test_standby_jurors_stand_in_once_every_active_auditor_is_barred(harness: Harness) -> None:
+    """The one active auditor is barred: nobody else would judge the round in its phase,
+    so the standby jurors stand in. Its assignments are listed as waiting at once, and a
+    majority of the jurors (two of two) closes the phase."""
+    h = harness
+    jurors = _jurors(2)
+    _list_auditors(h, h.auditor, *jurors)
+    _stand_by(h, *jurors)
+    _open(h)
+    assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
+    h.tick(1)
+    assert _waiting(h) == []  # the active auditor judges first
+    _bar(h, h.auditor)
+    assert _waiting(h) == sorted(k.ss58_address for k in h.miners[:3])
+    _match_all(h, jurors[0])
+    assert _waiting(h) == [] and not pace.audits_done(h.state, "run-1", 0)
+    _match_all(h, jurors[1])
+    assert pace.audits_done(h.state, "run-1", 0)
+
+
+def test_a_barred_auditor_is_not_waited_for(harness: Harness) -> None:
+    """Two listed auditors, one barred: its verdicts can never count, so the other's
+    verdicts are the active majority and close the phase (no standby juror involved)."""
+    h = harness
+    (other,) = _jurors(1)
+    _list_auditors(h, h.auditor, other)
+    _open(h)
+    assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
+    h.tick(1)
+    _match_all(h, h.auditor)
+    assert not pace.audits_done(h.state, "run-1", 0)  # one of two
+    _bar(h, other)
+    assert pace.audits_done(h.state, "run-1", 0)
+    assert _waiting(h) == []  # no standby juror: nothing is listed in the phase

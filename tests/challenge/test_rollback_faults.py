@@ -9,12 +9,20 @@ own dispute window closes undisputed. The fault is then a ``proven_faults`` row 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.challenge import test_disputes as _disputes
 from tests.challenge.test_disputes import (
+    AGGREGATOR,
     AUDITOR,
     ISLANDS,
     OTHER_AUDITOR,
     REFEREE,
     RUN,
+    THIRD_AUDITOR,
     WINDOW,
     Service,
     _commitment,
@@ -65,3 +73,66 @@ def test_a_re_judged_audit_proves_a_merged_fault_and_the_rollback_is_due(
 
 def test_the_faults_route_refuses_an_unknown_run(service: Service) -> None:
     assert service.client.get("/v1/runs/nope/faults").status_code == 404
+
+
+WAIT = 30  # the dispute window of the run below
+
+
+@pytest.fixture
+def windowed(tmp_path: Path) -> Iterator[Service]:
+    """Three listed auditors (each verdict's jury is the other two), a 30-round window."""
+    keys = frozenset(k.ss58_address for k in (AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR, AGGREGATOR))
+    yield from _disputes._service(
+        tmp_path, bond=0, dispute_window_rounds=WAIT, worker_hotkeys=keys,
+        aggregator_hotkeys=frozenset({AGGREGATOR.ss58_address}),
+    )  # fmt: skip
+
+
+def _lost_after_the_audit_phase(svc: Service) -> None:
+    """The auditor passed island 1 (a lie) and loses island 0's game after the audit phase."""
+    verdict_id, segment = _to_verdict(svc)
+    assert _verdict_on(svc, AUDITOR, ISLANDS[1], "match").status_code == 200
+    svc.tick(21)  # the audit window ends with the auditor's verdicts alone
+    _merge_round_0(svc)
+    opened = svc.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
+    assert opened.status_code == 200, opened.text
+    dispute_id = opened.json()["dispute_id"]
+    answer = _commitment(opened.json()["game"], "island")
+    svc.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", answer)
+    svc.tick(4)  # the auditor misses its deadline: overturned, its verdict set aside
+
+
+def _phase(svc: Service) -> str:
+    phase: str = svc.client.get(f"/v1/runs/{RUN}/rounds/0").json()["phase"]
+    return phase
+
+
+def test_a_round_waits_for_its_lost_games_re_audits_before_it_settles(
+    windowed: Service,
+) -> None:
+    """Past the round's dispute deadline, the game decided late still gathers its jury's
+    re-audits: the round waits, so barring can still set the liar's pass of island 1
+    aside, and the jurors' re-audit proves island 1's fault after the merge."""
+    svc = windowed
+    _lost_after_the_audit_phase(svc)
+    svc.tick(WAIT - 3)  # past the round's deadline (audit close + 30), within one window
+    assert _phase(svc) == "settle"  # waiting for the re-audits of the lost game
+    for juror in (OTHER_AUDITOR, THIRD_AUDITOR):  # both agree with island 0: barred
+        assert _verdict_on(svc, juror, ISLANDS[0], "match").status_code == 200
+    waiting = svc.client.get(f"/v1/runs/{RUN}/reassigned").json()
+    assert [w["hotkey"] for w in waiting] == [ISLANDS[1].ss58_address]  # the lie, set aside
+    for juror in (OTHER_AUDITOR, THIRD_AUDITOR):  # the re-audit finds the cheat
+        assert _verdict_on(svc, juror, ISLANDS[1], "mismatch").status_code == 200
+    svc.tick(WAIT + 1)  # the late verdict's own window closes undisputed
+    assert _phase(svc) == "final"
+    (fault,) = [f for f in _faults(svc) if f["hotkey"] == ISLANDS[1].ss58_address]
+    assert (fault["round"], fault["merged"], fault["rollback_due"]) == (0, True, True)
+
+
+def test_a_silent_jury_holds_the_round_one_window_at_most(windowed: Service) -> None:
+    svc = windowed
+    _lost_after_the_audit_phase(svc)
+    svc.tick(WAIT - 3)
+    assert _phase(svc) == "settle"
+    svc.tick(4)  # one window after the game's decision: nobody re-audited, it settles
+    assert _phase(svc) == "final"

@@ -163,3 +163,21 @@ def test_the_aggregator_keys_are_read_and_default_to_none(tmp_path: Path) -> Non
         {**env, "HYPERTRAIN_AGGREGATOR_HOTKEYS": key, "HYPERTRAIN_WORKER_HOTKEYS": key}
     )
     assert s.aggregator_hotkeys == s.worker_hotkeys == frozenset({key})
+
+
+def test_standby_jurors_must_be_listed_workers(tmp_path: Path) -> None:
+    """A standby juror is an auditor that re-audits only: a key outside the worker list
+    could never post the re-audit it stands by for, so the setting is refused."""
+    env = _env(tmp_path)
+    worker, juror = (Hotkey.from_seed(bytes([i]) * 32).ss58_address for i in (3, 4))
+    listed = {**env, "HYPERTRAIN_WORKER_HOTKEYS": f"{worker},{juror}"}
+    assert settings_from_env(listed).standby_hotkeys == frozenset()
+    s = settings_from_env({**listed, "HYPERTRAIN_STANDBY_HOTKEYS": juror})
+    assert s.standby_hotkeys == frozenset({juror})
+    outsider = Hotkey.from_seed(b"\x05" * 32).ss58_address
+    with pytest.raises(SettingsError, match="not in HYPERTRAIN_WORKER_HOTKEYS"):
+        settings_from_env({**listed, "HYPERTRAIN_STANDBY_HOTKEYS": outsider})
+    with pytest.raises(SettingsError, match=r"^HYPERTRAIN_STANDBY_HOTKEYS: "):
+        settings_from_env({**listed, "HYPERTRAIN_STANDBY_HOTKEYS": "not-a-key"})
+    with pytest.raises(SettingsError, match="unknown setting"):
+        settings_from_env({**listed, "HYPERTRAIN_STANDBY_HOTKEY": juror})

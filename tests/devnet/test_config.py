@@ -31,6 +31,10 @@ from hypertrain.devnet.procs import Supervisor
         ({"honeypot": "lazy"}, "--honeypot"),
         ({"rounds": 3, "honest_rounds": 3}, "cheats at least once"),
         ({"honest_rounds": -1}, "--honest-rounds"),
+        ({"scenario": "chaos"}, "--scenario"),
+        ({"scenario": "rollback", "honeypot": "bad-update"}, "merge lets in"),
+        ({"scenario": "rollback", "rounds": 3}, "--honest-rounds \\+ 3"),
+        ({"scenario": "rollback", "rounds": 5, "honest_rounds": 3}, "corrected model"),
     ],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, object], message: str) -> None:
@@ -107,3 +111,27 @@ def test_a_failed_child_is_reported_with_its_log(tmp_path: Path) -> None:
     sup.children[0].process.wait(timeout=30)
     with pytest.raises(DevnetError, match=r"(?s)broken exited with status 3.*boom"):
         sup.check()
+
+
+def test_the_rollback_scenario_plans_its_auditors_disputes_and_audits(tmp_path: Path) -> None:
+    from hypertrain.devnet.roles import juror_cmd, lying_auditor_cmd
+
+    default, cfg = DevnetConfig(), DevnetConfig(scenario="rollback", rounds=8)
+    assert (default.standby_jurors, default.dispute_window_rounds) == (0, 2)
+    assert (cfg.standby_jurors, cfg.honeypot_honest_rounds, cfg.probation_rounds) == (2, 1, 8)
+    # outlasts the honest island's game and the re-audits: at least the audit window
+    assert cfg.dispute_window_rounds == max(20, cfg.windows[1]) > 2
+    short = DevnetConfig(scenario="rollback", rounds=8, audit_window_s=15)
+    assert short.dispute_window_rounds == 20
+    sec = generate(tmp_path / "s", islands=2, jurors=cfg.standby_jurors)
+    assert [j.name for j in sec.jurors] == ["juror-1", "juror-2"]
+    metagraph = json.loads(sec.metagraph.read_text())["hotkeys"]
+    assert not {j.ss58 for j in sec.jurors} & set(metagraph)  # workers, not miners
+    liar = lying_auditor_cmd(cfg, sec, "http://s", "http://r", tmp_path)
+    assert liar[1:3] == ["-m", "hypertrain.honeypot.auditor"]
+    flips = [liar[i + 1] for i, a in enumerate(liar) if a == "--flip"]
+    assert flips == [sec.islands[-1].ss58, sec.islands[0].ss58]  # the honeypot, island-1
+    assert liar[liar.index("--after-round") + 1] == "1"  # from the honeypot's first cheat
+    juror = juror_cmd(sec, sec.jurors[0], "http://s", "http://r", tmp_path)
+    assert juror[3:7] == ["auditor", "run", "--follow", "--standby"]
+    assert str(sec.jurors[0].key_file) in juror

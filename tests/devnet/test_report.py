@@ -153,3 +153,19 @@ def test_the_summary_says_when_no_fault_was_recorded(tmp_path: Path) -> None:
     rows = dict(summary_rows(report))
     assert rows["honeypot fault cost"] == "no fault recorded in the ledger"
     assert report["rollbacks"] == [] and rows["rollbacks"].startswith("none")
+
+
+def test_the_rollback_line_names_the_island_its_depth_and_where_islands_moved() -> None:
+    from hypertrain.devnet.rollbacks import resumed_round, rollback_line
+
+    head = "ab" * 32
+    starts = {2: "cd" * 32, 3: "ef" * 32, 4: head, 5: "12" * 32}
+    assert resumed_round(starts, after=3, model=head) == 4  # the first later round on it
+    assert resumed_round(starts, after=4, model=head) is None  # none opened after 4 on it
+    assert resumed_round(starts, after=1, model=None) is None
+    row = {"round": 1, "hotkey": "5Hg" + "x" * 45, "island": "island-4", "corrected": True,
+           "depth": 2, "corrected_model_sha256": "9f" * 32, "resumed_round": 4}  # fmt: skip
+    assert rollback_line([row]) == (
+        "round 1 island-4 5Hgxxxxx… (depth 2): corrected model 9f9f9f9f9f9f…,"
+        " islands on it from round 4"
+    )

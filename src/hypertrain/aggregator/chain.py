@@ -27,19 +27,29 @@ def start_model(detail: RoundDetail) -> str:
     return RoundOpen.model_validate(detail.open.body).start_model_sha256
 
 
+def chain_start(detail: RoundDetail) -> str:
+    """The model the round continues: its current merge's start (a correction moves it
+    onto the corrected chain), else the start its signed open record names."""
+    merged = detail.current_merge()
+    return merged.start_model_sha256 if merged is not None else start_model(detail)
+
+
 def previous_outer(detail_of: DetailOf, index: int) -> str | None:
     """Outer-state hash of the merge round ``index`` continues (None: zero momentum).
 
     Walking back, the latest merge is taken unless its round was left out of the chain:
-    the round opened on the same model as ``index`` and its merge's model is another.
+    the round started from the same model as ``index`` and its merge's model is another.
+    Starts are :func:`chain_start`: a corrected round continues its corrected
+    predecessor even where the original round merged nothing (it then opened on the
+    same model as its predecessor, whose correction moved both).
     """
-    start = start_model(detail_of(index))
+    start = chain_start(detail_of(index))
     for w in range(index - 1, -1, -1):
         detail = detail_of(w)
         merged = detail.current_merge()
         if merged is None:
             continue
-        if merged.new_model_sha256 == start or start_model(detail) != start:
+        if merged.new_model_sha256 == start or chain_start(detail) != start:
             return merged.outer_state_sha256
     return None
 

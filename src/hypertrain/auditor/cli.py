@@ -48,6 +48,12 @@ def register(subparsers: Any) -> None:
     run.add_argument("--round", type=int, help="audit this round once and exit")
     run.add_argument("--follow", action="store_true", help="audit each round as it opens")
     run.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls (default 1)")
+    run.add_argument(
+        "--standby",
+        action="store_true",
+        help="with --follow: a standby juror, which only re-audits what the service lists as"
+        " waiting (its key in the service's HYPERTRAIN_STANDBY_HOTKEYS)",
+    )
     run.set_defaults(func=_run)
 
 
@@ -97,6 +103,8 @@ def _refusal(exc: ServiceError, base_url: str) -> str:
 def _run(args: argparse.Namespace) -> int:
     if (args.round is None) == (not args.follow):
         raise ValueError("give exactly one of --round W or --follow")
+    if args.standby and not args.follow:
+        raise ValueError("--standby re-audits as the run goes: give it with --follow")
     require_device(args.device)
     key = key_from_args(args)
     service = ChallengeClient(args.service, worker_token=read_worker_token(args.worker_token_file))
@@ -109,10 +117,10 @@ def _run(args: argparse.Namespace) -> int:
     check_determinism(configure_determinism(det.num_threads, args.device, det.dtype), det)
     with RelayClient(args.relay, key, args.run_id) as relay:
         auditor = Auditor(service, relay, key, manifest, args.dataset_dir, device=args.device)
-        emit_json("started", run_id=args.run_id, hotkey=key.ss58_address)
+        emit_json("started", run_id=args.run_id, hotkey=key.ss58_address, standby=args.standby)
         try:
             if args.follow:
-                follow(auditor, poll_s=args.poll_s)
+                follow(auditor, poll_s=args.poll_s, standby=args.standby)
                 return 0
             progress = RoundProgress()
             outcomes = audit_round(auditor, args.round, progress=progress)

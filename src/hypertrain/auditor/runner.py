@@ -325,6 +325,7 @@ def follow(
     stop: Callable[[], bool] = lambda: False,
     emit: Emit = emit_json,
     max_attempts: int = 5,
+    standby: bool = False,
 ) -> None:
     """Audit each round of the run in its audit phase; loop until ``stop``.
 
@@ -332,21 +333,39 @@ def follow(
     ``max_attempts`` passes (each pass only retries the assignments still open).
     Pending dispute games are answered before each assignment and at every poll of
     an upload wait (``attend``), so an island that withholds cannot delay an answer.
+
+    ``standby``: a standby juror (the service's ``HYPERTRAIN_STANDBY_HOTKEYS``) judges no
+    assignment first and checks no admission: each pass only re-audits what the service
+    lists as waiting (``/reassigned``: set aside, missed, split) and answers the games
+    against those re-audits (:func:`~hypertrain.auditor.disputes.answer_disputes`).
     """
     progress: dict[int, RoundProgress] = {}
     done: set[int] = set()
     parties: dict[str, Any] = {}  # dispute id -> this auditor's replay of the segment
     auditor = replace(auditor, attend=attending(auditor, parties, emit))
-    admissions = admission_worker(auditor, poll_s, emit)
+    admissions = None if standby else admission_worker(auditor, poll_s, emit)
     try:
         while not stop():
             if admissions is not None and admissions.failure is not None:
                 raise admissions.failure
-            _follow_pass(auditor, progress, done, parties, emit, max_attempts)
+            if standby:
+                _standby_pass(auditor, parties, emit)
+            else:
+                _follow_pass(auditor, progress, done, parties, emit, max_attempts)
             time.sleep(poll_s)
     finally:
         if admissions is not None:
             admissions.close()
+
+
+def _standby_pass(auditor: Auditor, parties: dict[str, Any], emit: Emit) -> None:
+    """One pass of a standby juror: the re-audits and games only (see :func:`follow`)."""
+    try:
+        answer_disputes(auditor, parties, emit)
+    except Exception as exc:  # the loop outlives any one bad answer
+        if refused(exc):
+            raise
+        emit("error", detail=f"disputes: {type(exc).__name__}: {exc}"[:500])
 
 
 def admission_worker(auditor: Auditor, poll_s: float, emit: Emit) -> AdmissionWorker | None:

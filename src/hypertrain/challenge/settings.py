@@ -77,6 +77,7 @@ class ServiceEnv(BaseSettings):
     hypertrain_witness_hotkeys: str = ""
     hypertrain_admission_backoff_rounds: int = Field(default=20, ge=0, le=1_000_000)
     hypertrain_evaluator_hotkeys: str = ""
+    hypertrain_standby_hotkeys: str = ""
     hypertrain_witness_wait_rounds: int = Field(default=20, ge=1, le=1_000_000)
 
     @classmethod
@@ -105,6 +106,7 @@ _FAMILIES: Final = (
     "HYPERTRAIN_ADMISSION_",
     "HYPERTRAIN_TAPE_",
     "HYPERTRAIN_WITNESS_",
+    "HYPERTRAIN_STANDBY_",
 )
 
 
@@ -152,6 +154,9 @@ class Settings:
     witness_hotkeys: frozenset[str] = frozenset()
     # competition evaluators of specs that name none: a role of their own, never auditors
     evaluator_hotkeys: frozenset[str] = frozenset()
+    # standby jurors: worker keys that re-audit only; the audit phase's early close never
+    # waits for them (challenge.rounds.pace), every jury still counts them
+    standby_hotkeys: frozenset[str] = frozenset()
     # beacon rounds after a merge tape's arrival the next round waits for its witnesses
     witness_wait_rounds: int = 20
     max_body_bytes: int = 1 << 20
@@ -173,6 +178,11 @@ class Settings:
             raise SettingsError(
                 f"HYPERTRAIN_TAPE_WITNESSES={self.tape_witnesses} needs more keys than the"
                 f" {len(self.witness_hotkeys)} of HYPERTRAIN_WITNESS_HOTKEYS: no round would settle"
+            )
+        if self.standby_hotkeys - self.worker_hotkeys:
+            raise SettingsError(
+                "HYPERTRAIN_STANDBY_HOTKEYS lists a key that is not in HYPERTRAIN_WORKER_HOTKEYS"
+                " (a standby juror is an auditor that re-audits only)"
             )
         _one_role_per_key(
             {
@@ -269,6 +279,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         admission_backoff_rounds=e.hypertrain_admission_backoff_rounds,
         evaluator_hotkeys=_hotkeys("HYPERTRAIN_EVALUATOR_HOTKEYS", e.hypertrain_evaluator_hotkeys),
         witness_wait_rounds=e.hypertrain_witness_wait_rounds,
+        standby_hotkeys=_hotkeys("HYPERTRAIN_STANDBY_HOTKEYS", e.hypertrain_standby_hotkeys),
     )
 
 

@@ -8,7 +8,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from hypertrain.devnet.config import HONEST_ROUNDS, HONEYPOT_STRATEGIES, PRESETS, DevnetConfig
+from hypertrain.devnet.config import (
+    HONEST_ROUNDS,
+    HONEYPOT_STRATEGIES,
+    PRESETS,
+    ROLLBACK_ROUNDS,
+    SCENARIOS,
+    DevnetConfig,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -19,7 +26,9 @@ def register(subparsers: Any) -> None:
         "N islands, a honeypot island, an auditor and the aggregator; train R outer rounds; "
         "print a summary, write a report and export the final model.",
     )
-    p.add_argument("--rounds", type=int, default=6, help="outer rounds to train (default 6)")
+    p.add_argument("--rounds", type=int,
+                   help=f"outer rounds to train (default 6; {ROLLBACK_ROUNDS} with --scenario"
+                   " rollback)")  # fmt: skip
     p.add_argument("--islands", type=int, default=3, help="honest islands (default 3)")
     p.add_argument(
         "--h", dest="inner_steps", type=int, default=12, help="inner steps H per round (default 12)"
@@ -54,6 +63,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--honest-rounds", type=int, metavar="K",
                    help=f"rounds the honeypot trains honestly before it cheats"
                    f" (default {HONEST_ROUNDS}, at most R - 1)")  # fmt: skip
+    p.add_argument("--scenario", choices=SCENARIOS, default="default",
+                   help="rollback: a lying auditor lets the honeypot's cheat be merged, loses a"
+                   " dispute to an honest island, and standby jurors' re-audits prove the"
+                   " cheat after its merge, which is rolled back (docs/devnet.md)")  # fmt: skip
     p.add_argument("--keep", action="store_true", help="keep the state directory at exit")
     p.add_argument(
         "--report", type=Path, help="write the report JSON here (default STATE_DIR/report.json)"
@@ -78,8 +91,11 @@ def _sigterm(signum: int, frame: FrameType | None) -> None:
 def _run(args: argparse.Namespace) -> int:
     from hypertrain.devnet.orchestrator import run_devnet
 
+    rounds = args.rounds
+    if rounds is None:
+        rounds = ROLLBACK_ROUNDS if args.scenario == "rollback" else 6
     cfg = DevnetConfig(
-        rounds=args.rounds,
+        rounds=rounds,
         islands=args.islands,
         inner_steps=args.inner_steps,
         checkpoint_interval=args.checkpoint_interval,
@@ -98,6 +114,7 @@ def _run(args: argparse.Namespace) -> int:
         timeout_s=args.timeout_s,
         commit_window_s=args.commit_window_s,
         audit_window_s=args.audit_window_s,
+        scenario=args.scenario,
     )
     signal.signal(signal.SIGTERM, _sigterm)
     return run_devnet(cfg)

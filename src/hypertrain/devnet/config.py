@@ -28,6 +28,29 @@ REPLAY_SPEEDUP: Final = 4  # the auditor replays alone, while the islands wait
 # Phases close as soon as their work is in, so a window is only the bound for a failed
 # island or auditor: a wide margin costs nothing and rides out a very busy machine.
 WINDOW_MARGIN: Final = 3
+# ``--scenario rollback``: a lying auditor passes the honeypot's cheat so it is merged,
+# lies about an honest island that disputes and wins, and two standby jurors' re-audits
+# bar it and prove the cheat after its merge (docs/devnet.md, "Rollbacks").
+SCENARIOS: Final = ("default", "rollback")
+STANDBY_JURORS: Final = 2  # the fewest that can bar an auditor without a referee
+# Cheats whose update passes the merge's screens, so a lying auditor's ``match`` lets it in
+# (``bad-update`` skews the update's norm and may be screened out before any rollback).
+ROLLBACK_STRATEGIES: Final = ("wrong-samples", "skip-steps")
+# The rollback scenario's shortest dispute window (seconds after the audit window's end,
+# so the rest of an early-closed audit window adds to it; at least the audit window): the
+# honest island's replay, its game and the standby jurors' re-audits must fit in it, or
+# the cheat's round settles on the liar's ``match`` first (a final round's verdicts are
+# never set aside).
+ROLLBACK_DISPUTE_WINDOW_S: Final = 20
+# The rollback scenario's game deadlines (beacon rounds): an honest party's first answer
+# waits for its replay of the segment, which a busy two-core machine can take half a
+# minute over (the manifest default gives a message 10 rounds).
+ROLLBACK_ANSWER_ROUNDS: Final = 60
+ROLLBACK_CLOCK_ROUNDS: Final = 600
+# Rounds of a rollback scenario run unless --rounds says otherwise: the proof lands a few
+# rounds after the cheat (the audit window, then the dispute window), and a round must
+# open after the correction for the islands to move onto the corrected model.
+ROLLBACK_ROUNDS: Final = 8
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +80,7 @@ class DevnetConfig:
     commit_window_s: int | None = None  # None = sized from the preset and H
     audit_window_s: int | None = None
     island_budgets: tuple[int, ...] = ()  # micro-batches per step per island; () = defaults
+    scenario: str = "default"  # or "rollback" (see SCENARIOS)
 
     def __post_init__(self) -> None:
         if not 1 <= self.rounds <= 1000:
@@ -86,12 +110,39 @@ class DevnetConfig:
                 f"--honest-rounds {self.honest_rounds} must be between 0 and --rounds - 1"
                 f" ({self.rounds - 1}), so the honeypot cheats at least once"
             )
+        self._check_scenario()
         if self.island_budgets and (
             len(self.island_budgets) != self.islands or min(self.island_budgets) < 1
         ):
             raise DevnetError(
                 f"island budgets {list(self.island_budgets)} must be {self.islands} numbers >= 1"
             )
+
+    def _check_scenario(self) -> None:
+        if self.scenario not in SCENARIOS:
+            raise DevnetError(f"--scenario {self.scenario!r} is not one of {', '.join(SCENARIOS)}")
+        if not self.rollback:
+            return
+        if self.honeypot is not None and self.honeypot not in ROLLBACK_STRATEGIES:
+            raise DevnetError(
+                f"--scenario rollback needs a cheat the merge lets in"
+                f" ({', '.join(ROLLBACK_STRATEGIES)}), not --honeypot {self.honeypot}"
+            )
+        if self.rounds < self.honeypot_honest_rounds + 3:
+            raise DevnetError(
+                "--scenario rollback needs --rounds >= --honest-rounds + 3: the cheat's round,"
+                " the rounds its proof takes, and one that opens on the corrected model"
+            )
+
+    @property
+    def rollback(self) -> bool:
+        """The ``rollback`` scenario: a fault proven after its merge, rolled back."""
+        return self.scenario == "rollback"
+
+    @property
+    def standby_jurors(self) -> int:
+        """How many standby jurors run (only the rollback scenario has any)."""
+        return STANDBY_JURORS if self.rollback else 0
 
     @property
     def budgets(self) -> tuple[int, ...]:
@@ -106,7 +157,25 @@ class DevnetConfig:
         """Rounds the honeypot trains honestly before it cheats (it cheats at least once)."""
         if self.honest_rounds is not None:
             return self.honest_rounds
+        if self.rollback:  # the cheat comes early, leaving rounds for the proof and rebase
+            return 1
         return min(HONEST_ROUNDS, self.rounds - 1)
+
+    @property
+    def probation_rounds(self) -> int:
+        """Rounds every island is audited: through the honeypot's first cheat, so it is
+        caught; in the rollback scenario every round, so every re-audit has an audit."""
+        return self.rounds if self.rollback else self.honeypot_honest_rounds + 1
+
+    @property
+    def dispute_window_rounds(self) -> int:
+        """Beacon rounds a verdict may be disputed after its audit window. In the rollback
+        scenario long enough for the honest island's replay, its game and the standby
+        jurors' re-audits before the round settles (``ROLLBACK_DISPUTE_WINDOW_S``; the
+        window counts from the audit window's end, so an early close adds to it)."""
+        if not self.rollback:
+            return 2
+        return max(ROLLBACK_DISPUTE_WINDOW_S // self.beacon_period_s, self.windows[1])
 
     @property
     def max_micro_batches(self) -> int:

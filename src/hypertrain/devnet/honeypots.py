@@ -17,10 +17,13 @@ from hypertrain.devnet.errors import DevnetError
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
 
 
-def honeypot_list(hotkey: str, strategy: str) -> HoneypotList:
-    """One island honeypot running ``strategy``, salted so the commitment hides it."""
-    entry = HoneypotEntry(hotkey=hotkey, role="island", strategy=strategy)
-    return HoneypotList(salt=secrets.token_hex(32), entries=[entry])
+def honeypot_list(hotkey: str, strategy: str, lying_auditor: str = "") -> HoneypotList:
+    """One island honeypot running ``strategy`` (and, in the rollback scenario, the lying
+    auditor ``lying_auditor``), salted so the commitment hides them."""
+    entries = [HoneypotEntry(hotkey=hotkey, role="island", strategy=strategy)]
+    if lying_auditor:
+        entries.append(HoneypotEntry(hotkey=lying_auditor, role="auditor", strategy="lying"))
+    return HoneypotList(salt=secrets.token_hex(32), entries=entries)
 
 
 def committed(doc: dict[str, Any], honeypots: HoneypotList, reveal_round: int) -> dict[str, Any]:

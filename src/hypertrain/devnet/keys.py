@@ -40,6 +40,7 @@ class Secrets:
     aggregator: Identity
     witness: Identity  # the tape witness: registered, it holds no other role
     metagraph: Path
+    jurors: tuple[Identity, ...] = ()  # standby jurors (the rollback scenario): re-audit only
 
     def token(self, path: Path) -> str:
         return path.read_text(encoding="utf-8").strip()
@@ -59,8 +60,9 @@ def _identity(directory: Path, name: str, seed: bytes | None = None) -> Identity
     return Identity(name, key, path)
 
 
-def generate(directory: Path, islands: int) -> Secrets:
-    """Fresh tokens, keys and a metagraph snapshot for ``islands`` + 1 (honeypot) miners."""
+def generate(directory: Path, islands: int, jurors: int = 0) -> Secrets:
+    """Fresh tokens, keys and a metagraph snapshot for ``islands`` + 1 (honeypot) miners,
+    and ``jurors`` standby jurors' keys (workers, like the auditor: not registered)."""
     directory.mkdir(parents=True, exist_ok=True)
     tokens = {
         n: _private(directory / f"{n}.token", secrets.token_hex(24))
@@ -92,4 +94,5 @@ def generate(directory: Path, islands: int) -> Secrets:
         aggregator=_identity(directory, "aggregator"),
         witness=witness,
         metagraph=metagraph,
+        jurors=tuple(_identity(directory, f"juror-{i + 1}") for i in range(jurors)),
     )

@@ -95,7 +95,8 @@ def start_beacon(sup: Supervisor, directory: Path, period_s: int) -> Beacon:
 def start_service(
     sup: Supervisor, directory: Path, port: int, secrets: Secrets, beacon: Beacon
 ) -> str:
-    workers = ",".join((secrets.auditor.ss58, secrets.aggregator.ss58))
+    jurors = [j.ss58 for j in secrets.jurors]
+    workers = ",".join((secrets.auditor.ss58, secrets.aggregator.ss58, *jurors))
     env = {
         "CHALLENGE_STATE_DIR": str(directory),
         "CHALLENGE_INTERNAL_TOKEN_FILE": str(secrets.internal_token),
@@ -114,6 +115,8 @@ def start_service(
         "HYPERTRAIN_TAPE_WITNESSES": "1",
         "HYPERTRAIN_WITNESS_HOTKEYS": secrets.witness.ss58,
     }
+    if jurors:  # they re-audit only: the audit phase's early close does not wait for them
+        env["HYPERTRAIN_STANDBY_HOTKEYS"] = ",".join(jurors)
     child, url = _start_server(sup, "service", ["challenge", "serve"], port, env)
     wait_http(f"{url}/health", child)
     return url
@@ -124,7 +127,8 @@ def start_relay(
 ) -> str:
     directory.mkdir(parents=True, exist_ok=True)
     allow = directory / "allow.json"
-    members = [*secrets.islands, secrets.aggregator, secrets.auditor, secrets.coordinator]
+    members = [*secrets.islands, secrets.aggregator, secrets.auditor, *secrets.jurors,
+               secrets.coordinator]  # fmt: skip
     allow.write_text(json.dumps([m.ss58 for m in members]), encoding="utf-8")
     argv = [
         *("relay", "serve"),

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.live import Live
 
 from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import RoundDetail
 from hypertrain.devnet import (
     evaluate,
     honeypots,
@@ -40,6 +41,7 @@ from hypertrain.devnet import (
 from hypertrain.devnet.config import (
     HONEYPOT_STRATEGIES,
     PER_ISLAND_LAYOUTS_SUPPORTED,
+    ROLLBACK_STRATEGIES,
     DevnetConfig,
 )
 from hypertrain.devnet.errors import DevnetError
@@ -76,11 +78,12 @@ class Devnet:
 
 def start(net: Devnet, dataset: Path) -> None:
     cfg, sup, state = net.cfg, net.sup, net.state
-    net.secrets = sec = keys.generate(state / "secrets", cfg.islands)
+    net.secrets = sec = keys.generate(state / "secrets", cfg.islands, cfg.standby_jurors)
     beacon = network.start_beacon(sup, state / "beacon", cfg.beacon_period_s)
     net.url = network.start_service(sup, state / "service", cfg.port, sec, beacon)
     net.relay = network.start_relay(sup, state / "relay", roles.RUN_ID, sec, beacon)
-    net.honeypots = honeypots.honeypot_list(sec.islands[-1].ss58, net.strategy)
+    liar = sec.auditor.ss58 if cfg.rollback else ""
+    net.honeypots = honeypots.honeypot_list(sec.islands[-1].ss58, net.strategy, liar)
     doc = roles.manifest_doc(cfg, dataset, sec.coordinator.ss58)
     doc = honeypots.committed(doc, net.honeypots, reveal_round=cfg.rounds - 1)
     token = sec.token(sec.admin_token)
@@ -94,7 +97,7 @@ def start(net: Devnet, dataset: Path) -> None:
             for m in sec.islands]  # fmt: skip
     budgets = cfg.budgets  # one per island, the honeypot last
     # The auditor first: it recomputes the admission challenges the joins wait for.
-    sup.start("auditor", roles.auditor_cmd(sec, net.url, net.relay, dataset))
+    start_auditors(net, dataset)
     sup.start("witness", roles.witness_cmd(sec, net.url, net.relay, state / "witness"))
     joins = [
         sup.start(f"join-{m.name}", roles.join_cmd(a, mb))
@@ -113,6 +116,8 @@ def start(net: Devnet, dataset: Path) -> None:
         )
         for m, a in zip(sec.islands, args, strict=True)
     ]
+    if cfg.rollback:  # the lied-about island disputes what its own replay refutes
+        sup.start(f"{sec.islands[0].name}-watch", roles.watch_cmd(args[0]))
     # The aggregator opens round 0 at once, and the commit window starts then:
     # start it only when every island is up and waiting for that round.
     for child in trainers:
@@ -121,6 +126,19 @@ def start(net: Devnet, dataset: Path) -> None:
         "aggregator",
         roles.aggregator_cmd(cfg, sec, net.url, net.relay, state / "aggregator", dataset),
     )
+
+
+def start_auditors(net: Devnet, dataset: Path) -> None:
+    """The auditor; in the rollback scenario the lying honeypot auditor and the standby
+    jurors instead (docs/devnet.md, "Rollbacks")."""
+    assert net.secrets is not None
+    sec, sup = net.secrets, net.sup
+    if not net.cfg.rollback:
+        sup.start("auditor", roles.auditor_cmd(sec, net.url, net.relay, dataset))
+        return
+    sup.start("auditor", roles.lying_auditor_cmd(net.cfg, sec, net.url, net.relay, dataset))
+    for juror in sec.jurors:
+        sup.start(juror.name, roles.juror_cmd(sec, juror, net.url, net.relay, dataset))
 
 
 def record_new_rounds(net: Devnet) -> None:
@@ -145,7 +163,7 @@ def follow(net: Devnet) -> None:
     live = Live(console=net.console, refresh_per_second=2, transient=False)
     with live if net.console.is_terminal else contextlib.nullcontext():
         while True:
-            net.sup.check(ignore=["aggregator", *joins])
+            net.sup.check(ignore=["aggregator", *joins, *_may_leave(net.cfg)])
             with contextlib.suppress(httpx.HTTPError):
                 net.doc = net.get(f"/v1/runs/{roles.RUN_ID}/dashboard")
                 record_new_rounds(net)
@@ -158,6 +176,12 @@ def follow(net: Devnet) -> None:
             time.sleep(1.0)
 
 
+def _may_leave(cfg: DevnetConfig) -> list[str]:
+    """Children whose exit is part of the run: the rollback scenario's lying auditor stops
+    once the service bars it (its verdicts are refused, 403, so it has nothing to do)."""
+    return ["auditor"] if cfg.rollback else []
+
+
 def _rollbacks_done(net: Devnet) -> bool:
     """No proven fault still waits for the aggregator's correction (a rollback in flight
     is finished before the workers stop, so the report shows it corrected)."""
@@ -168,14 +192,16 @@ def _rollbacks_done(net: Devnet) -> bool:
 
 
 def final_model(net: Devnet) -> Any:
-    """Parameters of the last merged model, fetched from the relay and hash-checked."""
+    """Parameters of the last merged model as it stands (a rollback's correction, if
+    any, else the merge), fetched from the relay and hash-checked."""
     assert net.doc is not None and net.manifest is not None
     merged = [r for r in net.doc["rounds"] if r["new_model_sha256"]]
     if not merged:
         return None
-    detail = net.get(f"/v1/runs/{roles.RUN_ID}/rounds/{merged[-1]['round']}")
-    url = detail["merge"]["body"]["new_model_url"]
-    return evaluate.fetch_model(url, merged[-1]["new_model_sha256"], net.manifest.model)
+    raw = net.get(f"/v1/runs/{roles.RUN_ID}/rounds/{merged[-1]['round']}")
+    tape = RoundDetail.model_validate(raw).current_merge()
+    assert tape is not None  # the round has a merge
+    return evaluate.fetch_model(tape.new_model_url, tape.new_model_sha256, net.manifest.model)
 
 
 def dashboard_url(net: Devnet) -> str:
@@ -246,7 +272,10 @@ def conclude(net: Devnet) -> dict[str, Any]:
         sample=sample,
         honest_rounds=net.cfg.honeypot_honest_rounds,
         journal=report.read_journal(journal.stdout) if journal.returncode == 0 else [],
-        rollbacks=rollbacks.read_rollbacks(net.url, roles.RUN_ID),
+        rollbacks=rollbacks.read_rollbacks(
+            net.url, roles.RUN_ID, {m.ss58: m.name for m in net.secrets.islands}
+        ),
+        scenario=net.cfg.scenario,
     )
 
 
@@ -270,7 +299,8 @@ def run_devnet(cfg: DevnetConfig, console: Console | None = None) -> int:
     state = cfg.state_dir / "state"
     shutil.rmtree(state, ignore_errors=True)
     net = Devnet(cfg, console, Supervisor(state / "logs"), state)
-    net.strategy = cfg.honeypot or random.SystemRandom().choice(HONEYPOT_STRATEGIES)
+    choices = ROLLBACK_STRATEGIES if cfg.rollback else HONEYPOT_STRATEGIES
+    net.strategy = cfg.honeypot or random.SystemRandom().choice(choices)
     result: dict[str, Any] | None = None
     code = 1
     try:

@@ -28,6 +28,11 @@ def hypertrain_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "hypertrain.cli", *args]
 
 
+def python_cmd(module: str, *args: str) -> list[str]:
+    """``python -m MODULE ARGS`` run with this interpreter (the operator's tooling)."""
+    return [sys.executable, "-m", module, *args]
+
+
 def miner_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "hypertrain.miner.cli", *args]
 

@@ -28,6 +28,7 @@ def build_report(
     honest_rounds: int = 0,
     journal: list[dict[str, Any]] | None = None,
     rollbacks: list[dict[str, Any]] | None = None,
+    scenario: str = "default",
 ) -> dict[str, Any]:
     """Per-round figures, the honeypot's fate, ledger, weights and the export path.
 
@@ -62,6 +63,7 @@ def build_report(
     weight_map = weights.get("weights", {})
     return {
         "run_id": doc["run_id"],
+        "scenario": scenario,
         "rounds": rounds,
         "honeypot": {
             "name": honeypot.name,

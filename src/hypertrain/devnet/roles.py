@@ -8,15 +8,29 @@ from typing import Any
 
 from hypertrain.data.dataset import Dataset
 from hypertrain.data.descriptor import DESCRIPTOR_NAME
-from hypertrain.devnet.config import AUDIT_SEGMENTS, MICRO_BATCH_SIZE, DevnetConfig
+from hypertrain.devnet.config import (
+    AUDIT_SEGMENTS,
+    MICRO_BATCH_SIZE,
+    ROLLBACK_ANSWER_ROUNDS,
+    ROLLBACK_CLOCK_ROUNDS,
+    DevnetConfig,
+)
 from hypertrain.devnet.keys import Identity, Secrets
-from hypertrain.devnet.procs import honeypot_island_cmd, hypertrain_cmd, miner_cmd
+from hypertrain.devnet.procs import honeypot_island_cmd, hypertrain_cmd, miner_cmd, python_cmd
 from hypertrain.protocol.recipe import OUTER_STEP
 
 RUN_ID = "devnet"
 STEADY_AUDIT_RATE = 0.1  # the manifest default (protocol.manifest.AuditSpec)
 REGION = "this machine (devnet)"  # every island runs here; shown on the dashboard
 ISLAND_READY = '"event": "started"'  # the miner's first JSON line, once it follows the run
+# The rollback scenario's disputes: no bond (a devnet island holds little escrow), time
+# for a busy machine's replays, and no referee (the lying auditor answers from its honest
+# replay, so the game is overturned before any operation is contested).
+ROLLBACK_DISPUTES: dict[str, Any] = {
+    "bond": 0,
+    "answer_rounds": ROLLBACK_ANSWER_ROUNDS,
+    "clock_rounds": ROLLBACK_CLOCK_ROUNDS,
+}
 
 
 def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict[str, Any]:
@@ -44,7 +58,7 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
             "checkpoint_interval": cfg.checkpoint_interval,
             "commit_window_rounds": cfg.windows[0],
             "audit_window_rounds": cfg.windows[1],
-            "dispute_window_rounds": 2,
+            "dispute_window_rounds": cfg.dispute_window_rounds,
             "layout": {"micro_batch_size": MICRO_BATCH_SIZE},
             "layout_limits": {"max_dp_ranks": 1, "max_micro_batches": cfg.max_micro_batches},
         },
@@ -55,12 +69,13 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
         "audit": {
             "rate": STEADY_AUDIT_RATE,
             "segments": min(AUDIT_SEGMENTS, cfg.segments),
-            "probation_rounds": cfg.honeypot_honest_rounds + 1,
+            "probation_rounds": cfg.probation_rounds,
         },
         # The new-run outer step (plain averaging); islands that trained the last round
         # receive the merged step, not the model.
         "outer": {**OUTER_STEP, "broadcast": "int8"},
         "reward": {"pool_per_round": 1_000_000, "vesting_rounds": 2},
+        **({"dispute": ROLLBACK_DISPUTES} if cfg.rollback else {}),
         "determinism": configure_determinism(1, "cpu").model_dump(mode="json"),
         "selfcheck_reference": {device_class(cpu): workload_hash(cpu)},
         # The admission challenge is on, as in a permissionless run: each join waits for
@@ -94,13 +109,51 @@ def honeypot_cmd(args: list[str], strategy: str, honest_rounds: int) -> list[str
     return honeypot_island_cmd(strategy, honest_rounds, "run", "--follow", *args)
 
 
+def watch_cmd(args: list[str]) -> list[str]:
+    """An island's ``watch --follow``: it disputes a verdict its own replay refutes."""
+    return miner_cmd("watch", "--follow", *args)
+
+
+def _worker_args(secrets: Secrets, member: Identity, service: str, relay: str,
+                 dataset: Path) -> list[str]:  # fmt: skip
+    return [
+        *("--poll-s", "0.5", "--service", service, "--relay", relay, "--run-id", RUN_ID),
+        *("--key-file", str(member.key_file), "--worker-token-file", str(secrets.worker_token)),
+        *("--dataset-dir", str(dataset), "--coordinator", secrets.coordinator.ss58),
+    ]
+
+
 def auditor_cmd(secrets: Secrets, service: str, relay: str, dataset: Path) -> list[str]:
     return hypertrain_cmd(
-        *("auditor", "run", "--follow", "--poll-s", "0.5"),
-        *("--service", service, "--relay", relay, "--run-id", RUN_ID),
-        *("--key-file", str(secrets.auditor.key_file)),
-        *("--worker-token-file", str(secrets.worker_token)),
-        *("--dataset-dir", str(dataset), "--coordinator", secrets.coordinator.ss58),
+        "auditor",
+        "run",
+        "--follow",
+        *_worker_args(secrets, secrets.auditor, service, relay, dataset),
+    )
+
+
+def lying_auditor_cmd(
+    cfg: DevnetConfig, secrets: Secrets, service: str, relay: str, dataset: Path
+) -> list[str]:
+    """The rollback scenario's auditor: the operator's lying honeypot auditor, which from
+    the honeypot's first cheat on says ``match`` for the honeypot and ``mismatch`` for the
+    first honest island (it answers disputes from its honest replay)."""
+    flips = ("--flip", secrets.islands[-1].ss58, "--flip", secrets.islands[0].ss58)
+    return python_cmd(
+        "hypertrain.honeypot.auditor",
+        *flips,
+        *("--after-round", str(cfg.honeypot_honest_rounds)),
+        *_worker_args(secrets, secrets.auditor, service, relay, dataset),
+    )
+
+
+def juror_cmd(
+    secrets: Secrets, juror: Identity, service: str, relay: str, dataset: Path
+) -> list[str]:
+    """A standby juror: an honest auditor that only re-audits what the service lists."""
+    return hypertrain_cmd(
+        *("auditor", "run", "--follow", "--standby"),
+        *_worker_args(secrets, juror, service, relay, dataset),
     )
 
 

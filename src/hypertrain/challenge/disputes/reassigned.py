@@ -5,7 +5,11 @@ bisection game) or its auditor is found faulty; its assignment is listed until
 another auditor's counting verdict arrives (a ``recompute`` game keeps it listed
 until its quorum is reached). An assignment no verdict judged by the end of the audit
 phase is listed as missed: its island's reward is held until one comes; so is a split one
-(its judges hold no majority either way) while it takes late verdicts.
+(its judges hold no majority either way) while it takes late verdicts. While the
+standby jurors stand in (every other auditor barred:
+:func:`~hypertrain.challenge.rounds.jury.standing_in`), an assignment of a round in its
+audit phase that no verdict judged yet is listed as missed at once, so they judge it
+in the phase.
 """
 
 from __future__ import annotations
@@ -43,7 +47,23 @@ def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
         for a in rounds_storage.unjudged_audits(state.conn, run_id, state.due_round())
         if a.hotkey in facts.unjudged(state.conn, run_id, a.round)
     ]
-    return set_aside + missed + _splits(state, run_id)
+    listed = set_aside + missed + _splits(state, run_id)
+    return listed + _stood_in(state, run_id, {(x.round, x.hotkey) for x in listed})
+
+
+def _stood_in(
+    state: ServiceState, run_id: str, listed: set[tuple[int, str]]
+) -> list[ReassignedAudit]:
+    """Unjudged assignments of rounds in their audit phase, while standby jurors stand in
+    (each audit once: one already ``listed`` as set aside is not listed again)."""
+    if not jury.standing_in(state, run_id):
+        return []
+    return [
+        _missed(a.round, a.hotkey, a.envelope)
+        for a in rounds_storage.audit_phase_audits(state.conn, run_id)
+        if (a.round, a.hotkey) not in listed
+        and a.hotkey in facts.unjudged(state.conn, run_id, a.round)
+    ]
 
 
 def _missed(index: int, hotkey: str, envelope: str) -> ReassignedAudit:
@@ -110,3 +130,25 @@ def _gathering(conn: sqlite3.Connection, x: store.SetAside, auditors: frozenset[
         return False
     judges = {v.auditor for v in rounds_storage.verdicts_on(conn, game.run_id, x.round, x.hotkey)}
     return len(judges & panel) < jury.quorum(len(panel))
+
+
+def gathering(state: ServiceState, run_id: str, index: int, now: int) -> bool:
+    """True while a bisection game of round ``index`` that its auditor lost still gathers
+    its jury's re-audits (the barring rule's evidence, :func:`_gathering`), for at most
+    ``round.dispute_window_rounds`` after the game's decision.
+
+    Settlement waits for it: barring sets aside the auditor's verdicts of rounds not final
+    yet, so a round that settled in between would keep a liar's other verdicts of it (a
+    cheat it passed) beyond any re-audit. The wait is bounded, so a silent jury holds a
+    round one window at most.
+    """
+    auditors = frozenset(jury.auditors(state, run_id))
+    window = state.manifest(run_id).round.dispute_window_rounds
+    for x in store.set_aside_verdicts(state.conn, run_id):
+        if x.round != index or not x.dispute_id or x.recompute:
+            continue
+        view = store.load_view(state.conn, x.dispute_id)
+        decided = view.decided_beacon_round if view is not None else None
+        if decided is not None and now <= decided + window and _gathering(state.conn, x, auditors):
+            return True
+    return False

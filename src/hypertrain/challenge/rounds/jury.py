@@ -15,6 +15,17 @@ A listed key that never signed a verdict of the run is not *live* (:func:`live`)
 decision that reaches its deadline without a quorum counts the live jurors only, so a
 listed key that never audits (an evaluator listed by mistake, a key nobody runs) cannot
 keep two agreeing auditors from their majority.
+
+A *standby juror* (``HYPERTRAIN_STANDBY_HOTKEYS``) is an auditor that only re-audits
+what the service lists as waiting (set aside, missed, split). It is one of
+:func:`auditors` everywhere, so every jury, quorum and barring rule counts it; only
+the audit phase's early close asks for a majority of the *active* auditors
+(:func:`active`): the auditors less the barred ones (their verdicts never count again)
+and less the standby jurors, so a standby key that judges nothing first holds no phase
+open. When no such auditor is left (every one barred), the standby jurors *stand in*
+(:func:`standing_in`): they are the active auditors, and the service lists each
+unjudged assignment of a round in its audit phase as waiting, so they judge it in the
+phase.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from collections.abc import Iterable
 
 from hypertrain.challenge.rounds import merge_storage, storage
 from hypertrain.challenge.state import ServiceState
+from hypertrain.dispute.store import is_faulty
 
 
 def auditors(state: ServiceState, run_id: str) -> tuple[str, ...]:
@@ -31,6 +43,18 @@ def auditors(state: ServiceState, run_id: str) -> tuple[str, ...]:
     others = s.aggregator_hotkeys | s.evaluator_hotkeys | s.witness_hotkeys
     others |= merge_storage.tape_signers(conn, run_id) | storage.roster_keys(conn, run_id)
     return tuple(sorted(s.worker_hotkeys - others))
+
+
+def active(state: ServiceState, run_id: str) -> tuple[str, ...]:
+    """The auditors expected to judge in the audit phase (see the module docstring)."""
+    usable = [k for k in auditors(state, run_id) if not is_faulty(state.conn, run_id, k)]
+    first = [k for k in usable if k not in state.settings.standby_hotkeys]
+    return tuple(first or usable)
+
+
+def standing_in(state: ServiceState, run_id: str) -> bool:
+    """True when the standby jurors stand in for the active auditors (none is left)."""
+    return bool(set(active(state, run_id)) & state.settings.standby_hotkeys)
 
 
 def jury(state: ServiceState, run_id: str, exclude: Iterable[str]) -> tuple[str, ...]:

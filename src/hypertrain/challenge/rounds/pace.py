@@ -8,8 +8,11 @@ silence holds no later round open: an admitted island that never trains delays a
 its first round, not every round of the run (an outsider's finding). The
 audit selection is still the first beacon round strictly after the close, so no
 committer could have known it when it committed. An audit phase closes when every
-assignment has agreeing verdicts from a strict majority of the listed auditors (all
+assignment has agreeing verdicts from a strict majority of the active auditors (all
 ``match``, or all a fault: a split keeps the phase open for the rest), or its window ends.
+The active auditors are the listed ones less the standby jurors, which re-audit only
+(:func:`~hypertrain.challenge.rounds.jury.active`); a standby juror's agreeing verdict
+still counts towards the majority.
 Both answers are recomputed from the database, so a restarted service reaches the same
 beacon rounds.
 
@@ -61,16 +64,18 @@ def audits_done(state: ServiceState, run_id: str, index: int) -> bool:
 
     Each assignment needs a verdict that counts (one set aside because its auditor was
     found faulty does not) and agreeing verdicts (all ``match``, or all a fault, by the
-    one standing) from a strict majority of the run's auditors
-    (:func:`~hypertrain.challenge.rounds.jury.auditors`), so neither the first answer nor
-    a contrary one shuts out the rest: with an honest majority, that majority holds an
-    honest verdict and outvotes a liar before the phase closes.
-    With no auditor known, the phase runs until its window ends.
+    one standing) from as many auditors as a strict majority of the run's active
+    auditors (:func:`~hypertrain.challenge.rounds.jury.active`), so neither the first
+    answer nor a contrary one shuts out the rest: with an honest active majority, that
+    majority holds an honest verdict and outvotes a liar before the phase closes.
+    With no active auditor known (none listed, or only standby jurors), the phase runs
+    until its window ends.
     """
     listed = set(jury.auditors(state, run_id))
-    if not listed or facts.unjudged(state.conn, run_id, index):
+    active = jury.active(state, run_id)
+    if not active or facts.unjudged(state.conn, run_id, index):
         return False
     judges = storage.judges_of(state.conn, run_id, index)
-    need = jury.quorum(len(listed))
+    need = jury.quorum(len(active))
     agree = rule.agreeing(facts.standing_verdicts(state.conn, run_id, index), listed)
     return all(agree.get(h, 0) >= need for h in judges)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 
+from hypertrain.challenge.disputes import reassigned
 from hypertrain.challenge.errors import PhaseError
 from hypertrain.challenge.rounds import facts, rollbacks, roster_storage, storage, witness
 from hypertrain.challenge.rounds.rule import HOLDS, PENDING_AUDIT, PROBATION_HOLD, Outcome
@@ -63,8 +64,10 @@ def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> b
 
     Every condition lives here: the merge tape was accepted (the round is in phase
     ``settle``), the dispute window, which opens at the audit close, has passed, and
-    every dispute filed in it is decided, and the witnesses the operator requires cleared
-    the round's tape.
+    every dispute filed in it is decided, no game its auditor lost is still gathering its
+    jury's re-audits (for one window after its decision:
+    :func:`~hypertrain.challenge.disputes.reassigned.gathering`), and the witnesses the
+    operator requires cleared the round's tape.
     """
     record = storage.round_record(state.conn, run_id, index)
     if record is None or record.phase != "settle":
@@ -74,6 +77,8 @@ def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> b
         return False
     if disputes_open(state.conn, run_id, index):
         return False  # a dispute is still undecided
+    if reassigned.gathering(state, run_id, index, now):
+        return False  # a lost game's re-audits may still bar its auditor
     return witness.status(state, run_id, index).cleared  # held on a tape not witnessed
 
 

@@ -753,6 +753,17 @@ def unjudged_audits(conn: sqlite3.Connection, run_id: str, now: int) -> list[Unj
     return [UnjudgedAudit(r["round"], r["hotkey"], r["envelope"]) for r in rows]
 
 
+def audit_phase_audits(conn: sqlite3.Connection, run_id: str) -> list[UnjudgedAudit]:
+    """Assigned audits of the run's rounds in their audit phase, by round and island."""
+    rows = conn.execute(
+        "SELECT a.round, a.hotkey, a.envelope FROM audits a JOIN rounds r"
+        " ON r.run_id = a.run_id AND r.round = a.round"
+        " WHERE a.run_id = ? AND r.phase = 'audit' ORDER BY a.round, a.hotkey",
+        (run_id,),
+    )
+    return [UnjudgedAudit(r["round"], r["hotkey"], r["envelope"]) for r in rows]
+
+
 @dataclass(frozen=True, slots=True)
 class IslandSpan:
     """One island's record over rounds ``first`` to ``last``: rounds it committed to,

@@ -1,0 +1,58 @@
+"""A standby juror (``auditor run --follow --standby``) judges nothing first: it only
+re-audits what the service lists as waiting.
+
+The service is the real one; the segment replay is stood in for (as in
+tests/challenge/test_disputes.py), and it records what the juror was asked to judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hypertrain.auditor.runner import follow
+from tests.auditor.test_rejudge import _lose_by_silence
+from tests.challenge import test_disputes as _disputes
+from tests.challenge.test_disputes import (
+    ISLANDS,
+    OTHER_AUDITOR,
+    RUN,
+    Service,
+    _auditor,
+    _to_verdict,
+)
+
+service = _disputes.service
+
+
+def _one_pass() -> Callable[[], bool]:
+    """A ``stop`` for :func:`follow` that lets exactly one pass run."""
+    answers = iter([False, True])
+    return lambda: next(answers)
+
+
+def _quiet(kind: str, **fields: Any) -> None:
+    """An ``emit`` that drops the juror's events."""
+
+
+def _standby_pass(svc: Service, tmp: Path) -> list[tuple[int, str]]:
+    judged: list[tuple[int, str]] = []
+    juror = _auditor(svc, OTHER_AUDITOR, tmp, judged)
+    follow(juror, poll_s=0, stop=_one_pass(), emit=_quiet, standby=True)
+    return judged
+
+
+def test_a_standby_juror_judges_no_assignment_first(service: Service, tmp_path: Path) -> None:
+    _to_verdict(service)  # round 0 in its audit phase; island 1 not judged yet
+    assert _standby_pass(service, tmp_path) == []
+    verdicts = service.client.get(f"/v1/runs/{RUN}/rounds/0").json()["verdicts"]
+    assert {v["envelope"]["signer"] for v in verdicts} == {_disputes.AUDITOR.ss58_address}
+
+
+def test_a_standby_juror_re_audits_a_verdict_set_aside(service: Service, tmp_path: Path) -> None:
+    verdict_id, segment = _to_verdict(service)
+    _lose_by_silence(service, ISLANDS[0], verdict_id, segment)
+    service.tick(4)  # the auditor missed its answer: the game is overturned, the verdict aside
+    assert _standby_pass(service, tmp_path) == [(0, ISLANDS[0].ss58_address)]
+    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
