@@ -171,13 +171,13 @@ def _islands(net: _Net, case: str) -> list[str]:
     if case != "lying-auditor":
         where = ":".join(str(x) for x in PERTURB)
         miner = ["-m", "hypertrain.honeypot.island", "--perturb", where, "--"]
-    follow = ["--config", str(net.toml), "--coordinator", net.coord, "--follow"]
-    net.fleet.start("island", [*miner, "run", *follow])
-    if case == "honest-segment":
+    config = ["--config", str(net.toml), "--coordinator", net.coord]
+    net.fleet.start("island", [*miner, "run", *config, "--follow"])
+    if case == "honest-segment":  # one opening, then it exits: no --follow
         attacker = ["-m", "tests.e2e.attackers", "dispute-elsewhere", "--round", "0", "--"]
-        net.fleet.start("disputer", [*attacker, "watch", *follow[:-1]])
+        net.fleet.start("disputer", [*attacker, "watch", *config])
         return ["island"]
-    net.fleet.start("watch", [*miner, "watch", *follow])
+    net.fleet.start("watch", [*miner, "watch", *config, "--follow"])
     return ["island", "watch"]
 
 
