@@ -21,6 +21,7 @@ class Trained:
     weak: dict[str, torch.Tensor]  # the incumbent
     slightly: dict[str, torch.Tensor]  # a hair better than weak (within epsilon)
     strong: dict[str, torch.Tensor]  # clearly better
+    public: dict[str, torch.Tensor]  # memorized the public held-out split (models.memorize)
 
 
 @pytest.fixture(scope="session")
@@ -30,4 +31,5 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
     spec = models.model_spec(ds)
     weak = models.train(ds, spec, steps=15)
     strong = models.train(ds, spec, steps=60)
-    return Trained(ds, root / "dataset", spec, weak, models.blend(weak, strong, 0.01), strong)
+    slightly = models.blend(weak, strong, 0.01)
+    return Trained(ds, root / "dataset", spec, weak, slightly, strong, models.memorize(ds, spec))

@@ -46,6 +46,36 @@ def train(
     return {k: v.detach() for k, v in params.items()}
 
 
+def memorize(ds: Dataset, spec: ModelSpec, steps: int = 600) -> dict[str, torch.Tensor]:
+    """A model that learned the published held-out split by heart (an outsider reads it
+    with the rest of the dataset): far ahead on those pages, which a public evaluation
+    set would score, and behind an honestly trained model on text it never saw."""
+    heldout = [int(i) for i in ds.split().heldout_ids]
+    return train(ds, spec, steps=steps, ids=heldout)
+
+
+def page_losses_of(directory: Path, ds: Dataset, pages: torch.Tensor) -> tuple[float, ...]:
+    """The exported model's loss on each of ``pages``, as an evaluator computes it."""
+    from hypertrain.competition.spec import CompetitionSpec
+    from hypertrain.evaluator.scorer import load_model, page_losses
+
+    model, _ = load_model(directory, CompetitionSpec.model_validate(spec_doc(ds)))
+    return tuple(page_losses(model, pages, 8))
+
+
+def weight_taker(ds: Dataset, older: tuple[float, ...], newer: tuple[float, ...]) -> str:
+    """``older`` or ``newer``: which of two entries (committed in that order) takes the
+    cycle's weight when these are their page losses."""
+    from hypertrain.competition.scoring import Entry, standings
+    from hypertrain.competition.spec import CompetitionSpec
+
+    spec = CompetitionSpec.model_validate(spec_doc(ds))
+    entries = [Entry("older", "a" * 64, 1, 0, older), Entry("newer", "b" * 64, 2, 1, newer)]
+    table = standings(entries, spec.epsilon, 10, temperature=0.01, units=1000)
+    assert table[0].weight >= 0.95
+    return table[0].hotkey
+
+
 def blend(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], alpha: float) -> dict[str, Any]:
     """``a + alpha (b - a)``: a model a little better than ``a`` when ``b`` is better."""
     return {k: a[k] + alpha * (b[k] - a[k]) for k in a}

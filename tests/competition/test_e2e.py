@@ -1,13 +1,16 @@
 """Competition mode end to end: real beacon, service, relay, evaluator and miner commands.
 
-Four hotkeys submit briefly trained tiny Llama models through ``hypertrain-miner
+Hotkeys submit briefly trained tiny Llama models through ``hypertrain-miner
 compete``: an incumbent, a newcomer a hair better (within epsilon), a clearly better
-one, a copy of the clearly better one committed after its reveal, and a hostile
-model whose loading raises inside ``transformers``. The pages come from a secret pool
-the operator hands the service at creation. An evaluator process scores each cycle;
-the hostile model is refused and the evaluator goes on to the next cycle; the clearly
-better model takes the weight in ``get_weights``, the within-epsilon newcomer ranks
-below the incumbent, and the copy is never scored.
+one, a model that learned the published dataset's held-out split by heart (every
+outsider can read it: it would take the weight if those pages were scored), a copy of
+the clearly better one committed after its reveal, and a hostile model whose loading
+raises inside ``transformers``. The pages come from a secret pool the operator hands
+the service at creation (committed by its Merkle root, each cycle's pages revealed only
+at its beacon round). An evaluator process scores each cycle; the hostile model is
+refused and the evaluator goes on to the next cycle; the clearly better model takes the
+weight in ``get_weights``, the memorizer and the within-epsilon newcomer rank below it,
+and the copy is never scored.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import pytest
 
 from hypertrain.api.competition import CompetitionClient
 from hypertrain.beacon import LocalBeaconProcess, start_local_beacon
+from hypertrain.evaluator.scorer import page_batch
 from hypertrain.miner.compete import commit_model, upload_model
 from hypertrain.protocol.identity import write_key_file
 from tests.challenge.test_dashboard_browser import ARGS, require_browser
@@ -36,7 +40,8 @@ from tests.e2e.network import TOKENS, service_env, write_metagraph, write_secret
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 CID = "comp-e2e"
-NAMES = ("incumbent", "close", "better", "copier", "hostile")
+NAMES = ("incumbent", "close", "better", "public", "copier", "hostile")
+SCORED = ("incumbent", "close", "better", "public", "hostile")  # the hostile one: refused, rate 0
 
 
 @pytest.fixture
@@ -83,9 +88,11 @@ def test_competition_end_to_end(
         "incumbent": models.export(trained.weak, trained.spec, tmp_path / "m" / "incumbent"),
         "close": models.export(trained.slightly, trained.spec, tmp_path / "m" / "close"),
         "better": models.export(trained.strong, trained.spec, tmp_path / "m" / "better"),
+        "public": models.export(trained.public, trained.spec, tmp_path / "m" / "public"),
         "hostile": _hostile(trained, tmp_path / "m" / "hostile"),
     }
     models.pool_dataset(trained.dataset_dir.parent, tmp_path / "secret")
+    _check_public_would_win(trained, dirs)
     try:
         fleet.hypertrain("service", "challenge", "serve", env=svc_env, sock=svc_sock)
         fleet.hypertrain(
@@ -120,9 +127,9 @@ def test_competition_end_to_end(
                "--relay", relay)  # fmt: skip
         _wait_round_after(service, first["commit_beacon_round"])
         with CompetitionClient(service) as client:  # the same calls, in this process
-            for name in ("close", "better", "hostile"):
+            for name in ("close", "better", "public", "hostile"):
                 commit_model(client, keys[name][1], CID, dirs[name])
-            for name in ("close", "better", "hostile"):
+            for name in ("close", "better", "public", "hostile"):
                 upload_model(client, relay, keys[name][1], CID, dirs[name])
             copied = shutil.copytree(dirs["better"], tmp_path / "m" / "copier")
             copy_sha, _ = commit_model(client, keys["copier"][1], CID, copied)
@@ -146,9 +153,9 @@ def test_competition_end_to_end(
             fleet.check_alive("service", "relay", "evaluator")
             doc = board()
             scored = [c for c in doc["competitors"] if c["win_rate"] is not None]
-            return doc if len(scored) == 4 else None
+            return doc if len(scored) == len(SCORED) else None
 
-        full = wait_for(all_scored, 600, "a cycle scoring all four models", poll_s=1)
+        full = wait_for(all_scored, 600, "a cycle scoring every model", poll_s=1)
         by_name = {
             n: c
             for n in NAMES
@@ -161,6 +168,9 @@ def test_competition_end_to_end(
         )  # close may not count
         assert by_name["copier"]["status"] == "duplicate" and by_name["copier"]["win_rate"] is None
         assert copy_sha == by_name["better"]["model_sha256"]
+        # the memorizer's pages were public, the scored ones secret: it loses to the better
+        assert by_name["public"]["win_rate"] < by_name["better"]["win_rate"], by_name
+        assert by_name["public"]["weight"] < 0.05, by_name["public"]
         # the hostile model (its loading raises inside transformers) is a refusal, weightless
         assert by_name["hostile"]["weight"] == 0.0
         record = httpx.get(f"{service}/v1/competitions/{CID}/cycles/{full['latest_cycle']}").json()
@@ -180,7 +190,8 @@ def test_competition_end_to_end(
         better = keys["better"][1].ss58_address
         assert weights[better] == max(weights.values())
         assert by_name["better"]["weight"] > 0.95
-        assert weights.get(keys["close"][1].ss58_address, 0) < 0.05 * weights[better]
+        for name in ("close", "public"):
+            assert weights.get(keys[name][1].ss58_address, 0) < 0.05 * weights[better], weights
         assert keys["copier"][1].ss58_address not in weights
         leaderboard_cli = subprocess.run(
             [sys.executable, "-m", "hypertrain.cli", "competition", "leaderboard", "--service",
@@ -191,6 +202,15 @@ def test_competition_end_to_end(
         _check_page(service, board())
     finally:
         fleet.stop()
+
+
+def _check_public_would_win(trained: Trained, dirs: dict[str, Path]) -> None:
+    """On the public held-out pages the memorizer would take the weight from the better
+    model (committed before it, as in the competition): only the pool's secrecy stops it."""
+    ds = trained.dataset
+    pages = page_batch(ds, [int(i) for i in ds.split().heldout_ids[:24]])
+    losses = (models.page_losses_of(dirs[n], ds, pages) for n in ("better", "public"))
+    assert models.weight_taker(ds, *losses) == "newer"
 
 
 def _hostile(trained: Trained, out: Path) -> Path:

@@ -18,6 +18,13 @@ real envelopes and uploads real blobs with its own key:
 ``python -m tests.e2e.attackers join -- --config A.toml --config B.toml ...`` joins
 several islands from one process (``hypertrain-miner join`` for each, concurrently).
 
+``python -m tests.e2e.attackers dispute-elsewhere --round W -- watch MINER-ARGS...``
+waits for the island's round-``W`` mismatch verdict and disputes it on an audited
+segment the verdict does not name as the first that differs (an honest one), through
+the miner's own :func:`~hypertrain.miner.disputes.open_dispute` with the island's key
+and the leaves it committed; it prints the service's answer (``dispute_refused`` with
+the refusal's code, or ``dispute_opened``) and exits.
+
 The production miner carries none of this: the changes are injected here.
 """
 
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -35,9 +43,11 @@ from hypertrain.miner import actions
 from hypertrain.miner import cli as miner_cli
 from hypertrain.miner import run as run_mod
 from hypertrain.miner.config import MinerConfig
+from hypertrain.miner.context import load_run
+from hypertrain.miner.disputes import open_dispute, stored_leaves
 from hypertrain.miner.errors import MinerError
 from hypertrain.protocol.envelope import seal
-from hypertrain.protocol.messages import Commit
+from hypertrain.protocol.messages import Commit, Verdict
 from hypertrain.trainer import update as update_mod
 from tests.auditor.islands import inject_moments
 
@@ -135,6 +145,51 @@ def copy_commit(config: MinerConfig, victim: str, index: int, timeout_s: float) 
     return 1
 
 
+def _judged(
+    service: ChallengeClient, config: MinerConfig, hotkey: str, index: int, timeout_s: float
+) -> tuple[Commit, str, Verdict] | None:
+    """This island's round-``index`` commit and the first fault verdict on it, once public."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            commit, verdicts = actions._mine(service.round_detail(config.run_id, index), hotkey)
+        except (OSError, ValueError):
+            commit, verdicts = None, []
+        faults = [(vid, v) for vid, v in verdicts if v.result != "match"]
+        if commit is not None and faults:
+            verdict_id, verdict = faults[0]
+            return commit, verdict_id, verdict
+        time.sleep(0.3)
+    return None
+
+
+def dispute_elsewhere(config: MinerConfig, index: int, timeout_s: float) -> int:
+    """Dispute the round-``index`` verdict on this island on an audited segment other
+    than the one its first differing leaf names; print the service's answer."""
+    key = config.load_key()
+    sys.stdout.write(f'{{"event": "started", "hotkey": "{key.ss58_address}"}}\n')
+    sys.stdout.flush()
+    with ChallengeClient(config.service_url) as service:
+        ctx = load_run(config, service, check=False)
+        found = _judged(service, config, key.ss58_address, index, timeout_s)
+        if found is None:
+            sys.stderr.write(f"no fault verdict on round {index} within {timeout_s:.0f}s\n")
+            return 1
+        commit, verdict_id, verdict = found
+        first = verdict.first_bad_leaf
+        honest = [s for s in verdict.segments if first is None or s != first - 1]
+        if verdict.check != "segment" or not honest:
+            sys.stderr.write(f"no honest audited segment to dispute: {verdict}\n")
+            return 1
+        leaves = stored_leaves(ctx, index, commit.leaf_count)
+        opened = open_dispute(ctx, key, verdict_id, index, honest[0], leaves)
+    event = "dispute_opened" if opened.dispute_id else "dispute_refused"
+    doc = {"event": event, "round": index, "segment": honest[0], "first_bad_leaf": first}
+    doc |= {"verdict_id": verdict_id, "refusal": opened.refusal, "dispute_id": opened.dispute_id}
+    sys.stdout.write(json.dumps(doc) + "\n")
+    return 0
+
+
 def join_all(argv: list[str]) -> int:
     """``join MINER-ARGS...`` once per ``--config``, concurrently, in one process (one
     torch import for every island; each join runs the admission workload)."""
@@ -154,13 +209,16 @@ def main(argv: list[str] | None = None) -> int:
     if ours[:1] == ["join"]:
         return join_all(rest)
     parser = argparse.ArgumentParser(prog="python -m tests.e2e.attackers")
-    parser.add_argument("strategy", choices=STRATEGIES)
+    parser.add_argument("strategy", choices=(*STRATEGIES, "dispute-elsewhere"))
     parser.add_argument("--round", type=int, required=True, help="the round to cheat in")
     parser.add_argument("--victim", help="copy: the SS58 hotkey whose commit is copied")
     args = parser.parse_args(ours)
     if args.strategy == "copy":
         ns = miner_cli.build_parser().parse_args(rest)
         return copy_commit(actions._config(ns), args.victim, args.round, 600)
+    if args.strategy == "dispute-elsewhere":
+        ns = miner_cli.build_parser().parse_args(rest)
+        return dispute_elsewhere(actions._config(ns), args.round, 600)
     _only_round(args.round)
     install(args.strategy)
     return miner_cli.main(rest)
