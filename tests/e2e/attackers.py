@@ -50,6 +50,7 @@ from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.messages import Commit, Verdict
 from hypertrain.trainer import update as update_mod
 from tests.auditor.islands import inject_moments
+from tests.e2e.launch import wait_for
 
 STRATEGIES = ("moments", "bad-ref", "nested-index", "x1000", "ghost", "copy", "honest")
 NESTED = b"[" * 200_000 + b"]" * 200_000
@@ -149,18 +150,16 @@ def _judged(
     service: ChallengeClient, config: MinerConfig, hotkey: str, index: int, timeout_s: float
 ) -> tuple[Commit, str, Verdict] | None:
     """This island's round-``index`` commit and the first fault verdict on it, once public."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            commit, verdicts = actions._mine(service.round_detail(config.run_id, index), hotkey)
-        except (OSError, ValueError):
-            commit, verdicts = None, []
+
+    def found() -> tuple[Commit, str, Verdict] | None:
+        commit, verdicts = actions._mine(service.round_detail(config.run_id, index), hotkey)
         faults = [(vid, v) for vid, v in verdicts if v.result != "match"]
-        if commit is not None and faults:
-            verdict_id, verdict = faults[0]
-            return commit, verdict_id, verdict
-        time.sleep(0.3)
-    return None
+        return (commit, *faults[0]) if commit is not None and faults else None
+
+    try:
+        return wait_for(found, timeout_s, f"a fault verdict on round {index}", poll_s=0.3)
+    except AssertionError:
+        return None
 
 
 def dispute_elsewhere(config: MinerConfig, index: int, timeout_s: float) -> int:
