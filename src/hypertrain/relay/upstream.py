@@ -34,8 +34,8 @@ class Upstream:
     def _url(self, sha256: str) -> str:
         return f"{self.base_url}/blobs/{sha256}"
 
-    async def size(self, sha256: str) -> int | None:
-        """The blob's size upstream, or None if the upstream does not hold it."""
+    async def _head(self, sha256: str) -> httpx.Response | None:
+        """The upstream's HEAD answer for the blob (None: it does not hold it)."""
         try:
             resp = await self._client.head(self._url(sha256))
         except httpx.HTTPError as exc:
@@ -44,19 +44,17 @@ class Upstream:
             return None
         if resp.status_code != 200:
             raise UpstreamError(f"HEAD {self._url(sha256)} answered {resp.status_code}")
-        return int(resp.headers.get("content-length", "0"))
+        return resp
+
+    async def size(self, sha256: str) -> int | None:
+        """The blob's size upstream, or None if the upstream does not hold it."""
+        resp = await self._head(sha256)
+        return None if resp is None else int(resp.headers.get("content-length", "0"))
 
     async def arrival(self, sha256: str) -> int | None:
         """The upstream's arrival record of the blob (None: not held, or no record)."""
-        try:
-            resp = await self._client.head(self._url(sha256))
-        except httpx.HTTPError as exc:
-            raise UpstreamError(f"HEAD {self._url(sha256)}: {exc}") from exc
-        if resp.status_code == 404:
-            return None
-        if resp.status_code != 200:
-            raise UpstreamError(f"HEAD {self._url(sha256)} answered {resp.status_code}")
-        return parse_arrival(resp.headers.get(ARRIVAL_HEADER))
+        resp = await self._head(sha256)
+        return None if resp is None else parse_arrival(resp.headers.get(ARRIVAL_HEADER))
 
     async def fetch(self, sha256: str, spool: Spool) -> None:
         """Stream the upstream's copy into ``spool`` (the caller verifies it)."""
