@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,22 @@ def _running(svc: Service) -> Iterator[Service]:
     app = create_app(svc.settings, beacon=svc.beacon, ledger=svc.ledger)
     with TestClient(app) as client:
         svc.client = client
+        yield svc
+
+
+@contextlib.contextmanager
+def joined_run(
+    tmp_path: Path, run_id: str, islands: Sequence[Hotkey], doc: dict[str, Any]
+) -> Iterator[Service]:
+    """A service running ``doc`` as ``run_id`` with every one of ``islands`` joined."""
+    settings = make_settings(tmp_path, [k.ss58_address for k in islands])
+    svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
+    with _running(svc):
+        r = svc.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
+        assert r.status_code == 200, r.text
+        for key in islands:
+            joined = svc.client.post("/v1/join", json=signed(key, "join", join_body(), run_id))
+            assert joined.status_code == 200, joined.text
         yield svc
 
 

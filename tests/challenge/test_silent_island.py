@@ -12,19 +12,14 @@ from typing import Any
 import pytest
 
 from hypertrain.protocol.identity import Hotkey
-from tests.challenge import test_disputes as _disputes
 from tests.challenge.helpers import (
     AGGREGATOR,
-    FakeLedger,
-    SteppedBeacon,
     bearer,
     commit_body,
-    join_body,
-    make_settings,
     manifest_doc,
     signed,
 )
-from tests.challenge.test_disputes import AUDITOR, Service
+from tests.challenge.test_disputes import AUDITOR, Service, joined_run
 
 RUN = "run-s"
 BUSY, ALSO_BUSY, SILENT = (Hotkey.from_seed(bytes([0x40 + i]) * 32) for i in range(3))
@@ -34,15 +29,8 @@ COMMIT_WINDOW = 3  # the helpers' manifest: round.commit_window_rounds
 
 @pytest.fixture
 def svc(tmp_path: Path) -> Iterator[Service]:
-    settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS])
-    service = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
-    with _disputes._running(service):
-        doc = manifest_doc(RUN, rate=1.0, segments=1)
-        r = service.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
-        assert r.status_code == 200, r.text
-        for key in ISLANDS:
-            joined = service.client.post("/v1/join", json=signed(key, "join", join_body(), RUN))
-            assert joined.status_code == 200, joined.text
+    doc = manifest_doc(RUN, rate=1.0, segments=1)
+    with joined_run(tmp_path, RUN, ISLANDS, doc) as service:
         yield service
 
 
