@@ -285,7 +285,7 @@ def run_quick(args: argparse.Namespace, ctx: dict[str, Any]) -> int:
     out = args.out or OUT_DIR / "parity-quick.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
-    failed = [k for k, v in doc["identity"].items() if not v["holds"]]
+    failed = [k for k, v in doc["identity"].items() if v["holds"] is False]
     print(json.dumps({k: v["holds"] for k, v in doc["identity"].items()}))
     return 1 if failed else 0
 
@@ -299,6 +299,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--cell", default=None, help="run only this planned cell (with --seed)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--exploratory", action="store_true", help="mark the task as added later")
+    ap.add_argument("--part", default="0/1", help="K/N: only every N-th task from K (explore)")
     ap.add_argument("--steps", type=int, default=100, help="global steps (= DP steps)")
     ap.add_argument("--batch", type=int, default=16, help="windows per island step")
     ap.add_argument("--seq-len", type=int, default=65, help="tokens per window")

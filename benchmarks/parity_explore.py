@@ -8,19 +8,27 @@ says ``exploratory: true``. They cover what the grid left out and the product ne
 * a SparseLoCo-style codec: top-k sparsification (1.6 % density), 2-bit values and
   error feedback, with plain averaging as the outer step;
 * a third model size ``l`` (about 1.7M parameters), three seeds of the best recipe and
-  of data-parallel.
+  of data-parallel;
+* seeds the grid did not plan, of cells it did: 1-4 of the default-class cell and of
+  plain averaging at H = 25 and H = 5 (so the default rule is decided on paired seeds),
+  and 3-4 of every cell the decisive stage ran on three seeds;
+* the product's warm-start recipe (``reset``, plain averaging, a 10-step data-parallel
+  warm start) at longer rounds, H = 15, 30 and 45, and with a 20-step warm start at
+  H = 5: how much of the warm start's gain survives the traffic of longer rounds.
 
 Task files go to the grid's folder, beside the grid's, and record the hash of this file
 (``explore_sha256``) as well as the harness and trainer hashes, so ``parity_plots.py``
 refuses them once any of those files changes. Finished tasks are skipped, so a stopped
 run resumes.
 
-Run: ``nice -n 19 python benchmarks/parity_explore.py`` (one process, in priority order).
+Run: ``nice -n 19 python benchmarks/parity_explore.py`` (one process, in priority order;
+``--part K/N`` runs every N-th task from K, so N processes share the list).
 """
 
 from __future__ import annotations
 
 import sys
+from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,7 +38,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "src")]
 import parity  # noqa: E402
 from hypertrain.protocol.manifest import ModelSpec  # noqa: E402
 from hypertrain.trainer.presets import param_count  # noqa: E402
-from parity_grid import diloco_cell, dp_cell  # noqa: E402
+from parity_grid import Results, diloco_cell, dp_cell, plan  # noqa: E402
 from parity_sim import Cell, Setup  # noqa: E402
 from parity_stats import EXPLORE_FILES, files_sha256  # noqa: E402
 
@@ -46,7 +54,21 @@ def _explore(cell: Cell, **changes: object) -> Cell:
     return replace(cell, name=f"{base[0]}{tag}-lr{base[1]}", exploratory=True, **changes)  # type: ignore[arg-type]
 
 
-def cells() -> list[tuple[Cell, int]]:
+def added_seeds(done: Results) -> list[tuple[Cell, int]]:
+    """Seeds the grid did not plan, of cells it planned (see the module docstring)."""
+    planned: dict[str, Cell] = {}
+    seeds: defaultdict[str, set[int]] = defaultdict(set)
+    for cell, seed in plan(done):
+        planned[cell.name] = cell
+        seeds[cell.name].add(seed)
+    named = [diloco_cell(8, 25, LR, (0.7, 0.9)), diloco_cell(8, 25, LR, AVG)]
+    named.append(diloco_cell(8, 5, LR, AVG))
+    out = [(replace(c, exploratory=True), s) for c in named for s in range(1, 5)]
+    three = [planned[n] for n, s in seeds.items() if s == {0, 1, 2}]
+    return out + [(replace(c, exploratory=True), s) for c in three for s in (3, 4)]
+
+
+def cells(done: Results) -> list[tuple[Cell, int]]:
     """Every exploratory task, in priority order."""
     reset_h25 = _explore(diloco_cell(8, 25, LR, AVG), policy="reset")
     reset_warm = _explore(diloco_cell(8, 5, LR, AVG, warm=10), policy="reset")
@@ -55,8 +77,12 @@ def cells() -> list[tuple[Cell, int]]:
         replace(dp_cell(8, 3e-3, "l"), exploratory=True),
         replace(diloco_cell(8, 5, LR, AVG, "l", warm=10), exploratory=True),
     ]
-    small = [(c, s) for s in range(5) for c in (reset_h25, reset_warm, sparse)]
-    return small + [(c, s) for s in range(3) for c in large]
+    longer = [
+        _explore(diloco_cell(8, h, LR, AVG, warm=w), policy="reset")
+        for h, w in ((15, 10), (30, 10), (45, 10), (5, 20))
+    ]
+    small = [(c, s) for s in range(5) for c in (reset_h25, reset_warm, sparse, *longer)]
+    return added_seeds(done) + small + [(c, s) for s in range(3) for c in large]
 
 
 def large_setup(medium: Setup) -> Setup:
@@ -87,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         "l": {"model": large.model_dump(mode="json"), "parameters": param_count(large)},
     }
     done = parity.load_done(args.out_dir)
-    for cell, seed in cells():
+    k, n = (int(x) for x in args.part.split("/"))
+    for cell, seed in cells(done)[k::n]:
         if (cell.name, seed) in done:
             continue
         record = parity.run_task(cell, seed, ctx["setups"][cell.size], ctx["data"])

@@ -8,7 +8,10 @@
   product's int8 codec and float32 merge (``x * 0.5 + x * 0.5 == x`` exactly), M = 4
   with the exact codec.
 * The data-parallel arm reproduces the curve frozen in
-  ``tests/benchmarks/parity_known_answer.json`` (under the pinned CPU profile).
+  ``tests/benchmarks/parity_known_answer.json`` (under the pinned CPU profile) for this
+  CPU's vendor: MKL's COMPATIBLE path, which the profile pins, gives other last bits on
+  Intel than on AMD for these shapes (measured), so one curve is frozen per vendor and a
+  vendor without one is reported as unchecked, not as a miss.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from hypertrain.trainer.determinism import cpu_vendor
 from parity_sim import Cell, CellRun, Data, Setup, run_diloco, run_dp
 
 KNOWN_ANSWER = Path(__file__).resolve().parents[1] / "tests/benchmarks/parity_known_answer.json"
@@ -70,10 +74,25 @@ def identity_checks(setup: Setup, data: dict[str, Any]) -> dict[str, Check]:
         single = run_diloco(_avg("d-M1", 1, 5, codec, (0.7, 0.9)), setup, one, 0)
         copies = run_diloco(_avg(f"d-M{m}", m, 5, codec, (0.7, 0.9)), setup, many, 0)
         out[f"M{m}_identical_data_equals_one_island_{codec}"] = _check(single, copies)
-    frozen = json.loads(KNOWN_ANSWER.read_text()) if KNOWN_ANSWER.exists() else None
-    computed = known_answer_curve(setup, data)
-    out["dp_known_answer"] = {"holds": frozen == computed, "left": computed, "right": frozen}
+    frozen, computed = frozen_answer(), known_answer_curve(setup, data)
+    holds = None if frozen is None else frozen == computed  # None: no curve for this vendor
+    out["dp_known_answer"] = {
+        "holds": holds,
+        "cpu_vendor": cpu_vendor(),
+        "left": computed,
+        "right": frozen,
+    }
     return out
+
+
+def frozen_answer() -> dict[str, Any] | None:
+    """The frozen curve for this CPU's vendor, or None when none is frozen for it."""
+    if not KNOWN_ANSWER.exists():
+        return None
+    answer: dict[str, Any] | None = json.loads(KNOWN_ANSWER.read_text())["by_cpu_vendor"].get(
+        cpu_vendor()
+    )
+    return answer
 
 
 def known_answer_curve(setup: Setup, data: dict[str, Any]) -> dict[str, Any]:

@@ -17,14 +17,18 @@ identity, which is what the bit-for-bit identity tests need.
 Data: island ``i`` at global step ``t`` of seed ``s`` trains on a fixed slice of one
 seed-dependent permutation of the training windows. The data-parallel step ``t`` trains
 on the union of all islands' step-``t`` slices (batch = M x b), so both see exactly the
-same tokens. A warm start of ``W`` steps is data-parallel training (the same steps as the
-data-parallel arm, bit for bit) before the islands split.
+same tokens. Both the data-parallel arm and a cell's warm start of ``W`` steps run the
+product's warm start (``trainer.warm_start``: one model on the global batch); after a warm
+start the islands begin, as a run's do, from its parameters in the ``reset`` state at
+global step ``W`` (``trainer.start_state.reset_state``), and round ``r`` trains global
+steps ``W + r * H ...``. The ``reset`` policy is the product's too: every round starts
+from the merged model with zero optimizer moments and a zero error-feedback residual.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -44,15 +48,18 @@ from hypertrain.protocol.manifest import (
     RoundSpec,
     RunManifest,
     SparseSpec,
+    WarmStartSpec,
 )
 from hypertrain.protocol.traffic import ddp_bytes_per_device
 from hypertrain.trainer.blob import encode_model_blob
 from hypertrain.trainer.checkpoint import encode_checkpoint
-from hypertrain.trainer.model import loss_fn
+from hypertrain.trainer.model import init_params, loss_fn
 from hypertrain.trainer.round_config import island_train_config
-from hypertrain.trainer.segment import run_segment
-from hypertrain.trainer.state import TrainState, init_state
+from hypertrain.trainer.segment import Sample, run_segment
+from hypertrain.trainer.start_state import reset_state
+from hypertrain.trainer.state import TrainState
 from hypertrain.trainer.update import build_update, iter_decode_update, next_round_state
+from hypertrain.trainer.warm_start import iter_warm_start, run_warm_start
 
 Codec = Literal["int8", "sparse", "none"]
 Params = dict[str, Tensor]
@@ -64,7 +71,7 @@ class Cell:
     """One configuration of the grid (``kind = dp`` ignores the DiLoCo fields).
 
     ``lr``: the inner peak learning rate (0 = the setup's); ``warm_start``: data-parallel
-    steps before the islands split (a multiple of H)."""
+    steps before the islands split (the steps after it a multiple of H)."""
 
     name: str
     kind: Literal["dp", "diloco"]
@@ -121,10 +128,13 @@ def compression(setup: Setup, codec: Codec) -> CompressionSpec:
     return CompressionSpec(error_feedback=False)
 
 
-def cell_manifest(setup: Setup, cell: Cell, *, data_parallel: bool = False) -> RunManifest:
-    """The run manifest of ``cell`` (``data_parallel``: its one-model, H = 1 form)."""
-    batch = setup.batch_per_island * (cell.islands if data_parallel else 1)
-    h = 1 if data_parallel or cell.kind == "dp" else cell.inner_steps
+def cell_manifest(setup: Setup, cell: Cell, seed: int) -> RunManifest:
+    """The run manifest of ``cell`` at ``seed``: a data-parallel cell is a warm start of
+    every step."""
+    batch = setup.batch_per_island
+    global_batch = setup.batch_per_island * cell.islands
+    warm = setup.steps if cell.kind == "dp" else cell.warm_start
+    h = 1 if cell.kind == "dp" else cell.inner_steps
     inner = InnerOptimSpec(
         name=cell.optimizer,
         lr=cell_lr(setup, cell),
@@ -136,7 +146,7 @@ def cell_manifest(setup: Setup, cell: Cell, *, data_parallel: bool = False) -> R
     digest = hashlib.sha256(setup.model.model_dump_json().encode()).hexdigest()
     return RunManifest(
         run_id=f"parity-{cell.name}"[:64],
-        seed=0,
+        seed=seed,
         model=setup.model,
         inner=inner,
         outer=OuterOptimSpec(lr=cell.outer_lr, momentum=cell.outer_momentum),
@@ -154,6 +164,7 @@ def cell_manifest(setup: Setup, cell: Cell, *, data_parallel: bool = False) -> R
         determinism=DeterminismRecord(
             torch_version=torch.__version__, num_threads=setup.num_threads, device_class="cpu"
         ),
+        warm_start=WarmStartSpec(steps=warm, samples_per_step=global_batch) if warm else None,
     )
 
 
@@ -174,7 +185,7 @@ def heldout_loss(params: Params, model: ModelSpec, heldout: Tensor) -> float:
     return total / count
 
 
-def _samples(windows: np.ndarray, ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
+def _samples(windows: np.ndarray, ids: np.ndarray) -> list[Sample]:
     return [(int(i), windows[int(i)]) for i in ids]
 
 
@@ -193,17 +204,13 @@ class Data:
     order: np.ndarray
 
 
-def dp_steps(
-    state: TrainState, manifest: RunManifest, data: Data, islands: int, steps: range
-) -> TrainState:
-    """Data-parallel steps: one model on the union of the islands' slices, round r = step."""
-    b = manifest.round.layout.micro_batch_size // islands
+def dp_batches(
+    manifest: RunManifest, data: Data, islands: int, steps: range
+) -> Iterator[list[Sample]]:
+    """The global batch of each data-parallel step: the union of the islands' slices."""
+    b = manifest.round.layout.micro_batch_size
     for step in steps:
-        ids = np.concatenate(island_slices(data.order, islands, b, step))
-        state = run_segment(
-            state, island_train_config(manifest, step), _samples(data.windows, ids), 1
-        )
-    return state
+        yield _samples(data.windows, np.concatenate(island_slices(data.order, islands, b, step)))
 
 
 def _eval_due(setup: Setup, step: int) -> bool:
@@ -211,24 +218,19 @@ def _eval_due(setup: Setup, step: int) -> bool:
 
 
 def run_dp(cell: Cell, setup: Setup, data: Data, seed: int) -> CellRun:
-    """One model, batch = M x b, the same inner optimizer and schedule."""
-    manifest = cell_manifest(setup, cell, data_parallel=True)
-    state = init_state(island_train_config(manifest, 0).state_config(), seed)
-    out = CellRun(checkpoint_bytes=len(encode_checkpoint(state)))
-    for step in range(setup.steps):
-        state = dp_steps(state, manifest, data, cell.islands, range(step, step + 1))
-        if _eval_due(setup, step + 1):
-            out.losses.append((step + 1, heldout_loss(state.params(), setup.model, data.heldout)))
+    """One model, batch = M x b, the same inner optimizer and schedule: the product's warm
+    start run for every step."""
+    manifest = cell_manifest(setup, cell, seed)
+    batches = dp_batches(manifest, data, cell.islands, range(setup.steps))
+    out, state = CellRun(), None
+    for state in iter_warm_start(manifest, batches):
+        if not out.checkpoint_bytes:
+            out.checkpoint_bytes = len(encode_checkpoint(state))
+        if _eval_due(setup, state.step):
+            out.losses.append((state.step, heldout_loss(state.params(), setup.model, data.heldout)))
+    assert state is not None
     out.final_state_sha256 = state.state_hash().hex()
     return out
-
-
-def reset_moments(state: TrainState) -> TrainState:
-    """The ``reset`` policy: optimizer moments zeroed at the start of every round."""
-    tensors = {
-        k: torch.zeros_like(v) if k.startswith("optim.") else v for k, v in state.tensors.items()
-    }
-    return TrainState(state.step, tensors, state.config_digest)
 
 
 def outer_merge(
@@ -273,10 +275,10 @@ def _island_round(
 ) -> tuple[TrainState, bytes, Params | None, Params]:
     """One island's round ``r``: (end state, upload bytes, residual, exact delta)."""
     h, b = cell.inner_steps, manifest.round.layout.micro_batch_size
-    ids = np.concatenate(
-        [island_slices(data.order, cell.islands, b, r * h + t)[island] for t in range(h)]
-    )
     cfg = island_train_config(manifest, r)
+    ids = np.concatenate(
+        [island_slices(data.order, cell.islands, b, cfg.schedule_step(t))[island] for t in range(h)]
+    )
     end = run_segment(start, cfg, _samples(data.windows, ids), h)
     if cell.codec == "none":
         sp, ep = start.params(), end.params()
@@ -286,20 +288,24 @@ def _island_round(
     return end, update.data, update.residual, {}
 
 
-def _warm_start(cell: Cell, setup: Setup, data: Data, seed: int) -> tuple[TrainState, int]:
-    """The start state (after ``cell.warm_start`` data-parallel steps) and the first round."""
-    if cell.warm_start % cell.inner_steps:
-        raise ValueError(f"{cell.name}: warm start {cell.warm_start} is not a multiple of H")
-    manifest = cell_manifest(setup, cell, data_parallel=True)
-    first = init_state(island_train_config(manifest, 0).state_config(), seed)
-    state = dp_steps(first, manifest, data, cell.islands, range(cell.warm_start))
-    return state, cell.warm_start // cell.inner_steps
+def genesis_state(manifest: RunManifest, cell: Cell, data: Data) -> TrainState:
+    """Round 0's start state, as a run derives it: the seed's initial model, or the warm
+    start's parameters, in the ``reset`` state at the round's first global step."""
+    if manifest.warm_start is None:
+        params = init_params(manifest.model, manifest.seed)
+    else:
+        batches = dp_batches(manifest, data, cell.islands, range(manifest.warm_start.steps))
+        params = run_warm_start(manifest, batches).params()
+    cfg = island_train_config(manifest, 0)
+    return reset_state(cfg.state_config(), params, cfg.round_start_step(0))
 
 
 def run_diloco(cell: Cell, setup: Setup, data: Data, seed: int) -> CellRun:
     """M islands, H inner steps per round, the project's codec and outer step."""
-    manifest = cell_manifest(setup, cell)
-    first, r0 = _warm_start(cell, setup, data, seed)
+    manifest = cell_manifest(setup, cell, seed)
+    if (setup.steps - cell.warm_start) % cell.inner_steps:
+        raise ValueError(f"{cell.name}: the steps after the warm start are not a multiple of H")
+    first = genesis_state(manifest, cell, data)
     states = [first.clone() for _ in range(cell.islands)]
     global_params = first.params()
     dtype = torch.float64 if cell.codec == "none" else torch.float32
@@ -310,9 +316,11 @@ def run_diloco(cell: Cell, setup: Setup, data: Data, seed: int) -> CellRun:
         warm_start_bytes=dp_bytes(p, cell.islands, cell.warm_start),
     )
     model_blob = len(encode_model_blob(global_params, setup.model))
-    for r in range(r0, setup.steps // cell.inner_steps):
+    for r in range((setup.steps - cell.warm_start) // cell.inner_steps):
         if cell.policy == "reset":
-            states = [reset_moments(s) for s in states]
+            cfg = island_train_config(manifest, r)
+            start = cfg.round_start_step(r)
+            states = [reset_state(cfg.state_config(), global_params, start) for _ in states]
         rounds = [_island_round(s, manifest, cell, data, i, r) for i, s in enumerate(states)]
         if cell.codec == "none":
             global_params, momentum = exact_merge(
@@ -328,8 +336,8 @@ def run_diloco(cell: Cell, setup: Setup, data: Data, seed: int) -> CellRun:
         states = [next_round_state(x[0], global_params, x[2]) for x in rounds]
         out.model_download_bytes += cell.islands * model_blob
         out.rounds += 1
-        if _eval_due(setup, (r + 1) * cell.inner_steps):
-            loss = heldout_loss(global_params, setup.model, data.heldout)
-            out.losses.append(((r + 1) * cell.inner_steps, loss))
+        end = cell.warm_start + (r + 1) * cell.inner_steps
+        if _eval_due(setup, end):
+            out.losses.append((end, heldout_loss(global_params, setup.model, data.heldout)))
     out.final_state_sha256 = states[0].state_hash().hex()
     return out

@@ -33,8 +33,8 @@ TRAINER_FILES = tuple(
     for p in (
         "trainer/round_config", "trainer/segment", "trainer/step", "trainer/optim",
         "trainer/model", "trainer/state", "trainer/update", "trainer/codec",
-        "trainer/sparse_codec", "trainer/blob", "trainer/checkpoint", "aggregator/outer",
-        "protocol/manifest", "protocol/traffic",
+        "trainer/sparse_codec", "trainer/blob", "trainer/checkpoint", "trainer/start_state",
+        "trainer/warm_start", "aggregator/outer", "protocol/manifest", "protocol/traffic",
     )
 )  # fmt: skip
 # one-sided 95 % Student-t quantiles (a two-sided 90 % interval) by degrees of freedom

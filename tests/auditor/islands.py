@@ -79,7 +79,7 @@ def publish_round(
     ids = round_sample_ids(manifest, world.dataset, opens, key.ss58_address)
     params = decode_model_blob(relay.get(record.start_model_sha256), manifest.model)
     if start is None:
-        start = reset_state(config.state_config(), params, record.round, config.inner_steps)
+        start = reset_state(config.state_config(), params, config.round_start_step(record.round))
     if tamper is not None:
         start = tamper(start)
     result = train_round(start, config, load_samples(world.dataset, ids), workdir)

@@ -59,11 +59,11 @@ def test_reset_state_of_round_zero_is_the_former_fresh_start(world: World) -> No
     config = TrainConfig.from_manifest(world.manifest).state_config()
     params = decode_model_blob(world.model_blob, world.manifest.model)
     former = next_round_state(init_state(config, world.manifest.seed), params, None)
-    assert reset_state(config, params, 0, 4).state_hash() == former.state_hash()
-    later = reset_state(config, params, 3, 4)
+    assert reset_state(config, params, 0).state_hash() == former.state_hash()
+    later = reset_state(config, params, 12)
     assert later.step == 12 and later.state_hash() != former.state_hash()
     with pytest.raises(ValueError, match="no parameter"):
-        reset_state(config, {}, 0, 4)
+        reset_state(config, {}, 0)
 
 
 def test_injected_adam_moments_are_caught_on_every_audit(world: World, tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_carry_chain_is_checked_against_the_previous_final_state(
     assert derived.step == r0.result.final.step and derived.step == 4
     # without a commit in the previous round the island starts from the reset state
     fresh = derive_start_state(manifest, config, 1, params, PreviousRound(None, dict), fetch)
-    assert fresh.state_hash() == reset_state(config.state_config(), params, 1, 4).state_hash()
+    assert fresh.state_hash() == reset_state(config.state_config(), params, 4).state_hash()
     honest = publish_round(carry_world, relay, ISLANDS[0], opens, tmp_path / "h", start=derived)
     reset = publish_round(carry_world, relay, ISLANDS[0], opens, tmp_path / "r", start=fresh)
     for pub, result in ((honest, "match"), (reset, "mismatch")):

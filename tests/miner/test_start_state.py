@@ -78,7 +78,7 @@ def test_miner_start_state_is_the_auditors(world: World, tmp_path: Path, policy:
     )
     mine = start_state(ctx, config, opens, params, key.ss58_address, relay)  # type: ignore[arg-type]
     assert mine.state_hash() == expected.state_hash()
-    reset = reset_state(config.state_config(), params, 1, config.inner_steps)
+    reset = reset_state(config.state_config(), params, config.round_start_step(1))
     assert (mine.state_hash() == reset.state_hash()) == (policy == "reset")
     shutil.rmtree(cfg.round_dir(0))  # a fresh machine: the relay has the committed bytes
     again = start_state(ctx, config, opens, params, key.ss58_address, relay)  # type: ignore[arg-type]

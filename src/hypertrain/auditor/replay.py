@@ -87,7 +87,7 @@ def expected_start(island: IslandRound, config: TrainConfig) -> TrainState:
     if island.start_state is not None:
         return island.start_state
     return reset_state(
-        config.state_config(), island.start_params, island.commit.round, config.inner_steps
+        config.state_config(), island.start_params, config.round_start_step(island.commit.round)
     )
 
 

@@ -24,7 +24,7 @@ from hypertrain.protocol.messages import Commit
 from hypertrain.trainer.checkpoint import checkpoint_size, decode_checkpoint
 from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.segment import TrainConfig
-from hypertrain.trainer.start_state import carry_state, reset_state, reset_step
+from hypertrain.trainer.start_state import carry_state, reset_state
 from hypertrain.trainer.state import TrainState
 
 FetchSized = Callable[[str, int], bytes]  # (sha256, max_bytes) -> bytes
@@ -52,7 +52,7 @@ def previous_final_state(commit: Commit, config: TrainConfig, fetch: FetchSized)
         state = decode_checkpoint(data, config.state_config(), expected_hash=leaf)
     except TrainerError as exc:
         raise VerificationError(f"previous final checkpoint: {exc}") from exc
-    must = reset_step(commit.round + 1, config.inner_steps)  # round r - 1 ends at step r x H
+    must = config.round_start_step(commit.round + 1)  # where round r - 1 ends
     if state.step != must:
         raise VerificationError(f"previous final checkpoint carries step {state.step}, not {must}")
     return state
@@ -70,7 +70,7 @@ def derive_start_state(
     state_config = config.state_config()
     carried = manifest.inner.state_policy == "carry" and index > 0
     if not carried or previous is None or previous.commit is None:
-        return reset_state(state_config, merged, index, manifest.round.inner_steps)
+        return reset_state(state_config, merged, config.round_start_step(index))
     prev_final = previous_final_state(previous.commit, config, fetch)
     prev_start = previous.start_params() if manifest.compression.error_feedback else {}
     return carry_state(prev_final, prev_start, merged, manifest.compression)

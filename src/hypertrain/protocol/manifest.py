@@ -331,6 +331,20 @@ class HoneypotSpec(_Section):
     reveal_round: int = Field(default=0, ge=0)
 
 
+class WarmStartSpec(_Section):
+    """Data-parallel steps before round 0 (docs/parity.md: the measured recipe's warm start).
+
+    The operator trains ``steps`` steps of the inner optimizer on ``samples_per_step``
+    samples each (one model, the global batch) from the seed's initial model, on the
+    training split in a public keyed order (``data.assignment.warm_start_ids``); the
+    result's parameters are round 0's start model. The schedule counts these steps:
+    round ``r`` starts at global step ``steps + r * H``. Anyone can replay it
+    (``hypertrain run warm-start --expect-sha256``)."""
+
+    steps: int = Field(ge=1, le=1_000_000)
+    samples_per_step: int = Field(ge=1, le=1_048_576)
+
+
 class DeterminismRecord(_Section):
     """What a replayer must match bit for bit; produced by the trainer's determinism module."""
 
@@ -360,6 +374,8 @@ class RunManifest(_Section):
     coordinator: str = ""  # SS58 of the key that signs the manifest and round records
     dispute: DisputeSpec = DisputeSpec()
     honeypots: HoneypotSpec = HoneypotSpec()
+    # omitted from the canonical JSON when unset, so manifests without one keep their hash
+    warm_start: WarmStartSpec | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @model_validator(mode="after")
     def _context_fits(self) -> RunManifest:
@@ -386,6 +402,11 @@ class RunManifest(_Section):
                 " (unaudited updates could set it): set probation_rounds >= 1, audit.rate = 1,"
                 " or outer.reference_norm"
             )
+
+    @property
+    def first_round_step(self) -> int:
+        """The global step round 0 starts at: the warm start's steps (0 without one)."""
+        return 0 if self.warm_start is None else self.warm_start.steps
 
     def layout_problem(self, layout: LayoutSpec) -> str | None:
         """Why ``layout`` is not admissible in this run (limits, or experts it cannot split),

@@ -6,9 +6,10 @@ steps, nothing else. Samples are ``(sample_id, tokens)`` pairs of exactly
 ``seq_len`` tokens (the manifest's ``data.seq_len``): inputs are ``tokens[:-1]``,
 targets ``tokens[1:]``, so a step trains on ``B * (seq_len - 1)`` predicted tokens.
 Local step ``i`` of a run consumes ``samples[i*B : (i+1)*B]`` in order. The learning
-rate follows the run's global step ``round_index * H + i`` (so every island applies the
-same schedule to the same merged model, however late it joined); the optimizer's bias
-correction follows the state's own step counter.
+rate follows the run's global step ``offset + round_index * H + i`` (``offset``: the
+manifest's warm-start steps, 0 without one), so every island applies the same schedule
+to the same merged model, however late it joined; the optimizer's bias correction
+follows the state's own step counter.
 
 ``run_round`` trains H steps and hashes the state at local steps 0, J, 2J, ..., H:
 these ``H/J + 1`` state hashes are the Merkle leaves (``protocol.merkle``) whose root
@@ -59,6 +60,7 @@ class TrainConfig:
     dtype: Literal["float32", "bfloat16"] = "float32"
     device: str = "cpu"
     round_index: int = 0  # the learning-rate schedule's step is round_index * H + local step
+    schedule_offset: int = 0  # ... plus this: the steps trained before round 0 (warm start)
 
     @classmethod
     def from_manifest(
@@ -82,6 +84,7 @@ class TrainConfig:
             dtype=manifest.determinism.dtype,
             device=device,
             round_index=round_index,
+            schedule_offset=manifest.first_round_step,
         )
 
     def state_config(self) -> StateConfig:
@@ -91,9 +94,13 @@ class TrainConfig:
     def samples_per_step(self) -> int:
         return self.layout.samples_per_step
 
+    def round_start_step(self, round_index: int) -> int:
+        """The run's global step at the start of round ``round_index`` (warm start included)."""
+        return self.schedule_offset + round_index * self.inner_steps
+
     def schedule_step(self, local_step: int) -> int:
         """The run's global step of this round's ``local_step``: what the schedule follows."""
-        return self.round_index * self.inner_steps + local_step
+        return self.round_start_step(self.round_index) + local_step
 
     @property
     def tokens_per_step(self) -> int:

@@ -5,7 +5,8 @@ auditor can check the *whole* start state (parameters, optimizer moments, step
 counter, error-feedback residual) against leaf 0, not just the parameters.
 
 * ``reset`` (:func:`reset_state`): the merged model, zero optimizer state, zero
-  residual, and the global step counter ``round * H``. Anyone holding the merged
+  residual, and the global step counter at the round's start (``TrainConfig.
+  round_start_step``: the warm start's steps plus ``round * H``). Anyone holding the merged
   model derives it.
 * ``carry`` (:func:`carry_state`): the island's final state of the previous round
   (a committed leaf), with the merged model's parameters and, with error feedback,
@@ -26,17 +27,11 @@ from hypertrain.trainer.state import StateConfig, TrainState
 from hypertrain.trainer.update import build_update, next_round_state
 
 
-def reset_step(round_index: int, inner_steps: int) -> int:
-    """The global step counter at the start of round ``round_index`` under ``reset``."""
-    if round_index < 0 or inner_steps < 1:
-        raise ValueError("round index must be >= 0 and inner_steps >= 1")
-    return round_index * inner_steps
-
-
-def reset_state(
-    config: StateConfig, merged: Mapping[str, Tensor], round_index: int, inner_steps: int
-) -> TrainState:
-    """Merged parameters, zero optimizer state and residual, step ``round * H``."""
+def reset_state(config: StateConfig, merged: Mapping[str, Tensor], step: int) -> TrainState:
+    """Merged parameters, zero optimizer state and residual, step counter ``step`` (the
+    round's first global step: ``TrainConfig.round_start_step``)."""
+    if step < 0:
+        raise ValueError(f"the step counter must be >= 0, got {step}")
     tensors: dict[str, Tensor] = {}
     for spec in config.layout():
         value = merged.get(spec.name)
@@ -46,7 +41,7 @@ def reset_state(
             raise ValueError(f"merged model has no parameter {spec.name!r} of shape {spec.shape}")
         else:
             tensors[spec.name] = value.detach().float().clone()
-    return TrainState(reset_step(round_index, inner_steps), tensors, config.digest())
+    return TrainState(step, tensors, config.digest())
 
 
 def carry_state(

@@ -1,0 +1,57 @@
+"""The data-parallel warm start: the steps a manifest's ``warm_start`` trains before round 0.
+
+One model takes ``warm_start.steps`` steps of the run's inner optimizer, each on
+``warm_start.samples_per_step`` samples (the global batch a data-parallel cluster would
+step on), from the seed's initial state, at the schedule's global steps 0, 1, ... The
+parameters it ends with are round 0's start model; round ``r`` then trains at global
+steps ``steps + r * H + i`` (``TrainConfig.schedule_offset``). The loop is the parity
+harness's data-parallel arm too, so the baseline and the product share one implementation.
+
+Like every other step it is a pure function of public inputs (the manifest and the
+samples in order), so anyone holding the dataset can replay it and compare the genesis
+model's hash (``hypertrain run warm-start --expect-sha256``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.trainer.round_config import WarmStartError, warm_start_config
+from hypertrain.trainer.segment import Sample, run_segment
+from hypertrain.trainer.state import TrainState, init_state
+
+
+def initial_state(manifest: RunManifest) -> TrainState:
+    """The seed's initial state in the warm start's layout (step 0, zero moments)."""
+    return init_state(warm_start_config(manifest, 0).state_config(), manifest.seed)
+
+
+def iter_warm_start(
+    manifest: RunManifest,
+    batches: Iterable[Sequence[Sample]],
+    *,
+    start: TrainState | None = None,
+    device: str = "cpu",
+) -> Iterator[TrainState]:
+    """The state after each warm-start step, one batch per step in order (``start``:
+    the state to continue from, default :func:`initial_state`)."""
+    state = initial_state(manifest) if start is None else start
+    for batch in batches:
+        config = warm_start_config(manifest, state.step, device=device)
+        state = run_segment(state, config, batch, 1)
+        yield state
+
+
+def run_warm_start(
+    manifest: RunManifest, batches: Iterable[Sequence[Sample]], *, device: str = "cpu"
+) -> TrainState:
+    """Every warm-start step; the end state (its parameters are round 0's model)."""
+    state = None
+    for state in iter_warm_start(manifest, batches, device=device):  # noqa: B007
+        continue
+    steps = manifest.first_round_step
+    if state is None or state.step != steps:
+        done = 0 if state is None else state.step
+        raise WarmStartError(f"the warm start has {steps} steps, {done} batches were given")
+    return state
