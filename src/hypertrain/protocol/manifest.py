@@ -389,6 +389,11 @@ class RunManifest(_Section):
         problem = self.layout_problem(self.round.layout)
         if problem is not None:
             raise ValueError(f"the default layout does not fit the model: {problem}")
+        if self.warm_start is not None and self.warm_start.steps > self.inner.total_steps:
+            raise ValueError(
+                f"warm_start.steps ({self.warm_start.steps}) exceeds inner.total_steps"
+                f" ({self.inner.total_steps}): the schedule would end before round 0"
+            )
         self._reference_is_trusted()
         return self
 
