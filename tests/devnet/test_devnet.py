@@ -94,6 +94,11 @@ def test_report_of_a_two_round_devnet(devnet_run: dict[str, Any]) -> None:
     assert r["children_left"] == 0
     t = r["traffic"]
     assert t["all"]["rounds"] == 2 and t["all"]["words"].endswith("than data-parallel")
+    # the new-run recipe's warm start: a tenth of all steps, before round 0, on every
+    # island's samples of a step together; its data-parallel bytes are named, not hidden
+    w = r["warm_start"]
+    assert (w["steps"], w["devices"]) == (1, 3) and w["data_parallel_bytes"] > 0
+    assert w["samples_per_step"] == 2 * (1 + 2 + 1)  # MICRO_BATCH_SIZE x the budgets
     assert "weights" in r["weights"]
     assert Path(r["model_export"], "config.json").is_file()
     assert Path(r["model_export"], "tokenizer.json").is_file()  # exported with its tokenizer

@@ -14,7 +14,7 @@ from hypertrain.aggregator.blobs import RelayBlobs
 from hypertrain.aggregator.errors import AggregatorError
 from hypertrain.aggregator.heldout import open_heldout
 from hypertrain.aggregator.rebase import rollback
-from hypertrain.aggregator.runner import Aggregator, follow, genesis
+from hypertrain.aggregator.runner import Aggregator, GenesisModel, follow, genesis
 from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
 from hypertrain.aggregator.witness import Witness
@@ -53,13 +53,30 @@ def _dataset(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _genesis(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--genesis-model", type=Path,
+        help="round 0's model, for a run with a warm start (the file hypertrain run"
+        " warm-start writes)",
+    )  # fmt: skip
+
+
+def genesis_source(args: argparse.Namespace) -> GenesisModel | None:
+    """Round 0's model as ``--genesis-model`` gives it, or None (the seed's model)."""
+    path: Path | None = args.genesis_model
+    return None if path is None else (lambda manifest: path.read_bytes())
+
+
 def register(subparsers: Any) -> None:
     group = subparsers.add_parser("aggregator", help="merge rounds, verify merge tapes")
     sub = group.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    gen = sub.add_parser("genesis", help="publish the round-0 model from the manifest seed")
+    gen = sub.add_parser(
+        "genesis", help="publish the round-0 model (the seed's, or the warm start's)"
+    )
     _common(gen)
     gen.add_argument("--admin-token-file", type=Path, help="admin token: also open round 0")
+    _genesis(gen)
     gen.set_defaults(func=cmd_genesis)
 
     one = sub.add_parser("merge", help="merge one round that is in the merge phase")
@@ -77,6 +94,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--max-rounds", type=int, help="stop after this many merges")
     run.add_argument("--last-round", type=int, help="open no round after this index")
     _dataset(run)
+    _genesis(run)
     run.set_defaults(func=cmd_run)
 
     ver = sub.add_parser("verify-tape", help="recompute a merge and compare its bytes")
@@ -125,7 +143,7 @@ def _aggregator(args: argparse.Namespace, admin: bool = False) -> Aggregator:
 def cmd_genesis(args: argparse.Namespace) -> int:
     agg = _aggregator(args, admin=True)
     manifest = agg.service.manifest(args.run_id)
-    sha, url = genesis(manifest, agg.store)
+    sha, url = genesis(manifest, agg.store, genesis_source(args))
     _emit({"event": "genesis", "round": 0, "model": sha, "url": url})
     if args.admin_token_file:
         agg.service.open_round(args.run_id, sha, url)
@@ -142,6 +160,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     agg = _aggregator(args, admin=True)
     agg.last_round = args.last_round
+    agg.genesis_model = genesis_source(args)
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     if not args.follow:

@@ -25,3 +25,8 @@ class UpdateFormatError(AggregatorError):
 
 class TapeError(AggregatorError):
     """A tape is malformed, or it does not match the merge recomputed from its blobs."""
+
+
+class GenesisError(AggregatorError):
+    """Round 0's start model cannot be published: a warm start without its model, or a
+    model that does not fit the run."""

@@ -1,8 +1,9 @@
 """The aggregator as a process: create the start model, merge rounds, open the next.
 
-* :func:`genesis` builds round 0's start model from the manifest seed
-  (``trainer.model.init_params``) and publishes it; the service's round-open record
-  needs its hash and URL, and nothing else creates it.
+* :func:`genesis` publishes round 0's start model: fresh parameters from the manifest
+  seed, or, for a run with a warm start, the model the warm start ended with (the file
+  ``hypertrain run warm-start`` wrote, ``evidence.genesis``); the service's round-open
+  record needs its hash and URL, and nothing else creates it.
 * :func:`merge_round` collects round ``w`` from the service, merges it against the
   blobs, publishes the outer state, the model, the start-model broadcast (when the
   manifest's ``outer.broadcast`` asks for one: ``trainer.broadcast``) and the full
@@ -46,7 +47,7 @@ from hypertrain.aggregator.aggregate import earlier_updates, older_updates
 from hypertrain.aggregator.availability import UndecidedError, updates_deadline
 from hypertrain.aggregator.blobs import BlobStore
 from hypertrain.aggregator.collect import collect
-from hypertrain.aggregator.errors import BlobError, UpdateFormatError
+from hypertrain.aggregator.errors import BlobError, GenesisError, UpdateFormatError
 from hypertrain.aggregator.heldout import heldout_loss
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.rebase import rebase
@@ -56,23 +57,48 @@ from hypertrain.aggregator.tape import Earlier, Tape, decode_tape
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundSummary
+from hypertrain.evidence.genesis import genesis_blob
 from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.exclusions import ExclusionReason
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import MergeCorrection, MergeTape, RoundOpen
-from hypertrain.trainer.blob import decode_model_blob, encode_model_blob
-from hypertrain.trainer.errors import CodecError
-from hypertrain.trainer.model import init_params, param_shapes
+from hypertrain.trainer.blob import decode_model_blob
+from hypertrain.trainer.errors import CodecError, TrainerError
+from hypertrain.trainer.model import param_shapes
 
 log = logging.getLogger(__name__)
 Emit = Callable[[dict[str, Any]], None]
 EXPIRY_MARGIN = 10
+GenesisModel = Callable[[RunManifest], bytes]  # the run's round-0 model blob, however found
 
 
-def genesis(manifest: RunManifest, store: BlobStore) -> tuple[str, str]:
-    """Publish the round-0 model (fresh parameters from the manifest seed)."""
-    blob = encode_model_blob(init_params(manifest.model, manifest.seed), manifest.model)
+def genesis(
+    manifest: RunManifest, store: BlobStore, model: GenesisModel | None = None
+) -> tuple[str, str]:
+    """Publish the round-0 model: ``model``'s (a warm start's) or, without a warm start,
+    fresh parameters from the manifest seed."""
+    warm = manifest.warm_start
+    if model is None:
+        if warm is not None:
+            raise GenesisError(
+                f"run {manifest.run_id} starts from a {warm.steps}-step warm start: give its"
+                " model (--genesis-model FILE, written by hypertrain run warm-start)"
+            )
+        blob = genesis_blob(manifest)
+    else:
+        blob = model(manifest)
+        try:
+            decode_model_blob(blob, manifest.model)
+        except TrainerError as exc:
+            raise GenesisError(
+                f"the genesis model does not fit run {manifest.run_id}: {exc}"
+            ) from exc
+        if warm is None and blob != genesis_blob(manifest):
+            raise GenesisError(
+                f"run {manifest.run_id} has no warm start: round 0 starts from its seed's"
+                " model, not from the one given"
+            )
     sha = store.put(blob, kind="model", round=0)
     return sha, store.url(sha)
 
@@ -92,6 +118,7 @@ class Aggregator:
     emit: Emit = field(default=lambda event: None)
     heldout: torch.Tensor | None = None  # held-out batch: post each new model's loss
     last_round: int | None = None  # open no round after this one (None: no end)
+    genesis_model: GenesisModel | None = None  # round 0's model (a warm start's)
     sketches: SketchCache = field(init=False)  # the run sketch of every public update
 
     def __post_init__(self) -> None:
@@ -256,7 +283,7 @@ class Aggregator:
         """Open round 0 with the genesis model, or the next round on the model the service
         names (where witnesses are required it waits for them: ``unwitnessed``)."""
         if not rounds:
-            sha, url = genesis(manifest, self.store)
+            sha, url = genesis(manifest, self.store, self.genesis_model)
             self.service.open_round(self.run_id, sha, url)
         else:
             try:

@@ -33,6 +33,7 @@ from hypertrain.data.assignment import (
     RoundAssignment,
     assign_round,
     derive_assignment_key,
+    warm_start_ids,
 )
 from hypertrain.data.corpus import CorpusStats, read_pieces
 from hypertrain.data.dataset import Dataset
@@ -75,5 +76,6 @@ __all__ = [
     "sample_hash",
     "train_tokenizer",
     "verify_sample",
+    "warm_start_ids",
     "write_tokenizer",
 ]

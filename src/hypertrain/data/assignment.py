@@ -17,6 +17,12 @@ round. The rules:
 
 The state after a round, :class:`EpochState`, is a pure function of the state before it
 and the round's public inputs, so anyone can replay the chain from round 0.
+
+A manifest's warm start (data-parallel steps before round 0) trains on
+:func:`warm_start_ids`: the first ``steps * samples_per_step`` positions of a permutation of
+the training split keyed by the run id and seed alone (no beacon round exists yet), step
+``t`` taking the ``t``-th run of ``samples_per_step`` ids. The rounds' epochs are
+independent of it, so a warm-start sample may come again in round 0's epoch.
 """
 
 from __future__ import annotations
@@ -137,3 +143,27 @@ def assign_round(
     )
     after = EpochState(state.epoch, state.key, state.cursor + total)
     return RoundAssignment(islands, after, started, unused)
+
+
+def warm_start_key(run_id: str, seed: int) -> bytes:
+    """``tagged_hash(WARM_START_KEY, canonical JSON of the run id and seed)``."""
+    return domains.tagged_hash(
+        domains.WARM_START_KEY, canonical_bytes({"run_id": run_id, "seed": seed})
+    )
+
+
+def warm_start_ids(
+    run_id: str, seed: int, split: Split, steps: int, samples_per_step: int
+) -> list[IdArray]:
+    """The training ids of each warm-start step, in order (disjoint, none held out)."""
+    if steps < 1 or samples_per_step < 1:
+        raise AssignmentError("a warm start needs at least one step of at least one sample")
+    total = steps * samples_per_step
+    if total > split.train_count:
+        raise AssignmentError(
+            f"the warm start needs {total} samples ({steps} steps of {samples_per_step}),"
+            f" the training split has {split.train_count}"
+        )
+    positions = Permutation(warm_start_key(run_id, seed), split.train_count).range(0, total)
+    ids = split.train_ids(positions)
+    return [ids[t * samples_per_step : (t + 1) * samples_per_step] for t in range(steps)]

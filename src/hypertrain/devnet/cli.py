@@ -16,6 +16,7 @@ from hypertrain.devnet.config import (
     SCENARIOS,
     DevnetConfig,
 )
+from hypertrain.protocol.recipe import WARM_START_PERCENT
 
 
 def register(subparsers: Any) -> None:
@@ -51,6 +52,11 @@ def register(subparsers: Any) -> None:
         default=8000,
         help="service/dashboard port (default 8000; 0 = any free port)",
     )
+    p.add_argument(
+        "--warm-start-percent", type=int, default=WARM_START_PERCENT,
+        help="share of all steps trained data-parallel before round 0 (default"
+        " %(default)s; 0: none)",
+    )  # fmt: skip
     p.add_argument("--state-dir", type=Path, default=Path(".devnet"),
                    help="where state, logs, report and the exported model go"
                    " (default .devnet)")  # fmt: skip
@@ -115,6 +121,7 @@ def _run(args: argparse.Namespace) -> int:
         commit_window_s=args.commit_window_s,
         audit_window_s=args.audit_window_s,
         scenario=args.scenario,
+        warm_start_percent=args.warm_start_percent,
     )
     signal.signal(signal.SIGTERM, _sigterm)
     return run_devnet(cfg)

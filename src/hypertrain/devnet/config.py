@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Final
 
 from hypertrain.devnet.errors import DevnetError
+from hypertrain.protocol.recipe import WARM_START_PERCENT, warm_start_steps
 
 PRESETS: Final = ("proxy", "tiny", "proxy-moe", "tiny-moe")
 MAX_ISLANDS: Final = 8
@@ -81,6 +82,7 @@ class DevnetConfig:
     audit_window_s: int | None = None
     island_budgets: tuple[int, ...] = ()  # micro-batches per step per island; () = defaults
     scenario: str = "default"  # or "rollback" (see SCENARIOS)
+    warm_start_percent: int = WARM_START_PERCENT  # of all steps, data-parallel before round 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.rounds <= 1000:
@@ -101,6 +103,8 @@ class DevnetConfig:
             raise DevnetError("--seq-len must be >= 8 and --vocab-size >= 300")
         if self.timeout_s <= 0:
             raise DevnetError("--timeout-s must be positive")
+        if not 0 <= self.warm_start_percent < 100:
+            raise DevnetError(f"--warm-start-percent {self.warm_start_percent} must be in [0, 100)")
         if self.honeypot is not None and self.honeypot not in HONEYPOT_STRATEGIES:
             raise DevnetError(
                 f"--honeypot {self.honeypot!r} is not one of {', '.join(HONEYPOT_STRATEGIES)}"
@@ -133,6 +137,15 @@ class DevnetConfig:
                 "--scenario rollback needs --rounds >= --honest-rounds + 3: the cheat's round,"
                 " the rounds its proof takes, and one that opens on the corrected model"
             )
+
+    @property
+    def warm_start(self) -> dict[str, int] | None:
+        """The manifest's warm start: its share of all steps, on every island's samples of
+        one step together (the global batch a data-parallel cluster of them would take)."""
+        steps = warm_start_steps(self.rounds * self.inner_steps, self.warm_start_percent)
+        if steps == 0:
+            return None
+        return {"steps": steps, "samples_per_step": sum(self.budgets) * MICRO_BATCH_SIZE}
 
     @property
     def rollback(self) -> bool:

@@ -45,7 +45,7 @@ from hypertrain.devnet.config import (
     DevnetConfig,
 )
 from hypertrain.devnet.errors import DevnetError
-from hypertrain.devnet.procs import Supervisor, hypertrain_cmd
+from hypertrain.devnet.procs import Child, Supervisor, hypertrain_cmd
 from hypertrain.protocol.honeypots import HoneypotList
 from hypertrain.protocol.manifest import RunManifest
 
@@ -92,6 +92,7 @@ def start(net: Devnet, dataset: Path) -> None:
     if not r.is_success:
         raise DevnetError(f"the service refused the run manifest: {r.text}")
     net.manifest = RunManifest.model_validate(doc)
+    warm = start_warm_start(net, doc, dataset)
     islands = state / "islands"
     args = [roles.miner_args(m, net.url, net.relay, dataset, islands, sec.coordinator.ss58)
             for m in sec.islands]  # fmt: skip
@@ -122,10 +123,29 @@ def start(net: Devnet, dataset: Path) -> None:
     # start it only when every island is up and waiting for that round.
     for child in trainers:
         child.wait_for_line(roles.ISLAND_READY, timeout_s=300)
+    genesis = None if warm is None else finish_warm_start(net, warm)
     sup.start(
         "aggregator",
-        roles.aggregator_cmd(cfg, sec, net.url, net.relay, state / "aggregator", dataset),
+        roles.aggregator_cmd(cfg, sec, net.url, net.relay, state / "aggregator", dataset, genesis),
     )
+
+
+def start_warm_start(net: Devnet, doc: dict[str, Any], dataset: Path) -> Child | None:
+    """The operator's warm start of round 0's model, beside the joins (None: the run has
+    no warm start)."""
+    if "warm_start" not in doc:
+        return None
+    path = net.state / "manifest.json"
+    path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    out = net.state / "genesis.model"
+    return net.sup.start("warm-start", roles.warm_start_cmd(path, dataset, out))
+
+
+def finish_warm_start(net: Devnet, warm: Child) -> Path:
+    """Wait for the warm start; round 0's model file."""
+    if warm.process.wait(timeout=600) != 0:
+        raise DevnetError(f"the warm start failed:\n{warm.tail()}")
+    return net.state / "genesis.model"
 
 
 def start_auditors(net: Devnet, dataset: Path) -> None:
@@ -276,6 +296,7 @@ def conclude(net: Devnet) -> dict[str, Any]:
             net.url, roles.RUN_ID, {m.ss58: m.name for m in net.secrets.islands}
         ),
         scenario=net.cfg.scenario,
+        warm_start=report.warm_start_row(net.manifest, len(net.secrets.islands)),
     )
 
 

@@ -9,7 +9,13 @@ from typing import Any
 from hypertrain.challenge.dashboard.panels import traffic_panel
 from hypertrain.devnet.keys import Secrets
 from hypertrain.devnet.view import summary_rows
-from hypertrain.protocol.traffic import RoundBytes, TrafficRound, summarize
+from hypertrain.protocol.manifest import RunManifest, param_count
+from hypertrain.protocol.traffic import (
+    RoundBytes,
+    TrafficRound,
+    data_parallel_bytes,
+    summarize,
+)
 
 
 def build_report(
@@ -29,13 +35,14 @@ def build_report(
     journal: list[dict[str, Any]] | None = None,
     rollbacks: list[dict[str, Any]] | None = None,
     scenario: str = "default",
+    warm_start: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Per-round figures, the honeypot's fate, ledger, weights and the export path.
 
     ``journal`` is the run's ledger journal (``hypertrain ledger export``): the
     honeypot's escrow before its first fault and the burn come from its entries.
     ``rollbacks``: :func:`hypertrain.devnet.rollbacks.rollback_rows` of the service's
-    proven faults and signed corrections.
+    proven faults and signed corrections. ``warm_start``: :func:`warm_start_row`.
     """
     rounds = [
         {
@@ -77,6 +84,7 @@ def build_report(
         "rollbacks": rollbacks or [],
         "weights": weights,
         "traffic": traffic_summary(rounds),
+        "warm_start": warm_start,
         "model_export": model_export,
         "sample": sample,
         "utilisation": utilisation or {"per_round": [], "mean": None},
@@ -134,6 +142,21 @@ def fault_cost(
 def read_journal(text: str) -> list[dict[str, Any]]:
     """The JSON-lines journal that ``hypertrain ledger export --out -`` writes."""
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def warm_start_row(manifest: RunManifest, devices: int) -> dict[str, Any] | None:
+    """The warm start the operator trained before round 0, and the bytes a data-parallel
+    ring of ``devices`` would carry for its steps (none of them cross the run's links)."""
+    warm = manifest.warm_start
+    if warm is None:
+        return None
+    params = param_count(manifest.model)
+    return {
+        "steps": warm.steps,
+        "samples_per_step": warm.samples_per_step,
+        "devices": devices,
+        "data_parallel_bytes": data_parallel_bytes(params, devices, warm.steps),
+    }
 
 
 def traffic_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:

@@ -46,12 +46,14 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
     spec = with_vocab(get_preset(cfg.preset), dataset.descriptor.vocab_size)
     spec = spec.model_copy(update={"context_length": max(spec.context_length, cfg.seq_len)})
     cpu = torch.device("cpu")
-    total = cfg.rounds * cfg.inner_steps
+    warm = cfg.warm_start
+    total = cfg.rounds * cfg.inner_steps + (warm["steps"] if warm else 0)
     return {
         "run_id": RUN_ID,
         "seed": cfg.seed,
         "model": spec.model_dump(mode="json"),
-        # the schedule plans exactly the devnet's rounds: the dashboard's total is --rounds
+        # the schedule plans exactly the warm start and the devnet's rounds: the
+        # dashboard's total is --rounds
         "inner": {"warmup_steps": min(2, total), "total_steps": total},
         "round": {
             "inner_steps": cfg.inner_steps,
@@ -81,7 +83,18 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
         # The admission challenge is on, as in a permissionless run: each join waits for
         # a seed from a later beacon round and for the auditor's recomputed reference.
         "coordinator": coordinator,
+        # the new-run recipe's data-parallel warm start (docs/parity.md): the operator
+        # trains it before round 0 (warm_start_cmd) and the aggregator publishes it
+        **({"warm_start": warm} if warm else {}),
     }
+
+
+def warm_start_cmd(manifest: Path, dataset: Path, out: Path) -> list[str]:
+    """The operator's warm start: round 0's model, written to ``out``."""
+    return hypertrain_cmd(
+        *("run", "warm-start", "--manifest", str(manifest)),
+        *("--dataset-dir", str(dataset), "--out", str(out)),
+    )
 
 
 def miner_args(
@@ -167,8 +180,15 @@ def witness_cmd(secrets: Secrets, service: str, relay: str, state: Path) -> list
 
 
 def aggregator_cmd(
-    cfg: DevnetConfig, secrets: Secrets, service: str, relay: str, state: Path, dataset: Path
+    cfg: DevnetConfig,
+    secrets: Secrets,
+    service: str,
+    relay: str,
+    state: Path,
+    dataset: Path,
+    genesis_model: Path | None = None,
 ) -> list[str]:
+    genesis = ["--genesis-model", str(genesis_model)] if genesis_model else []
     return hypertrain_cmd(
         *("aggregator", "run", "--follow", "--poll-s", "0.5", "--max-rounds", str(cfg.rounds)),
         *("--last-round", str(cfg.rounds - 1)),
@@ -177,4 +197,5 @@ def aggregator_cmd(
         *("--worker-token-file", str(secrets.worker_token)),
         *("--admin-token-file", str(secrets.admin_token), "--state-dir", str(state)),
         *("--dataset-dir", str(dataset)),  # held-out loss of each merged model
+        *genesis,
     )

@@ -110,6 +110,20 @@ def traffic_rows(traffic: dict[str, Any] | None) -> list[tuple[str, str]]:
     return out
 
 
+def warm_start_rows(warm: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """One row for the warm start, if the run had one."""
+    if not warm:
+        return []
+    return [
+        (
+            "warm start",
+            f"{warm['steps']} data-parallel steps of {warm['samples_per_step']} samples before"
+            f" round 0, trained by the operator: a ring of {warm['devices']} devices would"
+            f" carry {warm['data_parallel_bytes']:,} bytes for them (not in the rounds above)",
+        )
+    ]
+
+
 def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     rounds = report["rounds"]
     first = rounds[0]["heldout_loss"] if rounds else None
@@ -124,6 +138,7 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("rounds", str(len(rounds))),
         ("tokens trained", f"{sum(r['tokens'] for r in rounds):,}"),
         *traffic_rows(report.get("traffic")),
+        *warm_start_rows(report.get("warm_start")),
         ("audits run", str(sum(r["audits"] for r in rounds))),
         ("faults caught", str(sum(r["faults"] for r in rounds))),
         (

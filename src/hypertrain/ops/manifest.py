@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.recipe import OUTER_STEP
+from hypertrain.protocol.recipe import OUTER_STEP, WARM_START_PERCENT, warm_start_steps
 
 SECTION_NOTES: Final = {
     "run_id": "the run's name; every signed message names it",
@@ -37,7 +37,12 @@ SECTION_NOTES: Final = {
     "honeypots": "commitment to the operator's honeypot list (python -m"
     " hypertrain.honeypot.commit LIST) and the round after which it is revealed",
     "coordinator": "filled in and signed by the service at create-run",
+    "warm_start": "data-parallel steps before round 0 (the measured recipe, docs/parity.md):"
+    " train them with hypertrain run warm-start and give the aggregator --genesis-model",
 }
+
+
+WARM_START_ISLANDS = 8  # the default warm-start batch stands in for this many islands
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +65,8 @@ class RunOptions:
     pool_per_round: int = 1_000_000
     vesting_rounds: int = 4
     threads: int = 1
+    warm_start_percent: int = WARM_START_PERCENT  # of all steps, data-parallel before round 0
+    warm_start_batch: int = 0  # samples per warm-start step (0: WARM_START_ISLANDS islands')
     admission_workload_steps: int = 8  # the manifest's default: local runs only
     admission_window_rounds: int = 2
     device: str = "cpu"
@@ -80,11 +87,13 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
     if dataset.seq_len > spec.context_length:
         spec = spec.model_copy(update={"context_length": dataset.seq_len})
     device = torch.device(opts.device)
+    round_steps = opts.rounds * opts.inner_steps
+    warm = warm_start_section(opts, round_steps)
     doc: dict[str, Any] = {
         "run_id": opts.run_id,
         "seed": opts.seed,
         "model": spec.model_dump(mode="json"),
-        "inner": {"warmup_steps": 2, "total_steps": opts.rounds * opts.inner_steps},
+        "inner": {"warmup_steps": 2, "total_steps": round_steps + (warm or {}).get("steps", 0)},
         "outer": dict(OUTER_STEP),
         "round": {
             "inner_steps": opts.inner_steps,
@@ -111,11 +120,24 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
         "selfcheck_reference": {device_class(device): workload_hash(device)},
         # The bond sized as docs/mechanism.md sizes it: a tenth of the round's pool.
         "dispute": {"bond": opts.pool_per_round // 10},
+        **({"warm_start": warm} if warm else {}),
     }
     # Fill every default in, so the file shows the whole run; the service checks it again.
     full = RunManifest.model_validate(doc).model_dump(mode="json")
     full.pop("coordinator", None)
     return full
+
+
+def warm_start_section(opts: RunOptions, round_steps: int) -> dict[str, int] | None:
+    """The warm start: ``warm_start_percent`` of all steps (warm start and rounds), on
+    ``warm_start_batch`` samples per step; None for 0 %."""
+    if opts.warm_start_batch < 0:
+        raise ValueError(f"--warm-start-batch must be >= 0, got {opts.warm_start_batch}")
+    steps = warm_start_steps(round_steps, opts.warm_start_percent)
+    if steps == 0:
+        return None
+    batch = opts.warm_start_batch or WARM_START_ISLANDS * opts.micro_batch_size
+    return {"steps": steps, "samples_per_step": batch}
 
 
 def commented(doc: dict[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""``hypertrain run init``: write a complete, commented run manifest (docs/operator.md)."""
+"""``hypertrain run``: write a complete, commented run manifest (``init``), size its
+admission workload, train or check its warm start, export its model (docs/operator.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.ops.manifest import RunOptions, build_manifest, commented
+from hypertrain.protocol.manifest import RunManifest
 from hypertrain.trainer.presets import PRESETS
 
 # (flag, RunOptions field, help) of the integer settings, in the order --help lists them
@@ -29,6 +31,16 @@ _INT_FLAGS = (
     ("--pool-per-round", "pool_per_round", "integer reward pool of a round (base units)"),
     ("--vesting-rounds", "vesting_rounds", "rounds over which escrow vests"),
     ("--threads", "threads", "torch threads of the determinism record (replay thread count)"),
+    (
+        "--warm-start-percent",
+        "warm_start_percent",
+        "share of all steps trained data-parallel before round 0 (0: no warm start)",
+    ),
+    (
+        "--warm-start-batch",
+        "warm_start_batch",
+        "samples per warm-start step (0: eight islands' batches at the default layout)",
+    ),
     (
         "--admission-workload-steps",
         "admission_workload_steps",
@@ -92,6 +104,22 @@ def register(subparsers: Any) -> None:
         sizing.add_argument(flag, type=kind, default=default, help=f"{text} (default %(default)s)")
     sizing.set_defaults(func=_size_admission)
 
+    warm = sub.add_parser(
+        "warm-start",
+        help="train the run's data-parallel warm start (round 0's model), or check round 0's",
+    )
+    source = warm.add_mutually_exclusive_group(required=True)
+    source.add_argument("--manifest", type=Path, help="the run's manifest file (run init's)")
+    source.add_argument("--service", help="challenge service base URL: the served manifest")
+    warm.add_argument("--run-id", help="the run (with --service)")
+    warm.add_argument("--coordinator", help="pinned coordinator SS58 (with --service)")
+    warm.add_argument("--dataset-dir", type=Path, required=True, help="the run's dataset dir")
+    warm.add_argument("--out", type=Path, help="write round 0's model blob here")
+    warm.add_argument("--expect-sha256", help="refuse (exit 1) a model other than this one"
+                      " (with --service: round 0's published model, once it is open)")  # fmt: skip
+    warm.add_argument("--device", default="cpu", help="device to train on (default cpu)")
+    warm.set_defaults(func=_warm_start)
+
     exp = sub.add_parser(
         "export", help="the newest merged model with its tokenizer, as a Llama directory"
     )
@@ -116,6 +144,44 @@ def _export(args: argparse.Namespace) -> int:
         f" to {done.out_dir}: config.json, model.safetensors, tokenizer.json\n"
     )
     return 0
+
+
+def _warm_start(args: argparse.Namespace) -> int:
+    import json
+
+    from hypertrain.ops.warm_start import warm_start
+
+    manifest, expect = _warm_start_manifest(args)
+    result = warm_start(
+        manifest, args.dataset_dir, out=args.out, expect_sha256=expect, device=args.device
+    )
+    sys.stdout.write(json.dumps(result.as_json(), sort_keys=True) + "\n")
+    return 0
+
+
+def _warm_start_manifest(args: argparse.Namespace) -> tuple[RunManifest, str | None]:
+    """The manifest (a file, or the service's verified one) and the model to expect."""
+    from hypertrain.protocol.manifest import manifest_from_json
+    from hypertrain.protocol.manifest_file import manifest_document
+
+    if args.manifest is not None:
+        if args.run_id or args.coordinator:
+            raise ValueError("--run-id and --coordinator go with --service, not --manifest")
+        return manifest_from_json(manifest_document(args.manifest.read_bytes())), args.expect_sha256
+    if not args.run_id:
+        raise ValueError("--service needs --run-id")
+    from hypertrain.api.client import ChallengeClient
+    from hypertrain.evidence.verify import verify_manifest
+
+    service = ChallengeClient(args.service)
+    manifest = verify_manifest(
+        service.manifest_envelope(args.run_id), args.run_id, args.coordinator or None
+    )
+    expect = args.expect_sha256
+    rounds = service.rounds(args.run_id)
+    if expect is None and rounds and rounds[0].start_model_sha256:
+        expect = rounds[0].start_model_sha256
+    return manifest, expect
 
 
 def _size_admission(args: argparse.Namespace) -> int:
@@ -159,6 +225,8 @@ def _init(args: argparse.Namespace) -> int:
         pool_per_round=args.pool_per_round,
         vesting_rounds=args.vesting_rounds,
         threads=args.threads,
+        warm_start_percent=args.warm_start_percent,
+        warm_start_batch=args.warm_start_batch,
         admission_workload_steps=args.admission_workload_steps,
         admission_window_rounds=args.admission_window_rounds,
         device=args.device,

@@ -26,6 +26,8 @@ STATE: Final = b"hypertrain/v1/state"
 UPDATE: Final = b"hypertrain/v1/update"
 MANIFEST: Final = b"hypertrain/v1/manifest"
 ASSIGNMENT_KEY: Final = b"hypertrain/v1/assignment-key"
+# The key of the warm start's sample order (run id and seed, before any round exists).
+WARM_START_KEY: Final = b"hypertrain/v1/warm-start-key"
 AUDIT_SELECTION: Final = b"hypertrain/v1/audit-selection"
 JOURNAL_ENTRY: Final = b"hypertrain/v1/journal-entry"
 SELFCHECK: Final = b"hypertrain/v1/selfcheck"
@@ -49,6 +51,7 @@ ALL_DOMAINS: Final = (
     UPDATE,
     MANIFEST,
     ASSIGNMENT_KEY,
+    WARM_START_KEY,
     AUDIT_SELECTION,
     JOURNAL_ENTRY,
     SELFCHECK,

@@ -14,3 +14,16 @@ from typing import Final
 
 # The outer step of a new run: plain averaging of the accepted pseudo-gradients.
 OUTER_STEP: Final = {"lr": 1.0, "momentum": 0.0}
+# The share of all steps a new run trains data-parallel before round 0 (the manifest's
+# ``warm_start``): the grid's best cells start from a 10 % warm start (docs/parity.md).
+WARM_START_PERCENT: Final = 10
+
+
+def warm_start_steps(round_steps: int, percent: int) -> int:
+    """Warm-start steps that make ``percent`` % of all steps (warm start plus the rounds'
+    ``round_steps``); 0 for 0 %."""
+    if not 0 <= percent < 100:
+        raise ValueError(f"the warm-start share must be in [0, 100) %, got {percent}")
+    if percent == 0:
+        return 0
+    return max(1, round(round_steps * percent / (100 - percent)))
