@@ -6,9 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 import numpy as np
+import pytest
 
 from hypertrain.protocol.manifest import (
     DataSpec,
@@ -134,7 +133,7 @@ def test_the_warm_start_takes_exactly_its_steps() -> None:
 
 
 def test_a_warm_start_is_refused_past_the_schedule_and_left_out_when_unset() -> None:
-    with pytest.raises(ValueError, match="exceeds inner.total_steps"):
+    with pytest.raises(ValueError, match=r"exceeds inner\.total_steps"):
         RunManifest.model_validate({**_manifest().model_dump(), "warm_start": {
             "steps": 41, "samples_per_step": 1}})  # fmt: skip
     assert "warm_start" not in _manifest().model_dump(mode="json")
