@@ -74,7 +74,8 @@ def test_the_honeypot_runs_through_the_operator_tooling() -> None:
 
 
 def test_windows_follow_h_and_can_be_overridden() -> None:
-    short, long = DevnetConfig(inner_steps=8), DevnetConfig(inner_steps=32)
+    short = DevnetConfig(inner_steps=8, checkpoint_interval=4)
+    long = DevnetConfig(inner_steps=32, checkpoint_interval=4)
     assert short.windows < long.windows
     assert DevnetConfig(commit_window_s=40, audit_window_s=30).windows == (40, 30)
 

@@ -32,11 +32,11 @@ def register(subparsers: Any) -> None:
                    " rollback)")  # fmt: skip
     p.add_argument("--islands", type=int, default=3, help="honest islands (default 3)")
     p.add_argument(
-        "--h", dest="inner_steps", type=int, default=12, help="inner steps H per round (default 12)"
+        "--h", dest="inner_steps", type=int, default=15, help="inner steps H per round (default 15)"
     )
-    p.add_argument("--j", dest="checkpoint_interval", type=int, default=4,
+    p.add_argument("--j", dest="checkpoint_interval", type=int, default=5,
                    help="checkpoint interval J (steps between committed state hashes;"
-                   " default 4)")  # fmt: skip
+                   " default 5)")  # fmt: skip
     p.add_argument(
         "--preset", default="proxy", choices=PRESETS, help="model preset (default proxy)"
     )

@@ -60,8 +60,8 @@ class DevnetConfig:
 
     rounds: int = 6
     islands: int = 3
-    inner_steps: int = 12  # H
-    checkpoint_interval: int = 4  # J
+    inner_steps: int = 15  # H: the measured recipe's (docs/parity.md, "The product default")
+    checkpoint_interval: int = 5  # J
     preset: str = "proxy"
     seq_len: int = 64
     vocab_size: int = 1024
