@@ -152,6 +152,11 @@ LITERATURE_35M_PCT = {2: 0.7, 4: 2.0, 8: 3.9}  # Scaling Laws for DiLoCo, Table 
 # the pre-registered rule changes the default only for a cell that beats it, paired by
 # seed, with a decided interval (docs/parity.md, "The product default").
 DEFAULT_RECIPE_CELL = "diloco-M8-s-H25-n0.7-0.9-lr0.006"
+# The recipe new runs use (``hypertrain run init``, the devnet: protocol.recipe and
+# ops.manifest.RunOptions; tests/benchmarks/test_parity.py checks they agree): the
+# pre-registered winner's warm start and plain averaging, the product's ``reset`` policy
+# and H = 15 (docs/parity.md, "The product default").
+PRODUCT_RECIPE_CELL = "diloco-M8-s-H15-avg-warm10-reset-lr0.006"
 
 
 def paired_gap(cell: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | None:
@@ -215,6 +220,9 @@ def summary(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
         ],
         "literature_35m_gap_pct": LITERATURE_35M_PCT,
         "default_recipe_cell": DEFAULT_RECIPE_CELL,
+        "product_recipe": _brief(cells[PRODUCT_RECIPE_CELL])
+        if PRODUCT_RECIPE_CELL in cells and "gap_pct_mean" in cells[PRODUCT_RECIPE_CELL]
+        else None,
         "against_default": against_default(cells),
         "seed0_m8_ranking": [
             {"name": c["name"], "gap_pct_seed0": c["gap_pct"][c["seeds"].index(0)]}
@@ -253,7 +261,17 @@ def benchmarks_section(doc: dict[str, Any]) -> list[str]:
         )
         out.append(
             f"\nAgainst the earlier default recipe (`{doc['summary']['default_recipe_cell']}`),"
-            f" paired by seed, held-out loss: {listed}. New runs use plain averaging"
-            ' (docs/parity.md, "The product default").'
+            f" paired by seed, held-out loss: {listed}."
+        )
+    product = doc["summary"].get("product_recipe")
+    if product:
+        ci = product["gap_pct_ci90"]
+        out.append(
+            f"\nNew runs (`hypertrain run init`, the devnet) use `{product['recipe']}`"
+            f" (exploratory cell `{product['name']}`): {product['gap_pct_mean']:+.2f} %"
+            f" [{ci[0]:+.2f}, {ci[1]:+.2f}] against data-parallel ({product['seeds_paired']}"
+            f" seeds, {product['tost']}), {product['dp_bytes_per_byte_sent']:,.0f} times fewer"
+            ' bytes than data-parallel, warm start included (docs/parity.md, "The product'
+            ' default").'
         )
     return out
