@@ -60,10 +60,11 @@ def parity_gap() -> str:
     longest = max((c for c in cells if c["size"] == "s"), key=lambda c: c["inner_steps"])
     product = doc["summary"]["product_recipe"]
     lo, hi = product["gap_pct_ci90"]
+    n = longest["seeds_paired"]
     return (
         f"parity grid, 133k-parameter proxy, M = 8: largest H measured H ="
         f" {longest['inner_steps']}, {longest['gap_pct_mean']:.1f}% worse than data-parallel"
-        f" ({longest['seeds_paired']} seed(s)); the product recipe ({product['recipe']})"
+        f" ({'one seed' if n == 1 else f'{n} seeds'}); the product recipe ({product['recipe']})"
         f" {product['gap_pct_mean']:.2f}% worse (90% CI {lo:.2f} to {hi:.2f}%)"
     )
 
