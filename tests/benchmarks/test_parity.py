@@ -221,7 +221,6 @@ def test_the_product_recipe_is_the_cell_the_docs_name() -> None:
     """What ``run init`` and the devnet write is the recipe of ``PRODUCT_RECIPE_CELL``:
     its H, outer step, inner state policy and warm-start share."""
     import parity_explore
-
     from hypertrain.devnet.config import DevnetConfig
     from hypertrain.ops.manifest import RunOptions
     from hypertrain.protocol.manifest import InnerOptimSpec
