@@ -99,6 +99,7 @@ def test_report_of_a_two_round_devnet(devnet_run: dict[str, Any]) -> None:
     w = r["warm_start"]
     assert (w["steps"], w["devices"]) == (1, 3) and w["data_parallel_bytes"] > 0
     assert w["samples_per_step"] == 2 * (1 + 2 + 1)  # MICRO_BATCH_SIZE x the budgets
+    assert r["_dashboard"]["glance"]["rounds_total"] == 2  # the warm start is not a round
     assert "weights" in r["weights"]
     assert Path(r["model_export"], "config.json").is_file()
     assert Path(r["model_export"], "tokenizer.json").is_file()  # exported with its tokenizer

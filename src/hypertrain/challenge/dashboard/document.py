@@ -281,7 +281,8 @@ def _glance(
     current = rounds[-1] if rounds else None
     active = [i for i in islands if i.status in ("probation", "active")]
     merged = sum(1 for r in rounds if r.phase in MERGED_PHASES)
-    planned = -(-manifest.inner.total_steps // manifest.round.inner_steps)
+    round_steps = manifest.inner.total_steps - manifest.first_round_step  # after a warm start
+    planned = -(-round_steps // manifest.round.inner_steps)
     return Glance(
         status=_status(current.phase if current else None, merged, planned),
         round=current.round if current else None,

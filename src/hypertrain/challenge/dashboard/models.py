@@ -46,7 +46,7 @@ class Glance(_Doc):
     round: int | None
     phase: str | None
     rounds_done: int  # rounds merged (settling or final): the outer steps taken
-    rounds_total: int  # rounds the manifest's schedule plans (inner total_steps / H)
+    rounds_total: int  # rounds the schedule plans ((inner total_steps - warm start) / H)
     heldout_loss: float | None
     first_heldout_loss: float | None
     islands: int
