@@ -17,6 +17,7 @@ from hypertrain.protocol.manifest_file import manifest_document
 from hypertrain.protocol.recipe import warm_start_steps
 from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.model import init_params
+from tests.ops.conftest import LiveService
 
 
 def _init(tmp_path: Path, dataset: Path, *extra: str) -> tuple[Path, RunManifest]:
@@ -26,11 +27,15 @@ def _init(tmp_path: Path, dataset: Path, *extra: str) -> tuple[Path, RunManifest
     return out, RunManifest.model_validate(manifest_document(out.read_bytes()))
 
 
-def _warm(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     capsys.readouterr()  # what came before (run init's lines)
-    code = main(["run", "warm-start", *argv])
+    code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def _warm(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    return _cli(capsys, "run", "warm-start", *argv)
 
 
 def test_run_init_plans_a_tenth_of_all_steps_as_the_warm_start(
@@ -67,22 +72,38 @@ def test_warm_start_trains_round_zero_and_a_replay_checks_it(
     assert code == 0 and json.loads(out)["matches"] is True
     code, _, err = _warm(capsys, *base, "--expect-sha256", "0" * 64)
     assert code == 1 and "0" * 64 in err and line["model_sha256"] in err
+    # a malformed hash is a usage error, not an accusation; a call that would neither
+    # write nor check a model is refused rather than passed
+    code, _, err = _warm(capsys, *base, "--expect-sha256", line["model_sha256"][:16])
+    assert code == 1 and "64 lowercase hex" in err and "not the warm start's" not in err
+    code, _, err = _warm(capsys, *base)
+    assert code == 1 and "nothing to check" in err
 
 
 def test_warm_start_errors_are_one_clear_line(
     small_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path, _ = _init(tmp_path, small_dataset, "--warm-start-percent", "0")
-    base = ["--manifest", str(path), "--dataset-dir", str(small_dataset)]
+    out = ["--out", str(tmp_path / "g.model")]
+    base = ["--manifest", str(path), "--dataset-dir", str(small_dataset), *out]
     code, _, err = _warm(capsys, *base)
     assert code == 1 and "has no warm start" in err
-    path, _ = _init(tmp_path, small_dataset, "--warm-start-batch", "100000", "--force")
-    code, _, err = _warm(capsys, "--manifest", str(path), "--dataset-dir", str(small_dataset))
-    assert code == 1 and "the training split has" in err
+    code, _, err = _cli(
+        capsys, "run", "init", "--run-id", "w1", "--dataset-dir", str(small_dataset),
+        "--warm-start-batch", "100000", "--out", str(tmp_path / "big.json"),
+    )  # fmt: skip
+    assert code == 1 and "training split has" in err and "--warm-start-batch" in err
+    bad = tmp_path / "bad.json"
+    doc = manifest_document(path.read_bytes())
+    bad.write_text(json.dumps({**doc, "warm_start": {"steps": 0, "samples_per_step": 4}}))
+    code, _, err = _warm(capsys, "--manifest", str(bad), "--dataset-dir", str(small_dataset), *out)
+    assert code == 1 and "warm_start.steps" in err and err.count("\n") == 1
     code, _, err = _warm(capsys, "--manifest", str(path), "--run-id", "w1",
                          "--dataset-dir", str(small_dataset))  # fmt: skip
     assert code == 1 and "--service" in err
-    code, _, err = _warm(capsys, "--manifest", str(path), "--dataset-dir", str(tmp_path))
+    (tmp_path / "w").mkdir()
+    warm, _ = _init(tmp_path / "w", small_dataset)
+    code, _, err = _warm(capsys, "--manifest", str(warm), "--dataset-dir", str(tmp_path), *out)
     assert code == 1 and "dataset" in err
 
 
@@ -96,3 +117,26 @@ def test_the_warm_start_order_is_public_and_never_held_out(small_dataset: Path) 
     assert not any(split.is_heldout(i) for i in ids)
     other = warm_start_ids("w2", 0, split, 5, 7)  # another run, another order
     assert [s.tolist() for s in other] != [s.tolist() for s in steps]
+
+
+def test_the_service_check_reads_round_zeros_signed_record_and_fails_closed(
+    live_service: LiveService, small_dataset: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """``--service`` checks against the start model the coordinator signed for round 0;
+    before round 0 exists there is nothing to check, which is an error, not a pass."""
+    svc = live_service
+    path, _ = _init(tmp_path, small_dataset)
+    admin = ["--url", svc.url, "--admin-token-file", str(svc.admin_token)]
+    assert main(["challenge", "create-run", *admin, "--manifest", str(path)]) == 0
+    base = ["--service", svc.url, "--run-id", "w1", "--dataset-dir", str(small_dataset)]
+    code, _, err = _warm(capsys, *base)
+    assert code == 1 and "nothing to check" in err
+    model = tmp_path / "genesis.model"
+    code, out, err = _warm(capsys, *base, "--out", str(model))
+    assert code == 0 and json.loads(out)["matches"] is None, err
+    sha = hashlib.sha256(model.read_bytes()).hexdigest()
+    opened = ["--run-id", "w1", "--start-model-sha256", sha, "--start-model-url", "x:" + sha]
+    assert main(["challenge", "open-round", *admin, *opened]) == 0
+    code, out, err = _warm(capsys, *base)
+    assert code == 0 and json.loads(out)["matches"] is True, err

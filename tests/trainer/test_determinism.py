@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -48,3 +50,18 @@ def test_bad_requests_are_refused() -> None:
         configure_determinism(0)
     with pytest.raises(DeterminismError, match="bfloat16"):
         configure_determinism(1, "cpu", "bfloat16")
+
+
+def test_the_cpu_vendor_names_arm_implementers_apart(tmp_path: Path) -> None:
+    """Every record names the vendor (MKL's paths differ between them); Arm hosts have no
+    ``vendor_id``, so their implementer code stands in, and two Arm vendors differ."""
+    from hypertrain.trainer.determinism import cpu_vendor
+
+    intel = tmp_path / "intel"
+    intel.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t: avx2\n")
+    arm, ampere = tmp_path / "arm", tmp_path / "ampere"
+    arm.write_text("processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n")
+    ampere.write_text("processor\t: 0\nCPU implementer\t: 0xc0\nCPU part\t: 0xac3\n")
+    assert cpu_vendor(str(intel)) == "GenuineIntel"
+    assert cpu_vendor(str(arm)) == "arm:0x41" != cpu_vendor(str(ampere)) == "arm:0xc0"
+    assert cpu_vendor(str(tmp_path / "missing"))  # the platform's name, never empty

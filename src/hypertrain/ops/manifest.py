@@ -89,6 +89,13 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
     device = torch.device(opts.device)
     round_steps = opts.rounds * opts.inner_steps
     warm = warm_start_section(opts, round_steps)
+    if warm is not None and warm["steps"] * warm["samples_per_step"] > dataset.split().train_count:
+        raise ValueError(
+            f"the warm start needs {warm['steps'] * warm['samples_per_step']} samples"
+            f" ({warm['steps']} steps of {warm['samples_per_step']}), the dataset's training"
+            f" split has {dataset.split().train_count}: lower --warm-start-percent or"
+            " --warm-start-batch"
+        )
     doc: dict[str, Any] = {
         "run_id": opts.run_id,
         "seed": opts.seed,

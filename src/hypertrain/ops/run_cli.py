@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.ops.manifest import RunOptions, build_manifest, commented
-from hypertrain.protocol.manifest import RunManifest
 from hypertrain.trainer.presets import PRESETS
 
 # (flag, RunOptions field, help) of the integer settings, in the order --help lists them
@@ -149,39 +148,21 @@ def _export(args: argparse.Namespace) -> int:
 def _warm_start(args: argparse.Namespace) -> int:
     import json
 
-    from hypertrain.ops.warm_start import warm_start
+    from hypertrain.ops.warm_start import warm_start, warm_start_inputs
 
-    manifest, expect = _warm_start_manifest(args)
+    manifest, expect = warm_start_inputs(
+        manifest_file=args.manifest,
+        service_url=args.service,
+        run_id=args.run_id,
+        coordinator=args.coordinator,
+        expect_sha256=args.expect_sha256,
+        writes=args.out is not None,
+    )
     result = warm_start(
         manifest, args.dataset_dir, out=args.out, expect_sha256=expect, device=args.device
     )
     sys.stdout.write(json.dumps(result.as_json(), sort_keys=True) + "\n")
     return 0
-
-
-def _warm_start_manifest(args: argparse.Namespace) -> tuple[RunManifest, str | None]:
-    """The manifest (a file, or the service's verified one) and the model to expect."""
-    from hypertrain.protocol.manifest import manifest_from_json
-    from hypertrain.protocol.manifest_file import manifest_document
-
-    if args.manifest is not None:
-        if args.run_id or args.coordinator:
-            raise ValueError("--run-id and --coordinator go with --service, not --manifest")
-        return manifest_from_json(manifest_document(args.manifest.read_bytes())), args.expect_sha256
-    if not args.run_id:
-        raise ValueError("--service needs --run-id")
-    from hypertrain.api.client import ChallengeClient
-    from hypertrain.evidence.verify import verify_manifest
-
-    service = ChallengeClient(args.service)
-    manifest = verify_manifest(
-        service.manifest_envelope(args.run_id), args.run_id, args.coordinator or None
-    )
-    expect = args.expect_sha256
-    rounds = service.rounds(args.run_id)
-    if expect is None and rounds and rounds[0].start_model_sha256:
-        expect = rounds[0].start_model_sha256
-    return manifest, expect
 
 
 def _size_admission(args: argparse.Namespace) -> int:

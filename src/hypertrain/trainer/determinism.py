@@ -102,15 +102,23 @@ def _sdpa_backends() -> str:
     return ",".join(name for name, on in enabled.items() if on)
 
 
-def cpu_vendor() -> str:
-    """``vendor_id`` from /proc/cpuinfo (e.g. GenuineIntel, AuthenticAMD), else the platform's."""
+def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """``vendor_id`` from /proc/cpuinfo (e.g. GenuineIntel, AuthenticAMD); on Arm, which
+    has none, ``arm:`` and the ``CPU implementer`` code (0x41 Arm, 0xc0 Ampere, ...);
+    else the platform's."""
+    implementer = ""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+        with open(cpuinfo, encoding="utf-8") as handle:
             for line in handle:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
+                key, _, value = line.partition(":")
+                if key.strip() == "vendor_id":
+                    return value.strip()
+                if key.strip() == "CPU implementer" and not implementer:
+                    implementer = value.strip()
     except OSError:
         pass
+    if implementer:
+        return f"arm:{implementer}"
     return platform.processor() or platform.machine()
 
 
