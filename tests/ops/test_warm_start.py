@@ -92,7 +92,7 @@ def test_warm_start_errors_are_one_clear_line(
         capsys, "run", "init", "--run-id", "w1", "--dataset-dir", str(small_dataset),
         "--warm-start-batch", "100000", "--out", str(tmp_path / "big.json"),
     )  # fmt: skip
-    assert code == 1 and "training split has" in err and "--warm-start-batch" in err
+    assert code == 1 and "does not fit" in err and "--warm-start-batch" in err
     bad = tmp_path / "bad.json"
     doc = manifest_document(path.read_bytes())
     bad.write_text(json.dumps({**doc, "warm_start": {"steps": 0, "samples_per_step": 4}}))
@@ -117,6 +117,10 @@ def test_the_warm_start_order_is_public_and_never_held_out(small_dataset: Path) 
     assert not any(split.is_heldout(i) for i in ids)
     other = warm_start_ids("w2", 0, split, 5, 7)  # another run, another order
     assert [s.tolist() for s in other] != [s.tolist() for s in steps]
+    # longer than one pass: each step stays whole inside one pass, passes differ in order
+    b = split.train_count // 2 + 1  # one step per pass
+    two = warm_start_ids("w1", 0, split, 2, b)
+    assert all(len(set(s.tolist())) == b for s in two) and two[0].tolist() != two[1].tolist()
 
 
 def test_the_service_check_reads_round_zeros_signed_record_and_fails_closed(

@@ -19,10 +19,12 @@ The state after a round, :class:`EpochState`, is a pure function of the state be
 and the round's public inputs, so anyone can replay the chain from round 0.
 
 A manifest's warm start (data-parallel steps before round 0) trains on
-:func:`warm_start_ids`: the first ``steps * samples_per_step`` positions of a permutation of
-the training split keyed by the run id and seed alone (no beacon round exists yet), step
-``t`` taking the ``t``-th run of ``samples_per_step`` ids. The rounds' epochs are
-independent of it, so a warm-start sample may come again in round 0's epoch.
+:func:`warm_start_ids`: passes over the training split, pass ``p`` in the order of a
+permutation keyed by the run id, the seed and ``p`` alone (no beacon round exists yet);
+each step takes the next ``samples_per_step`` positions of the current pass, and a step
+that would not fit in what is left of a pass starts the next one (the tail is unused),
+so no step repeats a sample. The rounds' epochs are independent of it, so a warm-start
+sample may come again in round 0's epoch.
 """
 
 from __future__ import annotations
@@ -145,11 +147,10 @@ def assign_round(
     return RoundAssignment(islands, after, started, unused)
 
 
-def warm_start_key(run_id: str, seed: int) -> bytes:
-    """``tagged_hash(WARM_START_KEY, canonical JSON of the run id and seed)``."""
-    return domains.tagged_hash(
-        domains.WARM_START_KEY, canonical_bytes({"run_id": run_id, "seed": seed})
-    )
+def warm_start_key(run_id: str, seed: int, pass_index: int) -> bytes:
+    """``tagged_hash(WARM_START_KEY, canonical JSON of the pass, run id and seed)``."""
+    body = {"pass": pass_index, "run_id": run_id, "seed": seed}
+    return domains.tagged_hash(domains.WARM_START_KEY, canonical_bytes(body))
 
 
 def warm_start_ids(
@@ -158,12 +159,16 @@ def warm_start_ids(
     """The training ids of each warm-start step, in order (disjoint, none held out)."""
     if steps < 1 or samples_per_step < 1:
         raise AssignmentError("a warm start needs at least one step of at least one sample")
-    total = steps * samples_per_step
-    if total > split.train_count:
+    n, b = split.train_count, samples_per_step
+    if b > n:
         raise AssignmentError(
-            f"the warm start needs {total} samples ({steps} steps of {samples_per_step}),"
-            f" the training split has {split.train_count}"
+            f"a warm-start step of {b} samples does not fit the training split of {n}"
         )
-    positions = Permutation(warm_start_key(run_id, seed), split.train_count).range(0, total)
-    ids = split.train_ids(positions)
-    return [ids[t * samples_per_step : (t + 1) * samples_per_step] for t in range(steps)]
+    per_pass = n // b
+    out: list[IdArray] = []
+    for t in range(steps):
+        p, k = divmod(t, per_pass)
+        if k == 0:
+            order = Permutation(warm_start_key(run_id, seed, p), n)
+        out.append(split.train_ids(order.range(k * b, (k + 1) * b)))
+    return out

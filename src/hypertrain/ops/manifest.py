@@ -89,11 +89,10 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
     device = torch.device(opts.device)
     round_steps = opts.rounds * opts.inner_steps
     warm = warm_start_section(opts, round_steps)
-    if warm is not None and warm["steps"] * warm["samples_per_step"] > dataset.split().train_count:
+    if warm is not None and warm["samples_per_step"] > dataset.split().train_count:
         raise ValueError(
-            f"the warm start needs {warm['steps'] * warm['samples_per_step']} samples"
-            f" ({warm['steps']} steps of {warm['samples_per_step']}), the dataset's training"
-            f" split has {dataset.split().train_count}: lower --warm-start-percent or"
+            f"a warm-start step of {warm['samples_per_step']} samples does not fit the"
+            f" dataset's training split of {dataset.split().train_count}: lower"
             " --warm-start-batch"
         )
     doc: dict[str, Any] = {
