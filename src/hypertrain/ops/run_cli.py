@@ -115,7 +115,7 @@ def register(subparsers: Any) -> None:
     warm.add_argument("--dataset-dir", type=Path, required=True, help="the run's dataset dir")
     warm.add_argument("--out", type=Path, help="write round 0's model blob here")
     warm.add_argument("--expect-sha256", help="refuse (exit 1) a model other than this one"
-                      " (with --service: round 0's published model, once it is open)")  # fmt: skip
+                      " (with --service it defaults to round 0's signed start model)")  # fmt: skip
     warm.add_argument("--device", default="cpu", help="device to train on (default cpu)")
     warm.set_defaults(func=_warm_start)
 

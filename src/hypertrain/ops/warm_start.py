@@ -62,9 +62,10 @@ def warm_start_inputs(
         manifest = verify_manifest(service.manifest_envelope(run_id), run_id, coordinator)
         expect = expect_sha256 or published_start_model(service, manifest)
     if expect is None and not writes:
+        why = "round 0 is not open yet" if manifest_file is None else "no model is named"
         raise VerificationError(
-            "nothing to check and nothing to write: round 0 is not open (or no model is"
-            " named); give --out FILE to train round 0's model, or --expect-sha256 HEX"
+            f"nothing to check and nothing to write ({why}): give --out FILE to train"
+            " round 0's model, or --expect-sha256 HEX to check one"
         )
     return manifest, expect
 
@@ -136,7 +137,7 @@ def warm_start(
     sha = hashlib.sha256(blob).hexdigest()
     if expect_sha256 is not None and sha != expect_sha256:
         raise GenesisMismatchError(
-            f"round 0's model {expect_sha256} is not the warm start's: it computes {sha}"
+            f"the model checked, {expect_sha256}, is not the warm start's: it computes {sha}"
         )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
