@@ -144,13 +144,16 @@ async def _refresh_metagraph(state: ServiceState) -> None:
 
 
 async def _poll_beacon(state: ServiceState) -> None:
+    """Fetch the newest beacon round and advance on it. The newness check is made under
+    the writer lock (in :func:`_advance`), so a poll returns only once the round it saw
+    is fully processed, even when another poll took that round first and is still
+    stepping the state machines on it."""
     try:
         latest = await asyncio.to_thread(state.beacon.latest)
     except ValueError as exc:
         log.warning("beacon poll failed: %s", exc)
         return
-    if state.current is None or latest.round > state.current.round:
-        await state.offload(_advance, state, latest)
+    await state.offload(_advance, state, latest)
 
 
 def _advance(state: ServiceState, latest: BeaconRound) -> None:
