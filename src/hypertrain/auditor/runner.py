@@ -134,7 +134,8 @@ class Auditor:
                 index,
                 params,
                 previous,
-                lambda sha, limit: self.island_blob(sha, "previous checkpoint", limit),
+                # under ``carry`` the island uploads it once selected, like a checkpoint
+                lambda sha, limit: self.awaited_blob(sha, self.upload_by(assignment), limit),
             )
         except (IslandInputError, RelayError, ServiceError):
             raise
@@ -189,20 +190,24 @@ class Auditor:
             island = self.island_round(detail, assignment)
         except IslandInputError as exc:
             return AuditOutcome("unverifiable", 0, False, str(exc), segments)
-        deadline = upload_deadline(
-            assignment.selection_beacon_round, self.manifest.round.audit_window_rounds
-        )
+        deadline = self.upload_by(assignment)
         return audit_island(
             island, assignment.segments, lambda sha: self.awaited_blob(sha, deadline)
         )
 
-    def awaited_blob(self, sha256: str, deadline: int) -> bytes:
+    def upload_by(self, assignment: AuditAssignment) -> int:
+        """The beacon round by which the island must have uploaded what it was selected for."""
+        return upload_deadline(
+            assignment.selection_beacon_round, self.manifest.round.audit_window_rounds
+        )
+
+    def awaited_blob(self, sha256: str, deadline: int, max_bytes: int = 0) -> bytes:
         """A selected checkpoint: the island uploads it after the selection, so wait for it
         until beacon round ``deadline`` (one round for every island, so a withholding island
         delays the others by at most that); missing after it means withheld."""
         while True:
             try:
-                return self.island_blob(sha256)
+                return self.island_blob(sha256, max_bytes=max_bytes)
             except IslandInputError as exc:
                 missing = isinstance(exc.__cause__, RelayNotFoundError)
                 if not missing or self.service.beacon_round() > deadline:

@@ -17,7 +17,7 @@ from hypertrain.devnet.config import (
 )
 from hypertrain.devnet.keys import Identity, Secrets
 from hypertrain.devnet.procs import honeypot_island_cmd, hypertrain_cmd, miner_cmd, python_cmd
-from hypertrain.protocol.recipe import OUTER_STEP
+from hypertrain.protocol.recipe import OUTER_STEP, STATE_POLICY
 
 RUN_ID = "devnet"
 STEADY_AUDIT_RATE = 0.1  # the manifest default (protocol.manifest.AuditSpec)
@@ -54,7 +54,11 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
         "model": spec.model_dump(mode="json"),
         # the schedule plans exactly the warm start and the devnet's rounds: the
         # dashboard's total is --rounds
-        "inner": {"warmup_steps": min(2, total), "total_steps": total},
+        "inner": {
+            "warmup_steps": min(2, total),
+            "total_steps": total,
+            "state_policy": STATE_POLICY,
+        },
         "round": {
             "inner_steps": cfg.inner_steps,
             "checkpoint_interval": cfg.checkpoint_interval,
@@ -73,9 +77,8 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
             "segments": min(AUDIT_SEGMENTS, cfg.segments),
             "probation_rounds": cfg.probation_rounds,
         },
-        # The new-run outer step (plain averaging); islands that trained the last round
-        # receive the merged step, not the model.
-        "outer": {**OUTER_STEP, "broadcast": "int8"},
+        # The new-run outer step (plain averaging, the int8 broadcast)
+        "outer": dict(OUTER_STEP),
         "reward": {"pool_per_round": 1_000_000, "vesting_rounds": 2},
         **({"dispute": ROLLBACK_DISPUTES} if cfg.rollback else {}),
         "determinism": configure_determinism(1, "cpu").model_dump(mode="json"),

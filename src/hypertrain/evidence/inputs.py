@@ -5,20 +5,22 @@
 * :func:`round_sample_ids`: the island's sample ids for a round, recomputed from
   every round-open record so far (the assignment walks one keyed permutation per
   epoch, so round ``w`` depends on the rosters of rounds ``0..w``, and each island's
-  share of a round is H steps of the layout its record names).
+  share of a round is H steps of the layout its record names);
+  :func:`iter_round_assignments` walks that chain once for every island of every round.
 * :func:`load_samples`: ``(id, tokens)`` pairs, each checked against the dataset root.
 * :func:`fetch_start_params`: the round's start model from a relay, hash-checked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from torch import Tensor
 
 from hypertrain.data import DESCRIPTOR_NAME, DataError, Dataset, EpochState, assign_round
+from hypertrain.data.assignment import RoundAssignment
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import RoundOpen
@@ -60,22 +62,36 @@ def round_sample_ids(
     manifest: RunManifest, dataset: Dataset, opens: Sequence[RoundOpen], hotkey: str
 ) -> list[int]:
     """The ids ``hotkey`` trains on in the last of ``opens`` (records of rounds 0..w)."""
-    if not opens or [o.round for o in opens] != list(range(len(opens))):
+    if not opens:
+        raise VerificationError("round-open records must be rounds 0..w in order")
+    *_, last = iter_round_assignments(manifest, dataset, opens)
+    try:
+        return last.for_hotkey(hotkey)
+    except DataError as exc:
+        raise VerificationError(f"assignment of round {opens[-1].round}: {exc}") from exc
+
+
+def iter_round_assignments(
+    manifest: RunManifest, dataset: Dataset, opens: Sequence[RoundOpen]
+) -> Iterator[RoundAssignment]:
+    """Every island's ids in each of ``opens`` (records of rounds 0..w), in round order:
+    the epoch chain replayed once from round 0."""
+    if [o.round for o in opens] != list(range(len(opens))):
         raise VerificationError("round-open records must be rounds 0..w in order")
     state: EpochState | None = None
-    try:
-        for record in opens:
-            roster = [
-                (h, samples_per_round(manifest, island_layout(manifest, record, h)))
-                for h in record.roster
-            ]
+    for record in opens:
+        roster = [
+            (h, samples_per_round(manifest, island_layout(manifest, record, h)))
+            for h in record.roster
+        ]
+        try:
             result = assign_round(
                 bytes.fromhex(record.assignment_key), roster, dataset.split(), state
             )
-            state = result.state
-        return result.for_hotkey(hotkey)
-    except DataError as exc:
-        raise VerificationError(f"assignment of round {opens[-1].round}: {exc}") from exc
+        except DataError as exc:
+            raise VerificationError(f"assignment of round {record.round}: {exc}") from exc
+        state = result.state
+        yield result
 
 
 def load_samples(dataset: Dataset, ids: Sequence[int]) -> list[Sample]:

@@ -19,6 +19,7 @@ from hypertrain.dispute.narrowing import describe
 from hypertrain.evidence.index import sha_from_url
 from hypertrain.miner.admission import answer_challenge, local_devices, selfcheck
 from hypertrain.miner.checkpoints import (
+    carried_checkpoint,
     checkpoints_to_upload,
     selected_segments,
     upload_selected,
@@ -272,8 +273,11 @@ def serve_audits(
             expiry = service.beacon_round() + ctx.config.expiry_margin
             try:
                 with RelayClient(ctx.config.relay_url, key, ctx.manifest.run_id) as relay:
+                    carried = carried_checkpoint(
+                        ctx.manifest, ctx.config.round_dir(index - 1), index
+                    )
                     sent = upload_selected(
-                        relay, ctx.config.round_dir(index), index, segments, expiry
+                        relay, ctx.config.round_dir(index), index, segments, expiry, carried
                     )
             except OSError as exc:
                 reporter.event("checkpoint_missing", round=index, reason=str(exc))
@@ -292,8 +296,11 @@ def _serve(
     detail = service.round_detail(manifest.run_id, body.round)
     assert relay.key is not None  # the watch loop's relay client uploads with our key
     segments = selected_segments(detail.assignments, manifest, relay.key.ss58_address)
-    for k in checkpoints_to_upload(segments or []):
-        path = checkpoint_path(workdir, k)
+    paths = [checkpoint_path(workdir, k) for k in checkpoints_to_upload(segments or [])]
+    if segments is not None:
+        carried = carried_checkpoint(manifest, cfg.round_dir(body.round - 1), body.round)
+        paths += [carried] if carried is not None else []
+    for path in paths:
         if path.exists():
             relay.put(
                 path,

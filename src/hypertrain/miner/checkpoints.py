@@ -5,7 +5,10 @@ checkpoint file, hashed locally) and the update go to the relay. Once the round'
 assignments are signed, the island uploads the start checkpoint of every segment an
 auditor must replay (which covers the final-segment update check), except segment 0's
 (the public start state), before the upload deadline of
-``evidence.index.upload_deadline``. Nothing else ever leaves the island, so a round
+``evidence.index.upload_deadline``. Under ``carry`` the round's start state holds the
+island's optimizer state from its previous round, so an audited island also uploads that
+round's final checkpoint (committed there as its last leaf), from which auditors derive
+the start state (``evidence.start``). Nothing else ever leaves the island, so a round
 costs one update plus the audited checkpoints instead of all ``H/J + 1``.
 """
 
@@ -55,14 +58,28 @@ def checkpoints_to_upload(segments: Sequence[int]) -> list[int]:
     return [k for k in segments if k > 0]
 
 
+def carried_checkpoint(manifest: RunManifest, previous_dir: Path, round_index: int) -> Path | None:
+    """The previous round's final checkpoint an audit of ``round_index`` needs under
+    ``carry`` (None: the start state is public, or this island kept no previous round)."""
+    if manifest.inner.state_policy != "carry" or round_index == 0:
+        return None
+    paths = sorted(previous_dir.glob("ckpt_*.bin"), key=lambda p: int(p.stem.removeprefix("ckpt_")))
+    return paths[-1] if paths else None
+
+
 def upload_selected(
-    relay: RelayClient, workdir: Path, round_index: int, segments: Sequence[int], expiry: int
+    relay: RelayClient,
+    workdir: Path,
+    round_index: int,
+    segments: Sequence[int],
+    expiry: int,
+    carried: Path | None = None,
 ) -> int:
-    """Upload the start checkpoint of each selected segment that needs one; returns the
-    bytes sent."""
+    """Upload the start checkpoint of each selected segment that needs one and, under
+    ``carry``, the previous round's final checkpoint (``carried``); returns the bytes sent."""
     sent = 0
-    for k in checkpoints_to_upload(segments):
-        path = checkpoint_path(workdir, k)
+    paths = [checkpoint_path(workdir, k) for k in checkpoints_to_upload(segments)]
+    for path in [*paths, *([carried] if carried is not None else [])]:
         relay.put(path, kind="checkpoint", round=round_index, expiry_round=expiry)
         sent += path.stat().st_size
     return sent

@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.recipe import OUTER_STEP, WARM_START_PERCENT, warm_start_steps
+from hypertrain.protocol.recipe import (
+    OUTER_STEP,
+    STATE_POLICY,
+    WARM_START_PERCENT,
+    warm_start_steps,
+)
 
 SECTION_NOTES: Final = {
     "run_id": "the run's name; every signed message names it",
@@ -99,7 +104,11 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
         "run_id": opts.run_id,
         "seed": opts.seed,
         "model": spec.model_dump(mode="json"),
-        "inner": {"warmup_steps": 2, "total_steps": round_steps + (warm or {}).get("steps", 0)},
+        "inner": {
+            "warmup_steps": 2,
+            "total_steps": round_steps + (warm or {}).get("steps", 0),
+            "state_policy": STATE_POLICY,
+        },
         "outer": dict(OUTER_STEP),
         "round": {
             "inner_steps": opts.inner_steps,

@@ -6,14 +6,25 @@ hash; new runs get the outer step the parity grid measured best at equal bytes. 
 grid (docs/parity.md, "The product default"), plain averaging (outer lr 1.0, momentum 0)
 beat Nesterov 0.7 / 0.9 at M = 8 and H = 25 on every one of five paired seeds: 3.0 % lower
 held-out loss, 90 % interval [2.3 %, 3.8 %], at the same traffic.
+
+The inner optimizer's state carries over between rounds (``carry``): each island starts a
+round from the merged parameters with its own optimizer moments and step counter from its
+previous round, as DiLoCo's workers do. ``reset`` (zero moments every round while the
+step counter runs on, so bias correction is off and every round opens with sign-like steps
+of a two-sample gradient) won 100-step grids but makes a long run's held-out loss rise
+round after round (docs/parity.md, "The long run"). The manifest model's own default stays
+``reset`` so that existing manifests keep their meaning and hash.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-# The outer step of a new run: plain averaging of the accepted pseudo-gradients.
-OUTER_STEP: Final = {"lr": 1.0, "momentum": 0.0}
+# The outer step of a new run: plain averaging of the accepted pseudo-gradients, sent to
+# islands that trained the last round as the int8-encoded merged step, not the model.
+OUTER_STEP: Final = {"lr": 1.0, "momentum": 0.0, "broadcast": "int8"}
+# How a new run's rounds start their inner optimizer state (module docstring).
+STATE_POLICY: Final = "carry"
 # The share of all steps a new run trains data-parallel before round 0 (the manifest's
 # ``warm_start``): the grid's best cells start from a 10 % warm start (docs/parity.md).
 WARM_START_PERCENT: Final = 10

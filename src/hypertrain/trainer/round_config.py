@@ -48,7 +48,20 @@ def warm_start_config(manifest: RunManifest, step: int, *, device: str = "cpu") 
         raise WarmStartError(f"run {manifest.run_id} has no warm start")
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < warm.steps:
         raise WarmStartError(f"warm-start step must be an int in [0, {warm.steps}), got {step!r}")
-    layout = LayoutSpec(micro_batch_size=warm.samples_per_step)
+    return data_parallel_config(manifest, step, warm.samples_per_step, device=device)
+
+
+def data_parallel_config(
+    manifest: RunManifest, step: int, samples: int, *, device: str = "cpu"
+) -> TrainConfig:
+    """One data-parallel step of the run's inner optimizer on a global batch of ``samples``
+    at the schedule's global step ``step``: the warm start's steps, and the baseline that
+    trains the tokens of a whole run on one model (``trainer.warm_start``)."""
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise RoundIndexError(f"a data-parallel step must be a non-negative int, got {step!r}")
+    if samples < 1:
+        raise TrainerError(f"a data-parallel step needs at least one sample, got {samples}")
+    layout = LayoutSpec(micro_batch_size=samples)
     return replace(
         TrainConfig.from_manifest(manifest, device, layout=layout),
         inner_steps=1,

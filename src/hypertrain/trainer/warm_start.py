@@ -17,7 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.trainer.round_config import WarmStartError, warm_start_config
+from hypertrain.trainer.round_config import (
+    WarmStartError,
+    data_parallel_config,
+    warm_start_config,
+)
 from hypertrain.trainer.segment import Sample, run_segment
 from hypertrain.trainer.state import TrainState, init_state
 
@@ -41,6 +45,37 @@ def iter_warm_start(
         config = warm_start_config(manifest, state.step, device=device)
         state = run_segment(state, config, batch, 1)
         yield state
+
+
+def iter_data_parallel(
+    manifest: RunManifest,
+    batches: Iterable[Sequence[Sample]],
+    start: TrainState,
+    *,
+    device: str = "cpu",
+) -> Iterator[TrainState]:
+    """The state after each data-parallel step from ``start``, one batch (of any size) per
+    step at the schedule's global step ``state.step``: the warm start continued through a
+    whole run's steps, the baseline a run is measured against (``devnet.baseline``)."""
+    state = start
+    for batch in batches:
+        config = data_parallel_config(manifest, state.step, len(batch), device=device)
+        state = run_segment(state, config, batch, 1)
+        yield state
+
+
+def run_data_parallel(
+    manifest: RunManifest,
+    batches: Iterable[Sequence[Sample]],
+    start: TrainState,
+    *,
+    device: str = "cpu",
+) -> TrainState:
+    """Every step of :func:`iter_data_parallel`; the end state (``start`` for no batch)."""
+    end = start
+    for end in iter_data_parallel(manifest, batches, start, device=device):  # noqa: B007
+        continue
+    return end
 
 
 def run_warm_start(

@@ -1,0 +1,236 @@
+"""The long run: the real network for hundreds of rounds beside data-parallel on its tokens.
+
+Usage::
+
+    python benchmarks/bench_longrun.py [--rounds 200] [--state .cache/longrun] [--budgets 1,1,1]
+
+It starts the product's own network (``hypertrain.devnet``: a local beacon, the challenge
+service, a relay, the auditor, a tape witness, the aggregator, honest islands and the
+honeypot, each its own process on loopback) on the proxy preset and the repository's
+text for ``--rounds`` rounds of the default recipe (``protocol.recipe``: warm start, the
+inner state policy, plain averaging, the int8 broadcast, H = 15, J = 5). While it runs,
+every final round's signed records are saved, and the data-parallel baseline trains on
+exactly the tokens each round merged (``devnet.baseline``: the union of the included
+islands' samples at each step, one model, the run's optimizer and schedule, from the same
+warm start). Both curves use the aggregator's held-out loss function and samples.
+
+Parts and resuming: the state directory keeps the records, the baseline's state after
+each round and the network's report; a rerun skips what is done (the network part runs
+once to its report; the baseline resumes at its last finished round). ``--analyse``
+only rewrites the result and the plot from the state.
+
+Writes ``benchmarks/results/longrun.json`` (loss per round of both arms, bytes per
+round as docs/traffic.md counts them, utilisation, wall times, the commit) and
+``docs/longrun.png`` (held-out loss against tokens, both curves).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from common import write_result
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import RoundDetail
+from hypertrain.data.dataset import Dataset
+from hypertrain.data.descriptor import DESCRIPTOR_NAME
+from hypertrain.devnet.baseline import BaselineStore, round_batches, train_baseline
+from hypertrain.devnet.roles import RUN_ID
+from hypertrain.evidence.verify import verify_round_open
+from hypertrain.protocol.manifest import RunManifest
+
+ROOT = Path(__file__).resolve().parent.parent
+PLOT = ROOT / "docs" / "longrun.png"
+POLL_S = 5.0
+
+
+def main() -> int:
+    args = parse_args()
+    state: Path = args.state
+    state.mkdir(parents=True, exist_ok=True)
+    if args.network_child:
+        return network_child(args)
+    started = time.time()
+    if not args.analyse:
+        follow(args, state)
+    result = analyse(state, wall_s=time.time() - started)
+    print(json.dumps({k: v for k, v in result.items() if not isinstance(v, list)}, indent=1))
+    return 0
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, default=200)
+    p.add_argument("--state", type=Path, default=ROOT / ".cache" / "longrun")
+    p.add_argument("--budgets", default="1,1,1", help="micro-batches per step per island")
+    p.add_argument("--preset", default="proxy")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--honeypot", default="bad-update")
+    p.add_argument("--analyse", action="store_true", help="only write the result and plot")
+    p.add_argument("--network-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    return p.parse_args()
+
+
+def network_child(args: argparse.Namespace) -> int:
+    """The network itself: the product's devnet, run to its report."""
+    from hypertrain.devnet.config import DevnetConfig
+    from hypertrain.devnet.orchestrator import run_devnet
+
+    budgets = tuple(int(b) for b in args.budgets.split(","))
+    cfg = DevnetConfig(
+        rounds=args.rounds,
+        islands=len(budgets),
+        island_budgets=budgets,
+        preset=args.preset,
+        seed=args.seed,
+        port=args.port,
+        state_dir=args.state / "network",
+        cache_dir=ROOT / ".cache" / "devnet",
+        exit_when_done=True,
+        honeypot=args.honeypot,
+        live_view=False,
+        timeout_s=12 * 3600.0,
+    )
+    return run_devnet(cfg)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def follow(args: argparse.Namespace, state: Path) -> None:
+    """Run the network (unless its report exists), saving each final round's records (a
+    thread) and training the baseline round by round beside it."""
+    report = state / "network" / "report.json"
+    records = state / "records"
+    records.mkdir(exist_ok=True)
+    if not report.exists():
+        port = free_port()
+        cmd = [sys.executable, __file__, "--network-child", "--port", str(port)]
+        cmd += ["--rounds", str(args.rounds), "--state", str(state), "--budgets", args.budgets]
+        cmd += ["--preset", args.preset, "--seed", str(args.seed), "--honeypot", args.honeypot]
+        log = (state / "network.log").open("ab")
+        child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        _note_wall(state, "network_started")
+        saver = threading.Thread(
+            target=save_while, args=(f"http://127.0.0.1:{port}", records, child), daemon=True
+        )
+        saver.start()
+        while child.poll() is None:
+            baseline(state)
+            time.sleep(POLL_S)
+        saver.join()
+        if child.returncode != 0:
+            raise SystemExit(f"the network exited with {child.returncode}: see network.log")
+        _note_wall(state, "network_finished")
+    baseline(state)
+    _note_wall(state, "baseline_finished")
+
+
+def _note_wall(state: Path, what: str) -> None:
+    path = state / "wall.json"
+    wall = json.loads(path.read_text()) if path.exists() else {}
+    wall[what] = time.time()
+    path.write_text(json.dumps(wall))
+
+
+def save_while(url: str, records: Path, child: subprocess.Popen[bytes]) -> None:
+    with ChallengeClient(url) as service:
+        while child.poll() is None:
+            save_records(service, records)
+            time.sleep(1.0)
+
+
+def save_records(service: ChallengeClient, records: Path) -> None:
+    """Every final round's detail and the manifest, once each (a missing service is
+    a network still starting: asked again at the next poll)."""
+    try:
+        if not (records / "manifest.json").exists():
+            manifest = service.manifest(RUN_ID)
+            (records / "manifest.json").write_text(manifest.model_dump_json())
+        for summary in service.rounds(RUN_ID):
+            path = records / f"{summary.round:05d}.json"
+            if summary.phase == "final" and not path.exists():
+                detail = service.round_detail(RUN_ID, summary.round)
+                path.write_text(detail.model_dump_json())
+    except (ServiceError, OSError):
+        return
+
+
+def load_records(state: Path) -> tuple[RunManifest, list[RoundDetail]]:
+    records = state / "records"
+    manifest = RunManifest.model_validate_json((records / "manifest.json").read_text())
+    details: list[RoundDetail] = []
+    for path in sorted(records.glob("0*.json")):
+        detail = RoundDetail.model_validate_json(path.read_text())
+        if detail.round != len(details):
+            break  # a gap: only the prefix of consecutive rounds is usable
+        details.append(detail)
+    return manifest, details
+
+
+def open_dataset(manifest: RunManifest) -> Dataset:
+    """The devnet's prepared dataset whose descriptor the run's manifest names."""
+    cache = ROOT / ".cache" / "devnet"
+    for descriptor in sorted(cache.glob(f"dataset-*/{DESCRIPTOR_NAME}")):
+        try:
+            return Dataset(descriptor, expected_sha256=manifest.data.descriptor_sha256)
+        except ValueError:
+            continue
+    raise SystemExit(f"no prepared dataset in {cache} matches the run's descriptor")
+
+
+def baseline(state: Path) -> list[float]:
+    """Train the baseline on every saved round it has not trained yet."""
+    if not (state / "records" / "manifest.json").exists():
+        return []
+    manifest, details = load_records(state)
+    if not details:
+        return []
+    dataset = open_dataset(manifest)
+    opens = [verify_round_open(d.open, manifest, d.round) for d in details]
+    included = [merged_islands(d) for d in details]
+    store = BaselineStore(state / "baseline", manifest)
+    done = len(store.losses()["rounds"])
+    rounds = round_batches(manifest, dataset, opens, included, first=done)
+    return train_baseline(manifest, dataset, rounds, store)
+
+
+def merged_islands(detail: RoundDetail) -> list[str]:
+    tape = detail.current_merge()
+    return [] if tape is None else list(tape.included)
+
+
+def analyse(state: Path, *, wall_s: float) -> dict[str, Any]:
+    """longrun.json and the plot, from the state directory."""
+    from longrun_report import build_result, plot
+
+    manifest, details = load_records(state)
+    report_path = state / "network" / "report.json"
+    report = json.loads(report_path.read_text()) if report_path.exists() else None
+    losses = BaselineStore(state / "baseline", manifest).losses()
+    wall = json.loads((state / "wall.json").read_text()) if (state / "wall.json").exists() else {}
+    dataset = open_dataset(manifest)
+    opens = [verify_round_open(d.open, manifest, d.round) for d in details]
+    included = [merged_islands(d) for d in details]
+    samples = [sum(len(b) for b in r) for r in round_batches(manifest, dataset, opens, included)]
+    result = build_result(manifest, details, report, losses, wall, samples)
+    plot(result, PLOT)
+    write_result("longrun", result, targets=result.pop("targets"), notes=result.pop("notes"))
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The long run's result and plot, from its saved records (``bench_longrun.py``).
+
+Figures: held-out loss per round of the network (the aggregator's figure on its signed
+tape) and of the data-parallel baseline on the same tokens (the same function and
+held-out samples); the gap per round; the 5-round moving average's longest streak of
+rises (the quality issue's target: never more than 5 rounds in a row); bytes as
+docs/traffic.md counts them, read from the network's report (all-in with the warm start
+first, then the rounds alone); utilisation; wall times; the commit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from hypertrain.api.models import RoundDetail
+from hypertrain.protocol.manifest import RunManifest
+
+WINDOW = 5  # rounds in the moving average
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def commit() -> str:
+    """The commit the run measured (``+dirty``: with uncommitted changes under src/)."""
+    git = ["git", "-C", str(ROOT)]
+    out = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "src"], capture_output=True, text=True, check=False
+    )
+    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def moving_average(values: list[float], window: int = WINDOW) -> list[float]:
+    return [sum(values[i - window + 1 : i + 1]) / window for i in range(window - 1, len(values))]
+
+
+def longest_rise(values: list[float]) -> int:
+    """The longest run of consecutive increases."""
+    best = run = 0
+    for a, b in itertools.pairwise(values):
+        run = run + 1 if b > a else 0
+        best = max(best, run)
+    return best
+
+
+def build_result(
+    manifest: RunManifest,
+    details: list[RoundDetail],
+    report: dict[str, Any] | None,
+    losses: dict[str, list[float]],
+    wall: dict[str, float],
+    samples: list[int],
+) -> dict[str, Any]:
+    network = [d.eval_loss for d in details]
+    if any(v is None for v in network):
+        raise SystemExit("a final round has no held-out loss on its tape")
+    net = [float(v) for v in network if v is not None]
+    dp = losses["rounds"][: len(net)]
+    n = len(dp)
+    seq = manifest.data.seq_len
+    warm = manifest.warm_start
+    warm_tokens = 0 if warm is None else warm.steps * warm.samples_per_step * seq
+    tokens = []
+    total = warm_tokens
+    for count in samples[:n]:
+        total += count * seq
+        tokens.append(total)
+    tail = min(WINDOW, n)
+    net_tail = sum(net[n - tail : n]) / tail if n else float("nan")
+    dp_tail = sum(dp[n - tail : n]) / tail if n else float("nan")
+    result: dict[str, Any] = {
+        "commit": commit(),
+        "rounds": len(net),
+        "rounds_with_baseline": n,
+        "recipe": {
+            "preset": manifest.model.preset,
+            "inner_steps": manifest.round.inner_steps,
+            "checkpoint_interval": manifest.round.checkpoint_interval,
+            "state_policy": manifest.inner.state_policy,
+            "outer": manifest.outer.model_dump(mode="json"),
+            "codec": manifest.compression.codec,
+            "warm_start_steps": 0 if warm is None else warm.steps,
+            "seq_len": seq,
+        },
+        "network_loss": net,
+        "baseline_loss": dp,
+        "baseline_warm_start_loss": (losses["warm_start"] or [None])[0],
+        "tokens": tokens,
+        "final_network_loss": net[n - 1] if n else None,
+        "final_baseline_loss": dp[n - 1] if n else None,
+        "final_gap_pct": 100 * (net[n - 1] / dp[n - 1] - 1) if n else None,
+        "last5_gap_pct": 100 * (net_tail / dp_tail - 1) if n else None,
+        "network_longest_ma5_rise": longest_rise(moving_average(net)),
+        "baseline_longest_ma5_rise": longest_rise(moving_average(dp)),
+        "wall": _walls(wall),
+    }
+    if report is not None:
+        result["traffic"] = _traffic(report)
+        result["utilisation"] = {
+            k: v for k, v in report.get("utilisation", {}).items() if k != "per_round"
+        }
+        result["honeypot"] = report.get("honeypot")
+        result["ledger_verified"] = report.get("ledger_verified")
+    result["targets"] = {
+        "network_longest_ma5_rise": "<= 5 rounds",
+        "last5_gap_pct": "<= +3 % (goal +1 %)",
+        "final_gap_pct": "<= +3 % (goal +1 %)",
+    }
+    result["notes"] = (
+        "The product's network (hypertrain.devnet: beacon, service, relay, auditor, witness,"
+        " aggregator, honest islands and the honeypot, each its own process) against"
+        " data-parallel training on exactly the tokens each round merged (devnet.baseline),"
+        " from the same warm start; held-out loss is the aggregator's function on the same"
+        " held-out samples for both. Plot: docs/longrun.png."
+    )
+    return result
+
+
+def _walls(wall: dict[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    start = wall.get("network_started")
+    if start is not None and "network_finished" in wall:
+        out["network_s"] = round(wall["network_finished"] - start, 1)
+    if start is not None and "baseline_finished" in wall:
+        out["to_baseline_done_s"] = round(wall["baseline_finished"] - start, 1)
+    return out
+
+
+def _traffic(report: dict[str, Any]) -> dict[str, Any]:
+    """All-in first (every round plus the warm start's data-parallel steps), then rounds."""
+    rounds = report["traffic"]["all"]
+    warm = report.get("warm_start") or {}
+    warm_dp = int(warm.get("data_parallel_bytes", 0))
+    ours = int(rounds["honest_bytes"]) + warm_dp
+    theirs = int(rounds["data_parallel_bytes"]) + warm_dp
+    return {
+        "all_in_ratio": theirs / ours if ours else None,
+        "all_in_words": f"{theirs / ours:.1f}x less than data-parallel" if ours else "",
+        "rounds_ratio": rounds["ratio"],
+        "rounds_bytes": rounds["honest_bytes"],
+        "rounds_data_parallel_bytes": rounds["data_parallel_bytes"],
+        "warm_start_data_parallel_bytes": warm_dp,
+        "parts": rounds["parts"],
+    }
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = result["rounds_with_baseline"]
+    tokens = [t / 1e6 for t in result["tokens"][:n]]
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    ax.plot(tokens, result["network_loss"][:n], label="network (islands, audits, merge)")
+    ax.plot(tokens, result["baseline_loss"][:n], label="data-parallel on the same tokens")
+    ax.set_xlabel("tokens trained (millions, warm start included)")
+    ax.set_ylabel("held-out loss")
+    recipe = result["recipe"]
+    ax.set_title(
+        f"Long run: {result['rounds']} rounds, {recipe['preset']}, H = {recipe['inner_steps']},"
+        f" {recipe['state_policy']} (gap {result['last5_gap_pct']:+.2f} %, last 5 rounds)"
+    )
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,139 @@
+"""The data-parallel baseline of a run: one model trained on the tokens the run merged.
+
+A round ``r`` of the run trains H steps on every island; the merge keeps the islands its
+tape lists as ``included``. The baseline takes, at each of those H steps, the union of
+the included islands' samples of that step (roster order) as one global batch, and takes
+one step of the run's inner optimizer on it (``trainer.warm_start.run_data_parallel``:
+the warm start's own step, at the same global step of the same schedule). It starts from
+the run's warm start, trained by the same function on the same samples, with its
+optimizer state kept: what one data-parallel cluster would have trained on exactly the
+run's tokens. Every input is public (the manifest, the dataset, the coordinator-signed
+round-open records and the merge tapes), and the samples come from the run's own
+assignment code (``evidence.inputs.iter_round_assignments``), so the baseline sees
+exactly the tokens the islands saw.
+
+:class:`BaselineStore` keeps the baseline's state after each round and its held-out loss
+per round in a directory, so a long baseline resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypertrain.aggregator.heldout import heldout_batch, heldout_loss
+from hypertrain.data.dataset import Dataset
+from hypertrain.evidence.genesis import warm_start_batches
+from hypertrain.evidence.inputs import island_layout, iter_round_assignments, load_samples
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import RoundOpen
+from hypertrain.trainer.checkpoint import decode_checkpoint, encode_checkpoint
+from hypertrain.trainer.segment import Sample, TrainConfig
+from hypertrain.trainer.state import TrainState, init_state
+from hypertrain.trainer.warm_start import run_data_parallel, run_warm_start
+
+Batches = list[list[Sample]]
+
+
+def round_batches(
+    manifest: RunManifest,
+    dataset: Dataset,
+    opens: Sequence[RoundOpen],
+    included: Sequence[Sequence[str]],
+    *,
+    first: int = 0,
+) -> Iterator[Batches]:
+    """Each round's H global batches: step ``i`` is every included island's step-``i``
+    samples, in roster order (``included[r]``: the hotkeys round ``r``'s merge kept).
+    Rounds before ``first`` yield no batches (their samples are not loaded)."""
+    if len(included) != len(opens):
+        raise ValueError(f"{len(opens)} round-open records but {len(included)} merges")
+    steps = manifest.round.inner_steps
+    for record, assignment, kept in zip(
+        opens, iter_round_assignments(manifest, dataset, opens), included, strict=True
+    ):
+        batches: Batches = [[] for _ in range(steps)]
+        for hotkey, ids in assignment.islands:
+            if hotkey not in kept or record.round < first:
+                continue
+            per = island_layout(manifest, record, hotkey).samples_per_step
+            samples = load_samples(dataset, [int(i) for i in ids])
+            for i in range(steps):
+                batches[i].extend(samples[i * per : (i + 1) * per])
+        yield batches
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineStore:
+    """A baseline's resumable state: ``state.ckpt`` (after the last finished round) and
+    ``losses.json`` (the warm start's held-out loss and one per finished round)."""
+
+    directory: Path
+    manifest: RunManifest
+
+    @property
+    def _state_path(self) -> Path:
+        return self.directory / "state.ckpt"
+
+    @property
+    def _losses_path(self) -> Path:
+        return self.directory / "losses.json"
+
+    def losses(self) -> dict[str, list[float]]:
+        if not self._losses_path.exists():
+            return {"warm_start": [], "rounds": []}
+        value: dict[str, list[float]] = json.loads(self._losses_path.read_text("utf-8"))
+        return value
+
+    def state(self) -> TrainState | None:
+        if not self._state_path.exists():
+            return None
+        config = TrainConfig.from_manifest(self.manifest).state_config()
+        return decode_checkpoint(self._state_path.read_bytes(), config)
+
+    def save(self, state: TrainState, losses: dict[str, list[float]]) -> None:
+        """Write the state, then the losses (each atomically: a stop between them only
+        repeats the last round)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        _atomic(self._state_path, encode_checkpoint(state))
+        _atomic(self._losses_path, json.dumps(losses).encode())
+
+
+def train_baseline(
+    manifest: RunManifest,
+    dataset: Dataset,
+    rounds: Iterable[Batches],
+    store: BaselineStore,
+) -> list[float]:
+    """The baseline's held-out loss after each round (the aggregator's figure: the same
+    held-out samples and function), resuming from ``store``; returns every round's."""
+    heldout = heldout_batch(dataset)
+    losses = store.losses()
+    state = store.state()
+    if state is None or not losses["warm_start"]:
+        state = _warm_start(manifest, dataset)
+        losses = {"warm_start": [heldout_loss(state.params(), manifest, heldout)], "rounds": []}
+        store.save(state, losses)
+    for index, batches in enumerate(rounds):
+        if index < len(losses["rounds"]):
+            continue  # finished before a stop
+        # a step whose islands were all left out of the merge trained nothing there either
+        state = run_data_parallel(manifest, [b for b in batches if b], state)
+        losses["rounds"].append(heldout_loss(state.params(), manifest, heldout))
+        store.save(state, losses)
+    return losses["rounds"]
+
+
+def _warm_start(manifest: RunManifest, dataset: Dataset) -> TrainState:
+    """The run's warm start (its optimizer state kept), or the seed's initial state."""
+    if manifest.warm_start is None:
+        return init_state(TrainConfig.from_manifest(manifest).state_config(), manifest.seed)
+    return run_warm_start(manifest, warm_start_batches(manifest, dataset))
+
+
+def _atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
