@@ -31,6 +31,7 @@ from hypertrain.ledger import Ledger
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.disputeplay import TREE, open_body
 from tests.challenge.helpers import (
+    AGGREGATOR,
     SteppedBeacon,
     aggregator_split,
     bearer,
@@ -102,7 +103,9 @@ class Net:
             **aggregator_split(self.client, RUN, index, [k.ss58_address for k in ISLANDS]),
         }
         m = self.client.post(
-            "/worker/v1/merge", headers=bearer("worker"), json=signed(LIAR, "merge-tape", tape, RUN)
+            "/worker/v1/merge",
+            headers=bearer("worker"),
+            json=signed(AGGREGATOR, "merge-tape", tape, RUN),
         )
         assert m.status_code == 200, m.text
         self.tick(3)

@@ -44,6 +44,7 @@ from hypertrain.challenge.routes import (
 )
 from hypertrain.challenge.settings import Settings, settings_from_env
 from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.protocol.envelope import NON_CANONICAL
 
 log = logging.getLogger(__name__)
 
@@ -176,10 +177,11 @@ def _install_handlers(app: FastAPI) -> None:
             f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg', 'invalid')}"
             for err in exc.errors()[:10]
         ]
-        return JSONResponse(
-            {"error": "bad_request", "detail": "; ".join(problems) or "invalid request"},
-            status_code=422,
-        )
+        detail = "; ".join(problems) or "invalid request"
+        if any(err.get("type") == NON_CANONICAL for err in exc.errors()):
+            # a number canonical JSON cannot carry: a typed 400, as open_envelope refuses it
+            return JSONResponse({"error": NON_CANONICAL, "detail": detail}, status_code=400)
+        return JSONResponse({"error": "bad_request", "detail": detail}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -84,3 +84,14 @@ class MetagraphError(ChallengeError):
 
     status = 503
     code = "metagraph_unavailable"
+
+
+class LedgerFaultError(ChallengeError):
+    """The ledger failed to answer (a journal or storage fault): never read as a zero.
+
+    A bond, a balance or a roster built on a failed read would be silently wrong, so the
+    request fails loudly instead and the fault is logged.
+    """
+
+    status = 503
+    code = "ledger_error"

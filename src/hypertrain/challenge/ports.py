@@ -80,7 +80,10 @@ class LedgerPort(Protocol):
         ...
 
     def free_escrow(self, run_id: str, hotkey: str) -> int:
-        """The island's escrow a new bond could lock (neither vested nor locked); 0 if none."""
+        """The island's escrow a new bond could lock (neither vested nor locked); 0 if none.
+
+        A ledger that cannot answer raises (``LedgerFaultError``), never answers 0.
+        """
         ...
 
     def settle_bond(self, run_id: str, dispute_id: str, won: bool, epoch: int) -> int:
@@ -94,6 +97,8 @@ class LedgerPort(Protocol):
     def balances(self, run_id: str, hotkeys: list[str]) -> dict[str, dict[str, int]]:
         """hotkey -> {"escrow", "held", "vested", "paid", "burned"} in integer base units.
 
-        ``held`` is the part of ``escrow`` waiting for the island's probation to end.
+        ``held`` is the part of ``escrow`` waiting for the island's probation to end. A
+        hotkey with no history in the run is left out; a ledger that cannot answer raises
+        (``LedgerFaultError``), never answers zeros.
         """
         ...

@@ -1,15 +1,23 @@
 """Production wiring: the drand beacon client, the integer ledger, the metagraph provider.
 
 Kept apart from the app factory so tests inject their own parts and the optional
-chain provider is only imported when chosen.
+chain provider is only imported when chosen. A ledger that fails to answer a read is a
+typed error (:class:`LedgerFaultError`, 503) and a logged event, never a zero.
 """
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from hypertrain.challenge.errors import BondMissingError, ConflictError, ForbiddenError
+from hypertrain.challenge.errors import (
+    BondMissingError,
+    ConflictError,
+    ForbiddenError,
+    LedgerFaultError,
+)
 from hypertrain.challenge.platform.metagraph import (
     ChainMetagraph,
     FileMetagraph,
@@ -19,6 +27,8 @@ from hypertrain.challenge.platform.metagraph import (
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort, WeightsAnswer
 from hypertrain.challenge.settings import Settings
 from hypertrain.ledger import BondError, EpochError, Ledger, LedgerError, UnknownHotkeyError
+
+log = logging.getLogger(__name__)
 
 
 class DrandBeacon:
@@ -100,10 +110,11 @@ class LedgerAdapter:
             raise ForbiddenError(f"cannot lock the dispute bond: {exc}", code="no_bond") from None
 
     def free_escrow(self, run_id: str, hotkey: str) -> int:
+        """0 for a hotkey without escrow (the ledger's own answer); a fault raises."""
         try:
             return self._ledger.free_escrow(run_id, hotkey)
-        except LedgerError:
-            return 0  # an unknown run or hotkey holds nothing
+        except (LedgerError, sqlite3.Error) as exc:
+            raise _fault("free_escrow", run_id, exc) from exc
 
     def settle_bond(self, run_id: str, dispute_id: str, won: bool, epoch: int) -> int:
         try:
@@ -127,8 +138,10 @@ class LedgerAdapter:
         for hotkey in hotkeys:
             try:
                 bal = self._ledger.balances(run_id, hotkey)
-            except LedgerError:
-                continue
+            except UnknownHotkeyError:
+                continue  # no history in the run: nothing to show (not a zero read)
+            except (LedgerError, sqlite3.Error) as exc:
+                raise _fault("balances", run_id, exc) from exc
             out[hotkey] = {
                 "escrow": bal.escrowed,
                 "held": bal.held,
@@ -137,6 +150,15 @@ class LedgerAdapter:
                 "burned": bal.burned,
             }
         return out
+
+
+def _fault(operation: str, run_id: str, exc: Exception) -> LedgerFaultError:
+    """A ledger read that failed: logged, and raised as a typed 503 (never a zero)."""
+    log.error(
+        "ledger %s failed: %s", operation, exc,
+        extra={"run": run_id, "operation": operation, "error": type(exc).__name__},
+    )  # fmt: skip
+    return LedgerFaultError(f"the ledger could not answer {operation} for run {run_id!r}: {exc}")
 
 
 def ledger(settings: Settings) -> LedgerPort:

@@ -518,14 +518,14 @@ def load_view(conn: sqlite3.Connection, dispute_id: str) -> DisputeView | None:
 
 
 def list_ids(
-    conn: sqlite3.Connection, run_id: str, round: int | None = None, stage: str | None = None
-) -> list[str]:
+    conn: sqlite3.Connection, run_id: str, round: int | None = None, stage: str | None = None,
+    hotkey: str | None = None,
+) -> list[str]:  # fmt: skip
     sql = "SELECT dispute_id FROM dispute_games WHERE run_id = ?"
     args: list[str | int] = [run_id]
-    if round is not None:
-        sql, args = sql + " AND round = ?", [*args, round]
-    if stage is not None:
-        sql, args = sql + " AND stage = ?", [*args, stage]
+    for column, value in (("round", round), ("stage", stage), ("hotkey", hotkey)):
+        if value is not None:  # fixed column names: only values are bound
+            sql, args = sql + " AND " + column + " = ?", [*args, value]
     return [r[0] for r in conn.execute(sql + " ORDER BY opened_beacon_round, dispute_id", args)]
 
 

@@ -5,6 +5,10 @@ a nonce, an expiry beacon round and a JSON body. The signature is sr25519 over::
 
     ENVELOPE_SIG || 0x00 || JCS(envelope without "signature")
 
+An :class:`Envelope` holds only what canonical JSON can carry (integers within
++-(2**53 - 1), finite numbers, in its body or anywhere else): anything else is refused as
+``non_canonical_json`` when the envelope is built, so no peer-chosen number reaches
+signing or hashing unchecked.
 Verification (:func:`open_envelope`) returns a :class:`VerifiedEnvelope` or raises
 :class:`EnvelopeError` whose ``reason`` says exactly what failed. Replay protection is
 a separate component (:mod:`hypertrain.protocol.replay`) so each service picks its store.
@@ -17,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from hypertrain.protocol import domains
 from hypertrain.protocol.canonical import canonical_bytes, parse_json
@@ -26,6 +31,9 @@ from hypertrain.protocol.identity import Hotkey, ss58_decode, verify_signature
 
 ENVELOPE_VERSION: Final = 1
 MAX_ENVELOPE_BYTES: Final = 1 << 20
+# The refusal of a body outside canonical JSON (an integer past +-(2**53 - 1), a
+# non-finite number): the validation error type and the EnvelopeError reason.
+NON_CANONICAL: Final = "non_canonical_json"
 _SIG_PREFIX: Final = domains.tagged_prefix(domains.ENVELOPE_SIG)
 
 
@@ -42,6 +50,17 @@ class Envelope(BaseModel):
     expiry_round: int = Field(ge=0, le=2**53 - 1)
     body: dict[str, Any]
     signature: str = Field(pattern=r"^[0-9a-f]{128}$")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _canonical(cls, data: Any) -> Any:
+        """A document canonical JSON cannot hold can be neither signed nor hashed."""
+        if isinstance(data, dict):
+            try:
+                canonical_bytes(data)
+            except CanonicalJSONError as exc:
+                raise PydanticCustomError(NON_CANONICAL, "{reason}", {"reason": str(exc)}) from None
+        return data
 
     def unsigned_dict(self) -> dict[str, Any]:
         return self.model_dump(exclude={"signature"})
@@ -119,7 +138,8 @@ def decode_envelope(raw: bytes | str | dict[str, Any] | Envelope) -> Envelope:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "envelope"
-        raise EnvelopeError("malformed", f"{where}: {first['msg']}") from exc
+        reason = NON_CANONICAL if first["type"] == NON_CANONICAL else "malformed"
+        raise EnvelopeError(reason, f"{where}: {first['msg']}") from exc
 
 
 def open_envelope(
@@ -136,6 +156,10 @@ def open_envelope(
     round) enables the expiry check; ``is_registered`` enables the signer check.
     """
     env = raw if isinstance(raw, Envelope) else decode_envelope(raw)
+    try:  # an envelope built without validation may still hold a non-canonical body
+        signed = env.signing_bytes()
+    except CanonicalJSONError as exc:
+        raise EnvelopeError(NON_CANONICAL, f"body: {exc}") from None
     if env.domain != domain:
         raise EnvelopeError("wrong_domain", f"envelope is a {env.domain!r}, expected {domain!r}")
     if run_id is not None and env.run_id != run_id:
@@ -150,6 +174,6 @@ def open_envelope(
         raise EnvelopeError("malformed", f"signer: {exc}") from exc
     if is_registered is not None and not is_registered(env.signer):
         raise EnvelopeError("unknown_signer", f"{env.signer} is not registered on the subnet")
-    if not verify_signature(public_key, env.signing_bytes(), bytes.fromhex(env.signature)):
+    if not verify_signature(public_key, signed, bytes.fromhex(env.signature)):
         raise EnvelopeError("bad_signature", f"signature does not verify for {env.signer}")
     return VerifiedEnvelope(env, public_key)

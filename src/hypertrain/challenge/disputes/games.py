@@ -5,7 +5,8 @@ service knows (the verdict, the commit's root, the dispute window, the bond, the
 manifest's referees), then applies the transition and stores the new state, the
 accepted message and its size in one transaction with the envelope's nonce. A
 refused message changes nothing. Opening locks the bond in the ledger (its own
-journal entry) inside that transaction; once a game is decided :func:`settle_bonds`
+journal entry) inside that transaction, refused when the island cannot pay it
+(:mod:`~hypertrain.challenge.disputes.bonds`); once a game is decided :func:`settle_bonds`
 returns or burns it. An overturned verdict marks its auditor faulty and re-assigns
 its other verdicts of rounds not yet final (:mod:`~hypertrain.challenge.disputes.decisions`).
 Every decision re-runs the island's holds
@@ -21,7 +22,7 @@ import hashlib
 import logging
 import sqlite3
 
-from hypertrain.challenge.disputes import decisions, windows
+from hypertrain.challenge.disputes import bonds, decisions, windows
 from hypertrain.challenge.errors import (
     BondMissingError,
     ChallengeError,
@@ -89,9 +90,9 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
     check = _contested_check(verdict, body, manifest.round.num_segments)
     row = _open_window(state, run_id, body, verdict, now)
     _check_leaves(state, run_id, body, hotkey)
-    bond = _bond(state, run_id, hotkey, manifest.dispute.bond)
     if store.is_disputed(state.conn, body.verdict_id):
         raise ConflictError("this verdict is already disputed", code="duplicate")
+    bond = bonds.dispute_bond(state.conn, state.ledger, run_id, hotkey, manifest.dispute.bond)
     game = _new_game(state, env, body, verdict.auditor, check, row.open_envelope, now)
     _store_open(state, env, game, body.verdict_id, bond, now)
     state.count("disputes_opened")
@@ -421,18 +422,6 @@ def _check_leaf(root: bytes, index: int, leaf: LeafProof) -> None:
         verify_proof(root, bytes.fromhex(leaf.leaf), proof)
     except MerkleError as exc:
         raise ChallengeError(f"leaf {index}: {exc}", code="bad_proof") from None
-
-
-def _bond(state: ServiceState, run_id: str, hotkey: str, bond: int) -> int:
-    """The bond this dispute locks: ``dispute.bond``, or all the island holds if less.
-
-    The bond prices a frivolous dispute up to what the island has at stake; it never
-    makes a verdict unanswerable, so an island with no escrow yet disputes for nothing
-    (one dispute per verdict stays the rate limit).
-    """
-    if bond <= 0:
-        return 0
-    return max(0, min(bond, state.ledger.free_escrow(run_id, hotkey)))
 
 
 def _referees(state: ServiceState, game: g.Game) -> frozenset[str]:
