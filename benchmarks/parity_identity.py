@@ -4,9 +4,11 @@
   (``none``) codec is data-parallel training: its trajectory (every held-out loss and the
   final state hash) equals the data-parallel arm's, at H = 1 and at H = 5 (H = 5 fails
   if any round's config loses its ``round_index``: the schedule would restart).
-* M islands given identical data equal one island (Nesterov 0.7 / 0.9): M = 2 with the
-  product's int8 codec and float32 merge (``x * 0.5 + x * 0.5 == x`` exactly), M = 4
-  with the exact codec.
+* M islands given identical data equal one island: M = 2 (Nesterov 0.7 / 0.9) and M = 3
+  (the new-run recipe's plain averaging and int8 broadcast, under each inner state
+  policy) with the product's int8 codec and the aggregator's merge (the byte-identical
+  copies are excluded, ``duplicate_update``, and the first island's update merges alone,
+  as one island's does), M = 4 with the exact codec.
 * The data-parallel arm reproduces the curve frozen in
   ``tests/benchmarks/parity_known_answer.json`` (under the pinned CPU profile) for this
   CPU's vendor: MKL's COMPATIBLE path, which the profile pins, gives other last bits on
@@ -17,8 +19,9 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -61,6 +64,22 @@ def _avg(
     return Cell(name, "diloco", m, h, *outer, codec=codec, size="xs")  # type: ignore[arg-type]
 
 
+def recipe_cell(policy: Literal["carry", "reset"]) -> Cell:
+    """One island on the new-run recipe's merge: plain averaging and the int8 broadcast,
+    the inner ``policy``, H = 5 (no warm start: M identical islands' warm start is a
+    data-parallel step on M copies of a batch, which rounds otherwise than one copy)."""
+    return Cell(
+        f"recipe-{policy}", "diloco", 1, 5, 1.0, 0.0, policy=policy, broadcast=True, size="xs"
+    )
+
+
+def identical_islands(setup: Setup, data: dict[str, Any], m: int, cell: Cell) -> Check:
+    """``cell`` (one island) against ``m`` islands given one island's data each."""
+    single = run_diloco(cell, setup, _data(setup, data, 1), 0)
+    copies = replace(cell, name=f"{cell.name}-M{m}", islands=m)
+    return _check(single, run_diloco(copies, setup, _data(setup, data, m), 0))
+
+
 def identity_checks(setup: Setup, data: dict[str, Any]) -> dict[str, Check]:
     """Every identity of the module docstring, each with both trajectories."""
     one = _data(setup, data, 1)
@@ -74,6 +93,10 @@ def identity_checks(setup: Setup, data: dict[str, Any]) -> dict[str, Check]:
         single = run_diloco(_avg("d-M1", 1, 5, codec, (0.7, 0.9)), setup, one, 0)
         copies = run_diloco(_avg(f"d-M{m}", m, 5, codec, (0.7, 0.9)), setup, many, 0)
         out[f"M{m}_identical_data_equals_one_island_{codec}"] = _check(single, copies)
+    policies: tuple[Literal["carry", "reset"], ...] = ("reset", "carry")
+    for policy in policies:
+        key = f"M3_identical_data_equals_one_island_recipe_{policy}"
+        out[key] = identical_islands(setup, data, 3, recipe_cell(policy))
     frozen, computed = frozen_answer(), known_answer_curve(setup, data)
     holds = None if frozen is None else frozen == computed  # None: no curve for this vendor
     out["dp_known_answer"] = {

@@ -4,15 +4,16 @@ Everything runs in one process with the project's own numerics. Each cell is a r
 :class:`RunManifest` (the recipe a run would publish), and every round's training config
 comes from ``trainer.round_config.island_train_config(manifest, r)``, the function the
 miner and the auditor call, so the learning-rate schedule follows the run's global step
-exactly as in production. Inner steps: ``trainer.segment.run_segment``; updates:
-``trainer.update.build_update`` / ``iter_decode_update`` (int8 or sparse, error feedback);
-outer step: ``aggregator.outer.nesterov_step``; held-out loss: ``trainer.model.loss_fn``.
-No network: an island's upload is its encoded bytes, counted.
+exactly as in production. A DiLoCo round (:mod:`parity_round`) runs the miner's round
+functions on every island and merges their updates with the aggregator's own merge
+(``aggregator.combine.combine``: clip, robust weights, outer step, int8 broadcast);
+held-out loss: ``trainer.model.loss_fn``. No network: an island's upload is its encoded
+bytes, counted, and its download the broadcast (or the model blob).
 
-The ``none`` codec is the harness's exact reference (no product codec): each island's
-pseudo-gradient is the float64 difference of two float32 states (exact), merged and
-stepped in float64 and rounded once. With outer lr 1.0 and momentum 0 that merge is the
-identity, which is what the bit-for-bit identity tests need.
+The ``none`` codec is the harness's exact reference (no product codec, no product merge):
+each island's pseudo-gradient is the float64 difference of two float32 states (exact),
+merged and stepped in float64 and rounded once. With outer lr 1.0 and momentum 0 that
+merge is the identity, which is what the bit-for-bit identity tests need.
 
 Data: island ``i`` at global step ``t`` of seed ``s`` trains on a fixed slice of one
 seed-dependent permutation of the training windows. The data-parallel step ``t`` trains
@@ -21,14 +22,14 @@ same tokens. Both the data-parallel arm and a cell's warm start of ``W`` steps r
 product's warm start (``trainer.warm_start``: one model on the global batch); after a warm
 start the islands begin, as a run's do, from its parameters in the ``reset`` state at
 global step ``W`` (``trainer.start_state.reset_state``), and round ``r`` trains global
-steps ``W + r * H ...``. The ``reset`` policy is the product's too: every round starts
-from the merged model with zero optimizer moments and a zero error-feedback residual.
+steps ``W + r * H ...``. Each later round starts in the state the manifest's
+``inner.state_policy`` gives (``reset_state`` or ``carry_state``), as the product's do.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -36,7 +37,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hypertrain.aggregator.outer import nesterov_step
 from hypertrain.protocol.manifest import (
     CompressionSpec,
     DataSpec,
@@ -51,15 +51,14 @@ from hypertrain.protocol.manifest import (
     WarmStartSpec,
 )
 from hypertrain.protocol.traffic import ddp_bytes_per_device
-from hypertrain.trainer.blob import encode_model_blob
 from hypertrain.trainer.checkpoint import encode_checkpoint
 from hypertrain.trainer.model import init_params, loss_fn
 from hypertrain.trainer.round_config import island_train_config
-from hypertrain.trainer.segment import Sample, run_segment
+from hypertrain.trainer.segment import Sample
 from hypertrain.trainer.start_state import reset_state
 from hypertrain.trainer.state import TrainState
-from hypertrain.trainer.update import build_update, iter_decode_update, next_round_state
 from hypertrain.trainer.warm_start import iter_warm_start, run_warm_start
+from parity_round import diloco_round, start_swarm
 
 Codec = Literal["int8", "sparse", "none"]
 Params = dict[str, Tensor]
@@ -87,6 +86,7 @@ class Cell:
     warm_start: int = 0
     size: str = "s"
     exploratory: bool = False
+    broadcast: bool = False  # the merge sends islands the int8 outer step
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +113,9 @@ class CellRun:
     warm_start_bytes: int = 0  # the warm start's data-parallel all-reduce bytes
     checkpoint_bytes: int = 0  # size of one full training-state checkpoint
     rounds: int = 0
+    merged_updates: int = 0  # updates the merges included
+    clipped_updates: int = 0  # of them, scaled down to the clip threshold
+    excluded_updates: int = 0  # updates the merges left out
     final_state_sha256: str = ""
 
 
@@ -149,7 +152,11 @@ def cell_manifest(setup: Setup, cell: Cell, seed: int) -> RunManifest:
         seed=seed,
         model=setup.model,
         inner=inner,
-        outer=OuterOptimSpec(lr=cell.outer_lr, momentum=cell.outer_momentum),
+        outer=OuterOptimSpec(
+            lr=cell.outer_lr,
+            momentum=cell.outer_momentum,
+            broadcast="int8" if cell.broadcast else None,
+        ),
         round=RoundSpec(
             inner_steps=h, checkpoint_interval=h, layout=LayoutSpec(micro_batch_size=batch)
         ),
@@ -233,59 +240,12 @@ def run_dp(cell: Cell, setup: Setup, data: Data, seed: int) -> CellRun:
     return out
 
 
-def outer_merge(
-    global_params: Params,
-    momentum: Params,
-    updates: Sequence[bytes],
-    comp: CompressionSpec,
-    outer: OuterOptimSpec,
-) -> tuple[Params, Params]:
-    """The aggregator's float32 merge: equal-weight average of the decoded updates (left
-    fold, ``float32(1/M)`` per update), then its Nesterov step."""
-    shapes = [(k, tuple(v.shape)) for k, v in global_params.items()]
-    acc = {k: torch.zeros_like(v) for k, v in global_params.items()}
-    coef = torch.tensor(np.float32(1.0 / len(updates)))
-    for data in updates:
-        for name, tensor in iter_decode_update(data, comp, shapes):
-            acc[name].add_(tensor.mul_(coef))
-    new_params, new_m = {}, {}
-    for name, theta in global_params.items():
-        new_params[name], new_m[name] = nesterov_step(theta, acc[name], momentum[name], outer)
-    return new_params, new_m
-
-
-def exact_merge(
-    global_params: Params, momentum: Params, deltas: Sequence[Params], outer: OuterOptimSpec
-) -> tuple[Params, Params]:
-    """The ``none`` codec's merge: float64 mean of the exact deltas, Nesterov step in float64,
-    rounded once to float32 (momentum kept in float64)."""
-    new_params, new_m = {}, {}
-    coef = 1.0 / len(deltas)
-    for name, theta in global_params.items():
-        acc = torch.zeros_like(theta, dtype=torch.float64)
-        for d in deltas:
-            acc.add_(d[name].mul(coef))
-        p, new_m[name] = nesterov_step(theta.double(), acc, momentum[name], outer)
-        new_params[name] = p.float()
-    return new_params, new_m
-
-
-def _island_round(
-    start: TrainState, manifest: RunManifest, cell: Cell, data: Data, island: int, r: int
-) -> tuple[TrainState, bytes, Params | None, Params]:
-    """One island's round ``r``: (end state, upload bytes, residual, exact delta)."""
-    h, b = cell.inner_steps, manifest.round.layout.micro_batch_size
+def island_samples(manifest: RunManifest, islands: int, data: Data, r: int) -> list[list[Sample]]:
+    """Each island's samples of round ``r``, in step order."""
     cfg = island_train_config(manifest, r)
-    ids = np.concatenate(
-        [island_slices(data.order, cell.islands, b, cfg.schedule_step(t))[island] for t in range(h)]
-    )
-    end = run_segment(start, cfg, _samples(data.windows, ids), h)
-    if cell.codec == "none":
-        sp, ep = start.params(), end.params()
-        delta = {k: sp[k].double() - ep[k].double() for k in sp}
-        return end, b"", None, delta
-    update = build_update(start.params(), end, cfg.compression)
-    return end, update.data, update.residual, {}
+    h, b = manifest.round.inner_steps, manifest.round.layout.micro_batch_size
+    steps = [island_slices(data.order, islands, b, cfg.schedule_step(t)) for t in range(h)]
+    return [_samples(data.windows, np.concatenate([s[i] for s in steps])) for i in range(islands)]
 
 
 def genesis_state(manifest: RunManifest, cell: Cell, data: Data) -> TrainState:
@@ -301,43 +261,29 @@ def genesis_state(manifest: RunManifest, cell: Cell, data: Data) -> TrainState:
 
 
 def run_diloco(cell: Cell, setup: Setup, data: Data, seed: int) -> CellRun:
-    """M islands, H inner steps per round, the project's codec and outer step."""
+    """M islands, H inner steps per round, the product's codec, merge and start states."""
     manifest = cell_manifest(setup, cell, seed)
     if (setup.steps - cell.warm_start) % cell.inner_steps:
         raise ValueError(f"{cell.name}: the steps after the warm start are not a multiple of H")
     first = genesis_state(manifest, cell, data)
-    states = [first.clone() for _ in range(cell.islands)]
-    global_params = first.params()
-    dtype = torch.float64 if cell.codec == "none" else torch.float32
-    momentum = {k: torch.zeros_like(v, dtype=dtype) for k, v in global_params.items()}
-    p = sum(v.numel() for v in global_params.values())
+    exact = cell.codec == "none"
+    swarm = start_swarm(first, cell.islands, exact=exact)
+    p = sum(v.numel() for v in swarm.params.values())
     out = CellRun(
         checkpoint_bytes=len(encode_checkpoint(first)),
         warm_start_bytes=dp_bytes(p, cell.islands, cell.warm_start),
     )
-    model_blob = len(encode_model_blob(global_params, setup.model))
     for r in range((setup.steps - cell.warm_start) // cell.inner_steps):
-        if cell.policy == "reset":
-            cfg = island_train_config(manifest, r)
-            start = cfg.round_start_step(r)
-            states = [reset_state(cfg.state_config(), global_params, start) for _ in states]
-        rounds = [_island_round(s, manifest, cell, data, i, r) for i, s in enumerate(states)]
-        if cell.codec == "none":
-            global_params, momentum = exact_merge(
-                global_params, momentum, [x[3] for x in rounds], manifest.outer
-            )
-            out.update_bytes += cell.islands * 4 * p
-        else:
-            updates = [x[1] for x in rounds]
-            global_params, momentum = outer_merge(
-                global_params, momentum, updates, manifest.compression, manifest.outer
-            )
-            out.update_bytes += sum(len(u) for u in updates)
-        states = [next_round_state(x[0], global_params, x[2]) for x in rounds]
-        out.model_download_bytes += cell.islands * model_blob
+        samples = island_samples(manifest, cell.islands, data, r)
+        swarm, log = diloco_round(manifest, swarm, samples, r, exact=exact)
+        out.update_bytes += log.upload_bytes
+        out.model_download_bytes += log.download_bytes
+        out.merged_updates += log.merged
+        out.clipped_updates += log.clipped
+        out.excluded_updates += log.excluded
         out.rounds += 1
         end = cell.warm_start + (r + 1) * cell.inner_steps
         if _eval_due(setup, end):
-            out.losses.append((end, heldout_loss(global_params, setup.model, data.heldout)))
-    out.final_state_sha256 = states[0].state_hash().hex()
+            out.losses.append((end, heldout_loss(swarm.params, setup.model, data.heldout)))
+    out.final_state_sha256 = swarm.states[0].state_hash().hex()
     return out

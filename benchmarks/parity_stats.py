@@ -25,6 +25,7 @@ HARNESS_FILES = (
     "benchmarks/parity.py",
     "benchmarks/parity_grid.py",
     "benchmarks/parity_identity.py",
+    "benchmarks/parity_round.py",
     "benchmarks/parity_sim.py",
 )  # what produces the numbers; parity_stats / parity_plots recompute from them
 EXPLORE_FILES = ("benchmarks/parity_explore.py",)  # the exploratory cells' definitions
@@ -34,7 +35,9 @@ TRAINER_FILES = tuple(
         "trainer/round_config", "trainer/segment", "trainer/step", "trainer/optim",
         "trainer/model", "trainer/state", "trainer/update", "trainer/codec",
         "trainer/sparse_codec", "trainer/blob", "trainer/checkpoint", "trainer/start_state",
-        "trainer/warm_start", "aggregator/outer", "protocol/manifest", "protocol/traffic",
+        "trainer/warm_start", "trainer/broadcast", "aggregator/combine", "aggregator/norms",
+        "aggregator/dedup", "aggregator/screen", "aggregator/aggregate", "aggregator/robust",
+        "aggregator/gram", "aggregator/outer", "protocol/manifest", "protocol/traffic",
     )
 )  # fmt: skip
 # one-sided 95 % Student-t quantiles (a two-sided 90 % interval) by degrees of freedom

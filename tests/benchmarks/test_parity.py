@@ -19,6 +19,7 @@ sys.path[:0] = [str(ROOT / "benchmarks")]
 
 import parity_identity  # noqa: E402
 import parity_plots  # noqa: E402
+import parity_round  # noqa: E402
 import parity_sim  # noqa: E402
 from hypertrain.protocol.manifest import ModelSpec, SparseSpec  # noqa: E402
 from hypertrain.trainer.determinism import configure_determinism, cpu_vendor  # noqa: E402
@@ -67,6 +68,8 @@ def test_identities_hold_bit_for_bit(setup: parity_sim.Setup, data: dict[str, An
         "dp_equals_diloco_M1_H5": True,
         "M2_identical_data_equals_one_island_int8": True,
         "M4_identical_data_equals_one_island_none": True,
+        "M3_identical_data_equals_one_island_recipe_reset": True,
+        "M3_identical_data_equals_one_island_recipe_carry": True,
     }
 
 
@@ -79,6 +82,7 @@ def test_a_lost_round_index_breaks_the_identity(
         return island_train_config(manifest, 0, **kw)
 
     monkeypatch.setattr(parity_sim, "island_train_config", round_zero)
+    monkeypatch.setattr(parity_round, "island_train_config", round_zero)
     checks = _checks(setup, data)
     assert not checks["dp_equals_diloco_M1_H5"]
 
@@ -202,7 +206,7 @@ def test_quick_grid_checks_the_identities_and_writes_the_documented_json(tmp_pat
     known = doc["identity"]["dp_known_answer"]
     assert known["holds"] is (True if parity_identity.frozen_answer() else None)
     assert {v["holds"] for k, v in doc["identity"].items() if k != "dp_known_answer"} == {True}
-    assert len(doc["identity"]) == 5
+    assert len(doc["identity"]) == 7
     cells = combine(doc["tasks"])
     assert [c["kind"] for c in cells.values()].count("dp") == 1
     for cell in cells.values():

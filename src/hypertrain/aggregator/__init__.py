@@ -2,8 +2,11 @@
 
 Public API (one concept per module):
 
-* ``merge``: ``MergeInputs``, ``merge(inputs, blobs) -> MergeResult`` (two streaming
-  passes: exact norms, then the token-weighted clipped sum and the outer step).
+* ``combine``: ``combine(manifest, start, momentum, candidates, fetch) -> Combined``, the
+  merge as a pure function (two streaming passes: exact norms, then the weighted clipped
+  sum; the outer step and the int8 broadcast), which the parity simulator runs too.
+* ``merge``: ``MergeInputs``, ``merge(inputs, blobs) -> MergeResult`` (availability,
+  ``combine`` and the tape).
 * ``norms``: ``update_norm`` (order-free exact L2 norm from the int8 codes).
 * ``screen``: ``screen`` (median, outlier rejection, clip factors), ``token_weights``.
 * ``outer``: ``nesterov_step``, ``encode_outer_state`` / ``decode_outer_state``.

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from hypertrain.aggregator.tape import Tape
+from hypertrain.aggregator.tape import Included
 from hypertrain.protocol.manifest import OuterOptimSpec
 
 
@@ -56,7 +57,18 @@ def median(values: list[float]) -> float:
 HISTORY_NORMS = 16  # proven norms of earlier rounds that join the reference pool
 
 
-def proven_history(tapes: Iterable[Tape]) -> list[float]:
+class ProvenRecord(Protocol):
+    """What a merged round tells the next ones: a :class:`Tape`, or the pure merge's
+    ``combine.Selection``."""
+
+    @property
+    def included(self) -> Sequence[Included]: ...
+
+    @property
+    def proven(self) -> Sequence[str]: ...
+
+
+def proven_history(tapes: Iterable[ProvenRecord]) -> list[float]:
     """The latest :data:`HISTORY_NORMS` proven norms of ``tapes`` (given newest first)."""
     out: list[float] = []
     for tape in tapes:

@@ -1,0 +1,201 @@
+"""One DiLoCo round of the parity simulator, through the product's own functions.
+
+* **Islands** train as the miner does: ``trainer.segment.run_segment`` on the config of
+  ``trainer.round_config.island_train_config`` (H inner steps at the run's global
+  steps), then ``trainer.update.build_update`` (the encoded pseudo-gradient, with error
+  feedback when the manifest has it).
+* **The merge** is the aggregator's: ``aggregator.combine.combine``, the pure function
+  ``aggregator.merge.merge`` runs for the runner, ``verify-tape`` and rollbacks (exact
+  norms, exact copies, the norm screen and clip factors, the robust aggregate's weights,
+  the weighted sum, the outer step, the int8 broadcast when ``outer.broadcast`` asks for
+  one). Island ``i`` commits ``i``-th under the key :func:`island_key`. Every island is
+  honest and proven by an audit, as in probation: each round's updates are all
+  ``proven``, and the proven norms of earlier rounds join the reference as the runner
+  keeps them (``screen.proven_history``). Not simulated: the screens against earlier
+  rounds' public updates and the run sketch (``Trust.earlier``, ``near_copies``).
+* **The next round** starts from the model islands rebuild from the broadcast
+  (``trainer.broadcast.rebuild_model``, checked against the merged model's hash, as the
+  miner does) or download, in the state ``trainer.start_state.reset_state`` or
+  ``carry_state`` builds, per the manifest's ``inner.state_policy``.
+
+The ``none`` codec is the harness's exact reference and no product path: each island's
+pseudo-gradient is the float64 difference of two float32 states (exact), merged by
+:func:`exact_merge` in float64 and rounded once, so that with outer lr 1.0 and momentum 0
+one island is data-parallel training bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from hypertrain.aggregator.blobs import MemoryBlobs
+from hypertrain.aggregator.combine import Combined, Selection, Trust, combine
+from hypertrain.aggregator.outer import nesterov_step
+from hypertrain.aggregator.screen import proven_history
+from hypertrain.aggregator.tape import Candidate
+from hypertrain.protocol.manifest import OuterOptimSpec, RunManifest
+from hypertrain.trainer.blob import blob_hash, encode_model_blob
+from hypertrain.trainer.broadcast import rebuild_model
+from hypertrain.trainer.round_config import island_train_config
+from hypertrain.trainer.segment import Sample, run_segment
+from hypertrain.trainer.start_state import carry_state, reset_state
+from hypertrain.trainer.state import TrainState
+from hypertrain.trainer.update import build_update
+
+Params = dict[str, Tensor]
+
+
+@dataclass(frozen=True, slots=True)
+class Swarm:
+    """The DiLoCo arm between rounds."""
+
+    states: tuple[TrainState, ...]  # each island's start state of the next round
+    params: Params  # the model every island holds (the last merge's)
+    momentum: Params  # the aggregator's outer momentum (float64 for the exact codec)
+    merges: tuple[Selection, ...] = ()  # the merges so far, newest first
+
+
+@dataclass(frozen=True, slots=True)
+class RoundLog:
+    updates: tuple[bytes, ...]  # each island's upload (none for the exact codec)
+    upload_bytes: int  # all islands' uploads
+    download_bytes: int  # all islands' start models: the broadcast, else the model blob
+    merge: Combined | None  # the aggregator's merge (None for the exact codec)
+
+    @property
+    def merged(self) -> int:
+        """Updates the aggregator's merge included (0 for the exact codec)."""
+        return len(self.merge.selection.included) if self.merge else 0
+
+    @property
+    def clipped(self) -> int:
+        """Included updates scaled down to the clip threshold."""
+        return sum(i.clip_factor < 1.0 for i in self.merge.selection.included) if self.merge else 0
+
+    @property
+    def excluded(self) -> int:
+        """Updates the merge left out."""
+        return len(self.merge.selection.excluded) if self.merge else 0
+
+
+def island_key(index: int) -> str:
+    """Island ``index``'s hotkey in the merge (the merge sums in sorted-key order)."""
+    return f"island-{index:03d}"
+
+
+def start_swarm(first: TrainState, islands: int, *, exact: bool = False) -> Swarm:
+    """Round 0: every island in ``first``, zero outer momentum."""
+    params = first.params()
+    dtype = torch.float64 if exact else torch.float32
+    momentum = {k: torch.zeros_like(v, dtype=dtype) for k, v in params.items()}
+    return Swarm(tuple(first.clone() for _ in range(islands)), params, momentum)
+
+
+def merge_updates(
+    manifest: RunManifest,
+    start: Params,
+    momentum: Params,
+    updates: Sequence[bytes],
+    tokens: Sequence[int],
+    merges: Sequence[Selection] = (),
+) -> Combined:
+    """The aggregator's merge of island ``i``'s ``updates[i]`` (``tokens[i]`` verified
+    tokens), every island proven, after ``merges`` (newest first)."""
+    blobs = MemoryBlobs()
+    candidates = [
+        Candidate(hotkey=island_key(i), update_sha256=blobs.put(data, kind="update", round=0),
+                  tokens=t, update_bytes=len(data), seq=i)
+        for i, (data, t) in enumerate(zip(updates, tokens, strict=True))
+    ]  # fmt: skip
+    trust = Trust(proven_history(merges), [c.hotkey for c in candidates])
+    return combine(manifest, start, momentum, candidates, blobs.get, trust=trust)
+
+
+def received_model(manifest: RunManifest, start: Params, merged: Combined) -> tuple[Params, int]:
+    """(the model an island starts the next round from, the bytes it downloads)."""
+    blob = encode_model_blob(merged.params, manifest.model)
+    if merged.broadcast is None:
+        return merged.params, len(blob)
+    block = manifest.compression.block_size
+    _, params = rebuild_model(start, merged.broadcast, manifest.model, block, blob_hash(blob))
+    return params, len(merged.broadcast)
+
+
+def next_states(
+    manifest: RunManifest,
+    r: int,
+    starts: Sequence[TrainState],
+    ends: Sequence[TrainState],
+    merged: Params,
+) -> tuple[TrainState, ...]:
+    """Each island's start state of round ``r + 1``, per ``inner.state_policy``."""
+    if manifest.inner.state_policy == "reset":
+        cfg = island_train_config(manifest, r + 1)
+        first = reset_state(cfg.state_config(), merged, cfg.round_start_step(r + 1))
+        return tuple(first.clone() for _ in ends)
+    return tuple(
+        carry_state(end, start.params(), merged, manifest.compression)
+        for start, end in zip(starts, ends, strict=True)
+    )
+
+
+def exact_merge(
+    global_params: Params, momentum: Params, deltas: Sequence[Params], outer: OuterOptimSpec
+) -> tuple[Params, Params]:
+    """The ``none`` codec's merge: float64 mean of the exact deltas, Nesterov step in float64,
+    rounded once to float32 (momentum kept in float64)."""
+    new_params, new_m = {}, {}
+    coef = 1.0 / len(deltas)
+    for name, theta in global_params.items():
+        acc = torch.zeros_like(theta, dtype=torch.float64)
+        for d in deltas:
+            acc.add_(d[name].mul(coef))
+        p, new_m[name] = nesterov_step(theta.double(), acc, momentum[name], outer)
+        new_params[name] = p.float()
+    return new_params, new_m
+
+
+def _exact_round(
+    manifest: RunManifest, swarm: Swarm, ends: Sequence[TrainState], r: int
+) -> tuple[Swarm, RoundLog]:
+    deltas = [
+        {k: v.double() - e.params()[k].double() for k, v in s.params().items()}
+        for s, e in zip(swarm.states, ends, strict=True)
+    ]
+    params, momentum = exact_merge(swarm.params, swarm.momentum, deltas, manifest.outer)
+    p = sum(v.numel() for v in params.values())
+    blob = len(encode_model_blob(params, manifest.model))
+    states = next_states(manifest, r, swarm.states, ends, params)
+    log = RoundLog((), len(ends) * 4 * p, len(ends) * blob, None)
+    return Swarm(states, params, momentum, swarm.merges), log
+
+
+def diloco_round(
+    manifest: RunManifest,
+    swarm: Swarm,
+    samples: Sequence[Sequence[Sample]],
+    r: int,
+    *,
+    exact: bool = False,
+) -> tuple[Swarm, RoundLog]:
+    """Round ``r``: island ``i`` trains on ``samples[i]``, the aggregator merges, every
+    island receives the model and starts round ``r + 1`` (``exact``: the ``none`` codec)."""
+    cfg = island_train_config(manifest, r)
+    h = manifest.round.inner_steps
+    ends = [run_segment(s, cfg, x, h) for s, x in zip(swarm.states, samples, strict=True)]
+    if exact:
+        return _exact_round(manifest, swarm, ends, r)
+    comp = manifest.compression
+    updates = [
+        build_update(s.params(), e, comp).data for s, e in zip(swarm.states, ends, strict=True)
+    ]
+    tokens = [h * cfg.tokens_per_step] * len(ends)
+    merged = merge_updates(manifest, swarm.params, swarm.momentum, updates, tokens, swarm.merges)
+    params, received = received_model(manifest, swarm.params, merged)
+    log = RoundLog(tuple(updates), sum(len(u) for u in updates), len(ends) * received, merged)
+    states = next_states(manifest, r, swarm.states, ends, params)
+    return Swarm(states, params, merged.momentum, (merged.selection, *swarm.merges)), log
