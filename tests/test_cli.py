@@ -1,9 +1,15 @@
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from importlib.metadata import version
 
-from hypertrain.cli import GROUPS, _requested_group
+import pytest
+
+from hypertrain.cli import GROUPS, _requested_group, build_parser, main
+from hypertrain.miner.cli import build_parser as build_miner_parser
 
 
 def test_group_found_after_global_options() -> None:
@@ -27,3 +33,83 @@ def test_every_group_registers() -> None:
     assert out.returncode == 0
     for group in GROUPS:
         assert group in out.stdout
+
+
+def _commands(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """``parser`` and every subcommand parser under it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _commands(sub)
+
+
+CANONICAL = {"service_url": "--service-url", "relay_url": "--relay-url", "data_url": "--data-url"}
+# Commands still on the old spellings only, each with its reason (remove when switched).
+OLD_SPELLING_ONLY = {
+    "hypertrain aggregator": "aggregator/ was being changed elsewhere; it switches next",
+}
+
+
+@pytest.mark.parametrize("build", [build_parser, build_miner_parser])
+def test_one_spelling_per_url_flag(build: Callable[[], argparse.ArgumentParser]) -> None:
+    """The service's URL is --service-url and the relay's --relay-url wherever they are
+    taken; an old spelling is only an alias of those."""
+    seen = set()
+    for command in _commands(build()):
+        if any(command.prog.startswith(p) for p in OLD_SPELLING_ONLY):
+            continue
+        for action in command._actions:
+            old = set(action.option_strings) & {"--service", "--url", "--relay"}
+            if action.dest in CANONICAL or old:
+                assert action.option_strings[0] == CANONICAL.get(action.dest), (
+                    command.prog,
+                    action.option_strings,
+                )
+                seen.add(action.dest)
+    assert seen <= set(CANONICAL) and {"service_url", "relay_url"} <= seen
+
+
+def test_an_old_spelling_works_and_warns_once(capsys: pytest.CaptureFixture[str]) -> None:
+    url = "http://127.0.0.1:9"
+    for flag in ("--url", "--service", "--service-url"):
+        args = build_parser("challenge").parse_args(["challenge", "status", flag, url])
+        assert args.service_url == url
+        err = capsys.readouterr().err
+        if flag == "--service-url":
+            assert err == ""
+        else:
+            assert (
+                err == f"warning: {flag} is deprecated and goes in the next release:"
+                " use --service-url\n"
+            )
+    args = build_parser("relay").parse_args(["relay", "get", "ab", "--relay=" + url, "--out", "f"])
+    assert args.relay_url == url and capsys.readouterr().err.count("\n") == 1
+
+
+def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"hypertrain {version('hypertrain')}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (
+            ["relay", "get", "ab", "--out", "f", "--relay-url", "u", "--bogus"],
+            "hypertrain relay get",
+        ),
+        (["challenge", "status", "--wait", "x"], "hypertrain challenge status"),
+        (["protocol", "--bogus", "canon"], "hypertrain protocol"),
+        (["--bogus", "protocol", "canon", "f"], "hypertrain [-h]"),
+    ],
+)
+def test_a_usage_error_shows_the_usage_of_the_command_it_was_made_in(
+    argv: list[str], usage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.startswith(f"usage: {usage}"), err

@@ -3,6 +3,8 @@
 Each group lives in its package's ``cli`` module, which exposes
 ``register(subparsers)``; only the group being run is imported, so
 ``hypertrain protocol ...`` never loads torch. Logging is configured here, once.
+Every level's parser is a :class:`~hypertrain.protocol.cliargs.CommandParser`, so a
+usage error shows the usage of the subcommand it was made in.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import importlib
 import logging
 import sys
 from typing import Final
+
+from hypertrain.protocol.cliargs import CommandParser, add_version
 
 GROUPS: Final[dict[str, str]] = {
     "protocol": "hypertrain.protocol.cli",
@@ -32,9 +36,8 @@ GROUPS: Final[dict[str, str]] = {
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="hypertrain", description="Verifiable, permissionless pretraining."
-    )
+    parser = CommandParser(prog="hypertrain", description="Verifiable, permissionless pretraining.")
+    add_version(parser)
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )

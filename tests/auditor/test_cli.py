@@ -14,7 +14,7 @@ def test_help(capsys: pytest.CaptureFixture[str]) -> None:
         main(["auditor", "run", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for flag in ("--service", "--relay", "--key-file", "--worker-token-file", "--follow"):
+    for flag in ("--service-url", "--relay-url", "--key-file", "--worker-token-file", "--follow"):
         assert flag in out
 
 
@@ -22,9 +22,9 @@ def test_round_or_follow_required(tmp_path: Path, capsys: pytest.CaptureFixture[
     args = [
         "auditor",
         "run",
-        "--service",
+        "--service-url",
         "http://127.0.0.1:9",
-        "--relay",
+        "--relay-url",
         "http://127.0.0.1:9",
         "--run-id",
         "r",

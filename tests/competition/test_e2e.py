@@ -112,7 +112,7 @@ def test_competition_end_to_end(
         spec_file = tmp_path / "spec.json"
         spec_file.write_text(json.dumps(spec))
         created = subprocess.run(
-            [sys.executable, "-m", "hypertrain.cli", "competition", "create", "--service",
+            [sys.executable, "-m", "hypertrain.cli", "competition", "create", "--service-url",
              service, "--admin-token-file", str(secrets["admin"]),
              "--pool-dir", str(tmp_path / "secret" / "pool"), str(spec_file)],
             cwd=REPO, capture_output=True, text=True, timeout=120,
@@ -120,11 +120,18 @@ def test_competition_end_to_end(
         assert created.returncode == 0, created.stderr
 
         def common(name: str) -> list[str]:
-            return ["--service", service, "--competition", CID, "--key-file", str(keys[name][0])]
+            return [
+                "--service-url",
+                service,
+                "--competition",
+                CID,
+                "--key-file",
+                str(keys[name][0]),
+            ]
 
         first = _miner("commit", *common("incumbent"), "--model-dir", str(dirs["incumbent"]))
         _miner("upload", *common("incumbent"), "--model-dir", str(dirs["incumbent"]),
-               "--relay", relay)  # fmt: skip
+               "--relay-url", relay)  # fmt: skip
         _wait_round_after(service, first["commit_beacon_round"])
         with CompetitionClient(service) as client:  # the same calls, in this process
             for name in ("close", "better", "public", "hostile"):
@@ -136,7 +143,7 @@ def test_competition_end_to_end(
             upload_model(client, relay, keys["copier"][1], CID, copied)
 
         fleet.hypertrain(
-            "evaluator", "competition", "evaluate", "--service", service, "--competition", CID,
+            "evaluator", "competition", "evaluate", "--service-url", service, "--competition", CID,
             "--key-file", str(keys["evaluator"][0]),
             "--worker-token-file", str(secrets["worker"]),
             "--cache-dir", str(tmp_path / "cache"),
@@ -194,7 +201,7 @@ def test_competition_end_to_end(
             assert weights.get(keys[name][1].ss58_address, 0) < 0.05 * weights[better], weights
         assert keys["copier"][1].ss58_address not in weights
         leaderboard_cli = subprocess.run(
-            [sys.executable, "-m", "hypertrain.cli", "competition", "leaderboard", "--service",
+            [sys.executable, "-m", "hypertrain.cli", "competition", "leaderboard", "--service-url",
              service, "--competition", CID],
             cwd=REPO, capture_output=True, text=True, timeout=60,
         )  # fmt: skip

@@ -162,7 +162,7 @@ def test_create_run_prints_the_coordinator_and_next_steps(
     svc, manifest = live_service, _manifest_file(tmp_path)
     coord = tmp_path / "coord.ss58"
     code, out, err = _run(
-        capsys, "challenge", "create-run", "--url", svc.url, "--admin-token-file",
+        capsys, "challenge", "create-run", "--service-url", svc.url, "--admin-token-file",
         str(svc.admin_token), "--manifest", str(manifest), "--coordinator-out", str(coord),
     )  # fmt: skip
     assert code == 0, err
@@ -176,12 +176,12 @@ def test_create_run_prints_the_coordinator_and_next_steps(
     assert referee_note(1) == ""  # a manifest naming a referee gets no warning
     assert f"{svc.url}/dashboard/?run=run-1" in out
     code, out, err = _run(
-        capsys, "challenge", "create-run", "--url", svc.url, "--admin-token-file",
+        capsys, "challenge", "create-run", "--service-url", svc.url, "--admin-token-file",
         str(svc.admin_token), "--manifest", str(manifest),
     )  # fmt: skip
     assert code == 1 and err.startswith("error: the service refused (409")
     assert err.count("\n") == 1
-    code, out, _ = _run(capsys, "challenge", "status", "--url", svc.url)
+    code, out, _ = _run(capsys, "challenge", "status", "--service-url", svc.url)
     assert code == 0 and "is up" in out and "run-1" in out
 
 
@@ -193,7 +193,7 @@ def test_trainer_export_takes_the_served_manifest_envelope(
 
     svc = live_service
     manifest = str(_manifest_file(tmp_path))
-    create = ["challenge", "create-run", "--url", svc.url, "--manifest", manifest]
+    create = ["challenge", "create-run", "--service-url", svc.url, "--manifest", manifest]
     assert _run(capsys, *create, "--admin-token-file", str(svc.admin_token))[0] == 0
     envelope = tmp_path / "served.json"
     envelope.write_bytes(httpx.get(f"{svc.url}/v1/runs/run-1/manifest").content)
@@ -261,7 +261,7 @@ def test_a_down_or_wrong_service_is_one_clear_line(
         (_closed_port(), "cannot reach the service"),
         (wrong_service, "without JSON"),
     ):
-        code, _, err = _run(capsys, *filled, "--url", url)
+        code, _, err = _run(capsys, *filled, "--service-url", url)
         assert code == 1 and err.startswith("error: ") and expected in err, err
         assert err.count("\n") == 1 and "Traceback" not in err and "Expecting value" not in err
 
@@ -317,7 +317,7 @@ def test_open_round_and_check_selection_against_a_live_round(
     ``check-selection`` recomputes the published audit selection from public data."""
     svc = live_service
     code, _, err = _run(
-        capsys, "challenge", "create-run", "--url", svc.url, "--admin-token-file",
+        capsys, "challenge", "create-run", "--service-url", svc.url, "--admin-token-file",
         str(svc.admin_token), "--manifest", str(_manifest_file(tmp_path)),
     )  # fmt: skip
     assert code == 0, err
@@ -326,12 +326,12 @@ def test_open_round_and_check_selection_against_a_live_round(
         joined = httpx.post(f"{svc.url}/v1/join", json=signed(key, "join", join_body()))
         assert joined.status_code == 200 and joined.json()["admitted"], joined.text
     code, out, err = _run(
-        capsys, "challenge", "open-round", "--url", svc.url, "--run-id", "run-1",
+        capsys, "challenge", "open-round", "--service-url", svc.url, "--run-id", "run-1",
         "--admin-token-file", str(svc.admin_token), "--start-model-sha256", "ab" * 32,
         "--start-model-url", "http://relay/blobs/" + "ab" * 32,
     )  # fmt: skip
     assert code == 0 and out.startswith("opened round 0 of run-1") and "2 islands" in out, err
-    code, out, err = _run(capsys, "challenge", "check-selection", "--url", svc.url,
+    code, out, err = _run(capsys, "challenge", "check-selection", "--service-url", svc.url,
                           "--run-id", "run-1", "--round", "0")  # fmt: skip
     assert code == 1 and "no audit selection yet" in err
     for key in keys:
@@ -342,7 +342,7 @@ def test_open_round_and_check_selection_against_a_live_round(
     while httpx.get(f"{svc.url}/v1/runs/run-1/rounds").json()[0]["phase"] == "train":
         assert time.monotonic() < deadline, "the service never left the train phase"
         time.sleep(0.05)
-    code, out, err = _run(capsys, "challenge", "check-selection", "--url", svc.url,
+    code, out, err = _run(capsys, "challenge", "check-selection", "--service-url", svc.url,
                           "--run-id", "run-1", "--round", "0")  # fmt: skip
     assert code == 0 and "OK: published selection matches" in out, out + err
     db = sqlite3.connect(svc.state_dir / DB_NAME)  # a service that edits what it published
@@ -352,6 +352,6 @@ def test_open_round_and_check_selection_against_a_live_round(
     db.execute("UPDATE audits SET envelope = ? WHERE hotkey = ?", (json.dumps(forged), row[0]))
     db.commit()
     db.close()
-    code, out, err = _run(capsys, "challenge", "check-selection", "--url", svc.url,
+    code, out, err = _run(capsys, "challenge", "check-selection", "--service-url", svc.url,
                           "--run-id", "run-1", "--round", "0")  # fmt: skip
     assert code == 1 and "audit-assignment record does not verify" in err, out + err

@@ -33,7 +33,7 @@ def test_a_reveal_before_the_reveal_round_is_final_is_refused(
     honeypots = honeypot_list(hotkey, "bad-update")
     manifest = tmp_path / "run.json"
     manifest.write_text(json.dumps(committed(manifest_doc(), honeypots, reveal_round=0)))
-    argv = ["challenge", "create-run", "--url", live_service.url]
+    argv = ["challenge", "create-run", "--service-url", live_service.url]
     argv += ["--admin-token-file", str(live_service.admin_token), "--manifest", str(manifest)]
     assert main(argv) == 0
     token = live_service.admin_token.read_text().strip()

@@ -94,7 +94,7 @@ def test_status_is_not_fooled_by_whatever_holds_the_port(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
-        code, out, err = _run(capsys, "challenge", "status", "--url", url)
+        code, out, err = _run(capsys, "challenge", "status", "--service-url", url)
         assert code == 1 and "is up" not in out and "/version" in err, out + err
     finally:
         server.shutdown()
@@ -106,7 +106,7 @@ def test_status_with_a_ready_file_checks_the_serving_process(
 ) -> None:
     """Up only when the process that wrote the ready file is alive and bound that port."""
     ready = tmp_path / "ready.json"
-    status = ["challenge", "status", "--url", live_service.url, "--ready-file", str(ready)]
+    status = ["challenge", "status", "--service-url", live_service.url, "--ready-file", str(ready)]
     code, _, err = _run(capsys, *status)
     assert code == 1 and "was not written" in err and "port taken" in err, err
     dead = subprocess.run(["true"], check=True)  # a pid that has exited
@@ -127,13 +127,20 @@ def test_status_with_a_ready_file_checks_the_serving_process(
 def _create_run(svc: LiveService, tmp_path: Path) -> None:
     manifest = tmp_path / "run.json"
     manifest.write_text(json.dumps(manifest_doc()))
-    argv = ["challenge", "create-run", "--url", svc.url, "--admin-token-file", str(svc.admin_token)]
+    argv = [
+        "challenge",
+        "create-run",
+        "--service-url",
+        svc.url,
+        "--admin-token-file",
+        str(svc.admin_token),
+    ]
     assert main([*argv, "--manifest", str(manifest)]) == 0
 
 
 def _auditor(svc_url: str, relay: str, token: Path, key: Path, *extra: str) -> list[str]:
     return [
-        "auditor", "run", "--service", svc_url, "--relay", relay, "--run-id", "run-1",
+        "auditor", "run", "--service-url", svc_url, "--relay-url", relay, "--run-id", "run-1",
         "--key-file", str(key), "--worker-token-file", str(token),
         "--dataset-dir", "unused", "--round", "0", *extra,
     ]  # fmt: skip
@@ -189,7 +196,7 @@ def test_an_unreachable_service_is_named_by_its_host() -> None:
 def test_btcli_wallet_flags_name_the_same_key(tmp_path: Path) -> None:
     key = _new_key(tmp_path, "h1")
     wallets = str(tmp_path / "wallets")
-    common = ["--service", "s", "--relay", "r", "--run-id", "x", "--worker-token-file", "t",
+    common = ["--service-url", "s", "--relay-url", "r", "--run-id", "x", "--worker-token-file", "t",
               "--dataset-dir", "d", "--follow"]  # fmt: skip
     spellings = (
         ["--wallet.name", "w", "--wallet.hotkey", "h1", "--wallet.path", wallets],

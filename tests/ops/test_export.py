@@ -20,14 +20,14 @@ def test_a_run_without_a_merge_has_nothing_to_export(
 ) -> None:
     manifest = tmp_path / "run.json"
     manifest.write_text(json.dumps(manifest_doc()))
-    create = ["challenge", "create-run", "--url", live_service.url]
+    create = ["challenge", "create-run", "--service-url", live_service.url]
     assert main([*create, "--admin-token-file", str(live_service.admin_token),
                  "--manifest", str(manifest)]) == 0  # fmt: skip
     tokenizer = tmp_path / "tokenizer.json"
     tokenizer.write_text("{}")
     capsys.readouterr()
     out = str(tmp_path / "m")
-    code = main(["run", "export", "--service", live_service.url, "--relay", "http://127.0.0.1:1",
+    code = main(["run", "export", "--service-url", live_service.url, "--relay-url", "http://127.0.0.1:1",
                  "--run-id", "run-1", "--tokenizer", str(tokenizer), "--out", out])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 1 and "no merged model yet" in err and err.count("\n") == 1, err

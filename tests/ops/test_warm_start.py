@@ -100,7 +100,7 @@ def test_warm_start_errors_are_one_clear_line(
     assert code == 1 and "warm_start.steps" in err and err.count("\n") == 1
     code, _, err = _warm(capsys, "--manifest", str(path), "--run-id", "w1",
                          "--dataset-dir", str(small_dataset))  # fmt: skip
-    assert code == 1 and "--service" in err
+    assert code == 1 and "--service-url" in err
     (tmp_path / "w").mkdir()
     warm, _ = _init(tmp_path / "w", small_dataset)
     code, _, err = _warm(capsys, "--manifest", str(warm), "--dataset-dir", str(tmp_path), *out)
@@ -131,9 +131,9 @@ def test_the_service_check_reads_round_zeros_signed_record_and_fails_closed(
     before round 0 exists there is nothing to check, which is an error, not a pass."""
     svc = live_service
     path, _ = _init(tmp_path, small_dataset)
-    admin = ["--url", svc.url, "--admin-token-file", str(svc.admin_token)]
+    admin = ["--service-url", svc.url, "--admin-token-file", str(svc.admin_token)]
     assert main(["challenge", "create-run", *admin, "--manifest", str(path)]) == 0
-    base = ["--service", svc.url, "--run-id", "w1", "--dataset-dir", str(small_dataset)]
+    base = ["--service-url", svc.url, "--run-id", "w1", "--dataset-dir", str(small_dataset)]
     code, _, err = _warm(capsys, *base)
     assert code == 1 and "nothing to check" in err
     model = tmp_path / "genesis.model"

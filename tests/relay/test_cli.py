@@ -46,15 +46,15 @@ def test_put_and_get_commands(
     src.write_bytes(b"cli bytes" * 100)
     key_file = str(tmp_path / "hotkey")
     code = main([
-        "relay", "put", str(src), "--relay", relay.url, "--run-id", RUN_ID, "--round", "3",
+        "relay", "put", str(src), "--relay-url", relay.url, "--run-id", RUN_ID, "--round", "3",
         "--kind", "update", "--expiry-round", str(NOW_ROUND + 5), "--key-file", key_file,
     ])  # fmt: skip
     sha = capsys.readouterr().out.strip()
     assert code == 0 and sha == hashlib.sha256(src.read_bytes()).hexdigest()
     out = tmp_path / "copy.bin"
-    assert main(["relay", "get", sha, "--relay", relay.url, "--out", str(out)]) == 0
+    assert main(["relay", "get", sha, "--relay-url", relay.url, "--out", str(out)]) == 0
     assert out.read_bytes() == src.read_bytes()
-    assert main(["relay", "get", "0" * 64, "--relay", relay.url, "--out", str(out)]) == 1
+    assert main(["relay", "get", "0" * 64, "--relay-url", relay.url, "--out", str(out)]) == 1
     assert "not_found" in capsys.readouterr().err
 
 

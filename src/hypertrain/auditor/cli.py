@@ -20,6 +20,7 @@ from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round, emit_json, follow
 from hypertrain.evidence.verify import verify_manifest
+from hypertrain.protocol.cliargs import add_relay_url, add_service_url
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.relay.client import RelayClient
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
@@ -35,8 +36,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("auditor", help="replay sampled segments, post verdicts")
     sub = parser.add_subparsers(dest="auditor_command", metavar="COMMAND", required=True)
     run = sub.add_parser("run", help="audit one round (--round) or every round (--follow)")
-    run.add_argument("--service", required=True, help="challenge service base URL")
-    run.add_argument("--relay", required=True, help="relay base URL")
+    add_service_url(run, required=True)
+    add_relay_url(run, required=True)
     run.add_argument("--run-id", required=True, help="run to audit")
     add_wallet_flags(run, what="auditor hotkey")
     run.add_argument(
@@ -107,15 +108,17 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError("--standby re-audits as the run goes: give it with --follow")
     require_device(args.device)
     key = key_from_args(args)
-    service = ChallengeClient(args.service, worker_token=read_worker_token(args.worker_token_file))
-    preflight(service, args.relay, args.run_id)
+    service = ChallengeClient(
+        args.service_url, worker_token=read_worker_token(args.worker_token_file)
+    )
+    preflight(service, args.relay_url, args.run_id)
     manifest = verify_manifest(
         service.manifest_envelope(args.run_id), args.run_id, args.coordinator or None
     )
     det = manifest.determinism
     apply_profile(det)  # may re-execute this process with the run's CPU switches
     check_determinism(configure_determinism(det.num_threads, args.device, det.dtype), det)
-    with RelayClient(args.relay, key, args.run_id) as relay:
+    with RelayClient(args.relay_url, key, args.run_id) as relay:
         auditor = Auditor(service, relay, key, manifest, args.dataset_dir, device=args.device)
         emit_json("started", run_id=args.run_id, hotkey=key.ss58_address, standby=args.standby)
         try:

@@ -29,6 +29,7 @@ from hypertrain.api.models import (
 )
 from hypertrain.challenge.rounds.selection import select_audits
 from hypertrain.challenge.settings import read_token_file
+from hypertrain.protocol.cliargs import add_service_url
 from hypertrain.protocol.envelope import Envelope, open_envelope
 from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.listen import bind_listener, serve_asgi
@@ -49,6 +50,7 @@ _RUNS = TypeAdapter(list[RunListItem])
 _DETAIL = TypeAdapter(RoundDetail)
 _HONEYPOTS = TypeAdapter(HoneypotAnswer)
 _VERSION = TypeAdapter(VersionAnswer)
+LOCAL_SERVICE = "http://127.0.0.1:8000"
 
 
 def register(subparsers: Any) -> None:
@@ -86,13 +88,13 @@ def register(subparsers: Any) -> None:
     open_round.set_defaults(func=_open_round)
 
     check = sub.add_parser("check-selection", help="recompute a round's audit selection")
-    check.add_argument("--url", default="http://127.0.0.1:8000", help="service base URL")
+    add_service_url(check, default=LOCAL_SERVICE)
     check.add_argument("--run-id", required=True, help="the run")
     check.add_argument("--round", type=int, required=True, help="the round index")
     check.set_defaults(func=_check_selection)
 
     status = sub.add_parser("status", help="is the service up: beacon round, metagraph, runs")
-    status.add_argument("--url", default="http://127.0.0.1:8000", help="service base URL")
+    add_service_url(status, default=LOCAL_SERVICE)
     status.add_argument(
         "--wait-s", type=float, default=0.0, help="wait up to this long for it to answer"
     )
@@ -104,13 +106,13 @@ def register(subparsers: Any) -> None:
     status.set_defaults(func=_status)
 
     pots = sub.add_parser("honeypots", help="print the revealed honeypots' per-strategy table")
-    pots.add_argument("--url", default="http://127.0.0.1:8000", help="service base URL")
+    add_service_url(pots, default=LOCAL_SERVICE)
     pots.add_argument("--run-id", required=True, help="the run")
     pots.set_defaults(func=_honeypots)
 
 
 def _client_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default="http://127.0.0.1:8000", help="service base URL")
+    add_service_url(parser, default=LOCAL_SERVICE)
     parser.add_argument(
         "--admin-token-file", type=Path, required=True, help="file holding the admin token"
     )
@@ -193,7 +195,7 @@ def _admin_post(args: argparse.Namespace, path: str, body: dict[str, JsonValue])
     return typed(
         _ENVELOPE,
         "POST",
-        args.url.rstrip("/") + path,
+        args.service_url.rstrip("/") + path,
         json=body,
         headers={"Authorization": f"Bearer {token.reveal()}"},
     )
@@ -203,7 +205,7 @@ def _create_run(args: argparse.Namespace) -> int:
     manifest = manifest_document(args.manifest.read_bytes())
     envelope = _admin_post(args, "/admin/v1/runs", {"manifest": manifest})
     signed = _body(envelope, ManifestRecord).manifest
-    run_id, coordinator, base = signed.run_id, envelope.signer, args.url.rstrip("/")
+    run_id, coordinator, base = signed.run_id, envelope.signer, args.service_url.rstrip("/")
     if args.coordinator_out is not None:
         args.coordinator_out.write_text(coordinator + "\n", encoding="utf-8")
     steps = next_steps(base, run_id, coordinator, signed.data.dataset_root)
@@ -224,7 +226,7 @@ def next_steps(base: str, run_id: str, coordinator: str, dataset_root: str) -> s
         f"  2. publish the dataset (root {dataset_root[:16]}…):"
         " hypertrain data serve --dataset-dir DIR\n"
         "  3. start auditors (before islands join: a join waits for an auditor's check):"
-        f" hypertrain auditor run --follow --service {base} --run-id {run_id} ...\n"
+        f" hypertrain auditor run --follow --service-url {base} --run-id {run_id} ...\n"
         f"  4. islands join: hypertrain-miner join --service-url {base} --run-id {run_id}"
         f" --coordinator {coordinator} ...\n"
         f"  5. start the aggregator with the admin token; it publishes the genesis model and"
@@ -256,7 +258,7 @@ def _open_round(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    base = args.url.rstrip("/")
+    base = args.service_url.rstrip("/")
     deadline = time.monotonic() + args.wait_s
     while True:
         try:
@@ -313,7 +315,7 @@ def _check_ready(path: Path, base: str) -> None:
 
 
 def _check_selection(args: argparse.Namespace) -> int:
-    base = args.url.rstrip("/")
+    base = args.service_url.rstrip("/")
     manifest_env = call("GET", f"{base}/v1/runs/{args.run_id}/manifest")
     manifest = manifest_of(manifest_env)
     coordinator = _signer(manifest_env, "manifest", args.run_id)
@@ -369,7 +371,7 @@ _HONEYPOT_COLUMNS = (
 
 def _honeypots(args: argparse.Namespace) -> int:
     """Per strategy: rounds run, audited, caught, missed, false positives, disputes."""
-    url = f"{args.url.rstrip('/')}/v1/runs/{args.run_id}/honeypots"
+    url = f"{args.service_url.rstrip('/')}/v1/runs/{args.run_id}/honeypots"
     rows = typed(_HONEYPOTS, "GET", url).table
     cells = [{k: "-" if v is None else str(v) for k, v in r.model_dump().items()} for r in rows]
     lines = [_HONEYPOT_COLUMNS, *[tuple(c[name] for name in _HONEYPOT_COLUMNS) for c in cells]]

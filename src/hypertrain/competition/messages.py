@@ -201,7 +201,7 @@ class Leaderboard(_Body):
     competition_id: str
     spec_sha256: str
     latest_cycle: int | None
-    epsilon_now: float
+    epsilon_now: float  # the leader's advantage at the current round (decayed by its age)
     competitors: list[CompetitorPublic]
 
 

@@ -61,17 +61,20 @@ def decode_pool(text: str, spec: CompetitionSpec) -> npt.NDArray[np.uint32]:
     return samples
 
 
-def cycle_positions(spec: CompetitionSpec, key_hex: str, used: Iterable[int]) -> list[int]:
-    """Pool positions of a cycle: the keyed permutation's first pages among unused ones.
+def pool_spent(spec: CompetitionSpec, used: Iterable[int]) -> bool:
+    """Fewer than ``pages_per_eval`` unrevealed samples remain: no further cycle can open
+    (the operator creates a new competition with a fresh pool). Once true, always true."""
+    return spec.data.pool_count - len(set(used)) < spec.data.pages_per_eval
 
-    Empty when fewer than ``pages_per_eval`` unrevealed samples remain (the pool is
-    spent; the operator creates a new competition with a fresh pool).
-    """
+
+def cycle_positions(spec: CompetitionSpec, key_hex: str, used: Iterable[int]) -> list[int]:
+    """Pool positions of a cycle: the keyed permutation's first pages among unused ones;
+    empty when the pool is spent (:func:`pool_spent`)."""
     revealed = set(used)
+    if pool_spent(spec, revealed):
+        return []
     remaining = [p for p in range(spec.data.pool_count) if p not in revealed]
     count = spec.data.pages_per_eval
-    if len(remaining) < count:
-        return []
     order = Permutation(bytes.fromhex(key_hex), len(remaining)).range(0, count)
     return [remaining[int(i)] for i in order]
 

@@ -23,6 +23,7 @@ from hypertrain.data.prepare import DEFAULT_SAMPLES_PER_SHARD, PrepareOptions, p
 from hypertrain.data.scores import ScoreFilter
 from hypertrain.data.tokenizer import load_tokenizer, train_tokenizer, write_tokenizer
 from hypertrain.protocol.canonical import canonical_bytes, parse_json
+from hypertrain.protocol.cliargs import add_data_url
 from hypertrain.protocol.listen import ensure_port_free
 
 
@@ -50,7 +51,7 @@ def _add_publish(sub: Any) -> None:
     serve.add_argument("--ready-file", type=Path, help="write {url, dataset_root} here once up")
     serve.set_defaults(func=_serve)
     fetch = sub.add_parser("fetch", help="download a published dataset and check its root")
-    fetch.add_argument("--url", required=True, help="where the dataset is served")
+    add_data_url(fetch, required=True)
     pin = fetch.add_mutually_exclusive_group(required=True)
     pin.add_argument("--dataset-root", help="the root the run manifest pins")
     pin.add_argument("--manifest-url", help="take the root from this signed run manifest")
@@ -86,7 +87,7 @@ def _fetch(args: argparse.Namespace) -> int:
         from hypertrain.data.publish import pinned_by_manifest
 
         root, descriptor_sha = pinned_by_manifest(args.manifest_url, args.coordinator)
-    ds = fetch_dataset(args.url, args.out, dataset_root=root, descriptor_sha256=descriptor_sha)
+    ds = fetch_dataset(args.data_url, args.out, dataset_root=root, descriptor_sha256=descriptor_sha)
     sys.stdout.write(f"OK: {ds.sample_count} samples under root {ds.descriptor.dataset_root}\n")
     return 0
 

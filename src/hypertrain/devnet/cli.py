@@ -9,6 +9,7 @@ from types import FrameType
 from typing import Any
 
 from hypertrain.devnet.config import (
+    DEFAULT_PORT,
     HONEST_ROUNDS,
     HONEYPOT_STRATEGIES,
     PRESETS,
@@ -49,8 +50,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--port",
         type=int,
-        default=8000,
-        help="service/dashboard port (default 8000; 0 = any free port)",
+        help=f"service/dashboard port (default {DEFAULT_PORT}, or any free port when it is"
+        " taken; 0 = any free port; a port given here that is taken is an error)",
     )
     p.add_argument(
         "--warm-start-percent", type=int, default=WARM_START_PERCENT,

@@ -10,6 +10,9 @@ from hypertrain.devnet.errors import DevnetError
 from hypertrain.protocol.recipe import WARM_START_PERCENT, warm_start_steps
 
 PRESETS: Final = ("proxy", "tiny", "proxy-moe", "tiny-moe")
+# The service's port unless --port names one: when it is taken, any free port is used
+# (and the address printed); an explicit --port that is taken is an error.
+DEFAULT_PORT: Final = 8000
 MAX_ISLANDS: Final = 8
 MICRO_BATCH_SIZE: Final = 2
 AUDIT_SEGMENTS: Final = 2  # random segments per audit; the final one is always added
@@ -65,7 +68,7 @@ class DevnetConfig:
     preset: str = "proxy"
     seq_len: int = 64
     vocab_size: int = 1024
-    port: int = 8000
+    port: int | None = None  # None: DEFAULT_PORT, or any free port when that is taken
     state_dir: Path = Path(".devnet")
     cache_dir: Path = Path(".cache/devnet")
     corpus: tuple[Path, ...] = ()
@@ -97,7 +100,7 @@ class DevnetConfig:
             )
         if self.preset not in PRESETS:
             raise DevnetError(f"--preset {self.preset!r} is not one of {', '.join(PRESETS)}")
-        if not 0 <= self.port <= 65535:
+        if self.port is not None and not 0 <= self.port <= 65535:
             raise DevnetError(f"--port {self.port} is not a TCP port (0 picks a free one)")
         if self.seq_len < 8 or self.vocab_size < 300:
             raise DevnetError("--seq-len must be >= 8 and --vocab-size >= 300")

@@ -2,12 +2,15 @@
 
 The service and the relay never bind a port themselves: the devnet binds it (port 0 for
 any free one), hands the listening socket over (``--fd``) and closes its own copy, so no
-other process can take the port between choosing it and serving on it.
+other process can take the port between choosing it and serving on it. The service takes
+the port ``--port`` names; without one, ``DEFAULT_PORT`` or, when something else holds
+that, any free port (the address is logged, and printed again with the dashboard's).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 from dataclasses import dataclass
@@ -15,11 +18,13 @@ from pathlib import Path
 
 import httpx
 
+from hypertrain.devnet.config import DEFAULT_PORT
 from hypertrain.devnet.errors import DevnetError
 from hypertrain.devnet.keys import Secrets
 from hypertrain.devnet.procs import Child, Supervisor, hypertrain_cmd
 
 HOST = "127.0.0.1"
+log = logging.getLogger(__name__)
 
 
 def listen(port: int = 0) -> socket.socket:
@@ -37,10 +42,25 @@ def listen(port: int = 0) -> socket.socket:
     return sock
 
 
-def _start_server(sup: Supervisor, name: str, argv: list[str], port: int,
+def listen_for_service(port: int | None, preferred: int = DEFAULT_PORT) -> socket.socket:
+    """The service's socket: on ``port`` when one is given (taken: an error naming
+    ``--port 0``), else on ``preferred``, or on any free port when that is taken."""
+    if port is not None:
+        return listen(port)
+    try:
+        return listen(preferred)
+    except DevnetError as exc:
+        sock = listen(0)
+        log.warning("port %d is taken (%s): the service listens on http://%s:%d instead",
+                    preferred, exc.__cause__, HOST, sock.getsockname()[1])  # fmt: skip
+        return sock
+
+
+def _start_server(sup: Supervisor, name: str, argv: list[str], sock: socket.socket,
                   env: dict[str, str] | None = None) -> tuple[Child, str]:  # fmt: skip
-    """Start a server child on a socket bound here; return it and its base URL."""
-    with listen(port) as sock:
+    """Start a server child on ``sock`` (closed here once handed over); return it and its
+    base URL."""
+    with sock:
         fd = sock.fileno()
         child = sup.start(name, hypertrain_cmd(*argv, "--fd", str(fd)), env, pass_fds=(fd,))
         return child, f"http://{HOST}:{sock.getsockname()[1]}"
@@ -93,8 +113,9 @@ def start_beacon(sup: Supervisor, directory: Path, period_s: int) -> Beacon:
 
 
 def start_service(
-    sup: Supervisor, directory: Path, port: int, secrets: Secrets, beacon: Beacon
+    sup: Supervisor, directory: Path, port: int | None, secrets: Secrets, beacon: Beacon
 ) -> str:
+    """The challenge service on ``port`` (None: see :func:`listen_for_service`); its URL."""
     jurors = [j.ss58 for j in secrets.jurors]
     workers = ",".join((secrets.auditor.ss58, secrets.aggregator.ss58, *jurors))
     env = {
@@ -117,7 +138,9 @@ def start_service(
     }
     if jurors:  # they re-audit only: the audit phase's early close does not wait for them
         env["HYPERTRAIN_STANDBY_HOTKEYS"] = ",".join(jurors)
-    child, url = _start_server(sup, "service", ["challenge", "serve"], port, env)
+    child, url = _start_server(
+        sup, "service", ["challenge", "serve"], listen_for_service(port), env
+    )
     wait_http(f"{url}/health", child)
     return url
 
@@ -138,6 +161,6 @@ def start_relay(
         *("--beacon-genesis-unix", str(beacon.genesis_unix)),
         *("--beacon-period-s", str(beacon.period_s)),
     ]
-    child, url = _start_server(sup, "relay", argv, 0)
+    child, url = _start_server(sup, "relay", argv, listen(0))
     wait_http(f"{url}/healthz", child)
     return url

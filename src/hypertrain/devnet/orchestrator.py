@@ -30,6 +30,7 @@ from hypertrain.devnet import (
     evaluate,
     honeypots,
     keys,
+    lock,
     network,
     prep,
     report,
@@ -314,9 +315,17 @@ def island_utilisation(net: Devnet) -> dict[str, Any]:
 
 
 def run_devnet(cfg: DevnetConfig, console: Console | None = None) -> int:
-    """The whole devnet; returns the exit code (0 = every round done and reported)."""
+    """The whole devnet; returns the exit code (0 = every round done and reported).
+
+    It holds its state directory's lock from before ``state/`` is cleared until after it
+    is removed (:mod:`hypertrain.devnet.lock`): a second devnet on the same
+    ``--state-dir`` fails at once, naming this one's pid, and touches nothing."""
+    with lock.state_lock(cfg.state_dir):
+        return _run_locked(cfg, console or Console())
+
+
+def _run_locked(cfg: DevnetConfig, console: Console) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    console = console or Console()
     state = cfg.state_dir / "state"
     shutil.rmtree(state, ignore_errors=True)
     net = Devnet(cfg, console, Supervisor(state / "logs"), state)

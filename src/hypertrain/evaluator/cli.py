@@ -17,6 +17,7 @@ from hypertrain.api.errors import ServiceError
 from hypertrain.competition.messages import Leaderboard
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.evaluator import spec_init
+from hypertrain.protocol.cliargs import add_service_url
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 
 
@@ -24,7 +25,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("competition", help="competition mode: create, evaluate, read")
     sub = parser.add_subparsers(dest="competition_command", metavar="COMMAND", required=True)
     create = sub.add_parser("create", help="create a competition from a spec JSON file")
-    create.add_argument("--service", required=True, help="challenge service base URL")
+    add_service_url(create, required=True)
     create.add_argument("--admin-token-file", type=Path, required=True, help="admin token file")
     create.add_argument(
         "--pool-dir", type=Path, required=True,
@@ -35,13 +36,13 @@ def register(subparsers: Any) -> None:
     create.set_defaults(func=_create)
 
     board = sub.add_parser("leaderboard", help="table of models, commit round, loss, weight")
-    board.add_argument("--service", required=True, help="challenge service base URL")
+    add_service_url(board, required=True)
     board.add_argument("--competition", required=True, help="competition id")
     board.add_argument("--json", action="store_true", help="print the JSON answer instead")
     board.set_defaults(func=_leaderboard)
 
     ev = sub.add_parser("evaluate", help="score the open cycle's models (worker)")
-    ev.add_argument("--service", required=True, help="challenge service base URL")
+    add_service_url(ev, required=True)
     ev.add_argument("--competition", required=True, help="competition id")
     add_wallet_flags(ev, what="evaluator hotkey")
     ev.add_argument("--worker-token-file", type=Path, required=True, help="worker token file")
@@ -91,7 +92,7 @@ def _create(args: argparse.Namespace) -> int:
 
     spec = json.loads(args.spec.read_text(encoding="utf-8"))
     spec, pool = load_pool(spec, args.pool_dir)
-    with CompetitionClient(args.service, admin_token=_read_token(args.admin_token_file)) as c:
+    with CompetitionClient(args.service_url, admin_token=_read_token(args.admin_token_file)) as c:
         created = c.create_competition(spec, pool)
     sys.stdout.write(created.model_dump_json(exclude={"spec_envelope"}) + "\n")
     return 0
@@ -116,7 +117,7 @@ def format_leaderboard(board: Leaderboard) -> str:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    with CompetitionClient(args.service) as client:
+    with CompetitionClient(args.service_url) as client:
         board = client.leaderboard(args.competition)
     sys.stdout.write(board.model_dump_json() + "\n" if args.json else format_leaderboard(board))
     return 0
@@ -134,7 +135,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from hypertrain.evaluator.scorer import determinism_sha256, prepare
 
     key = key_from_args(args)
-    client = CompetitionClient(args.service, worker_token=_read_token(args.worker_token_file))
+    client = CompetitionClient(args.service_url, worker_token=_read_token(args.worker_token_file))
     try:
         spec = client.competition(args.competition)
         preflight(client, spec, key.ss58_address)

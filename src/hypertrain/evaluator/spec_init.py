@@ -109,7 +109,7 @@ def _init(args: argparse.Namespace) -> int:
     who = ", ".join(doc["evaluators"]) or "the service's HYPERTRAIN_EVALUATOR_HOTKEYS"
     sys.stdout.write(
         f"wrote {args.out}: competition {args.competition_id}, evaluators {who}\n"
-        f"create it with: hypertrain competition create --service URL"
+        f"create it with: hypertrain competition create --service-url URL"
         f" --admin-token-file FILE --pool-dir POOL {args.out}\n"
     )
     return 0

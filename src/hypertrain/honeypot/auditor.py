@@ -18,6 +18,7 @@ from hypertrain.api.client import ChallengeClient
 from hypertrain.auditor.replay import AuditOutcome
 from hypertrain.auditor.runner import Auditor, RoundRecords, emit_json, follow
 from hypertrain.evidence.verify import verify_manifest
+from hypertrain.protocol.cliargs import add_relay_url, add_service_url
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.protocol.messages import AuditAssignment
 from hypertrain.relay.client import RelayClient
@@ -45,7 +46,9 @@ class LyingAuditor(Auditor):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hypertrain.honeypot.auditor")
-    for flag in ("--service", "--relay", "--run-id", "--key-file", "--worker-token-file"):
+    add_service_url(parser, required=True)
+    add_relay_url(parser, required=True)
+    for flag in ("--run-id", "--key-file", "--worker-token-file"):
         parser.add_argument(flag, required=True)
     parser.add_argument("--dataset-dir", required=True, help="prepared dataset dir")
     parser.add_argument("--coordinator", default="", help="pinned coordinator SS58")
@@ -56,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     token = Path(args.worker_token_file).read_text(encoding="utf-8").strip()
-    service = ChallengeClient(args.service, worker_token=token)
+    service = ChallengeClient(args.service_url, worker_token=token)
     manifest = verify_manifest(
         service.manifest_envelope(args.run_id), args.run_id, args.coordinator or None
     )
@@ -64,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     apply_profile(det)  # may re-execute this process with the run's CPU switches
     check_determinism(configure_determinism(det.num_threads, "cpu", det.dtype), det)
     key = load_key_file(Path(args.key_file))
-    with RelayClient(args.relay, key, args.run_id) as relay:
+    with RelayClient(args.relay_url, key, args.run_id) as relay:
         auditor = LyingAuditor(
             service,
             relay,

@@ -11,13 +11,26 @@ from pathlib import Path
 from hypertrain.miner import actions, compete
 from hypertrain.miner.config import FLAGS
 from hypertrain.miner.hooks import HooksFor, honest
+from hypertrain.protocol.cliargs import (
+    CommandParser,
+    add_relay_url,
+    add_service_url,
+    add_version,
+    usage_error,
+)
 from hypertrain.protocol.keyargs import WALLET_FLAGS, WALLET_HELP
-from hypertrain.trainer.device import require_device
+from hypertrain.trainer.device import DeviceError, require_device
+
+# settings whose flag is one of the shared spellings (hypertrain.protocol.cliargs)
+_URL_FLAGS = {"service_url": add_service_url, "relay_url": add_relay_url}
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="miner.toml (flags override it)")
     for name, text in FLAGS:
+        if name in _URL_FLAGS:
+            _URL_FLAGS[name](parser, text)
+            continue
         # the wallet settings also take btcli's spelling (--wallet.name, ...): one list
         flags = WALLET_FLAGS.get(name, ("--" + name.replace("_", "-"),))
         parser.add_argument(*flags, dest=name, help=WALLET_HELP.get(name, text))
@@ -25,9 +38,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def build_parser(hooks: HooksFor = honest) -> argparse.ArgumentParser:
     """The miner's parser; ``run`` and ``watch`` compute rounds with ``hooks``."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="hypertrain-miner", description="Run a Hypertrain island: train, commit, serve audits."
     )
+    add_version(parser)
     parser.add_argument("--log-level", default="WARNING", help="Python logging level")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     check = sub.add_parser("selfcheck", help="admission workload on every local device (table)")
@@ -81,9 +95,12 @@ def main(argv: list[str] | None = None, hooks: HooksFor = honest) -> int:
     logging.basicConfig(
         level=str(args.log_level).upper(), format="%(levelname)s %(name)s: %(message)s"
     )
-    try:
-        if getattr(args, "device", None):
+    if getattr(args, "device", None):
+        try:
             require_device(args.device)
+        except DeviceError as exc:  # a flag this machine cannot honour: the command's usage
+            usage_error(args, str(exc))
+    try:
         return int(args.func(args))
     except (ValueError, OSError) as exc:
         sys.stderr.write(f"error: {exc}\n")

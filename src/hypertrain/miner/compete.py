@@ -29,6 +29,7 @@ from hypertrain.competition.messages import (
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.competition.submission import commitment, list_directory, model_hash
 from hypertrain.miner.errors import MinerError
+from hypertrain.protocol.cliargs import add_relay_url, add_service_url
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
@@ -46,13 +47,13 @@ def register(sub: Any) -> None:
         ("status", "this hotkey's submissions on the leaderboard", _status),
     ):
         cmd = cmds.add_parser(name, help=text)
-        cmd.add_argument("--service", required=True, help="challenge service base URL")
+        add_service_url(cmd, required=True)
         cmd.add_argument("--competition", required=True, help="competition id")
         add_wallet_flags(cmd)
         if name != "status":
             cmd.add_argument("--model-dir", type=Path, required=True, help="model directory")
         if name == "upload":
-            cmd.add_argument("--relay", required=True, help="relay base URL")
+            add_relay_url(cmd, required=True)
         cmd.set_defaults(func=func)
 
 
@@ -124,17 +125,17 @@ def _past_commit_round(
 
 
 def _commit(args: argparse.Namespace) -> int:
-    with CompetitionClient(args.service) as client:
+    with CompetitionClient(args.service_url) as client:
         sha, answer = commit_model(client, _key(args), args.competition, args.model_dir)
         _print({**answer.model_dump(), "model_sha256": sha})
     return 0
 
 
 def _upload(args: argparse.Namespace) -> int:
-    with CompetitionClient(args.service) as client:
+    with CompetitionClient(args.service_url) as client:
         _print(
             upload_model(
-                client, args.relay, _key(args), args.competition, args.model_dir
+                client, args.relay_url, _key(args), args.competition, args.model_dir
             ).model_dump()
         )
     return 0
@@ -142,7 +143,7 @@ def _upload(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     hotkey = _key(args).ss58_address
-    with CompetitionClient(args.service) as client:
+    with CompetitionClient(args.service_url) as client:
         board = client.leaderboard(args.competition)
     mine = [c.model_dump() for c in board.competitors if c.hotkey == hotkey]
     _print({"competition": args.competition, "hotkey": hotkey, "submissions": mine})

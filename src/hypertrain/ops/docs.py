@@ -4,7 +4,8 @@ Two parts of the documentation are written by this module and never by hand:
 
 * ``docs/schemas/<domain>.schema.json``: the JSON Schema of every signed message body
   (the protocol's domains, the dispute game's and the competition's), the envelope,
-  the run manifest and the competition spec, from their pydantic models;
+  the run manifest and the competition spec, from their pydantic models (the files
+  ``python -m hypertrain.ops.schemas DIR`` writes);
 * the route index at the end of ``docs/challenge-routes.md``: every route the challenge
   service's app serves, with its auth, body, answer model and the first paragraph of
   its docstring, between two marker lines (the prose above them is hand-written).
@@ -27,19 +28,8 @@ from typing import Any, Final
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from pydantic import BaseModel
 
-from hypertrain.competition.messages import (
-    COMMIT_DOMAIN,
-    REVEAL_DOMAIN,
-    SCORE_DOMAIN,
-    CompeteCommit,
-    CompeteReveal,
-    CompeteScore,
-)
-from hypertrain.competition.spec import CompetitionSpec
-from hypertrain.dispute.messages import DOMAINS as DISPUTE_DOMAINS
-from hypertrain.protocol.schema import base_models, schema_texts
+from hypertrain.ops.schemas import schema_files, write_schemas
 
 ROOT: Final = Path("docs")
 ROUTES_DOC: Final = "challenge-routes.md"
@@ -50,15 +40,6 @@ _AUTH: Final = {
     "require_worker": "worker token",
     "require_internal": "internal token",
 }
-
-
-def schema_models() -> dict[str, type[BaseModel]]:
-    """Every documented wire model by schema name (the envelope domain where it has one)."""
-    models = base_models()
-    models.update(DISPUTE_DOMAINS)
-    models.update({COMMIT_DOMAIN: CompeteCommit, REVEAL_DOMAIN: CompeteReveal})
-    models.update({SCORE_DOMAIN: CompeteScore, "competition-spec": CompetitionSpec})
-    return models
 
 
 def service_app() -> FastAPI:
@@ -166,11 +147,17 @@ def routes_doc(current: str, block: str) -> str:
     return current.rstrip("\n") + "\n\n" + block
 
 
+def routes_file(root: Path) -> tuple[Path, str]:
+    """The route index document under ``root`` and the text it must hold."""
+    doc = root / ROUTES_DOC
+    return doc, routes_doc(doc.read_text(encoding="utf-8"), routes_block(service_app()))
+
+
 def expected_files(root: Path) -> dict[Path, str]:
     """Every generated file under ``root`` with the text it must hold."""
-    files = {root / "schemas" / name: text for name, text in schema_texts(schema_models()).items()}
-    doc = root / ROUTES_DOC
-    files[doc] = routes_doc(doc.read_text(encoding="utf-8"), routes_block(service_app()))
+    files = {root / "schemas" / name: text for name, text in schema_files().items()}
+    doc, text = routes_file(root)
+    files[doc] = text
     return files
 
 
@@ -183,15 +170,16 @@ def stale(root: Path) -> list[str]:
 
 
 def write(root: Path) -> list[Path]:
-    """Write every generated file; remove schemas no model produces any more."""
-    files = expected_files(root)
+    """Write every generated file (the schemas as ``python -m hypertrain.ops.schemas``
+    does); remove schemas no model produces any more."""
+    doc, text = routes_file(root)
+    current = set(schema_files())
     for path in (root / "schemas").glob("*.schema.json"):
-        if path not in files:
+        if path.name not in current:
             path.unlink()
-    for path, text in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return sorted(files)
+    written = write_schemas(root / "schemas")
+    doc.write_text(text, encoding="utf-8")
+    return sorted([*written, doc])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.ops.manifest import RunOptions, build_manifest, commented
+from hypertrain.protocol.cliargs import add_relay_url, add_service_url
 from hypertrain.trainer.presets import PRESETS
 
 # (flag, RunOptions field, help) of the integer settings, in the order --help lists them
@@ -109,21 +110,22 @@ def register(subparsers: Any) -> None:
     )
     source = warm.add_mutually_exclusive_group(required=True)
     source.add_argument("--manifest", type=Path, help="the run's manifest file (run init's)")
-    source.add_argument("--service", help="challenge service base URL: the served manifest")
-    warm.add_argument("--run-id", help="the run (with --service)")
-    warm.add_argument("--coordinator", help="pinned coordinator SS58 (with --service)")
+    add_service_url(source, "challenge service base URL: the served manifest")
+    warm.add_argument("--run-id", help="the run (with --service-url)")
+    warm.add_argument("--coordinator", help="pinned coordinator SS58 (with --service-url)")
     warm.add_argument("--dataset-dir", type=Path, required=True, help="the run's dataset dir")
     warm.add_argument("--out", type=Path, help="write round 0's model blob here")
     warm.add_argument("--expect-sha256", help="refuse (exit 1) a model other than this one"
-                      " (with --service it defaults to round 0's signed start model)")  # fmt: skip
+                      " (with --service-url it defaults to round 0's signed start"
+                      " model)")  # fmt: skip
     warm.add_argument("--device", default="cpu", help="device to train on (default cpu)")
     warm.set_defaults(func=_warm_start)
 
     exp = sub.add_parser(
         "export", help="the newest merged model with its tokenizer, as a Llama directory"
     )
-    exp.add_argument("--service", required=True, help="challenge service base URL")
-    exp.add_argument("--relay", required=True, help="relay base URL (where the model is)")
+    add_service_url(exp, required=True)
+    add_relay_url(exp, "relay base URL (where the model is)", required=True)
     exp.add_argument("--run-id", required=True, help="the run")
     exp.add_argument("--tokenizer", type=Path, required=True,
                      help="the run's tokenizer.json (DATASET/tokenizer.json)")  # fmt: skip
@@ -136,7 +138,7 @@ def _export(args: argparse.Namespace) -> int:
     from hypertrain.ops.export import export_run
 
     done = export_run(
-        args.service, args.relay, args.run_id, args.tokenizer, args.out, args.coordinator
+        args.service_url, args.relay_url, args.run_id, args.tokenizer, args.out, args.coordinator
     )
     sys.stdout.write(
         f"exported round {done.round} of {done.run_id} (model {done.model_sha256[:16]}…)"
@@ -152,7 +154,7 @@ def _warm_start(args: argparse.Namespace) -> int:
 
     manifest, expect = warm_start_inputs(
         manifest_file=args.manifest,
-        service_url=args.service,
+        service_url=args.service_url,
         run_id=args.run_id,
         coordinator=args.coordinator,
         expect_sha256=args.expect_sha256,
@@ -219,7 +221,7 @@ def _init(args: argparse.Namespace) -> int:
     sys.stdout.write(
         f"wrote {args.out}: run {doc['run_id']}, preset {doc['model']['preset']},"
         f" dataset root {data['dataset_root']}\n"
-        f"next: hypertrain challenge create-run --url URL --admin-token-file FILE"
+        f"next: hypertrain challenge create-run --service-url URL --admin-token-file FILE"
         f" --manifest {args.out}\n"
     )
     return 0

@@ -2,7 +2,7 @@
 
 The operator runs it before round 0 and gives the file it writes to the aggregator
 (``--genesis-model``); anyone holding the run's dataset runs it to check that round 0's
-published model is the warm start's (``--expect-sha256``, or ``--service``: the start
+published model is the warm start's (``--expect-sha256``, or ``--service-url``: the start
 model the coordinator signed in round 0's round-open record). It runs under the
 manifest's determinism record, as a replay does, so the bytes are the ones every machine
 of the run's device class computes. It fails closed: a run it can neither write nor
@@ -53,11 +53,11 @@ def warm_start_inputs(
         raise ValueError(f"--expect-sha256 must be 64 lowercase hex digits, got {expect_sha256!r}")
     if manifest_file is not None:
         if run_id or coordinator:
-            raise ValueError("--run-id and --coordinator go with --service, not --manifest")
+            raise ValueError("--run-id and --coordinator go with --service-url, not --manifest")
         manifest, expect = read_manifest(manifest_file), expect_sha256
     else:
         if not service_url or not run_id:
-            raise ValueError("--service needs --run-id")
+            raise ValueError("--service-url needs --run-id")
         service = ChallengeClient(service_url)
         manifest = verify_manifest(service.manifest_envelope(run_id), run_id, coordinator)
         expect = expect_sha256 or published_start_model(service, manifest)

@@ -2,7 +2,7 @@
 
 ``DOMAINS`` maps each envelope domain to its body model; services look the model
 up there, so a message kind and its schema are defined exactly once.
-JSON Schemas are generated from these models (``python -m hypertrain.protocol.schema``).
+JSON Schemas are generated from these models (``python -m hypertrain.ops.schemas DIR``).
 """
 
 from __future__ import annotations

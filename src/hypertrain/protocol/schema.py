@@ -1,21 +1,27 @@
-"""Regenerate the JSON Schemas of every wire message: ``python -m hypertrain.protocol.schema DIR``.
+"""The JSON Schemas of the protocol's own wire messages, as text.
 
-One file per envelope domain (``<domain>.schema.json``) plus the envelope itself and
-the run manifest. ``make docs`` (``hypertrain.ops.docs``) writes these together with
-the dispute and competition schemas and the route index; a test fails on drift.
+One schema per envelope domain (``<domain>.schema.json``) plus the envelope itself and
+the run manifest. The command that writes every wire message's schema, these together
+with the dispute and competition ones, is ``python -m hypertrain.ops.schemas DIR``
+(``make docs`` writes the same set into docs/schemas; a test fails on drift): it lives
+above this layer, which cannot import the dispute and competition models.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from pydantic import BaseModel
 
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import DOMAINS
+
+MOVED = (
+    "the schemas are written by `python -m hypertrain.ops.schemas DIR` (every wire"
+    " message's, the set `make docs` writes)"
+)
 
 
 def base_models() -> dict[str, type[BaseModel]]:
@@ -34,29 +40,10 @@ def schema_texts(models: dict[str, type[BaseModel]]) -> dict[str, str]:
     }
 
 
-def all_schemas() -> dict[str, str]:
-    """The protocol's schemas (``make docs`` adds the dispute and competition ones)."""
-    return schema_texts(base_models())
-
-
-def write_schemas(directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in all_schemas().items():
-        path = directory / name
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        sys.stderr.write("usage: python -m hypertrain.protocol.schema OUTPUT_DIR\n")
-        return 2
-    for path in write_schemas(Path(args[0])):
-        sys.stdout.write(f"wrote {path}\n")
-    return 0
+    """The command this module used to be: it wrote only the protocol's part of the set."""
+    sys.stderr.write(f"error: {MOVED}\n")
+    return 2
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from typing import Any
 
 from hypertrain.api.client import ChallengeClient
 from hypertrain.evidence.verify import verify_manifest
+from hypertrain.protocol.cliargs import add_service_url
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.referee.worker import Referee, emit_json, serve
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
@@ -18,7 +19,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("referee", help="rule on contested operations of disputes")
     sub = parser.add_subparsers(dest="referee_command", metavar="COMMAND", required=True)
     run = sub.add_parser("serve", help="poll the service and rule on every contested operation")
-    run.add_argument("--service", required=True, help="challenge service base URL")
+    add_service_url(run, required=True)
     run.add_argument("--run-id", required=True, help="run whose disputes to rule on")
     add_wallet_flags(run, what="referee hotkey")
     run.add_argument("--coordinator", default="", help="pinned coordinator SS58 (recommended)")
@@ -30,7 +31,7 @@ def register(subparsers: Any) -> None:
 def _serve(args: argparse.Namespace) -> int:
     key = key_from_args(args)
     require_device(args.device)
-    service = ChallengeClient(args.service)
+    service = ChallengeClient(args.service_url)
     manifest = verify_manifest(
         service.manifest_envelope(args.run_id), args.run_id, args.coordinator or None
     )

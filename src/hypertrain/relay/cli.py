@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hypertrain.protocol.cliargs import add_relay_url
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.protocol.listen import bind_listener, serve_asgi
 from hypertrain.relay.settings import GIB, RelaySettings
@@ -70,7 +71,7 @@ def _add_serve(sub: Any) -> None:
 def _add_put(sub: Any) -> None:
     put = sub.add_parser("put", help="upload a file and print its SHA-256")
     put.add_argument("file", type=Path, help="file to upload")
-    put.add_argument("--relay", required=True, help="relay base URL")
+    add_relay_url(put, required=True)
     put.add_argument("--run-id", required=True, help="run the upload belongs to")
     put.add_argument("--round", type=int, required=True, help="training round")
     put.add_argument("--kind", default="other", choices=KINDS, help="blob kind")
@@ -82,7 +83,7 @@ def _add_put(sub: Any) -> None:
 def _add_get(sub: Any) -> None:
     get = sub.add_parser("get", help="download a blob, verifying its hash")
     get.add_argument("sha256", help="blob hash")
-    get.add_argument("--relay", required=True, help="relay base URL")
+    add_relay_url(get, required=True)
     get.add_argument("--out", type=Path, required=True, help="where to write the blob")
     get.set_defaults(func=_get)
 
@@ -140,7 +141,7 @@ def _put(args: argparse.Namespace) -> int:
     from hypertrain.relay.client import RelayClient
 
     key = key_from_args(args)
-    with RelayClient(args.relay, key, args.run_id) as client:
+    with RelayClient(args.relay_url, key, args.run_id) as client:
         sha256 = client.put(
             args.file, kind=args.kind, round=args.round, expiry_round=args.expiry_round
         )
@@ -151,7 +152,7 @@ def _put(args: argparse.Namespace) -> int:
 def _get(args: argparse.Namespace) -> int:
     from hypertrain.relay.client import RelayClient
 
-    with RelayClient(args.relay, None, "none") as client:
+    with RelayClient(args.relay_url, None, "none") as client:
         client.get_to_file(args.sha256, args.out)
     sys.stdout.write(f"{args.out}\n")
     return 0

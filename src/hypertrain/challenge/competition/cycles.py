@@ -13,6 +13,8 @@ the ledger.
 While a cycle is being scored no later cycle opens: a due cycle that falls inside an
 open one is skipped (cycle numbers may have gaps), so evaluators always finish one.
 A model with no score, or with scores that disagree, earns nothing that cycle.
+Once the pool is spent no further cycle opens; the service says so once, when the cycle
+that revealed its last pages opens (not at every beacon round after).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from hypertrain.competition.messages import (
     RevealedPage,
     pages_key,
 )
-from hypertrain.competition.pool import cycle_positions, pool_tree
+from hypertrain.competition.pool import cycle_positions, pool_spent, pool_tree
 from hypertrain.competition.references import Candidate, split
 from hypertrain.competition.replay import agreed_losses, cycle_results
 from hypertrain.competition.spec import CompetitionSpec
@@ -59,6 +61,8 @@ def advance(state: ServiceState) -> None:
             continue  # a cycle is still being scored: the next one waits for it
         due = (now - row.start_beacon_round) // spec.cycle.eval_interval_rounds - 1
         if due >= 0 and storage.cycle(state.conn, spec.competition_id, due) is None:
+            if pool_spent(spec, _used_positions(state, spec.competition_id)):
+                continue  # said once, when the cycle that spent it opened
             beacon_round = row.start_beacon_round + (due + 1) * spec.cycle.eval_interval_rounds
             beacon = verified_round(state, beacon_round)
             task = open_cycle(state, spec, due, beacon.round, beacon.randomness)
@@ -133,8 +137,8 @@ def open_cycle(
     key = pages_key(spec, cycle, randomness)
     revealed = reveal_pages(state, spec, key)
     if not revealed:
-        log.warning("competition %s: the pool is spent; cycle %d not opened",
-                    spec.competition_id, cycle)  # fmt: skip
+        log.debug("competition %s: the pool is spent; cycle %d not opened",
+                  spec.competition_id, cycle)  # fmt: skip
         return None
     entries, references = eligible(state, spec, beacon_round)
     models, kept = [_cycle_model(r) for r in entries], [_cycle_model(r) for r in references]
@@ -165,6 +169,10 @@ def open_cycle(
         )
     log.info("competition %s: cycle %d opened with %d models and %d references",
              spec.competition_id, cycle, len(models), len(kept))  # fmt: skip
+    if pool_spent(spec, _used_positions(state, spec.competition_id)):
+        log.warning("competition %s: the pool is spent: cycle %d revealed its last pages and"
+                    " no later cycle opens (create a new competition with a fresh pool)",
+                    spec.competition_id, cycle)  # fmt: skip
     return task
 
 

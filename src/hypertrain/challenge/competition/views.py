@@ -15,6 +15,7 @@ from hypertrain.competition.messages import (
     CycleTask,
     Leaderboard,
 )
+from hypertrain.competition.spec import CompetitionSpec
 
 
 def task(state: ServiceState, cid: str, evaluator: str | None) -> CycleTask:
@@ -71,9 +72,19 @@ def leaderboard(state: ServiceState, cid: str) -> Leaderboard:
         competition_id=cid,
         spec_sha256=spec.digest(),
         latest_cycle=latest,
-        epsilon_now=spec.epsilon.start,
+        epsilon_now=epsilon_now(spec, out, now),
         competitors=out,
     )
+
+
+def epsilon_now(spec: CompetitionSpec, board: list[CompetitorPublic], now: int) -> float:
+    """The advantage a newcomer must overcome now: epsilon at the age of the leader, the
+    first eligible model of the sorted ``board`` (the latest cycle's best, else the oldest
+    eligible one); ``epsilon.start`` while no model is eligible."""
+    leader = next((c for c in board if c.status == "eligible"), None)
+    if leader is None:
+        return spec.epsilon.start
+    return spec.epsilon.at(now - leader.commit_beacon_round)
 
 
 def cycle_record(state: ServiceState, cid: str, cycle: int) -> CycleRecord:
