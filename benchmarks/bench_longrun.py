@@ -99,6 +99,7 @@ def network_child(args: argparse.Namespace) -> int:
         honeypot=args.honeypot,
         live_view=False,
         timeout_s=12 * 3600.0,
+        baseline=False,  # this benchmark trains its own, resumable, beside the network
     )
     return run_devnet(cfg)
 

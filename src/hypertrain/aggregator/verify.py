@@ -13,11 +13,13 @@ corrected tapes are verified by the same :func:`verify_tape`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from hypertrain.aggregator.blobs import BlobSource
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
+from hypertrain.aggregator.sketch import SketchCache
 from hypertrain.aggregator.tape import Tape
 
 
@@ -68,8 +70,12 @@ def first_difference(expected: Any, actual: Any, path: str = "tape") -> str | No
     return None
 
 
-def verify_tape(tape: Tape, blobs: BlobSource) -> VerifyReport:
-    """Recompute the merge the tape describes and compare every field."""
-    result = merge(inputs_from_tape(tape), blobs)
+def verify_tape(tape: Tape, blobs: BlobSource, sketches: SketchCache | None = None) -> VerifyReport:
+    """Recompute the merge the tape describes and compare every field (``sketches``: a
+    run sketch cache kept across tapes, so a follower projects each update once)."""
+    inputs = inputs_from_tape(tape)
+    if sketches is not None:
+        inputs = dataclasses.replace(inputs, sketches=sketches)
+    result = merge(inputs, blobs)
     diff = first_difference(tape.model_dump(mode="json"), result.tape.model_dump(mode="json"))
     return VerifyReport(diff is None, diff, result)

@@ -54,6 +54,7 @@ from hypertrain.aggregator.availability import UndecidedError, updates_deadline
 from hypertrain.aggregator.blobs import BlobSource
 from hypertrain.aggregator.collect import assigned_hotkeys, faulty_hotkeys
 from hypertrain.aggregator.errors import AggregatorError, BlobError
+from hypertrain.aggregator.sketch import SketchCache
 from hypertrain.aggregator.tape import Excluded, Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
 from hypertrain.api.client import ChallengeClient
@@ -202,9 +203,11 @@ def witness_round(
     previous_outer: str | None,
     blobs: BlobSource,
     merged: frozenset[str] = frozenset(),
+    sketches: SketchCache | None = None,
 ) -> Finding | None:
     """Recompute the round's current tape; None when the round has no merge yet
-    (``merged``: the update hashes earlier rounds' tapes included)."""
+    (``merged``: the update hashes earlier rounds' tapes included; ``sketches``: the run
+    sketch cache a following witness keeps, so each public update is projected once)."""
     record = detail.current_merge()
     if record is None:
         return None
@@ -215,13 +218,16 @@ def witness_round(
     diff = record_difference(record, tape) or inputs_difference(
         tape, detail, manifest, previous_outer, merged
     )
-    return Finding(detail.round, record.tape_sha256, diff or _recompute(record, tape, blobs))
+    found = diff or _recompute(record, tape, blobs, sketches)
+    return Finding(detail.round, record.tape_sha256, found)
 
 
-def _recompute(record: MergeTape, tape: Tape, blobs: BlobSource) -> str | None:
+def _recompute(
+    record: MergeTape, tape: Tape, blobs: BlobSource, sketches: SketchCache | None
+) -> str | None:
     """``verify_tape``, then the published model and broadcast against the recomputed."""
     try:
-        report = verify_tape(tape, blobs)
+        report = verify_tape(tape, blobs, sketches)
     except AggregatorError as exc:
         return f"tape: the merge cannot be recomputed: {exc}"
     found = report.first_difference or _published(tape, blobs, report.recomputed.model_blob)
@@ -254,6 +260,9 @@ class Witness:
     done: set[tuple[int, str]] = field(default_factory=set)  # (round, tape) attested
 
     details: dict[int, RoundDetail] = field(default_factory=dict)  # rounds read, by round
+    # every public update projected once for this witness's life, not once per tape (a
+    # fresh cache per tape re-read the whole run's updates: a long run slowed every round)
+    sketches: SketchCache | None = None
 
     def step(self, manifest: RunManifest) -> int:
         """Attest the newest current tape of the run not attested yet (0 or 1 posted).
@@ -295,7 +304,9 @@ class Witness:
         index = detail.round
         previous = chain.previous_outer(self._detail, index)
         merged = chain.merged_updates(self._detail, index, self.run_id)
-        finding = witness_round(detail, manifest, previous, self.blobs, merged)
+        if self.sketches is None:
+            self.sketches = SketchCache(self.run_id)
+        finding = witness_round(detail, manifest, previous, self.blobs, merged, self.sketches)
         if finding is None:
             return 0
         expiry = self.service.beacon_round() + EXPIRY_MARGIN

@@ -13,20 +13,32 @@ assignment code (``evidence.inputs.iter_round_assignments``), so the baseline se
 exactly the tokens the islands saw.
 
 :class:`BaselineStore` keeps the baseline's state after each round and its held-out loss
-per round in a directory, so a long baseline resumes where it stopped.
+per round in a directory, so a long baseline resumes where it stopped. Beside a running
+network, :class:`BaselineThread` posts the curve to the service after each round it
+trains (``PUT /admin/v1/runs/{run_id}/baseline``), so the dashboard draws it beside the
+network's; it is informational only and feeds no hash, verdict or reward.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from hypertrain.aggregator.heldout import heldout_batch, heldout_loss
+from hypertrain.api.baseline import BaselineIn
+from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
+from hypertrain.api.models import RoundDetail
 from hypertrain.data.dataset import Dataset
 from hypertrain.evidence.genesis import warm_start_batches
 from hypertrain.evidence.inputs import island_layout, iter_round_assignments, load_samples
+from hypertrain.evidence.verify import verify_round_open
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.trainer.checkpoint import decode_checkpoint, encode_checkpoint
@@ -137,3 +149,89 @@ def _atomic(path: Path, data: bytes) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(data)
     tmp.replace(path)
+
+
+class BaselineThread(threading.Thread):
+    """Trains the baseline beside a running network, each round once it is final: the
+    devnet's report then prints both curves without waiting for a second run. (It is
+    not cached between runs: which samples a round trains depends on the beacon round
+    that opened it, so no two runs train the same tokens.)
+
+    With ``admin_token`` it posts the curve to the service after each round it trains; a
+    post that fails is recorded in ``error`` and tried again, whole, after the next round.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        manifest: RunManifest,
+        dataset: Dataset,
+        store: BaselineStore,
+        *,
+        admin_token: str | None = None,
+    ) -> None:
+        super().__init__(name="baseline", daemon=True)
+        self.url, self.manifest, self.dataset, self.store = url, manifest, dataset, store
+        self.admin_token = admin_token
+        self.details: list[RoundDetail] = []
+        self.error: str | None = None
+        self.posted = 0  # rounds of the curve last posted (or tried)
+        self._crashed = False
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        try:
+            with self._client() as service:
+                while not self._halt.wait(1.0):
+                    self.step(service)
+        except Exception as exc:  # reported, never raised: the network runs on without it
+            self.error, self._crashed = f"{type(exc).__name__}: {exc}", True
+
+    def _client(self) -> ChallengeClient:
+        return ChallengeClient(self.url, admin_token=self.admin_token)
+
+    def step(self, service: ChallengeClient) -> None:
+        """Fetch the newly final rounds and train the baseline on them."""
+        try:
+            for summary in service.rounds(self.manifest.run_id)[len(self.details) :]:
+                if summary.phase != "final":
+                    break
+                detail = service.round_detail(self.manifest.run_id, summary.round)
+                if detail.current_merge() is None:
+                    break  # final without a tape yet (a rollback in flight): ask again
+                self.details.append(detail)
+        except ServiceError:
+            return  # asked again at the next poll
+        self.publish(service, self.train())
+
+    def publish(self, service: ChallengeClient, losses: list[float]) -> None:
+        """Post the curve to the service's dashboard once it has a round not posted yet
+        (informational only: it feeds no hash, verdict or reward). Without an admin token
+        nothing is posted; a refusal is recorded in ``error``, never raised."""
+        if self.admin_token is None or len(losses) <= self.posted:
+            return
+        self.posted = len(losses)
+        try:
+            service.put_baseline(self.manifest.run_id, BaselineIn(heldout_loss=losses))
+        except (ServiceError, ValidationError) as exc:  # e.g. a non-finite loss
+            self.error = f"posting the baseline curve: {exc}"
+
+    def train(self) -> list[float]:
+        opens = [verify_round_open(d.open, self.manifest, d.round) for d in self.details]
+        included = [list(tape.included) for d in self.details if (tape := d.current_merge())]
+        done = len(self.store.losses()["rounds"])
+        rounds = round_batches(self.manifest, self.dataset, opens, included, first=done)
+        return train_baseline(self.manifest, self.dataset, rounds, self.store)
+
+    def finish(self, timeout_s: float) -> dict[str, Any]:
+        """Stop polling, train every final round still missing (the service is still up),
+        and say what it got: the held-out loss per round, or why it has none."""
+        self._halt.set()
+        self.join(timeout_s)
+        if not self._crashed and not self.is_alive():
+            try:
+                with self._client() as service:
+                    self.step(service)
+            except Exception as exc:  # the report says so; the run's own figures stand
+                self.error = f"{type(exc).__name__}: {exc}"
+        return {"heldout_loss": self.store.losses()["rounds"], "error": self.error}

@@ -86,6 +86,7 @@ class DevnetConfig:
     island_budgets: tuple[int, ...] = ()  # micro-batches per step per island; () = defaults
     scenario: str = "default"  # or "rollback" (see SCENARIOS)
     warm_start_percent: int = WARM_START_PERCENT  # of all steps, data-parallel before round 0
+    baseline: bool = True  # train data-parallel on the run's merged tokens beside it
 
     def __post_init__(self) -> None:
         if not 1 <= self.rounds <= 1000:

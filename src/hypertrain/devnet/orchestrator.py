@@ -21,11 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import torch
 from rich.console import Console
 from rich.live import Live
 
 from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundDetail
+from hypertrain.data.dataset import Dataset
+from hypertrain.data.descriptor import DESCRIPTOR_NAME
 from hypertrain.devnet import (
     evaluate,
     honeypots,
@@ -39,6 +42,7 @@ from hypertrain.devnet import (
     utilisation,
     view,
 )
+from hypertrain.devnet.baseline import BaselineStore, BaselineThread
 from hypertrain.devnet.config import (
     HONEYPOT_STRATEGIES,
     PER_ISLAND_LAYOUTS_SUPPORTED,
@@ -70,6 +74,7 @@ class Devnet:
     finished_at: dict[int, float] = field(default_factory=dict)  # when each was seen final
     dataset: Path | None = None
     honeypots: HoneypotList | None = None  # committed in the manifest, revealed at the end
+    baseline: BaselineThread | None = None  # data-parallel on the run's tokens, beside it
 
     def get(self, path: str) -> Any:
         response = httpx.get(f"{self.url}{path}", timeout=10)
@@ -129,6 +134,22 @@ def start(net: Devnet, dataset: Path) -> None:
         "aggregator",
         roles.aggregator_cmd(cfg, sec, net.url, net.relay, state / "aggregator", dataset, genesis),
     )
+    if cfg.baseline:
+        net.baseline = start_baseline(net, dataset)
+
+
+def start_baseline(net: Devnet, dataset: Path) -> BaselineThread:
+    """Data-parallel training on each final round's merged tokens, in this process, on one
+    thread of torch (the islands keep the other core); it posts its curve to the
+    dashboard with the admin token."""
+    assert net.manifest is not None and net.secrets is not None
+    torch.set_num_threads(1)
+    data = Dataset(dataset / DESCRIPTOR_NAME, expected_sha256=net.manifest.data.descriptor_sha256)
+    store = BaselineStore(net.state / "baseline", net.manifest)
+    admin = net.secrets.token(net.secrets.admin_token)
+    thread = BaselineThread(net.url, net.manifest, data, store, admin_token=admin)
+    thread.start()
+    return thread
 
 
 def start_warm_start(net: Devnet, doc: dict[str, Any], dataset: Path) -> Child | None:
@@ -242,6 +263,7 @@ def conclude(net: Devnet) -> dict[str, Any]:
     """Stop the workers, then weights, ledger check, export and the report."""
     assert net.secrets is not None and net.doc is not None and net.manifest is not None
     net.sup.stop_all(keep=SERVING)
+    baseline = None if net.baseline is None else net.baseline.finish(timeout_s=1800)
     if net.honeypots is not None:  # every round is final: the list may be revealed now
         admin = net.secrets.token(net.secrets.admin_token)
         honeypots.reveal(net.url, roles.RUN_ID, admin, net.honeypots)
@@ -298,6 +320,7 @@ def conclude(net: Devnet) -> dict[str, Any]:
         ),
         scenario=net.cfg.scenario,
         warm_start=report.warm_start_row(net.manifest, len(net.secrets.islands)),
+        baseline=baseline,
     )
 
 

@@ -36,6 +36,7 @@ def build_report(
     rollbacks: list[dict[str, Any]] | None = None,
     scenario: str = "default",
     warm_start: dict[str, Any] | None = None,
+    baseline: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Per-round figures, the honeypot's fate, ledger, weights and the export path.
 
@@ -43,6 +44,8 @@ def build_report(
     honeypot's escrow before its first fault and the burn come from its entries.
     ``rollbacks``: :func:`hypertrain.devnet.rollbacks.rollback_rows` of the service's
     proven faults and signed corrections. ``warm_start``: :func:`warm_start_row`.
+    ``baseline``: ``devnet.baseline.BaselineThread.finish``'s answer (data-parallel on the
+    same tokens), summarised by :func:`baseline_row`.
     """
     rounds = [
         {
@@ -85,6 +88,7 @@ def build_report(
         "weights": weights,
         "traffic": traffic_summary(rounds),
         "warm_start": warm_start,
+        "baseline": baseline_row(rounds, baseline),
         "model_export": model_export,
         "sample": sample,
         "utilisation": utilisation or {"per_round": [], "mean": None},
@@ -111,6 +115,27 @@ def build_report(
             }
             for i in doc["islands"]
         ],
+    }
+
+
+def baseline_row(
+    rounds: list[dict[str, Any]], baseline: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The data-parallel baseline's held-out loss per round beside the network's, and the
+    final gap (None: no baseline was trained; ``error`` says why one has no figures)."""
+    if baseline is None:
+        return None
+    losses = list(baseline.get("heldout_loss") or [])
+    n = min(len(losses), len(rounds))
+    final = rounds[n - 1]["heldout_loss"] if n else None
+    gap = None if final is None or not n else 100 * (final / losses[n - 1] - 1)
+    return {
+        "heldout_loss": losses[:n],
+        "final_heldout_loss": losses[n - 1] if n else None,
+        "network_heldout_loss": final,
+        "gap_pct": gap,
+        "rounds": n,
+        "error": baseline.get("error"),
     }
 
 

@@ -124,6 +124,18 @@ def warm_start_rows(warm: dict[str, Any] | None) -> list[tuple[str, str]]:
     ]
 
 
+def baseline_words(baseline: dict[str, Any] | None) -> str:
+    """``data-parallel on the same tokens: 5.10, +1.4 %; `` (empty without a baseline)."""
+    if baseline is None:
+        return ""
+    if baseline.get("gap_pct") is None:
+        return f"no data-parallel baseline: {baseline.get('error') or 'no round trained'}; "
+    return (
+        f"data-parallel on the same tokens: {_fmt(baseline['final_heldout_loss'])},"
+        f" {baseline['gap_pct']:+.1f} %; "
+    )
+
+
 def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     rounds = report["rounds"]
     first = rounds[0]["heldout_loss"] if rounds else None
@@ -133,7 +145,8 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [
         (
             "final held-out loss",
-            f"{_fmt(last)} (after the first round: {_fmt(first)}, drop {_fmt(drop)})",
+            f"{_fmt(last)} ({baseline_words(report.get('baseline'))}after the first round:"
+            f" {_fmt(first)}, drop {_fmt(drop)})",
         ),
         ("rounds", str(len(rounds))),
         ("tokens trained", f"{sum(r['tokens'] for r in rounds):,}"),
