@@ -9,97 +9,45 @@ from typing import Any
 
 import pytest
 
-from hypertrain.aggregator.blobs import MemoryBlobs
 from hypertrain.aggregator.rebase import check_correction, rebase
 from hypertrain.aggregator.runner import Aggregator
-from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
-from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
-from hypertrain.challenge.rounds import rollbacks
-from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import FaultRef, MergeCorrection
-from hypertrain.protocol.sqlite import transaction
-from hypertrain.trainer.codec import encode_int8
-from tests.aggregator.helpers import delta
+from tests.aggregator.service_chain import (
+    AGG,
+    WORKER,
+    Merged,
+    current_tape,
+    prove,
+    train,
+    two_merged_rounds,
+)
 from tests.challenge.conftest import Harness
-from tests.challenge.helpers import AGGREGATOR, TOKENS, TOKENS_PER_MICRO_BATCH, join_body, signed
-
-AGG = AGGREGATOR  # the key the test service names (HYPERTRAIN_AGGREGATOR_HOTKEYS)
-WORKER = {"Authorization": f"Bearer {TOKENS['worker']}"}
-
-
-def _aggregator(h: Harness, tmp: Path, blobs: MemoryBlobs, events: list[Any]) -> Aggregator:
-    service = ChallengeClient(
-        "http://testserver", worker_token=TOKENS["worker"], admin_token=TOKENS["admin"],
-        http=h.client,
-    )  # fmt: skip
-    return Aggregator(service, blobs, AGG, "run-1", tmp / "agg", events.append)
-
-
-def _train(h: Harness, agg: Aggregator, m: RunManifest, blobs: MemoryBlobs, index: int) -> None:
-    """Every island commits round ``index``, every audit matches, the round is merged."""
-    for i, key in enumerate(h.miners[:3]):
-        data = encode_int8(delta(m, 100 * index + i), m.compression.block_size)
-        sha = blobs.put(data, kind="update", round=index)
-        leaves = m.round.num_segments + 1
-        body = {"round": index, "checkpoint_root": "cd" * 32, "leaf_count": leaves,
-                "update_sha256": sha, "update_bytes": len(data), "tokens": TOKENS_PER_MICRO_BATCH,
-                "update_url": f"memory:{sha}", "train_loss": 3.0}  # fmt: skip
-        assert h.client.post("/v1/commit", json=signed(key, "commit", body)).status_code == 200
-    h.tick(1)
-    for a in agg.service.round_detail("run-1", index).assignments:
-        good = {"round": index, "hotkey": a.body["hotkey"], "segments": a.body["segments"],
-                "result": "match", "update_checked": True}  # fmt: skip
-        r = h.client.post("/worker/v1/verdict", json=signed(h.auditor, "verdict", good),
-                          headers=WORKER)  # fmt: skip
-        assert r.status_code == 200, r.text
-    h.tick(2)
-    assert agg.step(m, open_rounds=True) == 1
-    h.tick(3)  # settles: final
-
-
-def _tape(agg: Aggregator, blobs: MemoryBlobs, index: int) -> Tape:
-    current = agg.service.round_detail("run-1", index).current_merge()
-    assert current is not None
-    return decode_tape(blobs.get(current.tape_sha256))
-
-
-def _prove(h: Harness, index: int, hotkey: str) -> None:
-    """Book a fault as every proving path does (settlement, a late verdict's window)."""
-    with transaction(h.state.conn):
-        rollbacks.book_fault(h.state, "run-1", index, hotkey, "late mismatch verdict", 1)
+from tests.challenge.helpers import signed
 
 
 @pytest.fixture
-def merged(harness: Harness, tmp_path: Path) -> tuple[Harness, Aggregator, MemoryBlobs, list[Any]]:
+def merged(harness: Harness, tmp_path: Path) -> Merged:
     """Two merged rounds (0, 1) with every island included; round 2 is open."""
-    h, blobs, events = harness, MemoryBlobs(), []
-    agg = _aggregator(h, tmp_path, blobs, events)
-    m = agg.service.manifest("run-1")
-    for key in h.miners[:3]:
-        assert h.client.post("/v1/join", json=signed(key, "join", join_body())).status_code == 200
-    agg.step(m, open_rounds=True)
-    _train(h, agg, m, blobs, 0)
-    _train(h, agg, m, blobs, 1)
-    return h, agg, blobs, events
+    return two_merged_rounds(harness, tmp_path)
 
 
 def test_a_late_fault_is_rebased_out_and_the_next_round_opens_on_it(
-    merged: tuple[Harness, Aggregator, MemoryBlobs, list[Any]],
+    merged: Merged,
 ) -> None:
     h, agg, blobs, events = merged
     m = agg.service.manifest("run-1")
     faulty = h.miners[1].ss58_address
-    before = [_tape(agg, blobs, 0), _tape(agg, blobs, 1)]
+    before = [current_tape(agg, blobs, 0), current_tape(agg, blobs, 1)]
     assert all(faulty in {i.hotkey for i in t.included} for t in before)
-    _prove(h, 0, faulty)
+    prove(h, 0, faulty)
     [fault] = agg.service.proven_faults("run-1")
     assert (fault.round, fault.hotkey, fault.merged, fault.rollback_due) == (0, faulty, True, True)
     burned = list(h.ledger.faults)
     assert agg.step(m, open_rounds=True) == 0  # the next poll rebases rounds 0 and 1
-    _train(h, agg, m, blobs, 2)  # round 2 opened on the faulty model: merged, then relinked
-    after = [_tape(agg, blobs, w) for w in range(3)]
+    train(h, agg, m, blobs, 2)  # round 2 opened on the faulty model: merged, then relinked
+    after = [current_tape(agg, blobs, w) for w in range(3)]
     assert [t.rollback_of for t in after] == [t.sha256() for t in before] + [after[2].rollback_of]
     assert faulty not in {i.hotkey for i in after[0].included}
     assert after[1].start_model_sha256 == after[0].new_model_sha256
@@ -117,13 +65,13 @@ def test_a_late_fault_is_rebased_out_and_the_next_round_opens_on_it(
 
 
 def test_an_interrupted_rebase_is_finished_at_the_next_poll(
-    merged: tuple[Harness, Aggregator, MemoryBlobs, list[Any]],
+    merged: Merged,
 ) -> None:
     h, agg, blobs, events = merged
     m = agg.service.manifest("run-1")
     faulty = h.miners[1].ss58_address
-    chain = [_tape(agg, blobs, 0), _tape(agg, blobs, 1)]
-    _prove(h, 0, faulty)
+    chain = [current_tape(agg, blobs, 0), current_tape(agg, blobs, 1)]
+    prove(h, 0, faulty)
     first = rebase(chain, {0: {faulty}}, blobs)[0]  # only round 0's correction is posted
     body = MergeCorrection(
         supersedes_tape_sha256=first.supersedes.sha256(),
@@ -135,7 +83,7 @@ def test_an_interrupted_rebase_is_finished_at_the_next_poll(
     assert fault.rollback_due  # round 1 still starts from the superseded model
     assert agg.step(m, open_rounds=False) == 0
     assert [e["rounds"] for e in events if e["event"] == "rolled_back"] == [[1]]
-    assert _tape(agg, blobs, 1).start_model_sha256 == first.result.tape.new_model_sha256
+    assert current_tape(agg, blobs, 1).start_model_sha256 == first.result.tape.new_model_sha256
     assert not agg.service.proven_faults("run-1")[0].rollback_due
 
 
@@ -156,14 +104,14 @@ def _post(h: Harness, body: dict[str, Any]) -> Any:
 
 
 def test_the_service_refuses_corrections_that_are_not_a_proven_rollback(
-    merged: tuple[Harness, Aggregator, MemoryBlobs, list[Any]],
+    merged: Merged,
 ) -> None:
     h, agg, _, _ = merged
     faulty = agg.service.roster("run-1")[1].hotkey
     others = [e.hotkey for e in agg.service.roster("run-1") if e.hotkey != faulty]
     answer = _post(h, _correction(agg, 0, tape={"included": others}))
     assert answer.status_code == 403 and answer.json()["error"] == "fault_not_proven"
-    _prove(h, 0, faulty)
+    prove(h, 0, faulty)
     forged = _correction(agg, 0, supersedes_tape_sha256="ab" * 32, tape={"included": others})
     assert _post(h, forged).json()["error"] == "superseded"
     still = _post(h, _correction(agg, 0))
@@ -189,7 +137,7 @@ def test_the_service_refuses_corrections_that_are_not_a_proven_rollback(
 
 
 def test_the_devnet_summary_reads_the_rollback_from_the_service(
-    merged: tuple[Harness, Aggregator, MemoryBlobs, list[Any]],
+    merged: Merged,
 ) -> None:
     """The devnet's rollback row comes from ``/faults`` and the signed corrections."""
     from hypertrain.devnet.rollbacks import rollback_line, rollback_rows
@@ -206,15 +154,15 @@ def test_the_devnet_summary_reads_the_rollback_from_the_service(
         return rollback_rows(agg.service.proven_faults("run-1"), details, starts, names)
 
     assert rows() == [] and rollback_line([]).startswith("none")
-    _prove(h, 0, faulty)
+    prove(h, 0, faulty)
     [due] = rows()
     assert (due["round"], due["corrected"], due["depth"]) == (0, False, None)
     assert rollback_line([due]) == "round 0: due, not yet corrected"
     assert agg.step(m, open_rounds=True) == 0  # rebases rounds 0 and 1
     [done] = rows()
     assert (done["corrected"], done["depth"], done["corrected_rounds"]) == (True, 1, [0, 1])
-    assert done["corrected_model_sha256"] == _tape(agg, blobs, 0).new_model_sha256
-    assert done["head_model_sha256"] == _tape(agg, blobs, 1).new_model_sha256
+    assert done["corrected_model_sha256"] == current_tape(agg, blobs, 0).new_model_sha256
+    assert done["head_model_sha256"] == current_tape(agg, blobs, 1).new_model_sha256
     # round 2 opened on the old model before the rollback: no round opened on it yet
     assert (done["island"], done["resumed_round"]) == ("island-2", None)
     assert rollback_line([done]) == (

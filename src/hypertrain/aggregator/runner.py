@@ -22,7 +22,11 @@
   posted as a signed ``merge-correction``) and, given the admin token, opens round 0
   (with the genesis model) and each next round once the previous one is merged, on the
   model the service names: the round's current (corrected) model, where witnesses are
-  required once they cleared it (docs/mechanism.md, "Tape witnesses").
+  required once they cleared it (docs/mechanism.md, "Tape witnesses"). Corrections never
+  stand in the way of the next round (:meth:`Aggregator.correct`): a refused or failed
+  one is the event ``correction_refused`` (the service's status, code and reason) and
+  is derived afresh and tried again with backoff, while rounds go on opening on the
+  model the service names.
 
 State kept in ``state_dir``: the tapes it produced and the update hashes already
 merged (for the ``stale_update`` rule). Each event is reported to ``emit`` as one
@@ -120,6 +124,8 @@ class Aggregator:
     last_round: int | None = None  # open no round after this one (None: no end)
     genesis_model: GenesisModel | None = None  # round 0's model (a warm start's)
     sketches: SketchCache = field(init=False)  # the run sketch of every public update
+    retry: corrections.Backoff = field(default_factory=corrections.Backoff)
+    clock: Callable[[], float] = time.monotonic  # for the corrections' backoff
 
     def __post_init__(self) -> None:
         self.sketches = SketchCache(self.run_id)
@@ -244,7 +250,7 @@ class Aggregator:
         for item in fixed:
             body = MergeCorrection(
                 supersedes_tape_sha256=item.supersedes.sha256(),
-                faults=todo.cited,
+                faults=todo.cited(item.result.tape.round),
                 tape=self.publish(manifest, item.result),
             )
             self.service.post_correction(
@@ -255,11 +261,31 @@ class Aggregator:
             return 0
         self.emit({
             "event": "rolled_back", "rounds": [c.result.tape.round for c in fixed],
-            "faults": [f"{f.round}:{f.hotkey}" for f in todo.cited],
+            "faults": [f"{f.round}:{f.hotkey}" for f in todo.due],
             "model": fixed[-1].result.tape.new_model_sha256,
             "seconds": round(time.monotonic() - started, 3),
         })  # fmt: skip
         return len(fixed)
+
+    def correct(self, manifest: RunManifest) -> int:
+        """:meth:`rollback_step` when its backoff allows; a refusal or failure is an event
+        (``correction_refused``), never an error of the poll, so the next round opens."""
+        now = self.clock()
+        if not self.retry.ready(now):
+            return 0
+        try:
+            done = self.rollback_step(manifest)
+        except (ValueError, OSError, httpx.HTTPError) as exc:
+            wait = self.retry.refused(now)
+            log.warning("correction refused: %s (next try in %.0f s)", exc, wait)
+            self.emit({
+                "event": "correction_refused", "status": getattr(exc, "status", 0),
+                "code": getattr(exc, "code", ""), "detail": str(exc)[:500],
+                "refusals": self.retry.refusals, "retry_in_s": wait,
+            })  # fmt: skip
+            return 0
+        self.retry.succeeded()
+        return done
 
     def publish_broadcast(self, result: MergeResult, index: int) -> dict[str, Any]:
         """Store the merge's broadcast (if the run broadcasts); the merge-tape fields naming it."""
@@ -320,7 +346,7 @@ class Aggregator:
                                "for": "upload_deadline", "detail": str(exc)[:500]})  # fmt: skip
                     continue
                 done += 1
-        corrected = self.rollback_step(manifest)  # before the next round opens on it
+        corrected = self.correct(manifest)  # before the next round opens, never blocking it
         if open_rounds:
             rounds = self.service.rounds(self.run_id) if done or corrected else rounds
             ended = self.last_round is not None and len(rounds) > self.last_round

@@ -6,6 +6,12 @@ answers the open query from a :class:`~hypertrain.evidence.party.SegmentParty` a
 an operation is contested, uploads its input tensors. Every answer is first committed
 to (a salted hash) and revealed only once both parties committed. Parties are cached per dispute,
 so the replay behind the answers runs once per game, not once per query.
+
+A message the service refuses (an HTTP 4xx: the game was decided meanwhile, the answer
+came late, it was already answered) is the event ``dispute_refused``, with the
+service's status, code and reason, and the pass goes on: the game's next state, read at
+the next pass, says what is due, so a peer's refusal never ends the party's loop. A
+service that cannot be reached (no answer, or a 5xx) is raised for the loop to wait out.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeAnswer, commitment_of
 from hypertrain.dispute.store import DisputeView
@@ -57,7 +64,9 @@ def take_part(
     if party is None:
         party = parties[game.dispute_id] = party_for(game)
     if game.stage == "referee":
-        service.put_dispute_inputs(game.dispute_id, party.op_inputs(game))
+        inputs = party.op_inputs(game)
+        if not _sent(emit, game, role, lambda: service.put_dispute_inputs(game.dispute_id, inputs)):
+            return False
         _emit(emit, "dispute_inputs", game, role)
         return True
     body = _due_message(game, party)
@@ -71,8 +80,23 @@ def take_part(
         body=body.model_dump(mode="json"),
         expiry_round=service.beacon_round() + expiry_margin,
     )
-    service.dispute_answer(game.dispute_id, env)
+    if not _sent(emit, game, role, lambda: service.dispute_answer(game.dispute_id, env)):
+        return False
     _emit(emit, "dispute_commit" if body.is_commitment else "dispute_answer", game, role)
+    return True
+
+
+def _sent(emit: Emit | None, game: Game, role: str, send: Callable[[], object]) -> bool:
+    """Send one message; the service's refusal of it (a 4xx) is the event
+    ``dispute_refused`` and False, any other failure is raised."""
+    try:
+        send()
+    except ServiceError as exc:
+        if not 400 <= exc.status < 500:
+            raise
+        fields = {"status": exc.status, "code": exc.code, "reason": str(exc)[:500]}
+        _emit(emit, "dispute_refused", game, role, **fields)
+        return False
     return True
 
 
@@ -85,8 +109,8 @@ def _due_message(game: Game, party: SegmentParty) -> DisputeAnswer | None:
     return party.reveals.get(game.query)  # None: the salt was lost (a restart)
 
 
-def _emit(emit: Emit | None, event: str, game: Game, role: str) -> None:
-    fields: dict[str, Any] = {"dispute_id": game.dispute_id[:16], "role": role}
+def _emit(emit: Emit | None, event: str, game: Game, role: str, **extra: Any) -> None:
+    fields: dict[str, Any] = {"dispute_id": game.dispute_id[:16], "role": role, **extra}
     fields |= {"stage": game.stage}
     fields |= {"query": game.query, "step": game.step, "section": game.section}
     if emit is not None:

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.memproof import claim_for, memory_floor
 from hypertrain.protocol.messages import Commit, JoinRequest, Leave, Verdict
 from hypertrain.relay.client import RelayClient
+from hypertrain.relay.errors import RelayError
 
 
 def _config(args: argparse.Namespace) -> MinerConfig:
@@ -212,16 +214,47 @@ def watch_cmd(args: argparse.Namespace, *, hooks: HooksFor = honest) -> int:
     ):
         ctx = load_run(cfg, service, check=False, hooks=hooks)
         reporter.event("started", run_id=cfg.run_id, hotkey=key.ss58_address, watch=True)
-        while True:
-            try:
-                _watch_pass(ctx, key, service, relay, seen, parties, reporter, args)
-            except ServiceError as exc:  # like run --follow: a service that is down is waited for
-                if exc.status != 0 or not args.follow:
-                    raise
-                reporter.event("service_unreachable", reason=str(exc))
-            if not args.follow:
-                return 0
-            time.sleep(cfg.poll_s)
+
+        def one_pass() -> None:
+            _watch_pass(ctx, key, service, relay, seen, parties, reporter, args)
+
+        watch_passes(one_pass, reporter, follow=args.follow, poll_s=cfg.poll_s)
+        return 0
+
+
+def watch_passes(
+    one_pass: Callable[[], None],
+    reporter: Reporter,
+    *,
+    follow: bool,
+    poll_s: float,
+    stop: Callable[[], bool] = lambda: False,
+) -> None:
+    """One watch pass, or with ``follow`` one per ``poll_s`` until ``stop()`` (or the
+    process's own stop signal). A long-lived watch outlives its peers: a service or relay
+    that is down is waited for (``service_unreachable``, ``relay_unreachable``), and a
+    refusal (a game decided meanwhile, a late answer) is ``service_refused`` or
+    ``relay_refused``, and the next pass goes on; a configuration error is raised before
+    the first pass."""
+    while True:
+        try:
+            one_pass()
+        except (ServiceError, RelayError) as exc:
+            if not follow:
+                raise
+            _peer_failed(reporter, exc)
+        if not follow or stop():
+            return
+        time.sleep(poll_s)
+
+
+def _peer_failed(reporter: Reporter, exc: ServiceError | RelayError) -> None:
+    source = "service" if isinstance(exc, ServiceError) else "relay"
+    if exc.status == 0:
+        reporter.event(f"{source}_unreachable", reason=str(exc))
+        return
+    code = exc.code if isinstance(exc, ServiceError) else exc.reason
+    reporter.event(f"{source}_refused", status=exc.status, code=code, reason=str(exc)[:500])
 
 
 def _watch_pass(

@@ -16,7 +16,8 @@ refuses, before storing anything:
 
 * a signer that is not a worker hotkey;
 * a supersession of anything but the round's *current* tape (``superseded``);
-* a correction citing a fault that was never proven (``fault_not_proven``);
+* a correction citing a fault that was never proven, or one it may not cite
+  (:func:`hypertrain.protocol.citations.may_cite`: a later round's; ``fault_not_proven``);
 * a corrected tape that still includes an island proven faulty in its round;
 * a start model that is not its predecessor's current model (``broken_chain``): the
   corrected chain is one chain, rebuilt in round order;
@@ -39,6 +40,7 @@ from hypertrain.challenge.errors import ChallengeError, ConflictError, Forbidden
 from hypertrain.challenge.rounds import merge_storage, roles, storage
 from hypertrain.challenge.rounds.merge_storage import NewCorrection, ProvenFaultRow
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.protocol.citations import may_cite
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import MergeCorrection, MergeTape
 from hypertrain.protocol.sqlite import transaction
@@ -150,10 +152,11 @@ def check_correction(
         )
     proven = _proven(conn, run_id)
     for fault in body.faults:
-        if fault.round > index or (fault.round, fault.hotkey) not in proven:
+        if not may_cite(fault.round, index) or (fault.round, fault.hotkey) not in proven:
             raise ForbiddenError(
-                f"no proven fault of {fault.hotkey} in round {fault.round} (a rollback"
-                " answers proven faults only)",
+                f"no proven fault of {fault.hotkey} in round {fault.round} that a correction"
+                f" of round {index} may cite (a rollback answers proven faults of its round"
+                " or earlier ones)",
                 code="fault_not_proven",
             )
     own = {h for r, h in proven if r == index}
