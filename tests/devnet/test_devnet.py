@@ -88,6 +88,9 @@ def test_report_of_a_two_round_devnet(devnet_run: dict[str, Any]) -> None:
     assert hp["burned"] == hp["escrow_before_fault"] > 0 and hp["weight_after"] == 0
     assert next(m for m in r["miners"] if m["honeypot"])["burned"] == hp["burned"]
     assert r["ledger_verified"] is True
+    # every honest audit matched under the recipe's `carry` (round 1's start state comes
+    # from each island's round-0 final checkpoint, uploaded when audited)
+    assert all(m["burned"] == 0 for m in r["miners"] if not m["honeypot"])
     # read from the service's /faults: one honest auditor judges in the audit window and
     # merges are strict, so the cheat is excluded before its merge: nothing to roll back
     assert r["rollbacks"] == []

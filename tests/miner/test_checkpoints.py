@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 
 from hypertrain.miner.checkpoints import (
+    carried_checkpoint,
     checkpoint_addresses,
     checkpoints_to_upload,
     selected_segments,
+    upload_selected,
 )
+from hypertrain.miner.island import checkpoint_path
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.messages import AuditAssignment
 from tests.auditor.world import COORD, ISLANDS, RUN_ID, World, make_world
@@ -60,3 +63,42 @@ def test_segment_zero_is_never_uploaded() -> None:
     # its start state is the public one auditors derive (tests/auditor/test_runner.py)
     assert checkpoints_to_upload([0, 1, 2]) == [1, 2]
     assert checkpoints_to_upload([0]) == []  # J = H: an audit moves no checkpoint at all
+
+
+class _Relay:
+    """What ``upload_selected`` calls of a relay: ``put`` of a path, recorded."""
+
+    def __init__(self) -> None:
+        self.put_paths: list[Path] = []
+
+    def put(self, path: Path, **_: object) -> str:
+        self.put_paths.append(path)
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _round_dir(root: Path, index: int, leaves: int) -> Path:
+    workdir = root / f"round-{index}"
+    workdir.mkdir(parents=True)
+    for k in range(leaves):
+        checkpoint_path(workdir, k).write_bytes(bytes([index, k]) * 8)
+    return workdir
+
+
+@pytest.mark.parametrize("policy", ["reset", "carry"])
+def test_an_audit_under_carry_also_uploads_the_previous_final_checkpoint(
+    world: World, tmp_path: Path, policy: str
+) -> None:
+    """Under ``carry`` the auditor derives round r's start state from the island's final
+    checkpoint of round r - 1, so an audited island uploads it (every audit of a carry run
+    was ``unverifiable`` while it did not); under ``reset`` nothing more leaves."""
+    inner = world.manifest.inner.model_copy(update={"state_policy": policy})
+    manifest = world.manifest.model_copy(update={"inner": inner})
+    previous, current = _round_dir(tmp_path, 0, 3), _round_dir(tmp_path, 1, 3)
+    carried = carried_checkpoint(manifest, previous, 1)
+    assert carried == (checkpoint_path(previous, 2) if policy == "carry" else None)
+    assert carried_checkpoint(manifest, previous, 0) is None  # round 0: the public start
+    assert carried_checkpoint(manifest, tmp_path / "never-trained", 1) is None
+    relay = _Relay()
+    sent = upload_selected(relay, current, 1, [0, 2], 10**9, carried)  # type: ignore[arg-type]
+    want = [checkpoint_path(current, 2), *([carried] if carried is not None else [])]
+    assert relay.put_paths == want and sent == sum(p.stat().st_size for p in want)
