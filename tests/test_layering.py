@@ -237,6 +237,7 @@ _OWNERS = {
     " compete_scores compete_results",
     "challenge/platform/storage.py": "weights_answers metagraph metagraph_departures",
     "challenge/disputes/storage.py": "honeypot_periods",
+    "challenge/dashboard/baseline_storage.py": "run_baselines",
     DATABASE: "seen_nonces",
     "dispute/store.py": "dispute_games dispute_messages dispute_inputs faulty_auditors"
     " reassigned_verdicts verdict_windows",

@@ -20,7 +20,9 @@ def test_page_and_assets_are_served_offline(harness: Harness) -> None:
     for panel in ("glance", "model", "curve", "islands", "roster", "rounds", "audits"):
         assert f'id="{panel}"' in html
     assert "http://" not in html and "https://" not in html  # no CDN
-    for name, kind in (("app.js", "text/javascript"), ("style.css", "text/css")):
+    assert 'id="chart-legend"' in html and html.index("chart.js") < html.index("app.js")
+    assets = {"app.js": "text/javascript", "chart.js": "text/javascript", "style.css": "text/css"}
+    for name, kind in assets.items():
         r = c.get(f"/dashboard/{name}")
         assert r.status_code == 200 and r.headers["content-type"].startswith(kind)
     assert "https://" not in c.get("/dashboard/app.js").text
@@ -108,6 +110,7 @@ def test_document_is_the_typed_contract_with_traffic_honeypots_and_disputes(
         [],
     )
     assert doc.disputes == []
+    assert doc.baseline is None  # no curve published (tests/challenge/test_dashboard_baseline.py)
     schema = harness.client.get("/openapi.json").json()
     route = schema["paths"]["/v1/runs/{run_id}/dashboard"]["get"]["responses"]["200"]
     assert route["content"]["application/json"]["schema"]["$ref"].endswith("/Dashboard")

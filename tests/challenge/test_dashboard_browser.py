@@ -1,10 +1,10 @@
 """The dashboard in real headless Chromium (Debian's package) driven by Playwright.
 
 A live service on loopback is driven through two real rounds (three islands, one
-caught by an audit); the page must show every panel's data, the chart must be
-readable with the keyboard, and the unreachable and unknown-run states must be
-explicit. A screenshot is saved under test-artifacts/. In CI (``CI=true``) a
-missing browser fails the test instead of skipping it.
+caught by an audit) and given a baseline curve; the page must show every panel's data,
+the chart must be readable with the keyboard, and the unreachable and unknown-run
+states must be explicit. A screenshot is saved under test-artifacts/. In CI
+(``CI=true``) a missing browser fails the test instead of skipping it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import httpx
 import pytest
 import uvicorn
 
+from hypertrain.api.baseline import DEFAULT_LABEL as LABEL
 from hypertrain.challenge.app import create_app
 from hypertrain.dispute import opinputs
 from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
@@ -139,6 +140,11 @@ def _dispute(h: LiveHarness, index: int) -> None:
     assert r.status_code == 200 and r.json()["game"]["outcome"] == "upheld", r.text
 
 
+def _admin(h: LiveHarness, method: str, path: str, body: Any) -> None:
+    r = h.client.request(method, path, json=body, headers=bearer("admin"))
+    assert r.status_code == 200, r.text
+
+
 @pytest.fixture
 def live(tmp_path: Path, miner_keys: list[Any]) -> Iterator[tuple[str, uvicorn.Server]]:
     auditor = Hotkey.from_seed(b"\x55" * 32)
@@ -165,15 +171,10 @@ def live(tmp_path: Path, miner_keys: list[Any]) -> Iterator[tuple[str, uvicorn.S
     }  # fmt: skip
     honeypots = _honeypots(miner_keys)
     doc["honeypots"] = {"commitment": commitment(honeypots), "reveal_round": 0}
-    r = h.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
-    assert r.status_code == 200, r.text
+    _admin(h, "POST", "/admin/v1/runs", {"manifest": doc})
     run_rounds(h, rounds=2, checkpoint_root=TREE.root_hex, after_verdicts=_dispute)  # type: ignore[arg-type]
-    r = h.client.post(
-        "/admin/v1/runs/run-1/honeypots",
-        json=honeypots.model_dump(mode="json"),
-        headers=bearer("admin"),
-    )
-    assert r.status_code == 200, r.text
+    _admin(h, "POST", "/admin/v1/runs/run-1/honeypots", honeypots.model_dump(mode="json"))
+    _admin(h, "PUT", "/admin/v1/runs/run-1/baseline", {"heldout_loss": [4.4, 3.9]})  # per round
     try:
         yield base, server
     finally:
@@ -214,11 +215,15 @@ def test_dashboard_in_chromium(live: tuple[str, uvicorn.Server]) -> None:
         chart.focus()
         page.keyboard.press("Home")
         expect(page.locator("#chart-readout")).to_have_text(
-            "Round 0: held-out loss 4.5000 (1 of 2)"
+            f"Round 0: held-out loss 4.5000 (1 of 2); {LABEL}: 4.4000"
         )
         page.keyboard.press("ArrowRight")
         expect(page.locator("#chart-readout")).to_contain_text("Round 1: held-out loss 4.0000")
         expect(page.locator("#curve-table tbody tr")).to_have_count(2)
+        expect(page.locator("#chart polyline.line.base")).to_have_count(1)
+        expect(page.locator("#chart-legend li.base")).to_contain_text(LABEL)
+        gap = f"held-out loss 4.0000 ({LABEL}: 3.9000, +2.6 %)"  # 4.0 / 3.9 = 1.0256
+        expect(page.locator("#curve-summary .gap")).to_contain_text(gap)
         check_new_panels(page, httpx.get(f"{base}/v1/runs/run-1/dashboard").json())
         page.screenshot(path=str(ARTIFACTS / "dashboard-test.png"), full_page=True)
         assert errors == []
@@ -380,14 +385,9 @@ def check_honeypot_rows(page: Any, hp: dict[str, Any]) -> None:
     expect(page.locator("#honeypots-table tbody tr")).to_have_count(len(hp["rows"]))
     for r in hp["rows"]:
         line = page.locator(f"#honeypots-table tr[data-strategy='{r['role']}:{r['strategy']}']")
-        rate = r["catch_rate"]
-        fp = r["false_positive_rate"]
-        expect(line.locator(".catch")).to_have_text(
-            "—" if rate is None else f"{100 * rate:.1f} %".replace(".0 %", " %")
-        )
-        expect(line.locator(".fp")).to_have_text(
-            "—" if fp is None else f"{100 * fp:.1f} %".replace(".0 %", " %")
-        )
+        for cls, rate in ((".catch", r["catch_rate"]), (".fp", r["false_positive_rate"])):
+            want = "—" if rate is None else f"{100 * rate:.1f} %".replace(".0 %", " %")
+            expect(line.locator(cls)).to_have_text(want)
 
 
 def check_traffic(page: Any, t: dict[str, Any]) -> None:
@@ -395,12 +395,10 @@ def check_traffic(page: Any, t: dict[str, Any]) -> None:
     from playwright.sync_api import expect
 
     assert t["all"]["ratio"] is not None and t["all"]["ratio"] > 0
-    # the panel and the headline tile print the service's words, never a bare factor
     expect(page.locator("#traffic-table tr.all .ratio")).to_have_text(t["all"]["words"])
     shown = t["steady"] if t["steady"]["rounds"] else t["all"]
     expect(page.locator("#glance-tiles")).to_contain_text(shown["words"])
-    honest = page.locator("#traffic-table tr.all .honest")
-    expect(honest).not_to_have_text("—")
+    expect(page.locator("#traffic-table tr.all .honest")).not_to_have_text("—")
 
 
 def check_empty_states(browser: Any, base: str) -> None:

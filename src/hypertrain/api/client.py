@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
+from hypertrain.api.baseline import BaselineIn, BaselinePublic
 from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import (
     AdmissionAnswerAck,
@@ -218,6 +219,13 @@ class ChallengeClient:
         path = f"/admin/v1/runs/{run_id}/rounds"
         doc = self._call("POST", path, body, role="admin")
         return _parse(TypeAdapter(Envelope), doc, f"POST {path}")
+
+    def put_baseline(self, run_id: str, body: BaselineIn) -> BaselinePublic:
+        """Publish the run's data-parallel baseline curve (informational: the dashboard
+        draws it; it feeds no hash, verdict or reward); replaces the one before."""
+        path = f"/admin/v1/runs/{run_id}/baseline"
+        doc = self._call("PUT", path, body.model_dump(mode="json"), role="admin")
+        return _parse(TypeAdapter(BaselinePublic), doc, f"PUT {path}")
 
     # admission challenge (miner: status and answer; worker: pending and check)
 

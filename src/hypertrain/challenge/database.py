@@ -15,9 +15,8 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
-from hypertrain.dispute.store import SCHEMA as DISPUTE_SCHEMA
-from hypertrain.dispute.store import SCHEMA_2 as DISPUTE_SCHEMA_2
-from hypertrain.dispute.store import SCHEMA_3 as DISPUTE_SCHEMA_3
+from hypertrain.challenge.dashboard import baseline_storage
+from hypertrain.dispute import store as dispute_store
 from hypertrain.protocol.sqlite import open_database, transaction
 
 _V1: Final = """
@@ -240,7 +239,7 @@ CREATE TABLE compete_results (
 
 # Re-assigned verdicts and bond settlement; the free-text dispute notes are gone (the
 # dispute game's tables replace them).
-_V7: Final = DISPUTE_SCHEMA_2 + ";\nDROP TABLE disputes"
+_V7: Final = dispute_store.SCHEMA_2 + ";\nDROP TABLE disputes"
 
 # proven faults, and the merge corrections that roll them back (challenge.rollbacks)
 _V9: Final = """
@@ -376,10 +375,10 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     _V2,
     _V3,
     _V4,
-    DISPUTE_SCHEMA,
+    dispute_store.SCHEMA,
     _V6,
     _V7,
-    DISPUTE_SCHEMA_3,  # late verdicts' own dispute windows
+    dispute_store.SCHEMA_3,  # late verdicts' own dispute windows
     _V9,
     _V10,
     _V11,
@@ -387,6 +386,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     _V13,
     _V14,
     _V15,  # late panels of missed assignments
+    baseline_storage.SCHEMA,  # each run's published baseline curve (informational)
 )
 DB_NAME: Final = "challenge.sqlite"
 # The tables whose sizes the metrics report.

@@ -1,1 +1,1 @@
-"""Static files of the live dashboard (index.html, app.js, style.css), served as-is."""
+"""Static files of the live dashboard (index.html, app.js, chart.js, style.css), served as-is."""

@@ -7,7 +7,7 @@ const POLL_MS = 2000;
 const AUDIT_ROWS = 8;
 const params = new URLSearchParams(window.location.search);
 const API = new URL("../v1/", window.location.href);
-const ui = { selected: null, curve: [], lastOk: null, runId: params.get("run"), summary: null,
+const ui = { selected: null, curve: [], lastOk: null, runId: params.get("run"), summary: null, baseline: null,
   sort: { key: "rank", dir: 1 } };
 
 function el(tag, attrs, ...kids) {
@@ -115,80 +115,6 @@ function drawModel(d) {
     row("Outer", `${m.outer.name}, lr ${m.outer.lr}, momentum ${m.outer.momentum}`),
     row("Compression", `${m.compression.codec}, blocks of ${m.compression.block_size}`),
     row("Checkpoints", `every ${m.inner.checkpoint_interval} steps`)));
-}
-
-function drawCurve(d) {
-  ui.curve = d.curve.filter((p) => p.heldout_loss !== null);
-  ui.summary = d.curve_summary || null;
-  drawCurveSummary(ui.summary);
-  const tbody = $("curve-table").tBodies[0];
-  tbody.replaceChildren(...(d.curve.length ? d.curve.map((p) => el("tr", {},
-    el("td", {}, p.round), el("td", {}, loss(p.heldout_loss)), el("td", {}, loss(p.train_loss_self_reported))))
-    : [el("tr", {}, el("td", { colspan: 3, class: "empty" }, "No rounds finished yet."))]));
-  if (ui.selected === null || ui.selected >= ui.curve.length) ui.selected = ui.curve.length - 1;
-  renderChart();
-}
-
-function renderChart() {
-  const pts = ui.curve, box = $("chart");
-  if (!pts.length) {
-    box.replaceChildren(el("p", { class: "empty" }, "The curve appears after the first merged round."));
-    $("chart-readout").textContent = "No rounds finished yet.";
-    return;
-  }
-  const W = 1000, H = 240, L = 52, R = 16, T = 14, B = 34;
-  const ys = pts.map((p) => p.heldout_loss);
-  let lo = Math.min(...ys), hi = Math.max(...ys);
-  if (hi - lo < 1e-9) { lo -= 0.5; hi += 0.5; }
-  const pad = (hi - lo) * 0.08; lo -= pad; hi += pad;
-  const x = (i) => L + (pts.length === 1 ? (W - L - R) / 2 : (i * (W - L - R)) / (pts.length - 1));
-  const y = (v) => T + ((hi - v) * (H - T - B)) / (hi - lo);
-  const NS = "http://www.w3.org/2000/svg";
-  const s = (tag, attrs, text) => {
-    const n = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
-    if (text !== undefined) n.textContent = text;
-    return n;
-  };
-  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, "aria-hidden": "true", preserveAspectRatio: "none" });
-  for (let k = 0; k <= 4; k += 1) {
-    const v = lo + ((hi - lo) * k) / 4;
-    svg.append(s("line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }));
-    svg.append(s("text", { class: "tick", x: L - 6, y: y(v) + 4, "text-anchor": "end" }, v.toFixed(2)));
-  }
-  svg.append(s("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
-  const step = Math.max(1, Math.ceil(pts.length / 10));
-  pts.forEach((p, i) => {
-    if (i % step === 0 || i === pts.length - 1) {
-      svg.append(s("text", { class: "tick", x: x(i), y: H - B + 16, "text-anchor": "middle" }, `r${p.round}`));
-    }
-  });
-  svg.append(s("text", { class: "tick", x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, "outer round"));
-  svg.append(s("polyline", { class: "line", points: pts.map((p, i) => `${x(i)},${y(p.heldout_loss)}`).join(" ") }));
-  const sum = ui.summary;
-  pts.forEach((p, i) => {
-    let cls = i === ui.selected ? "pt sel" : "pt";
-    if (sum && sum.lowest.round === p.round) cls += " low";
-    if (sum && sum.spike && sum.spike.round === p.round) cls += " spike";
-    const c = s("circle", { class: cls, cx: x(i), cy: y(p.heldout_loss), r: i === ui.selected ? 6 : 4 });
-    c.addEventListener("mouseenter", () => select(i));
-    svg.append(c);
-    const marks = [];
-    if (sum && pts.length > 1 && sum.lowest.round === p.round) marks.push(`low ${loss(p.heldout_loss)} · r${p.round}`);
-    if (sum && sum.spike && sum.spike.round === p.round) marks.push(`spike ${loss(p.heldout_loss)} · r${p.round}`);
-    marks.forEach((m, k) => svg.append(s("text", { class: "mark", x: Math.min(x(i), W - R - 4),
-      y: Math.max(T + 10, y(p.heldout_loss) - 10 - 13 * k), "text-anchor": i === pts.length - 1 ? "end" : "middle" }, m)));
-  });
-  box.replaceChildren(svg);
-  const p = pts[ui.selected];
-  $("chart-readout").textContent =
-    `Round ${p.round}: held-out loss ${loss(p.heldout_loss)} (${ui.selected + 1} of ${pts.length})`;
-}
-
-function select(i) {
-  if (!ui.curve.length) return;
-  ui.selected = Math.max(0, Math.min(ui.curve.length - 1, i));
-  renderChart();
 }
 
 function drawIslands(d) {
@@ -377,22 +303,6 @@ function drawSync(d) {
       el("small", {}, "audited updates only, averaged by verified tokens")),
     el("li", { class: "arrow", "aria-hidden": "true" }, "↓"),
     el("li", {}, "New shared weights θ: the next round's start")));
-}
-
-function drawCurveSummary(sum) {
-  const box = $("curve-summary");
-  if (!sum) { box.replaceChildren(el("div", { class: "empty" }, "No held-out loss yet.")); return; }
-  const at = (x) => (x ? `${loss(x.loss)} · r${x.round}` : dash);
-  const tiles = [
-    ["Latest", at(sum.last)],
-    [`Since round ${sum.start.round}`, sum.drop_pct === null ? dash : `${sum.drop_pct > 0 ? "−" : "+"}${num(Math.abs(100 * sum.drop_pct), 1)} %`],
-    ["Lowest", at(sum.lowest)],
-    [`Highest after r${sum.start.round}`, at(sum.highest_after_first)],
-    ["Started at", loss(sum.start.loss)],
-    ["Largest spike", sum.spike ? `${at(sum.spike)} (+${loss(sum.spike.rise)})` : "none"],
-    ["Synced rounds", `${num(sum.synced_rounds)} of ${num(sum.rounds)}`],
-  ];
-  box.replaceChildren(...tiles.map(([k, v]) => el("div", { class: "tile" }, el("dt", {}, k), el("dd", {}, v))));
 }
 
 function missing(id, field) {

@@ -19,7 +19,7 @@ import json
 from typing import Final
 
 from hypertrain.api.models import Phase, RosterEntry
-from hypertrain.challenge.dashboard import panels
+from hypertrain.challenge.dashboard import baseline, panels
 from hypertrain.challenge.dashboard.models import (
     AuditDispute,
     AuditRow,
@@ -257,6 +257,7 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
         model=model_card(manifest),
         curve=curve,
         curve_summary=panels.curve_summary(curve, len(rounds)),
+        baseline=baseline.panel(state, run_id, curve),
         round_stations=panels.stations(rounds[-1] if rounds else None),
         islands=islands,
         rounds=rounds,
@@ -281,8 +282,7 @@ def _glance(
     current = rounds[-1] if rounds else None
     active = [i for i in islands if i.status in ("probation", "active")]
     merged = sum(1 for r in rounds if r.phase in MERGED_PHASES)
-    round_steps = manifest.inner.total_steps - manifest.first_round_step  # after a warm start
-    planned = -(-round_steps // manifest.round.inner_steps)
+    planned = baseline.planned_rounds(manifest)
     return Glance(
         status=_status(current.phase if current else None, merged, planned),
         round=current.round if current else None,

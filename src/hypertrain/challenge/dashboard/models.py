@@ -117,6 +117,27 @@ class CurvePoint(_Doc):
     train_loss_self_reported: float | None
 
 
+class BaselineGap(_Doc):
+    """The network's held-out loss against the baseline's at the latest round both have:
+    ``gap_pct`` is 100 × (network / baseline − 1), positive when the network is behind."""
+
+    round: int
+    heldout_loss: float
+    baseline_loss: float
+    gap_pct: float
+
+
+class BaselinePanel(_Doc):
+    """The operator's data-parallel baseline curve (``heldout_loss[r]``: after round ``r``),
+    drawn beside the network's. Informational only: an unsigned operator claim that never
+    feeds a hash, a verdict or a reward."""
+
+    label: str
+    heldout_loss: list[float]
+    updated_beacon_round: int
+    gap: BaselineGap | None
+
+
 class DashBeacon(BeaconHealth):
     """The beacon chain's timing (to turn rounds into seconds) and the clock's lag."""
 
@@ -280,6 +301,7 @@ class Dashboard(_Doc):
     model: ModelCard
     curve: list[CurvePoint]
     curve_summary: CurveSummary | None
+    baseline: BaselinePanel | None  # the operator's published data-parallel curve, if any
     round_stations: RoundStations
     islands: list[IslandCard]
     rounds: list[DashRound]
