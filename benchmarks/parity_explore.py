@@ -14,7 +14,10 @@ says ``exploratory: true``. They cover what the grid left out and the product ne
   and 3-4 of every cell the decisive stage ran on three seeds;
 * the product's warm-start recipe (``reset``, plain averaging, a 10-step data-parallel
   warm start) at longer rounds, H = 15, 30 and 45, and with a 20-step warm start at
-  H = 5: how much of the warm start's gain survives the traffic of longer rounds.
+  H = 5: how much of the warm start's gain survives the traffic of longer rounds;
+* the recipe ``run init`` writes now (``parity_tuning.product_cell``: 10 % warm start,
+  plain averaging, H = 15, ``carry``, the int8 broadcast), five seeds. Both arms' rate
+  sweeps and Muon run from ``benchmarks/parity_tuning.py`` into their own folder.
 
 Task files go to the grid's folder, beside the grid's, and record the hash of this file
 (``explore_sha256``) as well as the harness and trainer hashes, so ``parity_plots.py``
@@ -41,6 +44,7 @@ from hypertrain.trainer.presets import param_count  # noqa: E402
 from parity_grid import Results, diloco_cell, dp_cell, plan  # noqa: E402
 from parity_sim import Cell, Setup  # noqa: E402
 from parity_stats import EXPLORE_FILES, files_sha256  # noqa: E402
+from parity_tuning import product_cell  # noqa: E402
 
 LARGE = (256, 2, 704)  # d_model, layers, ffn_hidden: about 1.7M parameters at vocab 512
 AVG = (1.0, 0.0)
@@ -82,7 +86,8 @@ def cells(done: Results) -> list[tuple[Cell, int]]:
         for h, w in ((15, 10), (30, 10), (45, 10), (5, 20))
     ]
     small = [(c, s) for s in range(5) for c in (reset_h25, reset_warm, sparse, *longer)]
-    return added_seeds(done) + small + [(c, s) for s in range(3) for c in large]
+    product = [(product_cell(LR), s) for s in range(5)]
+    return added_seeds(done) + small + [(c, s) for s in range(3) for c in large] + product
 
 
 def large_setup(medium: Setup) -> Setup:

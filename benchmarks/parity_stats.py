@@ -28,7 +28,10 @@ HARNESS_FILES = (
     "benchmarks/parity_round.py",
     "benchmarks/parity_sim.py",
 )  # what produces the numbers; parity_stats / parity_plots recompute from them
-EXPLORE_FILES = ("benchmarks/parity_explore.py",)  # the exploratory cells' definitions
+EXPLORE_FILES = (
+    "benchmarks/parity_explore.py",
+    "benchmarks/parity_tuning.py",
+)  # the exploratory cells' definitions
 TRAINER_FILES = tuple(
     f"src/hypertrain/{p}.py"
     for p in (
@@ -157,9 +160,9 @@ LITERATURE_35M_PCT = {2: 0.7, 4: 2.0, 8: 3.9}  # Scaling Laws for DiLoCo, Table 
 DEFAULT_RECIPE_CELL = "diloco-M8-s-H25-n0.7-0.9-lr0.006"
 # The recipe new runs use (``hypertrain run init``, the devnet: protocol.recipe and
 # ops.manifest.RunOptions; tests/benchmarks/test_parity.py checks they agree): the
-# pre-registered winner's warm start and plain averaging, the product's ``reset`` policy
-# and H = 15 (docs/parity.md, "The product default").
-PRODUCT_RECIPE_CELL = "diloco-M8-s-H15-avg-warm10-reset-lr0.006"
+# pre-registered winner's warm start and plain averaging with the int8 broadcast, the
+# ``carry`` policy and H = 15 (docs/parity.md, "The product default").
+PRODUCT_RECIPE_CELL = "diloco-M8-s-H15-avg-warm10-carry-lr0.006"
 
 
 def paired_gap(cell: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | None:

@@ -222,13 +222,13 @@ def test_quick_grid_checks_the_identities_and_writes_the_documented_json(tmp_pat
 
 
 def test_the_product_recipe_is_the_cell_the_docs_name() -> None:
-    """What ``run init`` and the devnet write is the recipe of ``PRODUCT_RECIPE_CELL``:
-    its H, outer step, inner state policy and warm-start share."""
+    """What ``run init`` and the devnet write (``protocol.recipe``) is the recipe of
+    ``PRODUCT_RECIPE_CELL``: its H, outer step and broadcast, inner state policy and
+    warm-start share."""
     import parity_explore
     from hypertrain.devnet.config import DevnetConfig
     from hypertrain.ops.manifest import RunOptions
-    from hypertrain.protocol.manifest import InnerOptimSpec
-    from hypertrain.protocol.recipe import OUTER_STEP, WARM_START_PERCENT
+    from hypertrain.protocol.recipe import OUTER_STEP, STATE_POLICY, WARM_START_PERCENT
     from parity_stats import PRODUCT_RECIPE_CELL
 
     cells = {c.name: c for c, _ in parity_explore.cells({})}
@@ -237,5 +237,6 @@ def test_the_product_recipe_is_the_cell_the_docs_name() -> None:
     assert cell.inner_steps == RunOptions(run_id="x", dataset_dir=Path()).inner_steps
     assert cell.inner_steps == DevnetConfig().inner_steps
     assert (cell.outer_lr, cell.outer_momentum) == (OUTER_STEP["lr"], OUTER_STEP["momentum"])
-    assert cell.policy == InnerOptimSpec().state_policy
+    assert cell.broadcast == (OUTER_STEP.get("broadcast") == "int8")
+    assert cell.policy == STATE_POLICY
     assert 100 * cell.warm_start == WARM_START_PERCENT * steps
