@@ -116,6 +116,9 @@ def test_report_of_a_two_round_devnet(devnet_run: dict[str, Any]) -> None:
     assert base["gap_pct"] == pytest.approx(
         100 * (base["network_heldout_loss"] / base["final_heldout_loss"] - 1)
     )
+    posted = r["_dashboard"]["baseline"]  # posted with the admin token: the chart draws it
+    assert posted["heldout_loss"] == base["heldout_loss"]
+    assert posted["gap"]["gap_pct"] == pytest.approx(base["gap_pct"])
     assert r["island_layouts"]["applied"] is True  # budgets 1 and 2: the shares differ
     honest = {m["name"]: m["tokens"] for m in r["miners"] if not m["honeypot"]}
     assert honest["island-2"] == 2 * honest["island-1"] > 0
