@@ -19,6 +19,7 @@ from hypertrain.api.models import RoundDetail
 from hypertrain.protocol.manifest import RunManifest
 
 WINDOW = 5  # rounds in the moving average
+CURVES = ("network_loss", "baseline_loss", "tokens")  # per-round series, kept out of the table
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +55,7 @@ def build_result(
     losses: dict[str, list[float]],
     wall: dict[str, float],
     samples: list[int],
+    measured: str,
 ) -> dict[str, Any]:
     network = [d.eval_loss for d in details]
     if any(v is None for v in network):
@@ -73,7 +75,7 @@ def build_result(
     net_tail = sum(net[n - tail : n]) / tail if n else float("nan")
     dp_tail = sum(dp[n - tail : n]) / tail if n else float("nan")
     result: dict[str, Any] = {
-        "commit": commit(),
+        "commit": measured,
         "rounds": len(net),
         "rounds_with_baseline": n,
         "recipe": {
@@ -115,7 +117,8 @@ def build_result(
         " aggregator, honest islands and the honeypot, each its own process) against"
         " data-parallel training on exactly the tokens each round merged (devnet.baseline),"
         " from the same warm start; held-out loss is the aggregator's function on the same"
-        " held-out samples for both. Plot: docs/longrun.png."
+        " held-out samples for both. Per-round series: benchmarks/results/longrun/curves.json."
+        "\n\n![Held-out loss against tokens, the network and data-parallel](longrun.png)"
     )
     return result
 
