@@ -26,6 +26,7 @@ def _moving_average(values: list[float], window: int = 5) -> list[float]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # tens of rounds of a whole network on a busy machine
 def test_the_network_trains_over_tens_of_rounds(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     argv = [
