@@ -19,10 +19,20 @@ install: $(STAMP)
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 $(STAMP): pyproject.toml $(LOCK) $(TORCH_LOCK)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	@$(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { \
+	  echo "make install: the locks hold Python 3.11's wheels only, and $(VENV) has Python" \
+	    "$$($(PY) -c 'import platform; print(platform.python_version())')." \
+	    "Install python3.11 (then rm -rf $(VENV)), or see docs/miner.md for 3.12 to 3.14 (unlocked)."; \
+	  exit 1; }
+	@echo "[1/4] upgrading pip"
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --require-hashes --no-deps $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r $(TORCH_LOCK)
-	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)
+	@echo "[2/4] installing torch (CPU build, a download of about 200 MB; pip shows its progress)"
+	$(PY) -m pip install --progress-bar on --require-hashes --no-deps $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r $(TORCH_LOCK)
+	@echo "[3/4] installing the other $$(grep -c '^[a-z]' $(LOCK)) locked packages (each checked against its SHA-256)"
+	$(PY) -m pip install --progress-bar on --require-hashes -r $(LOCK)
+	@echo "[4/4] installing hypertrain itself (editable)"
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	@echo "installed: . $(VENV)/bin/activate puts hypertrain and hypertrain-miner on your PATH"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
