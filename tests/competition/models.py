@@ -112,6 +112,7 @@ def spec_doc(ds: Dataset, cid: str = "comp-1", **over: Any) -> dict[str, Any]:
             "eligibility_delay_rounds": 2,
             "eval_interval_rounds": 5,
             "score_window_rounds": 6,
+            "model_time_limit_s": 5,  # the window holds it on the tests' beacons (>= 1 s)
         },
         "reward": {"pool_per_cycle": 1_000_000, "temperature": 0.01, "vesting_rounds": 1},
     }

@@ -107,7 +107,8 @@ def test_competition_end_to_end(
         spec = models.spec_doc(trained.dataset, CID)
         spec["data"] = {k: v for k, v in spec["data"].items() if not k.startswith("pool_")}
         spec["cycle"] = {"eligibility_delay_rounds": 2, "eval_interval_rounds": 10,
-                         "score_window_rounds": 240}  # fmt: skip
+                         "score_window_rounds": 240,  # 240 s on this 1 s beacon
+                         "model_time_limit_s": 200}  # fmt: skip
         spec["evaluators"] = [evaluator]
         spec_file = tmp_path / "spec.json"
         spec_file.write_text(json.dumps(spec))

@@ -43,9 +43,8 @@ def spec_doc(**over: Any) -> dict[str, Any]:
             "pages_per_eval": 4,
         },
         "epsilon": {"kind": "constant", "start": 0.005, "end": 0.005},
-        "cycle": {
-            "eligibility_delay_rounds": 2, "eval_interval_rounds": 5, "score_window_rounds": 3,
-        },
+        "cycle": {"eligibility_delay_rounds": 2, "eval_interval_rounds": 5,
+                  "score_window_rounds": 3, "model_time_limit_s": 5},  # 3 rounds of 3 s hold 5 s
         "reward": {"pool_per_cycle": 1_000_000, "temperature": 0.01, "vesting_rounds": 1},
         "evaluators": [EVALUATOR.ss58_address, OTHER_EVALUATOR.ss58_address],
     }  # fmt: skip

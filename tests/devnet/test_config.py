@@ -136,3 +136,23 @@ def test_the_rollback_scenario_plans_its_auditors_disputes_and_audits(tmp_path: 
     juror = juror_cmd(sec, sec.jurors[0], "http://s", "http://r", tmp_path)
     assert juror[3:7] == ["auditor", "run", "--follow", "--standby"]
     assert str(sec.jurors[0].key_file) in juror
+
+
+def test_the_devnets_dispute_deadlines_hold_one_answer_on_its_beacon() -> None:
+    """The service refuses an answer deadline under one segment's replay on its beacon
+    (protocol.deadlines), so the devnet sizes its own to it, for each scenario."""
+    from hypertrain.devnet.roles import dispute_section
+    from hypertrain.protocol.deadlines import answer_floor_rounds
+    from hypertrain.protocol.manifest import RunManifest
+    from tests.challenge.helpers import manifest_doc
+
+    doc = manifest_doc("devnet")
+    doc["model"] = {"vocab_size": 4096, "d_model": 256, "num_layers": 4, "num_heads": 4,
+                    "head_dim": 64, "ffn_hidden": 704, "context_length": 32}  # fmt: skip
+    default, rollback = DevnetConfig(), DevnetConfig(scenario="rollback", rounds=8)
+    floor = answer_floor_rounds(RunManifest.model_validate(doc), default.beacon_period_s)
+    assert 10 < floor < 60  # the manifest default (10) would be refused on a 1 s beacon
+    assert dispute_section(default, doc) == {"answer_rounds": floor, "clock_rounds": 60}
+    assert dispute_section(rollback, doc) == {"bond": 0, "answer_rounds": 60, "clock_rounds": 600}
+    small = manifest_doc("devnet")
+    assert dispute_section(default, small) == {"answer_rounds": 10, "clock_rounds": 60}

@@ -8,12 +8,14 @@ are all counted in them.
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.domains import COMPETITION_SPEC, tagged_hash
+from hypertrain.protocol.errors import DeadlineError
 from hypertrain.protocol.manifest import DeterminismRecord
 
 _HEX64 = r"^[0-9a-f]{64}$"
@@ -91,12 +93,25 @@ class EpsilonSchedule(_Section):
         return self.start + (self.end - self.start) * frac
 
 
+MODEL_TIME_LIMIT_S: Final = 600.0  # the evaluator's default per-model scoring time
+
+
 class CycleSpec(_Section):
-    """When models become eligible and when evaluations happen (beacon rounds)."""
+    """When models become eligible and when evaluations happen (beacon rounds).
+
+    ``model_time_limit_s``: the wall-clock seconds an evaluator may take to score one
+    model (its sandbox's limit). The score window must hold it (:func:`check_score_window`,
+    checked when a competition is created on the service's beacon): the default window,
+    240 rounds, is 720 s on drand quicknet, the default limit plus a fifth for the fetch.
+    """
 
     eligibility_delay_rounds: int = Field(default=10, ge=1)
     eval_interval_rounds: int = Field(default=20, ge=1)
-    score_window_rounds: int = Field(default=20, ge=1)  # evaluators answer within this
+    score_window_rounds: int = Field(default=240, ge=1)  # evaluators answer within this
+    # omitted from the canonical JSON at its default, so older specs keep their hash
+    model_time_limit_s: float = Field(
+        default=MODEL_TIME_LIMIT_S, gt=0, le=86_400, exclude_if=lambda v: v == MODEL_TIME_LIMIT_S
+    )
 
 
 class RewardSpec(_Section):
@@ -142,3 +157,18 @@ class CompetitionSpec(_Section):
 
     def digest(self) -> str:
         return tagged_hash(COMPETITION_SPEC, self.canonical()).hex()
+
+
+def check_score_window(spec: CompetitionSpec, period_s: float) -> None:
+    """Refuse a score window (in beacon rounds of ``period_s``) shorter than the time an
+    evaluator may take to score one model: its scores would arrive after the window."""
+    cycle = spec.cycle
+    window_s = cycle.score_window_rounds * period_s
+    if window_s < cycle.model_time_limit_s:
+        need = math.ceil(cycle.model_time_limit_s / period_s - 1e-9)
+        raise DeadlineError(
+            f"cycle.score_window_rounds = {cycle.score_window_rounds} is {window_s:g} s at"
+            f" {period_s:g} s per beacon round, shorter than the {cycle.model_time_limit_s:g} s"
+            " an evaluator may take to score one model (cycle.model_time_limit_s): set"
+            f" score_window_rounds to at least {need}, or lower model_time_limit_s"
+        )

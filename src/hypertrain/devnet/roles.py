@@ -17,6 +17,8 @@ from hypertrain.devnet.config import (
 )
 from hypertrain.devnet.keys import Identity, Secrets
 from hypertrain.devnet.procs import honeypot_island_cmd, hypertrain_cmd, miner_cmd, python_cmd
+from hypertrain.protocol.deadlines import answer_floor_rounds
+from hypertrain.protocol.manifest import DisputeSpec, RunManifest
 from hypertrain.protocol.recipe import OUTER_STEP, STATE_POLICY
 
 RUN_ID = "devnet"
@@ -48,7 +50,7 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
     cpu = torch.device("cpu")
     warm = cfg.warm_start
     total = cfg.rounds * cfg.inner_steps + (warm["steps"] if warm else 0)
-    return {
+    doc: dict[str, Any] = {
         "run_id": RUN_ID,
         "seed": cfg.seed,
         "model": spec.model_dump(mode="json"),
@@ -80,7 +82,6 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
         # The new-run outer step (plain averaging, the int8 broadcast)
         "outer": dict(OUTER_STEP),
         "reward": {"pool_per_round": 1_000_000, "vesting_rounds": 2},
-        **({"dispute": ROLLBACK_DISPUTES} if cfg.rollback else {}),
         "determinism": configure_determinism(1, "cpu").model_dump(mode="json"),
         "selfcheck_reference": {device_class(cpu): workload_hash(cpu)},
         # The admission challenge is on, as in a permissionless run: each join waits for
@@ -90,6 +91,18 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
         # trains it before round 0 (warm_start_cmd) and the aggregator publishes it
         **({"warm_start": warm} if warm else {}),
     }
+    return {**doc, "dispute": dispute_section(cfg, doc)}
+
+
+def dispute_section(cfg: DevnetConfig, doc: dict[str, Any]) -> dict[str, Any]:
+    """The devnet's dispute deadlines: the scenario's own, raised to what one answer's
+    replay takes on the devnet's beacon (``protocol.deadlines.answer_floor_rounds``), or
+    the service would refuse the run."""
+    base: dict[str, Any] = dict(ROLLBACK_DISPUTES) if cfg.rollback else {}
+    rules = DisputeSpec.model_validate(base)
+    floor = answer_floor_rounds(RunManifest.model_validate(doc), cfg.beacon_period_s)
+    answer = max(rules.answer_rounds, floor)
+    return {**base, "answer_rounds": answer, "clock_rounds": max(rules.clock_rounds, 2 * answer)}
 
 
 def warm_start_cmd(manifest: Path, dataset: Path, out: Path) -> list[str]:

@@ -55,8 +55,9 @@ def register(subparsers: Any) -> None:
     ev.add_argument(
         "--time-limit-s",
         type=float,
-        default=600.0,
-        help="wall-clock seconds to score one model (default 600)",
+        default=None,
+        help="wall-clock seconds to score one model, at most the spec's"
+        " cycle.model_time_limit_s (default: that limit, 600 unless the spec sets one)",
     )
     ev.add_argument(
         "--memory-limit-mib", type=int, default=None,
@@ -142,7 +143,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         defaults = default_limits(spec)
         memory = args.memory_limit_mib
         limits = Limits(
-            time_s=args.time_limit_s,
+            time_s=time_limit_s(args.time_limit_s, defaults.time_s),
             memory_bytes=defaults.memory_bytes if memory is None else memory << 20,
         )
         fetch = FetchLimits(args.fetch_min_rate_mib_s * MIB, args.fetch_slack_s)
@@ -158,6 +159,19 @@ def _evaluate(args: argparse.Namespace) -> int:
         sys.stderr.write(f"evaluator: {exc}\n")
         return 1
     return 0
+
+
+def time_limit_s(given: float | None, spec_limit_s: float) -> float:
+    """The per-model time limit: the spec's, or a shorter one given; a longer one is
+    refused (its scores could arrive after the spec's score window)."""
+    if given is None:
+        return spec_limit_s
+    if given > spec_limit_s:
+        raise ValueError(
+            f"--time-limit-s {given:g} exceeds the spec's cycle.model_time_limit_s"
+            f" ({spec_limit_s:g} s), which its score window is sized to: give at most that"
+        )
+    return given
 
 
 def preflight(client: CompetitionClient, spec: CompetitionSpec, hotkey: str) -> None:

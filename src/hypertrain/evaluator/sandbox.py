@@ -52,8 +52,12 @@ class Limits:
 
 
 def default_limits(spec: CompetitionSpec) -> Limits:
-    """2 GiB for the interpreter and libraries plus 8 bytes per byte of allowed model."""
-    return Limits(memory_bytes=(2 << 30) + 8 * spec.architecture.max_bytes)
+    """The spec's time per model (``cycle.model_time_limit_s``, which its score window
+    holds); 2 GiB for the interpreter and libraries plus 8 bytes per byte of allowed model."""
+    return Limits(
+        time_s=spec.cycle.model_time_limit_s,
+        memory_bytes=(2 << 30) + 8 * spec.architecture.max_bytes,
+    )
 
 
 # Runs in the child before anything else: cap its address space and CPU time, no core,

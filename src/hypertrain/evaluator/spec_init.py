@@ -19,8 +19,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hypertrain.competition.spec import CompetitionSpec
+from hypertrain.competition.spec import (
+    MODEL_TIME_LIMIT_S,
+    CompetitionSpec,
+    CycleSpec,
+    check_score_window,
+)
 from hypertrain.data.descriptor import DESCRIPTOR_NAME, read_descriptor
+from hypertrain.protocol.deadlines import QUICKNET_PERIOD_S
+from hypertrain.protocol.errors import DeadlineError
 
 # (flag, section, field, type, default, help), in the order --help lists them
 _FLAGS: tuple[tuple[str, str, str, type, object, str], ...] = (
@@ -36,8 +43,11 @@ _FLAGS: tuple[tuple[str, str, str, type, object, str], ...] = (
      "beacon rounds between a commitment and its first cycle"),
     ("--eval-interval-rounds", "cycle", "eval_interval_rounds", int, 20,
      "beacon rounds between cycles"),
-    ("--score-window-rounds", "cycle", "score_window_rounds", int, 20,
-     "beacon rounds evaluators have to answer a cycle"),
+    ("--score-window-rounds", "cycle", "score_window_rounds", int,
+     CycleSpec().score_window_rounds,
+     "beacon rounds evaluators have to answer a cycle; at least --model-time-limit-s"),
+    ("--model-time-limit-s", "cycle", "model_time_limit_s", float, MODEL_TIME_LIMIT_S,
+     "seconds an evaluator may take to score one model"),
     ("--pool-per-cycle", "reward", "pool_per_cycle", int, 1_000_000_000,
      "integer reward minted per cycle (base units)"),
 )  # fmt: skip
@@ -93,11 +103,15 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
     doc["epsilon"]["end"] = doc["epsilon"]["start"]
     probe = {**doc, "data": {**doc["data"], "pool_root": "0" * 64, "pool_count": 1 << 24}}
     try:
-        CompetitionSpec.model_validate(probe)
+        spec = CompetitionSpec.model_validate(probe)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "spec"
         raise SpecInitError(f"{where}: {first['msg']}") from None
+    try:  # the service checks it again on its own beacon
+        check_score_window(spec, QUICKNET_PERIOD_S)
+    except DeadlineError as exc:
+        raise SpecInitError(str(exc)) from None
     return doc
 
 

@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.deadlines import (
+    QUICKNET_PERIOD_S,
+    answer_floor_rounds,
+    check_answer_deadline,
+)
+from hypertrain.protocol.manifest import DisputeSpec, RunManifest
 from hypertrain.protocol.recipe import (
     OUTER_STEP,
     STATE_POLICY,
@@ -74,6 +79,8 @@ class RunOptions:
     warm_start_batch: int = 0  # samples per warm-start step (0: WARM_START_ISLANDS islands')
     admission_workload_steps: int = 8  # the manifest's default: local runs only
     admission_window_rounds: int = 2
+    dispute_answer_rounds: int = 0  # 0: sized to one segment's replay (protocol.deadlines)
+    beacon_period_s: int = QUICKNET_PERIOD_S  # seconds per beacon round the deadlines fit
     device: str = "cpu"
 
 
@@ -133,14 +140,30 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
         },
         "determinism": configure_determinism(opts.threads, opts.device).model_dump(mode="json"),
         "selfcheck_reference": {device_class(device): workload_hash(device)},
-        # The bond sized as docs/mechanism.md sizes it: a tenth of the round's pool.
-        "dispute": {"bond": opts.pool_per_round // 10},
         **({"warm_start": warm} if warm else {}),
     }
+    doc["dispute"] = dispute_section(opts, RunManifest.model_validate(doc))
     # Fill every default in, so the file shows the whole run; the service checks it again.
     full = RunManifest.model_validate(doc).model_dump(mode="json")
     full.pop("coordinator", None)
     return full
+
+
+def dispute_section(opts: RunOptions, manifest: RunManifest) -> dict[str, int]:
+    """The bond, sized as docs/mechanism.md sizes it (a tenth of the round's pool), and
+    deadlines that hold one answer's replay (``protocol.deadlines``): the answer deadline
+    given, refused under the floor, or else the default raised to it."""
+    floor = answer_floor_rounds(manifest, opts.beacon_period_s)
+    defaults = DisputeSpec()
+    answer = opts.dispute_answer_rounds or max(defaults.answer_rounds, floor)
+    section = {
+        "bond": opts.pool_per_round // 10,
+        "answer_rounds": answer,
+        "clock_rounds": max(defaults.clock_rounds, 2 * answer),
+    }
+    sized = manifest.model_copy(update={"dispute": DisputeSpec.model_validate(section)})
+    check_answer_deadline(sized, opts.beacon_period_s)
+    return section
 
 
 def warm_start_section(opts: RunOptions, round_steps: int) -> dict[str, int] | None:

@@ -51,6 +51,17 @@ _INT_FLAGS = (
         "admission_window_rounds",
         "beacon rounds an island has to answer its admission challenge",
     ),
+    (
+        "--dispute-answer-rounds",
+        "dispute_answer_rounds",
+        "beacon rounds a dispute party has per answer; refused under one segment's replay"
+        " (0: sized to it)",
+    ),
+    (
+        "--beacon-period-s",
+        "beacon_period_s",
+        "seconds per beacon round the dispute deadlines are sized for (drand quicknet: 3)",
+    ),
 )
 
 # (flag, type, default, help) of `run size-admission`
@@ -212,6 +223,8 @@ def _init(args: argparse.Namespace) -> int:
         warm_start_batch=args.warm_start_batch,
         admission_workload_steps=args.admission_workload_steps,
         admission_window_rounds=args.admission_window_rounds,
+        dispute_answer_rounds=args.dispute_answer_rounds,
+        beacon_period_s=args.beacon_period_s,
         device=args.device,
     )
     doc = build_manifest(opts)

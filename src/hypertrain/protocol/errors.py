@@ -37,3 +37,7 @@ class ReplayError(EnvelopeError):
 
     def __init__(self, message: str) -> None:
         super().__init__("replayed", message)
+
+
+class DeadlineError(ProtocolError):
+    """A deadline of a manifest or spec is shorter than the work it must hold."""

@@ -43,9 +43,10 @@ from hypertrain.competition.messages import (
     ScoreAccepted,
 )
 from hypertrain.competition.pool import PoolError, decode_pool
-from hypertrain.competition.spec import CompetitionSpec
+from hypertrain.competition.spec import CompetitionSpec, check_score_window
 from hypertrain.competition.submission import SubmissionError, commitment, model_hash
 from hypertrain.protocol.envelope import Envelope, VerifiedEnvelope
+from hypertrain.protocol.errors import DeadlineError
 from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,10 @@ def create(state: ServiceState, doc: dict[str, JsonValue], pool_b64: str) -> Com
         where = ".".join(str(p) for p in first["loc"]) or "spec"
         raise ChallengeError(f"spec.{where}: {first['msg']}", code="bad_spec") from None
     _evaluators_named(state, spec)
+    try:  # an evaluator's scores must fit the window on this service's beacon
+        check_score_window(spec, state.beacon_period_s())
+    except DeadlineError as exc:
+        raise ChallengeError(f"spec.{exc}", code="bad_spec") from None
     try:
         pool = decode_pool(pool_b64, spec)
     except PoolError as exc:

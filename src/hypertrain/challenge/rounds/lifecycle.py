@@ -38,7 +38,9 @@ from hypertrain.challenge.rounds.facts import run_faults
 from hypertrain.challenge.rounds.selection import assignment_key, select_audits
 from hypertrain.challenge.rounds.settle import ready_to_settle, settle_round
 from hypertrain.challenge.state import ServiceState, dumps
+from hypertrain.protocol.deadlines import check_answer_deadline
 from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.errors import DeadlineError
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import AuditAssignment, ManifestRecord, RoundOpen
 from hypertrain.protocol.sqlite import transaction
@@ -56,6 +58,10 @@ def create_run(state: ServiceState, manifest_doc: dict[str, JsonValue]) -> Envel
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "manifest"
         raise ChallengeError(f"manifest.{where}: {first['msg']}", code="bad_manifest") from None
+    try:  # a dispute answer must fit its deadline on this service's beacon
+        check_answer_deadline(manifest, state.beacon_period_s())
+    except DeadlineError as exc:
+        raise ChallengeError(f"manifest.dispute: {exc}", code="bad_manifest") from None
     claimed = manifest_doc.get("coordinator")
     if claimed not in (None, "", state.coordinator):
         raise ChallengeError(
