@@ -39,8 +39,10 @@ from hypertrain.api.models import (
     RosterEntry,
     RoundDetail,
     RoundSummary,
+    RunListItem,
     RunSummary,
     VerdictAnswer,
+    VersionAnswer,
     WeightsPublic,
 )
 from hypertrain.dispute.store import DisputeView
@@ -146,6 +148,14 @@ class ChallengeClient:
         if manifest.coordinator and manifest.coordinator != env.signer:
             raise ServiceError("the manifest is not signed by the coordinator it names")
         return manifest
+
+    def version(self) -> VersionAnswer:
+        """The Cortex ``/version`` answer: the challenge's slug, version and contract."""
+        return self._get(TypeAdapter(VersionAnswer), "/version")
+
+    def runs(self) -> list[RunListItem]:
+        """Every run the service holds, oldest first."""
+        return self._get(TypeAdapter(list[RunListItem]), "/v1/runs")
 
     def run_summary(self, run_id: str) -> RunSummary:
         return self._get(TypeAdapter(RunSummary), f"/v1/runs/{run_id}")

@@ -3,7 +3,8 @@
 ``serve`` runs uvicorn on the app built from the environment (docs/operator.md);
 ``create-run`` and ``open-round`` call the admin routes with the admin token read
 from a file (never from the command line); ``check-selection`` recomputes a round's
-audit selection from its public data and compares it with the published one.
+audit selection from its public data and compares it with the published one;
+``weights`` makes the platform's ``get_weights`` call by hand (``weights_cli``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from hypertrain.api.models import (
     RunListItem,
     VersionAnswer,
 )
+from hypertrain.challenge import weights_cli
 from hypertrain.challenge.rounds.selection import select_audits
 from hypertrain.challenge.settings import read_token_file
 from hypertrain.protocol.cliargs import add_service_url
@@ -109,6 +111,8 @@ def register(subparsers: Any) -> None:
     add_service_url(pots, default=LOCAL_SERVICE)
     pots.add_argument("--run-id", required=True, help="the run")
     pots.set_defaults(func=_honeypots)
+
+    weights_cli.register(sub, LOCAL_SERVICE)
 
 
 def _client_args(parser: argparse.ArgumentParser) -> None:
