@@ -35,17 +35,25 @@ def clock() -> BeaconClock:
 class Running:
     url: str
     app: FastAPI
+    server: uvicorn.Server
+    thread: threading.Thread
 
     @property
     def relay(self) -> Relay:
         relay: Relay = self.app.state.relay
         return relay
 
+    def stop(self) -> None:
+        """Shut the relay down as a signal would (its lifespan closes its stores)."""
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "relay did not stop"
+
 
 @pytest.fixture
 def serve() -> Iterator[Callable[[FastAPI], Running]]:
     """Start apps under uvicorn on loopback; all are stopped at teardown."""
-    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+    running: list[Running] = []
 
     def start(app: FastAPI) -> Running:
         config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
@@ -57,13 +65,13 @@ def serve() -> Iterator[Callable[[FastAPI], Running]]:
             assert time.monotonic() < deadline, "relay did not start"
             time.sleep(0.005)
         port = server.servers[0].sockets[0].getsockname()[1]
-        servers.append((server, thread))
-        return Running(f"http://127.0.0.1:{port}", app)
+        running.append(Running(f"http://127.0.0.1:{port}", app, server, thread))
+        return running[-1]
 
     yield start
-    for server, thread in servers:
-        server.should_exit = True
-        thread.join(timeout=10)
+    for each in running:
+        each.server.should_exit = True
+        each.thread.join(timeout=10)
 
 
 @pytest.fixture

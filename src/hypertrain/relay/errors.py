@@ -55,3 +55,11 @@ class ArrivalError(RelayError):
 
     def __init__(self, message: str) -> None:
         super().__init__("bad_arrival", message, 502)
+
+
+class StorageError(RelayError):
+    """The blob storage the settings name cannot be used (an S3 bucket missing or
+    unreachable); raised when the relay starts, before it accepts anything."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("storage_unavailable", message, 503)

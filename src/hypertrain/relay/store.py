@@ -2,10 +2,12 @@
 
 Blobs live at ``blobs/<h[0:2]>/<h[2:4]>/<h>`` (fan-out keeps directories small).
 A blob only ever appears complete: the local store renames a verified spool file into
-place, the fsspec store uploads to a temporary key and moves it (an S3 object becomes
-visible only once whole). An existing blob is never overwritten, so a later upload,
-good or bad, cannot harm it, nor move its arrival record (``arrived``: the time its
-bytes were stored, :mod:`hypertrain.relay.arrival`).
+place; on S3 one ``PutObject`` is atomic (an object becomes visible only once whole) and
+carries ``If-None-Match: *``, so the server itself refuses to replace a stored blob even
+when two uploads race; other fsspec back ends get a temporary key that is then moved.
+An existing blob is never overwritten, so a later upload, good or bad, cannot harm it,
+nor move its arrival record (``arrived``: the time its bytes were stored,
+:mod:`hypertrain.relay.arrival`).
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Final, Protocol
 
 import fsspec
 
 from hypertrain.relay.arrival import info_arrival
-from hypertrain.relay.errors import NotFoundError
+from hypertrain.relay.errors import NotFoundError, StorageError
 from hypertrain.relay.spool import validate_sha256
 
 
@@ -108,8 +110,19 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+# Back ends whose single-object put is atomic and may carry If-None-Match (s3fs's
+# ``mode="create"``; AWS S3 honours it since 2024, and so does moto, which the tests run).
+# A server that ignores it leaves only a race between two uploads of one blob unguarded.
+EXCLUSIVE_PUT_PROTOCOLS: Final = frozenset({"s3", "s3a"})
+
+
 class FsspecStore:
-    """Blobs on any fsspec filesystem (``s3://bucket/prefix``, ``memory://``, ``file://``)."""
+    """Blobs on any fsspec filesystem (``s3://bucket/prefix``, ``memory://``, ``file://``).
+
+    S3 settings other than the bucket and prefix come from the environment, as for every
+    AWS tool: ``AWS_ENDPOINT_URL_S3`` (or ``AWS_ENDPOINT_URL``) for a server other than
+    AWS, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION``.
+    """
 
     def __init__(self, url: str, spool_dir: Path, **storage_options: Any) -> None:
         self.url = url
@@ -118,6 +131,19 @@ class FsspecStore:
         self._root = str(root).rstrip("/")
         self._spool = spool_dir
         self._spool.mkdir(parents=True, exist_ok=True)
+        protocols = fs.protocol if isinstance(fs.protocol, tuple | list) else (fs.protocol,)
+        self.exclusive_put = not EXCLUSIVE_PUT_PROTOCOLS.isdisjoint(protocols)
+        if self.exclusive_put:
+            self._check_bucket()
+
+    def _check_bucket(self) -> None:
+        bucket = self._root.split("/", 1)[0]
+        if not self._fs.exists(bucket):
+            raise StorageError(
+                f"bucket {bucket!r} of {self.url} cannot be reached: it is missing (the relay"
+                " does not create it), the credentials may not read it, or the endpoint"
+                " (AWS_ENDPOINT_URL_S3) is wrong"
+            )
 
     @property
     def spool_dir(self) -> Path:
@@ -134,7 +160,7 @@ class FsspecStore:
         return int(info["size"])
 
     def arrived(self, sha256: str) -> float | None:
-        try:  # S3: LastModified of the moved object, which no later upload replaces
+        try:  # S3: LastModified of the object, which no later upload replaces
             info = self._fs.info(self._path(blob_key(sha256)))
         except FileNotFoundError:
             return None
@@ -150,16 +176,28 @@ class FsspecStore:
     def commit(self, sha256: str, spooled: Path) -> bool:
         target = self._path(blob_key(sha256))
         try:
-            if self._fs.exists(target):
+            if self._fs.exists(target):  # spares the upload; the put below decides
                 return False
-            temp = self._path(f"tmp/{uuid.uuid4().hex}")
-            self._fs.makedirs(self._path("tmp"), exist_ok=True)
-            self._fs.put_file(str(spooled), temp)
-            self._fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
-            self._fs.mv(temp, target)
+            if self.exclusive_put:
+                return self._put_exclusive(spooled, target)
+            self._put_and_move(spooled, target)
         finally:
             spooled.unlink(missing_ok=True)
         return True
+
+    def _put_exclusive(self, spooled: Path, target: str) -> bool:
+        try:
+            self._fs.put_file(str(spooled), target, mode="create")
+        except FileExistsError:  # 412: a racing upload stored it first
+            return False
+        return True
+
+    def _put_and_move(self, spooled: Path, target: str) -> None:
+        temp = self._path(f"tmp/{uuid.uuid4().hex}")
+        self._fs.makedirs(self._path("tmp"), exist_ok=True)
+        self._fs.put_file(str(spooled), temp)
+        self._fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+        self._fs.mv(temp, target)
 
 
 def open_store(storage: str, state_dir: Path, now: Callable[[], float] = time.time) -> BlobStore:
