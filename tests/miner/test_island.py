@@ -9,7 +9,7 @@ import torch
 
 from hypertrain.evidence.inputs import load_samples, round_sample_ids
 from hypertrain.evidence.verify import verify_round_open
-from hypertrain.miner.island import StepEvent, checkpoint_path, train_round
+from hypertrain.miner.island import StepEvent, checkpoint_path, earlier_work, train_round
 from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.segment import Sample, TrainConfig, run_round
 from hypertrain.trainer.state import TrainState, init_state
@@ -52,6 +52,10 @@ def test_killed_mid_round_resumes_with_identical_results(world: World, tmp_path:
     with pytest.raises(CrashError):
         train_round(start, config, samples, tmp_path, on_step=crash_at_3)
     assert checkpoint_path(tmp_path, 1).exists() and not checkpoint_path(tmp_path, 2).exists()
+    assert (
+        earlier_work(tmp_path, start, config) == config.checkpoint_interval
+    )  # what a restart says
+    assert earlier_work(tmp_path / "none", start, config) is None
     resumed = train_round(start, config, samples, tmp_path, on_step=events.append)
     assert resumed.resumed_from == 1
     assert [e.step for e in events] == [1, 2, 3, 3, 4]

@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.table import Table
@@ -36,6 +36,7 @@ from hypertrain.miner.ranks import RankError
 from hypertrain.miner.report import Reporter
 from hypertrain.miner.run import run_round
 from hypertrain.miner.standing import admission_line, money_line, weight_line
+from hypertrain.miner.stopping import StopSignal, catch_stop_signals, stopped
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
@@ -157,21 +158,30 @@ def run_cmd(args: argparse.Namespace, *, hooks: HooksFor = honest) -> int:
     reporter = Reporter("miner")
     with ChallengeClient(cfg.service_url) as service:
         ctx = load_run(cfg, service, hooks=hooks)
-        reporter.event("started", run_id=cfg.run_id, hotkey=key.ss58_address)
-        if not args.follow:
-            run_round(ctx, key, args.round, reporter, wait_s=args.wait_s)
-            return 0
-        done: set[int] = set()
-        served: set[int] = set()
-        while True:
-            try:
-                _follow_once(ctx, key, service, done, reporter)
-                serve_audits(ctx, key, service, served, reporter)
-            except ServiceError as exc:
-                if exc.status != 0:
-                    raise
-                reporter.event("service_unreachable", reason=str(exc))
-            time.sleep(cfg.poll_s)
+        catch_stop_signals()  # after load_run: it may re-execute this process
+        try:
+            reporter.event("started", run_id=cfg.run_id, hotkey=key.ss58_address)
+            if not args.follow:
+                run_round(ctx, key, args.round, reporter, wait_s=args.wait_s)
+                return 0
+            _follow(ctx, key, service, reporter)
+        except StopSignal as stop:
+            return stopped(stop, reporter)
+
+
+def _follow(ctx: RunContext, key: Hotkey, service: ChallengeClient, reporter: Reporter) -> NoReturn:
+    """Train every round as it opens and serve audits, until a signal stops the miner."""
+    done: set[int] = set()
+    served: set[int] = set()
+    while True:
+        try:
+            _follow_once(ctx, key, service, done, reporter)
+            serve_audits(ctx, key, service, served, reporter)
+        except ServiceError as exc:
+            if exc.status != 0:
+                raise
+            reporter.event("service_unreachable", reason=str(exc))
+        time.sleep(ctx.config.poll_s)
 
 
 def _follow_once(

@@ -89,6 +89,18 @@ def _resume_point(workdir: Path, start: TrainState, config: TrainConfig) -> tupl
     return 0, start
 
 
+def earlier_work(workdir: Path, start: TrainState, config: TrainConfig) -> int | None:
+    """The step an earlier run of this round reached (its last checkpoint on disk), or
+    None when ``workdir`` holds no work from this start; reads, never changes, the files
+    (:func:`_resume_point` verifies the checkpoint it resumes from)."""
+    first = checkpoint_path(workdir, 0)
+    if not first.exists() or _trailer(first) != start.state_hash():
+        return None
+    segments = config.inner_steps // config.checkpoint_interval
+    done = [k for k in range(segments + 1) if checkpoint_path(workdir, k).exists()]
+    return max(done) * config.checkpoint_interval
+
+
 def _losses(workdir: Path) -> dict[str, list[float]]:
     path = workdir / "losses.json"
     return dict(json.loads(path.read_text())) if path.exists() else {}

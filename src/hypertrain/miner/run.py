@@ -13,6 +13,7 @@ half-finished round reuses the checkpoints on disk and the blobs already on the 
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,7 @@ from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import RunContext, round_records
 from hypertrain.miner.errors import ConfigError, MinerError
 from hypertrain.miner.hooks import RoundHooks
-from hypertrain.miner.island import IslandResult, train_round
+from hypertrain.miner.island import IslandResult, earlier_work, train_round
 from hypertrain.miner.ranks import launch_ranks
 from hypertrain.miner.report import Reporter
 from hypertrain.miner.start_model import fetch_start_model
@@ -47,6 +48,8 @@ from hypertrain.relay.client import RelayClient
 from hypertrain.trainer.round_config import island_train_config
 from hypertrain.trainer.segment import TrainConfig
 from hypertrain.trainer.state import TrainState
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,20 @@ def _wait_for_round(ctx: RunContext, index: int, reporter: Reporter, timeout_s: 
             time.sleep(ctx.config.poll_s)
 
 
+def _say_resume(index: int, step: int | None, total: int, reporter: Reporter) -> None:
+    """Say that a round an earlier run of this miner started is redone, and from where."""
+    if step is None:
+        return
+    reporter.event("resuming", round=index, from_step=step, steps=total)
+    log.info(
+        "resuming round %d from step %d of %d (an earlier run stopped there): it is redone"
+        " from that checkpoint, and training is deterministic, so it gives the same bytes",
+        index,
+        step,
+        total,
+    )
+
+
 def run_round(
     ctx: RunContext, key: Hotkey, index: int, reporter: Reporter, *, wait_s: float = 0.0
 ) -> RoundOutcome:
@@ -153,6 +170,7 @@ def run_round(
         reporter.event("round_start", round=index, samples=len(samples), steps=config.inner_steps)
         start = start_state(ctx, config, records, params, key.ss58_address, relay)
         workdir = cfg.round_dir(index)
+        _say_resume(index, earlier_work(workdir, start, config), config.inner_steps, reporter)
         reporter.start_steps(config.inner_steps, f"round {index}")
         try:
             launch_ranks(cfg, manifest, config, start, samples, workdir)
