@@ -169,7 +169,7 @@ def recipe(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunManifest, Datas
     assert main(["data", "prepare", str(corpus), "--tokenizer", str(tok), "--seq-len", "16",
                  "--out", str(out)]) == 0  # fmt: skip
     opts = RunOptions(run_id="recipe", preset="tiny", dataset_dir=out, inner_steps=4,
-                      checkpoint_interval=2, rounds=9)  # fmt: skip
+                      checkpoint_interval=2, rounds=9, local=True)  # fmt: skip
     manifest = RunManifest.model_validate(build_manifest(opts))
     return manifest, Dataset(out / DESCRIPTOR_NAME)
 

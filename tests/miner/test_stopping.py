@@ -23,7 +23,8 @@ from tests.ops.test_errors import _closed_port, _new_key
 def _miner(svc: LiveService, tmp_path: Path, dataset: Path) -> list[str]:
     """The command line of a miner of a run made by ``run init`` (this host's CPU record)."""
     manifest = tmp_path / "run.json"
-    init = ["run", "init", "--run-id", "run-1", "--preset", "tiny", "--dataset-dir", str(dataset)]
+    init = ["run", "init", "--run-id", "run-1", "--preset", "tiny", "--dataset-dir", str(dataset),
+            "--local"]  # fmt: skip
     assert main([*init, "--out", str(manifest)]) == 0
     create = ["challenge", "create-run", "--service-url", svc.url, "--manifest", str(manifest)]
     assert main([*create, "--admin-token-file", str(svc.admin_token)]) == 0

@@ -92,6 +92,7 @@ def test_run_init_writes_a_complete_commented_manifest(
         "tiny",
         "--dataset-dir",
         str(small_dataset),
+        "--local",
     ]
     code, printed, _ = _run(capsys, *args, "--h", "4", "--j", "2", "--out", str(out))
     assert code == 0 and "create-run" in printed

@@ -22,7 +22,8 @@ from tests.ops.conftest import LiveService
 
 def _init(tmp_path: Path, dataset: Path, *extra: str) -> tuple[Path, RunManifest]:
     out = tmp_path / "run.json"
-    args = ["run", "init", "--run-id", "w1", "--preset", "tiny", "--dataset-dir", str(dataset)]
+    args = ["run", "init", "--run-id", "w1", "--preset", "tiny", "--dataset-dir", str(dataset),
+            "--local"]  # fmt: skip
     assert main([*args, "--h", "4", "--j", "2", "--rounds", "9", *extra, "--out", str(out)]) == 0
     return out, RunManifest.model_validate(manifest_document(out.read_bytes()))
 
@@ -90,7 +91,7 @@ def test_warm_start_errors_are_one_clear_line(
     assert code == 1 and "has no warm start" in err
     code, _, err = _cli(
         capsys, "run", "init", "--run-id", "w1", "--dataset-dir", str(small_dataset),
-        "--warm-start-batch", "100000", "--out", str(tmp_path / "big.json"),
+        "--warm-start-batch", "100000", "--local", "--out", str(tmp_path / "big.json"),
     )  # fmt: skip
     assert code == 1 and "does not fit" in err and "--warm-start-batch" in err
     bad = tmp_path / "bad.json"

@@ -9,22 +9,32 @@ which ``challenge create-run`` and every other manifest reader accept
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from hypertrain.protocol.deadlines import (
     QUICKNET_PERIOD_S,
     answer_floor_rounds,
     check_answer_deadline,
 )
-from hypertrain.protocol.manifest import DisputeSpec, RunManifest
+from hypertrain.protocol.manifest import (
+    AdmissionSpec,
+    AuditSpec,
+    DisputeSpec,
+    RewardSpec,
+    RunManifest,
+)
 from hypertrain.protocol.recipe import (
     OUTER_STEP,
     STATE_POLICY,
     WARM_START_PERCENT,
     warm_start_steps,
 )
+
+if TYPE_CHECKING:
+    from hypertrain.ops.admission_size import DeviceCost
 
 SECTION_NOTES: Final = {
     "run_id": "the run's name; every signed message names it",
@@ -39,7 +49,8 @@ SECTION_NOTES: Final = {
     "data": "the dataset pinned by its Merkle root, descriptor and tokenizer hashes",
     "audit": "share of islands audited per round, J-segments replayed, probation rounds",
     "reward": "integer pool per round and vesting; a proven fault burns the unvested rest",
-    "admission": "a join is admitted only on a fresh workload that a worker recomputed",
+    "admission": "a join is admitted only on a fresh workload that a worker recomputed;"
+    " workload_steps sized for the run's device class (or the local 8 steps, --local)",
     "determinism": "what a replay must match bit for bit (from this machine)",
     "selfcheck_reference": "admission workload hash per accepted device class",
     "dispute": "bond (a tenth of the round pool) and deadlines of a dispute; list the"
@@ -53,6 +64,18 @@ SECTION_NOTES: Final = {
 
 
 WARM_START_ISLANDS = 8  # the default warm-start batch stands in for this many islands
+# The economics ``run init`` writes are the manifest model's own defaults, so a hand-written
+# manifest and a generated one agree (docs/mechanism.md, "What each strategy earns and
+# loses at the defaults", computed from these by benchmarks/strategy_table.py).
+_AUDIT: Final = AuditSpec()
+_REWARD: Final = RewardSpec()
+LOCAL_WORKLOAD_STEPS: Final = AdmissionSpec().workload_steps  # bounds nothing: local runs only
+SIZING_FILL: Final = 0.6  # share of the answer window the sized workload takes (size-admission)
+
+
+class AdmissionSizingError(ValueError):
+    """``run init`` was asked for a non-local run without an admission workload sized for
+    its device class."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,16 +92,18 @@ class RunOptions:
     commit_window_rounds: int = 120
     audit_window_rounds: int = 120
     dispute_window_rounds: int = 10
-    audit_rate: float = 0.25
-    audit_segments: int = 2
-    probation_rounds: int = 2
-    pool_per_round: int = 1_000_000
-    vesting_rounds: int = 4
+    audit_rate: float = _AUDIT.rate
+    audit_segments: int = _AUDIT.segments
+    probation_rounds: int = _AUDIT.probation_rounds
+    pool_per_round: int = _REWARD.pool_per_round
+    vesting_rounds: int = _REWARD.vesting_rounds
     threads: int = 1
     warm_start_percent: int = WARM_START_PERCENT  # of all steps, data-parallel before round 0
     warm_start_batch: int = 0  # samples per warm-start step (0: WARM_START_ISLANDS islands')
-    admission_workload_steps: int = 8  # the manifest's default: local runs only
+    admission_workload_steps: int = 0  # 0: unsized (sized for a class, or --local's 8)
     admission_window_rounds: int = 2
+    admission_device_class: str = ""  # size the workload on this machine, of this class
+    local: bool = False  # a run on one machine: the manifest's 8-step workload is enough
     dispute_answer_rounds: int = 0  # 0: sized to one segment's replay (protocol.deadlines)
     beacon_period_s: int = QUICKNET_PERIOD_S  # seconds per beacon round the deadlines fit
     device: str = "cpu"
@@ -135,7 +160,7 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
         },
         "reward": {"pool_per_round": opts.pool_per_round, "vesting_rounds": opts.vesting_rounds},
         "admission": {
-            "workload_steps": opts.admission_workload_steps,
+            "workload_steps": admission_workload_steps(opts, device),
             "answer_window_rounds": opts.admission_window_rounds,
         },
         "determinism": configure_determinism(opts.threads, opts.device).model_dump(mode="json"),
@@ -147,6 +172,53 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
     full = RunManifest.model_validate(doc).model_dump(mode="json")
     full.pop("coordinator", None)
     return full
+
+
+def admission_workload_steps(
+    opts: RunOptions, device: Any, measure: Callable[[Any], DeviceCost] | None = None
+) -> int:
+    """The admission workload's length: the local 8 steps only with ``local``; else the
+    operator's sized value (``run size-admission``), or measured here on ``device`` when
+    it is of ``admission_device_class`` (docs/mechanism.md, "What one device can answer
+    for"). Anything else is refused: the 8-step workload lets one core answer for dozens
+    of hotkeys inside the answer window."""
+    given = opts.admission_workload_steps
+    if opts.admission_device_class and given:
+        raise AdmissionSizingError(
+            "give --admission-workload-steps or --admission-device-class, not both"
+        )
+    if opts.local:
+        return given or LOCAL_WORKLOAD_STEPS
+    if opts.admission_device_class:
+        return _measured_steps(opts, device, measure)
+    if given > LOCAL_WORKLOAD_STEPS:
+        return given
+    raise AdmissionSizingError(
+        f"an admission workload of {given or LOCAL_WORKLOAD_STEPS} steps is for a local run"
+        " only (one core answers for dozens of hotkeys inside the answer window): pass"
+        " --admission-device-class CLASS on a machine of the run's device class to size it"
+        " here, --admission-workload-steps N from `hypertrain run size-admission` run on"
+        " one, or --local for a network on one machine"
+    )
+
+
+def _measured_steps(
+    opts: RunOptions, device: Any, measure: Callable[[Any], DeviceCost] | None
+) -> int:
+    """``workload_steps`` that fill ``SIZING_FILL`` of the answer window on ``device``."""
+    from hypertrain.ops import admission_size
+    from hypertrain.trainer.selfcheck import device_class
+
+    here = device_class(device)
+    if here != opts.admission_device_class:
+        raise AdmissionSizingError(
+            f"--admission-device-class {opts.admission_device_class} cannot be measured on"
+            f" this machine's {opts.device} ({here}): run init on a machine of that class, or"
+            " pass --admission-workload-steps N from `hypertrain run size-admission` there"
+        )
+    window_s = opts.admission_window_rounds * opts.beacon_period_s
+    cost = (measure or admission_size.measure)(device)
+    return admission_size.size(cost, window_s, SIZING_FILL).workload_steps
 
 
 def dispute_section(opts: RunOptions, manifest: RunManifest) -> dict[str, int]:

@@ -44,7 +44,8 @@ _INT_FLAGS = (
     (
         "--admission-workload-steps",
         "admission_workload_steps",
-        "admission challenge workload length; size it with `run size-admission`",
+        "admission challenge workload length from `run size-admission` on the run's device"
+        " class (0: --admission-device-class or --local decides)",
     ),
     (
         "--admission-window-rounds",
@@ -103,6 +104,12 @@ def register(subparsers: Any) -> None:
                       help="share of islands audited per round (default %(default)s)")  # fmt: skip
     init.add_argument("--device", default=d.device,
                       help="device of the determinism record (default %(default)s)")  # fmt: skip
+    init.add_argument("--admission-device-class", default="", metavar="CLASS",
+                      help="size the admission workload by measuring --device here, which"
+                      " must be of CLASS (as `run size-admission` does)")  # fmt: skip
+    init.add_argument("--local", action="store_true",
+                      help="a network on one machine: the manifest's 8-step admission"
+                      " workload, which bounds no sybil farm")  # fmt: skip
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=_init)
 
@@ -223,6 +230,8 @@ def _init(args: argparse.Namespace) -> int:
         warm_start_batch=args.warm_start_batch,
         admission_workload_steps=args.admission_workload_steps,
         admission_window_rounds=args.admission_window_rounds,
+        admission_device_class=args.admission_device_class,
+        local=args.local,
         dispute_answer_rounds=args.dispute_answer_rounds,
         beacon_period_s=args.beacon_period_s,
         device=args.device,
