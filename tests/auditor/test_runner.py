@@ -186,3 +186,38 @@ def test_selected_checkpoint_withheld_past_the_deadline_is_a_fault(
     outcome = _auditor(world, relay, clock).judge(detail, assignment)
     assert outcome.result == "unverifiable" and "not available" in outcome.detail
     assert clock.round > upload_deadline(5, world.manifest.round.audit_window_rounds)
+
+
+class ArrivalRelay(MemoryRelay):
+    """A relay that keeps the beacon round each blob first arrived at, like the real one."""
+
+    def __init__(self, clock: BeaconClock) -> None:
+        super().__init__()
+        self.clock, self.arrived = clock, dict[str, int]()
+
+    def arrival_round(self, sha256: str) -> int | None:
+        if sha256 not in self.blobs:
+            raise NotFoundError(sha256)
+        return self.arrived.get(sha256)
+
+
+def test_a_checkpoint_uploaded_after_the_deadline_is_withheld_however_late_one_looks(
+    world: World, tmp_path: Path
+) -> None:
+    """Whether a selected checkpoint was in time is the relay's arrival record, one fact for
+    the auditor and every re-audit: an auditor that looks after the deadline does not take
+    a late upload (an outsider's finding), and one uploaded in time still matches."""
+    published, detail, index = _published(world, tmp_path)
+    deadline = upload_deadline(5, world.manifest.round.audit_window_rounds)
+    assignment = AuditAssignment(
+        round=0, hotkey=ISLANDS[0].ss58_address, segments=[1], selection_beacon_round=5
+    )
+    for arrived, result in ((deadline + 3, "unverifiable"), (deadline, "match")):
+        clock = BeaconClock(deadline + 5)  # this auditor looks after the deadline
+        relay = ArrivalRelay(clock)
+        relay.blobs = dict(published.blobs)
+        relay.arrived[index.blobs[1]] = arrived
+        outcome = _auditor(world, relay, clock).judge(detail, assignment)  # type: ignore[arg-type]
+        assert outcome.result == result, outcome.detail
+        if result == "unverifiable":
+            assert "after the upload deadline" in outcome.detail

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -207,13 +207,29 @@ class Auditor:
         delays the others by at most that); missing after it means withheld."""
         while True:
             try:
-                return self.island_blob(sha256, max_bytes=max_bytes)
+                data = self.island_blob(sha256, max_bytes=max_bytes)
+                self.check_in_time(sha256, deadline)
+                return data
             except IslandInputError as exc:
                 missing = isinstance(exc.__cause__, RelayNotFoundError)
                 if not missing or self.service.beacon_round() > deadline:
                     raise
             self.answer_pending()
             time.sleep(self.upload_poll_s)
+
+    def check_in_time(self, sha256: str, deadline: int) -> None:
+        """A selected blob counts only if the relay's arrival record says it first arrived
+        by the upload deadline: one rule however late this auditor (or a re-audit) looks,
+        so a blob uploaded after the deadline is withheld (``IslandInputError``)."""
+        if not isinstance(self.relay, ArrivalRecords):
+            return  # a source without arrival records (tests' in-memory relays)
+        arrived = self.relay.arrival_round(sha256)
+        if arrived is None or arrived > deadline:
+            when = "without an arrival record" if arrived is None else f"at {arrived}"
+            raise IslandInputError(
+                f"checkpoint {sha256[:16]}… reached the relay {when}, after the upload"
+                f" deadline (beacon round {deadline})"
+            )
 
     def answer_pending(self) -> None:
         """Answer pending disputes now (a no-op unless :func:`follow` set ``attend``)."""
@@ -240,6 +256,13 @@ class Auditor:
             expiry_round=expiry,
         )
         return self.service.verdict(env)
+
+
+@runtime_checkable
+class ArrivalRecords(Protocol):
+    """A relay that says when it first received a blob (``RelayClient``)."""
+
+    def arrival_round(self, sha256: str) -> int | None: ...
 
 
 @dataclass
