@@ -92,6 +92,8 @@ def test_more_points_than_the_run_plans_is_400(harness: Harness) -> None:
         ({"heldout_loss": []}, "heldout_loss"),  # no point
         ({"heldout_loss": [-0.5]}, "heldout_loss"),  # not a loss
         ({"heldout_loss": ["4.0x"]}, "heldout_loss"),  # not a number
+        ({"heldout_loss": ["1.5"]}, "heldout_loss"),  # a number's text is not coerced
+        ({"heldout_loss": [True]}, "heldout_loss"),  # nor is a boolean (an outsider's find)
         ({"heldout_loss": [4.0] * (MAX_BASELINE_ROUNDS + 1)}, "heldout_loss"),  # too long
         ({"heldout_loss": [4.0], "label": ""}, "label"),
         ({"heldout_loss": [4.0], "label": "x" * 81}, "label"),

@@ -96,7 +96,7 @@ def rows_of(report: dict[str, Any]) -> dict[str, str]:
 def test_round_line_reads_as_a_sentence() -> None:
     line = round_line(_round(1, 6.1234), 4)
     assert line.startswith("round 1 done (2/4): held-out loss 6.1234, 1,000 tokens")
-    assert line.endswith("audits 4: 3 match, 1 mismatch")
+    assert line.endswith("audits 4: 3 match, 1 fault (mismatch or unverifiable)")
 
 
 def test_the_summary_shows_what_the_honeypots_fault_cost(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 MAX_BASELINE_ROUNDS: Final = 100_000
 DEFAULT_LABEL: Final = "data-parallel on the same tokens"
 # A held-out loss: a finite, non-negative cross-entropy (NaN and infinities are refused).
-HeldoutLoss = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+# Strict: a JSON number only (a string or a boolean is refused, not coerced).
+HeldoutLoss = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
 
 
 class BaselineIn(BaseModel):

@@ -68,7 +68,8 @@ def round_line(r: dict[str, Any], total_rounds: int) -> str:
         f" {_fmt(r['eval_loss'])}, "
         f"{r['tokens']:,} tokens, {r['honest_bytes']:,} B moved "
         f"({r['ratio_words']}), audits {r['audits']}: "
-        f"{v['match']} match, {v['mismatch']} mismatch"
+        f"{v['match']} match, {v['mismatch']} fault{'' if v['mismatch'] == 1 else 's'}"
+        " (mismatch or unverifiable)" * bool(v["mismatch"])
     )
 
 
