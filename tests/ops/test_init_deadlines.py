@@ -24,7 +24,8 @@ def test_run_init_sizes_the_answer_deadline_and_refuses_a_shorter_one(
     small_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["run", "init", "--run-id", "r1", "--preset", "proxy", "--dataset-dir",
-            str(small_dataset), "--h", "60", "--j", "60", "--warm-start-percent", "0", "--local"]  # fmt: skip
+            str(small_dataset), "--h", "60", "--j", "60", "--warm-start-percent", "0",
+            "--local"]  # fmt: skip
     out = tmp_path / "run.json"
     code, _, err = _run(capsys, *args, "--out", str(out))
     assert code == 0, err
