@@ -27,8 +27,9 @@ def run_rounds(
     islands: int = 3,
     checkpoint_root: str | None = None,
     after_verdicts: Callable[[Harness, int], None] | None = None,
+    cheat_round: int = 0,
 ) -> None:
-    """Every island commits each round; the last one is caught cheating in round 0.
+    """Every island commits each round; the last one is caught cheating in ``cheat_round``.
 
     ``checkpoint_root`` replaces every commit's root (a tree a dispute can prove
     leaves of); ``after_verdicts(h, round)`` runs once a round's verdicts are in.
@@ -53,7 +54,9 @@ def run_rounds(
             f"/worker/v1/runs/run-1/rounds/{index}/assignments", headers=bearer("worker")
         ).json()
         for a in assigned:
-            cheat = index == 0 and a["body"]["hotkey"] == h.miners[islands - 1].ss58_address
+            cheat = (
+                index == cheat_round and a["body"]["hotkey"] == h.miners[islands - 1].ss58_address
+            )
             verdict: dict[str, Any] = {
                 "round": index,
                 "hotkey": a["body"]["hotkey"],

@@ -9,6 +9,7 @@ from hypertrain.dispute.narrowing import NarrowStep
 from hypertrain.protocol.traffic import ratio_words
 from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import BROADCAST_BYTES, run_rounds
+from tests.challenge.helpers import bearer
 
 
 def test_page_and_assets_are_served_offline(harness: Harness) -> None:
@@ -21,7 +22,9 @@ def test_page_and_assets_are_served_offline(harness: Harness) -> None:
         assert f'id="{panel}"' in html
     assert "http://" not in html and "https://" not in html  # no CDN
     assert 'id="chart-legend"' in html and html.index("chart.js") < html.index("app.js")
+    assert html.index("panels.js") < html.index("app.js")
     assets = {"app.js": "text/javascript", "chart.js": "text/javascript", "style.css": "text/css"}
+    assets["panels.js"] = "text/javascript"
     for name, kind in assets.items():
         r = c.get(f"/dashboard/{name}")
         assert r.status_code == 200 and r.headers["content-type"].startswith(kind)
@@ -52,7 +55,9 @@ def test_view_after_two_rounds(harness: Harness) -> None:
     d = harness.client.get("/v1/runs/run-1/dashboard").json()
     g = d["glance"]
     assert g["rounds_done"] == 2 and g["heldout_loss"] == 4.0 and g["first_heldout_loss"] == 4.5
-    assert g["tokens"] == 2 * 6000 and g["faults"] == 1 and g["audits"] >= 3
+    # merged tokens only: the island caught in round 0 (3,000 a round) is out of that merge
+    assert g["tokens"] == 2 * 6000 - 3000 and g["faults"] == 1 and g["audits"] >= 3
+    assert g["tokens"] == sum(i["tokens_merged"] for i in d["islands"])
     assert g["status"] == "between rounds"
     assert [p["heldout_loss"] for p in d["curve"]] == [4.5, 4.0]
     first, second = d["rounds"]
@@ -133,6 +138,19 @@ def test_the_glance_agrees_with_the_panels(harness: Harness) -> None:
     assert _status("final", 2, 2) == "finished"
     assert _status("settle", 2, 2).startswith("merged")
     assert _status("final", 1, 2) == "between rounds"
+
+
+def test_mid_run_the_curve_and_the_glance_say_the_same_rounds_done(harness: Harness) -> None:
+    """Mid-run (round 1 open, round 0 merged) one figure: rounds merged of the schedule's,
+    not the rounds opened so far."""
+    run_rounds(harness, rounds=1)
+    r = harness.client.post("/admin/v1/runs/run-1/rounds", headers=bearer("admin"), json={})
+    assert r.status_code == 200, r.text
+    d = harness.client.get("/v1/runs/run-1/dashboard").json()
+    g, cs = d["glance"], d["curve_summary"]
+    assert len(d["rounds"]) == 2 and g["round"] == 1 and g["rounds_done"] == 1
+    assert (cs["rounds_done"], cs["rounds_total"]) == (g["rounds_done"], g["rounds_total"])
+    assert g["rounds_total"] != len(d["rounds"])  # the schedule's, not the rounds opened
 
 
 def test_every_page_links_the_others_and_how_to_mine(harness: Harness) -> None:

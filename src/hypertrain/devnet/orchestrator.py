@@ -89,7 +89,9 @@ def start(net: Devnet, dataset: Path) -> None:
     net.url = network.start_service(sup, state / "service", cfg.port, sec, beacon)
     net.relay = network.start_relay(sup, state / "relay", roles.RUN_ID, sec, beacon)
     liar = sec.auditor.ss58 if cfg.rollback else ""
-    net.honeypots = honeypots.honeypot_list(sec.islands[-1].ss58, net.strategy, liar)
+    net.honeypots = honeypots.honeypot_list(
+        sec.islands[-1].ss58, net.strategy, liar, honest_rounds=cfg.honeypot_honest_rounds
+    )
     doc = roles.manifest_doc(cfg, dataset, sec.coordinator.ss58)
     doc = honeypots.committed(doc, net.honeypots, reveal_round=cfg.rounds - 1)
     token = sec.token(sec.admin_token)
@@ -366,7 +368,9 @@ def _run_locked(cfg: DevnetConfig, console: Console) -> int:
         result = conclude(net)
         console.print(view.summary_table(result))
         code = 0
-        if not cfg.exit_when_done:
+        if not cfg.exit_when_done:  # the report now (children_left: -1, still up) and at exit
+            path = cfg.report or cfg.state_dir / "report.json"
+            console.print(f"report: {path} and {report.write_report(result, path)}")
             console.print(f"dashboard stays up at {dashboard_url(net)} (Ctrl-C to stop)")
             while True:
                 time.sleep(3600)

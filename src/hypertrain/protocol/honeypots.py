@@ -2,11 +2,15 @@
 
 A list names each honeypot hotkey, its role (``island`` or ``auditor``) and its
 strategy (``honest`` or a cheat), plus a random ``salt`` so the commitment cannot be
-brute-forced from the roster. The commitment is ``SHA-256(JCS(list))`` (hex). The
-manifest's ``honeypots.commitment`` covers period 0 (rounds 0 to
-``honeypots.reveal_round``); each later period (:class:`HoneypotPeriod`) is committed
-to the service before its first round opens. Once a period's last round is final the
-operator publishes its list and anyone checks it against that period's commitment.
+brute-forced from the roster. An island that is honest for a while and then cheats may
+say from which round it cheats (``cheats_from_round``), so the catch rate counts only
+the rounds it cheated; left out, the entry hashes exactly as it did before the field
+existed, and a cheating entry is taken to cheat in every round of its period. The
+commitment is ``SHA-256(JCS(list))`` (hex). The manifest's ``honeypots.commitment``
+covers period 0 (rounds 0 to ``honeypots.reveal_round``); each later period
+(:class:`HoneypotPeriod`) is committed to the service before its first round opens. Once
+a period's last round is final the operator publishes its list and anyone checks it
+against that period's commitment.
 """
 
 from __future__ import annotations
@@ -25,6 +29,16 @@ class HoneypotEntry(BaseModel):
     hotkey: str = Field(min_length=40, max_length=60)
     role: Literal["island", "auditor"]
     strategy: str = Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")  # "honest" or a cheat's name
+    # the first round it cheats (honest before); absent: every round, and out of the hash
+    cheats_from_round: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+
+    @model_validator(mode="after")
+    def _cheats_only_as_a_cheat(self) -> HoneypotEntry:
+        if self.cheats_from_round is not None and (
+            self.role != "island" or self.strategy == "honest"
+        ):
+            raise ValueError("cheats_from_round belongs to an island entry with a cheat")
+        return self
 
 
 class HoneypotList(BaseModel):

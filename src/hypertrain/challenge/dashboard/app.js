@@ -38,6 +38,9 @@ function bytes(n) {
   while (v >= 1000 && i < units.length - 1) { v /= 1000; i += 1; }
   return `${v.toLocaleString("en-US", { maximumFractionDigits: i ? 1 : 0 })} ${units[i]}`;
 }
+// A time of day in UTC, said so: "14:03:07 UTC" (the service's clock is the beacon's).
+function utc(date) { return date ? `${date.toISOString().slice(11, 19)} UTC` : dash; }
+function unixUtc(t) { return t === null || t === undefined ? dash : utc(new Date(t * 1000)); }
 function secs(s) { return s === null || s === undefined ? dash : `${num(s, 0)} s`; }
 function short(h) { return h ? `${h.slice(0, 6)}…${h.slice(-4)}` : dash; }
 function badge(text, kind) { return el("span", { class: `badge ${kind || text}` }, text); }
@@ -77,11 +80,11 @@ function drawGlance(d) {
   const drop = measured > 1 ? `from ${loss(g.first_heldout_loss)} after round ${d.curve[0].round}` : null;
   const tiles = [
     ["Held-out loss", loss(g.heldout_loss), drop],
-    ["Outer rounds done", `${num(g.rounds_done)}${total ? ` / ${total}` : ""}`, now],
+    ["Rounds done", roundsDone(g.rounds_done, total), now],
     ["Islands taking part", num(g.islands), null],
-    ["Throughput", num(g.tokens_per_s, 0), "tokens/s, all islands"],
+    ["Throughput", num(g.tokens_per_s, 0), "merged tokens/s, islands taking part"],
     trafficTile(g.traffic),
-    ["Tokens trained", num(g.tokens), null],
+    ["Tokens merged", num(g.tokens), "into the model; rejected rounds left out"],
     ["Audits / faults", `${num(g.audits)} / ${num(g.faults)}`, null],
     ["Run status", g.status, d.beacon.lagging && d.beacon.lag_rounds ? `beacon lagging ${d.beacon.lag_rounds} rounds: commits refused` : (g.beacon_round ? `beacon round ${g.beacon_round}` : null), "status"],
   ];
@@ -89,6 +92,9 @@ function drawGlance(d) {
     el("div", { class: cls ? `tile ${cls}` : "tile" }, el("dt", {}, k),
       el("dd", {}, v, sub ? el("small", {}, ` ${sub}`) : null))));
 }
+
+// The one "rounds done" figure (rounds merged, of the schedule's), in the glance and the curve.
+function roundsDone(done, total) { return `${num(done)}${total ? ` of ${num(total)}` : ""}`; }
 
 // The headline traffic tile: the steady-state rounds once there are any, else every
 // round; the words come from the service (protocol.traffic.ratio_words), never recomputed.
@@ -112,7 +118,7 @@ function drawModel(d) {
     m.moe ? row("Experts", `${m.moe.num_experts} (top ${m.moe.top_k})`) : [],
     el("h3", {}, "Optimizers"),
     row("Inner", `${m.inner.name}, lr ${m.inner.lr}, ${m.inner.steps_per_round} steps per round`),
-    row("Outer", `${m.outer.name}, lr ${m.outer.lr}, momentum ${m.outer.momentum}`),
+    row("Outer", m.outer.words),
     row("Compression", `${m.compression.codec}, blocks of ${m.compression.block_size}`),
     row("Checkpoints", `every ${m.inner.checkpoint_interval} steps`)));
 }
@@ -125,7 +131,8 @@ function drawIslands(d) {
       el("dt", {}, "Region"), el("dd", { class: "region" }, isl.region || "not reported"),
       el("dt", {}, "Devices"), el("dd", {}, `${isl.devices} × ${isl.device_model || isl.device_class}`),
       el("dt", {}, "Nodes"), el("dd", {}, deviceSquares(isl)),
-      el("dt", {}, "Tokens"), el("dd", { class: "tokens" }, num(isl.tokens)),
+      el("dt", {}, "Tokens merged"), el("dd", { class: "tokens" }, num(isl.tokens_merged),
+        isl.tokens !== isl.tokens_merged ? el("small", {}, ` of ${num(isl.tokens)} committed`) : null),
       el("dt", {}, "Throughput"), el("dd", {}, `${num(isl.tokens_per_s, 0)} tok/s`),
       el("dt", {}, "Inner steps"), el("dd", {},
         el("div", { class: "bar", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": isl.steps_total,
@@ -133,7 +140,7 @@ function drawIslands(d) {
         el("span", { style: `width:${(100 * isl.steps_done) / Math.max(1, isl.steps_total)}%` })),
         `${isl.steps_done} / ${isl.steps_total} this round`),
       el("dt", {}, "Last sync"), el("dd", { class: "sync" }, isl.last_sync_round === null ? "not yet"
-        : `round ${isl.last_sync_round}${isl.last_sync_unix ? `, ${new Date(isl.last_sync_unix * 1000).toLocaleTimeString()}` : ""}`),
+        : `round ${isl.last_sync_round}${isl.last_sync_unix ? `, ${unixUtc(isl.last_sync_unix)}` : ""}`),
       el("dt", {}, "Token share"), el("dd", {}, `${num(100 * isl.share, 1)} %`))));
   $("islands-body").replaceChildren(cards.length ? el("div", { class: "islands" }, cards)
     : el("p", { class: "empty" }, "No island has joined yet."));
@@ -180,7 +187,7 @@ function setupSorting() {
 
 function drawRounds(d) {
   const rows = d.rounds.slice(-12).reverse().map((r) => el("tr", {},
-    el("td", {}, r.round), el("td", {}, new Date(r.started_unix * 1000).toLocaleTimeString()),
+    el("td", {}, r.round), el("td", { class: "nowrap" }, unixUtc(r.started_unix)),
     el("td", {}, r.phase), el("td", { class: "num" }, num(r.islands)),
     el("td", { class: "num" }, secs(r.compute_s)), el("td", { class: "num" }, secs(r.sync_s)),
     el("td", { class: "num" }, bytes(r.honest_bytes)), el("td", { class: "num" }, bytes(r.data_parallel_bytes)),
@@ -191,8 +198,15 @@ function drawRounds(d) {
   fillBody("rounds-table", rows, 11, "No rounds yet.");
 }
 
+// An island's name in the audits table, with the label that says why it is notable: a
+// faulted island is "faulted" (even in the probation audit that caught it).
+function auditedIsland(isl, hotkey, probation) {
+  const label = isl && isl.status === "faulted" ? " (faulted)" : (probation ? " (probation)" : "");
+  return `${isl ? isl.name : short(hotkey)}${label}`;
+}
+
 function drawAudits(d, runId) {
-  const names = new Map(d.islands.map((m) => [m.hotkey, m.name]));
+  const islands = new Map(d.islands.map((m) => [m.hotkey, m]));
   const shown = d.audits.slice(0, AUDIT_ROWS); // newest first
   $("audits-more").textContent = d.audits.length > shown.length
     ? `Showing the ${shown.length} latest of ${d.audits.length} audits; all of them are in the JSON API.` : "";
@@ -204,7 +218,7 @@ function drawAudits(d, runId) {
       v.detail ? ` ${v.detail}` : "", v.counts === false ? el("small", { class: "void" }, " (no longer counts)") : null)) : "pending";
     const outcome = a.fault ? badge("caught", "caught") : (a.verdicts.length ? badge("clean", "clean") : "waiting");
     return el("tr", {}, el("td", {}, a.round),
-      el("td", { title: a.hotkey, class: "nowrap" }, `${names.get(a.hotkey) || short(a.hotkey)}${a.probation ? " (probation)" : ""}`),
+      el("td", { title: a.hotkey, class: "nowrap who" }, auditedIsland(islands.get(a.hotkey), a.hotkey, a.probation)),
       el("td", {}, link), el("td", {}, a.segments.join(", ") || dash), el("td", {}, verdicts),
       el("td", {}, a.disputes.length ? a.disputes.map((x) => `${x.status}: ${x.reason}`).join("; ") : "none"),
       el("td", {}, outcome, a.fault ? " no reward" : ""));
@@ -249,132 +263,6 @@ function drawStations(d) {
     el("strong", {}, x.name), x.what)));
 }
 
-function drawArch(d) {
-  const m = d.model, sp = m.spec;
-  if (!sp) { $("arch-body").replaceChildren(el("p", { class: "empty" }, "No model spec in the JSON API.")); return; }
-  const D = num(sp.d_model), V = num(sp.vocab_size), F = num(sp.ffn_hidden);
-  const ffn = sp.moe
-    ? `Mixture of experts: ${sp.moe.num_experts} SwiGLU experts, top ${sp.moe.top_k} per token`
-    : `SwiGLU feed-forward ${D} → ${F} → ${D}`;
-  const flow = el("ol", { class: "flow", "aria-label": "Model, from input to output" },
-    el("li", {}, "Input token ids x₁ … xₜ", el("small", {}, `context up to ${num(sp.context_length)} tokens`)),
-    el("li", { class: "emb" }, `Token embedding ${V} × ${D}`, el("small", {}, "positions: RoPE inside attention")),
-    el("li", { class: "block" }, `Decoder block × ${sp.num_layers} (pre-norm)`,
-      el("ol", {},
-        el("li", {}, "RMSNorm"),
-        el("li", {}, `Causal self-attention, ${sp.num_heads} heads × ${sp.head_dim}`),
-        el("li", {}, "+ residual"),
-        el("li", {}, "RMSNorm"),
-        el("li", {}, ffn),
-        el("li", {}, "+ residual"))),
-    el("li", {}, "Final RMSNorm"),
-    el("li", { class: "head" }, `LM head ${D} → ${V}`, el("small", {}, sp.tied_embeddings ? "tied with the token embedding" : "its own weights")),
-    el("li", {}, "softmax: next-token probabilities"));
-  const attn = el("figure", { class: "zoom" }, el("figcaption", {}, "Close-up: causal multi-head self-attention"),
-    el("ol", {},
-      el("li", {}, `hₜ ∈ ℝ^${sp.d_model}`),
-      el("li", {}, `W_Q, W_K, W_V · ${D} → ${D}`),
-      el("li", {}, `RoPE on Q and K (θ = ${num(sp.rope_theta)})`),
-      el("li", {}, `${sp.num_heads} heads: softmax(QKᵀ/√${sp.head_dim} + causal mask) V`),
-      el("li", {}, `concat ${sp.num_heads} × ${sp.head_dim} = ${D}`),
-      el("li", {}, `W_O · ${D} × ${D} gives uₜ`)));
-  const mlp = el("figure", { class: "zoom" }, el("figcaption", {}, sp.moe ? "Close-up: one SwiGLU expert" : "Close-up: SwiGLU feed-forward"),
-    el("ol", {},
-      el("li", {}, `h′ₜ ∈ ℝ^${sp.d_model}`),
-      el("li", {}, `W_gate h and W_up h · ${D} → ${F}`),
-      el("li", {}, "SiLU(W_gate h) ⊙ W_up h"),
-      el("li", {}, `W_down · ${F} → ${D} gives yₜ`),
-      sp.moe ? el("li", {}, `router: top ${sp.moe.top_k} of ${sp.moe.num_experts} experts, weighted sum`) : null));
-  $("arch-body").replaceChildren(el("div", { class: "archgrid" }, flow, attn, mlp));
-}
-
-function drawSync(d) {
-  const m = d.model;
-  $("sync-body").replaceChildren(el("ol", { class: "cycle", "aria-label": "One outer round" },
-    el("li", {}, "Shared weights θ (the round's start model)"),
-    el("li", { class: "arrow", "aria-hidden": "true" }, "↓"),
-    el("li", {}, `Inner: ${m.inner.name} × ${m.inner.steps_per_round} local steps on every island`,
-      el("small", {}, `lr ${m.inner.lr}, a state hash every ${m.inner.checkpoint_interval} steps`)),
-    el("li", { class: "arrow", "aria-hidden": "true" }, "↓"),
-    el("li", {}, `Δθ = θ − θ_island, sent as an ${m.compression.codec} pseudo-gradient`,
-      el("small", {}, `blocks of ${m.compression.block_size}; no gradients cross the network between syncs`)),
-    el("li", { class: "arrow", "aria-hidden": "true" }, "↓"),
-    el("li", { class: "outer" }, `Outer: ${m.outer.name}, lr ${m.outer.lr}, momentum ${m.outer.momentum}`,
-      el("small", {}, "audited updates only, averaged by verified tokens")),
-    el("li", { class: "arrow", "aria-hidden": "true" }, "↓"),
-    el("li", {}, "New shared weights θ: the next round's start")));
-}
-
-function missing(id, field) {
-  $(id).replaceChildren(el("p", { class: "empty" },
-    `No ${field} data: this run's JSON API has no "${field}" field yet.`));
-}
-
-const LEVELS = { open: "opened", step: "step level", layer: "layer level", op: "operation level",
-  referee: "referee", recompute: "re-audit", decided: "decided" };
-
-function drawDisputes(d) {
-  if (!Array.isArray(d.disputes)) { missing("disputes-body", "disputes"); return; }
-  if (!d.disputes.length) { $("disputes-body").replaceChildren(el("p", { class: "empty" }, "No disputes in this run.")); return; }
-  const names = new Map(d.islands.map((m) => [m.hotkey, m.name]));
-  const where = (x) => [x.step === null ? null : `step ${x.step}`, x.section, x.op].filter((v) => v).join(" · ") || "not narrowed yet";
-  $("disputes-body").replaceChildren(el("table", { id: "disputes-table" },
-    el("caption", { class: "vh" }, "Disputes and their narrowing steps"),
-    el("thead", {}, el("tr", {}, ["Round", "Island", "Auditor", "Narrowing steps", "Pinned to", "Referee", "Outcome", "Deadline"]
-      .map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, d.disputes.map((x) => el("tr", { "data-dispute": x.dispute_id },
-      el("td", {}, `${x.round}, segment ${x.segment}`),
-      el("td", { title: x.hotkey }, names.get(x.hotkey) || short(x.hotkey)),
-      el("td", { class: "mono", title: x.auditor }, short(x.auditor)),
-      el("td", {}, el("ol", { class: "steps" }, x.steps.map((st) => el("li", { "data-level": st.level },
-        el("strong", {}, LEVELS[st.level] || st.level), st.beacon_round === null ? "" : ` · beacon ${st.beacon_round}`, `: ${st.text}`)))),
-      el("td", { class: "where" }, where(x)),
-      el("td", { class: "referee mono", title: x.referee || "" }, x.referee ? short(x.referee) : (x.stage === "referee" ? "waiting" : dash)),
-      el("td", { class: "outcome" }, x.outcome ? badge(x.outcome) : badge(x.stage, "open"), x.reason ? el("small", {}, ` ${x.reason}`) : null),
-      el("td", { class: "deadline" }, x.deadline_round === null ? `decided at beacon ${x.decided_beacon_round}` : `beacon ${x.deadline_round}`))))));
-}
-
-function pct(x) { return x === null || x === undefined ? dash : `${num(100 * x, 1)} %`; }
-
-function drawHoneypots(d) {
-  const h = d.honeypots;
-  if (!h || typeof h !== "object") { missing("honeypots-body", "honeypots"); return; }
-  if (!h.committed) { $("honeypots-body").replaceChildren(el("p", { class: "empty" }, "This run committed to no honeypot list.")); return; }
-  if (!h.revealed) {
-    $("honeypots-body").replaceChildren(el("p", { class: "empty" },
-      `Not revealed yet: the operator committed to its list (${short(h.commitment)}) and may publish it once round ${h.reveal_round} is final.`));
-    return;
-  }
-  const rows = h.rows.map((r) => el("tr", { "data-strategy": `${r.role}:${r.strategy}` },
-    el("td", {}, r.role), el("td", {}, r.strategy), el("td", { class: "num" }, num(r.hotkeys)),
-    el("td", { class: "num" }, r.role === "island" ? num(r.rounds_run) : `${num(r.verdicts)} verdicts`),
-    el("td", { class: "num" }, num(r.audited)), el("td", { class: "num" }, num(r.caught)),
-    el("td", { class: "num catch" }, pct(r.catch_rate)), el("td", { class: "num fp" }, pct(r.false_positive_rate)),
-    el("td", { class: "num" }, `${num(r.disputes_won)} / ${num(r.disputes_lost)}`)));
-  $("honeypots-body").replaceChildren(
-    el("p", {}, `Revealed at beacon ${h.revealed_beacon_round}; the list hashes to the manifest's commitment ${short(h.commitment)}.`),
-    el("div", { class: "scroll" }, el("table", { id: "honeypots-table" }, el("caption", { class: "vh" }, "Honeypot catch and false-positive rates per strategy"),
-      el("thead", {}, el("tr", {}, ["Role", "Strategy", "Hotkeys", "Rounds run", "Audited", "Caught", "Catch rate", "False positives", "Disputes won / lost"]
-        .map((x) => el("th", { scope: "col" }, x)))),
-      el("tbody", {}, rows))));
-}
-
-function drawTraffic(d) {
-  const t = d.traffic;
-  if (!t || typeof t !== "object" || !t.all) { missing("traffic-body", "traffic"); return; }
-  if (!t.all.data_parallel_bytes && !t.all.honest_bytes) { $("traffic-body").replaceChildren(el("p", { class: "empty" }, "No round has moved any bytes yet.")); return; }
-  const row = (name, x, cls) => el("tr", { class: cls },
-    el("th", { scope: "row" }, name), el("td", { class: "num" }, num(x.rounds)),
-    el("td", { class: "num honest" }, bytes(x.honest_bytes)), el("td", { class: "num ddp" }, bytes(x.data_parallel_bytes)),
-    el("td", { class: "ratio" }, x.rounds ? x.words : dash));
-  const parts = Object.entries(t.all.parts).map(([k, v]) => `${k} ${bytes(v)}`).join(", ");
-  $("traffic-body").replaceChildren(
-    el("table", { id: "traffic-table" }, el("caption", { class: "vh" }, "Bytes moved against data-parallel"),
-      el("thead", {}, el("tr", {}, ["Rounds", "Count", "Our bytes", "Data-parallel bytes", "Ratio"].map((x) => el("th", { scope: "col" }, x)))),
-      el("tbody", {}, row("Steady state", t.steady, "steady"), row("Probation", t.probation, "probation"), row("All", t.all, "all"))),
-    el("p", {}, el("small", {}, `Our bytes by kind: ${parts}. ${t.formula}`)));
-}
-
 function draw(d) {
   drawGlance(d); drawStations(d); drawModel(d); drawSync(d); drawArch(d); drawCurve(d); drawIslands(d);
   drawRoster(d); drawRounds(d); drawAudits(d, d.run_id); drawDisputes(d); drawHoneypots(d); drawTraffic(d);
@@ -396,11 +284,11 @@ async function tick() {
     ui.lastOk = new Date();
     setConn(true, `Connected: run ${d.run_id}`);
     notice(d.rounds.length ? null : "The run exists but no round has opened yet.", "info");
-    $("updated").textContent = `Last update ${ui.lastOk.toLocaleTimeString()}.`;
+    $("updated").textContent = `Last update ${utc(ui.lastOk)}.`;
   } catch (err) {
     const why = err.status === 404 ? `Run "${ui.runId}" was not found.` : "The service is unreachable.";
     setConn(false, "Disconnected");
-    notice(`${why} ${ui.lastOk ? `Showing data from ${ui.lastOk.toLocaleTimeString()}; ` : ""}retrying every ${POLL_MS / 1000} s.`);
+    notice(`${why} ${ui.lastOk ? `Showing data from ${utc(ui.lastOk)}; ` : ""}retrying every ${POLL_MS / 1000} s.`);
   }
 }
 

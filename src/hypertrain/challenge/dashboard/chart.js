@@ -2,7 +2,7 @@
    the keyboard), its legend, its summary tiles and its table, with the operator's
    data-parallel baseline drawn beside the network's curve when one is published (an
    informational curve: it feeds no hash, verdict or reward). Loaded before app.js, whose
-   helpers (el, $, loss, num, dash, ui) these functions use when they are called. */
+   helpers (el, $, loss, num, dash, ui, roundsDone) these functions use when they are called. */
 "use strict";
 
 function drawCurve(d) {
@@ -121,7 +121,7 @@ function drawCurveSummary(sum, b) {
     [`Highest after r${sum.start.round}`, at(sum.highest_after_first)],
     ["Started at", loss(sum.start.loss)],
     ["Largest spike", sum.spike ? `${at(sum.spike)} (+${loss(sum.spike.rise)})` : "none"],
-    ["Synced rounds", `${num(sum.synced_rounds)} of ${num(sum.rounds)}`],
+    ["Rounds done", roundsDone(sum.rounds_done, sum.rounds_total)],
   ];
   box.replaceChildren(...tiles.map(([k, v, gap]) => el("div", { class: gap ? "tile with-gap" : "tile" }, el("dt", {}, k),
     el("dd", {}, v, gap ? el("small", { class: "gap" }, ` ${gap}`) : null))));

@@ -68,7 +68,7 @@ async function poll() {
     if (!resp.ok) throw new Error(`the service answered ${resp.status}`);
     render(await resp.json());
     $("notice").hidden = true;
-    $("conn").textContent = `Live: updated ${new Date().toLocaleTimeString()}`;
+    $("conn").textContent = `Live: updated ${new Date().toISOString().slice(11, 19)} UTC`;
   } catch (err) {
     $("notice").hidden = false;
     $("notice").textContent = `Cannot read the leaderboard: ${err.message}`;

@@ -88,13 +88,23 @@ def model_card(manifest: RunManifest) -> ModelCard:
             steps_per_round=manifest.round.inner_steps,
             checkpoint_interval=manifest.round.checkpoint_interval,
         ),
-        outer=OuterCard(
-            name="nesterov-sgd" if manifest.outer.nesterov else "sgd",
-            lr=manifest.outer.lr,
-            momentum=manifest.outer.momentum,
-        ),
+        outer=outer_card(manifest.outer.nesterov, manifest.outer.lr, manifest.outer.momentum),
         compression=_compression(manifest),
     )
+
+
+def outer_card(nesterov: bool, lr: float, momentum: float) -> OuterCard:
+    """The outer optimizer and what it does in words: an outer step of lr 1 without
+    momentum sets the model to the islands' averaged model, so it is plain averaging."""
+    name = "nesterov-sgd" if nesterov else "sgd"
+    if lr == 1 and momentum == 0:
+        words = "plain averaging (outer lr 1, no momentum)"
+    elif momentum == 0:
+        words = f"SGD, lr {lr:g}, no momentum"
+    else:
+        kind = "Nesterov momentum" if nesterov else "SGD with momentum"
+        words = f"{kind}, lr {lr:g}, momentum {momentum:g}"
+    return OuterCard(name=name, lr=lr, momentum=momentum, words=words)
 
 
 def _compression(manifest: RunManifest) -> CompressionCard:
@@ -188,22 +198,40 @@ def _audit_verdict(row: storage.VerdictRow, counts: bool) -> AuditVerdict:
     )
 
 
+def merged_commits(
+    state: ServiceState, run_id: str, rounds: list[DashRound]
+) -> list[storage.CommitTokens]:
+    """The commits a merge included: the tokens that went into the model. A rejected
+    round's commits (its island caught, or left out of the merge) are not among them."""
+    included = {}
+    for r in rounds:
+        tape = facts.merge_tape(state.conn, run_id, r.round) if r.new_model_sha256 else None
+        if tape is not None:
+            included[r.round] = frozenset(tape.included)
+    commits = storage.commit_tokens(state.conn, run_id)
+    return [c for c in commits if c.hotkey in included.get(c.round, frozenset())]
+
+
 def _island_rows(
-    state: ServiceState, run_id: str, rounds: list[DashRound], roster: list[RosterEntry]
+    state: ServiceState,
+    run_id: str,
+    rounds: list[DashRound],
+    roster: list[RosterEntry],
+    merged: list[storage.CommitTokens],
 ) -> list[IslandCard]:
     inner_steps = state.manifest(run_id).round.inner_steps
     current = rounds[-1].round if rounds else None
     compute = {r.round: r.compute_s for r in rounds}
-    merged = {r.round for r in rounds if r.new_model_sha256}
     commits = storage.commit_tokens(state.conn, run_id)
-    total_tokens = sum(c.tokens for c in commits) or 0
+    total_tokens = sum(c.tokens for c in merged)
     genesis, period = chain_timing(state)
     out = []
     for entry in roster:
         mine = [c for c in commits if c.hotkey == entry.hotkey]
-        seconds = sum(compute.get(c.round) or 0 for c in mine)
-        tokens = sum(c.tokens for c in mine)
-        synced = [c.round for c in mine if c.round in merged]
+        kept = [c for c in merged if c.hotkey == entry.hotkey]
+        seconds = sum(compute.get(c.round) or 0 for c in kept)
+        tokens = sum(c.tokens for c in kept)
+        synced = [c.round for c in kept]
         done_now = any(c.round == current for c in mine)
         synced_at = storage.last_sync(state.conn, run_id, entry.hotkey)
         hardware = panels.island_hardware(state, run_id, entry.hotkey)
@@ -216,6 +244,7 @@ def _island_rows(
                 last_sync_unix=None if synced_at is None else genesis + (synced_at - 1) * period,
                 name=island_name(entry.hotkey, entry.uid),
                 rounds=len(mine),
+                tokens_merged=tokens,
                 tokens_per_s=tokens / seconds if seconds else None,
                 share=tokens / total_tokens if total_tokens else 0.0,
                 steps_done=inner_steps if done_now else 0,
@@ -235,8 +264,9 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
     """Everything the dashboard draws, for one run."""
     manifest = state.manifest(run_id)
     rounds, counts = round_rows(state, run_id, manifest)
+    merged = merged_commits(state, run_id, rounds)
     islands = sorted(  # island-1, island-2, ...: by metagraph uid
-        _island_rows(state, run_id, rounds, views.roster(state, run_id)),
+        _island_rows(state, run_id, rounds, views.roster(state, run_id), merged),
         key=lambda i: (i.uid is None, i.uid or 0, i.hotkey),
     )
     # verified figures only: the held-out loss of each merged model (merge tape); the
@@ -248,15 +278,16 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
     ]
     genesis, period = chain_timing(state)
     traffic = panels.traffic_panel(summarize(counts))
+    glance = _glance(state, run_id, manifest, rounds, islands, traffic)
     return Dashboard(
         run_id=run_id,
-        glance=_glance(state, run_id, manifest, rounds, islands, traffic),
+        glance=glance,
         beacon=DashBeacon(
             genesis_unix=genesis, period_s=period, **state.beacon_status().model_dump()
         ),
         model=model_card(manifest),
         curve=curve,
-        curve_summary=panels.curve_summary(curve, len(rounds)),
+        curve_summary=panels.curve_summary(curve, glance.rounds_done, glance.rounds_total),
         baseline=baseline.panel(state, run_id, curve),
         round_stations=panels.stations(rounds[-1] if rounds else None),
         islands=islands,
@@ -293,7 +324,7 @@ def _glance(
         first_heldout_loss=losses[0] if losses else None,
         islands=len(active),  # the roster: the same islands the cards list
         tokens_per_s=sum(i.tokens_per_s or 0 for i in active),
-        tokens=summary.tokens_total,
+        tokens=sum(i.tokens_merged for i in islands),  # the same count as the cards' share
         bytes_sent=sum(r.bytes_sent for r in rounds),
         traffic=traffic,
         audits=summary.audits_total,

@@ -50,8 +50,8 @@ class Glance(_Doc):
     heldout_loss: float | None
     first_heldout_loss: float | None
     islands: int
-    tokens_per_s: float
-    tokens: int
+    tokens_per_s: float  # the islands taking part, over the rounds merged with them
+    tokens: int  # merged into the model: a round's tokens of the islands its merge included
     bytes_sent: int
     traffic: TrafficPanel
     audits: int
@@ -62,10 +62,16 @@ class Glance(_Doc):
 class HoneypotPanelRow(HoneypotRow):
     """One strategy of the revealed list (the public table's row) with its rates.
 
-    ``catch_rate`` is caught / rounds run (a cheating honeypot cheats every round);
+    For a cheat, ``rounds_cheated`` counts the rounds its honeypots ran from the round
+    each list entry says it started cheating (``cheats_from_round``; every round of the
+    period when the entry says none: ``every_round_assumed``), ``caught_cheating`` those
+    of them the settlement rule faulted, and ``catch_rate`` is their ratio.
     ``false_positive_rate`` is false positives / rounds audited (honest honeypots).
     """
 
+    rounds_cheated: int | None = None
+    caught_cheating: int | None = None
+    every_round_assumed: bool = False
     catch_rate: float | None = None
     false_positive_rate: float | None = None
 
@@ -154,9 +160,13 @@ class InnerCard(_Doc):
 
 
 class OuterCard(_Doc):
+    """The outer optimizer; ``words`` says what it does ("plain averaging" for lr 1 and
+    no momentum: the new model is the average of the islands' models)."""
+
     name: str
     lr: float
     momentum: float
+    words: str
 
 
 class CompressionCard(_Doc):
@@ -204,8 +214,8 @@ class CurveSummary(_Doc):
     lowest: LossAt
     highest_after_first: LossAt | None
     spike: Spike | None
-    synced_rounds: int
-    rounds: int
+    rounds_done: int  # the glance's figure: rounds merged
+    rounds_total: int  # the glance's figure: rounds the schedule plans
 
 
 class Station(_Doc):
@@ -244,8 +254,9 @@ class IslandCard(RosterEntry):
     last_sync_unix: int | None
     name: str
     rounds: int
-    tokens_per_s: float | None
-    share: float
+    tokens_merged: int  # of its committed ``tokens``, those in rounds merged with it
+    tokens_per_s: float | None  # tokens_merged over those rounds' compute time
+    share: float  # of the run's merged tokens
     steps_done: int
     steps_total: int
     last_sync_round: int | None

@@ -32,7 +32,7 @@ from hypertrain.challenge.dashboard.models import (
 )
 from hypertrain.challenge.dashboard.models import TrafficTotal as TrafficTotalCard
 from hypertrain.challenge.disputes import games, honeypots
-from hypertrain.challenge.rounds import storage
+from hypertrain.challenge.rounds import facts, storage
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute import store as dispute_store
 from hypertrain.dispute.narrowing import NarrowStep, describe
@@ -88,8 +88,11 @@ def island_hardware(state: ServiceState, run_id: str, hotkey: str) -> Hardware:
     )
 
 
-def curve_summary(curve: list[CurvePoint], total_rounds: int) -> CurveSummary | None:
-    """Start, last, drop since the first round, lowest and highest with their rounds, spike."""
+def curve_summary(
+    curve: list[CurvePoint], rounds_done: int, rounds_total: int
+) -> CurveSummary | None:
+    """Start, last, drop since the first round, lowest and highest with their rounds, spike,
+    and the glance's rounds done of the rounds planned (one figure on the page)."""
     pts = [(p.round, float(p.heldout_loss)) for p in curve if p.heldout_loss is not None]
     if not pts:
         return None
@@ -107,8 +110,8 @@ def curve_summary(curve: list[CurvePoint], total_rounds: int) -> CurveSummary | 
         lowest=LossAt(round=low[0], loss=low[1]),
         highest_after_first=LossAt(round=high[0], loss=high[1]) if high else None,
         spike=Spike(round=spike[0], loss=spike[1], rise=spike[2]) if spike else None,
-        synced_rounds=len(pts),
-        rounds=total_rounds,
+        rounds_done=rounds_done,
+        rounds_total=rounds_total,
     )
 
 
@@ -139,7 +142,10 @@ def honeypot_panel(state: ServiceState, run_id: str) -> HoneypotPanel:
     spec = state.manifest(run_id).honeypots
     known = honeypots.periods(state, run_id)
     done = [p for p in known if p.revealed is not None]
-    rows = [_rated(r) for r in honeypots.table(state, run_id)] if done else []
+    rows = []
+    if done:
+        cheating = _cheating(state, run_id)
+        rows = [_rated(r, cheating.get(r.strategy)) for r in honeypots.table(state, run_id)]
     return HoneypotPanel(
         committed=bool(known),
         commitment=spec.commitment,
@@ -152,16 +158,58 @@ def honeypot_panel(state: ServiceState, run_id: str) -> HoneypotPanel:
     )
 
 
-def _rated(r: HoneypotRow) -> HoneypotPanelRow:
-    """An island row's catch rate (cheats) or false-positive rate (honest)."""
+@dataclass(slots=True)
+class _Cheating:
+    """A cheating strategy's rounds run while cheating and the ones of them caught."""
+
+    rounds: int = 0
+    caught: int = 0
+    every_round_assumed: bool = False  # an entry named no first cheating round
+
+
+def _cheating(state: ServiceState, run_id: str) -> dict[str, _Cheating]:
+    """Per cheating island strategy, over the revealed periods: the rounds its honeypots
+    ran from the round each entry says it started cheating (the period's first round
+    when it says none), and the rounds of those the settlement rule faulted."""
+    faults = facts.run_faults(state.conn, run_id)
+    out: dict[str, _Cheating] = {}
+    for period in honeypots.revealed(state, run_id):
+        assert period.revealed is not None
+        for e in period.revealed.entries:
+            if e.role != "island" or e.strategy == "honest":
+                continue
+            tally = out.setdefault(e.strategy, _Cheating())
+            tally.every_round_assumed |= e.cheats_from_round is None
+            first = max(period.first_round, e.cheats_from_round or 0)
+            if first > period.last_round:
+                continue
+            span = storage.island_span(state.conn, run_id, e.hotkey, first, period.last_round)
+            tally.rounds += span.rounds_run
+            tally.caught += sum(
+                1
+                for i, hit in faults.items()
+                if first <= i <= period.last_round and e.hotkey in hit
+            )
+    return out
+
+
+def _rated(r: HoneypotRow, cheating: _Cheating | None) -> HoneypotPanelRow:
+    """An island row's catch rate (cheats: caught / rounds cheated) or false-positive rate
+    (honest: false positives / rounds audited)."""
     if r.role != "island":
         return HoneypotPanelRow(**r.model_dump())
     if r.strategy == "honest":
         audited = r.audited or 0
         rate = (r.false_positives or 0) / audited if audited else None
         return HoneypotPanelRow(**r.model_dump(), false_positive_rate=rate)
-    run = r.rounds_run or 0
-    return HoneypotPanelRow(**r.model_dump(), catch_rate=(r.caught or 0) / run if run else None)
+    c = cheating or _Cheating()
+    return HoneypotPanelRow(
+        **r.model_dump(),
+        rounds_cheated=c.rounds,
+        caught_cheating=c.caught,
+        every_round_assumed=c.every_round_assumed,
+        catch_rate=c.caught / c.rounds if c.rounds else None,
+    )
 
 
 def narrowing_row(step: NarrowStep) -> NarrowingStep:

@@ -1,7 +1,7 @@
 """The live dashboard: a static page shipped in the package plus its JSON view.
 
-``GET /dashboard/`` serves ``index.html``; ``/dashboard/app.js`` and
-``/dashboard/style.css`` its assets (no CDN, no build step, works offline). The
+``GET /dashboard/`` serves ``index.html``; ``/dashboard/app.js``, ``chart.js``,
+``panels.js`` and ``style.css`` its assets (no CDN, no build step, works offline). The
 page uses relative URLs, so it also works behind the platform's
 ``/challenge/<slug>/`` proxy prefix. ``GET /v1/runs/{run_id}/dashboard`` is the
 one read-only document the page polls; ``PUT /admin/v1/runs/{run_id}/baseline`` is the
@@ -28,6 +28,7 @@ ASSETS: Final[dict[str, str]] = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "chart.js": "text/javascript; charset=utf-8",
+    "panels.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
     "competition.html": "text/html; charset=utf-8",
     "competition.js": "text/javascript; charset=utf-8",
