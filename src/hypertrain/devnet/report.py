@@ -75,6 +75,8 @@ def build_report(
         "run_id": doc["run_id"],
         "scenario": scenario,
         "rounds": rounds,
+        # the dashboard's own figure: tokens of the islands each round's merge included
+        "tokens_merged": doc.get("glance", {}).get("tokens", 0),
         "honeypot": {
             "name": honeypot.name,
             "hotkey": honeypot.ss58,

@@ -150,7 +150,11 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
             f" {_fmt(first)}, drop {_fmt(drop)})",
         ),
         ("rounds", str(len(rounds))),
-        ("tokens trained", f"{sum(r['tokens'] for r in rounds):,}"),
+        (
+            "tokens merged",
+            f"{report.get('tokens_merged', 0):,} (committed: {sum(r['tokens'] for r in rounds):,};"
+            " a faulted island's tokens are left out of its rounds' merges)",
+        ),
         *traffic_rows(report.get("traffic")),
         *warm_start_rows(report.get("warm_start")),
         ("audits run", str(sum(r["audits"] for r in rounds))),
