@@ -169,3 +169,14 @@ def test_the_rollback_line_names_the_island_its_depth_and_where_islands_moved() 
         "round 1 island-4 5Hgxxxxx… (depth 2): corrected model 9f9f9f9f9f9f…,"
         " islands on it from round 4"
     )
+
+
+def test_the_all_in_ratio_leads_and_counts_the_warm_start_on_both_sides() -> None:
+    from hypertrain.devnet.view import all_in_rows
+
+    traffic = {"all": {"honest_bytes": 100, "data_parallel_bytes": 2_000}}
+    [(label, words)] = all_in_rows(traffic, {"data_parallel_bytes": 900})
+    assert label.endswith("all-in")
+    assert words.startswith("2.9× less than data-parallel (1,000 B against 2,900 B")
+    assert all_in_rows(traffic, None)[0][1].startswith("20.0× less")
+    assert all_in_rows(None, None) == []
