@@ -1,7 +1,7 @@
 """Run every ``benchmarks/bench_*.py`` (or those named) and render docs/BENCHMARKS.md.
 
 Usage: ``make bench`` or ``python benchmarks/run_all.py [NAME ...]`` where NAME is
-``protocol``, ``trainer``, ... Each script runs in its own process so peak-memory
+``protocol``, ``trainer``, ... (``--render`` alone only redraws the page). Each script runs in its own process so peak-memory
 figures do not leak between them.
 """
 
@@ -99,7 +99,12 @@ def parity_section() -> list[str]:
 
 
 def main() -> int:
-    failed = run_scripts(sys.argv[1:])
+    names = sys.argv[1:]
+    if names == ["--render"]:  # only redraw the page from the result files
+        DOC.write_text(render())
+        print(f"wrote {DOC}")
+        return 0
+    failed = run_scripts(names)
     DOC.write_text(render())
     print(f"wrote {DOC}")
     return 1 if failed else 0
