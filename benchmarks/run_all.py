@@ -1,8 +1,8 @@
 """Run every ``benchmarks/bench_*.py`` (or those named) and render docs/BENCHMARKS.md.
 
 Usage: ``make bench`` or ``python benchmarks/run_all.py [NAME ...]`` where NAME is
-``protocol``, ``trainer``, ... (``--render`` alone only redraws the page). Each script runs in its own process so peak-memory
-figures do not leak between them.
+``protocol``, ``trainer``, ... (``--render`` alone only redraws the page). Each script
+runs in its own process so peak-memory figures do not leak between them.
 """
 
 from __future__ import annotations
