@@ -42,7 +42,8 @@ from hypertrain.evidence.verify import verify_round_open
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.trainer.checkpoint import decode_checkpoint, encode_checkpoint
-from hypertrain.trainer.segment import Sample, TrainConfig
+from hypertrain.trainer.round_config import island_train_config
+from hypertrain.trainer.segment import Sample
 from hypertrain.trainer.state import TrainState, init_state
 from hypertrain.trainer.warm_start import run_data_parallel, run_warm_start
 
@@ -102,7 +103,7 @@ class BaselineStore:
     def state(self) -> TrainState | None:
         if not self._state_path.exists():
             return None
-        config = TrainConfig.from_manifest(self.manifest).state_config()
+        config = island_train_config(self.manifest, 0).state_config()
         return decode_checkpoint(self._state_path.read_bytes(), config)
 
     def save(self, state: TrainState, losses: dict[str, list[float]]) -> None:
@@ -141,7 +142,7 @@ def train_baseline(
 def _warm_start(manifest: RunManifest, dataset: Dataset) -> TrainState:
     """The run's warm start (its optimizer state kept), or the seed's initial state."""
     if manifest.warm_start is None:
-        return init_state(TrainConfig.from_manifest(manifest).state_config(), manifest.seed)
+        return init_state(island_train_config(manifest, 0).state_config(), manifest.seed)
     return run_warm_start(manifest, warm_start_batches(manifest, dataset))
 
 
