@@ -34,6 +34,7 @@ from hypertrain.miner.hooks import HooksFor, honest
 from hypertrain.miner.island import checkpoint_path
 from hypertrain.miner.ranks import RankError
 from hypertrain.miner.report import Reporter
+from hypertrain.miner.retention import Retention
 from hypertrain.miner.run import run_round
 from hypertrain.miner.standing import admission_line, money_line, weight_line
 from hypertrain.miner.stopping import StopSignal, catch_stop_signals, stopped
@@ -173,10 +174,12 @@ def _follow(ctx: RunContext, key: Hotkey, service: ChallengeClient, reporter: Re
     """Train every round as it opens and serve audits, until a signal stops the miner."""
     done: set[int] = set()
     served: set[int] = set()
+    kept = Retention()  # a long run must not fill the disk (miner.retention)
     while True:
         try:
             _follow_once(ctx, key, service, done, reporter)
             serve_audits(ctx, key, service, served, reporter)
+            kept.prune(ctx, key, service.rounds(ctx.manifest.run_id), reporter)
         except ServiceError as exc:
             if exc.status != 0:
                 raise
