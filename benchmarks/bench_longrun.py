@@ -64,7 +64,9 @@ def main() -> int:
     if args.network_child:
         return network_child(args)
     started = time.time()
-    if not args.analyse:
+    if args.baseline_only:
+        baseline(state)
+    elif not args.analyse:
         follow(args, state)
     result = analyse(state, wall_s=time.time() - started)
     print(json.dumps({k: v for k, v in result.items() if not isinstance(v, list)}, indent=1))
@@ -80,6 +82,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--honeypot", default="bad-update")
     p.add_argument("--analyse", action="store_true", help="only write the result and plot")
+    p.add_argument(
+        "--baseline-only",
+        action="store_true",
+        help="train the baseline on the saved rounds (no network), then write the result",
+    )
     p.add_argument("--network-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     return p.parse_args()

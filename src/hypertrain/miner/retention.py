@@ -73,13 +73,15 @@ class Retention:
         return removed
 
     def _close(self, ctx: RunContext, index: int, reporter: Reporter) -> int:
-        """Keep only the round's final checkpoint; drop the round before it, if closed."""
+        """Keep only the round's final checkpoint; drop every round whose successor is
+        closed too (this one's predecessor, or this one if the next closed first)."""
         removed = prune_round(ctx.config.round_dir(index))
         self.closed.add(index)
-        before = ctx.config.round_dir(index - 1)
-        if index - 1 in self.closed and before.exists():
-            removed += sum(1 for _ in before.glob("ckpt_*.bin"))
-            shutil.rmtree(before)
+        for old in (index - 1, index):
+            workdir = ctx.config.round_dir(old)
+            if old in self.closed and old + 1 in self.closed and workdir.exists():
+                removed += sum(1 for _ in workdir.glob("ckpt_*.bin"))
+                shutil.rmtree(workdir)
         if removed:
             reporter.event("pruned", round=index, checkpoints=removed)
         return removed
