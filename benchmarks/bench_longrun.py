@@ -240,7 +240,8 @@ def analyse(state: Path, *, wall_s: float) -> dict[str, Any]:
     opens = [verify_round_open(d.open, manifest, d.round) for d in details]
     included = [merged_islands(d) for d in details]
     samples = [sum(len(b) for b in r) for r in round_batches(manifest, dataset, opens, included)]
-    measured = (state / "commit.txt").read_text() if (state / "commit.txt").exists() else commit()
+    path = state / "commit.txt"
+    measured = path.read_text().strip() if path.exists() else commit()
     result = build_result(manifest, details, report, losses, wall, samples, measured)
     plot(result, PLOT)
     curves = {k: result.pop(k) for k in CURVES}
