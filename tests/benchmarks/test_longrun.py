@@ -1,0 +1,54 @@
+"""The long-run result measures the recipe new runs get, and its figures mean what they say.
+
+``benchmarks/results/longrun.json`` is what docs/parity.md and the README quote for the
+product's quality: it must be a run of the recipe ``run init`` and the devnet write (the
+state policy, the outer step, H), with a baseline for every round, and its derived figures
+(the moving average's longest rise, the gap) must follow from its own per-round series.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "benchmarks")]
+
+from hypertrain.devnet.config import DevnetConfig  # noqa: E402
+from hypertrain.protocol.recipe import OUTER_STEP, STATE_POLICY  # noqa: E402
+from longrun_report import WINDOW, longest_rise, moving_average  # noqa: E402
+
+RESULT = ROOT / "benchmarks" / "results" / "longrun.json"
+CURVES = ROOT / "benchmarks" / "results" / "longrun" / "curves.json"
+
+
+def test_the_long_run_is_of_the_recipe_new_runs_get() -> None:
+    result = json.loads(RESULT.read_text())
+    recipe = result["recipe"]
+    assert recipe["state_policy"] == STATE_POLICY
+    assert (recipe["outer"]["lr"], recipe["outer"]["momentum"]) == (
+        OUTER_STEP["lr"],
+        OUTER_STEP["momentum"],
+    )
+    assert recipe["outer"]["broadcast"] == OUTER_STEP["broadcast"]
+    assert recipe["inner_steps"] == DevnetConfig().inner_steps
+    assert recipe["warm_start_steps"] > 0
+
+
+def test_the_figures_follow_from_the_series() -> None:
+    result, curves = json.loads(RESULT.read_text()), json.loads(CURVES.read_text())
+    net, dp = curves["network_loss"], curves["baseline_loss"]
+    n = result["rounds_with_baseline"]
+    assert n == len(dp) == len(curves["tokens"]) and len(net) == result["rounds"] >= n
+    assert curves["commit"] == result["commit"]
+    assert result["final_gap_pct"] == 100 * (net[n - 1] / dp[n - 1] - 1)
+    assert result["network_longest_ma5_rise"] == longest_rise(moving_average(net))
+    assert net[n - 1] < net[0]  # the network trains
+
+
+def test_the_moving_average_and_its_longest_rise() -> None:
+    assert moving_average([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == [3.0, 4.0]
+    assert WINDOW == 5
+    assert longest_rise([5.0, 4.0, 4.5, 4.6, 4.7, 4.0, 4.1]) == 3
+    assert longest_rise([3.0, 2.0, 1.0]) == 0
