@@ -1,4 +1,5 @@
-"""``hypertrain-miner compete``: commit a model, then upload and reveal it, then watch.
+"""``hypertrain-miner compete``: commit a model, then upload and reveal it, then watch;
+``best`` downloads the current winner (:mod:`hypertrain.miner.best`).
 
 Commit first: the signed commitment ``H(model hash, hotkey)`` is recorded at the
 service's current beacon round, and that round (not the upload time) orders the
@@ -28,6 +29,7 @@ from hypertrain.competition.messages import (
 )
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.competition.submission import commitment, list_directory, model_hash
+from hypertrain.miner.best import download_best
 from hypertrain.miner.errors import MinerError
 from hypertrain.protocol.cliargs import add_relay_url, add_service_url
 from hypertrain.protocol.envelope import seal
@@ -39,7 +41,7 @@ EXPIRY_MARGIN_ROUNDS = 50
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser("compete", help="competition mode: commit, upload, status")
+    parser = sub.add_parser("compete", help="competition mode: commit, upload, status, best")
     cmds = parser.add_subparsers(dest="compete_command", metavar="COMMAND", required=True)
     for name, text, func in (
         ("commit", "commit H(model hash, hotkey) for a model directory", _commit),
@@ -55,6 +57,15 @@ def register(sub: Any) -> None:
         if name == "upload":
             add_relay_url(cmd, required=True)
         cmd.set_defaults(func=func)
+    best = cmds.add_parser(
+        "best", help="download and verify the current best model into a loadable directory"
+    )
+    add_service_url(best, required=True)
+    best.add_argument("--competition", required=True, help="competition id")
+    best.add_argument(
+        "--out", type=Path, required=True, help="directory to write (absent or empty)"
+    )
+    best.set_defaults(func=_best)
 
 
 def _key(args: argparse.Namespace) -> Hotkey:
@@ -138,6 +149,15 @@ def _upload(args: argparse.Namespace) -> int:
                 client, args.relay_url, _key(args), args.competition, args.model_dir
             ).model_dump()
         )
+    return 0
+
+
+def _best(args: argparse.Namespace) -> int:
+    with CompetitionClient(args.service_url) as client:
+        got = download_best(client, args.competition, args.out)
+    _print({"competition": args.competition, "cycle": got.cycle, "hotkey": got.hotkey,
+            "model_sha256": got.model_sha256, "commitment": got.commitment,
+            "out": str(got.out)})  # fmt: skip
     return 0
 
 
