@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from hypertrain.protocol.manifest import RunManifest
+from hypertrain.trainer.errors import SampleError
 from hypertrain.trainer.round_config import (
     WarmStartError,
     data_parallel_config,
@@ -41,10 +42,19 @@ def iter_warm_start(
     """The state after each warm-start step, one batch per step in order (``start``:
     the state to continue from, default :func:`initial_state`)."""
     state = initial_state(manifest) if start is None else start
-    for batch in batches:
-        config = warm_start_config(manifest, state.step, device=device)
-        state = run_segment(state, config, batch, 1)
-        yield state
+    steps = _in_warm_start(manifest, batches, state.step)
+    yield from iter_data_parallel(manifest, steps, state, device=device)
+
+
+def _in_warm_start(
+    manifest: RunManifest, batches: Iterable[Sequence[Sample]], first: int
+) -> Iterator[Sequence[Sample]]:
+    """The batches, each refused (``WarmStartError``) outside the manifest's warm start."""
+    for step, batch in enumerate(batches, first):
+        per_step = warm_start_config(manifest, step).samples_per_step
+        if len(batch) != per_step:
+            raise SampleError(f"warm-start step {step} needs {per_step} samples, got {len(batch)}")
+        yield batch
 
 
 def iter_data_parallel(
