@@ -146,3 +146,20 @@ def pool_spec_doc(ds: Dataset, pool: Dataset, cid: str = "comp-1", **over: Any) 
     doc = spec_doc(ds, cid, **over)
     doc["data"] |= {"pool_root": pool_tree(samples).root.hex(), "pool_count": len(pool)}
     return doc
+
+
+def tiny_llama(out: Path) -> Any:
+    """A random 300-token Llama saved as config.json + model.safetensors (float32)."""
+    import transformers
+
+    torch.manual_seed(3)
+    config = transformers.LlamaConfig(
+        vocab_size=300, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+    )  # fmt: skip
+    model = transformers.LlamaForCausalLM(config).eval()
+    model.save_pretrained(out, safe_serialization=True)
+    for extra in out.iterdir():
+        if extra.name not in ("config.json", "model.safetensors"):
+            extra.unlink()
+    return model

@@ -22,6 +22,7 @@ from hypertrain.protocol.identity import Hotkey
 from hypertrain.relay.client import RelayClient
 from tests.competition import test_fetch_deadline as _fetching
 from tests.competition import test_service as _competition
+from tests.competition.models import tiny_llama
 from tests.competition.test_service import CID, MINERS, World
 from tests.relay import conftest as _relays
 from tests.relay.conftest import Running
@@ -33,31 +34,14 @@ servers = _fetching.servers  # loopback servers that send whatever bytes a test 
 PAGES = 4
 
 
-def tiny_llama(out: Path) -> Any:
-    """A random 300-token Llama saved as config.json + model.safetensors (float32)."""
-    import transformers
-
-    torch.manual_seed(3)
-    config = transformers.LlamaConfig(
-        vocab_size=300, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-    )  # fmt: skip
-    model = transformers.LlamaForCausalLM(config).eval()
-    model.save_pretrained(out, safe_serialization=True)
-    for extra in out.iterdir():
-        if extra.name not in ("config.json", "model.safetensors"):
-            extra.unlink()
-    return model
-
-
 def enter(w: World, key: Hotkey, files: list[ModelFile], base_url: str) -> str:
     """Commit, reveal after the commit's round, and settle one cycle that pays it."""
     sha = model_hash(files)
-    body = {"commitment": commitment(sha, key.ss58_address)}
-    assert w.post("/v1/compete/commit", key, "compete-commit", body).status_code == 200
+    commit = {"commitment": commitment(sha, key.ss58_address)}
+    assert w.post("/v1/compete/commit", key, "compete-commit", commit).status_code == 200
     w.tick()
-    body = {"model_sha256": sha, "files": [f.model_dump() for f in files], "base_url": base_url}
-    assert w.post("/v1/compete/reveal", key, "compete-reveal", body).status_code == 200
+    reveal = {"model_sha256": sha, "files": [f.model_dump() for f in files], "base_url": base_url}
+    assert w.post("/v1/compete/reveal", key, "compete-reveal", reveal).status_code == 200
     w.tick(4)  # cycle 0 opens at round start + 5
     assert w.score(sha, [2.0] * PAGES).status_code == 200
     w.tick()

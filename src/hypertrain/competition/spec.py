@@ -45,15 +45,19 @@ class ArchitectureLimits(_Section):
         return self
 
 
+EvalDType = Literal["float32", "bfloat16"]
+
+
 class EvalDataSpec(_Section):
-    """The public training data (pinned), the secret evaluation pool and how much is scored.
+    """The public training data (pinned), the secret evaluation pool and how it is scored.
 
     ``dataset_root`` and ``descriptor_sha256`` pin the published dataset miners train
     on; it is never scored. Pages are drawn from a separate *pool* of ``pool_count``
     samples that only the service holds: ``pool_root`` is the Merkle root of their
     sample hashes (the dataset-root construction), committed in the signed spec, and
     each cycle reveals its pages with their proofs only once the cycle opens, after
-    every eligible commitment was made; no page is ever scored twice.
+    every eligible commitment was made; no page is ever scored twice. ``batch_pages`` and
+    ``eval_dtype`` fix how every evaluator computes (both change the bits of a matmul).
     """
 
     dataset_root: str = Field(pattern=_HEX64)
@@ -64,6 +68,9 @@ class EvalDataSpec(_Section):
     seq_len: int = Field(ge=2, le=1 << 16)
     pages_per_eval: int = Field(default=64, ge=1, le=65_536)
     batch_pages: int = Field(default=8, ge=1, le=1024)  # fixed so every evaluator batches alike
+    # the dtype evaluators load and run a model in (each page's loss is float32 either way);
+    # omitted from the canonical JSON at its default, so older specs keep their hash
+    eval_dtype: EvalDType = Field(default="float32", exclude_if=lambda v: v == "float32")
 
     @model_validator(mode="after")
     def _pool_fits(self) -> EvalDataSpec:
@@ -150,6 +157,11 @@ class CompetitionSpec(_Section):
     def _fits(self) -> CompetitionSpec:
         if self.data.seq_len > self.architecture.max_context_length:
             raise ValueError("data.seq_len exceeds architecture.max_context_length")
+        if self.determinism is not None and self.determinism.dtype != self.data.eval_dtype:
+            raise ValueError(
+                f"determinism.dtype {self.determinism.dtype!r} is not data.eval_dtype"
+                f" {self.data.eval_dtype!r}: the record is of the evaluation it pins"
+            )
         return self
 
     def canonical(self) -> bytes:

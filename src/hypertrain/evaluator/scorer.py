@@ -4,10 +4,14 @@ The model loads through ``transformers`` with remote code refused, from local
 files only, after :func:`hypertrain.competition.checks.check_directory` passed; a
 checkpoint whose tensors do not match the architecture exactly (a missing tensor
 would be randomly initialised, so two evaluators would disagree) is refused. Pages
-are evaluated in float32 with the eager attention kernel, in fixed batches of
-``batch_pages`` (the batch shape changes the bits of a matmul), under the
-process-wide determinism switches; the loss of a page is the mean next-token
-cross-entropy over its tokens.
+are evaluated in the spec's ``data.eval_dtype`` (float32 by default, or bfloat16) with
+the eager attention kernel, in fixed batches of ``batch_pages`` (the batch shape and the
+dtype change the bits of a matmul), under the process-wide determinism switches; the
+loss of a page is the mean next-token cross-entropy over its tokens, computed in
+float32 from the logits whatever the model's dtype. The determinism record names the
+dtype, so a spec that pins a record pins it too, and evaluators with equal records
+produce equal bytes (bfloat16 on CPU included: every CPU torch runs computes it, the
+record's ``aten_cpu_capability`` and ``cpu_vendor`` pin which kernels).
 """
 
 from __future__ import annotations
@@ -26,7 +30,11 @@ from hypertrain.data.dataset import Dataset
 from hypertrain.data.descriptor import DESCRIPTOR_NAME
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.manifest import DeterminismRecord
-from hypertrain.trainer.determinism import check_determinism, configure_determinism
+from hypertrain.trainer.determinism import (
+    check_determinism,
+    configure_determinism,
+    current_record,
+)
 
 
 class EvaluationError(ValueError):
@@ -35,7 +43,8 @@ class EvaluationError(ValueError):
 
 def prepare(spec: CompetitionSpec, num_threads: int) -> DeterminismRecord:
     """Set the determinism switches; refuse when the spec pins a record this process lacks."""
-    record = configure_determinism(num_threads)
+    configure_determinism(num_threads)  # the switches; the dtype is the evaluation's
+    record = current_record(dtype=spec.data.eval_dtype)
     if spec.determinism is not None:
         check_determinism(record, spec.determinism)
     return record
@@ -68,7 +77,8 @@ def page_batch(dataset: Dataset, sample_ids: Sequence[int]) -> torch.Tensor:
 
 
 def load_model(directory: Path, spec: CompetitionSpec) -> tuple[Any, ModelSummary]:
-    """Check, then load a model directory (float32, eager attention, no remote code)."""
+    """Check, then load a model directory (in ``data.eval_dtype``, eager attention, no
+    remote code)."""
     summary = check_directory(directory, spec.architecture, spec.data.seq_len)
     try:
         import transformers
@@ -81,7 +91,7 @@ def load_model(directory: Path, spec: CompetitionSpec) -> tuple[Any, ModelSummar
     try:
         model, info = cls.from_pretrained(
             str(directory),
-            dtype=torch.float32,
+            dtype=getattr(torch, spec.data.eval_dtype),
             trust_remote_code=False,
             local_files_only=True,
             attn_implementation="eager",
@@ -98,7 +108,8 @@ def load_model(directory: Path, spec: CompetitionSpec) -> tuple[Any, ModelSummar
 
 
 def page_losses(model: Any, batch: torch.Tensor, batch_pages: int) -> list[float]:
-    """Mean next-token cross-entropy of every page, in float32, in fixed-size batches."""
+    """Mean next-token cross-entropy of every page in fixed-size batches, computed in
+    float32 from the model's logits (whatever dtype the model runs in)."""
     out: list[float] = []
     with torch.no_grad():
         for start in range(0, batch.shape[0], batch_pages):

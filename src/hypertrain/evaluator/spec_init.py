@@ -75,6 +75,11 @@ def register(sub: Any) -> None:
     for flag, _, dest, kind, default, text in _FLAGS:
         init.add_argument(flag, dest=dest, type=kind, default=default,
                           help=f"{text} (default %(default)s)")  # fmt: skip
+    init.add_argument(
+        "--eval-dtype", choices=("float32", "bfloat16"), default="float32",
+        help="the dtype evaluators run models in (default %(default)s; left out of the file"
+        " at the default)",
+    )  # fmt: skip
     init.add_argument("--out", type=Path, required=True, help="spec file to write")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=_init)
@@ -101,6 +106,8 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
     for _, section, dest, _, _, _ in _FLAGS:
         doc[section][dest] = getattr(args, dest)
     doc["epsilon"]["end"] = doc["epsilon"]["start"]
+    if (dtype := getattr(args, "eval_dtype", "float32")) != "float32":
+        doc["data"]["eval_dtype"] = dtype
     probe = {**doc, "data": {**doc["data"], "pool_root": "0" * 64, "pool_count": 1 << 24}}
     try:
         spec = CompetitionSpec.model_validate(probe)
