@@ -1,7 +1,10 @@
 """Combine the parity grid's task files, recompute the verdicts, draw the plots.
 
 Run: ``python benchmarks/parity_plots.py [GRID_DIR] --out COMBINED.json``
-(default: ``benchmarks/results/parity/grid/`` into ``.../parity-combined.json``).
+(default: ``benchmarks/results/parity/grid/`` into ``.../parity-combined.json``);
+``--tuning``: the rate sweeps of ``parity_tuning.py`` (``results/parity/tuning/``) into
+``parity-tuning.json``, with each arm's best rate over the seeds all its rates share (so
+a partial sweep names no rate for having run more seeds) and the paired gaps, no plots.
 A task file whose harness or trainer hashes differ from the files now is refused
 (:class:`StaleResultError`): a figure is drawn only by the code that measured it.
 Writes the combined JSON, ``docs/parity-gap-m.png`` (gap vs M),
@@ -26,7 +29,7 @@ import matplotlib.pyplot as plt
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "src")]
 
-from parity_stats import combine, stale_files, summary  # noqa: E402
+from parity_stats import combine, paired_gap, stale_files, summary  # noqa: E402
 
 DOCS = HERE.parent / "docs"
 GRID = HERE / "results" / "parity" / "grid"
@@ -117,7 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("grid", nargs="?", type=Path, default=GRID, help="folder of task files")
     ap.add_argument("--out", type=Path, default=GRID.parent / "parity-combined.json")
     ap.add_argument("--plots", type=Path, default=DOCS, help="folder for the PNG plots")
+    ap.add_argument("--tuning", action="store_true", help="the rate sweeps (parity_tuning.py)")
     args = ap.parse_args(argv)
+    if args.tuning:
+        return tuning_main(GRID.parent / "tuning", GRID.parent / "parity-tuning.json")
     try:
         head, tasks = load_tasks(args.grid)
     except StaleResultError as exc:
@@ -194,6 +200,87 @@ def default_table(rows: list[dict[str, Any]]) -> str:
             f" {'—' if not ratio else f'{ratio:,.0f}'} |"
         )
     return "\n".join(lines)
+
+
+ARMS = (("dp", "data-parallel"), ("product", "recipe, AdamW"), ("muon", "recipe, Muon"))
+
+
+def _sweep_rows(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    keys = ("name", "lr", "muon_lr", "seeds", "final_loss")
+    return [
+        {**{k: c.get(k) for k in keys}, "mean": c["final_loss_mean"], "sd": c["final_loss_sd"]}
+        for c in sorted(cells, key=lambda c: (c.get("muon_lr") or 0, c["lr"]))
+    ]
+
+
+def sweep_best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The rate of lowest mean loss over the seeds every rate of the sweep has."""
+    common = set.intersection(*(set(r["seeds"]) for r in rows)) if rows else set()
+    if not common:
+        return None
+
+    def mean(r: dict[str, Any]) -> float:
+        pairs = zip(r["seeds"], r["final_loss"], strict=True)
+        return sum(v for s, v in pairs if s in common) / len(common)
+
+    top = min(rows, key=mean)
+    return {"name": top["name"], "on_seeds": sorted(common), "mean": mean(top)}
+
+
+def tuning_summary(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each arm's rates (mean ± sd over seeds), its best, data-parallel's seed spread, and
+    the best cells' paired gaps (``parity_stats.paired_gap``: 90 % interval, TOST)."""
+    diloco = [c for c in cells.values() if c["kind"] == "diloco"]
+    out: dict[str, Any] = {
+        "dp": _sweep_rows([c for c in cells.values() if c["kind"] == "dp"]),
+        "product": _sweep_rows([c for c in diloco if c["optimizer"] == "adamw"]),
+        "muon": _sweep_rows([c for c in diloco if c["optimizer"] == "muon"]),
+    }
+    best = {key: sweep_best(out[key]) for key, _ in ARMS}
+    out["best"] = best
+    out["dp_seed_sd_pct_of_mean"] = {
+        r["name"]: 100 * r["sd"] / r["mean"] for r in out["dp"] if len(r["seeds"]) > 1
+    }
+    pairs = {"product_vs_dp": ("product", "dp"), "muon_vs_dp": ("muon", "dp")}
+    pairs["muon_vs_product"] = ("muon", "product")
+    for key, (a, b) in pairs.items():
+        if best[a] and best[b]:
+            gap = paired_gap(cells[best[a]["name"]], cells[best[b]["name"]])
+            out[key] = {"cell": best[a]["name"], "against": best[b]["name"], **(gap or {})}
+    return out
+
+
+def tuning_table(summary: dict[str, Any]) -> str:
+    """The Markdown table of every swept rate, each arm's best in bold."""
+    lines = [
+        "| arm | rate | seeds | held-out loss per seed | mean ± sd |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for key, label in ARMS:
+        win = (summary["best"][key] or {}).get("name")
+        for r in summary[key]:
+            rate = f"{r['lr']:g}" if key != "muon" else f"muon {r['muon_lr']:g}, AdamW {r['lr']:g}"
+            mean = f"{r['mean']:.4f} ± {r['sd']:.4f}"
+            lines.append(
+                f"| {label} | {rate} | {len(r['seeds'])} |"
+                f" {', '.join(f'{v:.4f}' for v in r['final_loss'])} |"
+                f" {f'**{mean}**' if r['name'] == win else mean} |"
+            )
+    return "\n".join(lines)
+
+
+def tuning_main(folder: Path, out: Path) -> int:
+    try:
+        head, tasks = load_tasks(folder)
+    except StaleResultError as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 2
+    cells = combine(tasks)  # a cell keeps its first task's fields, muon_lr among them
+    tuning = tuning_summary(cells)
+    out.write_text(json.dumps({**head, "cells": cells, "tuning": tuning}, indent=1) + "\n")
+    print(tuning_table(tuning))
+    print(json.dumps({k: v for k, v in tuning.items() if k not in dict(ARMS)}, indent=1))
+    return 0
 
 
 if __name__ == "__main__":
