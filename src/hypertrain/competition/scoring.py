@@ -18,6 +18,9 @@ proportion to their softmax weights; weights become integer units for the ledger
 the best taking the rounding. A newcomer therefore displaces the incumbent only by
 being better by more than epsilon on most pages, and an exact copy (which loses
 every tie) never wins. Everything is a pure function of the scores and the order.
+
+This is not SN9's current rule, which compares one mean loss per model; the six
+differences and their reasons are in docs/competition.md, "Hypertrain and SN9".
 """
 
 from __future__ import annotations
@@ -118,7 +121,9 @@ def contenders(
     baseline_loss: float | None = None,
     references: frozenset[str] = frozenset(),
 ) -> list[Entry]:
-    """The entries that count, oldest first (SN9's filter before win rates).
+    """The entries that count, oldest first: the filter before win rates (not SN9's, which
+    keeps a model whose mean loss beats every earlier model's at fully decayed epsilon;
+    docs/competition.md, "Hypertrain and SN9").
 
     An entry counts when its mean page loss is below the published baseline (when
     the spec sets one) and it beats, head to head with the epsilon advantage, every
