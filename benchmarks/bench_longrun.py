@@ -17,7 +17,10 @@ warm start). Both curves use the aggregator's held-out loss function and samples
 Parts and resuming: the state directory keeps the records, the baseline's state after
 each round and the network's report; a rerun skips what is done (the network part runs
 once to its report; the baseline resumes at its last finished round). ``--analyse``
-only rewrites the result and the plot from the state.
+only rewrites the result and the plot from the state. A run stopped before its last
+round has no report: save its dashboard document as ``dashboard.json`` in the state
+directory first (``GET /v1/runs/devnet/dashboard``), then ``--baseline-only`` trains the
+baseline on every saved round and writes the result with the traffic of the final rounds.
 
 Writes ``benchmarks/results/longrun.json`` (final losses and gap, the moving average's
 longest rise, bytes as docs/traffic.md counts them with the all-in ratio first,
@@ -227,13 +230,35 @@ def merged_islands(detail: RoundDetail) -> list[str]:
     return [] if tape is None else list(tape.included)
 
 
+def network_report(state: Path, manifest: RunManifest) -> dict[str, Any] | None:
+    """The network's report, or, for a run stopped before its end, the same traffic
+    figures from its last saved dashboard document (``dashboard.json``, the final rounds
+    only, by the report's own functions)."""
+    from hypertrain.devnet.report import traffic_summary, warm_start_row
+
+    path = state / "network" / "report.json"
+    if path.exists():
+        report: dict[str, Any] = json.loads(path.read_text())
+        return report
+    saved = state / "dashboard.json"
+    if not saved.exists():
+        return None
+    doc = json.loads(saved.read_text())
+    rounds = [r for r in doc["rounds"] if r["phase"] == "final"]
+    devices = len(doc["islands"])
+    return {
+        "traffic": traffic_summary(rounds),
+        "warm_start": warm_start_row(manifest, devices),
+        "stopped_at_round": len(rounds),
+    }
+
+
 def analyse(state: Path, *, wall_s: float) -> dict[str, Any]:
     """longrun.json and the plot, from the state directory."""
     from longrun_report import CURVES, build_result, plot
 
     manifest, details = load_records(state)
-    report_path = state / "network" / "report.json"
-    report = json.loads(report_path.read_text()) if report_path.exists() else None
+    report = network_report(state, manifest)
     losses = BaselineStore(state / "baseline", manifest).losses()
     wall = json.loads((state / "wall.json").read_text()) if (state / "wall.json").exists() else {}
     dataset = open_dataset(manifest)
