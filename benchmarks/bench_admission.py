@@ -120,7 +120,8 @@ def network_joins(root: Path) -> dict[str, list[float]]:
                 r.raise_for_status()
             fleet.hypertrain(
                 "auditor", "auditor", "run", "--follow", "--poll-s", "0.2",
-                "--service", service, "--relay", "http://127.0.0.1:9", "--run-id", "challenge",
+                "--service-url", service, "--relay-url", "http://127.0.0.1:9",
+                "--run-id", "challenge",
                 "--worker-token-file", str(secrets["worker"]),
                 "--key-file", str(keys["auditor"][0]), "--dataset-dir", str(root / "dataset"),
                 "--coordinator", coord,

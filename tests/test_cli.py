@@ -45,10 +45,6 @@ def _commands(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentPars
 
 
 CANONICAL = {"service_url": "--service-url", "relay_url": "--relay-url", "data_url": "--data-url"}
-# Commands still on the old spellings only, each with its reason (remove when switched).
-OLD_SPELLING_ONLY = {
-    "hypertrain aggregator": "aggregator/ was being changed elsewhere; it switches next",
-}
 
 
 @pytest.mark.parametrize("build", [build_parser, build_miner_parser])
@@ -57,8 +53,6 @@ def test_one_spelling_per_url_flag(build: Callable[[], argparse.ArgumentParser])
     taken; an old spelling is only an alias of those."""
     seen = set()
     for command in _commands(build()):
-        if any(command.prog.startswith(p) for p in OLD_SPELLING_ONLY):
-            continue
         for action in command._actions:
             old = set(action.option_strings) & {"--service", "--url", "--relay"}
             if action.dest in CANONICAL or old:
@@ -85,6 +79,13 @@ def test_an_old_spelling_works_and_warns_once(capsys: pytest.CaptureFixture[str]
             )
     args = build_parser("relay").parse_args(["relay", "get", "ab", "--relay=" + url, "--out", "f"])
     assert args.relay_url == url and capsys.readouterr().err.count("\n") == 1
+    witness = ["aggregator", "witness", "--run-id", "r", "--service", url, "--relay", url]
+    args = build_parser("aggregator").parse_args(witness)
+    assert args.service_url == url and args.relay_url == url
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {old} is deprecated and goes in the next release: use {old}-url"
+        for old in ("--service", "--relay")
+    ]
 
 
 def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[str]) -> None:

@@ -61,7 +61,7 @@ def test_verify_tape_cli_identical_and_tampered(
     relay: Running, keys: Keys, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, tape, _ = _published(relay, keys, tmp_path)
-    args = ["--relay", relay.url, "--cache-dir", str(tmp_path / "v")]
+    args = ["--relay-url", relay.url, "--cache-dir", str(tmp_path / "v")]
     assert main(["aggregator", "verify-tape", tape.sha256(), *args]) == 0
     assert "identical" in capsys.readouterr().out
     doc = tape.model_dump(mode="json")
@@ -81,7 +81,7 @@ def test_rollback_cli_writes_and_publishes(
     key_file = tmp_path / "key.json"
     key_file.write_text(f'{{"secretSeed": "0x{"04" * 32}"}}')
     out = tmp_path / "rolled.json"
-    argv = ["aggregator", "rollback", tape.sha256(), "--hotkey", HOTKEYS[1], "--relay",
+    argv = ["aggregator", "rollback", tape.sha256(), "--hotkey", HOTKEYS[1], "--relay-url",
             relay.url, "--out", str(out), "--key-file", str(key_file),
             "--expiry-round", str(EXPIRY)]  # fmt: skip
     assert main(argv) == 0
@@ -97,4 +97,4 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit) as done:
         main(["aggregator", command, "--help"])
     assert done.value.code == 0
-    assert "--relay" in capsys.readouterr().out
+    assert "--relay-url" in capsys.readouterr().out

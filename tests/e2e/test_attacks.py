@@ -162,9 +162,9 @@ def test_attackers_are_caught_and_never_paid(tmp_path: Path, beacon: LocalBeacon
         HYPERTRAIN_AGGREGATOR_HOTKEYS=ss58["aggregator"],
     )  # fmt: skip
     common = [
-        "--service",
+        "--service-url",
         service,
-        "--relay",
+        "--relay-url",
         relay,
         "--run-id",
         RUN,

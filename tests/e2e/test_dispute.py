@@ -109,7 +109,7 @@ class _Net:
     def common(self) -> list[str]:
         """The arguments every worker process takes."""
         return [
-            *("--service", self.service, "--relay", self.relay, "--run-id", RUN),
+            *("--service-url", self.service, "--relay-url", self.relay, "--run-id", RUN),
             *("--worker-token-file", str(self.tokens["worker"])),
         ]
 
@@ -183,7 +183,7 @@ def _islands(net: _Net, case: str) -> list[str]:
 
 def _referee(net: _Net) -> None:
     net.fleet.hypertrain(
-        "referee", "referee", "serve", "--service", net.service, "--run-id", RUN,
+        "referee", "referee", "serve", "--service-url", net.service, "--run-id", RUN,
         "--key-file", str(net.keys["referee"][0]), "--coordinator", net.coord, "--poll-s", "0.5",
     )  # fmt: skip
 
@@ -334,7 +334,7 @@ def _check_honeypots(service: str, admin: dict[str, str], honeypots: HoneypotLis
             "hypertrain.cli",
             "challenge",
             "honeypots",
-            "--url",
+            "--service-url",
             service,
             "--run-id",
             RUN,

@@ -98,7 +98,7 @@ def test_noisy_copies_averages_and_reversed_updates_are_not_paid(
         HYPERTRAIN_AGGREGATOR_HOTKEYS=ss58["aggregator"],
     )  # fmt: skip
     worker = str(sec.tokens["worker"])
-    common = ["--service", service, "--relay", relay, "--run-id", RUN,
+    common = ["--service-url", service, "--relay-url", relay, "--run-id", RUN,
               "--worker-token-file", worker, "--poll-s", "0.3", "--follow"]  # fmt: skip
     try:
         with _gate(gate, beacon.chain.chain_hash_hex, service, COMMITS):

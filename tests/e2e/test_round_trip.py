@@ -100,9 +100,9 @@ def test_two_rounds_honest_paid_cheater_burned(tmp_path: Path, beacon: LocalBeac
         )
         assert r.status_code == 200, r.text
         common = [
-            "--service",
+            "--service-url",
             service,
-            "--relay",
+            "--relay-url",
             relay,
             "--run-id",
             RUN,
@@ -222,7 +222,7 @@ def _check_round_1(service: str, relay: str, fleet: Fleet) -> None:
             "aggregator",
             "verify-tape",
             merged["tape_sha256"],
-            "--relay",
+            "--relay-url",
             relay,
         ],
         cwd=REPO,

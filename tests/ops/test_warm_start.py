@@ -128,7 +128,7 @@ def test_the_service_check_reads_round_zeros_signed_record_and_fails_closed(
     live_service: LiveService, small_dataset: Path, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    """``--service`` checks against the start model the coordinator signed for round 0;
+    """``--service-url`` checks against the start model the coordinator signed for round 0;
     before round 0 exists there is nothing to check, which is an error, not a pass."""
     svc = live_service
     path, _ = _init(tmp_path, small_dataset)

@@ -20,6 +20,7 @@ from hypertrain.aggregator.verify import verify_tape
 from hypertrain.aggregator.witness import Witness
 from hypertrain.aggregator.witness import follow as follow_witness
 from hypertrain.api.client import ChallengeClient
+from hypertrain.protocol.cliargs import add_relay_url, add_service_url
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.relay.client import RelayClient
@@ -38,9 +39,9 @@ def _token(path: Path | None) -> str | None:
 
 def _common(p: argparse.ArgumentParser, *, service: bool = True) -> None:
     if service:
-        p.add_argument("--service", required=True, help="challenge service base URL")
+        add_service_url(p, required=True)
         p.add_argument("--worker-token-file", type=Path, help="file holding the worker token")
-    p.add_argument("--relay", required=True, help="relay base URL")
+    add_relay_url(p, required=True)
     p.add_argument("--run-id", required=True, help="run identifier")
     add_wallet_flags(p, what="aggregator hotkey")
     p.add_argument("--state-dir", type=Path, default=Path("aggregator-state"),
@@ -99,13 +100,13 @@ def register(subparsers: Any) -> None:
 
     ver = sub.add_parser("verify-tape", help="recompute a merge and compare its bytes")
     ver.add_argument("tape", help="tape SHA-256 on the relay, or a tape file")
-    ver.add_argument("--relay", required=True, help="relay base URL to fetch blobs from")
+    add_relay_url(ver, "relay base URL to fetch blobs from", required=True)
     ver.add_argument("--cache-dir", type=Path, help="blob cache (default: a temporary one)")
     ver.set_defaults(func=cmd_verify)
 
     wit = sub.add_parser("witness", help="recompute each merged round; post signed attestations")
-    wit.add_argument("--service", required=True, help="challenge service base URL")
-    wit.add_argument("--relay", required=True, help="relay base URL to fetch blobs from")
+    add_service_url(wit, required=True)
+    add_relay_url(wit, "relay base URL to fetch blobs from", required=True)
     wit.add_argument("--run-id", required=True, help="run identifier")
     add_wallet_flags(wit, what="witness hotkey (never the aggregator's)")
     wit.add_argument("--state-dir", type=Path, default=Path("witness-state"),
@@ -117,7 +118,7 @@ def register(subparsers: Any) -> None:
     rb = sub.add_parser("rollback", help="recompute a round without a faulty island's update")
     rb.add_argument("tape", help="tape SHA-256 on the relay, or a tape file")
     rb.add_argument("--hotkey", required=True, help="SS58 of the island whose fault was proven")
-    rb.add_argument("--relay", required=True, help="relay base URL")
+    add_relay_url(rb, required=True)
     rb.add_argument("--out", type=Path, required=True, help="write the new tape here")
     rb.add_argument("--key-file", type=Path, help="hotkey file: publish the new blobs")
     rb.add_argument("--expiry-round", type=int, default=0, help="envelope expiry for uploads")
@@ -128,11 +129,11 @@ def register(subparsers: Any) -> None:
 def _aggregator(args: argparse.Namespace, admin: bool = False) -> Aggregator:
     key = key_from_args(args)
     service = ChallengeClient(
-        args.service,
+        args.service_url,
         worker_token=_token(args.worker_token_file),
         admin_token=_token(getattr(args, "admin_token_file", None)) if admin else None,
     )
-    relay = RelayClient(args.relay, key, args.run_id, timeout_s=RELAY_TIMEOUT_S)
+    relay = RelayClient(args.relay_url, key, args.run_id, timeout_s=RELAY_TIMEOUT_S)
     store = RelayBlobs(relay, args.state_dir / "blobs", lambda: service.beacon_round() + 10)
     agg = Aggregator(service, store, key, args.run_id, args.state_dir, _emit)
     if getattr(args, "dataset_dir", None) is not None:
@@ -184,7 +185,7 @@ def _relay_blobs(args: argparse.Namespace, key_file: Path | None = None) -> Rela
     key = load_key_file(key_file) if key_file else None
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="hypertrain-agg-"))
     expiry = getattr(args, "expiry_round", 0)
-    relay = RelayClient(args.relay, key, "unknown", timeout_s=RELAY_TIMEOUT_S)
+    relay = RelayClient(args.relay_url, key, "unknown", timeout_s=RELAY_TIMEOUT_S)
     return RelayBlobs(relay, cache, lambda: expiry)
 
 
@@ -208,8 +209,8 @@ def _emit_witness(event: dict[str, Any]) -> None:
 def cmd_witness(args: argparse.Namespace) -> int:
     """A tape witness under its own hotkey (never the aggregator's: the service refuses)."""
     key = key_from_args(args)
-    service = ChallengeClient(args.service)
-    relay = RelayClient(args.relay, key, args.run_id, timeout_s=RELAY_TIMEOUT_S)
+    service = ChallengeClient(args.service_url)
+    relay = RelayClient(args.relay_url, key, args.run_id, timeout_s=RELAY_TIMEOUT_S)
     blobs = RelayBlobs(relay, args.state_dir / "blobs")
     witness = Witness(service, blobs, key, args.run_id, _emit_witness)
     if not args.follow:

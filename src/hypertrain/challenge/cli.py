@@ -234,7 +234,7 @@ def next_steps(base: str, run_id: str, coordinator: str, dataset_root: str) -> s
         f"  4. islands join: hypertrain-miner join --service-url {base} --run-id {run_id}"
         f" --coordinator {coordinator} ...\n"
         f"  5. start the aggregator with the admin token; it publishes the genesis model and"
-        f" opens round 0: hypertrain aggregator run --follow --service {base} --run-id {run_id}"
+        f" opens round 0: hypertrain aggregator run --follow --service-url {base} --run-id {run_id}"
         " --admin-token-file FILE ...\n"
     )
 

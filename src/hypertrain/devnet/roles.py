@@ -146,7 +146,7 @@ def watch_cmd(args: list[str]) -> list[str]:
 def _worker_args(secrets: Secrets, member: Identity, service: str, relay: str,
                  dataset: Path) -> list[str]:  # fmt: skip
     return [
-        *("--poll-s", "0.5", "--service", service, "--relay", relay, "--run-id", RUN_ID),
+        *("--poll-s", "0.5", "--service-url", service, "--relay-url", relay, "--run-id", RUN_ID),
         *("--key-file", str(member.key_file), "--worker-token-file", str(secrets.worker_token)),
         *("--dataset-dir", str(dataset), "--coordinator", secrets.coordinator.ss58),
     ]
@@ -190,7 +190,7 @@ def witness_cmd(secrets: Secrets, service: str, relay: str, state: Path) -> list
     """The tape witness: recomputes each merged round under its own key and attests."""
     return hypertrain_cmd(
         *("aggregator", "witness", "--follow", "--poll-s", "0.5"),
-        *("--service", service, "--relay", relay, "--run-id", RUN_ID),
+        *("--service-url", service, "--relay-url", relay, "--run-id", RUN_ID),
         *("--key-file", str(secrets.witness.key_file), "--state-dir", str(state)),
     )
 
@@ -208,7 +208,7 @@ def aggregator_cmd(
     return hypertrain_cmd(
         *("aggregator", "run", "--follow", "--poll-s", "0.5", "--max-rounds", str(cfg.rounds)),
         *("--last-round", str(cfg.rounds - 1)),
-        *("--service", service, "--relay", relay, "--run-id", RUN_ID),
+        *("--service-url", service, "--relay-url", relay, "--run-id", RUN_ID),
         *("--key-file", str(secrets.aggregator.key_file)),
         *("--worker-token-file", str(secrets.worker_token)),
         *("--admin-token-file", str(secrets.admin_token), "--state-dir", str(state)),
