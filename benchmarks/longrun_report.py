@@ -128,6 +128,8 @@ def _walls(wall: dict[str, float]) -> dict[str, float]:
     start = wall.get("network_started")
     if start is not None and "network_finished" in wall:
         out["network_s"] = round(wall["network_finished"] - start, 1)
+    if start is not None and "network_stopped" in wall:  # stopped before its last round
+        out["network_s_until_stopped"] = round(wall["network_stopped"] - start, 1)
     if start is not None and "baseline_finished" in wall:
         out["to_baseline_done_s"] = round(wall["baseline_finished"] - start, 1)
     return out
