@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.api.client import ChallengeClient
+from hypertrain.auditor.follow import attending
 from hypertrain.auditor.replay import AuditOutcome
-from hypertrain.auditor.runner import Auditor, RoundRecords, attending, audit_round
+from hypertrain.auditor.runner import Auditor, RoundRecords, audit_round
 from hypertrain.dispute.messages import DisputeAnswer
 from hypertrain.evidence.errors import IslandInputError
 from hypertrain.evidence.index import upload_deadline

@@ -19,7 +19,8 @@ import pytest
 
 from hypertrain.aggregator.collect import faulty_hotkeys
 from hypertrain.api.client import ChallengeClient
-from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round, follow
+from hypertrain.auditor.follow import follow
+from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round
 from hypertrain.challenge.rounds.settle import verdict_faults
 from hypertrain.evidence.verify import verify_manifest, verify_round_open
 from tests.auditor.islands import MemoryRelay, inject_moments, publish_round

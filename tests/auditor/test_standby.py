@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hypertrain.auditor.runner import follow
+from hypertrain.auditor.follow import follow
 from tests.auditor.test_rejudge import _lose_by_silence
 from tests.challenge import test_disputes as _disputes
 from tests.challenge.test_disputes import (

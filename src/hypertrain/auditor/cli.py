@@ -18,7 +18,8 @@ import httpx
 
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
-from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round, emit_json, follow
+from hypertrain.auditor.follow import follow
+from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round, emit_json
 from hypertrain.evidence.verify import verify_manifest
 from hypertrain.protocol.cliargs import add_relay_url, add_service_url
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypertrain.api.client import ChallengeClient
+from hypertrain.auditor.follow import follow
 from hypertrain.auditor.replay import AuditOutcome
-from hypertrain.auditor.runner import Auditor, RoundRecords, emit_json, follow
+from hypertrain.auditor.runner import Auditor, RoundRecords, emit_json
 from hypertrain.evidence.verify import verify_manifest
 from hypertrain.protocol.cliargs import add_relay_url, add_service_url
 from hypertrain.protocol.identity import load_key_file

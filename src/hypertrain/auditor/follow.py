@@ -1,0 +1,144 @@
+"""The auditor's long-lived loop: follow a run, audit every round it is assigned, answer
+its disputes, stand by as a juror and recompute admission checks, until stopped.
+
+A refusal of this auditor itself (401, 403: ``runner.refused``) stops the loop with the
+reason; every other failure (a peer's, the service being away) is an event and the loop
+goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from hypertrain.auditor.admission import AdmissionWorker, check_admissions
+from hypertrain.auditor.disputes import answer_disputes, answer_games
+from hypertrain.auditor.runner import (
+    Auditor,
+    Emit,
+    RoundProgress,
+    audit_round,
+    emit_json,
+    refused,
+)
+
+
+def attending(auditor: Auditor, parties: dict[str, Any], emit: Emit) -> Callable[[], None]:
+    """The ``attend`` hook of :func:`follow`: one pass over this auditor's games."""
+
+    def attend() -> None:
+        try:
+            answer_games(auditor, parties, emit)
+        except Exception as exc:  # a dispute must not stop the audits
+            if refused(exc):
+                raise
+            emit("error", detail=f"disputes: {type(exc).__name__}: {exc}"[:500])
+
+    return attend
+
+
+def follow(
+    auditor: Auditor,
+    *,
+    poll_s: float = 1.0,
+    stop: Callable[[], bool] = lambda: False,
+    emit: Emit = emit_json,
+    max_attempts: int = 5,
+    standby: bool = False,
+) -> None:
+    """Audit each round of the run in its audit phase; loop until ``stop``.
+
+    A round is done when every assignment has a posted verdict, or after
+    ``max_attempts`` passes (each pass only retries the assignments still open).
+    Pending dispute games are answered before each assignment and at every poll of
+    an upload wait (``attend``), so an island that withholds cannot delay an answer.
+
+    ``standby``: a standby juror (the service's ``HYPERTRAIN_STANDBY_HOTKEYS``) judges no
+    assignment first and checks no admission: each pass only re-audits what the service
+    lists as waiting (``/reassigned``: set aside, missed, split) and answers the games
+    against those re-audits (:func:`~hypertrain.auditor.disputes.answer_disputes`).
+    """
+    progress: dict[int, RoundProgress] = {}
+    done: set[int] = set()
+    parties: dict[str, Any] = {}  # dispute id -> this auditor's replay of the segment
+    auditor = replace(auditor, attend=attending(auditor, parties, emit))
+    admissions = None if standby else admission_worker(auditor, poll_s, emit)
+    try:
+        while not stop():
+            if admissions is not None and admissions.failure is not None:
+                raise admissions.failure
+            if standby:
+                _standby_pass(auditor, parties, emit)
+            else:
+                _follow_pass(auditor, progress, done, parties, emit, max_attempts)
+            time.sleep(poll_s)
+    finally:
+        if admissions is not None:
+            admissions.close()
+
+
+def _standby_pass(auditor: Auditor, parties: dict[str, Any], emit: Emit) -> None:
+    """One pass of a standby juror: the re-audits and games only (see :func:`follow`)."""
+    try:
+        answer_disputes(auditor, parties, emit)
+    except Exception as exc:  # the loop outlives any one bad answer
+        if refused(exc):
+            raise
+        emit("error", detail=f"disputes: {type(exc).__name__}: {exc}"[:500])
+
+
+def admission_worker(auditor: Auditor, poll_s: float, emit: Emit) -> AdmissionWorker | None:
+    """The admission passes of a run under the challenge, started in their own thread."""
+    if not auditor.manifest.admission.challenge:
+        return None
+
+    def run_pass() -> None:
+        check_admissions(
+            auditor.service,
+            auditor.key,
+            auditor.manifest.run_id,
+            device=torch.device(auditor.device),
+            emit=emit,
+        )
+
+    return AdmissionWorker(run_pass, poll_s=poll_s, emit=emit, fatal=refused).start()
+
+
+def _follow_pass(
+    auditor: Auditor,
+    progress: dict[int, RoundProgress],
+    done: set[int],
+    parties: dict[str, Any],
+    emit: Emit,
+    max_attempts: int,
+) -> None:
+    """One pass of :func:`follow`: every round in its audit phase, then the disputes."""
+    try:
+        summaries = auditor.service.rounds(auditor.manifest.run_id)
+    except Exception as exc:  # the loop outlives any one bad answer
+        emit("error", detail=f"{type(exc).__name__}: {exc}"[:500])
+        summaries = []
+    for summary in summaries:
+        index = -1
+        try:
+            index = summary.round
+            if summary.phase != "audit" or index in done:
+                continue
+            state = progress.setdefault(index, RoundProgress())
+            audit_round(auditor, index, emit, state)
+            if state.unfinished == 0:
+                done.add(index)
+        except Exception as exc:
+            if refused(exc):
+                raise
+            emit("error", detail=f"{type(exc).__name__}: {exc}"[:500])
+        if index in progress and progress[index].attempts >= max_attempts:
+            done.add(index)
+    try:
+        answer_disputes(auditor, parties, emit)
+    except Exception as exc:  # a dispute must not stop the audits
+        emit("error", detail=f"disputes: {type(exc).__name__}: {exc}"[:500])
