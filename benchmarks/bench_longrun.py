@@ -48,9 +48,8 @@ from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundDetail
 from hypertrain.data.dataset import Dataset
 from hypertrain.data.descriptor import DESCRIPTOR_NAME
-from hypertrain.devnet.baseline import BaselineStore, round_batches, train_baseline
+from hypertrain.devnet.baseline import BaselineStore, record_batches, train_on_records
 from hypertrain.devnet.roles import RUN_ID
-from hypertrain.evidence.verify import verify_round_open
 from hypertrain.protocol.manifest import RunManifest
 from longrun_report import commit
 
@@ -216,18 +215,8 @@ def baseline(state: Path) -> list[float]:
     manifest, details = load_records(state)
     if not details:
         return []
-    dataset = open_dataset(manifest)
-    opens = [verify_round_open(d.open, manifest, d.round) for d in details]
-    included = [merged_islands(d) for d in details]
     store = BaselineStore(state / "baseline", manifest)
-    done = len(store.losses()["rounds"])
-    rounds = round_batches(manifest, dataset, opens, included, first=done)
-    return train_baseline(manifest, dataset, rounds, store)
-
-
-def merged_islands(detail: RoundDetail) -> list[str]:
-    tape = detail.current_merge()
-    return [] if tape is None else list(tape.included)
+    return train_on_records(manifest, open_dataset(manifest), details, store)
 
 
 def network_report(state: Path, manifest: RunManifest) -> dict[str, Any] | None:
@@ -262,9 +251,7 @@ def analyse(state: Path, *, wall_s: float) -> dict[str, Any]:
     losses = BaselineStore(state / "baseline", manifest).losses()
     wall = json.loads((state / "wall.json").read_text()) if (state / "wall.json").exists() else {}
     dataset = open_dataset(manifest)
-    opens = [verify_round_open(d.open, manifest, d.round) for d in details]
-    included = [merged_islands(d) for d in details]
-    samples = [sum(len(b) for b in r) for r in round_batches(manifest, dataset, opens, included)]
+    samples = [sum(len(b) for b in r) for r in record_batches(manifest, dataset, details)]
     path = state / "commit.txt"
     measured = path.read_text().strip() if path.exists() else commit()
     result = build_result(manifest, details, report, losses, wall, samples, measured)

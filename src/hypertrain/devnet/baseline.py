@@ -139,6 +139,25 @@ def train_baseline(
     return losses["rounds"]
 
 
+def record_batches(
+    manifest: RunManifest, dataset: Dataset, details: Sequence[RoundDetail], *, first: int = 0
+) -> Iterator[Batches]:
+    """:func:`round_batches` of final rounds' public records (rounds 0..n in order): their
+    coordinator-signed round-open records and the islands their current merge included."""
+    opens = [verify_round_open(d.open, manifest, d.round) for d in details]
+    included = [list(tape.included) if (tape := d.current_merge()) else [] for d in details]
+    return round_batches(manifest, dataset, opens, included, first=first)
+
+
+def train_on_records(
+    manifest: RunManifest, dataset: Dataset, details: Sequence[RoundDetail], store: BaselineStore
+) -> list[float]:
+    """Train the baseline on every round of ``details`` it has not trained yet."""
+    done = len(store.losses()["rounds"])
+    rounds = record_batches(manifest, dataset, details, first=done)
+    return train_baseline(manifest, dataset, rounds, store)
+
+
 def _warm_start(manifest: RunManifest, dataset: Dataset) -> TrainState:
     """The run's warm start (its optimizer state kept), or the seed's initial state."""
     if manifest.warm_start is None:
@@ -218,11 +237,7 @@ class BaselineThread(threading.Thread):
             self.error = f"posting the baseline curve: {exc}"
 
     def train(self) -> list[float]:
-        opens = [verify_round_open(d.open, self.manifest, d.round) for d in self.details]
-        included = [list(tape.included) for d in self.details if (tape := d.current_merge())]
-        done = len(self.store.losses()["rounds"])
-        rounds = round_batches(self.manifest, self.dataset, opens, included, first=done)
-        return train_baseline(self.manifest, self.dataset, rounds, self.store)
+        return train_on_records(self.manifest, self.dataset, self.details, self.store)
 
     def finish(self, timeout_s: float) -> dict[str, Any]:
         """Stop polling, train every final round still missing (the service is still up),
