@@ -30,3 +30,8 @@ class TapeError(AggregatorError):
 class GenesisError(AggregatorError):
     """Round 0's start model cannot be published: a warm start without its model, or a
     model that does not fit the run."""
+
+
+class ChainMovedError(AggregatorError):
+    """A round's current tape is not the one the rounds list named (a correction landed
+    between the two reads): a view of the chain that mixes them is torn."""

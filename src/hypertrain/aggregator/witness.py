@@ -27,9 +27,15 @@ For each round with a current merge (:func:`witness_round`) the witness
    the published model, outer-state and broadcast blobs are the recomputed ones.
 
 The previous outer state is the one of the merge the round's start model continues
-(:func:`~hypertrain.aggregator.chain.previous_outer`). The witness reads a round's
-detail only while its current tape (``tape_sha256`` in the rounds list) is one it has
-not attested; earlier rounds it has read are kept for the chain.
+(:func:`~hypertrain.aggregator.chain.previous_outer`), read from the earlier rounds'
+*current* tapes. The witness reads a round's detail only while its current tape
+(``tape_sha256`` in the rounds list) is one it has not attested; earlier rounds it has
+read are kept for the chain only while the rounds list still names the tape it read
+(:meth:`Witness._detail`): a rebase corrects rounds ``r`` and ``r + 1`` between two polls,
+and ``r + 1``'s corrected tape continues ``r``'s corrected outer state, not the one the
+witness first read. A step sees one listing of the chain: a round whose tape moved after
+the list was read (:class:`~hypertrain.aggregator.errors.ChainMovedError`) ends the step
+unattested, and the next step lists afresh.
 
 The first difference found is the attestation's ``first_difference``; none, and the
 witness agrees. A tape blob that cannot be fetched or parsed is a disagreement (the
@@ -53,7 +59,7 @@ from hypertrain.aggregator import chain
 from hypertrain.aggregator.availability import UndecidedError, updates_deadline
 from hypertrain.aggregator.blobs import BlobSource
 from hypertrain.aggregator.collect import assigned_hotkeys, faulty_hotkeys
-from hypertrain.aggregator.errors import AggregatorError, BlobError
+from hypertrain.aggregator.errors import AggregatorError, BlobError, ChainMovedError
 from hypertrain.aggregator.sketch import SketchCache
 from hypertrain.aggregator.tape import Excluded, Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
@@ -238,6 +244,12 @@ def _recompute(
     return found
 
 
+def current_tape(detail: RoundDetail) -> str | None:
+    """The hash of the round's current tape (its latest correction's, else its merge's)."""
+    merged = detail.current_merge()
+    return None if merged is None else merged.tape_sha256
+
+
 def pending(rounds: list[RoundSummary], done: set[tuple[int, str]]) -> list[RoundSummary]:
     """The rounds with a current tape this witness has not attested, newest first."""
     open_tapes = [
@@ -260,6 +272,7 @@ class Witness:
     done: set[tuple[int, str]] = field(default_factory=set)  # (round, tape) attested
 
     details: dict[int, RoundDetail] = field(default_factory=dict)  # rounds read, by round
+    heads: dict[int, str | None] = field(default_factory=dict)  # round -> current tape, as listed
     # every public update projected once for this witness's life, not once per tape (a
     # fresh cache per tape re-read the whole run's updates: a long run slowed every round)
     sketches: SketchCache | None = None
@@ -271,24 +284,37 @@ class Witness:
         waits on, so a witness with a backlog (a slow machine, many rounds) clears the
         chain's head before it works through older rounds, which only their pay waits
         on. Only rounds whose current tape is not attested by this key are read afresh."""
-        for summary in pending(self.service.rounds(self.run_id), self.done):
-            detail = self._read(summary.round)
-            if self._attested(detail) & {(summary.round, summary.tape_sha256)}:
-                self.done.add((summary.round, str(summary.tape_sha256)))
-                continue
+        rounds = self.service.rounds(self.run_id)
+        self.heads = {r.round: r.tape_sha256 for r in rounds}
+        for summary in pending(rounds, self.done):
             try:
+                detail = self._read(summary.round)
+                if self._attested(detail) & {(summary.round, summary.tape_sha256)}:
+                    self.done.add((summary.round, str(summary.tape_sha256)))
+                    continue
                 posted = self._attest(detail, manifest)
             except UndecidedError as exc:  # the relay's clock is not past the deadline yet
                 self.emit({"event": "waiting", "round": summary.round,
                            "for": "upload_deadline", "detail": str(exc)[:500]})  # fmt: skip
                 continue
+            except ChainMovedError as exc:  # a correction landed: list the chain afresh
+                self.emit({"event": "waiting", "round": summary.round, "for": "chain",
+                           "detail": str(exc)[:500]})  # fmt: skip
+                return 0
             if posted:
                 return posted
         return 0
 
     def _read(self, index: int) -> RoundDetail:
+        """The round's detail, read now; :class:`ChainMovedError` when its current tape is not
+        the one this step's rounds list named."""
         detail = self.service.round_detail(self.run_id, index)
         self.details[index] = detail
+        if current_tape(detail) != self.heads.get(index):
+            raise ChainMovedError(
+                f"round {index}'s current tape is {current_tape(detail)}, listed as"
+                f" {self.heads.get(index)}"
+            )
         return detail
 
     def _attested(self, detail: RoundDetail) -> set[tuple[int, str]]:
@@ -297,8 +323,12 @@ class Witness:
         return {(detail.round, a.tape_sha256) for a in mine if a.witness == me}
 
     def _detail(self, index: int) -> RoundDetail:
-        """An earlier round's detail, as last read (for the chain and merged updates)."""
-        return self.details[index] if index in self.details else self._read(index)
+        """An earlier round's detail as it stands (for the chain and merged updates): as
+        last read while the rounds list names the same current tape, else read afresh."""
+        kept = self.details.get(index)
+        if kept is not None and current_tape(kept) == self.heads.get(index):
+            return kept
+        return self._read(index)
 
     def _attest(self, detail: RoundDetail, manifest: RunManifest) -> int:
         index = detail.round
