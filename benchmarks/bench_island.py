@@ -2,8 +2,10 @@
 
 Measures, in one run: the step time of a 2-process island (one thread each, layout
 2 ranks x 1 micro-batch x 4 samples) against the one-process emulation of the same
-layout at one and at two threads; the fixed-order gather-and-fold reduction against
-gloo's own all-reduce, on the proxy's full gradient and inside a step; the training
+layout at one and at two threads; the product's fixed-order reduce-scatter
+(``reduction.ScatterFold``, what every island runs) against plain data-parallel torch
+(gloo's own all-reduce, :func:`reference_all_reduce`), on the proxy's full gradient and
+inside a step; the training
 state each rank holds with ZeRO-1 against unsharded; and the emulated step time under
 the portable CPU profile (``ATEN_CPU_CAPABILITY=avx2``, ``MKL_CBWR=COMPATIBLE``, set
 before torch loads) against the native one. For the MoE variant (``proxy-moe``, 4
@@ -13,8 +15,10 @@ at one thread. The islands check their state against the emulation's before any 
 is written.
 
 ``--reductions`` measures only the data-parallel reduction: per-rank bytes and peak
-memory of the fixed-order reduce-scatter against the former all-gather at 1, 2 and 4
-ranks, checked bit for bit, merged into the result file with the commit.
+memory of the product's reduce-scatter against plain torch all-gathering every rank's
+full gradient (:func:`reference_all_gather`; the references live here only) at 1, 2 and
+4 ranks, the reduce-scatter checked bit for bit against the product's one-process fold
+(``step.reduce_gradients``), merged into the result file with the commit.
 
 Run: ``python benchmarks/bench_island.py [--steps N | --reductions]``. The script starts
 its own rank processes (a file store, no ports) and profile children.
@@ -23,7 +27,6 @@ its own rank processes (a file store, no ports) and profile children.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -91,17 +94,39 @@ def emulated(steps: int, threads: int, preset: str = "proxy") -> dict[str, Any]:
     return {"step_s": seconds, "hash": state[0].state_hash().hex()}
 
 
-def _island_steps(
-    group: Any, steps: int, *, zero1: bool, reduction: Any, preset: str = "proxy", ep: int = 1
-) -> dict[str, Any]:
+def reference_all_reduce(flat: Any, count: int) -> Any:
+    """Plain data-parallel torch: gloo's all-reduce in its own order (its bytes are not
+    canonical from three ranks up), the reference the product's reduction is timed against."""
+    import torch.distributed as dist
+
+    out = flat.sum(0) if flat.shape[0] > 1 else flat[0].clone()
+    dist.all_reduce(out)
+    return out.div_(count)
+
+
+def reference_all_gather(flat: Any, count: int) -> Any:
+    """Plain torch all-gather of every rank's full gradient, then their sum: the memory
+    reference of ``--reductions`` (it holds a buffer of every rank's full gradient)."""
+    import torch
+    import torch.distributed as dist
+
+    parts = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, flat.contiguous())
+    out = parts[0].sum(0)
+    for part in parts[1:]:
+        out += part.sum(0)
+    return out.div_(count)
+
+
+def _island_steps(group: Any, steps: int, preset: str = "proxy", **kw: Any) -> dict[str, Any]:
+    """Step time, state hash and state bytes of an ``Island(..., **kw)`` (its own reduction)."""
     from hypertrain.trainer.distributed import Island
     from hypertrain.trainer.state import init_state
 
     config = _config(steps, preset)
     samples = _samples((steps + 1) * config.samples_per_step)
     start = init_state(config.state_config(), 1)
-    island = Island(start, config, group, zero1=zero1, ep=ep)
-    island.reduction = reduction
+    island = Island(start, config, group, **kw)
     used = [0]
 
     def run(n: int) -> None:
@@ -132,19 +157,18 @@ def rank_main(store: str, rank: int, steps: int, out: Path) -> None:
     import torch.distributed as dist
 
     from hypertrain.trainer.determinism import configure_determinism
-    from hypertrain.trainer.distributed import RankGroup, all_reduce_mean, gather_fold
+    from hypertrain.trainer.distributed import RankGroup
     from hypertrain.trainer.presets import PRESETS, param_count
+    from hypertrain.trainer.reduction import ScatterFold, even_bounds
 
     configure_determinism(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=RANKS)
     group = RankGroup(rank, RANKS)
-    fixed = _island_steps(group, steps, zero1=False, reduction=gather_fold)
-    lib = _island_steps(group, steps, zero1=False, reduction=all_reduce_mean)
-    zero = _island_steps(group, steps, zero1=True, reduction=gather_fold)
-    moe_dp = _island_steps(group, steps, zero1=False, reduction=gather_fold, preset="proxy-moe")
-    moe_ep = _island_steps(
-        group, steps, zero1=False, reduction=gather_fold, preset="proxy-moe", ep=RANKS
-    )
+    fixed = _island_steps(group, steps)
+    lib = _island_steps(group, steps, reduction=reference_all_reduce)
+    zero = _island_steps(group, steps, zero1=True)
+    moe_dp = _island_steps(group, steps, preset="proxy-moe")
+    moe_ep = _island_steps(group, steps, preset="proxy-moe", ep=RANKS)
     numel = param_count(PRESETS["proxy"])
     doc = {
         "fixed": fixed,
@@ -152,8 +176,8 @@ def rank_main(store: str, rank: int, steps: int, out: Path) -> None:
         "zero1": zero,
         "moe_dp": moe_dp,
         "moe_ep": moe_ep,
-        "reduce_fixed_s": _reduction_s(gather_fold, numel),
-        "reduce_all_reduce_s": _reduction_s(all_reduce_mean, numel),
+        "reduce_fixed_s": _reduction_s(ScatterFold(even_bounds(numel, RANKS)), numel),
+        "reduce_all_reduce_s": _reduction_s(reference_all_reduce, numel),
     }
     parts: list[Any] = [None] * RANKS
     dist.all_gather_object(parts, doc)
@@ -164,19 +188,23 @@ def rank_main(store: str, rank: int, steps: int, out: Path) -> None:
 
 def reduce_rank_main(store: str, rank: int, world: int, method: str, out: Path) -> None:
     """One rank of a reduction measurement: the proxy's flat gradient (one rank per
-    process), reduced once by ``method``; reports bytes received and peak memory."""
+    process, seeded by rank), reduced once by ``method``; reports bytes received and peak
+    memory, and whether the result is the product's one-process fold of every rank."""
     import torch
     import torch.distributed as dist
 
     from hypertrain.trainer.determinism import configure_determinism
-    from hypertrain.trainer.distributed import gather_fold
     from hypertrain.trainer.presets import PRESETS, param_count
     from hypertrain.trainer.reduction import ScatterFold, even_bounds
+    from hypertrain.trainer.step import reduce_gradients
+
+    def gradient(r: int) -> Any:  # (1, N): rank r's flat gradient
+        return torch.randn(1, numel, generator=torch.Generator().manual_seed(r))
 
     configure_determinism(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     numel = param_count(PRESETS["proxy"])
-    flat = torch.randn(1, numel, generator=torch.Generator().manual_seed(rank))
+    flat = gradient(rank)
     dist.barrier()
     before = peak_rss_mb()
     if method == "scatter":
@@ -184,12 +212,14 @@ def reduce_rank_main(store: str, rank: int, world: int, method: str, out: Path) 
         reduced = fold(flat, world)
         received = fold.received
     else:
-        reduced = gather_fold(flat, world)
+        reduced = reference_all_gather(flat, world)
         received = world * numel  # its all-gather buffer: every rank's full gradient
+    growth = peak_rss_mb() - before
+    emulated = reduce_gradients([{"g": gradient(r)[0]} for r in range(world)], world)["g"]
     doc = {
         "received_bytes": received * 4,
-        "peak_rss_growth_mib": peak_rss_mb() - before,
-        "hash": hashlib.sha256(reduced.numpy().tobytes()).hexdigest(),
+        "peak_rss_growth_mib": growth,
+        "equals_emulation": torch.equal(reduced, emulated),
         "params": numel,
     }
     parts: list[Any] = [None] * world
@@ -218,8 +248,8 @@ def reductions() -> None:
     values: dict[str, Any] = {}
     for world in (1, 2, 4):
         runs = {m: _reduction_run(world, m) for m in ("gather", "scatter")}
-        if runs["gather"][0]["hash"] != runs["scatter"][0]["hash"]:
-            raise SystemExit(f"{world} ranks: the reduce-scatter's bytes differ")
+        if not all(r["equals_emulation"] for r in runs["scatter"]):
+            raise SystemExit(f"{world} ranks: the reduce-scatter's bytes differ from the fold")
         params = runs["gather"][0]["params"]
         for method, ranks in runs.items():
             most = max(r["received_bytes"] for r in ranks)
@@ -239,8 +269,10 @@ def reductions() -> None:
         "proxy preset's flat gradient (one rank per process, gloo on CPU). bytes_per_rank: "
         "elements a rank's receive buffers hold, times 4 (the largest rank): the all-gather "
         "holds every rank's full gradient; the reduce-scatter holds every rank's rows of "
-        "its shard and then the whole reduced mean. Both results are compared bit for bit "
-        "(reduce_*_bytes_equal). peak_rss_growth_mib: the rank's peak resident memory "
+        "its shard and then the whole reduced mean. gather is plain torch (all_gather, then "
+        "sum), the reference; scatter is the product's reduction, compared bit for bit with "
+        "the product's one-process fold of every rank (reduce_*_bytes_equal). "
+        "peak_rss_growth_mib: the rank's peak resident memory "
         "during the one reduction, above its peak before it."
     )
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
@@ -348,6 +380,8 @@ def main() -> None:
             "after one warm-up; the island's two processes run one thread each. Shared 2-core "
             "machine (load_average_1m: the higher 1-minute load average seen at start and end): "
             "step times are noisy, and an island only gains when it has a free core per rank. "
+            "fixed_order_*: the product's reduction (the fixed-order reduce-scatter every island "
+            "runs) against plain torch's all-reduce (reference_all_reduce, in this script only). "
             "With two ranks any sum is order-free, so all-reduce happens to give the emulation's "
             "bytes; from three ranks up it does not. The portable profile's bytes differ from the "
             "native ones (MKL's COMPATIBLE path is another computation, one every host shares). "

@@ -1,9 +1,9 @@
 """One process of a reduction test: ``python -m tests.trainer.reduction_case STORE RANK WORLD OUT``.
 
 Each process holds two data-parallel ranks' random gradients (seeded by rank); it
-reduces them with the reduce-scatter over equal and over uneven shards and with the
-former all-gather, and rank 0 writes the SHA-256 of each result (and of its own shard)
-to ``OUT``, with the bytes each reduce-scatter's buffers received.
+reduces them with the reduce-scatter over equal and over uneven shards, and rank 0
+writes the SHA-256 of each result (and of its own shard) to ``OUT``, with the bytes each
+reduce-scatter's buffers received.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from hypertrain.trainer.distributed import gather_fold
 from hypertrain.trainer.reduction import ScatterFold, even_bounds, shard_bounds
 
 NUMEL, PER_PROCESS = 1001, 2
@@ -46,7 +45,6 @@ def main(store: str, rank: int, world: int, out: Path) -> None:
     rows, count = rank_rows(rank), world * PER_PROCESS
     even, odd = ScatterFold(even_bounds(NUMEL, world)), ScatterFold(uneven(world))
     doc = {
-        "gather": digest(gather_fold(rows, count)),
         "even": digest(even(rows, count)),
         "uneven": digest(odd(rows, count)),
         "shard": digest(ScatterFold(even_bounds(NUMEL, world)).shard(rows, count)),

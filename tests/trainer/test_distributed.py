@@ -18,7 +18,6 @@ from hypertrain.trainer.distributed import (
     RankGroup,
     init_island,
     local_ranks,
-    shard_owners,
 )
 from hypertrain.trainer.expert_parallel import (
     ExpertLayoutError,
@@ -27,6 +26,7 @@ from hypertrain.trainer.expert_parallel import (
 )
 from hypertrain.trainer.model import param_shapes
 from hypertrain.trainer.presets import PRESETS
+from hypertrain.trainer.reduction import shard_owners
 from hypertrain.trainer.segment import run_round
 from hypertrain.trainer.state import init_state
 from tests.trainer.conftest import make_config

@@ -19,7 +19,8 @@ Public API (one concept per module):
   round's config (miner, ranks, auditor, disputes and the parity harness call it).
 * ``distributed``: ``Island`` (a real multi-process island over torch.distributed, data
   parallel with a fixed-order reduction, optional ZeRO-1), ``run_island_round``;
-  ``reduction``: ``ScatterFold`` (the fixed-order reduce-scatter), ``even_bounds``.
+  ``reduction``: ``fold`` (the one fixed-order reduction), ``ScatterFold`` (the
+  fixed-order reduce-scatter), ``even_bounds``, ``shard_owners``.
 * ``profile``: ``apply_profile(record)`` (the CPU switches of the run, set before torch
   loads, re-executing if needed), ``PROFILES`` ("native", "portable").
 * ``codec``: ``encode_int8``, ``decode_int8``, ``iter_decode`` (streaming), ``update_hash``,

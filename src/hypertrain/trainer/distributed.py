@@ -9,15 +9,13 @@ fixed-order sum from three ranks up): it is the fixed-order reduce-scatter of
 reduction.py (each process receives every rank's rows of its own contiguous shard,
 folds them left to right in rank order and divides by ``R*M``, exactly as
 :func:`~hypertrain.trainer.step.reduce_gradients` does in one process; then the reduced
-shards are gathered), so per-process memory and traffic are O(parameters).
-:func:`gather_fold` (all-gather every rank's full gradient, then fold) is the former
-reduction, kept for the benchmark. Each gradient is copied into a fresh tensor before
-clipping and the optimizer, so no kernel sees a different memory layout from the
-emulation.
+shards are gathered), so per-process memory and traffic are O(parameters). Each
+gradient is copied into a fresh tensor before clipping and the optimizer, so no kernel
+sees a different memory layout from the emulation.
 
 **ZeRO-1** (``zero1=True``): the optimizer state is sharded by whole parameters
-(:func:`shard_owners`, contiguous in canonical order, balanced by size; the same shards
-as the reduce-scatter's). Each process reduces only its shard's gradients, gathers
+(``reduction.shard_owners``, contiguous in canonical order, balanced by size; the same
+shards as the reduce-scatter's). Each process reduces only its shard's gradients, gathers
 the per-tensor norms for clipping, keeps the slots of the parameters it owns, runs the
 unchanged per-tensor update on them, and broadcasts the new parameter to the others;
 the per-tensor arithmetic is the emulation's, so the bytes are too.
@@ -31,6 +29,7 @@ on ranks and dispatches tokens to them; the dense parameters follow the rules ab
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.expert_parallel import ExpertEngine, ExpertPlacement, expert_param_names
 from hypertrain.trainer.model import param_shapes
 from hypertrain.trainer.optim import optimizer_step, slot_names
-from hypertrain.trainer.reduction import ScatterFold, even_bounds, shard_bounds
+from hypertrain.trainer.reduction import ScatterFold, even_bounds, shard_bounds, shard_owners
 from hypertrain.trainer.segment import (
     RoundResult,
     Sample,
@@ -101,45 +100,6 @@ def local_ranks(layout: LayoutSpec, group: RankGroup) -> range:
     return range(group.rank * per, (group.rank + 1) * per)
 
 
-def gather_fold(flat: Tensor, count: int) -> Tensor:
-    """All-gather every process's (k, N) rank gradients, sum them left to right in rank
-    order and divide by ``count``: the bytes of ``reduce_gradients``."""
-    parts = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
-    dist.all_gather(parts, flat.contiguous())
-    rows = [row for part in parts for row in part]  # rank order
-    out: Tensor = rows[0].clone()
-    for row in rows[1:]:
-        out.add_(row)
-    out.div_(count)
-    return out
-
-
-def all_reduce_mean(flat: Tensor, count: int) -> Tensor:
-    """The library's own-order reduction; for benchmarks only: its bytes are not canonical."""
-    out = flat.sum(0) if flat.shape[0] > 1 else flat[0].clone()
-    dist.all_reduce(out)
-    out.div_(count)
-    return out
-
-
-def shard_owners(model_shapes: Sequence[tuple[str, tuple[int, ...]]], world: int) -> dict[str, int]:
-    """Owner process of each parameter: contiguous runs in canonical order, cut where the
-    running element count passes ``(p+1)/W`` of the total."""
-    sizes = [(name, max(1, _numel(shape))) for name, shape in model_shapes]
-    total, running, owners = sum(n for _, n in sizes), 0, {}
-    for name, n in sizes:
-        owners[name] = min(world - 1, running * world // total)
-        running += n
-    return owners
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    out = 1
-    for dim in shape:
-        out *= dim
-    return out
-
-
 class Island:
     """One process's share of an island's training state (see the module docstring)."""
 
@@ -152,8 +112,10 @@ class Island:
         zero1: bool = False,
         ep: int = 1,
         local_step: int = 0,
+        reduction: FlatReduction | None = None,
     ) -> None:
-        """``start`` is the state at ``local_step`` of the round."""
+        """``start`` is the state at ``local_step`` of the round. ``reduction`` (default:
+        the fixed-order reduce-scatter) is for benchmarks that time another collective."""
         if start.config_digest != config.state_config().digest():
             raise IslandError("start state was made for another model or optimizer config")
         self.config, self.group, self.zero1 = config, group, zero1
@@ -177,13 +139,13 @@ class Island:
             for name, t in start.tensors.items()
             if self._holds(name)
         }
-        self.reduction: FlatReduction = ScatterFold(self._shards())
+        self.reduction = ScatterFold(self._shards()) if reduction is None else reduction
         self.hooks = self._step_hooks()
 
     def _shards(self) -> list[range]:
         """The reduce-scatter's shards of the flat dense gradient: ZeRO-1's (the owned
         parameters), else equal ones."""
-        sizes = [_numel(shape) for _, shape in self.dense_shapes]
+        sizes = [math.prod(shape) for _, shape in self.dense_shapes]
         world = self.group.world_size
         if not self.zero1:
             return even_bounds(sum(sizes), world)
@@ -400,7 +362,7 @@ def _unflatten(flat: Tensor, shapes: Sequence[tuple[str, tuple[int, ...]]]) -> G
     out: Grads = {}
     offset = 0
     for name, shape in shapes:
-        n = _numel(shape)
+        n = math.prod(shape)
         out[name] = flat[offset : offset + n].view(shape).clone()
         offset += n
     return out

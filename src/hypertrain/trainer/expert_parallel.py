@@ -42,6 +42,7 @@ from hypertrain.protocol.manifest import ModelSpec, MoESpec
 from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.model import Params
 from hypertrain.trainer.moe import capacity, route
+from hypertrain.trainer.reduction import fold
 from hypertrain.trainer.step import Section
 
 EXPERT_WEIGHTS = ("gate_proj", "up_proj", "down_proj")
@@ -277,10 +278,7 @@ class ExpertEngine:
                 parts = [torch.empty_like(stack) for _ in range(ranks // group_ranks)]
                 dist.all_gather(parts, stack, group=self.replica_group)
                 rows = [row.clone() for part in parts for row in part]
-            total = rows[0]
-            for row in rows[1:]:
-                total.add_(row)
-            out[name] = total.div_(count)
+            out[name] = fold(rows[0], rows[1:], count)
         self.acc.clear()
         return out
 

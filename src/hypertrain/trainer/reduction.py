@@ -3,24 +3,26 @@
 Process ``p`` holds the flat gradients of its ``k`` data-parallel ranks, a ``(k, N)``
 tensor. The flat gradient is cut into ``W`` contiguous shards: equal ones
 (:func:`even_bounds`), or under ZeRO-1 its cuts at parameter boundaries
-(``distributed.shard_owners``; shard ``q`` is the parameters process ``q`` owns and
+(:func:`shard_owners`; shard ``q`` is the parameters process ``q`` owns and
 updates). One all-to-all sends every process's rows of shard ``q`` to process ``q``,
 which then holds all ``R = W·k`` rows of its shard, in rank order, and folds them left to
 right and divides by ``R·M``: per element exactly the additions and the division of the
-one-process emulation (``step.reduce_gradients``), so the bytes are the same. Without
+one-process emulation (``step.reduce_gradients``), so the bytes are the same: both, and
+the expert owners' sum under expert parallelism, are the one :func:`fold`. Without
 ZeRO-1 every process needs the whole mean, and a second all-to-all gathers the reduced
 shards; with ZeRO-1 an owner needs only its own shard.
 
 Per process, the reduction receives ``W·k·|shard|`` elements and then ``N``: ``2·N`` in
 all for ``k = 1`` and equal shards (ZeRO-1: ``W·|shard|``, about ``N``), against the
-``W·k·N`` of all-gathering every rank's full gradient (``distributed.gather_fold``),
-and never a buffer of ``W`` full gradients.
+``W·k·N`` of all-gathering every rank's full gradient, and never a buffer of ``W`` full
+gradients.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -28,6 +30,26 @@ import torch.distributed as dist
 from torch import Tensor
 
 from hypertrain.trainer.errors import TrainerError
+
+
+def fold(first: Tensor, rest: Iterable[Tensor], count: int) -> Tensor:
+    """The island's one reduction: ``first`` plus each of ``rest`` in rank order, left to
+    right (never a tree or a library's order), then divided by ``count`` micro-batches.
+    Accumulates into (and returns) ``first``: callers hand over a fresh tensor."""
+    for row in rest:
+        first.add_(row)
+    return first.div_(count)
+
+
+def shard_owners(model_shapes: Sequence[tuple[str, tuple[int, ...]]], world: int) -> dict[str, int]:
+    """Owner process of each parameter: contiguous runs in canonical order, cut where the
+    running element count passes ``(p+1)/W`` of the total."""
+    sizes = [(name, max(1, math.prod(shape))) for name, shape in model_shapes]
+    total, running, owners = sum(n for _, n in sizes), 0, {}
+    for name, n in sizes:
+        owners[name] = min(world - 1, running * world // total)
+        running += n
+    return owners
 
 
 def shard_bounds(owners: Sequence[int], sizes: Sequence[int], world: int) -> list[range]:
@@ -76,11 +98,7 @@ class ScatterFold:
         )
         self.received += recv.numel()
         rows = recv.view(world * k, len(mine))  # process-major, then its ranks: rank order
-        out: Tensor = rows[0].clone()
-        for row in rows[1:]:
-            out.add_(row)
-        out.div_(count)
-        return out
+        return fold(rows[0].clone(), rows[1:], count)
 
     def gather(self, shard: Tensor) -> Tensor:
         """Every process's reduced shard, in place in the whole mean (collective: each
@@ -98,5 +116,5 @@ class ScatterFold:
         return out
 
     def __call__(self, flat: Tensor, count: int) -> Tensor:
-        """The whole mean gradient, as ``distributed.gather_fold`` returns it."""
+        """The whole mean gradient, on every process."""
         return self.gather(self.shard(flat, count))

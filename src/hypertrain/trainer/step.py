@@ -6,9 +6,10 @@ Each rank sums its micro-batch gradients in order m = 0, 1, ...; the island then
 the rank gradients in order r = 0, 1, ... (left fold, never a tree or an all-reduce
 whose order the library picks) and divides by ``R * M``. :func:`train_step` is
 the one step every island runs: a single process (or an auditor) computes every rank in
-turn and folds them with :func:`reduce_gradients`; a real multi-rank island computes its
-own ranks and passes its collective as ``hooks.reduce`` (distributed.py); the bytes are
-the same. Then: global-norm clipping and the optimizer update (optim.py).
+turn and folds them with :func:`reduce_gradients` (``reduction.fold``, tensor by tensor);
+a real multi-rank island computes its own ranks and passes its collective as
+``hooks.reduce`` (distributed.py, the same fold on its shards); the bytes are the same.
+Then: global-norm clipping and the optimizer update (optim.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hypertrain.protocol.manifest import InnerOptimSpec, LayoutSpec, ModelSpec
 from hypertrain.trainer.model import MoEFn, loss_fn, param_shapes
 from hypertrain.trainer.moe import moe_ffn
 from hypertrain.trainer.optim import clip_grads, optimizer_step
+from hypertrain.trainer.reduction import fold
 from hypertrain.trainer.tracing import Tracer
 
 Grads = dict[str, Tensor]
@@ -50,11 +52,8 @@ def reduce_gradients(rank_grads: Sequence[Grads], count: int) -> Grads:
 
     Accumulates into (and returns) rank 0's tensors: callers hand over fresh gradients."""
     out = dict(rank_grads[0])
-    for grads in rank_grads[1:]:
-        for name, g in grads.items():
-            out[name].add_(g)
-    for g in out.values():
-        g.div_(count)
+    for name, g in out.items():
+        fold(g, (grads[name] for grads in rank_grads[1:]), count)
     return out
 
 
