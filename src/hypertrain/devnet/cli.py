@@ -86,6 +86,12 @@ def register(subparsers: Any) -> None:
         default=1800.0,
         help="give up after this many seconds (default 1800)",
     )
+    p.add_argument("--chaos-every", type=int, default=0, metavar="N",
+                   help="every N rounds, SIGKILL one role at random (service, relay, aggregator,"
+                   " auditor, an island, the witness) and restart it on its state (default 0:"
+                   " never; the report lists each kill)")  # fmt: skip
+    p.add_argument("--chaos-seed", type=int, default=0,
+                   help="seed of the chaos loop's draw of roles (default 0)")  # fmt: skip
     p.add_argument("--commit-window-s", type=int, help="seconds islands get to commit a round")
     p.add_argument("--audit-window-s", type=int, help="seconds auditors get to post verdicts")
     p.set_defaults(func=_run)
@@ -123,6 +129,8 @@ def _run(args: argparse.Namespace) -> int:
         audit_window_s=args.audit_window_s,
         scenario=args.scenario,
         warm_start_percent=args.warm_start_percent,
+        chaos_every_rounds=args.chaos_every,
+        chaos_seed=args.chaos_seed,
     )
     signal.signal(signal.SIGTERM, _sigterm)
     return run_devnet(cfg)

@@ -87,6 +87,8 @@ class DevnetConfig:
     scenario: str = "default"  # or "rollback" (see SCENARIOS)
     warm_start_percent: int = WARM_START_PERCENT  # of all steps, data-parallel before round 0
     baseline: bool = True  # train data-parallel on the run's merged tokens beside it
+    chaos_every_rounds: int = 0  # kill and restart a random role every N rounds (0: never)
+    chaos_seed: int = 0  # which roles the chaos loop draws, in which order
 
     def __post_init__(self) -> None:
         if not 1 <= self.rounds <= 1000:
@@ -107,6 +109,8 @@ class DevnetConfig:
             raise DevnetError("--seq-len must be >= 8 and --vocab-size >= 300")
         if self.timeout_s <= 0:
             raise DevnetError("--timeout-s must be positive")
+        if self.chaos_every_rounds < 0:
+            raise DevnetError(f"--chaos-every {self.chaos_every_rounds} must be >= 0 (0: off)")
         if not 0 <= self.warm_start_percent < 100:
             raise DevnetError(f"--warm-start-percent {self.warm_start_percent} must be in [0, 100)")
         if self.honeypot is not None and self.honeypot not in HONEYPOT_STRATEGIES:

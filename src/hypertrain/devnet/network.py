@@ -1,8 +1,9 @@
 """Starting the network's processes on loopback and waiting until each one answers.
 
 The service and the relay never bind a port themselves: the devnet binds it (port 0 for
-any free one), hands the listening socket over (``--fd``) and closes its own copy, so no
-other process can take the port between choosing it and serving on it. The service takes
+any free one) and hands the listening socket over (``--fd``), so no other process can take
+the port between choosing it and serving on it; the devnet's supervisor keeps its copy,
+so a server it restarts serves on the same port. The service takes
 the port ``--port`` names; without one, ``DEFAULT_PORT`` or, when something else holds
 that, any free port (the address is logged, and printed again with the dashboard's).
 """
@@ -58,12 +59,10 @@ def listen_for_service(port: int | None, preferred: int = DEFAULT_PORT) -> socke
 
 def _start_server(sup: Supervisor, name: str, argv: list[str], sock: socket.socket,
                   env: dict[str, str] | None = None) -> tuple[Child, str]:  # fmt: skip
-    """Start a server child on ``sock`` (closed here once handed over); return it and its
-    base URL."""
-    with sock:
-        fd = sock.fileno()
-        child = sup.start(name, hypertrain_cmd(*argv, "--fd", str(fd)), env, pass_fds=(fd,))
-        return child, f"http://{HOST}:{sock.getsockname()[1]}"
+    """Start a server child on ``sock`` (the supervisor keeps it, so a restarted server
+    serves on the same port); return it and its base URL."""
+    child = sup.start_server(name, hypertrain_cmd(*argv), sock, env)
+    return child, f"http://{HOST}:{sock.getsockname()[1]}"
 
 
 def wait_http(

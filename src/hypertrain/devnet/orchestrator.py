@@ -30,6 +30,7 @@ from hypertrain.api.models import RoundDetail
 from hypertrain.data.dataset import Dataset
 from hypertrain.data.descriptor import DESCRIPTOR_NAME
 from hypertrain.devnet import (
+    chaos,
     evaluate,
     honeypots,
     keys,
@@ -75,6 +76,7 @@ class Devnet:
     dataset: Path | None = None
     honeypots: HoneypotList | None = None  # committed in the manifest, revealed at the end
     baseline: BaselineThread | None = None  # data-parallel on the run's tokens, beside it
+    chaos: chaos.ChaosLoop | None = None  # --chaos-every: kills and restarts roles
 
     def get(self, path: str) -> Any:
         response = httpx.get(f"{self.url}{path}", timeout=10)
@@ -211,6 +213,8 @@ def follow(net: Devnet) -> None:
             with contextlib.suppress(httpx.HTTPError):
                 net.doc = net.get(f"/v1/runs/{roles.RUN_ID}/dashboard")
                 record_new_rounds(net)
+                if net.chaos is not None:
+                    net.chaos.step(net.sup, chaos.newest_round(net.doc))
             if net.console.is_terminal:
                 live.update(view.live_view(net.doc, net.cfg.rounds, dashboard_url(net)))
             if net.doc and _finished(net.doc) >= net.cfg.rounds and _rollbacks_done(net):
@@ -356,6 +360,8 @@ def _run_locked(cfg: DevnetConfig, console: Console) -> int:
     net = Devnet(cfg, console, Supervisor(state / "logs"), state)
     choices = ROLLBACK_STRATEGIES if cfg.rollback else HONEYPOT_STRATEGIES
     net.strategy = cfg.honeypot or random.SystemRandom().choice(choices)
+    if cfg.chaos_every_rounds:
+        net.chaos = chaos.ChaosLoop(cfg.chaos_every_rounds, cfg.chaos_seed)
     result: dict[str, Any] | None = None
     code = 1
     try:
@@ -366,6 +372,8 @@ def _run_locked(cfg: DevnetConfig, console: Console) -> int:
         console.print(f"dashboard: {dashboard_url(net)}")
         follow(net)
         result = conclude(net)
+        if net.chaos is not None:
+            result["chaos"] = net.chaos.report()
         console.print(view.summary_table(result))
         code = 0
         if not cfg.exit_when_done:  # the report now (children_left: -1, still up) and at exit
@@ -390,8 +398,3 @@ def _run_locked(cfg: DevnetConfig, console: Console) -> int:
         if not cfg.keep:
             shutil.rmtree(state, ignore_errors=True)
     return code
-
-
-def report_json(path: Path) -> dict[str, Any]:
-    value: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return value

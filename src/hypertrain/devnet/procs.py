@@ -1,16 +1,24 @@
-"""Child processes of the devnet: start with logs, watch, and stop every one of them.
+"""Child processes of the devnet: start with logs, watch, restart, and stop every one.
 
 Each child runs in its own session (its own process group), so a terminal's Ctrl-C
 reaches only the devnet, which then stops the children in reverse start order:
 SIGTERM to the whole group, a grace period, then SIGKILL. ``children_left`` counts
 groups that still have a live member afterwards; a clean exit leaves zero.
+
+A child can be killed (SIGKILL to its group, as a crash or an out-of-memory kill would)
+and restarted with the same command line, environment and inherited listening sockets
+(:meth:`Supervisor.restart`): the supervisor keeps its own copy of each socket it hands
+over, so a restarted server serves on the same port, and connections made while it is
+down wait in the socket's backlog instead of being refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -43,11 +51,22 @@ def honeypot_island_cmd(strategy: str, honest_rounds: int, *miner_args: str) -> 
     return [*head, "--honest-rounds", str(honest_rounds), "--", *miner_args]
 
 
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """How a child was started: enough to start it again the same way."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    pass_fds: tuple[int, ...] = ()
+
+
 @dataclass
 class Child:
     name: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    launch: Launch = field(default_factory=lambda: Launch((), {}))
+    restarts: int = 0
 
     @property
     def alive(self) -> bool:
@@ -86,6 +105,7 @@ class Supervisor:
 
     log_dir: Path
     children: list[Child] = field(default_factory=list)
+    sockets: list[socket.socket] = field(default_factory=list)  # kept for restarts
 
     def start(
         self,
@@ -95,23 +115,66 @@ class Supervisor:
         pass_fds: Sequence[int] = (),
     ) -> Child:
         """Start a child; ``pass_fds`` (listening sockets) are inherited by it."""
+        launch = Launch(tuple(argv), dict(env or {}), tuple(pass_fds))
+        child = Child(name, self._spawn(name, launch), self.log_dir / f"{name}.log", launch)
+        self.children.append(child)
+        log.info("started %s (pid %d)", name, child.process.pid)
+        return child
+
+    def start_server(
+        self, name: str, argv: Sequence[str], sock: socket.socket, env: Mapping[str, str] | None
+    ) -> Child:
+        """Start a server child that serves on ``sock`` (its fd number is appended to
+        ``argv`` as ``--fd N``); the supervisor keeps the socket for restarts and closes
+        it in :meth:`stop_all`."""
+        self.sockets.append(sock)
+        fd = sock.fileno()
+        return self.start(name, [*argv, "--fd", str(fd)], env, pass_fds=(fd,))
+
+    def _spawn(self, name: str, launch: Launch) -> subprocess.Popen[bytes]:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.log_dir / f"{name}.log"
-        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        with log_path.open("ab") as out:
-            process = subprocess.Popen(
-                list(argv),
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **launch.env}
+        with (self.log_dir / f"{name}.log").open("ab") as out:
+            return subprocess.Popen(
+                list(launch.argv),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=full_env,
                 start_new_session=True,
-                pass_fds=tuple(pass_fds),
+                pass_fds=launch.pass_fds,
             )
-        child = Child(name, process, log_path)
-        self.children.append(child)
-        log.info("started %s (pid %d)", name, process.pid)
+
+    def child(self, name: str) -> Child:
+        """The child named ``name`` (its latest start)."""
+        for child in reversed(self.children):
+            if child.name == name:
+                return child
+        raise DevnetError(f"no child named {name!r}")
+
+    def kill(self, name: str) -> Child:
+        """SIGKILL ``name``'s whole process group, as a crash would, and reap it."""
+        child = self.child(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.process.pid, signal.SIGKILL)
+        child.process.wait()
+        deadline = time.monotonic() + 10.0
+        while _group_alive(child.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log.info("killed %s (pid %d)", name, child.process.pid)
         return child
+
+    def restart(self, name: str) -> Child:
+        """Kill ``name`` if it still runs, then start it again with the same command
+        line, environment and listening sockets; its log goes on in the same file and
+        it keeps its place in the stop order."""
+        old = self.kill(name)
+        with old.log_path.open("ab") as out:
+            out.write(f"\n--- restarted by the devnet (restart {old.restarts + 1}) ---\n".encode())
+        old.process = self._spawn(name, old.launch)
+        old.restarts += 1
+        log.info("restarted %s (pid %d)", name, old.process.pid)
+        return old
 
     def check(self, ignore: Sequence[str] = ()) -> None:
         """Raise if a long-running child died (its log tail says why)."""
@@ -146,6 +209,10 @@ class Supervisor:
         for child in reversed(self.children):
             if child.name not in keep:
                 self.stop(child)
+        if not keep:  # every server is down: nothing will be restarted on these sockets
+            for sock in self.sockets:
+                sock.close()
+            self.sockets.clear()
 
     def children_left(self) -> int:
         return sum(1 for c in self.children if c.alive or _group_alive(c.process.pid))
