@@ -10,10 +10,11 @@ bytes do not depend on thread count. Layout (all integers little-endian):
              per tensor: u16 name length | name | u8 dtype code | u8 ndim | u64 dims...
     bodies:  per tensor, in header order: f32 scales[ceil(n / block_size)] | i8 q[n]
 
-The whole header comes first, so the exact total length is known before any body
-is read: a decoder refuses a wrong length, a bad header, a non-finite or negative
-scale, or the unused code -128 with :class:`CodecError`, and :func:`iter_decode`
-yields one tensor at a time for aggregators that stream many updates.
+The whole header comes first (its tensor table, shared with the sparse codec, is
+update_header.py's), so the exact total length is known before any body is read: a
+decoder refuses a wrong length, a bad header, a non-finite or negative scale, or the
+unused code -128 with :class:`CodecError`, and :func:`iter_decode` yields one tensor at
+a time for aggregators that stream many updates.
 """
 
 from __future__ import annotations
@@ -29,13 +30,11 @@ from torch import Tensor
 
 from hypertrain.protocol import domains
 from hypertrain.trainer.errors import CodecError
+from hypertrain.trainer.update_header import check_tensors, entry_bytes, read_fixed, read_tensors
 
 MAGIC = b"HTQ8"
 VERSION = 1
 HEADER = struct.Struct("<4sHII")
-MAX_TENSORS = 1 << 16
-MAX_NDIM = 8
-_FLOAT32_CODE = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +75,6 @@ def dequantize(scales: Tensor, q: Tensor, block_size: int, shape: tuple[int, ...
     return (q.to(torch.float32) * per_elem).reshape(shape)
 
 
-def _meta_bytes(name: str, shape: tuple[int, ...]) -> bytes:
-    raw = name.encode("utf-8")
-    dims = struct.pack(f"<{len(shape)}Q", *shape)
-    return struct.pack("<H", len(raw)) + raw + bytes([_FLOAT32_CODE, len(shape)]) + dims
-
-
 def encode_int8(tensors: Mapping[str, Tensor], block_size: int) -> bytes:
     """Canonical int8 encoding of named tensors (order = mapping order)."""
     if block_size < 1:
@@ -89,7 +82,7 @@ def encode_int8(tensors: Mapping[str, Tensor], block_size: int) -> bytes:
     header = [HEADER.pack(MAGIC, VERSION, block_size, len(tensors))]
     bodies: list[bytes] = []
     for name, t in tensors.items():
-        header.append(_meta_bytes(name, tuple(t.shape)))
+        header.append(entry_bytes(name, tuple(t.shape)))
         scales, q = quantize(t, block_size)
         bodies += [scales.numpy().tobytes(), q.numpy().tobytes()]
     return b"".join(header + bodies)
@@ -97,35 +90,13 @@ def encode_int8(tensors: Mapping[str, Tensor], block_size: int) -> bytes:
 
 def parse_header(data: bytes) -> tuple[int, list[TensorMeta], int]:
     """(block size, tensor metas, offset of the first body); checks the exact total length."""
-    if len(data) < HEADER.size:
-        raise CodecError(f"update is truncated ({len(data)} bytes)")
-    magic, version, block_size, count = HEADER.unpack_from(data)
-    if magic != MAGIC or version != VERSION:
-        raise CodecError(f"not a version-{VERSION} int8 update (magic {magic!r})")
-    if block_size < 1 or count > MAX_TENSORS:
-        raise CodecError(f"bad header: block size {block_size}, {count} tensors")
-    pos, metas = HEADER.size, []
-    for _ in range(count):
-        meta, pos = _parse_meta(data, pos)
-        metas.append(meta)
-    expected = pos + sum(m.body_size(block_size) for m in metas)
-    if len(data) != expected:
-        raise CodecError(f"update is {len(data)} bytes, its header implies {expected}")
+    block_size, count = read_fixed(data, HEADER, MAGIC, VERSION, "int8", CodecError)
+    if block_size < 1:
+        raise CodecError(f"bad header: block size {block_size}")
+    metas, pos = read_tensors(
+        data, HEADER.size, count, TensorMeta, lambda m: m.body_size(block_size), CodecError
+    )
     return block_size, metas, pos
-
-
-def _parse_meta(data: bytes, pos: int) -> tuple[TensorMeta, int]:
-    try:
-        (name_len,) = struct.unpack_from("<H", data, pos)
-        name = data[pos + 2 : pos + 2 + name_len].decode("utf-8")
-        pos += 2 + name_len
-        code, ndim = struct.unpack_from("<BB", data, pos)
-        if code != _FLOAT32_CODE or ndim > MAX_NDIM or len(name) == 0:
-            raise CodecError(f"bad tensor header for {name!r} (dtype {code}, ndim {ndim})")
-        shape = struct.unpack_from(f"<{ndim}Q", data, pos + 2)
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise CodecError(f"update header is truncated or malformed: {exc}") from None
-    return TensorMeta(name, tuple(shape)), pos + 2 + 8 * ndim
 
 
 def iter_decode(
@@ -133,10 +104,7 @@ def iter_decode(
 ) -> Iterator[tuple[str, Tensor]]:
     """Validate the header (and names/shapes if ``expected``), then yield tensors one by one."""
     block_size, metas, pos = parse_header(data)
-    if expected is not None:
-        got = [(m.name, m.shape) for m in metas]
-        if got != [(n, tuple(s)) for n, s in expected]:
-            raise CodecError("update tensors do not match the model's names and shapes")
+    check_tensors(metas, expected, CodecError)
     view = memoryview(data)
     for meta in metas:
         nb = -(-meta.numel // block_size)

@@ -18,7 +18,8 @@ on thread count. Layout (all integers little-endian):
              max(1, ceil(log2(chunk_size)))`` bits each, LSB-first bit stream padded to a byte;
              codes: ``bits`` bits each, the same way.
 
-The whole header comes first, so the exact length is known before any body is read. A
+The whole header comes first (its tensor table, shared with the int8 codec, is
+update_header.py's), so the exact length is known before any body is read. A
 decoder refuses a wrong length, a bad header, a non-finite or negative scale, an index
 outside its chunk or indices that are not strictly ascending with :class:`SparseCodecError`.
 What is not sent stays in the island's error-feedback residual (``trainer.update``).
@@ -36,14 +37,12 @@ import torch
 from torch import Tensor
 
 from hypertrain.trainer.errors import CodecError
+from hypertrain.trainer.update_header import check_tensors, entry_bytes, read_fixed, read_tensors
 
 MAGIC = b"HTSP"
 VERSION = 1
 HEADER = struct.Struct("<4sHIIBI")
-MAX_TENSORS = 1 << 16
-MAX_NDIM = 8
 MAX_CHUNK = 1 << 20
-_FLOAT32_CODE = 1
 
 
 class SparseCodecError(CodecError):
@@ -153,12 +152,6 @@ def dequantize_values(scale: np.ndarray, codes: np.ndarray, p: SparseParams) -> 
     return out
 
 
-def _meta_bytes(name: str, shape: tuple[int, ...]) -> bytes:
-    raw = name.encode("utf-8")
-    dims = struct.pack(f"<{len(shape)}Q", *shape)
-    return struct.pack("<H", len(raw)) + raw + bytes([_FLOAT32_CODE, len(shape)]) + dims
-
-
 def _encode_tensor(x: Tensor, p: SparseParams) -> bytes:
     chunks, n = _chunked(x, p)
     picks = select_top_k(chunks, n, p)
@@ -182,7 +175,7 @@ def encode_sparse(tensors: Mapping[str, Tensor], p: SparseParams) -> bytes:
     header = [HEADER.pack(MAGIC, VERSION, p.chunk_size, p.k, p.bits, len(tensors))]
     bodies: list[bytes] = []
     for name, t in tensors.items():
-        header.append(_meta_bytes(name, tuple(t.shape)))
+        header.append(entry_bytes(name, tuple(t.shape)))
         bodies.append(_encode_tensor(t, p) if t.numel() else b"")
     return b"".join(header + bodies)
 
@@ -193,39 +186,16 @@ def is_sparse(data: bytes) -> bool:
 
 def parse_sparse_header(data: bytes) -> tuple[SparseParams, list[SparseMeta], int]:
     """(parameters, tensor metas, offset of the first body); checks the exact total length."""
-    if len(data) < HEADER.size:
-        raise SparseCodecError(f"update is truncated ({len(data)} bytes)")
-    magic, version, chunk, k, bits, count = HEADER.unpack_from(data)
-    if magic != MAGIC or version != VERSION:
-        raise SparseCodecError(f"not a version-{VERSION} sparse update (magic {magic!r})")
-    if count > MAX_TENSORS:
-        raise SparseCodecError(f"bad header: {count} tensors")
+    error = SparseCodecError
+    chunk, k, bits, count = read_fixed(data, HEADER, MAGIC, VERSION, "sparse", error)
     try:
         params = SparseParams(chunk, k, bits)
     except SparseCodecError as exc:
         raise SparseCodecError(f"bad header: {exc}") from None
-    pos, metas = HEADER.size, []
-    for _ in range(count):
-        meta, pos = _parse_meta(data, pos)
-        metas.append(meta)
-    expected = pos + sum(m.body_size(params) for m in metas)
-    if len(data) != expected:
-        raise SparseCodecError(f"update is {len(data)} bytes, its header implies {expected}")
+    metas, pos = read_tensors(
+        data, HEADER.size, count, SparseMeta, lambda m: m.body_size(params), error
+    )
     return params, metas, pos
-
-
-def _parse_meta(data: bytes, pos: int) -> tuple[SparseMeta, int]:
-    try:
-        (name_len,) = struct.unpack_from("<H", data, pos)
-        name = data[pos + 2 : pos + 2 + name_len].decode("utf-8")
-        pos += 2 + name_len
-        code, ndim = struct.unpack_from("<BB", data, pos)
-        if code != _FLOAT32_CODE or ndim > MAX_NDIM or len(name) == 0:
-            raise SparseCodecError(f"bad tensor header for {name!r} (dtype {code}, ndim {ndim})")
-        shape = struct.unpack_from(f"<{ndim}Q", data, pos + 2)
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise SparseCodecError(f"update header is truncated or malformed: {exc}") from None
-    return SparseMeta(name, tuple(shape)), pos + 2 + 8 * ndim
 
 
 def _checked_header(
@@ -236,10 +206,7 @@ def _checked_header(
     p, metas, pos = parse_sparse_header(data)
     if params is not None and p != params:
         raise SparseCodecError(f"bad header: update uses {p}, the run demands {params}")
-    if expected is not None:
-        got = [(m.name, m.shape) for m in metas]
-        if got != [(n, tuple(s)) for n, s in expected]:
-            raise SparseCodecError("update tensors do not match the model's names and shapes")
+    check_tensors(metas, expected, SparseCodecError)
     return p, metas, pos
 
 
