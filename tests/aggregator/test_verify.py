@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hypertrain.aggregator.errors import TapeError
 from hypertrain.aggregator.merge import merge
 from hypertrain.aggregator.rebase import rollback
-from hypertrain.aggregator.tape import Tape, decode_tape
-from hypertrain.aggregator.verify import verify_tape
+from hypertrain.aggregator.tape import Excluded, Tape, decode_tape
+from hypertrain.aggregator.verify import misstaged, verify_tape
 from tests.aggregator.helpers import HOTKEYS, World
 
 
@@ -47,6 +49,32 @@ def test_verify_detects_a_tampered_tape() -> None:
     )
     hidden = _tampered(tape, candidates=[c.model_dump() for c in tape.candidates[1:]])
     assert not verify_tape(hidden, w.blobs).identical
+
+
+def test_a_screen_code_at_the_collect_stage_is_a_difference() -> None:
+    """The merge takes collect-stage exclusions as inputs, so a tape that moves an island
+    there under a screen's code (a relabel: tape, model and record all agree) would be
+    recomputed identical; only a fact of the public round record may stand there."""
+    w = _world()
+    victim = w.candidates[0]
+    kept = [c for c in w.candidates if c is not victim]
+    for reason in ("near_duplicate", "missing_blob", "norm_outlier"):
+        label = Excluded(hotkey=victim.hotkey, update_sha256=victim.update_sha256,
+                         tokens=victim.tokens, stage="collect", reason=reason)  # fmt: skip
+        inputs = dataclasses.replace(
+            w.inputs(), candidates=kept, collect_excluded=[label],
+            proven=[c.hotkey for c in kept],
+        )  # fmt: skip
+        tape = merge(inputs, w.blobs).tape
+        report = verify_tape(tape, w.blobs)
+        assert not report.identical
+        assert report.first_difference == misstaged(tape)
+        assert f"reason: {reason!r} at the collect stage" in (report.first_difference or "")
+    stale = Excluded(hotkey=victim.hotkey, update_sha256=victim.update_sha256,
+                     tokens=victim.tokens, stage="collect", reason="stale_update")  # fmt: skip
+    inputs = dataclasses.replace(w.inputs(), candidates=kept, collect_excluded=[stale],
+                                 proven=[c.hotkey for c in kept])  # fmt: skip
+    assert verify_tape(merge(inputs, w.blobs).tape, w.blobs).identical  # the witness checks it
 
 
 def test_decode_tape_refuses_garbage_and_a_wrong_manifest_digest() -> None:

@@ -238,6 +238,10 @@ TAPE_LIES: list[tuple[str, Any, str]] = [
      lambda t, m: _first_candidate_as(t, "duplicate"), "tape.excluded["),
     ("a committed island left out of the tape", lambda t, m: {"candidates": t.candidates[1:]},
      "tape.candidates:"),
+    ("a matched island called rolled_back without a fault",
+     lambda t, m: _first_candidate_as(t, "rolled_back"), "tape.excluded["),
+    ("a matched island called near_duplicate at the collect stage",
+     lambda t, m: _first_candidate_as(t, "near_duplicate"), "tape.excluded[0].reason: 'near"),
 ]  # fmt: skip
 
 

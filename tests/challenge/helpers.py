@@ -67,6 +67,9 @@ def make_settings(tmp: Path, registered: list[str], **overrides: Any) -> Setting
         "metagraph_refresh_s": 0.2,
         # the service takes tapes only from named aggregator keys (rounds/roles.py)
         "aggregator_hotkeys": frozenset({AGGREGATOR.ss58_address}),
+        # a local test network's explicit opt-out of tape witnesses (settings.py); tests of
+        # the witnessed rule pass tape_witnesses and their witness keys
+        "tape_witnesses": 0,
     }
     values.update(overrides)
     return Settings(**values)

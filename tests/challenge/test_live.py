@@ -214,6 +214,7 @@ def test_sigkill_mid_round_and_restart(tmp_path: Path, local_beacon: LocalBeacon
         "HYPERTRAIN_BEACON_INFO_FILE": str(tmp_path / "beacon" / "info.json"),
         "HYPERTRAIN_BEACON_POLL_S": "0.2",
         "HYPERTRAIN_AGGREGATOR_HOTKEYS": AGGREGATOR.ss58_address,
+        "HYPERTRAIN_TAPE_WITNESSES": "0",  # a local network without a witness (opt-out)
     }
     sock = _listener()
     port = int(sock.getsockname()[1])

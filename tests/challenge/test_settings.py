@@ -12,6 +12,8 @@ from hypertrain.challenge.settings import read_token_file, settings_from_env
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.helpers import write_private, write_secrets
 
+WITNESS = Hotkey.from_seed(b"\x0b" * 32).ss58_address
+
 
 def _env(tmp_path: Path) -> dict[str, str]:
     files = write_secrets(tmp_path)
@@ -22,6 +24,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
         "CHALLENGE_WORKER_TOKEN_FILE": str(files["worker"]),
         "HYPERTRAIN_COORD_KEY_FILE": str(files["coord"]),
         "CHALLENGE_MASTER_URL": "http://127.0.0.1:9",
+        "HYPERTRAIN_WITNESS_HOTKEYS": WITNESS,  # required off a local network
     }
 
 
@@ -113,7 +116,8 @@ def test_wrong_types_name_the_variable(tmp_path: Path) -> None:
 
 def test_tape_witness_settings(tmp_path: Path) -> None:
     env = _env(tmp_path)
-    assert settings_from_env(env).tape_witnesses == 0  # default: today's settlement
+    s = settings_from_env(env)
+    assert (s.tape_witnesses, s.witness_hotkeys) == (1, frozenset({WITNESS}))  # the default
     keys = [Hotkey.from_seed(bytes([i]) * 32).ss58_address for i in (1, 2)]
     listed = {**env, "HYPERTRAIN_TAPE_WITNESSES": "2", "HYPERTRAIN_WITNESS_HOTKEYS": ",".join(keys)}
     s = settings_from_env(listed)
@@ -129,6 +133,24 @@ def test_tape_witness_settings(tmp_path: Path) -> None:
                         ("HYPERTRAIN_WITNESS_WAIT_ROUNDS", "0")]:  # fmt: skip
         with pytest.raises(SettingsError):
             settings_from_env({**env, name: value})
+
+
+def test_witnesses_are_required_off_a_local_network(tmp_path: Path) -> None:
+    """Off a local network a round settles only on a tape the operator's witnesses
+    recomputed: no witness key, or no witness, is a configuration error naming the
+    variable; a local network (file metagraph) may opt out explicitly, or leave the
+    witness list unset."""
+    env = {k: v for k, v in _env(tmp_path).items() if k != "HYPERTRAIN_WITNESS_HOTKEYS"}
+    with pytest.raises(SettingsError, match=r"^HYPERTRAIN_WITNESS_HOTKEYS names no tape witness"):
+        settings_from_env(env)
+    for source in ("master", "chain"):
+        off = {**env, "HYPERTRAIN_METAGRAPH_SOURCE": source, "HYPERTRAIN_TAPE_WITNESSES": "0"}
+        with pytest.raises(SettingsError, match="only a local network"):
+            settings_from_env({**off, "HYPERTRAIN_WITNESS_HOTKEYS": WITNESS})
+    graph = tmp_path / "metagraph.json"
+    local = {**env, "HYPERTRAIN_METAGRAPH_SOURCE": "file", "HYPERTRAIN_METAGRAPH_FILE": str(graph)}
+    assert settings_from_env(local).tape_witnesses == 1  # on by default there too
+    assert settings_from_env({**local, "HYPERTRAIN_TAPE_WITNESSES": "0"}).tape_witnesses == 0
 
 
 ROLE_LISTS = ("HYPERTRAIN_AGGREGATOR_HOTKEYS", "HYPERTRAIN_WITNESS_HOTKEYS",

@@ -69,6 +69,7 @@ def service_env(
         "HYPERTRAIN_BEACON_INFO_FILE": str(root / "beacon" / "info.json"),
         "HYPERTRAIN_BEACON_POLL_S": "0.3",
         "HYPERTRAIN_WORKER_HOTKEYS": ",".join(workers),
+        "HYPERTRAIN_TAPE_WITNESSES": "0",  # a local network without a witness (opt-out)
         **extra,
     }
 

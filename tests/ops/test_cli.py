@@ -172,6 +172,7 @@ def test_create_run_prints_the_coordinator_and_next_steps(
         f"coordinator  {served['signer']}" in out and coord.read_text().strip() == served["signer"]
     )
     assert "next steps" in out and "aggregator run --follow" in out
+    assert out.index("aggregator witness --follow") < out.index("aggregator run --follow")
     assert out.index("auditor run --follow") < out.index("hypertrain-miner join")  # auditors first
     assert "dispute.referees is empty" in out  # the manifest names no referee
     assert referee_note(1) == ""  # a manifest naming a referee gets no warning

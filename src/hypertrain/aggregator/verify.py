@@ -21,6 +21,7 @@ from hypertrain.aggregator.blobs import BlobSource
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.sketch import SketchCache
 from hypertrain.aggregator.tape import Tape
+from hypertrain.protocol.exclusions import COLLECT_REASONS
 
 
 @dataclass(frozen=True)
@@ -70,12 +71,28 @@ def first_difference(expected: Any, actual: Any, path: str = "tape") -> str | No
     return None
 
 
+def misstaged(tape: Tape) -> str | None:
+    """The first collect-stage exclusion whose code is a screen's (``near_duplicate``,
+    ``missing_blob``, ...): the recomputation takes collect-stage exclusions as inputs, so
+    a screen's code there would leave an island out without anyone recomputing why."""
+    for i, e in enumerate(tape.excluded):
+        if e.stage == "collect" and e.reason not in COLLECT_REASONS:
+            return (
+                f"tape.excluded[{i}].reason: {e.reason!r} at the collect stage, where only a"
+                " fact of the public round record stands; a screen's reason is recomputed"
+            )
+    return None
+
+
 def verify_tape(tape: Tape, blobs: BlobSource, sketches: SketchCache | None = None) -> VerifyReport:
     """Recompute the merge the tape describes and compare every field (``sketches``: a
-    run sketch cache kept across tapes, so a follower projects each update once)."""
+    run sketch cache kept across tapes, so a follower projects each update once); a
+    screen's exclusion code given at the collect stage is a difference (:func:`misstaged`)."""
     inputs = inputs_from_tape(tape)
     if sketches is not None:
         inputs = dataclasses.replace(inputs, sketches=sketches)
     result = merge(inputs, blobs)
-    diff = first_difference(tape.model_dump(mode="json"), result.tape.model_dump(mode="json"))
+    diff = misstaged(tape) or first_difference(
+        tape.model_dump(mode="json"), result.tape.model_dump(mode="json")
+    )
     return VerifyReport(diff is None, diff, result)

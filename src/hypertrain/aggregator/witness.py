@@ -21,8 +21,12 @@ For each round with a current merge (:func:`witness_round`) the witness
    only where a verifiable non-``match`` verdict exists, an ``audit_pending`` only
    where the coordinator assigned an audit, ``bad_commit`` and ``wrong_round`` only
    where the island's signed commit says so, ``stale_update`` only for an update that a
-   tape of an earlier round included (:func:`~hypertrain.aggregator.chain.merged_updates`)
-   and ``duplicate`` only for an island with a second signed commit in the round;
+   tape of an earlier round included (:func:`~hypertrain.aggregator.chain.merged_updates`),
+   ``duplicate`` only for an island with a second signed commit in the round,
+   ``rolled_back`` only for an island with a non-``match`` verdict or a fault a
+   correction of the round cites (a screen's code at the collect stage, where
+   ``verify_tape`` takes exclusions as inputs, is a difference of ``verify_tape``
+   itself: :func:`~hypertrain.aggregator.verify.misstaged`);
 3. recomputes the merge from the tape and the blobs (``verify_tape``) and checks that
    the published model, outer-state and broadcast blobs are the recomputed ones.
 
@@ -69,7 +73,7 @@ from hypertrain.api.models import RoundDetail, RoundSummary
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.messages import Commit, MergeTape, TapeAttestation
+from hypertrain.protocol.messages import Commit, MergeCorrection, MergeTape, TapeAttestation
 
 log = logging.getLogger(__name__)
 Emit = Callable[[dict[str, Any]], None]
@@ -153,11 +157,12 @@ def inputs_difference(
     faulty = faulty_hotkeys(detail.verdicts, manifest.run_id, detail.round)
     assigned = assigned_hotkeys(detail.assignments, manifest, detail.round)
     copies = Counter(e.signer for e in detail.commits)
+    cited = _cited_faults(detail)
     for e in tape.excluded:
         commit = commits.get(e.hotkey)  # stale by its signed update, not the tape's word
         sha = commit.update_sha256 if commit is not None else e.update_sha256
         public = Public(commit, e.hotkey in faulty, e.hotkey in assigned, copies[e.hotkey],
-                        sha in merged)  # fmt: skip
+                        sha in merged, e.hotkey in cited)  # fmt: skip
         lie = _collect_lie(e, public, detail.round)
         if lie:
             return f"tape.excluded[{e.hotkey}]: {lie}"
@@ -173,11 +178,24 @@ class Public:
     assigned: bool  # the coordinator assigned it an audit
     copies: int  # its commits in the round record
     merged: bool  # an earlier round's tape included this update
+    cited: bool = False  # a correction of the round cites a proven fault of it
+
+
+def _cited_faults(detail: RoundDetail) -> set[str]:
+    """Islands whose fault in this round a correction of the round cites (the service
+    takes a correction's faults only once proven)."""
+    out: set[str] = set()
+    for env in detail.corrections:
+        body = MergeCorrection.model_validate(env.body)
+        out.update(f.hotkey for f in body.faults if f.round == detail.round)
+    return out
 
 
 def _collect_lie(e: Excluded, public: Public, index: int) -> str | None:
     """Why a collect-stage reason is not what the public record says (None: it may be)."""
     commit = public.commit
+    if e.reason == "rolled_back" and not (public.faulty or public.cited):
+        return "rolled_back without a non-match verdict or a cited proven fault"
     if e.reason == "audit_mismatch" and not public.faulty:
         return "audit_mismatch without a non-match verdict"
     if e.reason == "stale_update" and not public.merged:

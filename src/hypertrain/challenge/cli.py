@@ -233,7 +233,10 @@ def next_steps(base: str, run_id: str, coordinator: str, dataset_root: str) -> s
         f" hypertrain auditor run --follow --service-url {base} --run-id {run_id} ...\n"
         f"  4. islands join: hypertrain-miner join --service-url {base} --run-id {run_id}"
         f" --coordinator {coordinator} ...\n"
-        f"  5. start the aggregator with the admin token; it publishes the genesis model and"
+        "  5. start the tape witnesses named in HYPERTRAIN_WITNESS_HOTKEYS (no round is paid"
+        " before they agree with its tape), each under its own key:"
+        f" hypertrain aggregator witness --follow --service-url {base} --run-id {run_id} ...\n"
+        f"  6. start the aggregator with the admin token; it publishes the genesis model and"
         f" opens round 0: hypertrain aggregator run --follow --service-url {base} --run-id {run_id}"
         " --admin-token-file FILE ...\n"
     )

@@ -73,7 +73,7 @@ class ServiceEnv(BaseSettings):
     hypertrain_worker_hotkeys: str = ""
     hypertrain_aggregator_hotkeys: str = ""
     hypertrain_admission_deadlines_file: Path | None = None
-    hypertrain_tape_witnesses: int = Field(default=0, ge=0, le=64)
+    hypertrain_tape_witnesses: int = Field(default=1, ge=0, le=64)
     hypertrain_witness_hotkeys: str = ""
     hypertrain_admission_backoff_rounds: int = Field(default=20, ge=0, le=1_000_000)
     hypertrain_evaluator_hotkeys: str = ""
@@ -148,9 +148,11 @@ class Settings:
     worker_hotkeys: frozenset[str] = frozenset()
     # the only keys that may sign merge tapes (empty: no tape is accepted, rounds never merge)
     aggregator_hotkeys: frozenset[str] = frozenset()
-    # agreeing witness attestations a merged round's tape needs before it settles (0: none)
-    tape_witnesses: int = 0
-    # the only keys whose attestations count (empty: any registered key holding no other role)
+    # agreeing witness attestations a merged round's tape needs before it settles; 0 (no
+    # witness: rounds settle on the aggregator's word) only on a local network
+    tape_witnesses: int = 1
+    # the only keys whose attestations count; required off a local network (on one, empty:
+    # any registered key holding no other role)
     witness_hotkeys: frozenset[str] = frozenset()
     # competition evaluators of specs that name none: a role of their own, never auditors
     evaluator_hotkeys: frozenset[str] = frozenset()
@@ -174,6 +176,7 @@ class Settings:
             raise SettingsError("HYPERTRAIN_METAGRAPH_FILE is required with the file metagraph")
         if not self.beacon_urls:
             raise SettingsError("HYPERTRAIN_BEACON_URLS names no endpoint")
+        _witnesses_required(self)
         if self.witness_hotkeys and self.tape_witnesses > len(self.witness_hotkeys):
             raise SettingsError(
                 f"HYPERTRAIN_TAPE_WITNESSES={self.tape_witnesses} needs more keys than the"
@@ -190,6 +193,25 @@ class Settings:
                 "HYPERTRAIN_WITNESS_HOTKEYS": self.witness_hotkeys,
                 "HYPERTRAIN_EVALUATOR_HOTKEYS": self.evaluator_hotkeys,
             }
+        )
+
+
+def _witnesses_required(s: Settings) -> None:
+    """Off a local network (any metagraph but a file) a merged round settles only on a
+    tape the operator's witnesses recomputed: no witness, or none named, is refused
+    (docs/threats.md, "Tape witnesses"). A local network may opt out explicitly."""
+    if s.metagraph_source == "file":
+        return
+    if s.tape_witnesses <= 0:
+        raise SettingsError(
+            "HYPERTRAIN_TAPE_WITNESSES=0 settles rounds on the aggregator's tape alone: only a"
+            " local network (HYPERTRAIN_METAGRAPH_SOURCE=file) may turn tape witnesses off"
+        )
+    if not s.witness_hotkeys:
+        raise SettingsError(
+            "HYPERTRAIN_WITNESS_HOTKEYS names no tape witness: a merged round settles only once"
+            f" {s.tape_witnesses} witness(es) recomputed its tape; name the witness keys you"
+            " trust (hypertrain keys address KEYFILE prints one; see docs/operator.md)"
         )
 
 

@@ -44,6 +44,16 @@ ExclusionReason = Literal[
 
 EXCLUSION_REASONS: Final[frozenset[str]] = frozenset(get_args(ExclusionReason))
 
+# The codes a tape may give at its ``collect`` stage: each one is a fact of the public
+# round record (a signed commit, a verdict, an assignment, an earlier tape, a proven
+# fault a correction cites), which a witness checks against that record. Every other code
+# is a screen's, which the witness recomputes from the updates themselves; a tape that
+# gives one at the collect stage (where a verifier takes exclusions as inputs) is contested.
+COLLECT_REASONS: Final[frozenset[ExclusionReason]] = frozenset(
+    {"bad_commit", "wrong_round", "audit_mismatch", "audit_pending", "stale_update", "duplicate",
+     "rolled_back"}
+)  # fmt: skip
+
 # The exclusion for an island with a non-``match`` verdict at merge time; when a dispute
 # later overturns every such verdict the work was honest, only too late to merge: paid.
 AUDIT_EXCLUSION: Final[ExclusionReason] = "audit_mismatch"
