@@ -19,8 +19,8 @@ refuses, before storing anything:
 * a correction citing a fault that was never proven, or one it may not cite
   (:func:`hypertrain.protocol.citations.may_cite`: a later round's; ``fault_not_proven``);
 * a corrected tape that still includes an island proven faulty in its round;
-* a start model that is not its predecessor's current model (``broken_chain``): the
-  corrected chain is one chain, rebuilt in round order;
+* a start model that is not one its predecessor allows (:func:`predecessor_models`,
+  ``broken_chain``): the corrected chain is one chain, rebuilt in round order;
 * a correction that corrects nothing (``nothing_to_correct``).
 
 The service cannot recompute a merge (it holds no blobs): that the corrected bytes
@@ -80,12 +80,14 @@ def corrections(conn: sqlite3.Connection, run_id: str, index: int) -> list[Envel
 
 
 def first_broken_link(conn: sqlite3.Connection, run_id: str) -> int | None:
-    """The first merged round whose current tape does not start from its predecessor's
-    current model (a round merged on a model a correction superseded), or None."""
+    """The first merged round whose current tape does not start from a model its
+    predecessor allows (a round merged on a model a correction superseded), or None."""
     rounds = merge_storage.merged_rounds(conn, run_id)
     for index in rounds[1:]:
         now = current_tape(conn, run_id, index)
-        if now is not None and now.start_model_sha256 != predecessor_model(conn, run_id, index):
+        if now is not None and now.start_model_sha256 not in predecessor_models(
+            conn, run_id, index
+        ):
             return index
     return None
 
@@ -114,14 +116,29 @@ def _proven(conn: sqlite3.Connection, run_id: str) -> set[tuple[int, str]]:
     return {(f.round, f.hotkey) for f in merge_storage.proven_faults(conn, run_id)}
 
 
-def predecessor_model(conn: sqlite3.Connection, run_id: str, index: int) -> str:
-    """The model round ``index`` must start from: the current model of the latest merged
-    round before it, or (with none) the round's own signed start model."""
-    before = merge_storage.merged_before(conn, run_id, index)
-    if before is not None:
+def predecessor_models(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
+    """The models round ``index`` may start from as the chain stands now: the current model
+    of the latest merged round before it (the round's own signed start model where none
+    is); where the round opened on that round's start model (its merge was left out of
+    the chain: not witnessed in time, docs/mechanism.md "Tape witnesses"), also the
+    models that round may start from, as ``aggregator.chain.previous_outer`` skips it."""
+    allowed: set[str] = set()
+    opened = _opened_on(conn, run_id, index)
+    while True:
+        before = merge_storage.merged_before(conn, run_id, index)
+        if before is None:
+            return frozenset({*allowed, opened})
         prev = current_tape(conn, run_id, before)
         assert prev is not None
-        return prev.new_model_sha256
+        allowed.add(prev.new_model_sha256)
+        skipped = _opened_on(conn, run_id, before)
+        if skipped != opened:  # the round opened on the merge's model: it continues it
+            return frozenset(allowed)
+        index = before
+
+
+def _opened_on(conn: sqlite3.Connection, run_id: str, index: int) -> str:
+    """The start model the round's coordinator-signed open record names."""
     record = storage.round_record(conn, run_id, index)
     assert record is not None  # a merged or corrected round was opened
     return str(record.start_model_sha256)
@@ -162,9 +179,11 @@ def check_correction(
     own = {h for r, h in proven if r == index}
     if own & set(tape.included):
         raise ChallengeError("the corrected tape includes a proven-faulty update", code="bad_body")
-    if tape.start_model_sha256 != predecessor_model(conn, run_id, index):
+    if tape.start_model_sha256 not in predecessor_models(conn, run_id, index):
         raise ConflictError(
-            "the corrected tape does not start from its predecessor's current model",
+            "the corrected tape does not start from its predecessor's current model (nor,"
+            " after a merge left out of the chain, from the model that merge's round"
+            " continues)",
             code="broken_chain",
         )
     moved = bool(own & set(now.included)) or tape.start_model_sha256 != now.start_model_sha256
