@@ -15,7 +15,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 DOC = HERE.parent / "docs" / "BENCHMARKS.md"
-ON_REQUEST = ("bench_longrun",)
+ON_REQUEST = ("bench_longrun", "bench_soak")  # hours: run only when named
 
 INTRO = """# Benchmarks
 
@@ -34,7 +34,7 @@ def run_scripts(names: list[str]) -> int:
     scripts = sorted(HERE.glob("bench_*.py"))
     if names:
         scripts = [s for s in scripts if s.stem.removeprefix("bench_") in names]
-    else:  # the long run takes hours: only when named (its state directory resumes it)
+    else:  # the long run and the soak take hours: only when named (both resume)
         scripts = [s for s in scripts if s.stem not in ON_REQUEST]
     failed = 0
     for script in scripts:
