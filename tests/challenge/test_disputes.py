@@ -352,8 +352,9 @@ def _check_honeypots(service: Service) -> None:
     rows = service.client.get(f"/v1/runs/{RUN}/honeypots").json()["table"]
     by = {(row["role"], row["strategy"]): row for row in rows}
     honest = by[("island", "honest")]
-    assert (honest["rounds_run"], honest["false_positives"], honest["disputes_won"]) == (1, 1, 1)
-    assert honest["caught"] == 0
+    # the flag was overturned: a dispute won, not a false positive (settlement's rule)
+    assert (honest["rounds_run"], honest["false_positives"], honest["disputes_won"]) == (1, 0, 1)
+    assert honest["caught"] is None
     cheat = by[("island", "wrong-samples")]
     assert (cheat["rounds_run"], cheat["caught"], cheat["missed"]) == (1, 0, 1)
     lying = by[("auditor", "lying")]

@@ -153,7 +153,8 @@ def test_every_view_tells_the_settlement_s_story(real: Service) -> None:
     assert weights.get(I0, 0) > 0 and weights.get(I1, 0) == 0
     roster = {r["hotkey"]: r for r in real.client.get(f"/v1/runs/{RUN}/roster").json()}
     assert roster[I1]["escrow"] == 0 and roster[I1]["burned"] > 0
-    # the honeypot table counts the same catch (and the overturned flag as a false alarm)
+    # the honeypot table counts the same catch, and no false positive: the honest island's
+    # flag was overturned, so the settlement rule never faulted it
     reveal = real.client.post(f"/admin/v1/runs/{RUN}/honeypots", headers=bearer("admin"),
                               json=HONEYPOTS.model_dump(mode="json"))  # fmt: skip
     assert reveal.status_code == 200, reveal.text
@@ -161,8 +162,8 @@ def test_every_view_tells_the_settlement_s_story(real: Service) -> None:
     rows = {(r["role"], r["strategy"]): r for r in table["table"]}
     assert rows[("island", "wrong-samples")]["caught"] == 1
     assert rows[("island", "wrong-samples")]["missed"] == 0
-    assert rows[("island", "honest")]["caught"] == 0
-    assert rows[("island", "honest")]["false_positives"] == 1
+    assert rows[("island", "honest")]["caught"] is None
+    assert rows[("island", "honest")]["false_positives"] == 0
 
 
 def test_the_standing_of_a_verdict_is_written_once() -> None:

@@ -349,5 +349,6 @@ def _check_honeypots(service: str, admin: dict[str, str], honeypots: HoneypotLis
     header = lines[0]
     rows = {(row[0], row[1]): dict(zip(header, row, strict=True)) for row in lines[1:]}
     honest = rows[("island", "honest")]
-    assert (honest["false_positives"], honest["disputes_won"]) == ("1", "1"), done.stdout
+    # the dispute overturned the flag: a dispute won, not a false positive
+    assert (honest["false_positives"], honest["disputes_won"]) == ("0", "1"), done.stdout
     assert rows[("auditor", "lying")]["disputes_lost"] == "1", done.stdout

@@ -416,8 +416,10 @@ class DisputeRuled(DisputeView):
 class HoneypotRow(_Answer):
     """One row of the public honeypot table: a role and strategy, summed over its hotkeys.
 
-    Islands carry rounds run, audited, caught and either ``missed`` (cheats) or
-    ``false_positives`` (honest); auditors carry ``verdicts``. Both carry disputes.
+    Islands carry rounds run and audited; cheats carry ``caught`` and ``missed``, honest
+    islands ``false_positives`` (rounds the settlement rule faulted them: disputes won and
+    ``unverifiable`` counted as settlement counts them); auditors carry ``verdicts``.
+    Both carry disputes.
     """
 
     role: Literal["island", "auditor"]

@@ -120,7 +120,7 @@ function drawHoneypots(d) {
       el("tbody", {}, rows))),
     el("p", { class: "hint rate-def" }, "Catch rate: the rounds a cheat was caught in, of the rounds it cheated ",
       "(from the round its revealed list entry says it began cheating; an entry that says none, marked *, counts every round ",
-      "it ran). False positives: honest honeypots flagged, of the rounds they were audited."));
+      "it ran). False positives: rounds the settlement rule faulted an honest honeypot in, of the rounds it was audited."));
 }
 
 function drawTraffic(d) {

@@ -163,9 +163,8 @@ def table(state: ServiceState, run_id: str) -> list[HoneypotRow]:
 def _row(role: str, strategy: str, tally: _Tally) -> HoneypotRow:
     counts = dict(tally.counts)
     if role == "island":
-        flagged = counts.pop("flagged")
-        if strategy == "honest":
-            counts["false_positives"] = flagged
+        if strategy == "honest":  # a fault of an honest island is a false positive
+            counts["false_positives"] = counts.pop("caught")
         else:
             counts["missed"] = counts["rounds_run"] - counts["caught"]
     return HoneypotRow.model_validate(
@@ -186,7 +185,6 @@ def _island(
         "rounds_run": record.rounds_run,
         "audited": record.audited,
         "caught": sum(1 for i, hit in faults.items() if span[0] <= i <= span[1] and hotkey in hit),
-        "flagged": record.flagged,
         "disputes_won": games.overturned,
         "disputes_lost": games.upheld,
     }

@@ -766,12 +766,12 @@ def audit_phase_audits(conn: sqlite3.Connection, run_id: str) -> list[UnjudgedAu
 
 @dataclass(frozen=True, slots=True)
 class IslandSpan:
-    """One island's record over rounds ``first`` to ``last``: rounds it committed to,
-    rounds it was audited in, and rounds with a ``mismatch`` verdict on it."""
+    """One island's record over rounds ``first`` to ``last``: rounds it committed to and
+    rounds it was audited in (which of them faulted it is the settlement rule's:
+    ``rounds.facts.run_faults``, never a raw verdict count)."""
 
     rounds_run: int
     audited: int
-    flagged: int
 
 
 def island_span(
@@ -788,12 +788,6 @@ def island_span(
         audited=_count(
             conn,
             "SELECT COUNT(*) FROM audits WHERE hotkey = ? AND run_id = ? AND round BETWEEN ? AND ?",
-            bind,
-        ),
-        flagged=_count(
-            conn,
-            "SELECT COUNT(DISTINCT round) FROM verdicts WHERE result = 'mismatch'"
-            " AND hotkey = ? AND run_id = ? AND round BETWEEN ? AND ?",
             bind,
         ),
     )
