@@ -96,6 +96,7 @@ def test_run_init_writes_a_complete_commented_manifest(
     ]
     code, printed, _ = _run(capsys, *args, "--h", "4", "--j", "2", "--out", str(out))
     assert code == 0 and "create-run" in printed
+    assert "HYPERTRAIN_WITNESS_HOTKEYS" in printed  # no round is paid before a witness
     text = out.read_text()
     sections = [k for k in RunManifest.model_fields if k != "coordinator"]
     for section in sections:

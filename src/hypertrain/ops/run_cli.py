@@ -245,5 +245,7 @@ def _init(args: argparse.Namespace) -> int:
         f" dataset root {data['dataset_root']}\n"
         f"next: hypertrain challenge create-run --service-url URL --admin-token-file FILE"
         f" --manifest {args.out}\n"
+        "the service pays a round only once a tape witness agreed with its tape: name the"
+        " witness keys in HYPERTRAIN_WITNESS_HOTKEYS (docs/operator.md, Tape witnesses)\n"
     )
     return 0
