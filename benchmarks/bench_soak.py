@@ -37,6 +37,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -56,6 +57,7 @@ from longrun_report import commit
 
 ROOT = Path(__file__).resolve().parent.parent
 GAP_RATIO_TARGET = 3.0
+INTERRUPTED = "interrupted (SIGINT or SIGTERM) before the devnet finished"
 # the tiny network of the devnet's own end-to-end tests (tests/devnet/test_rollback_scenario.py)
 TINY = ["--h", "4", "--j", "2", "--preset", "tiny", "--seq-len", "32", "--vocab-size", "512",
         "--islands", "2"]  # fmt: skip
@@ -67,9 +69,12 @@ SCENARIO_ARGS = {
 
 def main() -> int:
     args = parse_args()
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` reports like Ctrl-C does
     figures: dict[str, Any] = {}
     for scenario in args.scenario or ["default", "rollback"]:
         figures[scenario] = soak_once(args, scenario)
+        if figures[scenario]["failure"] == INTERRUPTED:
+            break
     values, misses = flatten(figures, args)
     write_result("soak", values, targets=TARGETS, notes=notes(args, misses))
     print(json.dumps({"misses": misses}, indent=1))
@@ -159,9 +164,8 @@ def run_devnet(args: argparse.Namespace, scenario: str, state: Path) -> dict[str
             time.sleep(1.0)
         if devnet.returncode != 0:
             failure = f"the devnet exited with {devnet.returncode}: {tail(state)}"
-    except KeyboardInterrupt:
-        failure = "interrupted"
-        raise
+    except KeyboardInterrupt:  # the figures so far are still measured and written
+        failure = INTERRUPTED
     finally:
         if devnet.poll() is None:  # interrupted: the devnet stops its own children
             os.killpg(devnet.pid, signal.SIGTERM)
@@ -171,6 +175,10 @@ def run_devnet(args: argparse.Namespace, scenario: str, state: Path) -> dict[str
         figures["wall_s"] = round(time.time() - started, 1)
         (state / "figures.partial.json").write_text(json.dumps(figures, indent=1))
     return figures
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def poll(url: str, state: Path) -> dict[str, Any] | None:
@@ -208,9 +216,12 @@ def measure(
         "rounds_opened": len(rounds),
         "rounds_never_opened": sum(1 for i in planned if i not in seen),
         "rounds_never_settled": sum(1 for i in planned if seen.get(i, {}).get("phase") != "final"),
+        # settled with no commit: every island missed the commit window (a service that
+        # was down past it); not a stall, but a round the network lost
+        "rounds_without_commits": sum(1 for r in rounds if r["commits"] == 0),
         **gaps([r["started_unix"] for r in rounds]),
         **money(state),
-        "kills": report.get("chaos", []),
+        "kills": kills(report, tail(state, 1 << 24)),
         "role_exited": "exited with status" in tail(state, 20_000),
         "load_mean": round(statistics.fmean(loads), 2) if loads else None,
         "load_max": round(max(loads), 2) if loads else None,
@@ -252,6 +263,14 @@ def money(state: Path) -> dict[str, Any]:
     }
 
 
+def kills(report: dict[str, Any], out: str) -> list[str]:
+    """``role@round`` per kill: from the report, or (a failed run has none) the child
+    names the devnet logged as restarted."""
+    if "chaos" in report:
+        return [f"{k['role']}@{k['round']}" for k in report["chaos"]]
+    return re.findall(r"restarted (\S+) \(pid", out)
+
+
 TARGETS = {
     "*_rounds_never_opened": "0",
     "*_rounds_never_settled": "0",
@@ -285,8 +304,7 @@ def flatten(
                               "kill_every_rounds": args.kill_every, "seed": args.seed}  # fmt: skip
     misses: list[str] = []
     for scenario, f in figures.items():
-        values |= {f"{scenario}_{k}": v for k, v in f.items() if k != "kills"}
-        values[f"{scenario}_kills"] = [f"{k['role']}@{k['round']}" for k in f["kills"]]
+        values |= {f"{scenario}_{k}": v for k, v in f.items()}
         misses += misses_of(scenario, f)
         if not args.no_hog and (f["load_mean"] or 0) < 2 * (f["cores"] or 1):
             misses.append(f"{scenario}: load_mean below 2 x cores")
