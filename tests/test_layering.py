@@ -25,6 +25,9 @@ LEVEL = {
     "ledger": 1,
     "dispute": 1,
     "competition": 1,
+    # how a long-lived role process runs (its JSON event lines, its poll loop): the roles
+    # share it without importing each other
+    "rolekit": 1,
     "trainer": 2,
     # the clients every role (and the evidence they share) uses to reach the services, with
     # the public models both ends of the challenge service read

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import tempfile
@@ -24,13 +23,13 @@ from hypertrain.protocol.cliargs import add_relay_url, add_service_url
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.relay.client import RelayClient
+from hypertrain.rolekit import write_line
 
 RELAY_TIMEOUT_S = 120.0  # model and outer-state blobs can be large
 
 
 def _emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps({"role": "aggregator", **event}, sort_keys=True) + "\n")
-    sys.stdout.flush()
+    write_line({"role": "aggregator", **event})
 
 
 def _token(path: Path | None) -> str | None:

@@ -39,10 +39,9 @@ from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.memproof import table_shape
 from hypertrain.protocol.messages import AdmissionCheck, CheckRefusal, MemoryCheck
+from hypertrain.rolekit import Emit
 from hypertrain.trainer.memproof import CheckBudgetError, check_answers, check_device
 from hypertrain.trainer.selfcheck import SelfcheckConfig, device_class, workload_hash
-
-Emit = Callable[..., None]
 
 # Entries (8 bytes each) one check may build: 256 GiB, above every default class cap.
 MAX_CHECK_ENTRIES: Final = 1 << 35

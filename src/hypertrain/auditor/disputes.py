@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING
 from hypertrain.api.errors import ServiceError
 from hypertrain.auditor.replay import load_verified_checkpoint
 from hypertrain.dispute.game import Game
+from hypertrain.evidence.inputs import segment_samples
 from hypertrain.evidence.party import SegmentParty
-from hypertrain.evidence.respond import Emit, take_part
+from hypertrain.evidence.respond import take_part
 from hypertrain.evidence.verify import verify_assignment
+from hypertrain.rolekit import Emit
 from hypertrain.trainer.round_config import island_train_config
 
 if TYPE_CHECKING:
@@ -31,8 +33,7 @@ def party_of(auditor: Auditor, game: Game) -> SegmentParty:
         start = island.start_state  # leaf 0 is the derived start state, checked on every audit
     else:
         start = load_verified_checkpoint(island, game.segment, auditor.island_blob, config)
-    per_segment = config.checkpoint_interval * config.samples_per_step
-    chunk = island.samples[game.segment * per_segment : (game.segment + 1) * per_segment]
+    chunk = segment_samples(island.samples, config, game.segment)
     first = game.segment * config.checkpoint_interval
     return SegmentParty(start, config, chunk, first_step=first)
 

@@ -8,7 +8,6 @@ goes on.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -17,14 +16,8 @@ import torch
 
 from hypertrain.auditor.admission import AdmissionWorker, check_admissions
 from hypertrain.auditor.disputes import answer_disputes, answer_games
-from hypertrain.auditor.runner import (
-    Auditor,
-    Emit,
-    RoundProgress,
-    audit_round,
-    emit_json,
-    refused,
-)
+from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round, emit_json, refused
+from hypertrain.rolekit import Emit, poll
 
 
 def attending(auditor: Auditor, parties: dict[str, Any], emit: Emit) -> Callable[[], None]:
@@ -67,15 +60,17 @@ def follow(
     parties: dict[str, Any] = {}  # dispute id -> this auditor's replay of the segment
     auditor = replace(auditor, attend=attending(auditor, parties, emit))
     admissions = None if standby else admission_worker(auditor, poll_s, emit)
+
+    def one_pass() -> None:
+        if admissions is not None and admissions.failure is not None:
+            raise admissions.failure
+        if standby:
+            _standby_pass(auditor, parties, emit)
+        else:
+            _follow_pass(auditor, progress, done, parties, emit, max_attempts)
+
     try:
-        while not stop():
-            if admissions is not None and admissions.failure is not None:
-                raise admissions.failure
-            if standby:
-                _standby_pass(auditor, parties, emit)
-            else:
-                _follow_pass(auditor, progress, done, parties, emit, max_attempts)
-            time.sleep(poll_s)
+        poll(one_pass, poll_s=poll_s, stop=stop)
     finally:
         if admissions is not None:
             admissions.close()

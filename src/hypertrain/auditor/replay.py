@@ -36,6 +36,7 @@ from torch import Tensor
 from hypertrain.api.errors import ServiceError
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.index import CheckpointIndex
+from hypertrain.evidence.inputs import segment_samples
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import Commit
 from hypertrain.relay.errors import RelayError
@@ -140,8 +141,7 @@ def _segment(
         if start.step != start0.step + k * j:  # the counter is the island's too
             detail = f"checkpoint {k} carries step {start.step}, not {start0.step + k * j}"
             raise _FailedError("unverifiable", k, detail)
-    per_segment = config.checkpoint_interval * config.samples_per_step
-    chunk = island.samples[k * per_segment : (k + 1) * per_segment]
+    chunk = segment_samples(island.samples, config, k)
     with _island_bytes(k, f"replay of segment {k} from the island's state"):
         end = run_segment(start, config, chunk, j, local_step=k * j)
         reached = end.state_hash()

@@ -17,14 +17,12 @@ never stops the assignments after it.
 
 from __future__ import annotations
 
-import json
 import logging
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from torch import Tensor
 
@@ -60,19 +58,14 @@ from hypertrain.protocol.messages import AuditAssignment, Commit, RoundOpen, Ver
 from hypertrain.relay.client import RelayClient
 from hypertrain.relay.errors import NotFoundError as RelayNotFoundError
 from hypertrain.relay.errors import RelayError
+from hypertrain.rolekit import Emit, role_events
 from hypertrain.trainer.checkpoint import checkpoint_size
 from hypertrain.trainer.round_config import island_train_config
 
 ISLAND_BLOB_FAULTS = frozenset({"too_large", "size_mismatch"})
 
 log = logging.getLogger(__name__)
-Emit = Callable[..., None]
-
-
-def emit_json(event: str, **fields: Any) -> None:
-    doc = {"ts": round(time.time(), 3), "role": "auditor", "event": event, **fields}
-    sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
-    sys.stdout.flush()
+emit_json = role_events("auditor")
 
 
 class RoundRecords(Protocol):

@@ -17,12 +17,10 @@ can stop the loop.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import re
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,16 +49,14 @@ from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.errors import MerkleError
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.retry import Backoff
+from hypertrain.rolekit import Emit, poll, role_events
 
 log = logging.getLogger(__name__)
 EXPIRY_MARGIN_ROUNDS = 50
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-def emit_json(event: str, **fields: Any) -> None:
-    doc = {"ts": round(time.time(), 3), "role": "evaluator", "event": event, **fields}
-    sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
-    sys.stdout.flush()
+emit_json = role_events("evaluator")
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +201,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def evaluate_open_cycle(evaluator: Evaluator, emit: Callable[..., None] = emit_json) -> int:
+def evaluate_open_cycle(evaluator: Evaluator, emit: Emit = emit_json) -> int:
     """Score every model of the open cycle this evaluator has not scored; returns the count."""
     task = evaluator.service.task(evaluator.spec.competition_id, evaluator.key.ss58_address)
     if task is None:
@@ -237,7 +233,7 @@ def follow(
     backoff: Backoff = RETRY,
     max_delay_s: float = 60.0,
     stop: Callable[[], bool] = lambda: False,
-    emit: Callable[..., None] = emit_json,
+    emit: Emit = emit_json,
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
     """Evaluate every cycle as it opens, until ``stop``.
@@ -247,14 +243,19 @@ def follow(
     recomputed. A refusal of the evaluator itself (401, 403) ends the loop with
     :class:`EvaluatorRefusedError`, since waiting cannot fix a wrong key or token.
     """
-    failed = 0
-    while not stop():
-        try:
-            evaluate_open_cycle(evaluator, emit)
-            failed = 0
-        except (ServiceError, EvaluationError) as exc:
-            if isinstance(exc, ServiceError) and exc.status in FATAL_STATUSES:
-                raise EvaluatorRefusedError(str(exc)) from None
-            failed = min(failed + 1, 32)  # the delay is capped long before 2**31 s
-            emit("service_error", detail=str(exc), retry_in_s=backoff.delay_s(failed))
-        sleep(poll_s if failed == 0 else min(max_delay_s, backoff.delay_s(failed)))
+
+    def failed(exc: Exception, retry_in_s: float) -> None:
+        if isinstance(exc, ServiceError) and exc.status in FATAL_STATUSES:
+            raise EvaluatorRefusedError(str(exc)) from None
+        emit("service_error", detail=str(exc), retry_in_s=retry_in_s)
+
+    poll(
+        lambda: evaluate_open_cycle(evaluator, emit),
+        poll_s=poll_s,
+        stop=stop,
+        passing=(ServiceError, EvaluationError),
+        on_error=failed,
+        backoff=backoff,
+        max_delay_s=max_delay_s,
+        sleep=sleep,
+    )

@@ -7,6 +7,8 @@
   epoch, so round ``w`` depends on the rosters of rounds ``0..w``, and each island's
   share of a round is H steps of the layout its record names);
   :func:`iter_round_assignments` walks that chain once for every island of every round.
+* :func:`segment_samples`: the part of those a replay of one segment trains on (the
+  island's training, an audit and both parties of a dispute take the same part).
 * :func:`load_samples`: ``(id, tokens)`` pairs, each checked against the dataset root.
 * :func:`fetch_start_params`: the round's start model from a relay, hash-checked.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from torch import Tensor
 
@@ -26,7 +28,9 @@ from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.errors import TrainerError
-from hypertrain.trainer.segment import Sample
+from hypertrain.trainer.segment import Sample, TrainConfig
+
+T = TypeVar("T")
 
 
 class BlobSource(Protocol):
@@ -92,6 +96,13 @@ def iter_round_assignments(
             raise VerificationError(f"assignment of round {record.round}: {exc}") from exc
         state = result.state
         yield result
+
+
+def segment_samples(round_samples: Sequence[T], config: TrainConfig, segment: int) -> Sequence[T]:
+    """The samples (or sample ids) segment ``segment`` of a round trains on: its ``J``
+    steps of ``samples_per_step`` each, in the round's order (``trainer.round_loop``'s)."""
+    per_segment = config.checkpoint_interval * config.samples_per_step
+    return round_samples[segment * per_segment : (segment + 1) * per_segment]
 
 
 def load_samples(dataset: Dataset, ids: Sequence[int]) -> list[Sample]:

@@ -29,10 +29,10 @@ from hypertrain.dispute.store import DisputeView
 from hypertrain.evidence.party import SegmentParty
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
+from hypertrain.rolekit import Emit
 
 log = logging.getLogger(__name__)
 PartyFor = Callable[[Game], SegmentParty]
-Emit = Callable[..., None]
 
 
 def take_part(

@@ -17,7 +17,13 @@ from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundDetail, RoundSummary
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeOpen, LeafProof
-from hypertrain.evidence.inputs import island_layout, load_samples, open_dataset, round_sample_ids
+from hypertrain.evidence.inputs import (
+    island_layout,
+    load_samples,
+    open_dataset,
+    round_sample_ids,
+    segment_samples,
+)
 from hypertrain.evidence.party import SegmentParty
 from hypertrain.evidence.respond import take_part
 from hypertrain.miner.context import RunContext, round_records
@@ -41,8 +47,7 @@ def segment_party(ctx: RunContext, key: Hotkey, index: int, segment: int) -> Seg
     config = island_train_config(manifest, index, layout=layout, device=ctx.config.device)
     dataset = open_dataset(Path(ctx.config.dataset_dir), manifest)
     ids = round_sample_ids(manifest, dataset, records, key.ss58_address)
-    per_segment = config.checkpoint_interval * config.samples_per_step
-    chunk = ids[segment * per_segment : (segment + 1) * per_segment]
+    chunk = segment_samples(ids, config, segment)
     raw = checkpoint_path(ctx.config.round_dir(index), segment).read_bytes()
     start = decode_checkpoint(raw, config.state_config())
     first = segment * config.checkpoint_interval

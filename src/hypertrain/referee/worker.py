@@ -8,12 +8,9 @@ with its own key, which the run manifest must list in ``dispute.referees``.
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
@@ -24,14 +21,9 @@ from hypertrain.dispute.messages import DisputeRuling
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.referee.recompute import recompute
+from hypertrain.rolekit import Emit, poll, role_events
 
-Emit = Callable[..., None]
-
-
-def emit_json(event: str, **fields: Any) -> None:
-    doc = {"ts": round(time.time(), 3), "role": "referee", "event": event, **fields}
-    sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
-    sys.stdout.flush()
+emit_json = role_events("referee")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +86,11 @@ def serve(
     stop: Callable[[], bool] = lambda: False,
     emit: Emit = emit_json,
 ) -> None:
-    while not stop():
-        try:
-            rule_pending(referee, emit)
-        except (ServiceError, OSError) as exc:
-            emit("error", detail=str(exc)[:300])
-        time.sleep(poll_s)
+    """Rule on what waits, every ``poll_s``, until ``stop``; a failed pass is an event."""
+    poll(
+        lambda: rule_pending(referee, emit),
+        poll_s=poll_s,
+        stop=stop,
+        passing=(ServiceError, OSError),
+        on_error=lambda exc, _: emit("error", detail=str(exc)[:300]),
+    )
