@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hypertrain.devnet.chaos import ROLES, ChaosLoop, child_name
+from hypertrain.devnet.chaos import ROLES, ChaosLoop, child_name, target
 from hypertrain.devnet.errors import DevnetError
 from hypertrain.devnet.network import listen
 from hypertrain.devnet.procs import Supervisor
@@ -73,3 +73,17 @@ def test_six_kills_of_the_chaos_loop_hit_every_role_once() -> None:
     assert child_name("island") == "island-1" and child_name("service") == "service"
     with pytest.raises(DevnetError, match="chaos period"):
         ChaosLoop(period_rounds=0, seed=1)
+
+
+def test_a_kill_of_the_auditor_hits_the_first_auditor_still_running(tmp_path: Path) -> None:
+    """In the rollback scenario the lying auditor leaves once barred: the jurors judge."""
+    sup = Supervisor(tmp_path / "logs")
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    try:
+        for name in ("auditor", "juror-1", "juror-2"):
+            sup.start(name, sleep)
+        assert target(sup, "auditor") == "auditor"
+        sup.kill("auditor")
+        assert target(sup, "auditor") == "juror-1" and target(sup, "witness") == "witness"
+    finally:
+        sup.stop_all()

@@ -90,18 +90,18 @@ def kill_and_go_on(net: Devnet, role: chaos.Role) -> None:
     open_at_kill = newest(net)
     others = {c.name: c.process.pid for c in net.sup.children if c.name in LONG_LIVED}
     event = chaos.kill_and_restart(net.sup, role, open_at_kill)
-    assert net.sup.child(chaos.child_name(role)).restarts >= 1
+    assert event.child == chaos.target(net.sup, role) and event.round == open_at_kill
+    assert net.sup.child(event.child).restarts >= 1
     # the round open at the kill and the next one both open and settle
     wait_final(net, open_at_kill + 1)
     for name, pid in others.items():  # no other role exited (or was restarted)
         child = net.sup.child(name)
-        if name != chaos.child_name(role):
+        if name != event.child:
             assert child.alive and child.process.pid == pid, (name, child.tail())
-    assert net.sup.child(chaos.child_name(role)).alive
+    assert net.sup.child(event.child).alive
     money = chaos.ledger_check(net.state / "service", roles.RUN_ID)
     assert money.verified, money.detail
     assert money.units_lost_or_doubled == 0 and money.ok, money
-    assert event.round == open_at_kill
 
 
 def test_the_chain_goes_on_after_the_service_is_killed(net: Devnet) -> None:

@@ -30,11 +30,24 @@ from hypertrain.devnet.procs import Supervisor, hypertrain_cmd
 Role = Literal["service", "relay", "aggregator", "auditor", "island", "witness"]
 ROLES: Final[tuple[Role, ...]] = ("service", "relay", "aggregator", "auditor", "island", "witness")
 ISLAND: Final = "island-1"  # the first honest island (the honeypot is the last)
+# The rollback scenario's lying auditor leaves once it is barred; the standby jurors judge
+# from then on, so a kill of "the auditor" hits the first of these still running.
+AUDITORS: Final[tuple[str, ...]] = ("auditor", "juror-1", "juror-2")
 
 
 def child_name(role: Role) -> str:
-    """The devnet child a role's kill hits."""
+    """The devnet child a role's kill hits (the auditor: see :func:`target`)."""
     return ISLAND if role == "island" else role
+
+
+def target(sup: Supervisor, role: Role) -> str:
+    """The child to kill for ``role``: its child, or for the auditor the first auditing
+    child still running (the lying auditor, then the jurors that stand in for it)."""
+    if role != "auditor":
+        return child_name(role)
+    names = [c.name for c in sup.children if c.name in AUDITORS]
+    live = [n for n in AUDITORS if n in names and sup.child(n).alive]
+    return (live or [child_name(role)])[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +55,7 @@ class ChaosEvent:
     """One kill and restart: which role, while which round was the newest open one."""
 
     role: Role
+    child: str  # the process it hit
     round: int
     killed_unix: float
     down_s: float  # from the kill to the restarted process's start
@@ -49,9 +63,9 @@ class ChaosEvent:
 
 def kill_and_restart(sup: Supervisor, role: Role, newest_round: int) -> ChaosEvent:
     """SIGKILL ``role``'s process group and start it again the same way."""
-    killed = time.time()
-    sup.restart(child_name(role))
-    return ChaosEvent(role, newest_round, killed, time.time() - killed)
+    killed, name = time.time(), target(sup, role)
+    sup.restart(name)
+    return ChaosEvent(role, name, newest_round, killed, time.time() - killed)
 
 
 @dataclass
