@@ -28,7 +28,7 @@ the single-process emulation's (docs/trainer.md, "Real islands").
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +41,7 @@ from torch import Tensor
 from hypertrain.protocol.manifest import ModelSpec, MoESpec
 from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.model import Params
-from hypertrain.trainer.moe import capacity, route
+from hypertrain.trainer.moe import Pick, Routed, moe_ffn
 from hypertrain.trainer.reduction import fold
 from hypertrain.trainer.step import Section
 
@@ -157,29 +157,20 @@ class ExpertEngine:
         self, x: Tensor, params: Params, prefix: str, moe: MoESpec
     ) -> tuple[Tensor, Tensor]:
         """moe.py's ``moe_ffn`` with the experts computed by their owners."""
-        shape = x.shape
-        flat = x.reshape(-1, shape[-1])  # (N, d)
-        probs = F.softmax(F.linear(flat, params[prefix + "router.weight"]), dim=-1)  # (N, E)
-        gates, experts = route(probs, moe.top_k)
-        cap = capacity(flat.shape[0], moe)
-        picks, counts = [], []
-        for e in range(moe.num_experts):
-            tok, slot = (experts == e).nonzero(as_tuple=True)  # row-major: token order
-            counts.append(tok.numel())
-            picks.append((tok[:cap], slot[:cap]))
-        sent = [tok.numel() for tok, _ in picks]
-        inputs = [flat[tok] for tok, _ in picks if tok.numel()]
+        return moe_ffn(x, params, prefix, moe, experts=self.dispatch)
+
+    def dispatch(
+        self, flat: Tensor, picks: Iterable[Pick], params: Mapping[str, Tensor], prefix: str
+    ) -> Iterator[Routed]:
+        """moe.py's :class:`~hypertrain.trainer.moe.Experts`: every expert's tokens sent
+        to its owner at once (one all-to-all each way), the outputs back in expert order."""
+        chosen = list(picks)
+        sent = [tok.numel() for tok, _ in chosen]
+        inputs = [flat[tok] for tok, _ in chosen if tok.numel()]
         outs = iter(_Dispatch.apply(self, prefix, sent, *inputs))  # type: ignore[no-untyped-call]
-        slots = flat.new_zeros(flat.shape[0], moe.top_k, shape[-1])  # (N, k, d)
-        for tok, slot in picks:
+        for tok, slot in chosen:
             if tok.numel():
-                slots = slots.index_put((tok, slot), next(outs) * gates[tok, slot].unsqueeze(-1))
-        y = slots[:, 0]
-        for j in range(1, moe.top_k):
-            y = y + slots[:, j]
-        frac = torch.tensor(counts, dtype=probs.dtype, device=probs.device) / experts.numel()
-        aux = moe.num_experts * (frac * probs.mean(0)).sum()
-        return y.reshape(shape), aux
+                yield tok, slot, next(outs)
 
     def forward_exchange(
         self, prefix: str, sent: list[int], inputs: Sequence[Tensor]
