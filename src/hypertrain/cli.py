@@ -15,7 +15,7 @@ import logging
 import sys
 from typing import Final
 
-from hypertrain.protocol.cliargs import CommandParser, add_version
+from hypertrain.protocol.cliargs import CommandParser, add_version, run_command
 
 GROUPS: Final[dict[str, str]] = {
     "protocol": "hypertrain.protocol.cli",
@@ -67,13 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.log_level != "DEBUG":  # one line per HTTP request (polling) only at DEBUG
         for name in ("httpx", "httpcore"):
             logging.getLogger(name).setLevel(logging.WARNING)
-    try:
-        return int(args.func(args))
-    except (ValueError, OSError) as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return run_command(args)
 
 
 if __name__ == "__main__":

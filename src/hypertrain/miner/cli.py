@@ -16,6 +16,7 @@ from hypertrain.protocol.cliargs import (
     add_relay_url,
     add_service_url,
     add_version,
+    run_command,
     usage_error,
 )
 from hypertrain.protocol.keyargs import WALLET_FLAGS, WALLET_HELP
@@ -100,13 +101,7 @@ def main(argv: list[str] | None = None, hooks: HooksFor = honest) -> int:
             require_device(args.device)
         except DeviceError as exc:  # a flag this machine cannot honour: the command's usage
             usage_error(args, str(exc))
-    try:
-        return int(args.func(args))
-    except (ValueError, OSError) as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return run_command(args)
 
 
 if __name__ == "__main__":

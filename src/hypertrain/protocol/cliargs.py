@@ -1,5 +1,5 @@
-"""Command-line conventions both CLIs share: one spelling per flag, ``--version``, and
-a subcommand's own usage on its usage errors.
+"""Command-line conventions both CLIs share: one spelling per flag, ``--version``, a
+subcommand's own usage on its usage errors, and one exit-status rule.
 
 The challenge service's URL is ``--service-url``, the relay's ``--relay-url`` and a
 published dataset's ``--data-url`` on every command of ``hypertrain`` and
@@ -7,6 +7,8 @@ published dataset's ``--data-url`` on every command of ``hypertrain`` and
 still work for one release: each use prints one deprecation line to stderr. A parser
 of class :class:`CommandParser` (its subcommands inherit the class) answers an unknown
 argument with the usage of the subcommand that was given it, not with the top level's.
+A command that fails on bad input or a system error prints one ``error:`` line and
+exits 1; an interrupted one exits 130 (:func:`run_command`).
 """
 
 from __future__ import annotations
@@ -116,6 +118,17 @@ def package_version() -> str:
         return version("hypertrain")
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown (not installed)"
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the parsed subcommand (``args.func``) and return the process's exit status."""
+    try:
+        return int(args.func(args))
+    except (ValueError, OSError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 def add_version(parser: argparse.ArgumentParser) -> None:

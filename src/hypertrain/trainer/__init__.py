@@ -25,8 +25,9 @@ Public API (one concept per module):
   loads, re-executing if needed), ``PROFILES`` ("native", "portable").
 * ``codec``: ``encode_int8``, ``decode_int8``, ``iter_decode`` (streaming), ``update_hash``,
   ``relative_l2``; ``sparse_codec``: ``encode_sparse``, ``decode_sparse`` (chunked top-k,
-  low-bit values); ``update``: ``pseudo_gradient``, ``build_update`` and
-  ``encode_update`` / ``iter_decode_update`` (the run's codec), ``next_round_state``.
+  low-bit values); ``update_header``: the header both codecs share, parsed once;
+  ``update``: ``pseudo_gradient``, ``build_update`` and ``encode_update`` /
+  ``iter_decode_update`` (the run's codec), ``next_round_state``.
 * ``blob``: ``encode_model_blob`` / ``decode_model_blob`` (safetensors, SHA-256 addressed).
 * ``export``: ``export_llama`` (transformers ``LlamaForCausalLM`` directory).
 * ``tracing``: ``Tracer`` (per-layer and per-op output hashes; off unless passed in).
