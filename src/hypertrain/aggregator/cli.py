@@ -6,6 +6,8 @@ import argparse
 import signal
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +21,49 @@ from hypertrain.aggregator.verify import verify_tape
 from hypertrain.aggregator.witness import Witness
 from hypertrain.aggregator.witness import follow as follow_witness
 from hypertrain.api.client import ChallengeClient
+from hypertrain.api.errors import ServiceError
 from hypertrain.protocol.cliargs import add_relay_url, add_service_url
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
+from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.retry import Backoff
 from hypertrain.relay.client import RelayClient
 from hypertrain.rolekit import write_line
 
 RELAY_TIMEOUT_S = 120.0  # model and outer-state blobs can be large
+START_BACKOFF = Backoff(attempts=1, first_delay_s=1.0)  # then doubling, at most:
+START_MAX_DELAY_S = 30.0
 
 
 def _emit(event: dict[str, Any]) -> None:
     write_line({"role": "aggregator", **event})
+
+
+def manifest_when_up(
+    service: ChallengeClient,
+    run_id: str,
+    emit: Callable[[dict[str, Any]], None],
+    stop: Callable[[], bool] = lambda: False,
+    sleep: Callable[[float], None] = time.sleep,
+) -> RunManifest | None:
+    """The run's manifest, waiting (with backoff) while the service cannot be reached or
+    fails (5xx): a role (re)started while its service is away waits for it instead of
+    exiting. None once ``stop()`` (its stop signal) says so. A refusal (4xx: an unknown
+    run, a bad token) is a configuration error and raises."""
+    failed = 0
+    while not stop():
+        try:
+            return service.manifest(run_id)
+        except ServiceError as exc:
+            if 0 < exc.status < 500:
+                raise
+            failed += 1
+            delay = min(START_MAX_DELAY_S, START_BACKOFF.delay_s(failed))
+            emit({"event": "service_unreachable", "detail": str(exc)[:300], "retry_in_s": delay})
+            for _ in range(int(delay)):  # a second at a time, so a stop signal ends it
+                if not stop():
+                    sleep(1.0)
+    return None
 
 
 def _token(path: Path | None) -> str | None:
@@ -136,7 +170,9 @@ def _aggregator(args: argparse.Namespace, admin: bool = False) -> Aggregator:
     store = RelayBlobs(relay, args.state_dir / "blobs", lambda: service.beacon_round() + 10)
     agg = Aggregator(service, store, key, args.run_id, args.state_dir, _emit)
     if getattr(args, "dataset_dir", None) is not None:
-        agg.heldout = open_heldout(args.dataset_dir, service.manifest(args.run_id))
+        manifest = manifest_when_up(service, args.run_id, _emit)
+        assert manifest is not None  # no stop signal is installed yet: it waits until up
+        agg.heldout = open_heldout(args.dataset_dir, manifest)
     return agg
 
 
@@ -166,6 +202,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.follow:
         agg.step(agg.service.manifest(args.run_id), args.admin_token_file is not None)
         return 0
+    if manifest_when_up(agg.service, args.run_id, _emit, lambda: bool(stopping)) is None:
+        return 0  # stopped while waiting for the service
     follow(agg, open_rounds=args.admin_token_file is not None, poll_s=args.poll_s,
            max_rounds=args.max_rounds, stop=lambda: bool(stopping))  # fmt: skip
     return 0
@@ -217,6 +255,8 @@ def cmd_witness(args: argparse.Namespace) -> int:
         return 0
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    if manifest_when_up(service, args.run_id, _emit_witness, lambda: bool(stopping)) is None:
+        return 0  # stopped while waiting for the service
     follow_witness(witness, poll_s=args.poll_s, stop=lambda: bool(stopping))
     return 0
 
