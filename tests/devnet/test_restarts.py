@@ -129,3 +129,23 @@ def test_the_chain_goes_on_after_an_island_is_killed(net: Devnet) -> None:
 
 def test_the_chain_goes_on_after_the_witness_is_killed(net: Devnet) -> None:
     kill_and_go_on(net, "witness")
+
+
+def test_roles_restarted_while_the_service_is_away_wait_for_it(net: Devnet) -> None:
+    """The witness and the aggregator start while the service is down (its connections
+    time out in the held socket's backlog), wait for it, and the chain goes on."""
+    open_at_kill = newest(net)
+    net.sup.kill("service")
+    for name in ("witness", "aggregator"):
+        net.sup.restart(name)
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while "service_unreachable" not in net.sup.child("witness").tail(1 << 16):
+        assert net.sup.child("witness").alive, net.sup.child("witness").tail()
+        assert time.monotonic() < deadline, "the witness never found the service away"
+        time.sleep(0.5)
+    net.sup.restart("service")
+    wait_final(net, open_at_kill + 1)
+    for name in LONG_LIVED:
+        assert net.sup.child(name).alive, (name, net.sup.child(name).tail())
+    money = chaos.ledger_check(net.state / "service", roles.RUN_ID)
+    assert money.ok and money.units_lost_or_doubled == 0, money
