@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from hypertrain.miner.actions import join_layout
 from hypertrain.miner.cli import build_parser
 from hypertrain.miner.config import MinerConfig, config_from_args, load_config
 from hypertrain.miner.errors import ConfigError
+from hypertrain.miner.joining import join_layout
 from hypertrain.protocol.manifest import manifest_from_json
 from tests.challenge.helpers import manifest_doc
 

@@ -12,10 +12,10 @@ from hypertrain.auditor.replay import IslandRound, audit_island
 from hypertrain.data.dataset import Dataset
 from hypertrain.evidence.index import CheckpointIndex
 from hypertrain.evidence.inputs import island_layout, load_samples, round_sample_ids
-from hypertrain.miner.actions import join_layout
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.errors import ConfigError
 from hypertrain.miner.island import train_round
+from hypertrain.miner.joining import join_layout
 from hypertrain.miner.ranks import launch_ranks
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import Commit, RoundOpen

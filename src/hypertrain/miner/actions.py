@@ -18,7 +18,7 @@ from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundDetail
 from hypertrain.dispute.narrowing import describe
 from hypertrain.evidence.index import sha_from_url
-from hypertrain.miner.admission import answer_challenge, local_devices, selfcheck
+from hypertrain.miner.admission import selfcheck
 from hypertrain.miner.checkpoints import (
     carried_checkpoint,
     checkpoints_to_upload,
@@ -29,20 +29,19 @@ from hypertrain.miner.config import MinerConfig, config_from_args
 from hypertrain.miner.context import RunContext, load_run
 from hypertrain.miner.defence import defend
 from hypertrain.miner.disputes import answer_own, prune_closed
-from hypertrain.miner.errors import ConfigError, MinerError
+from hypertrain.miner.errors import MinerError
 from hypertrain.miner.hooks import HooksFor, honest
 from hypertrain.miner.island import checkpoint_path
+from hypertrain.miner.joining import join_cmd as join_cmd  # the handler of `join`
 from hypertrain.miner.ranks import RankError
 from hypertrain.miner.report import Reporter
 from hypertrain.miner.retention import Retention
 from hypertrain.miner.run import run_round
-from hypertrain.miner.standing import admission_line, money_line, weight_line
+from hypertrain.miner.standing import money_line, weight_line
 from hypertrain.miner.stopping import StopSignal, catch_stop_signals, stopped
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
-from hypertrain.protocol.manifest import LayoutSpec, RunManifest
-from hypertrain.protocol.memproof import claim_for, memory_floor
-from hypertrain.protocol.messages import Commit, JoinRequest, Leave, Verdict
+from hypertrain.protocol.messages import Commit, Leave, Verdict
 from hypertrain.relay.client import RelayClient
 from hypertrain.relay.errors import RelayError
 
@@ -70,64 +69,6 @@ def selfcheck_cmd(args: argparse.Namespace) -> int:
             )
         Console(file=sys.stdout).print(table)
     return 0 if len({r.workload_hash for r in reports}) == 1 else 1
-
-
-def join_layout(manifest: RunManifest, cfg: MinerConfig, devices: int) -> LayoutSpec:
-    """One rank per device (or ``cfg.ranks``), ``cfg.micro_batches`` per rank (or the run's),
-    the run's micro-batch size, ``cfg.ep`` and ``cfg.zero1``; refused here already when
-    outside the run's limits."""
-    default = manifest.round.layout
-    try:
-        layout = LayoutSpec(
-            dp_ranks=cfg.ranks or devices,
-            micro_batches=cfg.micro_batches or default.micro_batches,
-            micro_batch_size=default.micro_batch_size,
-            ep=cfg.ep,
-            zero1=bool(cfg.zero1),
-        )
-    except ValueError as exc:
-        raise ConfigError(f"bad layout: {exc}") from exc
-    problem = manifest.layout_problem(layout)
-    if problem is not None:
-        raise ConfigError(f"layout outside the run's limits: {problem}")
-    return layout
-
-
-def join_cmd(args: argparse.Namespace) -> int:
-    cfg = _config(args)
-    key = cfg.load_key()
-    with ChallengeClient(cfg.service_url) as service:
-        ctx = load_run(cfg, service, check=False)
-        local = local_devices()
-        layout = join_layout(ctx.manifest, cfg, len(local))
-        # claim (and prove) what the layout needs per device, in whole MiB that prove it
-        claim = claim_for(memory_floor(ctx.manifest, layout))
-        devices = selfcheck(local, claim_bytes=claim)
-        body = JoinRequest(
-            devices=devices,
-            layout=layout,
-            endpoint=cfg.endpoint or None,
-            region=cfg.region or None,
-        )
-        env = seal(
-            key,
-            domain="join",
-            run_id=cfg.run_id,
-            body=body.model_dump(mode="json"),
-            expiry_round=service.beacon_round() + cfg.expiry_margin,
-        )
-        answer = service.join(env)
-        sys.stdout.write(json.dumps(answer.model_dump(mode="json"), sort_keys=True) + "\n")
-        if answer.challenge is not None:  # the run admits only on a fresh, seeded workload
-            done = answer_challenge(
-                service, key, cfg.run_id, poll_s=cfg.poll_s, expiry_margin=cfg.expiry_margin
-            )
-            sys.stdout.write(json.dumps(done.model_dump(mode="json"), sort_keys=True) + "\n")
-            if done.status != "admitted":
-                return 1
-        entry = next((r for r in service.roster(cfg.run_id) if r.hotkey == key.ss58_address), None)
-        sys.stdout.write(admission_line(ctx.manifest, layout, entry, key.ss58_address))
-    return 0
 
 
 def leave_cmd(args: argparse.Namespace) -> int:

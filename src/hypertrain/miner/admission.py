@@ -19,7 +19,9 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +48,13 @@ __all__ = [
     "WORKLOAD_DIM",
     "WORKLOAD_SEED",
     "WORKLOAD_STEPS",
+    "ChallengeOutcome",
     "SelfcheckConfig",
     "answer_challenge",
     "challenge_hashes",
     "device_class",
     "memory_answers",
+    "one_challenge",
     "selfcheck",
     "workload_hash",
 ]
@@ -122,6 +126,18 @@ def memory_answers(
     return _each_device(chosen, lambda i, d: device_answers(seed, i, claims[i], d))
 
 
+@dataclass(frozen=True, slots=True)
+class ChallengeOutcome:
+    """One admission challenge as this island saw it.
+
+    ``status`` is the challenge's last status (decided, or what was seen when the wait ran
+    out); ``late`` is True when the service refused the answer as posted after its
+    deadline (its code ``late``): the one refusal a fresh challenge may cure."""
+
+    status: AdmissionStatus
+    late: bool
+
+
 def answer_challenge(
     service: ChallengeClient,
     key: Hotkey,
@@ -131,6 +147,7 @@ def answer_challenge(
     poll_s: float = 1.0,
     timeout_s: float = 600.0,
     expiry_margin: int = 50,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> AdmissionStatus:
     """Wait for the challenge seed, run the workload on every device, post the answer,
     then wait for a worker's decision.
@@ -138,16 +155,63 @@ def answer_challenge(
     Returns the challenge status: ``admitted`` or ``refused`` (with its reason) once
     decided, else the last status seen when ``timeout_s`` ran out (``pending`` or
     ``answered``: a worker of the island's device class has not checked it yet)."""
+    return one_challenge(
+        service,
+        key,
+        run_id,
+        devices=devices,
+        poll_s=poll_s,
+        timeout_s=timeout_s,
+        expiry_margin=expiry_margin,
+        sleep=sleep,
+    ).status
+
+
+def one_challenge(
+    service: ChallengeClient,
+    key: Hotkey,
+    run_id: str,
+    *,
+    devices: list[torch.device] | None = None,
+    poll_s: float = 1.0,
+    timeout_s: float = 600.0,
+    expiry_margin: int = 50,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ChallengeOutcome:
+    """:func:`answer_challenge`, saying also whether the answer was refused as late.
+
+    ``sleep`` is the wait between two polls (tests pass one that moves their beacon)."""
     deadline = time.monotonic() + timeout_s
     while True:
         status = service.admission_status(run_id, key.ss58_address)
         if status.status != "pending":
-            return status
+            return ChallengeOutcome(status, late=False)
         if status.seed is not None:
             break
         if time.monotonic() > deadline:
-            return status
-        time.sleep(poll_s)
+            return ChallengeOutcome(status, late=False)
+        sleep(poll_s)
+    late = _post_answer(service, key, run_id, status, devices, expiry_margin)
+    while True:
+        status = service.admission_status(run_id, key.ss58_address)
+        if status.status in DECIDED or time.monotonic() > deadline:
+            return ChallengeOutcome(status, late=late)
+        sleep(poll_s)
+
+
+def _post_answer(
+    service: ChallengeClient,
+    key: Hotkey,
+    run_id: str,
+    status: AdmissionStatus,
+    devices: list[torch.device] | None,
+    expiry_margin: int,
+) -> bool:
+    """Compute and post the answer to a seeded challenge; True when refused as late.
+
+    The service alone judges lateness (by its beacon clock), so the answer is always
+    posted: a late one refuses this challenge (and starts the hotkey's backoff)."""
+    assert status.seed is not None  # only a seeded challenge is answered
     hashes = challenge_hashes(status.seed, status.workload_steps, devices)
     memory = memory_answers(status.seed, status.memory_claims, devices)
     body = AdmissionAnswer(seed_beacon_round=status.seed_beacon_round, hashes=hashes, memory=memory)
@@ -163,11 +227,8 @@ def answer_challenge(
     except ServiceError as exc:
         if exc.code not in ("late", "closed"):
             raise  # the challenge is decided (a late answer refuses the island)
-    while True:
-        status = service.admission_status(run_id, key.ss58_address)
-        if status.status in DECIDED or time.monotonic() > deadline:
-            return status
-        time.sleep(poll_s)
+        return exc.code == "late"
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-from hypertrain.miner import actions, compete
+from hypertrain.miner import actions, compete, joining
 from hypertrain.miner.config import FLAGS
 from hypertrain.miner.hooks import HooksFor, honest
 from hypertrain.protocol.cliargs import (
@@ -61,7 +61,13 @@ def build_parser(hooks: HooksFor = honest) -> argparse.ArgumentParser:
         help="micro-batches per step per rank (sets the island's token budget; default: the"
         " run's layout)",
     )
-    join.set_defaults(func=actions.join_cmd)
+    join.add_argument(
+        "--join-attempts",
+        type=int,
+        help="admission challenges to answer at most: after a late answer, join again for a"
+        " fresh one (default 3; join_attempts in miner.toml)",
+    )
+    join.set_defaults(func=joining.join_cmd)
     run = sub.add_parser("run", help="train one round (--round W) or every round (--follow)")
     _common(run)
     run.add_argument("--round", type=int, help="round to train")

@@ -13,9 +13,9 @@ import argparse
 import tomllib
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
 from hypertrain.miner.errors import ConfigError
@@ -49,6 +49,8 @@ class MinerConfig:
     torchrun_args: str = ""  # extra torchrun options, e.g. a multi-host rendezvous
     poll_s: float = 1.0
     expiry_margin: int = 50  # beacon rounds an upload or commit envelope stays valid
+    # admission challenges `join` answers at most: a late answer is tried again, fresh
+    join_attempts: Annotated[int, Field(ge=1, le=100)] = 3
 
     def require(self, *names: str) -> None:
         missing = [n for n in names if not getattr(self, n)]
@@ -120,6 +122,7 @@ def config_from_args(args: argparse.Namespace) -> MinerConfig:
     overrides["endpoint"] = getattr(args, "endpoint", None)
     overrides["region"] = getattr(args, "region", None)
     overrides["micro_batches"] = getattr(args, "micro_batches", None)
+    overrides["join_attempts"] = getattr(args, "join_attempts", None)
     return load_config(getattr(args, "config", None), overrides)
 
 
