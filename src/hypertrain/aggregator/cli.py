@@ -170,8 +170,11 @@ def _aggregator(args: argparse.Namespace, admin: bool = False) -> Aggregator:
     store = RelayBlobs(relay, args.state_dir / "blobs", lambda: service.beacon_round() + 10)
     agg = Aggregator(service, store, key, args.run_id, args.state_dir, _emit)
     if getattr(args, "dataset_dir", None) is not None:
-        manifest = manifest_when_up(service, args.run_id, _emit)
-        assert manifest is not None  # no stop signal is installed yet: it waits until up
+        if getattr(args, "follow", False):  # a long-lived role waits for its service
+            manifest = manifest_when_up(service, args.run_id, _emit)
+            assert manifest is not None  # no stop signal is installed yet: it waits until up
+        else:  # a one-shot command fails at once, naming the service it cannot reach
+            manifest = service.manifest(args.run_id)
         agg.heldout = open_heldout(args.dataset_dir, manifest)
     return agg
 
