@@ -124,9 +124,13 @@ def miner_args(
 
 
 def join_cmd(args: list[str], micro_batches: int | None = None) -> list[str]:
-    """Join with ``micro_batches`` per step (the island's budget); None = the run's default."""
+    """Join with ``micro_batches`` per step (the island's budget); None = the run's default.
+
+    On a loaded machine an admission answer may miss its window of a few beacon rounds:
+    the join then answers a fresh challenge, at most three in all (the orchestrator's
+    wait for a join covers them and the service's backoff between them)."""
     extra = ["--micro-batches", str(micro_batches)] if micro_batches else []
-    return miner_cmd("join", *args, *extra, "--region", REGION)
+    return miner_cmd("join", *args, *extra, "--region", REGION, "--join-attempts", "3")
 
 
 def island_cmd(args: list[str]) -> list[str]:
