@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hypertrain.devnet.chaos import ROLES, ChaosLoop, child_name, target
+from hypertrain.devnet.chaos import ROLES, ChaosLoop, child_name, loop_for, target
 from hypertrain.devnet.errors import DevnetError
 from hypertrain.devnet.network import listen
 from hypertrain.devnet.procs import Supervisor
@@ -71,6 +71,7 @@ def test_six_kills_of_the_chaos_loop_hit_every_role_once() -> None:
     loop = ChaosLoop(period_rounds=3, seed=11)
     assert sorted(loop.draw() for _ in ROLES) == sorted(ROLES)
     assert child_name("island") == "island-1" and child_name("service") == "service"
+    assert loop_for(0, seed=1) is None  # --chaos-every 0: no chaos
     with pytest.raises(DevnetError, match="chaos period"):
         ChaosLoop(period_rounds=0, seed=1)
 

@@ -107,6 +107,11 @@ class ChaosLoop:
         return [asdict(e) for e in self.events]
 
 
+def loop_for(every_rounds: int, seed: int) -> ChaosLoop | None:
+    """The chaos loop of ``--chaos-every N`` (None for 0: no chaos)."""
+    return ChaosLoop(every_rounds, seed) if every_rounds else None
+
+
 def newest_round(doc: dict[str, Any] | None) -> int | None:
     """The newest round the dashboard document lists (None: none opened yet)."""
     rounds = [] if doc is None else [r["round"] for r in doc["rounds"]]

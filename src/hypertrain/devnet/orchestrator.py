@@ -360,8 +360,7 @@ def _run_locked(cfg: DevnetConfig, console: Console) -> int:
     net = Devnet(cfg, console, Supervisor(state / "logs"), state)
     choices = ROLLBACK_STRATEGIES if cfg.rollback else HONEYPOT_STRATEGIES
     net.strategy = cfg.honeypot or random.SystemRandom().choice(choices)
-    if cfg.chaos_every_rounds:
-        net.chaos = chaos.ChaosLoop(cfg.chaos_every_rounds, cfg.chaos_seed)
+    net.chaos = chaos.loop_for(cfg.chaos_every_rounds, cfg.chaos_seed)  # None: no chaos
     result: dict[str, Any] | None = None
     code = 1
     try:
