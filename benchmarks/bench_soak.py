@@ -163,7 +163,7 @@ def run_devnet(args: argparse.Namespace, scenario: str, state: Path) -> dict[str
             loads.append(os.getloadavg()[0])
             time.sleep(1.0)
         if devnet.returncode != 0:
-            failure = f"the devnet exited with {devnet.returncode}: {tail(state)}"
+            failure = f"the devnet exited with {devnet.returncode}: {reason(tail(state))}"
     except KeyboardInterrupt:  # the figures so far are still measured and written
         failure = INTERRUPTED
     finally:
@@ -191,6 +191,13 @@ def poll(url: str, state: Path) -> dict[str, Any] | None:
     doc: dict[str, Any] = r.json()
     (state / "dashboard.json").write_text(json.dumps(doc))
     return doc
+
+
+def reason(out: str) -> str:
+    """The devnet's own error line (``error: ...``), else the end of its output; the
+    whole output stays in ``STATE/<scenario>/devnet.out``."""
+    errors = [line for line in out.splitlines() if line.startswith("error: ")]
+    return errors[-1] if errors else out[-300:]
 
 
 def tail(state: Path, chars: int = 1500) -> str:
@@ -222,7 +229,7 @@ def measure(
         **gaps([r["started_unix"] for r in rounds]),
         **money(state),
         "kills": kills(report, tail(state, 1 << 24)),
-        "role_exited": "exited with status" in tail(state, 20_000),
+        "role_exited": bool(re.search(r"exited (with status|while starting)", tail(state))),
         "load_mean": round(statistics.fmean(loads), 2) if loads else None,
         "load_max": round(max(loads), 2) if loads else None,
         "cores": os.cpu_count(),
