@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from hypertrain.api.client import ChallengeClient
-from hypertrain.api.models import DisputeAnswered, DisputeOpened, DisputeRuled, HoneypotAnswer
+from hypertrain.api.disputes import DisputeAnswered, DisputeOpened, DisputeRuled, HoneypotAnswer
 from hypertrain.auditor.disputes import answer_disputes
 from hypertrain.auditor.replay import AuditOutcome
 from hypertrain.auditor.runner import Auditor, RoundRecords

@@ -19,6 +19,7 @@ import httpx
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
 from hypertrain.api.baseline import BaselineIn, BaselinePublic
+from hypertrain.api.disputes import DisputeAnswered, DisputeOpened, DisputeRuled, ReassignedAudit
 from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import (
     AdmissionAnswerAck,
@@ -27,15 +28,11 @@ from hypertrain.api.models import (
     BeaconPublic,
     CommitAnswer,
     CorrectionAnswer,
-    DisputeAnswered,
-    DisputeOpened,
-    DisputeRuled,
     JoinAnswer,
     LeaveAnswer,
     MergeAnswer,
     PendingAdmission,
     ProvenFault,
-    ReassignedAudit,
     RosterEntry,
     RoundDetail,
     RoundSummary,

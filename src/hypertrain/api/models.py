@@ -12,39 +12,41 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
-from hypertrain.dispute.store import DisputeView
 from hypertrain.protocol.envelope import Envelope
-from hypertrain.protocol.honeypots import HoneypotList
 from hypertrain.protocol.manifest import LayoutSpec, ModelSpec
 from hypertrain.protocol.messages import MergeCorrection, MergeTape
+
+
+class Answer(BaseModel):
+    """The base of every answer: unknown fields refused (a field the service starts to send
+    is added to its model first, for both ends), values frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
 
 Phase = Literal["train", "beacon", "audit", "merge", "settle", "final"]
 
 
-class _Answer(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class BeaconPublic(_Answer):
+class BeaconPublic(Answer):
     """``GET /v1/beacon``: the latest verified beacon round the service acts on."""
 
     round: int | None
     randomness: str | None
 
 
-class RunListItem(_Answer):
+class RunListItem(Answer):
     run_id: str
     manifest_digest: str
 
 
-class VerdictCounts(_Answer):
+class VerdictCounts(Answer):
     match: int
     mismatch: int
 
 
-class RoundSummary(_Answer):
+class RoundSummary(Answer):
     """One row of ``GET /v1/runs/{run}/rounds``: phase, deadlines, commits, audits, loss."""
 
     round: int
@@ -69,12 +71,12 @@ class RoundSummary(_Answer):
     settled_epoch: int | None
 
 
-class VerdictRecord(_Answer):
+class VerdictRecord(Answer):
     verdict_id: str
     envelope: Envelope
 
 
-class SelectionBeacon(_Answer):
+class SelectionBeacon(Answer):
     round: int
     randomness: str
     signature: str
@@ -83,7 +85,7 @@ class SelectionBeacon(_Answer):
 TapeStatus = Literal["not_required", "awaiting", "witnessed", "contested"]
 
 
-class AttestationRecord(_Answer):
+class AttestationRecord(Answer):
     """One witness's signed ``tape-attestation`` and whether the service counts it."""
 
     witness: str
@@ -96,7 +98,7 @@ class AttestationRecord(_Answer):
     envelope: Envelope
 
 
-class TapeWitnessView(_Answer):
+class TapeWitnessView(Answer):
     """The witnesses' word on a round's current tape (docs/mechanism.md, "Tape witnesses").
 
     ``contested``: a counted witness disagrees, ``first_difference`` is the field it names;
@@ -113,7 +115,7 @@ class TapeWitnessView(_Answer):
     attestations: list[AttestationRecord]
 
 
-class AttestationAnswer(_Answer):
+class AttestationAnswer(Answer):
     """The service stored a witness's attestation."""
 
     accepted: bool
@@ -124,7 +126,7 @@ class AttestationAnswer(_Answer):
     status: TapeStatus  # the round's tape status with this attestation counted
 
 
-class RoundDetail(_Answer):
+class RoundDetail(Answer):
     """``GET /v1/runs/{run}/rounds/{i}``: the summary's fields with every signed record
     of the round (``commits`` and ``verdicts`` are the records here, not counts)."""
 
@@ -167,7 +169,7 @@ class RoundDetail(_Answer):
 IslandStatus = Literal["active", "probation", "faulted", "deregistered", "left"]
 
 
-class RosterEntry(_Answer):
+class RosterEntry(Answer):
     """One island of ``GET /v1/runs/{run}/roster``: admission, record and balances."""
 
     hotkey: str
@@ -189,7 +191,7 @@ class RosterEntry(_Answer):
     proven_memory_bytes: int = 0  # what its admission challenge proved (0: not proven)
 
 
-class LeaveAnswer(_Answer):
+class LeaveAnswer(Answer):
     """``POST /v1/leave``: the island trains no round from ``left_round`` on."""
 
     run_id: str
@@ -198,14 +200,14 @@ class LeaveAnswer(_Answer):
     leave_id: str  # SHA-256 of the signed envelope's canonical bytes
 
 
-class LossPoint(_Answer):
+class LossPoint(Answer):
     round: int
     train_loss: float | None
     eval_loss: float | None
     tokens: int
 
 
-class RunSummary(_Answer):
+class RunSummary(Answer):
     """``GET /v1/runs/{run}``: the run at a glance."""
 
     run_id: str
@@ -225,7 +227,7 @@ class RunSummary(_Answer):
     beacon_round: int | None
 
 
-class AdmissionChallengePublic(_Answer):
+class AdmissionChallengePublic(Answer):
     """What a join answers instead of admitting when the run sets ``admission.challenge``."""
 
     seed_beacon_round: int
@@ -235,7 +237,7 @@ class AdmissionChallengePublic(_Answer):
     deadline_tier: str = ""  # the device-class tier whose deadline the island got
 
 
-class JoinAnswer(_Answer):
+class JoinAnswer(Answer):
     """Admitted (with the island's first round and budget), or challenged first."""
 
     admitted: bool
@@ -248,7 +250,7 @@ class JoinAnswer(_Answer):
     challenge: AdmissionChallengePublic | None = None
 
 
-class CommitAnswer(_Answer):
+class CommitAnswer(Answer):
     accepted: bool
     run_id: str
     round: int
@@ -256,12 +258,12 @@ class CommitAnswer(_Answer):
     commit_id: str
 
 
-class VerdictAnswer(_Answer):
+class VerdictAnswer(Answer):
     accepted: bool
     verdict_id: str
 
 
-class ProvenFault(_Answer):
+class ProvenFault(Answer):
     """``GET /v1/runs/{run}/faults``: a fault proven for a round, and its rollback state."""
 
     round: int
@@ -274,7 +276,7 @@ class ProvenFault(_Answer):
     rollback_due: bool
 
 
-class CorrectionAnswer(_Answer):
+class CorrectionAnswer(Answer):
     accepted: bool
     round: int
     tape_sha256: str
@@ -283,14 +285,14 @@ class CorrectionAnswer(_Answer):
     signer: str
 
 
-class MergeAnswer(_Answer):
+class MergeAnswer(Answer):
     accepted: bool
     round: int
     phase: Phase
     paid: dict[str, int]
 
 
-class MetagraphStatus(_Answer):
+class MetagraphStatus(Answer):
     epoch: int | None
     block: int | None
     hotkeys: int
@@ -298,7 +300,7 @@ class MetagraphStatus(_Answer):
     error: str | None
 
 
-class BeaconHealth(_Answer):
+class BeaconHealth(Answer):
     """The verified beacon round against the round due by the chain's schedule."""
 
     verified_round: int | None
@@ -307,7 +309,7 @@ class BeaconHealth(_Answer):
     lagging: bool
 
 
-class HealthAnswer(_Answer):
+class HealthAnswer(Answer):
     """``GET /health``: readiness (HTTP 200 when the service can score, else 503)."""
 
     ok: bool
@@ -317,14 +319,14 @@ class HealthAnswer(_Answer):
     beacon: BeaconHealth | None = None
 
 
-class VersionAnswer(_Answer):
+class VersionAnswer(Answer):
     slug: str
     version: str
     contract: int
     capabilities: list[str]
 
 
-class AdmissionStatus(_Answer):
+class AdmissionStatus(Answer):
     """``GET /v1/runs/{run}/admission/{hotkey}``: an island's admission challenge."""
 
     run_id: str
@@ -339,14 +341,14 @@ class AdmissionStatus(_Answer):
     deadline_tier: str = ""  # the device-class tier whose deadline the island got
 
 
-class AdmissionAnswerAck(_Answer):
+class AdmissionAnswerAck(Answer):
     """``POST /v1/admission/answer``: the island's hashes are stored for a worker's check."""
 
     accepted: bool
     status: Literal["answered"]
 
 
-class PendingAdmission(_Answer):
+class PendingAdmission(Answer):
     """One row of ``GET /worker/v1/runs/{run}/admissions``: an answer awaiting a check."""
 
     hotkey: str
@@ -359,14 +361,14 @@ class PendingAdmission(_Answer):
     memory_answers: list[str] = []  # the island's answers to those pairs, in that order
 
 
-class WeightsMetadata(_Answer):
+class WeightsMetadata(Answer):
     """Where an answer came from: the ledger's own answer hash and the metagraph epoch."""
 
     ledger_answer_sha256: str | None = None
     metagraph_epoch: int | None = None
 
 
-class WeightsPublic(_Answer):
+class WeightsPublic(Answer):
     """``GET /internal/v1/get_weights``: an epoch's weights, stored at first answer and
     repeated byte for byte (canonical JSON of this model)."""
 
@@ -376,94 +378,3 @@ class WeightsPublic(_Answer):
     full_share_mass: float
     metadata: WeightsMetadata
     computed_at: int
-
-
-class ReassignedAudit(_Answer):
-    """One row of ``GET /v1/runs/{run}/reassigned``: an audit waiting for a verdict.
-
-    Either its verdict stopped counting (its auditor was found faulty by dispute
-    ``dispute_id``, or a ``recompute`` dispute waits for a quorum of re-audits), or
-    ``missed``: it was assigned and had no verdict when its audit phase ended (then
-    ``auditor``, ``verdict_id`` and ``dispute_id`` are empty). The island's reward for
-    the round is held until another auditor's verdict comes.
-    """
-
-    round: int
-    hotkey: str
-    auditor: str
-    verdict_id: str
-    dispute_id: str
-    assignment: Envelope
-    missed: bool = False
-
-
-# The dispute routes answer the game's stored record (``DisputeView``, defined with the
-# game's tables in ``hypertrain.dispute.store``): one named model per route.
-
-
-class DisputeOpened(DisputeView):
-    """``POST /v1/disputes``: the new game's record, its first query open."""
-
-
-class DisputeAnswered(DisputeView):
-    """``POST /v1/disputes/{id}/answer``: the game after the accepted answer."""
-
-
-class DisputeRuled(DisputeView):
-    """``POST /v1/disputes/{id}/ruling``: the game after the referee's ruling (decided)."""
-
-
-class HoneypotRow(_Answer):
-    """One row of the public honeypot table: a role and strategy, summed over its hotkeys.
-
-    Islands carry rounds run and audited; cheats carry ``caught`` and ``missed``, honest
-    islands ``false_positives`` (rounds the settlement rule faulted them: disputes won and
-    ``unverifiable`` counted as settlement counts them); auditors carry ``verdicts``.
-    Both carry disputes.
-    """
-
-    role: Literal["island", "auditor"]
-    strategy: str
-    hotkeys: int
-    rounds_run: int | None = None
-    audited: int | None = None
-    caught: int | None = None
-    missed: int | None = None
-    false_positives: int | None = None
-    verdicts: int | None = None
-    disputes_won: int
-    disputes_lost: int
-
-
-class HoneypotPeriodPublic(_Answer):
-    """One committed period of honeypots: its rounds, commitment and, once revealed, list.
-
-    ``committed_beacon_round`` is when the service accepted the commitment (0: in the
-    manifest), always before ``first_round`` opened."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    period: int
-    first_round: int
-    last_round: int
-    commitment: str
-    committed_beacon_round: int
-    revealed: HoneypotList | None = Field(default=None, alias="list")
-    revealed_beacon_round: int | None = None
-
-
-class HoneypotAnswer(_Answer):
-    """``GET /v1/runs/{run}/honeypots``: every period (revealed lists included) and the
-    table accumulated over the revealed ones."""
-
-    periods: list[HoneypotPeriodPublic]
-    table: list[HoneypotRow]
-
-
-class HoneypotRevealAck(_Answer):
-    """``POST /admin/v1/runs/{run}/honeypots``: the list hashed to its period's commitment."""
-
-    revealed: bool
-    period: int
-    commitment: str
-    entries: int

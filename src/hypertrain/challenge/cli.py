@@ -21,13 +21,8 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, JsonValue, TypeAdapter, ValidationError
 
-from hypertrain.api.models import (
-    HealthAnswer,
-    HoneypotAnswer,
-    RoundDetail,
-    RunListItem,
-    VersionAnswer,
-)
+from hypertrain.api.disputes import HoneypotAnswer
+from hypertrain.api.models import HealthAnswer, RoundDetail, RunListItem, VersionAnswer
 from hypertrain.challenge import weights_cli
 from hypertrain.challenge.rounds.selection import select_audits
 from hypertrain.challenge.settings import read_token_file

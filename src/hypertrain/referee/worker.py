@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hypertrain.api.client import ChallengeClient
+from hypertrain.api.disputes import DisputeRuled
 from hypertrain.api.errors import ServiceError
-from hypertrain.api.models import DisputeRuled
 from hypertrain.dispute.errors import DisputeError
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeRuling

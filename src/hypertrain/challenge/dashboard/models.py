@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hypertrain.api.models import BeaconHealth, HoneypotRow, RosterEntry, RoundSummary
+from hypertrain.api.disputes import HoneypotRow
+from hypertrain.api.models import BeaconHealth, RosterEntry, RoundSummary
 from hypertrain.dispute.narrowing import NarrowStep
 from hypertrain.protocol.manifest import ModelSpec, MoESpec
 

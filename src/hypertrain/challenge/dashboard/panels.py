@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Final
 
-from hypertrain.api.models import HoneypotRow, RoundSummary
+from hypertrain.api.disputes import HoneypotRow
+from hypertrain.api.models import RoundSummary
 from hypertrain.challenge.dashboard.models import (
     CurvePoint,
     CurveSummary,

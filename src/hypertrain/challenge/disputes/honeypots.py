@@ -24,7 +24,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
-from hypertrain.api.models import HoneypotPeriodPublic, HoneypotRevealAck, HoneypotRow
+from hypertrain.api.disputes import HoneypotPeriodPublic, HoneypotRevealAck, HoneypotRow
 from hypertrain.challenge.admission.leave import next_round
 from hypertrain.challenge.disputes import storage
 from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from hypertrain.api.models import ReassignedAudit
+from hypertrain.api.disputes import ReassignedAudit
 from hypertrain.challenge.rounds import facts, jury
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, loads

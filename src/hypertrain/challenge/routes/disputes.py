@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from hypertrain.api.models import (
+from hypertrain.api.disputes import (
     DisputeAnswered,
     DisputeOpened,
     DisputeRuled,
