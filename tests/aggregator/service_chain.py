@@ -40,6 +40,13 @@ def aggregator_for(
 
 def train(h: Harness, agg: Aggregator, m: RunManifest, blobs: MemoryBlobs, index: int) -> None:
     """Every island commits round ``index``, every audit matches, the round is merged."""
+    to_merge(h, agg, m, blobs, index)
+    assert agg.step(m, open_rounds=True) == 1
+    h.tick(3)  # settles: final
+
+
+def to_merge(h: Harness, agg: Aggregator, m: RunManifest, blobs: MemoryBlobs, index: int) -> None:
+    """Every island commits round ``index`` and every audit matches: it waits for its merge."""
     for i, key in enumerate(h.miners[:3]):
         data = encode_int8(delta(m, 100 * index + i), m.compression.block_size)
         sha = blobs.put(data, kind="update", round=index)
@@ -56,8 +63,6 @@ def train(h: Harness, agg: Aggregator, m: RunManifest, blobs: MemoryBlobs, index
                           headers=WORKER)  # fmt: skip
         assert r.status_code == 200, r.text
     h.tick(2)
-    assert agg.step(m, open_rounds=True) == 1
-    h.tick(3)  # settles: final
 
 
 def current_tape(agg: Aggregator, blobs: MemoryBlobs, index: int) -> Tape:

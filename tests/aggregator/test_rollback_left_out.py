@@ -12,46 +12,18 @@ aggregator and the witness follow (``aggregator.chain.previous_outer``) are one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
-from fastapi.testclient import TestClient
 
 from hypertrain.aggregator.blobs import MemoryBlobs
 from hypertrain.aggregator.runner import Aggregator
 from hypertrain.aggregator.witness import Witness
-from hypertrain.challenge.app import create_app
-from hypertrain.protocol.identity import Hotkey
+from tests.aggregator.conftest import WITNESS_WAIT
 from tests.aggregator.service_chain import aggregator_for, client_for, prove, train
 from tests.challenge.conftest import Harness
-from tests.challenge.helpers import (
-    FakeLedger,
-    SteppedBeacon,
-    bearer,
-    join_body,
-    make_settings,
-    manifest_doc,
-    signed,
-)
+from tests.challenge.helpers import join_body, signed
 
-WAIT = 2  # HYPERTRAIN_WITNESS_WAIT_ROUNDS
-
-
-@pytest.fixture
-def witnessed(tmp_path: Path, miner_keys: list[Hotkey]) -> Iterator[Harness]:
-    """The service harness with one witness required; ``miners[3]`` is its key."""
-    settings = make_settings(tmp_path, [k.ss58_address for k in miner_keys],
-                             tape_witnesses=1, witness_wait_rounds=WAIT)  # fmt: skip
-    beacon, ledger = SteppedBeacon(), FakeLedger()
-    with TestClient(create_app(settings, beacon=beacon, ledger=ledger)) as client:
-        r = client.post(
-            "/admin/v1/runs", json={"manifest": manifest_doc()}, headers=bearer("admin")
-        )
-        assert r.status_code == 200, r.text
-        auditor = Hotkey.from_seed(b"\x55" * 32)
-        yield Harness(client, beacon, ledger, miner_keys, miner_keys[3], auditor, tmp_path)
+WAIT = WITNESS_WAIT
 
 
 def _left_out_round_0(h: Harness, tmp: Path) -> tuple[Aggregator, MemoryBlobs, list[Any]]:
@@ -71,8 +43,10 @@ def _left_out_round_0(h: Harness, tmp: Path) -> tuple[Aggregator, MemoryBlobs, l
     return agg, blobs, events
 
 
-def test_a_fault_after_a_left_out_merge_is_rolled_back(witnessed: Harness, tmp_path: Path) -> None:
-    h = witnessed
+def test_a_fault_after_a_left_out_merge_is_rolled_back(
+    witness_harness: Harness, tmp_path: Path
+) -> None:
+    h = witness_harness
     agg, blobs, events = _left_out_round_0(h, tmp_path)
     m = agg.service.manifest("run-1")
     train(h, agg, m, blobs, 1)

@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 
+from hypertrain.challenge.rounds import merge_storage
+from hypertrain.challenge.rounds.merge_storage import ProvenFaultRow
 from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.sqlite import transaction
 from tests.challenge import test_disputes as _disputes
 from tests.challenge.helpers import bearer, signed, write_metagraph
 from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service
@@ -263,13 +266,16 @@ def test_without_witnesses_the_next_round_opens_on_the_tape_at_once(unwitnessed:
     assert _opened_on(_open_next(unwitnessed)) == "bb" * 32
 
 
-def _correct(svc: Service, tape: str, faults: list[dict[str, Any]]) -> Any:
-    """The aggregator's signed correction of round 0 superseding ``tape``."""
+def _correct(
+    svc: Service, tape: str, faults: list[dict[str, Any]], new: str = "ee", drop: str = ""
+) -> Any:
+    """The aggregator's signed correction of round 0 superseding ``tape`` (its tape
+    ``new * 32``, without ``drop``'s update)."""
     corrected = {
         "round": 0, "start_model_sha256": "aa" * 32, "new_model_sha256": "ef" * 32,
         "new_model_url": "http://relay/m1b", "outer_state_sha256": "cd" * 32,
-        "tape_sha256": "ee" * 32, "included": sorted(k.ss58_address for k in ISLANDS),
-        "excluded": {},
+        "tape_sha256": new * 32, "excluded": {},
+        "included": sorted(k.ss58_address for k in ISLANDS if k.ss58_address != drop),
     }  # fmt: skip
     body = {"supersedes_tape_sha256": tape, "faults": faults, "tape": corrected}
     return svc.client.post(
@@ -296,3 +302,25 @@ def test_a_contested_tape_is_resolved_by_a_correction_witnessed_afresh(service: 
     service.tick(1)
     assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
     assert _opened_on(_open_next(service)) == "ef" * 32  # the chain continues on it
+
+
+def test_only_a_correction_citing_a_new_fault_restarts_the_wait(service: Service) -> None:
+    """A correction answering a proven fault arrives after the first tape's wait: the next
+    round waits for its witnesses afresh. A later correction citing the same fault again
+    (here answering a contest) does not restart the wait, so corrections cannot hold
+    the next round open for ever: past the wait it opens on the model round 0 continues."""
+    tape = _merged(service)
+    faulty = ISLANDS[0].ss58_address
+    state = service.client.app.state.service  # type: ignore[attr-defined]
+    with state.lock, transaction(state.conn):  # the proof's row (the round is not final)
+        merge_storage.add_proven_fault(state.conn, RUN, ProvenFaultRow(0, faulty, "late", 1))
+    service.tick(WAIT + 1)  # the first tape's wait is over
+    fault = [{"round": 0, "hotkey": faulty}]
+    assert _correct(service, tape, fault, drop=faulty).status_code == 200
+    assert _open_next(service).json()["error"] == "unwitnessed"  # the wait restarted
+    service.tick(10)
+    assert _attest(service, WITNESS, "ee" * 32, DIFF).status_code == 200
+    again = _correct(service, "ee" * 32, fault, new="ff", drop=faulty)
+    assert again.status_code == 200, again.text
+    service.tick(WAIT - 9)  # past the first correction's wait, inside the second's
+    assert _opened_on(_open_next(service)) == "aa" * 32

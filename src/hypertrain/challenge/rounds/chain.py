@@ -2,29 +2,40 @@
 
 With ``HYPERTRAIN_TAPE_WITNESSES`` > 0 no island trains on a model the witnesses did
 not clear. Round ``r + 1`` opens on round ``r``'s merged model only once round ``r``'s
-current tape is witnessed; while it is awaiting witnesses or contested, no round opens,
-for at most ``HYPERTRAIN_WITNESS_WAIT_ROUNDS`` beacon rounds after the tape arrived;
-after that the next round opens on round ``r``'s own start model (its merge is left out
-of the chain; its pay still waits for the witnesses). The step is the pure rule
-:func:`~hypertrain.challenge.rounds.rule.chain_step`; this module reads its inputs.
-Without witnesses the next round continues from the round's current tape, as before.
+current tape is witnessed and is a link of the current chain (not a tape merged on a
+model a correction has since superseded, which waits for its own correction); while
+it is not, no round opens, for at most ``HYPERTRAIN_WITNESS_WAIT_ROUNDS`` beacon rounds
+after the tape arrived, or after a correction citing a new proven fault arrived
+(:func:`~hypertrain.challenge.rounds.rollbacks.wait_start`: a correction restarts its
+round's wait, once per proven fault). After that the next round opens on the model
+round ``r`` continues on the current chain (its merge is left out of the chain; its
+pay still waits for the witnesses): its corrected start where a correction moved it,
+never a start model a correction superseded
+(:func:`~hypertrain.challenge.rounds.rollbacks.continued_model`, over the one chain
+definition :func:`~hypertrain.challenge.rounds.rollbacks.predecessor_models` that the
+correction checks and the aggregator's and witness's ``previous_outer`` also follow).
+The step is the pure rule :func:`~hypertrain.challenge.rounds.rule.chain_step`; this
+module reads its inputs, all from the database, so a restarted service gives the same
+answers. Without witnesses the next round continues from the round's current tape, as
+before.
 """
 
 from __future__ import annotations
 
 from hypertrain.challenge.errors import ChallengeError, PhaseError
-from hypertrain.challenge.rounds import rollbacks, storage, witness
-from hypertrain.challenge.rounds.rule import ChainStep, chain_step
+from hypertrain.challenge.rounds import rollbacks, witness
+from hypertrain.challenge.rounds.rule import ChainStep, TapeVerdict, chain_step
 from hypertrain.challenge.state import ServiceState
-from hypertrain.protocol.envelope import Envelope
-from hypertrain.protocol.messages import RoundOpen
 
 
 def step(state: ServiceState, run_id: str, index: int, now: int) -> ChainStep:
     """What the round after ``index`` may open on at beacon round ``now``."""
     tape = rollbacks.current_tape(state.conn, run_id, index)
     until = witness.wait_until(state, run_id, index)
-    return chain_step(witness.status(state, run_id, index), tape is not None, now, until)
+    verdict = witness.status(state, run_id, index)
+    if not rollbacks.on_chain(state.conn, run_id, index):  # merged on a superseded model:
+        verdict = TapeVerdict("awaiting", verdict.agreeing)  # it awaits its correction
+    return chain_step(verdict, tape is not None, now, until)
 
 
 def next_start(state: ServiceState, run_id: str, index: int, now: int) -> tuple[str, str] | None:
@@ -40,12 +51,12 @@ def next_start(state: ServiceState, run_id: str, index: int, now: int) -> tuple[
     if found == "wait":
         raise PhaseError(
             f"round {prev} of {run_id}: its tape is not witnessed yet; the next round opens"
-            f" on its model once it is, or on its start model after the witness wait",
+            f" on its model once it is, or on the model it continues after the witness wait",
             code="unwitnessed",
         )
     if found == "merged" and tape is not None:
         return tape.new_model_sha256, tape.new_model_url
-    return _opened_on(state, run_id, prev)
+    return rollbacks.continued_model(state.conn, run_id, prev)
 
 
 def check_start(state: ServiceState, run_id: str, index: int, sha: str, now: int) -> None:
@@ -57,10 +68,3 @@ def check_start(state: ServiceState, run_id: str, index: int, sha: str, now: int
             f" the tape witnesses cleared, not {sha[:16]}…",
             code="unwitnessed_model",
         )
-
-
-def _opened_on(state: ServiceState, run_id: str, index: int) -> tuple[str, str]:
-    record = storage.round_record(state.conn, run_id, index)
-    assert record is not None  # the round before an opened one was opened
-    opened = RoundOpen.model_validate(Envelope.model_validate_json(record.open_envelope).body)
-    return opened.start_model_sha256, opened.start_model_url

@@ -169,3 +169,14 @@ def merge_received(conn: sqlite3.Connection, run_id: str, index: int) -> int | N
         (run_id, index),
     ).fetchone()
     return None if row is None else int(row["received_beacon_round"])
+
+
+def correction_arrivals(conn: sqlite3.Connection, run_id: str, index: int) -> list[tuple[int, str]]:
+    """(beacon round it arrived at, body as JSON) of each of the round's corrections,
+    oldest first."""
+    rows = conn.execute(
+        "SELECT received_beacon_round, body FROM merge_corrections"
+        " WHERE run_id = ? AND round = ? ORDER BY seq",
+        (run_id, index),
+    )
+    return [(int(r["received_beacon_round"]), str(r["body"])) for r in rows]

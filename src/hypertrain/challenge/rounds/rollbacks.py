@@ -23,6 +23,12 @@ refuses, before storing anything:
   ``broken_chain``): the corrected chain is one chain, rebuilt in round order;
 * a correction that corrects nothing (``nothing_to_correct``).
 
+Where tape witnesses are required, the chain the next round opens on is read here too:
+a correction citing a proven fault no earlier correction of its round cited restarts the
+round's witness wait (:func:`wait_start`), and a round left out of the chain hands on
+the model it continues on the current chain (:func:`continued_model`), never a start
+model a correction superseded (:mod:`~hypertrain.challenge.rounds.chain`).
+
 The service cannot recompute a merge (it holds no blobs): that the corrected bytes
 are the recomputation is checked by anyone with ``hypertrain aggregator verify-tape``
 (:func:`hypertrain.aggregator.rebase.check_correction`). The ledger is not touched by
@@ -42,7 +48,7 @@ from hypertrain.challenge.rounds.merge_storage import NewCorrection, ProvenFault
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.protocol.citations import may_cite
 from hypertrain.protocol.envelope import Envelope
-from hypertrain.protocol.messages import MergeCorrection, MergeTape
+from hypertrain.protocol.messages import MergeCorrection, MergeTape, RoundOpen
 from hypertrain.protocol.sqlite import transaction
 
 # (state, run, round) -> whether a counted witness contests the round's current tape
@@ -119,29 +125,77 @@ def _proven(conn: sqlite3.Connection, run_id: str) -> set[tuple[int, str]]:
 def predecessor_models(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
     """The models round ``index`` may start from as the chain stands now: the current model
     of the latest merged round before it (the round's own signed start model where none
-    is); where the round opened on that round's start model (its merge was left out of
-    the chain: not witnessed in time, docs/mechanism.md "Tape witnesses"), also the
+    is); where the round opened on the model that round continues (its merge was left out
+    of the chain: not witnessed in time, docs/mechanism.md "Tape witnesses"), also the
     models that round may start from, as ``aggregator.chain.previous_outer`` skips it."""
-    allowed: set[str] = set()
-    opened = _opened_on(conn, run_id, index)
+    return frozenset(sha for sha, _ in _predecessors(conn, run_id, index))
+
+
+def continued_model(conn: sqlite3.Connection, run_id: str, index: int) -> tuple[str, str]:
+    """The model (hash, URL) round ``index`` continues on the chain as it stands now: its
+    current tape's start where that is one of its :func:`predecessor_models` (a
+    correction's start, if any), else its signed start model where the chain still
+    allows it, else the current model of the latest merged round before it (the round
+    opened, or merged, on a model a correction has since superseded)."""
+    models = _predecessors(conn, run_id, index)
+    tape = current_tape(conn, run_id, index)
+    opened = _opened(conn, run_id, index)[0]
+    for want in (tape.start_model_sha256 if tape else None, opened):
+        found = next((m for m in models if m[0] == want), None)
+        if found is not None:
+            return found
+    return models[0]
+
+
+def on_chain(conn: sqlite3.Connection, run_id: str, index: int) -> bool:
+    """Whether the round's current tape starts from a model its predecessor allows (not a
+    tape merged on a model a correction has since superseded; True without a tape)."""
+    tape = current_tape(conn, run_id, index)
+    return tape is None or tape.start_model_sha256 in predecessor_models(conn, run_id, index)
+
+
+def _predecessors(conn: sqlite3.Connection, run_id: str, index: int) -> list[tuple[str, str]]:
+    """:func:`predecessor_models` as (hash, URL), the chain's newest model first.
+
+    A merged round before ``index`` was left out of the chain where ``index`` opened on
+    the model that round continues: its current tape's start (a correction moves it onto
+    the corrected chain, as ``aggregator.chain.chain_start`` reads it)."""
+    models: list[tuple[str, str]] = []
+    opened = _opened(conn, run_id, index)
     while True:
         before = merge_storage.merged_before(conn, run_id, index)
         if before is None:
-            return frozenset({*allowed, opened})
+            return [*models, opened]
         prev = current_tape(conn, run_id, before)
         assert prev is not None
-        allowed.add(prev.new_model_sha256)
-        skipped = _opened_on(conn, run_id, before)
-        if skipped != opened:  # the round opened on the merge's model: it continues it
-            return frozenset(allowed)
+        models.append((prev.new_model_sha256, prev.new_model_url))
+        if prev.start_model_sha256 != opened[0]:  # it opened on the merge's model
+            return models
         index = before
 
 
-def _opened_on(conn: sqlite3.Connection, run_id: str, index: int) -> str:
-    """The start model the round's coordinator-signed open record names."""
+def _opened(conn: sqlite3.Connection, run_id: str, index: int) -> tuple[str, str]:
+    """The start model (hash, URL) the round's coordinator-signed open record names."""
     record = storage.round_record(conn, run_id, index)
     assert record is not None  # a merged or corrected round was opened
-    return str(record.start_model_sha256)
+    opened = RoundOpen.model_validate(Envelope.model_validate_json(record.open_envelope).body)
+    return opened.start_model_sha256, opened.start_model_url
+
+
+def wait_start(conn: sqlite3.Connection, run_id: str, index: int) -> int | None:
+    """The beacon round the round's witness wait counts from (None: no tape yet): its
+    tape's arrival, moved to the arrival of each correction that cites a proven fault no
+    earlier correction of the round cited. So a correction restarts the wait at most once
+    per proven fault of its round or an earlier one (:func:`check_correction`); one that
+    only answers a contest, or cites faults already cited, does not restart it."""
+    start = merge_storage.merge_received(conn, run_id, index)
+    cited: set[tuple[int, str]] = set()
+    for arrived, body in merge_storage.correction_arrivals(conn, run_id, index):
+        faults = {(f.round, f.hotkey) for f in MergeCorrection.model_validate(loads(body)).faults}
+        if faults - cited:
+            start = arrived
+        cited |= faults
+    return start
 
 
 def check_correction(

@@ -27,7 +27,7 @@ import hashlib
 
 from hypertrain.api.models import AttestationAnswer, AttestationRecord, TapeWitnessView
 from hypertrain.challenge.errors import ConflictError, PhaseError
-from hypertrain.challenge.rounds import attestations, merge_storage, roles, rollbacks, storage
+from hypertrain.challenge.rounds import attestations, roles, rollbacks, storage
 from hypertrain.challenge.rounds.facts import RoundInputs
 from hypertrain.challenge.rounds.rule import Attestation, TapeVerdict, TapeWitnesses, tape_status
 from hypertrain.challenge.state import ServiceState
@@ -105,8 +105,10 @@ def _witnesses(
 
 
 def wait_until(state: ServiceState, run_id: str, index: int) -> int:
-    """The last beacon round of the round's witness wait (from its tape's arrival)."""
-    arrived = merge_storage.merge_received(state.conn, run_id, index)
+    """The last beacon round of the round's witness wait: from its tape's arrival, or
+    from the arrival of a correction citing a fault not cited before
+    (:func:`~hypertrain.challenge.rounds.rollbacks.wait_start`)."""
+    arrived = rollbacks.wait_start(state.conn, run_id, index)
     return (arrived or 0) + state.settings.witness_wait_rounds
 
 
