@@ -19,6 +19,7 @@ from hypertrain.api.models import RoundDetail
 from hypertrain.protocol.manifest import RunManifest
 
 WINDOW = 5  # rounds in the moving average
+BLOCK = 50  # rounds per block of the gap's trajectory (one round's gap is noisy: ±1-2 points)
 CURVES = ("network_loss", "baseline_loss", "tokens")  # per-round series, kept out of the table
 
 
@@ -46,6 +47,17 @@ def longest_rise(values: list[float]) -> int:
         run = run + 1 if b > a else 0
         best = max(best, run)
     return best
+
+
+def gap_blocks(net: list[float], dp: list[float], block: int = BLOCK) -> list[dict[str, Any]]:
+    """The gap over consecutive blocks of rounds: mean network loss over mean data-parallel
+    loss, minus one, in percent (whether the gap closes or opens as the run goes on)."""
+    out = []
+    for first in range(0, min(len(net), len(dp)), block):
+        a, b = net[first : first + block], dp[first : first + block]
+        gap = 100 * (sum(a) / sum(b) - 1)
+        out.append({"rounds": f"{first}-{first + len(a) - 1}", "gap_pct": round(gap, 2)})
+    return out
 
 
 def build_result(
@@ -96,6 +108,7 @@ def build_result(
         "final_baseline_loss": dp[n - 1] if n else None,
         "final_gap_pct": 100 * (net[n - 1] / dp[n - 1] - 1) if n else None,
         "last5_gap_pct": 100 * (net_tail / dp_tail - 1) if n else None,
+        "gap_by_block": gap_blocks(net[:n], dp),
         "network_longest_ma5_rise": longest_rise(moving_average(net)),
         "baseline_longest_ma5_rise": longest_rise(moving_average(dp)),
         "wall": _walls(wall),
