@@ -21,18 +21,15 @@ from hypertrain.aggregator.verify import verify_tape
 from hypertrain.aggregator.witness import Witness
 from hypertrain.aggregator.witness import follow as follow_witness
 from hypertrain.api.client import ChallengeClient
-from hypertrain.api.errors import ServiceError
 from hypertrain.protocol.cliargs import add_relay_url, add_service_url
 from hypertrain.protocol.identity import load_key_file
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.retry import Backoff
 from hypertrain.relay.client import RelayClient
-from hypertrain.rolekit import write_line
+from hypertrain.rolekit import PEER_MAX_DELAY_S, when_up, write_line
 
 RELAY_TIMEOUT_S = 120.0  # model and outer-state blobs can be large
-START_BACKOFF = Backoff(attempts=1, first_delay_s=1.0)  # then doubling, at most:
-START_MAX_DELAY_S = 30.0
+START_MAX_DELAY_S = PEER_MAX_DELAY_S  # the longest wait for an absent service (rolekit)
 
 
 def _emit(event: dict[str, Any]) -> None:
@@ -48,22 +45,14 @@ def manifest_when_up(
 ) -> RunManifest | None:
     """The run's manifest, waiting (with backoff) while the service cannot be reached or
     fails (5xx): a role (re)started while its service is away waits for it instead of
-    exiting. None once ``stop()`` (its stop signal) says so. A refusal (4xx: an unknown
-    run, a bad token) is a configuration error and raises."""
-    failed = 0
-    while not stop():
-        try:
-            return service.manifest(run_id)
-        except ServiceError as exc:
-            if 0 < exc.status < 500:
-                raise
-            failed += 1
-            delay = min(START_MAX_DELAY_S, START_BACKOFF.delay_s(failed))
-            emit({"event": "service_unreachable", "detail": str(exc)[:300], "retry_in_s": delay})
-            for _ in range(int(delay)):  # a second at a time, so a stop signal ends it
-                if not stop():
-                    sleep(1.0)
-    return None
+    exiting (``rolekit.when_up``, the wait of every long-lived role). None once ``stop()``
+    (its stop signal) says so. A refusal (4xx: an unknown run, a bad token) is a
+    configuration error and raises."""
+
+    def waiting(exc: Exception, delay: float) -> None:
+        emit({"event": "service_unreachable", "detail": str(exc)[:300], "retry_in_s": delay})
+
+    return when_up(lambda: service.manifest(run_id), on_wait=waiting, stop=stop, sleep=sleep)
 
 
 def _token(path: Path | None) -> str | None:

@@ -1,11 +1,13 @@
 """``hypertrain auditor``: replay assigned segments and post signed verdicts.
 
-Before any replay the command checks what it needs and ends with one line and exit
-status 1 when something is refused or down: the device, the hotkey, the worker token
-(a worker route must accept it), the relay (its health route must answer) and the
-signed manifest. A refusal that only the work reveals (this hotkey is not one of the
-service's workers: 403) ends ``--follow`` the same way; ``--round W`` exits 1 when an
-assignment could not be judged and posted, 2 when a verdict is ``mismatch``.
+Before any replay the command checks what it needs (``auditor.start``): the device, the
+hotkey, the worker token (a worker route must accept it), the relay (its health route
+must answer) and the signed manifest. A refusal ends it with one line and exit status 1;
+a service or relay that is down or failing does too for ``--round W``, while ``--follow``
+waits for it (``service_unreachable``, ``relay_unreachable``). A refusal that only the
+work reveals (this hotkey is not one of the service's workers: 403) ends ``--follow`` the
+same way; ``--round W`` exits 1 when an assignment could not be judged and posted, 2
+when a verdict is ``mismatch``.
 """
 
 from __future__ import annotations
@@ -14,23 +16,17 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.auditor.follow import follow
 from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round, emit_json
-from hypertrain.evidence.verify import verify_manifest
+from hypertrain.auditor.start import AuditorRefusedError, refusal, start_manifest
 from hypertrain.protocol.cliargs import add_relay_url, add_service_url
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.relay.client import RelayClient
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
 from hypertrain.trainer.device import require_device
 from hypertrain.trainer.profile import apply_profile
-
-
-class AuditorRefusedError(ValueError):
-    """The service or relay refused this auditor, or cannot be reached: nothing to do."""
 
 
 def register(subparsers: Any) -> None:
@@ -70,38 +66,6 @@ def read_worker_token(path: Path) -> str:
     return token
 
 
-def preflight(service: ChallengeClient, relay_url: str, run_id: str) -> None:
-    """The worker token is accepted and the relay answers; else :class:`AuditorRefusedError`."""
-    try:
-        service.admissions(run_id)  # a worker route: checks the token, touches nothing
-    except ServiceError as exc:
-        raise AuditorRefusedError(_refusal(exc, service.base_url)) from None
-    health = relay_url.rstrip("/") + "/healthz"
-    try:
-        answer = httpx.get(health, timeout=10)
-    except httpx.HTTPError as exc:
-        host = httpx.URL(health).netloc.decode()
-        reason = str(exc) or type(exc).__name__
-        raise AuditorRefusedError(f"cannot reach the relay at {host}: {reason}") from None
-    if not answer.is_success:
-        raise AuditorRefusedError(f"the relay at {relay_url} answered HTTP {answer.status_code}")
-
-
-def _refusal(exc: ServiceError, base_url: str) -> str:
-    """What to do about a refusal of this auditor, in one line."""
-    if exc.status == 401:
-        return (
-            f"the service at {base_url} refused the worker token (401): --worker-token-file must"
-            " hold the token of the service's CHALLENGE_WORKER_TOKEN_FILE"
-        )
-    if exc.status == 403:
-        return (
-            f"the service at {base_url} refused this auditor (403): add its hotkey to the"
-            f" service's HYPERTRAIN_WORKER_HOTKEYS ({exc})"
-        )
-    return str(exc)
-
-
 def _run(args: argparse.Namespace) -> int:
     if (args.round is None) == (not args.follow):
         raise ValueError("give exactly one of --round W or --follow")
@@ -112,10 +76,10 @@ def _run(args: argparse.Namespace) -> int:
     service = ChallengeClient(
         args.service_url, worker_token=read_worker_token(args.worker_token_file)
     )
-    preflight(service, args.relay_url, args.run_id)
-    manifest = verify_manifest(
-        service.manifest_envelope(args.run_id), args.run_id, args.coordinator or None
+    manifest = start_manifest(
+        service, args.relay_url, args.run_id, args.coordinator or None, follow=args.follow
     )
+    assert manifest is not None  # no stop signal is caught: SIGTERM ends the process
     det = manifest.determinism
     apply_profile(det)  # may re-execute this process with the run's CPU switches
     check_determinism(configure_determinism(det.num_threads, args.device, det.dtype), det)
@@ -129,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
             progress = RoundProgress()
             outcomes = audit_round(auditor, args.round, progress=progress)
         except ServiceError as exc:
-            raise AuditorRefusedError(_refusal(exc, service.base_url)) from None
+            raise AuditorRefusedError(refusal(exc, service.base_url)) from None
     if progress.unfinished:
         raise AuditorRefusedError(
             f"round {args.round}: {progress.unfinished} assignment(s) could not be judged and"

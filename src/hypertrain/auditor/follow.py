@@ -2,22 +2,27 @@
 its disputes, stand by as a juror and recompute admission checks, until stopped.
 
 A refusal of this auditor itself (401, 403: ``runner.refused``) stops the loop with the
-reason; every other failure (a peer's, the service being away) is an event and the loop
-goes on.
+reason; every other failure is an event and the loop goes on. A service that cannot be
+reached or fails (5xx) when a pass starts is ``service_unreachable`` and is waited out
+with backoff (1 s doubling to 30 s, ``rolekit.PEER_BACKOFF``), and a pass in which a peer
+was away does not count against a round's attempts (``RoundProgress.away``).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import torch
 
+from hypertrain.api.errors import ServiceError
 from hypertrain.auditor.admission import AdmissionWorker, check_admissions
 from hypertrain.auditor.disputes import answer_disputes, answer_games
 from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round, emit_json, refused
-from hypertrain.rolekit import Emit, poll
+from hypertrain.relay.errors import RelayError
+from hypertrain.rolekit import PEER_BACKOFF, PEER_MAX_DELAY_S, Emit, peer_away, poll
 
 
 def attending(auditor: Auditor, parties: dict[str, Any], emit: Emit) -> Callable[[], None]:
@@ -42,6 +47,7 @@ def follow(
     emit: Emit = emit_json,
     max_attempts: int = 5,
     standby: bool = False,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> None:
     """Audit each round of the run in its audit phase; loop until ``stop``.
 
@@ -69,8 +75,16 @@ def follow(
         else:
             _follow_pass(auditor, progress, done, parties, emit, max_attempts)
 
+    def away(exc: Exception, retry_in_s: float) -> None:
+        if not peer_away(exc):
+            raise exc  # a refusal of this auditor: the loop ends, the command says why
+        peer = "service" if isinstance(exc, ServiceError) else "relay"
+        emit(f"{peer}_unreachable", detail=str(exc)[:300], retry_in_s=retry_in_s)
+
     try:
-        poll(one_pass, poll_s=poll_s, stop=stop)
+        poll(one_pass, poll_s=poll_s, stop=stop, passing=(ServiceError, RelayError),
+             on_error=away, backoff=PEER_BACKOFF, max_delay_s=PEER_MAX_DELAY_S,
+             sleep=sleep)  # fmt: skip
     finally:
         if admissions is not None:
             admissions.close()
@@ -81,8 +95,8 @@ def _standby_pass(auditor: Auditor, parties: dict[str, Any], emit: Emit) -> None
     try:
         answer_disputes(auditor, parties, emit)
     except Exception as exc:  # the loop outlives any one bad answer
-        if refused(exc):
-            raise
+        if refused(exc) or peer_away(exc):
+            raise  # a peer away is waited out by follow's loop
         emit("error", detail=f"disputes: {type(exc).__name__}: {exc}"[:500])
 
 
@@ -115,6 +129,8 @@ def _follow_pass(
     try:
         summaries = auditor.service.rounds(auditor.manifest.run_id)
     except Exception as exc:  # the loop outlives any one bad answer
+        if peer_away(exc) or refused(exc):
+            raise  # a peer away is waited out by follow's loop, with backoff
         emit("error", detail=f"{type(exc).__name__}: {exc}"[:500])
         summaries = []
     for summary in summaries:

@@ -11,8 +11,9 @@ and nothing one island publishes can stop the work on the others. Blob downloads
 bounded while streaming (the index by :data:`~.index.MAX_INDEX_BYTES`, a checkpoint
 by the exact size its layout gives). A failure that is not the island's (the relay
 or service unreachable, a record the coordinator signed that does not verify) is
-logged and retried on the next poll, at most ``max_attempts`` times per round, and
-never stops the assignments after it.
+logged and retried on the next poll, at most ``max_attempts`` times per round (a pass
+in which the service or relay was away does not count), and never stops the
+assignments after it.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from hypertrain.protocol.messages import AuditAssignment, Commit, RoundOpen, Ver
 from hypertrain.relay.client import RelayClient
 from hypertrain.relay.errors import NotFoundError as RelayNotFoundError
 from hypertrain.relay.errors import RelayError
-from hypertrain.rolekit import Emit, role_events
+from hypertrain.rolekit import Emit, peer_away, role_events
 from hypertrain.trainer.checkpoint import checkpoint_size
 from hypertrain.trainer.round_config import island_train_config
 
@@ -257,11 +258,16 @@ class ArrivalRecords(Protocol):
 
 @dataclass
 class RoundProgress:
-    """Which assignments of a round already have a posted verdict, and how many passes."""
+    """Which assignments of a round already have a posted verdict, and how many passes.
+
+    ``away``: the last pass's assignments that failed because the service or a relay
+    was away (no answer, 5xx); such a pass does not count in ``attempts``, so a peer
+    that is away for a while never makes the auditor give up a round."""
 
     posted: set[str] = field(default_factory=set)
     attempts: int = 0
     unfinished: int = 0
+    away: int = 0
 
 
 def refused(exc: Exception) -> bool:
@@ -282,9 +288,8 @@ def audit_round(
     ``progress.unfinished``; the others are still judged and posted.
     """
     progress = progress if progress is not None else RoundProgress()
-    progress.attempts += 1
-    progress.unfinished = 0
     detail = auditor.service.round_detail(auditor.manifest.run_id, index)
+    progress.unfinished = progress.away = 0
     outcomes = []
     for position, raw in enumerate(detail.assignments):
         key = f"#{position}"
@@ -315,8 +320,11 @@ def audit_round(
             if refused(exc):
                 raise
             progress.unfinished += 1
+            progress.away += int(peer_away(exc))
             emit("error", round=index, assignment=key, detail=f"{type(exc).__name__}: {exc}"[:500])
             continue
         progress.posted.add(f"#{position}")
         outcomes.append(outcome)
+    if progress.away == 0:  # a pass a peer was away for does not count against the round
+        progress.attempts += 1
     return outcomes
