@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -44,6 +44,14 @@ from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import Commit, Leave, Verdict
 from hypertrain.relay.client import RelayClient
 from hypertrain.relay.errors import RelayError
+from hypertrain.rolekit import (
+    PEER_BACKOFF,
+    PEER_MAX_DELAY_S,
+    OnError,
+    peer_away,
+    peer_delay_s,
+    poll,
+)
 
 
 def _config(args: argparse.Namespace) -> MinerConfig:
@@ -99,33 +107,59 @@ def run_cmd(args: argparse.Namespace, *, hooks: HooksFor = honest) -> int:
     key = cfg.load_key()
     reporter = Reporter("miner")
     with ChallengeClient(cfg.service_url) as service:
-        ctx = load_run(cfg, service, hooks=hooks)
+        ctx = load_run(cfg, service, hooks=hooks, on_wait=_waiting(reporter, args.follow))
         catch_stop_signals()  # after load_run: it may re-execute this process
         try:
             reporter.event("started", run_id=cfg.run_id, hotkey=key.ss58_address)
             if not args.follow:
                 run_round(ctx, key, args.round, reporter, wait_s=args.wait_s)
                 return 0
-            _follow(ctx, key, service, reporter)
+            follow_rounds(ctx, key, service, reporter)
+            return 0
         except StopSignal as stop:
             return stopped(stop, reporter)
 
 
-def _follow(ctx: RunContext, key: Hotkey, service: ChallengeClient, reporter: Reporter) -> NoReturn:
-    """Train every round as it opens and serve audits, until a signal stops the miner."""
+def _waiting(reporter: Reporter, follow: bool) -> OnError | None:
+    """How a long-lived command reports a service it waits for at start (one-shot: none,
+    so it fails at once)."""
+    if not follow:
+        return None
+    return lambda exc, delay: _peer_failed(reporter, exc, delay)
+
+
+def follow_rounds(
+    ctx: RunContext,
+    key: Hotkey,
+    service: ChallengeClient,
+    reporter: Reporter,
+    *,
+    stop: Callable[[], bool] = lambda: False,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Train every round as it opens and serve audits, until a signal stops the miner
+    (or ``stop()``).
+
+    A service or relay that cannot be reached or fails (5xx) is ``service_unreachable`` /
+    ``relay_unreachable`` and waited out with backoff (1 s doubling to 30 s); a refusal
+    (4xx) ends the command."""
     done: set[int] = set()
     served: set[int] = set()
     kept = Retention()  # a long run must not fill the disk (miner.retention)
-    while True:
-        try:
-            _follow_once(ctx, key, service, done, reporter)
-            serve_audits(ctx, key, service, served, reporter)
-            kept.prune(ctx, key, service.rounds(ctx.manifest.run_id), reporter)
-        except ServiceError as exc:
-            if exc.status != 0:
-                raise
-            reporter.event("service_unreachable", reason=str(exc))
-        time.sleep(ctx.config.poll_s)
+
+    def one_pass() -> None:
+        _follow_once(ctx, key, service, done, reporter)
+        serve_audits(ctx, key, service, served, reporter)
+        kept.prune(ctx, key, service.rounds(ctx.manifest.run_id), reporter)
+
+    def away(exc: Exception, delay: float) -> None:
+        if not peer_away(exc):
+            raise exc
+        _peer_failed(reporter, exc, delay)
+
+    poll(one_pass, poll_s=ctx.config.poll_s, stop=stop, passing=(ServiceError, RelayError),
+         on_error=away, backoff=PEER_BACKOFF, max_delay_s=PEER_MAX_DELAY_S,
+         sleep=sleep)  # fmt: skip
 
 
 def _follow_once(
@@ -166,7 +200,8 @@ def watch_cmd(args: argparse.Namespace, *, hooks: HooksFor = honest) -> int:
         ChallengeClient(cfg.service_url) as service,
         RelayClient(cfg.relay_url, key, cfg.run_id) as relay,
     ):
-        ctx = load_run(cfg, service, check=False, hooks=hooks)
+        ctx = load_run(cfg, service, check=False, hooks=hooks,
+                       on_wait=_waiting(reporter, args.follow))  # fmt: skip
         reporter.event("started", run_id=cfg.run_id, hotkey=key.ss58_address, watch=True)
 
         def one_pass() -> None:
@@ -183,32 +218,41 @@ def watch_passes(
     follow: bool,
     poll_s: float,
     stop: Callable[[], bool] = lambda: False,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> None:
     """One watch pass, or with ``follow`` one per ``poll_s`` until ``stop()`` (or the
     process's own stop signal). A long-lived watch outlives its peers: a service or relay
-    that is down is waited for (``service_unreachable``, ``relay_unreachable``), and a
-    refusal (a game decided meanwhile, a late answer) is ``service_refused`` or
-    ``relay_refused``, and the next pass goes on; a configuration error is raised before
-    the first pass."""
+    that cannot be reached or fails (5xx) is waited for with backoff (``service_unreachable``,
+    ``relay_unreachable``: 1 s doubling to 30 s), and a refusal (a game decided meanwhile,
+    a late answer) is ``service_refused`` or ``relay_refused``, and the next pass goes on
+    ``poll_s`` later; a configuration error is raised before the first pass."""
+    away = 0  # passes in a row that found a peer away
     while True:
+        delay = poll_s
         try:
             one_pass()
+            away = 0
         except (ServiceError, RelayError) as exc:
             if not follow:
                 raise
-            _peer_failed(reporter, exc)
+            away = away + 1 if peer_away(exc) else 0
+            delay = max(poll_s, peer_delay_s(away)) if away else poll_s
+            _peer_failed(reporter, exc, delay)
         if not follow or stop():
             return
-        time.sleep(poll_s)
+        sleep(delay)
 
 
-def _peer_failed(reporter: Reporter, exc: ServiceError | RelayError) -> None:
+def _peer_failed(reporter: Reporter, exc: Exception, retry_in_s: float) -> None:
+    """A failed call to the service or a relay, as one event: ``*_unreachable`` for a peer
+    away (no answer, 5xx), ``*_refused`` for a refusal."""
     source = "service" if isinstance(exc, ServiceError) else "relay"
-    if exc.status == 0:
-        reporter.event(f"{source}_unreachable", reason=str(exc))
+    if peer_away(exc):
+        reporter.event(f"{source}_unreachable", reason=str(exc)[:500], retry_in_s=retry_in_s)
         return
-    code = exc.code if isinstance(exc, ServiceError) else exc.reason
-    reporter.event(f"{source}_refused", status=exc.status, code=code, reason=str(exc)[:500])
+    status = getattr(exc, "status", 0)
+    code = exc.code if isinstance(exc, ServiceError) else getattr(exc, "reason", "")
+    reporter.event(f"{source}_refused", status=status, code=code, reason=str(exc)[:500])
 
 
 def _watch_pass(

@@ -1,13 +1,16 @@
 """The verified view of a run that every miner command starts from.
 
-:func:`load_run` fetches the coordinator-signed manifest and checks the local
-determinism record against it; :func:`round_records` fetches and verifies the
+:func:`load_run` fetches the coordinator-signed manifest (a long-lived command waits
+for a service that is away, ``rolekit.when_up``) and checks the local determinism
+record against it; :func:`round_records` fetches and verifies the
 round-open records of rounds ``0..w`` (the assignment of round ``w`` depends on all).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from pydantic import JsonValue
 
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
@@ -18,6 +21,7 @@ from hypertrain.miner.errors import MinerError
 from hypertrain.miner.hooks import HooksFor, honest
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import RoundOpen
+from hypertrain.rolekit import OnError, when_up
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
 from hypertrain.trainer.profile import apply_profile
 
@@ -36,11 +40,19 @@ def load_run(
     *,
     check: bool = True,
     hooks: HooksFor = honest,
+    on_wait: OnError | None = None,
 ) -> RunContext:
+    """The run's verified context. With ``on_wait`` (a long-lived command), a service that
+    cannot be reached or fails (5xx) is waited for with backoff, each wait reported to
+    ``on_wait``; a refusal (an unknown run: 404) is raised, as every failure is without."""
     config.require("service_url", "run_id")
-    manifest = verify_manifest(
-        service.manifest_envelope(config.run_id), config.run_id, config.coordinator or None
-    )
+
+    def read() -> dict[str, JsonValue]:
+        return service.manifest_envelope(config.run_id)
+
+    envelope = read() if on_wait is None else when_up(read, on_wait=on_wait)
+    assert envelope is not None  # no stop is asked: a stop signal ends the process
+    manifest = verify_manifest(envelope, config.run_id, config.coordinator or None)
     if check:
         det = manifest.determinism
         apply_profile(det)  # may re-execute this process with the run's CPU switches
