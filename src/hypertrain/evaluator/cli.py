@@ -19,6 +19,7 @@ from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.evaluator import spec_init
 from hypertrain.protocol.cliargs import add_service_url
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
+from hypertrain.rolekit import when_up
 
 
 def register(subparsers: Any) -> None:
@@ -138,8 +139,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     key = key_from_args(args)
     client = CompetitionClient(args.service_url, worker_token=_read_token(args.worker_token_file))
     try:
-        spec = client.competition(args.competition)
-        preflight(client, spec, key.ss58_address)
+        spec = checked_spec(client, args.competition, key.ss58_address, follow=args.follow)
         defaults = default_limits(spec)
         memory = args.memory_limit_mib
         limits = Limits(
@@ -172,6 +172,27 @@ def time_limit_s(given: float | None, spec_limit_s: float) -> float:
             f" ({spec_limit_s:g} s), which its score window is sized to: give at most that"
         )
     return given
+
+
+def checked_spec(
+    client: CompetitionClient, competition: str, hotkey: str, *, follow: bool
+) -> CompetitionSpec:
+    """The competition's spec after :func:`preflight`: at once (one-shot), or with
+    ``follow`` once the service answers (a service away or failing, 5xx, is
+    ``service_unreachable`` and waited for; a refusal still ends the command)."""
+    from hypertrain.evaluator.runner import emit_json
+
+    def check() -> CompetitionSpec:
+        spec = client.competition(competition)
+        preflight(client, spec, hotkey)
+        return spec
+
+    def waiting(exc: Exception, delay: float) -> None:
+        emit_json("service_unreachable", detail=str(exc)[:300], retry_in_s=delay)
+
+    spec = when_up(check, on_wait=waiting) if follow else check()
+    assert spec is not None  # no stop is asked: a stop signal ends the process
+    return spec
 
 
 def preflight(client: CompetitionClient, spec: CompetitionSpec, hotkey: str) -> None:

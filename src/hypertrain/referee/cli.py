@@ -1,4 +1,8 @@
-"""``hypertrain referee``: the dispute referee (its key must be listed in the manifest)."""
+"""``hypertrain referee``: the dispute referee (its key must be listed in the manifest).
+
+``serve`` is long-lived: a service that cannot be reached or fails (5xx) when it starts is
+``service_unreachable`` and waited for (``rolekit.when_up``); a refusal (an unknown run)
+ends it with one line."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from hypertrain.evidence.verify import verify_manifest
 from hypertrain.protocol.cliargs import add_service_url
 from hypertrain.protocol.keyargs import add_wallet_flags, key_from_args
 from hypertrain.referee.worker import Referee, emit_json, serve
+from hypertrain.rolekit import when_up
 from hypertrain.trainer.determinism import check_determinism, configure_determinism
 from hypertrain.trainer.device import require_device
 from hypertrain.trainer.profile import apply_profile
@@ -32,9 +37,13 @@ def _serve(args: argparse.Namespace) -> int:
     key = key_from_args(args)
     require_device(args.device)
     service = ChallengeClient(args.service_url)
-    manifest = verify_manifest(
-        service.manifest_envelope(args.run_id), args.run_id, args.coordinator or None
-    )
+
+    def waiting(exc: Exception, delay: float) -> None:  # a long-lived role waits for it
+        emit_json("service_unreachable", detail=str(exc)[:300], retry_in_s=delay)
+
+    envelope = when_up(lambda: service.manifest_envelope(args.run_id), on_wait=waiting)
+    assert envelope is not None  # no stop is asked: a stop signal ends the process
+    manifest = verify_manifest(envelope, args.run_id, args.coordinator or None)
     det = manifest.determinism
     apply_profile(det)  # may re-execute this process with the run's CPU switches
     check_determinism(configure_determinism(det.num_threads, args.device, det.dtype), det)
