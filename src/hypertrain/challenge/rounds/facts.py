@@ -4,9 +4,11 @@ The standing verdict of an audit (:func:`standing_verdicts`: the one query
 :data:`~hypertrain.challenge.rounds.verdict_storage.STANDING_SQL`, then the late panels'
 majority, :func:`~hypertrain.challenge.rounds.rule.late_standing`), a round's outcome
 (:func:`round_outcome`, the pure :func:`~hypertrain.challenge.rounds.rule.decide` over typed
-rows) and an island's faults (:func:`island_faults`, the rounds whose outcome faulted it)
-are defined here only. Settlement, the public views (roster, rounds, summary), the
-dashboard and the honeypot table all read them from here, so they cannot disagree.
+rows) and an island's faults (:func:`island_faults`, the rounds whose outcome faulted it;
+:func:`faulted_before`, the islands an earlier round faulted) are defined here only.
+Settlement, the audit selection, the commit phase's pace, the public views (roster, rounds,
+summary), the dashboard and the honeypot table all read them from here, so they cannot
+disagree.
 """
 
 from __future__ import annotations
@@ -155,6 +157,14 @@ def round_inputs(conn: sqlite3.Connection, run_id: str, index: int) -> RoundInpu
 def round_outcome(conn: sqlite3.Connection, run_id: str, index: int) -> Outcome:
     """The round's outcome as settlement decides it (and every view reports it)."""
     return round_inputs(conn, run_id, index).outcome()
+
+
+def faulted_before(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
+    """Hotkeys that a round before ``index`` faulted: a standing fault verdict
+    (:func:`~hypertrain.challenge.rounds.rule.verdict_faults`, the faults of
+    :func:`round_outcome` and :func:`run_faults`). One read of the verdicts, no tapes."""
+    verdicts = standing_verdicts(conn, run_id)
+    return frozenset(rule.verdict_faults(v for v in verdicts if v.round < index))
 
 
 def run_faults(conn: sqlite3.Connection, run_id: str) -> dict[int, dict[str, str]]:

@@ -34,7 +34,7 @@ from hypertrain.challenge.disputes import games
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
 from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.rounds import chain, commit_storage, pace, storage
-from hypertrain.challenge.rounds.facts import run_faults
+from hypertrain.challenge.rounds.facts import faulted_before
 from hypertrain.challenge.rounds.selection import assignment_key, select_audits
 from hypertrain.challenge.rounds.settle import ready_to_settle, settle_round
 from hypertrain.challenge.state import ServiceState, dumps
@@ -216,11 +216,6 @@ def beacon_round(state: ServiceState, number: int) -> BeaconRound:
     return state.beacon.get(number)
 
 
-def _faulted_before(conn: sqlite3.Connection, run_id: str, index: int) -> set[str]:
-    """Hotkeys with a proven fault in a round before ``index`` (standing verdicts, own blobs)."""
-    return {h for r, faults in run_faults(conn, run_id).items() if r < index for h in faults}
-
-
 def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconRound) -> None:
     """Fix the audit selection of a round from the selecting beacon round.
 
@@ -232,7 +227,7 @@ def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconR
     bytes keeps them, whoever committed first).
     """
     manifest = state.manifest(run_id)
-    forced = _faulted_before(state.conn, run_id, index)
+    forced = set(faulted_before(state.conn, run_id, index))
     forced |= commit_storage.shared_commitments(state.conn, run_id, index)
     committed = {
         hotkey: index < until or hotkey in forced

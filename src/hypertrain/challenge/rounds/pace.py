@@ -3,9 +3,12 @@
 A round's commit phase closes at the first of two beacon rounds: its commit
 deadline, or the beacon round at which the last *awaited* island committed: every
 rostered island except one that was rostered in the round before and committed nothing
-to it (:func:`awaited`). A silent island may still commit inside the window, but its
-silence holds no later round open: an admitted island that never trains delays at most
-its first round, not every round of the run (an outsider's finding). The
+to it, and except one an earlier round faulted (:func:`awaited`). A silent island may
+still commit inside the window, but its silence holds no later round open: an admitted
+island that never trains delays at most its first round, not every round of the run, and
+a caught island (a standing fault, the settlement rule's
+:func:`~hypertrain.challenge.rounds.facts.faulted_before`) holds none, however it
+alternates junk commits with silence (outsiders' findings). The
 audit selection is still the first beacon round strictly after the close, so no
 committer could have known it when it committed. An audit phase closes when every
 assignment has agreeing verdicts from a strict majority of the active auditors (all
@@ -14,7 +17,8 @@ The active auditors are the listed ones less the standby jurors, which re-audit 
 (:func:`~hypertrain.challenge.rounds.jury.active`); a standby juror's agreeing verdict
 still counts towards the majority.
 Both answers are recomputed from the database, so a restarted service reaches the same
-beacon rounds.
+beacon rounds (a fault overturned between a commit phase's early close and its selection
+can only move that selection to the deadline's successor).
 
 The deadlines in the signed round records do not move: they bound how long a phase
 may last, and the dispute deadline stays where selection fixed it.
@@ -46,10 +50,14 @@ def commit_close_round(state: ServiceState, row: storage.OpenRound, now: int) ->
 
 def awaited(state: ServiceState, row: storage.OpenRound) -> frozenset[str]:
     """The rostered islands whose commits close the commit phase early: the roster less
-    the islands that were rostered in the round before and committed nothing to it."""
+    the islands that were rostered in the round before and committed nothing to it, and
+    less every island with a standing fault in an earlier round (for the rest of the run,
+    or until a dispute overturns the fault: a caught island is replayed every round and
+    gains nothing by being waited for)."""
     roster = state.roster_of(row.run_id, row.round, row.open_envelope)
     if row.round == 0:
         return roster
+    roster -= facts.faulted_before(state.conn, row.run_id, row.round)
     before = storage.open_envelope(state.conn, row.run_id, row.round - 1)
     if before is None:
         return roster

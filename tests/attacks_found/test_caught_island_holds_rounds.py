@@ -1,0 +1,128 @@
+"""A caught island kept holding every other round open (an outsider's finding, F1).
+
+docs/threats.md, Silence: a round's commit phase closes early once every *awaited*
+island committed, and an island that committed to the round before is awaited. An island
+already caught (a standing fault verdict, its escrow burned) stayed on the roster, so it
+could alternate a junk commit (which makes it awaited) with silence (which then held the
+next round for its whole commit window), for ever, at no further cost: the devnet ran at
+half speed, 70 beacon rounds per held round against about 8.
+
+Now an island with a fault by the settlement rule's one definition
+(:func:`hypertrain.challenge.rounds.facts.faulted_before`) is awaited by no later round:
+its junk commits are still taken inside the window, and its silence holds nothing. Played
+on the real service with a hand-advanced beacon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hypertrain.challenge.rounds import facts, pace, storage
+from hypertrain.protocol.identity import Hotkey
+from tests.challenge.helpers import AGGREGATOR, bearer, commit_body, manifest_doc, signed
+from tests.challenge.test_disputes import AUDITOR, Service, joined_run
+
+RUN = "run-f1"
+HONEST, ALSO_HONEST, CAUGHT = (Hotkey.from_seed(bytes([0x50 + i]) * 32) for i in range(3))
+ISLANDS = (HONEST, ALSO_HONEST, CAUGHT)
+COMMIT_WINDOW = 3  # the helpers' manifest: round.commit_window_rounds
+
+
+@pytest.fixture
+def svc(tmp_path: Path) -> Iterator[Service]:
+    doc = manifest_doc(RUN, rate=1.0, segments=1)
+    with joined_run(tmp_path, RUN, ISLANDS, doc) as service:
+        yield service
+
+
+def _detail(svc: Service, index: int) -> dict[str, Any]:
+    detail: dict[str, Any] = svc.client.get(f"/v1/runs/{RUN}/rounds/{index}").json()
+    return detail
+
+
+def _open(svc: Service) -> int:
+    r = svc.client.post(
+        f"/admin/v1/runs/{RUN}/rounds",
+        headers=bearer("admin"),
+        json={"start_model_sha256": "aa" * 32, "start_model_url": "u"},
+    )
+    assert r.status_code == 200, r.text
+    return int(r.json()["body"]["round"])
+
+
+def _commit(svc: Service, index: int, *keys: Hotkey) -> None:
+    for key in keys:
+        body = commit_body(index, island=key.ss58_address)
+        posted = svc.client.post("/v1/commit", json=signed(key, "commit", body, RUN))
+        assert posted.status_code == 200, posted.text
+
+
+def _finish(svc: Service, index: int) -> None:
+    """Judge every assignment (the caught island's junk ``unverifiable``), merge, settle."""
+    for a in svc.client.get(
+        f"/worker/v1/runs/{RUN}/rounds/{index}/assignments", headers=bearer("worker")
+    ).json():
+        junk = a["body"]["hotkey"] == CAUGHT.ss58_address
+        body = {**a["body"], "result": "unverifiable" if junk else "match"}
+        body.pop("selection_beacon_round")
+        verdict = signed(AUDITOR, "verdict", body, RUN)
+        posted = svc.client.post("/worker/v1/verdict", headers=bearer("worker"), json=verdict)
+        assert posted.is_success, posted.text
+    svc.tick(3)
+    tape = {
+        "round": index, "start_model_sha256": "aa" * 32, "new_model_sha256": "bb" * 32,
+        "new_model_url": "u", "outer_state_sha256": "cc" * 32, "tape_sha256": "dd" * 32,
+        "included": sorted(k.ss58_address for k in (HONEST, ALSO_HONEST)),
+        "excluded": {} if index % 2 else {CAUGHT.ss58_address: "audit_mismatch"},
+    }  # fmt: skip
+    merged = svc.client.post(
+        "/worker/v1/merge",
+        headers=bearer("worker"),
+        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
+    )
+    assert merged.status_code == 200, merged.text
+    svc.tick(3)
+
+
+def _held_for(svc: Service, index: int) -> int:
+    """Beacon rounds from the round's open to its audit selection, the honest islands
+    committing at once (and the caught one too in a round where ``index`` is even)."""
+    start = svc.beacon.round
+    _commit(svc, index, HONEST, ALSO_HONEST, *((CAUGHT,) if index % 2 == 0 else ()))
+    for _ in range(COMMIT_WINDOW + 1):
+        svc.tick(1)
+        if _detail(svc, index)["phase"] != "train":
+            break
+    return int(_detail(svc, index)["selection_beacon_round"]) - start
+
+
+def test_a_caught_island_alternating_junk_and_silence_holds_no_round(svc: Service) -> None:
+    held = []
+    for index in range(5):  # junk, silent, junk, silent, junk
+        assert _open(svc) == index
+        held.append(_held_for(svc, index))
+        _finish(svc, index)
+    roster = {r["hotkey"]: r for r in svc.client.get(f"/v1/runs/{RUN}/roster").json()}
+    assert roster[CAUGHT.ss58_address]["status"] == "faulted", roster
+    # round 0 is every island's first; after its fault the caught island is never awaited,
+    # so each round closes on the honest islands' commits, one beacon round later
+    assert held == [1, 1, 1, 1, 1], held
+
+
+def test_awaited_leaves_out_the_faulted_islands_from_the_database(svc: Service) -> None:
+    """The rule reads only the database: a restarted service reaches the same close."""
+    _open(svc)
+    _held_for(svc, 0)
+    _finish(svc, 0)
+    _open(svc)
+    state = svc.client.app.state.service  # type: ignore[attr-defined]
+    (row,) = [r for r in storage.open_rounds(state.conn) if r.round == 1]
+    assert CAUGHT.ss58_address not in pace.awaited(state, row)
+    assert {HONEST.ss58_address, ALSO_HONEST.ss58_address} <= pace.awaited(state, row)
+    # one definition of a fault: the rounds' outcomes, as settlement and the views read them
+    outcomes = {h for faults in facts.run_faults(state.conn, RUN).values() for h in faults}
+    assert facts.faulted_before(state.conn, RUN, 1) == outcomes == {CAUGHT.ss58_address}
