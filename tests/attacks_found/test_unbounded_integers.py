@@ -10,10 +10,17 @@ Now a document canonical JSON cannot hold is no envelope: the model refuses it w
 built, and the service answers a typed 400 (``non_canonical_json``). The property is fed
 to every route whose request body is an envelope, read from the app's own OpenAPI schema so
 a new route is covered without editing this test.
+
+The same routes took a repeated JSON key (an outsider's finding, F4): FastAPI's parser keeps
+the last value, where docs/protocol.md says the parser of untrusted input refuses it and the
+relay does, so a forwarded or archived raw body could name another run or body than the one
+the signature was checked against. Every JSON body now passes the protocol's one strict
+parser first: a repeated key, at any depth of the body or in the envelope, is a typed 400.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -132,3 +139,51 @@ def test_the_envelope_itself_never_holds_a_non_canonical_number() -> None:
         open_envelope(unchecked, domain="commit")
     assert opened.value.reason == NON_CANONICAL
     assert decode_envelope(envelope({"round": MAX_SAFE_INTEGER})).body["round"] == MAX_SAFE_INTEGER
+
+
+# a JSON text with one object holding a repeated key, at some depth of the body
+repeated = st.recursive(
+    keys.map(lambda k: f'{{"{k}": "FORGED", "{k}": "real"}}'),
+    lambda inner: st.one_of(
+        st.builds(lambda k, v: f'{{"{k}": {v}, "segment": 1}}', keys, inner),
+        st.builds(lambda k, v: f'{{"{k}": [0, {v}]}}', keys, inner),
+    ),
+    max_leaves=4,
+)
+
+
+def _post_raw(client: TestClient, route: str, raw: str) -> Any:
+    token = TOKENS["worker" if route.startswith("/worker") else "internal"]
+    return client.post(
+        route.replace("{dispute_id}", "ab" * 32),
+        content=raw.encode(),
+        headers={"Authorization": f"Bearer {token}", "content-type": "application/json"},
+    )
+
+
+def _refused_as_repeated(route: str, r: Any) -> None:
+    assert r.status_code == 400, f"{route}: {r.status_code} {r.text[:200]}"
+    assert r.json()["error"] == NON_CANONICAL, f"{route}: {r.text[:200]}"
+    assert "duplicate object key" in r.json()["detail"], f"{route}: {r.text[:200]}"
+
+
+def test_every_signed_route_refuses_a_repeated_key_with_a_typed_400(client: TestClient) -> None:
+    routes = signed_routes(client)
+    assert len(routes) >= 7
+
+    @settings(max_examples=4, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(body=repeated)
+    def refused(route: str, body: str) -> None:
+        text = json.dumps(envelope({"round": 0}))
+        raw = text.replace('"body": {"round": 0}', f'"body": {body}')
+        assert raw != text
+        _refused_as_repeated(route, _post_raw(client, route, raw))
+
+    for route in routes:
+        refused(route)
+        # at the envelope level: the signature covers one run, the raw bytes name two
+        text = json.dumps(envelope({"reason": "real"}))
+        _refused_as_repeated(route, _post_raw(client, route, '{"run_id": "other-run", ' + text[1:]))
+        # through the platform's proxy prefix too
+        slugged = f"/challenge/hypertrain{route}"
+        _refused_as_repeated(slugged, _post_raw(client, slugged, '{"run_id": "x", ' + text[1:]))

@@ -108,14 +108,15 @@ def test_a_malformed_body_is_a_typed_422(harness: Harness, body: Any, field: str
 
 
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
-def test_a_non_finite_loss_is_a_typed_422(harness: Harness, literal: str) -> None:
-    """JSON as Python reads it admits NaN and infinities; the body model refuses them."""
+def test_a_non_finite_loss_is_a_typed_400(harness: Harness, literal: str) -> None:
+    """JSON as Python reads it admits NaN and infinities; the protocol's strict parser,
+    which every JSON body passes first, refuses them."""
     r = harness.client.put(
         PATH,
         content=f'{{"heldout_loss": [4.0, {literal}]}}',
         headers={**bearer("admin"), "content-type": "application/json"},
     )
-    assert (r.status_code, r.json()["error"]) == (422, "bad_request")
+    assert (r.status_code, r.json()["error"]) == (400, "non_canonical_json")
     assert "finite" in r.json()["detail"]
 
 

@@ -104,7 +104,8 @@ def test_body_limit_and_error_bodies(harness: Harness) -> None:
     )
     assert big.status_code == 413 and big.json()["error"] == "too_large"
     bad = c.post("/v1/commit", content=b"not json", headers={"content-type": "application/json"})
-    assert bad.status_code == 422 and bad.json()["detail"]
+    assert bad.status_code == 400 and bad.json()["error"] == "non_canonical_json"
+    assert "malformed JSON" in bad.json()["detail"]  # the protocol's strict parser refused it
     missing = c.get("/v1/runs/nope")
     assert missing.status_code == 404 and "nope" in missing.json()["detail"]
 

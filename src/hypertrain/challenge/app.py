@@ -87,7 +87,12 @@ def create_app(
             app.state.service = None
             state.close()
 
-    app = FastAPI(title="Hypertrain challenge service", version=__version__, lifespan=lifespan)
+    app = FastAPI(
+        title="Hypertrain challenge service",
+        version=__version__,
+        lifespan=lifespan,
+        strict_content_type=True,  # JSON only under a JSON content type: the middleware checks it
+    )
     app.state.service = None
     app.state.registry, latency = new_registry(lambda: app.state.service)
     _install_handlers(app)

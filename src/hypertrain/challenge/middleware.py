@@ -1,8 +1,14 @@
-"""ASGI middleware: the platform proxy prefix, the request body limit, request latency.
+"""ASGI middleware: the platform proxy prefix, the request body limit, strict JSON, latency.
 
 The platform reaches public routes at ``/challenge/<slug>/<path>``; the prefix is
 stripped here so every route exists under both spellings (another slug is 404).
-Bodies over the limit are refused with 413 before any route sees them. Latency is
+Bodies over the limit are refused with 413 before any route sees them. A JSON body
+(the only bodies the routes parse as JSON: the app keeps FastAPI's strict content
+type) must pass the protocol's one parser for untrusted JSON,
+:func:`~hypertrain.protocol.canonical.parse_json` (no repeated key, no non-finite or
+unsafe number, bounded depth), or it is refused with a typed 400 ``non_canonical_json``
+before any route reads it: FastAPI's own parser keeps the last of two repeated keys,
+where the relay and every other reader refuse them. Latency is
 observed here (plain ASGI, cheaper than a per-request middleware object) per route
 template and status.
 """
@@ -14,6 +20,10 @@ import time
 
 from prometheus_client import Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from hypertrain.protocol.canonical import parse_json
+from hypertrain.protocol.envelope import NON_CANONICAL
+from hypertrain.protocol.errors import CanonicalJSONError
 
 
 class PrefixAndLimitMiddleware:
@@ -50,6 +60,12 @@ class PrefixAndLimitMiddleware:
             if len(body) > self.max_body_bytes:
                 await _error(send, 413, "too_large", f"body over {self.max_body_bytes} bytes")
                 return
+        if body and _is_json(scope):
+            try:
+                parse_json(body, max_bytes=self.max_body_bytes)
+            except CanonicalJSONError as exc:
+                await _error(send, 400, NON_CANONICAL, f"body: {exc}")
+                return
         await self._timed(scope, _replay(body, receive), send)
 
     async def _timed(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -81,6 +97,18 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return replay
+
+
+def _is_json(scope: Scope) -> bool:
+    """A body the routes parse as JSON: ``application/json`` or ``application/*+json``
+    (FastAPI's rule with a strict content type; no header is not JSON)."""
+    for name, value in scope.get("headers", []):
+        if name == b"content-type":
+            media = value.split(b";", 1)[0].strip().lower()
+            return media == b"application/json" or (
+                media.startswith(b"application/") and media.endswith(b"+json")
+            )
+    return False
 
 
 def _content_length(scope: Scope) -> int | None:
