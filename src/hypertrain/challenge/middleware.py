@@ -104,7 +104,7 @@ def _is_json(scope: Scope) -> bool:
     (FastAPI's rule with a strict content type; no header is not JSON)."""
     for name, value in scope.get("headers", []):
         if name == b"content-type":
-            media = value.split(b";", 1)[0].strip().lower()
+            media: bytes = value.split(b";", 1)[0].strip().lower()
             return media == b"application/json" or (
                 media.startswith(b"application/") and media.endswith(b"+json")
             )
