@@ -1,11 +1,10 @@
 """Run a whole devnet: start every process, follow the rounds, report, stop cleanly.
 
-Layout under ``--state-dir`` (default ``.devnet``): ``state/`` holds the fresh
-service, relay, beacon, island and worker directories plus every process log
-(removed at exit unless ``--keep``); ``model/`` the exported final model;
-``report.json`` and ``report.md`` the run report. Ctrl-C at any point stops every
-child (see :mod:`hypertrain.devnet.procs`) and still writes what is known.
-"""
+Under ``--state-dir`` (default ``.devnet``): ``state/`` the service, relay, beacon, island
+and worker directories and every log (removed at a clean exit unless ``--keep``; kept
+when the run fails, beside a partial ``report.json`` marked failed with the reason);
+``model/`` the exported model; ``report.json`` and ``report.md`` the run report (an earlier
+run's removed at start). Ctrl-C stops every child and still writes what is known."""
 
 from __future__ import annotations
 
@@ -117,16 +116,11 @@ def start(net: Devnet, dataset: Path) -> None:
     for join in joins:  # concurrently: each answers its admission challenge
         if join.process.wait(timeout=300) != 0:
             raise DevnetError(f"{join.name} failed:\n{join.tail()}")
-    honest_rounds = cfg.honeypot_honest_rounds
-    trainers = [
-        sup.start(
-            m.name,
-            roles.honeypot_cmd(a, net.strategy, honest_rounds)
-            if m == sec.islands[-1]
-            else roles.island_cmd(a),
-        )
-        for m, a in zip(sec.islands, args, strict=True)
-    ]
+    honest = cfg.honeypot_honest_rounds
+    last = sec.islands[-1]  # the honeypot
+    trainers = [sup.start(m.name, roles.honeypot_cmd(a, net.strategy, honest) if m == last
+                          else roles.island_cmd(a))
+                for m, a in zip(sec.islands, args, strict=True)]  # fmt: skip
     if cfg.rollback:  # the lied-about island disputes what its own replay refutes
         sup.start(f"{sec.islands[0].name}-watch", roles.watch_cmd(args[0]))
     # The aggregator opens round 0 at once, and the commit window starts then:
@@ -355,14 +349,15 @@ def run_devnet(cfg: DevnetConfig, console: Console | None = None) -> int:
 
 def _run_locked(cfg: DevnetConfig, console: Console) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    state = cfg.state_dir / "state"
+    state, path = cfg.state_dir / "state", cfg.report or cfg.state_dir / "report.json"
     shutil.rmtree(state, ignore_errors=True)
+    report.clear_reports(path)  # an earlier run's report never looks like this run's
     net = Devnet(cfg, console, Supervisor(state / "logs"), state)
     choices = ROLLBACK_STRATEGIES if cfg.rollback else HONEYPOT_STRATEGIES
     net.strategy = cfg.honeypot or random.SystemRandom().choice(choices)
     net.chaos = chaos.loop_for(cfg.chaos_every_rounds, cfg.chaos_seed)  # None: no chaos
     result: dict[str, Any] | None = None
-    code = 1
+    code, failed = 1, None
     try:
         corpus = cfg.corpus or prep.default_corpus()
         dataset = prep.prepared_dataset(cfg.cache_dir, corpus, cfg.vocab_size, cfg.seq_len)
@@ -376,7 +371,6 @@ def _run_locked(cfg: DevnetConfig, console: Console) -> int:
         console.print(view.summary_table(result))
         code = 0
         if not cfg.exit_when_done:  # the report now (children_left: -1, still up) and at exit
-            path = cfg.report or cfg.state_dir / "report.json"
             console.print(f"report: {path} and {report.write_report(result, path)}")
             console.print(f"dashboard stays up at {dashboard_url(net)} (Ctrl-C to stop)")
             while True:
@@ -384,16 +378,21 @@ def _run_locked(cfg: DevnetConfig, console: Console) -> int:
     except KeyboardInterrupt:
         console.print("interrupted: stopping every process")
         code = 130 if result is None else 0
+    except Exception as exc:  # a partial report with the reason, the logs kept; then raised
+        failed = f"{type(exc).__name__}: {exc}"
+        raise
     finally:
         net.sup.stop_all()
         left = net.sup.children_left()
         if result is not None:
             result["children_left"] = left
-            path = cfg.report or cfg.state_dir / "report.json"
             md = report.write_report(result, path)
             if net.doc is not None:
                 report.write_dashboard(net.doc, path)
             console.print(f"report: {path} and {md}")
-        if not cfg.keep:
+        elif failed is not None:
+            md = report.write_failed(failed, net.doc, state / "logs", path)
+            console.print(f"failed: partial report {md}; logs kept in {state / 'logs'}")
+        if not cfg.keep and failed is None:
             shutil.rmtree(state, ignore_errors=True)
     return code

@@ -228,6 +228,34 @@ def write_report(report: dict[str, Any], json_path: Path) -> Path:
 def write_dashboard(doc: dict[str, Any], json_path: Path) -> Path:
     """The final dashboard document beside the report (``<report>-dashboard.json``), so the
     page can be checked against what the devnet showed after its service is gone."""
-    out = json_path.with_name(json_path.stem + "-dashboard.json")
+    out = _dashboard_path(json_path)
     out.write_text(json.dumps(doc, sort_keys=True) + "\n", encoding="utf-8")
     return out
+
+
+def clear_reports(json_path: Path) -> None:
+    """Remove an earlier run's report, its markdown and its dashboard document."""
+    for path in (json_path, json_path.with_suffix(".md"), _dashboard_path(json_path)):
+        path.unlink(missing_ok=True)
+
+
+def write_failed(reason: str, doc: dict[str, Any] | None, logs: Path, json_path: Path) -> Path:
+    """A failed run's partial report: marked failed, the reason, where its logs are kept
+    and the rounds it reached (from the last dashboard document it read, if any)."""
+    rounds = [
+        {"round": r["round"], "phase": r["phase"], "eval_loss": r.get("eval_loss")}
+        for r in (doc or {}).get("rounds", [])
+    ]
+    failed = {"status": "failed", "reason": reason, "logs": str(logs), "rounds": rounds}
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(failed, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    lines = ["# Hypertrain devnet report: FAILED", "", reason, "", f"Logs: {logs}", ""]
+    lines += ["| round | phase | held-out loss |", "|---:|---|---:|"]
+    lines += [f"| {r['round']} | {r['phase']} | {r['eval_loss']} |" for r in rounds]
+    md = json_path.with_suffix(".md")
+    md.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return md
+
+
+def _dashboard_path(json_path: Path) -> Path:
+    return json_path.with_name(json_path.stem + "-dashboard.json")
