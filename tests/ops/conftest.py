@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -45,20 +46,19 @@ class LiveService:
         beacon: SteppedBeacon,
         state_dir: Path,
         stop: Callable[[], None] = lambda: None,
+        start: Callable[[], None] = lambda: None,
     ) -> None:
         self.url, self.admin_token, self.beacon = url, admin_token, beacon
         self.state_dir = state_dir
         self.stop = stop  # takes the service down (the port stops answering)
+        self.start = start  # after stop: serves again, same address, settings and state
 
 
-@pytest.fixture
-def live_service(tmp_path: Path) -> Iterator[LiveService]:
-    """The real service app under uvicorn on a loopback socket bound to port 0."""
-    miners = [Hotkey.from_seed(bytes([i + 1]) * 32).ss58_address for i in range(2)]
-    beacon = SteppedBeacon()
-    app = create_app(make_settings(tmp_path, miners), beacon=beacon, ledger=FakeLedger())
+def _serve(app: Any, port: int) -> tuple[str, Callable[[], None]]:
+    """``app`` under uvicorn on loopback ``port`` (0: any), up when this returns; its stop."""
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the same port again
+    sock.bind(("127.0.0.1", port))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -78,5 +78,27 @@ def live_service(tmp_path: Path) -> Iterator[LiveService]:
         thread.join(timeout=30)
         sock.close()
 
-    yield LiveService(url, tmp_path / "secrets" / "admin.token", beacon, tmp_path / "state", stop)
-    stop()
+    return url, stop
+
+
+@pytest.fixture
+def live_service(tmp_path: Path) -> Iterator[LiveService]:
+    """The real service app under uvicorn on a loopback socket bound to port 0."""
+    miners = [Hotkey.from_seed(bytes([i + 1]) * 32).ss58_address for i in range(2)]
+    beacon = SteppedBeacon()
+    settings = make_settings(tmp_path, miners)
+    url, stop = _serve(create_app(settings, beacon=beacon, ledger=FakeLedger()), 0)
+    stops = [stop]
+
+    def start() -> None:
+        app = create_app(settings, beacon=beacon, ledger=FakeLedger())
+        stops.append(_serve(app, int(url.rsplit(":", 1)[1]))[1])
+
+    def stop_all() -> None:
+        for each in stops:
+            each()
+
+    live = LiveService(url, tmp_path / "secrets" / "admin.token", beacon, tmp_path / "state")
+    live.stop, live.start = stop_all, start
+    yield live
+    stop_all()

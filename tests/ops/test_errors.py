@@ -3,20 +3,26 @@
 A port that something else holds ends every server before it writes state; ``challenge
 status`` is "up" only for the service it was asked about; the auditor and evaluator
 check their credentials before any work; a device that is not there, a host that does
-not answer and a wallet in btcli's spelling are each handled at the command line.
+not answer and a wallet in btcli's spelling are each handled at the command line. A
+one-shot command fails at once on a peer that is down; a long-lived one (``--follow``)
+waits for it and goes on once it appears.
 """
 
 from __future__ import annotations
 
+import functools
 import http.server
 import json
 import os
+import queue
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -124,9 +130,9 @@ def test_status_with_a_ready_file_checks_the_serving_process(
     assert code == 0 and "is up" in out, err
 
 
-def _create_run(svc: LiveService, tmp_path: Path) -> None:
+def _create_run(svc: LiveService, tmp_path: Path, **fields: Any) -> None:
     manifest = tmp_path / "run.json"
-    manifest.write_text(json.dumps(manifest_doc()))
+    manifest.write_text(json.dumps({**manifest_doc(), **fields}))
     argv = [
         "challenge",
         "create-run",
@@ -246,3 +252,116 @@ def test_watch_follow_waits_for_a_service_that_goes_away(
     finally:
         watch.kill()
         watch.wait(timeout=30)
+
+
+@functools.cache
+def _host_record() -> Any:
+    """This host's determinism record as a role's process sets it (a run it can follow)."""
+    code = ("from hypertrain.trainer.determinism import configure_determinism as c;"
+            " print(c(1, 'cpu', 'float32').model_dump_json())")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+class Events:
+    """A role's JSON event lines, read in a thread so that every wait has a deadline."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)  # fmt: skip
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def until(self, event: str, deadline_s: float = 180.0) -> dict[str, Any]:
+        """The next ``event`` line; fails at the deadline, or when the role exits first."""
+        deadline = time.monotonic() + deadline_s
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                assert self.proc.poll() is None, f"exited {self.proc.returncode}: {self.seen}"
+                continue
+            self.seen.append(line)
+            doc = json.loads(line) if line.startswith("{") else {}
+            if doc.get("event") == event:
+                return dict(doc)
+        raise AssertionError(f"no {event!r} within {deadline_s} s: {self.seen[-20:]}")
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+class LateRelay:
+    """A relay address that refuses connections until :meth:`start` (a health answer)."""
+
+    def __init__(self) -> None:
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AnyJson,
+                                                      bind_and_activate=False)  # fmt: skip
+        self.server.server_bind()  # bound, not listening: a connection is refused
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.serving = False
+
+    def start(self) -> None:
+        self.server.server_activate()
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.serving = True
+
+    def close(self) -> None:
+        if self.serving:
+            self.server.shutdown()
+        self.server.server_close()
+
+
+def test_auditor_follow_waits_for_a_service_and_a_relay_that_start_late(
+    live_service: LiveService, tmp_path: Path
+) -> None:
+    """``--round W`` fails at once (above); ``--follow`` waits for each peer, then starts."""
+    _create_run(live_service, tmp_path, determinism=_host_record())
+    key = _new_key(tmp_path)
+    token = live_service.admin_token.parent / "worker.token"
+    live_service.stop()
+    relay = LateRelay()
+    argv = [*_auditor(live_service.url, relay.url, token, key)[:-2], "--follow"]
+    auditor = Events([sys.executable, "-m", "hypertrain.cli", *argv])
+    try:
+        away = auditor.until("service_unreachable")
+        assert live_service.url in away["detail"] and away["retry_in_s"] >= 1, away
+        live_service.start()
+        assert relay.url.removeprefix("http://") in auditor.until("relay_unreachable")["detail"]
+        relay.start()
+        assert auditor.until("started")["run_id"] == "run-1"
+        assert auditor.proc.poll() is None
+    finally:
+        auditor.close()
+        relay.close()
+
+
+@pytest.mark.parametrize("command", ["run", "watch"])
+def test_miner_follow_waits_for_a_service_that_starts_late(
+    live_service: LiveService, tmp_path: Path, command: str
+) -> None:
+    """``run --follow`` and ``watch --follow`` wait at start, then poll the rounds."""
+    _create_run(live_service, tmp_path, determinism=_host_record())
+    key = _new_key(tmp_path, "island")
+    live_service.stop()
+    miner = Events(
+        [sys.executable, "-m", "hypertrain.miner.cli", command, "--follow",
+         "--service-url", live_service.url, "--relay-url", f"http://127.0.0.1:{_closed_port()}",
+         "--run-id", "run-1", "--key-file", str(key), "--dataset-dir", str(tmp_path / "none"),
+         "--state-dir", str(tmp_path / "island")]
+    )  # fmt: skip
+    try:
+        away = miner.until("service_unreachable")
+        assert live_service.url in away["reason"] and away["retry_in_s"] >= 1, away
+        live_service.start()
+        assert miner.until("started")["run_id"] == "run-1"
+        assert miner.proc.poll() is None
+    finally:
+        miner.close()
