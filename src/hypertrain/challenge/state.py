@@ -21,7 +21,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -43,6 +43,7 @@ from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.envelope import Envelope, VerifiedEnvelope, open_envelope, seal
 from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
+from hypertrain.protocol.sqlite import write_generation
 
 BodyT = TypeVar("BodyT", bound=BaseModel)
 T = TypeVar("T")
@@ -72,6 +73,7 @@ class ServiceState:
     _manifests: dict[str, RunManifest] = field(default_factory=dict)
     _rosters: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
     _layouts: dict[tuple[str, int], dict[str, LayoutSpec]] = field(default_factory=dict)
+    _memos: dict[tuple[str, str], tuple[tuple[int, int], object]] = field(default_factory=dict)
 
     async def offload(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn`` in a worker thread holding the writer lock (never on the loop)."""
@@ -81,6 +83,24 @@ class ServiceState:
                 return fn(*args, **kwargs)
 
         return await asyncio.to_thread(locked)
+
+    def memo(self, name: str, run_id: str, read: Callable[[], T]) -> T:
+        """``read()``, a pure read of the database, kept until the database's next write.
+
+        Polls between two writes (the roles poll the rounds every half second) then cost
+        nothing, and the answer is the one a fresh read gives: any committed write, by
+        this connection or another, changes :func:`write_generation`. Inside a write
+        transaction nothing is kept (its rows may roll back). One ``name`` per read.
+        """
+        with self.lock:
+            generation = write_generation(self.conn)
+            kept = self._memos.get((name, run_id))
+            if generation is not None and kept is not None and kept[0] == generation:
+                return cast(T, kept[1])
+            value = read()
+            if generation is not None and write_generation(self.conn) == generation:
+                self._memos[(name, run_id)] = (generation, value)
+            return value
 
     @property
     def coordinator(self) -> str:

@@ -52,3 +52,18 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def write_generation(conn: sqlite3.Connection) -> tuple[int, int] | None:
+    """A value that changes with every write the database sees, or ``None`` inside a
+    transaction (its uncommitted rows are no generation: they may yet roll back).
+
+    ``total_changes`` counts this connection's inserted, updated and deleted rows (it
+    only grows, a rollback included); ``PRAGMA data_version`` changes when another
+    connection commits. Memoize a pure read of the database by this pair: while it is
+    unchanged, the read's answer is too.
+    """
+    if conn.in_transaction:
+        return None
+    (version,) = conn.execute("PRAGMA data_version").fetchone()
+    return conn.total_changes, int(version)

@@ -160,7 +160,7 @@ def round_rows(
 def audit_rows(state: ServiceState, run_id: str) -> list[AuditRow]:
     """Every audit: the selecting beacon round, the segments, verdicts and disputes."""
     standing = {v.verdict_id: v for v in facts.standing_verdicts(state.conn, run_id)}
-    faults = facts.run_faults(state.conn, run_id)
+    faults = views.run_faults(state, run_id)
     out = []
     for a in storage.audits(state.conn, run_id):
         verdicts = [

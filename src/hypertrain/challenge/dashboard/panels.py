@@ -33,7 +33,7 @@ from hypertrain.challenge.dashboard.models import (
 )
 from hypertrain.challenge.dashboard.models import TrafficTotal as TrafficTotalCard
 from hypertrain.challenge.disputes import games, honeypots
-from hypertrain.challenge.rounds import facts, storage
+from hypertrain.challenge.rounds import storage, views
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute import store as dispute_store
 from hypertrain.dispute.narrowing import NarrowStep, describe
@@ -172,7 +172,7 @@ def _cheating(state: ServiceState, run_id: str) -> dict[str, _Cheating]:
     """Per cheating island strategy, over the revealed periods: the rounds its honeypots
     ran from the round each entry says it started cheating (the period's first round
     when it says none), and the rounds of those the settlement rule faulted."""
-    faults = facts.run_faults(state.conn, run_id)
+    faults = views.run_faults(state, run_id)
     out: dict[str, _Cheating] = {}
     for period in honeypots.revealed(state, run_id):
         assert period.revealed is not None

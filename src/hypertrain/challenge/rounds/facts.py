@@ -184,8 +184,13 @@ def run_faults(conn: sqlite3.Connection, run_id: str) -> dict[int, dict[str, str
 
 def island_faults(conn: sqlite3.Connection, run_id: str) -> dict[str, int]:
     """hotkey -> how many rounds faulted it (by a standing verdict or its own blob)."""
+    return fault_counts(run_faults(conn, run_id))
+
+
+def fault_counts(run: dict[int, dict[str, str]]) -> dict[str, int]:
+    """hotkey -> how many rounds of :func:`run_faults`' answer ``run`` faulted it."""
     out: dict[str, int] = {}
-    for faults in run_faults(conn, run_id).values():
+    for faults in run.values():
         for hotkey in faults:
             out[hotkey] = out.get(hotkey, 0) + 1
     return out

@@ -46,13 +46,28 @@ def manifest_envelope(state: ServiceState, run_id: str) -> Envelope:
 
 
 def round_summaries(state: ServiceState, run_id: str) -> list[RoundSummary]:
-    """Per round: phase, deadlines, commits, tokens, bytes, audits, verdicts, loss."""
+    """Per round: phase, deadlines, commits, tokens, bytes, audits, verdicts, loss.
+
+    Every role polls this list, so it is read once per write of the database
+    (:meth:`ServiceState.memo`): a poll between two writes costs nothing.
+    """
     state.manifest(run_id)
-    faults = facts.run_faults(state.conn, run_id)
+    return list(state.memo("round_summaries", run_id, lambda: _summaries(state, run_id)))
+
+
+def run_faults(state: ServiceState, run_id: str) -> dict[int, dict[str, str]]:
+    """:func:`facts.run_faults`, read once per write of the database (a copy: callers
+    may change theirs)."""
+    kept = state.memo("run_faults", run_id, lambda: facts.run_faults(state.conn, run_id))
+    return {index: dict(faults) for index, faults in kept.items()}
+
+
+def _summaries(state: ServiceState, run_id: str) -> tuple[RoundSummary, ...]:
+    faults = run_faults(state, run_id)
     verdicts = _verdict_counts(facts.standing_verdicts(state.conn, run_id))
     losses = _train_losses(storage.commit_tokens(state.conn, run_id), faults)
     disputes = dispute_store.games_per_round(state.conn, run_id)
-    return [
+    return tuple(
         RoundSummary(
             round=r.round,
             phase=r.phase,
@@ -75,7 +90,7 @@ def round_summaries(state: ServiceState, run_id: str) -> list[RoundSummary]:
             settled_epoch=r.settled_epoch,
         )
         for r in storage.rounds(state.conn, run_id)
-    ]
+    )
 
 
 def _tape_sha256(state: ServiceState, run_id: str, index: int) -> str | None:
@@ -167,7 +182,7 @@ def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
     state.manifest(run_id)
     rows = storage.roster(state.conn, run_id)
     balances = state.ledger.balances(run_id, [r.hotkey for r in rows])
-    faults = facts.island_faults(state.conn, run_id)
+    faults = facts.fault_counts(run_faults(state, run_id))
     snapshot = state.metagraph.snapshot
     out: list[RosterEntry] = []
     for r in rows:
