@@ -15,11 +15,15 @@ islands' samples at each step, one model, the run's optimizer and schedule, from
 warm start). Both curves use the aggregator's held-out loss function and samples.
 
 Parts and resuming: the state directory keeps the records, the baseline's state after
-each round and the network's report; a rerun skips what is done (the network part runs
-once to its report; the baseline resumes at its last finished round). ``--analyse``
-only rewrites the result and the plot from the state. A run stopped before its last
-round has no report: save its dashboard document as ``dashboard.json`` in the state
-directory first (``GET /v1/runs/devnet/dashboard``), then ``--baseline-only`` trains the
+each round, the network's own state and its report; a rerun skips what is done. The
+network resumes where it stopped (the devnet's ``--resume``: every role restarts on its
+state, the service and relay on the ports the records name, which ``port.txt`` keeps);
+rounds whose commit windows passed while it was down close unmerged, as missed rounds
+do. The baseline resumes at its last finished round. ``wall.json`` keeps each part's
+running seconds (``network_running_s``: the network's time up, over every part).
+``--analyse`` only rewrites the result and the plot from the state. To judge a run that
+will not be resumed: save its dashboard document as ``dashboard.json`` in the state
+directory (``GET /v1/runs/devnet/dashboard``), then ``--baseline-only`` trains the
 baseline on every saved round and writes the result with the traffic of the final rounds.
 
 Writes ``benchmarks/results/longrun.json`` (final losses and gap, the moving average's
@@ -114,6 +118,8 @@ def network_child(args: argparse.Namespace) -> int:
         live_view=False,
         timeout_s=12 * 3600.0,
         baseline=False,  # this benchmark trains its own, resumable, beside the network
+        resume=True,  # a stopped network goes on from its state (module docstring)
+        keep=True,  # its state stays until the report is written
     )
     return run_devnet(cfg)
 
@@ -132,14 +138,21 @@ def follow(args: argparse.Namespace, state: Path) -> None:
     records = state / "records"
     records.mkdir(exist_ok=True)
     if not report.exists():
-        port = free_port()
+        port_file = state / "port.txt"  # the service's port, the same in every part
+        if not port_file.exists():
+            port_file.write_text(str(free_port()))
+        port = int(port_file.read_text())
         cmd = [sys.executable, __file__, "--network-child", "--port", str(port)]
         cmd += ["--rounds", str(args.rounds), "--state", str(state), "--budgets", args.budgets]
         cmd += ["--preset", args.preset, "--seed", str(args.seed), "--honeypot", args.honeypot]
         log = (state / "network.log").open("ab")
         child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        _note_wall(state, "network_started")
-        (state / "commit.txt").write_text(commit())  # the tree the network runs
+        part_started = time.time()
+        _note_wall(state, "network_started", first=True)
+        commit_file = state / "commit.txt"  # the tree the network runs: the same in every part
+        if commit_file.exists() and commit_file.read_text() != commit():
+            raise SystemExit(f"the network started on {commit_file.read_text()}, not {commit()}")
+        commit_file.write_text(commit())
         saver = threading.Thread(
             target=save_while, args=(f"http://127.0.0.1:{port}", records, child), daemon=True
         )
@@ -147,6 +160,8 @@ def follow(args: argparse.Namespace, state: Path) -> None:
         while child.poll() is None:
             baseline(state)
             time.sleep(POLL_S)
+            _add_wall(state, "network_running_s", time.time() - part_started)
+            part_started = time.time()
         saver.join()
         if child.returncode != 0:
             raise SystemExit(f"the network exited with {child.returncode}: see network.log")
@@ -155,10 +170,20 @@ def follow(args: argparse.Namespace, state: Path) -> None:
     _note_wall(state, "baseline_finished")
 
 
-def _note_wall(state: Path, what: str) -> None:
+def _note_wall(state: Path, what: str, *, first: bool = False) -> None:
+    """Record when ``what`` happened (``first``: only the first time)."""
     path = state / "wall.json"
     wall = json.loads(path.read_text()) if path.exists() else {}
-    wall[what] = time.time()
+    if not (first and what in wall):
+        wall[what] = time.time()
+    path.write_text(json.dumps(wall))
+
+
+def _add_wall(state: Path, what: str, seconds: float) -> None:
+    """Add ``seconds`` to the running total ``what``."""
+    path = state / "wall.json"
+    wall = json.loads(path.read_text()) if path.exists() else {}
+    wall[what] = wall.get(what, 0.0) + seconds
     path.write_text(json.dumps(wall))
 
 

@@ -145,6 +145,8 @@ def _walls(wall: dict[str, float]) -> dict[str, float]:
         out["network_s_until_stopped"] = round(wall["network_stopped"] - start, 1)
     if start is not None and "baseline_finished" in wall:
         out["to_baseline_done_s"] = round(wall["baseline_finished"] - start, 1)
+    if "network_running_s" in wall:  # the network's time up, summed over its parts
+        out["network_running_s"] = round(wall["network_running_s"], 1)
     return out
 
 

@@ -75,6 +75,9 @@ def register(subparsers: Any) -> None:
                    " dispute to an honest island, and standby jurors' re-audits prove the"
                    " cheat after its merge, which is rolled back (docs/devnet.md)")  # fmt: skip
     p.add_argument("--keep", action="store_true", help="keep the state directory at exit")
+    p.add_argument("--resume", action="store_true",
+                   help="go on with the run a stopped devnet left in --state-dir (its rounds"
+                        " and --rounds count from round 0); start one when there is none")  # fmt: skip
     p.add_argument(
         "--report", type=Path, help="write the report JSON here (default STATE_DIR/report.json)"
     )
@@ -122,6 +125,7 @@ def _run(args: argparse.Namespace) -> int:
         honeypot=args.honeypot,
         honest_rounds=args.honest_rounds,
         keep=args.keep,
+        resume=args.resume,
         report=args.report,
         exit_when_done=args.exit_when_done,
         timeout_s=args.timeout_s,

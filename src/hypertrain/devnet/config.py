@@ -89,6 +89,7 @@ class DevnetConfig:
     baseline: bool = True  # train data-parallel on the run's merged tokens beside it
     chaos_every_rounds: int = 0  # kill and restart a random role every N rounds (0: never)
     chaos_seed: int = 0  # which roles the chaos loop draws, in which order
+    resume: bool = False  # go on with the stopped run in state_dir (devnet.resume), if any
 
     def __post_init__(self) -> None:
         if not 1 <= self.rounds <= 1000:

@@ -1,4 +1,5 @@
-"""Every secret and identity of a devnet, generated fresh in its state directory.
+"""Every secret and identity of a devnet, generated fresh in its state directory (or
+read back from it when a stopped devnet resumes: :func:`load`).
 
 Bearer tokens (internal, admin, worker) and the coordinator seed are random and
 written with mode 600, as the service requires. Islands, the auditor and the
@@ -14,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypertrain.protocol.identity import Hotkey, write_key_file
+from hypertrain.protocol.identity import Hotkey, load_key_file, write_key_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,4 +96,34 @@ def generate(directory: Path, islands: int, jurors: int = 0) -> Secrets:
         witness=witness,
         metagraph=metagraph,
         jurors=tuple(_identity(directory, f"juror-{i + 1}") for i in range(jurors)),
+    )
+
+
+def load(directory: Path) -> Secrets:
+    """The secrets :func:`generate` wrote into ``directory``, read back (a resumed devnet
+    keeps every identity, so the service, relay and records still know them)."""
+
+    def ident(name: str) -> Identity:
+        path = directory / f"{name}.json"
+        return Identity(name, load_key_file(path), path)
+
+    def numbered(prefix: str) -> tuple[Identity, ...]:
+        count = len(list(directory.glob(f"{prefix}-*.json")))
+        return tuple(ident(f"{prefix}-{i + 1}") for i in range(count))
+
+    islands = numbered("island")
+    if not islands:
+        raise FileNotFoundError(f"no devnet secrets in {directory}")
+    return Secrets(
+        internal_token=directory / "internal.token",
+        admin_token=directory / "admin.token",
+        worker_token=directory / "worker.token",
+        coordinator_seed=directory / "coordinator.key",
+        coordinator=ident("coordinator"),
+        islands=islands,
+        auditor=ident("auditor"),
+        aggregator=ident("aggregator"),
+        witness=ident("witness"),
+        metagraph=directory / "metagraph.json",
+        jurors=numbered("juror"),
     )

@@ -93,6 +93,7 @@ class Beacon:
 def start_beacon(sup: Supervisor, directory: Path, period_s: int) -> Beacon:
     directory.mkdir(parents=True, exist_ok=True)
     ready, info = directory / "ready.json", directory / "info.json"
+    ready.unlink(missing_ok=True)  # a resumed devnet's beacon serves on a new port
     child = sup.start(
         "beacon",
         hypertrain_cmd(
@@ -145,8 +146,10 @@ def start_service(
 
 
 def start_relay(
-    sup: Supervisor, directory: Path, run_id: str, secrets: Secrets, beacon: Beacon
+    sup: Supervisor, directory: Path, run_id: str, secrets: Secrets, beacon: Beacon, port: int = 0
 ) -> str:
+    """The relay on ``port`` (0: any free one; a resumed devnet names the one its records
+    point at); its URL."""
     directory.mkdir(parents=True, exist_ok=True)
     allow = directory / "allow.json"
     members = [*secrets.islands, secrets.aggregator, secrets.auditor, *secrets.jurors,
@@ -160,6 +163,6 @@ def start_relay(
         *("--beacon-genesis-unix", str(beacon.genesis_unix)),
         *("--beacon-period-s", str(beacon.period_s)),
     ]
-    child, url = _start_server(sup, "relay", argv, listen(0))
+    child, url = _start_server(sup, "relay", argv, listen(port))
     wait_http(f"{url}/healthz", child)
     return url

@@ -9,40 +9,33 @@ run's removed at start). Ctrl-C stops every child and still writes what is known
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import random
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
-import torch
 from rich.console import Console
 from rich.live import Live
 
 from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundDetail
-from hypertrain.data.dataset import Dataset
-from hypertrain.data.descriptor import DESCRIPTOR_NAME
 from hypertrain.devnet import (
     chaos,
     evaluate,
     honeypots,
-    keys,
     lock,
-    network,
     prep,
+    procs,
     report,
+    resume,
     roles,
     rollbacks,
     utilisation,
     view,
 )
-from hypertrain.devnet.baseline import BaselineStore, BaselineThread
 from hypertrain.devnet.config import (
     HONEYPOT_STRATEGIES,
     PER_ISLAND_LAYOUTS_SUPPORTED,
@@ -50,135 +43,13 @@ from hypertrain.devnet.config import (
     DevnetConfig,
 )
 from hypertrain.devnet.errors import DevnetError
-from hypertrain.devnet.procs import Child, Supervisor, hypertrain_cmd
-from hypertrain.protocol.honeypots import HoneypotList
-from hypertrain.protocol.manifest import RunManifest
+from hypertrain.devnet.launch import Devnet, auth_headers, start
+from hypertrain.devnet.procs import Supervisor, hypertrain_cmd
+
+__all__ = ["Devnet", "run_devnet", "start"]
 
 log = logging.getLogger(__name__)
 SERVING = ("beacon", "service", "relay")
-
-
-@dataclass
-class Devnet:
-    cfg: DevnetConfig
-    console: Console
-    sup: Supervisor
-    state: Path
-    url: str = ""
-    relay: str = ""
-    secrets: keys.Secrets | None = None
-    manifest: RunManifest | None = None
-    strategy: str = ""
-    doc: dict[str, Any] | None = None
-    finished: set[int] = field(default_factory=set)  # rounds already reported
-    finished_at: dict[int, float] = field(default_factory=dict)  # when each was seen final
-    dataset: Path | None = None
-    honeypots: HoneypotList | None = None  # committed in the manifest, revealed at the end
-    baseline: BaselineThread | None = None  # data-parallel on the run's tokens, beside it
-    chaos: chaos.ChaosLoop | None = None  # --chaos-every: kills and restarts roles
-
-    def get(self, path: str) -> Any:
-        response = httpx.get(f"{self.url}{path}", timeout=10)
-        response.raise_for_status()
-        return response.json()
-
-
-def start(net: Devnet, dataset: Path) -> None:
-    cfg, sup, state = net.cfg, net.sup, net.state
-    net.secrets = sec = keys.generate(state / "secrets", cfg.islands, cfg.standby_jurors)
-    beacon = network.start_beacon(sup, state / "beacon", cfg.beacon_period_s)
-    net.url = network.start_service(sup, state / "service", cfg.port, sec, beacon)
-    net.relay = network.start_relay(sup, state / "relay", roles.RUN_ID, sec, beacon)
-    liar = sec.auditor.ss58 if cfg.rollback else ""
-    net.honeypots = honeypots.honeypot_list(
-        sec.islands[-1].ss58, net.strategy, liar, honest_rounds=cfg.honeypot_honest_rounds
-    )
-    doc = roles.manifest_doc(cfg, dataset, sec.coordinator.ss58)
-    doc = honeypots.committed(doc, net.honeypots, reveal_round=cfg.rounds - 1)
-    token = sec.token(sec.admin_token)
-    r = httpx.post(f"{net.url}/admin/v1/runs", json={"manifest": doc},
-                   headers=_auth(token), timeout=30)  # fmt: skip
-    if not r.is_success:
-        raise DevnetError(f"the service refused the run manifest: {r.text}")
-    net.manifest = RunManifest.model_validate(doc)
-    warm = start_warm_start(net, doc, dataset)
-    islands = state / "islands"
-    args = [roles.miner_args(m, net.url, net.relay, dataset, islands, sec.coordinator.ss58)
-            for m in sec.islands]  # fmt: skip
-    budgets = cfg.budgets  # one per island, the honeypot last
-    # The auditor first: it recomputes the admission challenges the joins wait for.
-    start_auditors(net, dataset)
-    sup.start("witness", roles.witness_cmd(sec, net.url, net.relay, state / "witness"))
-    joins = [
-        sup.start(f"join-{m.name}", roles.join_cmd(a, mb))
-        for m, a, mb in zip(sec.islands, args, budgets, strict=True)
-    ]
-    for join in joins:  # concurrently: each answers its admission challenge
-        if join.process.wait(timeout=300) != 0:
-            raise DevnetError(f"{join.name} failed:\n{join.tail()}")
-    honest = cfg.honeypot_honest_rounds
-    last = sec.islands[-1]  # the honeypot
-    trainers = [sup.start(m.name, roles.honeypot_cmd(a, net.strategy, honest) if m == last
-                          else roles.island_cmd(a))
-                for m, a in zip(sec.islands, args, strict=True)]  # fmt: skip
-    if cfg.rollback:  # the lied-about island disputes what its own replay refutes
-        sup.start(f"{sec.islands[0].name}-watch", roles.watch_cmd(args[0]))
-    # The aggregator opens round 0 at once, and the commit window starts then:
-    # start it only when every island is up and waiting for that round.
-    for child in trainers:
-        child.wait_for_line(roles.ISLAND_READY, timeout_s=300)
-    genesis = None if warm is None else finish_warm_start(net, warm)
-    sup.start(
-        "aggregator",
-        roles.aggregator_cmd(cfg, sec, net.url, net.relay, state / "aggregator", dataset, genesis),
-    )
-    if cfg.baseline:
-        net.baseline = start_baseline(net, dataset)
-
-
-def start_baseline(net: Devnet, dataset: Path) -> BaselineThread:
-    """Data-parallel training on each final round's merged tokens, in this process, on one
-    thread of torch (the islands keep the other core); it posts its curve to the
-    dashboard with the admin token."""
-    assert net.manifest is not None and net.secrets is not None
-    torch.set_num_threads(1)
-    data = Dataset(dataset / DESCRIPTOR_NAME, expected_sha256=net.manifest.data.descriptor_sha256)
-    store = BaselineStore(net.state / "baseline", net.manifest)
-    admin = net.secrets.token(net.secrets.admin_token)
-    thread = BaselineThread(net.url, net.manifest, data, store, admin_token=admin)
-    thread.start()
-    return thread
-
-
-def start_warm_start(net: Devnet, doc: dict[str, Any], dataset: Path) -> Child | None:
-    """The operator's warm start of round 0's model, beside the joins (None: the run has
-    no warm start)."""
-    if "warm_start" not in doc:
-        return None
-    path = net.state / "manifest.json"
-    path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
-    out = net.state / "genesis.model"
-    return net.sup.start("warm-start", roles.warm_start_cmd(path, dataset, out))
-
-
-def finish_warm_start(net: Devnet, warm: Child) -> Path:
-    """Wait for the warm start; round 0's model file."""
-    if warm.process.wait(timeout=600) != 0:
-        raise DevnetError(f"the warm start failed:\n{warm.tail()}")
-    return net.state / "genesis.model"
-
-
-def start_auditors(net: Devnet, dataset: Path) -> None:
-    """The auditor; in the rollback scenario the lying honeypot auditor and the standby
-    jurors instead (docs/devnet.md, "Rollbacks")."""
-    assert net.secrets is not None
-    sec, sup = net.secrets, net.sup
-    if not net.cfg.rollback:
-        sup.start("auditor", roles.auditor_cmd(sec, net.url, net.relay, dataset))
-        return
-    sup.start("auditor", roles.lying_auditor_cmd(net.cfg, sec, net.url, net.relay, dataset))
-    for juror in sec.jurors:
-        sup.start(juror.name, roles.juror_cmd(sec, juror, net.url, net.relay, dataset))
 
 
 def record_new_rounds(net: Devnet) -> None:
@@ -251,10 +122,6 @@ def dashboard_url(net: Devnet) -> str:
     return f"{net.url}/dashboard/?run={roles.RUN_ID}"
 
 
-def _auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}", "X-Platform-Challenge-Slug": "hypertrain"}
-
-
 def _finished(doc: dict[str, Any]) -> int:
     return sum(1 for r in doc["rounds"] if r["phase"] == "final")
 
@@ -269,7 +136,7 @@ def conclude(net: Devnet) -> dict[str, Any]:
         honeypots.reveal(net.url, roles.RUN_ID, admin, net.honeypots)
     token = net.secrets.token(net.secrets.internal_token)
     w = httpx.get(f"{net.url}/internal/v1/get_weights", params={"epoch": 1},
-                  headers=_auth(token), timeout=30)  # fmt: skip
+                  headers=auth_headers(token), timeout=30)  # fmt: skip
     weights = w.json() if w.is_success else {"error": w.text}
     net.doc = net.get(f"/v1/runs/{roles.RUN_ID}/dashboard")  # after the payout, as shown
     params = final_model(net)
@@ -350,7 +217,12 @@ def run_devnet(cfg: DevnetConfig, console: Console | None = None) -> int:
 def _run_locked(cfg: DevnetConfig, console: Console) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     state, path = cfg.state_dir / "state", cfg.report or cfg.state_dir / "report.json"
-    shutil.rmtree(state, ignore_errors=True)
+    session = resume.load(state) if cfg.resume else None
+    if session is None:
+        shutil.rmtree(state, ignore_errors=True)
+    else:
+        stale = procs.stop_stale(state / "logs")
+        console.print(f"resuming the run in {state} (stopped {stale} processes it left)")
     report.clear_reports(path)  # an earlier run's report never looks like this run's
     net = Devnet(cfg, console, Supervisor(state / "logs"), state)
     choices = ROLLBACK_STRATEGIES if cfg.rollback else HONEYPOT_STRATEGIES
@@ -362,7 +234,7 @@ def _run_locked(cfg: DevnetConfig, console: Console) -> int:
         corpus = cfg.corpus or prep.default_corpus()
         dataset = prep.prepared_dataset(cfg.cache_dir, corpus, cfg.vocab_size, cfg.seq_len)
         net.dataset = dataset
-        start(net, dataset)
+        start(net, dataset, session)
         console.print(f"dashboard: {dashboard_url(net)}")
         follow(net)
         result = conclude(net)

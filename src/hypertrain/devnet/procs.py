@@ -25,6 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from hypertrain.devnet.errors import DevnetError
 
@@ -89,6 +90,39 @@ class Child:
             return ""
 
 
+# Every child's pid, one line each as it starts: a devnet that was killed outright (no
+# chance to stop its children, which run in their own sessions) leaves them running, and
+# a devnet resuming on the same state directory stops them first (:func:`stop_stale`).
+PIDS_FILE: Final = "pids.txt"
+
+
+def stop_stale(log_dir: Path) -> int:
+    """SIGKILL the process group of every child an earlier devnet on ``log_dir`` started
+    that still runs a hypertrain command; how many were stopped."""
+    path = log_dir / PIDS_FILE
+    if not path.exists():
+        return 0
+    stopped = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        pid = int(line.split()[0])
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue  # gone (or no /proc to check: left alone)
+        if b"hypertrain" not in cmdline or not _group_alive(pid):
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+            stopped += 1
+    deadline = time.monotonic() + 10.0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        pid = int(line.split()[0])
+        while _group_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    path.unlink()
+    return stopped
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -135,7 +169,7 @@ class Supervisor:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **launch.env}
         with (self.log_dir / f"{name}.log").open("ab") as out:
-            return subprocess.Popen(
+            process = subprocess.Popen(
                 list(launch.argv),
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -144,6 +178,9 @@ class Supervisor:
                 start_new_session=True,
                 pass_fds=launch.pass_fds,
             )
+        with (self.log_dir / PIDS_FILE).open("a", encoding="utf-8") as pids:
+            pids.write(f"{process.pid} {name}\n")  # a devnet killed outright leaves them
+        return process
 
     def child(self, name: str) -> Child:
         """The child named ``name`` (its latest start)."""
