@@ -248,12 +248,14 @@ _OWNERS = {
 TABLE_OWNER = {table: owner for owner, names in _OWNERS.items() for table in names.split()}
 # An owner too large for one module is split by concern into parts; each part may name
 # its owner's tables (the rounds resource: the run's record, the roster, commits,
-# audits and verdicts, merge tapes and their corrections).
+# audit assignments, verdicts, merge tapes and their corrections, late panels).
 _PARTS = {
     "challenge/rounds/roster_storage.py": "challenge/rounds/storage.py",
     "challenge/rounds/commit_storage.py": "challenge/rounds/storage.py",
+    "challenge/rounds/audit_storage.py": "challenge/rounds/storage.py",
     "challenge/rounds/verdict_storage.py": "challenge/rounds/storage.py",
     "challenge/rounds/merge_storage.py": "challenge/rounds/storage.py",
+    "challenge/rounds/late_panel_storage.py": "challenge/rounds/storage.py",
 }
 # One fact that joins two resources is one query, named here with the foreign tables
 # it may name (and no other SQL of its module may). A verdict's standing (overturned by

@@ -18,6 +18,7 @@ import pytest
 from hypertrain.challenge import database
 from hypertrain.challenge.disputes import decisions
 from hypertrain.challenge.rounds import storage as rounds_storage
+from hypertrain.challenge.rounds import verdict_storage
 from hypertrain.dispute import game as g
 from hypertrain.dispute import resolution, store
 
@@ -92,7 +93,7 @@ def test_only_a_fault_verdict_gets_a_late_window(conn: sqlite3.Connection) -> No
     _verdict(conn, "v-match", 2, ISLAND, "match")
     _verdict(conn, "v-fault", 2, OTHER, "unverifiable")
     for hotkey in (ISLAND, OTHER):
-        record = rounds_storage.verdict_by(conn, RUN, 2, hotkey, AUDITOR)
+        record = verdict_storage.verdict_by(conn, RUN, 2, hotkey, AUDITOR)
         assert record is not None
         store.open_window(conn, record, 20, books_fault=False)
     assert [w.verdict_id for w in store.due_windows(conn, 21)] == ["v-fault"]

@@ -37,7 +37,15 @@ from hypertrain.challenge.dashboard.models import (
     TrafficPanel,
 )
 from hypertrain.challenge.dashboard.traffic import round_traffic
-from hypertrain.challenge.rounds import facts, storage, views
+from hypertrain.challenge.rounds import (
+    audit_storage,
+    commit_storage,
+    facts,
+    merge_storage,
+    storage,
+    verdict_storage,
+    views,
+)
 from hypertrain.challenge.state import ServiceState, loads
 from hypertrain.dispute import store as dispute_store
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
@@ -162,10 +170,10 @@ def audit_rows(state: ServiceState, run_id: str) -> list[AuditRow]:
     standing = {v.verdict_id: v for v in facts.standing_verdicts(state.conn, run_id)}
     faults = views.run_faults(state, run_id)
     out = []
-    for a in storage.audits(state.conn, run_id):
+    for a in audit_storage.audits(state.conn, run_id):
         verdicts = [
             _audit_verdict(v, standing[v.verdict_id].standing == "stands")
-            for v in storage.verdicts_on(state.conn, run_id, a.round, a.hotkey)
+            for v in verdict_storage.verdicts_on(state.conn, run_id, a.round, a.hotkey)
         ]
         disputes = [
             AuditDispute(status=g.outcome or g.stage, reason=f"dispute {g.dispute_id[:12]}")
@@ -187,7 +195,7 @@ def audit_rows(state: ServiceState, run_id: str) -> list[AuditRow]:
     return out
 
 
-def _audit_verdict(row: storage.VerdictRow, counts: bool) -> AuditVerdict:
+def _audit_verdict(row: verdict_storage.VerdictRow, counts: bool) -> AuditVerdict:
     body = Verdict.model_validate_json(row.body)
     return AuditVerdict(
         auditor=row.auditor,
@@ -200,7 +208,7 @@ def _audit_verdict(row: storage.VerdictRow, counts: bool) -> AuditVerdict:
 
 def merged_commits(
     state: ServiceState, run_id: str, rounds: list[DashRound]
-) -> list[storage.CommitTokens]:
+) -> list[commit_storage.CommitTokens]:
     """The commits a merge included: the tokens that went into the model. A rejected
     round's commits (its island caught, or left out of the merge) are not among them."""
     included = {}
@@ -208,7 +216,7 @@ def merged_commits(
         tape = facts.merge_tape(state.conn, run_id, r.round) if r.new_model_sha256 else None
         if tape is not None:
             included[r.round] = frozenset(tape.included)
-    commits = storage.commit_tokens(state.conn, run_id)
+    commits = commit_storage.commit_tokens(state.conn, run_id)
     return [c for c in commits if c.hotkey in included.get(c.round, frozenset())]
 
 
@@ -217,12 +225,12 @@ def _island_rows(
     run_id: str,
     rounds: list[DashRound],
     roster: list[RosterEntry],
-    merged: list[storage.CommitTokens],
+    merged: list[commit_storage.CommitTokens],
 ) -> list[IslandCard]:
     inner_steps = state.manifest(run_id).round.inner_steps
     current = rounds[-1].round if rounds else None
     compute = {r.round: r.compute_s for r in rounds}
-    commits = storage.commit_tokens(state.conn, run_id)
+    commits = commit_storage.commit_tokens(state.conn, run_id)
     total_tokens = sum(c.tokens for c in merged)
     genesis, period = chain_timing(state)
     out = []
@@ -233,7 +241,7 @@ def _island_rows(
         tokens = sum(c.tokens for c in kept)
         synced = [c.round for c in kept]
         done_now = any(c.round == current for c in mine)
-        synced_at = storage.last_sync(state.conn, run_id, entry.hotkey)
+        synced_at = merge_storage.last_sync(state.conn, run_id, entry.hotkey)
         hardware = panels.island_hardware(state, run_id, entry.hotkey)
         out.append(
             IslandCard(

@@ -33,7 +33,7 @@ from hypertrain.challenge.dashboard.models import (
 )
 from hypertrain.challenge.dashboard.models import TrafficTotal as TrafficTotalCard
 from hypertrain.challenge.disputes import games, honeypots
-from hypertrain.challenge.rounds import storage, views
+from hypertrain.challenge.rounds import audit_storage, roster_storage, views
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute import store as dispute_store
 from hypertrain.dispute.narrowing import NarrowStep, describe
@@ -74,7 +74,7 @@ class Hardware:
 
 def island_hardware(state: ServiceState, run_id: str, hotkey: str) -> Hardware:
     """Devices, the most common device model and the region, from the join request."""
-    text = storage.join_body(state.conn, run_id, hotkey)
+    text = roster_storage.join_body(state.conn, run_id, hotkey)
     if text is None:
         return Hardware([], None, None)
     body = JoinRequest.model_validate_json(text)
@@ -184,7 +184,7 @@ def _cheating(state: ServiceState, run_id: str) -> dict[str, _Cheating]:
             first = max(period.first_round, e.cheats_from_round or 0)
             if first > period.last_round:
                 continue
-            span = storage.island_span(state.conn, run_id, e.hotkey, first, period.last_round)
+            span = audit_storage.island_span(state.conn, run_id, e.hotkey, first, period.last_round)
             tally.rounds += span.rounds_run
             tally.caught += sum(
                 1

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 
 from hypertrain.api.models import RoundSummary
-from hypertrain.challenge.rounds import storage
+from hypertrain.challenge.rounds import audit_storage, commit_storage, merge_storage
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 from hypertrain.protocol.traffic import RoundBytes, TrafficRound, data_parallel_bytes
@@ -54,12 +54,12 @@ def state_bytes(manifest: RunManifest, params: int) -> int:
 
 
 def _committers(state: ServiceState, run_id: str, index: int) -> set[str]:
-    return set(storage.commit_order(state.conn, run_id, index))
+    return set(commit_storage.commit_order(state.conn, run_id, index))
 
 
 def _broadcast_bytes(state: ServiceState, run_id: str, index: int) -> int | None:
     """The size of round ``index``'s published broadcast (None: none published)."""
-    body = storage.merge_body(state.conn, run_id, index)
+    body = merge_storage.merge_body(state.conn, run_id, index)
     if body is None:
         return None
     size = json.loads(body).get("broadcast_bytes")
@@ -70,7 +70,7 @@ def _audits(state: ServiceState, run_id: str, index: int) -> tuple[int, bool]:
     """(uploaded checkpoints, any island audited in its probation) of one round: one
     checkpoint per audited segment but segment 0, whose start state auditors derive from
     the public start model."""
-    rows = storage.audit_load(state.conn, run_id, index)
+    rows = audit_storage.audit_load(state.conn, run_id, index)
     segments = sum(sum(1 for k in json.loads(text) if k > 0) for text, _ in rows)
     return segments, any(new for _, new in rows)
 
@@ -86,7 +86,7 @@ def round_traffic(
     receivers = len(held) if broadcast is not None else 0
     segments, probation = _audits(state, run_id, index)
     ours = RoundBytes(
-        commits=storage.commit_bytes(state.conn, run_id, index),
+        commits=commit_storage.commit_bytes(state.conn, run_id, index),
         updates=summary.update_bytes,
         broadcasts=receivers * (broadcast or 0),
         checkpoints=segments * state_bytes(manifest, params),

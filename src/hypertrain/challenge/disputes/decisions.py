@@ -19,6 +19,7 @@ from __future__ import annotations
 import sqlite3
 
 from hypertrain.challenge.rounds import storage as rounds_storage
+from hypertrain.challenge.rounds import verdict_storage
 from hypertrain.dispute import store
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.resolution import bars, bars_auditor
@@ -76,13 +77,13 @@ def _timely(conn: sqlite3.Connection, game: Game) -> frozenset[str] | None:
 
 def independent_verdicts(
     conn: sqlite3.Connection, game: Game
-) -> list[rounds_storage.VerdictRecord]:
+) -> list[verdict_storage.VerdictRecord]:
     """The other auditors' verdicts on the disputed assignment, in order of arrival."""
-    return rounds_storage.other_verdicts(conn, game.run_id, game.round, game.island, game.auditor)
+    return verdict_storage.other_verdicts(conn, game.run_id, game.round, game.island, game.auditor)
 
 
 def mark_faulty(conn: sqlite3.Connection, game: Game, now: int) -> None:
     """The evidence agrees the auditor was wrong: bar it, set its verdicts of rounds not
     final yet aside."""
-    unfinal = rounds_storage.unfinal_verdicts_by(conn, game.run_id, game.auditor)
+    unfinal = verdict_storage.unfinal_verdicts_by(conn, game.run_id, game.auditor)
     store.mark_faulty(conn, game, now, unfinal)

@@ -31,9 +31,10 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.rounds import jury, roles, settle
+from hypertrain.challenge.rounds import commit_storage, jury, roles, settle, verdict_storage
 from hypertrain.challenge.rounds import storage as rounds_storage
-from hypertrain.challenge.rounds.storage import RoundState, VerdictRecord
+from hypertrain.challenge.rounds.storage import RoundState
+from hypertrain.challenge.rounds.verdict_storage import VerdictRecord
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute import game as g
 from hypertrain.dispute import resolution, store
@@ -397,7 +398,7 @@ def listing(
 
 
 def _verdict(state: ServiceState, run_id: str, body: DisputeOpen) -> VerdictRecord:
-    row = rounds_storage.verdict_record(state.conn, run_id, body.round, body.verdict_id)
+    row = verdict_storage.verdict_record(state.conn, run_id, body.round, body.verdict_id)
     if row is None:
         raise NotFoundError(
             f"verdict {body.verdict_id[:16]} not found in round {body.round}",
@@ -407,7 +408,7 @@ def _verdict(state: ServiceState, run_id: str, body: DisputeOpen) -> VerdictReco
 
 
 def _check_leaves(state: ServiceState, run_id: str, body: DisputeOpen, hotkey: str) -> None:
-    commit = rounds_storage.commit_body(state.conn, run_id, body.round, hotkey)
+    commit = commit_storage.commit_body(state.conn, run_id, body.round, hotkey)
     assert commit is not None  # its verdict judged this commit
     root = bytes.fromhex(loads(commit)["checkpoint_root"])
     for index, leaf in ((body.segment, body.start), (body.segment + 1, body.end)):

@@ -28,7 +28,7 @@ from hypertrain.api.disputes import HoneypotPeriodPublic, HoneypotRevealAck, Hon
 from hypertrain.challenge.admission.leave import next_round
 from hypertrain.challenge.disputes import storage
 from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
-from hypertrain.challenge.rounds import facts
+from hypertrain.challenge.rounds import audit_storage, facts, verdict_storage
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.dispute import store
@@ -179,7 +179,7 @@ def _island(
     span: tuple[int, int],
     faults: dict[int, dict[str, str]],
 ) -> dict[str, int]:
-    record = rounds_storage.island_span(conn, run_id, hotkey, *span)
+    record = audit_storage.island_span(conn, run_id, hotkey, *span)
     games = store.outcomes_in_span(conn, run_id, "island", hotkey, span)
     return {
         "rounds_run": record.rounds_run,
@@ -195,7 +195,7 @@ def _auditor(
 ) -> dict[str, int]:
     games = store.outcomes_in_span(conn, run_id, "auditor", hotkey, span)
     return {
-        "verdicts": rounds_storage.verdicts_signed(conn, run_id, hotkey, *span),
+        "verdicts": verdict_storage.verdicts_signed(conn, run_id, hotkey, *span),
         "disputes_lost": games.overturned,
         "disputes_won": games.upheld,
     }

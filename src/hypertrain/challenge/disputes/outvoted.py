@@ -14,7 +14,7 @@ path. The caller holds the transaction.
 
 from __future__ import annotations
 
-from hypertrain.challenge.rounds import facts, jury
+from hypertrain.challenge.rounds import facts, jury, verdict_storage
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.rounds.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState
@@ -33,7 +33,7 @@ def bar_outvoted(state: ServiceState, run_id: str, index: int, hotkey: str, now:
             continue
         if bars(jury.jury(state, run_id, {hotkey, v.auditor}), _evidence(state, run_id, v, on)):
             outvoted = store.OutvotedVerdict(run_id, index, v.auditor, v.verdict_id)
-            unfinal = rounds_storage.unfinal_verdicts_by(conn, run_id, v.auditor)
+            unfinal = verdict_storage.unfinal_verdicts_by(conn, run_id, v.auditor)
             store.bar_outvoted(conn, outvoted, now, unfinal)
             barred += 1
     return barred

@@ -17,7 +17,13 @@ from __future__ import annotations
 import sqlite3
 
 from hypertrain.api.disputes import ReassignedAudit
-from hypertrain.challenge.rounds import facts, jury
+from hypertrain.challenge.rounds import (
+    audit_storage,
+    facts,
+    jury,
+    late_panel_storage,
+    verdict_storage,
+)
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, loads
 from hypertrain.dispute import store
@@ -44,7 +50,7 @@ def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
     ]
     missed = [
         _missed(a.round, a.hotkey, a.envelope)
-        for a in rounds_storage.unjudged_audits(state.conn, run_id, state.due_round())
+        for a in audit_storage.unjudged_audits(state.conn, run_id, state.due_round())
         if a.hotkey in facts.unjudged(state.conn, run_id, a.round)
     ]
     listed = set_aside + missed + _splits(state, run_id)
@@ -60,7 +66,7 @@ def _stood_in(
         return []
     return [
         _missed(a.round, a.hotkey, a.envelope)
-        for a in rounds_storage.audit_phase_audits(state.conn, run_id)
+        for a in audit_storage.audit_phase_audits(state.conn, run_id)
         if (a.round, a.hotkey) not in listed
         and a.hotkey in facts.unjudged(state.conn, run_id, a.round)
     ]
@@ -87,8 +93,8 @@ def _splits(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
                     if v.standing == "split"})  # fmt: skip
     for index, hotkey in split:
         row = rounds_storage.round_record(conn, run_id, index)
-        panel = rounds_storage.late_panel(conn, run_id, index, hotkey)
-        envelope = rounds_storage.assignment_envelope(conn, run_id, index, hotkey)
+        panel = late_panel_storage.late_panel(conn, run_id, index, hotkey)
+        envelope = audit_storage.assignment_envelope(conn, run_id, index, hotkey)
         if row is None or row.phase not in ("merge", "settle", "final") or envelope is None:
             continue
         if panel is None or now <= panel.close_round:
@@ -107,10 +113,10 @@ def _still_waiting(
     bisection game its auditor lost, until a majority of the game's jury re-audited it
     (the barring rule's evidence) or the auditor is barred.
     """
-    envelope = rounds_storage.assignment_envelope(conn, run_id, x.round, x.hotkey)
+    envelope = audit_storage.assignment_envelope(conn, run_id, x.round, x.hotkey)
     if envelope is None:
         return None
-    verdicts = rounds_storage.verdicts_on(conn, run_id, x.round, x.hotkey)
+    verdicts = verdict_storage.verdicts_on(conn, run_id, x.round, x.hotkey)
     counted = any(not store.is_reassigned(conn, v.verdict_id) for v in verdicts)
     return envelope if x.recompute or not counted or _gathering(conn, x, auditors) else None
 
@@ -128,7 +134,7 @@ def _gathering(conn: sqlite3.Connection, x: store.SetAside, auditors: frozenset[
     panel = set(game.jury) & auditors
     if not panel or store.is_faulty(conn, game.run_id, game.auditor):
         return False
-    judges = {v.auditor for v in rounds_storage.verdicts_on(conn, game.run_id, x.round, x.hotkey)}
+    judges = {v.auditor for v in verdict_storage.verdicts_on(conn, game.run_id, x.round, x.hotkey)}
     return len(judges & panel) < jury.quorum(len(panel))
 
 

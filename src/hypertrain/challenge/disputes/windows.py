@@ -10,9 +10,9 @@ was upheld, so a late verdict never faults before the island could contest it.
 
 from __future__ import annotations
 
-from hypertrain.challenge.rounds import facts, rollbacks
+from hypertrain.challenge.rounds import facts, rollbacks, verdict_storage
 from hypertrain.challenge.rounds import storage as rounds_storage
-from hypertrain.challenge.rounds.storage import VerdictRecord
+from hypertrain.challenge.rounds.verdict_storage import VerdictRecord
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute import store
 from hypertrain.protocol.sqlite import transaction
@@ -39,7 +39,7 @@ def open_late_window(
     state: ServiceState, run_id: str, index: int, hotkey: str, auditor: str, now: int
 ) -> None:
     """A fault verdict past its round's dispute window holds settlement for its own one."""
-    verdict = rounds_storage.verdict_by(state.conn, run_id, index, hotkey, auditor)
+    verdict = verdict_storage.verdict_by(state.conn, run_id, index, hotkey, auditor)
     round_ = rounds_storage.round_state(state.conn, run_id, index)
     if verdict is None or round_ is None:
         return

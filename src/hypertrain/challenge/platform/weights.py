@@ -26,7 +26,7 @@ from hypertrain.challenge.errors import NotFoundError, UnavailableError
 from hypertrain.challenge.platform import storage
 from hypertrain.challenge.platform.metagraph import Snapshot, departures
 from hypertrain.challenge.platform.storage import Departure
-from hypertrain.challenge.rounds import storage as rounds_storage
+from hypertrain.challenge.rounds import roster_storage
 from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.sqlite import transaction
@@ -118,7 +118,7 @@ def burn_departed(state: ServiceState, epoch: int, registered: frozenset[str]) -
     burned: dict[str, int] = {}
     by_run: dict[str, list[str]] = {}
     departed = storage.departed(state.conn)
-    earners = set(rounds_storage.islands(state.conn))
+    earners = set(roster_storage.islands(state.conn))
     earners |= set(competition_storage.submitters(state.conn))
     for run_id, hotkey in sorted(earners):
         if hotkey not in registered or hotkey in departed:

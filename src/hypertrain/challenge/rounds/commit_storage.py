@@ -2,7 +2,8 @@
 
 The intake decides whether a commit is accepted; this module stores it and reads the
 commits back as the typed rows the settlement rule takes
-(:class:`~hypertrain.challenge.rounds.rule.CommitRow`).
+(:class:`~hypertrain.challenge.rounds.rule.CommitRow`) and those the views, the
+dashboard and the clock read (tokens, envelopes, order of arrival, bytes).
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ class NewCommit:
     body: str
     envelope: str
     accepted_beacon_round: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommitTokens:
+    round: int
+    hotkey: str
+    tokens: int
+    train_loss: float | None
 
 
 def add_commit(conn: sqlite3.Connection, new: NewCommit) -> None:
@@ -102,3 +111,65 @@ def committers(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[s
         "SELECT hotkey FROM commits WHERE run_id = ? AND round = ?", (run_id, index)
     )
     return frozenset(r["hotkey"] for r in rows)
+
+
+def commit_tokens(conn: sqlite3.Connection, run_id: str) -> list[CommitTokens]:
+    """Every commit's round, island, tokens and self-reported loss, by round."""
+    rows = conn.execute(
+        "SELECT round, hotkey, tokens, train_loss FROM commits WHERE run_id = ? ORDER BY round",
+        (run_id,),
+    )
+    return [CommitTokens(r["round"], r["hotkey"], r["tokens"], r["train_loss"]) for r in rows]
+
+
+def commit_envelopes(conn: sqlite3.Connection, run_id: str, index: int) -> list[str]:
+    rows = conn.execute(
+        "SELECT envelope FROM commits WHERE run_id = ? AND round = ? ORDER BY hotkey",
+        (run_id, index),
+    )
+    return [r["envelope"] for r in rows]
+
+
+def commit_order(conn: sqlite3.Connection, run_id: str, index: int) -> list[str]:
+    """The committing hotkeys in the order the service accepted them."""
+    rows = conn.execute(
+        "SELECT hotkey FROM commits WHERE run_id = ? AND round = ? ORDER BY rowid",
+        (run_id, index),
+    )
+    return [r["hotkey"] for r in rows]
+
+
+def commit_bytes(conn: sqlite3.Connection, run_id: str, index: int) -> int:
+    """The bytes of a round's signed commits as stored."""
+    row = conn.execute(
+        "SELECT COALESCE(SUM(LENGTH(envelope)), 0) AS n FROM commits"
+        " WHERE run_id = ? AND round = ?",
+        (run_id, index),
+    ).fetchone()
+    return int(row["n"])
+
+
+def commit_progress(conn: sqlite3.Connection, run_id: str, index: int) -> tuple[int, int | None]:
+    """(commits accepted, beacon round of the last one) of a round."""
+    row = conn.execute(
+        "SELECT COUNT(*) AS n, MAX(accepted_beacon_round) AS last FROM commits"
+        " WHERE run_id = ? AND round = ?",
+        (run_id, index),
+    ).fetchone()
+    return int(row["n"]), None if row["last"] is None else int(row["last"])
+
+
+def has_commits(conn: sqlite3.Connection, run_id: str, index: int) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM commits WHERE run_id = ? AND round = ? LIMIT 1", (run_id, index)
+    ).fetchone()
+    return row is not None
+
+
+def commit_body(conn: sqlite3.Connection, run_id: str, index: int, hotkey: str) -> str | None:
+    """An island's commit body (JSON) of a round (None: it did not commit)."""
+    row = conn.execute(
+        "SELECT body FROM commits WHERE run_id = ? AND round = ? AND hotkey = ?",
+        (run_id, index, hotkey),
+    ).fetchone()
+    return None if row is None else str(row["body"])

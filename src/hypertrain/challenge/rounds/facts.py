@@ -21,11 +21,12 @@ from pydantic import ValidationError
 
 from hypertrain.challenge.errors import UnavailableError
 from hypertrain.challenge.rounds import (
+    audit_storage,
     commit_storage,
+    late_panel_storage,
     merge_storage,
     roster_storage,
     rule,
-    storage,
     verdict_storage,
 )
 from hypertrain.challenge.rounds.rule import (
@@ -75,7 +76,7 @@ def standing_verdicts(
     verdicts = verdict_storage.standing_verdicts(conn, run_id, index)
     panels = [
         rule.LatePanel(p.round, p.hotkey, p.opened_beacon_round, frozenset(p.jury))
-        for p in storage.late_panels(conn, run_id, index)
+        for p in late_panel_storage.late_panels(conn, run_id, index)
     ]
     return rule.standing(verdicts, panels)
 
@@ -87,7 +88,7 @@ def judged(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
 
 def unjudged(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
     """The round's assigned hotkeys still waiting for a judging verdict."""
-    assigned = verdict_storage.assigned(conn, run_id, index)
+    assigned = audit_storage.assigned(conn, run_id, index)
     return rule.unjudged(assigned, standing_verdicts(conn, run_id, index))
 
 
@@ -110,7 +111,7 @@ def parse_tape(body: str) -> MergeTape:
 
 
 def merge_tape(conn: sqlite3.Connection, run_id: str, index: int) -> MergeTape | None:
-    body = storage.merge_body(conn, run_id, index)
+    body = merge_storage.merge_body(conn, run_id, index)
     return None if body is None else parse_tape(body)
 
 
@@ -119,7 +120,7 @@ def earlier_audits(
 ) -> tuple[frozenset[str], dict[str, str]]:
     """Before round ``index``: the hotkeys whose audit is unproven (no judging verdict,
     or a fault that may still change), and those with a proven fault (with its reason)."""
-    assigned = verdict_storage.assigned_before(conn, run_id, index)
+    assigned = audit_storage.assigned_before(conn, run_id, index)
     verdicts = standing_verdicts(conn, run_id)
     return rule.earlier_unproven(index, assigned, verdicts), rule.earlier_faults(index, verdicts)
 
@@ -132,7 +133,7 @@ def probation_holds(conn: sqlite3.Connection, run_id: str, index: int) -> dict[s
     if not islands:
         return {}
     end = max(p.until for p in islands.values())
-    assigned = verdict_storage.assigned_before(conn, run_id, end)
+    assigned = audit_storage.assigned_before(conn, run_id, end)
     return rule.probation_holds(islands, assigned, standing_verdicts(conn, run_id))
 
 
@@ -140,7 +141,7 @@ def round_inputs(conn: sqlite3.Connection, run_id: str, index: int) -> RoundInpu
     """One round's commits, tape, standing verdicts, assignments, probation holds and the
     islands an earlier round's unproven audit holds."""
     commits = commit_storage.round_commits(conn, run_id, index)
-    assigned = frozenset(verdict_storage.assigned(conn, run_id, index))
+    assigned = frozenset(audit_storage.assigned(conn, run_id, index))
     probation = probation_holds(conn, run_id, index)
     earlier, proven = earlier_audits(conn, run_id, index)
     return RoundInputs(

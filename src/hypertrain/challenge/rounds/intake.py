@@ -31,6 +31,7 @@ from hypertrain.challenge.errors import (
     PhaseError,
 )
 from hypertrain.challenge.rounds import (
+    audit_storage,
     claims,
     commit_storage,
     merge_storage,
@@ -229,7 +230,7 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
         raise PhaseError(
             f"round {body.round} is not accepting verdicts (phase {row.phase}, beacon round {now})"
         )
-    segments = verdict_storage.audit_segments(state.conn, run_id, body.round, body.hotkey)
+    segments = audit_storage.audit_segments(state.conn, run_id, body.round, body.hotkey)
     if segments is None:
         raise NotFoundError(
             f"{body.hotkey} was not selected for audit in round {body.round}", code="no_assignment"

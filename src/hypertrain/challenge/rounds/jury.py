@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hypertrain.challenge.rounds import merge_storage, storage
+from hypertrain.challenge.rounds import merge_storage, roster_storage, verdict_storage
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute.store import is_faulty
 
@@ -41,7 +41,7 @@ def auditors(state: ServiceState, run_id: str) -> tuple[str, ...]:
     """The run's auditor keys (see the module docstring), sorted."""
     s, conn = state.settings, state.conn
     others = s.aggregator_hotkeys | s.evaluator_hotkeys | s.witness_hotkeys
-    others |= merge_storage.tape_signers(conn, run_id) | storage.roster_keys(conn, run_id)
+    others |= merge_storage.tape_signers(conn, run_id) | roster_storage.roster_keys(conn, run_id)
     return tuple(sorted(s.worker_hotkeys - others))
 
 
@@ -69,4 +69,4 @@ def quorum(size: int) -> int:
 
 def live(state: ServiceState, run_id: str, keys: Iterable[str], until: int) -> frozenset[str]:
     """Those of ``keys`` that signed a verdict of the run by beacon round ``until``."""
-    return frozenset(keys) & storage.verdict_signers(state.conn, run_id, until)
+    return frozenset(keys) & verdict_storage.verdict_signers(state.conn, run_id, until)

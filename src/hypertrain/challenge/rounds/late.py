@@ -19,7 +19,7 @@ jury is empty and the first verdict decides (only a referee could say more).
 from __future__ import annotations
 
 from hypertrain.challenge.errors import ForbiddenError
-from hypertrain.challenge.rounds import facts, jury, storage
+from hypertrain.challenge.rounds import facts, jury, late_panel_storage, verdict_storage
 from hypertrain.challenge.rounds.settle import late_verdict, release_later
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute import store
@@ -35,7 +35,7 @@ def accepts(state: ServiceState, run_id: str, index: int, hotkey: str, signer: s
         return True  # the dispute's quorum is gathered within its own bound
     if hotkey not in facts.undecided(conn, run_id, index):
         return False
-    panel = storage.late_panel(conn, run_id, index, hotkey)
+    panel = late_panel_storage.late_panel(conn, run_id, index, hotkey)
     if panel is None:
         return True
     if now > panel.close_round:
@@ -50,15 +50,15 @@ def accepts(state: ServiceState, run_id: str, index: int, hotkey: str, signer: s
 def admit(state: ServiceState, run_id: str, index: int, hotkey: str) -> None:
     """Open the assignment's late panel if none is open (inside the caller's transaction)."""
     conn, now = state.conn, state.due_round()
-    if storage.late_panel(conn, run_id, index, hotkey) is not None:
+    if late_panel_storage.late_panel(conn, run_id, index, hotkey) is not None:
         return
     aside = {x.auditor for x in store.set_aside_verdicts(conn, run_id) if x.round == index}
-    aside &= {v.auditor for v in storage.verdicts_on(conn, run_id, index, hotkey)}
+    aside &= {v.auditor for v in verdict_storage.verdicts_on(conn, run_id, index, hotkey)}
     window = state.manifest(run_id).round.audit_window_rounds
-    storage.open_late_panel(
+    late_panel_storage.open_late_panel(
         conn,
         run_id,
-        storage.LatePanelRow(
+        late_panel_storage.LatePanelRow(
             round=index,
             hotkey=hotkey,
             opened_beacon_round=now,
@@ -91,7 +91,9 @@ def decided(state: ServiceState, run_id: str, index: int, hotkey: str, final: bo
         now = state.due_round()
         deadline = now + state.manifest(run_id).round.dispute_window_rounds
         for received in sorted({v.received for v in faults}):
-            for verdict in storage.fault_verdicts_received(conn, run_id, index, hotkey, received):
+            for verdict in verdict_storage.fault_verdicts_received(
+                conn, run_id, index, hotkey, received
+            ):
                 store.open_window(conn, verdict, deadline, books_fault=True)
     if not faults:
         if final:  # the reward was held for this verdict

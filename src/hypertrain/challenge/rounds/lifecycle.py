@@ -33,7 +33,14 @@ from pydantic import JsonValue, ValidationError
 from hypertrain.challenge.disputes import games
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
 from hypertrain.challenge.ports import BeaconRound
-from hypertrain.challenge.rounds import chain, commit_storage, pace, storage
+from hypertrain.challenge.rounds import (
+    audit_storage,
+    chain,
+    commit_storage,
+    pace,
+    roster_storage,
+    storage,
+)
 from hypertrain.challenge.rounds.facts import faulted_before
 from hypertrain.challenge.rounds.selection import assignment_key, select_audits
 from hypertrain.challenge.rounds.settle import ready_to_settle, settle_round
@@ -137,7 +144,7 @@ def open_round(
 def _open_roster(state: ServiceState, run_id: str, manifest: RunManifest) -> dict[str, LayoutSpec]:
     """Registered islands that have not left, and the layouts they were admitted with."""
     out: dict[str, LayoutSpec] = {}
-    for hotkey, layout in storage.roster_layouts(state.conn, run_id):
+    for hotkey, layout in roster_storage.roster_layouts(state.conn, run_id):
         if state.metagraph.is_registered(hotkey):
             stored = json.loads(layout)
             out[hotkey] = LayoutSpec.model_validate(stored) if stored else manifest.round.layout
@@ -231,7 +238,7 @@ def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconR
     forced |= commit_storage.shared_commitments(state.conn, run_id, index)
     committed = {
         hotkey: index < until or hotkey in forced
-        for hotkey, until in storage.committed_probation(state.conn, run_id, index).items()
+        for hotkey, until in roster_storage.committed_probation(state.conn, run_id, index).items()
     }
     audits = select_audits(
         run_id=run_id,
@@ -254,7 +261,7 @@ def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconR
                 selection_beacon_round=selector.round,
             )
             envelope = state.sign(run_id, "audit-assignment", body)
-            storage.add_audit(
+            audit_storage.add_audit(
                 state.conn,
                 run_id,
                 index,
@@ -282,7 +289,7 @@ def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconR
 
 
 def _close_audit(state: ServiceState, run_id: str, index: int) -> None:
-    if storage.has_commits(state.conn, run_id, index):
+    if commit_storage.has_commits(state.conn, run_id, index):
         storage.set_phase(state.conn, run_id, index, "merge")
         return
     with transaction(state.conn):

@@ -180,3 +180,27 @@ def correction_arrivals(conn: sqlite3.Connection, run_id: str, index: int) -> li
         (run_id, index),
     )
     return [(int(r["received_beacon_round"]), str(r["body"])) for r in rows]
+
+
+def merge_envelope(conn: sqlite3.Connection, run_id: str, index: int) -> str | None:
+    row = conn.execute(
+        "SELECT envelope FROM merges WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    return None if row is None else str(row["envelope"])
+
+
+def merge_body(conn: sqlite3.Connection, run_id: str, index: int) -> str | None:
+    row = conn.execute(
+        "SELECT body FROM merges WHERE run_id = ? AND round = ?", (run_id, index)
+    ).fetchone()
+    return None if row is None else str(row["body"])
+
+
+def last_sync(conn: sqlite3.Connection, run_id: str, hotkey: str) -> int | None:
+    """Beacon round at which the last merge including this island's commit was accepted."""
+    row = conn.execute(
+        "SELECT MAX(m.received_beacon_round) AS b FROM merges m JOIN commits c"
+        " ON c.run_id = m.run_id AND c.round = m.round WHERE m.run_id = ? AND c.hotkey = ?",
+        (run_id, hotkey),
+    ).fetchone()
+    return None if row is None or row["b"] is None else int(row["b"])

@@ -26,7 +26,7 @@ may last, and the dispute deadline stays where selection fixed it.
 
 from __future__ import annotations
 
-from hypertrain.challenge.rounds import commit_storage, facts, jury, rule, storage
+from hypertrain.challenge.rounds import commit_storage, facts, jury, rule, storage, verdict_storage
 from hypertrain.challenge.state import ServiceState
 
 
@@ -39,7 +39,7 @@ def commit_close_round(state: ServiceState, row: storage.OpenRound, now: int) ->
     deadline = row.commit_deadline
     waiting = awaited(state, row)
     committed = commit_storage.committers(state.conn, row.run_id, row.round)
-    _, last = storage.commit_progress(state.conn, row.run_id, row.round)
+    _, last = commit_storage.commit_progress(state.conn, row.run_id, row.round)
     everyone = bool(waiting) and waiting <= committed
     if everyone and last is not None and last <= deadline and now > last:
         return last
@@ -83,7 +83,7 @@ def audits_done(state: ServiceState, run_id: str, index: int) -> bool:
     active = jury.active(state, run_id)
     if not active or facts.unjudged(state.conn, run_id, index):
         return False
-    judges = storage.judges_of(state.conn, run_id, index)
+    judges = verdict_storage.judges_of(state.conn, run_id, index)
     need = jury.quorum(len(active))
     agree = rule.agreeing(facts.standing_verdicts(state.conn, run_id, index), listed)
     return all(agree.get(h, 0) >= need for h in judges)

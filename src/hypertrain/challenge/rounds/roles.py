@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from hypertrain.challenge.errors import ForbiddenError
-from hypertrain.challenge.rounds import attestations, merge_storage, storage, verdict_storage
+from hypertrain.challenge.rounds import attestations, merge_storage, roster_storage, verdict_storage
 from hypertrain.challenge.state import ServiceState
 
 Act = Literal["verdict", "merge-tape", "witness", "island", "ruling"]
@@ -118,7 +118,7 @@ def held_roles(
         held.append("evaluator")
     if signer in named.referees:
         held.append("referee")
-    if storage.join_body(conn, run_id, signer) is not None:
+    if roster_storage.join_body(conn, run_id, signer) is not None:
         held.append("island")
     return tuple(held)
 

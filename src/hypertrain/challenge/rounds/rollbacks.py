@@ -65,7 +65,7 @@ def book_fault(
 
 
 def original_tape(conn: sqlite3.Connection, run_id: str, index: int) -> MergeTape | None:
-    body = storage.merge_body(conn, run_id, index)
+    body = merge_storage.merge_body(conn, run_id, index)
     return None if body is None else MergeTape.model_validate(loads(body))
 
 

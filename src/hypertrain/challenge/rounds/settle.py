@@ -43,7 +43,14 @@ import logging
 
 from hypertrain.challenge.disputes import reassigned
 from hypertrain.challenge.errors import PhaseError
-from hypertrain.challenge.rounds import facts, rollbacks, roster_storage, storage, witness
+from hypertrain.challenge.rounds import (
+    facts,
+    rollbacks,
+    roster_storage,
+    storage,
+    verdict_storage,
+    witness,
+)
 from hypertrain.challenge.rounds.rule import HOLDS, PENDING_AUDIT, PROBATION_HOLD, Outcome
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute.store import disputes_open, open_window
@@ -144,7 +151,9 @@ def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, resu
         deadline = now + state.manifest(run_id).round.dispute_window_rounds
         # each late fault verdict gets its own window; the service's tick books the
         # fault once it closed undisputed (or its dispute was upheld), never at arrival
-        for verdict in storage.fault_verdicts_received(state.conn, run_id, index, hotkey, now):
+        for verdict in verdict_storage.fault_verdicts_received(
+            state.conn, run_id, index, hotkey, now
+        ):
             open_window(state.conn, verdict, deadline, books_fault=True)
         return
     release_later(state, run_id, index, hotkey)

@@ -22,7 +22,17 @@ from hypertrain.api.models import (
     VerdictRecord,
 )
 from hypertrain.challenge.errors import NotFoundError
-from hypertrain.challenge.rounds import facts, rollbacks, storage, witness
+from hypertrain.challenge.rounds import (
+    audit_storage,
+    commit_storage,
+    facts,
+    merge_storage,
+    rollbacks,
+    roster_storage,
+    storage,
+    verdict_storage,
+    witness,
+)
 from hypertrain.challenge.rounds.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState
 from hypertrain.dispute import store as dispute_store
@@ -65,7 +75,7 @@ def run_faults(state: ServiceState, run_id: str) -> dict[int, dict[str, str]]:
 def _summaries(state: ServiceState, run_id: str) -> tuple[RoundSummary, ...]:
     faults = run_faults(state, run_id)
     verdicts = _verdict_counts(facts.standing_verdicts(state.conn, run_id))
-    losses = _train_losses(storage.commit_tokens(state.conn, run_id), faults)
+    losses = _train_losses(commit_storage.commit_tokens(state.conn, run_id), faults)
     disputes = dispute_store.games_per_round(state.conn, run_id)
     return tuple(
         RoundSummary(
@@ -111,7 +121,7 @@ def _verdict_counts(verdicts: list[StandingVerdict]) -> dict[int, VerdictCounts]
 
 
 def _train_losses(
-    commits: list[storage.CommitTokens], faults: dict[int, dict[str, str]]
+    commits: list[commit_storage.CommitTokens], faults: dict[int, dict[str, str]]
 ) -> dict[int, float]:
     """round -> token-weighted median of the self-reported losses of the commits the round
     did not fault: one island's claim (never checked by an audit) cannot move it unless
@@ -140,23 +150,23 @@ def round_detail(state: ServiceState, run_id: str, index: int) -> RoundDetail:
     if opened is None:
         raise NotFoundError(f"round {index} of {run_id} does not exist", code="unknown_round")
     summary = next(s for s in round_summaries(state, run_id) if s.round == index)
-    merge = storage.merge_envelope(state.conn, run_id, index)
+    merge = merge_storage.merge_envelope(state.conn, run_id, index)
     selector = storage.selection_beacon(state.conn, run_id, index)
     return RoundDetail(
         **summary.model_dump(exclude={"commits", "verdicts", "tape_sha256"}),
         open=Envelope.model_validate_json(opened),
         commits=[
             Envelope.model_validate_json(text)
-            for text in storage.commit_envelopes(state.conn, run_id, index)
+            for text in commit_storage.commit_envelopes(state.conn, run_id, index)
         ],
         assignments=assignments(state, run_id, index),
         verdicts=[
             VerdictRecord(verdict_id=verdict_id, envelope=Envelope.model_validate_json(text))
-            for verdict_id, text in storage.verdict_envelopes(state.conn, run_id, index)
+            for verdict_id, text in verdict_storage.verdict_envelopes(state.conn, run_id, index)
         ],
         merge=Envelope.model_validate_json(merge) if merge else None,
         corrections=rollbacks.corrections(state.conn, run_id, index),
-        commit_order=storage.commit_order(state.conn, run_id, index),
+        commit_order=commit_storage.commit_order(state.conn, run_id, index),
         selection_beacon=(
             SelectionBeacon(
                 round=selector.round, randomness=selector.randomness, signature=selector.signature
@@ -164,7 +174,7 @@ def round_detail(state: ServiceState, run_id: str, index: int) -> RoundDetail:
             if selector
             else None
         ),
-        probation=storage.probation_flags(state.conn, run_id, index),
+        probation=audit_storage.probation_flags(state.conn, run_id, index),
         witnesses=witness.view(state, run_id, index),
     )
 
@@ -173,14 +183,14 @@ def assignments(state: ServiceState, run_id: str, index: int) -> list[Envelope]:
     """The coordinator-signed audit assignments of a round."""
     return [
         Envelope.model_validate_json(text)
-        for text in storage.assignment_envelopes(state.conn, run_id, index)
+        for text in audit_storage.assignment_envelopes(state.conn, run_id, index)
     ]
 
 
 def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
     """Per island: admission, probation, commits, faults and ledger balances."""
     state.manifest(run_id)
-    rows = storage.roster(state.conn, run_id)
+    rows = roster_storage.roster(state.conn, run_id)
     balances = state.ledger.balances(run_id, [r.hotkey for r in rows])
     faults = facts.fault_counts(run_faults(state, run_id))
     snapshot = state.metagraph.snapshot

@@ -27,7 +27,7 @@ import hashlib
 
 from hypertrain.api.models import AttestationAnswer, AttestationRecord, TapeWitnessView
 from hypertrain.challenge.errors import ConflictError, PhaseError
-from hypertrain.challenge.rounds import attestations, roles, rollbacks, storage
+from hypertrain.challenge.rounds import attestations, merge_storage, roles, rollbacks
 from hypertrain.challenge.rounds.facts import RoundInputs
 from hypertrain.challenge.rounds.rule import Attestation, TapeVerdict, TapeWitnesses, tape_status
 from hypertrain.challenge.state import ServiceState
@@ -153,7 +153,7 @@ def view(state: ServiceState, run_id: str, index: int) -> TapeWitnessView | None
 
 def _tape_signers(state: ServiceState, run_id: str, index: int) -> frozenset[str]:
     """The keys that signed the round's merge tape and its corrections."""
-    merged = storage.merge_envelope(state.conn, run_id, index)
+    merged = merge_storage.merge_envelope(state.conn, run_id, index)
     signers = {Envelope.model_validate_json(merged).signer} if merged else set()
     signers.update(e.signer for e in rollbacks.corrections(state.conn, run_id, index))
     return frozenset(signers)
