@@ -213,8 +213,29 @@ def markdown(report: dict[str, Any]) -> str:
             f" {r['data_parallel_bytes']:,} | {r['ratio_words']}"
             f"{' (probation)' if r['probation'] else ''} | {r['audits']} | {r['faults']} |"
         )
+    lines += utilisation_table(report.get("utilisation") or {})
     lines += ["", f"children left after exit: {report['children_left']}", ""]
     return "\n".join(lines)
+
+
+def utilisation_table(util: dict[str, Any]) -> list[str]:
+    """Per island: rounds uploaded, compute and wall seconds over the whole run, the
+    waits by cause and what makes its figures partial (none without whole-run figures)."""
+    islands = util.get("islands") or {}
+    if not islands:
+        return []
+    lines = ["", "## Utilisation (whole run)", ""]
+    lines += ["| island | rounds | compute s | wall s | utilisation | waiting s | partial |"]
+    lines += ["|---|---:|---:|---:|---:|---|---|"]
+    for name, u in islands.items():
+        share = "—" if u["utilisation"] is None else f"{100 * u['utilisation']:.1f} %"
+        waits = ", ".join(f"{c} {s:.1f}" for c, s in u["waiting_s"].items()) or "—"
+        lines.append(
+            f"| {name}{'' if u['honest'] else ' (honeypot)'} | {u['rounds']} |"
+            f" {u['compute_s']:.1f} | {u['wall_s']:.1f} | {share} | {waits} |"
+            f" {'; '.join(u['notes']) or '—'} |"
+        )
+    return lines
 
 
 def write_report(report: dict[str, Any], json_path: Path) -> Path:

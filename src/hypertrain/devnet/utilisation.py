@@ -1,41 +1,114 @@
-"""Island compute utilisation: the share of a round's wall time an island spends computing.
+"""Island compute utilisation: the share of wall time an island spends computing, and
+what it waits for the rest of the time (docs/devnet.md).
 
-An island computes from its ``round_start`` event (start model fetched, samples
-loaded) to its ``uploaded`` event (H steps trained, update built and uploaded); the
-miner writes both as JSON lines with a Unix timestamp. A round lasts from its
-opening beacon round to the opening of the next one (for the last round: until the
-devnet saw it final). Utilisation is the mean compute time over islands divided by
-the round's wall time; the rest is waiting for commits, audits and the merge.
+An island computes from its ``round_start`` event to its ``uploaded`` event (JSON lines the
+miner writes with a Unix ``ts``). Per round (:func:`utilisation`): mean island compute over
+the round's wall time (open to next open; the last round: until seen final). Over the whole
+run (:func:`whole_run`): an island's wall time, first ``round_start`` to last ``uploaded``
+(or the run's end), cut into ``compute`` and waits by cause (:data:`CAUSES`) at the
+service's round records, the auditors' ``verdict`` events and the island's own events. A
+boundary not recorded joins its cause to the next (``audit+merge``), never a silent zero;
+service times are beacon rounds, so early by up to a period. Invariant: per island,
+compute plus every wait equals its wall time.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+import math
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+# in the order an island meets them between its upload and its next round_start
+CAUSES: Final = (
+    "deadline",  # until the commit phase closed (its deadline, or every island committed)
+    "beacon",  # until the beacon round that selects the audits was out
+    "audit",  # until the last verdict of the round (or the audit window's end)
+    "merge",  # until the service received the merge tape
+    "open",  # until the next round opened (the tape's witness, the aggregator)
+    "missed",  # whole rounds the island did not train in (skipped, crashed, restarted)
+    "notice",  # until the island saw the open round (its poll)
+    "prepare",  # round records verified, samples loaded
+    "download",  # the start model fetched (or rebuilt from the broadcast) and verified
+    "unfinished",  # training that reached no upload (a crash, a failed rank, the run's end)
+)
 
 
-def compute_seconds(lines: Iterable[str]) -> dict[int, float]:
-    """Seconds of compute per round from one miner's JSON event lines (others ignored)."""
-    starts: dict[int, float] = {}
-    out: dict[int, float] = {}
+@dataclass(frozen=True, slots=True)
+class RoundMarks:
+    """One island's events of one round it started (Unix seconds; None: not seen)."""
+
+    start: float  # the first round_start
+    compute_start: float  # the round_start the upload followed (later after a restart)
+    uploaded: float | None
+    seen: float | None
+    fetch: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RoundClock:
+    """When the service moved a round on (Unix seconds; None: not recorded)."""
+
+    opened: float
+    commits_closed: float | None
+    selected: float | None
+    audited: float | None
+    merged: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    round: int  # the round whose start (or upload) the segment follows
+    cause: str  # "compute", a cause of CAUSES, or causes joined by "+"
+    seconds: float
+
+
+def _events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The JSON event lines with an integer round and a numeric ts (others ignored)."""
     for line in lines:
-        if not line.startswith("{"):
-            continue
         try:
-            doc = json.loads(line)
+            doc = json.loads(line) if line.startswith("{") else None
         except ValueError:
             continue
         if not isinstance(doc, dict) or not isinstance(doc.get("round"), int):
             continue
-        ts = doc.get("ts")
-        if not isinstance(ts, int | float):
-            continue
-        if doc.get("event") == "round_start":
-            starts[doc["round"]] = float(ts)
-        elif doc.get("event") == "uploaded" and doc["round"] in starts:
-            out[doc["round"]] = float(ts) - starts[doc["round"]]
-    return out
+        if isinstance(doc.get("ts"), int | float):
+            yield doc
+
+
+def island_rounds(lines: Iterable[str]) -> dict[int, RoundMarks]:
+    """Per round the island started: its events, from one miner's JSON lines."""
+    marks: dict[int, dict[str, float]] = {}
+    for doc in _events(lines):
+        m, ts, event = marks.setdefault(doc["round"], {}), float(doc["ts"]), doc.get("event")
+        if event == "round_start":
+            m.setdefault("start", ts)
+            m["latest_start"] = ts
+        elif event == "uploaded" and "latest_start" in m:
+            m["compute_start"], m["uploaded"] = m["latest_start"], ts
+        elif event in ("round_seen", "start_model_fetch"):
+            m.setdefault(str(event), ts)
+    return {
+        index: RoundMarks(
+            start=m["start"],
+            compute_start=m.get("compute_start", m["latest_start"]),
+            uploaded=m.get("uploaded"),
+            seen=m.get("round_seen"),
+            fetch=m.get("start_model_fetch"),
+        )
+        for index, m in sorted(marks.items())
+        if "start" in m
+    }
+
+
+def compute_seconds(lines: Iterable[str]) -> dict[int, float]:
+    """Seconds of compute per round from one miner's JSON event lines (others ignored)."""
+    return {
+        index: m.uploaded - m.compute_start
+        for index, m in island_rounds(lines).items()
+        if m.uploaded is not None
+    }
 
 
 def round_walls(rounds: list[dict[str, Any]], finished_at: Mapping[int, float]) -> dict[int, float]:
@@ -75,4 +148,253 @@ def utilisation(
         "mean": round(compute_total / wall_total, 4) if wall_total else None,
         "compute_s": round(compute_total / len(per_round), 2) if per_round else None,
         "wall_s": round(wall_total / len(per_round), 2) if per_round else None,
+    }
+
+
+def _times(events: Iterable[dict[str, Any]], event: str, role: str = "") -> dict[int, list[float]]:
+    out: dict[int, list[float]] = {}
+    for doc in events:
+        if doc.get("event") == event and (not role or doc.get("role") == role):
+            out.setdefault(doc["round"], []).append(float(doc["ts"]))
+    return out
+
+
+def _closed(r: Mapping[str, Any], at: Callable[[int], float], last: float | None) -> float | None:
+    """When the commit phase closed: at the ``last`` commit when every awaited island had
+    committed (the selection is then the beacon round after it), else when the deadline
+    passed (the selecting beacon round is then due at once)."""
+    selection, deadline = r.get("selection_beacon_round"), r.get("commit_deadline_round")
+    if selection is None or deadline is None:
+        return None
+    if selection - 1 < deadline or (last is not None and last >= at(deadline)):
+        low = at(selection - 1)
+        return low if last is None else min(max(last, low), at(selection))
+    return at(selection)
+
+
+def _audit_end(
+    verdicts: Sequence[float], selected: float, window: float | None, merged: float | None
+) -> float | None:
+    """When the audit phase closed: at the last verdict before the window's end and the
+    merge's beacon round (a juror's late re-audit ended no wait), else at the window's end
+    if every verdict came after it (None: no verdict seen)."""
+    bound = min(math.inf if window is None else window, math.inf if merged is None else merged)
+    judged = [t for t in verdicts if selected <= t <= bound]
+    return max(judged) if judged else window if verdicts else None
+
+
+def round_clock(
+    r: Mapping[str, Any], period_s: float, last_commit: float | None, verdicts: Sequence[float]
+) -> RoundClock:
+    """One dashboard round's timeline; ``last_commit`` is the latest ``committed`` event of
+    the round (islands), ``verdicts`` the times of its auditors' ``verdict`` events."""
+    opened = float(r["started_unix"])
+
+    def at(beacon_round: int) -> float:
+        return opened + (beacon_round - int(r["open_beacon_round"])) * period_s
+
+    selection, close = r.get("selection_beacon_round"), r.get("audit_close_round")
+    selected = None if selection is None else at(selection)
+    compute, sync = r.get("compute_s"), r.get("sync_s")
+    merged = None if compute is None or sync is None else opened + compute + sync
+    audited = None
+    if selected is not None and r.get("audits") == 0:
+        audited = selected  # nothing to audit: the phase closes at selection
+    elif selected is not None:
+        late = None if merged is None else merged + period_s  # received within its beacon round
+        audited = _audit_end(verdicts, selected, None if close is None else at(close), late)
+    return RoundClock(opened, _closed(r, at, last_commit), selected, audited, merged)
+
+
+def service_clocks(
+    doc: Mapping[str, Any], island_lines: Mapping[str, Sequence[str]], other_lines: Iterable[str]
+) -> dict[int, RoundClock]:
+    """Every dashboard round's timeline, with the islands' last ``committed`` and the
+    auditors' last ``verdict`` event of each round."""
+    commits = _times(_events(x for lines in island_lines.values() for x in lines), "committed")
+    verdicts = _times(_events(other_lines), "verdict", "auditor")
+    period = float(doc.get("beacon", {}).get("period_s", 1))
+    out = {}
+    for r in doc["rounds"]:
+        last_commit = max(commits.get(r["round"], []), default=None)
+        out[r["round"]] = round_clock(r, period, last_commit, verdicts.get(r["round"], []))
+    return out
+
+
+def _fold(
+    index: int, cursor: float, end: float, marks: Sequence[tuple[str, float | None]]
+) -> list[Segment]:
+    """Cut [cursor, end] at each mark in turn (clamped, so the pieces add up to the whole);
+    a mark not recorded joins its cause to the next one's."""
+    out, pending = [], []
+    for cause, t in marks:
+        pending.append(cause)
+        if t is None:
+            continue
+        t = min(max(t, cursor), end)
+        out.append(Segment(index, "+".join(pending), t - cursor))
+        cursor, pending = t, []
+    if pending:
+        out.append(Segment(index, "+".join(pending), end - cursor))
+    return out
+
+
+def _service_waits(c: RoundClock | None, opened: float | None) -> list[tuple[str, float | None]]:
+    """The service's boundaries after an upload: each cause and when its wait ended."""
+    ends = (None,) * 4 if c is None else (c.commits_closed, c.selected, c.audited, c.merged)
+    return [*zip(CAUSES[:4], ends, strict=True), ("open", opened)]
+
+
+def _gap(
+    index: int, m: RoundMarks, after: tuple[int, RoundMarks] | None,
+    clocks: Mapping[int, RoundClock], run_end: float,
+) -> list[Segment]:  # fmt: skip
+    """Round ``index`` of one island, from its first round_start until its next round's
+    (``after``) first round_start, or until its upload or the run's end when last."""
+    out: list[Segment] = []
+    opened = clocks[index + 1].opened if index + 1 in clocks else None
+    if m.uploaded is not None:
+        if m.compute_start > m.start:
+            out.append(Segment(index, "unfinished", m.compute_start - m.start))
+        out.append(Segment(index, "compute", m.uploaded - m.compute_start))
+        if after is None:
+            return out
+        waits, cursor = _service_waits(clocks.get(index), opened), m.uploaded
+    else:
+        if after is None:
+            return [Segment(index, "unfinished", max(run_end, m.start) - m.start)]
+        waits, cursor = [("unfinished", opened)], m.start
+    nxt, n = after
+    if nxt > index + 1:
+        waits.append(("missed", clocks[nxt].opened if nxt in clocks else None))
+    waits += [("notice", n.seen), ("prepare", n.fetch), ("download", n.start)]
+    return out + _fold(index, cursor, n.start, waits)
+
+
+def island_segments(
+    marks: Mapping[int, RoundMarks], clocks: Mapping[int, RoundClock], run_end: float | None
+) -> list[Segment]:
+    """Every second of one island's wall time, as compute or a wait by cause."""
+    started = sorted(marks.items())
+    times = [t for m in marks.values() for t in (m.compute_start, m.uploaded) if t is not None]
+    end = run_end if run_end is not None else max(times, default=0.0)  # else its last mark
+    nexts: list[tuple[int, RoundMarks] | None] = [*started[1:], None]
+    return [s for (i, m), after in zip(started, nexts, strict=True)
+            for s in _gap(i, m, after, clocks, end)]  # fmt: skip
+
+
+def island_notes(marks: Mapping[int, RoundMarks], last_round: int | None) -> list[str]:
+    """What makes an island's figures partial, in words (empty: complete)."""
+    notes, indices = [], sorted(marks)
+    if not indices:
+        return ["no round started"]
+    for index in indices:
+        m = marks[index]
+        if m.uploaded is None:
+            notes.append(f"round {index}: started, no upload (crashed, or the run ended first)")
+        elif m.compute_start > m.start:
+            notes.append(f"round {index}: restarted, {m.compute_start - m.start:.1f} s lost")
+    top = max(indices[-1], -1 if last_round is None else last_round)
+    missed = [str(i) for i in range(indices[0], top + 1) if i not in marks]
+    return notes + (["rounds not started: " + ", ".join(missed)] if missed else [])
+
+
+def _add(pairs: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """Seconds summed by cause, in the order of :data:`CAUSES` (a joined cause by its first)."""
+    out: dict[str, float] = {}
+    for cause, seconds in pairs:
+        out[cause] = out.get(cause, 0.0) + seconds
+    order = {c: i for i, c in enumerate(CAUSES)}
+    return dict(sorted(out.items(), key=lambda kv: order.get(kv[0].split("+")[0], len(CAUSES))))
+
+
+def summary(islands: Sequence[Sequence[Segment]], from_round: int = 0) -> dict[str, Any]:
+    """Islands' segments of rounds ``>= from_round`` together: compute over wall
+    (``utilisation``), the mean of each island's own ratio, per-round means (over rounds
+    with an upload) and each wait's seconds and share of the wall time, by cause."""
+    kept = [[s for s in segments if s.round >= from_round] for segments in islands]
+    flat = [s for segments in kept for s in segments]
+    compute = sum(s.seconds for s in flat if s.cause == "compute")
+    wall = sum(s.seconds for s in flat)
+    rounds = sum(1 for s in flat if s.cause == "compute")
+    waiting = _add([(s.cause, s.seconds) for s in flat if s.cause != "compute"])
+    walls = [(sum(s.seconds for s in k if s.cause == "compute"), sum(s.seconds for s in k))
+             for k in kept]  # fmt: skip
+    ratios = [c / w for c, w in walls if w]
+    return {
+        "rounds": rounds,
+        "compute_s": round(compute, 3),
+        "wall_s": round(wall, 3),
+        "utilisation": round(compute / wall, 4) if wall else None,
+        "mean_utilisation": round(sum(ratios) / len(ratios), 4) if ratios else None,
+        "compute_s_per_round": round(compute / rounds, 2) if rounds else None,
+        "wall_s_per_round": round(wall / rounds, 2) if rounds else None,
+        "waiting_s": {c: round(v, 3) for c, v in waiting.items()},
+        "waiting_share": {c: round(v / wall, 4) for c, v in waiting.items()} if wall else {},
+    }
+
+
+def steady_from(audits: Iterable[Mapping[str, Any]], hotkeys: Collection[str]) -> tuple[int, str]:
+    """The first round after every one of ``hotkeys``' probation audits, and on what basis
+    (round 1 when no audit of theirs says whether it was a probation audit)."""
+    seen = [a for a in audits if a.get("hotkey") in hotkeys and "probation" in a]
+    if not seen:
+        return 1, "probation not visible"
+    last = max((int(a["round"]) for a in seen if a["probation"]), default=-1)
+    return last + 1, "after probation"
+
+
+def whole_run(
+    doc: Mapping[str, Any],
+    island_lines: Mapping[str, Sequence[str]],
+    other_lines: Iterable[str] = (),
+    *,
+    hotkeys: Mapping[str, str] | None = None,
+    honest: Collection[str] | None = None,
+    run_end: float | None = None,
+) -> dict[str, Any]:
+    """Whole-run utilisation and waits per island (by name), for the ``honest`` ones
+    (default: all) together (``run``), and from the first round after probation (``steady``).
+
+    ``doc``: the dashboard document (rounds, audits, beacon period); ``other_lines``: the
+    other roles' event lines (auditors' ``verdict`` events time the audits); ``hotkeys``:
+    island names to hotkeys (to find their probation audits)."""
+    marks = {name: island_rounds(lines) for name, lines in sorted(island_lines.items())}
+    clocks = service_clocks(doc, island_lines, other_lines)
+    honest = set(island_lines if honest is None else honest)
+    names = hotkeys or {}
+    first, basis = steady_from(doc.get("audits", []), {names[n] for n in honest if n in names})
+    last_round = max((r["round"] for r in doc["rounds"] if r["phase"] == "final"), default=None)
+    islands, counted = {}, []
+    for name, m in marks.items():
+        segs, notes = island_segments(m, clocks, run_end), island_notes(m, last_round)
+        islands[name] = {**summary([segs]), "honest": name in honest, "complete": not notes,
+                         "notes": notes, "steady": summary([segs], first)}  # fmt: skip
+        counted += [segs] if name in honest else []
+    return {
+        "islands": islands,
+        "run": {"islands": len(counted), **summary(counted)},
+        "steady": {"from_round": first, "basis": basis, "islands": len(counted),
+                   **summary(counted, first)},
+    }  # fmt: skip
+
+
+def run_utilisation(
+    doc: Mapping[str, Any],
+    finished_at: Mapping[int, float],
+    logs: Mapping[str, Sequence[str]],
+    *,
+    hotkeys: Mapping[str, str],
+    honest: Collection[str],
+) -> dict[str, Any]:
+    """The report's ``utilisation``: per round (:func:`utilisation`, every island) and the
+    whole run (:func:`whole_run`), from every child's log lines (by child name)."""
+    island_lines = {name: logs[name] for name in hotkeys if name in logs}
+    compute = {name: compute_seconds(lines) for name, lines in island_lines.items()}
+    walls = round_walls(list(doc["rounds"]), finished_at)
+    others = (line for name, lines in logs.items() if name not in hotkeys for line in lines)
+    end = max(finished_at.values(), default=None)
+    return {
+        **utilisation(walls, compute),
+        **whole_run(doc, island_lines, others, hotkeys=hotkeys, honest=honest, run_end=end),
     }

@@ -158,6 +158,39 @@ def baseline_words(baseline: dict[str, Any] | None) -> str:
     )
 
 
+def _pct(share: float) -> str:
+    return f"{100 * share:.0f} %" if share >= 0.1 else f"{100 * share:.1f} %"
+
+
+def utilisation_words(u: dict[str, Any]) -> str:
+    """``17 % of wall time (compute 13.1 s of 79.5 s per round); waiting: deadline 9 %,
+    …`` for a :func:`hypertrain.devnet.utilisation.summary` (every cause it timed)."""
+    waits = ", ".join(f"{cause} {_pct(share)}" for cause, share in u["waiting_share"].items())
+    return (
+        f"{_pct(u['utilisation'])} of wall time (compute {u['compute_s_per_round']:.1f} s"
+        f" of {u['wall_s_per_round']:.1f} s per round); waiting: {waits or 'none'}"
+    )
+
+
+def utilisation_rows(util: dict[str, Any]) -> list[tuple[str, str]]:
+    """The whole run's utilisation of the honest islands, after probation, and what makes
+    an island's figures partial (rows only for what the report holds)."""
+    run, steady = util.get("run") or {}, util.get("steady") or {}
+    rows = []
+    if run.get("utilisation") is not None:
+        label = f"island utilisation, whole run ({run['islands']} honest islands)"
+        rows.append((label, utilisation_words(run)))
+    # each island's last round ends at its upload (no wait after it): a figure needs at
+    # least one whole round, upload to next round_start, or it reads near 100 %
+    if steady.get("utilisation") is not None and steady["rounds"] > steady["islands"]:
+        label = f"island utilisation, rounds >= {steady['from_round']} ({steady['basis']})"
+        rows.append((label, utilisation_words(steady)))
+    for name, island in (util.get("islands") or {}).items():
+        if island.get("notes"):
+            rows.append((f"utilisation of {name}: partial", "; ".join(island["notes"])))
+    return rows
+
+
 def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     rounds = report["rounds"]
     first = rounds[0]["heldout_loss"] if rounds else None
@@ -201,6 +234,7 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
             )
         )
     util = report.get("utilisation") or {}
+    rows[2:2] = utilisation_rows(util)
     if util.get("mean") is not None:
         rows.insert(
             2,

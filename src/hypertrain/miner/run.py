@@ -150,6 +150,7 @@ def run_round(
     cfg.require("relay_url", "dataset_dir")
     if wait_s > 0:
         _wait_for_round(ctx, index, reporter, wait_s)
+    reporter.event("round_seen", round=index)  # the wait for this round ends here
     records, detail = round_records(ctx, index)
     record: RoundOpen = records[-1]
     if key.ss58_address not in record.roster:

@@ -88,6 +88,7 @@ def fetch_start_model(
 ) -> dict[str, Tensor]:
     """The verified start model of round ``records[-1]``, kept for the next rebuild."""
     record = records[-1]
+    reporter.event("start_model_fetch", round=record.round)  # the download starts
     try:
         got = rebuilt_start(ctx, relay, records)
     except BroadcastError as exc:
