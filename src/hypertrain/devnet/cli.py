@@ -76,8 +76,8 @@ def register(subparsers: Any) -> None:
                    " cheat after its merge, which is rolled back (docs/devnet.md)")  # fmt: skip
     p.add_argument("--keep", action="store_true", help="keep the state directory at exit")
     p.add_argument("--resume", action="store_true",
-                   help="go on with the run a stopped devnet left in --state-dir (its rounds"
-                        " and --rounds count from round 0); start one when there is none")  # fmt: skip
+                   help="go on with the run a stopped devnet left in --state-dir (--rounds"
+                   " counts from round 0); start one when there is none")  # fmt: skip
     p.add_argument(
         "--report", type=Path, help="write the report JSON here (default STATE_DIR/report.json)"
     )

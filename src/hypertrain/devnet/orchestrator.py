@@ -192,16 +192,15 @@ def conclude(net: Devnet) -> dict[str, Any]:
 
 
 def island_utilisation(net: Devnet) -> dict[str, Any]:
-    """Compute time over round wall time, from the islands' own event lines."""
+    """Compute over wall time per round and over the whole run, with the waits by cause,
+    from every child's event lines and the service's round records."""
     assert net.secrets is not None and net.doc is not None
-    names = {m.name for m in net.secrets.islands}
-    compute = {
-        c.name: utilisation.compute_seconds(c.tail(1 << 26).splitlines())
-        for c in net.sup.children
-        if c.name in names
-    }
-    walls = utilisation.round_walls(net.doc["rounds"], net.finished_at)
-    return utilisation.utilisation(walls, compute)
+    logs = {c.name: c.tail(1 << 26).splitlines() for c in net.sup.children}
+    hotkeys = {m.name: m.ss58 for m in net.secrets.islands}
+    honest = set(hotkeys) - {net.secrets.islands[-1].name}  # the last island: the honeypot
+    return utilisation.run_utilisation(
+        net.doc, net.finished_at, logs, hotkeys=hotkeys, honest=honest
+    )
 
 
 def run_devnet(cfg: DevnetConfig, console: Console | None = None) -> int:
