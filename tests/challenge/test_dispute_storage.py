@@ -1,11 +1,11 @@
 """The dispute tables' rule over the service's typed rows, on a real migrated database.
 
-The dispute store sits below the service and reads none of its tables: the service
-passes it the verdicts it needs (``rounds.storage``), and ``disputes.decisions`` says
-what a stored game implies. These hold that split to the rule: a faulty auditor's
-verdicts of rounds not final are set aside (never the disputed one, never a final
-round's), a ``recompute`` game keeps its verdict aside until it is upheld, and only a
-fault verdict gets a late dispute window.
+The dispute storage (``disputes.game_storage`` and its parts) reads none of the rounds
+tables: the service passes it the verdicts it needs (``rounds.verdict_storage``), and
+``disputes.decisions`` says what a stored game implies. These hold that split to the
+rule: a faulty auditor's verdicts of rounds not final are set aside (never the disputed
+one, never a final round's), a ``recompute`` game keeps its verdict aside until it is
+upheld, and only a fault verdict gets a late dispute window.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from hypertrain.challenge import database
-from hypertrain.challenge.disputes import decisions
+from hypertrain.challenge.disputes import decisions, game_storage, reaudit_storage, window_storage
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.rounds import verdict_storage
 from hypertrain.dispute import game as g
-from hypertrain.dispute import resolution, store
+from hypertrain.dispute import resolution
 
 RUN = "run-1"
 AUDITOR, ISLAND, OTHER = "auditor-a", "island-i", "island-j"
@@ -53,12 +53,12 @@ def _recompute_game(conn: sqlite3.Connection, verdict_id: str) -> g.Game:
         dispute_id="d-1", run_id=RUN, round=0, segment=0, island=ISLAND, auditor=AUDITOR,
         check="start", rules=g.Rules(), now=4,
     )  # fmt: skip
-    store.insert_game(conn, game, verdict_id, 0, 4)
+    game_storage.insert_game(conn, game, verdict_id, 0, 4)
     return game
 
 
 def _aside(conn: sqlite3.Connection) -> set[str]:
-    return {x.verdict_id for x in store.set_aside_verdicts(conn, RUN)}
+    return {x.verdict_id for x in reaudit_storage.set_aside_verdicts(conn, RUN)}
 
 
 def test_a_faulty_auditors_unfinal_verdicts_are_set_aside_but_not_the_disputed_one(
@@ -70,7 +70,7 @@ def test_a_faulty_auditors_unfinal_verdicts_are_set_aside_but_not_the_disputed_o
     _verdict(conn, "v-later-round", 2, OTHER, "mismatch")
     game = _recompute_game(conn, "v-disputed")
     decisions.mark_faulty(conn, game, 5)
-    assert store.is_faulty(conn, RUN, AUDITOR)
+    assert reaudit_storage.is_faulty(conn, RUN, AUDITOR)
     assert _aside(conn) == {"v-same-round", "v-later-round"}
 
 
@@ -80,13 +80,13 @@ def test_a_recompute_game_keeps_its_verdict_aside_until_it_is_upheld(
     _verdict(conn, "v-disputed", 0, ISLAND, "mismatch")
     game = _recompute_game(conn, "v-disputed")
     decisions.save(conn, game, 4)
-    assert [(x.verdict_id, x.recompute) for x in store.set_aside_verdicts(conn, RUN)] == [
+    assert [(x.verdict_id, x.recompute) for x in reaudit_storage.set_aside_verdicts(conn, RUN)] == [
         ("v-disputed", True)
     ]
     upheld = game.model_copy(update={"stage": "decided", "outcome": "upheld"})
     decisions.save(conn, upheld, 6)
     assert _aside(conn) == set()
-    assert not store.is_faulty(conn, RUN, AUDITOR)
+    assert not reaudit_storage.is_faulty(conn, RUN, AUDITOR)
 
 
 def test_only_a_fault_verdict_gets_a_late_window(conn: sqlite3.Connection) -> None:
@@ -95,6 +95,6 @@ def test_only_a_fault_verdict_gets_a_late_window(conn: sqlite3.Connection) -> No
     for hotkey in (ISLAND, OTHER):
         record = verdict_storage.verdict_by(conn, RUN, 2, hotkey, AUDITOR)
         assert record is not None
-        store.open_window(conn, record, 20, books_fault=False)
-    assert [w.verdict_id for w in store.due_windows(conn, 21)] == ["v-fault"]
-    assert store.disputes_open(conn, RUN, 2)
+        window_storage.open_window(conn, record, 20, books_fault=False)
+    assert [w.verdict_id for w in window_storage.due_windows(conn, 21)] == ["v-fault"]
+    assert game_storage.disputes_open(conn, RUN, 2)

@@ -1,25 +1,14 @@
 """Storage of each run's published baseline curve (``run_baselines``): one row per run,
 replaced whole by the operator's next publication. Informational: no other table reads
-it, and nothing that feeds a hash, a verdict or a reward does. The caller holds the
-transaction."""
+it, and nothing that feeds a hash, a verdict or a reward does. The table is created by
+schema version 16 (:mod:`hypertrain.challenge.migrations.v16_run_baselines`). The caller
+holds the transaction."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from dataclasses import dataclass
-from typing import Final
-
-# The table, created by the service database's migration to version 16.
-SCHEMA: Final = """
-CREATE TABLE run_baselines (
-    run_id TEXT PRIMARY KEY REFERENCES runs(run_id),
-    label TEXT NOT NULL,
-    heldout_loss TEXT NOT NULL,
-    updated_beacon_round INTEGER NOT NULL
-)
-"""
-
 
 @dataclass(frozen=True, slots=True)
 class BaselineRow:

@@ -37,6 +37,7 @@ from hypertrain.challenge.dashboard.models import (
     TrafficPanel,
 )
 from hypertrain.challenge.dashboard.traffic import round_traffic
+from hypertrain.challenge.disputes import game_storage
 from hypertrain.challenge.rounds import (
     audit_storage,
     commit_storage,
@@ -47,7 +48,6 @@ from hypertrain.challenge.rounds import (
     views,
 )
 from hypertrain.challenge.state import ServiceState, loads
-from hypertrain.dispute import store as dispute_store
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 from hypertrain.protocol.messages import Verdict
 from hypertrain.protocol.traffic import TrafficRound, ratio, ratio_words, summarize
@@ -177,7 +177,7 @@ def audit_rows(state: ServiceState, run_id: str) -> list[AuditRow]:
         ]
         disputes = [
             AuditDispute(status=g.outcome or g.stage, reason=f"dispute {g.dispute_id[:12]}")
-            for g in dispute_store.games_on(state.conn, run_id, a.round, a.hotkey)
+            for g in game_storage.games_on(state.conn, run_id, a.round, a.hotkey)
         ]
         out.append(
             AuditRow(

@@ -32,10 +32,9 @@ from hypertrain.challenge.dashboard.models import (
     TrafficPanel,
 )
 from hypertrain.challenge.dashboard.models import TrafficTotal as TrafficTotalCard
-from hypertrain.challenge.disputes import games, honeypots
+from hypertrain.challenge.disputes import game_storage, games, honeypots
 from hypertrain.challenge.rounds import audit_storage, roster_storage, views
 from hypertrain.challenge.state import ServiceState
-from hypertrain.dispute import store as dispute_store
 from hypertrain.dispute.narrowing import NarrowStep, describe
 from hypertrain.protocol.messages import JoinRequest
 from hypertrain.protocol.traffic import FORMULA, TrafficSummary, TrafficTotal
@@ -235,7 +234,7 @@ def dispute_rows(state: ServiceState, run_id: str) -> list[DisputePanelRow]:
                 step=game.step,
                 section=None if game.section is None else game.sections[game.section],
                 op=game.op.op if game.op else None,
-                referee=dispute_store.ruling_signer(state.conn, view.dispute_id),
+                referee=game_storage.ruling_signer(state.conn, view.dispute_id),
                 outcome=game.outcome,
                 reason=game.reason,
                 opened_beacon_round=view.opened_beacon_round,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import sqlite3
 
+from hypertrain.challenge.disputes import game_storage
 from hypertrain.challenge.errors import ForbiddenError
 from hypertrain.challenge.ports import LedgerPort
-from hypertrain.dispute import store
 
 
 def dispute_bond(
@@ -42,8 +42,8 @@ def dispute_bond(
 
 def under_bonded(conn: sqlite3.Connection, run_id: str, hotkey: str, bond: int) -> str | None:
     """The island's dispute of the run that locked less than ``bond``, if any."""
-    for dispute_id in store.list_ids(conn, run_id, hotkey=hotkey):
-        view = store.load_view(conn, dispute_id)
+    for dispute_id in game_storage.list_ids(conn, run_id, hotkey=hotkey):
+        view = game_storage.load_view(conn, dispute_id)
         if view is not None and view.bond < bond:
             return dispute_id
     return None

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import sqlite3
 
+from hypertrain.challenge.disputes import game_storage, reaudit_storage
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.rounds import verdict_storage
-from hypertrain.dispute import store
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.resolution import bars, bars_auditor
 from hypertrain.protocol.deadlines import upload_deadline
@@ -34,14 +34,14 @@ def save(
     referees: frozenset[str] = frozenset(),
 ) -> None:
     """Store a game's new state and what it implies (see the module's rule)."""
-    store.save_game(conn, game, now, nbytes)
-    verdict_id = store.disputed_verdict(conn, game.dispute_id)
+    game_storage.save_game(conn, game, now, nbytes)
+    verdict_id = game_storage.disputed_verdict(conn, game.dispute_id)
     if game.stage == "recompute":  # waiting for the re-audit: the verdict does not count
-        store.set_aside(conn, game, verdict_id, now)
+        reaudit_storage.set_aside(conn, game, verdict_id, now)
     if game.outcome == "overturned" and game.check == "segment":
-        store.set_aside(conn, game, verdict_id, now)
+        reaudit_storage.set_aside(conn, game, verdict_id, now)
     if game.outcome == "upheld":  # a verdict set aside for a re-audit counts again
-        store.restore(conn, game, verdict_id)
+        reaudit_storage.restore(conn, game, verdict_id)
     reconsider(conn, game, now, referees)
 
 
@@ -86,4 +86,4 @@ def mark_faulty(conn: sqlite3.Connection, game: Game, now: int) -> None:
     """The evidence agrees the auditor was wrong: bar it, set its verdicts of rounds not
     final yet aside."""
     unfinal = verdict_storage.unfinal_verdicts_by(conn, game.run_id, game.auditor)
-    store.mark_faulty(conn, game, now, unfinal)
+    reaudit_storage.mark_faulty(conn, game, now, unfinal)

@@ -22,7 +22,7 @@ import hashlib
 import logging
 import sqlite3
 
-from hypertrain.challenge.disputes import bonds, decisions, windows
+from hypertrain.challenge.disputes import bonds, decisions, game_storage, reaudit_storage, windows
 from hypertrain.challenge.errors import (
     BondMissingError,
     ChallengeError,
@@ -37,7 +37,7 @@ from hypertrain.challenge.rounds.storage import RoundState
 from hypertrain.challenge.rounds.verdict_storage import VerdictRecord
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.dispute import game as g
-from hypertrain.dispute import resolution, store
+from hypertrain.dispute import resolution
 from hypertrain.dispute.admissible import disputed_check
 from hypertrain.dispute.errors import (
     DecidedError,
@@ -49,6 +49,7 @@ from hypertrain.dispute.errors import (
 )
 from hypertrain.dispute.messages import DisputeAnswer, DisputeOpen, DisputeRuling, LeafProof
 from hypertrain.dispute.narrowing import describe
+from hypertrain.dispute.view import DisputeView
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.errors import MerkleError
 from hypertrain.protocol.manifest import DisputeSpec
@@ -77,13 +78,13 @@ def refusal(exc: DisputeError) -> ChallengeError:
     return ChallengeError(str(exc), code=exc.code)
 
 
-def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
+def open_dispute(state: ServiceState, env: Envelope) -> DisputeView:
     verified, body = state.open_signed(env, "dispute-open", DisputeOpen, registered=True)
     run_id, hotkey, now = env.run_id, verified.signer, state.due_round()
     verdict = _verdict(state, run_id, body)
     if verdict.hotkey != hotkey:
         raise ForbiddenError("only the judged island may dispute a verdict", code="not_judged")
-    if store.is_reassigned(state.conn, body.verdict_id):
+    if reaudit_storage.is_reassigned(state.conn, body.verdict_id):
         raise ChallengeError(
             "this verdict no longer counts (another auditor re-judges it)", code="reassigned"
         )
@@ -91,7 +92,7 @@ def open_dispute(state: ServiceState, env: Envelope) -> store.DisputeView:
     check = _contested_check(verdict, body, manifest.round.num_segments)
     row = _open_window(state, run_id, body, verdict, now)
     _check_leaves(state, run_id, body, hotkey)
-    if store.is_disputed(state.conn, body.verdict_id):
+    if game_storage.is_disputed(state.conn, body.verdict_id):
         raise ConflictError("this verdict is already disputed", code="duplicate")
     bond = bonds.dispute_bond(state.conn, state.ledger, run_id, hotkey, manifest.dispute.bond)
     game = _new_game(state, env, body, verdict.auditor, check, row.open_envelope, now)
@@ -199,11 +200,13 @@ def _store_open(
     try:
         with transaction(state.conn):
             state.burn(env)
-            store.insert_game(state.conn, game, verdict_id, bond, now)
+            game_storage.insert_game(state.conn, game, verdict_id, bond, now)
             decisions.save(state.conn, game, now, len(env.to_bytes()))
-            store.record_message(state.conn, game.dispute_id, "open", game.island, _text(env), now)
+            game_storage.record_message(
+                state.conn, game.dispute_id, "open", game.island, _text(env), now
+            )
             if game.stage == "recompute":  # the verdict waits for a quorum of re-audits
-                store.set_aside(state.conn, game, verdict_id, now)
+                reaudit_storage.set_aside(state.conn, game, verdict_id, now)
                 _reaudits_known(state, game, now)
             if bond > 0:  # its own ledger entry; a refusal undoes the open
                 state.ledger.lock_bond(
@@ -238,7 +241,7 @@ def on_verdict(
     """
     now, changed = state.due_round(), 0
     windows.open_late_window(state, run_id, index, hotkey, auditor, now)
-    for game in store.games_on(state.conn, run_id, index, hotkey):
+    for game in game_storage.games_on(state.conn, run_id, index, hotkey):
         if auditor == game.auditor:
             continue
         referees = _referees(state, game)
@@ -256,7 +259,7 @@ def on_verdict(
     return changed
 
 
-def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.DisputeView:
+def answer(state: ServiceState, dispute_id: str, env: Envelope) -> DisputeView:
     verified, body = state.open_signed(env, "dispute-answer", DisputeAnswer, registered=False)
     if body.dispute_id != dispute_id:
         raise ChallengeError("the answer names another dispute", code="wrong_query")
@@ -268,7 +271,9 @@ def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
     with transaction(state.conn):
         state.burn(env)
         decisions.save(state.conn, new, now, len(env.to_bytes()), _referees(state, game))
-        store.record_message(state.conn, dispute_id, body.level, verified.signer, _text(env), now)
+        game_storage.record_message(
+            state.conn, dispute_id, body.level, verified.signer, _text(env), now
+        )
         if new.stage == "recompute":  # escalated: the traces could not tell who lied
             new = _reaudits_known(state, new, now)
     _log_progress(game, new)
@@ -277,7 +282,7 @@ def answer(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
     return _view(state, dispute_id)
 
 
-def put_inputs(state: ServiceState, dispute_id: str, data: bytes) -> store.DisputeView:
+def put_inputs(state: ServiceState, dispute_id: str, data: bytes) -> DisputeView:
     """The contested operation's inputs: anyone may upload them, the hashes decide."""
     game, now = _game(state, dispute_id), state.due_round()
     if game.inputs_sha256 is not None:
@@ -287,22 +292,22 @@ def put_inputs(state: ServiceState, dispute_id: str, data: bytes) -> store.Dispu
     except DisputeError as exc:
         raise refusal(exc) from None
     with transaction(state.conn):
-        store.add_inputs(state.conn, dispute_id, sha, data)
+        game_storage.add_inputs(state.conn, dispute_id, sha, data)
         decisions.save(state.conn, new, now, len(data))
-        store.record_message(
+        game_storage.record_message(
             state.conn, dispute_id, "inputs", "", quick_dumps({"sha256": sha}), now
         )
     return _view(state, dispute_id)
 
 
 def get_inputs(state: ServiceState, dispute_id: str) -> bytes:
-    data = store.inputs(state.conn, dispute_id)
+    data = game_storage.inputs(state.conn, dispute_id)
     if data is None:
         raise NotFoundError("no inputs were supplied for this dispute", code="no_inputs")
     return data
 
 
-def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> store.DisputeView:
+def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> DisputeView:
     verified, body = state.open_signed(env, "dispute-ruling", DisputeRuling, registered=False)
     game, now = _game(state, dispute_id), state.due_round()
     referees = frozenset(state.manifest(game.run_id).dispute.referees)
@@ -314,7 +319,9 @@ def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> store.Dispute
     with transaction(state.conn):
         state.burn(env)
         decisions.save(state.conn, new, now, len(env.to_bytes()), referees)
-        store.record_message(state.conn, dispute_id, "ruling", verified.signer, _text(env), now)
+        game_storage.record_message(
+            state.conn, dispute_id, "ruling", verified.signer, _text(env), now
+        )
     _log_progress(game, new)
     _rejudge(state, game, new)
     settle_bonds(state)
@@ -326,7 +333,7 @@ def tick(state: ServiceState) -> int:
     if state.current is None:
         return 0
     now, changed = state.due_round(), 0
-    for game in store.undecided(state.conn):
+    for game in game_storage.undecided(state.conn):
         live = jury.live(state, game.run_id, game.jury, now) if game.jury else None
         new = resolution.expire(game, now, live)
         if new != game:
@@ -356,15 +363,15 @@ def settle_bonds(state: ServiceState) -> int:
     done = 0
     if state.metagraph.snapshot is None:
         return 0  # no epoch to book at: the bonds stay unsettled (bond_state NULL) till one
-    for row in store.unsettled_bonds(state.conn):
+    for row in game_storage.unsettled_bonds(state.conn):
         won = row.outcome in ("overturned", "held")  # held: no evidence against the island
         try:
             moved = state.ledger.settle_bond(row.run_id, row.dispute_id, won, _epoch(state))
         except BondMissingError as exc:  # recorded as such, never as returned or burned
             log.warning("dispute %s: %s", row.dispute_id[:16], exc.detail)
-            store.set_bond_state(state.conn, row.dispute_id, "missing")
+            game_storage.set_bond_state(state.conn, row.dispute_id, "missing")
             continue
-        store.set_bond_state(state.conn, row.dispute_id, "returned" if won else "burned")
+        game_storage.set_bond_state(state.conn, row.dispute_id, "returned" if won else "burned")
         log.info(
             "dispute %s: bond of %d %s",
             row.dispute_id[:16],
@@ -379,7 +386,7 @@ def _epoch(state: ServiceState) -> int:
     return state.epoch_now("book a dispute bond")
 
 
-def view(state: ServiceState, dispute_id: str) -> store.DisputeView:
+def view(state: ServiceState, dispute_id: str) -> DisputeView:
     return _view(state, dispute_id)
 
 
@@ -388,13 +395,13 @@ MAX_ROUND = 2**62  # round indexes are SQLite integers; anything larger names no
 
 def listing(
     state: ServiceState, run_id: str, round: int | None, stage: str | None
-) -> list[store.DisputeView]:
+) -> list[DisputeView]:
     state.manifest(run_id)
     if round is not None and not 0 <= round < MAX_ROUND:
         raise ChallengeError(f"round {round} is not a round index", code="bad_query")
     if stage is not None and stage not in STAGES:
         raise ChallengeError(f"stage {stage[:32]!r} is not one of {STAGES}", code="bad_query")
-    return [_view(state, i) for i in store.list_ids(state.conn, run_id, round, stage)]
+    return [_view(state, i) for i in game_storage.list_ids(state.conn, run_id, round, stage)]
 
 
 def _verdict(state: ServiceState, run_id: str, body: DisputeOpen) -> VerdictRecord:
@@ -430,14 +437,14 @@ def _referees(state: ServiceState, game: g.Game) -> frozenset[str]:
 
 
 def _game(state: ServiceState, dispute_id: str) -> g.Game:
-    game = store.load_game(state.conn, dispute_id)
+    game = game_storage.load_game(state.conn, dispute_id)
     if game is None:
         raise NotFoundError(f"dispute {dispute_id[:16]} does not exist", code="unknown_dispute")
     return game
 
 
-def _view(state: ServiceState, dispute_id: str) -> store.DisputeView:
-    found = store.load_view(state.conn, dispute_id)
+def _view(state: ServiceState, dispute_id: str) -> DisputeView:
+    found = game_storage.load_view(state.conn, dispute_id)
     if found is None:
         raise NotFoundError(f"dispute {dispute_id[:16]} does not exist", code="unknown_dispute")
     return found

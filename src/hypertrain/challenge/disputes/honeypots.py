@@ -26,12 +26,11 @@ from dataclasses import dataclass, field
 
 from hypertrain.api.disputes import HoneypotPeriodPublic, HoneypotRevealAck, HoneypotRow
 from hypertrain.challenge.admission.leave import next_round
-from hypertrain.challenge.disputes import storage
+from hypertrain.challenge.disputes import game_storage, storage
 from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
 from hypertrain.challenge.rounds import audit_storage, facts, verdict_storage
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, quick_dumps
-from hypertrain.dispute import store
 from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod, commitment
 from hypertrain.protocol.sqlite import transaction
 
@@ -180,7 +179,7 @@ def _island(
     faults: dict[int, dict[str, str]],
 ) -> dict[str, int]:
     record = audit_storage.island_span(conn, run_id, hotkey, *span)
-    games = store.outcomes_in_span(conn, run_id, "island", hotkey, span)
+    games = game_storage.outcomes_in_span(conn, run_id, "island", hotkey, span)
     return {
         "rounds_run": record.rounds_run,
         "audited": record.audited,
@@ -193,7 +192,7 @@ def _island(
 def _auditor(
     conn: sqlite3.Connection, run_id: str, hotkey: str, span: tuple[int, int]
 ) -> dict[str, int]:
-    games = store.outcomes_in_span(conn, run_id, "auditor", hotkey, span)
+    games = game_storage.outcomes_in_span(conn, run_id, "auditor", hotkey, span)
     return {
         "verdicts": verdict_storage.verdicts_signed(conn, run_id, hotkey, *span),
         "disputes_lost": games.overturned,

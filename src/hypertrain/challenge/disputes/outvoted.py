@@ -14,11 +14,11 @@ path. The caller holds the transaction.
 
 from __future__ import annotations
 
+from hypertrain.challenge.disputes import reaudit_storage
 from hypertrain.challenge.rounds import facts, jury, verdict_storage
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.rounds.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState
-from hypertrain.dispute import store
 from hypertrain.dispute.resolution import bars
 from hypertrain.protocol.deadlines import upload_deadline
 
@@ -29,12 +29,12 @@ def bar_outvoted(state: ServiceState, run_id: str, index: int, hotkey: str, now:
     on = [v for v in facts.standing_verdicts(conn, run_id, index) if v.hotkey == hotkey]
     barred = 0
     for v in on:
-        if v.standing != "outvoted" or store.is_faulty(conn, run_id, v.auditor):
+        if v.standing != "outvoted" or reaudit_storage.is_faulty(conn, run_id, v.auditor):
             continue
         if bars(jury.jury(state, run_id, {hotkey, v.auditor}), _evidence(state, run_id, v, on)):
-            outvoted = store.OutvotedVerdict(run_id, index, v.auditor, v.verdict_id)
+            outvoted = reaudit_storage.OutvotedVerdict(run_id, index, v.auditor, v.verdict_id)
             unfinal = verdict_storage.unfinal_verdicts_by(conn, run_id, v.auditor)
-            store.bar_outvoted(conn, outvoted, now, unfinal)
+            reaudit_storage.bar_outvoted(conn, outvoted, now, unfinal)
             barred += 1
     return barred
 

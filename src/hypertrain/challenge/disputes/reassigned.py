@@ -17,6 +17,7 @@ from __future__ import annotations
 import sqlite3
 
 from hypertrain.api.disputes import ReassignedAudit
+from hypertrain.challenge.disputes import game_storage, reaudit_storage
 from hypertrain.challenge.rounds import (
     audit_storage,
     facts,
@@ -26,7 +27,6 @@ from hypertrain.challenge.rounds import (
 )
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, loads
-from hypertrain.dispute import store
 from hypertrain.protocol.envelope import Envelope
 
 
@@ -45,7 +45,7 @@ def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
             missed=False,
             assignment=Envelope.model_validate(loads(envelope)),
         )
-        for x in store.set_aside_verdicts(state.conn, run_id)
+        for x in reaudit_storage.set_aside_verdicts(state.conn, run_id)
         if (envelope := _still_waiting(state.conn, run_id, x, auditors)) is not None
     ]
     missed = [
@@ -103,7 +103,7 @@ def _splits(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
 
 
 def _still_waiting(
-    conn: sqlite3.Connection, run_id: str, x: store.SetAside, auditors: frozenset[str]
+    conn: sqlite3.Connection, run_id: str, x: reaudit_storage.SetAside, auditors: frozenset[str]
 ) -> str | None:
     """The assignment of a set-aside verdict while it waits for another auditor's
     counting verdict (None: one came, or it was never assigned).
@@ -117,22 +117,24 @@ def _still_waiting(
     if envelope is None:
         return None
     verdicts = verdict_storage.verdicts_on(conn, run_id, x.round, x.hotkey)
-    counted = any(not store.is_reassigned(conn, v.verdict_id) for v in verdicts)
+    counted = any(not reaudit_storage.is_reassigned(conn, v.verdict_id) for v in verdicts)
     return envelope if x.recompute or not counted or _gathering(conn, x, auditors) else None
 
 
-def _gathering(conn: sqlite3.Connection, x: store.SetAside, auditors: frozenset[str]) -> bool:
+def _gathering(
+    conn: sqlite3.Connection, x: reaudit_storage.SetAside, auditors: frozenset[str]
+) -> bool:
     """A lost bisection game still short of its jury's majority of re-audits.
 
     The jury counted is the game's jurors that are still the run's auditors: a key that
     has since taken another role (an unnamed aggregator that signed a tape) will never
     re-audit, so it cannot keep the assignment listed forever.
     """
-    game = store.load_game(conn, x.dispute_id) if x.dispute_id else None
+    game = game_storage.load_game(conn, x.dispute_id) if x.dispute_id else None
     if game is None or game.check != "segment" or game.outcome != "overturned":
         return False
     panel = set(game.jury) & auditors
-    if not panel or store.is_faulty(conn, game.run_id, game.auditor):
+    if not panel or reaudit_storage.is_faulty(conn, game.run_id, game.auditor):
         return False
     judges = {v.auditor for v in verdict_storage.verdicts_on(conn, game.run_id, x.round, x.hotkey)}
     return len(judges & panel) < jury.quorum(len(panel))
@@ -150,10 +152,10 @@ def gathering(state: ServiceState, run_id: str, index: int, now: int) -> bool:
     """
     auditors = frozenset(jury.auditors(state, run_id))
     window = state.manifest(run_id).round.dispute_window_rounds
-    for x in store.set_aside_verdicts(state.conn, run_id):
+    for x in reaudit_storage.set_aside_verdicts(state.conn, run_id):
         if x.round != index or not x.dispute_id or x.recompute:
             continue
-        view = store.load_view(state.conn, x.dispute_id)
+        view = game_storage.load_view(state.conn, x.dispute_id)
         decided = view.decided_beacon_round if view is not None else None
         if decided is not None and now <= decided + window and _gathering(state.conn, x, auditors):
             return True

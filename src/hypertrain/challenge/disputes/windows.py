@@ -3,18 +3,18 @@
 A verdict's dispute window runs from its arrival, never from the round's schedule alone
 (:func:`verdict_deadline`). A fault verdict that arrives after its round's window gets a
 row in ``verdict_windows``: while it is open a round not yet final waits to settle
-(``dispute.store.disputes_open``); for a round already final, :func:`close_windows`
+(``game_storage.disputes_open``); for a round already final, :func:`close_windows`
 books the fault in the ledger only once the window closed undisputed or its dispute
 was upheld, so a late verdict never faults before the island could contest it.
 """
 
 from __future__ import annotations
 
+from hypertrain.challenge.disputes import window_storage
 from hypertrain.challenge.rounds import facts, rollbacks, verdict_storage
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.rounds.verdict_storage import VerdictRecord
 from hypertrain.challenge.state import ServiceState
-from hypertrain.dispute import store
 from hypertrain.protocol.sqlite import transaction
 
 FAULT_RESULTS: frozenset[str] = frozenset({"mismatch", "unverifiable"})
@@ -49,7 +49,7 @@ def open_late_window(
     deadline = verdict_deadline(state, run_id, round_deadline, verdict)
     if deadline is not None and round_deadline is not None and deadline > round_deadline:
         with transaction(state.conn):
-            store.open_window(state.conn, verdict, deadline, books_fault=False)
+            window_storage.open_window(state.conn, verdict, deadline, books_fault=False)
 
 
 def close_windows(state: ServiceState, now: int) -> int:
@@ -62,7 +62,7 @@ def close_windows(state: ServiceState, now: int) -> int:
     if state.metagraph.snapshot is None:
         return 0  # no epoch to book at: the windows stay open till one
     closed = 0
-    for row in store.due_windows(state.conn, now):
+    for row in window_storage.due_windows(state.conn, now):
         if row.disputed and row.outcome is None:
             continue  # the dispute is undecided: it holds the window
         with transaction(state.conn):
@@ -77,7 +77,7 @@ def close_windows(state: ServiceState, now: int) -> int:
                     reason,
                     state.epoch_now("book a late verdict"),
                 )
-            store.close_window(state.conn, row.verdict_id)
+            window_storage.close_window(state.conn, row.verdict_id)
         closed += 1
     return closed
 

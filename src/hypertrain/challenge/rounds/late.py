@@ -18,11 +18,11 @@ jury is empty and the first verdict decides (only a referee could say more).
 
 from __future__ import annotations
 
+from hypertrain.challenge.disputes import game_storage, reaudit_storage, window_storage
 from hypertrain.challenge.errors import ForbiddenError
 from hypertrain.challenge.rounds import facts, jury, late_panel_storage, verdict_storage
 from hypertrain.challenge.rounds.settle import late_verdict, release_later
 from hypertrain.challenge.state import ServiceState
-from hypertrain.dispute import store
 
 
 def accepts(state: ServiceState, run_id: str, index: int, hotkey: str, signer: str) -> bool:
@@ -31,7 +31,7 @@ def accepts(state: ServiceState, run_id: str, index: int, hotkey: str, signer: s
     Refuses a key outside an open panel's jury (``not_juror``, 403).
     """
     conn, now = state.conn, state.due_round()
-    if any(g.stage == "recompute" for g in store.games_on(conn, run_id, index, hotkey)):
+    if any(g.stage == "recompute" for g in game_storage.games_on(conn, run_id, index, hotkey)):
         return True  # the dispute's quorum is gathered within its own bound
     if hotkey not in facts.undecided(conn, run_id, index):
         return False
@@ -52,7 +52,9 @@ def admit(state: ServiceState, run_id: str, index: int, hotkey: str) -> None:
     conn, now = state.conn, state.due_round()
     if late_panel_storage.late_panel(conn, run_id, index, hotkey) is not None:
         return
-    aside = {x.auditor for x in store.set_aside_verdicts(conn, run_id) if x.round == index}
+    aside = {
+        x.auditor for x in reaudit_storage.set_aside_verdicts(conn, run_id) if x.round == index
+    }
     aside &= {v.auditor for v in verdict_storage.verdicts_on(conn, run_id, index, hotkey)}
     window = state.manifest(run_id).round.audit_window_rounds
     late_panel_storage.open_late_panel(
@@ -94,7 +96,7 @@ def decided(state: ServiceState, run_id: str, index: int, hotkey: str, final: bo
             for verdict in verdict_storage.fault_verdicts_received(
                 conn, run_id, index, hotkey, received
             ):
-                store.open_window(conn, verdict, deadline, books_fault=True)
+                window_storage.open_window(conn, verdict, deadline, books_fault=True)
     if not faults:
         if final:  # the reward was held for this verdict
             late_verdict(state, run_id, index, hotkey, "match")

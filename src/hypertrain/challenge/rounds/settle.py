@@ -42,6 +42,8 @@ from __future__ import annotations
 import logging
 
 from hypertrain.challenge.disputes import reassigned
+from hypertrain.challenge.disputes.game_storage import disputes_open
+from hypertrain.challenge.disputes.window_storage import open_window
 from hypertrain.challenge.errors import PhaseError
 from hypertrain.challenge.rounds import (
     facts,
@@ -53,7 +55,6 @@ from hypertrain.challenge.rounds import (
 )
 from hypertrain.challenge.rounds.rule import HOLDS, PENDING_AUDIT, PROBATION_HOLD, Outcome
 from hypertrain.challenge.state import ServiceState
-from hypertrain.dispute.store import disputes_open, open_window
 
 __all__ = [
     "PENDING_AUDIT",

@@ -22,9 +22,10 @@ from hypertrain.challenge.rounds.rule import Standing, StandingVerdict, VerdictR
 # (its round is final and no late dispute window of its own is open: nothing can
 # change its standing any more), and whether a referee or a quorum of re-audits upheld it
 # against its island (a dispute lost by a deadline is not such evidence: the judges'
-# majority still decides it, ``rule.jury_standing``). It names the dispute game's tables (owned by
-# ``hypertrain.dispute.store``) because the standing is one fact of a verdict and its
-# disputes; the layering test allows this query, and only it, to name them.
+# majority still decides it, ``rule.jury_standing``). It names the dispute game's tables
+# (owned by ``hypertrain.challenge.disputes.game_storage`` and its parts) because the
+# standing is one fact of a verdict and its disputes; the layering test allows this
+# query, and only it, to name them.
 STANDING_SQL = """
 SELECT v.verdict_id, v.round, v.hotkey, v.auditor, v.result, v.received_beacon_round,
   CASE

@@ -21,6 +21,7 @@ from hypertrain.api.models import (
     VerdictCounts,
     VerdictRecord,
 )
+from hypertrain.challenge.disputes import game_storage
 from hypertrain.challenge.errors import NotFoundError
 from hypertrain.challenge.rounds import (
     audit_storage,
@@ -35,7 +36,6 @@ from hypertrain.challenge.rounds import (
 )
 from hypertrain.challenge.rounds.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState
-from hypertrain.dispute import store as dispute_store
 from hypertrain.protocol.envelope import Envelope
 
 BALANCES: Final = ("escrow", "held", "vested", "paid", "burned")
@@ -76,7 +76,7 @@ def _summaries(state: ServiceState, run_id: str) -> tuple[RoundSummary, ...]:
     faults = run_faults(state, run_id)
     verdicts = _verdict_counts(facts.standing_verdicts(state.conn, run_id))
     losses = _train_losses(commit_storage.commit_tokens(state.conn, run_id), faults)
-    disputes = dispute_store.games_per_round(state.conn, run_id)
+    disputes = game_storage.games_per_round(state.conn, run_id)
     return tuple(
         RoundSummary(
             round=r.round,
