@@ -1,28 +1,34 @@
 """The service side of disputes: open, answer, inputs, ruling, deadlines; no torch.
 
 The game itself is :mod:`hypertrain.dispute.game`; this module checks what only the
-service knows (the verdict, the commit's root, the dispute window, the bond, the
-manifest's referees), then applies the transition and stores the new state, the
-accepted message and its size in one transaction with the envelope's nonce. A
-refused message changes nothing. Opening locks the bond in the ledger (its own
-journal entry) inside that transaction, refused when the island cannot pay it
-(:mod:`~hypertrain.challenge.disputes.bonds`); once a game is decided :func:`settle_bonds`
-returns or burns it. An overturned verdict marks its auditor faulty and re-assigns
-its other verdicts of rounds not yet final (:mod:`~hypertrain.challenge.disputes.decisions`).
-Every decision re-runs the island's holds
-(:func:`~hypertrain.challenge.rounds.settle.release_later`), so a reward held for the
-disputed verdict is released as soon as the rule allows.
-:func:`tick` applies deadlines at each beacon round, so a game resumes from the
-database after a restart exactly where it stopped.
+service knows (the verdict, the commit's root and the dispute window, in
+:mod:`~hypertrain.challenge.disputes.opening`; the bond, the manifest's referees), then
+applies the transition and stores the new state, the accepted message and its size in
+one transaction with the envelope's nonce. A refused message changes nothing. Opening
+locks the bond in the ledger (its own journal entry) inside that transaction, refused
+when the island cannot pay it (:mod:`~hypertrain.challenge.disputes.bonds`); once a game
+is decided :func:`settle_bonds` returns or burns it. An overturned verdict marks its
+auditor faulty and re-assigns its other verdicts of rounds not yet final
+(:mod:`~hypertrain.challenge.disputes.decisions`). Every decision re-runs the island's
+holds (:func:`~hypertrain.challenge.rounds.settle.release_later`), so a reward held for
+the disputed verdict is released as soon as the rule allows. :func:`tick` applies
+deadlines at each beacon round, so a game resumes from the database after a restart
+exactly where it stopped.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sqlite3
 
-from hypertrain.challenge.disputes import bonds, decisions, game_storage, reaudit_storage, windows
+from hypertrain.challenge.disputes import (
+    bonds,
+    decisions,
+    game_storage,
+    opening,
+    reaudit_storage,
+    windows,
+)
 from hypertrain.challenge.errors import (
     BondMissingError,
     ChallengeError,
@@ -31,14 +37,10 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.rounds import commit_storage, jury, roles, settle, verdict_storage
-from hypertrain.challenge.rounds import storage as rounds_storage
-from hypertrain.challenge.rounds.storage import RoundState
-from hypertrain.challenge.rounds.verdict_storage import VerdictRecord
-from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.challenge.rounds import jury, roles, settle
+from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.dispute import game as g
 from hypertrain.dispute import resolution
-from hypertrain.dispute.admissible import disputed_check
 from hypertrain.dispute.errors import (
     DecidedError,
     DisputeError,
@@ -47,24 +49,14 @@ from hypertrain.dispute.errors import (
     NotAPartyError,
     UnknownRefereeError,
 )
-from hypertrain.dispute.messages import DisputeAnswer, DisputeOpen, DisputeRuling, LeafProof
+from hypertrain.dispute.messages import DisputeAnswer, DisputeOpen, DisputeRuling
 from hypertrain.dispute.narrowing import describe
 from hypertrain.dispute.view import DisputeView
 from hypertrain.protocol.envelope import Envelope
-from hypertrain.protocol.errors import MerkleError
-from hypertrain.protocol.manifest import DisputeSpec
-from hypertrain.protocol.merkle import MerkleProof, verify_proof
-from hypertrain.protocol.messages import Verdict
 from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
 STAGES: tuple[str, ...] = ("step", "layer", "op", "referee", "recompute", "decided")
-# checks no bisection can narrow: an independent re-audit re-decides them
-RECOMPUTED: dict[str, resolution.Check] = {
-    "start": "start",
-    "update": "update",
-    "unverifiable": "unverifiable",
-}
 
 
 def refusal(exc: DisputeError) -> ChallengeError:
@@ -81,7 +73,7 @@ def refusal(exc: DisputeError) -> ChallengeError:
 def open_dispute(state: ServiceState, env: Envelope) -> DisputeView:
     verified, body = state.open_signed(env, "dispute-open", DisputeOpen, registered=True)
     run_id, hotkey, now = env.run_id, verified.signer, state.due_round()
-    verdict = _verdict(state, run_id, body)
+    verdict = opening.verdict_of(state, run_id, body)
     if verdict.hotkey != hotkey:
         raise ForbiddenError("only the judged island may dispute a verdict", code="not_judged")
     if reaudit_storage.is_reassigned(state.conn, body.verdict_id):
@@ -89,13 +81,16 @@ def open_dispute(state: ServiceState, env: Envelope) -> DisputeView:
             "this verdict no longer counts (another auditor re-judges it)", code="reassigned"
         )
     manifest = state.manifest(run_id)
-    check = _contested_check(verdict, body, manifest.round.num_segments)
-    row = _open_window(state, run_id, body, verdict, now)
-    _check_leaves(state, run_id, body, hotkey)
+    try:
+        check = opening.contested_check(verdict, body, manifest.round.num_segments)
+    except DisputeError as exc:
+        raise refusal(exc) from None
+    row = opening.window_round(state, run_id, body, verdict, now)
+    opening.check_leaves(state, run_id, body, hotkey)
     if game_storage.is_disputed(state.conn, body.verdict_id):
         raise ConflictError("this verdict is already disputed", code="duplicate")
     bond = bonds.dispute_bond(state.conn, state.ledger, run_id, hotkey, manifest.dispute.bond)
-    game = _new_game(state, env, body, verdict.auditor, check, row.open_envelope, now)
+    game = opening.new_game(state, env, body, verdict.auditor, check, row.open_envelope, now)
     _store_open(state, env, game, body.verdict_id, bond, now)
     state.count("disputes_opened")
     log.info(
@@ -103,95 +98,6 @@ def open_dispute(state: ServiceState, env: Envelope) -> DisputeView:
         game.dispute_id[:16], check, hotkey, body.verdict_id[:16],
     )  # fmt: skip
     return _view(state, game.dispute_id)
-
-
-def _contested_check(verdict: VerdictRecord, body: DisputeOpen, num_segments: int) -> str:
-    """What a dispute of this verdict contests: every fault-bearing verdict is contestable.
-
-    A ``mismatch`` is contested on the check it names as first failing
-    (:func:`~hypertrain.dispute.admissible.disputed_check`); an ``unverifiable`` verdict
-    (the island says its bytes were served) is re-decided by an independent re-audit.
-    """
-    if verdict.result not in windows.FAULT_RESULTS:
-        raise ChallengeError("a match verdict is no fault: nothing to dispute", code="not_mismatch")
-    judged = Verdict.model_validate(loads(verdict.body))
-    if body.segment not in judged.segments:
-        raise ChallengeError(f"segment {body.segment} was not audited", code="bad_segment")
-    if verdict.result == "unverifiable":
-        return "unverifiable"
-    try:
-        return disputed_check(
-            check=judged.check,
-            first_bad_leaf=judged.first_bad_leaf,
-            update_checked=judged.update_checked,
-            num_segments=num_segments,
-            segment=body.segment,
-        )
-    except DisputeError as exc:
-        raise refusal(exc) from None
-
-
-def _open_window(
-    state: ServiceState, run_id: str, body: DisputeOpen, verdict: VerdictRecord, now: int
-) -> RoundState:
-    """The round's state, once the verdict's own dispute window is checked to be open."""
-    row = rounds_storage.round_state(state.conn, run_id, body.round)
-    assert row is not None  # the verdict's round
-    deadline = windows.verdict_deadline(state, run_id, row.dispute_deadline_round, verdict)
-    if deadline is None or now > deadline:
-        raise PhaseError(
-            f"the dispute window of verdict {body.verdict_id[:16]} closed at beacon round"
-            f" {deadline}",
-            code="late",
-        )
-    return row
-
-
-def _rules(spec: DisputeSpec) -> g.Rules:
-    return g.Rules(
-        fanout=spec.fanout,
-        answer_rounds=spec.answer_rounds,
-        referee_rounds=spec.referee_rounds,
-        clock_rounds=spec.clock_rounds,
-        referee_extensions=spec.referee_extensions,
-    )
-
-
-def _new_game(
-    state: ServiceState,
-    env: Envelope,
-    body: DisputeOpen,
-    auditor: str,
-    check: str,
-    open_envelope: str,
-    now: int,
-) -> g.Game:
-    """A bisection game on the first differing segment, or a re-decision by recomputation."""
-    run_id, hotkey = env.run_id, env.signer
-    manifest = state.manifest(run_id)
-    dispute_id = hashlib.sha256(env.to_bytes()).hexdigest()
-    common = {"dispute_id": dispute_id, "run_id": run_id, "round": body.round}
-    common |= {"segment": body.segment, "island": hotkey, "auditor": auditor}
-    if check in RECOMPUTED:
-        return resolution.open_recompute(
-            **common,  # type: ignore[arg-type]
-            check=RECOMPUTED[check],
-            rules=_rules(manifest.dispute),
-            now=now,
-            jury=jury.jury(state, run_id, (auditor, hotkey)),
-        )
-    layout = state.layout_of(run_id, body.round, open_envelope, hotkey)
-    game = g.open_game(
-        **common,  # type: ignore[arg-type]
-        interval=manifest.round.checkpoint_interval,
-        sections=g.section_names(manifest.model.num_layers, layout.dp_ranks * layout.micro_batches),
-        start_hash=body.start.leaf,
-        island_end=body.end.leaf,
-        rules=_rules(manifest.dispute),
-        now=now,
-    )
-    jurors = jury.jury(state, run_id, (auditor, hotkey))
-    return game.model_copy(update={"jury": jurors})  # for a game escalated to a re-audit
 
 
 def _store_open(
@@ -402,34 +308,6 @@ def listing(
     if stage is not None and stage not in STAGES:
         raise ChallengeError(f"stage {stage[:32]!r} is not one of {STAGES}", code="bad_query")
     return [_view(state, i) for i in game_storage.list_ids(state.conn, run_id, round, stage)]
-
-
-def _verdict(state: ServiceState, run_id: str, body: DisputeOpen) -> VerdictRecord:
-    row = verdict_storage.verdict_record(state.conn, run_id, body.round, body.verdict_id)
-    if row is None:
-        raise NotFoundError(
-            f"verdict {body.verdict_id[:16]} not found in round {body.round}",
-            code="unknown_verdict",
-        )
-    return row
-
-
-def _check_leaves(state: ServiceState, run_id: str, body: DisputeOpen, hotkey: str) -> None:
-    commit = commit_storage.commit_body(state.conn, run_id, body.round, hotkey)
-    assert commit is not None  # its verdict judged this commit
-    root = bytes.fromhex(loads(commit)["checkpoint_root"])
-    for index, leaf in ((body.segment, body.start), (body.segment + 1, body.end)):
-        _check_leaf(root, index, leaf)
-
-
-def _check_leaf(root: bytes, index: int, leaf: LeafProof) -> None:
-    try:
-        proof = MerkleProof.from_json(leaf.proof)
-        if proof.index != index:
-            raise MerkleError(f"the proof is for leaf {proof.index}, not {index}")
-        verify_proof(root, bytes.fromhex(leaf.leaf), proof)
-    except MerkleError as exc:
-        raise ChallengeError(f"leaf {index}: {exc}", code="bad_proof") from None
 
 
 def _referees(state: ServiceState, game: g.Game) -> frozenset[str]:
