@@ -240,7 +240,7 @@ _OWNERS = {
     "challenge/competition/storage.py": "competitions compete_commits compete_cycles"
     " compete_scores compete_results",
     "challenge/platform/storage.py": "weights_answers metagraph metagraph_departures",
-    "challenge/disputes/storage.py": "honeypot_periods",
+    "challenge/disputes/honeypot_storage.py": "honeypot_periods",
     "challenge/dashboard/baseline_storage.py": "run_baselines",
     DATABASE: "seen_nonces",
     "challenge/disputes/game_storage.py": "dispute_games dispute_messages dispute_inputs"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from hypertrain.api.disputes import HoneypotPeriodPublic, HoneypotRevealAck, HoneypotRow
 from hypertrain.challenge.admission.leave import next_round
-from hypertrain.challenge.disputes import game_storage, storage
+from hypertrain.challenge.disputes import game_storage, honeypot_storage
 from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
 from hypertrain.challenge.rounds import audit_storage, facts, verdict_storage
 from hypertrain.challenge.rounds import storage as rounds_storage
@@ -59,8 +59,8 @@ def commit_period(state: ServiceState, run_id: str, body: HoneypotPeriod) -> Hon
     zero = _manifest_period(state, run_id)
     with transaction(state.conn):
         if zero is not None:
-            storage.add_period(state.conn, run_id, zero, 0, ignore=True)
-        storage.add_period(state.conn, run_id, body, state.current_round())
+            honeypot_storage.add_period(state.conn, run_id, zero, 0, ignore=True)
+        honeypot_storage.add_period(state.conn, run_id, body, state.current_round())
     return periods(state, run_id)[-1]
 
 
@@ -89,8 +89,8 @@ def reveal(
     zero = _manifest_period(state, run_id)
     with transaction(state.conn):
         if zero is not None:  # the manifest's period gets its row when first written
-            storage.add_period(state.conn, run_id, zero, 0, ignore=True)
-        storage.reveal_period(
+            honeypot_storage.add_period(state.conn, run_id, zero, 0, ignore=True)
+        honeypot_storage.reveal_period(
             state.conn,
             run_id,
             match.period,
@@ -104,7 +104,7 @@ def reveal(
 
 def periods(state: ServiceState, run_id: str) -> list[HoneypotPeriodPublic]:
     """Every committed period in order (the manifest's period 0 first, if it has one)."""
-    out = [_public(r) for r in storage.periods(state.conn, run_id)]
+    out = [_public(r) for r in honeypot_storage.periods(state.conn, run_id)]
     zero = _manifest_period(state, run_id)
     if zero is not None and not (out and out[0].period == 0):
         out.insert(0, HoneypotPeriodPublic(**zero.model_dump(), committed_beacon_round=0))
@@ -205,7 +205,7 @@ def _final(conn: sqlite3.Connection, run_id: str, index: int) -> bool:
     return row is not None and row.phase == "final"
 
 
-def _public(row: storage.PeriodRow) -> HoneypotPeriodPublic:
+def _public(row: honeypot_storage.PeriodRow) -> HoneypotPeriodPublic:
     text = row.list_json
     return HoneypotPeriodPublic(
         period=row.period,
