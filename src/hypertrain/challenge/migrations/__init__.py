@@ -29,6 +29,7 @@ from hypertrain.challenge.migrations import (
     v14_admission_backoff,
     v15_late_panels,
     v16_run_baselines,
+    v17_drop_honeypot_reveals,
 )
 
 MIGRATIONS: Final[tuple[str, ...]] = (
@@ -48,4 +49,5 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     v14_admission_backoff.SCRIPT,
     v15_late_panels.SCRIPT,
     v16_run_baselines.SCRIPT,
+    v17_drop_honeypot_reveals.SCRIPT,
 )
