@@ -5,13 +5,17 @@ package at the same level fails unless :data:`SAME_LEVEL` lists the pair with it
 reason. Imports are read from the syntax tree, so ``from hypertrain import x``,
 relative imports and imports inside functions all count. The honeypot rule is checked
 on the import graph: no production module reaches the operator's honeypot tooling,
-directly or through other modules.
+directly or through other modules. Within the challenge service, its parts (subpackages
+and top-level modules) import each other without cycles, except the imports
+:data:`CYCLE_EDGES` lists; and no source file grows past :data:`MAX_LINES` lines, except
+the files :data:`OVERSIZED` lists, each capped at its size when it was listed.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections import defaultdict
 from functools import cache
 from pathlib import Path
 
@@ -347,3 +351,131 @@ def test_the_owner_check_sees_sql() -> None:
     """The table check is live: a query on another resource's table is found."""
     text = 'conn.execute("SELECT body FROM merges m JOIN commits c ON 1")'
     assert {m.group(1) for m in _SQL_TABLE.finditer(text)} == {"merges", "commits"}
+
+
+# A source file stays short enough to read in one sitting (the house style: modules around 300
+# lines, rarely past 500). The files still over the limit are listed with their line
+# count when listed as a ceiling, so they cannot grow; an entry goes once its file is
+# split (the test fails while a listed file is within the limit, so the list only shrinks).
+MAX_LINES = 400
+OVERSIZED: dict[str, int] = {
+    "hypertrain/challenge/rounds/rule.py": 465,
+    "hypertrain/protocol/manifest.py": 454,
+    "hypertrain/dispute/game.py": 424,
+    "hypertrain/challenge/competition/storage.py": 405,
+}
+_SOURCE_SUFFIXES = {".py", ".pyi", ".c", ".js", ".html", ".css"}
+
+
+def _line_counts() -> dict[str, int]:
+    """Every source file under ``src/`` (by path from ``src/``) -> its number of lines."""
+    return {
+        str(path.relative_to(SRC.parent)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in sorted(SRC.parent.rglob("*"))
+        if path.suffix in _SOURCE_SUFFIXES and "__pycache__" not in path.parts
+    }
+
+
+def test_no_source_file_grows_past_the_line_limit() -> None:
+    counts = _line_counts()
+    over = [
+        f"{path}: {n} lines (limit {OVERSIZED.get(path, MAX_LINES)})"
+        for path, n in counts.items()
+        if n > OVERSIZED.get(path, MAX_LINES)
+    ]
+    assert not over, "split these files:\n" + "\n".join(over)
+    done = [path for path in OVERSIZED if counts.get(path, 0) <= MAX_LINES]
+    assert not done, f"within {MAX_LINES} lines (or gone) now, remove from OVERSIZED: {done}"
+
+
+CHALLENGE = "hypertrain.challenge"
+# The challenge service's parts import each other in one direction, bottom-up (errors,
+# ports, settings; the database and its migrations; the state; the resources; routes;
+# the app and its entry points), except these imports, each of which closes a cycle today
+# (the reason says which). Remove an entry once its import is gone or closes no cycle any
+# more (the test fails until it is removed); never add one to let a new cycle in.
+CYCLE_EDGES: dict[tuple[str, str], str] = {
+    ("settings", "admission"): "the answer deadlines per device class, a service setting,"
+    " are parsed by admission.deadlines (admission imports the state, which holds settings)",
+    ("state", "platform"): "ServiceState holds the metagraph view (platform.metagraph), and"
+    " platform's routes' functions take the state",
+    ("state", "rounds"): "ServiceState.manifest reads the run's manifest through"
+    " rounds.storage, and every rounds module takes the state",
+    ("rounds", "admission"): "rounds.intake admits islands through admission's challenge,"
+    " leave and rules, which read the roster and the rounds through rounds' storage",
+    ("rounds", "disputes"): "rounds.intake, lifecycle and settle drive the dispute games"
+    " (games.on_verdict, games.tick, reassigned) and read their tables (game_storage and"
+    " its parts), while every disputes module reads rounds' storage, facts and jury",
+}
+
+
+def _challenge_part(name: str) -> str | None:
+    """The subpackage or top-level module of the challenge package ``name`` is in."""
+    parts = name.split(".")
+    return parts[2] if parts[:2] == CHALLENGE.split(".") and len(parts) > 2 else None
+
+
+def challenge_parts() -> dict[str, set[str]]:
+    """Each part of the challenge package -> the other parts it imports."""
+    parts: dict[str, set[str]] = defaultdict(set)
+    for name, imported in graph().items():
+        here = _challenge_part(name)
+        if here is None:
+            continue
+        parts[here] |= {p for p in map(_challenge_part, imported) if p not in (None, here)}
+    return parts
+
+
+def _path(edges: dict[str, set[str]], start: str, goal: str) -> list[str] | None:
+    """A shortest import path from ``start`` to ``goal`` (None: there is none)."""
+    came: dict[str, str | None] = {start: None}
+    todo = [start]
+    while todo:
+        here = todo.pop(0)
+        if here == goal:
+            path = [here]
+            while (back := came[path[-1]]) is not None:
+                path.append(back)
+            return path[::-1]
+        for there in sorted(edges.get(here, ())):
+            if there not in came:
+                came[there] = here
+                todo.append(there)
+    return None
+
+
+def cycles(edges: dict[str, set[str]], allowed: set[tuple[str, str]]) -> list[str]:
+    """Each import ``a -> b`` that is not allowed and closes a cycle, as that cycle."""
+    kept = {a: {b for b in bs if (a, b) not in allowed} for a, bs in edges.items()}
+    found = []
+    for a, bs in sorted(kept.items()):
+        for b in sorted(bs):
+            back = _path(kept, b, a)
+            if back is not None:
+                found.append(" -> ".join([a, *back]))
+    return found
+
+
+def test_the_challenge_parts_import_without_cycles() -> None:
+    parts = challenge_parts()
+    found = cycles(parts, set(CYCLE_EDGES))
+    assert not found, "import cycles between the challenge package's parts:\n" + "\n".join(found)
+    stale = [
+        f"{a} -> {b}"
+        for a, b in CYCLE_EDGES
+        if b not in parts.get(a, set()) or _path(parts, b, a) is None
+    ]
+    assert not stale, f"no longer imported or closing no cycle, remove from CYCLE_EDGES: {stale}"
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    """The cycle check is live: a loop through three parts is found, and an allowed
+    import breaks it."""
+    edges = {"rounds": {"disputes"}, "disputes": {"state"}, "state": {"rounds"}}
+    assert cycles(edges, set()) == [
+        "disputes -> state -> rounds -> disputes",
+        "rounds -> disputes -> state -> rounds",
+        "state -> rounds -> disputes -> state",
+    ]
+    assert cycles(edges, {("state", "rounds")}) == []
+    assert challenge_parts()["rounds"] >= {"state", "disputes"}
