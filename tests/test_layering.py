@@ -261,6 +261,8 @@ _PARTS = {
     "challenge/rounds/verdict_storage.py": "challenge/rounds/storage.py",
     "challenge/rounds/merge_storage.py": "challenge/rounds/storage.py",
     "challenge/rounds/late_panel_storage.py": "challenge/rounds/storage.py",
+    # competition mode: cycles and their scores
+    "challenge/competition/cycle_storage.py": "challenge/competition/storage.py",
     # the disputes resource: the games, verdicts set aside and barred auditors, late windows
     "challenge/disputes/reaudit_storage.py": "challenge/disputes/game_storage.py",
     "challenge/disputes/window_storage.py": "challenge/disputes/game_storage.py",
@@ -362,7 +364,6 @@ OVERSIZED: dict[str, int] = {
     "hypertrain/challenge/rounds/rule.py": 465,
     "hypertrain/protocol/manifest.py": 454,
     "hypertrain/dispute/game.py": 424,
-    "hypertrain/challenge/competition/storage.py": 405,
 }
 _SOURCE_SUFFIXES = {".py", ".pyi", ".c", ".js", ".html", ".css"}
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hypertrain.challenge.competition import storage
+from hypertrain.challenge.competition import cycle_storage, storage
 from hypertrain.challenge.competition.intake import spec_of
 from hypertrain.challenge.rounds.lifecycle import beacon_round as verified_round
 from hypertrain.challenge.state import ServiceState, quick_dumps
@@ -55,12 +55,12 @@ def advance(state: ServiceState) -> None:
     now = state.current.round
     for row in storage.competitions(state.conn):
         spec = spec_of(state, row.competition_id)
-        still_open = storage.open_cycles(state.conn, spec.competition_id)
+        still_open = cycle_storage.open_cycles(state.conn, spec.competition_id)
         closed = [maybe_close(state, spec, cycle) for cycle in still_open]
         if not all(closed):
             continue  # a cycle is still being scored: the next one waits for it
         due = (now - row.start_beacon_round) // spec.cycle.eval_interval_rounds - 1
-        if due >= 0 and storage.cycle(state.conn, spec.competition_id, due) is None:
+        if due >= 0 and cycle_storage.cycle(state.conn, spec.competition_id, due) is None:
             if pool_spent(spec, _used_positions(state, spec.competition_id)):
                 continue  # said once, when the cycle that spent it opened
             beacon_round = row.start_beacon_round + (due + 1) * spec.cycle.eval_interval_rounds
@@ -104,7 +104,9 @@ def pool_path(state: ServiceState, cid: str) -> Path:
 
 
 def _used_positions(state: ServiceState, cid: str) -> list[int]:
-    return [p for task in storage.cycle_tasks(state.conn, cid) for p in json.loads(task)["pages"]]
+    return [
+        p for task in cycle_storage.cycle_tasks(state.conn, cid) for p in json.loads(task)["pages"]
+    ]
 
 
 def reveal_pages(state: ServiceState, spec: CompetitionSpec, key: str) -> list[RevealedPage]:
@@ -155,9 +157,9 @@ def open_cycle(
         references=kept,
     )
     with transaction(state.conn):
-        storage.add_cycle(
+        cycle_storage.add_cycle(
             state.conn,
-            storage.NewCycle(
+            cycle_storage.NewCycle(
                 competition_id=spec.competition_id,
                 cycle=cycle,
                 beacon_round=beacon_round,
@@ -191,14 +193,15 @@ def _cycle_model(r: storage.RevealedRow) -> CycleModel:
 def stored_scores(state: ServiceState, cid: str, cycle: int) -> list[tuple[str, str, str]]:
     """``(model hash, evaluator, losses hex)`` of every score stored for a cycle."""
     return [
-        (r.model_sha256, r.evaluator, r.losses_f32) for r in storage.scores(state.conn, cid, cycle)
+        (r.model_sha256, r.evaluator, r.losses_f32)
+        for r in cycle_storage.scores(state.conn, cid, cycle)
     ]
 
 
 def maybe_close(state: ServiceState, spec: CompetitionSpec, cycle: int) -> bool:
     """Close and settle a cycle once all its models are scored or its deadline passed."""
     cid = spec.competition_id
-    row = storage.cycle(state.conn, cid, cycle)
+    row = cycle_storage.cycle(state.conn, cid, cycle)
     assert row is not None  # only opened cycles are closed
     task = CycleTask.model_validate_json(row.task)
     scores = agreed_losses(stored_scores(state, cid, cycle))
@@ -213,6 +216,6 @@ def maybe_close(state: ServiceState, spec: CompetitionSpec, cycle: int) -> bool:
         storage.add_results(state.conn, cid, cycle, results)
         accepted = {r.hotkey: r.units for r in results if r.units > 0}
         state.ledger.settle_round(cid, cycle, accepted, snapshot.epoch)
-        storage.close_cycle(state.conn, cid, cycle)
+        cycle_storage.close_cycle(state.conn, cid, cycle)
     log.info("competition %s: cycle %d settled %s", cid, cycle, quick_dumps(accepted))
     return True

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
-from hypertrain.challenge.competition import storage
+from hypertrain.challenge.competition import cycle_storage, storage
 from hypertrain.challenge.errors import (
     ChallengeError,
     ConflictError,
@@ -249,7 +249,7 @@ def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
         raise ForbiddenError(
             f"{verified.signer} is not an evaluator of this competition; add it to {where}"
         )
-    cycle = storage.cycle(state.conn, env.run_id, body.cycle)
+    cycle = cycle_storage.cycle(state.conn, env.run_id, body.cycle)
     if cycle is None:
         raise NotFoundError(f"cycle {body.cycle} is not open", code="unknown_cycle")
     if cycle.closed or state.due_round() > cycle.score_deadline:
@@ -258,9 +258,9 @@ def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
     try:
         with transaction(state.conn):
             state.burn(env)
-            storage.add_score(
+            cycle_storage.add_score(
                 state.conn,
-                storage.NewScore(
+                cycle_storage.NewScore(
                     competition_id=env.run_id,
                     cycle=body.cycle,
                     model_sha256=body.model_sha256,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hypertrain.challenge.competition import storage
+from hypertrain.challenge.competition import cycle_storage, storage
 from hypertrain.challenge.competition.intake import spec_of
 from hypertrain.challenge.errors import NotFoundError
 from hypertrain.challenge.state import ServiceState
@@ -21,10 +21,10 @@ from hypertrain.competition.spec import CompetitionSpec
 def task(state: ServiceState, cid: str, evaluator: str | None) -> CycleTask:
     """The newest open cycle, with the models ``evaluator`` already scored marked."""
     spec_of(state, cid)
-    row = storage.newest_open_cycle(state.conn, cid)
+    row = cycle_storage.newest_open_cycle(state.conn, cid)
     if row is None:
         raise NotFoundError(f"competition {cid!r} has no open cycle", code="no_open_cycle")
-    scored = storage.scored_by(state.conn, cid, row.cycle, evaluator or "")
+    scored = cycle_storage.scored_by(state.conn, cid, row.cycle, evaluator or "")
     return CycleTask.model_validate_json(row.task).model_copy(update={"scored": scored})
 
 
@@ -40,7 +40,7 @@ def leaderboard(state: ServiceState, cid: str) -> Leaderboard:
     """Every commitment with its status and its standing in the latest settled cycle."""
     spec = spec_of(state, cid)
     now = state.due_round()
-    latest = storage.latest_closed_cycle(state.conn, cid)
+    latest = cycle_storage.latest_closed_cycle(state.conn, cid)
     results = {
         (r.hotkey, r.model_sha256): r
         for r in storage.results(state.conn, cid, latest if latest is not None else -1)
@@ -90,10 +90,10 @@ def epsilon_now(spec: CompetitionSpec, board: list[CompetitorPublic], now: int) 
 def cycle_record(state: ServiceState, cid: str, cycle: int) -> CycleRecord:
     """Everything public about one opened cycle (see :class:`CycleRecord`)."""
     spec_of(state, cid)
-    row = storage.cycle(state.conn, cid, cycle)
+    row = cycle_storage.cycle(state.conn, cid, cycle)
     if row is None:
         raise NotFoundError(f"competition {cid!r} has no cycle {cycle}", code="unknown_cycle")
-    scores = [json.loads(text) for text in storage.score_envelopes(state.conn, cid, cycle)]
+    scores = [json.loads(text) for text in cycle_storage.score_envelopes(state.conn, cid, cycle)]
     results = [
         CycleResult(
             hotkey=r.hotkey, model_sha256=r.model_sha256, mean_loss=r.mean_loss, wins=r.wins,
