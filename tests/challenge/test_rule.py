@@ -11,18 +11,14 @@ from hypertrain.aggregator.tape import Excluded
 from hypertrain.challenge.rounds.rule import (
     PENDING_AUDIT,
     PROBATION_HOLD,
-    Attestation,
     CommitRow,
     LatePanel,
     Outcome,
     Probation,
     Standing,
     StandingVerdict,
-    TapeVerdict,
-    TapeWitnesses,
     VerdictResult,
     agreeing,
-    chain_step,
     decide,
     earlier_faults,
     earlier_unproven,
@@ -30,6 +26,12 @@ from hypertrain.challenge.rounds.rule import (
     late_standing,
     probation_holds,
     standing,
+)
+from hypertrain.challenge.rounds.tape_rule import (
+    Attestation,
+    TapeVerdict,
+    TapeWitnesses,
+    chain_step,
     tape_status,
 )
 from hypertrain.protocol.messages import MergeTape

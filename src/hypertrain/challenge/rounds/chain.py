@@ -14,7 +14,7 @@ never a start model a correction superseded
 (:func:`~hypertrain.challenge.rounds.rollbacks.continued_model`, over the one chain
 definition :func:`~hypertrain.challenge.rounds.rollbacks.predecessor_models` that the
 correction checks and the aggregator's and witness's ``previous_outer`` also follow).
-The step is the pure rule :func:`~hypertrain.challenge.rounds.rule.chain_step`; this
+The step is the pure rule :func:`~hypertrain.challenge.rounds.tape_rule.chain_step`; this
 module reads its inputs, all from the database, so a restarted service gives the same
 answers. Without witnesses the next round continues from the round's current tape, as
 before.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from hypertrain.challenge.errors import ChallengeError, PhaseError
 from hypertrain.challenge.rounds import rollbacks, witness
-from hypertrain.challenge.rounds.rule import ChainStep, TapeVerdict, chain_step
+from hypertrain.challenge.rounds.tape_rule import ChainStep, TapeVerdict, chain_step
 from hypertrain.challenge.state import ServiceState
 
 

@@ -33,9 +33,9 @@ from hypertrain.challenge.rounds.rule import (
     CommitRow,
     Outcome,
     StandingVerdict,
-    TapeWitnesses,
     decide,
 )
+from hypertrain.challenge.rounds.tape_rule import TapeWitnesses
 from hypertrain.protocol.messages import MergeTape
 
 

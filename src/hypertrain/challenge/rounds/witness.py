@@ -9,7 +9,7 @@ cannot recompute a merge (it holds no blobs); it only counts words.
 Where the operator requires witnesses (``HYPERTRAIN_TAPE_WITNESSES`` > 0), settlement
 reads :func:`tape_witnesses` as the rule's ``witnesses`` input: a merged round is booked
 only once that many distinct keys agree with its *current* tape and none disagrees
-(:func:`~hypertrain.challenge.rounds.rule.tape_status`). Keys whose word never counts:
+(:func:`~hypertrain.challenge.rounds.tape_rule.tape_status`). Keys whose word never counts:
 the aggregator keys and the signers of the round's tapes; where the operator keeps a
 witness list (``HYPERTRAIN_WITNESS_HOTKEYS``), every key not on it. A contested tape
 stays held and public (:func:`view`) until it is resolved (docs/mechanism.md, "Tape
@@ -29,7 +29,12 @@ from hypertrain.api.models import AttestationAnswer, AttestationRecord, TapeWitn
 from hypertrain.challenge.errors import ConflictError, PhaseError
 from hypertrain.challenge.rounds import attestations, merge_storage, roles, rollbacks
 from hypertrain.challenge.rounds.facts import RoundInputs
-from hypertrain.challenge.rounds.rule import Attestation, TapeVerdict, TapeWitnesses, tape_status
+from hypertrain.challenge.rounds.tape_rule import (
+    Attestation,
+    TapeVerdict,
+    TapeWitnesses,
+    tape_status,
+)
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import MergeTape, TapeAttestation
