@@ -10,6 +10,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 
+
 @dataclass(frozen=True, slots=True)
 class BaselineRow:
     """A run's baseline: its label, the held-out loss after each round, and when it was
