@@ -85,17 +85,31 @@ def checkpoint() -> Answer:
     return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
-def int8_update() -> Answer:
-    from hypertrain.trainer.codec import encode_int8, update_hash
+def _quantized_update(bits: int) -> Answer:
+    from hypertrain.trainer.codec import encode_quantized, update_hash
 
     params = _fixed_state().params()
     delta = {k: _exact(tuple(v.shape), 7 + i) / 64 for i, (k, v) in enumerate(params.items())}
-    data = encode_int8(delta, 64)
+    data = encode_quantized(delta, 64, bits)
     return {
         "bytes": len(data),
         "sha256": hashlib.sha256(data).hexdigest(),
         "update_hash": update_hash(data).hex(),
     }
+
+
+def int8_update() -> Answer:
+    return _quantized_update(8)
+
+
+def int4_update() -> Answer:
+    """The same delta in the 4-bit format (``HTQ4``)."""
+    return _quantized_update(4)
+
+
+def int2_update() -> Answer:
+    """The same delta in the 2-bit format (``HTQ2``)."""
+    return _quantized_update(2)
 
 
 def _samples(count: int) -> list[tuple[int, Any]]:
@@ -243,6 +257,8 @@ RECIPES: dict[str, Callable[[], Answer]] = {
     "state_hash": state_hash,
     "checkpoint": checkpoint,
     "int8_update": int8_update,
+    "int4_update": int4_update,
+    "int2_update": int2_update,
     "segment": segment,
     "envelope": envelope,
     "permutation": permutation,

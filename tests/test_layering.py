@@ -361,7 +361,6 @@ def test_the_owner_check_sees_sql() -> None:
 # split (the test fails while a listed file is within the limit, so the list only shrinks).
 MAX_LINES = 400
 OVERSIZED: dict[str, int] = {
-    "hypertrain/protocol/manifest.py": 454,
     "hypertrain/dispute/game.py": 424,
 }
 _SOURCE_SUFFIXES = {".py", ".pyi", ".c", ".js", ".html", ".css"}

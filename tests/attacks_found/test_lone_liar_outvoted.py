@@ -15,7 +15,7 @@ import pytest
 
 from hypertrain.challenge.rounds import facts
 from hypertrain.challenge.rounds.rule import PENDING_AUDIT
-from hypertrain.dispute import store
+from hypertrain.challenge.disputes import game_storage
 from hypertrain.dispute.game import Rules, decide
 from hypertrain.dispute.narrowing import Actor
 from hypertrain.dispute.resolution import open_recompute
@@ -150,6 +150,6 @@ def test_only_a_referees_or_quorums_upheld_dispute_outweighs_the_judges(
         dispute_id="d" * 64, run_id=RUN, round=0, segment=0, island=HONEST.ss58_address,
         auditor=LIAR.ss58_address, check="unverifiable", rules=Rules(), now=0,
     )  # fmt: skip
-    store.insert_game(conn, decide(game, "upheld", "lost", 1, actor), lie, 0, 0)
+    game_storage.insert_game(conn, decide(game, "upheld", "lost", 1, actor), lie, 0, 0)
     got = [v.standing for v in facts.standing_verdicts(conn, RUN, 0) if v.verdict_id == lie]
     assert got == [standing]

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 import torch
 
-from hypertrain.trainer.blob import encode_model_blob
+from hypertrain.trainer.blob import blob_hash, encode_model_blob
 from hypertrain.trainer.broadcast import (
     BroadcastError,
     broadcast_step,
@@ -71,3 +71,17 @@ def test_malformed_broadcasts_are_refused() -> None:
         decode_broadcast(data, other, BLOCK)
     with pytest.raises(BroadcastError):
         decode_broadcast(b"HTQ8" + bytes(HEADER.size), SPEC, BLOCK)
+    with pytest.raises(BroadcastError, match="8-bit codes, the run's is 4"):
+        decode_broadcast(data, SPEC, BLOCK, bits=4)
+
+
+def test_a_four_bit_broadcast_rebuilds_the_merged_model() -> None:
+    start = init_params(SPEC, seed=1)
+    merged = {k: v - 0.01 * torch.randn_like(v) for k, v in start.items()}
+    data, new = broadcast_step(start, merged, SPEC, BLOCK, bits=4)
+    assert data[:4] == b"HTQ4"
+    sha = blob_hash(encode_model_blob(new, SPEC))
+    blob, params = rebuild_model(start, data, SPEC, BLOCK, sha, bits=4)
+    assert blob_hash(blob) == sha and all(torch.equal(params[k], new[k]) for k in new)
+    with pytest.raises(BroadcastError, match="4-bit codes, the run's is 8"):
+        rebuild_model(start, data, SPEC, BLOCK, sha)

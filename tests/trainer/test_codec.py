@@ -10,9 +10,14 @@ import torch
 from hypertrain.protocol.manifest import CompressionSpec
 from hypertrain.trainer.codec import (
     HEADER,
+    MAGICS,
+    code_bits,
     decode_int8,
+    decode_quantized,
     encode_int8,
+    encode_quantized,
     iter_decode,
+    levels,
     parse_header,
     quantize,
     relative_l2,
@@ -21,7 +26,12 @@ from hypertrain.trainer.codec import (
 from hypertrain.trainer.errors import CodecError
 from hypertrain.trainer.segment import run_round
 from hypertrain.trainer.state import RESIDUAL_PREFIX, init_state
-from hypertrain.trainer.update import build_update, next_round_state, pseudo_gradient
+from hypertrain.trainer.update import (
+    build_update,
+    iter_decode_update,
+    next_round_state,
+    pseudo_gradient,
+)
 from tests.trainer.conftest import make_config, make_samples
 
 
@@ -147,3 +157,75 @@ def test_error_feedback_carries_the_residual_into_the_next_round() -> None:
     plain = pseudo_gradient(nxt.params(), second.params())
     target = {k: plain[k] + update.residual[k] for k in plain}
     assert relative_l2(target, decode_int8(again.data)) == pytest.approx(again.relative_l2_error)
+
+
+@pytest.mark.parametrize("bits", [4, 2])
+def test_narrow_widths_round_trip_within_half_a_level(bits: int) -> None:
+    x = _tensors(3)
+    data = encode_quantized(x, 64, bits)
+    assert data == encode_quantized(_tensors(3), 64, bits)  # canonical
+    assert data[:4] == MAGICS[bits] and code_bits(data) == bits
+    out = decode_quantized(data)
+    top = levels(bits)
+    for name, t in x.items():
+        flat = t.reshape(-1)
+        pad = -flat.numel() % 64
+        absmax = torch.nn.functional.pad(flat.abs(), (0, pad)).view(-1, 64).amax(1)
+        bound = (absmax / top / 2).repeat_interleave(64)[: flat.numel()] * (1 + 1e-6)
+        assert bool(((out[name].reshape(-1) - flat).abs() <= bound + 1e-12).all())
+    assert torch.equal(out["zeros"], torch.zeros(5, 4))
+    metas = parse_header(data)[1]  # only the codes shrink: n * bits / 8 bytes, rounded up
+    saved = sum(m.numel - -(-m.numel * bits // 8) for m in metas)
+    assert len(encode_int8(x, 64)) - len(data) == saved
+
+
+def test_four_bit_codes_pack_low_nibble_first() -> None:
+    x = {"t": torch.tensor([7.0, -7.0, 0.0])}  # scale 1: codes 7, -7, 0 -> fields 14, 0, 7
+    data = encode_quantized(x, 8, 4)
+    body = data[-2:]  # 3 codes: two bytes, the last nibble of padding zero
+    assert body == bytes([14 | (0 << 4), 7])
+    assert torch.equal(decode_quantized(data)["t"], x["t"])
+
+
+@pytest.mark.parametrize("bits", [4, 2])
+def test_narrow_widths_refuse_unused_codes_and_padding(bits: int) -> None:
+    x = {"t": torch.tensor([1.0, -1.0, 0.5])}
+    data = bytearray(encode_quantized(x, 8, bits))
+    unused = bytearray(data)
+    unused[-1] |= (1 << bits) - 1  # the first field of the last byte: 2Q + 1
+    with pytest.raises(CodecError, match="never occurs"):
+        decode_quantized(bytes(unused))
+    padded = bytearray(data)
+    padded[-1] |= 1 << (8 - bits)  # the last field of the last byte is padding
+    with pytest.raises(CodecError, match="padding bits"):
+        decode_quantized(bytes(padded))
+
+
+def test_widths_are_checked() -> None:
+    x = _tensors()
+    with pytest.raises(CodecError, match="8, 4 or 2"):
+        encode_quantized(x, 64, 3)
+    with pytest.raises(CodecError, match="not an int8 update"):
+        decode_int8(encode_quantized(x, 64, 4))
+    four = CompressionSpec(bits=4)
+    with pytest.raises(CodecError, match="int4 codec"):
+        list(iter_decode_update(encode_int8(x, 256), four))
+    assert CompressionSpec().model_dump_json() == CompressionSpec(bits=8).model_dump_json()
+    assert '"bits":4' in four.model_dump_json()  # the int8 manifests keep their hash
+    with pytest.raises(ValueError, match="value_bits"):
+        CompressionSpec(bits=4, error_feedback=True, sparse={"chunk_size": 64, "topk_per_chunk": 4})
+
+
+def test_error_feedback_carries_the_narrow_codes_residual() -> None:
+    cfg = replace(
+        make_config(steps=2, interval=1),
+        compression=CompressionSpec(block_size=64, error_feedback=True, bits=2),
+    )
+    start = init_state(cfg.state_config(), 0)
+    end = run_round(start, cfg, make_samples(8)).final
+    update = build_update(start.params(), end, cfg.compression)
+    assert update.residual is not None and update.data[:4] == MAGICS[2]
+    decoded = decode_quantized(update.data)
+    delta = pseudo_gradient(start.params(), end.params())
+    for name, r in update.residual.items():  # delta + old residual (zero) = decoded + new
+        torch.testing.assert_close(decoded[name] + r, delta[name], rtol=0, atol=1e-7)

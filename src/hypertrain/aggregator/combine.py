@@ -198,9 +198,10 @@ def outer_step(
                 start[name], delta.pop(name), momentum[name], manifest.outer
             )
     broadcast = None
-    if manifest.outer.broadcast == "int8":  # the model is the start minus the decoded step
+    bits = manifest.outer.broadcast_bits
+    if bits is not None:  # the model is the start minus the decoded step
         broadcast, new_params = broadcast_step(
-            start, new_params, spec, manifest.compression.block_size
+            start, new_params, spec, manifest.compression.block_size, bits
         )
     return new_params, new_momentum, broadcast
 

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from hypertrain.protocol.manifest import CompressionSpec
-from hypertrain.trainer.codec import parse_header
+from hypertrain.trainer.codec import iter_blocks, parse_header
 from hypertrain.trainer.update import iter_decode_update
 
 Shapes = Sequence[tuple[str, tuple[int, ...]]]
@@ -54,17 +54,12 @@ def gram_matrix(updates: Sequence[bytes], shapes: Shapes, compression: Compressi
 
 
 def _int8_tensors(data: bytes, block_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Per tensor, lazily: float64 scales and the int8 codes (views into ``data``)."""
-    size, metas, pos = parse_header(data)
+    """Per tensor, lazily: float64 scales and the integer codes (any width)."""
+    size = parse_header(data)[0]
     if size != block_size:  # update_norm refuses these first; a changed blob gets here
         raise ValueError(f"update block size {size}, the run's is {block_size}")
-    view = memoryview(data)
-    for meta in metas:
-        nb = -(-meta.numel // block_size)
-        scales = np.frombuffer(view[pos : pos + 4 * nb], dtype="<f4").astype(np.float64)
-        codes = np.frombuffer(view[pos + 4 * nb : pos + 4 * nb + meta.numel], dtype=np.int8)
-        pos += meta.body_size(block_size)
-        yield scales, codes
+    for _, scales, codes in iter_blocks(data):
+        yield scales.astype(np.float64), codes
 
 
 def _chunk(codes: np.ndarray, lo: int, blocks: int, block_size: int) -> np.ndarray:

@@ -25,7 +25,7 @@ import numpy as np
 
 from hypertrain.aggregator.errors import UpdateFormatError
 from hypertrain.protocol.manifest import CompressionSpec
-from hypertrain.trainer.codec import parse_header
+from hypertrain.trainer.codec import code_bits, iter_blocks, parse_header
 from hypertrain.trainer.errors import CodecError
 from hypertrain.trainer.sparse_codec import SparseParams, is_sparse, sparse_norm_terms
 from hypertrain.trainer.update import sparse_params
@@ -56,31 +56,29 @@ def update_norm(data: bytes, expected: Shapes, compression: CompressionSpec | No
     if params is not None:
         return _sparse_norm(data, expected, params)
     try:
-        block_size, metas, pos = parse_header(data)
+        block_size = parse_header(data)[0]
+        if compression is not None and block_size != compression.block_size:
+            raise UpdateFormatError(
+                "malformed", f"block size {block_size}, the run's is {compression.block_size}"
+            )
+        if compression is not None and code_bits(data) != compression.bits:
+            raise UpdateFormatError(
+                "malformed", f"{code_bits(data)}-bit codes, the run's are {compression.bits}-bit"
+            )
+        terms = [_block_terms(scales, codes, block_size)
+                 for _, scales, codes in iter_blocks(data, expected)]  # fmt: skip
     except CodecError as exc:
         raise classify(exc) from None
-    if compression is not None and block_size != compression.block_size:
-        raise UpdateFormatError(
-            "malformed", f"block size {block_size}, the run's is {compression.block_size}"
-        )
-    got = [(m.name, m.shape) for m in metas]
-    if got != [(n, tuple(s)) for n, s in expected]:
-        raise UpdateFormatError("wrong_shape", "update tensors are not the model's names/shapes")
-    view, terms = memoryview(data), []
-    for meta in metas:
-        nb = -(-meta.numel // block_size)
-        scales = np.frombuffer(view[pos : pos + 4 * nb], dtype="<f4").astype(np.float64)
-        codes = np.frombuffer(view[pos + 4 * nb : pos + 4 * nb + meta.numel], dtype=np.int8)
-        pos += meta.body_size(block_size)
-        if not np.isfinite(scales).all():
-            raise UpdateFormatError("non_finite", f"{meta.name}: a scale is NaN or Inf")
-        if (scales < 0).any() or (codes == -128).any():
-            raise UpdateFormatError("malformed", f"{meta.name}: negative scale or code -128")
-        squares = codes.astype(np.int64) ** 2
-        pad = -meta.numel % block_size
-        per_block = np.pad(squares, (0, pad)).reshape(nb, block_size).sum(axis=1)
-        terms.append(scales * scales * per_block.astype(np.float64))
     return math.sqrt(math.fsum(np.concatenate(terms).tolist())) if terms else 0.0
+
+
+def _block_terms(scales: np.ndarray, codes: np.ndarray, block_size: int) -> np.ndarray:
+    """Per block, ``scale ** 2 * sum(code ** 2)`` (exact: integer sums, float64 products)."""
+    s = scales.astype(np.float64)
+    pad = -codes.size % block_size
+    squares = np.pad(codes.astype(np.int64) ** 2, (0, pad)).reshape(s.size, block_size)
+    terms: np.ndarray = s * s * squares.sum(axis=1).astype(np.float64)
+    return terms
 
 
 def _sparse_norm(data: bytes, expected: Shapes, params: SparseParams) -> float:

@@ -42,7 +42,7 @@ from hypertrain.api.models import (
     VersionAnswer,
     WeightsPublic,
 )
-from hypertrain.dispute.store import DisputeView
+from hypertrain.dispute.view import DisputeView
 from hypertrain.protocol.envelope import Envelope, open_envelope
 from hypertrain.protocol.errors import EnvelopeError
 from hypertrain.protocol.manifest import RunManifest

@@ -2,7 +2,8 @@
 
 Part of the answer models (:mod:`hypertrain.api.models` holds the rounds', the roster's and
 the platform's): the dispute routes answer the game's stored record (``DisputeView``,
-defined with the game's tables in ``hypertrain.dispute.store``), one named model per route.
+defined in ``hypertrain.dispute.view``, stored by ``challenge.disputes.game_storage``),
+one named model per route.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from hypertrain.api.models import Answer
-from hypertrain.dispute.store import DisputeView
+from hypertrain.dispute.view import DisputeView
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.honeypots import HoneypotList
 

@@ -25,7 +25,7 @@ from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeAnswer, commitment_of
-from hypertrain.dispute.store import DisputeView
+from hypertrain.dispute.view import DisputeView
 from hypertrain.evidence.party import SegmentParty
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey

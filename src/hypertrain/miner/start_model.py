@@ -79,8 +79,8 @@ def rebuilt_start(
     spec = ctx.manifest.model
     start = decode_model_blob(held, spec, records[-2].start_model_sha256)
     data = relay.get(tape.broadcast_sha256, max_bytes=MAX_BROADCAST_BYTES)
-    block = ctx.manifest.compression.block_size
-    return rebuild_model(start, data, spec, block, records[-1].start_model_sha256)
+    block, bits = ctx.manifest.compression.block_size, ctx.manifest.outer.broadcast_bits or 8
+    return rebuild_model(start, data, spec, block, records[-1].start_model_sha256, bits)
 
 
 def fetch_start_model(

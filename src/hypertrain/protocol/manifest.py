@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.domains import MANIFEST, tagged_hash
+from hypertrain.protocol.section import Section as _Section
+from hypertrain.protocol.update_specs import CompressionSpec as CompressionSpec
+from hypertrain.protocol.update_specs import OuterOptimSpec as OuterOptimSpec
+from hypertrain.protocol.update_specs import SparseSpec as SparseSpec
 
 HexDigest = str
 _HEX64 = r"^[0-9a-f]{64}$"
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class MoESpec(_Section):
@@ -82,27 +82,6 @@ class InnerOptimSpec(_Section):
     muon_momentum: float = Field(default=0.95, ge=0, lt=1)
     muon_ns_steps: int = Field(default=5, ge=1, le=20)
     state_policy: Literal["reset", "carry"] = "reset"  # reset: start state public (mechanism.md)
-
-
-class OuterOptimSpec(_Section):
-    """Outer Nesterov step applied by the aggregator to the averaged pseudo-gradient."""
-
-    lr: float = Field(default=0.7, gt=0)
-    momentum: float = Field(default=0.9, ge=0, lt=1)
-    nesterov: bool = True
-    clip_to_median_factor: float = Field(default=2.0, gt=0)
-    reject_norm_factor: float = Field(default=10.0, gt=1)
-    # "int8": the merged model is the start model minus the int8-encoded outer step, and
-    # islands receive that step instead of the model (protocol.md, "Start-model
-    # broadcast"). Omitted from the canonical JSON when unset, so older manifests keep
-    # their hash (and their merges publish the float32 model only).
-    broadcast: Literal["int8"] | None = Field(default=None, exclude_if=lambda v: v is None)
-    # A trusted update norm the operator vouches for (e.g. from a calibration run): it joins
-    # the audit-proven norms of the merge's reference (omitted from the canonical JSON
-    # when unset, so manifests without it keep their hash).
-    reference_norm: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False, exclude_if=lambda v: v is None
-    )
 
 
 class LayoutSpec(_Section):
@@ -226,39 +205,6 @@ class RoundSpec(_Section):
     def island_samples(self, layout: LayoutSpec) -> int:
         """An island's sample budget per round: H steps of its layout's samples per step."""
         return self.inner_steps * layout.samples_per_step
-
-
-class SparseSpec(_Section):
-    """Chunked top-k with low-bit values (``trainer.sparse_codec``) instead of int8."""
-
-    chunk_size: int = Field(default=4096, ge=8, le=1 << 20)
-    topk_per_chunk: int = Field(default=64, ge=1)
-    value_bits: Literal[2, 3, 4] = 2
-
-    @model_validator(mode="after")
-    def _k_fits(self) -> SparseSpec:
-        if self.topk_per_chunk > self.chunk_size:
-            raise ValueError("topk_per_chunk cannot exceed chunk_size")
-        return self
-
-
-class CompressionSpec(_Section):
-    """Compression of the pseudo-gradient: int8 blockwise absmax, or sparse when ``sparse``
-    is set (omitted from the canonical JSON when unset, so int8 manifests keep their hash)."""
-
-    block_size: int = Field(default=256, ge=8, le=1 << 20)
-    error_feedback: bool = False
-    sparse: SparseSpec | None = Field(default=None, exclude_if=lambda v: v is None)
-
-    @model_validator(mode="after")
-    def _sparse_needs_feedback(self) -> CompressionSpec:
-        if self.sparse is not None and not self.error_feedback:
-            raise ValueError("sparse compression needs error_feedback (unsent mass is carried)")
-        return self
-
-    @property
-    def codec(self) -> Literal["int8", "sparse"]:
-        return "int8" if self.sparse is None else "sparse"
 
 
 class DataSpec(_Section):

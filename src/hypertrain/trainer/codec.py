@@ -1,20 +1,27 @@
-"""int8 blockwise absmax codec for pseudo-gradients, with a canonical byte encoding.
+"""Blockwise absmax codecs for pseudo-gradients (8, 4 or 2 bits), with a canonical encoding.
 
-Each tensor is flattened (C order) and cut into blocks of ``block_size`` elements
-(the last block may be short). Per block, ``scale = absmax / 127`` (float32) and
-``q = clamp(round_half_even(x / scale), -127, 127)`` as int8 (q = 0 where scale = 0).
-Decoding is ``q * scale``. Every operation is elementwise or an exact max, so the
-bytes do not depend on thread count. Layout (all integers little-endian):
+Each tensor is flattened (C order) and cut into blocks of ``block_size`` elements (the
+last block may be short). With ``b`` bits a code is an integer in ``[-Q, Q]``,
+``Q = 2 ** (b - 1) - 1`` (127, 7 or 1): per block, ``scale = absmax / Q`` (float32) and
+``q = clamp(round_half_even(x / scale), -Q, Q)`` (q = 0 where scale = 0). Decoding is
+``q * scale``. Every operation is elementwise or an exact max, so the bytes do not depend
+on thread count. Layout (all integers little-endian):
 
-    header:  magic "HTQ8" | u16 version | u32 block_size | u32 tensor count
+    header:  magic | u16 version | u32 block_size | u32 tensor count
              per tensor: u16 name length | name | u8 dtype code | u8 ndim | u64 dims...
-    bodies:  per tensor, in header order: f32 scales[ceil(n / block_size)] | i8 q[n]
+    bodies:  per tensor, in header order: f32 scales[ceil(n / block_size)] | codes
+
+The magic names the width: "HTQ8" (codes: int8 ``q[n]``, the first format, unchanged),
+"HTQ4" and "HTQ2" (codes: ``q + Q`` as unsigned ``b``-bit fields packed low bits first,
+``8 / b`` to a byte, ``ceil(n * b / 8)`` bytes, unused bits of the last byte zero).
 
 The whole header comes first (its tensor table, shared with the sparse codec, is
 update_header.py's), so the exact total length is known before any body is read: a
-decoder refuses a wrong length, a bad header, a non-finite or negative scale, or the
-unused code -128 with :class:`CodecError`, and :func:`iter_decode` yields one tensor at
-a time for aggregators that stream many updates.
+decoder refuses a wrong length, a bad header, a non-finite or negative scale, a code
+outside ``[-Q, Q]`` (int8's -128, the packed field ``2Q + 1``) or non-zero padding bits
+with :class:`CodecError`. :func:`iter_blocks` yields each tensor's scales and integer
+codes (the aggregator's exact norms and Gram products read them), :func:`iter_decode`
+each decoded tensor, one at a time, for aggregators that stream many updates.
 """
 
 from __future__ import annotations
@@ -32,9 +39,18 @@ from hypertrain.protocol import domains
 from hypertrain.trainer.errors import CodecError
 from hypertrain.trainer.update_header import check_tensors, entry_bytes, read_fixed, read_tensors
 
-MAGIC = b"HTQ8"
+MAGIC = b"HTQ8"  # the int8 format's
 VERSION = 1
 HEADER = struct.Struct("<4sHII")
+MAGICS = {8: b"HTQ8", 4: b"HTQ4", 2: b"HTQ2"}  # code width -> magic
+BITS = {magic: bits for bits, magic in MAGICS.items()}
+
+
+def levels(bits: int) -> int:
+    """``Q``: the largest code of a ``bits``-wide format (127, 7, 1)."""
+    if bits not in MAGICS:
+        raise CodecError(f"codes are 8, 4 or 2 bits wide, not {bits}")
+    return (1 << (bits - 1)) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +62,11 @@ class TensorMeta:
     def numel(self) -> int:
         return math.prod(self.shape)
 
-    def body_size(self, block_size: int) -> int:
-        return 4 * -(-self.numel // block_size) + self.numel
+    def code_bytes(self, bits: int = 8) -> int:
+        return -(-self.numel * bits // 8)
+
+    def body_size(self, block_size: int, bits: int = 8) -> int:
+        return 4 * -(-self.numel // block_size) + self.code_bytes(bits)
 
 
 def update_hash(data: bytes) -> bytes:
@@ -55,17 +74,18 @@ def update_hash(data: bytes) -> bytes:
     return domains.tagged_hash(domains.UPDATE, data)
 
 
-def quantize(x: Tensor, block_size: int) -> tuple[Tensor, Tensor]:
-    """(float32 scales, int8 codes) of a tensor; refuses non-finite input."""
+def quantize(x: Tensor, block_size: int, bits: int = 8) -> tuple[Tensor, Tensor]:
+    """(float32 scales, int8 codes in ``[-Q, Q]``) of a tensor; refuses non-finite input."""
+    top = levels(bits)
     flat = x.detach().to(torch.float32).reshape(-1).cpu()
     if not bool(torch.isfinite(flat).all()):
         raise CodecError("cannot encode a tensor with NaN or Inf")
     n = flat.numel()
     pad = -n % block_size
     blocks = torch.nn.functional.pad(flat, (0, pad)).view(-1, block_size)
-    scales = blocks.abs().amax(dim=1) / 127.0  # (num_blocks,)
+    scales = blocks.abs().amax(dim=1) / float(top)  # (num_blocks,)
     safe = torch.where(scales > 0, scales, torch.ones_like(scales))
-    q = torch.round(blocks / safe[:, None]).clamp_(-127, 127)
+    q = torch.round(blocks / safe[:, None]).clamp_(-top, top)
     q = torch.where(scales[:, None] > 0, q, torch.zeros_like(q))
     return scales, q.to(torch.int8).reshape(-1)[:n]
 
@@ -75,55 +95,135 @@ def dequantize(scales: Tensor, q: Tensor, block_size: int, shape: tuple[int, ...
     return (q.to(torch.float32) * per_elem).reshape(shape)
 
 
-def encode_int8(tensors: Mapping[str, Tensor], block_size: int) -> bytes:
-    """Canonical int8 encoding of named tensors (order = mapping order)."""
+def pack_codes(q: Tensor, bits: int) -> bytes:
+    """The body's code bytes of int8 codes ``q`` (see the module docstring)."""
+    codes = q.numpy()
+    if bits == 8:
+        return codes.tobytes()
+    per = 8 // bits
+    fields = (codes.astype(np.int16) + levels(bits)).astype(np.uint8)
+    fields = np.pad(fields, (0, -fields.size % per)).reshape(-1, per)
+    shifts = np.arange(per, dtype=np.uint8) * bits
+    packed: np.ndarray = np.bitwise_or.reduce(fields << shifts, axis=1).astype(np.uint8)
+    return packed.tobytes()
+
+
+def unpack_codes(raw: memoryview, numel: int, bits: int, name: str) -> np.ndarray:
+    """The int8 codes of one tensor's code bytes, refusing codes outside ``[-Q, Q]`` and
+    non-zero padding bits."""
+    if bits == 8:
+        codes = np.frombuffer(raw, dtype=np.int8)
+        if (codes == -128).any():
+            raise CodecError(f"{name}: code -128 never occurs in a canonical update")
+        return codes
+    per, top = 8 // bits, levels(bits)
+    packed = np.frombuffer(raw, dtype=np.uint8)
+    shifts = np.arange(per, dtype=np.uint8) * bits
+    fields = ((packed[:, None] >> shifts) & ((1 << bits) - 1)).reshape(-1)
+    if fields[numel:].any():
+        raise CodecError(f"{name}: padding bits of the last code byte are not zero")
+    fields = fields[:numel]
+    if (fields > 2 * top).any():
+        raise CodecError(f"{name}: code {2 * top + 1} never occurs in a canonical update")
+    return (fields.astype(np.int16) - top).astype(np.int8)
+
+
+def encode_quantized(tensors: Mapping[str, Tensor], block_size: int, bits: int = 8) -> bytes:
+    """Canonical ``bits``-wide encoding of named tensors (order = mapping order)."""
     if block_size < 1:
         raise CodecError(f"block size must be positive, got {block_size}")
-    header = [HEADER.pack(MAGIC, VERSION, block_size, len(tensors))]
+    magic = MAGICS.get(bits)
+    if magic is None:
+        raise CodecError(f"codes are 8, 4 or 2 bits wide, not {bits}")
+    header = [HEADER.pack(magic, VERSION, block_size, len(tensors))]
     bodies: list[bytes] = []
     for name, t in tensors.items():
         header.append(entry_bytes(name, tuple(t.shape)))
-        scales, q = quantize(t, block_size)
-        bodies += [scales.numpy().tobytes(), q.numpy().tobytes()]
+        scales, q = quantize(t, block_size, bits)
+        bodies += [scales.numpy().tobytes(), pack_codes(q, bits)]
     return b"".join(header + bodies)
 
 
+def encode_int8(tensors: Mapping[str, Tensor], block_size: int) -> bytes:
+    """The 8-bit encoding (``HTQ8``): :func:`encode_quantized` at 8 bits."""
+    return encode_quantized(tensors, block_size, 8)
+
+
+def code_bits(data: bytes) -> int:
+    """The code width an update's magic names; :class:`CodecError` for another format."""
+    if len(data) < HEADER.size:
+        raise CodecError(f"update is truncated ({len(data)} bytes)")
+    bits = BITS.get(bytes(data[:4]))
+    if bits is None:
+        raise CodecError(f"not a blockwise update (magic {bytes(data[:4])!r})")
+    return bits
+
+
 def parse_header(data: bytes) -> tuple[int, list[TensorMeta], int]:
-    """(block size, tensor metas, offset of the first body); checks the exact total length."""
-    block_size, count = read_fixed(data, HEADER, MAGIC, VERSION, "int8", CodecError)
+    """(block size, tensor metas, offset of the first body) of an update of any width
+    (:func:`code_bits` gives it); checks the exact total length."""
+    bits = code_bits(data)
+    block_size, count = read_fixed(data, HEADER, MAGICS[bits], VERSION, f"{bits}-bit", CodecError)
     if block_size < 1:
         raise CodecError(f"bad header: block size {block_size}")
     metas, pos = read_tensors(
-        data, HEADER.size, count, TensorMeta, lambda m: m.body_size(block_size), CodecError
+        data,
+        HEADER.size,
+        count,
+        TensorMeta,
+        lambda m: m.body_size(block_size, bits),
+        CodecError,
     )
     return block_size, metas, pos
+
+
+def iter_blocks(
+    data: bytes, expected: Sequence[tuple[str, tuple[int, ...]]] | None = None
+) -> Iterator[tuple[TensorMeta, np.ndarray, np.ndarray]]:
+    """Validate the header (and names/shapes if ``expected``), then yield each tensor's
+    (meta, float32 scales, int8 codes), every scale and code checked, without decoding."""
+    block_size, metas, pos = parse_header(data)
+    bits = code_bits(data)
+    check_tensors(metas, expected, CodecError)
+    view = memoryview(data)
+    for meta in metas:
+        nb = -(-meta.numel // block_size)
+        scales = np.frombuffer(view[pos : pos + 4 * nb], dtype="<f4")
+        start = pos + 4 * nb
+        codes = unpack_codes(view[start : start + meta.code_bytes(bits)], meta.numel, bits,
+                             meta.name)  # fmt: skip
+        pos += meta.body_size(block_size, bits)
+        if not np.isfinite(scales).all():
+            raise CodecError(f"{meta.name}: a scale is NaN or Inf")
+        if (scales < 0).any():
+            raise CodecError(f"{meta.name}: negative scale")
+        yield meta, scales, codes
 
 
 def iter_decode(
     data: bytes, expected: Sequence[tuple[str, tuple[int, ...]]] | None = None
 ) -> Iterator[tuple[str, Tensor]]:
     """Validate the header (and names/shapes if ``expected``), then yield tensors one by one."""
-    block_size, metas, pos = parse_header(data)
-    check_tensors(metas, expected, CodecError)
-    view = memoryview(data)
-    for meta in metas:
-        nb = -(-meta.numel // block_size)
-        scales = np.frombuffer(view[pos : pos + 4 * nb], dtype="<f4")
-        codes = np.frombuffer(view[pos + 4 * nb : pos + 4 * nb + meta.numel], dtype=np.int8)
-        pos += meta.body_size(block_size)
-        if not np.isfinite(scales).all() or (scales < 0).any():
-            raise CodecError(f"{meta.name}: scale is NaN, Inf or negative")
-        if (codes == -128).any():
-            raise CodecError(f"{meta.name}: code -128 never occurs in a canonical update")
+    block_size = parse_header(data)[0]
+    for meta, scales, codes in iter_blocks(data, expected):
         s, q = torch.from_numpy(scales.copy()), torch.from_numpy(codes.copy())
         yield meta.name, dequantize(s, q, block_size, meta.shape)
+
+
+def decode_quantized(
+    data: bytes, expected: Sequence[tuple[str, tuple[int, ...]]] | None = None
+) -> dict[str, Tensor]:
+    """Decode a whole update of any width (see :func:`iter_decode`)."""
+    return dict(iter_decode(data, expected))
 
 
 def decode_int8(
     data: bytes, expected: Sequence[tuple[str, tuple[int, ...]]] | None = None
 ) -> dict[str, Tensor]:
-    """Decode a whole update (see :func:`iter_decode`)."""
-    return dict(iter_decode(data, expected))
+    """Decode a whole 8-bit update; another width is refused."""
+    if code_bits(data) != 8:
+        raise CodecError(f"not an int8 update (magic {bytes(data[:4])!r})")
+    return decode_quantized(data, expected)
 
 
 def relative_l2(original: Mapping[str, Tensor], decoded: Mapping[str, Tensor]) -> float:

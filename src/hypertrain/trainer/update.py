@@ -1,10 +1,11 @@
 """The pseudo-gradient of a round and its compressed update, with optional error feedback.
 
 ``delta = theta_round_start - theta_after_H`` per parameter. Without error feedback
-the update is ``encode_int8(delta)`` (or ``encode_sparse`` when the manifest's
-``compression.sparse`` is set). With ``compression.error_feedback`` the island
-encodes ``delta + residual`` and keeps ``residual' = (delta + residual) - decoded`` for
-the next round, so quantisation error is re-sent later instead of lost. The residual
+the update is ``encode_quantized(delta)`` at the run's ``compression.bits`` (8, 4 or 2;
+or ``encode_sparse`` when the manifest's ``compression.sparse`` is set). With
+``compression.error_feedback`` the island encodes ``delta + residual`` and keeps
+``residual' = (delta + residual) - decoded`` for the next round, so quantisation error
+is re-sent later instead of lost. The residual
 is part of the training state (``residual.<param>``), hence of every state hash, so an
 auditor replaying the final segment can re-encode and compare the update hash.
 """
@@ -17,7 +18,14 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from hypertrain.protocol.manifest import CompressionSpec
-from hypertrain.trainer.codec import decode_int8, encode_int8, iter_decode, relative_l2, update_hash
+from hypertrain.trainer.codec import (
+    code_bits,
+    decode_quantized,
+    encode_quantized,
+    iter_decode,
+    relative_l2,
+    update_hash,
+)
 from hypertrain.trainer.errors import CodecError
 from hypertrain.trainer.sparse_codec import (
     SparseParams,
@@ -61,7 +69,7 @@ def encode_update(tensors: Mapping[str, Tensor], compression: CompressionSpec) -
     """The canonical encoding of ``tensors`` under the run's codec."""
     params = sparse_params(compression)
     if params is None:
-        return encode_int8(tensors, compression.block_size)
+        return encode_quantized(tensors, compression.block_size, compression.bits)
     return encode_sparse(tensors, params)
 
 
@@ -76,7 +84,9 @@ def iter_decode_update(
 ) -> Iterator[tuple[str, Tensor]]:
     """Stream-decode an update, refusing one made with another codec than the run's."""
     params = sparse_params(compression)
-    if (params is not None) != is_sparse(data):
+    if (params is not None) != is_sparse(data) or (
+        params is None and code_bits(data) != compression.bits
+    ):
         raise CodecError(f"update is not encoded with the run's {compression.codec} codec")
     if params is None:
         return iter_decode(data, expected)
@@ -92,7 +102,7 @@ def build_update(
         target = {k: v + end.tensors[RESIDUAL_PREFIX + k] for k, v in target.items()}
     data = encode_update(target, compression)
     params = sparse_params(compression)
-    decoded = decode_int8(data) if params is None else decode_sparse(data, params=params)
+    decoded = decode_quantized(data) if params is None else decode_sparse(data, params=params)
     residual = {k: target[k] - decoded[k] for k in target} if compression.error_feedback else None
     return EncodedUpdate(
         data=data,
