@@ -131,16 +131,29 @@ def next_states(
     starts: Sequence[TrainState],
     ends: Sequence[TrainState],
     merged: Params,
+    average: tuple[str, ...] = (),
 ) -> tuple[TrainState, ...]:
-    """Each island's start state of round ``r + 1``, per ``inner.state_policy``."""
+    """Each island's start state of round ``r + 1``, per ``inner.state_policy``
+    (``average``: a prototype, not a product policy: under ``carry``, the optimizer
+    tensors whose names start with one of these prefixes are replaced by their float32
+    mean over the islands, as if published with the merge)."""
     if manifest.inner.state_policy == "reset":
         cfg = island_train_config(manifest, r + 1)
         first = reset_state(cfg.state_config(), merged, cfg.round_start_step(r + 1))
         return tuple(first.clone() for _ in ends)
-    return tuple(
+    states = tuple(
         carry_state(end, start.params(), merged, manifest.compression)
         for start, end in zip(starts, ends, strict=True)
     )
+    if not average:
+        return states
+    names = [k for k in states[0].tensors if k.startswith(average)]
+    mean = {k: torch.stack([s.tensors[k] for s in states]).mean(0) for k in names}
+    return tuple(
+        TrainState(s.step, {**s.tensors, **{k: v.clone() for k, v in mean.items()}},
+                   s.config_digest)
+        for s in states
+    )  # fmt: skip
 
 
 def exact_merge(
@@ -181,6 +194,7 @@ def diloco_round(
     r: int,
     *,
     exact: bool = False,
+    average: tuple[str, ...] = (),
 ) -> tuple[Swarm, RoundLog]:
     """Round ``r``: island ``i`` trains on ``samples[i]``, the aggregator merges, every
     island receives the model and starts round ``r + 1`` (``exact``: the ``none`` codec)."""
@@ -197,5 +211,5 @@ def diloco_round(
     merged = merge_updates(manifest, swarm.params, swarm.momentum, updates, tokens, swarm.merges)
     params, received = received_model(manifest, swarm.params, merged)
     log = RoundLog(tuple(updates), sum(len(u) for u in updates), len(ends) * received, merged)
-    states = next_states(manifest, r, swarm.states, ends, params)
+    states = next_states(manifest, r, swarm.states, ends, params, average)
     return Swarm(states, params, merged.momentum, (merged.selection, *swarm.merges)), log

@@ -60,7 +60,7 @@ from hypertrain.trainer.state import TrainState
 from hypertrain.trainer.warm_start import iter_warm_start, run_warm_start
 from parity_round import diloco_round, start_swarm
 
-Codec = Literal["int8", "sparse", "none"]
+Codec = Literal["int8", "int8-noef", "int4", "int4-noef", "int2", "sparse", "none"]
 Params = dict[str, Tensor]
 HELDOUT_CHUNK = 256  # held-out windows per forward pass (bounds the logits' memory)
 
@@ -86,7 +86,10 @@ class Cell:
     warm_start: int = 0
     size: str = "s"
     exploratory: bool = False
-    broadcast: bool = False  # the merge sends islands the int8 outer step
+    broadcast: bool = False  # the merge sends islands the encoded outer step
+    broadcast_bits: int = 8  # ... at this width
+    warm_moments: bool = False  # round 0 starts from the warm start's optimizer moments
+    average: tuple[str, ...] = ()  # prototype: optimizer tensors averaged over islands
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,12 @@ def compression(setup: Setup, codec: Codec) -> CompressionSpec:
         return CompressionSpec(error_feedback=True)
     if codec == "sparse":
         return CompressionSpec(error_feedback=True, sparse=setup.sparse)
+    if codec == "int8-noef":  # the product's default compression (no error feedback)
+        return CompressionSpec(error_feedback=False)
+    if codec in ("int4", "int2"):  # narrower codes, with error feedback
+        return CompressionSpec(error_feedback=True, bits=int(codec[3:]))  # type: ignore[arg-type]
+    if codec == "int4-noef":
+        return CompressionSpec(error_feedback=False, bits=4)
     return CompressionSpec(error_feedback=False)
 
 
@@ -155,7 +164,7 @@ def cell_manifest(setup: Setup, cell: Cell, seed: int) -> RunManifest:
         outer=OuterOptimSpec(
             lr=cell.outer_lr,
             momentum=cell.outer_momentum,
-            broadcast="int8" if cell.broadcast else None,
+            broadcast=f"int{cell.broadcast_bits}" if cell.broadcast else None,
         ),
         round=RoundSpec(
             inner_steps=h, checkpoint_interval=h, layout=LayoutSpec(micro_batch_size=batch)
@@ -255,9 +264,14 @@ def genesis_state(manifest: RunManifest, cell: Cell, data: Data) -> TrainState:
         params = init_params(manifest.model, manifest.seed)
     else:
         batches = dp_batches(manifest, data, cell.islands, range(manifest.warm_start.steps))
-        params = run_warm_start(manifest, batches).params()
+        warm = run_warm_start(manifest, batches)
+        params = warm.params()
     cfg = island_train_config(manifest, 0)
-    return reset_state(cfg.state_config(), params, cfg.round_start_step(0))
+    state = reset_state(cfg.state_config(), params, cfg.round_start_step(0))
+    if not cell.warm_moments or manifest.warm_start is None:
+        return state
+    moments = {k: v for k, v in warm.tensors.items() if k.startswith("optim.")}
+    return TrainState(state.step, {**state.tensors, **moments}, state.config_digest)
 
 
 def run_diloco(cell: Cell, setup: Setup, data: Data, seed: int) -> CellRun:
@@ -275,7 +289,7 @@ def run_diloco(cell: Cell, setup: Setup, data: Data, seed: int) -> CellRun:
     )
     for r in range((setup.steps - cell.warm_start) // cell.inner_steps):
         samples = island_samples(manifest, cell.islands, data, r)
-        swarm, log = diloco_round(manifest, swarm, samples, r, exact=exact)
+        swarm, log = diloco_round(manifest, swarm, samples, r, exact=exact, average=cell.average)
         out.update_bytes += log.upload_bytes
         out.model_download_bytes += log.download_bytes
         out.merged_updates += log.merged

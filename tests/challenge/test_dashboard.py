@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from hypertrain.challenge.app import create_app
 from hypertrain.challenge.dashboard import panels
 from hypertrain.challenge.dashboard.document import _status
 from hypertrain.challenge.dashboard.models import Dashboard
+from hypertrain.challenge.dashboard.traffic import state_bytes
 from hypertrain.dispute.narrowing import NarrowStep
+from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.traffic import ratio_words
 from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import BROADCAST_BYTES, run_rounds
-from tests.challenge.helpers import bearer
+from tests.challenge.helpers import FakeLedger, SteppedBeacon, bearer, make_settings, manifest_doc
 
 
 def test_page_and_assets_are_served_offline(harness: Harness) -> None:
@@ -176,3 +184,34 @@ def test_narrowing_steps_render_from_their_fields() -> None:
     assert [r["beacon_round"] for r in rows] == [7, 8, 9, 20]
     assert rows[1]["text"] == "agree after step 1, differ after step 2"
     assert rows[3]["outcome"] == "upheld" and "extensions" in rows[3]["text"]
+
+
+def test_carry_counts_each_audited_islands_previous_final_checkpoint(
+    tmp_path: Path, miner_keys: list[Hotkey]
+) -> None:
+    """Under ``carry`` an audited island that committed the round before also uploads its
+    final checkpoint there (``miner.checkpoints.carried_checkpoint``): the count has it."""
+    counts: dict[str, list[int]] = {}
+    audited: dict[str, set[str]] = {}
+    for policy in ("reset", "carry"):
+        settings = make_settings(tmp_path / policy, [k.ss58_address for k in miner_keys])
+        beacon = SteppedBeacon()
+        app = create_app(settings, beacon=beacon, ledger=FakeLedger())
+        with TestClient(app) as client:
+            h = Harness(client, beacon, FakeLedger(), miner_keys,
+                        Hotkey.from_seed(b"\x77" * 32), Hotkey.from_seed(b"\x55" * 32),
+                        tmp_path / policy)  # fmt: skip
+            doc = manifest_doc()
+            doc["inner"] = {**doc.get("inner", {}), "state_policy": policy}
+            r = client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
+            assert r.status_code == 200, r.text
+            run_rounds(h, rounds=2)
+            d = client.get("/v1/runs/run-1/dashboard").json()
+            counts[policy] = [r["traffic"]["checkpoints"] for r in d["rounds"]]
+            audited[policy] = {a["hotkey"] for a in d["audits"] if a["round"] == 1}
+            manifest = RunManifest.model_validate(doc)
+            one = state_bytes(manifest, d["model"]["parameters"])
+    assert audited["carry"] == audited["reset"] and audited["carry"]
+    assert counts["carry"][0] == counts["reset"][0]  # round 0 starts from the public model
+    # every island committed in round 0, so each one audited in round 1 uploads one more
+    assert counts["carry"][1] - counts["reset"][1] == len(audited["carry"]) * one

@@ -12,7 +12,9 @@ Counted from what passed through the service plus sizes the protocol fixes exact
   per parameter (the float32 model blob, header excluded);
 * ``checkpoints``: one full training-state checkpoint per segment an audit selected but
   segment 0 (its start state is public), since islands upload only those
-  (``miner.checkpoints``); its size is 4 bytes per
+  (``miner.checkpoints``), and under ``carry`` one more per audited island that committed
+  the round before (its final checkpoint there, the optimizer state its round started
+  from); a checkpoint's size is 4 bytes per
   parameter, per optimizer slot and per residual value (per-tensor headers, well under
   0.1%, are left out: this package does not import the trainer).
 
@@ -66,13 +68,18 @@ def _broadcast_bytes(state: ServiceState, run_id: str, index: int) -> int | None
     return int(size) if isinstance(size, int) else None
 
 
-def _audits(state: ServiceState, run_id: str, index: int) -> tuple[int, bool]:
+def _audits(state: ServiceState, run_id: str, index: int, carried: bool) -> tuple[int, bool]:
     """(uploaded checkpoints, any island audited in its probation) of one round: one
     checkpoint per audited segment but segment 0, whose start state auditors derive from
-    the public start model."""
+    the public start model, and (``carried``: the run's ``carry`` policy) one more per
+    audited island that committed in the previous round: its final checkpoint there,
+    which holds the optimizer state this round started from."""
     rows = audit_storage.audit_load(state.conn, run_id, index)
-    segments = sum(sum(1 for k in json.loads(text) if k > 0) for text, _ in rows)
-    return segments, any(new for _, new in rows)
+    segments = sum(sum(1 for k in json.loads(text) if k > 0) for text, _, _ in rows)
+    if carried and index > 0:
+        previous = _committers(state, run_id, index - 1)
+        segments += len({hotkey for _, _, hotkey in rows} & previous)
+    return segments, any(new for _, new, _ in rows)
 
 
 def round_traffic(
@@ -84,7 +91,8 @@ def round_traffic(
     held = _committers(state, run_id, index - 1) & islands if index > 0 else set()
     broadcast = _broadcast_bytes(state, run_id, index - 1) if index > 0 else None
     receivers = len(held) if broadcast is not None else 0
-    segments, probation = _audits(state, run_id, index)
+    carried = manifest.inner.state_policy == "carry"
+    segments, probation = _audits(state, run_id, index, carried)
     ours = RoundBytes(
         commits=commit_storage.commit_bytes(state.conn, run_id, index),
         updates=summary.update_bytes,

@@ -108,15 +108,15 @@ def probation_flags(conn: sqlite3.Connection, run_id: str, index: int) -> dict[s
     return {r["hotkey"]: bool(r["probation"]) for r in rows}
 
 
-def audit_load(conn: sqlite3.Connection, run_id: str, index: int) -> list[tuple[str, bool]]:
-    """(segments JSON, island still in probation) of each audit of a round."""
+def audit_load(conn: sqlite3.Connection, run_id: str, index: int) -> list[tuple[str, bool, str]]:
+    """(segments JSON, island still in probation, island hotkey) of each audit of a round."""
     rows = conn.execute(
-        "SELECT a.segments, COALESCE(r.probation_until_round, 0) > a.round AS new"
+        "SELECT a.segments, COALESCE(r.probation_until_round, 0) > a.round AS new, a.hotkey"
         " FROM audits a LEFT JOIN roster r ON r.run_id = a.run_id AND r.hotkey = a.hotkey"
         " WHERE a.run_id = ? AND a.round = ?",
         (run_id, index),
     )
-    return [(r["segments"], bool(r["new"])) for r in rows]
+    return [(r["segments"], bool(r["new"]), r["hotkey"]) for r in rows]
 
 
 def unjudged_audits(conn: sqlite3.Connection, run_id: str, now: int) -> list[UnjudgedAudit]:
