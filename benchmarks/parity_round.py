@@ -121,7 +121,8 @@ def received_model(manifest: RunManifest, start: Params, merged: Combined) -> tu
     if merged.broadcast is None:
         return merged.params, len(blob)
     block = manifest.compression.block_size
-    _, params = rebuild_model(start, merged.broadcast, manifest.model, block, blob_hash(blob))
+    bits = manifest.outer.broadcast_bits or 8
+    _, params = rebuild_model(start, merged.broadcast, manifest.model, block, blob_hash(blob), bits)
     return params, len(merged.broadcast)
 
 
