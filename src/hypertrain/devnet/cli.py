@@ -35,9 +35,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--h", dest="inner_steps", type=int, default=15, help="inner steps H per round (default 15)"
     )
-    p.add_argument("--j", dest="checkpoint_interval", type=int, default=5,
+    p.add_argument("--j", dest="checkpoint_interval", type=int, default=0,
                    help="checkpoint interval J (steps between committed state hashes;"
-                   " default 5)")  # fmt: skip
+                   " default: H, the whole round)")  # fmt: skip
     p.add_argument(
         "--preset", default="proxy", choices=PRESETS, help="model preset (default proxy)"
     )

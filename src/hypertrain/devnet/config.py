@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Final
 
 from hypertrain.devnet.errors import DevnetError
-from hypertrain.protocol.recipe import WARM_START_PERCENT, warm_start_steps
+from hypertrain.protocol.recipe import CHECKPOINT_INTERVAL, WARM_START_PERCENT, warm_start_steps
 
 PRESETS: Final = ("proxy", "tiny", "proxy-moe", "tiny-moe")
 # The service's port unless --port names one: when it is taken, any free port is used
@@ -64,7 +64,7 @@ class DevnetConfig:
     rounds: int = 6
     islands: int = 3
     inner_steps: int = 15  # H: the measured recipe's (docs/parity.md, "The product default")
-    checkpoint_interval: int = 5  # J
+    checkpoint_interval: int = CHECKPOINT_INTERVAL  # J; 0: the whole round (J = H)
     preset: str = "proxy"
     seq_len: int = 64
     vocab_size: int = 1024
@@ -92,6 +92,8 @@ class DevnetConfig:
     resume: bool = False  # go on with the stopped run in state_dir (devnet.resume), if any
 
     def __post_init__(self) -> None:
+        if self.checkpoint_interval == 0:  # the recipe's default: one segment, J = H
+            object.__setattr__(self, "checkpoint_interval", self.inner_steps)
         if not 1 <= self.rounds <= 1000:
             raise DevnetError(f"--rounds {self.rounds} must be between 1 and 1000")
         if not 1 <= self.islands <= MAX_ISLANDS:

@@ -27,6 +27,7 @@ from hypertrain.protocol.manifest import (
     RunManifest,
 )
 from hypertrain.protocol.recipe import (
+    CHECKPOINT_INTERVAL,
     OUTER_STEP,
     STATE_POLICY,
     WARM_START_PERCENT,
@@ -86,7 +87,7 @@ class RunOptions:
     seed: int = 0
     inner_steps: int = 15  # the measured recipe's H (docs/parity.md, "The product default")
     rounds: int = 100  # rounds the LR schedule plans (total_steps = rounds × H)
-    checkpoint_interval: int = 5
+    checkpoint_interval: int = CHECKPOINT_INTERVAL  # 0: the whole round (J = H)
     micro_batch_size: int = 2
     max_micro_batches: int = 3
     commit_window_rounds: int = 120
@@ -144,7 +145,7 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
         "outer": dict(OUTER_STEP),
         "round": {
             "inner_steps": opts.inner_steps,
-            "checkpoint_interval": opts.checkpoint_interval,
+            "checkpoint_interval": opts.checkpoint_interval or opts.inner_steps,
             "layout": {"micro_batch_size": opts.micro_batch_size},
             "layout_limits": {"max_dp_ranks": 1, "max_micro_batches": opts.max_micro_batches},
             "commit_window_rounds": opts.commit_window_rounds,

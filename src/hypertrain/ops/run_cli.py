@@ -15,7 +15,7 @@ from hypertrain.trainer.presets import PRESETS
 # (flag, RunOptions field, help) of the integer settings, in the order --help lists them
 _INT_FLAGS = (
     ("--h", "inner_steps", "inner steps per round (H)"),
-    ("--j", "checkpoint_interval", "checkpoint interval in steps (J; divides H)"),
+    ("--j", "checkpoint_interval", "checkpoint interval in steps (J; divides H; 0: H)"),
     ("--rounds", "rounds", "rounds the LR schedule plans; the dashboard's total"),
     ("--micro-batch-size", "micro_batch_size", "samples per micro-batch"),
     ("--max-micro-batches", "max_micro_batches", "largest island budget (micro-batches per step)"),

@@ -25,6 +25,11 @@ from typing import Final
 OUTER_STEP: Final = {"lr": 1.0, "momentum": 0.0, "broadcast": "int8"}
 # How a new run's rounds start their inner optimizer state (module docstring).
 STATE_POLICY: Final = "carry"
+# J of a new run: 0 means the whole round (J = H). Each checkpoint an audit replays from
+# costs an audited island one full training state's upload, and an audit draws every
+# segment of a short round anyway, so one segment moves the fewest bytes for the same
+# catch (docs/traffic.md, "Checkpoints").
+CHECKPOINT_INTERVAL: Final = 0
 # The share of all steps a new run trains data-parallel before round 0 (the manifest's
 # ``warm_start``): the grid's best cells start from a 10 % warm start (docs/parity.md).
 WARM_START_PERCENT: Final = 10
