@@ -17,6 +17,7 @@ from hypertrain.aggregator.verify import verify_tape
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.challenge.rounds.rule import PENDING_AUDIT
+from hypertrain.evidence.errors import VerificationError
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
@@ -148,10 +149,10 @@ def test_collect_screens_commits(harness: Harness, tmp_path: Path) -> None:
     clean = collect(detail, manifest, 0)
     assert sorted(c.update_sha256 for c in clean.candidates) == sorted(shas)
     assert all(c.update_bytes == len(blobs.get(c.update_sha256)) for c in clean.candidates)
-    with pytest.raises(ServiceError, match="round-open"):
+    with pytest.raises(VerificationError, match="round-open"):
         forged_open = detail.open.model_copy(update={"signature": "00" * 64})
         collect(detail.model_copy(update={"open": forged_open}), manifest, 0)
-    with pytest.raises(ServiceError, match="not 1"):
+    with pytest.raises(VerificationError, match="not 1"):
         collect(detail, manifest, 1)
 
 

@@ -40,7 +40,8 @@ def _wait(
     def stop() -> bool:
         return stop_after_sleeps is not None and len(slept) >= stop_after_sleeps
 
-    got = manifest_when_up(cast(ChallengeClient, service), "run", events.append, stop, slept.append)
+    fetch = cast(ChallengeClient, service).manifest
+    got = manifest_when_up(lambda: fetch("run"), events.append, stop, slept.append)
     return got, events, slept
 
 

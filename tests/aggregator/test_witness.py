@@ -317,7 +317,7 @@ def test_the_next_round_waits_for_the_witness_and_the_witness_reads_only_new_tap
     record = detail_of(0).current_merge()
     assert record is not None and chain.previous_outer(detail_of, 1) == record.outer_state_sha256
     shas = {e.body["update_sha256"] for e in detail_of(0).commits if e.signer in record.included}
-    assert chain.merged_updates(detail_of, 1, "run-1") == shas and len(shas) == 3
+    assert chain.merged_updates(detail_of, 1, m) == shas and len(shas) == 3
     client.read.clear()
     assert witness.step(m) == 0 and client.read == []  # nothing new to read
 

@@ -15,7 +15,9 @@ Public API (one concept per module):
 * ``rebase``: ``rebase`` (a proven-faulty update rolled out, later rounds replayed),
   ``rollback`` (one round), ``check_correction``.
 * ``rollbacks``: the runner's side of it (poll the service's proven faults, publish).
-* ``collect``: candidates from a round record (signed commits, verdicts).
+* ``records``: every record a merge stands on (manifest, round open, assignments,
+  commits, verdicts), verified through ``hypertrain.evidence``, the checks every role uses.
+* ``collect``: candidates and collect-stage exclusions from a round record (``records``).
 * ``runner``: ``genesis``, ``merge_round``, ``follow`` (the process mode).
 * ``blobs``: blob sources (memory, or a relay with a disk cache).
 

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import ValidationError
-
+from hypertrain.aggregator.records import checked_commits
 from hypertrain.api.models import RoundDetail
-from hypertrain.protocol.envelope import open_envelope
-from hypertrain.protocol.errors import EnvelopeError
+from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import Commit, MergeCorrection, MergeTape, RoundOpen
 
 DetailOf = Callable[[int], RoundDetail]
@@ -54,27 +52,28 @@ def previous_outer(detail_of: DetailOf, index: int) -> str | None:
     return None
 
 
-def merged_updates(detail_of: DetailOf, index: int, run_id: str) -> frozenset[str]:
+def merged_updates(detail_of: DetailOf, index: int, manifest: RunManifest) -> frozenset[str]:
     """Update hashes that a tape of a round before ``index`` included: the public
     form of ``stale_update`` (each island's signed commit names its update)."""
     out: set[str] = set()
     for w in range(index):
         detail = detail_of(w)
         included = {h for tape in _tapes(detail) for h in tape.included}
-        out.update(body.update_sha256 for signer, body in signed_commits(detail, run_id)
+        out.update(body.update_sha256 for signer, body in signed_commits(detail, manifest, w)
                    if signer in included)  # fmt: skip
     return frozenset(out)
 
 
-def signed_commits(detail: RoundDetail, run_id: str) -> list[tuple[str, Commit]]:
-    """The round's commits whose signatures verify, as (signer, body), in record order."""
+def signed_commits(
+    detail: RoundDetail, manifest: RunManifest, index: int
+) -> list[tuple[str, Commit]]:
+    """The round's commits that verify for round ``index`` (:mod:`.records`, through
+    evidence), as (signer, body), in record order; collection excludes the others."""
     out: list[tuple[str, Commit]] = []
-    for raw in detail.commits:
-        try:
-            env = open_envelope(raw, domain="commit", run_id=run_id)
-            out.append((env.signer, Commit.model_validate(env.body)))
-        except (EnvelopeError, ValidationError):
-            continue  # collection excludes it as bad_commit
+    for checked in checked_commits(detail, manifest, index):
+        body = checked.verified
+        if body is not None:
+            out.append((checked.hotkey, body))
     return out
 
 

@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from hypertrain.aggregator.blobs import RelayBlobs
 from hypertrain.aggregator.errors import AggregatorError
 from hypertrain.aggregator.heldout import open_heldout
 from hypertrain.aggregator.rebase import rollback
+from hypertrain.aggregator.records import run_manifest
 from hypertrain.aggregator.runner import Aggregator, GenesisModel, follow, genesis
 from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
@@ -37,22 +39,37 @@ def _emit(event: dict[str, Any]) -> None:
 
 
 def manifest_when_up(
-    service: ChallengeClient,
-    run_id: str,
+    fetch: Callable[[], RunManifest],
     emit: Callable[[dict[str, Any]], None],
     stop: Callable[[], bool] = lambda: False,
     sleep: Callable[[float], None] = time.sleep,
 ) -> RunManifest | None:
-    """The run's manifest, waiting (with backoff) while the service cannot be reached or
-    fails (5xx): a role (re)started while its service is away waits for it instead of
-    exiting (``rolekit.when_up``, the wait of every long-lived role). None once ``stop()``
-    (its stop signal) says so. A refusal (4xx: an unknown run, a bad token) is a
-    configuration error and raises."""
+    """The run's manifest (``fetch``: :func:`verified_manifest`), waiting (with backoff)
+    while the service cannot be reached or fails (5xx): a role (re)started while its
+    service is away waits for it instead of exiting (``rolekit.when_up``, the wait of
+    every long-lived role). None once ``stop()`` (its stop signal) says so. A refusal (4xx:
+    an unknown run, a bad token) or a manifest that does not verify (one naming no
+    coordinator among them) is a configuration error and raises."""
 
     def waiting(exc: Exception, delay: float) -> None:
         emit({"event": "service_unreachable", "detail": str(exc)[:300], "retry_in_s": delay})
 
-    return when_up(lambda: service.manifest(run_id), on_wait=waiting, stop=stop, sleep=sleep)
+    return when_up(fetch, on_wait=waiting, stop=stop, sleep=sleep)
+
+
+def verified_manifest(service: ChallengeClient, args: argparse.Namespace) -> RunManifest:
+    """The run manifest through :mod:`hypertrain.evidence` (``--coordinator`` pins its
+    signer; without it the manifest must name one): a run without a coordinator is
+    refused, a configuration error (exit 1)."""
+    return run_manifest(service, args.run_id, args.coordinator or None)
+
+
+def _coordinator(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--coordinator", default="",
+        help="pinned coordinator SS58 (recommended); without it the manifest's coordinator"
+        " field is used, and a run that names none is refused",
+    )  # fmt: skip
 
 
 def _token(path: Path | None) -> str | None:
@@ -65,6 +82,7 @@ def _common(p: argparse.ArgumentParser, *, service: bool = True) -> None:
         p.add_argument("--worker-token-file", type=Path, help="file holding the worker token")
     add_relay_url(p, required=True)
     p.add_argument("--run-id", required=True, help="run identifier")
+    _coordinator(p)
     add_wallet_flags(p, what="aggregator hotkey")
     p.add_argument("--state-dir", type=Path, default=Path("aggregator-state"),
                    help="directory for the blob cache, tapes and merged-update list")  # fmt: skip
@@ -130,6 +148,7 @@ def register(subparsers: Any) -> None:
     add_service_url(wit, required=True)
     add_relay_url(wit, "relay base URL to fetch blobs from", required=True)
     wit.add_argument("--run-id", required=True, help="run identifier")
+    _coordinator(wit)
     add_wallet_flags(wit, what="witness hotkey (never the aggregator's)")
     wit.add_argument("--state-dir", type=Path, default=Path("witness-state"),
                      help="directory for the blob cache")  # fmt: skip
@@ -158,19 +177,20 @@ def _aggregator(args: argparse.Namespace, admin: bool = False) -> Aggregator:
     relay = RelayClient(args.relay_url, key, args.run_id, timeout_s=RELAY_TIMEOUT_S)
     store = RelayBlobs(relay, args.state_dir / "blobs", lambda: service.beacon_round() + 10)
     agg = Aggregator(service, store, key, args.run_id, args.state_dir, _emit)
+    agg.coordinator = args.coordinator or None
     if getattr(args, "dataset_dir", None) is not None:
         if getattr(args, "follow", False):  # a long-lived role waits for its service
-            manifest = manifest_when_up(service, args.run_id, _emit)
+            manifest = manifest_when_up(partial(verified_manifest, service, args), _emit)
             assert manifest is not None  # no stop signal is installed yet: it waits until up
         else:  # a one-shot command fails at once, naming the service it cannot reach
-            manifest = service.manifest(args.run_id)
+            manifest = verified_manifest(service, args)
         agg.heldout = open_heldout(args.dataset_dir, manifest)
     return agg
 
 
 def cmd_genesis(args: argparse.Namespace) -> int:
     agg = _aggregator(args, admin=True)
-    manifest = agg.service.manifest(args.run_id)
+    manifest = verified_manifest(agg.service, args)
     sha, url = genesis(manifest, agg.store, genesis_source(args))
     _emit({"event": "genesis", "round": 0, "model": sha, "url": url})
     if args.admin_token_file:
@@ -181,7 +201,7 @@ def cmd_genesis(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     agg = _aggregator(args)
-    agg.merge_round(agg.service.manifest(args.run_id), args.round)
+    agg.merge_round(verified_manifest(agg.service, args), args.round)
     return 0
 
 
@@ -192,9 +212,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     if not args.follow:
-        agg.step(agg.service.manifest(args.run_id), args.admin_token_file is not None)
+        agg.step(verified_manifest(agg.service, args), args.admin_token_file is not None)
         return 0
-    if manifest_when_up(agg.service, args.run_id, _emit, lambda: bool(stopping)) is None:
+    fetch = partial(verified_manifest, agg.service, args)
+    if manifest_when_up(fetch, _emit, lambda: bool(stopping)) is None:
         return 0  # stopped while waiting for the service
     follow(agg, open_rounds=args.admin_token_file is not None, poll_s=args.poll_s,
            max_rounds=args.max_rounds, stop=lambda: bool(stopping))  # fmt: skip
@@ -242,12 +263,14 @@ def cmd_witness(args: argparse.Namespace) -> int:
     relay = RelayClient(args.relay_url, key, args.run_id, timeout_s=RELAY_TIMEOUT_S)
     blobs = RelayBlobs(relay, args.state_dir / "blobs")
     witness = Witness(service, blobs, key, args.run_id, _emit_witness)
+    witness.coordinator = args.coordinator or None
     if not args.follow:
-        witness.step(service.manifest(args.run_id))
+        witness.step(verified_manifest(service, args))
         return 0
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    if manifest_when_up(service, args.run_id, _emit_witness, lambda: bool(stopping)) is None:
+    fetch = partial(verified_manifest, service, args)
+    if manifest_when_up(fetch, _emit_witness, lambda: bool(stopping)) is None:
         return 0  # stopped while waiting for the service
     follow_witness(witness, poll_s=args.poll_s, stop=lambda: bool(stopping))
     return 0

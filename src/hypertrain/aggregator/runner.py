@@ -55,13 +55,16 @@ from hypertrain.aggregator.errors import BlobError, GenesisError, UpdateFormatEr
 from hypertrain.aggregator.heldout import heldout_loss
 from hypertrain.aggregator.merge import MergeInputs, MergeResult, merge
 from hypertrain.aggregator.rebase import rebase
+from hypertrain.aggregator.records import run_manifest
 from hypertrain.aggregator.screen import proven_history
 from hypertrain.aggregator.sketch import SketchCache
 from hypertrain.aggregator.tape import Earlier, Tape, decode_tape
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundSummary
+from hypertrain.evidence.errors import CoordinatorError
 from hypertrain.evidence.genesis import genesis_blob
+from hypertrain.evidence.verify import coordinator_of
 from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.exclusions import ExclusionReason
 from hypertrain.protocol.identity import Hotkey
@@ -126,6 +129,7 @@ class Aggregator:
     sketches: SketchCache = field(init=False)  # the run sketch of every public update
     retry: corrections.Backoff = field(default_factory=corrections.Backoff)
     clock: Callable[[], float] = time.monotonic  # for the corrections' backoff
+    coordinator: str | None = None  # pinned coordinator SS58 (None: the manifest's own)
 
     def __post_init__(self) -> None:
         self.sketches = SketchCache(self.run_id)
@@ -334,7 +338,9 @@ class Aggregator:
         return opened.start_model_sha256, opened.start_model_url
 
     def step(self, manifest: RunManifest, open_rounds: bool) -> int:
-        """One poll: merge what waits for a merge, open the next round; returns merges done."""
+        """One poll: merge what waits for a merge, open the next round; returns merges done.
+        A manifest that names no coordinator is refused (:class:`CoordinatorError`)."""
+        coordinator_of(manifest)
         rounds = self.service.rounds(self.run_id)
         done = 0
         for summary in rounds:
@@ -363,12 +369,15 @@ def follow(
     max_rounds: int | None = None,
     stop: Callable[[], bool] = lambda: False,
 ) -> int:
-    """Poll until ``stop()`` or ``max_rounds`` merges; errors are logged and retried."""
-    manifest = agg.service.manifest(agg.run_id)
+    """Poll until ``stop()`` or ``max_rounds`` merges; errors are logged and retried,
+    except a run without a coordinator (:class:`CoordinatorError`), which is raised."""
+    manifest = run_manifest(agg.service, agg.run_id, agg.coordinator)
     merged = 0
     while not stop() and (max_rounds is None or merged < max_rounds):
         try:
             merged += agg.step(manifest, open_rounds)
+        except CoordinatorError:
+            raise
         except (ValueError, OSError, httpx.HTTPError) as exc:
             log.warning("aggregator step failed: %s (retrying)", exc)
             agg.emit({"event": "error", "detail": str(exc)[:500]})

@@ -62,8 +62,9 @@ import httpx
 from hypertrain.aggregator import chain
 from hypertrain.aggregator.availability import UndecidedError, updates_deadline
 from hypertrain.aggregator.blobs import BlobSource
-from hypertrain.aggregator.collect import assigned_hotkeys, faulty_hotkeys
+from hypertrain.aggregator.collect import audits
 from hypertrain.aggregator.errors import AggregatorError, BlobError, ChainMovedError
+from hypertrain.aggregator.records import commit_refusals, run_manifest
 from hypertrain.aggregator.sketch import SketchCache
 from hypertrain.aggregator.tape import Excluded, Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
@@ -121,10 +122,10 @@ def record_difference(record: MergeTape, tape: Tape) -> str | None:
     ])  # fmt: skip
 
 
-def _commits(detail: RoundDetail, run_id: str) -> dict[str, Commit]:
+def _commits(detail: RoundDetail, manifest: RunManifest) -> dict[str, Commit]:
     """The round's first verifying commit of each island."""
     out: dict[str, Commit] = {}
-    for signer, body in chain.signed_commits(detail, run_id):
+    for signer, body in chain.signed_commits(detail, manifest, detail.round):
         out.setdefault(signer, body)
     return out
 
@@ -149,20 +150,21 @@ def inputs_difference(
     ])  # fmt: skip
     if found:
         return found
-    commits = _commits(detail, manifest.run_id)
+    commits = _commits(detail, manifest)
     for c in tape.candidates:
         body = commits.get(c.hotkey)
         if body is None or (body.update_sha256, body.tokens) != (c.update_sha256, c.tokens):
             return f"tape.candidates[{c.hotkey}]: not the island's signed commit"
-    faulty = faulty_hotkeys(detail.verdicts, manifest.run_id, detail.round)
-    assigned = assigned_hotkeys(detail.assignments, manifest, detail.round)
+    audited = audits(detail, manifest, detail.round)
+    refusals = commit_refusals(detail, manifest, detail.round)
     copies = Counter(e.signer for e in detail.commits)
     cited = _cited_faults(detail)
     for e in tape.excluded:
         commit = commits.get(e.hotkey)  # stale by its signed update, not the tape's word
         sha = commit.update_sha256 if commit is not None else e.update_sha256
-        public = Public(commit, e.hotkey in faulty, e.hotkey in assigned, copies[e.hotkey],
-                        sha in merged, e.hotkey in cited)  # fmt: skip
+        public = Public(commit, e.hotkey in audited.faulty, e.hotkey in audited.assigned,
+                        copies[e.hotkey], sha in merged, e.hotkey in cited,
+                        refusals.get(e.hotkey, frozenset()))  # fmt: skip
         lie = _collect_lie(e, public, detail.round)
         if lie:
             return f"tape.excluded[{e.hotkey}]: {lie}"
@@ -179,6 +181,7 @@ class Public:
     copies: int  # its commits in the round record
     merged: bool  # an earlier round's tape included this update
     cited: bool = False  # a correction of the round cites a proven fault of it
+    refusals: frozenset[str] = frozenset()  # codes its commits were refused with
 
 
 def _cited_faults(detail: RoundDetail) -> set[str]:
@@ -193,7 +196,6 @@ def _cited_faults(detail: RoundDetail) -> set[str]:
 
 def _collect_lie(e: Excluded, public: Public, index: int) -> str | None:
     """Why a collect-stage reason is not what the public record says (None: it may be)."""
-    commit = public.commit
     if e.reason == "rolled_back" and not (public.faulty or public.cited):
         return "rolled_back without a non-match verdict or a cited proven fault"
     if e.reason == "audit_mismatch" and not public.faulty:
@@ -204,10 +206,8 @@ def _collect_lie(e: Excluded, public: Public, index: int) -> str | None:
         return "duplicate, but the island has one commit in the round"
     if e.reason == "audit_pending" and not public.assigned:
         return "audit_pending without an assigned audit"
-    if e.reason == "bad_commit" and commit is not None:
-        return "bad_commit, but its signed commit verifies"
-    if e.reason == "wrong_round" and commit is not None and commit.round == index:
-        return "wrong_round, but its commit is for this round"
+    if e.reason in ("bad_commit", "wrong_round") and e.reason not in public.refusals:
+        return f"{e.reason}, but no commit of it in round {index} was refused as such"
     return None
 
 
@@ -291,6 +291,7 @@ class Witness:
 
     details: dict[int, RoundDetail] = field(default_factory=dict)  # rounds read, by round
     heads: dict[int, str | None] = field(default_factory=dict)  # round -> current tape, as listed
+    coordinator: str | None = None  # pinned coordinator SS58 (None: the manifest's own)
     # every public update projected once for this witness's life, not once per tape (a
     # fresh cache per tape re-read the whole run's updates: a long run slowed every round)
     sketches: SketchCache | None = None
@@ -351,7 +352,7 @@ class Witness:
     def _attest(self, detail: RoundDetail, manifest: RunManifest) -> int:
         index = detail.round
         previous = chain.previous_outer(self._detail, index)
-        merged = chain.merged_updates(self._detail, index, self.run_id)
+        merged = chain.merged_updates(self._detail, index, manifest)
         if self.sketches is None:
             self.sketches = SketchCache(self.run_id)
         finding = witness_round(detail, manifest, previous, self.blobs, merged, self.sketches)
@@ -379,7 +380,7 @@ def follow(
     witness: Witness, *, poll_s: float = 1.0, stop: Callable[[], bool] = lambda: False
 ) -> int:
     """Poll until ``stop()``; errors are logged and retried. Returns the attestations."""
-    manifest = witness.service.manifest(witness.run_id)
+    manifest = run_manifest(witness.service, witness.run_id, witness.coordinator)
     posted = 0
     while not stop():
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hypertrain.protocol.messages import Commit
+
 
 class EvidenceError(ValueError):
     """Base class: a public record or input that cannot be accepted."""
@@ -18,3 +20,18 @@ class IslandInputError(VerificationError):
     checkpoints), so the auditor answers with an ``unverifiable`` verdict: a fault of
     the island, never a reason to stop auditing the others.
     """
+
+
+class CoordinatorError(VerificationError):
+    """The run names no coordinator (and none is pinned): no record the coordinator
+    signs (manifest, round opens, audit assignments) can be checked. A configuration
+    error of the run or of the role, never a reason to trust an unsigned record."""
+
+
+class CommitRoundError(IslandInputError):
+    """A commit its island signed for another round than the one it is offered for
+    (``commit``: its body, which names the other round)."""
+
+    def __init__(self, message: str, commit: Commit) -> None:
+        super().__init__(message)
+        self.commit = commit
