@@ -19,7 +19,7 @@ from hypertrain.devnet.keys import Identity, Secrets
 from hypertrain.devnet.procs import honeypot_island_cmd, hypertrain_cmd, miner_cmd, python_cmd
 from hypertrain.protocol.deadlines import answer_floor_rounds
 from hypertrain.protocol.manifest import DisputeSpec, RunManifest
-from hypertrain.protocol.recipe import OUTER_STEP, STATE_POLICY
+from hypertrain.protocol.recipe import COMPRESSION, OUTER_STEP, STATE_POLICY
 
 RUN_ID = "devnet"
 STEADY_AUDIT_RATE = 0.1  # the manifest default (protocol.manifest.AuditSpec)
@@ -79,8 +79,9 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
             "segments": min(AUDIT_SEGMENTS, cfg.segments),
             "probation_rounds": cfg.probation_rounds,
         },
-        # The new-run outer step (plain averaging, the int8 broadcast)
+        # The new-run outer step (plain averaging, the 4-bit broadcast) and codec
         "outer": dict(OUTER_STEP),
+        "compression": dict(COMPRESSION),
         "reward": {"pool_per_round": 1_000_000, "vesting_rounds": 2},
         "determinism": configure_determinism(1, "cpu").model_dump(mode="json"),
         "selfcheck_reference": {device_class(cpu): workload_hash(cpu)},

@@ -28,6 +28,7 @@ from hypertrain.protocol.manifest import (
 )
 from hypertrain.protocol.recipe import (
     CHECKPOINT_INTERVAL,
+    COMPRESSION,
     OUTER_STEP,
     STATE_POLICY,
     WARM_START_PERCENT,
@@ -46,7 +47,7 @@ SECTION_NOTES: Final = {
     " and rejection",
     "round": "H (inner_steps), J (checkpoint_interval), layouts, and phase windows in"
     " beacon rounds (a phase closes early once its work is in)",
-    "compression": "int8 blockwise compression of the pseudo-gradient",
+    "compression": "blockwise compression of the pseudo-gradient (bits: 8, 4 or 2)",
     "data": "the dataset pinned by its Merkle root, descriptor and tokenizer hashes",
     "audit": "share of islands audited per round, J-segments replayed, probation rounds",
     "reward": "integer pool per round and vesting; a proven fault burns the unvested rest",
@@ -152,7 +153,7 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
             "audit_window_rounds": opts.audit_window_rounds,
             "dispute_window_rounds": opts.dispute_window_rounds,
         },
-        "compression": {},
+        "compression": dict(COMPRESSION),
         "data": dataset.descriptor.data_spec().model_dump(mode="json"),
         "audit": {
             "rate": opts.audit_rate,
