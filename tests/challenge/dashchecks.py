@@ -143,16 +143,27 @@ def check_tokens_agree(page: Any, doc: dict[str, Any]) -> None:
     expect(page.locator("#glance-tiles")).to_contain_text(f"Tokens merged{g['tokens']:,}")
 
 
+def fault_word(isl: dict[str, Any]) -> str | None:
+    """The dashboard's word for an island's faults: proven beats accused (``app.js``)."""
+    if isl["proven_faults"] > 0:
+        return "proven fault"
+    return "accused" if isl["accused_rounds"] > 0 else None
+
+
 def check_labels_and_times(page: Any, doc: dict[str, Any]) -> None:
-    """A faulted island is labelled faulted, never "probation"; every time says UTC."""
+    """An island with a proven fault is labelled "proven fault", one only accused (a
+    standing fault verdict, still disputable) "accused", never "probation"; every time
+    says UTC."""
     from playwright.sync_api import expect
 
-    status = {i["hotkey"]: i["status"] for i in doc["islands"]}
+    islands = {i["hotkey"]: i for i in doc["islands"]}
     shown = doc["audits"][:8]  # the table's rows, newest first
     for n, audit in enumerate(shown):
         cell = page.locator("#audits-table tbody tr").nth(n).locator("td.who")
-        if status.get(audit["hotkey"]) == "faulted":
-            expect(cell).to_contain_text("(faulted)")
+        isl = islands.get(audit["hotkey"])
+        word = fault_word(isl) if isl else None
+        if word:
+            expect(cell).to_contain_text(f"({word})")
             expect(cell).not_to_contain_text("probation")
     stamp = re.compile(r"^\d\d:\d\d:\d\d UTC$")
     newest = doc["rounds"][-1]

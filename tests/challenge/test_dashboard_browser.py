@@ -27,6 +27,7 @@ from tests.challenge.dashchecks import (
     check_new_panels,
     check_no_clipping,
     check_traffic,
+    fault_word,
 )
 
 __all__ = ["ARGS", "check_figures_agree", "check_honeypot_rows", "check_traffic", "require_browser"]
@@ -62,7 +63,10 @@ def test_dashboard_in_chromium(live: tuple[str, uvicorn.Server]) -> None:
         expect(page.locator("#model-body")).to_contain_text("momentum 0.9")
         expect(page.locator("#islands-body .island")).to_have_count(3)
         expect(page.locator("#roster-table tbody tr")).to_have_count(3)
-        expect(page.locator("#roster-table")).to_contain_text("faulted")
+        shown = httpx.get(f"{base}/v1/runs/run-1/dashboard").json()["islands"]
+        words = {fault_word(i) for i in shown} - {None}
+        assert words == {"proven fault"}, shown  # the honeypot's round 0 is final: booked
+        expect(page.locator("#roster-table")).to_contain_text("proven fault")
         expect(page.locator("#rounds-table tbody tr")).to_have_count(2)
         audits = page.locator("#audits-table")
         expect(audits).to_contain_text("caught")

@@ -42,6 +42,9 @@ class RunListItem(Answer):
 
 
 class VerdictCounts(Answer):
+    """A round's standing verdicts: ``match`` those that cleared an island, ``mismatch``
+    those that accuse one (``mismatch`` or ``unverifiable``, as settlement counts them)."""
+
     match: int
     mismatch: int
 
@@ -166,11 +169,21 @@ class RoundDetail(Answer):
         return MergeTape.model_validate(self.merge.body) if self.merge else None
 
 
+# "faulted" is the status of an *accused* island (``accused_rounds`` > 0: a standing
+# fault verdict, disputable until its round is final); whether a fault is *proven* (booked
+# and burned, ``GET /faults``) is ``proven_faults``. The word is kept for older readers.
 IslandStatus = Literal["active", "probation", "faulted", "deregistered", "left"]
 
 
 class RosterEntry(Answer):
-    """One island of ``GET /v1/runs/{run}/roster``: admission, record and balances."""
+    """One island of ``GET /v1/runs/{run}/roster``: admission, record and balances.
+
+    Two facts about faults, never to be confused: ``accused_rounds`` counts the rounds the
+    settlement rule faults the island in on a standing non-``match`` verdict (an
+    accusation: a dispute may still overturn it until the round is final), and
+    ``proven_faults`` the rounds whose fault was proven (booked, its value burned: the
+    rows of ``GET /v1/runs/{run}/faults``). ``faults`` is ``accused_rounds`` under its
+    older name."""
 
     hotkey: str
     uid: int | None
@@ -181,7 +194,7 @@ class RosterEntry(Answer):
     probation_until_round: int
     commits: int
     tokens: int
-    faults: int
+    faults: int  # = accused_rounds (the older name, kept for its readers)
     escrow: int
     held: int
     vested: int
@@ -189,6 +202,8 @@ class RosterEntry(Answer):
     burned: int
     left_round: int | None = None  # the first round opened without it, once it left
     proven_memory_bytes: int = 0  # what its admission challenge proved (0: not proven)
+    accused_rounds: int = 0  # rounds a standing fault verdict accuses it in (disputable)
+    proven_faults: int = 0  # of those, the rounds whose fault is proven (booked and burned)
 
 
 class LeaveAnswer(Answer):
@@ -223,8 +238,10 @@ class RunSummary(Answer):
     tokens_total: int
     update_bytes_total: int
     audits_total: int
-    faults_total: int
+    faults_total: int  # = accused_total (the older name, kept for its readers)
     beacon_round: int | None
+    accused_total: int = 0  # the roster's accused_rounds, summed (disputable or proven)
+    proven_faults_total: int = 0  # the roster's proven_faults, summed: GET /faults' rows
 
 
 class AdmissionChallengePublic(Answer):
@@ -264,7 +281,9 @@ class VerdictAnswer(Answer):
 
 
 class ProvenFault(Answer):
-    """``GET /v1/runs/{run}/faults``: a fault proven for a round, and its rollback state."""
+    """``GET /v1/runs/{run}/faults``: a *proven* fault of a round (booked once the round
+    was final, its value burned), and its rollback state; an accusation that may still be
+    disputed is not one (the roster's ``accused_rounds``)."""
 
     round: int
     hotkey: str

@@ -85,7 +85,8 @@ function drawGlance(d) {
     ["Throughput", num(g.tokens_per_s, 0), "merged tokens/s, islands taking part"],
     trafficTile(g.traffic),
     ["Tokens merged", num(g.tokens), "into the model; rejected rounds left out"],
-    ["Audits / faults", `${num(g.audits)} / ${num(g.faults)}`, null],
+    ["Audits / accused", `${num(g.audits)} / ${num(g.accused)}`,
+      `${num(g.proven_faults)} proven fault${g.proven_faults === 1 ? "" : "s"}`],
     ["Run status", g.status, d.beacon.lagging && d.beacon.lag_rounds ? `beacon lagging ${d.beacon.lag_rounds} rounds: commits refused` : (g.beacon_round ? `beacon round ${g.beacon_round}` : null), "status"],
   ];
   $("glance-tiles").replaceChildren(...tiles.map(([k, v, sub, cls]) =>
@@ -125,7 +126,7 @@ function drawModel(d) {
 
 function drawIslands(d) {
   const cards = d.islands.map((isl, i) => el("article", { class: "island", "aria-label": isl.name },
-    el("h3", {}, isl.name, badge(isl.status)),
+    el("h3", {}, isl.name, statusBadge(isl)),
     el("dl", {},
       el("dt", {}, "Miner"), el("dd", { class: "mono", title: isl.hotkey }, short(isl.hotkey)),
       el("dt", {}, "Region"), el("dd", { class: "region" }, isl.region || "not reported"),
@@ -162,7 +163,7 @@ function drawRoster(d) {
   fillBody("roster-table", rosterRows(d).map((m) => el("tr", {},
     el("td", { class: "num rank" }, m.rank),
     el("td", { class: "mono", title: m.hotkey }, short(m.hotkey)), el("td", {}, m.name),
-    el("td", {}, badge(m.status)), el("td", { class: "num" }, num(m.rounds)),
+    el("td", {}, statusBadge(m)), el("td", { class: "num" }, num(m.rounds)),
     el("td", { class: "num" }, num(m.tokens)), el("td", { class: "num" }, num(m.tokens_per_s, 0)),
     el("td", { class: "num" }, `${num(100 * m.share, 1)} %`), el("td", { class: "num" }, num(m.escrow)),
     el("td", { class: "num" }, num(m.vested)), el("td", { class: "num" }, num(m.paid)),
@@ -193,16 +194,31 @@ function drawRounds(d) {
     el("td", { class: "num" }, bytes(r.honest_bytes)), el("td", { class: "num" }, bytes(r.data_parallel_bytes)),
     el("td", {}, r.ratio_words, r.probation ? " (probation)" : ""),
     el("td", { class: "num" }, loss(r.eval_loss)),
-    el("td", {}, `${r.audits} audited: ${r.verdicts.match} match, ${r.verdicts.mismatch} mismatch`,
+    el("td", {}, `${r.audits} audited: ${r.verdicts.match} match, ${r.verdicts.mismatch} accused`,
       r.disputes ? `, ${r.disputes} disputed` : "")));
   fillBody("rounds-table", rows, 11, "No rounds yet.");
 }
 
-// An island's name in the audits table, with the label that says why it is notable: a
-// faulted island is "faulted" (even in the probation audit that caught it).
+// An island's fault word: "proven fault" once a fault of it is booked (GET /faults),
+// "accused" while a standing fault verdict may still be disputed, else null.
+function faultWord(isl) {
+  if (!isl) return null;
+  if (isl.proven_faults > 0) return "proven fault";
+  return isl.accused_rounds > 0 ? "accused" : null;
+}
+
+// An island's name in the audits table, with the label that says why it is notable: an
+// accused or proven-faulty island says so (even in the probation audit that caught it).
 function auditedIsland(isl, hotkey, probation) {
-  const label = isl && isl.status === "faulted" ? " (faulted)" : (probation ? " (probation)" : "");
+  const word = faultWord(isl);
+  const label = word ? ` (${word})` : (probation ? " (probation)" : "");
   return `${isl ? isl.name : short(hotkey)}${label}`;
+}
+
+// The status badge of a roster row or card: a "faulted" status says which fault it is.
+function statusBadge(isl) {
+  const word = isl.status === "faulted" ? faultWord(isl) : null;
+  return word ? badge(word, word === "proven fault" ? "proven" : "accused") : badge(isl.status);
 }
 
 function drawAudits(d, runId) {

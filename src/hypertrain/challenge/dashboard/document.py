@@ -336,8 +336,10 @@ def _glance(
         bytes_sent=sum(r.bytes_sent for r in rounds),
         traffic=traffic,
         audits=summary.audits_total,
-        faults=summary.faults_total,
+        faults=summary.accused_total,
         beacon_round=summary.beacon_round,
+        accused=summary.accused_total,
+        proven_faults=summary.proven_faults_total,
     )
 
 

@@ -56,8 +56,10 @@ class Glance(_Doc):
     bytes_sent: int
     traffic: TrafficPanel
     audits: int
-    faults: int
+    faults: int  # = accused (the older name, kept for its readers: the devnet view)
     beacon_round: int | None
+    accused: int = 0  # rounds an island is accused in (a standing fault verdict), summed
+    proven_faults: int = 0  # of those, the faults proven (booked and burned: GET /faults)
 
 
 class HoneypotPanelRow(HoneypotRow):

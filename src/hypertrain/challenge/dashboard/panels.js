@@ -120,7 +120,9 @@ function drawHoneypots(d) {
       el("tbody", {}, rows))),
     el("p", { class: "hint rate-def" }, "Catch rate: the rounds a cheat was caught in, of the rounds it cheated ",
       "(from the round its revealed list entry says it began cheating; an entry that says none, marked *, counts every round ",
-      "it ran). False positives: rounds the settlement rule faulted an honest honeypot in, of the rounds it was audited."));
+      "it ran). Caught and false positives are the settlement rule's word, never a raw mismatch: rounds a standing fault verdict ",
+      "accuses the island in (a verdict a dispute overturned or that was set aside counts for nothing). False positives: ",
+      "rounds an honest honeypot was accused in, of the rounds it was audited."));
 }
 
 function drawTraffic(d) {

@@ -12,10 +12,11 @@ The public table (:func:`table`) accumulates over every revealed period, each en
 counted only over its own period's rounds, from public records (commits, assignments,
 verdicts, disputes):
 
-* islands: rounds run (committed), audited, caught (rounds the settlement rule
-  faulted: a standing verdict or its own blob), missed (cheating rounds not caught),
-  false positives (a mismatch on an honest honeypot, before any dispute), disputes won
-  and lost;
+* islands: rounds run (committed), audited, caught (rounds it is accused in: the
+  settlement rule faults it on a standing verdict, :func:`facts.run_faults`, never a raw
+  ``mismatch`` row), missed (cheating rounds not caught), false positives (the same count
+  for an honest honeypot: an overturned or set-aside verdict is none), disputes won and
+  lost;
 * auditors: verdicts signed, and their disputes lost (verdicts overturned) and won.
 """
 

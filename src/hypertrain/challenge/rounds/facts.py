@@ -6,6 +6,12 @@ majority, :func:`~hypertrain.challenge.rounds.rule.late_standing`), a round's ou
 (:func:`round_outcome`, the pure :func:`~hypertrain.challenge.rounds.rule.decide` over typed
 rows) and an island's faults (:func:`island_faults`, the rounds whose outcome faulted it;
 :func:`faulted_before`, the islands an earlier round faulted) are defined here only.
+
+Two words, never one: an island is *accused* in a round the settlement rule faults it in
+on a standing verdict (:func:`run_faults`; a dispute may still overturn it while the
+round is not final), and its fault is *proven* once booked (:func:`proven_faults`: the
+rows ``GET /faults`` lists, its value burned). :func:`fault_records` holds both per
+island for the roster, the summary and the dashboard.
 Settlement, the audit selection, the commit phase's pace, the public views (roster, rounds,
 summary), the dashboard and the honeypot table all read them from here, so they cannot
 disagree.
@@ -186,6 +192,35 @@ def run_faults(conn: sqlite3.Connection, run_id: str) -> dict[int, dict[str, str
 def island_faults(conn: sqlite3.Connection, run_id: str) -> dict[str, int]:
     """hotkey -> how many rounds faulted it (by a standing verdict or its own blob)."""
     return fault_counts(run_faults(conn, run_id))
+
+
+def proven_faults(conn: sqlite3.Connection, run_id: str) -> frozenset[tuple[int, str]]:
+    """(round, hotkey) of every proven fault of the run: booked (and burned) by settlement
+    or a late verdict, the rows ``GET /v1/runs/{run}/faults`` lists."""
+    return frozenset((f.round, f.hotkey) for f in merge_storage.proven_faults(conn, run_id))
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRecord:
+    """One island's faults by how far they got."""
+
+    accused: int  # rounds the settlement rule faults it in (a standing fault verdict)
+    proven: int  # rounds whose fault is proven (booked and burned)
+
+
+def fault_records(
+    run: dict[int, dict[str, str]], proven: frozenset[tuple[int, str]]
+) -> dict[str, FaultRecord]:
+    """hotkey -> its :class:`FaultRecord`, from :func:`run_faults`' answer ``run`` and
+    :func:`proven_faults`' ``proven`` (an island with neither is absent)."""
+    accused = fault_counts(run)
+    booked: dict[str, int] = {}
+    for _, hotkey in proven:
+        booked[hotkey] = booked.get(hotkey, 0) + 1
+    return {
+        hotkey: FaultRecord(accused.get(hotkey, 0), booked.get(hotkey, 0))
+        for hotkey in sorted(set(accused) | set(booked))
+    }
 
 
 def fault_counts(run: dict[int, dict[str, str]]) -> dict[str, int]:

@@ -43,7 +43,7 @@ from collections.abc import Callable
 
 from hypertrain.api.models import CorrectionAnswer, ProvenFault
 from hypertrain.challenge.errors import ChallengeError, ConflictError, ForbiddenError, NotFoundError
-from hypertrain.challenge.rounds import merge_storage, roles, storage
+from hypertrain.challenge.rounds import facts, merge_storage, roles, storage
 from hypertrain.challenge.rounds.merge_storage import NewCorrection, ProvenFaultRow
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.protocol.citations import may_cite
@@ -119,7 +119,7 @@ def proven_faults(state: ServiceState, run_id: str) -> list[ProvenFault]:
 
 
 def _proven(conn: sqlite3.Connection, run_id: str) -> set[tuple[int, str]]:
-    return {(f.round, f.hotkey) for f in merge_storage.proven_faults(conn, run_id)}
+    return set(facts.proven_faults(conn, run_id))
 
 
 def predecessor_models(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:

@@ -188,42 +188,51 @@ def assignments(state: ServiceState, run_id: str, index: int) -> list[Envelope]:
 
 
 def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
-    """Per island: admission, probation, commits, faults and ledger balances."""
+    """Per island: admission, probation, commits, faults (accused and proven: two facts,
+    :func:`facts.fault_records`) and ledger balances."""
     state.manifest(run_id)
     rows = roster_storage.roster(state.conn, run_id)
     balances = state.ledger.balances(run_id, [r.hotkey for r in rows])
-    faults = facts.fault_counts(run_faults(state, run_id))
+    faults = facts.fault_records(run_faults(state, run_id), facts.proven_faults(state.conn, run_id))
     snapshot = state.metagraph.snapshot
     out: list[RosterEntry] = []
     for r in rows:
-        current = r.last_round if r.last_round is not None else 0
-        status: IslandStatus = (
-            "faulted"
-            if faults.get(r.hotkey)
-            else ("probation" if current < r.probation_until_round else "active")
-        )
-        if r.left_round is not None and status != "faulted":
-            status = "left"
-        if not state.metagraph.is_registered(r.hotkey):
-            status = "deregistered"
+        record = faults.get(r.hotkey, facts.FaultRecord(0, 0))
         out.append(
             RosterEntry(
                 hotkey=r.hotkey,
                 uid=snapshot.hotkeys.get(r.hotkey) if snapshot else None,
-                status=status,
+                status=_status(state, r, record),
                 device_class=r.device_class,
                 devices=r.num_devices,
                 first_round=r.first_round,
                 probation_until_round=r.probation_until_round,
                 commits=r.commits,
                 tokens=r.tokens,
-                faults=faults.get(r.hotkey, 0),
+                faults=record.accused,
                 left_round=r.left_round,
                 proven_memory_bytes=r.proven_memory_bytes,
+                accused_rounds=record.accused,
+                proven_faults=record.proven,
                 **balances.get(r.hotkey, dict.fromkeys(BALANCES, 0)),
             )
         )
     return out
+
+
+def _status(
+    state: ServiceState, r: roster_storage.RosterRow, faults: facts.FaultRecord
+) -> IslandStatus:
+    """``faulted`` while accused or proven faulty (see ``api.models.IslandStatus``), else
+    left, probation or active; deregistered above all."""
+    if not state.metagraph.is_registered(r.hotkey):
+        return "deregistered"
+    if faults.accused or faults.proven:
+        return "faulted"
+    if r.left_round is not None:
+        return "left"
+    current = r.last_round if r.last_round is not None else 0
+    return "probation" if current < r.probation_until_round else "active"
 
 
 def loss_curve(state: ServiceState, run_id: str) -> list[LossPoint]:
@@ -252,6 +261,8 @@ def run_summary(state: ServiceState, run_id: str) -> RunSummary:
         tokens_total=sum(s.tokens for s in rounds),
         update_bytes_total=sum(s.update_bytes for s in rounds),
         audits_total=sum(s.audits for s in rounds),
-        faults_total=sum(i.faults for i in islands),
+        faults_total=sum(i.accused_rounds for i in islands),
         beacon_round=state.current.round if state.current else None,
+        accused_total=sum(i.accused_rounds for i in islands),
+        proven_faults_total=sum(i.proven_faults for i in islands),
     )
