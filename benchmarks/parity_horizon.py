@@ -29,7 +29,8 @@ file's hash; finished tasks are skipped, so a stopped run resumes; ``--part K/N`
 every N-th task. ``--combine`` prints each cell's paired gap to data-parallel, over the
 whole run and by blocks of 50 rounds, and writes ``parity-horizon.json``.
 
-Run: ``nice -n 19 python benchmarks/parity_horizon.py --part 0/2`` (and ``1/2``).
+Run: ``nice -n 19 python benchmarks/parity_horizon.py --part 0/2`` (and ``1/2``);
+``--cell int4,avgstate`` runs only the cells whose names contain one of those words.
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ def run(argv: list[str]) -> int:
     head = {**ctx["header"], "horizon_sha256": files_sha256(["benchmarks/parity_horizon.py"])}
     k, n = (int(x) for x in args.part.split("/"))
     todo = [(c, s) for s in SEEDS for c in cells() if s == 0 or c.name not in DROPPED]
+    if args.cell:  # --cell TEXT: only the cells whose names contain one of TEXT's words
+        todo = [t for t in todo if any(w in t[0].name for w in args.cell.split(","))]
     done = parity.load_done(OUT)
     for i, (cell, seed) in enumerate(todo):
         if i % n != k or (cell.name, seed) in done:
@@ -172,8 +175,24 @@ NOTES = (
 )
 
 
+def table(out: dict[str, Any]) -> str:
+    """docs/parity.md's table of the combined cells, best final gap first, with each
+    cell's final loss against the recipe's on the seeds both ran (paired)."""
+    head = "| cell | seeds | gap at round 199, % | vs the recipe, % | gap by 50 rounds, % |"
+    rows = [head, "|---|---:|---:|---:|---|"]
+    base = out["cells"][recipe().name]
+    for name, c in sorted(out["cells"].items(), key=lambda kv: kv[1]["final_gap_pct"]):
+        shared = [s for s in c["seeds"] if s in base["seeds"]]
+        mine = [c["final_loss"][c["seeds"].index(s)] for s in shared]
+        theirs = [base["final_loss"][base["seeds"].index(s)] for s in shared]
+        vs = f"{_gap(mine, theirs):+.2f}" if name != recipe().name else "—"
+        blocks = " / ".join(f"{b:+.2f}" for b in c["gap_by_block_pct"])
+        rows.append(f"| {name} | {len(c['seeds'])} | {c['final_gap_pct']:+.2f} | {vs} | {blocks} |")
+    return "\n".join(rows)
+
+
 if __name__ == "__main__":
     if "--combine" in sys.argv:
-        print(json.dumps(combine(), indent=1))
+        print(table(combine()))
         raise SystemExit(0)
     raise SystemExit(run(sys.argv[1:]))
