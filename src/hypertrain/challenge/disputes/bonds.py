@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlite3
 
 from hypertrain.challenge.disputes import game_storage
-from hypertrain.challenge.errors import ForbiddenError
+from hypertrain.challenge.errors import ForbiddenError, LedgerFaultError
 from hypertrain.challenge.ports import LedgerPort
 
 
@@ -28,11 +28,15 @@ def dispute_bond(
     if bond <= 0:
         return 0
     free = ledger.free_escrow(run_id, hotkey)
+    if free < 0:  # an impossible answer: a ledger fault, never a bond of nothing
+        raise LedgerFaultError(
+            f"the ledger says {hotkey} holds {free} of free escrow in run {run_id!r}"
+        )
     if free >= bond:
         return bond
     spent = under_bonded(conn, run_id, hotkey, bond)
     if spent is None:
-        return max(0, free)
+        return free
     raise ForbiddenError(
         f"a dispute locks a bond of {bond} from free escrow; {hotkey} holds {free} and its"
         f" one dispute under the bond in run {run_id!r} was {spent[:16]}",

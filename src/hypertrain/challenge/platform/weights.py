@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from typing import Final
 
 from hypertrain.api.models import WeightsMetadata, WeightsPublic
 from hypertrain.challenge.competition import storage as competition_storage
-from hypertrain.challenge.errors import NotFoundError, UnavailableError
+from hypertrain.challenge.errors import LedgerFaultError, NotFoundError, UnavailableError
 from hypertrain.challenge.platform import storage
 from hypertrain.challenge.platform.metagraph import Snapshot, departures
 from hypertrain.challenge.platform.storage import Departure
@@ -106,6 +107,18 @@ def note_snapshot(state: ServiceState, before: Snapshot | None, fresh: Snapshot)
     return len(left)
 
 
+def unpaid_value(run_id: str, hotkey: str, balance: Mapping[str, int]) -> int:
+    """The value a departed hotkey still holds in a run (escrow and vested), to burn. A
+    balance the ledger answered without those figures is a ledger fault
+    (:class:`LedgerFaultError`), never read as nothing to burn."""
+    try:
+        return balance["escrow"] + balance["vested"]
+    except KeyError as exc:
+        raise LedgerFaultError(
+            f"the ledger's balance of {hotkey} in run {run_id!r} has no {exc.args[0]!r} figure"
+        ) from None
+
+
 def burn_departed(state: ServiceState, epoch: int, registered: frozenset[str]) -> dict[str, int]:
     """Deregister every earner with unpaid value that left; hotkey -> burned.
 
@@ -126,7 +139,7 @@ def burn_departed(state: ServiceState, epoch: int, registered: frozenset[str]) -
     holding: set[str] = set()
     for run_id, hotkeys in by_run.items():
         for hotkey, bal in state.ledger.balances(run_id, hotkeys).items():
-            if bal.get("escrow", 0) or bal.get("vested", 0):
+            if unpaid_value(run_id, hotkey, bal):
                 holding.add(hotkey)
     for hotkey in sorted(holding):
         burned[hotkey] = state.ledger.deregister(hotkey, epoch)

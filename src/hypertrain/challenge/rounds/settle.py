@@ -192,13 +192,35 @@ def release_probation(state: ServiceState, run_id: str, hotkey: str) -> int:
     return rehold(state, run_id, hotkey, [r for r in rounds if r < until])
 
 
+def hold_after(decided: Outcome, hotkey: str) -> int | None:
+    """What a round decided again says of ``hotkey``'s held reward: the release round to
+    give the ledger (0: vest from the next settlement), or None to keep the hold.
+
+    Only a reward the rule accepts is released: held with a release round, or accepted
+    without a hold. A hold the rule keeps (a verdict awaited, an unserved probation)
+    stays, and so does the reward of an island the rule no longer accepts (faulted or
+    unpaid now): its fault's booking burns it, and a release would let it vest. An
+    island missing from the outcome is never read as "release now"."""
+    if hotkey not in decided.accepted:
+        return None
+    until = decided.held.get(hotkey, 0)  # accepted: held until a round, or not held
+    return None if until in HOLDS else until
+
+
 def rehold(state: ServiceState, run_id: str, hotkey: str, rounds: list[int]) -> int:
     """Decide the hold of ``hotkey``'s reward in each final round again; release each
-    that the rule no longer keeps held without a release round. Returns the releases."""
+    that the rule accepts and no longer keeps held without a release round
+    (:func:`hold_after`). Returns the releases."""
     released = 0
     for later in rounds:
-        until = outcome(state, run_id, later).held.get(hotkey, 0)
-        if until not in HOLDS:
-            epoch = state.epoch_now("release a held reward")
-            released += state.ledger.release_hold(run_id, later, hotkey, epoch, until)
+        decided = outcome(state, run_id, later)
+        until = hold_after(decided, hotkey)
+        if until is None:
+            if hotkey not in decided.accepted:
+                log.warning("round %s/%d: %s's held reward stays held: the rule no longer"
+                            " accepts it (%s)", run_id, later, hotkey,
+                            decided.faults.get(hotkey) or decided.unpaid.get(hotkey))  # fmt: skip
+            continue
+        epoch = state.epoch_now("release a held reward")
+        released += state.ledger.release_hold(run_id, later, hotkey, epoch, until)
     return released
