@@ -27,31 +27,34 @@ from typing import Any
 import pytest
 
 from hypertrain.protocol.identity import Hotkey
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    OTHER_AUDITOR,
+    REFEREE,
+    RULES,
+    THIRD_AUDITOR,
+    Service,
+    barred,
+    post_verdict,
+    rules_run,
+    verdict_of_check,
+)
 from tests.challenge.disputeplay import open_body
-from tests.challenge.helpers import bearer, signed
-from tests.challenge.test_dispute_rules import RULES, _start, _verdict
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, OTHER_AUDITOR, REFEREE, RUN, Service
 
 HONEST_A = AUDITOR
 COLLUDER_B = OTHER_AUDITOR
-HONEST_C = Hotkey.from_seed(b"\x57" * 32)
+HONEST_C = THIRD_AUDITOR
 
 
 @pytest.fixture
 def net(tmp_path: Path) -> Iterator[Service]:
-    yield from _start(tmp_path, {**RULES, "referees": [REFEREE.ss58_address]})
+    with rules_run(tmp_path, {**RULES, "referees": [REFEREE.ss58_address]}) as svc:
+        yield svc
 
 
 def _reaudit(svc: Service, auditor: Hotkey, result: str, **fields: Any) -> Any:
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == ISLANDS[0].ss58_address)
-    body = {**mine, "result": result, "update_checked": True, **fields}
-    body.pop("selection_beacon_round")
-    return svc.client.post(
-        "/worker/v1/verdict", headers=bearer("worker"), json=signed(auditor, "verdict", body, RUN)
-    )
+    return post_verdict(svc, auditor, ISLANDS[0], result, update_checked=True, **fields)
 
 
 def test_one_colluding_auditor_cannot_bar_an_honest_auditor_on_its_word_alone(
@@ -60,18 +63,17 @@ def test_one_colluding_auditor_cannot_bar_an_honest_auditor_on_its_word_alone(
     """Proves a recompute dispute is not decided by the first re-audit: one colluding
     auditor's ``match`` against a third auditor's ``mismatch`` bars nobody."""
     cheater = ISLANDS[0]
-    verdict_id, segments = _verdict(net, "update")  # A's true catch: the update is wrong
+    verdict_id, segments = verdict_of_check(net, "update")  # A's true catch: the update is wrong
     opened = net.post("/v1/disputes", cheater, "dispute-open", open_body(verdict_id, segments[-1]))
     assert opened.status_code == 200, opened.text
     assert opened.json()["game"]["stage"] == "recompute"
     lie = _reaudit(net, COLLUDER_B, "match")  # the colluder answers first
     assert lie.status_code == 200, lie.text
     truth = _reaudit(net, HONEST_C, "mismatch", first_bad_leaf=4, check="update")
-    conn = net.client.app.state.service.conn  # type: ignore[attr-defined]
-    barred = [row[0] for row in conn.execute("SELECT auditor FROM faulty_auditors")]
+    faulty = barred(net)
     outcome = net.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()["game"]
-    assert HONEST_A.ss58_address not in barred, (
+    assert HONEST_A.ss58_address not in faulty, (
         "one other auditor's unproven 'match' barred the honest auditor whose update check"
         f" caught the cheater (dispute {outcome['outcome']}); a third auditor's mismatch"
-        f" ({truth.status_code}) changed nothing: barred {barred}"
+        f" ({truth.status_code}) changed nothing: barred {faulty}"
     )

@@ -23,12 +23,18 @@ from pathlib import Path
 import pytest
 
 from hypertrain.protocol.identity import Hotkey
-from tests.attacks_found.test_free_unverifiable_lies import _verdict
-from tests.attacks_found.test_one_word_decides_late import _start
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    OTHER_AUDITOR,
+    RULES,
+    THIRD_AUDITOR,
+    Service,
+    commit_round_0,
+    judge,
+    jury_run,
+)
 from tests.challenge.disputeplay import open_body
-from tests.challenge.test_dispute_rules import RULES, THIRD_AUDITOR
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, OTHER_AUDITOR, Service
-from tests.challenge.test_outsider_1 import _commit_round_0
 
 LIAR, HONEST_B, HONEST_C = AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR
 EVALUATORS = (Hotkey.from_seed(b"\x61" * 32), Hotkey.from_seed(b"\x62" * 32))
@@ -38,7 +44,8 @@ EVALUATORS = (Hotkey.from_seed(b"\x61" * 32), Hotkey.from_seed(b"\x62" * 32))
 def shared_service(tmp_path: Path) -> Iterator[Service]:
     """Three auditors and the competition's two evaluators in the worker list."""
     workers = (LIAR, HONEST_B, HONEST_C, *EVALUATORS)
-    yield from _start(tmp_path, {**RULES, "referees": []}, workers)
+    with jury_run(tmp_path, {**RULES, "referees": []}, workers) as svc:
+        yield svc
 
 
 def test_both_honest_auditors_overturn_a_lie_when_evaluators_are_listed(
@@ -48,12 +55,12 @@ def test_both_honest_auditors_overturn_a_lie_when_evaluators_are_listed(
     other (non-auditing) worker keys the service lists."""
     svc = shared_service
     island = ISLANDS[0]
-    _commit_round_0(svc)
-    verdict_id, segments = _verdict(svc, 0, LIAR, island, "unverifiable")
+    commit_round_0(svc)
+    verdict_id, segments = judge(svc, LIAR, island, "unverifiable")
     opened = svc.post("/v1/disputes", island, "dispute-open", open_body(verdict_id, segments[-1]))
     assert opened.status_code == 200, opened.text
     for juror in (HONEST_B, HONEST_C):
-        _verdict(svc, 0, juror, island, "match")
+        judge(svc, juror, island, "match")
     svc.tick(60)  # past the bound: nobody else re-audits (evaluators score models)
     game = svc.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()["game"]
     assert game["outcome"] == "overturned", (

@@ -19,28 +19,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.challenge import test_disputes as _disputes
-from tests.challenge.helpers import bearer, signed
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, OTHER_AUDITOR, RUN, Service
-from tests.challenge.test_outsider_1 import _commit_round_0
+from hypertrain.protocol.identity import Hotkey
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    OTHER_AUDITOR,
+    RUN,
+    Service,
+    commit_round_0,
+    send_verdict,
+    service,
+    verdict_body,
+)
 
-service = _disputes.service  # audit window of 20 beacon rounds, audit rate 1
+__all__ = ["service"]  # audit window of 20 beacon rounds, audit rate 1
 
 HONEST, COLLUDER = AUDITOR, OTHER_AUDITOR
 
 
-def _verdict(svc: Service, auditor: Any, island: Any, result: str) -> Any:
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == island.ss58_address)
-    body = {**mine, "result": result, "update_checked": True}
+def _verdict(svc: Service, auditor: Hotkey, island: Hotkey, result: str) -> Any:
+    body = verdict_body(svc, island, result, update_checked=True)
     if result == "mismatch":
-        body |= {"first_bad_leaf": mine["segments"][0] + 1, "check": "segment"}
-    body.pop("selection_beacon_round")
-    return svc.client.post(
-        "/worker/v1/verdict", headers=bearer("worker"), json=signed(auditor, "verdict", body, RUN)
-    )
+        body |= {"first_bad_leaf": body["segments"][0] + 1, "check": "segment"}
+    return send_verdict(svc, auditor, body)
 
 
 def test_an_honest_mismatch_inside_the_audit_window_is_not_shut_out_by_a_faster_match(
@@ -49,7 +50,7 @@ def test_an_honest_mismatch_inside_the_audit_window_is_not_shut_out_by_a_faster_
     """Proves a fast ``match`` from one auditor does not close the audit phase before
     another auditor's ``mismatch`` inside the audit window is heard."""
     cheater = ISLANDS[0]
-    _commit_round_0(service)  # both islands committed, selection signed
+    commit_round_0(service)  # both islands committed, selection signed
     for island in ISLANDS:  # the colluder "judges" everyone at once, with no replay
         assert _verdict(service, COLLUDER, island, "match").status_code == 200
     service.tick()  # one beacon round later, deep inside the 20-round audit window

@@ -25,10 +25,18 @@ from typing import Any
 import pytest
 
 from hypertrain.protocol.identity import Hotkey
-from tests.challenge import test_disputes as _disputes
-from tests.challenge.helpers import bearer, signed
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service
-from tests.challenge.test_outsider_1 import _commit_round_0
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    RUN,
+    Service,
+    addresses,
+    commit_round_0,
+    dispute_run,
+    post_tape,
+    post_verdict,
+    tape,
+)
 
 FORGER = AUDITOR  # a listed worker key: an auditor
 AGGREGATOR = Hotkey.from_seed(b"\x58" * 32)
@@ -39,51 +47,30 @@ LIAR = Hotkey.from_seed(b"\x59" * 32)  # a dishonest aggregator: it never signs 
 def service(tmp_path: Path) -> Iterator[Service]:
     """Both aggregator keys named (``HYPERTRAIN_AGGREGATOR_HOTKEYS``): the honest one and
     the liar, whose tapes the service takes as it takes any named aggregator's."""
-    named = frozenset({AGGREGATOR.ss58_address, LIAR.ss58_address})
-    yield from _disputes._service(tmp_path, bond=0, aggregator_hotkeys=named)
+    with dispute_run(tmp_path, aggregator_hotkeys=addresses(AGGREGATOR, LIAR)) as svc:
+        yield svc
 
 
 def _tape(included: list[str], excluded: dict[str, str], new_model: str) -> dict[str, Any]:
-    return {
-        "round": 0,
-        "start_model_sha256": "aa" * 32,
-        "new_model_sha256": new_model,
-        "new_model_url": "http://relay/blobs/" + new_model,
-        "outer_state_sha256": "cc" * 32,
-        "tape_sha256": "dd" * 32,
-        "included": included,
-        "excluded": excluded,
-    }
+    url = "http://relay/blobs/" + new_model
+    return tape(
+        0, new_model_sha256=new_model, new_model_url=url, included=included, excluded=excluded
+    )
 
 
 def test_a_tape_that_unpays_an_audit_proven_island_is_not_settled_unchecked(
     service: Service,
 ) -> None:
     honest, colluder = ISLANDS
-    _commit_round_0(service)
-    assigned = service.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    for a in assigned:  # both islands audited and proven (match, update re-encoded)
-        body = {**a["body"], "result": "match", "update_checked": True}
-        body.pop("selection_beacon_round")
-        r = service.client.post(
-            "/worker/v1/verdict",
-            headers=bearer("worker"),
-            json=signed(FORGER, "verdict", body, RUN),
-        )
+    commit_round_0(service)
+    for island in ISLANDS:  # both islands audited and proven (match, update re-encoded)
+        r = post_verdict(service, FORGER, island, "match", update_checked=True)
         assert r.status_code == 200, r.text
     service.tick(20)  # every island judged and the audit window over: merge phase
     forged = _tape([colluder.ss58_address], {honest.ss58_address: "near_duplicate"}, "ee" * 32)
-    posted = service.client.post(
-        "/worker/v1/merge", headers=bearer("worker"), json=signed(FORGER, "merge-tape", forged, RUN)
-    )
+    posted = post_tape(service, forged, FORGER)
     real = _tape(sorted(k.ss58_address for k in ISLANDS), {}, "bb" * 32)
-    answer = service.client.post(
-        "/worker/v1/merge",
-        headers=bearer("worker"),
-        json=signed(AGGREGATOR, "merge-tape", real, RUN),
-    )
+    answer = post_tape(service, real, AGGREGATOR)
     service.tick(30)
     paid = service.ledger.settled.get((RUN, 0), {})
     start = service.client.get(f"/v1/runs/{RUN}/rounds/0").json()
@@ -105,24 +92,13 @@ def test_a_tape_cannot_burn_an_audit_proven_island_by_calling_its_blob_missing(
     tape comes from a dishonest aggregator key (one that signs no verdict, so the role
     rule lets it post): its word may leave the island unpaid for the round, never burn."""
     honest, other = ISLANDS
-    _commit_round_0(service)
-    assigned = service.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    for a in assigned:  # both proven by their audits: the update re-encoded and matched
-        body = {**a["body"], "result": "match", "update_checked": True}
-        body.pop("selection_beacon_round")
-        r = service.client.post(
-            "/worker/v1/verdict",
-            headers=bearer("worker"),
-            json=signed(FORGER, "verdict", body, RUN),
-        )
+    commit_round_0(service)
+    for island in ISLANDS:  # both proven by their audits: the update re-encoded and matched
+        r = post_verdict(service, FORGER, island, "match", update_checked=True)
         assert r.status_code == 200, r.text
     service.tick(20)  # the audit window is over (one auditor never closes it early): merge
     forged = _tape([other.ss58_address], {honest.ss58_address: "missing_blob"}, "bb" * 32)
-    posted = service.client.post(
-        "/worker/v1/merge", headers=bearer("worker"), json=signed(LIAR, "merge-tape", forged, RUN)
-    )
+    posted = post_tape(service, forged, LIAR)
     assert posted.status_code == 200, posted.text
     service.tick(30)
     assert (RUN, 0, honest.ss58_address) not in service.ledger.faults, (

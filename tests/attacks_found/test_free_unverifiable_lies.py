@@ -19,56 +19,47 @@ honest, the island H is honest.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from hypertrain.protocol.identity import Hotkey
-from tests.attacks_found.test_one_word_decides_late import _start
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    OTHER_AUDITOR,
+    RUN,
+    THIRD_AUDITOR,
+    Service,
+    barred,
+    commit_round_0,
+    judge,
+    open_and_commit,
+    post_tape,
+    send_verdict,
+    split_tape,
+    three,
+    verdict_body,
+)
 from tests.challenge.disputeplay import open_body
-from tests.challenge.helpers import AGGREGATOR, aggregator_split, bearer, signed
-from tests.challenge.test_dispute_rules import RULES, THIRD_AUDITOR
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, OTHER_AUDITOR, RUN, Service
-from tests.challenge.test_outsider_1 import _commit_round_0, _open_and_commit
+
+__all__ = ["three"]  # the fixture, by name
 
 HONEST_A, LIAR_B, HONEST_C = AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR
 HONEST_ISLAND = ISLANDS[0]
 
 
-@pytest.fixture
-def three(tmp_path: Path) -> Iterator[Service]:
-    yield from _start(tmp_path, {**RULES, "referees": []}, (HONEST_A, LIAR_B, HONEST_C))
-
-
-def _post(svc: Service, index: int, key: Hotkey, island: Hotkey, result: str) -> Any:
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/{index}/assignments", headers=bearer("worker")
-    ).json()
-    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == island.ss58_address)
-    body = {**mine, "result": result}
-    body |= {"detail": "index withheld"} if result == "unverifiable" else {"update_checked": True}
-    body.pop("selection_beacon_round")
-    r = svc.client.post(
-        "/worker/v1/verdict", headers=bearer("worker"), json=signed(key, "verdict", body, RUN)
-    )
-    return r, sorted(mine["segments"])
-
-
-def _verdict(svc: Service, index: int, key: Hotkey, island: Hotkey, result: str) -> Any:
-    r, segments = _post(svc, index, key, island, result)
-    assert r.status_code == 200, r.text
-    return r.json()["verdict_id"], segments
+def _lie(svc: Service, index: int) -> tuple[Any, list[int]]:
+    """B's ``unverifiable`` on H in round ``index``: the answer, H's assigned segments."""
+    body = verdict_body(svc, HONEST_ISLAND, "unverifiable", index=index, detail="index withheld")
+    return send_verdict(svc, LIAR_B, body), sorted(body["segments"])
 
 
 def _lie_and_dispute(svc: Service, index: int, jurors: tuple[Hotkey, ...]) -> str:
     """B signs ``unverifiable`` on H, A and C judge the other island; H disputes; the
     ``jurors`` re-audit H (``match``: every byte was served). A liar barred by an
     earlier quorum is refused (``faulty_auditor``): its lie never enters."""
-    lie, segments = _post(svc, index, LIAR_B, HONEST_ISLAND, "unverifiable")
+    lie, segments = _lie(svc, index)
     for key in (HONEST_A, HONEST_C):
-        _verdict(svc, index, key, ISLANDS[1], "match")
+        judge(svc, key, ISLANDS[1], "match", index=index)
     if lie.status_code == 403 and lie.json()["error"] == "faulty_auditor":
         svc.tick(60)
         return "refused"
@@ -78,27 +69,15 @@ def _lie_and_dispute(svc: Service, index: int, jurors: tuple[Hotkey, ...]) -> st
     opened = svc.post("/v1/disputes", HONEST_ISLAND, "dispute-open", body)
     assert opened.status_code == 200, opened.text
     for key in jurors:
-        _verdict(svc, index, key, HONEST_ISLAND, "match")
+        judge(svc, key, HONEST_ISLAND, "match", index=index)
     svc.tick(60)  # past the game's bound
     dispute_id: str = opened.json()["dispute_id"]
     return str(svc.client.get(f"/v1/disputes/{dispute_id}").json()["game"]["outcome"])
 
 
 def _merge(svc: Service, index: int) -> None:
-    tape = {
-        "round": index,
-        "start_model_sha256": "aa" * 32,
-        "new_model_sha256": "aa" * 32,
-        "new_model_url": "u",
-        "outer_state_sha256": "cc" * 32,
-        "tape_sha256": f"{index:02d}" * 32,
-        **aggregator_split(svc.client, RUN, index, [k.ss58_address for k in ISLANDS]),
-    }
-    m = svc.client.post(
-        "/worker/v1/merge",
-        headers=bearer("worker"),
-        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
-    )
+    body = split_tape(svc, index, new_model_sha256="aa" * 32, tape_sha256=f"{index:02d}" * 32)
+    m = post_tape(svc, body)
     assert m.status_code == 200, m.text
     svc.tick(10)
 
@@ -109,10 +88,10 @@ def test_a_liar_overturned_by_a_quorum_cannot_lie_again_until_a_juror_is_away(
     """Proves an auditor whose ``unverifiable`` a quorum proved false cannot go on faulting
     the same honest island round after round until one honest juror misses a deadline."""
     svc = three
-    _commit_round_0(svc)
+    commit_round_0(svc)
     assert _lie_and_dispute(svc, 0, (HONEST_A, HONEST_C)) == "overturned"  # the quorum
     _merge(svc, 0)
-    _open_and_commit(svc, 1)
+    open_and_commit(svc, 1)
     outcome = _lie_and_dispute(svc, 1, (HONEST_A,))  # C is away this round
     _merge(svc, 1)
     faulted = [f for f in svc.ledger.faults if f[2] == HONEST_ISLAND.ss58_address]
@@ -129,15 +108,10 @@ def test_a_lie_no_quorum_decided_while_the_only_reaudit_matches_holds_and_never_
     re-audited found ``match`` and none agreed with the verdict, holds the island's reward
     (fail closed on payment) instead of faulting and burning it."""
     svc = three
-    _commit_round_0(svc)
+    commit_round_0(svc)
     outcome = _lie_and_dispute(svc, 0, (HONEST_A,))  # C is away
     assert outcome == "held"
     _merge(svc, 0)
     assert not [f for f in svc.ledger.faults if f[2] == HONEST_ISLAND.ss58_address]
     assert HONEST_ISLAND.ss58_address in svc.ledger.held[(RUN, 0)]
-    assert LIAR_B.ss58_address not in _barred(svc)  # one juror's word bars nobody
-
-
-def _barred(svc: Service) -> list[str]:
-    conn = svc.client.app.state.service.conn  # type: ignore[attr-defined]
-    return [r[0] for r in conn.execute("SELECT auditor FROM faulty_auditors")]
+    assert LIAR_B.ss58_address not in barred(svc)  # one juror's word bars nobody

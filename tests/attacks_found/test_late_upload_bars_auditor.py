@@ -32,12 +32,21 @@ from hypertrain.protocol.messages import AuditAssignment
 from tests.auditor.test_runner import BeaconClock, _published
 from tests.auditor.world import ISLANDS as WORLD_ISLANDS
 from tests.auditor.world import World, make_world
-from tests.challenge import test_disputes as _disputes
-from tests.challenge.disputeplay import TREE, open_body
-from tests.challenge.helpers import bearer, commit_body, join_body, signed
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, OTHER_AUDITOR, RUN, Service
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    OTHER_AUDITOR,
+    RUN,
+    Service,
+    barred,
+    commit_round_0,
+    send_verdict,
+    service,
+    verdict_body,
+)
+from tests.challenge.disputeplay import open_body
 
-service = _disputes.service  # the real service on a stepped beacon, referees named
+__all__ = ["service"]  # the real service on a stepped beacon, referees named
 
 
 @pytest.fixture(scope="module")
@@ -56,19 +65,12 @@ def _judge(world: World, relay: Any, clock: BeaconClock, detail: Any, seg: int) 
 
 
 def _post_verdict(svc: Service, auditor: Any, island: Any, result: str, detail: str = "") -> Any:
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == island.ss58_address)
-    body = {**mine, "result": result, "detail": detail, "update_checked": True}
+    body = verdict_body(svc, island, result, detail=detail, update_checked=True)
     if result == "mismatch":
-        body |= {"first_bad_leaf": mine["segments"][0] + 1, "check": "segment"}
-    body.pop("selection_beacon_round")
-    r = svc.client.post(
-        "/worker/v1/verdict", headers=bearer("worker"), json=signed(auditor, "verdict", body, RUN)
-    )
+        body |= {"first_bad_leaf": body["segments"][0] + 1, "check": "segment"}
+    r = send_verdict(svc, auditor, body)
     assert r.status_code == 200, r.text
-    return r.json()["verdict_id"], mine["segments"]
+    return r.json()["verdict_id"], body["segments"]
 
 
 def test_a_checkpoint_uploaded_after_its_deadline_does_not_bar_the_auditor_who_saw_it_missing(
@@ -88,18 +90,7 @@ def test_a_checkpoint_uploaded_after_its_deadline_does_not_bar_the_auditor_who_s
     assert reaudit.result == "match", reaudit.detail
 
     # part 2: the service, given exactly those two outcomes
-    for key in ISLANDS:
-        assert service.post("/v1/join", key, "join", join_body()).status_code == 200
-    r = service.client.post(
-        f"/admin/v1/runs/{RUN}/rounds",
-        headers=bearer("admin"),
-        json={"start_model_sha256": "aa" * 32, "start_model_url": "http://relay/m0"},
-    )
-    assert r.status_code == 200, r.text
-    for key in ISLANDS:
-        body = {**commit_body(0), "checkpoint_root": TREE.root_hex}
-        assert service.post("/v1/commit", key, "commit", body).status_code == 200
-    service.tick(4)
+    commit_round_0(service)
     withholder, cheater = ISLANDS
     verdict_id, segments = _post_verdict(service, AUDITOR, withholder, first.result, first.detail)
     caught, _ = _post_verdict(service, AUDITOR, cheater, "mismatch")  # a real catch
@@ -108,11 +99,10 @@ def test_a_checkpoint_uploaded_after_its_deadline_does_not_bar_the_auditor_who_s
     )
     assert opened.status_code == 200, opened.text
     _post_verdict(service, OTHER_AUDITOR, withholder, reaudit.result)  # the re-audit
-    conn = service.client.app.state.service.conn  # type: ignore[attr-defined]
-    barred = [row[0] for row in conn.execute("SELECT auditor FROM faulty_auditors")]
+    faulty = barred(service)
     queue = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
     set_aside = [q["verdict_id"] for q in queue]
-    assert AUDITOR.ss58_address not in barred, (
+    assert AUDITOR.ss58_address not in faulty, (
         "an auditor that truly found a selected checkpoint missing past its upload deadline"
         f" was barred once the island uploaded it late; its catch {caught[:12]} is set aside:"
         f" {caught in set_aside}"

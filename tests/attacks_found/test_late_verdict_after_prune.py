@@ -25,28 +25,33 @@ from pathlib import Path
 
 from hypertrain.api.client import ChallengeClient
 from hypertrain.miner.disputes import prunable, prune_round
-from tests.challenge import test_disputes as _disputes
-from tests.challenge.helpers import TOKENS, bearer, signed
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service
-from tests.challenge.test_outsider_1 import _assignment, _commit_round_0, _merge
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    RUN,
+    Service,
+    assignment,
+    commit_round_0,
+    merge,
+    post_verdict,
+    send_verdict,
+    service,
+)
+from tests.challenge.helpers import TOKENS
 
-service = _disputes.service
+__all__ = ["service"]  # the fixture, by name
 
 
 def test_the_miner_keeps_its_checkpoints_while_a_verdict_on_it_can_still_arrive(
     service: Service, tmp_path: Path
 ) -> None:
     victim, other = ISLANDS
-    _commit_round_0(service)
-    mine = _assignment(service, victim)  # the auditor "skips" the victim's assignment
-    match = {**_assignment(service, other), "result": "match", "update_checked": True}
-    match.pop("selection_beacon_round")
-    r = service.client.post(
-        "/worker/v1/verdict", headers=bearer("worker"), json=signed(AUDITOR, "verdict", match, RUN)
-    )
+    commit_round_0(service)
+    mine = assignment(service, victim)  # the auditor "skips" the victim's assignment
+    r = post_verdict(service, AUDITOR, other, "match", update_checked=True)
     assert r.status_code == 200, r.text
     service.tick(30)
-    _merge(service, 0, pending=True)
+    merge(service, 0, pending=True)
     service.tick(20)  # final, past the round's dispute deadline
     workdir = tmp_path / "round-0"
     workdir.mkdir()
@@ -61,9 +66,7 @@ def test_the_miner_keeps_its_checkpoints_while_a_verdict_on_it_can_still_arrive(
         prune_round(workdir)  # what watch --follow does on this pass
     late = {**mine, "result": "mismatch", "first_bad_leaf": mine["segments"][0] + 1}
     late.pop("selection_beacon_round")
-    posted = service.client.post(
-        "/worker/v1/verdict", headers=bearer("worker"), json=signed(AUDITOR, "verdict", late, RUN)
-    )
+    posted = send_verdict(service, AUDITOR, late)
     assert posted.status_code == 200, posted.text  # accepted, with a dispute window of its own
     segment = mine["segments"][0]
     needed = workdir / f"ckpt_{segment}.bin"  # the start of the judged segment

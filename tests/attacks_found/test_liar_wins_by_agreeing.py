@@ -20,53 +20,27 @@ Played on the real service (dispute routes, commit-then-reveal, signed envelopes
 
 from __future__ import annotations
 
-from typing import Any
+from tests.challenge.dispute_scenario import (
+    ISLANDS,
+    Service,
+    play_against_a_liar,
+    service,
+    to_verdict,
+)
+from tests.challenge.disputeplay import open_body
 
-from hypertrain.dispute.messages import DisputeAnswer, commitment_of
-from tests.challenge import test_disputes as _disputes
-from tests.challenge.disputeplay import answer, open_body
-from tests.challenge.helpers import signed
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service, _to_verdict
-
-service = _disputes.service
-
-
-def _liar_answer(game: dict[str, Any]) -> dict[str, Any]:
-    """The honest island's answer at the layer stage (the truth), the liar's own before."""
-    if game["stage"] == "layer":
-        truth = answer(game, "island", 1, game["island_end"])
-        return {**truth, "salt": "d4" * 32}
-    return answer(game, "auditor", 1, game["island_end"])
+__all__ = ["service"]  # the fixture, by name
 
 
 def test_a_lying_auditor_cannot_win_the_game_by_agreeing_on_every_section(
     service: Service,
 ) -> None:
     honest = ISLANDS[0]
-    verdict_id, segment = _to_verdict(service)  # the liar's mismatch on the honest island
+    verdict_id, segment = to_verdict(service)  # the liar's mismatch on the honest island
     opened = service.post("/v1/disputes", honest, "dispute-open", open_body(verdict_id, segment))
     assert opened.status_code == 200, opened.text
     dispute_id = opened.json()["dispute_id"]
-    for _ in range(40):
-        game: dict[str, Any] = service.client.get(f"/v1/disputes/{dispute_id}").json()["game"]
-        if game["stage"] not in ("step", "layer", "op"):
-            break
-        revealing = len(game["commitments"]) == 2
-        bodies = {
-            "island": answer(game, "island", 1, game["island_end"]),
-            "auditor": _liar_answer(game),
-        }
-        for key, party in ((honest, "island"), (AUDITOR, "auditor")):
-            if party in game["answers" if revealing else "commitments"]:
-                continue
-            body = bodies[party]
-            if not revealing:
-                body = commitment_of(DisputeAnswer.model_validate(body)).model_dump(mode="json")
-            r = service.client.post(
-                f"/v1/disputes/{dispute_id}/answer",
-                json=signed(key, "dispute-answer", body, run_id=RUN),
-            )
-            assert r.status_code == 200, r.text
+    play_against_a_liar(service, dispute_id, turns=40)
     view = service.client.get(f"/v1/disputes/{dispute_id}").json()
     steps = [(s["level"], s.get("step"), s.get("reason")) for s in view["game"].get("steps", [])]
     assert view["game"]["outcome"] != "upheld", (

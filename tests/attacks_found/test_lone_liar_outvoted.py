@@ -13,23 +13,27 @@ from __future__ import annotations
 
 import pytest
 
+from hypertrain.challenge.disputes import game_storage
 from hypertrain.challenge.rounds import facts
 from hypertrain.challenge.rounds.rule import PENDING_AUDIT
-from hypertrain.challenge.disputes import game_storage
 from hypertrain.dispute.game import Rules, decide
 from hypertrain.dispute.narrowing import Actor
 from hypertrain.dispute.resolution import open_recompute
-from tests.attacks_found.test_honest_miner_never_contests import (
+from tests.challenge.dispute_scenario import (
     HONEST,
     LIAR,
-    LIES,
-    _merge_round_0,
-    _round_0_with_a_lie,
+    OTHER_AUDITOR,
+    RUN,
+    THIRD_AUDITOR,
+    WITHHELD,
+    Service,
+    merge_and_settle,
+    post_verdict,
+    round_0_with_a_lie,
+    send_verdict,
     three,
 )
-from tests.challenge.helpers import bearer, signed
-from tests.challenge.test_dispute_rules import THIRD_AUDITOR
-from tests.challenge.test_disputes import OTHER_AUDITOR, RUN, Service
+from tests.challenge.helpers import bearer
 
 __all__ = ["three"]
 RELAY = "http://relay"  # only named in the commits: no island software runs here
@@ -43,20 +47,16 @@ def _match_all(svc: Service, auditors: tuple[object, ...], only: str | None = No
         for auditor in auditors:
             verdict = {**body, "result": "match", "update_checked": True}
             verdict.pop("selection_beacon_round")
-            r = svc.client.post(
-                "/worker/v1/verdict",
-                headers=bearer("worker"),
-                json=signed(auditor, "verdict", verdict, RUN),  # type: ignore[arg-type]
-            )
+            r = send_verdict(svc, auditor, verdict)  # type: ignore[arg-type]
             assert r.status_code == 200, r.text
 
 
 def test_a_lie_outvoted_by_two_matches_faults_nothing_without_a_dispute(three: Service) -> None:
     """Proves the two honest ``match`` verdicts outvote the liar: the island is paid."""
-    _round_0_with_a_lie(three, RELAY, LIES["unverifiable"], serve=False)
+    round_0_with_a_lie(three, RELAY, WITHHELD, serve=False)
     _match_all(three, (OTHER_AUDITOR, THIRD_AUDITOR))
     three.tick(30)  # the audit phase closes at its window
-    _merge_round_0(three)
+    merge_and_settle(three)
     assert three.client.get("/v1/disputes", params={"run_id": RUN}).json() == []
     assert not [f for f in three.ledger.faults if f[2] == HONEST.ss58_address]
     assert HONEST.ss58_address in three.ledger.settled[(RUN, 0)]
@@ -66,10 +66,10 @@ def test_a_lie_outvoted_by_two_matches_faults_nothing_without_a_dispute(three: S
 
 def test_one_match_one_lie_one_silent_holds_and_never_burns(three: Service) -> None:
     """Proves no majority either way holds the island's reward and burns nothing."""
-    _round_0_with_a_lie(three, RELAY, LIES["unverifiable"], serve=False)
+    round_0_with_a_lie(three, RELAY, WITHHELD, serve=False)
     _match_all(three, (OTHER_AUDITOR,))
     three.tick(30)  # the audit phase closes at its window
-    _merge_round_0(three)
+    merge_and_settle(three)
     assert not [f for f in three.ledger.faults if f[2] == HONEST.ss58_address]
     assert three.ledger.held[(RUN, 0)][HONEST.ss58_address] == PENDING_AUDIT
 
@@ -77,14 +77,14 @@ def test_one_match_one_lie_one_silent_holds_and_never_burns(three: Service) -> N
 def test_a_split_keeps_the_audit_phase_open_for_the_third_auditor(three: Service) -> None:
     """Proves the liar's word and one ``match`` do not close the audit phase early: the
     third auditor's later ``match`` is taken and outvotes the lie."""
-    _round_0_with_a_lie(three, RELAY, LIES["unverifiable"], serve=False)
+    round_0_with_a_lie(three, RELAY, WITHHELD, serve=False)
     _match_all(three, (OTHER_AUDITOR,))
     three.tick(1)
     phase = three.client.get(f"/v1/runs/{RUN}/rounds").json()[0]["phase"]
     assert phase == "audit", phase
     _match_all(three, (THIRD_AUDITOR,))
     three.tick(30)
-    _merge_round_0(three)
+    merge_and_settle(three)
     assert not [f for f in three.ledger.faults if f[2] == HONEST.ss58_address]
     held = three.ledger.held.get((RUN, 0), {}).get(HONEST.ss58_address)
     assert held != PENDING_AUDIT
@@ -94,7 +94,7 @@ def test_the_outvoted_liar_is_barred_by_the_one_rule(three: Service) -> None:
     """Proves an outvoted ``unverifiable`` counts against its auditor: two timely ``match``
     verdicts of its jury bar it (its later verdicts are refused ``faulty_auditor``); one
     ``match`` alone bars nobody."""
-    _round_0_with_a_lie(three, RELAY, LIES["unverifiable"], serve=False)
+    round_0_with_a_lie(three, RELAY, WITHHELD, serve=False)
     _match_all(three, (OTHER_AUDITOR,))
     assert not _barred(three)  # a split: no majority, no barring
     _match_all(three, (THIRD_AUDITOR,))
@@ -103,15 +103,7 @@ def test_the_outvoted_liar_is_barred_by_the_one_rule(three: Service) -> None:
 
 def _barred(svc: Service) -> bool:
     """The liar posts again on the same audit: ``duplicate`` while it counts, else barred."""
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == HONEST.ss58_address)
-    verdict = {**mine, "result": "match", "update_checked": True}
-    verdict.pop("selection_beacon_round")
-    r = svc.client.post(
-        "/worker/v1/verdict", headers=bearer("worker"), json=signed(LIAR, "verdict", verdict, RUN)
-    )
+    r = post_verdict(svc, LIAR, HONEST, "match", update_checked=True)
     code = r.json().get("error")
     assert code in ("duplicate", "faulty_auditor"), r.text
     return bool(code == "faulty_auditor")
@@ -122,10 +114,10 @@ def test_a_split_settled_held_is_decided_by_the_third_auditors_late_verdict(
 ) -> None:
     """Proves a split round's hold ends when the absent auditor's late ``match`` makes
     the majority (its juror's earlier verdicts count towards the late quorum)."""
-    _round_0_with_a_lie(three, RELAY, LIES["unverifiable"], serve=False)
+    round_0_with_a_lie(three, RELAY, WITHHELD, serve=False)
     _match_all(three, (OTHER_AUDITOR,))
     three.tick(30)
-    _merge_round_0(three)
+    merge_and_settle(three)
     assert three.ledger.held[(RUN, 0)][HONEST.ss58_address] == PENDING_AUDIT
     listed = three.client.get(f"/v1/runs/{RUN}/reassigned").json()
     assert [q["hotkey"] for q in listed] == [HONEST.ss58_address]  # the third is asked
@@ -143,7 +135,7 @@ def test_only_a_referees_or_quorums_upheld_dispute_outweighs_the_judges(
 ) -> None:
     """Proves a dispute the island lost at a deadline (no referee to rule) leaves the
     judges' majority to decide, while a referee's upholding keeps the fault standing."""
-    lie = _round_0_with_a_lie(three, RELAY, LIES["unverifiable"], serve=False)
+    lie = round_0_with_a_lie(three, RELAY, WITHHELD, serve=False)
     _match_all(three, (OTHER_AUDITOR, THIRD_AUDITOR), HONEST.ss58_address)
     conn = three.client.app.state.service.conn  # type: ignore[attr-defined]
     game = open_recompute(

@@ -17,27 +17,25 @@ freezes the island's income for good, with no fault and nothing to dispute.
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypertrain.challenge.rounds.settle import PENDING_AUDIT
-from tests.challenge import test_disputes as _disputes
-from tests.challenge.helpers import bearer, signed
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service
-from tests.challenge.test_outsider_1 import _commit_round_0, _merge, _open_and_commit
+from hypertrain.protocol.identity import Hotkey
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    RUN,
+    Service,
+    commit_round_0,
+    merge,
+    open_and_commit,
+    post_verdict,
+    service,
+)
 
-service = _disputes.service  # the real service on a stepped beacon (audit rate 1)
+__all__ = ["service"]  # the real service on a stepped beacon (audit rate 1)
 
 
-def _match(svc: Service, index: int, island: Any) -> None:
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/{index}/assignments", headers=bearer("worker")
-    ).json()
-    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == island.ss58_address)
-    body = {**mine, "result": "match", "update_checked": True}
-    body.pop("selection_beacon_round")
-    r = svc.client.post(
-        "/worker/v1/verdict", headers=bearer("worker"), json=signed(AUDITOR, "verdict", body, RUN)
-    )
+def _match(svc: Service, index: int, island: Hotkey) -> None:
+    r = post_verdict(svc, AUDITOR, island, "match", index=index, update_checked=True)
     assert r.status_code == 200, r.text
 
 
@@ -47,19 +45,19 @@ def test_one_missed_audit_window_does_not_hold_an_honest_island_forever(
     """Proves an assigned audit that missed its window is offered to the auditors again
     (``/reassigned``), so the hold on the island always has someone tasked with ending it."""
     honest, victim = ISLANDS
-    _commit_round_0(service)
+    commit_round_0(service)
     _match(service, 0, honest)  # the auditor judged one island, then was down past the window
     service.tick(30)
     phase = service.client.get(f"/v1/runs/{RUN}/rounds/0").json()["phase"]
     assert phase != "audit", phase  # an auditor's --follow never looks at round 0 again
-    _merge(service, 0, pending=True)
+    merge(service, 0, pending=True)
     service.tick()
     for index in (1, 2, 3):  # the auditor is back: every later audit of the victim matches
-        _open_and_commit(service, index)
+        open_and_commit(service, index)
         for island in ISLANDS:
             _match(service, index, island)
         service.tick(30)
-        _merge(service, index)
+        merge(service, index)
         service.tick()
     service.tick(500)  # far past every window and dispute bound of the run
     held = {i: service.ledger.held[(RUN, i)].get(victim.ss58_address) for i in range(4)}

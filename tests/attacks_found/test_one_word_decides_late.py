@@ -29,97 +29,32 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from hypertrain.protocol.identity import Hotkey
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    OTHER_AUDITOR,
+    RULES,
+    RUN,
+    THIRD_AUDITOR,
+    Service,
+    barred,
+    commit_round_0,
+    jury_run,
+    merge_and_settle,
+    post_verdict,
+    three,
+    verdict_of_check,
+)
 from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body
-from tests.challenge.helpers import (
-    AGGREGATOR,
-    FakeLedger,
-    SteppedBeacon,
-    aggregator_split,
-    bearer,
-    make_settings,
-    manifest_doc,
-    signed,
-)
-from tests.challenge.test_dispute_rules import RULES, THIRD_AUDITOR, _verdict
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, OTHER_AUDITOR, RUN, Service, _running
-from tests.challenge.test_outsider_1 import _commit_round_0
+
+__all__ = ["three"]  # the fixture, by name
 
 HONEST_A, COLLUDER_B, HONEST_C = AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR
 CHEATER = ISLANDS[0]
-
-
-def _start(
-    tmp_path: Path,
-    dispute: dict[str, Any],
-    workers: tuple[Hotkey, ...],
-    name_aggregator: bool = True,
-) -> Iterator[Service]:
-    """The service of tests/challenge/test_dispute_rules.py, with the worker keys listed
-    and the aggregator listed too (its tapes pass the worker list, it judges nothing) and,
-    unless ``name_aggregator`` is false, named in ``HYPERTRAIN_AGGREGATOR_HOTKEYS``."""
-    named = {AGGREGATOR.ss58_address} if name_aggregator else set()
-    settings = make_settings(
-        tmp_path,
-        [k.ss58_address for k in ISLANDS],
-        worker_hotkeys=frozenset(k.ss58_address for k in (*workers, AGGREGATOR)),
-        aggregator_hotkeys=frozenset(named),
-    )
-    svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
-    with _running(svc):
-        doc = manifest_doc(RUN, rate=1.0, segments=2)
-        doc["round"]["audit_window_rounds"] = 20
-        doc["dispute"] = dispute
-        r = svc.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
-        assert r.status_code == 200, r.text
-        yield svc
-
-
-@pytest.fixture
-def three(tmp_path: Path) -> Iterator[Service]:
-    """Three listed auditors, no referee: every verdict's jury is the other two."""
-    yield from _start(tmp_path, {**RULES, "referees": []}, (HONEST_A, COLLUDER_B, HONEST_C))
-
-
-def _post_verdict(svc: Service, key: Hotkey, island: Hotkey, result: str, **fields: Any) -> Any:
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == island.ss58_address)
-    body = {**mine, "result": result, "update_checked": True, **fields}
-    body.pop("selection_beacon_round")
-    return svc.client.post(
-        "/worker/v1/verdict", headers=bearer("worker"), json=signed(key, "verdict", body, RUN)
-    )
-
-
-def _merge_and_settle(svc: Service) -> None:
-    tape = {
-        "round": 0,
-        "start_model_sha256": "aa" * 32,
-        "new_model_sha256": "bb" * 32,
-        "new_model_url": "u",
-        "outer_state_sha256": "cc" * 32,
-        "tape_sha256": "dd" * 32,
-        **aggregator_split(svc.client, RUN, 0, [k.ss58_address for k in ISLANDS]),
-    }
-    m = svc.client.post(
-        "/worker/v1/merge",
-        headers=bearer("worker"),
-        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
-    )
-    assert m.status_code == 200, m.text
-    svc.tick(40)  # far past every window and dispute bound of the round
-
-
-def _barred(svc: Service) -> list[str]:
-    conn = svc.client.app.state.service.conn  # type: ignore[attr-defined]
-    return [r[0] for r in conn.execute("SELECT auditor FROM faulty_auditors")]
 
 
 def test_one_colluders_late_match_on_a_missed_audit_does_not_decide_alone(
@@ -128,19 +63,27 @@ def test_one_colluders_late_match_on_a_missed_audit_does_not_decide_alone(
     """Proves the first late verdict on a missed audit is not a one-key decision: the
     honest auditors' later mismatches still count, and the cheater is not paid."""
     svc = three
-    segment = sorted(_commit_round_0(svc)["segments"])[0]
+    segment = sorted(commit_round_0(svc)["segments"])[0]
     svc.tick(30)  # X's audit missed its window: nobody judged it in time
     missed = [q["hotkey"] for q in svc.client.get(f"/v1/runs/{RUN}/reassigned").json()]
     assert CHEATER.ss58_address in missed
-    lie = _post_verdict(svc, COLLUDER_B, CHEATER, "match")
+    lie = post_verdict(svc, COLLUDER_B, CHEATER, "match", update_checked=True)
     assert lie.status_code == 200, lie.text
     truths = [
-        _post_verdict(svc, key, CHEATER, "mismatch", check="segment", first_bad_leaf=segment + 1)
+        post_verdict(
+            svc,
+            key,
+            CHEATER,
+            "mismatch",
+            update_checked=True,
+            check="segment",
+            first_bad_leaf=segment + 1,
+        )
         for key in (HONEST_A, HONEST_C)
     ]
     for key in (HONEST_A, HONEST_C, COLLUDER_B):  # the other island is honest
-        _post_verdict(svc, key, ISLANDS[1], "match")
-    _merge_and_settle(svc)
+        post_verdict(svc, key, ISLANDS[1], "match", update_checked=True)
+    merge_and_settle(svc)
     paid = svc.ledger.settled.get((RUN, 0), {})
     assert CHEATER.ss58_address not in paid, (
         "one colluding auditor's late 'match' on a missed audit paid the cheater; the two"
@@ -155,7 +98,7 @@ def test_a_lost_game_and_one_colluding_reaudit_do_not_bar_an_honest_auditor(
     """Proves that after a bisection game A lost by one missed deadline, one juror's
     ``match`` (against the other juror's ``mismatch``) is no evidence enough to bar A."""
     svc = three
-    verdict_id, segments = _verdict(svc, "segment")  # A's true catch of X's segment
+    verdict_id, segments = verdict_of_check(svc, "segment")  # A's true catch of X's segment
     opened = svc.post("/v1/disputes", CHEATER, "dispute-open", open_body(verdict_id, segments[0]))
     assert opened.status_code == 200, opened.text
     dispute_id, game = opened.json()["dispute_id"], opened.json()["game"]
@@ -166,12 +109,18 @@ def test_a_lost_game_and_one_colluding_reaudit_do_not_bar_an_honest_auditor(
     assert r.status_code == 200, r.text
     svc.tick(4)  # A misses one answer deadline
     assert svc.client.get(f"/v1/disputes/{dispute_id}").json()["game"]["outcome"] == "overturned"
-    lie = _post_verdict(svc, COLLUDER_B, CHEATER, "match")
-    truth = _post_verdict(
-        svc, HONEST_C, CHEATER, "mismatch", check="segment", first_bad_leaf=segments[0] + 1
+    lie = post_verdict(svc, COLLUDER_B, CHEATER, "match", update_checked=True)
+    truth = post_verdict(
+        svc,
+        HONEST_C,
+        CHEATER,
+        "mismatch",
+        update_checked=True,
+        check="segment",
+        first_bad_leaf=segments[0] + 1,
     )
     assert lie.status_code == 200, lie.text
-    assert HONEST_A.ss58_address not in _barred(svc), (
+    assert HONEST_A.ss58_address not in barred(svc), (
         "one lost answer deadline and one colluding re-audit barred the honest auditor for"
         f" the run; the other juror's mismatch was answered {truth.status_code}"
         f" {truth.json().get('error')}"
@@ -182,7 +131,8 @@ def test_a_lost_game_and_one_colluding_reaudit_do_not_bar_an_honest_auditor(
 def self_listed(tmp_path: Path) -> Iterator[Service]:
     """The cheater's key is also one of the listed worker keys."""
     workers = (HONEST_A, COLLUDER_B, HONEST_C, CHEATER)
-    yield from _start(tmp_path, {**RULES, "referees": []}, workers)
+    with jury_run(tmp_path, {**RULES, "referees": []}, workers) as svc:
+        yield svc
 
 
 def test_an_island_that_is_also_a_listed_worker_cannot_judge_itself(
@@ -190,9 +140,9 @@ def test_an_island_that_is_also_a_listed_worker_cannot_judge_itself(
 ) -> None:
     """Proves a key never signs the verdict of its own island's audit."""
     svc = self_listed
-    _commit_round_0(svc)
+    commit_round_0(svc)
     svc.tick(30)  # its audit missed the window: the first late verdict is the only one
-    own = _post_verdict(svc, CHEATER, CHEATER, "match")
+    own = post_verdict(svc, CHEATER, CHEATER, "match", update_checked=True)
     assert own.status_code in (403, 409), (
         f"the island signed 'match' on its own audit and the service took it: {own.text}"
     )

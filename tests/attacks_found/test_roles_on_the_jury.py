@@ -28,13 +28,21 @@ from pathlib import Path
 import pytest
 
 from hypertrain.protocol.identity import Hotkey
-from tests.attacks_found.test_free_unverifiable_lies import _verdict
-from tests.attacks_found.test_one_word_decides_late import _start
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    OTHER_AUDITOR,
+    RULES,
+    THIRD_AUDITOR,
+    Service,
+    commit_round_0,
+    judge,
+    jury_run,
+    post_tape,
+    tape,
+)
 from tests.challenge.disputeplay import open_body
-from tests.challenge.helpers import AGGREGATOR, bearer, signed
-from tests.challenge.test_dispute_rules import RULES, THIRD_AUDITOR
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, OTHER_AUDITOR, RUN, Service
-from tests.challenge.test_outsider_1 import _commit_round_0
+from tests.challenge.helpers import AGGREGATOR
 
 LIAR, HONEST_B, HONEST_C = AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR
 EVALUATORS = (Hotkey.from_seed(b"\x61" * 32), Hotkey.from_seed(b"\x62" * 32))
@@ -47,11 +55,15 @@ def shared_service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[S
     unset, a service that then takes no tape) the aggregator's key, unnamed, which signs
     nothing (one auditor less then: auditors A, B plus the aggregator)."""
     if request.param == "aggregator":
-        yield from _start(tmp_path, {**RULES, "referees": []}, (LIAR, HONEST_B), False)
+        with jury_run(
+            tmp_path, {**RULES, "referees": []}, (LIAR, HONEST_B), name_aggregator=False
+        ) as svc:
+            yield svc
         return
     workers = (LIAR, HONEST_B, HONEST_C, *EVALUATORS)
     referees = [k.ss58_address for k in EVALUATORS] if request.param == "referees" else []
-    yield from _start(tmp_path, {**RULES, "referees": referees}, workers)
+    with jury_run(tmp_path, {**RULES, "referees": referees}, workers) as svc:
+        yield svc
 
 
 def test_both_honest_auditors_overturn_a_lie_whatever_other_keys_are_listed(
@@ -61,14 +73,14 @@ def test_both_honest_auditors_overturn_a_lie_whatever_other_keys_are_listed(
     other (non-auditing) worker keys the service lists."""
     svc = shared_service
     island = ISLANDS[0]
-    _commit_round_0(svc)
-    verdict_id, segments = _verdict(svc, 0, LIAR, island, "unverifiable")
+    commit_round_0(svc)
+    verdict_id, segments = judge(svc, LIAR, island, "unverifiable")
     opened = svc.post("/v1/disputes", island, "dispute-open", open_body(verdict_id, segments[-1]))
     assert opened.status_code == 200, opened.text
     listed = svc.settings.worker_hotkeys
     for juror in (HONEST_B, HONEST_C):
         if juror.ss58_address in listed:
-            _verdict(svc, 0, juror, island, "match")
+            judge(svc, juror, island, "match")
     svc.tick(60)  # past the bound: nobody else re-audits (they score models, or rule)
     game = svc.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()["game"]
     assert game["outcome"] == "overturned", (
@@ -82,32 +94,20 @@ def unnamed_aggregator(tmp_path: Path) -> Iterator[Service]:
     """Three auditors and two evaluators listed; ``HYPERTRAIN_AGGREGATOR_HOTKEYS`` unset
     (its default: a service that names no aggregator)."""
     workers = (LIAR, HONEST_B, HONEST_C, *EVALUATORS)
-    yield from _start(tmp_path, {**RULES, "referees": []}, workers, False)
+    with jury_run(tmp_path, {**RULES, "referees": []}, workers, name_aggregator=False) as svc:
+        yield svc
 
 
 def _evaluator_tape(svc: Service) -> tuple[int, str]:
     """Round 0 in its merge phase; the first evaluator's tape, answered."""
-    _commit_round_0(svc)
+    commit_round_0(svc)
     svc.tick(30)  # the audit window is over: the round is in its merge phase
     return _tape(svc, EVALUATORS[0])
 
 
 def _tape(svc: Service, key: Hotkey) -> tuple[int, str]:
-    tape = {
-        "round": 0,
-        "start_model_sha256": "aa" * 32,
-        "new_model_sha256": "ee" * 32,  # the evaluator's choice of the next start model
-        "new_model_url": "u",
-        "outer_state_sha256": "cc" * 32,
-        "tape_sha256": "dd" * 32,
-        "included": [],
-        "excluded": {},
-    }
-    r = svc.client.post(
-        "/worker/v1/merge",
-        headers=bearer("worker"),
-        json=signed(key, "merge-tape", tape, RUN),
-    )
+    # the new model is the evaluator's choice of the next start model
+    r = post_tape(svc, tape(0, new_model_sha256="ee" * 32, included=[], excluded={}), key)
     return r.status_code, r.json().get("error", r.text)
 
 
@@ -128,7 +128,8 @@ def test_an_evaluator_key_cannot_sign_the_training_runs_merge_tape(
 def named_aggregator(tmp_path: Path) -> Iterator[Service]:
     """The same service with the aggregator named in ``HYPERTRAIN_AGGREGATOR_HOTKEYS``."""
     workers = (LIAR, HONEST_B, HONEST_C, *EVALUATORS)
-    yield from _start(tmp_path, {**RULES, "referees": []}, workers)
+    with jury_run(tmp_path, {**RULES, "referees": []}, workers) as svc:
+        yield svc
 
 
 def test_a_listed_key_not_named_an_aggregator_cannot_sign_the_merge_tape(

@@ -24,33 +24,35 @@ from pathlib import Path
 
 import pytest
 
-from hypertrain.protocol.identity import Hotkey
-from tests.challenge import test_disputes as _disputes
-from tests.challenge.helpers import write_metagraph
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service
-from tests.challenge.test_witnesses import AGGREGATOR, DIFF, SECOND, WITNESS, _attest, _merged
+from tests.challenge.dispute_scenario import (
+    DIFF,
+    RUN,
+    SECOND,
+    WITNESS,
+    Service,
+    addresses,
+    attest,
+    merged,
+    witnessed_run,
+)
 
 HONEST, COLLUDER = WITNESS, SECOND
 
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
-    keys: list[Hotkey] = [*ISLANDS, HONEST, COLLUDER, AUDITOR, AGGREGATOR]
-    metagraph = write_metagraph(tmp_path / "registered.json", [k.ss58_address for k in keys])
-    yield from _disputes._service(
-        tmp_path, 0, tape_witnesses=1, metagraph_file=metagraph,
-        aggregator_hotkeys=frozenset({AGGREGATOR.ss58_address}),
-        witness_hotkeys=frozenset({HONEST.ss58_address, COLLUDER.ss58_address}),
-    )  # fmt: skip
+    """One witness required of the two listed; the service's own witness wait."""
+    with witnessed_run(tmp_path, 1, wait=None, witness_hotkeys=addresses(HONEST, COLLUDER)) as svc:
+        yield svc
 
 
 def test_an_honest_listed_witnesss_disagreement_is_not_outrun_by_a_colluder(
     service: Service,
 ) -> None:
-    tape = _merged(service)  # the tape the honest witness will find forged
-    assert _attest(service, COLLUDER, tape).status_code == 200  # at once, no recomputation
+    tape = merged(service)  # the tape the honest witness will find forged
+    assert attest(service, COLLUDER, tape).status_code == 200  # at once, no recomputation
     service.tick(3)  # the dispute window closes while the honest witness recomputes
-    answer = _attest(service, HONEST, tape, DIFF)
+    answer = attest(service, HONEST, tape, DIFF)
     assert answer.status_code in (200, 409), answer.text  # recorded, or refused: too late
     service.tick(1)
     assert (RUN, 0) not in service.ledger.settled, service.ledger.settled

@@ -18,19 +18,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.challenge.dispute_scenario import WITNESS, Service, attest, merged, witnessed_run
 from tests.challenge.helpers import join_body
-from tests.challenge.test_disputes import Service
-from tests.challenge.test_witnesses import WITNESS, _attest, _merged, _witnessed
 
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
-    yield from _witnessed(tmp_path, 1)
+    with witnessed_run(tmp_path, 1) as svc:
+        yield svc
 
 
 def test_a_key_that_attested_cannot_join_the_run_as_an_island(service: Service) -> None:
-    tape = _merged(service)
-    assert _attest(service, WITNESS, tape).status_code == 200
+    tape = merged(service)
+    assert attest(service, WITNESS, tape).status_code == 200
     answer = service.post("/v1/join", WITNESS, "join", join_body())
     assert answer.status_code == 403, answer.text
     assert answer.json()["error"] == "role_conflict"

@@ -23,13 +23,18 @@ from hypertrain.evidence.errors import IslandInputError
 from hypertrain.evidence.index import upload_deadline
 from hypertrain.protocol.messages import AuditAssignment
 from hypertrain.relay.errors import NotFoundError
-from tests.challenge import test_disputes as _disputes
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    RUN,
+    Service,
+    commit_round_0,
+    service,
+)
 from tests.challenge.disputeplay import answer, commitment, open_body
 from tests.challenge.helpers import TOKENS
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service
-from tests.challenge.test_outsider_1 import _commit_round_0
 
-service = _disputes.service  # answer_rounds 3, audit window 20, one auditor
+__all__ = ["service"]  # answer_rounds 3, audit window 20, one auditor
 
 
 class StandInParty:
@@ -103,7 +108,7 @@ def test_an_upload_wait_answers_the_pending_game_in_time(
     )
     cheater, sybil = ISLANDS
     assert cheater.ss58_address < sybil.ss58_address  # judged first
-    _commit_round_0(service)
+    commit_round_0(service)
     client = ChallengeClient(
         "http://testserver", worker_token=TOKENS["worker"], http=service.client
     )

@@ -16,22 +16,22 @@ from hypertrain.auditor.replay import AuditOutcome
 from hypertrain.auditor.runner import RoundRecords
 from hypertrain.protocol.messages import AuditAssignment
 from hypertrain.relay.client import RelayClient
-from tests.challenge import test_disputes as _disputes
-from tests.challenge.disputeplay import commitment, open_body
-from tests.challenge.helpers import TOKENS
-from tests.challenge.test_disputes import (
+from tests.challenge.dispute_scenario import (
     AUDITOR,
     ISLANDS,
     OTHER_AUDITOR,
     RUN,
     ReplayStandIn,
     Service,
-    _to_verdict,
-    _verdict_on,
+    assignment,
+    lose_by_silence,
+    service,
+    to_verdict,
+    verdict_on,
 )
-from tests.challenge.test_outsider_1 import _assignment
+from tests.challenge.helpers import TOKENS
 
-service = _disputes.service
+__all__ = ["service"]  # the fixture, by name
 
 
 class Confirming(ReplayStandIn):
@@ -49,24 +49,15 @@ def _confirming(svc: Service, key: Any, tmp: Path, judged: list[tuple[int, str]]
     return Confirming(client, relay, key, client.manifest(RUN), tmp, judged=judged)
 
 
-def _lose_by_silence(svc: Service, island: Any, verdict_id: str, segment: int) -> None:
-    opened = svc.post("/v1/disputes", island, "dispute-open", open_body(verdict_id, segment))
-    assert opened.status_code == 200, opened.text
-    dispute_id, game = opened.json()["dispute_id"], opened.json()["game"]
-    body = commitment(game, "island")
-    r = svc.post(f"/v1/disputes/{dispute_id}/answer", island, "dispute-answer", body)
-    assert r.status_code == 200, r.text
-
-
 def test_two_slow_auditors_rejudge_each_others_set_aside_audits(
     service: Service, tmp_path: Path
 ) -> None:
-    a_verdict, segment = _to_verdict(service)  # A: mismatch on island 0
-    b = _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch")
+    a_verdict, segment = to_verdict(service)  # A: mismatch on island 0
+    b = verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch")
     assert b.status_code == 200, b.text
-    _lose_by_silence(service, ISLANDS[0], a_verdict, segment)
-    b_segment = _assignment(service, ISLANDS[1])["segments"][0]
-    _lose_by_silence(service, ISLANDS[1], b.json()["verdict_id"], b_segment)
+    lose_by_silence(service, a_verdict, segment, ISLANDS[0])
+    b_segment = assignment(service, ISLANDS[1])["segments"][0]
+    lose_by_silence(service, b.json()["verdict_id"], b_segment, ISLANDS[1])
     service.tick(4)  # both auditors missed their answer: both games overturned
     judged_a: list[tuple[int, str]] = []
     judged_b: list[tuple[int, str]] = []

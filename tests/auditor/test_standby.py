@@ -12,18 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.auditor.follow import follow
-from tests.auditor.test_rejudge import _lose_by_silence
-from tests.challenge import test_disputes as _disputes
-from tests.challenge.test_disputes import (
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
     ISLANDS,
     OTHER_AUDITOR,
     RUN,
     Service,
-    _auditor,
-    _to_verdict,
+    lose_by_silence,
+    service,
+    stand_in_auditor,
+    to_verdict,
 )
 
-service = _disputes.service
+__all__ = ["service"]  # the fixture, by name
 
 
 def _one_pass() -> Callable[[], bool]:
@@ -38,21 +39,21 @@ def _quiet(kind: str, **fields: Any) -> None:
 
 def _standby_pass(svc: Service, tmp: Path) -> list[tuple[int, str]]:
     judged: list[tuple[int, str]] = []
-    juror = _auditor(svc, OTHER_AUDITOR, tmp, judged)
+    juror = stand_in_auditor(svc, OTHER_AUDITOR, tmp, judged)
     follow(juror, poll_s=0, stop=_one_pass(), emit=_quiet, standby=True)
     return judged
 
 
 def test_a_standby_juror_judges_no_assignment_first(service: Service, tmp_path: Path) -> None:
-    _to_verdict(service)  # round 0 in its audit phase; island 1 not judged yet
+    to_verdict(service)  # round 0 in its audit phase; island 1 not judged yet
     assert _standby_pass(service, tmp_path) == []
     verdicts = service.client.get(f"/v1/runs/{RUN}/rounds/0").json()["verdicts"]
-    assert {v["envelope"]["signer"] for v in verdicts} == {_disputes.AUDITOR.ss58_address}
+    assert {v["envelope"]["signer"] for v in verdicts} == {AUDITOR.ss58_address}
 
 
 def test_a_standby_juror_re_audits_a_verdict_set_aside(service: Service, tmp_path: Path) -> None:
-    verdict_id, segment = _to_verdict(service)
-    _lose_by_silence(service, ISLANDS[0], verdict_id, segment)
+    verdict_id, segment = to_verdict(service)
+    lose_by_silence(service, verdict_id, segment, ISLANDS[0])
     service.tick(4)  # the auditor missed its answer: the game is overturned, the verdict aside
     assert _standby_pass(service, tmp_path) == [(0, ISLANDS[0].ss58_address)]
     assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []

@@ -32,11 +32,20 @@ from hypertrain.competition.messages import encode_losses
 from hypertrain.competition.pool import encode_pool
 from hypertrain.dispute import opinputs
 from hypertrain.protocol.identity import Hotkey
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    REFEREE,
+    REFEREED,
+    RUN,
+    dispute_doc,
+    to_verdict,
+    verdict_on,
+)
 from tests.challenge.disputeplay import TENSORS, play_to_referee
 from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
-from tests.challenge.helpers import FakeLedger, bearer, make_settings, manifest_doc, signed
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, REFEREE, RUN, _to_verdict, _verdict_on
+from tests.challenge.helpers import FakeLedger, bearer, make_settings, signed
 from tests.challenge.test_fail_closed import LaggingBeacon
 from tests.competition.test_service import EVALUATOR, HEX, MINERS, POOL, spec_doc
 from tests.competition.test_service import World as CompeteWorld
@@ -72,7 +81,8 @@ def _poll(state: ServiceState, beacon: LaggingBeacon, rounds: int) -> None:
 
 @dataclass
 class Live:
-    """The dispute run of test_disputes on loopback; ``lag`` moves only the schedule."""
+    """The dispute run (tests/challenge/dispute_scenario.py) on loopback, without its
+    honeypot list; ``lag`` moves only the schedule."""
 
     client: httpx.Client
     beacon: LaggingBeacon
@@ -98,10 +108,7 @@ def live(tmp_path: Path) -> Iterator[Live]:
     settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS], **NO_POLL)
     beacon = LaggingBeacon()
     with _serve(create_app(settings, beacon=beacon, ledger=FakeLedger())) as (client, state):
-        doc = manifest_doc(RUN, rate=1.0, segments=1)
-        doc["round"]["audit_window_rounds"] = 20
-        doc["dispute"] = {"bond": 0, "answer_rounds": 3, "referee_rounds": 3,
-                          "referees": [REFEREE.ss58_address]}  # fmt: skip
+        doc = dispute_doc(REFEREED)
         r = client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
         assert r.status_code == 200, r.text
         yield Live(client, beacon, state)
@@ -112,15 +119,15 @@ def _refused(r: Any, code: str) -> None:
 
 
 def test_the_verdict_window_closes_by_the_clock(live: Live) -> None:
-    _to_verdict(live)  # island 0 judged inside the window
+    to_verdict(live)  # island 0 judged inside the window
     close = live.round0()["audit_close_round"]
     assert live.beacon.round < close
     live.lag(close)
-    _refused(_verdict_on(live, AUDITOR, ISLANDS[1], "match"), "wrong_phase")
+    _refused(verdict_on(live, AUDITOR, ISLANDS[1], "match"), "wrong_phase")
 
 
 def test_the_dispute_window_closes_by_the_clock(live: Live) -> None:
-    verdict_id, segment = _to_verdict(live)
+    verdict_id, segment = to_verdict(live)
     deadline = live.round0()["dispute_deadline_round"]
     live.lag(deadline + 1)  # the verified round is still inside the audit window
     opened = live.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
@@ -128,7 +135,7 @@ def test_the_dispute_window_closes_by_the_clock(live: Live) -> None:
 
 
 def _open(live: Live) -> tuple[str, dict[str, Any]]:
-    verdict_id, segment = _to_verdict(live)
+    verdict_id, segment = to_verdict(live)
     opened = live.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
     assert opened.status_code == 200, opened.text
     return opened.json()["dispute_id"], opened.json()["game"]

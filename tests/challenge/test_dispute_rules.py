@@ -20,121 +20,54 @@ import pytest
 from hypertrain.dispute.game import Rules
 from hypertrain.dispute.opinputs import encode
 from hypertrain.protocol.identity import Hotkey
-from tests.challenge.disputeplay import TENSORS, play_to_referee
-from tests.challenge.disputeplay import open_body as _open_body
-from tests.challenge.helpers import (
-    FakeLedger,
-    SteppedBeacon,
-    bearer,
-    commit_body,
-    join_body,
-    make_settings,
-    manifest_doc,
-    signed,
-)
-from tests.challenge.test_disputes import (
+from tests.challenge.dispute_scenario import (
     AUDITOR,
     ISLANDS,
     OTHER_AUDITOR,
     REFEREE,
+    RULES,
     RUN,
-    TREE,
+    THIRD_AUDITOR,
     Service,
-    _running,
+    barred,
+    post_verdict,
+    rules_run,
+    verdict_of_check,
 )
-
-RULES = {"bond": 0, "answer_rounds": 3, "referee_rounds": 3, "clock_rounds": 6}
-THIRD_AUDITOR = Hotkey.from_seed(b"\x57" * 32)
-
-
-def _start(
-    tmp_path: Path, dispute: dict[str, Any], workers: tuple[Hotkey, ...] = ()
-) -> Iterator[Service]:
-    listed = frozenset(k.ss58_address for k in workers)
-    settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS], worker_hotkeys=listed)
-    svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
-    with _running(svc):
-        doc = manifest_doc(RUN, rate=1.0, segments=2)
-        doc["round"]["audit_window_rounds"] = 20
-        doc["dispute"] = dispute
-        r = svc.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
-        assert r.status_code == 200, r.text
-        yield svc
+from tests.challenge.disputeplay import TENSORS, play_to_referee
+from tests.challenge.disputeplay import open_body as _open_body
 
 
 @pytest.fixture
 def refereed(tmp_path: Path) -> Iterator[Service]:
-    yield from _start(tmp_path, {**RULES, "referees": [REFEREE.ss58_address]})
+    with rules_run(tmp_path, {**RULES, "referees": [REFEREE.ss58_address]}) as svc:
+        yield svc
 
 
 @pytest.fixture
 def listed(tmp_path: Path) -> Iterator[Service]:
     """Three listed auditors and no referee: a verdict's jury is the other two."""
-    yield from _start(tmp_path, {**RULES, "referees": []}, (AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR))
+    workers = (AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR)
+    with rules_run(tmp_path, {**RULES, "referees": []}, workers) as svc:
+        yield svc
 
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[Service]:
     """Two listed auditors and no referee: a verdict's jury is the other one."""
-    yield from _start(tmp_path, {**RULES, "referees": []}, (AUDITOR, OTHER_AUDITOR))
+    with rules_run(tmp_path, {**RULES, "referees": []}, (AUDITOR, OTHER_AUDITOR)) as svc:
+        yield svc
 
 
 @pytest.fixture
 def unrefereed(tmp_path: Path) -> Iterator[Service]:
-    yield from _start(tmp_path, {**RULES, "referees": [], "referee_extensions": 1})
-
-
-def _verdict(svc: Service, check: str | None, bad_leaf: int | None = None) -> tuple[str, list[int]]:
-    """Round 0 committed; island 0 judged a mismatch of ``check`` by AUDITOR."""
-    for key in ISLANDS:
-        assert svc.post("/v1/join", key, "join", join_body()).status_code == 200
-    r = svc.client.post(
-        f"/admin/v1/runs/{RUN}/rounds",
-        headers=bearer("admin"),
-        json={"start_model_sha256": "aa" * 32, "start_model_url": "http://relay/m0"},
-    )
-    assert r.status_code == 200, r.text
-    for key in ISLANDS:
-        body = {**commit_body(0), "checkpoint_root": TREE.root_hex}
-        assert svc.post("/v1/commit", key, "commit", body).status_code == 200
-    svc.tick(4)
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == ISLANDS[0].ss58_address)
-    segments = sorted(mine["segments"])
-    leaf = {"start": 0, "update": 4}.get(check or "", segments[0] + 1)
-    verdict = {
-        **mine,
-        "result": "mismatch",
-        "first_bad_leaf": leaf if bad_leaf is None else bad_leaf,
-    }
-    verdict |= {"check": check, "update_checked": True}
-    if check == "unverifiable":  # the auditor says bytes were withheld: no check, no leaf
-        verdict = {**mine, "result": "unverifiable", "detail": "index withheld"}
-    verdict.pop("selection_beacon_round")
-    r = svc.client.post(
-        "/worker/v1/verdict",
-        headers=bearer("worker"),
-        json=signed(AUDITOR, "verdict", verdict, RUN),
-    )
-    assert r.status_code == 200, r.text
-    return r.json()["verdict_id"], segments
+    with rules_run(tmp_path, {**RULES, "referees": [], "referee_extensions": 1}) as svc:
+        yield svc
 
 
 def _reaudit(svc: Service, result: str, key: Hotkey = OTHER_AUDITOR, **fields: Any) -> None:
     """``key`` re-judges island 0; a mismatch names its check in ``fields``."""
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == ISLANDS[0].ss58_address)
-    body = {**mine, "result": result, "update_checked": True, **fields}
-    body.pop("selection_beacon_round")
-    r = svc.client.post(
-        "/worker/v1/verdict",
-        headers=bearer("worker"),
-        json=signed(key, "verdict", body, RUN),
-    )
+    r = post_verdict(svc, key, ISLANDS[0], result, update_checked=True, **fields)
     assert r.status_code == 200, r.text
 
 
@@ -142,13 +75,8 @@ def _outcome(svc: Service, dispute_id: str) -> Any:
     return svc.client.get(f"/v1/disputes/{dispute_id}").json()["game"]
 
 
-def _faulty(svc: Service) -> list[str]:
-    conn = svc.client.app.state.service.conn  # type: ignore[attr-defined]
-    return [r[0] for r in conn.execute("SELECT auditor FROM faulty_auditors")]
-
-
 def test_a_dispute_of_an_honest_segment_is_refused(refereed: Service) -> None:
-    verdict_id, segments = _verdict(refereed, "segment")
+    verdict_id, segments = verdict_of_check(refereed, "segment")
     assert len(segments) >= 2, segments  # the first bad one and honest later ones
     honest = refereed.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[1])
@@ -163,7 +91,7 @@ def test_a_dispute_of_an_honest_segment_is_refused(refereed: Service) -> None:
 
 @pytest.mark.parametrize("check", ["start", "update"])
 def test_start_and_update_mismatches_are_recomputed_not_played(listed: Service, check: str) -> None:
-    verdict_id, segments = _verdict(listed, check)
+    verdict_id, segments = verdict_of_check(listed, check)
     opened = listed.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[0])
     )
@@ -180,14 +108,14 @@ def test_start_and_update_mismatches_are_recomputed_not_played(listed: Service, 
     game = _outcome(listed, opened.json()["dispute_id"])
     assert game["outcome"] == "upheld"
     assert game["steps"][-1]["actor"] == "auditors"
-    assert _faulty(listed) == []
+    assert barred(listed) == []
     assert listed.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
 
 
 def test_a_recomputed_overturn_needs_a_quorum_and_then_bars_the_auditor(listed: Service) -> None:
     """The honest path: a lying auditor's update mismatch on an honest island is overturned
     once both other listed auditors re-audit ``match``, and the liar is barred."""
-    verdict_id, segments = _verdict(listed, None, bad_leaf=4)  # an older verdict: no check
+    verdict_id, segments = verdict_of_check(listed, None, bad_leaf=4)  # an older verdict: no check
     opened = listed.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[0])
     )
@@ -195,14 +123,14 @@ def test_a_recomputed_overturn_needs_a_quorum_and_then_bars_the_auditor(listed: 
     assert opened.json()["game"]["stage"] == "recompute"  # the last leaf may be the update
     _reaudit(listed, "match")
     assert _outcome(listed, dispute_id)["stage"] == "recompute"  # one of two is no quorum
-    assert _faulty(listed) == []
+    assert barred(listed) == []
     _reaudit(listed, "match", THIRD_AUDITOR)
     assert _outcome(listed, dispute_id)["outcome"] == "overturned"
-    assert _faulty(listed) == [AUDITOR.ss58_address]
+    assert barred(listed) == [AUDITOR.ss58_address]
 
 
 def test_contrary_reaudits_without_a_quorum_leave_the_verdict_standing(listed: Service) -> None:
-    verdict_id, segments = _verdict(listed, "update")
+    verdict_id, segments = verdict_of_check(listed, "update")
     opened = listed.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[0])
     )
@@ -212,21 +140,21 @@ def test_contrary_reaudits_without_a_quorum_leave_the_verdict_standing(listed: S
     assert _outcome(listed, dispute_id)["stage"] == "recompute"
     listed.tick(Rules.model_validate(opened.json()["game"]["rules"]).bound_rounds())
     assert _outcome(listed, dispute_id)["outcome"] == "upheld"  # the status quo
-    assert _faulty(listed) == []
+    assert barred(listed) == []
 
 
 def test_with_two_auditors_the_other_overturns_but_never_bars(pair: Service) -> None:
-    verdict_id, segments = _verdict(pair, "update")
+    verdict_id, segments = verdict_of_check(pair, "update")
     opened = pair.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[0])
     )
     _reaudit(pair, "match")
     assert _outcome(pair, opened.json()["dispute_id"])["outcome"] == "overturned"
-    assert _faulty(pair) == []  # one contrary claim never bars
+    assert barred(pair) == []  # one contrary claim never bars
 
 
 def test_a_referees_reaudit_decides_alone(refereed: Service) -> None:
-    verdict_id, segments = _verdict(refereed, "start")
+    verdict_id, segments = verdict_of_check(refereed, "start")
     opened = refereed.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[0])
     )
@@ -236,7 +164,7 @@ def test_a_referees_reaudit_decides_alone(refereed: Service) -> None:
     _reaudit(refereed, "match", REFEREE)  # the manifest's referee (never an island of the run)
     game = _outcome(refereed, dispute_id)
     assert (game["outcome"], game["steps"][-1]["actor"]) == ("overturned", "referee")
-    assert _faulty(refereed) == [AUDITOR.ss58_address]
+    assert barred(refereed) == [AUDITOR.ss58_address]
 
 
 @pytest.mark.parametrize("reaudit", ["match", "unverifiable"])
@@ -248,7 +176,7 @@ def test_an_unverifiable_verdict_is_recomputed_by_an_independent_reaudit(
     came by the round's upload deadline (they fetched the bytes in time: the lie is
     proven). A later re-audit, which cannot see that moment, bars nobody
     (tests/attacks_found/test_late_upload_bars_auditor.py)."""
-    verdict_id, segments = _verdict(listed, "unverifiable")
+    verdict_id, segments = verdict_of_check(listed, "unverifiable")
     opened = listed.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[-1])
     )
@@ -263,11 +191,11 @@ def test_an_unverifiable_verdict_is_recomputed_by_an_independent_reaudit(
     assert _outcome(listed, opened.json()["dispute_id"])["outcome"] == (
         "overturned" if served else "upheld"
     )
-    assert _faulty(listed) == ([AUDITOR.ss58_address] if served else [])
+    assert barred(listed) == ([AUDITOR.ss58_address] if served else [])
 
 
 def test_a_match_verdict_cannot_be_disputed(refereed: Service) -> None:
-    verdict_id, segments = _verdict(refereed, "start")
+    verdict_id, segments = verdict_of_check(refereed, "start")
     _reaudit(refereed, "match")  # OTHER_AUDITOR's match on the same assignment
     conn = refereed.client.app.state.service.conn  # type: ignore[attr-defined]
     (match_id,) = conn.execute("SELECT verdict_id FROM verdicts WHERE result = 'match'").fetchone()
@@ -279,7 +207,7 @@ def test_a_match_verdict_cannot_be_disputed(refereed: Service) -> None:
 
 
 def test_a_dispute_without_referee_is_decided_within_its_bound(unrefereed: Service) -> None:
-    verdict_id, segments = _verdict(unrefereed, "segment")
+    verdict_id, segments = verdict_of_check(unrefereed, "segment")
     opened = unrefereed.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segments[0])
     )

@@ -2,173 +2,53 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.disputes import DisputeAnswered, DisputeOpened, DisputeRuled, HoneypotAnswer
 from hypertrain.auditor.disputes import answer_disputes
-from hypertrain.auditor.replay import AuditOutcome
-from hypertrain.auditor.runner import Auditor, RoundRecords
-from hypertrain.challenge.app import _poll_beacon, create_app
 from hypertrain.challenge.rounds.settle import PENDING_AUDIT
-from hypertrain.challenge.settings import Settings
 from hypertrain.dispute import opinputs
 from hypertrain.protocol.envelope import seal
-from hypertrain.protocol.honeypots import HoneypotEntry, HoneypotList, commitment
-from hypertrain.protocol.identity import Hotkey
-from hypertrain.protocol.messages import AuditAssignment
-from hypertrain.relay.client import RelayClient
-from tests.challenge.disputeplay import TENSORS, TREE, play_to_referee
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    HONEYPOTS,
+    ISLANDS,
+    OTHER_AUDITOR,
+    REFEREE,
+    RUN,
+    THIRD_AUDITOR,
+    WINDOW,
+    Service,
+    addresses,
+    bonded,
+    dispute_run,
+    merge_round_0,
+    played_to_referee,
+    post_tape,
+    running,
+    service,
+    split_tape,
+    stand_in_auditor,
+    to_verdict,
+    verdict_on,
+)
+from tests.challenge.disputeplay import TENSORS
 from tests.challenge.disputeplay import answer as _answer
 from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
-from tests.challenge.helpers import (
-    AGGREGATOR,
-    TOKENS,
-    FakeLedger,
-    SteppedBeacon,
-    aggregator_split,
-    bearer,
-    commit_body,
-    join_body,
-    make_settings,
-    manifest_doc,
-    signed,
-)
+from tests.challenge.helpers import AGGREGATOR, bearer, commit_body, signed
 
-RUN = "run-d"
-WINDOW = 2  # the manifest's round.dispute_window_rounds (tests/challenge/helpers.py)
-REFEREE = Hotkey.from_seed(b"\x66" * 32)
-AUDITOR = Hotkey.from_seed(b"\x55" * 32)
-OTHER_AUDITOR = Hotkey.from_seed(b"\x56" * 32)
-THIRD_AUDITOR = Hotkey.from_seed(b"\x57" * 32)
-ISLANDS = [Hotkey.from_seed(bytes([i + 1]) * 32) for i in range(2)]
-HONEYPOTS = HoneypotList(
-    salt="5a" * 32,
-    entries=[
-        HoneypotEntry(hotkey=ISLANDS[0].ss58_address, role="island", strategy="honest"),
-        HoneypotEntry(hotkey=ISLANDS[1].ss58_address, role="island", strategy="wrong-samples"),
-        HoneypotEntry(hotkey=AUDITOR.ss58_address, role="auditor", strategy="lying"),
-    ],
-)
-
-
-@dataclass
-class Service:
-    settings: Settings
-    beacon: SteppedBeacon
-    ledger: FakeLedger
-    client: TestClient
-
-    def tick(self, rounds: int = 1) -> None:
-        self.beacon.round += rounds
-        self.client.portal.call(_poll_beacon, self.client.app.state.service)  # type: ignore[union-attr,attr-defined]
-
-    def post(self, path: str, key: Hotkey, domain: str, body: dict[str, Any]) -> Any:
-        return self.client.post(path, json=signed(key, domain, body, run_id=RUN))
-
-
-@contextlib.contextmanager
-def _running(svc: Service) -> Iterator[Service]:
-    app = create_app(svc.settings, beacon=svc.beacon, ledger=svc.ledger)
-    with TestClient(app) as client:
-        svc.client = client
-        yield svc
-
-
-@contextlib.contextmanager
-def joined_run(
-    tmp_path: Path, run_id: str, islands: Sequence[Hotkey], doc: dict[str, Any]
-) -> Iterator[Service]:
-    """A service running ``doc`` as ``run_id`` with every one of ``islands`` joined."""
-    settings = make_settings(tmp_path, [k.ss58_address for k in islands])
-    svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
-    with _running(svc):
-        r = svc.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
-        assert r.status_code == 200, r.text
-        for key in islands:
-            joined = svc.client.post("/v1/join", json=signed(key, "join", join_body(), run_id))
-            assert joined.status_code == 200, joined.text
-        yield svc
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[Service]:
-    yield from _service(tmp_path, bond=0)
-
-
-@pytest.fixture
-def bonded(tmp_path: Path) -> Iterator[Service]:
-    """A run whose disputes carry a bond of 100 base units."""
-    yield from _service(tmp_path, bond=100)
-
-
-def _service(
-    tmp_path: Path, bond: int, dispute_window_rounds: int = 0, **overrides: Any
-) -> Iterator[Service]:
-    settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS], **overrides)
-    svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
-    with _running(svc):
-        doc = manifest_doc(RUN, rate=1.0, segments=1)
-        doc["round"]["audit_window_rounds"] = 20
-        if dispute_window_rounds:
-            doc["round"]["dispute_window_rounds"] = dispute_window_rounds
-        doc["dispute"] = {
-            "bond": bond,
-            "answer_rounds": 3,
-            "referee_rounds": 3,
-            "referees": [REFEREE.ss58_address],
-        }
-        doc["honeypots"] = {"commitment": commitment(HONEYPOTS), "reveal_round": 0}
-        r = svc.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
-        assert r.status_code == 200, r.text
-        yield svc
-
-
-def _to_verdict(svc: Service) -> tuple[str, int]:
-    """Round 0 with both islands committed and island 0 judged a mismatch."""
-    for key in ISLANDS:
-        assert svc.post("/v1/join", key, "join", join_body()).status_code == 200
-    r = svc.client.post(
-        f"/admin/v1/runs/{RUN}/rounds",
-        headers=bearer("admin"),
-        json={"start_model_sha256": "aa" * 32, "start_model_url": "http://relay/m0"},
-    )
-    assert r.status_code == 200, r.text
-    for key in ISLANDS:
-        body = {**commit_body(0), "checkpoint_root": TREE.root_hex}
-        assert svc.post("/v1/commit", key, "commit", body).status_code == 200
-    svc.tick(4)
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == ISLANDS[0].ss58_address)
-    segment = mine["segments"][0]
-    verdict = {**mine, "result": "mismatch", "first_bad_leaf": segment + 1}
-    verdict.pop("selection_beacon_round")
-    r = svc.client.post(
-        "/worker/v1/verdict",
-        headers=bearer("worker"),
-        json=signed(AUDITOR, "verdict", verdict, RUN),
-    )
-    assert r.status_code == 200, r.text
-    return r.json()["verdict_id"], segment
-
-
-def _play_to_referee(svc: Service, dispute_id: str) -> dict[str, Any]:
-    return play_to_referee(svc.client, RUN, dispute_id, ISLANDS[0], AUDITOR)
+__all__ = ["bonded", "service"]  # the fixtures, by name
 
 
 def test_open_refusals(service: Service) -> None:
-    verdict_id, segment = _to_verdict(service)
+    verdict_id, segment = to_verdict(service)
     body = _open_body(verdict_id, segment)
     other = service.post("/v1/disputes", ISLANDS[1], "dispute-open", body)
     assert (other.status_code, other.json()["error"]) == (403, "not_judged")
@@ -187,14 +67,14 @@ def test_open_refusals(service: Service) -> None:
 
 
 def test_late_dispute_is_refused(service: Service) -> None:
-    verdict_id, segment = _to_verdict(service)
+    verdict_id, segment = to_verdict(service)
     service.tick(40)  # past audit close + dispute window
     r = service.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
     assert (r.status_code, r.json()["error"]) == (409, "late")
 
 
 def test_game_over_http_upheld_by_the_referee_then_settles(service: Service) -> None:
-    verdict_id, segment = _to_verdict(service)
+    verdict_id, segment = to_verdict(service)
     opened = service.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
     )
@@ -205,7 +85,7 @@ def test_game_over_http_upheld_by_the_referee_then_settles(service: Service) -> 
     r = service.post(f"/v1/disputes/{dispute_id}/answer", AUDITOR, "dispute-answer", early)
     assert (r.status_code, r.json()["error"]) == (400, "wrong_query")
     assert service.client.get(f"/v1/disputes/{dispute_id}").json() == before
-    game = _play_to_referee(service, dispute_id)
+    game = played_to_referee(service, dispute_id)
     assert game["stage"] == "referee" and game["step"] == 0
     # inputs that do not hash to the agreed ones are refused
     wrong = opinputs.encode([opinputs.RawTensor("torch.float32", (2,), b"\x01" * 8)])
@@ -227,20 +107,7 @@ def test_game_over_http_upheld_by_the_referee_then_settles(service: Service) -> 
     assert (stranger.status_code, stranger.json()["error"]) == (403, "unknown_referee")
     # the merge arrives while the dispute is open: settlement waits
     service.tick(20)
-    tape = {
-        "round": 0,
-        "start_model_sha256": "aa" * 32,
-        "new_model_sha256": "bb" * 32,
-        "new_model_url": "http://relay/m1",
-        "outer_state_sha256": "cc" * 32,
-        "tape_sha256": "dd" * 32,
-        **aggregator_split(service.client, RUN, 0, [k.ss58_address for k in ISLANDS]),
-    }
-    m = service.client.post(
-        "/worker/v1/merge",
-        headers=bearer("worker"),
-        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
-    )
+    m = post_tape(service, split_tape(service, new_model_url="http://relay/m1"))
     assert m.status_code == 200 and m.json()["phase"] == "settle", m.text
     assert (RUN, 0) not in service.ledger.settled
     decided = service.post(f"/v1/disputes/{dispute_id}/ruling", REFEREE, "dispute-ruling", ruling)
@@ -254,7 +121,7 @@ def test_game_over_http_upheld_by_the_referee_then_settles(service: Service) -> 
 def test_silent_auditor_loses_and_is_barred_only_after_a_reaudit_agrees(
     service: Service,
 ) -> None:
-    verdict_id, segment = _to_verdict(service)
+    verdict_id, segment = to_verdict(service)
     opened = service.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
     )
@@ -278,20 +145,7 @@ def test_silent_auditor_loses_and_is_barred_only_after_a_reaudit_agrees(
     )
     assert (late.status_code, late.json()["error"]) == (409, "decided")
     service.tick(20)
-    tape = {
-        "round": 0,
-        "start_model_sha256": "aa" * 32,
-        "new_model_sha256": "bb" * 32,
-        "new_model_url": "u",
-        "outer_state_sha256": "cc" * 32,
-        "tape_sha256": "dd" * 32,
-        **aggregator_split(service.client, RUN, 0, [k.ss58_address for k in ISLANDS]),
-    }
-    m = service.client.post(
-        "/worker/v1/merge",
-        headers=bearer("worker"),
-        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
-    )
+    m = post_tape(service, split_tape(service))
     assert m.json()["phase"] == "settle"
     service.tick()  # the dispute window is over and the dispute decided: the round settles
     assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
@@ -307,7 +161,7 @@ def test_silent_auditor_loses_and_is_barred_only_after_a_reaudit_agrees(
         key=lambda item: item[0],
     )  # island 1 was never judged: its missed audit is offered too
     # no auditor set is listed, so no jury: only a referee's re-audit is evidence enough
-    assert _verdict_on(service, REFEREE, ISLANDS[0], "match").status_code == 200
+    assert verdict_on(service, REFEREE, ISLANDS[0], "match").status_code == 200
     assert [r[0] for r in conn.execute("SELECT auditor FROM faulty_auditors")] == [
         AUDITOR.ss58_address
     ]
@@ -316,7 +170,7 @@ def test_silent_auditor_loses_and_is_barred_only_after_a_reaudit_agrees(
 
 
 def test_restart_resumes_the_game(service: Service) -> None:
-    verdict_id, segment = _to_verdict(service)
+    verdict_id, segment = to_verdict(service)
     opened = service.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
     )
@@ -331,9 +185,9 @@ def test_restart_resumes_the_game(service: Service) -> None:
     assert r.status_code == 200
     before = service.client.get(f"/v1/disputes/{dispute_id}").json()
     service.client.__exit__(None, None, None)
-    with _running(service):
+    with running(service):
         assert service.client.get(f"/v1/disputes/{dispute_id}").json() == before
-        game = _play_to_referee(service, dispute_id)
+        game = played_to_referee(service, dispute_id)
         assert game["stage"] == "referee"
 
 
@@ -376,42 +230,10 @@ def test_reveal_before_the_round_is_final_is_refused(service: Service) -> None:
     assert (r.status_code, r.json()["error"]) == (409, "early")
 
 
-def _verdict_on(svc: Service, auditor: Hotkey, island: Hotkey, result: str) -> Any:
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == island.ss58_address)
-    body = {**mine, "result": result}
-    if result == "mismatch":
-        body["first_bad_leaf"] = mine["segments"][0] + 1
-    body.pop("selection_beacon_round")
-    return svc.client.post(
-        "/worker/v1/verdict", headers=bearer("worker"), json=signed(auditor, "verdict", body, RUN)
-    )
-
-
-def _merge_round_0(svc: Service) -> None:
-    tape = {
-        "round": 0,
-        "start_model_sha256": "aa" * 32,
-        "new_model_sha256": "bb" * 32,
-        "new_model_url": "u",
-        "outer_state_sha256": "cc" * 32,
-        "tape_sha256": "dd" * 32,
-        **aggregator_split(svc.client, RUN, 0, [k.ss58_address for k in ISLANDS]),
-    }
-    m = svc.client.post(
-        "/worker/v1/merge",
-        headers=bearer("worker"),
-        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
-    )
-    assert m.status_code == 200 and m.json()["phase"] == "settle", m.text
-
-
 def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None:
-    verdict_id, segment = _to_verdict(service)
+    verdict_id, segment = to_verdict(service)
     # the lying auditor also passed island 1; that pass is what the dispute puts in doubt
-    passed = _verdict_on(service, AUDITOR, ISLANDS[1], "match")
+    passed = verdict_on(service, AUDITOR, ISLANDS[1], "match")
     assert passed.status_code == 200, passed.text
     assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
     opened = service.post(
@@ -432,7 +254,7 @@ def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None
     assert [q["verdict_id"] for q in queue] == [verdict_id]  # only the disputed one
     # a referee's re-audit agrees with the island: now the auditor is faulty (no jury is
     # listed here; with one, a strict majority of it, never fewer than two, would do)
-    assert _verdict_on(service, REFEREE, ISLANDS[0], "match").status_code == 200
+    assert verdict_on(service, REFEREE, ISLANDS[0], "match").status_code == 200
     queue = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
     assert [(q["round"], q["hotkey"], q["auditor"], q["verdict_id"]) for q in queue] == [
         (0, ISLANDS[1].ss58_address, AUDITOR.ss58_address, passed.json()["verdict_id"])
@@ -454,18 +276,18 @@ def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None
     )
     assert [st["level"] for st in panel["steps"]] == ["open", "decided"]
     # the faulty auditor's verdicts are refused from now on, whatever they say
-    again = _verdict_on(service, AUDITOR, ISLANDS[1], "mismatch")
+    again = verdict_on(service, AUDITOR, ISLANDS[1], "mismatch")
     assert (again.status_code, again.json()["error"]) == (403, "faulty_auditor")
     # the pass no longer counts: settlement holds island 1's reward instead of paying it
     service.tick(20)
-    _merge_round_0(service)
+    merge_round_0(service)
     service.tick()
     assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
     held = service.ledger.held[(RUN, 0)]  # island 0 is held for its probation only
     assert held[ISLANDS[1].ss58_address] == PENDING_AUDIT != held[ISLANDS[0].ss58_address]
     assert service.ledger.faults == []
     # another auditor's verdict decides: here it finds the cheat, and the held reward burns
-    other = _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch")
+    other = verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch")
     assert other.status_code == 200, other.text
     assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
     # the late verdict has its own dispute window: no fault while it can still be disputed
@@ -475,8 +297,8 @@ def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None
 
 
 def test_reassigned_pass_then_an_honest_match_releases_the_hold(service: Service) -> None:
-    verdict_id, segment = _to_verdict(service)
-    assert _verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200
+    verdict_id, segment = to_verdict(service)
+    assert verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200
     opened = service.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
     )
@@ -487,10 +309,10 @@ def test_reassigned_pass_then_an_honest_match_releases_the_hold(service: Service
     # within the audit window another auditor re-judges both: its matches count, and
     # nothing is held (the first one also confirms the dispute: the auditor is faulty)
     for island in ISLANDS:
-        assert _verdict_on(service, OTHER_AUDITOR, island, "match").status_code == 200
+        assert verdict_on(service, OTHER_AUDITOR, island, "match").status_code == 200
     assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
     service.tick(20)
-    _merge_round_0(service)
+    merge_round_0(service)
     service.tick()
     assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
     assert PENDING_AUDIT not in service.ledger.held[(RUN, 0)].values()
@@ -498,7 +320,7 @@ def test_reassigned_pass_then_an_honest_match_releases_the_hold(service: Service
 
 
 def test_bond_is_locked_at_open_and_returned_when_the_dispute_is_won(bonded: Service) -> None:
-    verdict_id, segment = _to_verdict(bonded)
+    verdict_id, segment = to_verdict(bonded)
     body = _open_body(verdict_id, segment)
     bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 500}  # escrow from earlier
     opened = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
@@ -522,7 +344,7 @@ def test_an_island_holding_less_than_the_bond_disputes_for_what_it_holds(
     bonded: Service, escrow: int
 ) -> None:
     """The bond never makes a verdict unanswerable: it is ``min(dispute.bond, escrow)``."""
-    verdict_id, segment = _to_verdict(bonded)
+    verdict_id, segment = to_verdict(bonded)
     if escrow:
         bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: escrow}
     opened = bonded.post(
@@ -537,11 +359,11 @@ def test_an_island_holding_less_than_the_bond_disputes_for_what_it_holds(
 
 
 def test_a_second_dispute_locks_only_the_escrow_no_bond_holds_yet(bonded: Service) -> None:
-    verdict_id, segment = _to_verdict(bonded)
+    verdict_id, segment = to_verdict(bonded)
     bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 150}
     first = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
     assert (first.status_code, first.json()["bond"]) == (200, 100), first.text
-    other = _verdict_on(bonded, OTHER_AUDITOR, ISLANDS[0], "mismatch")  # a second lie
+    other = verdict_on(bonded, OTHER_AUDITOR, ISLANDS[0], "mismatch")  # a second lie
     assert other.status_code == 200, other.text
     second = bonded.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(other.json()["verdict_id"], segment)
@@ -550,7 +372,7 @@ def test_a_second_dispute_locks_only_the_escrow_no_bond_holds_yet(bonded: Servic
 
 
 def test_bond_burns_when_the_island_loses(bonded: Service) -> None:
-    verdict_id, segment = _to_verdict(bonded)
+    verdict_id, segment = to_verdict(bonded)
     bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 500}
     opened = bonded.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
@@ -564,8 +386,8 @@ def test_bond_burns_when_the_island_loses(bonded: Service) -> None:
 
 
 def test_client_parses_each_dispute_answer_into_its_model(service: Service) -> None:
-    client = ChallengeClient("http://testserver", http=service.client)
-    verdict_id, segment = _to_verdict(service)
+    client = ChallengeClient("http://testserver", http=service.client)  # type: ignore[arg-type]
+    verdict_id, segment = to_verdict(service)
     env = seal(
         ISLANDS[0], domain="dispute-open", run_id=RUN, body=_open_body(verdict_id, segment),
         expiry_round=5000,
@@ -578,7 +400,7 @@ def test_client_parses_each_dispute_answer_into_its_model(service: Service) -> N
     answer_env = seal(AUDITOR, domain="dispute-answer", run_id=RUN, body=body, expiry_round=5000)
     answered = client.dispute_answer(opened.dispute_id, answer_env)
     assert isinstance(answered, DisputeAnswered) and "auditor" in answered.game.commitments
-    game = _play_to_referee(service, opened.dispute_id)
+    game = played_to_referee(service, opened.dispute_id)
     inputs = client.put_dispute_inputs(opened.dispute_id, opinputs.encode(TENSORS))
     ruling = {
         "dispute_id": opened.dispute_id,
@@ -595,53 +417,22 @@ def test_client_parses_each_dispute_answer_into_its_model(service: Service) -> N
     assert [a.verdict_id for a in client.reassigned(RUN)] == [verdict_id]
 
 
-# Auditors pick up re-assigned audits on their own, against the real service. The
-# segment replay itself is stood in for (it is tested with real islands in
-# tests/auditor): only the choice of work and the posting are tested here.
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayStandIn(Auditor):
-    """An auditor whose replay always matches; it records what it was asked to judge."""
-
-    judged: list[tuple[int, str]] | None = None
-
-    def judge(self, detail: RoundRecords, assignment: AuditAssignment) -> AuditOutcome:
-        assert self.judged is not None
-        self.judged.append((assignment.round, assignment.hotkey))
-        return AuditOutcome("match", None, True, "re-judged", tuple(assignment.segments))
-
-
-def _auditor(svc: Service, key: Any, tmp: Path, judged: list[tuple[int, str]]) -> ReplayStandIn:
-    client = ChallengeClient("http://testserver", worker_token=TOKENS["worker"], http=svc.client)
-    return ReplayStandIn(
-        service=client,
-        relay=RelayClient("http://127.0.0.1:9", None, RUN),
-        key=key,
-        manifest=client.manifest(RUN),
-        dataset_dir=tmp,
-        judged=judged,
-    )
-
-
 @pytest.fixture
 def juried(tmp_path: Path) -> Iterator[Service]:
     """Three listed auditors (and the aggregator): each verdict's jury is the other two."""
-    keys = frozenset(k.ss58_address for k in (AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR, AGGREGATOR))
-    yield from _service(
-        tmp_path,
-        bond=0,
-        worker_hotkeys=keys,
-        aggregator_hotkeys=frozenset({AGGREGATOR.ss58_address}),
-    )
+    keys = addresses(AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR, AGGREGATOR)
+    with dispute_run(
+        tmp_path, worker_hotkeys=keys, aggregator_hotkeys=addresses(AGGREGATOR)
+    ) as svc:
+        yield svc
 
 
 def test_the_honest_auditor_rejudges_what_the_faulty_one_passed(
     juried: Service, tmp_path: Path
 ) -> None:
     service = juried
-    verdict_id, segment = _to_verdict(service)
-    assert _verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200
+    verdict_id, segment = to_verdict(service)
+    assert verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200
     opened = service.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
     )
@@ -655,14 +446,14 @@ def test_the_honest_auditor_rejudges_what_the_faulty_one_passed(
         events.append((kind, fields))
 
     own_judged: list[tuple[int, str]] = []
-    answer_disputes(_auditor(service, AUDITOR, tmp_path, own_judged), {}, emit)
+    answer_disputes(stand_in_auditor(service, AUDITOR, tmp_path, own_judged), {}, emit)
     assert own_judged == []  # an auditor never re-audits its own disputed verdict
     honest_judged: list[tuple[int, str]] = []
-    honest = _auditor(service, OTHER_AUDITOR, tmp_path, honest_judged)
+    honest = stand_in_auditor(service, OTHER_AUDITOR, tmp_path, honest_judged)
     assert answer_disputes(honest, {}, emit) == 1  # the disputed island: a match
     conn = service.client.app.state.service.conn  # type: ignore[attr-defined]
     assert conn.execute("SELECT auditor FROM faulty_auditors").fetchall() == []  # one word
-    third = _auditor(service, THIRD_AUDITOR, tmp_path, [])
+    third = stand_in_auditor(service, THIRD_AUDITOR, tmp_path, [])
     assert answer_disputes(third, {}, emit) == 1  # the other juror agrees: a strict majority
     # the jury's majority agreed with the island: the auditor is faulty, its pass set aside
     assert answer_disputes(honest, {}, emit) == 1
@@ -679,7 +470,7 @@ def test_an_auditor_judges_an_audit_that_missed_its_window(
     """A held reward always has someone tasked with ending it: an assignment with no
     verdict when its audit phase ended is offered at ``/reassigned`` (``missed``), and an
     auditor's dispute pass judges it; the queue is then empty."""
-    _to_verdict(service)  # island 1 is never judged inside the audit window
+    to_verdict(service)  # island 1 is never judged inside the audit window
     assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []  # still in time
     service.tick(40)  # the audit window is over
     assert service.client.get(f"/v1/runs/{RUN}/rounds/0").json()["phase"] != "audit"
@@ -689,7 +480,7 @@ def test_an_auditor_judges_an_audit_that_missed_its_window(
     )  # fmt: skip
     judged: list[tuple[int, str]] = []
     events: list[tuple[str, dict[str, Any]]] = []
-    auditor = _auditor(service, OTHER_AUDITOR, tmp_path, judged)
+    auditor = stand_in_auditor(service, OTHER_AUDITOR, tmp_path, judged)
     assert answer_disputes(auditor, {}, lambda kind, **f: events.append((kind, f))) == 1
     assert judged == [(0, ISLANDS[1].ss58_address)]
     assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
@@ -700,7 +491,7 @@ def test_an_auditor_that_lost_a_game_still_rejudges_others_audits(
 ) -> None:
     """Losing one game (a slow machine) bars nobody, so it does not stop the auditor from
     judging what ``/reassigned`` offers it: here a missed audit of the other island."""
-    verdict_id, segment = _to_verdict(service)
+    verdict_id, segment = to_verdict(service)
     opened = service.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
     )
@@ -712,18 +503,20 @@ def test_an_auditor_that_lost_a_game_still_rejudges_others_audits(
         "overturned"
     )
     judged: list[tuple[int, str]] = []
-    answer_disputes(_auditor(service, AUDITOR, tmp_path, judged), {}, lambda kind, **f: None)
+    answer_disputes(
+        stand_in_auditor(service, AUDITOR, tmp_path, judged), {}, lambda kind, **f: None
+    )
     assert judged == [(0, ISLANDS[1].ss58_address)]  # never its own set-aside verdict
 
 
 def test_a_late_fault_overturned_in_its_own_window_never_faults(service: Service) -> None:
     """A late verdict on a final round faults only once its own window closed undisputed;
     one overturned by an independent re-audit in that window books no fault at all."""
-    _to_verdict(service)  # island 1 has no verdict: held once the round settles
+    to_verdict(service)  # island 1 has no verdict: held once the round settles
     service.tick(40)
-    _merge_round_0(service)
+    merge_round_0(service)
     service.tick()
-    late = _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "unverifiable")
+    late = verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "unverifiable")
     assert late.status_code == 200, late.text
     assigned = service.client.get(
         f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
@@ -736,7 +529,7 @@ def test_a_late_fault_overturned_in_its_own_window_never_faults(service: Service
     service.tick(WINDOW + 1)  # past the window, but the dispute is undecided: no fault yet
     island_1 = (RUN, 0, ISLANDS[1].ss58_address)
     assert island_1 not in service.ledger.faults
-    reaudit = _verdict_on(service, REFEREE, ISLANDS[1], "match")  # the referee re-audits
+    reaudit = verdict_on(service, REFEREE, ISLANDS[1], "match")  # the referee re-audits
     assert reaudit.status_code == 200, reaudit.text
     view = service.client.get(f"/v1/disputes/{opened.json()['dispute_id']}").json()
     assert view["game"]["outcome"] == "overturned"

@@ -19,14 +19,15 @@ from typing import Any
 import pytest
 
 from hypertrain.protocol.identity import Hotkey
-from tests.challenge.helpers import (
-    AGGREGATOR,
-    bearer,
-    commit_body,
-    manifest_doc,
-    signed,
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    Service,
+    joined_run,
+    open_round,
+    post_tape,
+    tape,
 )
-from tests.challenge.test_disputes import AUDITOR, Service, joined_run
+from tests.challenge.helpers import bearer, commit_body, manifest_doc, signed
 
 RUN = "run-f"
 COPIER, VICTIM, OTHER = (Hotkey.from_seed(bytes([0x30 + i]) * 32) for i in range(3))
@@ -46,7 +47,7 @@ def svc(tmp_path: Path) -> Iterator[Service]:
     """Three islands at audit rate 0: only probation (round 0) and forced audits."""
     doc = manifest_doc(RUN, rate=0.0, segments=1)
     doc["dispute"] = {"bond": 0}
-    with joined_run(tmp_path, RUN, ISLANDS, doc) as service:
+    with joined_run(tmp_path, doc, ISLANDS) as service:
         _round(
             service,
             0,
@@ -66,12 +67,7 @@ def _assigned(svc: Service, index: int) -> dict[str, list[int]]:
 
 def _round(svc: Service, index: int, bodies: dict[Hotkey, dict[str, Any]]) -> None:
     """Open round ``index`` and commit ``bodies`` in their order; select the audits."""
-    r = svc.client.post(
-        f"/admin/v1/runs/{RUN}/rounds",
-        headers=bearer("admin"),
-        json={"start_model_sha256": "aa" * 32, "start_model_url": "u"},
-    )
-    assert r.status_code == 200, r.text
+    open_round(svc, run_id=RUN)
     for key, body in bodies.items():
         posted = svc.client.post("/v1/commit", json=signed(key, "commit", body, RUN))
         assert posted.status_code == 200, posted.text
@@ -101,21 +97,12 @@ def _judge(svc: Service, index: int, results: dict[Hotkey, str]) -> None:
 
 
 def _merge(svc: Service, index: int, included: list[Hotkey], excluded: dict[Hotkey, str]) -> None:
-    tape: dict[str, Any] = {
-        "round": index,
-        "start_model_sha256": "aa" * 32,
-        "new_model_sha256": "bb" * 32,
-        "new_model_url": "u",
-        "outer_state_sha256": "cc" * 32,
-        "tape_sha256": "dd" * 32,
-        "included": sorted(k.ss58_address for k in included),
-        "excluded": {k.ss58_address: reason for k, reason in excluded.items()},
-    }
-    merged = svc.client.post(
-        "/worker/v1/merge",
-        headers=bearer("worker"),
-        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
+    body = tape(
+        index,
+        included=sorted(k.ss58_address for k in included),
+        excluded={k.ss58_address: reason for k, reason in excluded.items()},
     )
+    merged = post_tape(svc, body, run_id=RUN)
     assert merged.status_code == 200, merged.text
     svc.tick()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,17 @@ from hypertrain.challenge.rounds.rule import PENDING_AUDIT
 from hypertrain.challenge.wiring import LedgerAdapter
 from hypertrain.ledger import Ledger
 from hypertrain.protocol.identity import Hotkey
+from tests.challenge.dispute_scenario import (
+    ISLANDS,
+    OTHER_AUDITOR,
+    RUN,
+    Service,
+    bonded,
+    merge_round_0,
+    service,
+    to_verdict,
+    verdict_on,
+)
 from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import (
@@ -26,27 +36,9 @@ from tests.challenge.helpers import (
     manifest_doc,
     signed,
 )
-from tests.challenge.test_disputes import (
-    ISLANDS,
-    OTHER_AUDITOR,
-    RUN,
-    Service,
-    _merge_round_0,
-    _service,
-    _to_verdict,
-    _verdict_on,
-)
 from tests.challenge.test_fail_closed import LaggingBeacon
 
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[Service]:
-    yield from _service(tmp_path, bond=0)
-
-
-@pytest.fixture
-def bonded(tmp_path: Path) -> Iterator[Service]:
-    yield from _service(tmp_path, bond=100)
+__all__ = ["bonded", "service"]  # the fixtures, by name
 
 
 def test_the_ledger_adapter_raises_for_a_bond_it_does_not_hold(tmp_path: Path) -> None:
@@ -58,7 +50,7 @@ def test_the_ledger_adapter_raises_for_a_bond_it_does_not_hold(tmp_path: Path) -
 
 
 def test_a_bond_the_ledger_lacks_is_recorded_missing_not_returned(bonded: Service) -> None:
-    verdict_id, segment = _to_verdict(bonded)
+    verdict_id, segment = to_verdict(bonded)
     bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 500}
     opened = bonded.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
@@ -81,9 +73,9 @@ def test_a_bond_the_ledger_lacks_is_recorded_missing_not_returned(bonded: Servic
 def test_a_late_verdict_without_a_metagraph_is_refused_and_not_stored(
     service: Service, tmp_path: Path
 ) -> None:
-    _to_verdict(service)  # island 1 is assigned too, and nobody judges it in time
+    to_verdict(service)  # island 1 is assigned too, and nobody judges it in time
     service.tick(20)
-    _merge_round_0(service)
+    merge_round_0(service)
     service.tick()
     assert service.ledger.held[(RUN, 0)][ISLANDS[1].ss58_address] == PENDING_AUDIT
     state = service.client.app.state.service  # type: ignore[attr-defined]
@@ -91,12 +83,12 @@ def test_a_late_verdict_without_a_metagraph_is_refused_and_not_stored(
     # the metagraph file goes away and the service restarts its view: no snapshot
     live, state.metagraph = state.metagraph, MetagraphView(FileMetagraph(tmp_path / "gone", 1))
     before = state.conn.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0]
-    late = _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch")
+    late = verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch")
     assert (late.status_code, late.json()["error"]) == (503, "no_metagraph")
     assert state.conn.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0] == before
     assert service.ledger.faults == [(RUN, 0, ISLANDS[0].ss58_address)]
     state.metagraph = live  # back: the auditor's retry is booked
-    assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch").status_code == 200
+    assert verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch").status_code == 200
     service.tick(3)  # its own dispute window (dispute_window_rounds 2) closed undisputed
     assert (RUN, 0, ISLANDS[1].ss58_address) in service.ledger.faults
 

@@ -19,22 +19,23 @@ import pytest
 from hypertrain.challenge.wiring import LedgerAdapter
 from hypertrain.ledger import Ledger
 from hypertrain.protocol.honeypots import commitment
-from tests.challenge.disputeplay import commitment as _commitment
-from tests.challenge.disputeplay import open_body as _open_body
-from tests.challenge.helpers import SteppedBeacon, bearer, make_settings, manifest_doc
-from tests.challenge.test_disputes import (
+from tests.challenge.dispute_scenario import (
     AUDITOR,
     HONEYPOTS,
     ISLANDS,
     OTHER_AUDITOR,
     REFEREE,
+    REFEREED,
     RUN,
     Service,
-    _merge_round_0,
-    _running,
-    _to_verdict,
-    _verdict_on,
+    dispute_doc,
+    lose_by_silence,
+    merge_round_0,
+    started,
+    to_verdict,
+    verdict_on,
 )
+from tests.challenge.helpers import bearer
 
 SLUG = {"X-Platform-Challenge-Slug": "hypertrain"}
 I0, I1 = (k.ss58_address for k in ISLANDS)
@@ -42,20 +43,14 @@ I0, I1 = (k.ss58_address for k in ISLANDS)
 
 @pytest.fixture
 def real(tmp_path: Path) -> Iterator[Service]:
-    """The dispute service of test_disputes, but over the real integer ledger."""
-    settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS])
+    """The dispute service of the scenario, without probation, over the real integer
+    ledger."""
     (tmp_path / "ledger").mkdir()
     ledger = LedgerAdapter(Ledger.in_state_dir(tmp_path / "ledger"))
-    svc = Service(settings, SteppedBeacon(), ledger, None)  # type: ignore[arg-type]
-    with _running(svc):
-        doc = manifest_doc(RUN, rate=1.0, segments=1, probation_rounds=0)
-        doc["round"]["audit_window_rounds"] = 20
-        doc["reward"] = {"pool_per_round": 1000, "vesting_rounds": 1}
-        doc["dispute"] = {"bond": 0, "answer_rounds": 3, "referee_rounds": 3,
-                          "referees": [REFEREE.ss58_address]}  # fmt: skip
-        doc["honeypots"] = {"commitment": commitment(HONEYPOTS), "reveal_round": 0}
-        r = svc.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
-        assert r.status_code == 200, r.text
+    doc = dispute_doc(REFEREED, probation_rounds=0)
+    doc["reward"] = {"pool_per_round": 1000, "vesting_rounds": 1}
+    doc["honeypots"] = {"commitment": commitment(HONEYPOTS), "reveal_round": 0}
+    with started(tmp_path, doc, ledger=ledger) as svc:
         yield svc
 
 
@@ -107,23 +102,18 @@ def _weights(svc: Service, epoch: int) -> dict[str, Any]:
 
 
 def _overturn(svc: Service, verdict_id: str, segment: int) -> None:
-    opened = svc.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
-    assert opened.status_code == 200, opened.text
-    game, dispute_id = opened.json()["game"], opened.json()["dispute_id"]
-    island_answer = _commitment(game, "island")
-    r = svc.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", island_answer)
-    assert r.status_code == 200, r.text
+    dispute_id = lose_by_silence(svc, verdict_id, segment)
     svc.tick(4)  # the auditor stays silent past its deadline: overturned
     view = svc.client.get(f"/v1/disputes/{dispute_id}").json()
     assert view["game"]["outcome"] == "overturned"
     # a referee's re-audit agrees with the island: only now is the auditor faulty (no
     # jury is listed here, and one contrary claim never bars)
-    assert _verdict_on(svc, REFEREE, ISLANDS[0], "match").status_code == 200
+    assert verdict_on(svc, REFEREE, ISLANDS[0], "match").status_code == 200
 
 
 def test_every_view_tells_the_settlement_s_story(real: Service) -> None:
-    verdict_id, segment = _to_verdict(real)  # island 0: mismatch by AUDITOR
-    assert _verdict_on(real, AUDITOR, ISLANDS[1], "match").status_code == 200
+    verdict_id, segment = to_verdict(real)  # island 0: mismatch by AUDITOR
+    assert verdict_on(real, AUDITOR, ISLANDS[1], "match").status_code == 200
     told, mismatches, total = _told(real)
     assert (_faulted(told), mismatches, total) == ({I0}, 1, 1)
 
@@ -132,7 +122,7 @@ def test_every_view_tells_the_settlement_s_story(real: Service) -> None:
     assert (_faulted(told), mismatches, total) == (set(), 0, 0)
 
     real.tick(20)
-    _merge_round_0(real)
+    merge_round_0(real)
     real.tick()  # settles: island 0 paid, island 1 held for a verdict
     phase = real.client.get(f"/v1/runs/{RUN}/rounds").json()[0]["phase"]
     assert phase == "final"
@@ -140,7 +130,7 @@ def test_every_view_tells_the_settlement_s_story(real: Service) -> None:
     assert (_faulted(told), mismatches, total) == (set(), 0, 0)
 
     # another auditor re-judges island 1 after settlement: a cheat, its held reward burns
-    assert _verdict_on(real, OTHER_AUDITOR, ISLANDS[1], "mismatch").status_code == 200
+    assert verdict_on(real, OTHER_AUDITOR, ISLANDS[1], "mismatch").status_code == 200
     told, mismatches, total = _told(real)
     assert (_faulted(told), mismatches, total) == ({I1}, 1, 1)
     # one more (empty) round settles, so round 0's escrow vests and is paid as weights

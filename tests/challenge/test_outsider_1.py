@@ -10,47 +10,32 @@ from typing import Any
 
 import pytest
 
-from tests.challenge import test_disputes as _disputes
-from tests.challenge.disputeplay import TREE
-from tests.challenge.disputeplay import commitment as _commitment
-from tests.challenge.disputeplay import open_body as _open_body
-from tests.challenge.helpers import (
-    AGGREGATOR,
-    FakeLedger,
-    SteppedBeacon,
-    bearer,
-    commit_body,
-    join_body,
-    make_settings,
-    manifest_doc,
-    signed,
-)
-from tests.challenge.test_disputes import (
+from tests.challenge.dispute_scenario import (
     AUDITOR,
+    BOUND,
     ISLANDS,
     OTHER_AUDITOR,
     RUN,
     Service,
-    _merge_round_0,
-    _to_verdict,
-    _verdict_on,
+    assignment,
+    commit_round_0,
+    merge,
+    merge_round_0,
+    open_and_commit,
+    post_tape,
+    post_verdict,
+    send_verdict,
+    service,
+    started,
+    tape,
+    to_verdict,
+    verdict_on,
 )
+from tests.challenge.disputeplay import commitment as _commitment
+from tests.challenge.disputeplay import open_body as _open_body
+from tests.challenge.helpers import manifest_doc
 
-service = _disputes.service  # the dispute run's fixture
-
-CLOCK_ROUNDS = 60  # the manifest's default dispute.clock_rounds
-REFEREE_ROUNDS, REFEREE_EXTENSIONS = 3, 2  # the fixture's referee_rounds, the default extensions
-BOUND = 2 * CLOCK_ROUNDS + REFEREE_ROUNDS * (1 + REFEREE_EXTENSIONS)
-
-
-def _assignment(svc: Service, island: Any) -> dict[str, Any]:
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    body: dict[str, Any] = next(
-        a["body"] for a in assigned if a["body"]["hotkey"] == island.ss58_address
-    )
-    return body
+__all__ = ["service"]  # the dispute run's fixture
 
 
 def test_a_reaudit_mismatch_after_a_won_game_can_be_disputed(service: Service) -> None:
@@ -62,7 +47,7 @@ def test_a_reaudit_mismatch_after_a_won_game_can_be_disputed(service: Service) -
     refused ``late``. Any second worker key can thus fault an island that has just won,
     with no game.
     """
-    verdict_id, segment = _to_verdict(service)
+    verdict_id, segment = to_verdict(service)
     opened = service.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
     )
@@ -78,9 +63,9 @@ def test_a_reaudit_mismatch_after_a_won_game_can_be_disputed(service: Service) -
         "overturned"
     )
     service.tick(20)  # past the dispute window
-    _merge_round_0(service)
+    merge_round_0(service)
     service.tick()
-    reaudit = _verdict_on(service, OTHER_AUDITOR, ISLANDS[0], "mismatch")
+    reaudit = verdict_on(service, OTHER_AUDITOR, ISLANDS[0], "mismatch")
     assert reaudit.status_code == 200, reaudit.text
     second = service.post(
         "/v1/disputes",
@@ -98,13 +83,13 @@ def test_a_late_mismatch_verdict_can_be_disputed_before_it_faults(service: Servi
     A mismatch posted after the dispute window faults the island at once, and the island's
     dispute is refused ``late``: the fault never had a dispute window.
     """
-    _to_verdict(service)  # island 1's assignment has no verdict yet
+    to_verdict(service)  # island 1's assignment has no verdict yet
     service.tick(40)  # past audit close and the dispute window
-    _merge_round_0(service)
+    merge_round_0(service)
     service.tick()
-    late = _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch")
+    late = verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch")
     assert late.status_code == 200, late.text
-    segment = _assignment(service, ISLANDS[1])["segments"][0]
+    segment = assignment(service, ISLANDS[1])["segments"][0]
     opened = service.post(
         "/v1/disputes", ISLANDS[1], "dispute-open", _open_body(late.json()["verdict_id"], segment)
     )
@@ -115,26 +100,8 @@ def test_a_recompute_dispute_is_decided_within_the_documented_bound(service: Ser
     """docs/mechanism.md: a ``recompute`` dispute without a re-audit is upheld "by
     ``Rules.bound_rounds()`` after the opening" (2 x clock_rounds + referee_rounds x
     (1 + referee_extensions)), so it holds settlement at most that long."""
-    for key in ISLANDS:
-        assert service.post("/v1/join", key, "join", join_body()).status_code == 200
-    r = service.client.post(
-        f"/admin/v1/runs/{RUN}/rounds",
-        headers=bearer("admin"),
-        json={"start_model_sha256": "aa" * 32, "start_model_url": "http://relay/m0"},
-    )
-    assert r.status_code == 200, r.text
-    for key in ISLANDS:
-        body = {**commit_body(0), "checkpoint_root": TREE.root_hex}
-        assert service.post("/v1/commit", key, "commit", body).status_code == 200
-    service.tick(4)
-    mine = _assignment(service, ISLANDS[0])
-    verdict = {**mine, "result": "mismatch", "first_bad_leaf": 0, "check": "start"}
-    verdict.pop("selection_beacon_round")
-    v = service.client.post(
-        "/worker/v1/verdict",
-        headers=bearer("worker"),
-        json=signed(AUDITOR, "verdict", verdict, RUN),
-    )
+    mine = commit_round_0(service)
+    v = post_verdict(service, AUDITOR, ISLANDS[0], "mismatch", first_bad_leaf=0, check="start")
     assert v.status_code == 200, v.text
     body = _open_body(v.json()["verdict_id"], mine["segments"][0])
     opened = service.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
@@ -147,23 +114,6 @@ def test_a_recompute_dispute_is_decided_within_the_documented_bound(service: Ser
         f"opened at {opened_at}, still undecided at {service.beacon.round}"
         f" ({service.beacon.round - opened_at} rounds, bound {BOUND})"
     )
-
-
-def _commit_round_0(svc: Service) -> dict[str, Any]:
-    """Round 0 with both islands committed; island 0's assignment."""
-    for key in ISLANDS:
-        assert svc.post("/v1/join", key, "join", join_body()).status_code == 200
-    r = svc.client.post(
-        f"/admin/v1/runs/{RUN}/rounds",
-        headers=bearer("admin"),
-        json={"start_model_sha256": "aa" * 32, "start_model_url": "http://relay/m0"},
-    )
-    assert r.status_code == 200, r.text
-    for key in ISLANDS:
-        body = {**commit_body(0), "checkpoint_root": TREE.root_hex}
-        assert svc.post("/v1/commit", key, "commit", body).status_code == 200
-    svc.tick(4)
-    return _assignment(svc, ISLANDS[0])
 
 
 # mismatch verdicts whose check fields name nothing a dispute can contest (leaf_count 5)
@@ -190,14 +140,8 @@ def test_a_mismatch_verdict_is_either_refused_or_disputable(
     (``not_first_difference`` or ``bad_segment``): such a verdict faults the island with
     no game. Either the verdict must be refused, or one dispute of it admissible.
     """
-    mine = _commit_round_0(service)
-    verdict = {**mine, "result": "mismatch", **fields}
-    verdict.pop("selection_beacon_round")
-    posted = service.client.post(
-        "/worker/v1/verdict",
-        headers=bearer("worker"),
-        json=signed(AUDITOR, "verdict", verdict, RUN),
-    )
+    commit_round_0(service)
+    posted = post_verdict(service, AUDITOR, ISLANDS[0], "mismatch", **fields)
     if posted.status_code != 200:
         return  # refused at the door: no undisputable fault
     refusals = []
@@ -220,13 +164,9 @@ def test_an_unverifiable_verdict_on_a_served_island_can_be_contested(service: Se
     possible and the auditor is never barred. The dispute mechanism (first difference,
     commit-reveal, re-audits) is bypassed by choosing the other verdict word.
     """
-    mine = _commit_round_0(service)
-    verdict = {**mine, "result": "unverifiable", "detail": "index withheld (a lie)"}
-    verdict.pop("selection_beacon_round")
-    posted = service.client.post(
-        "/worker/v1/verdict",
-        headers=bearer("worker"),
-        json=signed(AUDITOR, "verdict", verdict, RUN),
+    mine = commit_round_0(service)
+    posted = post_verdict(
+        service, AUDITOR, ISLANDS[0], "unverifiable", detail="index withheld (a lie)"
     )
     assert posted.status_code == 200, posted.text
     body = _open_body(posted.json()["verdict_id"], mine["segments"][-1])
@@ -245,22 +185,9 @@ def test_a_merge_tape_that_includes_an_unjudged_or_faulted_island_is_refused(
     round's start model carries a cheater's and an unjudged update, and the public round
     record lists both as included. The service holds every input needed to refuse it.
     """
-    _to_verdict(service)  # island 0 judged mismatch, island 1 assigned and unjudged
+    to_verdict(service)  # island 0 judged mismatch, island 1 assigned and unjudged
     service.tick(40)  # past audit close and the dispute window
-    tape = {
-        "round": 0,
-        "start_model_sha256": "aa" * 32,
-        "new_model_sha256": "bb" * 32,
-        "new_model_url": "u",
-        "outer_state_sha256": "cc" * 32,
-        "tape_sha256": "dd" * 32,
-        "included": sorted(k.ss58_address for k in ISLANDS),
-    }
-    merged = service.client.post(
-        "/worker/v1/merge",
-        headers=bearer("worker"),
-        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
-    )
+    merged = post_tape(service, tape(0, included=sorted(k.ss58_address for k in ISLANDS)))
     assert merged.status_code >= 400, (
         f"a tape merging unverified updates was accepted: {merged.text}"
     )
@@ -277,36 +204,22 @@ def test_a_fault_proven_late_does_not_let_the_cheater_farm_the_next_round(tmp_pa
     for round 0 then arrives (island 0 is now faulted), and round 1 still settles paying
     island 0 in full, with no hold: the cheater earns an unaudited round after its fault.
     """
-    settings = make_settings(tmp_path, [k.ss58_address for k in ISLANDS])
-    svc = Service(settings, SteppedBeacon(), FakeLedger(), None)  # type: ignore[arg-type]
-    with _disputes._running(svc):
-        doc = manifest_doc(RUN, rate=0.0, segments=1)
-        doc["dispute"] = {"bond": 0}
-        r = svc.client.post("/admin/v1/runs", json={"manifest": doc}, headers=bearer("admin"))
-        assert r.status_code == 200, r.text
-        round0 = _commit_round_0(svc)  # island 0's assignment, still without a verdict
-        match = {**_assignment(svc, ISLANDS[1]), "result": "match"}
-        match.pop("selection_beacon_round")
-        svc.client.post(
-            "/worker/v1/verdict",
-            headers=bearer("worker"),
-            json=signed(AUDITOR, "verdict", match, RUN),
-        )
+    doc = manifest_doc(RUN, rate=0.0, segments=1)
+    doc["dispute"] = {"bond": 0}
+    with started(tmp_path, doc) as svc:
+        round0 = commit_round_0(svc)  # island 0's assignment, still without a verdict
+        post_verdict(svc, AUDITOR, ISLANDS[1], "match")
         svc.tick(30)
-        _merge(svc, 0, pending=True)  # as the aggregator leaves out the unjudged islands
+        merge(svc, 0, pending=True)  # as the aggregator leaves out the unjudged islands
         svc.tick()
-        _open_and_commit(svc, 1)
+        open_and_commit(svc, 1)
         late = {**round0, "result": "mismatch", "first_bad_leaf": round0["segments"][0] + 1}
         late.pop("selection_beacon_round")
-        posted = svc.client.post(
-            "/worker/v1/verdict",
-            headers=bearer("worker"),
-            json=signed(AUDITOR, "verdict", late, RUN),
-        )
+        posted = send_verdict(svc, AUDITOR, late)
         assert posted.status_code == 200, posted.text
         svc.tick(30)  # the late verdict's own dispute window closes undisputed: a fault
         assert (RUN, 0, ISLANDS[0].ss58_address) in svc.ledger.faults
-        _merge(svc, 1)
+        merge(svc, 1)
         svc.tick()
         paid = svc.ledger.settled[(RUN, 1)]
         held = svc.ledger.held[(RUN, 1)]
@@ -314,39 +227,3 @@ def test_a_fault_proven_late_does_not_let_the_cheater_farm_the_next_round(tmp_pa
         assert cheater not in paid or cheater in held, (
             f"faulted island paid for unaudited round 1: {paid}, held {held}"
         )
-
-
-def _open_and_commit(svc: Service, index: int) -> None:
-    r = svc.client.post(
-        f"/admin/v1/runs/{RUN}/rounds",
-        headers=bearer("admin"),
-        json={"start_model_sha256": "aa" * 32, "start_model_url": "u"},
-    )
-    assert r.status_code == 200, r.text
-    for key in ISLANDS:  # each island its own update and root: no copy forces an audit
-        body = commit_body(index, island=key.ss58_address)
-        assert svc.post("/v1/commit", key, "commit", body).status_code == 200
-    svc.tick(4)
-
-
-def _merge(svc: Service, index: int, pending: bool = False) -> None:
-    """Merge round ``index``; ``pending``: islands without a verdict are ``audit_pending``."""
-    detail = svc.client.get(f"/v1/runs/{RUN}/rounds/{index}").json()
-    judged = {v["envelope"]["body"]["hotkey"] for v in detail["verdicts"]}
-    left_out = {k.ss58_address for k in ISLANDS} - judged if pending else set()
-    tape: dict[str, Any] = {
-        "round": index,
-        "start_model_sha256": "aa" * 32,
-        "new_model_sha256": "bb" * 32,
-        "new_model_url": "u",
-        "outer_state_sha256": "cc" * 32,
-        "tape_sha256": "dd" * 32,
-        "included": sorted({k.ss58_address for k in ISLANDS} - left_out),
-        "excluded": dict.fromkeys(sorted(left_out), "audit_pending"),
-    }
-    m = svc.client.post(
-        "/worker/v1/merge",
-        headers=bearer("worker"),
-        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
-    )
-    assert m.status_code == 200, m.text

@@ -19,32 +19,38 @@ import pytest
 from hypertrain.challenge.rounds import roles
 from hypertrain.dispute import opinputs
 from hypertrain.protocol.identity import Hotkey
-from tests.challenge import test_disputes as _disputes
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    REFEREE,
+    RUN,
+    Service,
+    addresses,
+    commit_round_0,
+    dispute_run,
+    played_to_referee,
+    post_tape,
+    running,
+    send_verdict,
+    service,
+    tape,
+    to_verdict,
+)
 from tests.challenge.disputeplay import TENSORS, open_body
 from tests.challenge.helpers import AGGREGATOR, bearer, join_body, signed, write_metagraph
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, REFEREE, RUN, Service
-from tests.challenge.test_outsider_1 import _commit_round_0
 
-service = _disputes.service
+__all__ = ["service"]  # the fixture, by name
 OTHER = Hotkey.from_seed(b"\x5b" * 32)
 
 
 def _tape() -> dict[str, object]:
-    return {
-        "round": 0,
-        "start_model_sha256": "aa" * 32,
-        "new_model_sha256": "bb" * 32,
-        "new_model_url": "http://relay/blobs/" + "bb" * 32,
-        "outer_state_sha256": "cc" * 32,
-        "tape_sha256": "dd" * 32,
-        "included": sorted(k.ss58_address for k in ISLANDS),
-        "excluded": {},
-    }
+    url = "http://relay/blobs/" + "bb" * 32
+    return tape(0, new_model_url=url, included=sorted(k.ss58_address for k in ISLANDS), excluded={})
 
 
 def _judge_all(svc: Service, auditor: Hotkey) -> list[dict[str, object]]:
     """Commit round 0 and post a ``match`` for every assignment; returns the bodies."""
-    _commit_round_0(svc)
+    commit_round_0(svc)
     assigned = svc.client.get(
         f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
     ).json()
@@ -52,20 +58,14 @@ def _judge_all(svc: Service, auditor: Hotkey) -> list[dict[str, object]]:
     for a in assigned:
         body = {**a["body"], "result": "match"}
         body.pop("selection_beacon_round")
-        r = svc.client.post(
-            "/worker/v1/verdict",
-            headers=bearer("worker"),
-            json=signed(auditor, "verdict", body, RUN),
-        )
+        r = send_verdict(svc, auditor, body)
         assert r.status_code == 200, r.text
         bodies.append(body)
     return bodies
 
 
 def _post_tape(svc: Service, key: Hotkey) -> tuple[int, str]:
-    r = svc.client.post(
-        "/worker/v1/merge", headers=bearer("worker"), json=signed(key, "merge-tape", _tape(), RUN)
-    )
+    r = post_tape(svc, _tape(), key)
     return r.status_code, r.json().get("error", "")
 
 
@@ -77,12 +77,8 @@ def test_a_key_that_signed_verdicts_cannot_sign_the_runs_tape(service: Service) 
     service.client.__exit__(None, None, None)
     named = service.settings.aggregator_hotkeys | {AUDITOR.ss58_address}
     service.settings = dataclasses.replace(service.settings, aggregator_hotkeys=named)
-    with _disputes._running(service):
-        r = service.client.post(
-            "/worker/v1/merge",
-            headers=bearer("worker"),
-            json=signed(AUDITOR, "merge-tape", _tape(), RUN),
-        )
+    with running(service):
+        r = post_tape(service, _tape(), AUDITOR)
         assert (r.status_code, r.json()["error"]) == (403, "role_conflict"), r.text
         assert "signed verdicts" in r.json()["detail"]
         assert _post_tape(service, AGGREGATOR)[0] == 200  # the aggregator's is still taken
@@ -104,9 +100,8 @@ def test_a_key_that_signed_a_tape_cannot_sign_verdicts(service: Service) -> None
 @pytest.fixture
 def named(tmp_path: Path) -> Iterator[Service]:
     """A service whose operator names the aggregator key (HYPERTRAIN_AGGREGATOR_HOTKEYS)."""
-    yield from _disputes._service(
-        tmp_path, bond=0, aggregator_hotkeys=frozenset({AGGREGATOR.ss58_address})
-    )
+    with dispute_run(tmp_path, aggregator_hotkeys=addresses(AGGREGATOR)) as svc:
+        yield svc
 
 
 def test_only_the_named_aggregator_keys_sign_tapes(named: Service) -> None:
@@ -126,9 +121,8 @@ def test_only_the_named_aggregator_keys_sign_tapes(named: Service) -> None:
 @pytest.fixture
 def with_evaluators(tmp_path: Path) -> Iterator[Service]:
     """A service whose operator names the competition's evaluators (no aggregator named)."""
-    yield from _disputes._service(
-        tmp_path, bond=0, evaluator_hotkeys=frozenset({OTHER.ss58_address})
-    )
+    with dispute_run(tmp_path, evaluator_hotkeys=addresses(OTHER)) as svc:
+        yield svc
 
 
 def test_a_named_evaluator_signs_no_tape_and_no_verdict_of_the_training_run(
@@ -155,11 +149,14 @@ WITNESS = Hotkey.from_seed(b"\x71" * 32)
 def _named(tmp_path: Path, *aggregators: Hotkey) -> Iterator[Service]:
     """The run's referee and a listed witness registered; ``aggregators`` named."""
     registered = [k.ss58_address for k in (*ISLANDS, REFEREE, WITNESS)]
-    yield from _disputes._service(
-        tmp_path, bond=0, metagraph_file=write_metagraph(tmp_path / "keys.json", registered),
-        aggregator_hotkeys=frozenset(k.ss58_address for k in aggregators),
-        witness_hotkeys=frozenset({WITNESS.ss58_address}),
-    )  # fmt: skip
+    metagraph = write_metagraph(tmp_path / "keys.json", registered)
+    with dispute_run(
+        tmp_path,
+        metagraph_file=metagraph,
+        aggregator_hotkeys=addresses(*aggregators),
+        witness_hotkeys=addresses(WITNESS),
+    ) as svc:
+        yield svc
 
 
 @pytest.fixture
@@ -212,10 +209,10 @@ def test_a_referee_named_as_an_aggregator_key_neither_rules_nor_signs_tapes(
     """Proves the key that may merge the run does not also rule its disputes: the
     referee's ruling and its tape are refused while it holds both names."""
     svc = referee_named_twice
-    verdict_id, segment = _disputes._to_verdict(svc)
+    verdict_id, segment = to_verdict(svc)
     opened = svc.post("/v1/disputes", ISLANDS[0], "dispute-open", open_body(verdict_id, segment))
     dispute_id = opened.json()["dispute_id"]
-    game = _disputes._play_to_referee(svc, dispute_id)
+    game = played_to_referee(svc, dispute_id)
     r = svc.client.put(f"/v1/disputes/{dispute_id}/inputs", content=opinputs.encode(TENSORS))
     assert r.status_code == 200, r.text
     ruling = {

@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.challenge import test_disputes as _disputes
-from tests.challenge.test_disputes import (
-    AGGREGATOR,
+from tests.challenge.dispute_scenario import (
     AUDITOR,
     ISLANDS,
     OTHER_AUDITOR,
@@ -25,13 +23,15 @@ from tests.challenge.test_disputes import (
     THIRD_AUDITOR,
     WINDOW,
     Service,
-    _commitment,
-    _merge_round_0,
-    _open_body,
-    _to_verdict,
-    _verdict_on,
+    addresses,
+    dispute_run,
+    lose_by_silence,
+    merge_round_0,
     service,
+    to_verdict,
+    verdict_on,
 )
+from tests.challenge.helpers import AGGREGATOR
 
 __all__ = ["service"]
 
@@ -46,22 +46,17 @@ def _faults(svc: Service) -> list[dict[str, object]]:
 def test_a_re_judged_audit_proves_a_merged_fault_and_the_rollback_is_due(
     service: Service,
 ) -> None:
-    verdict_id, segment = _to_verdict(service)
-    assert _verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200  # a lie
-    opened = service.post(
-        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
-    )
-    dispute_id = opened.json()["dispute_id"]
-    answer = _commitment(opened.json()["game"], "island")
-    service.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", answer)
+    verdict_id, segment = to_verdict(service)
+    assert verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200  # a lie
+    lose_by_silence(service, verdict_id, segment)
     service.tick(4)  # the auditor misses its deadline: overturned
     # the referee's re-audit agrees with the island: the auditor is barred, its pass aside
-    assert _verdict_on(service, REFEREE, ISLANDS[0], "match").status_code == 200
+    assert verdict_on(service, REFEREE, ISLANDS[0], "match").status_code == 200
     service.tick(20)
-    _merge_round_0(service)  # island 1's only verdict was set aside: it is merged
+    merge_round_0(service)  # island 1's only verdict was set aside: it is merged
     service.tick()
     assert all(f["hotkey"] != ISLANDS[1].ss58_address for f in _faults(service))
-    assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch").status_code == 200
+    assert verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch").status_code == 200
     # the late verdict can still be disputed in its own window: not proven yet
     assert all(f["hotkey"] != ISLANDS[1].ss58_address for f in _faults(service))
     service.tick(WINDOW + 1)  # its own window closed undisputed: proven
@@ -81,24 +76,23 @@ WAIT = 30  # the dispute window of the run below
 @pytest.fixture
 def windowed(tmp_path: Path) -> Iterator[Service]:
     """Three listed auditors (each verdict's jury is the other two), a 30-round window."""
-    keys = frozenset(k.ss58_address for k in (AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR, AGGREGATOR))
-    yield from _disputes._service(
-        tmp_path, bond=0, dispute_window_rounds=WAIT, worker_hotkeys=keys,
-        aggregator_hotkeys=frozenset({AGGREGATOR.ss58_address}),
-    )  # fmt: skip
+    keys = addresses(AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR, AGGREGATOR)
+    with dispute_run(
+        tmp_path,
+        dispute_window_rounds=WAIT,
+        worker_hotkeys=keys,
+        aggregator_hotkeys=addresses(AGGREGATOR),
+    ) as svc:
+        yield svc
 
 
 def _lost_after_the_audit_phase(svc: Service) -> None:
     """The auditor passed island 1 (a lie) and loses island 0's game after the audit phase."""
-    verdict_id, segment = _to_verdict(svc)
-    assert _verdict_on(svc, AUDITOR, ISLANDS[1], "match").status_code == 200
+    verdict_id, segment = to_verdict(svc)
+    assert verdict_on(svc, AUDITOR, ISLANDS[1], "match").status_code == 200
     svc.tick(21)  # the audit window ends with the auditor's verdicts alone
-    _merge_round_0(svc)
-    opened = svc.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
-    assert opened.status_code == 200, opened.text
-    dispute_id = opened.json()["dispute_id"]
-    answer = _commitment(opened.json()["game"], "island")
-    svc.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", answer)
+    merge_round_0(svc)
+    lose_by_silence(svc, verdict_id, segment)
     svc.tick(4)  # the auditor misses its deadline: overturned, its verdict set aside
 
 
@@ -118,11 +112,11 @@ def test_a_round_waits_for_its_lost_games_re_audits_before_it_settles(
     svc.tick(WAIT - 3)  # past the round's deadline (audit close + 30), within one window
     assert _phase(svc) == "settle"  # waiting for the re-audits of the lost game
     for juror in (OTHER_AUDITOR, THIRD_AUDITOR):  # both agree with island 0: barred
-        assert _verdict_on(svc, juror, ISLANDS[0], "match").status_code == 200
+        assert verdict_on(svc, juror, ISLANDS[0], "match").status_code == 200
     waiting = svc.client.get(f"/v1/runs/{RUN}/reassigned").json()
     assert [w["hotkey"] for w in waiting] == [ISLANDS[1].ss58_address]  # the lie, set aside
     for juror in (OTHER_AUDITOR, THIRD_AUDITOR):  # the re-audit finds the cheat
-        assert _verdict_on(svc, juror, ISLANDS[1], "mismatch").status_code == 200
+        assert verdict_on(svc, juror, ISLANDS[1], "mismatch").status_code == 200
     svc.tick(WAIT + 1)  # the late verdict's own window closes undisputed
     assert _phase(svc) == "final"
     (fault,) = [f for f in _faults(svc) if f["hotkey"] == ISLANDS[1].ss58_address]

@@ -17,11 +17,7 @@ from pytest import MonkeyPatch
 
 from hypertrain.challenge.rounds import facts, views
 from hypertrain.challenge.state import ServiceState
-from tests.challenge.disputeplay import commitment as _commitment
-from tests.challenge.disputeplay import open_body as _open_body
-from tests.challenge.helpers import bearer, signed
-from tests.challenge.test_disputes import (
-    AGGREGATOR,
+from tests.challenge.dispute_scenario import (
     AUDITOR,
     ISLANDS,
     OTHER_AUDITOR,
@@ -29,11 +25,13 @@ from tests.challenge.test_disputes import (
     RUN,
     WINDOW,
     Service,
-    _merge_round_0,
-    _to_verdict,
-    _verdict_on,
+    lose_by_silence,
+    merge_round_0,
     service,
+    to_verdict,
+    verdict_on,
 )
+from tests.challenge.helpers import AGGREGATOR, bearer, signed
 
 __all__ = ["service"]
 
@@ -89,23 +87,18 @@ def _correct_round_0(svc: Service) -> None:
 
 def test_every_write_is_seen_by_the_next_poll(service: Service) -> None:
     seen = [_served_as_fresh(service)]
-    verdict_id, segment = _to_verdict(service)  # island 0: a mismatch
-    assert _verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200  # a lie
+    verdict_id, segment = to_verdict(service)  # island 0: a mismatch
+    assert verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200  # a lie
     seen.append(_served_as_fresh(service))
-    opened = service.post(
-        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
-    )
-    dispute_id = opened.json()["dispute_id"]
-    answer = _commitment(opened.json()["game"], "island")
-    service.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", answer)
+    lose_by_silence(service, verdict_id, segment)
     service.tick(4)  # the auditor misses its deadline: overturned
-    assert _verdict_on(service, REFEREE, ISLANDS[0], "match").status_code == 200
+    assert verdict_on(service, REFEREE, ISLANDS[0], "match").status_code == 200
     seen.append(_served_as_fresh(service))
     service.tick(20)
-    _merge_round_0(service)
+    merge_round_0(service)
     service.tick()
     seen.append(_served_as_fresh(service))
-    assert _verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch").status_code == 200
+    assert verdict_on(service, OTHER_AUDITOR, ISLANDS[1], "mismatch").status_code == 200
     seen.append(_served_as_fresh(service))
     service.tick(WINDOW + 1)  # the late verdict's window closes: a proven fault
     seen.append(_served_as_fresh(service))
@@ -119,7 +112,7 @@ def test_every_write_is_seen_by_the_next_poll(service: Service) -> None:
 
 
 def test_a_poll_between_writes_reads_nothing(service: Service, monkeypatch: MonkeyPatch) -> None:
-    _to_verdict(service)
+    to_verdict(service)
     reads: list[str] = []
     read = facts.run_faults
 
@@ -134,7 +127,7 @@ def test_a_poll_between_writes_reads_nothing(service: Service, monkeypatch: Monk
     views.round_summaries(state, RUN)
     views.roster(state, RUN)
     assert reads == []
-    assert _verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200
+    assert verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200
     views.round_summaries(state, RUN)
     views.roster(state, RUN)
     assert reads == [RUN]

@@ -12,14 +12,15 @@ from typing import Any
 import pytest
 
 from hypertrain.protocol.identity import Hotkey
-from tests.challenge.helpers import (
-    AGGREGATOR,
-    bearer,
-    commit_body,
-    manifest_doc,
-    signed,
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    Service,
+    joined_run,
+    open_round,
+    post_tape,
+    tape,
 )
-from tests.challenge.test_disputes import AUDITOR, Service, joined_run
+from tests.challenge.helpers import bearer, commit_body, manifest_doc, signed
 
 RUN = "run-s"
 BUSY, ALSO_BUSY, SILENT = (Hotkey.from_seed(bytes([0x40 + i]) * 32) for i in range(3))
@@ -30,7 +31,7 @@ COMMIT_WINDOW = 3  # the helpers' manifest: round.commit_window_rounds
 @pytest.fixture
 def svc(tmp_path: Path) -> Iterator[Service]:
     doc = manifest_doc(RUN, rate=1.0, segments=1)
-    with joined_run(tmp_path, RUN, ISLANDS, doc) as service:
+    with joined_run(tmp_path, doc, ISLANDS) as service:
         yield service
 
 
@@ -40,13 +41,7 @@ def _detail(svc: Service, index: int) -> dict[str, Any]:
 
 
 def _open(svc: Service) -> int:
-    r = svc.client.post(
-        f"/admin/v1/runs/{RUN}/rounds",
-        headers=bearer("admin"),
-        json={"start_model_sha256": "aa" * 32, "start_model_url": "u"},
-    )
-    assert r.status_code == 200, r.text
-    return int(r.json()["body"]["round"])
+    return open_round(svc, run_id=RUN)
 
 
 def _commit(svc: Service, index: int, *keys: Hotkey) -> None:
@@ -68,16 +63,8 @@ def _finish(svc: Service, index: int, committed: tuple[Hotkey, ...]) -> None:
             "/worker/v1/verdict", headers=bearer("worker"), json=verdict
         ).is_success
     svc.tick(3)
-    tape = {
-        "round": index, "start_model_sha256": "aa" * 32, "new_model_sha256": "bb" * 32,
-        "new_model_url": "u", "outer_state_sha256": "cc" * 32, "tape_sha256": "dd" * 32,
-        "included": sorted(k.ss58_address for k in committed), "excluded": {},
-    }  # fmt: skip
-    merged = svc.client.post(
-        "/worker/v1/merge",
-        headers=bearer("worker"),
-        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
-    )
+    body = tape(index, included=sorted(k.ss58_address for k in committed), excluded={})
+    merged = post_tape(svc, body, run_id=RUN)
     assert merged.status_code == 200, merged.text
     svc.tick(3)
 

@@ -21,72 +21,36 @@ from hypertrain.challenge.rounds import merge_storage
 from hypertrain.challenge.rounds.merge_storage import ProvenFaultRow
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.sqlite import transaction
-from tests.challenge import test_disputes as _disputes
-from tests.challenge.helpers import bearer, signed, write_metagraph
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, Service
-from tests.challenge.test_outsider_1 import _commit_round_0
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    DIFF,
+    ISLANDS,
+    RUN,
+    SECOND,
+    TAPE_SIGNER,
+    WITNESS,
+    WITNESS_WAIT,
+    Service,
+    attest,
+    merged,
+    running,
+    witnessed_run,
+)
+from tests.challenge.helpers import bearer, signed
 
-AGGREGATOR = Hotkey.from_seed(b"\x58" * 32)
-WITNESS = Hotkey.from_seed(b"\x71" * 32)
-SECOND = Hotkey.from_seed(b"\x72" * 32)
 UNREGISTERED = Hotkey.from_seed(b"\x73" * 32)
-WAIT = 40  # beacon rounds the next round waits for the witnesses
-DIFF = "tape.excluded[0].reason: tape says 'near_duplicate', recomputed 'none'"
-
-
-def _witnessed(tmp_path: Path, required: int) -> Iterator[Service]:
-    keys = [k.ss58_address for k in [*ISLANDS, WITNESS, SECOND, AUDITOR, AGGREGATOR]]
-    metagraph = write_metagraph(tmp_path / "registered.json", keys)
-    yield from _disputes._service(
-        tmp_path, 0, tape_witnesses=required, metagraph_file=metagraph,
-        aggregator_hotkeys=frozenset({AGGREGATOR.ss58_address}), witness_wait_rounds=WAIT,
-    )  # fmt: skip
 
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
-    yield from _witnessed(tmp_path, 1)
+    with witnessed_run(tmp_path, 1) as svc:
+        yield svc
 
 
 @pytest.fixture
 def unwitnessed(tmp_path: Path) -> Iterator[Service]:
-    yield from _witnessed(tmp_path, 0)
-
-
-def _merged(svc: Service) -> str:
-    """Round 0: both islands audited ``match``, the aggregator's tape in; its tape hash."""
-    _commit_round_0(svc)
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    for a in assigned:
-        body = {**a["body"], "result": "match", "update_checked": True}
-        body.pop("selection_beacon_round")
-        r = svc.client.post(
-            "/worker/v1/verdict",
-            headers=bearer("worker"),
-            json=signed(AUDITOR, "verdict", body, RUN),
-        )
-        assert r.status_code == 200, r.text
-    svc.tick(20)
-    tape = {
-        "round": 0, "start_model_sha256": "aa" * 32, "new_model_sha256": "bb" * 32,
-        "new_model_url": "http://relay/m1", "outer_state_sha256": "cc" * 32,
-        "tape_sha256": "dd" * 32, "included": sorted(k.ss58_address for k in ISLANDS),
-        "excluded": {},
-    }  # fmt: skip
-    r = svc.client.post(
-        "/worker/v1/merge",
-        headers=bearer("worker"),
-        json=signed(AGGREGATOR, "merge-tape", tape, RUN),
-    )
-    assert r.status_code == 200, r.text
-    return str(tape["tape_sha256"])
-
-
-def _attest(svc: Service, key: Hotkey, tape: str, diff: str | None = None) -> Any:
-    body = {"round": 0, "tape_sha256": tape, "agrees": diff is None, "first_difference": diff}
-    return svc.post("/v1/tape-attestation", key, "tape-attestation", body)
+    with witnessed_run(tmp_path, 0) as svc:
+        yield svc
 
 
 def _view(svc: Service) -> dict[str, Any]:
@@ -96,8 +60,8 @@ def _view(svc: Service) -> dict[str, Any]:
 
 
 def test_an_agreeing_witness_settles_the_round(service: Service) -> None:
-    tape = _merged(service)
-    answer = _attest(service, WITNESS, tape)
+    tape = merged(service)
+    answer = attest(service, WITNESS, tape)
     assert answer.status_code == 200, answer.text
     assert answer.json()["status"] == "witnessed"
     service.tick(30)
@@ -109,7 +73,7 @@ def test_an_agreeing_witness_settles_the_round(service: Service) -> None:
 
 
 def test_no_witness_holds_the_round_unsettled(service: Service) -> None:
-    _merged(service)
+    merged(service)
     service.tick(30)  # the dispute window is long over
     assert (RUN, 0) not in service.ledger.settled  # nothing escrowed, minted or paid
     view = _view(service)
@@ -119,9 +83,9 @@ def test_no_witness_holds_the_round_unsettled(service: Service) -> None:
 def test_a_disagreeing_witness_holds_the_round_as_contested_and_shows_why(
     service: Service,
 ) -> None:
-    tape = _merged(service)
-    assert _attest(service, WITNESS, tape).status_code == 200  # one agrees ...
-    answer = _attest(service, SECOND, tape, DIFF)  # ... one disagrees: fail closed
+    tape = merged(service)
+    assert attest(service, WITNESS, tape).status_code == 200  # one agrees ...
+    answer = attest(service, SECOND, tape, DIFF)  # ... one disagrees: fail closed
     assert answer.status_code == 200, answer.text
     assert answer.json()["status"] == "contested"
     service.tick(30)
@@ -137,8 +101,8 @@ def test_a_disagreeing_witness_holds_the_round_as_contested_and_shows_why(
 
 
 def test_without_a_requirement_rounds_settle_as_before(unwitnessed: Service) -> None:
-    tape = _merged(unwitnessed)
-    assert _attest(unwitnessed, SECOND, tape, DIFF).status_code == 200  # recorded, visible
+    tape = merged(unwitnessed)
+    assert attest(unwitnessed, SECOND, tape, DIFF).status_code == 200  # recorded, visible
     unwitnessed.tick(30)
     assert set(unwitnessed.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
     view = _view(unwitnessed)
@@ -148,14 +112,14 @@ def test_without_a_requirement_rounds_settle_as_before(unwitnessed: Service) -> 
 @pytest.mark.parametrize(
     ("who", "why"),
     [
-        pytest.param(AGGREGATOR, "signs the merge tapes", id="the-aggregator"),
+        pytest.param(TAPE_SIGNER, "signs the merge tapes", id="the-aggregator"),
         pytest.param(AUDITOR, "signed verdicts", id="an-auditor"),
         pytest.param(ISLANDS[0], "is an island", id="an-island"),
     ],
 )
 def test_a_key_with_another_role_cannot_attest(service: Service, who: Hotkey, why: str) -> None:
-    tape = _merged(service)
-    answer = _attest(service, who, tape)
+    tape = merged(service)
+    answer = attest(service, who, tape)
     assert answer.status_code == 403, answer.text
     assert answer.json()["error"] == "role_conflict" and why in answer.json()["detail"]
     service.tick(30)
@@ -164,13 +128,13 @@ def test_a_key_with_another_role_cannot_attest(service: Service, who: Hotkey, wh
 
 
 def test_attestation_refusals_are_typed_and_change_nothing(service: Service) -> None:
-    tape = _merged(service)
+    tape = merged(service)
     cases = [
-        (_attest(service, UNREGISTERED, tape), 403, "unregistered"),
-        (_attest(service, WITNESS, "ee" * 32), 409, "superseded"),  # not the round's tape
+        (attest(service, UNREGISTERED, tape), 403, "unregistered"),
+        (attest(service, WITNESS, "ee" * 32), 409, "superseded"),  # not the round's tape
     ]
-    assert _attest(service, WITNESS, tape).status_code == 200
-    cases.append((_attest(service, WITNESS, tape, DIFF), 409, "duplicate"))  # one word a tape
+    assert attest(service, WITNESS, tape).status_code == 200
+    cases.append((attest(service, WITNESS, tape, DIFF), 409, "duplicate"))  # one word a tape
     for answer, status, code in cases:
         assert (answer.status_code, answer.json()["error"]) == (status, code), answer.text
     bad = {"round": 0, "tape_sha256": tape, "agrees": False}  # a disagreement names its field
@@ -179,8 +143,8 @@ def test_attestation_refusals_are_typed_and_change_nothing(service: Service) -> 
 
 
 def test_a_witness_key_signs_no_verdict_or_tape(service: Service) -> None:
-    tape = _merged(service)
-    assert _attest(service, WITNESS, tape).status_code == 200
+    tape = merged(service)
+    assert attest(service, WITNESS, tape).status_code == 200
     assigned = service.client.get(
         f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
     ).json()
@@ -198,22 +162,22 @@ def test_a_lying_witness_dropped_from_the_list_releases_its_contest(
     """The operator checks the named field with ``verify-tape`` and finds the witness
     lied: restarted without its key on ``HYPERTRAIN_WITNESS_HOTKEYS``, its word stays in
     the record but no longer counts, and the round settles on the agreeing one."""
-    tape = _merged(service)
-    assert _attest(service, SECOND, tape, DIFF).status_code == 200
-    assert _attest(service, WITNESS, tape).status_code == 200
+    tape = merged(service)
+    assert attest(service, SECOND, tape, DIFF).status_code == 200
+    assert attest(service, WITNESS, tape).status_code == 200
     service.tick(30)
     assert (RUN, 0) not in service.ledger.settled
     service.client.__exit__(None, None, None)
     service.settings = dataclasses.replace(
         service.settings, witness_hotkeys=frozenset({WITNESS.ss58_address})
     )
-    with _disputes._running(service):
+    with running(service):
         service.tick(1)
         assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
         view = _view(service)
         assert (view["status"], view["phase"]) == ("witnessed", "final")
         assert [a["counted"] for a in view["attestations"]] == [False, True]
-        off = _attest(service, SECOND, tape)
+        off = attest(service, SECOND, tape)
         assert off.status_code == 403 and "HYPERTRAIN_WITNESS_HOTKEYS" in off.json()["detail"]
 
 
@@ -231,18 +195,18 @@ def _opened_on(answer: Any) -> str:
 def test_the_next_round_opens_on_a_merged_model_only_once_it_is_witnessed(
     service: Service,
 ) -> None:
-    tape = _merged(service)
+    tape = merged(service)
     waiting = _open_next(service)  # nobody has recomputed round 0 yet: no island trains on it
     assert (waiting.status_code, waiting.json()["error"]) == (409, "unwitnessed"), waiting.text
-    assert _attest(service, WITNESS, tape).status_code == 200
+    assert attest(service, WITNESS, tape).status_code == 200
     assert _opened_on(_open_next(service)) == "bb" * 32  # the witnessed model
 
 
 def test_a_silent_witness_delays_the_next_round_by_the_wait_at_most(service: Service) -> None:
     """Nobody attests: after the wait the next round opens on round 0's own start model
     (its merge left out of the chain), and round 0 stays unpaid until witnessed."""
-    _merged(service)
-    service.tick(WAIT)
+    merged(service)
+    service.tick(WITNESS_WAIT)
     assert _open_next(service).json()["error"] == "unwitnessed"
     service.tick(1)
     assert _opened_on(_open_next(service)) == "aa" * 32
@@ -252,17 +216,17 @@ def test_a_silent_witness_delays_the_next_round_by_the_wait_at_most(service: Ser
 def test_a_contested_tape_never_becomes_the_next_start_model(service: Service) -> None:
     """A contest holds the next round like silence does; the operator cannot name the
     contested model instead, and after the wait the round opens on the last cleared one."""
-    tape = _merged(service)
-    assert _attest(service, WITNESS, tape, DIFF).status_code == 200
+    tape = merged(service)
+    assert attest(service, WITNESS, tape, DIFF).status_code == 200
     assert _open_next(service).json()["error"] == "unwitnessed"
-    service.tick(WAIT + 1)
+    service.tick(WITNESS_WAIT + 1)
     forced = _open_next(service, "bb" * 32)  # the contested tape's model
     assert (forced.status_code, forced.json()["error"]) == (400, "unwitnessed_model"), forced.text
     assert _opened_on(_open_next(service, "aa" * 32)) == "aa" * 32
 
 
 def test_without_witnesses_the_next_round_opens_on_the_tape_at_once(unwitnessed: Service) -> None:
-    _merged(unwitnessed)
+    merged(unwitnessed)
     assert _opened_on(_open_next(unwitnessed)) == "bb" * 32
 
 
@@ -280,7 +244,7 @@ def _correct(
     body = {"supersedes_tape_sha256": tape, "faults": faults, "tape": corrected}
     return svc.client.post(
         "/worker/v1/merge-correction", headers=bearer("worker"),
-        json=signed(AGGREGATOR, "merge-correction", body, RUN),
+        json=signed(TAPE_SIGNER, "merge-correction", body, RUN),
     )  # fmt: skip
 
 
@@ -288,16 +252,16 @@ def test_a_contested_tape_is_resolved_by_a_correction_witnessed_afresh(service: 
     """Without a contest a correction must answer a proven fault; once a witness
     contests the tape, a corrected tape supersedes it, and the round settles on the
     corrected tape when the witnesses agree with it, never on the contested one."""
-    tape = _merged(service)
+    tape = merged(service)
     early = _correct(service, tape, [])
     assert (early.status_code, early.json()["error"]) == (403, "fault_not_proven"), early.text
-    assert _attest(service, WITNESS, tape, DIFF).status_code == 200
+    assert attest(service, WITNESS, tape, DIFF).status_code == 200
     service.tick(30)
     assert (RUN, 0) not in service.ledger.settled  # contested: held
     answer = _correct(service, tape, [])
     assert answer.status_code == 200, answer.text
     assert _view(service)["status"] == "awaiting"  # the corrected tape waits for its witnesses
-    agreed = _attest(service, WITNESS, "ee" * 32)
+    agreed = attest(service, WITNESS, "ee" * 32)
     assert agreed.status_code == 200 and agreed.json()["status"] == "witnessed", agreed.text
     service.tick(1)
     assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
@@ -309,18 +273,18 @@ def test_only_a_correction_citing_a_new_fault_restarts_the_wait(service: Service
     round waits for its witnesses afresh. A later correction citing the same fault again
     (here answering a contest) does not restart the wait, so corrections cannot hold
     the next round open for ever: past the wait it opens on the model round 0 continues."""
-    tape = _merged(service)
+    tape = merged(service)
     faulty = ISLANDS[0].ss58_address
     state = service.client.app.state.service  # type: ignore[attr-defined]
     with state.lock, transaction(state.conn):  # the proof's row (the round is not final)
         merge_storage.add_proven_fault(state.conn, RUN, ProvenFaultRow(0, faulty, "late", 1))
-    service.tick(WAIT + 1)  # the first tape's wait is over
+    service.tick(WITNESS_WAIT + 1)  # the first tape's wait is over
     fault = [{"round": 0, "hotkey": faulty}]
     assert _correct(service, tape, fault, drop=faulty).status_code == 200
     assert _open_next(service).json()["error"] == "unwitnessed"  # the wait restarted
     service.tick(10)
-    assert _attest(service, WITNESS, "ee" * 32, DIFF).status_code == 200
+    assert attest(service, WITNESS, "ee" * 32, DIFF).status_code == 200
     again = _correct(service, "ee" * 32, fault, new="ff", drop=faulty)
     assert again.status_code == 200, again.text
-    service.tick(WAIT - 9)  # past the first correction's wait, inside the second's
+    service.tick(WITNESS_WAIT - 9)  # past the first correction's wait, inside the second's
     assert _opened_on(_open_next(service)) == "aa" * 32

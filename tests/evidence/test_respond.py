@@ -10,8 +10,8 @@ from hypertrain.dispute.game import Game
 from hypertrain.dispute.messages import DisputeAnswer
 from hypertrain.evidence.party import SegmentParty
 from hypertrain.evidence.respond import take_part
+from tests.challenge.dispute_scenario import ISLANDS, Service, service, to_verdict
 from tests.challenge.disputeplay import answer, open_body
-from tests.challenge.test_disputes import ISLANDS, Service, _to_verdict, service
 
 __all__ = ["service"]  # the dispute service fixture
 
@@ -28,7 +28,7 @@ class MadeUpParty:
 
 
 def test_an_answer_to_a_decided_game_is_an_event(service: Service) -> None:
-    verdict_id, segment = _to_verdict(service)
+    verdict_id, segment = to_verdict(service)
     opened = service.post(
         "/v1/disputes", ISLANDS[0], "dispute-open", open_body(verdict_id, segment)
     )

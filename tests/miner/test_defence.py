@@ -32,19 +32,26 @@ from hypertrain.miner.defence import Defence, defend, target
 from hypertrain.miner.report import Reporter
 from hypertrain.protocol.messages import Verdict
 from hypertrain.relay.client import RelayClient
-from tests.attacks_found.test_honest_miner_never_contests import (
+from tests.challenge.dispute_scenario import (
     HONEST,
+    ISLANDS,
     LIAR,
+    OTHER_AUDITOR,
+    RULES,
+    RUN,
+    THIRD_AUDITOR,
+    Service,
     clock,
+    commit_round_0,
+    jury_run,
     keys,
     relay,
+    send_verdict,
     serve,
     serve_evidence,
-    three_auditors,
 )
-from tests.challenge.disputeplay import LEAVES, TREE
-from tests.challenge.helpers import bearer, commit_body, join_body, signed
-from tests.challenge.test_disputes import ISLANDS, RUN, Service
+from tests.challenge.disputeplay import LEAVES
+from tests.challenge.helpers import commit_body
 from tests.relay.conftest import Running
 
 __all__ = ["clock", "keys", "relay", "serve"]  # fixtures, by name
@@ -55,7 +62,10 @@ NUM_SEGMENTS = len(LEAVES) - 1  # the commits' leaf count is the tree's
 @pytest.fixture
 def three(tmp_path: Path) -> Iterator[Service]:
     """Three listed auditors; every segment audited (so the update check is one)."""
-    yield from three_auditors(tmp_path, audited_segments=NUM_SEGMENTS)
+    auditors = (LIAR, OTHER_AUDITOR, THIRD_AUDITOR)
+    rules = {**RULES, "referees": []}
+    with jury_run(tmp_path, rules, auditors, segments=NUM_SEGMENTS) as svc:
+        yield svc
 
 
 @dataclass(frozen=True)
@@ -96,28 +106,11 @@ def _kinds(segments: list[int]) -> dict[str, dict[str, Any]]:
 
 def _judged(svc: Service, relay_url: str, kind: str, served: bool) -> tuple[str, Verdict]:
     """Round 0 committed (the island's evidence at the relay when ``served``) and judged."""
-    for key in ISLANDS:
-        assert svc.post("/v1/join", key, "join", join_body()).status_code == 200
-    r = svc.client.post(
-        f"/admin/v1/runs/{RUN}/rounds",
-        headers=bearer("admin"),
-        json={"start_model_sha256": "aa" * 32, "start_model_url": "http://relay/m0"},
-    )
-    assert r.status_code == 200, r.text
     url = serve_evidence(relay_url, HONEST) if served else f"{relay_url}/blobs/{'ee' * 32}"
-    for key in ISLANDS:
-        body = {**commit_body(0), "checkpoint_root": TREE.root_hex, "checkpoint_url": url}
-        assert svc.post("/v1/commit", key, "commit", body).status_code == 200, body
-    svc.tick(4)
-    assigned = svc.client.get(
-        f"/worker/v1/runs/{RUN}/rounds/0/assignments", headers=bearer("worker")
-    ).json()
-    mine = next(a["body"] for a in assigned if a["body"]["hotkey"] == HONEST.ss58_address)
+    mine = commit_round_0(svc, {k.ss58_address: url for k in ISLANDS})  # HONEST's
     verdict = {**mine, **_kinds(mine["segments"])[kind]}
     verdict.pop("selection_beacon_round")
-    r = svc.client.post(
-        "/worker/v1/verdict", headers=bearer("worker"), json=signed(LIAR, "verdict", verdict, RUN)
-    )
+    r = send_verdict(svc, LIAR, verdict)
     assert r.status_code == 200, r.text
     return str(r.json()["verdict_id"]), Verdict.model_validate(verdict)
 

@@ -16,22 +16,28 @@ from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import RunContext
 from hypertrain.miner.disputes import prune_closed
 from hypertrain.miner.report import Reporter
-from tests.challenge import test_disputes as _disputes
-from tests.challenge.helpers import TOKENS, bearer, signed
-from tests.challenge.test_disputes import AUDITOR, ISLANDS, RUN, WINDOW, Service
-from tests.challenge.test_outsider_1 import _assignment, _commit_round_0, _merge
+from tests.challenge.dispute_scenario import (
+    AUDITOR,
+    ISLANDS,
+    RUN,
+    WINDOW,
+    Service,
+    commit_round_0,
+    merge,
+    send_verdict,
+    service,
+    verdict_body,
+)
+from tests.challenge.helpers import TOKENS
 
-service = _disputes.service
+__all__ = ["service"]  # the fixture, by name
 
 
 def _verdict(svc: Service, island: Any, result: str) -> str:
-    body = {**_assignment(svc, island), "result": result, "update_checked": result == "match"}
+    body = verdict_body(svc, island, result, update_checked=result == "match")
     if result == "mismatch":
         body["first_bad_leaf"] = body["segments"][0] + 1
-    body.pop("selection_beacon_round")
-    r = svc.client.post(
-        "/worker/v1/verdict", headers=bearer("worker"), json=signed(AUDITOR, "verdict", body, RUN)
-    )
+    r = send_verdict(svc, AUDITOR, body)
     assert r.status_code == 200, r.text
     return str(r.json()["verdict_id"])
 
@@ -66,11 +72,11 @@ def test_a_round_is_kept_while_its_audit_waits_and_through_a_late_verdicts_windo
     service: Service, tmp_path: Path
 ) -> None:
     victim, other = ISLANDS
-    _commit_round_0(service)
+    commit_round_0(service)
     waiting, judged = Watch(service, tmp_path / "a", victim), Watch(service, tmp_path / "b", other)
     judged.see(_verdict(service, other, "match"))  # seen as it arrives, in the audit window
     service.tick(30)
-    _merge(service, 0, pending=True)
+    merge(service, 0, pending=True)
     service.tick(20)  # final, past the round's dispute deadline
     assert judged.prune() == 4  # judged, window closed: all but the last checkpoint go
     assert waiting.prune() == 0  # its audit has no verdict yet: one may still arrive
