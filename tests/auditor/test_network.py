@@ -124,7 +124,7 @@ def test_malformed_references_get_unverifiable_and_others_still_get_verdicts(
     stored = client.round_detail(RUN_ID, 0).verdicts
     assert len(stored) == 4
     faulty = {bad_ref.ss58_address, bad_index.ss58_address}
-    assert faulty_hotkeys(stored, RUN_ID, 0) == faulty
+    assert faulty_hotkeys(client.round_detail(RUN_ID, 0), world.manifest) == faulty
     assert set(verdict_faults(h.state, RUN_ID, 0)) == faulty  # settlement pays neither
 
 
@@ -150,5 +150,6 @@ def test_island_that_seeds_its_own_adam_moments_is_not_merged_or_paid(
     outcomes = audit_round(auditor, 0, lambda e, **f: None)
     assert sorted(o.result for o in outcomes) == ["match", "mismatch"]
     stored = client.round_detail(RUN_ID, 0).verdicts
-    assert faulty_hotkeys(stored, RUN_ID, 0) == {attacker.ss58_address}  # not merged
+    detail = client.round_detail(RUN_ID, 0)
+    assert faulty_hotkeys(detail, world.manifest) == {attacker.ss58_address}  # not merged
     assert set(verdict_faults(h.state, RUN_ID, 0)) == {attacker.ss58_address}  # not paid
