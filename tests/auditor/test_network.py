@@ -149,7 +149,6 @@ def test_island_that_seeds_its_own_adam_moments_is_not_merged_or_paid(
     auditor = Auditor(client, relay, h.auditor, world.manifest, world.dataset_dir)  # type: ignore[arg-type]
     outcomes = audit_round(auditor, 0, lambda e, **f: None)
     assert sorted(o.result for o in outcomes) == ["match", "mismatch"]
-    stored = client.round_detail(RUN_ID, 0).verdicts
     detail = client.round_detail(RUN_ID, 0)
     assert faulty_hotkeys(detail, world.manifest) == {attacker.ss58_address}  # not merged
     assert set(verdict_faults(h.state, RUN_ID, 0)) == {attacker.ss58_address}  # not paid
