@@ -203,7 +203,7 @@ def markdown(report: dict[str, Any]) -> str:
     lines += [f"| {k} | {v} |" for k, v in summary_rows(report)]
     header = (
         "| round | held-out loss | tokens | bytes moved | data-parallel bytes | traffic"
-        " | audits | faults |"
+        " | audits | accused |"
     )
     lines += ["", "## Rounds", "", header, "|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in report["rounds"]:

@@ -36,7 +36,7 @@ def live_view(doc: dict[str, Any] | None, total_rounds: int, url: str) -> Group:
         f"phase {g['phase'] or '—'}  ",
         f"held-out loss {_fmt(g['heldout_loss'])}  ",
         f"tokens {g['tokens']:,}  sent {g['bytes_sent']:,} B  ",
-        f"audits {g['audits']}  faults {g['faults']}",
+        f"audits {g['audits']}  accused {g['faults']}",
     )
     table = Table(expand=True)
     for col in ("island", "status", "inner steps", "tok/s", "tokens", "share"):
@@ -213,7 +213,10 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         *traffic_rows(report.get("traffic")),
         *warm_start_rows(report.get("warm_start")),
         ("audits run", str(sum(r["audits"] for r in rounds))),
-        ("faults caught", str(sum(r["faults"] for r in rounds))),
+        (
+            "islands accused (audit verdicts: mismatch or unverifiable)",
+            str(sum(r["faults"] for r in rounds)),
+        ),
         (
             "honeypot",
             f"{hp.get('name', '')} {_short(hp['hotkey'])} {hp['strategy']}"
