@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from hypertrain.challenge.app import create_app
@@ -14,7 +15,7 @@ from hypertrain.challenge.dashboard.traffic import state_bytes
 from hypertrain.dispute.narrowing import NarrowStep
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.traffic import ratio_words
+from hypertrain.protocol.traffic import factor_words, ratio_words
 from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import BROADCAST_BYTES, run_rounds
 from tests.challenge.helpers import FakeLedger, SteppedBeacon, bearer, make_settings, manifest_doc
@@ -91,6 +92,16 @@ def test_view_after_two_rounds(harness: Harness) -> None:
     assert (first["probation"], second["probation"]) == (True, False)
     assert t["probation"]["rounds"] == 1 and t["steady"]["rounds"] == 1
     assert t["steady"]["words"] == second["ratio_words"]
+    # the steady state at the audit rate: round 1's bytes but checkpoints, plus the rate's
+    # share of audits of its three islands, each uploading the expected training states
+    e, manifest = t["expected"], RunManifest.model_validate(manifest_doc())
+    rate, per = manifest.audit.rate, e["uploads_per_audit"]
+    assert e["audit_rate"] == rate and e["audits_per_round"] == pytest.approx(3 * rate)
+    others = second["honest_bytes"] - second["traffic"]["checkpoints"]
+    assert e["bytes_per_round"] == round(others + 3 * rate * per * state_bytes(manifest, params))
+    assert e["data_parallel_bytes_per_round"] == second["data_parallel_bytes"]
+    assert e["ratio"] == pytest.approx(second["data_parallel_bytes"] / e["bytes_per_round"], 1e-6)
+    assert e["words"] == factor_words(e["ratio"])
     assert "2(n-1)/n" in t["formula"] and "sent and received" in t["formula"]
     shares = [i["share"] for i in d["islands"]]
     assert abs(sum(shares) - 1) < 1e-9 and len(set(shares)) == 3

@@ -14,6 +14,7 @@ from hypertrain.protocol.traffic import (
     ratio,
     ratio_words,
     summarize,
+    uploads_per_audit,
 )
 
 
@@ -82,3 +83,16 @@ def test_summary_splits_steady_state_from_probation() -> None:
     assert s.probation.words == "as much as data-parallel"
     assert s.all.ratio == 21_000 / 1400
     assert summarize([]).steady.words == "no such round yet"
+
+
+def test_uploads_per_audit_by_layout_and_policy() -> None:
+    # one segment (J = H): nothing to upload but, under carry, the previous final state
+    assert uploads_per_audit(1, 2, carried=False) == 0.0
+    assert uploads_per_audit(1, 2, carried=True) == 1.0
+    # ten segments, two drawn plus the final one: segment 0 in 2 of 9 draws (docs/traffic.md)
+    assert uploads_per_audit(10, 2, carried=False) == pytest.approx(1 + 2 - 2 / 9)
+    assert uploads_per_audit(10, 2, carried=True) == pytest.approx(2 + 2 - 2 / 9)
+    # three segments, two drawn: every segment is replayed, segment 0 never uploaded
+    assert uploads_per_audit(3, 2, carried=False) == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        uploads_per_audit(0, 1, carried=False)

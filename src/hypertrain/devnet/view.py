@@ -99,6 +99,16 @@ def traffic_rows(traffic: dict[str, Any] | None) -> list[tuple[str, str]]:
     if not traffic:
         return [("traffic vs data-parallel", "—")]
     out = []
+    expected = traffic.get("expected")
+    if expected:  # the steady state at the audit rate, not this run's draw of audits
+        out.append(
+            (
+                f"traffic vs data-parallel, steady state expected at audit rate"
+                f" {expected['audit_rate']:g}",
+                f"{expected['words']} ({expected['audits_per_round']:.2f} audits a round,"
+                f" {expected['uploads_per_audit']:.2f} training states uploaded per audit)",
+            )
+        )
     for key, label in (("steady", "steady state"), ("probation", "probation"), ("all", "all")):
         t = traffic[key]
         out.append(

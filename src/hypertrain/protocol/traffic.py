@@ -165,3 +165,18 @@ def summarize(rounds: Iterable[TrafficRound]) -> TrafficSummary:
         total(r for r in rows if not r.probation),
         total(r for r in rows if r.probation),
     )
+
+
+def uploads_per_audit(segments: int, drawn: int, carried: bool) -> float:
+    """Training states an audited island uploads on average: the selected segments' start
+    checkpoints but segment 0's (the final segment always, ``drawn`` more at random among
+    the ``segments - 1`` others, segment 0 among them with probability
+    ``drawn / (segments - 1)``) and, ``carried`` (the ``carry`` policy), its previous final
+    checkpoint. One segment (J = H): nothing but the carried state."""
+    if segments < 1 or drawn < 0:
+        raise ValueError(f"an audit of {segments} segments cannot draw {drawn}")
+    picked = 0.0
+    if segments > 1:
+        k = min(drawn, segments - 1)
+        picked = 1 + k - k / (segments - 1)
+    return picked + (1.0 if carried else 0.0)

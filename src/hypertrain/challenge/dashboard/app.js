@@ -103,7 +103,8 @@ function trafficTile(t) {
   if (!t || !t.all || !t.all.honest_bytes) return ["Traffic vs data-parallel", dash, "no bytes moved yet"];
   const steady = t.steady.rounds > 0 && t.steady.honest_bytes > 0;
   const shown = steady ? t.steady : t.all;
-  const sub = steady ? `steady state, ${t.steady.rounds} rounds; probation rounds: ${t.probation.words}`
+  const expected = t.expected ? `; at the audit rate ${t.expected.audit_rate}: ${t.expected.words}` : "";
+  const sub = steady ? `steady state, ${t.steady.rounds} rounds${expected}; probation rounds: ${t.probation.words}`
     : `all ${t.all.rounds} rounds (still in probation)`;
   return ["Traffic vs data-parallel", shown.words, sub];
 }

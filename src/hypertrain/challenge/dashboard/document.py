@@ -36,7 +36,7 @@ from hypertrain.challenge.dashboard.models import (
     OuterCard,
     TrafficPanel,
 )
-from hypertrain.challenge.dashboard.traffic import round_traffic
+from hypertrain.challenge.dashboard.traffic import expected_steady, round_traffic
 from hypertrain.challenge.disputes import game_storage
 from hypertrain.challenge.rounds import (
     audit_storage,
@@ -285,7 +285,10 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
         if r.eval_loss is not None
     ]
     genesis, period = chain_timing(state)
-    traffic = panels.traffic_panel(summarize(counts))
+    islands_of = [r.islands for r in rounds]
+    params = param_count(manifest.model)
+    expected = expected_steady(manifest, counts, islands_of, params)
+    traffic = panels.traffic_panel(summarize(counts), expected)
     glance = _glance(state, run_id, manifest, rounds, islands, traffic)
     return Dashboard(
         run_id=run_id,

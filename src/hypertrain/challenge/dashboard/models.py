@@ -32,14 +32,31 @@ class TrafficTotal(_Doc):
     parts: dict[str, int]
 
 
+class ExpectedTraffic(_Doc):
+    """The steady state at the manifest's audit rate instead of one run's draw of audits:
+    the steady rounds' bytes other than checkpoints, per round, plus ``audit_rate`` ×
+    the islands of a round × ``uploads_per_audit`` training states (forced re-audits of
+    proven cheats left out: a cheat's cost, not the network's)."""
+
+    audit_rate: float
+    audits_per_round: float
+    uploads_per_audit: float
+    bytes_per_round: int
+    data_parallel_bytes_per_round: int
+    ratio: float
+    words: str
+
+
 class TrafficPanel(_Doc):
     """The traffic tile and panel: every round, the steady-state rounds (no island in
-    probation) and the probation rounds, all from ``protocol.traffic.summarize``."""
+    probation) and the probation rounds, all from ``protocol.traffic.summarize``, and the
+    steady state expected at the audit rate (None before a steady round)."""
 
     all: TrafficTotal
     steady: TrafficTotal
     probation: TrafficTotal
     formula: str
+    expected: ExpectedTraffic | None = None
 
 
 class Glance(_Doc):

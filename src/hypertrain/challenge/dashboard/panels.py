@@ -21,6 +21,7 @@ from hypertrain.challenge.dashboard.models import (
     CurveSummary,
     DeviceCard,
     DisputePanelRow,
+    ExpectedTraffic,
     HoneypotPanel,
     HoneypotPanelRow,
     LossAt,
@@ -126,13 +127,15 @@ def _traffic_total(t: TrafficTotal) -> TrafficTotalCard:
     )
 
 
-def traffic_panel(summary: TrafficSummary) -> TrafficPanel:
-    """The run's traffic against data-parallel: all rounds, steady state, probation."""
+def traffic_panel(summary: TrafficSummary, expected: ExpectedTraffic | None = None) -> TrafficPanel:
+    """The run's traffic against data-parallel: all rounds, steady state, probation, and
+    the steady state expected at the audit rate."""
     return TrafficPanel(
         all=_traffic_total(summary.all),
         steady=_traffic_total(summary.steady),
         probation=_traffic_total(summary.probation),
         formula=FORMULA,
+        expected=expected,
     )
 
 

@@ -28,10 +28,17 @@ from __future__ import annotations
 import json
 
 from hypertrain.api.models import RoundSummary
+from hypertrain.challenge.dashboard.models import ExpectedTraffic
 from hypertrain.challenge.rounds import audit_storage, commit_storage, merge_storage
 from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
-from hypertrain.protocol.traffic import RoundBytes, TrafficRound, data_parallel_bytes
+from hypertrain.protocol.traffic import (
+    RoundBytes,
+    TrafficRound,
+    data_parallel_bytes,
+    factor_words,
+    uploads_per_audit,
+)
 
 FLOAT32_BYTES = 4
 
@@ -102,3 +109,34 @@ def round_traffic(
     )
     ddp = data_parallel_bytes(params, max(1, len(islands)), manifest.round.inner_steps)
     return TrafficRound(index, ours, ddp, probation)
+
+
+def expected_steady(
+    manifest: RunManifest, counts: list[TrafficRound], islands: list[int], params: int
+) -> ExpectedTraffic | None:
+    """The steady state at the audit rate (:class:`ExpectedTraffic`), from the steady
+    rounds' counts and each round's number of islands; None before a steady round."""
+    steady = [(c, n) for c, n in zip(counts, islands, strict=True) if not c.probation]
+    if not steady:
+        return None
+    rounds = manifest.round
+    per_audit = uploads_per_audit(
+        rounds.inner_steps // rounds.checkpoint_interval,
+        manifest.audit.segments,
+        manifest.inner.state_policy == "carry",
+    )
+    audits = manifest.audit.rate * sum(n for _, n in steady) / len(steady)
+    other = sum(c.ours.total() - c.ours.checkpoints for c, _ in steady) / len(steady)
+    ours = other + audits * per_audit * state_bytes(manifest, params)
+    theirs = sum(c.data_parallel for c, _ in steady) / len(steady)
+    if ours <= 0 or theirs <= 0:
+        return None
+    return ExpectedTraffic(
+        audit_rate=manifest.audit.rate,
+        audits_per_round=audits,
+        uploads_per_audit=per_audit,
+        bytes_per_round=round(ours),
+        data_parallel_bytes_per_round=round(theirs),
+        ratio=theirs / ours,
+        words=factor_words(theirs / ours),
+    )
