@@ -36,7 +36,14 @@ from hypertrain.protocol.manifest import (
     ModelSpec,
     SparseSpec,
 )
-from hypertrain.protocol.traffic import RoundBytes, data_parallel_bytes, ratio_words
+from hypertrain.protocol.recipe import COMPRESSION, OUTER_STEP, STATE_POLICY, WARM_START_PERCENT
+from hypertrain.protocol.traffic import (
+    RoundBytes,
+    data_parallel_bytes,
+    factor_words,
+    ratio_words,
+    uploads_per_audit,
+)
 from hypertrain.trainer.broadcast import broadcast_step
 from hypertrain.trainer.checkpoint import checkpoint_size
 from hypertrain.trainer.model import init_params, param_shapes
@@ -44,6 +51,7 @@ from hypertrain.trainer.presets import PRESETS, param_count, with_vocab
 from hypertrain.trainer.state import StateConfig
 from hypertrain.trainer.update import encode_update
 
+BROADCAST_BITS = int(str(OUTER_STEP["broadcast"])[3:])
 COMMIT_BYTES = 1100  # a signed commit envelope (canonical JSON), as the service stores it
 EF = CompressionSpec(error_feedback=True)  # int8, block 256, error feedback on
 SPARSE = CompressionSpec(error_feedback=True, sparse=SparseSpec())  # 64 of 4096, 2 bits
@@ -80,38 +88,39 @@ class Scenario:
     random_segments: int  # k: drawn from 0..S-2; the final segment S-1 is always added
     compression: CompressionSpec
     broadcast: bool = True
+    carried: bool = False  # the ``carry`` policy: an audit also uploads the previous state
+    broadcast_bits: int = 8
 
     @property
     def segments(self) -> int:
         return self.inner_steps // self.checkpoint_interval
 
     def uploads_per_audit(self) -> float:
-        """Expected uploaded checkpoints of one audit: k + 1 selected, less segment 0's."""
-        s = self.segments
-        k = min(self.random_segments, s - 1)
-        zero = 1.0 if s == 1 else k / (s - 1)  # P(segment 0 is selected)
-        return k + 1 - zero
+        """Expected uploaded checkpoints of one audit (``protocol.traffic``'s count)."""
+        return uploads_per_audit(self.segments, self.random_segments, self.carried)
 
 
 _SIZES: dict[tuple[str, str], tuple[int, int]] = {}
 
 
-def encoded_sizes(model: ModelSpec, compression: CompressionSpec) -> tuple[int, int]:
+def encoded_sizes(
+    model: ModelSpec, compression: CompressionSpec, broadcast_bits: int = 8
+) -> tuple[int, int]:
     """(update bytes, broadcast bytes) of one outer step of ``model`` (computed once)."""
-    key = (model.model_dump_json(), compression.model_dump_json())
+    key = (model.model_dump_json(), compression.model_dump_json(), str(broadcast_bits))
     if key not in _SIZES:
         g = torch.Generator().manual_seed(0)
         start = init_params(model, 0)
         end = {n: start[n] - 1e-3 * torch.randn(s, generator=g) for n, s in param_shapes(model)}
         update = encode_update({n: start[n] - end[n] for n in start}, compression)
-        broadcast = broadcast_step(start, end, model, compression.block_size)[0]
+        broadcast = broadcast_step(start, end, model, compression.block_size, broadcast_bits)[0]
         _SIZES[key] = (len(update), len(broadcast))
     return _SIZES[key]
 
 
 def steady_round(s: Scenario) -> tuple[RoundBytes, int]:
     """(one island's steady-state bytes in a round, one full-state checkpoint's bytes)."""
-    update, broadcast = encoded_sizes(s.model, s.compression)
+    update, broadcast = encoded_sizes(s.model, s.compression, s.broadcast_bits)
     state = StateConfig(s.model, InnerOptimSpec(), s.compression.error_feedback)
     ckpt = checkpoint_size(state)
     join = 0 if s.broadcast else 4 * param_count(s.model)  # no broadcast: the model, always
@@ -149,6 +158,14 @@ def scenarios() -> list[Scenario]:
         # every island, the steady state audits at the default rate
         Scenario("devnet_probation", proxy, 4, 12, 4, 1.0, 2, CompressionSpec()),
         Scenario("devnet_steady", proxy, 4, 12, 4, 0.1, 2, CompressionSpec()),
+    ]
+    # the recipe new runs get (protocol.recipe): 4-bit updates and broadcast, carry, J = H
+    four = CompressionSpec.model_validate(COMPRESSION)
+    recipe = {"carried": STATE_POLICY == "carry", "broadcast_bits": BROADCAST_BITS}
+    out += [
+        Scenario("devnet_recipe_probation", proxy, 4, 15, 15, 1.0, 2, four, **recipe),
+        Scenario("devnet_recipe_steady", proxy, 4, 15, 15, 0.1, 2, four, **recipe),
+        Scenario("50m_h500_recipe", big, 8, 500, 500, 0.1, 2, four, **recipe),
     ]
     for h in (100, 500):
         out += [
@@ -189,6 +206,11 @@ def main() -> None:
         result[f"{s.name}_data_parallel_bytes"] = row["data_parallel_bytes"]
         result[f"{s.name}_ratio"] = row["ratio"]
         result[f"{s.name}_words"] = row["words"]
+        if "recipe" in s.name:  # all-in: the recipe's warm start, data-parallel on both sides
+            w = WARM_START_PERCENT / 100
+            all_in = 1 / ((1 - w) / row["ratio"] + w)
+            result[f"{s.name}_all_in_ratio"] = all_in
+            result[f"{s.name}_all_in_words"] = factor_words(all_in) + " (projection)"
         print(s.name, row["words"], {k: v for k, v in row.items() if k.endswith("_bytes")})
     result |= audit_costs()
     write_result(
@@ -203,6 +225,9 @@ def main() -> None:
             " A join downloads the float32 model once (join_bytes). *_model_download: the"
             " start model downloaded every round instead of the broadcast. *_j_eq_h: one"
             " segment per round, whose start state is public, so audits upload nothing."
+            " *_recipe: the recipe new runs get (4-bit updates and broadcast, carry, J = H:"
+            " an audit uploads the previous final state), with the all-in ratio of its"
+            " 10 % warm start (1 / ((1 - w) / ratio + w))."
             " Every ratio is a projection: no loss gap was measured for these models;"
             " the parity grid's largest validated H is in loss_gap_validated."
         ),

@@ -34,7 +34,7 @@ from hypertrain.ops.manifest import RunOptions, build_manifest  # noqa: E402
 from hypertrain.protocol.manifest import RunManifest, SparseSpec  # noqa: E402
 from hypertrain.protocol.recipe import OUTER_STEP  # noqa: E402
 from hypertrain.trainer.blob import blob_hash, decode_model_blob, encode_model_blob  # noqa: E402
-from hypertrain.trainer.codec import decode_int8, encode_int8  # noqa: E402
+from hypertrain.trainer.codec import decode_quantized, encode_quantized  # noqa: E402
 from hypertrain.trainer.determinism import configure_determinism  # noqa: E402
 from hypertrain.trainer.model import param_shapes  # noqa: E402
 from hypertrain.trainer.presets import PRESETS  # noqa: E402
@@ -177,19 +177,22 @@ def recipe(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunManifest, Datas
 def _by_hand(
     manifest: RunManifest, start: TrainState, samples: list[list[Sample]]
 ) -> tuple[dict[str, torch.Tensor], bytes | None, list[TrainState]]:
-    """Round 0 from ``start`` written out: each island's H steps and int8 update, their
-    plain average, the int8 broadcast of the step, each island's next start state."""
+    """Round 0 from ``start`` written out: each island's H steps and update (at the run's
+    width), their plain average, the broadcast of the step at its width, each island's
+    next start state."""
     cfg = island_train_config(manifest, 0)
     h, block = manifest.round.inner_steps, manifest.compression.block_size
     ends = [run_segment(start, cfg, s, h) for s in samples]
     ups = [build_update(start.params(), end, manifest.compression) for end in ends]
-    u0, u1 = (decode_int8(u.data) for u in ups)
+    u0, u1 = (decode_quantized(u.data) for u in ups)
     half = torch.tensor(0.5, dtype=torch.float32)
     model = {k: v - (u0[k] * half + u1[k] * half) for k, v in start.params().items()}
     broadcast = None
-    if manifest.outer.broadcast == "int8":
-        broadcast = encode_int8({k: v - model[k] for k, v in start.params().items()}, block)
-        step = decode_int8(broadcast)
+    bits = manifest.outer.broadcast_bits
+    if bits is not None:
+        delta = {k: v - model[k] for k, v in start.params().items()}
+        broadcast = encode_quantized(delta, block, bits)
+        step = decode_quantized(broadcast)
         model = {k: v - step[k] for k, v in start.params().items()}
     if manifest.inner.state_policy == "reset":
         nxt = island_train_config(manifest, 1)

@@ -110,6 +110,10 @@ class RunOptions:
     beacon_period_s: int = QUICKNET_PERIOD_S  # seconds per beacon round the deadlines fit
     device: str = "cpu"
 
+    def __post_init__(self) -> None:
+        if self.checkpoint_interval == 0:  # the recipe's default: one segment, J = H
+            object.__setattr__(self, "checkpoint_interval", self.inner_steps)
+
 
 def build_manifest(opts: RunOptions) -> dict[str, Any]:
     """Every section of the manifest, checked by the same model the service uses."""
@@ -146,7 +150,7 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
         "outer": dict(OUTER_STEP),
         "round": {
             "inner_steps": opts.inner_steps,
-            "checkpoint_interval": opts.checkpoint_interval or opts.inner_steps,
+            "checkpoint_interval": opts.checkpoint_interval,
             "layout": {"micro_batch_size": opts.micro_batch_size},
             "layout_limits": {"max_dp_ranks": 1, "max_micro_batches": opts.max_micro_batches},
             "commit_window_rounds": opts.commit_window_rounds,
