@@ -23,7 +23,7 @@ epsilon, and the leader is paid for its newest model that counts.
 from __future__ import annotations
 
 from hypertrain.api.competition import CompetitionClient
-from tests.competition.test_service import CID, MINERS, World, world  # noqa: F401
+from tests.competition.world import CID, MINERS, World, world  # noqa: F401
 
 
 def test_a_perturbed_copy_of_the_leader_does_not_win_when_the_leader_improves(

@@ -8,7 +8,7 @@ epsilon better than the one before it) leaves for good. Both are the reference's
 hotkey's loss". The loss is not the leader's alone: with the reference gone the
 copier's perturbed copy of it is judged against the older bar, counts, and the leader's
 successor must beat the copy (the leader's own work) by epsilon. Real service, signed
-envelopes, stepped beacon, real ledger (the World of tests/competition/test_service.py).
+envelopes, stepped beacon, real ledger (the World of tests/competition/world.py).
 
 Steps: Q's model P; the leader's M, 2 % better, counts; the copier's perturbed copy of
 M (committed after M's reveal) counts for nothing; the leader's successor M2, 0.3 %
@@ -21,18 +21,10 @@ Safe outcome: the copier is paid nothing in that next cycle and the leader keeps
 
 from __future__ import annotations
 
-from tests.competition.test_references_service import (
-    COPIER,
-    LEADER,
-    NEWCOMER,
-    next_cycle,
-    refs,
-    settle,
-    units,
-)
-from tests.competition.test_service import World, world
+from tests.competition.world import MINERS, World, next_cycle, refs, settle, units, world
 
 __all__ = ["world"]
+LEADER, COPIER, NEWCOMER = MINERS[0], MINERS[1], MINERS[2]
 PREDECESSOR = NEWCOMER
 
 

@@ -24,97 +24,31 @@ the first file needs, so the safe outcome is that it gives the model up (a
 from __future__ import annotations
 
 import hashlib
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
-from hypertrain.api.competition import CompetitionClient
 from hypertrain.competition.messages import CycleModel
 from hypertrain.competition.submission import ModelFile, SubmissionError, model_hash
 from hypertrain.evaluator.download import FetchLimits
-from hypertrain.evaluator.runner import Evaluator
 from hypertrain.evaluator.sandbox import Limits
-from tests.challenge.helpers import TOKENS
-from tests.competition import test_service as _competition
-from tests.competition.test_service import CID, EVALUATOR, HEX, MINERS, World
+from tests.competition.world import EVALUATOR, HEX, MINERS, World, evaluator_of, world
+from tests.evaluator.blob_server import BlobServer, serve_blobs, servers
 
-world = _competition.world  # the real competition service
+__all__ = ["servers", "world"]  # the real competition service, loopback blob servers
 BODY = b"\x01" * 16
 GAP_S = 0.25  # the attacker's pace: one byte every quarter second (the attack itself)
 
 
-@dataclass
-class Trickle:
-    """An HTTP server that answers every GET with ``BODY``, one byte per ``GAP_S``."""
-
-    sock: socket.socket
-    sent: list[int] = field(default_factory=list)  # bytes sent per request, when it ended
-    answering: list[threading.Thread] = field(default_factory=list)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            thread = threading.Thread(target=self.answer, args=(conn,), daemon=True)
-            self.answering.append(thread)
-            thread.start()
-
-    def finish(self) -> None:
-        """Wait until every request the server took has ended (its byte count is in)."""
-        for thread in list(self.answering):
-            thread.join(timeout=60)
-
-    def answer(self, conn: socket.socket) -> None:
-        with conn:
-            conn.recv(65536)
-            head = f"HTTP/1.1 200 OK\r\ncontent-length: {len(BODY)}\r\n\r\n".encode()
-            count = 0
-            try:
-                conn.sendall(head)
-                for byte in BODY:
-                    time.sleep(GAP_S)  # the trickle: the attacker's server, not the test
-                    conn.sendall(bytes([byte]))
-                    count += 1
-            except OSError:
-                pass
-            self.sent.append(count)
-
-
-@pytest.fixture
-def trickle() -> Iterator[Trickle]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(8)
-    server = Trickle(sock)
-    threading.Thread(target=server.serve, daemon=True).start()
-    yield server
-    sock.close()
-
-
 def test_a_trickling_relay_is_given_up_within_the_models_time_limit(
-    world: World, trickle: Trickle, tmp_path: Path
+    world: World, servers: list[BlobServer], tmp_path: Path
 ) -> None:
     """Proves the evaluator refuses a model whose bytes arrive slower than its fetch
     deadline allows, instead of waiting for the miner's server."""
-    spec = CompetitionClient("", http=world.client).competition(CID)
-    service = CompetitionClient("", http=world.client, worker_token=TOKENS["worker"])
     fetch_limits = FetchLimits(slack_s=1.0)  # about 1 s for 32 bytes at >= 1 MiB/s
-    evaluator = Evaluator(
-        service, EVALUATOR, spec, tmp_path / "cache", HEX, limits=Limits(time_s=1.0),
-        fetch_limits=fetch_limits,
-    )  # fmt: skip
+    evaluator = evaluator_of(
+        world, EVALUATOR, tmp_path, limits=Limits(time_s=1.0), fetch_limits=fetch_limits
+    )
     digest = hashlib.sha256(BODY).hexdigest()
+    trickle = serve_blobs(servers, {digest: BODY}, gap_s=GAP_S)  # the attacker's server
     files = [
         ModelFile(name=name, sha256=digest, size=len(BODY))
         for name in ("config.json", "model.safetensors")

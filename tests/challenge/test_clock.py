@@ -47,8 +47,8 @@ from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import FakeLedger, bearer, make_settings, signed
 from tests.challenge.test_fail_closed import LaggingBeacon
-from tests.competition.test_service import EVALUATOR, HEX, MINERS, POOL, spec_doc
-from tests.competition.test_service import World as CompeteWorld
+from tests.competition.world import EVALUATOR, HEX, MINERS, POOL, spec_doc
+from tests.competition.world import World as CompeteWorld
 
 NO_POLL = {"beacon_poll_s": 1e5}  # the test drives every poll
 
@@ -166,7 +166,8 @@ def test_a_ruling_is_late_by_the_clock(live: Live) -> None:
 
 @dataclass
 class LiveCompete(CompeteWorld):
-    """test_service's competition world on loopback (``client`` is an httpx client)."""
+    """The competition world (tests/competition/world.py) on loopback (``client`` is an
+    httpx client)."""
 
     live_state: ServiceState | None = None
 

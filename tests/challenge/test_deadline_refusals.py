@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from hypertrain.challenge.app import create_app
 from hypertrain.competition.pool import encode_pool
 from tests.challenge.helpers import SteppedBeacon, bearer, make_settings, manifest_doc
-from tests.competition.test_service import MINERS, POOL, spec_doc
+from tests.competition.world import MINERS, POOL, spec_doc
 
 PROXY = {"vocab_size": 4096, "d_model": 256, "num_layers": 4, "num_heads": 4, "head_dim": 64,
          "ffn_hidden": 704, "context_length": 32}  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,30 @@ from hypertrain.trainer.presets import get_preset, with_vocab
 from tests.auditor.world import make_dataset
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
+
+
+@dataclass(frozen=True)
+class Trained:
+    """A real dataset and the models trained on it (the ``trained`` fixture)."""
+
+    dataset: Dataset
+    dataset_dir: Path
+    spec: ModelSpec
+    weak: dict[str, torch.Tensor]  # the incumbent
+    slightly: dict[str, torch.Tensor]  # a hair better than weak (within epsilon)
+    strong: dict[str, torch.Tensor]  # clearly better
+    public: dict[str, torch.Tensor]  # memorized the public held-out split (memorize)
+
+
+def trained_set(root: Path) -> Trained:
+    """The dataset under ``root`` and four tiny models: 15 and 60 AdamW steps, a blend a
+    hair better than the first, and one that learned the public held-out split by heart."""
+    ds = dataset(root)
+    spec = model_spec(ds)
+    weak = train(ds, spec, steps=15)
+    strong = train(ds, spec, steps=60)
+    slightly = blend(weak, strong, 0.01)
+    return Trained(ds, root / "dataset", spec, weak, slightly, strong, memorize(ds, spec))
 
 
 def dataset(out: Path) -> Dataset:

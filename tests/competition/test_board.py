@@ -1,6 +1,6 @@
 """The leaderboard's epsilon is the decayed one, and a spent pool is said once.
 
-In process on a stepped beacon (the world of test_service.py), with a linear epsilon
+In process on a stepped beacon (the world of tests/competition/world.py), with a linear epsilon
 and a pool that holds exactly two cycles' pages.
 """
 
@@ -19,7 +19,7 @@ from hypertrain.challenge.app import create_app
 from hypertrain.competition.pool import encode_pool, pool_tree
 from hypertrain.competition.spec import EpsilonSchedule
 from tests.challenge.helpers import SteppedBeacon, bearer, make_settings
-from tests.competition.test_service import CID, MINERS, World, spec_doc
+from tests.competition.world import CID, MINERS, World, spec_doc
 
 PAGES = 4
 POOL = np.random.default_rng(8).integers(0, 300, size=(2 * PAGES, 16)).astype(np.uint32)

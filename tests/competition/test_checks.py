@@ -17,7 +17,7 @@ from hypertrain.competition.submission import SubmissionError, list_directory, m
 from hypertrain.evaluator.scorer import load_model, open_dataset, page_batch, page_losses
 from hypertrain.trainer.export import llama_config
 from tests.competition import models
-from tests.competition.conftest import Trained
+from tests.competition.models import Trained
 
 
 def _spec(trained: Trained, **arch: int) -> CompetitionSpec:

@@ -34,7 +34,7 @@ from hypertrain.miner.compete import commit_model, upload_model
 from hypertrain.protocol.identity import write_key_file
 from tests.challenge.test_dashboard_browser import ARGS, require_browser
 from tests.competition import models
-from tests.competition.conftest import Trained
+from tests.competition.models import Trained
 from tests.e2e.launch import REPO, Fleet, http_ok, listener, port_of, wait_for
 from tests.e2e.network import TOKENS, service_env, write_metagraph, write_secrets
 

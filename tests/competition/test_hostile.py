@@ -26,7 +26,7 @@ from hypertrain.competition.tensors import read_header
 from hypertrain.evaluator.sandbox import Limits, run_limited, score_model
 from hypertrain.evaluator.scorer import load_model, page_batch
 from tests.competition import models
-from tests.competition.conftest import Trained
+from tests.competition.models import Trained
 
 
 def _write(path: Path, header: bytes | dict[str, Any], data: bytes = b"") -> Path:

@@ -14,13 +14,13 @@ from hypertrain.competition.submission import commitment, model_hash
 from hypertrain.protocol.domains import tagged_hash
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.helpers import SteppedBeacon, bearer, make_settings, write_metagraph
-from tests.competition.test_service import (  # noqa: F401
+from tests.competition.world import (  # noqa: F401
     CID,
     MINERS,
     POOL,
     World,
-    _open_cycle_with,
     files_of,
+    open_cycle_with,
     spec_doc,
     world,
 )
@@ -88,7 +88,7 @@ def test_a_hotkey_deregistered_and_registered_again_under_a_new_uid_loses_its_es
     from hypertrain.challenge.app import _refresh_metagraph
 
     leaver = MINERS[0]
-    sha = _open_cycle_with(world)
+    sha = open_cycle_with(world)
     assert world.score(sha, [1.0] * 4).status_code == 200
     world.tick(5)
     assert world.score(sha, [1.0] * 4).status_code == 200

@@ -28,7 +28,7 @@ from hypertrain.competition.pool import (
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.evaluator.scorer import page_batch
 from tests.competition import models
-from tests.competition.conftest import Trained
+from tests.competition.models import Trained
 
 
 def _losses(trained: Trained, params: dict[str, torch.Tensor], pages: torch.Tensor,

@@ -7,59 +7,25 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from hypertrain.api.competition import CompetitionClient
 from hypertrain.challenge.database import MIGRATIONS, migrate
-from hypertrain.competition.messages import CycleRecord
-from hypertrain.competition.replay import replay_cycle
-from tests.challenge.helpers import bearer
-from tests.competition.test_service import CID, EVALUATOR, MINERS, World, world  # noqa: F401
+from tests.competition.world import (
+    EVALUATOR,
+    MINERS,
+    World,
+    evaluator_of,
+    next_cycle,
+    refs,
+    settle,
+    units,
+    world,
+)
 
+__all__ = ["world"]  # the fixture, by name
 LEADER, COPIER, NEWCOMER = MINERS[0], MINERS[1], MINERS[2]
 
 
-def next_cycle(w: World, after: int) -> dict[str, Any]:
-    """Tick until a cycle later than ``after`` is open; its task."""
-    for _ in range(30):
-        w.tick()
-        resp = w.client.get(
-            f"/worker/v1/competitions/{CID}/task",
-            params={"evaluator": EVALUATOR.ss58_address},
-            headers=bearer("worker"),
-        )
-        if resp.status_code == 200 and resp.json()["cycle"] > after:
-            doc: dict[str, Any] = resp.json()
-            return doc
-    raise AssertionError(f"no cycle after {after} opened")
-
-
-def settle(w: World, task: dict[str, Any], losses: dict[str, float]) -> CycleRecord:
-    """Score every listed model (models and references) with constant page losses, close
-    the cycle and return its public record, checked against its replay."""
-    listed = [m["model_sha256"] for m in [*task["models"], *task["references"]]]
-    assert set(listed) == set(losses), (listed, losses)
-    for sha in listed:
-        assert w.score(sha, [losses[sha]] * 4).status_code == 200
-    w.tick()
-    client = CompetitionClient("", http=w.client)
-    record = client.cycle_record(CID, task["cycle"])
-    assert record.closed
-    assert replay_cycle(client.competition(CID), record) == record.results  # reproducible
-    return record
-
-
-def units(record: CycleRecord) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in record.results:
-        out[r.hotkey] = out.get(r.hotkey, 0) + r.units
-    return out
-
-
-def refs(task: dict[str, Any]) -> list[str]:
-    return [m["model_sha256"] for m in task["references"]]
-
-
 def test_a_copy_behind_the_leader_blocks_neither_its_small_nor_its_large_step(
-    world: World,  # noqa: F811
+    world: World,
 ) -> None:
     m = world.submit(LEADER, "m")
     world.tick()
@@ -89,7 +55,7 @@ def test_a_copy_behind_the_leader_blocks_neither_its_small_nor_its_large_step(
     assert not by_model[copy].counted
 
 
-def test_a_reference_leaves_once_nobody_stands_behind_it(world: World) -> None:  # noqa: F811
+def test_a_reference_leaves_once_nobody_stands_behind_it(world: World) -> None:
     m = world.submit(LEADER, "m")
     world.tick()
     assert world.reveal(LEADER, "m").status_code == 200
@@ -108,7 +74,7 @@ def test_a_reference_leaves_once_nobody_stands_behind_it(world: World) -> None: 
 
 
 def test_a_junk_stream_keeps_no_references_and_a_stale_one_blocks_no_better_model(
-    world: World,  # noqa: F811
+    world: World,
 ) -> None:
     m = world.submit(LEADER, "m")
     world.tick()
@@ -161,11 +127,10 @@ def test_migration_keeps_old_standings_and_derives_whether_they_counted(tmp_path
 
 
 def test_the_evaluator_scores_the_references_with_the_models(
-    world: World,  # noqa: F811
+    world: World,
     tmp_path: Path,
 ) -> None:
     from hypertrain.evaluator.runner import evaluate_open_cycle
-    from tests.competition.test_service import _evaluator
 
     m = world.submit(LEADER, "m")
     world.tick()
@@ -181,7 +146,7 @@ def test_the_evaluator_scores_the_references_with_the_models(
     task = next_cycle(world, task["cycle"])
     assert refs(task) == [m]
     events: list[dict[str, Any]] = []
-    evaluator = _evaluator(world, EVALUATOR, tmp_path)
+    evaluator = evaluator_of(world, EVALUATOR, tmp_path)
     assert evaluate_open_cycle(evaluator, emit=lambda e, **kw: events.append(kw)) == 3
     scored = world.state.conn.execute(
         "SELECT model_sha256 FROM compete_scores WHERE cycle = ?", (task["cycle"],)

@@ -10,7 +10,7 @@ from hypertrain.competition.spec import CompetitionSpec, check_score_window
 from hypertrain.evaluator.cli import time_limit_s
 from hypertrain.evaluator.sandbox import default_limits
 from hypertrain.protocol.errors import DeadlineError
-from tests.competition.test_service import spec_doc
+from tests.competition.world import spec_doc
 
 
 def _spec(**cycle: float) -> CompetitionSpec:

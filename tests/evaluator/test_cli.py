@@ -17,7 +17,7 @@ from hypertrain.api.errors import ServiceError
 from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.evaluator.cli import checked_spec
 from hypertrain.evaluator.runner import EvaluatorRefusedError
-from tests.competition.test_service import spec_doc
+from tests.competition.world import spec_doc
 
 AWAY = ServiceError("cannot reach the challenge service at http://svc", status=0)
 

@@ -1,9 +1,9 @@
-"""A model's download has one deadline: slack plus its declared size at a minimum rate.
+"""A model's download has one deadline: slack plus its declared size at a minimum rate
+(``hypertrain.evaluator.download``).
 
-The servers here are real loopback HTTP servers written on raw sockets, so a test can
-choose how slowly they send (a pause between bytes is the hostile server's behaviour,
-never the test's synchronisation). A model served at an ordinary pace is fetched; one
-whose body or headers trickle is refused with ``fetch_deadline`` before the server has
+The servers here are real loopback HTTP servers written on raw sockets (blob_server.py),
+so a test can choose how slowly they send. A model served at an ordinary pace is fetched;
+one whose body or headers trickle is refused with ``fetch_deadline`` before the server has
 sent everything, and the next model of the same cycle is still fetched and scored.
 """
 
@@ -11,17 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hypertrain.api.competition import CompetitionClient
 from hypertrain.competition.messages import CycleModel
 from hypertrain.competition.submission import (
     ModelFile,
@@ -33,96 +27,17 @@ from hypertrain.competition.submission import (
 from hypertrain.evaluator.download import MIB, FetchDeadlineError, FetchLimits, fetch_files
 from hypertrain.evaluator.runner import Evaluator, evaluate_open_cycle
 from hypertrain.relay.client import RelayClient
-from tests.challenge.helpers import TOKENS
-from tests.competition import test_service as _competition
-from tests.competition.test_service import CID, EVALUATOR, HEX, MINERS, World
+from tests.competition.world import CID, EVALUATOR, HEX, MINERS, World, evaluator_of, world
+from tests.evaluator.blob_server import BlobServer, serve_blobs, servers
 from tests.relay import conftest as _relays
 from tests.relay.conftest import Running
 from tests.relay.helpers import RUN_ID, Keys
 
-world = _competition.world  # the real competition service
+__all__ = ["servers", "world"]  # the fixtures, by name
 # the project's relay on loopback, with its fixtures
 keys, clock, serve, relay = _relays.keys, _relays.clock, _relays.serve, _relays.relay
 TRICKLED = b"\x01" * 16
 GAP_S = 0.25  # the hostile pace: one byte every quarter second
-
-
-@dataclass
-class BlobServer:
-    """Serves ``GET /blobs/<sha256>`` from ``blobs``; with ``gap_s``, one byte at a time.
-
-    ``trickle_head`` trickles the status line and headers too (else only the body).
-    ``sent`` holds, per request, how many bytes went out before it ended.
-    """
-
-    blobs: dict[str, bytes]
-    gap_s: float = 0.0
-    trickle_head: bool = False
-    sock: socket.socket = field(default_factory=socket.socket)
-    sent: list[int] = field(default_factory=list)
-    answering: list[threading.Thread] = field(default_factory=list)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def start(self) -> BlobServer:
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        threading.Thread(target=self._serve, daemon=True).start()
-        return self
-
-    def finish(self) -> None:
-        """Wait until every request the server took has ended (its byte count is in)."""
-        for thread in list(self.answering):
-            thread.join(timeout=60)
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            thread = threading.Thread(target=self._answer, args=(conn,), daemon=True)
-            self.answering.append(thread)
-            thread.start()
-
-    def _answer(self, conn: socket.socket) -> None:
-        with conn:
-            path = conn.recv(65536).split(b" ", 2)[1].decode()
-            body = self.blobs.get(path.removeprefix("/blobs/"))
-            status = "200 OK" if body is not None else "404 Not Found"
-            body = body if body is not None else b""
-            head = f"HTTP/1.1 {status}\r\ncontent-length: {len(body)}\r\n\r\n".encode()
-            count = 0
-            try:
-                if not self.gap_s:
-                    conn.sendall(head + body)
-                    count = len(head) + len(body)
-                else:
-                    if not self.trickle_head:
-                        conn.sendall(head)
-                    for byte in (head if self.trickle_head else b"") + body:
-                        time.sleep(self.gap_s)  # the hostile server's pace
-                        conn.sendall(bytes([byte]))
-                        count += 1
-            except OSError:
-                pass
-            self.sent.append(count)
-
-
-@pytest.fixture
-def servers() -> Iterator[list[BlobServer]]:
-    started: list[BlobServer] = []
-    yield started
-    for server in started:
-        server.sock.close()
-
-
-def _serve(servers: list[BlobServer], blobs: dict[str, bytes], **kw: Any) -> BlobServer:
-    server = BlobServer(blobs, **kw).start()
-    servers.append(server)
-    return server
 
 
 def _model_dir(root: Path, weights: bytes) -> list[ModelFile]:
@@ -145,9 +60,7 @@ def _trickled_files() -> list[ModelFile]:
 
 
 def _evaluator(world: World, tmp_path: Path, fetch_limits: FetchLimits) -> Evaluator:
-    spec = CompetitionClient("", http=world.client).competition(CID)
-    service = CompetitionClient("", http=world.client, worker_token=TOKENS["worker"])
-    return Evaluator(service, EVALUATOR, spec, tmp_path / "cache", HEX, fetch_limits=fetch_limits)
+    return evaluator_of(world, EVALUATOR, tmp_path, fetch_limits=fetch_limits)
 
 
 def _cycle_model(files: list[ModelFile], url: str) -> CycleModel:
@@ -185,7 +98,7 @@ def test_a_model_served_at_a_normal_rate_is_fetched(
     world: World, servers: list[BlobServer], tmp_path: Path
 ) -> None:
     files = _model_dir(tmp_path / "entry", b"\x07" * 4096)
-    server = _serve(servers, _blobs(tmp_path / "entry"))
+    server = serve_blobs(servers, _blobs(tmp_path / "entry"))
     evaluator = _evaluator(world, tmp_path, FetchLimits())
     folder = evaluator.fetch(_cycle_model(files, server.url))
     assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
@@ -209,7 +122,7 @@ def test_a_trickled_header_is_refused_by_the_deadline(
     servers: list[BlobServer], tmp_path: Path
 ) -> None:
     """The deadline covers the status line and headers, not only the body."""
-    server = _serve(servers, {f.sha256: TRICKLED for f in _trickled_files()},
+    server = serve_blobs(servers, {f.sha256: TRICKLED for f in _trickled_files()},
                     gap_s=GAP_S, trickle_head=True)  # fmt: skip
     with pytest.raises(FetchDeadlineError, match="fetch_deadline: 0 of the model's 32"):
         fetch_files(server.url, _trickled_files(), tmp_path, FetchLimits(slack_s=0.5))
@@ -226,7 +139,7 @@ def test_wrong_bytes_are_a_refusal_that_is_not_a_deadline(
     servers: list[BlobServer], tmp_path: Path, served: bytes | None, match: str
 ) -> None:
     files = _trickled_files()
-    server = _serve(servers, {} if served is None else {files[0].sha256: served})
+    server = serve_blobs(servers, {} if served is None else {files[0].sha256: served})
     with pytest.raises(SubmissionError, match=match) as caught:
         fetch_files(server.url, files, tmp_path, FetchLimits())
     assert not isinstance(caught.value, FetchDeadlineError)
@@ -251,9 +164,9 @@ def test_a_trickled_model_is_refused_and_the_next_model_of_the_cycle_is_scored(
     slow_files = _trickled_files()
     # a byte a second against a 3 s slack: the trickle needs 32 s, and the honest 4 KiB
     # model has the same 3 s however loaded the machine is
-    slow = _serve(servers, {slow_files[0].sha256: TRICKLED}, gap_s=1.0)
+    slow = serve_blobs(servers, {slow_files[0].sha256: TRICKLED}, gap_s=1.0)
     next_files = _model_dir(tmp_path / "next", b"\x07" * 4096)
-    fast = _serve(servers, _blobs(tmp_path / "next"))
+    fast = serve_blobs(servers, _blobs(tmp_path / "next"))
     entries = [(MINERS[0], slow_files, slow.url), (MINERS[1], next_files, fast.url)]
     shas = [_commit(world, key, files) for key, files, _ in entries]
     world.tick()
@@ -309,12 +222,12 @@ def test_a_failed_download_moves_its_hotkey_last_until_one_succeeds(
 ) -> None:
     evaluator = _evaluator(world, tmp_path, FetchLimits(slack_s=3.0))
     slow_files = _trickled_files()
-    slow = _serve(servers, {slow_files[0].sha256: TRICKLED}, gap_s=1.0)
+    slow = serve_blobs(servers, {slow_files[0].sha256: TRICKLED}, gap_s=1.0)
     with pytest.raises(FetchDeadlineError):
         evaluator._fetch_any(_cycle_model(slow_files, slow.url))
     slow.finish()
     assert evaluator.fetch_failed == {MINERS[0].ss58_address}
     good = _model_dir(tmp_path / "good", b"\x07" * 4096)
-    fast = _serve(servers, _blobs(tmp_path / "good"))
+    fast = serve_blobs(servers, _blobs(tmp_path / "good"))
     evaluator._fetch_any(_cycle_model(good, fast.url))  # the same hotkey, a working server
     assert evaluator.fetch_failed == set()

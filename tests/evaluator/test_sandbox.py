@@ -21,7 +21,7 @@ from hypertrain.competition.spec import CompetitionSpec
 from hypertrain.evaluator.sandbox import Limits, score_model
 from hypertrain.evaluator.scorer import prepare
 from tests.competition.models import tiny_llama
-from tests.competition.test_service import spec_doc
+from tests.competition.world import spec_doc
 
 THREADS = 1
 LIMITS = Limits(time_s=120.0, memory_bytes=4 << 30)

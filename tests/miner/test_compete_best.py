@@ -1,6 +1,6 @@
 """``hypertrain-miner compete best``: the current winner, verified, loadable offline.
 
-The real competition service runs in process on a stepped beacon (test_service.py's
+The real competition service runs in process on a stepped beacon (tests/competition/world.py's
 world); the model lies on the project's relay under uvicorn on loopback (or on a
 loopback server that lies about its bytes); the downloaded directory is loaded by
 ``transformers`` with the hub switched off.
@@ -20,17 +20,15 @@ from hypertrain.miner.best import BestModelMismatchError, NoBestModelError, down
 from hypertrain.miner.errors import MinerError
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.relay.client import RelayClient
-from tests.competition import test_fetch_deadline as _fetching
-from tests.competition import test_service as _competition
 from tests.competition.models import tiny_llama
-from tests.competition.test_service import CID, MINERS, World
+from tests.competition.world import CID, MINERS, World, world
+from tests.evaluator.blob_server import serve_blobs, servers
 from tests.relay import conftest as _relays
 from tests.relay.conftest import Running
 from tests.relay.helpers import RUN_ID, Keys
 
-world = _competition.world  # the real competition service
+__all__ = ["servers", "world"]  # the real competition service, loopback blob servers
 keys, clock, serve, relay = _relays.keys, _relays.clock, _relays.serve, _relays.relay
-servers = _fetching.servers  # loopback servers that send whatever bytes a test chooses
 PAGES = 4
 
 
@@ -88,7 +86,7 @@ def test_bytes_that_are_not_the_committed_ones_are_refused(
     blobs = {f.sha256: (tmp_path / "entry" / f.name).read_bytes() for f in files}
     weights = next(f for f in files if f.name == "model.safetensors")
     blobs[weights.sha256] = blobs[weights.sha256][:-4] + b"\x00\x00\x80\x7f"  # one float: inf
-    server = _fetching._serve(servers, blobs)
+    server = serve_blobs(servers, blobs)
     enter(world, MINERS[1], files, server.url)
     with pytest.raises(BestModelMismatchError, match=r"model\.safetensors.*hash_mismatch"):
         download_best(CompetitionClient("", http=world.client), CID, tmp_path / "best")
