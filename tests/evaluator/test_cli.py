@@ -1,8 +1,9 @@
-"""``hypertrain competition evaluate --follow`` waits for a service that is away at start.
+"""``hypertrain competition evaluate``: its start, and the time it allows one model.
 
-A service that gives no answer or fails (5xx) is ``service_unreachable`` and waited for
-(``rolekit.when_up``); a refusal (a bad worker token: 401) still ends the command, and
-the one-shot command fails at once.
+``--follow`` waits for a service that is away at start: a service that gives no answer or
+fails (5xx) is ``service_unreachable`` and waited for (``rolekit.when_up``); a refusal (a
+bad worker token: 401) still ends the command, and the one-shot command fails at once. A
+``--time-limit-s`` longer than the spec's ``cycle.model_time_limit_s`` is refused.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import pytest
 from hypertrain.api.competition import CompetitionClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.competition.spec import CompetitionSpec
-from hypertrain.evaluator.cli import checked_spec
+from hypertrain.evaluator.cli import checked_spec, time_limit_s
 from hypertrain.evaluator.runner import EvaluatorRefusedError
+from hypertrain.evaluator.sandbox import default_limits
 from tests.competition.world import spec_doc
 
 AWAY = ServiceError("cannot reach the challenge service at http://svc", status=0)
@@ -64,3 +66,12 @@ def test_follow_waits_for_the_service_then_checks_the_token(
     with pytest.raises(ServiceError, match="cannot reach"):
         checked_spec(cast(CompetitionClient, FakeClient(spec, competition=[AWAY])), "c", "hk",
                      follow=False)  # fmt: skip
+
+
+def test_the_evaluator_scores_within_the_specs_limit() -> None:
+    cycle = {"score_window_rounds": 20, "model_time_limit_s": 60}
+    spec = CompetitionSpec.model_validate(spec_doc(cycle=cycle))
+    assert default_limits(spec).time_s == 60
+    assert time_limit_s(None, 60) == 60 and time_limit_s(30, 60) == 30
+    with pytest.raises(ValueError, match=r"exceeds the spec's cycle\.model_time_limit_s"):
+        time_limit_s(600, 60)

@@ -1,12 +1,18 @@
-"""bfloat16 evaluation: a spec field (float32 by default, out of the hash at the default),
-recorded in the determinism record, and deterministic on one machine.
+"""Scoring in a limited child process (``hypertrain.evaluator.sandbox``).
 
-Scores come from the evaluator's sandboxed child process (``score_model``), as in
-production, for a random tiny Llama on random pages.
+A child that runs past its time limit or allocates past its memory limit, and a model
+whose loading raises inside ``transformers`` (an error no check foresaw), are each that
+model's refusal, and the next model is still scored.
+
+bfloat16 evaluation: a spec field (float32 by default, out of the hash at the default),
+recorded in the determinism record, and deterministic on one machine. Scores come from
+the child (``score_model``), as in production, for a random tiny Llama on random pages.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +24,11 @@ from pydantic import ValidationError
 
 from hypertrain.competition.messages import encode_losses
 from hypertrain.competition.spec import CompetitionSpec
-from hypertrain.evaluator.sandbox import Limits, score_model
-from hypertrain.evaluator.scorer import prepare
-from tests.competition.models import tiny_llama
+from hypertrain.competition.submission import SubmissionError
+from hypertrain.evaluator.sandbox import Limits, run_limited, score_model
+from hypertrain.evaluator.scorer import load_model, page_batch, prepare
+from tests.competition import models
+from tests.competition.models import Trained, tiny_llama
 from tests.competition.world import spec_doc
 
 THREADS = 1
@@ -95,3 +103,32 @@ def test_the_float32_default_is_a_plain_float32_forward(
             logits.transpose(1, 2), batch[:, 1:], reduction="none"
         )  # (8, 15)
     assert encode_losses(got) == encode_losses([float(v) for v in ce.mean(dim=1)])
+
+
+def test_the_limited_child_is_stopped_at_its_time_limit() -> None:
+    with pytest.raises(SubmissionError, match="longer than"):
+        run_limited(["-c", "import time; time.sleep(600)"], Limits(time_s=0.5))
+
+
+def test_the_limited_child_cannot_allocate_past_its_memory_limit() -> None:
+    with pytest.raises(SubmissionError, match="MemoryError"):
+        run_limited(["-c", "x = bytearray(4 << 30)"], Limits(memory_bytes=1 << 30))
+
+
+def test_a_crash_while_loading_is_a_refusal_and_the_next_model_is_scored(
+    trained: Trained, tmp_path: Path
+) -> None:
+    spec = CompetitionSpec.model_validate(models.spec_doc(trained.dataset))
+    hostile = models.export(trained.weak, trained.spec, tmp_path / "hostile")
+    config = json.loads((hostile / "config.json").read_text())
+    config["rope_parameters"] = {"rope_type": "default", "rope_theta": "x"}
+    (hostile / "config.json").write_text(json.dumps(config))
+    with pytest.raises(TypeError):  # in process, this escapes every check
+        model, _ = load_model(hostile, spec)
+        model(input_ids=torch.zeros(1, 4, dtype=torch.long))
+    pages = page_batch(trained.dataset, [0, 1, 2, 3]).numpy().astype(np.int64)
+    with pytest.raises(SubmissionError, match="TypeError"):
+        score_model(hostile, spec, pages, 1, Limits(time_s=300))
+    honest = models.export(trained.weak, trained.spec, tmp_path / "honest")
+    losses = score_model(honest, spec, pages, 1, Limits(time_s=300))
+    assert len(losses) == 4 and all(math.isfinite(v) and v > 0 for v in losses)
