@@ -9,12 +9,10 @@ from typing import Any
 
 import pytest
 
-from hypertrain.api.client import ChallengeClient
-from hypertrain.api.disputes import DisputeAnswered, DisputeOpened, DisputeRuled, HoneypotAnswer
+from hypertrain.api.disputes import HoneypotAnswer
 from hypertrain.auditor.disputes import answer_disputes
 from hypertrain.challenge.rounds.settle import PENDING_AUDIT
 from hypertrain.dispute import opinputs
-from hypertrain.protocol.envelope import seal
 from tests.challenge.dispute_scenario import (
     AUDITOR,
     HONEYPOTS,
@@ -383,38 +381,6 @@ def test_bond_burns_when_the_island_loses(bonded: Service) -> None:
     view = bonded.client.get(f"/v1/disputes/{dispute_id}").json()
     assert view["game"]["outcome"] == "upheld"
     assert bonded.ledger.bonds == {dispute_id: (ISLANDS[0].ss58_address, 100, "burned")}
-
-
-def test_client_parses_each_dispute_answer_into_its_model(service: Service) -> None:
-    client = ChallengeClient("http://testserver", http=service.client)  # type: ignore[arg-type]
-    verdict_id, segment = to_verdict(service)
-    env = seal(
-        ISLANDS[0], domain="dispute-open", run_id=RUN, body=_open_body(verdict_id, segment),
-        expiry_round=5000,
-    )  # fmt: skip
-    opened = client.open_dispute(env)
-    assert isinstance(opened, DisputeOpened) and opened.game.stage == "step"
-    assert (opened.hotkey, opened.auditor) == (ISLANDS[0].ss58_address, AUDITOR.ss58_address)
-    game = opened.game.model_dump(mode="json")
-    body = _commitment(game, "auditor")
-    answer_env = seal(AUDITOR, domain="dispute-answer", run_id=RUN, body=body, expiry_round=5000)
-    answered = client.dispute_answer(opened.dispute_id, answer_env)
-    assert isinstance(answered, DisputeAnswered) and "auditor" in answered.game.commitments
-    game = played_to_referee(service, opened.dispute_id)
-    inputs = client.put_dispute_inputs(opened.dispute_id, opinputs.encode(TENSORS))
-    ruling = {
-        "dispute_id": opened.dispute_id,
-        "query": inputs.game.query,
-        "inputs_sha256": hashlib.sha256(opinputs.encode(TENSORS)).hexdigest(),
-        "outputs": game["outputs"]["island"],
-    }
-    ruled = client.dispute_ruling(
-        opened.dispute_id,
-        seal(REFEREE, domain="dispute-ruling", run_id=RUN, body=ruling, expiry_round=5000),
-    )
-    assert isinstance(ruled, DisputeRuled) and ruled.game.outcome == "overturned"
-    # the overturned verdict waits for an independent re-audit; nothing else is set aside
-    assert [a.verdict_id for a in client.reassigned(RUN)] == [verdict_id]
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,7 +13,7 @@ from hypertrain.api.errors import ServiceError
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
-from tests.challenge.conftest import Harness
+from tests.challenge.dispute_scenario import started
 from tests.challenge.helpers import TOKENS, manifest_doc
 
 URL = "http://testserver"
@@ -39,20 +40,21 @@ def _manifest_envelope(signer: Hotkey, coordinator: str) -> dict[str, Any]:
     ).model_dump()
 
 
-def test_public_worker_and_admin_routes(harness: Harness) -> None:
-    client = ChallengeClient(
-        URL, worker_token=TOKENS["worker"], admin_token=TOKENS["admin"], http=harness.client
-    )
-    manifest = client.manifest("run-1")
-    assert isinstance(manifest, RunManifest) and manifest.run_id == "run-1"
-    assert manifest.coordinator == harness.state.coordinator
-    assert client.manifest_envelope("run-1")["signer"] == manifest.coordinator  # as served
-    assert client.beacon_round() == harness.beacon.round
-    assert client.run_summary("run-1").run_id == "run-1"
-    assert client.rounds("run-1") == [] and client.roster("run-1") == []
-    client.open_round("run-1", "aa" * 32, "http://relay/blobs/" + "aa" * 32)
-    assert client.round_detail("run-1", 0).open.body["round"] == 0
-    assert client.assignments("run-1", 0) == []
+def test_public_worker_and_admin_routes(tmp_path: Path) -> None:
+    with started(tmp_path, manifest_doc()) as service:  # the real service, run-1 created
+        coordinator = service.client.app.state.service.coordinator  # type: ignore[attr-defined]
+        tokens = {"worker_token": TOKENS["worker"], "admin_token": TOKENS["admin"]}
+        client = ChallengeClient(URL, http=service.client, **tokens)  # type: ignore[arg-type]
+        manifest = client.manifest("run-1")
+        assert isinstance(manifest, RunManifest) and manifest.run_id == "run-1"
+        assert manifest.coordinator == coordinator
+        assert client.manifest_envelope("run-1")["signer"] == manifest.coordinator  # as served
+        assert client.beacon_round() == service.beacon.round
+        assert client.run_summary("run-1").run_id == "run-1"
+        assert client.rounds("run-1") == [] and client.roster("run-1") == []
+        client.open_round("run-1", "aa" * 32, "http://relay/blobs/" + "aa" * 32)
+        assert client.round_detail("run-1", 0).open.body["round"] == 0
+        assert client.assignments("run-1", 0) == []
 
 
 def test_token_routes_refuse_before_sending() -> None:
