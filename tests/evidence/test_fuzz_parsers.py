@@ -4,7 +4,7 @@ The island writes its checkpoint index (JSON), its checkpoints (binary state str
 its checkpoint reference (a URL) and its commit body. Whatever the bytes, each parser
 either returns a value that satisfies its contract or raises the documented
 ``ValueError`` subclass; never ``RecursionError``, ``KeyError``, ``OverflowError``
-or a crash. ``tests/auditor/corpus`` keeps the malformed indexes found so far.
+or a crash. ``tests/evidence/corpus`` keeps the malformed indexes found so far.
 """
 
 from __future__ import annotations

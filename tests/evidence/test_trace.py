@@ -1,4 +1,6 @@
-"""Step traces, the narrowing they drive, and the referee's one-operation recompute."""
+"""Step traces (``evidence.trace``) and the narrowing they drive between two parties
+(``evidence.party``): a traced step is the step, and a perturbed operation is found at its
+step, section and index (the referee's recompute: tests/referee/test_recompute.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import torch
 
 from hypertrain.challenge.dashboard.panels import narrowing_row
 from hypertrain.dispute import game as g
-from hypertrain.dispute.errors import InputMismatchError
 from hypertrain.dispute.messages import DisputeRuling
 from hypertrain.dispute.resolution import rule, supply_inputs
 from hypertrain.evidence.party import SegmentParty
@@ -122,24 +123,3 @@ def test_honest_parties_agree_and_the_verdict_is_overturned() -> None:
     config = make_config()
     game = _play(_party(config), _party(config))
     assert game.outcome == "overturned"
-
-
-def test_recompute_reproduces_operations_across_a_step() -> None:
-    config = make_config()
-    party = _party(config)
-    trace = party.trace(0)
-    for section in (0, len(trace.names) - 1):
-        for index in range(0, len(trace.ops[section]), 13):
-            entry = trace.ops[section][index]
-            data = party.op_inputs_at(OpRef(0, section, index))
-            assert recompute(entry, data) == entry.outputs, (section, index, entry.op)
-
-
-def test_recompute_refuses_inputs_that_are_not_the_agreed_ones() -> None:
-    config = make_config()
-    party = _party(config)
-    entry = party.trace(0).ops[0][3]
-    data = bytearray(party.op_inputs_at(OpRef(0, 0, 3)))
-    data[-1] ^= 1
-    with pytest.raises(InputMismatchError):
-        recompute(entry, bytes(data))
