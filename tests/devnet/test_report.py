@@ -9,7 +9,7 @@ from typing import Any
 from hypertrain.devnet.config import DevnetConfig
 from hypertrain.devnet.keys import Secrets, generate
 from hypertrain.devnet.report import build_report, write_report
-from hypertrain.devnet.view import round_line, summary_rows
+from hypertrain.devnet.view import round_line, summary_rows, traffic_rows
 from hypertrain.protocol.traffic import ratio_words
 
 
@@ -180,3 +180,19 @@ def test_the_all_in_ratio_leads_and_counts_the_warm_start_on_both_sides() -> Non
     assert words.startswith("2.9× less than data-parallel (1,000 B against 2,900 B")
     assert all_in_rows(traffic, None)[0][1].startswith("20.0× less")
     assert all_in_rows(None, None) == []
+
+
+def test_the_summary_gives_the_steady_state_expected_at_the_audit_rate() -> None:
+    expected = {"audit_rate": 0.1, "audits_per_round": 0.4, "uploads_per_audit": 1.0,
+                "bytes_per_round": 31_038_898, "data_parallel_bytes_per_round": 1_251_256_320,
+                "ratio": 40.3, "words": "40× less than data-parallel"}  # fmt: skip
+    total = {"words": "12× less than data-parallel", "honest_bytes": 1, "rounds": 1,
+             "data_parallel_bytes": 12}  # fmt: skip
+    traffic = {"all": total, "steady": total, "probation": total, "expected": expected}
+    rows = dict(traffic_rows(traffic))
+    key = "traffic vs data-parallel, steady state expected at audit rate 0.1"
+    assert rows[key].startswith("40× less than data-parallel (0.40 audits a round")
+    assert (
+        "traffic vs data-parallel, steady state expected"
+        not in dict(traffic_rows({**traffic, "expected": None})).__repr__()
+    )  # no steady round yet: no row, not a zero

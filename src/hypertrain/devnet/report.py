@@ -88,7 +88,8 @@ def build_report(
         "ledger_verified": ledger_verified,
         "rollbacks": rollbacks or [],
         "weights": weights,
-        "traffic": traffic_summary(rounds),
+        # the dashboard's own count, with its steady state expected at the audit rate
+        "traffic": {**traffic_summary(rounds), "expected": expected_traffic(doc)},
         "warm_start": warm_start,
         "baseline": baseline_row(rounds, baseline),
         "model_export": model_export,
@@ -184,6 +185,13 @@ def warm_start_row(manifest: RunManifest, devices: int) -> dict[str, Any] | None
         "devices": devices,
         "data_parallel_bytes": data_parallel_bytes(params, devices, warm.steps),
     }
+
+
+def expected_traffic(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The dashboard's steady state expected at the audit rate (None: no steady round
+    yet, or a document from before the service reported it)."""
+    expected: dict[str, Any] | None = (doc.get("glance") or {}).get("traffic", {}).get("expected")
+    return expected
 
 
 def traffic_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
