@@ -1,6 +1,6 @@
 """Shared fixtures: paths to the repository's real test data, and the models trained on it
 that both the competition's and the evaluator's tests score (session-scoped: built once per
-test process, only when a test asks)."""
+test process, each model only when a test reads it)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def assets_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
-    """A real dataset and four briefly trained tiny Llama models (tests/competition/models.py)."""
-    from tests.competition.models import trained_set
+    """A real dataset and four tiny Llama models, each trained when first read
+    (tests/competition/models.py)."""
+    from tests.competition.models import Trained
 
-    return trained_set(tmp_path_factory.mktemp("compete-data"))
+    return Trained(tmp_path_factory.mktemp("compete-data"))

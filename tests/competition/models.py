@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -19,28 +19,37 @@ from tests.auditor.world import make_dataset
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 
-@dataclass(frozen=True)
 class Trained:
-    """A real dataset and the models trained on it (the ``trained`` fixture)."""
+    """A real dataset and four tiny models trained on it (the ``trained`` fixture): 15 and
+    60 AdamW steps, a blend a hair better than the first, and one that learned the public
+    held-out split by heart. Each model is trained when a test first reads it (once per
+    test process, whichever test asks first: training seeds itself, so the bytes are the
+    same); most tests read the dataset and the weak model only."""
 
-    dataset: Dataset
-    dataset_dir: Path
-    spec: ModelSpec
-    weak: dict[str, torch.Tensor]  # the incumbent
-    slightly: dict[str, torch.Tensor]  # a hair better than weak (within epsilon)
-    strong: dict[str, torch.Tensor]  # clearly better
-    public: dict[str, torch.Tensor]  # memorized the public held-out split (memorize)
+    def __init__(self, root: Path) -> None:
+        self.dataset = dataset(root)
+        self.dataset_dir = root / "dataset"
+        self.spec = model_spec(self.dataset)
 
+    @cached_property
+    def weak(self) -> dict[str, torch.Tensor]:
+        """The incumbent."""
+        return train(self.dataset, self.spec, steps=15)
 
-def trained_set(root: Path) -> Trained:
-    """The dataset under ``root`` and four tiny models: 15 and 60 AdamW steps, a blend a
-    hair better than the first, and one that learned the public held-out split by heart."""
-    ds = dataset(root)
-    spec = model_spec(ds)
-    weak = train(ds, spec, steps=15)
-    strong = train(ds, spec, steps=60)
-    slightly = blend(weak, strong, 0.01)
-    return Trained(ds, root / "dataset", spec, weak, slightly, strong, memorize(ds, spec))
+    @cached_property
+    def strong(self) -> dict[str, torch.Tensor]:
+        """Clearly better than the incumbent."""
+        return train(self.dataset, self.spec, steps=60)
+
+    @cached_property
+    def slightly(self) -> dict[str, torch.Tensor]:
+        """A hair better than the incumbent (within epsilon)."""
+        return blend(self.weak, self.strong, 0.01)
+
+    @cached_property
+    def public(self) -> dict[str, torch.Tensor]:
+        """Memorized the public held-out split (:func:`memorize`)."""
+        return memorize(self.dataset, self.spec)
 
 
 def dataset(out: Path) -> Dataset:
