@@ -29,7 +29,7 @@ import pytest
 from hypertrain.auditor.runner import Auditor
 from hypertrain.evidence.index import upload_deadline
 from hypertrain.protocol.messages import AuditAssignment
-from tests.auditor.test_runner import BeaconClock, _published
+from tests.auditor.islands import BeaconClock, published_round
 from tests.auditor.world import ISLANDS as WORLD_ISLANDS
 from tests.auditor.world import World, make_world
 from tests.challenge.dispute_scenario import (
@@ -55,9 +55,10 @@ def world(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> World:
 
 
 def _judge(world: World, relay: Any, clock: BeaconClock, detail: Any, seg: int) -> Any:
+    service: Any = clock  # the service as the upload wait sees it: the beacon round
     auditor = Auditor(
-        clock, relay, WORLD_ISLANDS[2], world.manifest, world.dataset_dir, upload_poll_s=0
-    )  # type: ignore[arg-type]
+        service, relay, WORLD_ISLANDS[2], world.manifest, world.dataset_dir, upload_poll_s=0
+    )
     assignment = AuditAssignment(
         round=0, hotkey=WORLD_ISLANDS[0].ss58_address, segments=[seg], selection_beacon_round=5
     )
@@ -79,7 +80,7 @@ def test_a_checkpoint_uploaded_after_its_deadline_does_not_bar_the_auditor_who_s
     """Proves an overturned ``unverifiable`` verdict (bytes uploaded after the deadline)
     never bars the auditor that saw them missing, nor sets its other verdicts aside."""
     # part 1: the real auditor, on a really trained round
-    relay, detail, index = _published(world, tmp_path)
+    relay, detail, index = published_round(world, tmp_path)
     held = relay.blobs.pop(index.blobs[1])  # the island withholds its selected checkpoint
     clock = BeaconClock(5)
     first = _judge(world, relay, clock, detail, 1)

@@ -1,4 +1,6 @@
-"""Train an island's round from a given start state and publish it into a blob store."""
+"""Train an island's round and publish it: into a blob store (:func:`publish_round`,
+:func:`published_round`) or as the replay reads it (:func:`island_round`, with a honeypot's
+cheat when asked); :class:`BeaconClock` is the service as an auditor's upload wait sees it."""
 
 from __future__ import annotations
 
@@ -11,19 +13,23 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from hypertrain.auditor.replay import IslandRound
 from hypertrain.evidence.index import CheckpointIndex
 from hypertrain.evidence.inputs import island_layout, load_samples, round_sample_ids
+from hypertrain.evidence.verify import verify_round_open
+from hypertrain.honeypot.cheats import Schedule, check_strategy, hooks_for
+from hypertrain.miner.hooks import HONEST
 from hypertrain.miner.island import IslandResult, train_round
-from hypertrain.protocol.envelope import seal
+from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import Commit, RoundOpen
 from hypertrain.relay.errors import NotFoundError, RelayError
 from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.segment import TrainConfig
 from hypertrain.trainer.start_state import reset_state
-from hypertrain.trainer.state import TrainState
-from hypertrain.trainer.update import build_update
-from tests.auditor.world import World
+from hypertrain.trainer.state import TrainState, init_state
+from hypertrain.trainer.update import build_update, next_round_state
+from tests.auditor.world import ISLANDS, RUN_ID, World
 
 StartHook = Callable[[TrainState], TrainState]
 
@@ -121,3 +127,101 @@ def inject_moments(direction: float) -> StartHook:
         return TrainState(state.step, tensors, state.config_digest)
 
     return tamper
+
+
+@dataclass(frozen=True)
+class Records:
+    """The two records of a round that an auditor reads."""
+
+    open: Envelope
+    commits: list[Envelope]
+
+
+def published_round(world: World, tmp: Path) -> tuple[MemoryRelay, Records, CheckpointIndex]:
+    """Island 0's round 0 trained honestly (a fresh start from the world's model) and
+    published into a new relay: the records an auditor reads and the checkpoint index."""
+    relay, island = MemoryRelay(), ISLANDS[0]
+    relay.put(world.model_blob)
+    opened = world.round_open(0, [island.ss58_address]).model_dump()
+    record = verify_round_open(opened, world.manifest, 0)
+    config = TrainConfig.from_manifest(world.manifest)
+    ids = round_sample_ids(world.manifest, world.dataset, [record], island.ss58_address)
+    params = decode_model_blob(world.model_blob, world.manifest.model)
+    start = next_round_state(init_state(config.state_config(), world.manifest.seed), params, None)
+    result = train_round(start, config, load_samples(world.dataset, ids), tmp)
+    update = build_update(params, result.final, world.manifest.compression)
+    blobs = tuple(relay.put(p.read_bytes()) for p in result.checkpoint_paths)
+    index = CheckpointIndex(0, tuple(x.hex() for x in result.leaves), blobs)
+    index_sha, update_sha = relay.put(index.to_bytes()), relay.put(update.data)
+    body = Commit(
+        round=0,
+        checkpoint_root=result.root.hex(),
+        leaf_count=3,
+        update_sha256=update_sha,
+        update_bytes=len(update.data),
+        tokens=result.tokens,
+        update_url=f"http://relay/blobs/{update_sha}",
+        checkpoint_url=f"http://relay/blobs/{index_sha}",
+    )
+    commit = seal(
+        island,
+        domain="commit",
+        run_id=RUN_ID,
+        body=body.model_dump(mode="json"),
+        expiry_round=10**9,
+    )
+    return relay, Records(Envelope.model_validate(opened), [commit]), index
+
+
+def island_round(
+    world: World, workdir: Path, strategy: str | None
+) -> tuple[IslandRound, dict[str, bytes]]:
+    """Train island 0's round 0 with ``strategy`` and publish it into an in-memory relay.
+
+    A cheat goes in as the honeypot tooling injects it: as the round hooks the miner's
+    round computes with.
+    """
+    manifest = world.manifest
+    config = TrainConfig.from_manifest(manifest)
+    roster = [k.ss58_address for k in ISLANDS]
+    opens = [verify_round_open(world.round_open(0, roster).model_dump(), manifest, 0)]
+    hotkey = ISLANDS[0].ss58_address
+    ids = round_sample_ids(manifest, world.dataset, opens, hotkey)
+    honest = load_samples(world.dataset, ids)
+    params = decode_model_blob(world.model_blob, manifest.model, world.model_sha)
+    start = next_round_state(init_state(config.state_config(), manifest.seed), params, None)
+    hooks = HONEST if strategy is None else hooks_for(Schedule(check_strategy(strategy)))(0)
+    trained = hooks.samples(world.dataset, ids)
+    result = train_round(start, config, trained, workdir, step=hooks.step)
+    update = hooks.update(params, result.final, manifest.compression)
+    store = {
+        hashlib.sha256(p.read_bytes()).hexdigest(): p.read_bytes() for p in result.checkpoint_paths
+    }
+    index = CheckpointIndex(0, tuple(x.hex() for x in result.leaves), tuple(store))
+    commit = Commit(
+        round=0,
+        checkpoint_root=result.root.hex(),
+        leaf_count=len(result.leaves),
+        update_sha256=hashlib.sha256(update.data).hexdigest(),
+        update_bytes=len(update.data),
+        tokens=result.tokens,
+        update_url="u",
+    )
+    return IslandRound(manifest, commit, index, honest, params), store
+
+
+class BeaconClock:
+    """The service as far as the auditor's upload wait sees it: the beacon round only.
+
+    Each call advances one round, so an auditor polling for a missing checkpoint reaches
+    the deadline after a bounded number of polls; ``on_poll`` lets a test upload late."""
+
+    def __init__(self, start: int, on_poll: Any = None) -> None:
+        self.round, self.on_poll, self.polls = start, on_poll, 0
+
+    def beacon_round(self) -> int:
+        self.polls += 1
+        if self.on_poll is not None:
+            self.on_poll(self.polls)
+        self.round += 1
+        return self.round

@@ -25,10 +25,13 @@ from hypertrain.protocol.merkle import MerkleTree
 from hypertrain.trainer.checkpoint import decode_checkpoint, encode_checkpoint
 from hypertrain.trainer.segment import TrainConfig
 from hypertrain.trainer.state import TrainState
-from tests.auditor.test_replay import island_round, world
-from tests.auditor.world import World
+from tests.auditor.islands import island_round
+from tests.auditor.world import World, make_world
 
-__all__ = ["world"]  # the module-scoped fixture shared with the replay tests
+
+@pytest.fixture(scope="module")
+def world(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> World:
+    return make_world(assets_dir, tmp_path_factory.mktemp("world"))
 
 
 def _recommitted(island: IslandRound, store: dict[str, bytes], k: int, state: TrainState):  # type: ignore[no-untyped-def]

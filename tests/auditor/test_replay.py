@@ -6,7 +6,6 @@ the leaf) is ``unverifiable``; what it proves wrong is a ``mismatch``.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -14,62 +13,19 @@ import pytest
 from hypertrain.auditor.replay import IslandRound, audit_island
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.index import CheckpointIndex
-from hypertrain.evidence.inputs import load_samples, round_sample_ids
 from hypertrain.evidence.verify import verify_manifest, verify_round_open
-from hypertrain.honeypot.cheats import Schedule, check_strategy, hooks_for
-from hypertrain.miner import run as miner_run
-from hypertrain.miner.hooks import HONEST
 from hypertrain.protocol.manifest import CompressionSpec, SparseSpec
-from hypertrain.protocol.messages import Commit
-from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.checkpoint import decode_checkpoint
 from hypertrain.trainer.segment import TrainConfig
 from hypertrain.trainer.sparse_codec import is_sparse
-from hypertrain.trainer.state import init_state
-from hypertrain.trainer.update import build_update, next_round_state
+from hypertrain.trainer.update import build_update
+from tests.auditor.islands import island_round
 from tests.auditor.world import COORD, ISLANDS, RUN_ID, World, make_world
 
 
 @pytest.fixture(scope="module")
 def world(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> World:
     return make_world(assets_dir, tmp_path_factory.mktemp("world"))
-
-
-def island_round(
-    world: World, workdir: Path, strategy: str | None
-) -> tuple[IslandRound, dict[str, bytes]]:
-    """Train island 0's round 0 with ``strategy`` and publish it into an in-memory relay.
-
-    A cheat goes in as the honeypot tooling injects it: as the round hooks the miner's
-    round computes with.
-    """
-    manifest = world.manifest
-    config = TrainConfig.from_manifest(manifest)
-    roster = [k.ss58_address for k in ISLANDS]
-    opens = [verify_round_open(world.round_open(0, roster).model_dump(), manifest, 0)]
-    hotkey = ISLANDS[0].ss58_address
-    ids = round_sample_ids(manifest, world.dataset, opens, hotkey)
-    honest = load_samples(world.dataset, ids)
-    params = decode_model_blob(world.model_blob, manifest.model, world.model_sha)
-    start = next_round_state(init_state(config.state_config(), manifest.seed), params, None)
-    hooks = HONEST if strategy is None else hooks_for(Schedule(check_strategy(strategy)))(0)
-    trained = hooks.samples(world.dataset, ids)
-    result = miner_run.train_round(start, config, trained, workdir, step=hooks.step)
-    update = hooks.update(params, result.final, manifest.compression)
-    store = {
-        hashlib.sha256(p.read_bytes()).hexdigest(): p.read_bytes() for p in result.checkpoint_paths
-    }
-    index = CheckpointIndex(0, tuple(x.hex() for x in result.leaves), tuple(store))
-    commit = Commit(
-        round=0,
-        checkpoint_root=result.root.hex(),
-        leaf_count=len(result.leaves),
-        update_sha256=hashlib.sha256(update.data).hexdigest(),
-        update_bytes=len(update.data),
-        tokens=result.tokens,
-        update_url="u",
-    )
-    return IslandRound(manifest, commit, index, honest, params), store
 
 
 def test_honest_island_matches_with_update_check(world: World, tmp_path: Path) -> None:

@@ -182,6 +182,16 @@ class SteppedBeacon:
 
 
 @dataclass
+class LaggingBeacon(SteppedBeacon):
+    """Verified rounds stop at ``round`` while the chain's schedule says ``due``."""
+
+    due: int = 100
+
+    def due_round(self) -> int:
+        return max(self.due, self.round)
+
+
+@dataclass
 class FakeLedger:
     """Records calls; pays each settled round's tokens as weights."""
 

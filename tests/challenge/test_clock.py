@@ -45,8 +45,7 @@ from tests.challenge.dispute_scenario import (
 from tests.challenge.disputeplay import TENSORS, play_to_referee
 from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
-from tests.challenge.helpers import FakeLedger, bearer, make_settings, signed
-from tests.challenge.test_fail_closed import LaggingBeacon
+from tests.challenge.helpers import FakeLedger, LaggingBeacon, bearer, make_settings, signed
 from tests.competition.world import EVALUATOR, HEX, MINERS, POOL, spec_doc
 from tests.competition.world import World as CompeteWorld
 

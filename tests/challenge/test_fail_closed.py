@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import run_rounds
 from tests.challenge.helpers import (
     FakeLedger,
-    SteppedBeacon,
+    LaggingBeacon,
     bearer,
     commit_body,
     join_body,
@@ -26,16 +25,6 @@ from tests.challenge.helpers import (
     manifest_doc,
     signed,
 )
-
-
-@dataclass
-class LaggingBeacon(SteppedBeacon):
-    """Verified rounds stop at ``round`` while the chain's schedule says ``due``."""
-
-    due: int = 100
-
-    def due_round(self) -> int:
-        return max(self.due, self.round)
 
 
 @pytest.fixture

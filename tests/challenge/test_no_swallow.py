@@ -29,6 +29,7 @@ from tests.challenge.dispute_scenario import (
 from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
 from tests.challenge.helpers import (
+    LaggingBeacon,
     bearer,
     commit_body,
     join_body,
@@ -36,7 +37,6 @@ from tests.challenge.helpers import (
     manifest_doc,
     signed,
 )
-from tests.challenge.test_fail_closed import LaggingBeacon
 
 __all__ = ["bonded", "service"]  # the fixtures, by name
 
