@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "benchmarks")]
 
 from hypertrain.devnet.config import DevnetConfig  # noqa: E402
-from hypertrain.protocol.recipe import OUTER_STEP, STATE_POLICY  # noqa: E402
+from hypertrain.protocol.manifest import CompressionSpec  # noqa: E402
+from hypertrain.protocol.recipe import COMPRESSION, OUTER_STEP, STATE_POLICY  # noqa: E402
 from longrun_report import WINDOW, longest_rise, moving_average  # noqa: E402
 
 RESULT = ROOT / "benchmarks" / "results" / "longrun.json"
@@ -32,7 +33,9 @@ def test_the_long_run_is_of_the_recipe_new_runs_get() -> None:
         OUTER_STEP["momentum"],
     )
     assert recipe["outer"]["broadcast"] == OUTER_STEP["broadcast"]
+    assert recipe["codec"] == CompressionSpec.model_validate(COMPRESSION).codec
     assert recipe["inner_steps"] == DevnetConfig().inner_steps
+    assert recipe["checkpoint_interval"] == DevnetConfig().checkpoint_interval
     assert recipe["warm_start_steps"] > 0
 
 
