@@ -101,9 +101,10 @@ def test_killed_devnet_resumes_to_the_end(tmp_path: Path) -> None:
     session_file = tmp_path / "devnet" / "state" / resume.SESSION_FILE
     deadline = time.monotonic() + WAIT_S
     try:
-        while not session_file.exists() or _final_rounds(
-            json.loads(session_file.read_text())["service_port"]
-        ) < 2:
+        while (
+            not session_file.exists()
+            or _final_rounds(json.loads(session_file.read_text())["service_port"]) < 2
+        ):
             assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "rounds 0-1 were not final in time"
             time.sleep(0.5)
