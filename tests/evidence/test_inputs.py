@@ -60,8 +60,10 @@ def test_round_open_records_must_be_rounds_0_to_w_in_order() -> None:
     for opens in ([], [_opened(1)], [_opened(0), _opened(2)]):
         with pytest.raises(VerificationError, match=r"rounds 0\.\.w in order"):
             round_sample_ids(MANIFEST, None, opens, "hk")  # type: ignore[arg-type]
-    with pytest.raises(VerificationError, match=r"rounds 0\.\.w in order"):
+    with pytest.raises(VerificationError, match=r"consecutive rounds in order"):
         next(iter_round_assignments(MANIFEST, None, [_opened(1), _opened(0)]))  # type: ignore[arg-type]
+    with pytest.raises(VerificationError, match=r"needs the epoch state before it"):
+        next(iter_round_assignments(MANIFEST, None, [_opened(1)]))  # type: ignore[arg-type]
 
 
 def test_the_start_model_is_taken_only_at_its_hash() -> None:

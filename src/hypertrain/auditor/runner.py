@@ -43,14 +43,13 @@ from hypertrain.evidence.inputs import (
     island_layout,
     load_samples,
     open_dataset,
-    round_sample_ids,
 )
+from hypertrain.evidence.opens import OpenRecords
 from hypertrain.evidence.start import PreviousRound, derive_start_state
 from hypertrain.evidence.verify import (
     find_commit,
     verify_assignment,
     verify_commit,
-    verify_round_open,
 )
 from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.identity import Hotkey
@@ -92,6 +91,11 @@ class Auditor:
     # Answers pending disputes; called before each assignment and at every poll of an
     # upload wait, so no island-controlled wait delays a dispute answer (see follow).
     attend: Callable[[], None] | None = None
+    # the round-open records verified so far and the assignment chain (evidence.opens)
+    opens: OpenRecords = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "opens", OpenRecords(self.manifest))
 
     def round_detail(self, detail: RoundRecords, index: int, w: int) -> RoundRecords:
         return detail if w == index else self.service.round_detail(self.manifest.run_id, w)
@@ -100,10 +104,7 @@ class Auditor:
         """Every verified input of one assignment. Raises :class:`IslandInputError` when
         one the island authored fails, another error when a public one does."""
         index, hotkey = assignment.round, assignment.hotkey
-        opens = [
-            verify_round_open(self.round_detail(detail, index, w).open, self.manifest, w)
-            for w in range(index + 1)
-        ]
+        opens = self.opens.upto(index, lambda w: self.round_detail(detail, index, w).open)
         raw = find_commit(detail, hotkey)
         if raw is None:
             raise VerificationError(f"{hotkey} has no commit in round {index}")
@@ -111,7 +112,7 @@ class Auditor:
         layout = island_layout(self.manifest, opens[-1], hotkey)
         config = island_train_config(self.manifest, index, layout=layout)
         dataset = open_dataset(self.dataset_dir, self.manifest)
-        ids = round_sample_ids(self.manifest, dataset, opens, hotkey)
+        ids = self.opens.sample_ids(dataset, index, hotkey)
         _, params = fetch_start_params(self.relay, opens[-1], self.manifest)
         previous = self.previous_round(detail, index, hotkey, opens)
         try:

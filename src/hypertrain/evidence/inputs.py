@@ -6,7 +6,9 @@
   every round-open record so far (the assignment walks one keyed permutation per
   epoch, so round ``w`` depends on the rosters of rounds ``0..w``, and each island's
   share of a round is H steps of the layout its record names);
-  :func:`iter_round_assignments` walks that chain once for every island of every round.
+  :func:`iter_round_assignments` walks that chain once for every island of every round
+  (from round 0, or on from an epoch state an earlier walk returned:
+  :mod:`hypertrain.evidence.opens` keeps them for a long-lived role).
 * :func:`segment_samples`: the part of those a replay of one segment trains on (the
   island's training, an audit and both parties of a dispute take the same part).
 * :func:`load_samples`: ``(id, tokens)`` pairs, each checked against the dataset root.
@@ -66,7 +68,7 @@ def round_sample_ids(
     manifest: RunManifest, dataset: Dataset, opens: Sequence[RoundOpen], hotkey: str
 ) -> list[int]:
     """The ids ``hotkey`` trains on in the last of ``opens`` (records of rounds 0..w)."""
-    if not opens:
+    if not opens or [o.round for o in opens] != list(range(len(opens))):
         raise VerificationError("round-open records must be rounds 0..w in order")
     *_, last = iter_round_assignments(manifest, dataset, opens)
     try:
@@ -76,13 +78,24 @@ def round_sample_ids(
 
 
 def iter_round_assignments(
-    manifest: RunManifest, dataset: Dataset, opens: Sequence[RoundOpen]
+    manifest: RunManifest,
+    dataset: Dataset,
+    opens: Sequence[RoundOpen],
+    after: EpochState | None = None,
 ) -> Iterator[RoundAssignment]:
-    """Every island's ids in each of ``opens`` (records of rounds 0..w), in round order:
-    the epoch chain replayed once from round 0."""
-    if [o.round for o in opens] != list(range(len(opens))):
-        raise VerificationError("round-open records must be rounds 0..w in order")
-    state: EpochState | None = None
+    """Every island's ids in each of ``opens`` (consecutive records), in round order: the
+    epoch chain walked once, from round 0 (``after`` None) or from ``after``, the epoch
+    state after the round before ``opens[0]`` (what an earlier walk returned for it)."""
+    first = opens[0].round if opens else 0
+    if [o.round for o in opens] != list(range(first, first + len(opens))):
+        raise VerificationError("round-open records must be consecutive rounds in order")
+    if (after is None) != (first == 0):
+        raise VerificationError(
+            f"an assignment walk from round {first} needs the epoch state before it"
+            if after is None
+            else "an assignment walk from round 0 starts from no epoch state"
+        )
+    state = after
     for record in opens:
         roster = [
             (h, samples_per_round(manifest, island_layout(manifest, record, h)))

@@ -2,20 +2,22 @@
 
 :func:`load_run` fetches the coordinator-signed manifest (a long-lived command waits
 for a service that is away, ``rolekit.when_up``) and checks the local determinism
-record against it; :func:`round_records` fetches and verifies the
-round-open records of rounds ``0..w`` (the assignment of round ``w`` depends on all).
+record against it; :func:`round_records` gives the verified round-open records of rounds
+``0..w`` (the assignment of round ``w`` depends on all), each fetched and verified once
+for the life of the context (``RunContext.opens``: :mod:`hypertrain.evidence.opens`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundDetail
-from hypertrain.evidence.verify import verify_manifest, verify_round_open
+from hypertrain.evidence.opens import OpenRecords
+from hypertrain.evidence.verify import verify_manifest
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.errors import MinerError
 from hypertrain.miner.hooks import HooksFor, honest
@@ -32,6 +34,10 @@ class RunContext:
     service: ChallengeClient
     manifest: RunManifest
     hooks: HooksFor = honest  # each round's hooks (miner.hooks)
+    opens: OpenRecords = field(init=False)  # the records read so far, and the assignments
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "opens", OpenRecords(self.manifest))
 
 
 def load_run(
@@ -61,17 +67,18 @@ def load_run(
     return RunContext(config, service, manifest, hooks)
 
 
+def _detail(ctx: RunContext, w: int) -> RoundDetail:
+    try:
+        return ctx.service.round_detail(ctx.manifest.run_id, w)
+    except ServiceError as exc:
+        if exc.status == 404:
+            raise MinerError(f"round {w} of {ctx.manifest.run_id} is not open yet") from exc
+        raise
+
+
 def round_records(ctx: RunContext, index: int) -> tuple[list[RoundOpen], RoundDetail]:
-    """Verified open records of rounds 0..index and the detail of round ``index``."""
-    records: list[RoundOpen] = []
-    detail: RoundDetail | None = None
-    for w in range(index + 1):
-        try:
-            detail = ctx.service.round_detail(ctx.manifest.run_id, w)
-        except ServiceError as exc:
-            if exc.status == 404:
-                raise MinerError(f"round {w} of {ctx.manifest.run_id} is not open yet") from exc
-            raise
-        records.append(verify_round_open(detail.open, ctx.manifest, w))
-    assert detail is not None  # range(index + 1) is never empty
+    """Verified open records of rounds 0..index and the detail of round ``index`` (read
+    now; earlier rounds' records only the first time they are needed)."""
+    detail = _detail(ctx, index)
+    records = ctx.opens.upto(index, lambda w: detail.open if w == index else _detail(ctx, w).open)
     return records, detail

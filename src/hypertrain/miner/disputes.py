@@ -21,7 +21,6 @@ from hypertrain.evidence.inputs import (
     island_layout,
     load_samples,
     open_dataset,
-    round_sample_ids,
     segment_samples,
 )
 from hypertrain.evidence.party import SegmentParty
@@ -46,7 +45,7 @@ def segment_party(ctx: RunContext, key: Hotkey, index: int, segment: int) -> Seg
     layout = island_layout(manifest, records[-1], key.ss58_address)
     config = island_train_config(manifest, index, layout=layout, device=ctx.config.device)
     dataset = open_dataset(Path(ctx.config.dataset_dir), manifest)
-    ids = round_sample_ids(manifest, dataset, records, key.ss58_address)
+    ids = ctx.opens.sample_ids(dataset, index, key.ss58_address)
     chunk = segment_samples(ids, config, segment)
     raw = checkpoint_path(ctx.config.round_dir(index), segment).read_bytes()
     start = decode_checkpoint(raw, config.state_config())

@@ -28,7 +28,6 @@ from hypertrain.evidence.inputs import (
     fetch_start_params,
     island_layout,
     open_dataset,
-    round_sample_ids,
 )
 from hypertrain.evidence.start import PreviousRound, derive_start_state
 from hypertrain.evidence.verify import find_commit, verify_commit
@@ -164,7 +163,7 @@ def run_round(
     config = island_train_config(manifest, index, layout=layout, device=cfg.device)
     check_hooks(cfg, config, hooks)
     dataset = open_dataset(Path(cfg.dataset_dir), manifest)
-    ids = round_sample_ids(manifest, dataset, records, key.ss58_address)
+    ids = ctx.opens.sample_ids(dataset, index, key.ss58_address)
     samples = hooks.samples(dataset, ids)
     with RelayClient(cfg.relay_url, key, manifest.run_id) as relay:
         params = fetch_start_model(ctx, relay, records, reporter)
