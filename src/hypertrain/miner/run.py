@@ -44,6 +44,7 @@ from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import Commit, RoundOpen
 from hypertrain.relay.client import RelayClient
+from hypertrain.relay.errors import NotFoundError as RelayNotFoundError
 from hypertrain.trainer.round_config import island_train_config
 from hypertrain.trainer.segment import TrainConfig
 from hypertrain.trainer.state import TrainState
@@ -166,9 +167,15 @@ def run_round(
     ids = ctx.opens.sample_ids(dataset, index, key.ss58_address)
     samples = hooks.samples(dataset, ids)
     with RelayClient(cfg.relay_url, key, manifest.run_id) as relay:
-        params = fetch_start_model(ctx, relay, records, reporter)
-        reporter.event("round_start", round=index, samples=len(samples), steps=config.inner_steps)
-        start = start_state(ctx, config, records, params, key.ss58_address, relay)
+        try:
+            params = fetch_start_model(ctx, relay, records, reporter)
+            reporter.event("round_start", round=index, samples=len(samples),
+                           steps=config.inner_steps)  # fmt: skip
+            start = start_state(ctx, config, records, params, key.ss58_address, relay)
+        except RelayNotFoundError as exc:
+            # the relay no longer holds a public input of the round (expired while this
+            # island was away): this round cannot be trained, the next one can
+            raise MinerError(f"round {index}: the relay does not hold its input: {exc}") from exc
         workdir = cfg.round_dir(index)
         _say_resume(index, earlier_work(workdir, start, config), config.inner_steps, reporter)
         reporter.start_steps(config.inner_steps, f"round {index}")
