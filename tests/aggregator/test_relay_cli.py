@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 
-from hypertrain.aggregator.blobs import RelayBlobs
+from hypertrain.aggregator.blobs import RelayBlobs, republish_missing
 from hypertrain.aggregator.errors import BlobError
 from hypertrain.aggregator.merge import merge
 from hypertrain.aggregator.tape import Tape, decode_tape
@@ -98,3 +99,24 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
         main(["aggregator", command, "--help"])
     assert done.value.code == 0
     assert "--relay-url" in capsys.readouterr().out
+
+
+def test_a_model_the_relay_lost_is_put_back_from_the_cache(
+    relay: Running, keys: Keys, tmp_path: Path
+) -> None:
+    """A relay whose disk was lost while a round still trains on a model: the aggregator
+    puts the model back from its cache once (else no island could train again)."""
+    blobs = RelayBlobs(
+        RelayClient(relay.url, keys.coordinator, RUN_ID), tmp_path / "c", lambda: EXPIRY
+    )
+    model = b"a model the relay lost" * 100
+    sha = hashlib.sha256(model).hexdigest()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / sha).write_bytes(model)  # published earlier, then lost by the relay
+    assert not blobs.relay.exists(sha)
+    assert republish_missing(blobs, sha, "model", 3) is True
+    assert blobs.relay.exists(sha) == len(model)
+    assert republish_missing(blobs, sha, "model", 3) is False  # held: nothing to do
+    with pytest.raises(BlobError) as gone:  # in neither place: loud, never a silent skip
+        republish_missing(blobs, "cd" * 32, "model", 3)
+    assert gone.value.reason == "missing_blob"

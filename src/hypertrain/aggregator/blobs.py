@@ -35,6 +35,23 @@ class BlobStore(BlobSource, Protocol):
 
     def url(self, sha256: str) -> str: ...
 
+    def arrival_round(self, sha256: str) -> int | None: ...
+
+
+def republish_missing(store: BlobStore, sha256: str, kind: BlobKind, round: int) -> bool:
+    """Put a blob this aggregator published back on the relay when the relay no longer
+    holds it (its disk was lost or replaced while a round still needs the blob): True
+    when it was put again. Raises :class:`BlobError` (``missing_blob``) when neither the
+    relay nor this aggregator's cache holds it."""
+    try:
+        store.arrival_round(sha256)
+        return False
+    except BlobError as exc:
+        if exc.reason != "missing_blob":
+            raise
+    store.put(store.get(sha256), kind=kind, round=round)  # get: the disk cache first
+    return True
+
 
 def check_hash(sha256: str, data: bytes) -> bytes:
     actual = hashlib.sha256(data).hexdigest()

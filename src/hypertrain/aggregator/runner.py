@@ -49,7 +49,7 @@ import torch
 from hypertrain.aggregator import chain, corrections
 from hypertrain.aggregator.aggregate import earlier_updates, older_updates
 from hypertrain.aggregator.availability import UndecidedError, updates_deadline
-from hypertrain.aggregator.blobs import BlobStore
+from hypertrain.aggregator.blobs import BlobStore, republish_missing
 from hypertrain.aggregator.collect import collect
 from hypertrain.aggregator.errors import BlobError, GenesisError, UpdateFormatError
 from hypertrain.aggregator.heldout import heldout_loss
@@ -130,6 +130,7 @@ class Aggregator:
     retry: corrections.Backoff = field(default_factory=corrections.Backoff)
     clock: Callable[[], float] = time.monotonic  # for the corrections' backoff
     coordinator: str | None = None  # pinned coordinator SS58 (None: the manifest's own)
+    kept_round: int | None = None  # the training round whose start model the relay holds
 
     def __post_init__(self) -> None:
         self.sketches = SketchCache(self.run_id)
@@ -358,7 +359,21 @@ class Aggregator:
             ended = self.last_round is not None and len(rounds) > self.last_round
             if (not rounds or rounds[-1].phase in ("settle", "final")) and not ended:
                 self.open_next(manifest, rounds)
+            self.keep_start_model(rounds)  # the list read before any round opened here
         return done
+
+    def keep_start_model(self, rounds: list[RoundSummary]) -> None:
+        """Once per training round: the relay still holds the model it opened on (else no
+        island could train it, nor any later round opened on the same model)."""
+        last = rounds[-1] if rounds else None
+        if last is None or last.phase != "train" or last.round == self.kept_round:
+            return
+        if last.start_model_sha256 and republish_missing(
+            self.store, last.start_model_sha256, "model", last.round
+        ):
+            self.emit({"event": "republished", "round": last.round,
+                       "model": last.start_model_sha256})  # fmt: skip
+        self.kept_round = last.round
 
 
 def follow(
