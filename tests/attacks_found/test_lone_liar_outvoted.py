@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from hypertrain.challenge.disputes import game_storage
 from hypertrain.challenge.rounds import facts
 from hypertrain.challenge.rounds.rule import PENDING_AUDIT
+from hypertrain.challenge.store import game_storage
 from hypertrain.dispute.game import Rules, decide
 from hypertrain.dispute.narrowing import Actor
 from hypertrain.dispute.resolution import open_recompute

@@ -16,7 +16,7 @@ from hypertrain.api.client import ChallengeClient
 from hypertrain.api.models import PendingAdmission
 from hypertrain.auditor.admission import CheckWork, check_admissions, check_cost
 from hypertrain.auditor.admission import _one as one_check
-from hypertrain.challenge.admission.deadlines import DEFAULT_DEADLINES, GIB
+from hypertrain.challenge.deadlines import DEFAULT_DEADLINES, GIB
 from hypertrain.miner.admission import challenge_hashes, memory_answers
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey

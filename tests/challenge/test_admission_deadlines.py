@@ -21,14 +21,14 @@ from fastapi.testclient import TestClient
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.auditor.admission import check_admissions
-from hypertrain.challenge.admission.deadlines import (
+from hypertrain.challenge.app import create_app
+from hypertrain.challenge.deadlines import (
     DEFAULT_DEADLINES,
     GIB,
     ClassDeadline,
     DeadlineTable,
     load_deadlines,
 )
-from hypertrain.challenge.app import create_app
 from hypertrain.challenge.errors import SettingsError
 from hypertrain.challenge.settings import settings_from_env
 from hypertrain.miner.admission import challenge_hashes, device_class, memory_answers

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import pytest
 
 from hypertrain.challenge.errors import MetagraphError
-from hypertrain.challenge.platform.metagraph import (
+from hypertrain.challenge.metagraph import (
     MasterMetagraph,
     MetagraphView,
     Snapshot,

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from hypertrain.challenge.app import create_app
 from hypertrain.challenge.errors import BondMissingError
-from hypertrain.challenge.platform.metagraph import FileMetagraph, MetagraphView
+from hypertrain.challenge.metagraph import FileMetagraph, MetagraphView
 from hypertrain.challenge.rounds.rule import PENDING_AUDIT
 from hypertrain.challenge.wiring import LedgerAdapter
 from hypertrain.ledger import Ledger

@@ -160,10 +160,10 @@ def test_the_standing_of_a_verdict_is_written_once() -> None:
     """Only the standing query (``verdict_storage.STANDING_SQL``, which facts.py reads) and
     the dispute storage that owns the tables say what stands."""
     src = Path(__file__).resolve().parents[2] / "src" / "hypertrain"
-    disputes = src / "challenge" / "disputes"
+    store = src / "challenge" / "store"
     owners = {
         src / "challenge" / "rounds" / "verdict_storage.py",
-        *(disputes / f"{part}_storage.py" for part in ("game", "reaudit", "window")),
+        *(store / f"{part}_storage.py" for part in ("game", "reaudit", "window")),
     }
     owners |= set((src / "challenge" / "migrations").glob("*.py"))  # the schema
     found = [

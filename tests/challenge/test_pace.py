@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from hypertrain.challenge.rounds import lifecycle, pace
+from hypertrain.challenge.lifecycle import clock
+from hypertrain.challenge.rounds import pace
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.conftest import Harness
 from tests.challenge.helpers import bearer, commit_body, join_body, signed
@@ -116,7 +117,7 @@ def test_audit_phase_closes_when_every_assignment_has_a_verdict(harness: Harness
             json=signed(h.auditor, "verdict", {**body, "result": "match"}),
         )
         assert r.status_code == 200, r.text
-        h.client.portal.call(lifecycle.advance, h.state)  # type: ignore[union-attr]
+        h.client.portal.call(clock.advance, h.state)  # type: ignore[union-attr]
         assert _detail(h)["phase"] == ("merge" if n == len(assigned) - 1 else "audit")
     assert h.state.current is not None and h.state.current.round < close
     assert _detail(h)["dispute_deadline_round"] == close + 2  # disputes keep their window
@@ -150,7 +151,7 @@ def test_a_set_aside_verdict_does_not_close_the_audit_phase(harness: Harness) ->
         (first["verdict_id"], first["hotkey"], first["auditor"], h.beacon.round),
     )
     assert not pace.audits_done(h.state, "run-1", 0)
-    h.client.portal.call(lifecycle.advance, h.state)  # type: ignore[union-attr]
+    h.client.portal.call(clock.advance, h.state)  # type: ignore[union-attr]
     assert _detail(h)["phase"] == "audit"
 
 
@@ -169,7 +170,7 @@ def test_a_fast_first_auditor_does_not_close_the_audit_phase_alone(
     h.tick(1)
     _match_all(h, h.auditor)
     assert not pace.audits_done(h.state, "run-1", 0)
-    h.client.portal.call(lifecycle.advance, h.state)  # type: ignore[union-attr]
+    h.client.portal.call(clock.advance, h.state)  # type: ignore[union-attr]
     assert _detail(h)["phase"] == "audit"  # a contrary verdict can still be heard
     if listed == 3:
         _match_all(h, others[0])  # two of three: a majority judged every assignment
@@ -198,7 +199,7 @@ def test_standby_jurors_do_not_hold_the_audit_phase_open(harness: Harness) -> No
     h.tick(1)
     _match_all(h, h.auditor)
     assert pace.audits_done(h.state, "run-1", 0)
-    h.client.portal.call(lifecycle.advance, h.state)  # type: ignore[union-attr]
+    h.client.portal.call(clock.advance, h.state)  # type: ignore[union-attr]
     assert _detail(h)["phase"] == "merge"
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from hypertrain.challenge.cli import referee_note
 from hypertrain.challenge.database import DB_NAME
-from hypertrain.challenge.platform.metagraph import parse_snapshot
+from hypertrain.challenge.metagraph import parse_snapshot
 from hypertrain.cli import main
 from hypertrain.data.errors import DataError
 from hypertrain.data.publish import fetch_dataset, make_server, serve_in_thread

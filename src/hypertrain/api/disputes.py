@@ -2,7 +2,7 @@
 
 Part of the answer models (:mod:`hypertrain.api.models` holds the rounds', the roster's and
 the platform's): the dispute routes answer the game's stored record (``DisputeView``,
-defined in ``hypertrain.dispute.view``, stored by ``challenge.disputes.game_storage``),
+defined in ``hypertrain.dispute.view``, stored by ``challenge.store.game_storage``),
 one named model per route.
 """
 

@@ -26,13 +26,14 @@ from hypertrain import __version__
 from hypertrain.challenge import database
 from hypertrain.challenge.competition import cycles
 from hypertrain.challenge.errors import ChallengeError
+from hypertrain.challenge.lifecycle import clock
+from hypertrain.challenge.metagraph import MetagraphProvider, MetagraphView, parse_snapshot
 from hypertrain.challenge.middleware import PrefixAndLimitMiddleware
 from hypertrain.challenge.platform import storage as platform_storage
 from hypertrain.challenge.platform import weights
-from hypertrain.challenge.platform.metagraph import MetagraphProvider, MetagraphView, parse_snapshot
 from hypertrain.challenge.platform.metrics import new_registry
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort
-from hypertrain.challenge.rounds import lifecycle
+from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.routes import (
     admission,
     competition,
@@ -128,6 +129,7 @@ def _open_state(settings: Settings, parts: _Parts) -> ServiceState:
         metagraph=MetagraphView(parts.metagraph, initial),
         beacon=parts.beacon,
         ledger=parts.ledger,
+        read_manifest=rounds_storage.manifest_json,
     )
 
 
@@ -167,7 +169,7 @@ def _advance(state: ServiceState, latest: BeaconRound) -> None:
     if state.current is not None and latest.round <= state.current.round:
         return  # another poll took this round first
     state.current = latest
-    lifecycle.step(state)
+    clock.step(state)
     cycles.advance(state)
 
 

@@ -24,7 +24,7 @@ from typing import Final, Literal
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from hypertrain.challenge.admission.deadlines import (
+from hypertrain.challenge.deadlines import (
     DEFAULT_DEADLINES,
     DeadlineTable,
     load_deadlines,
@@ -162,7 +162,7 @@ class Settings:
     # beacon rounds after a merge tape's arrival the next round waits for its witnesses
     witness_wait_rounds: int = 20
     max_body_bytes: int = 1 << 20
-    # admission answer deadlines per device class (admission/deadlines.py)
+    # admission answer deadlines per device class (deadlines.py)
     admission_deadlines: DeadlineTable = DEFAULT_DEADLINES
     # rounds a refused island waits before it may join again, doubled per refusal
     admission_backoff_rounds: int = 20

@@ -1,8 +1,10 @@
 """The service's live state and the envelope check every signed route shares.
 
 :class:`ServiceState` bundles the database connection, settings, metagraph view,
-beacon and ledger. Replay protection is a table in the same database (one set per
-run), written in the same transaction as the message it guards.
+beacon and ledger, and the reader of a run's stored manifest (the rounds' storage owns the
+runs table and sits above the state, so the app passes the reader in). Replay protection
+is a table in the same database (one set per run), written in the same transaction as the
+message it guards.
 
 Nothing touches the database or the ledger on the event loop: routes are plain
 ``def`` functions that FastAPI runs in its thread pool, each holding
@@ -35,9 +37,8 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     UnavailableError,
 )
-from hypertrain.challenge.platform.metagraph import MetagraphView
+from hypertrain.challenge.metagraph import MetagraphView
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort
-from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.settings import Settings
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.envelope import Envelope, VerifiedEnvelope, open_envelope, seal
@@ -66,6 +67,8 @@ class ServiceState:
     metagraph: MetagraphView
     beacon: BeaconSource
     ledger: LedgerPort
+    # run id -> the run's manifest JSON as stored (None: no such run)
+    read_manifest: Callable[[sqlite3.Connection, str], str | None]
     current: BeaconRound | None = None
     reader: sqlite3.Connection | None = None  # read-only lookups that need no lock
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -183,7 +186,7 @@ class ServiceState:
         cached = self._manifests.get(run_id)
         if cached is not None:
             return cached
-        text = rounds_storage.manifest_json(self.conn, run_id)
+        text = self.read_manifest(self.conn, run_id)
         if text is None:
             raise NotFoundError(f"run {run_id!r} does not exist", code="unknown_run")
         manifest = RunManifest.model_validate_json(text)

@@ -18,7 +18,7 @@ from hypertrain.challenge.errors import (
     ForbiddenError,
     LedgerFaultError,
 )
-from hypertrain.challenge.platform.metagraph import (
+from hypertrain.challenge.metagraph import (
     ChainMetagraph,
     FileMetagraph,
     MasterMetagraph,

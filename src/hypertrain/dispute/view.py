@@ -1,7 +1,7 @@
 """The public record of a dispute game: what the challenge service stores and answers.
 
 The service's ``GET /v1/disputes/{id}`` answers it (built from its tables by
-``hypertrain.challenge.disputes.game_storage.load_view``), and the clients and parties
+``hypertrain.challenge.store.game_storage.load_view``), and the clients and parties
 read it (:mod:`hypertrain.api.disputes`, :mod:`hypertrain.evidence.respond`).
 """
 

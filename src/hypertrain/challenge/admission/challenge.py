@@ -44,9 +44,9 @@ from hypertrain.api.models import (
     PendingAdmission,
 )
 from hypertrain.challenge.admission import storage
-from hypertrain.challenge.admission.deadlines import Deadline
 from hypertrain.challenge.admission.rules import challenge_seed, proven_memory_problem
 from hypertrain.challenge.admission.storage import ChallengeRow, ChallengeStatus, NewChallenge
+from hypertrain.challenge.deadlines import Deadline
 from hypertrain.challenge.errors import (
     AdmissionError,
     ChallengeError,

@@ -27,7 +27,7 @@ import numpy as np
 
 from hypertrain.challenge.competition import cycle_storage, storage
 from hypertrain.challenge.competition.intake import spec_of
-from hypertrain.challenge.rounds.lifecycle import beacon_round as verified_round
+from hypertrain.challenge.rounds.phases import beacon_round as verified_round
 from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.competition.messages import (
     CycleModel,

@@ -37,7 +37,6 @@ from hypertrain.challenge.dashboard.models import (
     TrafficPanel,
 )
 from hypertrain.challenge.dashboard.traffic import expected_steady, round_traffic
-from hypertrain.challenge.disputes import game_storage
 from hypertrain.challenge.rounds import (
     audit_storage,
     commit_storage,
@@ -48,6 +47,7 @@ from hypertrain.challenge.rounds import (
     views,
 )
 from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.challenge.store import game_storage
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 from hypertrain.protocol.messages import Verdict
 from hypertrain.protocol.traffic import TrafficRound, ratio, ratio_words, summarize

@@ -33,9 +33,10 @@ from hypertrain.challenge.dashboard.models import (
     TrafficPanel,
 )
 from hypertrain.challenge.dashboard.models import TrafficTotal as TrafficTotalCard
-from hypertrain.challenge.disputes import game_storage, games, honeypots
+from hypertrain.challenge.disputes import games, honeypots
 from hypertrain.challenge.rounds import audit_storage, roster_storage, views
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import game_storage
 from hypertrain.dispute.narrowing import NarrowStep, describe
 from hypertrain.protocol.messages import JoinRequest
 from hypertrain.protocol.traffic import FORMULA, TrafficSummary, TrafficTotal

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from hypertrain.challenge.disputes import game_storage
 from hypertrain.challenge.errors import ForbiddenError, LedgerFaultError
 from hypertrain.challenge.ports import LedgerPort
+from hypertrain.challenge.store import game_storage
 
 
 def dispute_bond(

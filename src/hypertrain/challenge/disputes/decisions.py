@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from hypertrain.challenge.disputes import game_storage, reaudit_storage
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.rounds import verdict_storage
+from hypertrain.challenge.store import game_storage, reaudit_storage
 from hypertrain.dispute.game import Game
 from hypertrain.dispute.resolution import bars, bars_auditor
 from hypertrain.protocol.deadlines import upload_deadline

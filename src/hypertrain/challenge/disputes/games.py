@@ -21,14 +21,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 
-from hypertrain.challenge.disputes import (
-    bonds,
-    decisions,
-    game_storage,
-    opening,
-    reaudit_storage,
-    windows,
-)
+from hypertrain.challenge.disputes import bonds, decisions, opening, windows
 from hypertrain.challenge.errors import (
     BondMissingError,
     ChallengeError,
@@ -39,6 +32,7 @@ from hypertrain.challenge.errors import (
 )
 from hypertrain.challenge.rounds import jury, roles, settle
 from hypertrain.challenge.state import ServiceState, quick_dumps
+from hypertrain.challenge.store import game_storage, reaudit_storage
 from hypertrain.dispute import game as g
 from hypertrain.dispute import resolution
 from hypertrain.dispute.errors import (

@@ -14,11 +14,11 @@ path. The caller holds the transaction.
 
 from __future__ import annotations
 
-from hypertrain.challenge.disputes import reaudit_storage
 from hypertrain.challenge.rounds import facts, jury, verdict_storage
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.rounds.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import reaudit_storage
 from hypertrain.dispute.resolution import bars
 from hypertrain.protocol.deadlines import upload_deadline
 

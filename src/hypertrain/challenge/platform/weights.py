@@ -24,8 +24,8 @@ from typing import Final
 from hypertrain.api.models import WeightsMetadata, WeightsPublic
 from hypertrain.challenge.competition import storage as competition_storage
 from hypertrain.challenge.errors import LedgerFaultError, NotFoundError, UnavailableError
+from hypertrain.challenge.metagraph import Snapshot, departures
 from hypertrain.challenge.platform import storage
-from hypertrain.challenge.platform.metagraph import Snapshot, departures
 from hypertrain.challenge.platform.storage import Departure
 from hypertrain.challenge.rounds import roster_storage
 from hypertrain.challenge.state import ServiceState, dumps
@@ -91,7 +91,7 @@ def note_snapshot(state: ServiceState, before: Snapshot | None, fresh: Snapshot)
     """Store a fresh snapshot with the hotkeys that left since ``before``; how many left.
 
     A hotkey left when ``fresh`` no longer lists it or lists it under another uid
-    (:func:`~hypertrain.challenge.platform.metagraph.departures`). The departure is kept until
+    (:func:`~hypertrain.challenge.metagraph.departures`). The departure is kept until
     the next epoch's first answer burns it (:func:`burn_departed`), so a hotkey that
     is deregistered and registered again between two answers still loses the old
     registration's value, whatever mode earned it.

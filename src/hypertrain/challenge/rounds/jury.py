@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hypertrain.challenge.disputes.reaudit_storage import is_faulty
 from hypertrain.challenge.rounds import merge_storage, roster_storage, verdict_storage
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store.reaudit_storage import is_faulty
 
 
 def auditors(state: ServiceState, run_id: str) -> tuple[str, ...]:

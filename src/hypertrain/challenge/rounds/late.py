@@ -18,11 +18,11 @@ jury is empty and the first verdict decides (only a referee could say more).
 
 from __future__ import annotations
 
-from hypertrain.challenge.disputes import game_storage, reaudit_storage, window_storage
 from hypertrain.challenge.errors import ForbiddenError
 from hypertrain.challenge.rounds import facts, jury, late_panel_storage, verdict_storage
 from hypertrain.challenge.rounds.settle import late_verdict, release_later
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import game_storage, reaudit_storage, window_storage
 
 
 def accepts(state: ServiceState, run_id: str, index: int, hotkey: str, signer: str) -> bool:

@@ -41,12 +41,10 @@ from __future__ import annotations
 
 import logging
 
-from hypertrain.challenge.disputes import reassigned
-from hypertrain.challenge.disputes.game_storage import disputes_open
-from hypertrain.challenge.disputes.window_storage import open_window
 from hypertrain.challenge.errors import PhaseError
 from hypertrain.challenge.rounds import (
     facts,
+    reassigned,
     rollbacks,
     roster_storage,
     storage,
@@ -55,6 +53,8 @@ from hypertrain.challenge.rounds import (
 )
 from hypertrain.challenge.rounds.rule import HOLDS, PENDING_AUDIT, PROBATION_HOLD, Outcome
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store.game_storage import disputes_open
+from hypertrain.challenge.store.window_storage import open_window
 
 __all__ = [
     "PENDING_AUDIT",
@@ -74,7 +74,7 @@ def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> b
     ``settle``), the dispute window, which opens at the audit close, has passed, and
     every dispute filed in it is decided, no game its auditor lost is still gathering its
     jury's re-audits (for one window after its decision:
-    :func:`~hypertrain.challenge.disputes.reassigned.gathering`), and the witnesses the
+    :func:`~hypertrain.challenge.rounds.reassigned.gathering`), and the witnesses the
     operator requires cleared the round's tape.
     """
     record = storage.round_record(state.conn, run_id, index)

@@ -23,7 +23,7 @@ from hypertrain.challenge.rounds.rule import Standing, StandingVerdict, VerdictR
 # change its standing any more), and whether a referee or a quorum of re-audits upheld it
 # against its island (a dispute lost by a deadline is not such evidence: the judges'
 # majority still decides it, ``rule.jury_standing``). It names the dispute game's tables
-# (owned by ``hypertrain.challenge.disputes.game_storage`` and its parts) because the
+# (owned by ``hypertrain.challenge.store.game_storage`` and its parts) because the
 # standing is one fact of a verdict and its disputes; the layering test allows this
 # query, and only it, to name them.
 STANDING_SQL = """

@@ -21,7 +21,6 @@ from hypertrain.api.models import (
     VerdictCounts,
     VerdictRecord,
 )
-from hypertrain.challenge.disputes import game_storage
 from hypertrain.challenge.errors import NotFoundError
 from hypertrain.challenge.rounds import (
     audit_storage,
@@ -36,6 +35,7 @@ from hypertrain.challenge.rounds import (
 )
 from hypertrain.challenge.rounds.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import game_storage
 from hypertrain.protocol.envelope import Envelope
 
 BALANCES: Final = ("escrow", "held", "vested", "paid", "burned")

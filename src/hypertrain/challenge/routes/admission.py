@@ -16,7 +16,7 @@ from hypertrain.api.models import (
 )
 from hypertrain.challenge.admission import challenge, leave
 from hypertrain.challenge.deps import ERRORS, RunId, State, require_worker, serialized
-from hypertrain.challenge.rounds import intake
+from hypertrain.challenge.lifecycle import intake
 from hypertrain.protocol.envelope import Envelope
 
 public = APIRouter(prefix="/v1", tags=["admission"])

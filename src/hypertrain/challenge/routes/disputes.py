@@ -20,7 +20,7 @@ from hypertrain.api.disputes import (
 )
 from hypertrain.challenge.deps import ERRORS, State, require_admin, serialized
 from hypertrain.challenge.disputes import games, honeypots
-from hypertrain.challenge.disputes.reassigned import waiting
+from hypertrain.challenge.rounds.reassigned import waiting
 from hypertrain.dispute.view import DisputeView
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod

@@ -28,7 +28,8 @@ from hypertrain.challenge.deps import (
     require_worker,
     serialized,
 )
-from hypertrain.challenge.rounds import intake, lifecycle, rollbacks, views, witness
+from hypertrain.challenge.lifecycle import intake
+from hypertrain.challenge.rounds import phases, rollbacks, views, witness
 from hypertrain.protocol.envelope import Envelope
 
 public = APIRouter(prefix="/v1", tags=["rounds"])
@@ -144,14 +145,14 @@ def merge_correction(state: State, envelope: Envelope) -> CorrectionAnswer:
 @serialized
 def create_run(state: State, payload: CreateRunIn) -> Envelope:
     """Store a run; the service signs its manifest with the coordinator key."""
-    return lifecycle.create_run(state, payload.manifest)
+    return phases.create_run(state, payload.manifest)
 
 
 @admin.post("/runs/{run_id}/rounds", responses=ERRORS, response_model=Envelope)
 @serialized
 def open_round(state: State, run_id: RunId, payload: OpenRoundIn) -> Envelope:
     """Open the next round at the current beacon round (start model defaults to the merge)."""
-    return lifecycle.open_round(state, run_id, payload.start_model_sha256, payload.start_model_url)
+    return phases.open_round(state, run_id, payload.start_model_sha256, payload.start_model_url)
 
 
 router = APIRouter()

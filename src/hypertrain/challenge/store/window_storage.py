@@ -3,7 +3,7 @@
 
 A fault verdict that arrived after its round's dispute window gets a window of its own,
 from its arrival (``verdict_windows``); :mod:`.windows` opens and closes them, settlement
-waits for them (:func:`~hypertrain.challenge.disputes.game_storage.disputes_open`).
+waits for them (:func:`~hypertrain.challenge.store.game_storage.disputes_open`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from hypertrain.challenge.disputes.game_storage import JudgedVerdict
+from hypertrain.challenge.store.game_storage import JudgedVerdict
 
 
 @dataclass(frozen=True, slots=True)

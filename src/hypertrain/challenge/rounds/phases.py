@@ -1,4 +1,6 @@
-"""Runs and the round state machine, driven only by verified beacon rounds.
+"""Runs and the round state machine's transitions (creating a run, opening a round,
+fixing its audit selection); the step of each verified beacon round that moves every
+round through them is :mod:`hypertrain.challenge.lifecycle.clock`.
 
 Phases of a round, each entered at a beacon round (``now`` is the latest verified one):
 
@@ -30,20 +32,17 @@ import sqlite3
 
 from pydantic import JsonValue, ValidationError
 
-from hypertrain.challenge.disputes import games
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
 from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.rounds import (
     audit_storage,
     chain,
     commit_storage,
-    pace,
     roster_storage,
     storage,
 )
 from hypertrain.challenge.rounds.facts import faulted_before
 from hypertrain.challenge.rounds.selection import assignment_key, select_audits
-from hypertrain.challenge.rounds.settle import ready_to_settle, settle_round
 from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.protocol.deadlines import check_answer_deadline
 from hypertrain.protocol.envelope import Envelope
@@ -177,41 +176,6 @@ def _row(beacon: BeaconRound) -> storage.BeaconRow:
     return storage.BeaconRow(beacon.round, beacon.randomness, beacon.signature)
 
 
-async def advance(state: ServiceState) -> None:
-    """:func:`step` in a worker thread under the writer lock (never on the event loop)."""
-    await state.offload(step, state)
-
-
-def step(state: ServiceState) -> None:
-    """Move every unfinished round as far as the clock allows (call under the lock)."""
-    if state.current is None:
-        return
-    now = state.due_round()  # every deadline by the clock: a lagging poll closes, never holds
-    verified = state.current.round
-    state.prune_nonces()
-    games.tick(state)
-    for row in storage.open_rounds(state.conn):
-        run_id, index, phase = row.run_id, row.round, row.phase
-        closed = pace.commit_close_round(state, row, now) if phase in ("train", "beacon") else None
-        if phase == "train" and closed is not None:
-            storage.set_phase(state.conn, run_id, index, "beacon")
-            phase = "beacon"
-        if phase == "beacon":
-            number = (row.commit_deadline if closed is None else closed) + 1
-            if number > verified:
-                continue  # the selecting round is due but not verified yet: wait for it
-            select_round(state, run_id, index, beacon_round(state, number))
-            continue
-        if phase == "audit" and (
-            (row.audit_close_round is not None and now >= row.audit_close_round)
-            or pace.audits_done(state, run_id, index)
-        ):
-            _close_audit(state, run_id, index)
-        if phase == "settle" and ready_to_settle(state, run_id, index, now):
-            with transaction(state.conn):
-                settle_round(state, run_id, index)
-
-
 def beacon_round(state: ServiceState, number: int) -> BeaconRound:
     """A verified beacon round: the current one, a stored one, or fetched (blocking)."""
     current = state.current
@@ -286,11 +250,3 @@ def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconR
         len(committed),
         selector.round,
     )
-
-
-def _close_audit(state: ServiceState, run_id: str, index: int) -> None:
-    if commit_storage.has_commits(state.conn, run_id, index):
-        storage.set_phase(state.conn, run_id, index, "merge")
-        return
-    with transaction(state.conn):
-        settle_round(state, run_id, index)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import sqlite3
 
 from hypertrain.api.disputes import ReassignedAudit
-from hypertrain.challenge.disputes import game_storage, reaudit_storage
 from hypertrain.challenge.rounds import (
     audit_storage,
     facts,
@@ -27,6 +26,7 @@ from hypertrain.challenge.rounds import (
 )
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.challenge.store import game_storage, reaudit_storage
 from hypertrain.protocol.envelope import Envelope
 
 

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hypertrain.challenge.disputes.game_storage import JudgedVerdict, disputed_verdict
+from hypertrain.challenge.store.game_storage import JudgedVerdict, disputed_verdict
 from hypertrain.dispute.game import Game
 
 

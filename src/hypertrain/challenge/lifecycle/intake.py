@@ -23,7 +23,6 @@ from hypertrain.challenge.admission import challenge
 from hypertrain.challenge.admission.leave import next_round, refuse_rejoin
 from hypertrain.challenge.admission.rules import check_join
 from hypertrain.challenge.disputes import games, outvoted
-from hypertrain.challenge.disputes.reaudit_storage import is_faulty
 from hypertrain.challenge.errors import (
     ChallengeError,
     ConflictError,
@@ -48,6 +47,7 @@ from hypertrain.challenge.rounds.roster_storage import NewIsland
 from hypertrain.challenge.rounds.storage import RoundRecord
 from hypertrain.challenge.rounds.verdict_storage import NewVerdict
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.challenge.store.reaudit_storage import is_faulty
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import Commit, JoinRequest, MergeTape, Verdict
 from hypertrain.protocol.sqlite import transaction
