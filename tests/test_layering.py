@@ -360,9 +360,7 @@ def test_the_owner_check_sees_sql() -> None:
 # count when listed as a ceiling, so they cannot grow; an entry goes once its file is
 # split (the test fails while a listed file is within the limit, so the list only shrinks).
 MAX_LINES = 400
-OVERSIZED: dict[str, int] = {
-    "hypertrain/dispute/game.py": 424,
-}
+OVERSIZED: dict[str, int] = {}
 _SOURCE_SUFFIXES = {".py", ".pyi", ".c", ".js", ".html", ".css"}
 
 

@@ -32,8 +32,9 @@ from hypertrain.dispute.errors import (
     UnknownRefereeError,
     WrongQueryError,
 )
-from hypertrain.dispute.game import PARTIES, Game, Outcome, Rules, decide
+from hypertrain.dispute.game import decide
 from hypertrain.dispute.messages import DisputeRuling
+from hypertrain.dispute.model import PARTIES, Game, Outcome, Rules
 from hypertrain.dispute.narrowing import NarrowStep
 
 Check = Literal["start", "update", "unverifiable"]

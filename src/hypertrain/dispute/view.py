@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from hypertrain.dispute.game import Game
+from hypertrain.dispute.model import Game
 
 
 class DisputeView(BaseModel):

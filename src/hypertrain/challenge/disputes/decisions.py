@@ -21,7 +21,7 @@ import sqlite3
 from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.rounds import verdict_storage
 from hypertrain.challenge.store import game_storage, reaudit_storage
-from hypertrain.dispute.game import Game
+from hypertrain.dispute.model import Game
 from hypertrain.dispute.resolution import bars, bars_auditor
 from hypertrain.protocol.deadlines import upload_deadline
 

@@ -18,7 +18,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
-from hypertrain.dispute.game import Game
+from hypertrain.dispute.model import Game
 from hypertrain.dispute.view import DisputeView
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hypertrain.challenge.store.game_storage import JudgedVerdict, disputed_verdict
-from hypertrain.dispute.game import Game
+from hypertrain.dispute.model import Game
 
 
 @dataclass(frozen=True, slots=True)
