@@ -37,14 +37,14 @@ from hypertrain.aggregator.combine import Combined, Selection, Trust, combine
 from hypertrain.aggregator.outer import nesterov_step
 from hypertrain.aggregator.screen import proven_history
 from hypertrain.aggregator.tape import Candidate
-from hypertrain.protocol.manifest import OuterOptimSpec, RunManifest
+from hypertrain.protocol.manifest import CompressionSpec, OuterOptimSpec, RunManifest
 from hypertrain.trainer.blob import blob_hash, encode_model_blob
 from hypertrain.trainer.broadcast import rebuild_model
 from hypertrain.trainer.round_config import island_train_config
 from hypertrain.trainer.segment import Sample, run_segment
 from hypertrain.trainer.start_state import carry_state, reset_state
 from hypertrain.trainer.state import TrainState
-from hypertrain.trainer.update import build_update
+from hypertrain.trainer.update import build_update, decode_update
 
 Params = dict[str, Tensor]
 
@@ -196,9 +196,16 @@ def diloco_round(
     *,
     exact: bool = False,
     average: tuple[str, ...] = (),
+    overlap: bool = False,
 ) -> tuple[Swarm, RoundLog]:
     """Round ``r``: island ``i`` trains on ``samples[i]``, the aggregator merges, every
-    island receives the model and starts round ``r + 1`` (``exact``: the ``none`` codec)."""
+    island receives the model and starts round ``r + 1`` (``exact``: the ``none`` codec).
+
+    ``overlap`` (a prototype of overlapped rounds, not a product policy): island ``i``
+    starts round ``r + 1`` before round ``r``'s merge, from the last merged model it
+    holds (round ``r - 1``'s) minus its own decoded round-``r`` update, both public; the
+    merge of round ``r`` still moves the aggregator's model, so every island receives
+    the other islands' round-``r`` progress one round late (a delayed outer update)."""
     cfg = island_train_config(manifest, r)
     h = manifest.round.inner_steps
     ends = [run_segment(s, cfg, x, h) for s, x in zip(swarm.states, samples, strict=True)]
@@ -212,5 +219,18 @@ def diloco_round(
     merged = merge_updates(manifest, swarm.params, swarm.momentum, updates, tokens, swarm.merges)
     params, received = received_model(manifest, swarm.params, merged)
     log = RoundLog(tuple(updates), sum(len(u) for u in updates), len(ends) * received, merged)
-    states = next_states(manifest, r, swarm.states, ends, params, average)
+    if overlap:
+        states = tuple(
+            carry_state(e, s.params(), own_start(swarm.params, u, comp), comp)
+            for s, e, u in zip(swarm.states, ends, updates, strict=True)
+        )
+    else:
+        states = next_states(manifest, r, swarm.states, ends, params, average)
     return Swarm(states, params, merged.momentum, (merged.selection, *swarm.merges)), log
+
+
+def own_start(held: Params, update: bytes, compression: CompressionSpec) -> Params:
+    """An overlapped round's start model: the merged model the island holds minus its own
+    decoded last update (the island's progress, rebased on the public model)."""
+    delta = decode_update(update, compression)
+    return {k: v - delta[k] for k, v in held.items()}

@@ -90,6 +90,7 @@ class Cell:
     broadcast_bits: int = 8  # ... at this width
     warm_moments: bool = False  # round 0 starts from the warm start's optimizer moments
     average: tuple[str, ...] = ()  # prototype: optimizer tensors averaged over islands
+    overlap: bool = False  # prototype: overlapped rounds (parity_round.diloco_round)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +290,9 @@ def run_diloco(cell: Cell, setup: Setup, data: Data, seed: int) -> CellRun:
     )
     for r in range((setup.steps - cell.warm_start) // cell.inner_steps):
         samples = island_samples(manifest, cell.islands, data, r)
-        swarm, log = diloco_round(manifest, swarm, samples, r, exact=exact, average=cell.average)
+        swarm, log = diloco_round(
+            manifest, swarm, samples, r, exact=exact, average=cell.average, overlap=cell.overlap
+        )
         out.update_bytes += log.upload_bytes
         out.model_download_bytes += log.download_bytes
         out.merged_updates += log.merged
