@@ -81,7 +81,7 @@ def publish_round(
     ``reset`` state, passed through ``tamper``) and publish checkpoints, index, update."""
     manifest, record = world.manifest, opens[-1]
     layout = island_layout(manifest, record, key.ss58_address)
-    config = TrainConfig.from_manifest(manifest, layout=layout)
+    config = TrainConfig.from_manifest(manifest, layout=layout, round_index=record.round)
     ids = round_sample_ids(manifest, world.dataset, opens, key.ss58_address)
     params = decode_model_blob(relay.get(record.start_model_sha256), manifest.model)
     if start is None:

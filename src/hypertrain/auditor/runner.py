@@ -7,7 +7,9 @@ first (see the package docstring); a verdict is signed with the auditor's hotkey
 
 The auditor is total: each assignment ends in ``match``, ``mismatch`` or
 ``unverifiable`` (the island's own inputs could not be fetched, parsed or proven),
-and nothing one island publishes can stop the work on the others. Blob downloads are
+and nothing one island publishes can stop the work on the others or delay their
+verdicts: an assignment still waiting for an upload is set aside until every other one
+is posted (:mod:`~hypertrain.auditor.uploads`). Blob downloads are
 bounded while streaming (the index by :data:`~.index.MAX_INDEX_BYTES`, a checkpoint
 by the exact size its layout gives). A failure that is not the island's (the relay
 or service unreachable, a record the coordinator signed that does not verify) is
@@ -31,6 +33,13 @@ from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import VerdictAnswer
 from hypertrain.auditor.replay import AuditOutcome, IslandRound, audit_island
+from hypertrain.auditor.uploads import (
+    ISLAND_BLOB_FAULTS,
+    UploadPending,
+    held,
+    judging_ready,
+    ready_only,
+)
 from hypertrain.evidence.errors import IslandInputError, VerificationError
 from hypertrain.evidence.index import (
     MAX_INDEX_BYTES,
@@ -61,8 +70,6 @@ from hypertrain.relay.errors import RelayError
 from hypertrain.rolekit import Emit, peer_away, role_events
 from hypertrain.trainer.checkpoint import checkpoint_size
 from hypertrain.trainer.round_config import island_train_config
-
-ISLAND_BLOB_FAULTS = frozenset({"too_large", "size_mismatch"})
 
 log = logging.getLogger(__name__)
 emit_json = role_events("auditor")
@@ -129,7 +136,7 @@ class Auditor:
                 # under ``carry`` the island uploads it once selected, like a checkpoint
                 lambda sha, limit: self.awaited_blob(sha, self.upload_by(assignment), limit),
             )
-        except (IslandInputError, RelayError, ServiceError):
+        except (IslandInputError, RelayError, ServiceError, UploadPending):
             raise
         except Exception as exc:  # island-authored bytes: any failure is unverifiable
             raise IslandInputError(f"{type(exc).__name__}: {exc}"[:2048]) from exc
@@ -183,6 +190,10 @@ class Auditor:
         except IslandInputError as exc:
             return AuditOutcome("unverifiable", 0, False, str(exc), segments)
         deadline = self.upload_by(assignment)
+        if ready_only():  # no replay before every selected checkpoint is there (uploads)
+            for k in segments:
+                if 0 < k < len(island.index.blobs):
+                    self.check_uploaded(island.index.blobs[k], deadline)
         return audit_island(
             island, assignment.segments, lambda sha: self.awaited_blob(sha, deadline)
         )
@@ -195,8 +206,10 @@ class Auditor:
 
     def awaited_blob(self, sha256: str, deadline: int, max_bytes: int = 0) -> bytes:
         """A selected checkpoint: the island uploads it after the selection, so wait for it
-        until beacon round ``deadline`` (one round for every island, so a withholding island
-        delays the others by at most that); missing after it means withheld."""
+        until beacon round ``deadline``; missing after it means withheld. Inside
+        :func:`~hypertrain.auditor.uploads.judging_ready` a missing one raises
+        :class:`~hypertrain.auditor.uploads.UploadPending` instead of waiting, so the
+        round's other islands are judged first (:func:`audit_round`)."""
         while True:
             try:
                 data = self.island_blob(sha256, max_bytes=max_bytes)
@@ -206,8 +219,16 @@ class Auditor:
                 missing = isinstance(exc.__cause__, RelayNotFoundError)
                 if not missing or self.service.beacon_round() > deadline:
                     raise
+            if ready_only():
+                raise UploadPending(sha256, deadline)
             self.answer_pending()
             time.sleep(self.upload_poll_s)
+
+    def check_uploaded(self, sha256: str, deadline: int) -> None:
+        """Raise :class:`UploadPending` while the relay lacks ``sha256`` and beacon round
+        ``deadline`` has not passed; past it, or once held, the judge decides."""
+        if not held(self.relay, sha256) and self.service.beacon_round() <= deadline:
+            raise UploadPending(sha256, deadline)
 
     def check_in_time(self, sha256: str, deadline: int) -> None:
         """A selected blob counts only if the relay's arrival record says it first arrived
@@ -285,47 +306,75 @@ def audit_round(
 ) -> list[AuditOutcome]:
     """Judge every assignment of round ``index`` not yet posted; returns the outcomes posted.
 
-    A failure on one assignment is emitted as an ``error`` event and counted in
-    ``progress.unfinished``; the others are still judged and posted.
+    Every assignment whose inputs the relay holds is judged and posted first; one that
+    waits for an upload (:class:`~hypertrain.auditor.uploads.UploadPending`) is set aside
+    and only then polled, each judged as soon as its blob arrives or its upload deadline
+    passes, so a withheld upload delays its own verdict only. A failure on one assignment
+    is emitted as an ``error`` event and counted in ``progress.unfinished``; the others
+    are still judged and posted.
     """
     progress = progress if progress is not None else RoundProgress()
     detail = auditor.service.round_detail(auditor.manifest.run_id, index)
     progress.unfinished = progress.away = 0
-    outcomes = []
-    for position, raw in enumerate(detail.assignments):
+    outcomes: list[AuditOutcome] = []
+    waiting: dict[int, UploadPending] = {}
+
+    def attempt(position: int, pending: UploadPending | None = None) -> None:
         key = f"#{position}"
-        if key in progress.posted:
-            continue
         auditor.answer_pending()  # a game's answer never waits behind the round's replays
         try:
-            assignment = verify_assignment(raw, auditor.manifest)
+            assignment = verify_assignment(detail.assignments[position], auditor.manifest)
             key = assignment.hotkey
-            t0 = time.perf_counter()
-            outcome = auditor.judge(detail, assignment)
-            emit(
-                "verdict",
-                round=index,
-                hotkey=assignment.hotkey,
-                result=outcome.result,
-                first_bad_leaf=outcome.first_bad_leaf,
-                segments=list(outcome.segments),
-                update_checked=outcome.update_checked,
-                seconds=round(time.perf_counter() - t0, 3),
-            )
-            try:
-                auditor.post(assignment, outcome)
-            except ServiceError as exc:
-                if exc.code != "duplicate":
-                    raise
+            with judging_ready():
+                if pending is not None:  # only the awaited blob is polled until it is there
+                    auditor.check_uploaded(pending.sha256, pending.deadline)
+                outcome = judge_and_post(auditor, detail, assignment, emit)
+        except UploadPending as still:
+            waiting[position] = still
+            return
         except Exception as exc:  # one assignment never stops the others
             if refused(exc):
                 raise
             progress.unfinished += 1
             progress.away += int(peer_away(exc))
             emit("error", round=index, assignment=key, detail=f"{type(exc).__name__}: {exc}"[:500])
-            continue
+            return
         progress.posted.add(f"#{position}")
         outcomes.append(outcome)
+
+    for position in range(len(detail.assignments)):
+        if f"#{position}" not in progress.posted:
+            attempt(position)
+    while waiting:  # then the uploads still awaited, each until its own deadline
+        for position, pending in sorted(waiting.items()):
+            del waiting[position]
+            attempt(position, pending)
+        if waiting:
+            time.sleep(auditor.upload_poll_s)
     if progress.away == 0:  # a pass a peer was away for does not count against the round
         progress.attempts += 1
     return outcomes
+
+
+def judge_and_post(
+    auditor: Auditor, detail: RoundRecords, assignment: AuditAssignment, emit: Emit
+) -> AuditOutcome:
+    """Judge one assignment, emit its ``verdict`` event and post it (a duplicate is fine)."""
+    t0 = time.perf_counter()
+    outcome = auditor.judge(detail, assignment)
+    emit(
+        "verdict",
+        round=assignment.round,
+        hotkey=assignment.hotkey,
+        result=outcome.result,
+        first_bad_leaf=outcome.first_bad_leaf,
+        segments=list(outcome.segments),
+        update_checked=outcome.update_checked,
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+    try:
+        auditor.post(assignment, outcome)
+    except ServiceError as exc:
+        if exc.code != "duplicate":
+            raise
+    return outcome
