@@ -429,7 +429,7 @@ CHAIN: list[tuple[str, TapeVerdict, bool, int, str]] = [
 def test_chain_step(
     case: str, verdict: TapeVerdict, has_tape: bool, now: int, expected: str
 ) -> None:
-    assert chain_step(verdict, has_tape, now, wait_until=20) == expected, case
+    assert chain_step(verdict, now, wait_until=20 if has_tape else None) == expected, case
 
 
 def _j(auditor: str, result: VerdictResult, standing: Standing = "stands",

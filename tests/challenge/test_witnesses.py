@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from hypertrain.challenge.rounds import merge_storage
+from hypertrain.challenge.errors import MissingRecordError
+from hypertrain.challenge.rounds import chain, merge_storage, witness
 from hypertrain.challenge.rounds.merge_storage import ProvenFaultRow
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.sqlite import transaction
@@ -223,6 +224,21 @@ def test_a_contested_tape_never_becomes_the_next_start_model(service: Service) -
     forced = _open_next(service, "bb" * 32)  # the contested tape's model
     assert (forced.status_code, forced.json()["error"]) == (400, "unwitnessed_model"), forced.text
     assert _opened_on(_open_next(service, "aa" * 32)) == "aa" * 32
+
+
+def test_a_round_without_a_tape_has_no_witness_wait(service: Service) -> None:
+    """The witness wait counts from the tape's arrival: before a tape arrives asking for
+    its end is a typed failure (never a wait counted from beacon round 0), and the next
+    round's chain step reads the missing tape as such (it opens on round 0's start model)."""
+    state = service.client.app.state.service  # type: ignore[attr-defined]
+    with state.lock:
+        with pytest.raises(MissingRecordError, match="no merge tape") as refused:
+            witness.wait_until(state, RUN, 0)
+        assert refused.value.code == "no_tape"
+        assert chain.step(state, RUN, 0, state.due_round()) == "skip"
+    merged(service)  # arrives at the current beacon round
+    with state.lock:
+        assert witness.wait_until(state, RUN, 0) == state.due_round() + WITNESS_WAIT
 
 
 def test_without_witnesses_the_next_round_opens_on_the_tape_at_once(unwitnessed: Service) -> None:

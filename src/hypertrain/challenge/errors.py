@@ -62,6 +62,14 @@ class AdmissionError(ChallengeError):
     code = "not_admitted"
 
 
+class MissingRecordError(ChallengeError):
+    """A record the question presumes is not stored (a round's merge tape before it
+    arrived): a failure, never read as a default such as 0."""
+
+    status = 409
+    code = "missing_record"
+
+
 class UnavailableError(ChallengeError):
     """The service cannot answer now (no metagraph yet, no beacon yet, not configured)."""
 

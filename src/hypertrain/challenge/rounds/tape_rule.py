@@ -88,8 +88,9 @@ def tape_status(witnesses: TapeWitnesses | None) -> TapeVerdict:
 ChainStep = Literal["merged", "skip", "wait"]
 
 
-def chain_step(verdict: TapeVerdict, has_tape: bool, now: int, wait_until: int) -> ChainStep:
-    """What the round after a round opens on, at beacon round ``now``.
+def chain_step(verdict: TapeVerdict, now: int, wait_until: int | None) -> ChainStep:
+    """What the round after a round opens on, at beacon round ``now`` (``wait_until``:
+    the last round of its tape's witness wait; None: the round has no tape).
 
     ``merged``: its tape is cleared (witnessed, or no witness required), the next round
     continues from the tape's model. ``wait``: the tape is awaiting witnesses or
@@ -100,8 +101,8 @@ def chain_step(verdict: TapeVerdict, has_tape: bool, now: int, wait_until: int) 
     still waits for them). A silent witness delays the run by the wait at most, a lying
     one costs one round's model step, never a forged model.
     """
-    if has_tape and verdict.cleared:
+    if wait_until is None:
+        return "skip"
+    if verdict.cleared:
         return "merged"
-    if has_tape and now <= wait_until:
-        return "wait"
-    return "skip"
+    return "wait" if now <= wait_until else "skip"

@@ -26,7 +26,7 @@ import dataclasses
 import hashlib
 
 from hypertrain.api.models import AttestationAnswer, AttestationRecord, TapeWitnessView
-from hypertrain.challenge.errors import ConflictError, PhaseError
+from hypertrain.challenge.errors import ConflictError, MissingRecordError, PhaseError
 from hypertrain.challenge.rounds import attestations, merge_storage, roles, rollbacks
 from hypertrain.challenge.rounds.facts import RoundInputs
 from hypertrain.challenge.rounds.tape_rule import (
@@ -112,9 +112,15 @@ def _witnesses(
 def wait_until(state: ServiceState, run_id: str, index: int) -> int:
     """The last beacon round of the round's witness wait: from its tape's arrival, or
     from the arrival of a correction citing a fault not cited before
-    (:func:`~hypertrain.challenge.rounds.rollbacks.wait_start`)."""
+    (:func:`~hypertrain.challenge.rounds.rollbacks.wait_start`). A round whose tape has
+    not arrived has no wait: :class:`MissingRecordError`, never a wait from round 0."""
     arrived = rollbacks.wait_start(state.conn, run_id, index)
-    return (arrived or 0) + state.settings.witness_wait_rounds
+    if arrived is None:
+        raise MissingRecordError(
+            f"round {index} of {run_id} has no merge tape yet: its witness wait has no start",
+            code="no_tape",
+        )
+    return arrived + state.settings.witness_wait_rounds
 
 
 def status(state: ServiceState, run_id: str, index: int) -> TapeVerdict:
