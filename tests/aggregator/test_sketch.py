@@ -8,12 +8,15 @@ rounds are the exact span (``earlier``), the ten before them the sketch's (``old
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
+from hypertrain.aggregator.blobs import MemoryBlobs
+from hypertrain.aggregator.errors import BlobError
 from hypertrain.aggregator.merge import MergeInputs, max_tokens, merge
 from hypertrain.aggregator.norms import update_norm
 from hypertrain.aggregator.robust import COPY_RESIDUAL
@@ -133,6 +136,24 @@ def test_the_sketch_is_a_public_function_of_the_bytes() -> None:
     assert one.codes.shape == (SKETCH_DIM,) and int(abs(one.codes).max()) == 32767
     assert (one.codes == again.codes).all() and one.scale == again.scale
     assert not (one.codes == other.codes).all()
+
+
+def test_a_kept_sketch_survives_a_restart_without_the_blob(tmp_path: Path) -> None:
+    """A restarted aggregator reads the sketches it kept instead of fetching and projecting
+    every older update again; a partial file is computed again, never half-read."""
+    run = _Run()
+    shapes, codec = param_shapes(run.manifest.model), run.manifest.compression
+    sha = run.older[0].update_sha256
+    first = SketchCache(run.manifest.run_id, tmp_path).of(sha, run.blobs, shapes, codec)
+    restarted = SketchCache(run.manifest.run_id, tmp_path)
+    kept = restarted.of(sha, MemoryBlobs(), shapes, codec)  # no blob: read from the file
+    assert (kept.codes == first.codes).all() and kept.scale == first.scale
+    path = tmp_path / f"{sha}.sketch"
+    path.write_bytes(path.read_bytes()[:100])  # a write cut short
+    again = SketchCache(run.manifest.run_id, tmp_path).of(sha, run.blobs, shapes, codec)
+    assert (again.codes == first.codes).all() and again.scale == first.scale
+    with pytest.raises(BlobError):  # neither kept nor fetchable: loud
+        SketchCache(run.manifest.run_id, tmp_path).of("ab" * 32, MemoryBlobs(), shapes, codec)
 
 
 @pytest.mark.xfail(

@@ -18,6 +18,7 @@ from hypertrain.aggregator.heldout import open_heldout
 from hypertrain.aggregator.rebase import rollback
 from hypertrain.aggregator.records import run_manifest
 from hypertrain.aggregator.runner import Aggregator, GenesisModel, follow, genesis
+from hypertrain.aggregator.sketch import SketchCache
 from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.aggregator.verify import verify_tape
 from hypertrain.aggregator.witness import Witness
@@ -264,6 +265,7 @@ def cmd_witness(args: argparse.Namespace) -> int:
     blobs = RelayBlobs(relay, args.state_dir / "blobs")
     witness = Witness(service, blobs, key, args.run_id, _emit_witness)
     witness.coordinator = args.coordinator or None
+    witness.sketches = SketchCache(args.run_id, args.state_dir / "sketches")  # kept on restart
     if not args.follow:
         witness.step(verified_manifest(service, args))
         return 0

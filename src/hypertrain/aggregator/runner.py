@@ -133,7 +133,7 @@ class Aggregator:
     kept_round: int | None = None  # the training round whose start model the relay holds
 
     def __post_init__(self) -> None:
-        self.sketches = SketchCache(self.run_id)
+        self.sketches = SketchCache(self.run_id, self.state_dir / "sketches")
 
     def _merged_path(self) -> Path:
         return self.state_dir / "merged_updates.json"

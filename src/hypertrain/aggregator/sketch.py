@@ -31,6 +31,7 @@ import hashlib
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 import numpy as np
@@ -45,6 +46,7 @@ SKETCH_DIM: Final = 1024  # buckets of the count sketch (a power of two)
 SKETCH_BASIS: Final = 8  # public updates the greedy projection may combine
 _CHUNK: Final = 1 << 20  # coordinates hashed at a time (bounds the scratch memory)
 _DOMAIN: Final = b"hypertrain/v1/update-sketch"
+_FILE_BYTES: Final = 8 + 2 * SKETCH_DIM  # a kept sketch: float64 scale, int16 codes
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,20 +91,47 @@ def update_sketch(data: bytes, run_id: str, shapes: Shapes, compression: Compres
 
 @dataclass
 class SketchCache:
-    """Sketches by update hash: each update is projected once per aggregator process."""
+    """Sketches by update hash: each update is projected once per aggregator process, and
+    once for good with a ``directory`` (a restarted aggregator or witness otherwise
+    fetched and projected every older update of the run before its first merge: minutes
+    at round 200 of the long run)."""
 
     run_id: str
+    directory: Path | None = None  # where sketches are kept across restarts
     by_sha: dict[str, Sketch] = field(default_factory=dict)
 
     def of(
         self, sha: str, blobs: BlobSource, shapes: Shapes, compression: CompressionSpec
     ) -> Sketch:
         """The sketch of the update ``sha``, fetched and projected on the first ask only."""
-        found = self.by_sha.get(sha)
+        found = self.by_sha.get(sha) or self._load(sha)
         if found is None:
             data = blobs.get(sha)
-            found = self.by_sha[sha] = update_sketch(data, self.run_id, shapes, compression)
+            found = update_sketch(data, self.run_id, shapes, compression)
+            self._save(sha, found)
+        self.by_sha[sha] = found
         return found
+
+    def _path(self, sha: str) -> Path | None:
+        return None if self.directory is None else self.directory / f"{sha}.sketch"
+
+    def _load(self, sha: str) -> Sketch | None:
+        path = self._path(sha)
+        raw = path.read_bytes() if path is not None and path.is_file() else b""
+        if len(raw) != _FILE_BYTES:
+            return None  # none kept, or a partial file: computed again
+        scale = float(np.frombuffer(raw[:8], dtype="<f8")[0])
+        return Sketch(np.frombuffer(raw[8:], dtype="<i2").astype(np.int64), scale)
+
+    def _save(self, sha: str, sketch: Sketch) -> None:
+        path = self._path(sha)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".part")
+        tmp.write_bytes(np.float64(sketch.scale).astype("<f8").tobytes()
+                        + sketch.codes.astype("<i2").tobytes())  # fmt: skip
+        tmp.replace(path)
 
 
 @dataclass(frozen=True, slots=True)
