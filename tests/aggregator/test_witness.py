@@ -318,6 +318,10 @@ def test_the_next_round_waits_for_the_witness_and_the_witness_reads_only_new_tap
     assert record is not None and chain.previous_outer(detail_of, 1) == record.outer_state_sha256
     shas = {e.body["update_sha256"] for e in detail_of(0).commits if e.signer in record.included}
     assert chain.merged_updates(detail_of, 1, m) == shas and len(shas) == 3
+    memo: chain.MergedMemo = {}  # the witness verifies a round's set once per set of tapes
+    assert chain.merged_updates(detail_of, 1, m, memo) == shas and memo == {(0, True, 0): shas}
+    memo[(0, True, 0)] = frozenset({"kept"})
+    assert chain.merged_updates(detail_of, 1, m, memo) == {"kept"}  # read from the memo
     client.read.clear()
     assert witness.step(m) == 0 and client.read == []  # nothing new to read
 

@@ -52,15 +52,28 @@ def previous_outer(detail_of: DetailOf, index: int) -> str | None:
     return None
 
 
-def merged_updates(detail_of: DetailOf, index: int, manifest: RunManifest) -> frozenset[str]:
+MergedMemo = dict[tuple[int, bool, int], frozenset[str]]  # (round, merged, corrections) -> set
+
+
+def merged_updates(
+    detail_of: DetailOf, index: int, manifest: RunManifest, memo: MergedMemo | None = None
+) -> frozenset[str]:
     """Update hashes that a tape of a round before ``index`` included: the public
-    form of ``stale_update`` (each island's signed commit names its update)."""
+    form of ``stale_update`` (each island's signed commit names its update). With
+    ``memo``, a round's set is verified once per set of tapes it has (its merge and
+    corrections; a closed round's commits never change), not once per later round."""
     out: set[str] = set()
     for w in range(index):
         detail = detail_of(w)
-        included = {h for tape in _tapes(detail) for h in tape.included}
-        out.update(body.update_sha256 for signer, body in signed_commits(detail, manifest, w)
-                   if signer in included)  # fmt: skip
+        key = (w, detail.merge is not None, len(detail.corrections))
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            included = {h for tape in _tapes(detail) for h in tape.included}
+            signed = signed_commits(detail, manifest, w)
+            found = frozenset(body.update_sha256 for signer, body in signed if signer in included)
+            if memo is not None:
+                memo[key] = found
+        out.update(found)
     return frozenset(out)
 
 

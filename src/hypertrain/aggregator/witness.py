@@ -295,6 +295,7 @@ class Witness:
     # every public update projected once for this witness's life, not once per tape (a
     # fresh cache per tape re-read the whole run's updates: a long run slowed every round)
     sketches: SketchCache | None = None
+    merged_memo: chain.MergedMemo = field(default_factory=dict)  # each round verified once
 
     def step(self, manifest: RunManifest) -> int:
         """Attest the newest current tape of the run not attested yet (0 or 1 posted).
@@ -352,7 +353,7 @@ class Witness:
     def _attest(self, detail: RoundDetail, manifest: RunManifest) -> int:
         index = detail.round
         previous = chain.previous_outer(self._detail, index)
-        merged = chain.merged_updates(self._detail, index, manifest)
+        merged = chain.merged_updates(self._detail, index, manifest, self.merged_memo)
         if self.sketches is None:
             self.sketches = SketchCache(self.run_id)
         finding = witness_round(detail, manifest, previous, self.blobs, merged, self.sketches)
