@@ -1,7 +1,8 @@
 """Robust screens and clipping: pure functions of norms that no update can capture.
 
-Every update is judged against a *reference norm* ``r``, taken from audit-proven norms
-only, never from what the round's unaudited updates say about themselves:
+Every update is judged against a *reference norm* ``r``, anchored on audit-proven norms,
+which what the round's unaudited updates say about themselves can lower within a bound
+but never raise. The trusted pool:
 
 1. the **proven history**: the norms of updates that an audit proved (a ``match``
    verdict that re-encoded the update from the replayed final state) in earlier rounds,
@@ -10,12 +11,23 @@ only, never from what the round's unaudited updates say about themselves:
 2. the **proven** norms of this round;
 3. the manifest's ``outer.reference_norm``, when the operator set one.
 
-``r`` is the median of that pool. An empty pool merges nothing (``no_reference``): a
-round's own median is never used, so sybils, however many, cannot set or ratchet the
-reference; only updates that survived an audit move it. A run therefore needs proven
+The proven reference ``p`` is the median of that pool. An empty pool merges nothing
+(``no_reference``): the round's own norms never set the reference, so a run needs proven
 updates before it merges anything, which probation gives it (every new island is
 audited), and the manifest refuses ``audit.probation_rounds = 0`` without another
-trusted source (``audit.rate = 1`` or ``outer.reference_norm``). Then:
+trusted source (``audit.rate = 1`` or ``outer.reference_norm``).
+
+The proven pool goes stale late in a run: most of it comes from probation rounds, when
+the learning rate is at its peak, and honest norms fall with the schedule (about tenfold
+at ``min_lr_ratio = 0.1``) while few audits refresh it. So the round's own norms may
+*lower* the reference, never raise it, and by at most ``sqrt(reject_norm_factor)``
+(:func:`followed_reference`): ``r = min(p, max(median of the round's norms, p / sqrt(f)))``.
+Under an honest majority ``r`` follows the round's honest norms down; no number of
+unaudited updates can lift it above ``p``, and sybils holding the round's median can
+lower it at most ``sqrt(f)``-fold, so an honest update at ``p`` is still inside the band
+(below ``sqrt(f) * p``) and clipped to no less than ``clip_to_median_factor / sqrt(f)``
+of ``p``; nothing of a round carries over to the next (the history holds proven norms
+only). Then:
 
 * an update whose norm lies outside ``[r / reject_norm_factor, r * reject_norm_factor]``
   is rejected (``norm_outlier``); an all-zero update (``zero_norm``) carries no
@@ -29,6 +41,7 @@ float64 and order-free.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -93,6 +106,13 @@ def reference_norm(
     return median(pool) if pool else None
 
 
+def followed_reference(proven_ref: float, norms: Mapping[str, float], factor: float) -> float:
+    """The proven reference lowered toward the median of the round's non-zero ``norms``,
+    at most ``sqrt(factor)``-fold and never raised (see the module docstring)."""
+    own = median([norms[h] for h in sorted(norms) if norms[h] > 0])
+    return min(proven_ref, max(own, proven_ref / math.sqrt(factor)))
+
+
 def screen(
     norms: Mapping[str, float],
     outer: OuterOptimSpec,
@@ -101,6 +121,8 @@ def screen(
 ) -> ScreenResult:
     """Reject outliers and compute each accepted update's clip factor."""
     ref = reference_norm(norms, history, proven, outer.reference_norm)
+    if ref is not None:
+        ref = followed_reference(ref, norms, outer.reject_norm_factor)
     m = ref or 0.0
     threshold = outer.clip_to_median_factor * m
     clip: dict[str, float] = {}
