@@ -22,10 +22,11 @@ averaging, ``carry``, the int8 broadcast, int8 updates without error feedback):
 * a prototype of a public optimizer state (``avgstate``; ``avgm``: the first moment
   only): islands start each round from the mean of their optimizer moments, as if the
   aggregator published it with the merge (float32, not yet a product policy);
-* a prototype of overlapped rounds (``int4-overlap``, on the 4-bit recipe): each island
-  starts round ``r + 1`` from the last merged model minus its own decoded round-``r``
-  update, and receives the merge of round ``r`` one round late (``parity_round.
-  diloco_round``'s ``overlap``);
+* a prototype of overlapped rounds (``overlap``, on the 4-bit recipe): each island
+  starts round ``r + 1`` from the last merged model (round ``r - 1``'s) minus all of its
+  own decoded round-``r`` update (``int4``), its share of the mean (``int4share``) or
+  none of it (``int4stale``), and receives the merge of round ``r`` one round late
+  (``parity_round.diloco_round``'s ``overlap``);
 * data-parallel on the same tokens (the same inner rate and schedule).
 
 Task files go to ``benchmarks/results/parity/horizon/`` with the grid's header and this
@@ -104,7 +105,9 @@ def cells() -> list[Cell]:
         recipe(codec="int4-noef", broadcast_bits=4, name_tag="int4"),
         recipe(codec="int4", broadcast_bits=4, name_tag="int4ef"),
         recipe(codec="int2", broadcast_bits=4, name_tag="int2ef"),
-        recipe(codec="int4-noef", broadcast_bits=4, overlap=True, name_tag="int4"),
+        recipe(codec="int4-noef", broadcast_bits=4, overlap="own", name_tag="int4"),
+        recipe(codec="int4-noef", broadcast_bits=4, overlap="share", name_tag="int4share"),
+        recipe(codec="int4-noef", broadcast_bits=4, overlap="stale", name_tag="int4stale"),
     ]
 
 

@@ -196,16 +196,17 @@ def diloco_round(
     *,
     exact: bool = False,
     average: tuple[str, ...] = (),
-    overlap: bool = False,
+    overlap: str = "",
 ) -> tuple[Swarm, RoundLog]:
     """Round ``r``: island ``i`` trains on ``samples[i]``, the aggregator merges, every
     island receives the model and starts round ``r + 1`` (``exact``: the ``none`` codec).
 
     ``overlap`` (a prototype of overlapped rounds, not a product policy): island ``i``
     starts round ``r + 1`` before round ``r``'s merge, from the last merged model it
-    holds (round ``r - 1``'s) minus its own decoded round-``r`` update, both public; the
-    merge of round ``r`` still moves the aggregator's model, so every island receives
-    the other islands' round-``r`` progress one round late (a delayed outer update)."""
+    holds (round ``r - 1``'s), and the merge of round ``r`` still moves the aggregator's
+    model, so every island receives the round's progress one round late (a delayed outer
+    update). What the island adds of its own round-``r`` update (decoded, public):
+    ``own`` all of it, ``share`` its share of the mean (1/M), ``stale`` none."""
     cfg = island_train_config(manifest, r)
     h = manifest.round.inner_steps
     ends = [run_segment(s, cfg, x, h) for s, x in zip(swarm.states, samples, strict=True)]
@@ -220,8 +221,9 @@ def diloco_round(
     params, received = received_model(manifest, swarm.params, merged)
     log = RoundLog(tuple(updates), sum(len(u) for u in updates), len(ends) * received, merged)
     if overlap:
+        weight = {"own": 1.0, "share": 1.0 / len(ends), "stale": 0.0}[overlap]
         states = tuple(
-            carry_state(e, s.params(), own_start(swarm.params, u, comp), comp)
+            carry_state(e, s.params(), own_start(swarm.params, u, comp, weight), comp)
             for s, e, u in zip(swarm.states, ends, updates, strict=True)
         )
     else:
@@ -229,8 +231,13 @@ def diloco_round(
     return Swarm(states, params, merged.momentum, (merged.selection, *swarm.merges)), log
 
 
-def own_start(held: Params, update: bytes, compression: CompressionSpec) -> Params:
-    """An overlapped round's start model: the merged model the island holds minus its own
-    decoded last update (the island's progress, rebased on the public model)."""
+def own_start(
+    held: Params, update: bytes, compression: CompressionSpec, weight: float = 1.0
+) -> Params:
+    """An overlapped round's start model: the merged model the island holds minus
+    ``weight`` times its own decoded last update (its progress, rebased on the public
+    model)."""
+    if weight == 0.0:
+        return {k: v.clone() for k, v in held.items()}
     delta = decode_update(update, compression)
-    return {k: v - delta[k] for k, v in held.items()}
+    return {k: v - weight * delta[k] for k, v in held.items()}
