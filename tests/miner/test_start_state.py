@@ -19,7 +19,9 @@ from hypertrain.evidence.start import PreviousRound, derive_start_state
 from hypertrain.evidence.verify import verify_round_open
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import RunContext
-from hypertrain.miner.run import start_state
+from hypertrain.miner.errors import MinerError
+from hypertrain.miner.report import Reporter
+from hypertrain.miner.run import round_inputs, start_state
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.trainer.segment import TrainConfig
@@ -83,3 +85,28 @@ def test_miner_start_state_is_the_auditors(world: World, tmp_path: Path, policy:
     shutil.rmtree(cfg.round_dir(0))  # a fresh machine: the relay has the committed bytes
     again = start_state(ctx, config, opens, params, key.ss58_address, relay)  # type: ignore[arg-type]
     assert again.state_hash() == expected.state_hash()
+
+
+def test_a_round_whose_input_the_relay_lost_is_skipped_not_fatal(
+    world: World, tmp_path: Path
+) -> None:
+    """A relay that no longer holds the round's start model (lost, or gone while the island
+    was away) makes the round a MinerError, which the follow loop skips, not the end."""
+    manifest, key = world.manifest, ISLANDS[0]
+    roster = [k.ss58_address for k in ISLANDS]
+    opens = [verify_round_open(world.round_open(0, roster).model_dump(), manifest, 0)]
+    cfg = MinerConfig(run_id=manifest.run_id, state_dir=str(tmp_path / "state"))
+    ctx = RunContext(cfg, _Rounds([]), manifest)  # type: ignore[arg-type]
+    config = TrainConfig.from_manifest(manifest)
+    started: list[bool] = []
+    with pytest.raises(MinerError, match="round 0: the relay does not hold its input"):
+        round_inputs(ctx, config, opens, key.ss58_address, MemoryRelay(), Reporter("miner"),
+                     lambda: started.append(True))  # type: ignore[arg-type]  # fmt: skip
+    assert started == []  # nothing was trained
+    relay = MemoryRelay()
+    relay.put(world.model_blob)
+    params, start = round_inputs(ctx, config, opens, key.ss58_address, relay, Reporter("miner"),
+                                 lambda: started.append(True))  # type: ignore[arg-type]  # fmt: skip
+    assert started == [True]
+    reset = reset_state(config.state_config(), params, config.round_start_step(0))
+    assert start.state_hash() == reset.state_hash()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,6 +100,27 @@ def start_state(
         raise MinerError(f"round {index}: cannot derive the start state: {exc}") from exc
 
 
+def round_inputs(
+    ctx: RunContext,
+    config: TrainConfig,
+    records: list[RoundOpen],
+    hotkey: str,
+    relay: RelayClient,
+    reporter: Reporter,
+    started: Callable[[], None],
+) -> tuple[dict[str, Tensor], TrainState]:
+    """The round's start model and start state (``started`` between the two). A public
+    input the relay no longer holds (lost, or gone while this island was away) is a
+    :class:`MinerError`: this round is skipped, the next one is trained."""
+    try:
+        params = fetch_start_model(ctx, relay, records, reporter)
+        started()
+        return params, start_state(ctx, config, records, params, hotkey, relay)
+    except RelayNotFoundError as exc:
+        index = records[-1].round
+        raise MinerError(f"round {index}: the relay does not hold its input: {exc}") from exc
+
+
 def check_hooks(cfg: MinerConfig, config: TrainConfig, hooks: RoundHooks) -> None:
     """Refuse ranks for hooks that only run in this process (see ``RoundHooks``)."""
     if hooks.in_process_only and (cfg.ranks or config.layout.dp_ranks) != 1:
@@ -167,15 +189,13 @@ def run_round(
     ids = ctx.opens.sample_ids(dataset, index, key.ss58_address)
     samples = hooks.samples(dataset, ids)
     with RelayClient(cfg.relay_url, key, manifest.run_id) as relay:
-        try:
-            params = fetch_start_model(ctx, relay, records, reporter)
+
+        def started() -> None:
             reporter.event("round_start", round=index, samples=len(samples),
                            steps=config.inner_steps)  # fmt: skip
-            start = start_state(ctx, config, records, params, key.ss58_address, relay)
-        except RelayNotFoundError as exc:
-            # the relay no longer holds a public input of the round (expired while this
-            # island was away): this round cannot be trained, the next one can
-            raise MinerError(f"round {index}: the relay does not hold its input: {exc}") from exc
+
+        params, start = round_inputs(ctx, config, records, key.ss58_address, relay, reporter,
+                                     started)  # fmt: skip
         workdir = cfg.round_dir(index)
         _say_resume(index, earlier_work(workdir, start, config), config.inner_steps, reporter)
         reporter.start_steps(config.inner_steps, f"round {index}")
