@@ -24,9 +24,10 @@ averaging, ``carry``, the int8 broadcast, int8 updates without error feedback):
   aggregator published it with the merge (float32, not yet a product policy);
 * a prototype of overlapped rounds (``overlap``, on the 4-bit recipe): each island
   starts round ``r + 1`` from the last merged model (round ``r - 1``'s) minus all of its
-  own decoded round-``r`` update (``int4``), its share of the mean (``int4share``) or
-  none of it (``int4stale``), and receives the merge of round ``r`` one round late
-  (``parity_round.diloco_round``'s ``overlap``);
+  own decoded round-``r`` update (``int4``), half of it (``int4half``), its share of the
+  mean (``int4share``), that share plus the last merge's step for the others
+  (``int4look``) or none of it (``int4stale``), and receives the merge of round ``r`` one
+  round late (``parity_round.diloco_round``'s ``overlap``);
 * data-parallel on the same tokens (the same inner rate and schedule).
 
 Task files go to ``benchmarks/results/parity/horizon/`` with the grid's header and this
@@ -108,6 +109,8 @@ def cells() -> list[Cell]:
         recipe(codec="int4-noef", broadcast_bits=4, overlap="own", name_tag="int4"),
         recipe(codec="int4-noef", broadcast_bits=4, overlap="share", name_tag="int4share"),
         recipe(codec="int4-noef", broadcast_bits=4, overlap="stale", name_tag="int4stale"),
+        recipe(codec="int4-noef", broadcast_bits=4, overlap="half", name_tag="int4half"),
+        recipe(codec="int4-noef", broadcast_bits=4, overlap="lookahead", name_tag="int4look"),
     ]
 
 

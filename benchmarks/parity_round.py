@@ -57,6 +57,7 @@ class Swarm:
     params: Params  # the model every island holds (the last merge's)
     momentum: Params  # the aggregator's outer momentum (float64 for the exact codec)
     merges: tuple[Selection, ...] = ()  # the merges so far, newest first
+    previous: Params | None = None  # the model before the last merge (overlap prototype)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +207,9 @@ def diloco_round(
     holds (round ``r - 1``'s), and the merge of round ``r`` still moves the aggregator's
     model, so every island receives the round's progress one round late (a delayed outer
     update). What the island adds of its own round-``r`` update (decoded, public):
-    ``own`` all of it, ``share`` its share of the mean (1/M), ``stale`` none."""
+    ``own`` all of it, ``half`` half, ``share`` its share of the mean (1/M), ``stale``
+    none; ``lookahead`` its share plus (1 - 1/M) of the last merge's step (the others'
+    progress predicted by the last round's, the same for every island)."""
     cfg = island_train_config(manifest, r)
     h = manifest.round.inner_steps
     ends = [run_segment(s, cfg, x, h) for s, x in zip(swarm.states, samples, strict=True)]
@@ -221,14 +224,19 @@ def diloco_round(
     params, received = received_model(manifest, swarm.params, merged)
     log = RoundLog(tuple(updates), sum(len(u) for u in updates), len(ends) * received, merged)
     if overlap:
-        weight = {"own": 1.0, "share": 1.0 / len(ends), "stale": 0.0}[overlap]
+        m = len(ends)
+        weight = {"own": 1.0, "half": 0.5, "share": 1 / m, "lookahead": 1 / m, "stale": 0.0}
+        held = swarm.params
+        if overlap == "lookahead" and swarm.previous is not None:  # + the last merge's step
+            held = {k: v + (1 - 1 / m) * (v - swarm.previous[k]) for k, v in held.items()}
         states = tuple(
-            carry_state(e, s.params(), own_start(swarm.params, u, comp, weight), comp)
+            carry_state(e, s.params(), own_start(held, u, comp, weight[overlap]), comp)
             for s, e, u in zip(swarm.states, ends, updates, strict=True)
         )
     else:
         states = next_states(manifest, r, swarm.states, ends, params, average)
-    return Swarm(states, params, merged.momentum, (merged.selection, *swarm.merges)), log
+    merges = (merged.selection, *swarm.merges)
+    return Swarm(states, params, merged.momentum, merges, swarm.params), log
 
 
 def own_start(

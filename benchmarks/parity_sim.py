@@ -90,7 +90,7 @@ class Cell:
     broadcast_bits: int = 8  # ... at this width
     warm_moments: bool = False  # round 0 starts from the warm start's optimizer moments
     average: tuple[str, ...] = ()  # prototype: optimizer tensors averaged over islands
-    overlap: str = ""  # prototype: overlapped rounds, "own" | "share" | "stale" (parity_round)
+    overlap: str = ""  # prototype: overlapped rounds (parity_round.diloco_round's overlap)
 
 
 @dataclass(frozen=True, slots=True)
