@@ -237,14 +237,14 @@ def _rebinds(node: ast.AST, modules: set[str]) -> bool:
 DATABASE = "challenge/database.py"  # the connection, its migration runner and the nonces
 SCHEMA = "challenge/migrations/"  # the schema's versions name every table
 _OWNERS = {
-    "challenge/rounds/storage.py": "runs rounds roster commits audits verdicts merges"
+    "challenge/store/rounds_storage.py": "runs rounds roster commits audits verdicts merges"
     " settlements beacons proven_faults merge_corrections late_panels",
-    "challenge/rounds/attestations.py": "tape_attestations",
+    "challenge/store/attestation_storage.py": "tape_attestations",
     "challenge/admission/storage.py": "admission_challenges",
-    "challenge/competition/storage.py": "competitions compete_commits compete_cycles"
+    "challenge/store/competition_storage.py": "competitions compete_commits compete_cycles"
     " compete_scores compete_results",
     "challenge/platform/storage.py": "weights_answers metagraph metagraph_departures",
-    "challenge/disputes/honeypot_storage.py": "honeypot_periods",
+    "challenge/store/honeypot_storage.py": "honeypot_periods",
     "challenge/dashboard/baseline_storage.py": "run_baselines",
     DATABASE: "seen_nonces",
     "challenge/store/game_storage.py": "dispute_games dispute_messages dispute_inputs"
@@ -252,17 +252,17 @@ _OWNERS = {
 }
 TABLE_OWNER = {table: owner for owner, names in _OWNERS.items() for table in names.split()}
 # An owner too large for one module is split by concern into parts; each part may name
-# its owner's tables (the rounds resource: the run's record, the roster, commits,
+# its owner's tables (the rounds' tables: the run's record, the roster, commits,
 # audit assignments, verdicts, merge tapes and their corrections, late panels).
 _PARTS = {
-    "challenge/rounds/roster_storage.py": "challenge/rounds/storage.py",
-    "challenge/rounds/commit_storage.py": "challenge/rounds/storage.py",
-    "challenge/rounds/audit_storage.py": "challenge/rounds/storage.py",
-    "challenge/rounds/verdict_storage.py": "challenge/rounds/storage.py",
-    "challenge/rounds/merge_storage.py": "challenge/rounds/storage.py",
-    "challenge/rounds/late_panel_storage.py": "challenge/rounds/storage.py",
+    "challenge/store/roster_storage.py": "challenge/store/rounds_storage.py",
+    "challenge/store/commit_storage.py": "challenge/store/rounds_storage.py",
+    "challenge/store/audit_storage.py": "challenge/store/rounds_storage.py",
+    "challenge/store/verdict_storage.py": "challenge/store/rounds_storage.py",
+    "challenge/store/merge_storage.py": "challenge/store/rounds_storage.py",
+    "challenge/store/late_panel_storage.py": "challenge/store/rounds_storage.py",
     # competition mode: cycles and their scores
-    "challenge/competition/cycle_storage.py": "challenge/competition/storage.py",
+    "challenge/store/cycle_storage.py": "challenge/store/competition_storage.py",
     # the disputes resource: the games, verdicts set aside and barred auditors, late windows
     "challenge/store/reaudit_storage.py": "challenge/store/game_storage.py",
     "challenge/store/window_storage.py": "challenge/store/game_storage.py",
@@ -272,7 +272,7 @@ _PARTS = {
 # a dispute, set aside for a re-audit, final once no late window is open) is a fact of
 # the verdict and its disputes together, defined once for settlement and every view.
 _CROSS: dict[tuple[str, str], frozenset[str]] = {
-    ("challenge/rounds/verdict_storage.py", "STANDING_SQL"): frozenset(
+    ("challenge/store/verdict_storage.py", "STANDING_SQL"): frozenset(
         {"dispute_games", "reassigned_verdicts", "verdict_windows"}
     ),
 }
@@ -388,9 +388,10 @@ def test_no_source_file_grows_past_the_line_limit() -> None:
 CHALLENGE = "hypertrain.challenge"
 # The challenge service's parts import each other in one direction, bottom-up: the
 # foundations (errors, ports, deadlines, the metagraph, settings; the database and its
-# migrations); the state; the store; the resources (rounds; admission; disputes;
-# competition; platform); the lifecycle, which sequences them; the dashboard; routes; the
-# app and its entry points. No import closes a cycle.
+# migrations; the pure settlement and tape rules); the state; the store; the facts;
+# settlement; the resources (rounds; admission; disputes; honeypots; competition;
+# platform); the lifecycle, which sequences them; the dashboard; routes; the app and its
+# entry points. No import closes a cycle.
 
 
 def _challenge_part(name: str) -> str | None:

@@ -11,7 +11,7 @@ from hypertrain.aggregator.blobs import MemoryBlobs
 from hypertrain.aggregator.runner import Aggregator
 from hypertrain.aggregator.tape import Tape, decode_tape
 from hypertrain.api.client import ChallengeClient
-from hypertrain.challenge.rounds import rollbacks
+from hypertrain.challenge.settlement import rollbacks
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.sqlite import transaction
 from hypertrain.trainer.codec import encode_int8

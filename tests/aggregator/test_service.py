@@ -16,7 +16,7 @@ from hypertrain.aggregator.tape import decode_tape
 from hypertrain.aggregator.verify import verify_tape
 from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
-from hypertrain.challenge.rounds.rule import PENDING_AUDIT
+from hypertrain.challenge.rule import PENDING_AUDIT
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.identity import Hotkey

@@ -8,7 +8,7 @@ next round for its whole commit window), for ever, at no further cost: the devne
 half speed, 70 beacon rounds per held round against about 8.
 
 Now an island with a fault by the settlement rule's one definition
-(:func:`hypertrain.challenge.rounds.facts.faulted_before`) is awaited by no later round:
+(:func:`hypertrain.challenge.facts.faulted_before`) is awaited by no later round:
 its junk commits are still taken inside the window, and its silence holds nothing. Played
 on the real service with a hand-advanced beacon.
 """
@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 
-from hypertrain.challenge.rounds import facts, pace, storage
+from hypertrain.challenge import facts
+from hypertrain.challenge.rounds import pace
+from hypertrain.challenge.store import rounds_storage
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.dispute_scenario import (
     AUDITOR,
@@ -116,7 +118,7 @@ def test_awaited_leaves_out_the_faulted_islands_from_the_database(svc: Service) 
     _finish(svc, 0)
     _open(svc)
     state = svc.client.app.state.service  # type: ignore[attr-defined]
-    (row,) = [r for r in storage.open_rounds(state.conn) if r.round == 1]
+    (row,) = [r for r in rounds_storage.open_rounds(state.conn) if r.round == 1]
     assert CAUGHT.ss58_address not in pace.awaited(state, row)
     assert {HONEST.ss58_address, ALSO_HONEST.ss58_address} <= pace.awaited(state, row)
     # one definition of a fault: the rounds' outcomes, as settlement and the views read them

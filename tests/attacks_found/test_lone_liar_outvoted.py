@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from hypertrain.challenge.rounds import facts
-from hypertrain.challenge.rounds.rule import PENDING_AUDIT
+from hypertrain.challenge import facts
+from hypertrain.challenge.rule import PENDING_AUDIT
 from hypertrain.challenge.store import game_storage
 from hypertrain.dispute.game import Rules, decide
 from hypertrain.dispute.narrowing import Actor

@@ -17,7 +17,7 @@ freezes the island's income for good, with no fault and nothing to dispute.
 
 from __future__ import annotations
 
-from hypertrain.challenge.rounds.settle import PENDING_AUDIT
+from hypertrain.challenge.settlement.settle import PENDING_AUDIT
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.dispute_scenario import (
     AUDITOR,

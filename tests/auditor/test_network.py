@@ -21,7 +21,7 @@ from hypertrain.aggregator.collect import faulty_hotkeys
 from hypertrain.api.client import ChallengeClient
 from hypertrain.auditor.follow import follow
 from hypertrain.auditor.runner import Auditor, RoundProgress, audit_round
-from hypertrain.challenge.rounds.settle import verdict_faults
+from hypertrain.challenge.settlement.settle import verdict_faults
 from hypertrain.evidence.verify import verify_manifest, verify_round_open
 from tests.auditor.islands import MemoryRelay, inject_moments, publish_round
 from tests.auditor.world import RUN_ID, World, make_world

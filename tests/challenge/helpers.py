@@ -65,7 +65,7 @@ def make_settings(tmp: Path, registered: list[str], **overrides: Any) -> Setting
         "metagraph_file": metagraph,
         "beacon_poll_s": 0.05,
         "metagraph_refresh_s": 0.2,
-        # the service takes tapes only from named aggregator keys (rounds/roles.py)
+        # the service takes tapes only from named aggregator keys (facts/roles.py)
         "aggregator_hotkeys": frozenset({AGGREGATOR.ss58_address}),
         # a local test network's explicit opt-out of tape witnesses (settings.py); tests of
         # the witnessed rule pass tape_witnesses and their witness keys

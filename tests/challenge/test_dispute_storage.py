@@ -1,7 +1,7 @@
 """The dispute tables' rule over the service's typed rows, on a real migrated database.
 
 The dispute storage (``store.game_storage`` and its parts) reads none of the rounds
-tables: the service passes it the verdicts it needs (``rounds.verdict_storage``), and
+tables: the service passes it the verdicts it needs (``store.verdict_storage``), and
 ``disputes.decisions`` says what a stored game implies. These hold that split to the
 rule: a faulty auditor's verdicts of rounds not final are set aside (never the disputed
 one, never a final round's), a ``recompute`` game keeps its verdict aside until it is
@@ -17,9 +17,13 @@ import pytest
 
 from hypertrain.challenge import database
 from hypertrain.challenge.disputes import decisions
-from hypertrain.challenge.rounds import storage as rounds_storage
-from hypertrain.challenge.rounds import verdict_storage
-from hypertrain.challenge.store import game_storage, reaudit_storage, window_storage
+from hypertrain.challenge.store import (
+    game_storage,
+    reaudit_storage,
+    rounds_storage,
+    verdict_storage,
+    window_storage,
+)
 from hypertrain.dispute import game as g
 from hypertrain.dispute import resolution
 

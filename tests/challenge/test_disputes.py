@@ -11,7 +11,7 @@ import pytest
 
 from hypertrain.api.disputes import HoneypotAnswer
 from hypertrain.auditor.disputes import answer_disputes
-from hypertrain.challenge.rounds.settle import PENDING_AUDIT
+from hypertrain.challenge.settlement.settle import PENDING_AUDIT
 from hypertrain.dispute import opinputs
 from tests.challenge.dispute_scenario import (
     AUDITOR,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hypertrain.challenge.rounds.rule import PENDING_AUDIT
+from hypertrain.challenge.rule import PENDING_AUDIT
 from tests.challenge.dispute_scenario import (
     AUDITOR,
     ISLANDS,

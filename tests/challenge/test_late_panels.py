@@ -8,7 +8,7 @@ closes short of it leaves the island held: never paid on one word, never burned 
 
 from __future__ import annotations
 
-from hypertrain.challenge.rounds.rule import PENDING_AUDIT
+from hypertrain.challenge.rule import PENDING_AUDIT
 from tests.challenge.dispute_scenario import (
     AUDITOR,
     ISLANDS,

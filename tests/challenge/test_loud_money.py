@@ -18,8 +18,8 @@ import pytest
 from hypertrain.challenge.disputes.bonds import dispute_bond
 from hypertrain.challenge.errors import LedgerFaultError
 from hypertrain.challenge.platform.weights import burn_departed, unpaid_value
-from hypertrain.challenge.rounds.rule import PENDING_AUDIT, PROBATION_HOLD, Outcome
-from hypertrain.challenge.rounds.settle import hold_after
+from hypertrain.challenge.rule import PENDING_AUDIT, PROBATION_HOLD, Outcome
+from hypertrain.challenge.settlement.settle import hold_after
 from tests.challenge.conftest import Harness
 from tests.challenge.helpers import FakeLedger, join_body, signed
 

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from hypertrain.challenge.app import create_app
 from hypertrain.challenge.errors import BondMissingError
 from hypertrain.challenge.metagraph import FileMetagraph, MetagraphView
-from hypertrain.challenge.rounds.rule import PENDING_AUDIT
+from hypertrain.challenge.rule import PENDING_AUDIT
 from hypertrain.challenge.wiring import LedgerAdapter
 from hypertrain.ledger import Ledger
 from hypertrain.protocol.identity import Hotkey

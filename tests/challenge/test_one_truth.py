@@ -157,12 +157,12 @@ def test_every_view_tells_the_settlement_s_story(real: Service) -> None:
 
 
 def test_the_standing_of_a_verdict_is_written_once() -> None:
-    """Only the standing query (``verdict_storage.STANDING_SQL``, which facts.py reads) and
+    """Only the standing query (``verdict_storage.STANDING_SQL``, which the facts read) and
     the dispute storage that owns the tables say what stands."""
     src = Path(__file__).resolve().parents[2] / "src" / "hypertrain"
     store = src / "challenge" / "store"
     owners = {
-        src / "challenge" / "rounds" / "verdict_storage.py",
+        store / "verdict_storage.py",
         *(store / f"{part}_storage.py" for part in ("game", "reaudit", "window")),
     }
     owners |= set((src / "challenge" / "migrations").glob("*.py"))  # the schema

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hypertrain.challenge.rounds import roles
+from hypertrain.challenge.facts import roles
 from hypertrain.dispute import opinputs
 from hypertrain.protocol.identity import Hotkey
 from tests.challenge.dispute_scenario import (

@@ -15,7 +15,8 @@ from itertools import pairwise
 
 from pytest import MonkeyPatch
 
-from hypertrain.challenge.rounds import facts, views
+from hypertrain.challenge import facts
+from hypertrain.challenge.rounds import views
 from hypertrain.challenge.state import ServiceState
 from tests.challenge.dispute_scenario import (
     AUDITOR,

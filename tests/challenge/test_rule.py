@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from hypertrain.aggregator.tape import Excluded
-from hypertrain.challenge.rounds.rule import (
+from hypertrain.challenge.rule import (
     PENDING_AUDIT,
     PROBATION_HOLD,
     CommitRow,
@@ -27,7 +27,7 @@ from hypertrain.challenge.rounds.rule import (
     probation_holds,
     standing,
 )
-from hypertrain.challenge.rounds.tape_rule import (
+from hypertrain.challenge.tape_rule import (
     Attestation,
     TapeVerdict,
     TapeWitnesses,

@@ -162,7 +162,7 @@ ROLE_LISTS = ("HYPERTRAIN_AGGREGATOR_HOTKEYS", "HYPERTRAIN_WITNESS_HOTKEYS",
     [(a, b) for i, a in enumerate(ROLE_LISTS) for b in ROLE_LISTS[i + 1 :]],
 )
 def test_a_key_named_in_two_role_lists_is_refused(tmp_path: Path, first: str, second: str) -> None:
-    """One key, one role: a key named for two roles could act in neither (rounds/roles.py
+    """One key, one role: a key named for two roles could act in neither (facts/roles.py
     bars each role from the other), so the service refuses to start, naming both lists."""
     env = _env(tmp_path)
     key, other = (Hotkey.from_seed(bytes([i]) * 32).ss58_address for i in (7, 8))
@@ -176,7 +176,7 @@ def test_a_key_named_in_two_role_lists_is_refused(tmp_path: Path, first: str, se
 
 
 def test_the_aggregator_keys_are_read_and_default_to_none(tmp_path: Path) -> None:
-    """Unset, no key is an aggregator (the service then takes no tape: rounds/roles.py);
+    """Unset, no key is an aggregator (the service then takes no tape: facts/roles.py);
     the worker list may name the aggregator keys too."""
     env = _env(tmp_path)
     assert settings_from_env(env).aggregator_hotkeys == frozenset()

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from hypertrain.challenge.app import _poll_beacon, _refresh_metagraph, create_app
-from hypertrain.challenge.rounds.settle import PENDING_AUDIT, outcome
+from hypertrain.challenge.settlement.settle import PENDING_AUDIT, outcome
 from hypertrain.challenge.state import ServiceState
 from hypertrain.challenge.wiring import LedgerAdapter
 from hypertrain.ledger import Ledger

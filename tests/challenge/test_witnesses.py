@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 from hypertrain.challenge.errors import MissingRecordError
-from hypertrain.challenge.rounds import chain, merge_storage, witness
-from hypertrain.challenge.rounds.merge_storage import ProvenFaultRow
+from hypertrain.challenge.rounds import chain
+from hypertrain.challenge.settlement import witness
+from hypertrain.challenge.store import merge_storage
+from hypertrain.challenge.store.merge_storage import ProvenFaultRow
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.sqlite import transaction
 from tests.challenge.dispute_scenario import (

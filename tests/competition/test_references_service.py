@@ -157,8 +157,8 @@ def test_the_evaluator_scores_the_references_with_the_models(
 def test_a_model_that_counted_once_keeps_that_verdict(tmp_path: Path) -> None:
     """The verdict split reads is whether a model ever counted: a later failure (one
     cycle's pages) does not undo it; a model that never counted is junk."""
-    from hypertrain.challenge.competition.storage import ever_counted
     from hypertrain.challenge.database import connect
+    from hypertrain.challenge.store.competition_storage import ever_counted
 
     conn = connect(tmp_path)
     for cycle, counted in ((0, 1), (1, 0), (2, 1), (3, 0)):

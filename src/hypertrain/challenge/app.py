@@ -33,7 +33,6 @@ from hypertrain.challenge.platform import storage as platform_storage
 from hypertrain.challenge.platform import weights
 from hypertrain.challenge.platform.metrics import new_registry
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort
-from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.routes import (
     admission,
     competition,
@@ -45,6 +44,7 @@ from hypertrain.challenge.routes import (
 )
 from hypertrain.challenge.settings import Settings, settings_from_env
 from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.challenge.store import rounds_storage
 from hypertrain.protocol.envelope import NON_CANONICAL
 
 log = logging.getLogger(__name__)

@@ -54,9 +54,8 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.rounds import roster_storage
-from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.challenge.store import roster_storage, rounds_storage
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.memproof import QUERIES, check_sample, table_shape
 from hypertrain.protocol.messages import AdmissionAnswer, AdmissionCheck, JoinRequest

@@ -20,8 +20,9 @@ import hashlib
 
 from hypertrain.api.models import LeaveAnswer
 from hypertrain.challenge.errors import ConflictError, NotFoundError
-from hypertrain.challenge.rounds import roster_storage, storage
+from hypertrain.challenge.facts.progress import next_round
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import roster_storage
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import Leave
 from hypertrain.protocol.sqlite import transaction
@@ -50,12 +51,6 @@ def leave(state: ServiceState, env: Envelope) -> LeaveAnswer:
         left_round=left_round,
         leave_id=hashlib.sha256(raw).hexdigest(),
     )
-
-
-def next_round(state: ServiceState, run_id: str) -> int:
-    """The index of the next round to open (0 before the first)."""
-    last = storage.last_round(state.conn, run_id)
-    return 0 if last is None else last[0] + 1
 
 
 def refuse_rejoin(state: ServiceState, run_id: str, hotkey: str) -> None:

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hypertrain.challenge.competition import cycle_storage, storage
 from hypertrain.challenge.competition.intake import spec_of
-from hypertrain.challenge.rounds.phases import beacon_round as verified_round
+from hypertrain.challenge.facts.progress import beacon_round as verified_round
 from hypertrain.challenge.state import ServiceState, quick_dumps
+from hypertrain.challenge.store import competition_storage, cycle_storage
 from hypertrain.competition.messages import (
     CycleModel,
     CycleTask,
@@ -53,7 +53,7 @@ def advance(state: ServiceState) -> None:
     if state.current is None:
         return
     now = state.current.round
-    for row in storage.competitions(state.conn):
+    for row in competition_storage.competitions(state.conn):
         spec = spec_of(state, row.competition_id)
         still_open = cycle_storage.open_cycles(state.conn, spec.competition_id)
         closed = [maybe_close(state, spec, cycle) for cycle in still_open]
@@ -72,15 +72,15 @@ def advance(state: ServiceState) -> None:
 
 def eligible(
     state: ServiceState, spec: CompetitionSpec, beacon_round: int
-) -> tuple[list[storage.RevealedRow], list[storage.RevealedRow]]:
+) -> tuple[list[competition_storage.RevealedRow], list[competition_storage.RevealedRow]]:
     """(each hotkey's newest eligible commitment, the references) of a cycle at
     ``beacon_round``, both oldest first (see :mod:`hypertrain.competition.references`)."""
     delay = spec.cycle.eligibility_delay_rounds
-    rows = storage.revealed_by(state.conn, spec.competition_id, delay, beacon_round)
-    first_of_model: dict[str, storage.RevealedRow] = {}
+    rows = competition_storage.revealed_by(state.conn, spec.competition_id, delay, beacon_round)
+    first_of_model: dict[str, competition_storage.RevealedRow] = {}
     for row in rows:
         first_of_model.setdefault(row.model_sha256, row)
-    verdicts = storage.ever_counted(state.conn, spec.competition_id)
+    verdicts = competition_storage.ever_counted(state.conn, spec.competition_id)
     listed = {
         sha: row for sha, row in first_of_model.items() if state.metagraph.is_registered(row.hotkey)
     }
@@ -178,7 +178,7 @@ def open_cycle(
     return task
 
 
-def _cycle_model(r: storage.RevealedRow) -> CycleModel:
+def _cycle_model(r: competition_storage.RevealedRow) -> CycleModel:
     return CycleModel(
         hotkey=r.hotkey,
         model_sha256=r.model_sha256,
@@ -213,7 +213,7 @@ def maybe_close(state: ServiceState, spec: CompetitionSpec, cycle: int) -> bool:
         return False
     results = cycle_results(spec, task, scores)
     with transaction(state.conn):
-        storage.add_results(state.conn, cid, cycle, results)
+        competition_storage.add_results(state.conn, cid, cycle, results)
         accepted = {r.hotkey: r.units for r in results if r.units > 0}
         state.ledger.settle_round(cid, cycle, accepted, snapshot.epoch)
         cycle_storage.close_cycle(state.conn, cid, cycle)

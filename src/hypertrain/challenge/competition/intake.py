@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
-from hypertrain.challenge.competition import cycle_storage, storage
 from hypertrain.challenge.errors import (
     ChallengeError,
     ConflictError,
@@ -26,8 +25,8 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.rounds import storage as rounds_storage
 from hypertrain.challenge.state import ServiceState, dumps
+from hypertrain.challenge.store import competition_storage, cycle_storage, rounds_storage
 from hypertrain.competition.messages import (
     COMMIT_DOMAIN,
     REVEAL_DOMAIN,
@@ -62,7 +61,7 @@ class SpecRecord(BaseModel):
 
 
 def spec_of(state: ServiceState, competition_id: str) -> CompetitionSpec:
-    text = storage.spec_json(state.conn, competition_id)
+    text = competition_storage.spec_json(state.conn, competition_id)
     if text is None:
         raise NotFoundError(
             f"competition {competition_id!r} does not exist", code="unknown_competition"
@@ -73,7 +72,7 @@ def spec_of(state: ServiceState, competition_id: str) -> CompetitionSpec:
 def spec_envelope(state: ServiceState, competition_id: str) -> Envelope:
     """The coordinator-signed ``competition`` envelope of a competition's spec."""
     spec_of(state, competition_id)
-    text = storage.spec_envelope(state.conn, competition_id)
+    text = competition_storage.spec_envelope(state.conn, competition_id)
     assert text is not None  # the competition exists
     return Envelope.model_validate_json(text)
 
@@ -112,9 +111,9 @@ def create(state: ServiceState, doc: dict[str, JsonValue], pool_b64: str) -> Com
     envelope = state.sign(cid, SPEC_DOMAIN, SpecRecord(spec=spec))
     try:
         with transaction(state.conn):
-            storage.add_competition(
+            competition_storage.add_competition(
                 state.conn,
-                storage.NewCompetition(
+                competition_storage.NewCompetition(
                     competition_id=cid,
                     spec_json=spec.model_dump_json(),
                     spec_envelope=dumps(envelope.model_dump()),
@@ -164,9 +163,9 @@ def commit(state: ServiceState, env: Envelope) -> CommitAccepted:
     try:
         with transaction(state.conn):
             state.burn(env)
-            storage.add_commit(
+            competition_storage.add_commit(
                 state.conn,
-                storage.NewCommit(
+                competition_storage.NewCommit(
                     competition_id=env.run_id,
                     commitment=body.commitment,
                     hotkey=verified.signer,
@@ -197,7 +196,7 @@ def reveal(state: ServiceState, env: Envelope) -> RevealAccepted:
         raise ChallengeError(
             f"the file list hashes to {computed}, not to model_sha256", code="bad_submission"
         )
-    row = storage.commit_of(state.conn, env.run_id, expected)
+    row = competition_storage.commit_of(state.conn, env.run_id, expected)
     if row is None or row.hotkey != verified.signer:
         raise NotFoundError(
             f"{verified.signer} has no commitment for model {body.model_sha256}",
@@ -216,9 +215,9 @@ def reveal(state: ServiceState, env: Envelope) -> RevealAccepted:
     files = json.dumps([f.model_dump() for f in body.files], sort_keys=True)
     with transaction(state.conn):
         state.burn(env)
-        storage.reveal(
+        competition_storage.reveal(
             state.conn,
-            storage.Reveal(
+            competition_storage.Reveal(
                 competition_id=env.run_id,
                 commitment=expected,
                 model_sha256=body.model_sha256,

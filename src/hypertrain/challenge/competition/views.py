@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from hypertrain.challenge.competition import cycle_storage, storage
 from hypertrain.challenge.competition.intake import spec_of
 from hypertrain.challenge.errors import NotFoundError
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import competition_storage, cycle_storage
 from hypertrain.competition.messages import (
     CompetitorPublic,
     CycleRecord,
@@ -28,7 +28,9 @@ def task(state: ServiceState, cid: str, evaluator: str | None) -> CycleTask:
     return CycleTask.model_validate_json(row.task).model_copy(update={"scored": scored})
 
 
-def _status(row: storage.CommitRow, now: int, delay: int, first_of_model: dict[str, str]) -> str:
+def _status(
+    row: competition_storage.CommitRow, now: int, delay: int, first_of_model: dict[str, str]
+) -> str:
     if row.model_sha256 is None:
         return "committed"
     if first_of_model.get(row.model_sha256) != row.commitment:
@@ -43,9 +45,9 @@ def leaderboard(state: ServiceState, cid: str) -> Leaderboard:
     latest = cycle_storage.latest_closed_cycle(state.conn, cid)
     results = {
         (r.hotkey, r.model_sha256): r
-        for r in storage.results(state.conn, cid, latest if latest is not None else -1)
+        for r in competition_storage.results(state.conn, cid, latest if latest is not None else -1)
     }
-    rows = storage.commits(state.conn, cid)
+    rows = competition_storage.commits(state.conn, cid)
     first_of_model: dict[str, str] = {}
     for r in rows:
         if r.model_sha256 is not None:
@@ -100,7 +102,7 @@ def cycle_record(state: ServiceState, cid: str, cycle: int) -> CycleRecord:
             comparisons=r.comparisons, win_rate=r.win_rate, weight=r.weight, units=r.units,
             counted=r.counted,
         )
-        for r in storage.results(state.conn, cid, cycle)
+        for r in competition_storage.results(state.conn, cid, cycle)
     ]  # fmt: skip
     return CycleRecord(
         competition_id=cid, cycle=cycle, closed=row.closed,

@@ -19,6 +19,7 @@ import json
 from typing import Final
 
 from hypertrain.api.models import Phase, RosterEntry
+from hypertrain.challenge import facts
 from hypertrain.challenge.dashboard import baseline, panels
 from hypertrain.challenge.dashboard.models import (
     AuditDispute,
@@ -37,17 +38,16 @@ from hypertrain.challenge.dashboard.models import (
     TrafficPanel,
 )
 from hypertrain.challenge.dashboard.traffic import expected_steady, round_traffic
-from hypertrain.challenge.rounds import (
+from hypertrain.challenge.rounds import views
+from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.challenge.store import (
     audit_storage,
     commit_storage,
-    facts,
+    game_storage,
     merge_storage,
-    storage,
+    rounds_storage,
     verdict_storage,
-    views,
 )
-from hypertrain.challenge.state import ServiceState, loads
-from hypertrain.challenge.store import game_storage
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 from hypertrain.protocol.messages import Verdict
 from hypertrain.protocol.traffic import TrafficRound, ratio, ratio_words, summarize
@@ -136,7 +136,7 @@ def round_rows(
     """Recent rounds with timing, bytes and the data-parallel comparison, and each
     round's traffic count (the same count the tile sums)."""
     genesis, period = chain_timing(state)
-    timing = storage.timing(state.conn, run_id)
+    timing = rounds_storage.timing(state.conn, run_id)
     params = param_count(manifest.model)
     out, counts = [], []
     for s in views.round_summaries(state, run_id):

@@ -16,6 +16,7 @@ from typing import Final
 
 from hypertrain.api.disputes import HoneypotRow
 from hypertrain.api.models import RoundSummary
+from hypertrain.challenge import honeypots
 from hypertrain.challenge.dashboard.models import (
     CurvePoint,
     CurveSummary,
@@ -33,10 +34,10 @@ from hypertrain.challenge.dashboard.models import (
     TrafficPanel,
 )
 from hypertrain.challenge.dashboard.models import TrafficTotal as TrafficTotalCard
-from hypertrain.challenge.disputes import games, honeypots
-from hypertrain.challenge.rounds import audit_storage, roster_storage, views
+from hypertrain.challenge.disputes import games
+from hypertrain.challenge.rounds import views
 from hypertrain.challenge.state import ServiceState
-from hypertrain.challenge.store import game_storage
+from hypertrain.challenge.store import audit_storage, game_storage, roster_storage
 from hypertrain.dispute.narrowing import NarrowStep, describe
 from hypertrain.protocol.messages import JoinRequest
 from hypertrain.protocol.traffic import FORMULA, TrafficSummary, TrafficTotal

@@ -29,8 +29,8 @@ import json
 
 from hypertrain.api.models import RoundSummary
 from hypertrain.challenge.dashboard.models import ExpectedTraffic
-from hypertrain.challenge.rounds import audit_storage, commit_storage, merge_storage
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import audit_storage, commit_storage, merge_storage
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 from hypertrain.protocol.traffic import (
     RoundBytes,

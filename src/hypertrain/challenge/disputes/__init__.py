@@ -1,2 +1,1 @@
-"""Disputes: the dispute games over verdicts, late verdicts' own windows, and the
-honeypot reveal with its public table."""
+"""Disputes: the dispute games over verdicts and late verdicts' own windows."""

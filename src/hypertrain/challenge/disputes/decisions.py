@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import sqlite3
 
-from hypertrain.challenge.rounds import storage as rounds_storage
-from hypertrain.challenge.rounds import verdict_storage
-from hypertrain.challenge.store import game_storage, reaudit_storage
+from hypertrain.challenge.store import (
+    game_storage,
+    reaudit_storage,
+    rounds_storage,
+    verdict_storage,
+)
 from hypertrain.dispute.model import Game
 from hypertrain.dispute.resolution import bars, bars_auditor
 from hypertrain.protocol.deadlines import upload_deadline

@@ -10,7 +10,7 @@ when the island cannot pay it (:mod:`~hypertrain.challenge.disputes.bonds`); onc
 is decided :func:`settle_bonds` returns or burns it. An overturned verdict marks its
 auditor faulty and re-assigns its other verdicts of rounds not yet final
 (:mod:`~hypertrain.challenge.disputes.decisions`). Every decision re-runs the island's
-holds (:func:`~hypertrain.challenge.rounds.settle.release_later`), so a reward held for
+holds (:func:`~hypertrain.challenge.settlement.settle.release_later`), so a reward held for
 the disputed verdict is released as soon as the rule allows. :func:`tick` applies
 deadlines at each beacon round, so a game resumes from the database after a restart
 exactly where it stopped.
@@ -30,7 +30,8 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.rounds import jury, roles, settle
+from hypertrain.challenge.facts import jury, roles
+from hypertrain.challenge.settlement import settle
 from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.challenge.store import game_storage, reaudit_storage
 from hypertrain.dispute import game as g

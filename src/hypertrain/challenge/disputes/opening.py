@@ -15,11 +15,11 @@ import hashlib
 
 from hypertrain.challenge.disputes import windows
 from hypertrain.challenge.errors import ChallengeError, NotFoundError, PhaseError
-from hypertrain.challenge.rounds import commit_storage, jury, verdict_storage
-from hypertrain.challenge.rounds import storage as rounds_storage
-from hypertrain.challenge.rounds.storage import RoundState
-from hypertrain.challenge.rounds.verdict_storage import VerdictRecord
+from hypertrain.challenge.facts import jury
 from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.challenge.store import commit_storage, rounds_storage, verdict_storage
+from hypertrain.challenge.store.rounds_storage import RoundState
+from hypertrain.challenge.store.verdict_storage import VerdictRecord
 from hypertrain.dispute import game as g
 from hypertrain.dispute import resolution
 from hypertrain.dispute.admissible import disputed_check

@@ -1,11 +1,11 @@
 """A fault verdict the judges' majority outvoted counts against its auditor.
 
-An ``outvoted`` verdict (:func:`~hypertrain.challenge.rounds.rule.jury_standing`: a
+An ``outvoted`` verdict (:func:`~hypertrain.challenge.rule.jury_standing`: a
 strict majority of the assignment's judges found ``match``) is overturned by the audit
 phase's own verdicts, as if a ``recompute`` dispute had been decided by that quorum. It
 is evidence for the one barring rule (:func:`~hypertrain.dispute.resolution.bars`): its
 auditor is barred once ``match`` verdicts from a strict majority of its jury (the run's
-auditors less it and the island, :func:`~hypertrain.challenge.rounds.jury.jury`), never
+auditors less it and the island, :func:`~hypertrain.challenge.facts.jury.jury`), never
 fewer than two, stand on the assignment. For an ``unverifiable`` verdict only those
 received by the round's upload deadline count (they prove the bytes were served in
 time). Barring sets aside the auditor's verdicts of rounds not final yet, as on every
@@ -14,11 +14,11 @@ path. The caller holds the transaction.
 
 from __future__ import annotations
 
-from hypertrain.challenge.rounds import facts, jury, verdict_storage
-from hypertrain.challenge.rounds import storage as rounds_storage
-from hypertrain.challenge.rounds.rule import StandingVerdict
+from hypertrain.challenge import facts
+from hypertrain.challenge.facts import jury
+from hypertrain.challenge.rule import StandingVerdict
 from hypertrain.challenge.state import ServiceState
-from hypertrain.challenge.store import reaudit_storage
+from hypertrain.challenge.store import reaudit_storage, rounds_storage, verdict_storage
 from hypertrain.dispute.resolution import bars
 from hypertrain.protocol.deadlines import upload_deadline
 

@@ -10,11 +10,11 @@ was upheld, so a late verdict never faults before the island could contest it.
 
 from __future__ import annotations
 
-from hypertrain.challenge.rounds import facts, rollbacks, verdict_storage
-from hypertrain.challenge.rounds import storage as rounds_storage
-from hypertrain.challenge.rounds.verdict_storage import VerdictRecord
+from hypertrain.challenge import facts
+from hypertrain.challenge.settlement import rollbacks
 from hypertrain.challenge.state import ServiceState
-from hypertrain.challenge.store import window_storage
+from hypertrain.challenge.store import rounds_storage, verdict_storage, window_storage
+from hypertrain.challenge.store.verdict_storage import VerdictRecord
 from hypertrain.protocol.sqlite import transaction
 
 FAULT_RESULTS: frozenset[str] = frozenset({"mismatch", "unverifiable"})

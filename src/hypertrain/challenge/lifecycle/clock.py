@@ -1,16 +1,18 @@
 """What each verified beacon round moves, in order: the dispute games' deadlines first
 (:func:`~hypertrain.challenge.disputes.games.tick`), then every unfinished round through
 its phases (:mod:`~hypertrain.challenge.rounds.phases`), settling each round at the first
-beacon round for which :func:`~hypertrain.challenge.rounds.settle.ready_to_settle` holds.
+beacon round for which :func:`~hypertrain.challenge.settlement.settle.ready_to_settle` holds.
 """
 
 from __future__ import annotations
 
 from hypertrain.challenge.disputes import games
-from hypertrain.challenge.rounds import commit_storage, pace, storage
-from hypertrain.challenge.rounds.phases import beacon_round, select_round
-from hypertrain.challenge.rounds.settle import ready_to_settle, settle_round
+from hypertrain.challenge.facts.progress import beacon_round
+from hypertrain.challenge.rounds import pace
+from hypertrain.challenge.rounds.phases import select_round
+from hypertrain.challenge.settlement.settle import ready_to_settle, settle_round
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import commit_storage, rounds_storage
 from hypertrain.protocol.sqlite import transaction
 
 
@@ -27,11 +29,11 @@ def step(state: ServiceState) -> None:
     verified = state.current.round
     state.prune_nonces()
     games.tick(state)
-    for row in storage.open_rounds(state.conn):
+    for row in rounds_storage.open_rounds(state.conn):
         run_id, index, phase = row.run_id, row.round, row.phase
         closed = pace.commit_close_round(state, row, now) if phase in ("train", "beacon") else None
         if phase == "train" and closed is not None:
-            storage.set_phase(state.conn, run_id, index, "beacon")
+            rounds_storage.set_phase(state.conn, run_id, index, "beacon")
             phase = "beacon"
         if phase == "beacon":
             number = (row.commit_deadline if closed is None else closed) + 1
@@ -51,7 +53,7 @@ def step(state: ServiceState) -> None:
 
 def _close_audit(state: ServiceState, run_id: str, index: int) -> None:
     if commit_storage.has_commits(state.conn, run_id, index):
-        storage.set_phase(state.conn, run_id, index, "merge")
+        rounds_storage.set_phase(state.conn, run_id, index, "merge")
         return
     with transaction(state.conn):
         settle_round(state, run_id, index)

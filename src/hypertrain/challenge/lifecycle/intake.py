@@ -20,7 +20,7 @@ from hypertrain.api.models import (
     VerdictAnswer,
 )
 from hypertrain.challenge.admission import challenge
-from hypertrain.challenge.admission.leave import next_round, refuse_rejoin
+from hypertrain.challenge.admission.leave import refuse_rejoin
 from hypertrain.challenge.admission.rules import check_join
 from hypertrain.challenge.disputes import games, outvoted
 from hypertrain.challenge.errors import (
@@ -30,24 +30,25 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
-from hypertrain.challenge.rounds import (
+from hypertrain.challenge.facts import roles
+from hypertrain.challenge.facts.progress import next_round
+from hypertrain.challenge.rounds import claims
+from hypertrain.challenge.rounds import late as late_verdicts
+from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.challenge.store import (
     audit_storage,
-    claims,
     commit_storage,
     merge_storage,
-    roles,
     roster_storage,
-    storage,
+    rounds_storage,
     verdict_storage,
 )
-from hypertrain.challenge.rounds import late as late_verdicts
-from hypertrain.challenge.rounds.commit_storage import NewCommit
-from hypertrain.challenge.rounds.merge_storage import NewMerge
-from hypertrain.challenge.rounds.roster_storage import NewIsland
-from hypertrain.challenge.rounds.storage import RoundRecord
-from hypertrain.challenge.rounds.verdict_storage import NewVerdict
-from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.challenge.store.commit_storage import NewCommit
+from hypertrain.challenge.store.merge_storage import NewMerge
 from hypertrain.challenge.store.reaudit_storage import is_faulty
+from hypertrain.challenge.store.roster_storage import NewIsland
+from hypertrain.challenge.store.rounds_storage import RoundRecord
+from hypertrain.challenge.store.verdict_storage import NewVerdict
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import Commit, JoinRequest, MergeTape, Verdict
 from hypertrain.protocol.sqlite import transaction
@@ -120,7 +121,7 @@ def admit(
 
 
 def _round_row(state: ServiceState, run_id: str, index: int) -> RoundRecord:
-    row = storage.round_record(state.conn, run_id, index)
+    row = rounds_storage.round_record(state.conn, run_id, index)
     if row is None:
         raise NotFoundError(f"round {index} of {run_id} is not open", code="unknown_round")
     return row
@@ -302,7 +303,7 @@ def merge(state: ServiceState, env: Envelope) -> MergeAnswer:
                 received_beacon_round=state.current_round(),
             ),
         )
-        storage.set_phase(state.conn, run_id, body.round, "settle")
+        rounds_storage.set_phase(state.conn, run_id, body.round, "settle")
     # nothing is paid yet: the round settles once ready_to_settle holds
     return MergeAnswer(accepted=True, round=body.round, phase="settle", paid={})
 

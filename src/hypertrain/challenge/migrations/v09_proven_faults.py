@@ -1,5 +1,5 @@
 """Schema version 9: proven faults, and the merge corrections that roll them back
-(``rounds.rollbacks``).
+(``settlement.rollbacks``).
 """
 
 from typing import Final

@@ -1,6 +1,6 @@
 """Schema version 13: tape witnesses' signed attestations: one per witness key and tape (a
 tape superseded by a correction is attested afresh); owned by
-``rounds/attestations.py``.
+``store/attestation_storage.py``.
 """
 
 from typing import Final

@@ -22,13 +22,12 @@ from collections.abc import Mapping
 from typing import Final
 
 from hypertrain.api.models import WeightsMetadata, WeightsPublic
-from hypertrain.challenge.competition import storage as competition_storage
 from hypertrain.challenge.errors import LedgerFaultError, NotFoundError, UnavailableError
 from hypertrain.challenge.metagraph import Snapshot, departures
 from hypertrain.challenge.platform import storage
 from hypertrain.challenge.platform.storage import Departure
-from hypertrain.challenge.rounds import roster_storage
 from hypertrain.challenge.state import ServiceState, dumps
+from hypertrain.challenge.store import competition_storage, roster_storage
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.sqlite import transaction
 

@@ -1,2 +1,4 @@
-"""Rounds: the round state machine, the signed messages of a round (commits, verdicts,
-merge tapes), audit selection, settlement, and the facts every view publishes."""
+"""Rounds: the round state machine (phases, the audit selection, the commit phase's
+pace, the model a round opens on), the late verdicts, the intake checks of a signed
+claim and the public views of rounds. Its tables are in the store, the facts it
+publishes in ``facts``, its settlement in ``settlement``."""

@@ -6,15 +6,15 @@ current tape is witnessed and is a link of the current chain (not a tape merged 
 model a correction has since superseded, which waits for its own correction); while
 it is not, no round opens, for at most ``HYPERTRAIN_WITNESS_WAIT_ROUNDS`` beacon rounds
 after the tape arrived, or after a correction citing a new proven fault arrived
-(:func:`~hypertrain.challenge.rounds.rollbacks.wait_start`: a correction restarts its
+(:func:`~hypertrain.challenge.settlement.rollbacks.wait_start`: a correction restarts its
 round's wait, once per proven fault). After that the next round opens on the model
 round ``r`` continues on the current chain (its merge is left out of the chain; its
 pay still waits for the witnesses): its corrected start where a correction moved it,
 never a start model a correction superseded
-(:func:`~hypertrain.challenge.rounds.rollbacks.continued_model`, over the one chain
-definition :func:`~hypertrain.challenge.rounds.rollbacks.predecessor_models` that the
+(:func:`~hypertrain.challenge.settlement.rollbacks.continued_model`, over the one chain
+definition :func:`~hypertrain.challenge.settlement.rollbacks.predecessor_models` that the
 correction checks and the aggregator's and witness's ``previous_outer`` also follow).
-The step is the pure rule :func:`~hypertrain.challenge.rounds.tape_rule.chain_step`; this
+The step is the pure rule :func:`~hypertrain.challenge.tape_rule.chain_step`; this
 module reads its inputs, all from the database, so a restarted service gives the same
 answers. Without witnesses the next round continues from the round's current tape, as
 before.
@@ -23,9 +23,9 @@ before.
 from __future__ import annotations
 
 from hypertrain.challenge.errors import ChallengeError, PhaseError
-from hypertrain.challenge.rounds import rollbacks, witness
-from hypertrain.challenge.rounds.tape_rule import ChainStep, TapeVerdict, chain_step
+from hypertrain.challenge.settlement import rollbacks, witness
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.tape_rule import ChainStep, TapeVerdict, chain_step
 
 
 def step(state: ServiceState, run_id: str, index: int, now: int) -> ChainStep:

@@ -13,15 +13,15 @@ Two claims are checked here before anything is stored:
   and ``audit_pending``, so an honest tape is never refused).
 
 Who may sign a claim at all (one key, one role in a run) is decided apart, in
-:mod:`hypertrain.challenge.rounds.roles`.
+:mod:`hypertrain.challenge.facts.roles`.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
+from hypertrain.challenge import facts
 from hypertrain.challenge.errors import ChallengeError
-from hypertrain.challenge.rounds import facts
 from hypertrain.dispute.admissible import Check
 from hypertrain.protocol.messages import MergeTape, Verdict
 

@@ -4,12 +4,12 @@ An assignment with no judging verdict when its audit phase ended (missed, or its
 verdicts set aside for a re-audit) takes late verdicts: the first one opens its *late
 panel* (:func:`admit`), which fixes the jury (the run's auditors less the island and the
 auditors whose verdicts on it were set aside,
-:func:`~hypertrain.challenge.rounds.jury.jury`) and a window of
+:func:`~hypertrain.challenge.facts.jury.jury`) and a window of
 ``round.audit_window_rounds`` beacon rounds in which every juror may post its verdict.
 A split assignment (its judges' verdicts hold no majority either way,
-:func:`~hypertrain.challenge.rounds.rule.jury_standing`) takes late verdicts the same way.
+:func:`~hypertrain.challenge.rule.jury_standing`) takes late verdicts the same way.
 The late verdicts count only once a strict majority of that jury judged it
-(:func:`~hypertrain.challenge.rounds.rule.late_standing`); until then the island is held,
+(:func:`~hypertrain.challenge.rule.late_standing`); until then the island is held,
 and a window that closes short of the majority leaves it held (fail closed, never paid
 on one word, never burned on none). A re-audit of an undecided ``recompute`` dispute is
 taken for the dispute's own bound. With no auditor set known (no listed worker keys) the
@@ -18,11 +18,18 @@ jury is empty and the first verdict decides (only a referee could say more).
 
 from __future__ import annotations
 
+from hypertrain.challenge import facts
 from hypertrain.challenge.errors import ForbiddenError
-from hypertrain.challenge.rounds import facts, jury, late_panel_storage, verdict_storage
-from hypertrain.challenge.rounds.settle import late_verdict, release_later
+from hypertrain.challenge.facts import jury
+from hypertrain.challenge.settlement.settle import late_verdict, release_later
 from hypertrain.challenge.state import ServiceState
-from hypertrain.challenge.store import game_storage, reaudit_storage, window_storage
+from hypertrain.challenge.store import (
+    game_storage,
+    late_panel_storage,
+    reaudit_storage,
+    verdict_storage,
+    window_storage,
+)
 
 
 def accepts(state: ServiceState, run_id: str, index: int, hotkey: str, signer: str) -> bool:
@@ -75,7 +82,7 @@ def decided(state: ServiceState, run_id: str, index: int, hotkey: str, final: bo
 
     A fault among the counting verdicts of a final round gets its own dispute window (its
     fault is booked when the window closes undisputed); no fault releases the holds
-    (:func:`~hypertrain.challenge.rounds.settle.release_later`). Inside the caller's
+    (:func:`~hypertrain.challenge.settlement.settle.release_later`). Inside the caller's
     transaction; a final round with no metagraph snapshot refuses the verdict.
     """
     conn = state.conn

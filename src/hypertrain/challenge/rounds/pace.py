@@ -7,14 +7,14 @@ to it, and except one an earlier round faulted (:func:`awaited`). A silent islan
 still commit inside the window, but its silence holds no later round open: an admitted
 island that never trains delays at most its first round, not every round of the run, and
 a caught island (a standing fault, the settlement rule's
-:func:`~hypertrain.challenge.rounds.facts.faulted_before`) holds none, however it
+:func:`~hypertrain.challenge.facts.faulted_before`) holds none, however it
 alternates junk commits with silence (outsiders' findings). The
 audit selection is still the first beacon round strictly after the close, so no
 committer could have known it when it committed. An audit phase closes when every
 assignment has agreeing verdicts from a strict majority of the active auditors (all
 ``match``, or all a fault: a split keeps the phase open for the rest), or its window ends.
 The active auditors are the listed ones less the standby jurors, which re-audit only
-(:func:`~hypertrain.challenge.rounds.jury.active`); a standby juror's agreeing verdict
+(:func:`~hypertrain.challenge.facts.jury.active`); a standby juror's agreeing verdict
 still counts towards the majority.
 Both answers are recomputed from the database, so a restarted service reaches the same
 beacon rounds (a fault overturned between a commit phase's early close and its selection
@@ -26,11 +26,13 @@ may last, and the dispute deadline stays where selection fixed it.
 
 from __future__ import annotations
 
-from hypertrain.challenge.rounds import commit_storage, facts, jury, rule, storage, verdict_storage
+from hypertrain.challenge import facts, rule
+from hypertrain.challenge.facts import jury
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import commit_storage, rounds_storage, verdict_storage
 
 
-def commit_close_round(state: ServiceState, row: storage.OpenRound, now: int) -> int | None:
+def commit_close_round(state: ServiceState, row: rounds_storage.OpenRound, now: int) -> int | None:
     """The beacon round at which a round's commit phase closed, or None while it is open.
 
     ``row`` is the open round; ``now`` the latest verified beacon round. An early close
@@ -48,7 +50,7 @@ def commit_close_round(state: ServiceState, row: storage.OpenRound, now: int) ->
     return None
 
 
-def awaited(state: ServiceState, row: storage.OpenRound) -> frozenset[str]:
+def awaited(state: ServiceState, row: rounds_storage.OpenRound) -> frozenset[str]:
     """The rostered islands whose commits close the commit phase early: the roster less
     the islands that were rostered in the round before and committed nothing to it, and
     less every island with a standing fault in an earlier round (for the rest of the run,
@@ -58,7 +60,7 @@ def awaited(state: ServiceState, row: storage.OpenRound) -> frozenset[str]:
     if row.round == 0:
         return roster
     roster -= facts.faulted_before(state.conn, row.run_id, row.round)
-    before = storage.open_envelope(state.conn, row.run_id, row.round - 1)
+    before = rounds_storage.open_envelope(state.conn, row.run_id, row.round - 1)
     if before is None:
         return roster
     silent = state.roster_of(row.run_id, row.round - 1, before) - commit_storage.committers(
@@ -73,7 +75,7 @@ def audits_done(state: ServiceState, run_id: str, index: int) -> bool:
     Each assignment needs a verdict that counts (one set aside because its auditor was
     found faulty does not) and agreeing verdicts (all ``match``, or all a fault, by the
     one standing) from as many auditors as a strict majority of the run's active
-    auditors (:func:`~hypertrain.challenge.rounds.jury.active`), so neither the first
+    auditors (:func:`~hypertrain.challenge.facts.jury.active`), so neither the first
     answer nor a contrary one shuts out the rest: with an honest active majority, that
     majority holds an honest verdict and outvotes a liar before the phase closes.
     With no active auditor known (none listed, or only standby jurors), the phase runs

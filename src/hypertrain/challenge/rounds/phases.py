@@ -20,7 +20,7 @@ Phases of a round, each entered at a beacon round (``now`` is the latest verifie
   are required once they cleared it: :mod:`~hypertrain.challenge.rounds.chain`); disputes stay
   possible until ``dispute_deadline_round`` (audit close + ``dispute_window_rounds``).
   The round settles at the first beacon round for which
-  :func:`~hypertrain.challenge.rounds.settle.ready_to_settle` holds.
+  :func:`~hypertrain.challenge.settlement.settle.ready_to_settle` holds.
 * ``final``: the ledger settled the round from the tape and the verdicts.
 """
 
@@ -33,17 +33,12 @@ import sqlite3
 from pydantic import JsonValue, ValidationError
 
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
+from hypertrain.challenge.facts import faulted_before
 from hypertrain.challenge.ports import BeaconRound
-from hypertrain.challenge.rounds import (
-    audit_storage,
-    chain,
-    commit_storage,
-    roster_storage,
-    storage,
-)
-from hypertrain.challenge.rounds.facts import faulted_before
+from hypertrain.challenge.rounds import chain
 from hypertrain.challenge.rounds.selection import assignment_key, select_audits
 from hypertrain.challenge.state import ServiceState, dumps
+from hypertrain.challenge.store import audit_storage, commit_storage, roster_storage, rounds_storage
 from hypertrain.protocol.deadlines import check_answer_deadline
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.errors import DeadlineError
@@ -77,7 +72,7 @@ def create_run(state: ServiceState, manifest_doc: dict[str, JsonValue]) -> Envel
     envelope = state.sign(manifest.run_id, "manifest", ManifestRecord(manifest=manifest))
     try:
         with transaction(state.conn):
-            storage.add_run(
+            rounds_storage.add_run(
                 state.conn,
                 manifest.run_id,
                 manifest.model_dump_json(),
@@ -103,7 +98,7 @@ def open_round(
     beacon = state.current
     state.current_round()
     assert beacon is not None
-    last = storage.last_round(state.conn, run_id)
+    last = rounds_storage.last_round(state.conn, run_id)
     if last is not None and last[1] not in OPENABLE_AFTER:
         raise PhaseError(f"round {last[0]} of {run_id} is still in phase {last[1]}")
     index = 0 if last is None else last[0] + 1
@@ -123,9 +118,9 @@ def open_round(
     envelope = state.sign(run_id, "round-open", record)
     with transaction(state.conn):
         _remember_beacon(state.conn, beacon)
-        storage.add_round(
+        rounds_storage.add_round(
             state.conn,
-            storage.NewRound(
+            rounds_storage.NewRound(
                 run_id=run_id,
                 round=index,
                 beacon=_row(beacon),
@@ -169,22 +164,11 @@ def _start_model(
 
 
 def _remember_beacon(conn: sqlite3.Connection, beacon: BeaconRound) -> None:
-    storage.remember_beacon(conn, _row(beacon))
+    rounds_storage.remember_beacon(conn, _row(beacon))
 
 
-def _row(beacon: BeaconRound) -> storage.BeaconRow:
-    return storage.BeaconRow(beacon.round, beacon.randomness, beacon.signature)
-
-
-def beacon_round(state: ServiceState, number: int) -> BeaconRound:
-    """A verified beacon round: the current one, a stored one, or fetched (blocking)."""
-    current = state.current
-    if current is not None and current.round == number:
-        return current
-    row = storage.beacon(state.conn, number)
-    if row is not None:
-        return BeaconRound(number, row.randomness, row.signature)
-    return state.beacon.get(number)
+def _row(beacon: BeaconRound) -> rounds_storage.BeaconRow:
+    return rounds_storage.BeaconRow(beacon.round, beacon.randomness, beacon.signature)
 
 
 def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconRound) -> None:
@@ -234,7 +218,7 @@ def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconR
                 audit.probation,
                 dumps(envelope.model_dump()),
             )
-        storage.start_audit(
+        rounds_storage.start_audit(
             state.conn,
             run_id,
             index,

@@ -21,21 +21,20 @@ from hypertrain.api.models import (
     VerdictCounts,
     VerdictRecord,
 )
+from hypertrain.challenge import facts
 from hypertrain.challenge.errors import NotFoundError
-from hypertrain.challenge.rounds import (
+from hypertrain.challenge.rule import StandingVerdict
+from hypertrain.challenge.settlement import rollbacks, witness
+from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import (
     audit_storage,
     commit_storage,
-    facts,
+    game_storage,
     merge_storage,
-    rollbacks,
     roster_storage,
-    storage,
+    rounds_storage,
     verdict_storage,
-    witness,
 )
-from hypertrain.challenge.rounds.rule import StandingVerdict
-from hypertrain.challenge.state import ServiceState
-from hypertrain.challenge.store import game_storage
 from hypertrain.protocol.envelope import Envelope
 
 BALANCES: Final = ("escrow", "held", "vested", "paid", "burned")
@@ -44,12 +43,12 @@ BALANCES: Final = ("escrow", "held", "vested", "paid", "burned")
 def list_runs(state: ServiceState) -> list[RunListItem]:
     return [
         RunListItem(run_id=r.run_id, manifest_digest=r.manifest_digest)
-        for r in storage.runs(state.conn)
+        for r in rounds_storage.runs(state.conn)
     ]
 
 
 def manifest_envelope(state: ServiceState, run_id: str) -> Envelope:
-    text = storage.manifest_envelope(state.conn, run_id)
+    text = rounds_storage.manifest_envelope(state.conn, run_id)
     if text is None:
         raise NotFoundError(f"run {run_id!r} does not exist", code="unknown_run")
     return Envelope.model_validate_json(text)
@@ -99,7 +98,7 @@ def _summaries(state: ServiceState, run_id: str) -> tuple[RoundSummary, ...]:
             disputes=disputes.get(r.round, 0),
             settled_epoch=r.settled_epoch,
         )
-        for r in storage.rounds(state.conn, run_id)
+        for r in rounds_storage.rounds(state.conn, run_id)
     )
 
 
@@ -146,12 +145,12 @@ def weighted_median(points: list[tuple[float, int]]) -> float:
 
 
 def round_detail(state: ServiceState, run_id: str, index: int) -> RoundDetail:
-    opened = storage.open_envelope(state.conn, run_id, index)
+    opened = rounds_storage.open_envelope(state.conn, run_id, index)
     if opened is None:
         raise NotFoundError(f"round {index} of {run_id} does not exist", code="unknown_round")
     summary = next(s for s in round_summaries(state, run_id) if s.round == index)
     merge = merge_storage.merge_envelope(state.conn, run_id, index)
-    selector = storage.selection_beacon(state.conn, run_id, index)
+    selector = rounds_storage.selection_beacon(state.conn, run_id, index)
     return RoundDetail(
         **summary.model_dump(exclude={"commits", "verdicts", "tape_sha256"}),
         open=Envelope.model_validate_json(opened),

@@ -18,9 +18,10 @@ from hypertrain.api.disputes import (
     HoneypotRevealAck,
     ReassignedAudit,
 )
+from hypertrain.challenge import honeypots
 from hypertrain.challenge.deps import ERRORS, State, require_admin, serialized
-from hypertrain.challenge.disputes import games, honeypots
-from hypertrain.challenge.rounds.reassigned import waiting
+from hypertrain.challenge.disputes import games
+from hypertrain.challenge.settlement.reassigned import waiting
 from hypertrain.dispute.view import DisputeView
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod

@@ -29,7 +29,8 @@ from hypertrain.challenge.deps import (
     serialized,
 )
 from hypertrain.challenge.lifecycle import intake
-from hypertrain.challenge.rounds import phases, rollbacks, views, witness
+from hypertrain.challenge.rounds import phases, views
+from hypertrain.challenge.settlement import rollbacks, witness
 from hypertrain.protocol.envelope import Envelope
 
 public = APIRouter(prefix="/v1", tags=["rounds"])

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path
 from hypertrain.api.models import AttestationAnswer, TapeWitnessView
 from hypertrain.challenge.deps import ERRORS, State, serialized
 from hypertrain.challenge.errors import NotFoundError
-from hypertrain.challenge.rounds import witness
+from hypertrain.challenge.settlement import witness
 from hypertrain.protocol.envelope import Envelope
 
 router = APIRouter(prefix="/v1", tags=["witness"])

@@ -1,5 +1,7 @@
 """The service's tables, below every resource: each module reads and writes its tables
-and returns typed rows, with no policy. Today the dispute games' tables live here (the
-games, the verdicts they set aside and the auditors they barred, the late verdicts'
-windows), which the rounds read (a jury, a settlement, a view) and the disputes write;
-the other resources' tables still live in their own packages."""
+and returns typed rows, with no policy. Here live the rounds' tables (runs, rounds,
+beacons and settlements in ``rounds_storage``, and one part per table group: the roster,
+commits, audit assignments, verdicts with the one standing query, merge tapes with their
+corrections and proven faults, late panels), the tape witnesses' attestations, the
+competitions' tables and the dispute games' (the games, the verdicts they set aside and
+the auditors they barred, the late verdicts' windows)."""

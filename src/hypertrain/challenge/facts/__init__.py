@@ -1,9 +1,9 @@
 """The facts the service publishes, each read in one place and derived by one rule.
 
 The standing verdict of an audit (:func:`standing_verdicts`: the one query
-:data:`~hypertrain.challenge.rounds.verdict_storage.STANDING_SQL`, then the late panels'
-majority, :func:`~hypertrain.challenge.rounds.rule.late_standing`), a round's outcome
-(:func:`round_outcome`, the pure :func:`~hypertrain.challenge.rounds.rule.decide` over typed
+:data:`~hypertrain.challenge.store.verdict_storage.STANDING_SQL`, then the late panels'
+majority, :func:`~hypertrain.challenge.rule.late_standing`), a round's outcome
+(:func:`round_outcome`, the pure :func:`~hypertrain.challenge.rule.decide` over typed
 rows) and an island's faults (:func:`island_faults`, the rounds whose outcome faulted it;
 :func:`faulted_before`, the islands an earlier round faulted) are defined here only.
 
@@ -15,6 +15,11 @@ island for the roster, the summary and the dashboard.
 Settlement, the audit selection, the commit phase's pace, the public views (roster, rounds,
 summary), the dashboard and the honeypot table all read them from here, so they cannot
 disagree.
+
+The package sits above the store and below settlement and every resource; beside these
+facts it holds the run's jury (:mod:`.jury`), each key's role (:mod:`.roles`) and where
+the service stands in time (:mod:`.progress`: the next round to open, a verified beacon
+round).
 """
 
 from __future__ import annotations
@@ -25,23 +30,23 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from hypertrain.challenge import rule
 from hypertrain.challenge.errors import UnavailableError
-from hypertrain.challenge.rounds import (
-    audit_storage,
-    commit_storage,
-    late_panel_storage,
-    merge_storage,
-    roster_storage,
-    rule,
-    verdict_storage,
-)
-from hypertrain.challenge.rounds.rule import (
+from hypertrain.challenge.rule import (
     CommitRow,
     Outcome,
     StandingVerdict,
     decide,
 )
-from hypertrain.challenge.rounds.tape_rule import TapeWitnesses
+from hypertrain.challenge.store import (
+    audit_storage,
+    commit_storage,
+    late_panel_storage,
+    merge_storage,
+    roster_storage,
+    verdict_storage,
+)
+from hypertrain.challenge.tape_rule import TapeWitnesses
 from hypertrain.protocol.messages import MergeTape
 
 
@@ -51,7 +56,7 @@ class CorruptRecordError(UnavailableError):
 
 @dataclass(frozen=True)
 class RoundInputs:
-    """Everything :func:`~hypertrain.challenge.rounds.rule.decide` needs for one round."""
+    """Everything :func:`~hypertrain.challenge.rule.decide` needs for one round."""
 
     commits: list[CommitRow]
     tape: MergeTape | None
@@ -134,7 +139,7 @@ def earlier_audits(
 def probation_holds(conn: sqlite3.Connection, run_id: str, index: int) -> dict[str, int]:
     """hotkey -> the hold of its reward, for each island still in probation at round
     ``index``: its release round once its probation is served, else
-    :data:`~hypertrain.challenge.rounds.rule.PROBATION_HOLD` (:func:`rule.probation_holds`)."""
+    :data:`~hypertrain.challenge.rule.PROBATION_HOLD` (:func:`rule.probation_holds`)."""
     islands = roster_storage.probation_records(conn, run_id, index)
     if not islands:
         return {}
@@ -168,7 +173,7 @@ def round_outcome(conn: sqlite3.Connection, run_id: str, index: int) -> Outcome:
 
 def faulted_before(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
     """Hotkeys that a round before ``index`` faulted: a standing fault verdict
-    (:func:`~hypertrain.challenge.rounds.rule.verdict_faults`, the faults of
+    (:func:`~hypertrain.challenge.rule.verdict_faults`, the faults of
     :func:`round_outcome` and :func:`run_faults`). One read of the verdicts, no tapes."""
     verdicts = standing_verdicts(conn, run_id)
     return frozenset(rule.verdict_faults(v for v in verdicts if v.round < index))

@@ -42,10 +42,12 @@ import sqlite3
 from collections.abc import Callable
 
 from hypertrain.api.models import CorrectionAnswer, ProvenFault
+from hypertrain.challenge import facts
 from hypertrain.challenge.errors import ChallengeError, ConflictError, ForbiddenError, NotFoundError
-from hypertrain.challenge.rounds import facts, merge_storage, roles, storage
-from hypertrain.challenge.rounds.merge_storage import NewCorrection, ProvenFaultRow
+from hypertrain.challenge.facts import roles
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.challenge.store import merge_storage, rounds_storage
+from hypertrain.challenge.store.merge_storage import NewCorrection, ProvenFaultRow
 from hypertrain.protocol.citations import may_cite
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import MergeCorrection, MergeTape, RoundOpen
@@ -176,7 +178,7 @@ def _predecessors(conn: sqlite3.Connection, run_id: str, index: int) -> list[tup
 
 def _opened(conn: sqlite3.Connection, run_id: str, index: int) -> tuple[str, str]:
     """The start model (hash, URL) the round's coordinator-signed open record names."""
-    record = storage.round_record(conn, run_id, index)
+    record = rounds_storage.round_record(conn, run_id, index)
     assert record is not None  # a merged or corrected round was opened
     opened = RoundOpen.model_validate(Envelope.model_validate_json(record.open_envelope).body)
     return opened.start_model_sha256, opened.start_model_url

@@ -31,8 +31,13 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from hypertrain.challenge.errors import ForbiddenError
-from hypertrain.challenge.rounds import attestations, merge_storage, roster_storage, verdict_storage
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import (
+    attestation_storage,
+    merge_storage,
+    roster_storage,
+    verdict_storage,
+)
 
 Act = Literal["verdict", "merge-tape", "witness", "island", "ruling"]
 Held = Literal["aggregator", "tape signer", "auditor", "witness", "evaluator", "referee", "island"]
@@ -112,7 +117,7 @@ def held_roles(
         held.append("tape signer")
     if verdict_storage.signed_verdicts(conn, run_id, signer):
         held.append("auditor")
-    if signer in named.witnesses or attestations.has_attested(conn, run_id, signer):
+    if signer in named.witnesses or attestation_storage.has_attested(conn, run_id, signer):
         held.append("witness")
     if signer in named.evaluators:
         held.append("evaluator")

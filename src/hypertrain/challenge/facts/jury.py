@@ -5,7 +5,7 @@ The auditor role of a run (:func:`auditors`) is the listed worker keys
 keys (``HYPERTRAIN_AGGREGATOR_HOTKEYS``) and any key that signed one of the run's merge
 tapes, the competition evaluators (``HYPERTRAIN_EVALUATOR_HOTKEYS``), the listed tape
 witnesses (``HYPERTRAIN_WITNESS_HOTKEYS``) and every island of the run's roster (none of
-them may sign a verdict: :mod:`~hypertrain.challenge.rounds.roles`). A jury
+them may sign a verdict: :mod:`~hypertrain.challenge.facts.roles`). A jury
 (:func:`jury`) is those auditors less the keys a decision is about (the island, the
 auditor judged); its quorum is a strict majority. The audit phase's early close, a
 dispute's re-audits, the barring of an auditor and a missed assignment's late verdicts
@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hypertrain.challenge.rounds import merge_storage, roster_storage, verdict_storage
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import merge_storage, roster_storage, verdict_storage
 from hypertrain.challenge.store.reaudit_storage import is_faulty
 
 

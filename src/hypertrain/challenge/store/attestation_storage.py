@@ -2,7 +2,7 @@
 
 One row per witness key and tape: a key says once whether its recomputation of a tape
 agrees (``UNIQUE`` by the primary key); a correction's tape is a new tape, attested
-afresh. Nothing here decides anything: :func:`hypertrain.challenge.rounds.tape_rule.tape_status`
+afresh. Nothing here decides anything: :func:`hypertrain.challenge.tape_rule.tape_status`
 does, over these rows.
 """
 

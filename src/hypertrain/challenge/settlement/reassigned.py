@@ -7,7 +7,7 @@ until its quorum is reached). An assignment no verdict judged by the end of the 
 phase is listed as missed: its island's reward is held until one comes; so is a split one
 (its judges hold no majority either way) while it takes late verdicts. While the
 standby jurors stand in (every other auditor barred:
-:func:`~hypertrain.challenge.rounds.jury.standing_in`), an assignment of a round in its
+:func:`~hypertrain.challenge.facts.jury.standing_in`), an assignment of a round in its
 audit phase that no verdict judged yet is listed as missed at once, so they judge it
 in the phase.
 """
@@ -17,16 +17,17 @@ from __future__ import annotations
 import sqlite3
 
 from hypertrain.api.disputes import ReassignedAudit
-from hypertrain.challenge.rounds import (
+from hypertrain.challenge import facts
+from hypertrain.challenge.facts import jury
+from hypertrain.challenge.state import ServiceState, loads
+from hypertrain.challenge.store import (
     audit_storage,
-    facts,
-    jury,
+    game_storage,
     late_panel_storage,
+    reaudit_storage,
+    rounds_storage,
     verdict_storage,
 )
-from hypertrain.challenge.rounds import storage as rounds_storage
-from hypertrain.challenge.state import ServiceState, loads
-from hypertrain.challenge.store import game_storage, reaudit_storage
 from hypertrain.protocol.envelope import Envelope
 
 

@@ -2,7 +2,7 @@
 
 The intake decides whether a commit is accepted; this module stores it and reads the
 commits back as the typed rows the settlement rule takes
-(:class:`~hypertrain.challenge.rounds.rule.CommitRow`) and those the views, the
+(:class:`~hypertrain.challenge.rule.CommitRow`) and those the views, the
 dashboard and the clock read (tokens, envelopes, order of arrival, bytes).
 """
 
@@ -12,7 +12,7 @@ import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
 
-from hypertrain.challenge.rounds.rule import CommitRow
+from hypertrain.challenge.rule import CommitRow
 from hypertrain.protocol.messages import Commit
 
 
@@ -173,3 +173,15 @@ def commit_body(conn: sqlite3.Connection, run_id: str, index: int, hotkey: str) 
         (run_id, index, hotkey),
     ).fetchone()
     return None if row is None else str(row["body"])
+
+
+def accepted_rounds(conn: sqlite3.Connection, run_id: str) -> dict[int, dict[str, int]]:
+    """round -> island -> the beacon round its commit was accepted at (the dashboard's
+    utilisation: the service's own clock, not the island's word)."""
+    rows = conn.execute(
+        "SELECT round, hotkey, accepted_beacon_round FROM commits WHERE run_id = ?", (run_id,)
+    )
+    out: dict[int, dict[str, int]] = defaultdict(dict)
+    for r in rows:
+        out[int(r["round"])][str(r["hotkey"])] = int(r["accepted_beacon_round"])
+    return dict(out)

@@ -4,7 +4,7 @@
 A round's accepted merge tape (``merges``), the signed corrections that supersede it
 in order (``merge_corrections``, ``seq`` from 1) and the faults proven for merged
 rounds (``proven_faults``). The rules of a valid correction are in
-:mod:`hypertrain.challenge.rounds.rollbacks`; this module only reads and writes rows.
+:mod:`hypertrain.challenge.settlement.rollbacks`; this module only reads and writes rows.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Tape witnesses: signed attestations on a round's merge tape, and what they hold.
 
-A witness is a key of its own role (:func:`~hypertrain.challenge.rounds.roles.check`,
+A witness is a key of its own role (:func:`~hypertrain.challenge.facts.roles.check`,
 ``witness``) that recomputes each merged round from its tape and the public blobs and
 posts a signed ``tape-attestation`` (:func:`attest`): the round, the tape's hash,
 whether its recomputation agrees and, when not, the first differing field. The service
@@ -9,7 +9,7 @@ cannot recompute a merge (it holds no blobs); it only counts words.
 Where the operator requires witnesses (``HYPERTRAIN_TAPE_WITNESSES`` > 0), settlement
 reads :func:`tape_witnesses` as the rule's ``witnesses`` input: a merged round is booked
 only once that many distinct keys agree with its *current* tape and none disagrees
-(:func:`~hypertrain.challenge.rounds.tape_rule.tape_status`). Keys whose word never counts:
+(:func:`~hypertrain.challenge.tape_rule.tape_status`). Keys whose word never counts:
 the aggregator keys and the signers of the round's tapes; where the operator keeps a
 witness list (``HYPERTRAIN_WITNESS_HOTKEYS``), every key not on it. A contested tape
 stays held and public (:func:`view`) until it is resolved (docs/mechanism.md, "Tape
@@ -27,15 +27,16 @@ import hashlib
 
 from hypertrain.api.models import AttestationAnswer, AttestationRecord, TapeWitnessView
 from hypertrain.challenge.errors import ConflictError, MissingRecordError, PhaseError
-from hypertrain.challenge.rounds import attestations, merge_storage, roles, rollbacks
-from hypertrain.challenge.rounds.facts import RoundInputs
-from hypertrain.challenge.rounds.tape_rule import (
+from hypertrain.challenge.facts import RoundInputs, roles
+from hypertrain.challenge.settlement import rollbacks
+from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import attestation_storage, merge_storage
+from hypertrain.challenge.tape_rule import (
     Attestation,
     TapeVerdict,
     TapeWitnesses,
     tape_status,
 )
-from hypertrain.challenge.state import ServiceState
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import MergeTape, TapeAttestation
 from hypertrain.protocol.sqlite import transaction
@@ -58,13 +59,13 @@ def attest(state: ServiceState, env: Envelope) -> AttestationAnswer:
             code="superseded",
         )
     raw = env.to_bytes()
-    row = attestations.AttestationRow(
+    row = attestation_storage.AttestationRow(
         run_id, body.round, body.tape_sha256, signer, body.agrees, body.first_difference,
         raw.decode("utf-8"), state.current_round(),
     )  # fmt: skip
     with transaction(state.conn):
         state.burn(env)
-        if not attestations.add(state.conn, row):
+        if not attestation_storage.add(state.conn, row):
             raise ConflictError(f"{signer} already attested this tape", code="duplicate")
     state.count("tape_attestations_agree" if body.agrees else "tape_attestations_disagree")
     return AttestationAnswer(
@@ -96,7 +97,7 @@ def _witnesses(
 ) -> TapeWitnesses | None:
     if tape is None:
         return None
-    rows = attestations.for_round(state.conn, run_id, index)
+    rows = attestation_storage.for_round(state.conn, run_id, index)
     return TapeWitnesses(
         required=state.settings.tape_witnesses,
         tape_sha256=tape.tape_sha256,
@@ -112,7 +113,7 @@ def _witnesses(
 def wait_until(state: ServiceState, run_id: str, index: int) -> int:
     """The last beacon round of the round's witness wait: from its tape's arrival, or
     from the arrival of a correction citing a fault not cited before
-    (:func:`~hypertrain.challenge.rounds.rollbacks.wait_start`). A round whose tape has
+    (:func:`~hypertrain.challenge.settlement.rollbacks.wait_start`). A round whose tape has
     not arrived has no wait: :class:`MissingRecordError`, never a wait from round 0."""
     arrived = rollbacks.wait_start(state.conn, run_id, index)
     if arrived is None:
@@ -149,7 +150,7 @@ def view(state: ServiceState, run_id: str, index: int) -> TapeWitnessView | None
             counted=witnesses.counts(Attestation(r.witness, r.tape_sha256, r.agrees)),
             envelope=Envelope.model_validate_json(r.envelope),
         )
-        for r in attestations.for_round(state.conn, run_id, index)
+        for r in attestation_storage.for_round(state.conn, run_id, index)
     ]
     return TapeWitnessView(
         required=witnesses.required,

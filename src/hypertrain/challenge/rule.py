@@ -4,7 +4,7 @@
 :class:`~hypertrain.protocol.messages.MergeTape`, the *standing* verdicts, the audit
 assignments and the probation ends) and touches no database or ledger, so the rule is
 tested as a table of cases and every view that publishes a fault derives it from the
-same call (:mod:`hypertrain.challenge.rounds.facts`). For each commit:
+same call (:mod:`hypertrain.challenge.facts`). For each commit:
 
 * **faulted** when a standing verdict for it is not ``match`` (``mismatch``,
   ``unverifiable``) and the judges' majority supports it (:func:`jury_standing`): a
@@ -30,7 +30,7 @@ same call (:mod:`hypertrain.challenge.rounds.facts`). For each commit:
 * **unpaid** otherwise (any other exclusion of the tape, or not in the tape).
 
 Where the operator requires tape witnesses, the round's tape itself is judged first
-(:func:`~hypertrain.challenge.rounds.tape_rule.tape_status`, the rule's ``witnesses``
+(:func:`~hypertrain.challenge.tape_rule.tape_status`, the rule's ``witnesses``
 input): a tape that is not cleared holds the whole round: the outcome is computed as
 always, but nothing of it is booked (:attr:`Outcome.tape`). The tape the round is paid
 on must be the tape the witnesses judged.
@@ -59,7 +59,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
-from hypertrain.challenge.rounds.tape_rule import TapeVerdict, TapeWitnesses, tape_status
+from hypertrain.challenge.tape_rule import TapeVerdict, TapeWitnesses, tape_status
 from hypertrain.protocol.exclusions import AUDIT_EXCLUSIONS
 from hypertrain.protocol.messages import MergeTape
 

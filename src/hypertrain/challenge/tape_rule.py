@@ -2,7 +2,7 @@
 
 Where the operator requires tape witnesses, the round's tape is judged before its
 outcome is booked (:func:`tape_status`, the ``witnesses`` input of
-:func:`hypertrain.challenge.rounds.rule.decide`): it is *cleared* once that many
+:func:`hypertrain.challenge.rule.decide`): it is *cleared* once that many
 distinct keys that hold no other role in the round (not an aggregator key, not a signer
 of the round's tapes, on the operator's witness list where it keeps one) attested that
 their recomputation of the round's *current* tape agrees, and no such key disagrees. A

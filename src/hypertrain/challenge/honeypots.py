@@ -26,13 +26,17 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from hypertrain.api.disputes import HoneypotPeriodPublic, HoneypotRevealAck, HoneypotRow
-from hypertrain.challenge.admission.leave import next_round
-from hypertrain.challenge.disputes import honeypot_storage
+from hypertrain.challenge import facts
 from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
-from hypertrain.challenge.rounds import audit_storage, facts, verdict_storage
-from hypertrain.challenge.rounds import storage as rounds_storage
+from hypertrain.challenge.facts.progress import next_round
 from hypertrain.challenge.state import ServiceState, quick_dumps
-from hypertrain.challenge.store import game_storage
+from hypertrain.challenge.store import (
+    audit_storage,
+    game_storage,
+    honeypot_storage,
+    rounds_storage,
+    verdict_storage,
+)
 from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod, commitment
 from hypertrain.protocol.sqlite import transaction
 

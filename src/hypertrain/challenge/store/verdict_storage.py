@@ -3,7 +3,7 @@
 Signed verdicts, read as typed rows, and the one query that
 defines a verdict's *standing* (:data:`STANDING_SQL`): whether a dispute overturned it,
 whether it is set aside for a re-audit, and whether it is final. Every reader of that
-fact (:mod:`hypertrain.challenge.rounds.facts`) goes through
+fact (:mod:`hypertrain.challenge.facts`) goes through
 :func:`standing_verdicts`.
 """
 
@@ -13,7 +13,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import cast
 
-from hypertrain.challenge.rounds.rule import Standing, StandingVerdict, VerdictResult
+from hypertrain.challenge.rule import Standing, StandingVerdict, VerdictResult
 
 # Every verdict with its standing: held (a dispute ended without a quorum and with no
 # evidence against the island: nothing is burned), set aside (its audit is re-judged by another

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from hypertrain.challenge.rounds.rule import Probation
+from hypertrain.challenge.rule import Probation
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,8 @@
 Settlement pays only proven work. A round is settled once :func:`ready_to_settle` says
 so (its merge tape is in and its audit and dispute windows have closed). The decision
 itself, paid / held / faulted / unpaid per commit, is the pure rule
-:func:`hypertrain.challenge.rounds.rule.decide` over the round's typed facts
-(:func:`hypertrain.challenge.rounds.facts.round_outcome`); this module only books it: the
+:func:`hypertrain.challenge.rule.decide` over the round's typed facts
+(:func:`hypertrain.challenge.facts.round_outcome`); this module only books it: the
 ledger escrows the accepted tokens (with each hold), burns each fault, and the round is
 marked final in the caller's transaction.
 
@@ -15,7 +15,7 @@ epoch.
 
 An island still in probation (the round is one of its first ``audit.probation_rounds``
 committed rounds, i.e. before its ``probation_until_round``) has its reward *held*
-with no release round (:data:`~hypertrain.challenge.rounds.rule.PROBATION_HOLD`): the
+with no release round (:data:`~hypertrain.challenge.rule.PROBATION_HOLD`): the
 ledger keeps it in escrow until the island has served its probation, the event of its
 last probation round settled with every probation audit proven
 (:func:`release_probation`), so sitting rounds out never lets a calendar vest it and a
@@ -33,7 +33,7 @@ settled first: the order in which the events arrive changes nothing.
 
 Where the operator requires tape witnesses, a merged round also waits for them: it is
 not settled (nothing escrowed, paid or burned) until the rule's tape status is cleared
-(:mod:`hypertrain.challenge.rounds.witness`); a contested tape holds it for as long as
+(:mod:`hypertrain.challenge.settlement.witness`); a contested tape holds it for as long as
 it stays the round's current tape.
 """
 
@@ -41,18 +41,12 @@ from __future__ import annotations
 
 import logging
 
+from hypertrain.challenge import facts
 from hypertrain.challenge.errors import PhaseError
-from hypertrain.challenge.rounds import (
-    facts,
-    reassigned,
-    rollbacks,
-    roster_storage,
-    storage,
-    verdict_storage,
-    witness,
-)
-from hypertrain.challenge.rounds.rule import HOLDS, PENDING_AUDIT, PROBATION_HOLD, Outcome
+from hypertrain.challenge.rule import HOLDS, PENDING_AUDIT, PROBATION_HOLD, Outcome
+from hypertrain.challenge.settlement import reassigned, rollbacks, witness
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import roster_storage, rounds_storage, verdict_storage
 from hypertrain.challenge.store.game_storage import disputes_open
 from hypertrain.challenge.store.window_storage import open_window
 
@@ -74,10 +68,10 @@ def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> b
     ``settle``), the dispute window, which opens at the audit close, has passed, and
     every dispute filed in it is decided, no game its auditor lost is still gathering its
     jury's re-audits (for one window after its decision:
-    :func:`~hypertrain.challenge.rounds.reassigned.gathering`), and the witnesses the
+    :func:`~hypertrain.challenge.settlement.reassigned.gathering`), and the witnesses the
     operator requires cleared the round's tape.
     """
-    record = storage.round_record(state.conn, run_id, index)
+    record = rounds_storage.round_record(state.conn, run_id, index)
     if record is None or record.phase != "settle":
         return False
     deadline = record.dispute_deadline_round
@@ -114,8 +108,8 @@ def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]
         rollbacks.book_fault(state, run_id, index, hotkey, reason, epoch)
     for hotkey, reason in sorted(result.forfeited.items()):  # its update here was honest:
         state.ledger.record_fault(run_id, index, hotkey, reason, epoch)  # burn, no rollback
-    storage.add_settlements(state.conn, run_id, index, accepted, epoch)
-    storage.mark_final(state.conn, run_id, index, epoch)
+    rounds_storage.add_settlements(state.conn, run_id, index, accepted, epoch)
+    rounds_storage.mark_final(state.conn, run_id, index, epoch)
     for hotkey, hold in facts.probation_holds(state.conn, run_id, index).items():
         if hold != PROBATION_HOLD:  # this settlement completed its probation
             release_probation(state, run_id, hotkey)
@@ -171,7 +165,7 @@ def release_later(state: ServiceState, run_id: str, index: int, hotkey: str) -> 
     earlier fault proven later burns it with its own booking). The change may also
     complete the island's probation (:func:`release_probation`). Returns the releases.
     """
-    rounds = storage.settled_rounds(state.conn, run_id, hotkey, index)
+    rounds = rounds_storage.settled_rounds(state.conn, run_id, hotkey, index)
     return rehold(state, run_id, hotkey, rounds) + release_probation(state, run_id, hotkey)
 
 
@@ -179,7 +173,7 @@ def release_probation(state: ServiceState, run_id: str, hotkey: str) -> int:
     """Once ``hotkey`` has served its probation, end the hold of every reward it earned
     in probation (each vests from the next settlement on, never before round ``u``).
 
-    Served is an event (:func:`~hypertrain.challenge.rounds.rule.probation_holds`): its
+    Served is an event (:func:`~hypertrain.challenge.rule.probation_holds`): its
     last probation round ``u - 1`` is final and every probation audit is proven. Before
     it, nothing changes. Returns the releases (0 on a repeat).
     """
@@ -188,7 +182,7 @@ def release_probation(state: ServiceState, run_id: str, hotkey: str) -> int:
         return 0
     if facts.probation_holds(state.conn, run_id, until - 1).get(hotkey) in (None, *HOLDS):
         return 0  # not in probation, or not served yet
-    rounds = storage.settled_rounds(state.conn, run_id, hotkey, 0)
+    rounds = rounds_storage.settled_rounds(state.conn, run_id, hotkey, 0)
     return rehold(state, run_id, hotkey, [r for r in rounds if r < until])
 
 
