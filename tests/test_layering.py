@@ -5,17 +5,16 @@ package at the same level fails unless :data:`SAME_LEVEL` lists the pair with it
 reason. Imports are read from the syntax tree, so ``from hypertrain import x``,
 relative imports and imports inside functions all count. The honeypot rule is checked
 on the import graph: no production module reaches the operator's honeypot tooling,
-directly or through other modules. Within the challenge service, its parts (subpackages
-and top-level modules) import each other without cycles; and no source file grows past
-:data:`MAX_LINES` lines, except the files :data:`OVERSIZED` lists, each capped at its size
-when it was listed.
+directly or through other modules. No source file grows past :data:`MAX_LINES` lines,
+except the files :data:`OVERSIZED` lists, each capped at its size when it was listed.
+The challenge service's own layering (each table has one owner, its parts import each
+other without cycles, its resource packages import none of each other) is checked over
+this module's import graph in ``tests/challenge/test_layers.py``.
 """
 
 from __future__ import annotations
 
 import ast
-import re
-from collections import defaultdict
 from functools import cache
 from pathlib import Path
 
@@ -232,129 +231,6 @@ def _rebinds(node: ast.AST, modules: set[str]) -> bool:
     return False
 
 
-# The challenge service's database (the dispute game's tables live in it too): each table
-# has one owner, the storage module that reads and writes it and returns typed rows.
-DATABASE = "challenge/database.py"  # the connection, its migration runner and the nonces
-SCHEMA = "challenge/migrations/"  # the schema's versions name every table
-_OWNERS = {
-    "challenge/store/rounds_storage.py": "runs rounds roster commits audits verdicts merges"
-    " settlements beacons proven_faults merge_corrections late_panels",
-    "challenge/store/attestation_storage.py": "tape_attestations",
-    "challenge/admission/storage.py": "admission_challenges",
-    "challenge/store/competition_storage.py": "competitions compete_commits compete_cycles"
-    " compete_scores compete_results",
-    "challenge/platform/storage.py": "weights_answers metagraph metagraph_departures",
-    "challenge/store/honeypot_storage.py": "honeypot_periods",
-    "challenge/dashboard/baseline_storage.py": "run_baselines",
-    DATABASE: "seen_nonces",
-    "challenge/store/game_storage.py": "dispute_games dispute_messages dispute_inputs"
-    " faulty_auditors reassigned_verdicts verdict_windows",
-}
-TABLE_OWNER = {table: owner for owner, names in _OWNERS.items() for table in names.split()}
-# An owner too large for one module is split by concern into parts; each part may name
-# its owner's tables (the rounds' tables: the run's record, the roster, commits,
-# audit assignments, verdicts, merge tapes and their corrections, late panels).
-_PARTS = {
-    "challenge/store/roster_storage.py": "challenge/store/rounds_storage.py",
-    "challenge/store/commit_storage.py": "challenge/store/rounds_storage.py",
-    "challenge/store/audit_storage.py": "challenge/store/rounds_storage.py",
-    "challenge/store/verdict_storage.py": "challenge/store/rounds_storage.py",
-    "challenge/store/merge_storage.py": "challenge/store/rounds_storage.py",
-    "challenge/store/late_panel_storage.py": "challenge/store/rounds_storage.py",
-    # competition mode: cycles and their scores
-    "challenge/store/cycle_storage.py": "challenge/store/competition_storage.py",
-    # the disputes resource: the games, verdicts set aside and barred auditors, late windows
-    "challenge/store/reaudit_storage.py": "challenge/store/game_storage.py",
-    "challenge/store/window_storage.py": "challenge/store/game_storage.py",
-}
-# One fact that joins two resources is one query, named here with the foreign tables
-# it may name (and no other SQL of its module may). A verdict's standing (overturned by
-# a dispute, set aside for a re-audit, final once no late window is open) is a fact of
-# the verdict and its disputes together, defined once for settlement and every view.
-_CROSS: dict[tuple[str, str], frozenset[str]] = {
-    ("challenge/store/verdict_storage.py", "STANDING_SQL"): frozenset(
-        {"dispute_games", "reassigned_verdicts", "verdict_windows"}
-    ),
-}
-_SQL_TABLE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+([a-z_]+)\b")
-
-
-def _database_modules() -> list[Path]:
-    return sorted([*(SRC / "challenge").rglob("*.py"), *(SRC / "dispute").rglob("*.py")])
-
-
-def _without_cross(rel: str, text: str) -> tuple[str, list[str]]:
-    """``text`` without its allowed cross-resource queries (``_CROSS``); problems when
-    an allowed query is gone or names a foreign table it is not allowed to."""
-    problems = []
-    for (module, name), allowed in _CROSS.items():
-        if module != rel:
-            continue
-        found = [
-            ast.get_source_segment(text, node.value) or ""
-            for node in ast.parse(text).body
-            if isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
-        ]
-        if len(found) != 1:
-            problems.append(f"{rel}: the allowed query {name} is not one constant")
-            continue
-        named = {m.group(1) for m in _SQL_TABLE.finditer(found[0])}
-        owner = _PARTS.get(rel, rel)
-        foreign = {t for t in named if t in TABLE_OWNER and TABLE_OWNER[t] != owner}
-        if foreign != allowed:
-            problems.append(f"{rel}: {name} names {sorted(foreign)}, allowed {sorted(allowed)}")
-        text = text.replace(found[0], "")
-    return text, problems
-
-
-def foreign_tables(path: Path) -> set[str]:
-    """The service tables that SQL in ``path`` names although another module owns them."""
-    rel = str(path.relative_to(SRC))
-    text, _ = _without_cross(rel, path.read_text(encoding="utf-8"))
-    named = {m.group(1) for m in _SQL_TABLE.finditer(text)}
-    owner = _PARTS.get(rel, rel)
-    schema = rel == DATABASE or rel.startswith(SCHEMA)
-    return {t for t in named if t in TABLE_OWNER and TABLE_OWNER[t] != owner and not schema}
-
-
-def test_each_table_is_named_only_by_its_owner() -> None:
-    problems = []
-    for path in _database_modules():
-        rel = str(path.relative_to(SRC))
-        problems += [
-            f"{rel} names {t} (owned by {TABLE_OWNER[t]})" for t in sorted(foreign_tables(path))
-        ]
-    assert not problems, "\n".join(problems)
-
-
-def test_each_cross_resource_query_names_only_its_tables() -> None:
-    """An allowed cross-resource query exists, as one constant, naming exactly the
-    foreign tables it is allowed (so the exception cannot quietly grow)."""
-    problems = []
-    for module, _name in _CROSS:
-        problems += _without_cross(module, (SRC / module).read_text(encoding="utf-8"))[1]
-    assert not problems, "\n".join(problems)
-
-
-def test_only_storage_modules_execute_sql() -> None:
-    """Outside the storage modules the service runs no SQL."""
-    storage = {DATABASE, *_OWNERS, *_PARTS}
-    found = [
-        str(path.relative_to(SRC))
-        for path in _database_modules()
-        if ".execute(" in path.read_text(encoding="utf-8")
-        and str(path.relative_to(SRC)) not in storage
-    ]
-    assert found == []
-
-
-def test_the_owner_check_sees_sql() -> None:
-    """The table check is live: a query on another resource's table is found."""
-    text = 'conn.execute("SELECT body FROM merges m JOIN commits c ON 1")'
-    assert {m.group(1) for m in _SQL_TABLE.finditer(text)} == {"merges", "commits"}
-
-
 # A source file stays short enough to read in one sitting (the house style: modules around 300
 # lines, rarely past 500). The files still over the limit are listed with their line
 # count when listed as a ceiling, so they cannot grow; an entry goes once its file is
@@ -383,77 +259,3 @@ def test_no_source_file_grows_past_the_line_limit() -> None:
     assert not over, "split these files:\n" + "\n".join(over)
     done = [path for path in OVERSIZED if counts.get(path, 0) <= MAX_LINES]
     assert not done, f"within {MAX_LINES} lines (or gone) now, remove from OVERSIZED: {done}"
-
-
-CHALLENGE = "hypertrain.challenge"
-# The challenge service's parts import each other in one direction, bottom-up: the
-# foundations (errors, ports, deadlines, the metagraph, settings; the database and its
-# migrations; the pure settlement and tape rules); the state; the store; the facts;
-# settlement; the resources (rounds; admission; disputes; honeypots; competition;
-# platform); the lifecycle, which sequences them; the dashboard; routes; the app and its
-# entry points. No import closes a cycle.
-
-
-def _challenge_part(name: str) -> str | None:
-    """The subpackage or top-level module of the challenge package ``name`` is in."""
-    parts = name.split(".")
-    return parts[2] if parts[:2] == CHALLENGE.split(".") and len(parts) > 2 else None
-
-
-def challenge_parts() -> dict[str, set[str]]:
-    """Each part of the challenge package -> the other parts it imports."""
-    parts: dict[str, set[str]] = defaultdict(set)
-    for name, imported in graph().items():
-        here = _challenge_part(name)
-        if here is None:
-            continue
-        parts[here] |= {p for p in map(_challenge_part, imported) if p not in (None, here)}
-    return parts
-
-
-def _path(edges: dict[str, set[str]], start: str, goal: str) -> list[str] | None:
-    """A shortest import path from ``start`` to ``goal`` (None: there is none)."""
-    came: dict[str, str | None] = {start: None}
-    todo = [start]
-    while todo:
-        here = todo.pop(0)
-        if here == goal:
-            path = [here]
-            while (back := came[path[-1]]) is not None:
-                path.append(back)
-            return path[::-1]
-        for there in sorted(edges.get(here, ())):
-            if there not in came:
-                came[there] = here
-                todo.append(there)
-    return None
-
-
-def cycles(edges: dict[str, set[str]], allowed: set[tuple[str, str]]) -> list[str]:
-    """Each import ``a -> b`` that is not allowed and closes a cycle, as that cycle."""
-    kept = {a: {b for b in bs if (a, b) not in allowed} for a, bs in edges.items()}
-    found = []
-    for a, bs in sorted(kept.items()):
-        for b in sorted(bs):
-            back = _path(kept, b, a)
-            if back is not None:
-                found.append(" -> ".join([a, *back]))
-    return found
-
-
-def test_the_challenge_parts_import_without_cycles() -> None:
-    found = cycles(challenge_parts(), set())
-    assert not found, "import cycles between the challenge package's parts:\n" + "\n".join(found)
-
-
-def test_the_cycle_check_sees_a_cycle() -> None:
-    """The cycle check is live: a loop through three parts is found, and an allowed
-    import breaks it."""
-    edges = {"rounds": {"disputes"}, "disputes": {"state"}, "state": {"rounds"}}
-    assert cycles(edges, set()) == [
-        "disputes -> state -> rounds -> disputes",
-        "rounds -> disputes -> state -> rounds",
-        "state -> rounds -> disputes -> state",
-    ]
-    assert cycles(edges, {("state", "rounds")}) == []
-    assert challenge_parts()["lifecycle"] >= {"state", "rounds", "disputes", "admission"}
