@@ -85,6 +85,7 @@ def test_dashboard_in_chromium(live: tuple[str, uvicorn.Server]) -> None:
         gap = f"held-out loss 4.0000 ({LABEL}: 3.9000, +2.6 %)"  # 4.0 / 3.9 = 1.0256
         expect(page.locator("#curve-summary .gap")).to_contain_text(gap)
         check_new_panels(page, httpx.get(f"{base}/v1/runs/run-1/dashboard").json())
+        check_utilisation(page, httpx.get(f"{base}/v1/runs/run-1/dashboard").json()["utilisation"])
         for width in (1400, 900):  # at 1400 px the rounds table fits; narrower, it scrolls
             check_no_clipping(page, width)
         page.set_viewport_size({"width": 1280, "height": 1400})
@@ -101,3 +102,20 @@ def test_dashboard_in_chromium(live: tuple[str, uvicorn.Server]) -> None:
         expect(page.locator("#notice")).to_contain_text("unreachable", timeout=15000)
         expect(page.locator("#glance-tiles")).to_contain_text("4.0000")  # last data kept
         browser.close()
+
+
+def check_utilisation(page: Any, u: dict[str, Any]) -> None:
+    """The utilisation panel prints the service's figures: all islands, then each island,
+    with a column per cause the service names."""
+    from playwright.sync_api import expect
+
+    table = page.locator("#utilisation-table")
+    expect(table.locator("tbody tr")).to_have_count(1 + len(u["islands"]))
+    assert u["rounds"] == 1 and u["causes"]  # round 0 is finished: round 1 opened
+    for cause in u["causes"]:
+        expect(table.locator("thead")).to_contain_text(f"Waiting: {cause}")
+    a = u["all"]
+    expect(table.locator("tr.all .wall")).to_have_text(f"{a['wall_s']:,} s")
+    expect(table.locator("tr.all .busy")).to_contain_text(f"{a['busy_s']:,} s (")
+    expect(table.locator("tr.all .rounds")).to_have_text(f"{a['committed']} of {a['rounds']}")
+    expect(page.locator("#utilisation-body")).to_contain_text("upper bound")

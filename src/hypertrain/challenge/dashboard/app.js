@@ -283,6 +283,7 @@ function drawStations(d) {
 function draw(d) {
   drawGlance(d); drawStations(d); drawModel(d); drawSync(d); drawArch(d); drawCurve(d); drawIslands(d);
   drawRoster(d); drawRounds(d); drawAudits(d, d.run_id); drawDisputes(d); drawHoneypots(d); drawTraffic(d);
+  drawUtilisation(d);
 }
 
 async function tick() {

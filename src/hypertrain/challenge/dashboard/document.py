@@ -20,7 +20,7 @@ from typing import Final
 
 from hypertrain.api.models import Phase, RosterEntry
 from hypertrain.challenge import facts
-from hypertrain.challenge.dashboard import baseline, panels
+from hypertrain.challenge.dashboard import baseline, panels, utilisation
 from hypertrain.challenge.dashboard.models import (
     AuditDispute,
     AuditRow,
@@ -307,6 +307,7 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
         traffic=traffic,
         honeypots=panels.honeypot_panel(state, run_id),
         disputes=panels.dispute_rows(state, run_id),
+        utilisation=utilisation.panel(state, run_id, period, {i.hotkey: i.name for i in islands}),
     )
 
 

@@ -323,6 +323,38 @@ class AuditRow(_Doc):
     fault: bool
 
 
+class UtilisationRow(_Doc):
+    """One island (or, ``hotkey`` None, all islands together) over the finished rounds
+    it was on the roster of: wall time (each round's opening to the next round's),
+    ``busy_s`` (opening to its accepted commit: an upper bound of compute, download and
+    preparation included) and every other second by cause (:data:`UtilisationPanel.causes`;
+    a boundary the service did not record joins two causes, ``audit+merge``). Busy plus
+    the waits is the wall time; a figure that cannot be computed is None."""
+
+    hotkey: str | None
+    name: str
+    rounds: int  # finished rounds on the roster
+    committed: int  # of them, rounds with an accepted commit (the others count as missed)
+    wall_s: int | None  # None: no finished round
+    busy_s: int | None
+    busy: float | None  # busy_s / wall_s
+    waiting_s: dict[str, int]
+    waiting_share: dict[str, float]  # of wall_s
+
+
+class UtilisationPanel(_Doc):
+    """Island utilisation across the whole run from the service's own records (round
+    openings, accepted commits, selection beacon rounds, verdicts, merge tapes), in beacon
+    rounds of ``period_s`` seconds: public, not self-reported, and early by up to a period."""
+
+    rounds: int  # finished rounds: the next round opened
+    period_s: int
+    causes: list[str]  # every cause the rows name, in the order an island meets them
+    busy_words: str
+    all: UtilisationRow
+    islands: list[UtilisationRow]
+
+
 class Dashboard(_Doc):
     """Everything the dashboard draws for one run, from one consistent read."""
 
@@ -340,3 +372,4 @@ class Dashboard(_Doc):
     traffic: TrafficPanel
     honeypots: HoneypotPanel
     disputes: list[DisputePanelRow]
+    utilisation: UtilisationPanel

@@ -1,6 +1,6 @@
 /* Hypertrain dashboard: the explanatory and detail panels (architecture, optimizers and
-   sync, disputes, honeypots, honest traffic). Loaded before app.js, whose helpers (el, $,
-   num, bytes, short, badge, dash) these functions use when they are called. */
+   sync, disputes, honeypots, honest traffic, island utilisation). Loaded before app.js, whose
+   helpers (el, $, num, bytes, secs, short, badge, dash) these functions use when called. */
 "use strict";
 
 function drawArch(d) {
@@ -142,3 +142,26 @@ function drawTraffic(d) {
     el("p", {}, el("small", {}, `Our bytes by kind: ${parts}. ${t.formula}`)));
 }
 
+
+// Island utilisation over the finished rounds, from the service's records (busy: an upper
+// bound of compute); one column per cause the service names, joined causes included.
+function drawUtilisation(d) {
+  const u = d.utilisation;
+  if (!u || typeof u !== "object" || !u.all) { missing("utilisation-body", "utilisation"); return; }
+  if (!u.rounds) { $("utilisation-body").replaceChildren(el("p", { class: "empty" }, "No round has finished yet: a round counts once the next one opens.")); return; }
+  const share = (s, wall) => (s === null || s === undefined ? dash : `${secs(s)} (${pct(wall ? s / wall : null)})`);
+  const row = (x, cls) => el("tr", { class: cls, "data-hotkey": x.hotkey || "" },
+    el("th", { scope: "row", title: x.hotkey || "" }, x.name),
+    el("td", { class: "num rounds" }, `${num(x.committed)} of ${num(x.rounds)}`),
+    el("td", { class: "num wall" }, secs(x.wall_s)),
+    el("td", { class: "num busy" }, share(x.busy_s, x.wall_s)),
+    u.causes.map((c) => el("td", { class: "num", "data-cause": c }, c in x.waiting_s ? share(x.waiting_s[c], x.wall_s) : dash)));
+  $("utilisation-body").replaceChildren(
+    el("div", { class: "scroll", tabindex: 0, "aria-label": "Utilisation (scrolls sideways)" },
+      el("table", { id: "utilisation-table" }, el("caption", { class: "vh" }, "Busy time and waiting by cause, per island and for all islands"),
+        el("thead", {}, el("tr", {}, ["Island", "Rounds committed", "Wall time", "Busy (upper bound)", ...u.causes.map((c) => `Waiting: ${c}`)]
+          .map((x) => el("th", { scope: "col" }, x)))),
+        el("tbody", {}, row(u.all, "all"), u.islands.map((x) => row(x, "one"))))),
+    el("p", {}, el("small", {}, `Over ${num(u.rounds)} finished round${u.rounds === 1 ? "" : "s"}, in beacon rounds of ${num(u.period_s)} s; ${u.busy_words}. `,
+      "A wait joined by + spans a boundary the service did not record.")));
+}
