@@ -9,7 +9,8 @@ from itertools import pairwise
 from typing import Any
 
 from hypertrain.challenge.dashboard.models import Dashboard
-from hypertrain.challenge.dashboard.utilisation import audit_end, fold
+from hypertrain.challenge.dashboard.utilisation import audit_end
+from hypertrain.protocol.timeline import fold
 from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import START
 from tests.challenge.helpers import (

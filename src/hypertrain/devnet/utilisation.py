@@ -20,6 +20,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass
 from typing import Any, Final
 
+from hypertrain.protocol.timeline import fold
+
 # in the order an island meets them between its upload and its next round_start
 CAUSES: Final = (
     "deadline",  # until the commit phase closed (its deadline, or every island committed)
@@ -224,19 +226,8 @@ def service_clocks(
 def _fold(
     index: int, cursor: float, end: float, marks: Sequence[tuple[str, float | None]]
 ) -> list[Segment]:
-    """Cut [cursor, end] at each mark in turn (clamped, so the pieces add up to the whole);
-    a mark not recorded joins its cause to the next one's."""
-    out, pending = [], []
-    for cause, t in marks:
-        pending.append(cause)
-        if t is None:
-            continue
-        t = min(max(t, cursor), end)
-        out.append(Segment(index, "+".join(pending), t - cursor))
-        cursor, pending = t, []
-    if pending:
-        out.append(Segment(index, "+".join(pending), end - cursor))
-    return out
+    """:func:`hypertrain.protocol.timeline.fold` as the round's segments."""
+    return [Segment(index, cause, s) for cause, s in fold(cursor, end, marks)]
 
 
 def _service_waits(c: RoundClock | None, opened: float | None) -> list[tuple[str, float | None]]:

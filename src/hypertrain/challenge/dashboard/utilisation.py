@@ -41,6 +41,7 @@ from hypertrain.challenge.store import (
     rounds_storage,
     verdict_storage,
 )
+from hypertrain.protocol.timeline import fold
 
 # in the order an island meets them between its commit and the next round's opening
 CAUSES: Final = ("deadline", "beacon", "audit", "merge", "open", "missed")
@@ -65,23 +66,6 @@ class RoundClock:
     next_opened: int
     roster: frozenset[str]
     accepted: Mapping[str, int]  # island -> the beacon round its commit was accepted at
-
-
-def fold(cursor: int, end: int, marks: Sequence[tuple[str, int | None]]) -> list[Piece]:
-    """Cut [cursor, end] at each mark in turn (clamped, so the pieces add up to the whole);
-    a mark not recorded joins its cause to the next one's."""
-    out: list[Piece] = []
-    pending: list[str] = []
-    for cause, t in marks:
-        pending.append(cause)
-        if t is None:
-            continue
-        t = min(max(t, cursor), end)
-        out.append(("+".join(pending), t - cursor))
-        cursor, pending = t, []
-    if pending:
-        out.append(("+".join(pending), end - cursor))
-    return out
 
 
 def island_round(clock: RoundClock, hotkey: str) -> list[Piece]:
