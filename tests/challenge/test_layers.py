@@ -26,12 +26,12 @@ _OWNERS = {
     "challenge/store/rounds_storage.py": "runs rounds roster commits audits verdicts merges"
     " settlements beacons proven_faults merge_corrections late_panels",
     "challenge/store/attestation_storage.py": "tape_attestations",
-    "challenge/admission/storage.py": "admission_challenges",
+    "challenge/store/admission_storage.py": "admission_challenges",
     "challenge/store/competition_storage.py": "competitions compete_commits compete_cycles"
     " compete_scores compete_results",
-    "challenge/platform/storage.py": "weights_answers metagraph metagraph_departures",
+    "challenge/store/platform_storage.py": "weights_answers metagraph metagraph_departures",
     "challenge/store/honeypot_storage.py": "honeypot_periods",
-    "challenge/dashboard/baseline_storage.py": "run_baselines",
+    "challenge/store/baseline_storage.py": "run_baselines",
     DATABASE: "seen_nonces",
     "challenge/store/game_storage.py": "dispute_games dispute_messages dispute_inputs"
     " faulty_auditors reassigned_verdicts verdict_windows",

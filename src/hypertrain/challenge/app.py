@@ -29,7 +29,6 @@ from hypertrain.challenge.errors import ChallengeError
 from hypertrain.challenge.lifecycle import clock
 from hypertrain.challenge.metagraph import MetagraphProvider, MetagraphView, parse_snapshot
 from hypertrain.challenge.middleware import PrefixAndLimitMiddleware
-from hypertrain.challenge.platform import storage as platform_storage
 from hypertrain.challenge.platform import weights
 from hypertrain.challenge.platform.metrics import new_registry
 from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort
@@ -44,7 +43,7 @@ from hypertrain.challenge.routes import (
 )
 from hypertrain.challenge.settings import Settings, settings_from_env
 from hypertrain.challenge.state import ServiceState, loads
-from hypertrain.challenge.store import rounds_storage
+from hypertrain.challenge.store import platform_storage, rounds_storage
 from hypertrain.protocol.envelope import NON_CANONICAL
 
 log = logging.getLogger(__name__)

@@ -43,9 +43,7 @@ from hypertrain.api.models import (
     JoinAnswer,
     PendingAdmission,
 )
-from hypertrain.challenge.admission import storage
 from hypertrain.challenge.admission.rules import challenge_seed, proven_memory_problem
-from hypertrain.challenge.admission.storage import ChallengeRow, ChallengeStatus, NewChallenge
 from hypertrain.challenge.deadlines import Deadline
 from hypertrain.challenge.errors import (
     AdmissionError,
@@ -55,7 +53,8 @@ from hypertrain.challenge.errors import (
     PhaseError,
 )
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
-from hypertrain.challenge.store import roster_storage, rounds_storage
+from hypertrain.challenge.store import admission_storage, roster_storage, rounds_storage
+from hypertrain.challenge.store.admission_storage import ChallengeRow, ChallengeStatus, NewChallenge
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.memproof import QUERIES, check_sample, table_shape
 from hypertrain.protocol.messages import AdmissionAnswer, AdmissionCheck, JoinRequest
@@ -81,7 +80,7 @@ def check_claims(state: ServiceState, body: JoinRequest, device_class: str) -> N
 
 def check_backoff(state: ServiceState, run_id: str, hotkey: str) -> None:
     """Refuse (``backoff``) a join again before the last refusal's backoff has passed."""
-    row = storage.challenge(state.conn, run_id, hotkey)
+    row = admission_storage.challenge(state.conn, run_id, hotkey)
     now = state.due_round()
     if row is not None and row.status == "refused" and now < row.retry_round:
         raise ConflictError(
@@ -97,7 +96,7 @@ def open_challenge(
     """Record a pending challenge for a join request (replacing a refused one)."""
     spec = state.manifest(run_id).admission
     now = state.due_round()
-    row = storage.challenge(state.conn, run_id, hotkey)
+    row = admission_storage.challenge(state.conn, run_id, hotkey)
     expired = row is not None and row.status == "pending" and now > row.deadline_round
     if row is not None and row.status in ("pending", "answered") and not expired:
         raise ConflictError(f"{hotkey} already has an open admission challenge", code="duplicate")
@@ -105,7 +104,7 @@ def open_challenge(
     allowed = _deadline(state, device_class, [d.memory_bytes for d in body.devices])
     deadline = seed_round + min(spec.answer_window_rounds, allowed.rounds)
     refusals = row.refusals if row is not None else 0  # the backoff outlives a row
-    storage.replace_challenge(
+    admission_storage.replace_challenge(
         state.conn,
         NewChallenge(
             run_id=run_id,
@@ -190,7 +189,7 @@ def answer(state: ServiceState, env: Envelope) -> AdmissionAnswerAck:
     _check_shape(body, len(_claims(row)))
     with transaction(state.conn):
         state.burn(env)
-        storage.record_answer(
+        admission_storage.record_answer(
             state.conn, run_id, hotkey, quick_dumps(body.hashes), quick_dumps(body.memory), now
         )
     return AdmissionAnswerAck(accepted=True, status="answered")
@@ -225,7 +224,7 @@ def _sample(state: ServiceState, row: ChallengeRow) -> list[tuple[int, int]] | N
 def pending(state: ServiceState, run_id: str) -> list[PendingAdmission]:
     """Answered challenges awaiting a worker's check, once their sample round is public."""
     state.manifest(run_id)
-    rows = storage.answered(state.conn, run_id)
+    rows = admission_storage.answered(state.conn, run_id)
     spec = state.manifest(run_id).admission
     out = []
     for r in rows:
@@ -327,7 +326,7 @@ def _seed(state: ServiceState, row: ChallengeRow) -> int | None:
         return None
     seed = challenge_seed(row.run_id, row.hotkey, number, randomness)
     with transaction(state.conn):
-        storage.set_seed(state.conn, row.run_id, row.hotkey, seed)
+        admission_storage.set_seed(state.conn, row.run_id, row.hotkey, seed)
     return seed
 
 
@@ -335,18 +334,20 @@ def _close(
     state: ServiceState, run_id: str, hotkey: str, status_: ChallengeStatus, reason: str
 ) -> None:
     """Decide a challenge; a refusal counts towards the hotkey's backoff."""
-    storage.close(state.conn, run_id, hotkey, status_, reason)
+    admission_storage.close(state.conn, run_id, hotkey, status_, reason)
     if status_ == "refused":
-        row = storage.challenge(state.conn, run_id, hotkey)
+        row = admission_storage.challenge(state.conn, run_id, hotkey)
         assert row is not None
         refusals = row.refusals + 1
         wait = state.settings.admission_backoff_rounds << min(refusals - 1, MAX_BACKOFF_DOUBLINGS)
-        storage.record_refusal(state.conn, run_id, hotkey, refusals, state.due_round() + wait)
+        admission_storage.record_refusal(
+            state.conn, run_id, hotkey, refusals, state.due_round() + wait
+        )
 
 
 def _require(state: ServiceState, run_id: str, hotkey: str) -> ChallengeRow:
     state.manifest(run_id)
-    row = storage.challenge(state.conn, run_id, hotkey)
+    row = admission_storage.challenge(state.conn, run_id, hotkey)
     if row is None:
         raise NotFoundError(
             f"{hotkey} has no admission challenge in {run_id}", code="unknown_challenge"

@@ -11,11 +11,11 @@ never feeds a hash, a verdict, a bond or a reward.
 from __future__ import annotations
 
 from hypertrain.api.baseline import BaselineIn, BaselinePublic
-from hypertrain.challenge.dashboard import baseline_storage
-from hypertrain.challenge.dashboard.baseline_storage import BaselineRow
 from hypertrain.challenge.dashboard.models import BaselineGap, BaselinePanel, CurvePoint
 from hypertrain.challenge.errors import ChallengeError
 from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.store import baseline_storage
+from hypertrain.challenge.store.baseline_storage import BaselineRow
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.sqlite import transaction
 

@@ -1,5 +1,5 @@
 """Schema version 16: each run's published baseline curve (informational; owned by
-``dashboard/baseline_storage.py``).
+``store/baseline_storage.py``).
 """
 
 from typing import Final

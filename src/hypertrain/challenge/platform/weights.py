@@ -24,10 +24,9 @@ from typing import Final
 from hypertrain.api.models import WeightsMetadata, WeightsPublic
 from hypertrain.challenge.errors import LedgerFaultError, NotFoundError, UnavailableError
 from hypertrain.challenge.metagraph import Snapshot, departures
-from hypertrain.challenge.platform import storage
-from hypertrain.challenge.platform.storage import Departure
 from hypertrain.challenge.state import ServiceState, dumps
-from hypertrain.challenge.store import competition_storage, roster_storage
+from hypertrain.challenge.store import competition_storage, platform_storage, roster_storage
+from hypertrain.challenge.store.platform_storage import Departure
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.sqlite import transaction
 
@@ -41,7 +40,7 @@ def answer(state: ServiceState, epoch: int) -> bytes:
     for a settlement that holds the writer lock (or its ledger ``fsync``).
     """
     if state.reader is not None:
-        stored = storage.answer(state.reader, epoch)
+        stored = platform_storage.answer(state.reader, epoch)
         if stored is not None:
             return stored
     with state.lock:
@@ -50,7 +49,7 @@ def answer(state: ServiceState, epoch: int) -> bytes:
 
 def weights_body(state: ServiceState, epoch: int) -> bytes:
     """The persisted answer for ``epoch``, computing and storing it on first call."""
-    stored = storage.answer(state.conn, epoch)
+    stored = platform_storage.answer(state.conn, epoch)
     if stored is not None:
         return stored
     snapshot = state.metagraph.snapshot
@@ -75,12 +74,12 @@ def weights_body(state: ServiceState, epoch: int) -> bytes:
         computed_at=int(time.time()),
     )
     body = canonical_bytes(public.model_dump(mode="json", exclude_none=True))
-    return storage.keep_answer(state.conn, epoch, body)
+    return platform_storage.keep_answer(state.conn, epoch, body)
 
 
 def latest_weights_body(state: ServiceState) -> bytes:
     """The stored answer of the newest epoch answered so far (never computes one)."""
-    body = storage.latest_answer(state.conn)
+    body = platform_storage.latest_answer(state.conn)
     if body is None:
         raise NotFoundError("no epoch has been answered yet", code="no_weights")
     return body
@@ -98,11 +97,11 @@ def note_snapshot(state: ServiceState, before: Snapshot | None, fresh: Snapshot)
     left = {} if before is None else departures(before, fresh)
     with transaction(state.conn):
         if before is not None:
-            storage.note_departures(
+            platform_storage.note_departures(
                 state.conn,
                 [Departure(h, before.hotkeys[h], uid, fresh.epoch) for h, uid in left.items()],
             )
-        storage.save_snapshot(state.conn, dumps(fresh.to_json()), time.time())
+        platform_storage.save_snapshot(state.conn, dumps(fresh.to_json()), time.time())
     return len(left)
 
 
@@ -129,7 +128,7 @@ def burn_departed(state: ServiceState, epoch: int, registered: frozenset[str]) -
     """
     burned: dict[str, int] = {}
     by_run: dict[str, list[str]] = {}
-    departed = storage.departed(state.conn)
+    departed = platform_storage.departed(state.conn)
     earners = set(roster_storage.islands(state.conn))
     earners |= set(competition_storage.submitters(state.conn))
     for run_id, hotkey in sorted(earners):
@@ -143,5 +142,5 @@ def burn_departed(state: ServiceState, epoch: int, registered: frozenset[str]) -
     for hotkey in sorted(holding):
         burned[hotkey] = state.ledger.deregister(hotkey, epoch)
         state.count("deregistrations")
-    storage.clear_departures(state.conn)
+    platform_storage.clear_departures(state.conn)
     return burned
