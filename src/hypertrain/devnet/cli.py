@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import signal
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
+from hypertrain.devnet import interrupt
 from hypertrain.devnet.config import (
     DEFAULT_PORT,
     HONEST_ROUNDS,
@@ -100,10 +99,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_run)
 
 
-def _sigterm(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def _run(args: argparse.Namespace) -> int:
     from hypertrain.devnet.orchestrator import run_devnet
 
@@ -136,5 +131,5 @@ def _run(args: argparse.Namespace) -> int:
         chaos_every_rounds=args.chaos_every,
         chaos_seed=args.chaos_seed,
     )
-    signal.signal(signal.SIGTERM, _sigterm)
+    interrupt.install()  # Ctrl-C and SIGTERM stop it, even when one interrupt is lost
     return run_devnet(cfg)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from hypertrain.devnet import interrupt
 from hypertrain.devnet.config import DEFAULT_PORT
 from hypertrain.devnet.errors import DevnetError
 from hypertrain.devnet.keys import Secrets
@@ -78,7 +79,7 @@ def wait_http(
                 return
         except httpx.HTTPError:
             pass
-        time.sleep(0.2)
+        interrupt.pause(0.2)
     raise DevnetError(f"{child.name} did not answer at {url} within {timeout_s:.0f} s")
 
 
@@ -106,7 +107,7 @@ def start_beacon(sup: Supervisor, directory: Path, period_s: int) -> Beacon:
     while not ready.exists():
         if not child.alive or time.monotonic() > deadline:
             raise DevnetError(f"the local beacon did not start:\n{child.tail()}")
-        time.sleep(0.05)
+        interrupt.pause(0.05)
     doc = json.loads(ready.read_text())
     chain = doc["chain_info"]
     return Beacon(doc["url"], info, int(chain["genesis_time"]), int(chain["period"]))

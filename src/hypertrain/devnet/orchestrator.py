@@ -26,6 +26,7 @@ from hypertrain.devnet import (
     chaos,
     evaluate,
     honeypots,
+    interrupt,
     lock,
     prep,
     procs,
@@ -86,7 +87,7 @@ def follow(net: Devnet) -> None:
                 return
             if time.monotonic() > deadline:
                 raise DevnetError(f"the run did not finish {net.cfg.rounds} rounds in time")
-            time.sleep(1.0)
+            interrupt.pause(1.0)
 
 
 def _may_leave(cfg: DevnetConfig) -> list[str]:
@@ -245,7 +246,7 @@ def _run_locked(cfg: DevnetConfig, console: Console) -> int:
             console.print(f"report: {path} and {report.write_report(result, path)}")
             console.print(f"dashboard stays up at {dashboard_url(net)} (Ctrl-C to stop)")
             while True:
-                time.sleep(3600)
+                interrupt.pause(1.0)
     except KeyboardInterrupt:
         console.print("interrupted: stopping every process")
         code = 130 if result is None else 0

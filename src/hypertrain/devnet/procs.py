@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from hypertrain.devnet import interrupt
 from hypertrain.devnet.errors import DevnetError
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ class Child:
                 raise DevnetError(f"{self.name} exited while starting:\n{self.tail()}")
             if time.monotonic() > deadline:
                 raise DevnetError(f"{self.name} did not start within {timeout_s:.0f} s")
-            time.sleep(0.2)
+            interrupt.pause(0.2)
 
     def tail(self, chars: int = 1500) -> str:
         try:
