@@ -3,14 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
-import pytest
 
 from hypertrain.api.disputes import HoneypotAnswer
-from hypertrain.auditor.disputes import answer_disputes
 from hypertrain.challenge.settlement.settle import PENDING_AUDIT
 from hypertrain.dispute import opinputs
 from tests.challenge.dispute_scenario import (
@@ -20,19 +14,15 @@ from tests.challenge.dispute_scenario import (
     OTHER_AUDITOR,
     REFEREE,
     RUN,
-    THIRD_AUDITOR,
     WINDOW,
     Service,
-    addresses,
     bonded,
-    dispute_run,
     merge_round_0,
     played_to_referee,
     post_tape,
     running,
     service,
     split_tape,
-    stand_in_auditor,
     to_verdict,
     verdict_on,
 )
@@ -40,7 +30,7 @@ from tests.challenge.disputeplay import TENSORS
 from tests.challenge.disputeplay import answer as _answer
 from tests.challenge.disputeplay import commitment as _commitment
 from tests.challenge.disputeplay import open_body as _open_body
-from tests.challenge.helpers import AGGREGATOR, bearer, commit_body, signed
+from tests.challenge.helpers import bearer, commit_body, signed
 
 __all__ = ["bonded", "service"]  # the fixtures, by name
 
@@ -315,164 +305,6 @@ def test_reassigned_pass_then_an_honest_match_releases_the_hold(service: Service
     assert set(service.ledger.settled[(RUN, 0)]) == {k.ss58_address for k in ISLANDS}
     assert PENDING_AUDIT not in service.ledger.held[(RUN, 0)].values()
     assert service.ledger.faults == []
-
-
-def test_bond_is_locked_at_open_and_returned_when_the_dispute_is_won(bonded: Service) -> None:
-    verdict_id, segment = to_verdict(bonded)
-    body = _open_body(verdict_id, segment)
-    bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 500}  # escrow from earlier
-    opened = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", body)
-    assert opened.status_code == 200, opened.text
-    dispute_id, game = opened.json()["dispute_id"], opened.json()["game"]
-    assert opened.json()["bond"] == 100
-    assert bonded.ledger.bonds == {dispute_id: (ISLANDS[0].ss58_address, 100, "locked")}
-    island_answer = _commitment(game, "island")
-    r = bonded.post(
-        f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", island_answer
-    )
-    assert r.status_code == 200, r.text
-    bonded.tick(4)  # the auditor misses its deadline: the island wins, its bond comes back
-    assert bonded.ledger.bonds[dispute_id][2] == "returned"
-    bonded.tick()
-    assert bonded.ledger.bonds[dispute_id][2] == "returned"  # settled once
-
-
-@pytest.mark.parametrize("escrow", [0, 40])
-def test_an_island_holding_less_than_the_bond_disputes_for_what_it_holds(
-    bonded: Service, escrow: int
-) -> None:
-    """The bond never makes a verdict unanswerable: it is ``min(dispute.bond, escrow)``."""
-    verdict_id, segment = to_verdict(bonded)
-    if escrow:
-        bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: escrow}
-    opened = bonded.post(
-        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
-    )
-    assert opened.status_code == 200, opened.text
-    assert opened.json()["bond"] == escrow
-    locked = {opened.json()["dispute_id"]: (ISLANDS[0].ss58_address, escrow, "locked")}
-    assert bonded.ledger.bonds == (locked if escrow else {})
-    again = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
-    assert (again.status_code, again.json()["error"]) == (409, "duplicate")  # once per verdict
-
-
-def test_a_second_dispute_locks_only_the_escrow_no_bond_holds_yet(bonded: Service) -> None:
-    verdict_id, segment = to_verdict(bonded)
-    bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 150}
-    first = bonded.post("/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment))
-    assert (first.status_code, first.json()["bond"]) == (200, 100), first.text
-    other = verdict_on(bonded, OTHER_AUDITOR, ISLANDS[0], "mismatch")  # a second lie
-    assert other.status_code == 200, other.text
-    second = bonded.post(
-        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(other.json()["verdict_id"], segment)
-    )
-    assert (second.status_code, second.json()["bond"]) == (200, 50), second.text
-
-
-def test_bond_burns_when_the_island_loses(bonded: Service) -> None:
-    verdict_id, segment = to_verdict(bonded)
-    bonded.ledger.settled[(RUN, 99)] = {ISLANDS[0].ss58_address: 500}
-    opened = bonded.post(
-        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
-    )
-    assert opened.status_code == 200, opened.text
-    dispute_id = opened.json()["dispute_id"]
-    bonded.tick(4)  # the island never answers: upheld, the bond burns
-    view = bonded.client.get(f"/v1/disputes/{dispute_id}").json()
-    assert view["game"]["outcome"] == "upheld"
-    assert bonded.ledger.bonds == {dispute_id: (ISLANDS[0].ss58_address, 100, "burned")}
-
-
-@pytest.fixture
-def juried(tmp_path: Path) -> Iterator[Service]:
-    """Three listed auditors (and the aggregator): each verdict's jury is the other two."""
-    keys = addresses(AUDITOR, OTHER_AUDITOR, THIRD_AUDITOR, AGGREGATOR)
-    with dispute_run(
-        tmp_path, worker_hotkeys=keys, aggregator_hotkeys=addresses(AGGREGATOR)
-    ) as svc:
-        yield svc
-
-
-def test_the_honest_auditor_rejudges_what_the_faulty_one_passed(
-    juried: Service, tmp_path: Path
-) -> None:
-    service = juried
-    verdict_id, segment = to_verdict(service)
-    assert verdict_on(service, AUDITOR, ISLANDS[1], "match").status_code == 200
-    opened = service.post(
-        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
-    )
-    game, dispute_id = opened.json()["game"], opened.json()["dispute_id"]
-    body = _commitment(game, "island")
-    service.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", body)
-    service.tick(4)  # overturned: the lying auditor's verdict waits for a re-audit
-    events: list[tuple[str, dict[str, Any]]] = []
-
-    def emit(kind: str, **fields: Any) -> None:
-        events.append((kind, fields))
-
-    own_judged: list[tuple[int, str]] = []
-    answer_disputes(stand_in_auditor(service, AUDITOR, tmp_path, own_judged), {}, emit)
-    assert own_judged == []  # an auditor never re-audits its own disputed verdict
-    honest_judged: list[tuple[int, str]] = []
-    honest = stand_in_auditor(service, OTHER_AUDITOR, tmp_path, honest_judged)
-    assert answer_disputes(honest, {}, emit) == 1  # the disputed island: a match
-    conn = service.client.app.state.service.conn  # type: ignore[attr-defined]
-    assert conn.execute("SELECT auditor FROM faulty_auditors").fetchall() == []  # one word
-    third = stand_in_auditor(service, THIRD_AUDITOR, tmp_path, [])
-    assert answer_disputes(third, {}, emit) == 1  # the other juror agrees: a strict majority
-    # the jury's majority agreed with the island: the auditor is faulty, its pass set aside
-    assert answer_disputes(honest, {}, emit) == 1
-    assert honest_judged == [(0, ISLANDS[0].ss58_address), (0, ISLANDS[1].ss58_address)]
-    assert ("verdict", {"round": 0, "hotkey": ISLANDS[1].ss58_address, "result": "match",
-            "reassigned_from": AUDITOR.ss58_address}) in events  # fmt: skip
-    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
-    assert answer_disputes(honest, {}, emit) == 0  # nothing left to re-judge
-
-
-def test_an_auditor_judges_an_audit_that_missed_its_window(
-    service: Service, tmp_path: Path
-) -> None:
-    """A held reward always has someone tasked with ending it: an assignment with no
-    verdict when its audit phase ended is offered at ``/reassigned`` (``missed``), and an
-    auditor's dispute pass judges it; the queue is then empty."""
-    to_verdict(service)  # island 1 is never judged inside the audit window
-    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []  # still in time
-    service.tick(40)  # the audit window is over
-    assert service.client.get(f"/v1/runs/{RUN}/rounds/0").json()["phase"] != "audit"
-    (missed,) = service.client.get(f"/v1/runs/{RUN}/reassigned").json()
-    assert (missed["hotkey"], missed["missed"], missed["verdict_id"]) == (
-        ISLANDS[1].ss58_address, True, "",
-    )  # fmt: skip
-    judged: list[tuple[int, str]] = []
-    events: list[tuple[str, dict[str, Any]]] = []
-    auditor = stand_in_auditor(service, OTHER_AUDITOR, tmp_path, judged)
-    assert answer_disputes(auditor, {}, lambda kind, **f: events.append((kind, f))) == 1
-    assert judged == [(0, ISLANDS[1].ss58_address)]
-    assert service.client.get(f"/v1/runs/{RUN}/reassigned").json() == []
-
-
-def test_an_auditor_that_lost_a_game_still_rejudges_others_audits(
-    service: Service, tmp_path: Path
-) -> None:
-    """Losing one game (a slow machine) bars nobody, so it does not stop the auditor from
-    judging what ``/reassigned`` offers it: here a missed audit of the other island."""
-    verdict_id, segment = to_verdict(service)
-    opened = service.post(
-        "/v1/disputes", ISLANDS[0], "dispute-open", _open_body(verdict_id, segment)
-    )
-    game, dispute_id = opened.json()["game"], opened.json()["dispute_id"]
-    body = _commitment(game, "island")
-    service.post(f"/v1/disputes/{dispute_id}/answer", ISLANDS[0], "dispute-answer", body)
-    service.tick(40)  # the auditor was silent (overturned) and island 1 missed its window
-    assert service.client.get(f"/v1/disputes/{dispute_id}").json()["game"]["outcome"] == (
-        "overturned"
-    )
-    judged: list[tuple[int, str]] = []
-    answer_disputes(
-        stand_in_auditor(service, AUDITOR, tmp_path, judged), {}, lambda kind, **f: None
-    )
-    assert judged == [(0, ISLANDS[1].ss58_address)]  # never its own set-aside verdict
 
 
 def test_a_late_fault_overturned_in_its_own_window_never_faults(service: Service) -> None:
