@@ -75,27 +75,30 @@ def run_rounds(
         if after_verdicts is not None:
             after_verdicts(h, index)
         h.tick(2)
-        new = f"{index + 1:02x}" * 32
-        tape = {
-            "round": index,
-            "start_model_sha256": model,
-            "new_model_sha256": new,
-            "new_model_url": f"http://relay/m{index + 1}",
-            "outer_state_sha256": "cc" * 32,
-            "tape_sha256": "dd" * 32,
-            "eval_loss": 4.5 - 0.5 * index,
-            **aggregator_split(
-                h.client, "run-1", index, [k.ss58_address for k in h.miners[:islands]]
-            ),
-            "broadcast_sha256": "ee" * 32,
-            "broadcast_url": f"http://relay/b{index + 1}",
-            "broadcast_bytes": BROADCAST_BYTES,
-        }
-        r = h.client.post(
-            "/worker/v1/merge",
-            headers=bearer("worker"),
-            json=signed(AGGREGATOR, "merge-tape", tape),
-        )
-        assert r.status_code == 200, r.text
+        broadcast = {"broadcast_sha256": "ee" * 32, "broadcast_url": f"http://relay/b{index + 1}",
+                     "broadcast_bytes": BROADCAST_BYTES}  # fmt: skip
+        hotkeys = [k.ss58_address for k in h.miners[:islands]]
+        model = post_merge(h, index, model, hotkeys, **broadcast)
         h.tick(3)  # past the dispute deadline: the round settles
-        model = new
+
+
+def post_merge(h: Harness, index: int, model: str, hotkeys: list[str], **extra: Any) -> str:
+    """The aggregator's tape of round ``index`` (from ``model``, merging ``hotkeys``, with
+    ``extra`` fields), posted; the new model's hash."""
+    new = f"{index + 1:02x}" * 32
+    tape = {
+        "round": index,
+        "start_model_sha256": model,
+        "new_model_sha256": new,
+        "new_model_url": f"http://relay/m{index + 1}",
+        "outer_state_sha256": "cc" * 32,
+        "tape_sha256": "dd" * 32,
+        "eval_loss": 4.5 - 0.5 * index,
+        **aggregator_split(h.client, "run-1", index, hotkeys),
+        **extra,
+    }
+    r = h.client.post(
+        "/worker/v1/merge", headers=bearer("worker"), json=signed(AGGREGATOR, "merge-tape", tape)
+    )
+    assert r.status_code == 200, r.text
+    return new

@@ -12,10 +12,8 @@ from hypertrain.challenge.dashboard.models import Dashboard
 from hypertrain.challenge.dashboard.utilisation import audit_end
 from hypertrain.protocol.timeline import fold
 from tests.challenge.conftest import Harness
-from tests.challenge.dashdata import START
+from tests.challenge.dashdata import START, post_merge
 from tests.challenge.helpers import (
-    AGGREGATOR,
-    aggregator_split,
     bearer,
     commit_body,
     join_body,
@@ -64,25 +62,6 @@ def _verdicts(h: Harness, index: int) -> list[str]:
     return [a["body"]["hotkey"] for a in assigned]
 
 
-def _merge(h: Harness, index: int, model: str, hotkeys: list[str]) -> str:
-    new = f"{index + 1:02x}" * 32
-    tape = {
-        "round": index,
-        "start_model_sha256": model,
-        "new_model_sha256": new,
-        "new_model_url": f"http://relay/m{index + 1}",
-        "outer_state_sha256": "cc" * 32,
-        "tape_sha256": "dd" * 32,
-        "eval_loss": 4.5 - 0.5 * index,
-        **aggregator_split(h.client, "run-1", index, hotkeys),
-    }
-    r = h.client.post(
-        "/worker/v1/merge", headers=bearer("worker"), json=signed(AGGREGATOR, "merge-tape", tape)
-    )
-    assert r.status_code == 200, r.text
-    return new
-
-
 def drive(h: Harness, skip: list[str | None]) -> list[Marks]:
     """Three islands through ``len(skip)`` rounds and the opening of the next: in each
     round island n commits n + 1 beacon rounds after the opening (``skip[r]``: the island
@@ -115,7 +94,7 @@ def drive(h: Harness, skip: list[str | None]) -> list[Marks]:
         m.assigned, m.verdicts = _verdicts(h, index), h.beacon.round
         h.tick(2)
         m.merged = h.beacon.round
-        model = _merge(h, index, model, sorted(m.commits))
+        model = post_merge(h, index, model, sorted(m.commits))
         h.tick(4)
     return out
 
