@@ -6,7 +6,8 @@ reason. Imports are read from the syntax tree, so ``from hypertrain import x``,
 relative imports and imports inside functions all count. The honeypot rule is checked
 on the import graph: no production module reaches the operator's honeypot tooling,
 directly or through other modules. No source file grows past :data:`MAX_LINES` lines,
-except the files :data:`OVERSIZED` lists, each capped at its size when it was listed.
+except the files :data:`OVERSIZED` lists, each capped at its size when it was listed, and
+no test module does either.
 The challenge service's own layering (each table has one owner, its parts import each
 other without cycles, its resource packages import none of each other) is checked over
 this module's import graph in ``tests/challenge/test_layers.py``.
@@ -259,3 +260,15 @@ def test_no_source_file_grows_past_the_line_limit() -> None:
     assert not over, "split these files:\n" + "\n".join(over)
     done = [path for path in OVERSIZED if counts.get(path, 0) <= MAX_LINES]
     assert not done, f"within {MAX_LINES} lines (or gone) now, remove from OVERSIZED: {done}"
+
+
+def test_no_test_module_grows_past_the_line_limit() -> None:
+    """What several tests share lives in helper modules split by subject, so no test file
+    (test or helper) passes :data:`MAX_LINES` either."""
+    tests = Path(__file__).parent
+    over = [
+        f"{path.relative_to(tests.parent)}: {n} lines (limit {MAX_LINES})"
+        for path in sorted(tests.rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    ]
+    assert not over, "split these files by subject:\n" + "\n".join(over)
