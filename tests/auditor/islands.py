@@ -86,10 +86,11 @@ def publish_round(
     params = decode_model_blob(relay.get(record.start_model_sha256), manifest.model)
     if start is None:
         start = reset_state(config.state_config(), params, config.round_start_step(record.round))
+    base = start.params()  # the update is the delta from the island's own start
     if tamper is not None:
         start = tamper(start)
     result = train_round(start, config, load_samples(world.dataset, ids), workdir)
-    update = build_update(params, result.final, manifest.compression)
+    update = build_update(base, result.final, manifest.compression)
     blobs = tuple(relay.put(p.read_bytes()) for p in result.checkpoint_paths)
     index = CheckpointIndex(record.round, tuple(x.hex() for x in result.leaves), blobs)
     index_sha, update_sha = relay.put(index.to_bytes()), relay.put(update.data)

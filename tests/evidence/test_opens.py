@@ -81,3 +81,30 @@ def test_a_record_that_fails_verification_is_not_kept(world: tuple[Dataset, RunM
         opens.sample_ids(dataset, 3, ROSTER[0])
     with pytest.raises(VerificationError, match="assignment of round 0"):
         opens.sample_ids(dataset, 0, "5GnotInTheRoster")
+
+
+def test_a_predicted_next_round_gives_the_ids_the_opened_round_gives(
+    world: tuple[Dataset, RunManifest],
+) -> None:
+    """Overlapped rounds: the ids an island predicts for the round after the last one
+    read are the ids of the round when it opens with that key and roster; the
+    prediction is never kept (a different opened record is assigned afresh)."""
+    dataset, manifest = world
+    envelopes = [_record(w) for w in range(12)]
+    opens = OpenRecords(manifest)
+    for index in range(11):
+        records = opens.upto(index, envelopes.__getitem__)
+        predicted = records[-1].model_copy(
+            update={"round": index + 1, "assignment_key": f"{index + 2:02x}" * 32}
+        )
+        guess = opens.next_ids(dataset, predicted, ROSTER[1])
+        other = opens.next_ids(dataset, predicted.model_copy(update={"roster": ROSTER[1:]}),
+                               ROSTER[1])  # fmt: skip
+        assert len(opens) == index + 1  # nothing kept
+        opens.upto(index + 1, envelopes.__getitem__)
+        assert opens.sample_ids(dataset, index + 1, ROSTER[1]) == guess
+        assert other != guess  # without the first island the round is split otherwise
+        opens = OpenRecords(manifest) if index % 2 else opens  # a fresh role predicts too
+        opens.upto(index, envelopes.__getitem__)
+    with pytest.raises(VerificationError, match="does not follow"):
+        opens.next_ids(dataset, predicted.model_copy(update={"round": 3}), ROSTER[1])

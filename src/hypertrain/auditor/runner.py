@@ -54,7 +54,7 @@ from hypertrain.evidence.inputs import (
     open_dataset,
 )
 from hypertrain.evidence.opens import OpenRecords
-from hypertrain.evidence.start import PreviousRound, derive_start_state
+from hypertrain.evidence.start import PreviousRound, derive_start_state, needs_previous
 from hypertrain.evidence.verify import (
     find_commit,
     verify_assignment,
@@ -145,7 +145,7 @@ class Auditor:
             commit,
             checkpoints,
             load_samples(dataset, ids),
-            params,
+            start.params(),  # the island's own start (an overlapped one too)
             layout,
             start,
         )
@@ -153,8 +153,9 @@ class Auditor:
     def previous_round(
         self, detail: RoundRecords, index: int, hotkey: str, opens: list[RoundOpen]
     ) -> PreviousRound | None:
-        """The island's commit of round ``index - 1`` (``carry`` only; None otherwise)."""
-        if self.manifest.inner.state_policy != "carry" or index == 0:
+        """The island's commit of round ``index - 1`` (``carry`` or overlapped rounds;
+        None otherwise)."""
+        if not needs_previous(self.manifest, index):
             return None
         raw = find_commit(self.round_detail(detail, index, index - 1), hotkey)
         commit: Commit | None = None
@@ -164,7 +165,7 @@ class Auditor:
         def start_params() -> dict[str, Tensor]:
             return fetch_start_params(self.relay, opens[index - 1], self.manifest)[1]
 
-        return PreviousRound(commit, start_params)
+        return PreviousRound(commit, start_params, len(opens[index - 1].roster))
 
     def island_blob(self, sha256: str, what: str = "checkpoint", max_bytes: int = 0) -> bytes:
         """A blob the island must provide, at most ``max_bytes`` (default: one checkpoint).

@@ -94,6 +94,9 @@ def register(subparsers: Any) -> None:
                    " never; the report lists each kill)")  # fmt: skip
     p.add_argument("--chaos-seed", type=int, default=0,
                    help="seed of the chaos loop's draw of roles (default 0)")  # fmt: skip
+    p.add_argument("--overlap", action="store_true",
+                   help="overlapped rounds: islands train round r + 1 while round r is audited"
+                   " and merged (docs/protocol.md, \"Overlapped rounds\")")  # fmt: skip
     p.add_argument("--commit-window-s", type=int, help="seconds islands get to commit a round")
     p.add_argument("--audit-window-s", type=int, help="seconds auditors get to post verdicts")
     p.set_defaults(func=_run)
@@ -130,6 +133,7 @@ def _run(args: argparse.Namespace) -> int:
         warm_start_percent=args.warm_start_percent,
         chaos_every_rounds=args.chaos_every,
         chaos_seed=args.chaos_seed,
+        overlap=args.overlap,
     )
     interrupt.install()  # Ctrl-C and SIGTERM stop it, even when one interrupt is lost
     return run_devnet(cfg)

@@ -90,6 +90,7 @@ class DevnetConfig:
     chaos_every_rounds: int = 0  # kill and restart a random role every N rounds (0: never)
     chaos_seed: int = 0  # which roles the chaos loop draws, in which order
     resume: bool = False  # go on with the stopped run in state_dir (devnet.resume), if any
+    overlap: bool = False  # overlapped rounds (manifest round.overlap)
 
     def __post_init__(self) -> None:
         if self.checkpoint_interval == 0:  # the recipe's default: one segment, J = H

@@ -69,6 +69,7 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
             "dispute_window_rounds": cfg.dispute_window_rounds,
             "layout": {"micro_batch_size": MICRO_BATCH_SIZE},
             "layout_limits": {"max_dp_ranks": 1, "max_micro_batches": cfg.max_micro_batches},
+            **({"overlap": True} if cfg.overlap else {}),
         },
         "data": dataset.descriptor.data_spec().model_dump(mode="json"),
         # Probation (every island audited every round) covers the honeypot's honest

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hypertrain.data import DataError, Dataset, EpochState
+from hypertrain.data.assignment import RoundAssignment
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.inputs import iter_round_assignments
 from hypertrain.evidence.verify import verify_round_open
@@ -61,16 +62,39 @@ class OpenRecords:
         with self._lock:
             if index >= len(self._records):
                 raise VerificationError(f"round {index}'s open record has not been read")
-            states = self._after.setdefault(dataset.descriptor.dataset_root, [])
-            k = min(len(states), index)  # states[k - 1]: the epoch state after round k - 1
-            walk = iter_round_assignments(
-                self.manifest, dataset, self._records[k : index + 1], states[k - 1] if k else None
-            )
-            for result in walk:
-                if len(states) == k:
-                    states.append(result.state)
-                k += 1
-        try:
-            return result.for_hotkey(hotkey)
-        except DataError as exc:  # not in the roster
-            raise VerificationError(f"assignment of round {index}: {exc}") from exc
+            result = self._walk(dataset, self._records[: index + 1])
+        return _for(result, index, hotkey)
+
+    def next_ids(self, dataset: Dataset, record: RoundOpen, hotkey: str) -> list[int]:
+        """The ids ``hotkey`` would train on in ``record``, the round after the last one
+        read, from a record that is not the run's (an overlapped round's prediction,
+        :mod:`hypertrain.miner.ahead`): used, never kept."""
+        with self._lock:
+            if record.round != len(self._records) or record.round == 0:
+                raise VerificationError(f"round {record.round} does not follow the rounds read")
+            result = self._walk(dataset, [*self._records, record], keep=False)
+        return _for(result, record.round, hotkey)
+
+    def _walk(
+        self, dataset: Dataset, records: list[RoundOpen], keep: bool = True
+    ) -> RoundAssignment:
+        """The assignment of ``records[-1]``, walking on from the last epoch state kept
+        (``keep``: the states after rounds walked are kept); the lock is held."""
+        states = self._after.setdefault(dataset.descriptor.dataset_root, [])
+        index = len(records) - 1
+        k = min(len(states), index)  # states[k - 1]: the epoch state after round k - 1
+        walk = iter_round_assignments(
+            self.manifest, dataset, records[k : index + 1], states[k - 1] if k else None
+        )
+        for result in walk:
+            if len(states) == k and (keep or k < index):
+                states.append(result.state)
+            k += 1
+        return result
+
+
+def _for(result: RoundAssignment, index: int, hotkey: str) -> list[int]:
+    try:
+        return result.for_hotkey(hotkey)
+    except DataError as exc:  # not in the roster
+        raise VerificationError(f"assignment of round {index}: {exc}") from exc

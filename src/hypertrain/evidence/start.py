@@ -6,12 +6,18 @@ committed in round ``r - 1``, its final checkpoint there (leaf ``H/J`` under tha
 commit's root) is fetched by its committed hash, and the start state is
 ``next_round_state(that state, merged model)`` with the public residual of that
 round's update; an island with no commit in round ``r - 1`` starts from the
-``reset`` state. The miner and the auditor call the same function, so both sides
+``reset`` state. With overlapped rounds (``round.overlap``) an island that committed in
+round ``r - 1`` starts, under either policy, from round ``r - 1``'s start model minus
+``1 / M`` of its own committed round ``r - 1`` update (fetched by its committed hash;
+``M`` is round ``r - 1``'s roster size: :func:`~hypertrain.trainer.start_state.
+overlap_params`) instead of round ``r``'s merged model, so it can start before round
+``r - 1`` is merged. The miner and the auditor call the same function, so both sides
 derive the same bytes.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -24,7 +30,7 @@ from hypertrain.protocol.messages import Commit
 from hypertrain.trainer.checkpoint import checkpoint_size, decode_checkpoint
 from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.segment import TrainConfig
-from hypertrain.trainer.start_state import carry_state, reset_state
+from hypertrain.trainer.start_state import carry_state, overlap_params, reset_state
 from hypertrain.trainer.state import TrainState
 
 FetchSized = Callable[[str, int], bytes]  # (sha256, max_bytes) -> bytes
@@ -32,10 +38,36 @@ FetchSized = Callable[[str, int], bytes]  # (sha256, max_bytes) -> bytes
 
 @dataclass(frozen=True, slots=True)
 class PreviousRound:
-    """What ``carry`` needs of round ``r - 1``: the island's verified commit, if any."""
+    """What ``carry`` and overlapped rounds need of round ``r - 1``: the island's verified
+    commit, if any, that round's start model and its roster size."""
 
     commit: Commit | None
     start_params: Callable[[], Mapping[str, Tensor]]  # round r-1's start model (lazy)
+    roster_size: int = 0  # round r-1's roster (overlapped rounds)
+
+
+def needs_previous(manifest: RunManifest, index: int) -> bool:
+    """Whether round ``index``'s start state depends on the island's round ``index - 1``."""
+    return index > 0 and (manifest.inner.state_policy == "carry" or manifest.round.overlap)
+
+
+def overlapped_start(
+    manifest: RunManifest, previous: PreviousRound, fetch: FetchSized
+) -> dict[str, Tensor]:
+    """The parameters an island that committed round ``r - 1`` starts round ``r`` from
+    under ``round.overlap`` (see the module docstring); VerificationError if its update
+    is not the committed one."""
+    commit = previous.commit
+    assert commit is not None
+    data = fetch(commit.update_sha256, commit.update_bytes)
+    if hashlib.sha256(data).hexdigest() != commit.update_sha256:
+        raise VerificationError(f"round {commit.round}'s update is not the committed one")
+    try:
+        return overlap_params(
+            previous.start_params(), data, previous.roster_size, manifest.compression
+        )
+    except (ValueError, TrainerError) as exc:
+        raise VerificationError(f"round {commit.round}'s update: {exc}") from exc
 
 
 def previous_final_state(commit: Commit, config: TrainConfig, fetch: FetchSized) -> TrainState:
@@ -68,8 +100,11 @@ def derive_start_state(
 ) -> TrainState:
     """The state checkpoint 0 of round ``index`` must be (see the module docstring)."""
     state_config = config.state_config()
-    carried = manifest.inner.state_policy == "carry" and index > 0
-    if not carried or previous is None or previous.commit is None:
+    if not needs_previous(manifest, index) or previous is None or previous.commit is None:
+        return reset_state(state_config, merged, config.round_start_step(index))
+    if manifest.round.overlap:
+        merged = overlapped_start(manifest, previous, fetch)
+    if manifest.inner.state_policy != "carry":
         return reset_state(state_config, merged, config.round_start_step(index))
     prev_final = previous_final_state(previous.commit, config, fetch)
     prev_start = previous.start_params() if manifest.compression.error_feedback else {}

@@ -19,6 +19,7 @@ from hypertrain.api.models import RoundDetail
 from hypertrain.dispute.narrowing import describe
 from hypertrain.evidence.index import sha_from_url
 from hypertrain.miner.admission import selfcheck
+from hypertrain.miner.ahead import train_ahead
 from hypertrain.miner.checkpoints import (
     carried_checkpoint,
     checkpoints_to_upload,
@@ -147,9 +148,18 @@ def follow_rounds(
     served: set[int] = set()
     kept = Retention()  # a long run must not fill the disk (miner.retention)
 
-    def one_pass() -> None:
-        _follow_once(ctx, key, service, done, reporter)
+    def serve() -> None:
         serve_audits(ctx, key, service, served, reporter)
+
+    def ahead(index: int) -> None:  # overlapped rounds: the next round while this one waits
+        try:
+            train_ahead(ctx, key, index, reporter, serve, stop)
+        except (MinerError, RankError) as exc:
+            reporter.event("ahead_skipped", round=index + 1, reason=str(exc))
+
+    def one_pass() -> None:
+        _follow_once(ctx, key, service, done, reporter, ahead)
+        serve()
         kept.prune(ctx, key, service.rounds(ctx.manifest.run_id), reporter)
 
     def away(exc: Exception, delay: float) -> None:
@@ -163,9 +173,11 @@ def follow_rounds(
 
 
 def _follow_once(
-    ctx: RunContext, key: Hotkey, service: ChallengeClient, done: set[int], reporter: Reporter
-) -> None:
-    """Train every round that is open for training and not yet handled."""
+    ctx: RunContext, key: Hotkey, service: ChallengeClient, done: set[int], reporter: Reporter,
+    ahead: Callable[[int], None] = lambda index: None,
+) -> None:  # fmt: skip
+    """Train every round that is open for training and not yet handled; after a commit,
+    ``ahead`` (overlapped rounds: :mod:`hypertrain.miner.ahead`)."""
     for summary in service.rounds(ctx.manifest.run_id):
         index = summary.round
         if summary.phase == "train" and index not in done:
@@ -178,7 +190,10 @@ def _follow_once(
                 continue
             except MinerError as exc:
                 reporter.event("skipped", round=index, reason=str(exc))
+                done.add(index)
+                continue
             done.add(index)
+            ahead(index)
 
 
 def _mine(detail: RoundDetail, hotkey: str) -> tuple[Commit | None, list[tuple[str, Verdict]]]:

@@ -69,9 +69,10 @@ class Recomputation:
         return bytes.fromhex(party.state_hashes([party.config.checkpoint_interval])[0])
 
     def update_sha256(self, index: int, final_leaf: bytes) -> str:
-        _, config, params = self._round(index)
+        records, config, params = self._round(index)
+        start = start_state(self.ctx, config, records, params, self.key.ss58_address, self.relay)
         last = config.inner_steps // config.checkpoint_interval
         raw = checkpoint_path(self.ctx.config.round_dir(index), last).read_bytes()
         final = decode_checkpoint(raw, config.state_config(), expected_hash=final_leaf)
-        update = build_update(params, final, self.ctx.manifest.compression)
+        update = build_update(start.params(), final, self.ctx.manifest.compression)
         return hashlib.sha256(update.data).hexdigest()

@@ -26,12 +26,12 @@ from hypertrain.api.models import CommitAnswer
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.index import CheckpointIndex
 from hypertrain.evidence.inputs import (
-    fetch_start_params,
     island_layout,
     open_dataset,
 )
-from hypertrain.evidence.start import PreviousRound, derive_start_state
+from hypertrain.evidence.start import FetchSized, PreviousRound, derive_start_state, needs_previous
 from hypertrain.evidence.verify import find_commit, verify_commit
+from hypertrain.miner.ahead_files import Prediction, adopt_ahead
 from hypertrain.miner.checkpoints import checkpoint_addresses
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import RunContext, round_records
@@ -40,17 +40,18 @@ from hypertrain.miner.hooks import RoundHooks
 from hypertrain.miner.island import IslandResult, earlier_work, train_round
 from hypertrain.miner.ranks import launch_ranks
 from hypertrain.miner.report import Reporter
-from hypertrain.miner.start_model import fetch_start_model
+from hypertrain.miner.start_model import fetch_start_model, held_start_params
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import Commit, RoundOpen
 from hypertrain.relay.client import RelayClient
 from hypertrain.relay.errors import NotFoundError as RelayNotFoundError
 from hypertrain.trainer.round_config import island_train_config
-from hypertrain.trainer.segment import TrainConfig
+from hypertrain.trainer.segment import Sample, TrainConfig
 from hypertrain.trainer.state import TrainState
 
 log = logging.getLogger(__name__)
+UPDATE_FILE = "update.bin"  # the round's update as committed, kept beside its checkpoints
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,24 @@ class RoundOutcome:
     root: str
     update_sha256: str
     commit: CommitAnswer | None  # None: the service already held this commit
+
+
+def previous_round(
+    ctx: RunContext, records: list[RoundOpen], hotkey: str, relay: RelayClient
+) -> PreviousRound | None:
+    """What the start state of round ``records[-1]`` needs of this island's previous round
+    (``carry`` or overlapped rounds; None otherwise), from the verified records."""
+    manifest, index = ctx.manifest, records[-1].round
+    if not needs_previous(manifest, index):
+        return None
+    detail = ctx.service.round_detail(manifest.run_id, index - 1)
+    raw = find_commit(detail, hotkey)
+    commit = verify_commit(raw, manifest, hotkey, index - 1) if raw is not None else None
+
+    def prev_start() -> dict[str, Tensor]:
+        return held_start_params(ctx, relay, records[index - 1])
+
+    return PreviousRound(commit, prev_start, len(records[index - 1].roster))
 
 
 def start_state(
@@ -71,33 +90,34 @@ def start_state(
 ) -> TrainState:
     """The round's start state as the run's state policy derives it (what auditors check).
 
-    Under ``carry`` the previous round's final checkpoint is read from this island's
-    work directory when its bytes are the committed ones, else from the relay.
+    Under ``carry`` or overlapped rounds, the previous round's final checkpoint and update
+    are read from this island's work directory when their bytes are the committed ones,
+    else from the relay.
     """
-    manifest, index = ctx.manifest, records[-1].round
-    previous: PreviousRound | None = None
-    if manifest.inner.state_policy == "carry" and index > 0:
-        detail = ctx.service.round_detail(manifest.run_id, index - 1)
-        raw = find_commit(detail, hotkey)
-        commit = verify_commit(raw, manifest, hotkey, index - 1) if raw is not None else None
+    index = records[-1].round
+    previous = previous_round(ctx, records, hotkey, relay)
+    try:
+        return derive_start_state(
+            ctx.manifest, config, index, params, previous, kept_or_relay(ctx, index - 1, relay)
+        )
+    except VerificationError as exc:
+        raise MinerError(f"round {index}: cannot derive the start state: {exc}") from exc
 
-        def prev_start() -> dict[str, Tensor]:
-            return fetch_start_params(relay, records[index - 1], manifest)[1]
 
-        previous = PreviousRound(commit, prev_start)
-    prev_dir = ctx.config.round_dir(index - 1)
+def kept_or_relay(ctx: RunContext, index: int, relay: RelayClient) -> FetchSized:
+    """A blob by hash from round ``index``'s work directory (its checkpoints and the
+    update this island built), else from the relay."""
+    workdir = ctx.config.round_dir(index)
 
     def fetch(sha256: str, max_bytes: int) -> bytes:
-        for path in sorted(prev_dir.glob("ckpt_*.bin")) if index > 0 else []:
-            data = path.read_bytes()
-            if hashlib.sha256(data).hexdigest() == sha256:
+        kept = [*sorted(workdir.glob("ckpt_*.bin")), workdir / UPDATE_FILE] if index >= 0 else []
+        for path in kept:
+            data = path.read_bytes() if path.exists() else b""
+            if data and hashlib.sha256(data).hexdigest() == sha256:
                 return data
         return relay.get(sha256, max_bytes=max_bytes)
 
-    try:
-        return derive_start_state(manifest, config, index, params, previous, fetch)
-    except VerificationError as exc:
-        raise MinerError(f"round {index}: cannot derive the start state: {exc}") from exc
+    return fetch
 
 
 def round_inputs(
@@ -194,24 +214,17 @@ def run_round(
             reporter.event("round_start", round=index, samples=len(samples),
                            steps=config.inner_steps)  # fmt: skip
 
-        params, start = round_inputs(ctx, config, records, key.ss58_address, relay, reporter,
-                                     started)  # fmt: skip
+        # the start model is kept for the next round's rebuild (and overlapped start)
+        _, start = round_inputs(ctx, config, records, key.ss58_address, relay, reporter,
+                                started)  # fmt: skip
         workdir = cfg.round_dir(index)
+        if adopt_ahead(cfg, index, Prediction.of(ids, layout, start), reporter):
+            reporter.event("adopted", round=index)  # trained ahead: the steps are on disk
         _say_resume(index, earlier_work(workdir, start, config), config.inner_steps, reporter)
-        reporter.start_steps(config.inner_steps, f"round {index}")
-        try:
-            launch_ranks(cfg, manifest, config, start, samples, workdir)
-            result = train_round(
-                start,
-                config,
-                samples,
-                workdir,
-                on_step=lambda ev: reporter.step(index, ev),
-                step=hooks.step,
-            )
-        finally:
-            reporter.stop_steps()
-        update = hooks.update(params, result.final, manifest.compression)
+        result = train_steps(ctx, config, start, samples, workdir, index, reporter)
+        # the update is the delta from the island's own start (its overlapped start too)
+        update = hooks.update(start.params(), result.final, manifest.compression)
+        keep_update(workdir, update.data)
         expiry = ctx.service.beacon_round() + cfg.expiry_margin
         index_sha, update_sha = _upload(relay, result, update.data, index, expiry)
         reporter.event("uploaded", round=index, bytes=len(update.data), update_sha256=update_sha)
@@ -229,6 +242,37 @@ def run_round(
     answer = _post_commit(ctx, key, body, expiry)
     reporter.event("committed", round=index, root=body.checkpoint_root, loss=body.train_loss)
     return RoundOutcome(index, body.checkpoint_root, body.update_sha256, answer)
+
+
+def train_steps(
+    ctx: RunContext, config: TrainConfig, start: TrainState, samples: list[Sample],
+    workdir: Path, index: int, reporter: Reporter,
+) -> IslandResult:  # fmt: skip
+    """The round's ``H`` steps from ``start`` (resumed from ``workdir``), by this process
+    or the island's ranks, with the ``trained`` event at the end."""
+    hooks = ctx.hooks(index)
+    reporter.start_steps(config.inner_steps, f"round {index}")
+    try:
+        launch_ranks(ctx.config, ctx.manifest, config, start, samples, workdir)
+        result = train_round(
+            start,
+            config,
+            samples,
+            workdir,
+            on_step=lambda ev: reporter.step(index, ev),
+            step=hooks.step,
+        )
+    finally:
+        reporter.stop_steps()
+    reporter.event("trained", round=index)
+    return result
+
+
+def keep_update(workdir: Path, data: bytes) -> None:
+    """The round's update beside its checkpoints (the next overlapped start reads it)."""
+    tmp = workdir / (UPDATE_FILE + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(workdir / UPDATE_FILE)
 
 
 def _post_commit(ctx: RunContext, key: Hotkey, body: Commit, expiry: int) -> CommitAnswer | None:

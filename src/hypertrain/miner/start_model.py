@@ -100,6 +100,19 @@ def fetch_start_model(
         got = fetch_start_params(relay, record, ctx.manifest)
         reporter.event("start_model", round=record.round, source="download")
     _keep(ctx, record.round, got[0])
-    if len(records) > 1:  # the previous model is no longer needed for a rebuild
-        held_model_path(ctx, records[-2].round).unlink(missing_ok=True)
+    # the previous model is no longer needed for a rebuild (overlapped rounds start the
+    # next round from this round's start model: the one before it goes)
+    keep = 2 if ctx.manifest.round.overlap else 1
+    if len(records) > keep:
+        held_model_path(ctx, records[-1 - keep].round).unlink(missing_ok=True)
     return got[1]
+
+
+def held_start_params(ctx: RunContext, relay: RelayClient, record: RoundOpen) -> dict[str, Tensor]:
+    """Round ``record``'s start model: the copy this island keeps when its bytes are the
+    record's, else downloaded and verified."""
+    path = held_model_path(ctx, record.round)
+    held = path.read_bytes() if path.is_file() else b""
+    if held and blob_hash(held) == record.start_model_sha256:
+        return decode_model_blob(held, ctx.manifest.model, record.start_model_sha256)
+    return fetch_start_params(relay, record, ctx.manifest)[1]

@@ -153,6 +153,10 @@ class RoundSpec(_Section):
     commit_window_rounds: int = Field(default=20, ge=1)  # beacon rounds from open to commit
     audit_window_rounds: int = Field(default=20, ge=1)
     dispute_window_rounds: int = Field(default=10, ge=0)
+    # overlapped rounds (docs/protocol.md, "Overlapped rounds"): an island that committed
+    # round r starts round r + 1 from round r's start model minus its share of its own
+    # round-r update, so it may train while round r is audited and merged (omitted when off)
+    overlap: bool = Field(default=False, exclude_if=lambda v: not v)
 
     @model_validator(mode="after")
     def _j_divides_h(self) -> RoundSpec:
@@ -339,6 +343,11 @@ class RunManifest(_Section):
             raise ValueError(
                 f"warm_start.steps ({self.warm_start.steps}) exceeds inner.total_steps"
                 f" ({self.inner.total_steps}): the schedule would end before round 0"
+            )
+        if self.round.overlap and self.compression.error_feedback:
+            raise ValueError(
+                "round.overlap with compression.error_feedback is not supported: an"
+                " overlapped start is not the start its residual was encoded against"
             )
         self._reference_is_trusted()
         return self

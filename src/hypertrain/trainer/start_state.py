@@ -13,6 +13,9 @@ counter, error-feedback residual) against leaf 0, not just the parameters.
   the residual the previous round's update left behind (recomputed from that round's
   start model and final state, so it is public too). An island with no commit in the
   previous round starts from the ``reset`` state.
+* overlapped rounds (:func:`overlap_params`): the parameters either policy starts from
+  are the previous round's start model minus the island's share (``1 / M``, ``M`` that
+  round's roster) of its own decoded previous update, instead of the merged model.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from torch import Tensor
 
 from hypertrain.protocol.manifest import CompressionSpec
 from hypertrain.trainer.state import StateConfig, TrainState
-from hypertrain.trainer.update import build_update, next_round_state
+from hypertrain.trainer.update import build_update, decode_update, next_round_state
 
 
 def reset_state(config: StateConfig, merged: Mapping[str, Tensor], step: int) -> TrainState:
@@ -55,3 +58,26 @@ def carry_state(
     if compression.error_feedback:
         residual = build_update(prev_start_params, prev_final, compression).residual
     return next_round_state(prev_final, merged, residual)
+
+
+def overlap_params(
+    previous_start: Mapping[str, Tensor], own_update: bytes, roster_size: int,
+    compression: CompressionSpec,
+) -> dict[str, Tensor]:  # fmt: skip
+    """An overlapped round's start parameters: ``previous_start - u / M`` with ``u`` the
+    island's decoded update of the previous round and ``M`` that round's roster size.
+
+    Two correctly rounded float32 operations per element (a division, a subtraction),
+    never a fused multiply-add, so every machine derives the same bytes."""
+    if roster_size < 1:
+        raise ValueError(f"a roster of {roster_size} islands has no share")
+    delta = decode_update(own_update, compression)
+    out: dict[str, Tensor] = {}
+    for name, value in previous_start.items():
+        d = delta.get(name)
+        if d is None or d.shape != value.shape:
+            shape = tuple(value.shape)
+            raise ValueError(f"the previous update has no tensor {name!r} of shape {shape}")
+        share = torch.div(d.float(), float(roster_size))
+        out[name] = torch.sub(value.detach().float(), share)
+    return out

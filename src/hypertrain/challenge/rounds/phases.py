@@ -36,7 +36,7 @@ from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseErro
 from hypertrain.challenge.facts import faulted_before
 from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.rounds import chain
-from hypertrain.challenge.rounds.selection import assignment_key, select_audits
+from hypertrain.challenge.rounds.selection import select_audits
 from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.challenge.store import audit_storage, commit_storage, roster_storage, rounds_storage
 from hypertrain.protocol.deadlines import check_answer_deadline
@@ -44,6 +44,7 @@ from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.errors import DeadlineError
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import AuditAssignment, ManifestRecord, RoundOpen
+from hypertrain.protocol.round_key import assignment_key, keying_randomness
 from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ def open_round(
         start_model_sha256=sha,
         start_model_url=url,
         beacon_round=beacon.round,
-        assignment_key=assignment_key(run_id, index, beacon.randomness),
+        assignment_key=_round_key(state, manifest, index, beacon),
         roster=roster,
         commit_deadline_round=beacon.round + manifest.round.commit_window_rounds,
         layouts=layouts,
@@ -133,6 +134,15 @@ def open_round(
         )
     log.info("opened round %s/%d at beacon %d", run_id, index, beacon.round)
     return envelope
+
+
+def _round_key(state: ServiceState, manifest: RunManifest, index: int, beacon: BeaconRound) -> str:
+    """Round ``index``'s data-assignment key (:mod:`hypertrain.protocol.round_key`)."""
+    previous = rounds_storage.selection_beacon(state.conn, manifest.run_id, index - 1)
+    randomness = keying_randomness(
+        manifest.round.overlap, beacon.randomness, None if previous is None else previous.randomness
+    )
+    return assignment_key(manifest.run_id, index, randomness)
 
 
 def _open_roster(state: ServiceState, run_id: str, manifest: RunManifest) -> dict[str, LayoutSpec]:

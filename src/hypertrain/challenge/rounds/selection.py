@@ -15,8 +15,8 @@ probation flags. The formula (docs/mechanism.md, "Audit selection"):
 where ``H_sel`` is the tagged hash under ``AUDIT_SELECTION``, q the audit rate,
 k the number of random segments and S = H / J the segments per island. The
 randomness is unknown until after every commit is fixed, so a miner cannot
-choose which segments to fake. Also here: the data-assignment key published at
-round open, ``H_assign(JCS({"run_id", "round", "randomness"}))``.
+choose which segments to fake. The data-assignment key published at round open
+is :mod:`hypertrain.protocol.round_key`'s.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from math import comb
 
 from hypertrain.protocol.canonical import canonical_bytes
-from hypertrain.protocol.domains import ASSIGNMENT_KEY, AUDIT_SELECTION, tagged_hash
+from hypertrain.protocol.domains import AUDIT_SELECTION, tagged_hash
+from hypertrain.protocol.round_key import assignment_key as assignment_key
 
 _TWO_64 = 1 << 64
 
@@ -38,12 +39,6 @@ class IslandAudit:
     hotkey: str
     segments: tuple[int, ...]
     probation: bool
-
-
-def assignment_key(run_id: str, round_index: int, randomness_hex: str) -> str:
-    """The round's data-assignment key (hex), fixed by the beacon at open."""
-    doc = {"run_id": run_id, "round": round_index, "randomness": randomness_hex}
-    return tagged_hash(ASSIGNMENT_KEY, canonical_bytes(doc)).hex()
 
 
 def selection_seed(run_id: str, round_index: int, beacon_round: int, randomness_hex: str) -> bytes:
