@@ -37,6 +37,7 @@ from hypertrain.challenge.routes import (
     competition,
     dashboard,
     disputes,
+    honeypots,
     platform,
     rounds,
     witness,
@@ -96,7 +97,8 @@ def create_app(
     app.state.service = None
     app.state.registry, latency = new_registry(lambda: app.state.service)
     _install_handlers(app)
-    for module in (platform, rounds, admission, disputes, competition, dashboard, witness):
+    routers = (platform, rounds, admission, disputes, honeypots, competition, dashboard, witness)
+    for module in routers:
         app.include_router(module.router)
 
     app.add_middleware(
