@@ -87,6 +87,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--preset", default="proxy")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--honeypot", default="bad-update")
+    p.add_argument("--overlap", action="store_true",
+                   help="overlapped rounds (results: longrun-overlap.json, curves, plot)")  # fmt: skip
     p.add_argument("--analyse", action="store_true", help="only write the result and plot")
     p.add_argument(
         "--baseline-only",
@@ -119,6 +121,7 @@ def network_child(args: argparse.Namespace) -> int:
         timeout_s=12 * 3600.0,
         baseline=False,  # this benchmark trains its own, resumable, beside the network
         resume=True,  # a stopped network goes on from its state (module docstring)
+        overlap=args.overlap,
         keep=True,  # its state stays until the report is written
     )
     return run_devnet(cfg)
@@ -145,6 +148,7 @@ def follow(args: argparse.Namespace, state: Path) -> None:
         cmd = [sys.executable, __file__, "--network-child", "--port", str(port)]
         cmd += ["--rounds", str(args.rounds), "--state", str(state), "--budgets", args.budgets]
         cmd += ["--preset", args.preset, "--seed", str(args.seed), "--honeypot", args.honeypot]
+        cmd += ["--overlap"] if args.overlap else []
         log = (state / "network.log").open("ab")
         child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         part_started = time.time()
@@ -280,11 +284,13 @@ def analyse(state: Path, *, wall_s: float) -> dict[str, Any]:
     path = state / "commit.txt"
     measured = path.read_text().strip() if path.exists() else commit()
     result = build_result(manifest, details, report, losses, wall, samples, measured)
-    plot(result, PLOT)
+    tag = "-overlap" if manifest.round.overlap else ""  # overlapped rounds: their own files
+    plot(result, PLOT.with_name(f"longrun{tag}.png"))
     curves = {k: result.pop(k) for k in CURVES}
-    CURVES_FILE.parent.mkdir(parents=True, exist_ok=True)
-    CURVES_FILE.write_text(json.dumps({"commit": measured, **curves}) + "\n")
-    write_result("longrun", result, targets=result.pop("targets"), notes=result.pop("notes"))
+    curves_file = CURVES_FILE.with_name(f"curves{tag}.json")
+    curves_file.parent.mkdir(parents=True, exist_ok=True)
+    curves_file.write_text(json.dumps({"commit": measured, **curves}) + "\n")
+    write_result(f"longrun{tag}", result, targets=result.pop("targets"), notes=result.pop("notes"))
     return result
 
 

@@ -9,7 +9,7 @@ from itertools import pairwise
 from typing import Any
 
 from hypertrain.challenge.dashboard.models import Dashboard
-from hypertrain.challenge.dashboard.utilisation import audit_end
+from hypertrain.challenge.dashboard.utilisation import RoundClock, audit_end, island_round
 from hypertrain.protocol.timeline import fold
 from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import START, post_merge
@@ -215,3 +215,17 @@ def test_fold_and_audit_end() -> None:
     assert audit_end(10, 14, 16, frozenset(), []) == 10  # nothing audited
     assert audit_end(10, None, 16, frozenset({"z"}), []) is None  # not recorded
     assert audit_end(None, 14, 16, frozenset({"x"}), judged) is None
+
+
+def test_overlapped_rounds_count_the_ahead_span_as_busy_for_the_next_rounds_committers() -> None:
+    clock = RoundClock(round=3, opened=100, closed=104, selected=105, audited=109, merged=111,
+                       next_opened=114, roster=frozenset({"a", "b"}), accepted={"a": 102, "b": 103},
+                       ahead=frozenset({"a"}))  # fmt: skip
+    # a committed the next round: from the selection on it may have trained it
+    assert island_round(clock, "a") == [("busy", 2), ("deadline", 2), ("beacon", 1), ("busy", 9)]
+    # b did not: it waited for the audits, the merge and the open as without overlap
+    assert island_round(clock, "b") == [
+        ("busy", 3), ("deadline", 1), ("beacon", 1), ("audit", 4), ("merge", 2), ("open", 3)
+    ]  # fmt: skip
+    for hotkey in ("a", "b"):
+        assert sum(n for _, n in island_round(clock, hotkey)) == 14

@@ -1,25 +1,28 @@
 """Island compute utilisation: the share of wall time an island spends computing, and
 what it waits for the rest of the time (docs/devnet.md).
 
-An island computes from its ``round_start`` event to its ``uploaded`` event (JSON lines the
-miner writes with a Unix ``ts``). Per round (:func:`utilisation`): mean island compute over
+An island computes from its ``round_start`` event to its ``uploaded`` event, and, under
+overlapped rounds, the steps it trained ahead of a round's open and the round adopted
+(:mod:`hypertrain.devnet.island_marks`). Per round (:func:`utilisation`): mean island compute over
 the round's wall time (open to next open; the last round: until seen final). Over the whole
 run (:func:`whole_run`): an island's wall time, first ``round_start`` to last ``uploaded``
 (or the run's end), cut into ``compute`` and waits by cause (:data:`CAUSES`) at the
 service's round records, the auditors' ``verdict`` events and the island's own events. A
 boundary not recorded joins its cause to the next (``audit+merge``), never a silent zero;
-service times are beacon rounds, so early by up to a period. Invariant: per island,
-compute plus every wait equals its wall time.
+service times are beacon rounds, so early by up to a period. Under overlapped rounds an
+island waits between its upload and its next round's steps only for the deadline and the
+beacon round (then ``notice`` and ``prepare``), and between those steps and the round's
+open for ``open``. Invariant: per island, compute plus every wait equals its wall time.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from hypertrain.devnet.island_marks import RoundMarks, compute_seconds, events, island_rounds
 from hypertrain.protocol.timeline import fold
 
 # in the order an island meets them between its upload and its next round_start
@@ -28,24 +31,14 @@ CAUSES: Final = (
     "beacon",  # until the beacon round that selects the audits was out
     "audit",  # until the last verdict of the round (or the audit window's end)
     "merge",  # until the service received the merge tape
-    "open",  # until the next round opened (the tape's witness, the aggregator)
+    "open",  # until the next round opened (the tape's witness, the aggregator); trained
+    # ahead: from the steps to the round's open (the previous round's audits and merge)
     "missed",  # whole rounds the island did not train in (skipped, crashed, restarted)
     "notice",  # until the island saw the open round (its poll)
     "prepare",  # round records verified, samples loaded
     "download",  # the start model fetched (or rebuilt from the broadcast) and verified
     "unfinished",  # training that reached no upload (a crash, a failed rank, the run's end)
 )
-
-
-@dataclass(frozen=True, slots=True)
-class RoundMarks:
-    """One island's events of one round it started (Unix seconds; None: not seen)."""
-
-    start: float  # the first round_start
-    compute_start: float  # the round_start the upload followed (later after a restart)
-    uploaded: float | None
-    seen: float | None
-    fetch: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,53 +57,6 @@ class Segment:
     round: int  # the round whose start (or upload) the segment follows
     cause: str  # "compute", a cause of CAUSES, or causes joined by "+"
     seconds: float
-
-
-def _events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
-    """The JSON event lines with an integer round and a numeric ts (others ignored)."""
-    for line in lines:
-        try:
-            doc = json.loads(line) if line.startswith("{") else None
-        except ValueError:
-            continue
-        if not isinstance(doc, dict) or not isinstance(doc.get("round"), int):
-            continue
-        if isinstance(doc.get("ts"), int | float):
-            yield doc
-
-
-def island_rounds(lines: Iterable[str]) -> dict[int, RoundMarks]:
-    """Per round the island started: its events, from one miner's JSON lines."""
-    marks: dict[int, dict[str, float]] = {}
-    for doc in _events(lines):
-        m, ts, event = marks.setdefault(doc["round"], {}), float(doc["ts"]), doc.get("event")
-        if event == "round_start":
-            m.setdefault("start", ts)
-            m["latest_start"] = ts
-        elif event == "uploaded" and "latest_start" in m:
-            m["compute_start"], m["uploaded"] = m["latest_start"], ts
-        elif event in ("round_seen", "start_model_fetch"):
-            m.setdefault(str(event), ts)
-    return {
-        index: RoundMarks(
-            start=m["start"],
-            compute_start=m.get("compute_start", m["latest_start"]),
-            uploaded=m.get("uploaded"),
-            seen=m.get("round_seen"),
-            fetch=m.get("start_model_fetch"),
-        )
-        for index, m in sorted(marks.items())
-        if "start" in m
-    }
-
-
-def compute_seconds(lines: Iterable[str]) -> dict[int, float]:
-    """Seconds of compute per round from one miner's JSON event lines (others ignored)."""
-    return {
-        index: m.uploaded - m.compute_start
-        for index, m in island_rounds(lines).items()
-        if m.uploaded is not None
-    }
 
 
 def round_walls(rounds: list[dict[str, Any]], finished_at: Mapping[int, float]) -> dict[int, float]:
@@ -213,8 +159,8 @@ def service_clocks(
 ) -> dict[int, RoundClock]:
     """Every dashboard round's timeline, with the islands' last ``committed`` and the
     auditors' last ``verdict`` event of each round."""
-    commits = _times(_events(x for lines in island_lines.values() for x in lines), "committed")
-    verdicts = _times(_events(other_lines), "verdict", "auditor")
+    commits = _times(events(x for lines in island_lines.values() for x in lines), "committed")
+    verdicts = _times(events(other_lines), "verdict", "auditor")
     period = float(doc.get("beacon", {}).get("period_s", 1))
     out = {}
     for r in doc["rounds"]:
@@ -236,21 +182,37 @@ def _service_waits(c: RoundClock | None, opened: float | None) -> list[tuple[str
     return [*zip(CAUSES[:4], ends, strict=True), ("open", opened)]
 
 
+def _computed(index: int, m: RoundMarks, clocks: Mapping[int, RoundClock]) -> list[Segment]:
+    """An uploaded round's compute, and what was lost or waited inside it: a restart's
+    lost work; for steps trained ahead, the wait from them to the round's open."""
+    first = m.compute_start if m.ahead is None else m.ahead[0]
+    out = [Segment(index, "unfinished", first - m.start)] if first > m.start else []
+    if m.ahead is not None:
+        own = clocks.get(index)
+        marks = [("open", None if own is None else own.opened), ("notice", m.opened_seen),
+                 ("prepare", m.fetch), ("download", m.compute_start)]  # fmt: skip
+        out.append(Segment(index, "compute", m.ahead[1] - m.ahead[0]))
+        out += _fold(index, m.ahead[1], m.compute_start, marks)
+    assert m.uploaded is not None
+    return [*out, Segment(index, "compute", m.uploaded - m.compute_start)]
+
+
 def _gap(
     index: int, m: RoundMarks, after: tuple[int, RoundMarks] | None,
     clocks: Mapping[int, RoundClock], run_end: float,
 ) -> list[Segment]:  # fmt: skip
     """Round ``index`` of one island, from its first round_start until its next round's
-    (``after``) first round_start, or until its upload or the run's end when last."""
+    (``after``) first round_start, or until its upload or the run's end when last. A next
+    round trained ahead starts once this one's audits are selected."""
     out: list[Segment] = []
     opened = clocks[index + 1].opened if index + 1 in clocks else None
     if m.uploaded is not None:
-        if m.compute_start > m.start:
-            out.append(Segment(index, "unfinished", m.compute_start - m.start))
-        out.append(Segment(index, "compute", m.uploaded - m.compute_start))
+        out += _computed(index, m, clocks)
         if after is None:
             return out
         waits, cursor = _service_waits(clocks.get(index), opened), m.uploaded
+        if after[0] == index + 1 and after[1].started_ahead:
+            waits = waits[:2]  # deadline, beacon: the next round starts at the selection
     else:
         if after is None:
             return [Segment(index, "unfinished", max(run_end, m.start) - m.start)]
@@ -258,7 +220,10 @@ def _gap(
     nxt, n = after
     if nxt > index + 1:
         waits.append(("missed", clocks[nxt].opened if nxt in clocks else None))
-    waits += [("notice", n.seen), ("prepare", n.fetch), ("download", n.start)]
+    if n.started_ahead:
+        waits += [("notice", n.seen), ("prepare", n.start)]
+    else:
+        waits += [("notice", n.seen), ("prepare", n.fetch), ("download", n.start)]
     return out + _fold(index, cursor, n.start, waits)
 
 
@@ -283,8 +248,9 @@ def island_notes(marks: Mapping[int, RoundMarks], last_round: int | None) -> lis
         m = marks[index]
         if m.uploaded is None:
             notes.append(f"round {index}: started, no upload (crashed, or the run ended first)")
-        elif m.compute_start > m.start:
-            notes.append(f"round {index}: restarted, {m.compute_start - m.start:.1f} s lost")
+        elif (first := m.compute_start if m.ahead is None else m.ahead[0]) > m.start:
+            lost = "trained ahead, not adopted" if m.started_ahead else "restarted"
+            notes.append(f"round {index}: {lost}, {first - m.start:.1f} s lost")
     top = max(indices[-1], -1 if last_round is None else last_round)
     missed = [str(i) for i in range(indices[0], top + 1) if i not in marks]
     return notes + (["rounds not started: " + ", ".join(missed)] if missed else [])

@@ -8,7 +8,10 @@ opened) and island on its roster, the wall time from the round's opening to the 
 round's is cut at those records, in the order an island meets them:
 
 * ``busy``: opening to the island's accepted commit. An upper bound of compute: the
-  island's download of the start model and its preparation are in it;
+  island's download of the start model and its preparation are in it. Under overlapped
+  rounds an island that committed the next round may have trained it from this round's
+  audit selection on, so that span is busy too (it then waits only for the deadline and
+  the beacon round);
 * ``deadline``: to the commit phase's close (the beacon round before the selecting one:
   the deadline, or the last awaited island's commit);
 * ``beacon``: to the beacon round that selected the audits;
@@ -47,7 +50,8 @@ from hypertrain.protocol.timeline import fold
 CAUSES: Final = ("deadline", "beacon", "audit", "merge", "open", "missed")
 BUSY_WORDS: Final = (
     "busy: from the round's opening to the island's accepted commit, an upper bound of its"
-    " compute (the start model's download and the round's preparation are in it)"
+    " compute (the start model's download and the round's preparation are in it; with"
+    " overlapped rounds, also from the audit selection to the next round it committed)"
 )
 
 Piece = tuple[str, int]  # a cause ("busy", a cause of CAUSES or joined ones) and beacon rounds
@@ -66,6 +70,9 @@ class RoundClock:
     next_opened: int
     roster: frozenset[str]
     accepted: Mapping[str, int]  # island -> the beacon round its commit was accepted at
+    # overlapped rounds: islands that committed the next round, so could train it ahead
+    # from this round's selection on
+    ahead: frozenset[str] = frozenset()
 
 
 def island_round(clock: RoundClock, hotkey: str) -> list[Piece]:
@@ -82,6 +89,9 @@ def island_round(clock: RoundClock, hotkey: str) -> list[Piece]:
         ("merge", clock.merged),
         ("open", end),
     ]
+    if hotkey in clock.ahead and clock.selected is not None:  # the next round, trained ahead
+        ahead = min(max(clock.selected, busy), end)
+        return [("busy", busy - opened), *fold(busy, ahead, marks[:2]), ("busy", end - ahead)]
     return [("busy", busy - opened), *fold(busy, end, marks)]
 
 
@@ -119,6 +129,7 @@ def round_clocks(state: ServiceState, run_id: str) -> list[RoundClock]:
     verdicts: dict[int, list[tuple[str, int]]] = defaultdict(list)
     for v in verdict_storage.standing_verdicts(conn, run_id):
         verdicts[v.round].append((v.hotkey, v.received))
+    overlap = state.manifest(run_id).round.overlap
     out = []
     for row, nxt in pairwise(rows):
         selected, merged = row.selection_beacon_round, timing[row.round].merged
@@ -142,6 +153,7 @@ def round_clocks(state: ServiceState, run_id: str) -> list[RoundClock]:
                 if envelope is None
                 else state.roster_of(run_id, row.round, envelope),
                 accepted=accepted.get(row.round, {}),
+                ahead=frozenset(accepted.get(nxt.round, {})) if overlap else frozenset(),
             )
         )
     return out
