@@ -105,7 +105,7 @@ def test_a_caught_island_alternating_junk_and_silence_holds_no_round(svc: Servic
         held.append(_held_for(svc, index))
         _finish(svc, index)
     roster = {r["hotkey"]: r for r in svc.client.get(f"/v1/runs/{RUN}/roster").json()}
-    assert roster[CAUGHT.ss58_address]["status"] == "faulted", roster
+    assert roster[CAUGHT.ss58_address]["status"] == "proven_fault", roster
     # round 0 is every island's first; after its fault the caught island is never awaited,
     # so each round closes on the honest islands' commits, one beacon round later
     assert held == [1, 1, 1, 1, 1], held
@@ -122,5 +122,5 @@ def test_awaited_leaves_out_the_faulted_islands_from_the_database(svc: Service) 
     assert CAUGHT.ss58_address not in pace.awaited(state, row)
     assert {HONEST.ss58_address, ALSO_HONEST.ss58_address} <= pace.awaited(state, row)
     # one definition of a fault: the rounds' outcomes, as settlement and the views read them
-    outcomes = {h for faults in facts.run_faults(state.conn, RUN).values() for h in faults}
+    outcomes = {h for accused in facts.run_accusations(state.conn, RUN).values() for h in accused}
     assert facts.faulted_before(state.conn, RUN, 1) == outcomes == {CAUGHT.ss58_address}

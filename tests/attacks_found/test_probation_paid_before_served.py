@@ -43,7 +43,7 @@ def test_a_probation_reward_is_not_paid_before_every_probation_round_is_served(
         paid |= net.paid(10 + index)
     net.play(4, [sitter, honest], cheat=sitter)  # its second probation round: caught
     entry = net.roster()[sitter.ss58_address]
-    assert entry["status"] == "faulted"
+    assert entry["status"] == "proven_fault"
     assert sitter.ss58_address not in paid and entry["paid"] == 0, (
         f"paid {entry['paid']} of its first probation round before serving the second"
         f" (roster: probation until {entry['probation_until_round']}, burned {entry['burned']})"

@@ -65,7 +65,7 @@ def test_view_after_two_rounds(harness: Harness) -> None:
     g = d["glance"]
     assert g["rounds_done"] == 2 and g["heldout_loss"] == 4.0 and g["first_heldout_loss"] == 4.5
     # merged tokens only: the island caught in round 0 (3,000 a round) is out of that merge
-    assert g["tokens"] == 2 * 6000 - 3000 and g["faults"] == 1 and g["audits"] >= 3
+    assert g["tokens"] == 2 * 6000 - 3000 and g["accused"] == 1 and g["audits"] >= 3
     assert g["tokens"] == sum(i["tokens_merged"] for i in d["islands"])
     assert g["status"] == "between rounds"
     assert [p["heldout_loss"] for p in d["curve"]] == [4.5, 4.0]
@@ -111,7 +111,7 @@ def test_view_after_two_rounds(harness: Harness) -> None:
     verdict = caught[0]["verdicts"][0]
     assert verdict["first_bad_leaf"] == min(caught[0]["segments"]) + 1
     statuses = {i["hotkey"]: i["status"] for i in d["islands"]}
-    assert statuses[caught[0]["hotkey"]] == "faulted"
+    assert statuses[caught[0]["hotkey"]] == "proven_fault"
 
 
 def test_document_is_the_typed_contract_with_traffic_honeypots_and_disputes(

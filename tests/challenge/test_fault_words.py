@@ -2,11 +2,11 @@
 
 An island a standing fault verdict accuses (still disputable while its round is not
 final) and an island whose fault was proven (booked and burned: ``GET /faults``) were
-both "a fault". The roster, the run summary and the dashboard now count them apart
+both "a fault". The roster, the run summary and the dashboard count them apart
 (``accused_rounds`` / ``proven_faults``, ``accused_total`` / ``proven_faults_total``,
-the glance's ``accused`` / ``proven_faults``), every proven count is the rows of
-``GET /faults``, and the older names (``faults``, ``faults_total``, the glance's
-``faults``, the status ``faulted``) still say what they said: accused.
+the glance's ``accused`` / ``proven_faults``, the status ``accused`` / ``proven_fault``),
+every proven count is the rows of ``GET /faults``, and the older names that called an
+accusation a fault (``faults``, ``faults_total``, the status ``faulted``) are gone.
 """
 
 from __future__ import annotations
@@ -47,14 +47,14 @@ def test_an_accusation_is_not_a_proven_fault_until_its_round_is_final(harness: H
     run_rounds(h, rounds=1, after_verdicts=lambda h, index: seen.append(_views(h, cheat)))
     (accused,) = seen  # the verdict stands, its round is in its audit: disputable
     assert _counts(accused) == [(1, 0)] * 4 and accused["proven_rows"] == []
-    assert accused["roster"]["status"] == "faulted"  # the older word: accused
-    assert accused["roster"]["faults"] == accused["summary"]["faults_total"] == 1
+    assert accused["roster"]["status"] == accused["card"]["status"] == "accused"
+    assert "faults" not in accused["roster"] and "faults_total" not in accused["summary"]
     proven = _views(h, cheat)  # the round settled: the fault is booked and burned
     assert h.client.get(f"{RUN}/rounds").json()[0]["phase"] == "final"
     assert _counts(proven) == [(1, 1)] * 4 and len(proven["proven_rows"]) == 1
-    assert (proven["roster"]["faults"], proven["glance"]["faults"]) == (1, 1)
+    assert proven["roster"]["status"] == proven["card"]["status"] == "proven_fault"
     for honest in h.miners[:2]:
         clean = _views(h, honest.ss58_address)
         roster = clean["roster"]
-        assert (roster["accused_rounds"], roster["proven_faults"], roster["faults"]) == (0, 0, 0)
-        assert roster["status"] != "faulted" and clean["proven_rows"] == []
+        assert (roster["accused_rounds"], roster["proven_faults"]) == (0, 0)
+        assert roster["status"] not in ("accused", "proven_fault") and clean["proven_rows"] == []

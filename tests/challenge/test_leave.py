@@ -45,7 +45,7 @@ def test_a_leave_during_a_pending_audit_still_burns_the_cheat(
     assert answers[0].json()["left_round"] == 2  # round 1 was open: it stays in it
     roster = net.roster()
     x = cheater.ss58_address
-    assert roster[x]["status"] == "faulted" and roster[x]["left_round"] == 2
+    assert roster[x]["status"] == "proven_fault" and roster[x]["left_round"] == 2
     assert (roster[x]["escrow"], roster[x]["burned"]) == (0, POOL // 2)  # round 0 burned
     net.play(2, [honest])
     assert _roster_of(net, 2) == [honest.ss58_address]

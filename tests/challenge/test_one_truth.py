@@ -58,33 +58,34 @@ def real(tmp_path: Path) -> Iterator[Service]:
 class Told:
     """What each public view says about one island."""
 
-    roster: tuple[str, int]  # (status, faults)
-    dashboard: tuple[str, int, bool]  # (status, faults, its audit row's fault)
+    roster: tuple[str, int]  # (status, accused_rounds)
+    dashboard: tuple[str, int, bool]  # (status, accused_rounds, its audit row's fault)
 
 
 def _told(svc: Service) -> tuple[dict[str, Told], int, int]:
-    """Per island, and the round's standing mismatches and the run's fault total."""
+    """Per island, and the round's standing mismatches and the run's accused total."""
     roster = {r["hotkey"]: r for r in svc.client.get(f"/v1/runs/{RUN}/roster").json()}
     board = svc.client.get(f"/v1/runs/{RUN}/dashboard").json()
     islands = {i["hotkey"]: i for i in board["islands"]}
     audits = {a["hotkey"]: a for a in board["audits"] if a["round"] == 0}
     (round0,) = svc.client.get(f"/v1/runs/{RUN}/rounds").json()
     summary = svc.client.get(f"/v1/runs/{RUN}").json()
-    assert summary["faults_total"] == board["glance"]["faults"]
+    assert summary["accused_total"] == board["glance"]["accused"]
     told = {
         h: Told(
-            (roster[h]["status"], roster[h]["faults"]),
-            (islands[h]["status"], islands[h]["faults"], audits[h]["fault"]),
+            (roster[h]["status"], roster[h]["accused_rounds"]),
+            (islands[h]["status"], islands[h]["accused_rounds"], audits[h]["fault"]),
         )
         for h in (I0, I1)
     }
-    return told, round0["verdicts"]["mismatch"], summary["faults_total"]
+    return told, round0["verdicts"]["mismatch"], summary["accused_total"]
 
 
-def _faulted(told: dict[str, Told]) -> set[str]:
+def _accused(told: dict[str, Told]) -> set[str]:
     out = set()
     for hotkey, t in told.items():
-        views = {t.roster[0] == "faulted", t.roster[1] > 0, t.dashboard[0] == "faulted"}
+        faulty = ("accused", "proven_fault")
+        views = {t.roster[0] in faulty, t.roster[1] > 0, t.dashboard[0] in faulty}
         views |= {t.dashboard[1] > 0, t.dashboard[2]}
         assert len(views) == 1, f"the views disagree on {hotkey}: {t}"
         if views == {True}:
@@ -115,11 +116,11 @@ def test_every_view_tells_the_settlement_s_story(real: Service) -> None:
     verdict_id, segment = to_verdict(real)  # island 0: mismatch by AUDITOR
     assert verdict_on(real, AUDITOR, ISLANDS[1], "match").status_code == 200
     told, mismatches, total = _told(real)
-    assert (_faulted(told), mismatches, total) == ({I0}, 1, 1)
+    assert (_accused(told), mismatches, total) == ({I0}, 1, 1)
 
     _overturn(real, verdict_id, segment)  # overturned; AUDITOR's pass of island 1 set aside
     told, mismatches, total = _told(real)
-    assert (_faulted(told), mismatches, total) == (set(), 0, 0)
+    assert (_accused(told), mismatches, total) == (set(), 0, 0)
 
     real.tick(20)
     merge_round_0(real)
@@ -127,12 +128,12 @@ def test_every_view_tells_the_settlement_s_story(real: Service) -> None:
     phase = real.client.get(f"/v1/runs/{RUN}/rounds").json()[0]["phase"]
     assert phase == "final"
     told, mismatches, total = _told(real)
-    assert (_faulted(told), mismatches, total) == (set(), 0, 0)
+    assert (_accused(told), mismatches, total) == (set(), 0, 0)
 
     # another auditor re-judges island 1 after settlement: a cheat, its held reward burns
     assert verdict_on(real, OTHER_AUDITOR, ISLANDS[1], "mismatch").status_code == 200
     told, mismatches, total = _told(real)
-    assert (_faulted(told), mismatches, total) == ({I1}, 1, 1)
+    assert (_accused(told), mismatches, total) == ({I1}, 1, 1)
     # one more (empty) round settles, so round 0's escrow vests and is paid as weights
     opened = real.client.post(f"/admin/v1/runs/{RUN}/rounds", headers=bearer("admin"), json={})
     assert opened.status_code == 200, opened.text

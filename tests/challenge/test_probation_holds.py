@@ -143,7 +143,7 @@ def test_probation_rewards_are_held_then_burned_or_vested(
 
     net.play(1, [honest, cheater], cheat=cheater)  # caught in its last probation round
     roster = net.roster()
-    assert roster[x]["status"] == "faulted"
+    assert roster[x]["status"] == "proven_fault"
     assert (roster[x]["escrow"], roster[x]["held"], roster[x]["burned"]) == (0, 0, POOL // 2)
     assert (roster[h]["escrow"], roster[h]["held"], roster[h]["vested"]) == (1500, 1500, 0)
     assert net.paid(11) == set()  # round 0 would have vested by now without the hold

@@ -115,13 +115,13 @@ def test_every_write_is_seen_by_the_next_poll(service: Service) -> None:
 def test_a_poll_between_writes_reads_nothing(service: Service, monkeypatch: MonkeyPatch) -> None:
     to_verdict(service)
     reads: list[str] = []
-    read = facts.run_faults
+    read = facts.run_accusations
 
     def counted(conn: sqlite3.Connection, run_id: str) -> dict[int, dict[str, str]]:
         reads.append(run_id)
         return read(conn, run_id)
 
-    monkeypatch.setattr(facts, "run_faults", counted)
+    monkeypatch.setattr(facts, "run_accusations", counted)
     state = _state(service)
     views.round_summaries(state, RUN)
     reads.clear()

@@ -158,11 +158,11 @@ def test_full_phase_sequence_with_verdicts_and_merge(harness: Harness) -> None:
     )
     assert again.status_code == 409
     summary = h.client.get("/v1/runs/run-1").json()
-    assert summary["faults_total"] == 1 and summary["tokens_total"] == 2000
+    assert summary["accused_total"] == 1 and summary["tokens_total"] == 2000
     loss = h.client.get("/v1/runs/run-1/loss").json()
     assert loss == [{"round": 0, "train_loss": 3.5, "eval_loss": 3.25, "tokens": 2000}]
     roster = {i["hotkey"]: i for i in h.client.get("/v1/runs/run-1/roster").json()}
-    assert roster[bad["hotkey"]]["status"] == "faulted"
+    assert roster[bad["hotkey"]]["status"] == "proven_fault"  # its round is final
     assert roster[good["hotkey"]]["escrow"] == 1000
     # the next round starts from the merged model by default
     nxt = h.client.post("/admin/v1/runs/run-1/rounds", headers=bearer("admin"), json={})

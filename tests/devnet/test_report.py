@@ -35,7 +35,7 @@ def _round(index: int, loss: float | None, phase: str = "final") -> dict[str, An
 def _doc(sec: Secrets) -> dict[str, Any]:
     honeypot = sec.islands[-1].ss58
     islands = [
-        {"hotkey": m.ss58, "status": "faulted" if m.ss58 == honeypot else "probation",
+        {"hotkey": m.ss58, "status": "proven_fault" if m.ss58 == honeypot else "probation",
          "tokens": 1000, "escrow": 0 if m.ss58 == honeypot else 500, "vested": 0, "paid": 7,
          "burned": 0}
         for m in sec.islands

@@ -310,7 +310,7 @@ def _check_refused(net: _Net) -> None:
     faults = httpx.get(f"{net.service}/v1/runs/{RUN}/faults").json()
     assert [(f["round"], f["hotkey"]) for f in faults] == [(0, island)], faults
     row = _roster(net)[island]
-    assert row["faults"] == 1, row
+    assert (row["accused_rounds"], row["proven_faults"]) == (1, 1), row
     assert sum(row[k] for k in ("escrow", "held", "vested", "paid")) == 0, row
     # the auditor is not barred: nothing re-assigned, its verdict counts
     assert httpx.get(f"{net.service}/v1/runs/{RUN}/reassigned").json() == []

@@ -169,10 +169,10 @@ class RoundDetail(Answer):
         return MergeTape.model_validate(self.merge.body) if self.merge else None
 
 
-# "faulted" is the status of an *accused* island (``accused_rounds`` > 0: a standing
-# fault verdict, disputable until its round is final); whether a fault is *proven* (booked
-# and burned, ``GET /faults``) is ``proven_faults``. The word is kept for older readers.
-IslandStatus = Literal["active", "probation", "faulted", "deregistered", "left"]
+# ``accused``: a standing fault verdict accuses the island (``accused_rounds`` > 0), still
+# disputable while its round is not final; ``proven_fault``: a fault of it is proven
+# (booked and burned, ``proven_faults`` > 0: rows of ``GET /faults``).
+IslandStatus = Literal["active", "probation", "accused", "proven_fault", "deregistered", "left"]
 
 
 class RosterEntry(Answer):
@@ -182,8 +182,7 @@ class RosterEntry(Answer):
     settlement rule faults the island in on a standing non-``match`` verdict (an
     accusation: a dispute may still overturn it until the round is final), and
     ``proven_faults`` the rounds whose fault was proven (booked, its value burned: the
-    rows of ``GET /v1/runs/{run}/faults``). ``faults`` is ``accused_rounds`` under its
-    older name."""
+    rows of ``GET /v1/runs/{run}/faults``)."""
 
     hotkey: str
     uid: int | None
@@ -194,7 +193,6 @@ class RosterEntry(Answer):
     probation_until_round: int
     commits: int
     tokens: int
-    faults: int  # = accused_rounds (the older name, kept for its readers)
     escrow: int
     held: int
     vested: int
@@ -238,7 +236,6 @@ class RunSummary(Answer):
     tokens_total: int
     update_bytes_total: int
     audits_total: int
-    faults_total: int  # = accused_total (the older name, kept for its readers)
     beacon_round: int | None
     accused_total: int = 0  # the roster's accused_rounds, summed (disputable or proven)
     proven_faults_total: int = 0  # the roster's proven_faults, summed: GET /faults' rows

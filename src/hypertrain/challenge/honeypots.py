@@ -13,7 +13,7 @@ counted only over its own period's rounds, from public records (commits, assignm
 verdicts, disputes):
 
 * islands: rounds run (committed), audited, caught (rounds it is accused in: the
-  settlement rule faults it on a standing verdict, :func:`facts.run_faults`, never a raw
+  settlement rule faults it on a standing verdict, :func:`facts.run_accusations`, never a raw
   ``mismatch`` row), missed (cheating rounds not caught), false positives (the same count
   for an honest honeypot: an overturned or set-aside verdict is none), disputes won and
   lost;
@@ -151,13 +151,13 @@ class _Tally:
 def table(state: ServiceState, run_id: str) -> list[HoneypotRow]:
     """One row per role and strategy, accumulated over every revealed period."""
     rows: dict[tuple[str, str], _Tally] = {}
-    faults = facts.run_faults(state.conn, run_id)
+    accused = facts.run_accusations(state.conn, run_id)
     for p in revealed(state, run_id):
         assert p.revealed is not None
         span = (p.first_round, p.last_round)
         for entry in p.revealed.entries:
             counts = (
-                _island(state.conn, run_id, entry.hotkey, span, faults)
+                _island(state.conn, run_id, entry.hotkey, span, accused)
                 if entry.role == "island"
                 else _auditor(state.conn, run_id, entry.hotkey, span)
             )
@@ -182,14 +182,14 @@ def _island(
     run_id: str,
     hotkey: str,
     span: tuple[int, int],
-    faults: dict[int, dict[str, str]],
+    accused: dict[int, dict[str, str]],
 ) -> dict[str, int]:
     record = audit_storage.island_span(conn, run_id, hotkey, *span)
     games = game_storage.outcomes_in_span(conn, run_id, "island", hotkey, span)
     return {
         "rounds_run": record.rounds_run,
         "audited": record.audited,
-        "caught": sum(1 for i, hit in faults.items() if span[0] <= i <= span[1] and hotkey in hit),
+        "caught": sum(1 for i, hit in accused.items() if span[0] <= i <= span[1] and hotkey in hit),
         "disputes_won": games.overturned,
         "disputes_lost": games.upheld,
     }

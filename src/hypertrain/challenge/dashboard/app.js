@@ -216,10 +216,9 @@ function auditedIsland(isl, hotkey, probation) {
   return `${isl ? isl.name : short(hotkey)}${label}`;
 }
 
-// The status badge of a roster row or card: a "faulted" status says which fault it is.
+// The status badge of a roster row or card ("accused": disputable; "proven_fault": booked).
 function statusBadge(isl) {
-  const word = isl.status === "faulted" ? faultWord(isl) : null;
-  return word ? badge(word, word === "proven fault" ? "proven" : "accused") : badge(isl.status);
+  return isl.status === "proven_fault" ? badge("proven fault", "proven") : badge(isl.status);
 }
 
 function drawAudits(d, runId) {

@@ -168,7 +168,7 @@ def round_rows(
 def audit_rows(state: ServiceState, run_id: str) -> list[AuditRow]:
     """Every audit: the selecting beacon round, the segments, verdicts and disputes."""
     standing = {v.verdict_id: v for v in facts.standing_verdicts(state.conn, run_id)}
-    faults = views.run_faults(state, run_id)
+    accused = views.run_accusations(state, run_id)
     out = []
     for a in audit_storage.audits(state.conn, run_id):
         verdicts = [
@@ -189,7 +189,7 @@ def audit_rows(state: ServiceState, run_id: str) -> list[AuditRow]:
                 beacon_randomness=a.randomness,
                 verdicts=verdicts,
                 disputes=disputes,
-                fault=a.hotkey in faults.get(a.round, {}),
+                fault=a.hotkey in accused.get(a.round, {}),
             )
         )
     return out

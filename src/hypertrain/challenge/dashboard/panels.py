@@ -176,7 +176,7 @@ def _cheating(state: ServiceState, run_id: str) -> dict[str, _Cheating]:
     """Per cheating island strategy, over the revealed periods: the rounds its honeypots
     ran from the round each entry says it started cheating (the period's first round
     when it says none), and the rounds of those the settlement rule faulted."""
-    faults = views.run_faults(state, run_id)
+    accused = views.run_accusations(state, run_id)
     out: dict[str, _Cheating] = {}
     for period in honeypots.revealed(state, run_id):
         assert period.revealed is not None
@@ -192,7 +192,7 @@ def _cheating(state: ServiceState, run_id: str) -> dict[str, _Cheating]:
             tally.rounds += span.rounds_run
             tally.caught += sum(
                 1
-                for i, hit in faults.items()
+                for i, hit in accused.items()
                 if first <= i <= period.last_round and e.hotkey in hit
             )
     return out

@@ -4,11 +4,12 @@ The standing verdict of an audit (:func:`standing_verdicts`: the one query
 :data:`~hypertrain.challenge.store.verdict_storage.STANDING_SQL`, then the late panels'
 majority, :func:`~hypertrain.challenge.rule.late_standing`), a round's outcome
 (:func:`round_outcome`, the pure :func:`~hypertrain.challenge.rule.decide` over typed
-rows) and an island's faults (:func:`island_faults`, the rounds whose outcome faulted it;
-:func:`faulted_before`, the islands an earlier round faulted) are defined here only.
+rows) and an island's accusations (:func:`run_accusations`, the rounds whose outcome
+faults it; :func:`faulted_before`, the islands an earlier round faulted) are defined here
+only.
 
 Two words, never one: an island is *accused* in a round the settlement rule faults it in
-on a standing verdict (:func:`run_faults`; a dispute may still overturn it while the
+on a standing verdict (:func:`run_accusations`; a dispute may still overturn it while the
 round is not final), and its fault is *proven* once booked (:func:`proven_faults`: the
 rows ``GET /faults`` lists, its value burned). :func:`fault_records` holds both per
 island for the roster, the summary and the dashboard.
@@ -174,13 +175,15 @@ def round_outcome(conn: sqlite3.Connection, run_id: str, index: int) -> Outcome:
 def faulted_before(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
     """Hotkeys that a round before ``index`` faulted: a standing fault verdict
     (:func:`~hypertrain.challenge.rule.verdict_faults`, the faults of
-    :func:`round_outcome` and :func:`run_faults`). One read of the verdicts, no tapes."""
+    :func:`round_outcome` and :func:`run_accusations`). One read of the verdicts, no tapes."""
     verdicts = standing_verdicts(conn, run_id)
     return frozenset(rule.verdict_faults(v for v in verdicts if v.round < index))
 
 
-def run_faults(conn: sqlite3.Connection, run_id: str) -> dict[int, dict[str, str]]:
-    """round -> hotkey -> fault reason, for every round of the run (three reads in all)."""
+def run_accusations(conn: sqlite3.Connection, run_id: str) -> dict[int, dict[str, str]]:
+    """round -> hotkey -> fault reason of every island the round's outcome faults (an
+    accusation, disputable while the round is not final), for every round of the run
+    (three reads in all)."""
     commits = commit_storage.run_commits(conn, run_id)
     tapes = {
         index: parse_tape(body) for index, body in merge_storage.tape_bodies(conn, run_id).items()
@@ -192,11 +195,6 @@ def run_faults(conn: sqlite3.Connection, run_id: str) -> dict[int, dict[str, str
         index: decide(rows, tapes.get(index), verdicts[index]).faults
         for index, rows in sorted(commits.items())
     }
-
-
-def island_faults(conn: sqlite3.Connection, run_id: str) -> dict[str, int]:
-    """hotkey -> how many rounds faulted it (by a standing verdict or its own blob)."""
-    return fault_counts(run_faults(conn, run_id))
 
 
 def proven_faults(conn: sqlite3.Connection, run_id: str) -> frozenset[tuple[int, str]]:
@@ -216,9 +214,9 @@ class FaultRecord:
 def fault_records(
     run: dict[int, dict[str, str]], proven: frozenset[tuple[int, str]]
 ) -> dict[str, FaultRecord]:
-    """hotkey -> its :class:`FaultRecord`, from :func:`run_faults`' answer ``run`` and
+    """hotkey -> its :class:`FaultRecord`, from :func:`run_accusations`' answer ``run`` and
     :func:`proven_faults`' ``proven`` (an island with neither is absent)."""
-    accused = fault_counts(run)
+    accused = accusation_counts(run)
     booked: dict[str, int] = {}
     for _, hotkey in proven:
         booked[hotkey] = booked.get(hotkey, 0) + 1
@@ -228,10 +226,10 @@ def fault_records(
     }
 
 
-def fault_counts(run: dict[int, dict[str, str]]) -> dict[str, int]:
-    """hotkey -> how many rounds of :func:`run_faults`' answer ``run`` faulted it."""
+def accusation_counts(run: dict[int, dict[str, str]]) -> dict[str, int]:
+    """hotkey -> how many rounds of :func:`run_accusations`' answer ``run`` accuse it."""
     out: dict[str, int] = {}
-    for faults in run.values():
-        for hotkey in faults:
+    for accused in run.values():
+        for hotkey in accused:
             out[hotkey] = out.get(hotkey, 0) + 1
     return out

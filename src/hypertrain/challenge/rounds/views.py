@@ -64,17 +64,17 @@ def round_summaries(state: ServiceState, run_id: str) -> list[RoundSummary]:
     return list(state.memo("round_summaries", run_id, lambda: _summaries(state, run_id)))
 
 
-def run_faults(state: ServiceState, run_id: str) -> dict[int, dict[str, str]]:
-    """:func:`facts.run_faults`, read once per write of the database (a copy: callers
+def run_accusations(state: ServiceState, run_id: str) -> dict[int, dict[str, str]]:
+    """:func:`facts.run_accusations`, read once per write of the database (a copy: callers
     may change theirs)."""
-    kept = state.memo("run_faults", run_id, lambda: facts.run_faults(state.conn, run_id))
-    return {index: dict(faults) for index, faults in kept.items()}
+    kept = state.memo("run_accusations", run_id, lambda: facts.run_accusations(state.conn, run_id))
+    return {index: dict(accused) for index, accused in kept.items()}
 
 
 def _summaries(state: ServiceState, run_id: str) -> tuple[RoundSummary, ...]:
-    faults = run_faults(state, run_id)
+    accused = run_accusations(state, run_id)
     verdicts = _verdict_counts(facts.standing_verdicts(state.conn, run_id))
-    losses = _train_losses(commit_storage.commit_tokens(state.conn, run_id), faults)
+    losses = _train_losses(commit_storage.commit_tokens(state.conn, run_id), accused)
     disputes = game_storage.games_per_round(state.conn, run_id)
     return tuple(
         RoundSummary(
@@ -120,14 +120,14 @@ def _verdict_counts(verdicts: list[StandingVerdict]) -> dict[int, VerdictCounts]
 
 
 def _train_losses(
-    commits: list[commit_storage.CommitTokens], faults: dict[int, dict[str, str]]
+    commits: list[commit_storage.CommitTokens], accused: dict[int, dict[str, str]]
 ) -> dict[int, float]:
     """round -> token-weighted median of the self-reported losses of the commits the round
-    did not fault: one island's claim (never checked by an audit) cannot move it unless
+    does not accuse: one island's claim (never checked by an audit) cannot move it unless
     it holds half the round's tokens (an outsider's finding: a claimed 1e6 set a mean)."""
     by_round: dict[int, list[tuple[float, int]]] = {}
     for c in commits:
-        if c.train_loss is None or c.hotkey in faults.get(c.round, {}) or c.tokens <= 0:
+        if c.train_loss is None or c.hotkey in accused.get(c.round, {}) or c.tokens <= 0:
             continue
         by_round.setdefault(c.round, []).append((c.train_loss, c.tokens))
     return {index: weighted_median(points) for index, points in by_round.items()}
@@ -192,7 +192,8 @@ def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
     state.manifest(run_id)
     rows = roster_storage.roster(state.conn, run_id)
     balances = state.ledger.balances(run_id, [r.hotkey for r in rows])
-    faults = facts.fault_records(run_faults(state, run_id), facts.proven_faults(state.conn, run_id))
+    accused = run_accusations(state, run_id)
+    faults = facts.fault_records(accused, facts.proven_faults(state.conn, run_id))
     snapshot = state.metagraph.snapshot
     out: list[RosterEntry] = []
     for r in rows:
@@ -208,7 +209,6 @@ def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
                 probation_until_round=r.probation_until_round,
                 commits=r.commits,
                 tokens=r.tokens,
-                faults=record.accused,
                 left_round=r.left_round,
                 proven_memory_bytes=r.proven_memory_bytes,
                 accused_rounds=record.accused,
@@ -222,12 +222,15 @@ def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
 def _status(
     state: ServiceState, r: roster_storage.RosterRow, faults: facts.FaultRecord
 ) -> IslandStatus:
-    """``faulted`` while accused or proven faulty (see ``api.models.IslandStatus``), else
-    left, probation or active; deregistered above all."""
+    """``proven_fault`` once a fault of it is proven, else ``accused`` while a standing
+    fault verdict accuses it (see ``api.models.IslandStatus``), else left, probation or
+    active; deregistered above all."""
     if not state.metagraph.is_registered(r.hotkey):
         return "deregistered"
-    if faults.accused or faults.proven:
-        return "faulted"
+    if faults.proven:
+        return "proven_fault"
+    if faults.accused:
+        return "accused"
     if r.left_round is not None:
         return "left"
     current = r.last_round if r.last_round is not None else 0
@@ -260,7 +263,6 @@ def run_summary(state: ServiceState, run_id: str) -> RunSummary:
         tokens_total=sum(s.tokens for s in rounds),
         update_bytes_total=sum(s.update_bytes for s in rounds),
         audits_total=sum(s.audits for s in rounds),
-        faults_total=sum(i.accused_rounds for i in islands),
         beacon_round=state.current.round if state.current else None,
         accused_total=sum(i.accused_rounds for i in islands),
         proven_faults_total=sum(i.proven_faults for i in islands),

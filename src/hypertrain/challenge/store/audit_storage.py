@@ -35,7 +35,7 @@ class UnjudgedAudit:
 class IslandSpan:
     """One island's record over rounds ``first`` to ``last``: rounds it committed to and
     rounds it was audited in (which of them faulted it is the settlement rule's:
-    ``facts.run_faults``, never a raw verdict count)."""
+    ``facts.run_accusations``, never a raw verdict count)."""
 
     rounds_run: int
     audited: int
