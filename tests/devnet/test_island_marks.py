@@ -34,6 +34,7 @@ def test_steps_trained_ahead_are_compute_and_the_wait_for_the_open_is_a_cause() 
     assert not marks[0].started_ahead
     u = whole_run(_doc(), {"island-o": OVERLAPPED})["islands"]["island-o"]
     assert u["compute_s"] == 13.0 and u["wall_s"] == 18.0 and u["complete"]
+    assert u["adopted"] == 1
     assert u["waiting_s"] == pytest.approx({
         "deadline": 0.3, "beacon": 0.7, "open": 2.0, "notice": 0.9, "prepare": 0.7,
         "download": 0.4,
@@ -48,4 +49,12 @@ def test_ahead_work_the_round_did_not_adopt_is_lost_not_compute() -> None:
     u = whole_run(_doc(), {"island-o": discarded})["islands"]["island-o"]
     assert u["compute_s"] == 9.0 and u["waiting_s"]["unfinished"] == pytest.approx(7.0)
     assert u["notes"] == ["round 1: trained ahead, not adopted, 7.0 s lost"]
+    _invariant(u)
+
+
+def test_a_round_trained_ahead_that_never_opened_is_not_wall_time() -> None:
+    never = [*OVERLAPPED, _ahead("round_seen", 2, 1021.5), _ahead("round_start", 2, 1022.0)]
+    u = whole_run(_doc(), {"island-o": never}, run_end=1090.0)["islands"]["island-o"]
+    assert u["wall_s"] == 18.0 and u["compute_s"] == 13.0 and u["complete"]
+    assert island_rounds(never)[2].started_ahead
     _invariant(u)

@@ -29,14 +29,19 @@ ARGS = ["--scenario", "rollback", "--rounds", "10", "--h", "4", "--j", "2", "--p
         "--audit-window-s", "15", "--honeypot", "wrong-samples"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def rollback_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+@pytest.fixture(scope="module", params=["sequential", "overlapped"])
+def rollback_run(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """The scenario's report, with rounds in sequence and overlapped (``--overlap``: the
+    islands train each round while the one before is audited, disputed and rolled back)."""
     tmp = tmp_path_factory.mktemp("rollback")
+    overlap = ["--overlap"] if request.param == "overlapped" else []
     report = tmp / "report.json"
     dirs = ["--state-dir", str(tmp / "devnet"), "--cache-dir", str(tmp / "cache")]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "hypertrain.cli", "devnet", *ARGS, *dirs,
+        [sys.executable, "-m", "hypertrain.cli", "devnet", *ARGS, *overlap, *dirs,
          "--exit-when-done", "--report", str(report), "--timeout-s", "1500"],
         capture_output=True, text=True, timeout=1600, env=env, check=False,
     )  # fmt: skip
@@ -44,6 +49,7 @@ def rollback_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(report.read_text())
     doc["_dashboard"] = json.loads((tmp / "report-dashboard.json").read_text())
     doc["_markdown"] = (tmp / "report.md").read_text()
+    doc["_overlap"] = bool(overlap)
     return doc
 
 
@@ -78,3 +84,16 @@ def test_the_liar_lost_its_dispute_to_the_island_it_lied_about(
     rows = {(x["role"], x["strategy"]): x for x in dash["honeypots"]["rows"]}
     assert rows[("auditor", "lying")]["disputes_lost"] >= 1
     assert rows[("island", "wrong-samples")]["caught"] >= 1
+
+
+def test_overlapped_islands_trained_ahead_and_their_audits_matched(
+    rollback_run: dict[str, Any],
+) -> None:
+    """Under ``--overlap`` the honest islands adopted rounds they trained ahead (audited
+    from the derived overlapped start like every round); in sequence none did."""
+    islands = rollback_run["utilisation"]["islands"]
+    honest = [u for u in islands.values() if u["honest"]]
+    adopted = [u["adopted"] for u in honest]
+    assert all(n >= 1 for n in adopted) if rollback_run["_overlap"] else not any(adopted)
+    honest_miners = [m for m in rollback_run["miners"] if not m["honeypot"]]
+    assert honest_miners and all(m["burned"] == 0 for m in honest_miners)  # no proven fault

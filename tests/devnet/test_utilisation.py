@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from hypertrain.devnet.utilisation import compute_seconds, round_walls, utilisation
+from hypertrain.devnet.island_marks import compute_seconds
+from hypertrain.devnet.utilisation import round_walls, utilisation
 from hypertrain.devnet.view import summary_rows
 
 

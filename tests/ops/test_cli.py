@@ -112,6 +112,10 @@ def test_run_init_writes_a_complete_commented_manifest(
     assert manifest.model.vocab_size == dataset["vocab_size"]
     again = _run(capsys, *args, "--out", str(out))
     assert again[0] == 1 and "--force" in again[2]
+    assert not manifest.round.overlap  # overlapped rounds: an option
+    code, _, _ = _run(capsys, *args, "--overlap", "--force", "--out", str(out))
+    overlapped = RunManifest.model_validate(manifest_document(out.read_bytes()))
+    assert code == 0 and overlapped.round.overlap
 
 
 def test_competition_init_writes_a_spec_create_fills_and_refuses_bad_values(

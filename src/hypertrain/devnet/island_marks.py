@@ -26,10 +26,7 @@ class RoundMarks:
     fetch: float | None
     ahead: tuple[float, float] | None = None  # adopted steps trained ahead: start, end
     opened_seen: float | None = None  # trained ahead: the round_seen after the open
-
-    @property
-    def started_ahead(self) -> bool:
-        return self.opened_seen is not None
+    started_ahead: bool = False  # its first round_start was ahead of the round's open
 
     @property
     def compute_s(self) -> float | None:
@@ -58,6 +55,7 @@ def _note(m: dict[str, float], doc: dict[str, Any]) -> None:
     ts, event, ahead = float(doc["ts"]), doc.get("event"), bool(doc.get("ahead"))
     if event == "round_start":
         m.setdefault("start", ts)
+        m.setdefault("first_ahead", float(ahead))
         key = "ahead_start" if ahead else "latest_start"
         m[key], m["in_ahead"] = ts, float(ahead)
     elif event == "trained" and m.get("in_ahead"):
@@ -93,6 +91,7 @@ def island_rounds(lines: Iterable[str]) -> dict[int, RoundMarks]:
             fetch=m.get("start_model_fetch"),
             ahead=(m["ahead_start"], m["ahead_end"]) if adopted else None,
             opened_seen=m.get("opened_seen") if "ahead_start" in m else None,
+            started_ahead=bool(m["first_ahead"]),
         )
     return out
 

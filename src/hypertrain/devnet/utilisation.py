@@ -239,6 +239,14 @@ def island_segments(
             for s in _gap(i, m, after, clocks, end)]  # fmt: skip
 
 
+def opened_rounds(
+    marks: Mapping[int, RoundMarks], clocks: Mapping[int, RoundClock]
+) -> dict[int, RoundMarks]:
+    """The rounds of an island's marks that were opened: a round trained ahead that never
+    opened (the run ended first) is not part of its wall time."""
+    return {i: m for i, m in marks.items() if i in clocks or not m.started_ahead}
+
+
 def island_notes(marks: Mapping[int, RoundMarks], last_round: int | None) -> list[str]:
     """What makes an island's figures partial, in words (empty: complete)."""
     notes, indices = [], sorted(marks)
@@ -316,8 +324,9 @@ def whole_run(
     ``doc``: the dashboard document (rounds, audits, beacon period); ``other_lines``: the
     other roles' event lines (auditors' ``verdict`` events time the audits); ``hotkeys``:
     island names to hotkeys (to find their probation audits)."""
-    marks = {name: island_rounds(lines) for name, lines in sorted(island_lines.items())}
     clocks = service_clocks(doc, island_lines, other_lines)
+    marks = {name: opened_rounds(island_rounds(lines), clocks)
+             for name, lines in sorted(island_lines.items())}  # fmt: skip
     honest = set(island_lines if honest is None else honest)
     names = hotkeys or {}
     first, basis = steady_from(doc.get("audits", []), {names[n] for n in honest if n in names})
@@ -325,8 +334,10 @@ def whole_run(
     islands, counted = {}, []
     for name, m in marks.items():
         segs, notes = island_segments(m, clocks, run_end), island_notes(m, last_round)
+        adopted = sum(x.ahead is not None for x in m.values())  # rounds trained ahead
         islands[name] = {**summary([segs]), "honest": name in honest, "complete": not notes,
-                         "notes": notes, "steady": summary([segs], first)}  # fmt: skip
+                         "notes": notes, "adopted": adopted,
+                         "steady": summary([segs], first)}  # fmt: skip
         counted += [segs] if name in honest else []
     return {
         "islands": islands,

@@ -45,8 +45,9 @@ SECTION_NOTES: Final = {
     "inner": "inner optimizer of every island (H steps per round) and its LR schedule",
     "outer": "outer step of the aggregator (plain averaging, docs/parity.md), norm clipping"
     " and rejection",
-    "round": "H (inner_steps), J (checkpoint_interval), layouts, and phase windows in"
-    " beacon rounds (a phase closes early once its work is in)",
+    "round": "H (inner_steps), J (checkpoint_interval), layouts, phase windows in"
+    " beacon rounds (a phase closes early once its work is in) and, with overlap, islands"
+    " that train round r + 1 while round r is audited and merged",
     "compression": "blockwise compression of the pseudo-gradient (bits: 8, 4 or 2)",
     "data": "the dataset pinned by its Merkle root, descriptor and tokenizer hashes",
     "audit": "share of islands audited per round, J-segments replayed, probation rounds",
@@ -109,6 +110,7 @@ class RunOptions:
     dispute_answer_rounds: int = 0  # 0: sized to one segment's replay (protocol.deadlines)
     beacon_period_s: int = QUICKNET_PERIOD_S  # seconds per beacon round the deadlines fit
     device: str = "cpu"
+    overlap: bool = False  # overlapped rounds (docs/protocol.md, "Overlapped rounds")
 
     def __post_init__(self) -> None:
         if self.checkpoint_interval == 0:  # the recipe's default: one segment, J = H
@@ -156,6 +158,7 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
             "commit_window_rounds": opts.commit_window_rounds,
             "audit_window_rounds": opts.audit_window_rounds,
             "dispute_window_rounds": opts.dispute_window_rounds,
+            **({"overlap": True} if opts.overlap else {}),
         },
         "compression": dict(COMPRESSION),
         "data": dataset.descriptor.data_spec().model_dump(mode="json"),

@@ -110,6 +110,9 @@ def register(subparsers: Any) -> None:
     init.add_argument("--local", action="store_true",
                       help="a network on one machine: the manifest's 8-step admission"
                       " workload, which bounds no sybil farm")  # fmt: skip
+    init.add_argument("--overlap", action="store_true",
+                      help="overlapped rounds: islands train round r + 1 while round r is"
+                      " audited and merged (docs/protocol.md; its cost in docs/parity.md)")  # fmt: skip
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=_init)
 
@@ -230,6 +233,7 @@ def _init(args: argparse.Namespace) -> int:
         warm_start_batch=args.warm_start_batch,
         admission_workload_steps=args.admission_workload_steps,
         admission_window_rounds=args.admission_window_rounds,
+        overlap=args.overlap,
         admission_device_class=args.admission_device_class,
         local=args.local,
         dispute_answer_rounds=args.dispute_answer_rounds,
