@@ -5,8 +5,10 @@ the envelope and parsed the body, and skipped the signer where the coordinator w
 empty) and evidence refuses: a commit with the wrong leaf count is now ``bad_commit``
 (and the witness, which checks with the same functions, agrees), an island's own
 verdict on itself and a verdict on an audit nobody assigned are refused (no verdict),
-an assignment outside the round stops the collection, and a run whose manifest names
-no coordinator is refused by the library, the poll loop and the command line.
+an assignment outside the round stops the collection, a round-open record another key
+signed stops the merge (nothing is posted; the true record then merges), and a run whose
+manifest names no coordinator is refused by the library, the poll loop and the command
+line.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.identity import Hotkey, write_key_file
 from hypertrain.protocol.messages import AuditAssignment
 from tests.aggregator.test_attacks import KEYS, World, audited, unaudited
-from tests.challenge.helpers import bearer
+from tests.challenge.helpers import TOKENS, bearer
 
 __all__ = ["audited", "unaudited"]  # the fixtures, shared with the attack tests
 AUDITOR = Hotkey.from_seed(b"\x55" * 32)
@@ -135,6 +137,30 @@ def test_a_run_without_a_coordinator_is_refused(unaudited: World) -> None:
     with pytest.raises(CoordinatorError):
         w.agg.step(nobody, open_rounds=True)
     assert records.round_open(detail, w.manifest, 0).round == 0  # the named one verifies
+
+
+class ForgedOpen(ChallengeClient):
+    """The service's client, serving every round-open record re-signed by another key."""
+
+    def round_detail(self, run_id: str, index: int) -> RoundDetail:
+        detail = super().round_detail(run_id, index)
+        return detail.model_copy(update={"open": _sign(AUDITOR, "round-open", detail.open.body)})
+
+
+def test_a_forged_open_record_stops_the_merge_and_loses_nothing(unaudited: World) -> None:
+    w = unaudited
+    _committed(w, 2)
+    w.tick(2)  # the audit window closed: the merge phase
+    honest = w.agg.service
+    w.agg.service = ForgedOpen("http://testserver", worker_token=TOKENS["worker"],
+                               admin_token=TOKENS["admin"], http=w.client)  # fmt: skip
+    with pytest.raises(VerificationError, match="signed by"):
+        w.agg.step(w.manifest, open_rounds=True)
+    (summary,) = honest.rounds("run-1")  # nothing merged, nothing opened on it
+    assert summary.phase == "merge" and honest.round_detail("run-1", 0).merge is None
+    w.agg.service = honest  # the true record: the same round merges as it would have
+    assert w.agg.step(w.manifest, open_rounds=False) == 1
+    assert honest.rounds("run-1")[0].phase == "settle"
 
 
 class Coordinatorless(ChallengeClient):

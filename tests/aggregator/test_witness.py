@@ -315,7 +315,7 @@ def test_the_next_round_waits_for_the_witness_and_the_witness_reads_only_new_tap
     assert rounds[1].start_model_sha256 == rounds[0].new_model_sha256
     detail_of = partial(agg.service.round_detail, "run-1")
     record = detail_of(0).current_merge()
-    assert record is not None and chain.previous_outer(detail_of, 1) == record.outer_state_sha256
+    assert record is not None and chain.previous_outer(detail_of, 1, m) == record.outer_state_sha256
     shas = {e.body["update_sha256"] for e in detail_of(0).commits if e.signer in record.included}
     assert chain.merged_updates(detail_of, 1, m) == shas and len(shas) == 3
     memo: chain.MergedMemo = {}  # the witness verifies a round's set once per set of tapes

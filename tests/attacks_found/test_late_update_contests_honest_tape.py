@@ -208,7 +208,7 @@ def test_an_update_uploaded_after_the_tape_does_not_make_the_honest_witness_cont
     assert report.identical, report.first_difference
     # a tape that moves its deadline (to let the late update in) is caught on its inputs
     moved = tape.model_copy(update={"updates_by_round": h.beacon.round})
-    previous = chain.previous_outer(lambda w: agg.service.round_detail(RUN, w), 1)
+    previous = chain.previous_outer(lambda w: agg.service.round_detail(RUN, w), 1, m)
     found = inputs_difference(moved, detail, m, previous) or ""
     assert found.startswith("tape.updates_by_round")
     h.tick(5)

@@ -78,7 +78,7 @@ class Relabelling(Aggregator):
                          tokens=mine.tokens, stage="collect", reason="near_duplicate",
                          detail="explained by earlier updates")  # fmt: skip
         inputs = MergeInputs(
-            manifest, index, got.start_model_sha256, self.previous_outer(index),
+            manifest, index, got.start_model_sha256, self.previous_outer(manifest, index),
             [c for c in got.candidates if c is not mine], [*got.excluded, label],
             proven=[h for h in got.proven if h != self.victim],
             updates_by_round=updates_deadline(detail),

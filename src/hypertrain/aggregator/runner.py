@@ -40,6 +40,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +65,12 @@ from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundSummary
 from hypertrain.evidence.errors import CoordinatorError
 from hypertrain.evidence.genesis import genesis_blob
-from hypertrain.evidence.verify import coordinator_of
+from hypertrain.evidence.verify import coordinator_of, verify_round_open
 from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.exclusions import ExclusionReason
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.messages import MergeCorrection, MergeTape, RoundOpen
+from hypertrain.protocol.messages import MergeCorrection, MergeTape
 from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.errors import CodecError, TrainerError
 from hypertrain.trainer.model import param_shapes
@@ -189,10 +190,11 @@ class Aggregator:
             kept.append(e)
         return kept
 
-    def previous_outer(self, index: int) -> str | None:
+    def previous_outer(self, manifest: RunManifest, index: int) -> str | None:
         """Outer-state hash of the merge round ``index`` continues (None: zero momentum),
         as it stands after any correction (:func:`chain.previous_outer`)."""
-        return chain.previous_outer(lambda w: self.service.round_detail(self.run_id, w), index)
+        detail_of = partial(self.service.round_detail, self.run_id)
+        return chain.previous_outer(detail_of, index, manifest)
 
     def merge_round(self, manifest: RunManifest, index: int) -> MergeResult:
         detail = self.service.round_detail(self.run_id, index)
@@ -202,7 +204,7 @@ class Aggregator:
             log.warning("round %d: verdict %s refused: %s", index, refused.verdict_id[:16],
                         refused.reason)  # fmt: skip
         inputs = MergeInputs(
-            manifest, index, got.start_model_sha256, self.previous_outer(index),
+            manifest, index, got.start_model_sha256, self.previous_outer(manifest, index),
             got.candidates, got.excluded, history_norms=self.history(index), proven=got.proven,
             earlier=earlier, older=self.older(manifest, index, earlier), sketches=self.sketches,
             updates_by_round=updates_deadline(detail),
@@ -325,18 +327,11 @@ class Aggregator:
                     return
                 if exc.code != "no_start_model":
                     raise
-                opened = self.service.open_round(self.run_id, *self._latest_model(rounds))
-            sha = RoundOpen.model_validate(opened.body).start_model_sha256
+                detail_of = partial(self.service.round_detail, self.run_id)
+                latest = chain.latest_model(detail_of, [r.round for r in rounds], manifest)
+                opened = self.service.open_round(self.run_id, *latest)
+            sha = verify_round_open(opened, manifest, len(rounds)).start_model_sha256
         self.emit({"event": "opened", "round": len(rounds), "phase": "train", "model": sha})
-
-    def _latest_model(self, rounds: list[RoundSummary]) -> tuple[str, str]:
-        for summary in reversed(rounds):  # a corrected round continues from its correction
-            tape = self.service.round_detail(self.run_id, summary.round).current_merge()
-            if tape:
-                return tape.new_model_sha256, tape.new_model_url
-        first = self.service.round_detail(self.run_id, rounds[0].round).open
-        opened = RoundOpen.model_validate(first.body)
-        return opened.start_model_sha256, opened.start_model_url
 
     def step(self, manifest: RunManifest, open_rounds: bool) -> int:
         """One poll: merge what waits for a merge, open the next round; returns merges done.

@@ -352,7 +352,7 @@ class Witness:
 
     def _attest(self, detail: RoundDetail, manifest: RunManifest) -> int:
         index = detail.round
-        previous = chain.previous_outer(self._detail, index)
+        previous = chain.previous_outer(self._detail, index, manifest)
         merged = chain.merged_updates(self._detail, index, manifest, self.merged_memo)
         if self.sketches is None:
             self.sketches = SketchCache(self.run_id)
