@@ -300,3 +300,23 @@ def test_the_resource_check_sees_a_crossing() -> None:
     parts = challenge_parts()
     assert parts["disputes"] >= {"store", "facts", "settlement"}
     assert parts["dashboard"] >= {"rounds", "disputes", "honeypots"}
+
+
+# The lowest layers take the narrow pieces a function uses (the open connection, the
+# settings), never the service's whole state: no module of the store imports it, and no
+# module of the facts but those listed, which read the beacon, the manifest or the
+# signing key too. The list only shrinks.
+TAKES_STATE = frozenset({f"{CHALLENGE}.facts.progress", f"{CHALLENGE}.facts.roles"})
+
+
+def test_the_store_and_the_facts_take_the_connection_not_the_state() -> None:
+    state = f"{CHALLENGE}.state"
+    found = sorted(
+        name
+        for name, imported in graph().items()
+        if _challenge_part(name) in ("store", "facts") and state in imported
+    )
+    assert found == sorted(TAKES_STATE), (
+        "pass the connection (or the settings) a function uses instead of the state; a "
+        f"module that no longer imports it leaves TAKES_STATE: {found}"
+    )

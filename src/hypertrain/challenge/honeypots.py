@@ -55,7 +55,7 @@ def commit_period(state: ServiceState, run_id: str, body: HoneypotPeriod) -> Hon
             f" {known[-1].period} (to round {known[-1].last_round})",
             code="overlap",
         )
-    opened = next_round(state, run_id)
+    opened = next_round(state.conn, run_id)
     if body.first_round < opened:
         raise PhaseError(
             f"round {body.first_round} has opened already (next round {opened}): a list is"

@@ -39,7 +39,7 @@ def leave(state: ServiceState, env: Envelope) -> LeaveAnswer:
         raise ConflictError(
             f"{hotkey} already left {run_id} from round {member.left_round}", code="already_left"
         )
-    left_round = next_round(state, run_id)
+    left_round = next_round(state.conn, run_id)
     raw = env.to_bytes()
     with transaction(state.conn):
         state.burn(env)

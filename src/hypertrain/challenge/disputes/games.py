@@ -235,7 +235,7 @@ def tick(state: ServiceState) -> int:
         return 0
     now, changed = state.due_round(), 0
     for game in game_storage.undecided(state.conn):
-        live = jury.live(state, game.run_id, game.jury, now) if game.jury else None
+        live = jury.live(state.conn, game.run_id, game.jury, now) if game.jury else None
         new = resolution.expire(game, now, live)
         if new != game:
             with transaction(state.conn):

@@ -139,7 +139,7 @@ def new_game(
             check=RECOMPUTED[check],
             rules=_rules(manifest.dispute),
             now=now,
-            jury=jury.jury(state, run_id, (auditor, hotkey)),
+            jury=jury.jury(state.conn, state.settings, run_id, (auditor, hotkey)),
         )
     layout = state.layout_of(run_id, body.round, open_envelope, hotkey)
     game = g.open_game(
@@ -151,5 +151,5 @@ def new_game(
         rules=_rules(manifest.dispute),
         now=now,
     )
-    jurors = jury.jury(state, run_id, (auditor, hotkey))
+    jurors = jury.jury(state.conn, state.settings, run_id, (auditor, hotkey))
     return game.model_copy(update={"jury": jurors})  # for a game escalated to a re-audit

@@ -31,7 +31,10 @@ def bar_outvoted(state: ServiceState, run_id: str, index: int, hotkey: str, now:
     for v in on:
         if v.standing != "outvoted" or reaudit_storage.is_faulty(conn, run_id, v.auditor):
             continue
-        if bars(jury.jury(state, run_id, {hotkey, v.auditor}), _evidence(state, run_id, v, on)):
+        if bars(
+            jury.jury(conn, state.settings, run_id, {hotkey, v.auditor}),
+            _evidence(state, run_id, v, on),
+        ):
             outvoted = reaudit_storage.OutvotedVerdict(run_id, index, v.auditor, v.verdict_id)
             unfinal = verdict_storage.unfinal_verdicts_by(conn, run_id, v.auditor)
             reaudit_storage.bar_outvoted(conn, outvoted, now, unfinal)

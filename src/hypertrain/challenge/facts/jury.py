@@ -26,40 +26,45 @@ open. When no such auditor is left (every one barred), the standby jurors *stand
 (:func:`standing_in`): they are the active auditors, and the service lists each
 unjudged assignment of a round in its audit phase as waiting, so they judge it in the
 phase.
+
+Each function takes what it reads, never the service's whole state: the open connection
+and the settings that list the keys.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable
 
-from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.store import merge_storage, roster_storage, verdict_storage
 from hypertrain.challenge.store.reaudit_storage import is_faulty
 
 
-def auditors(state: ServiceState, run_id: str) -> tuple[str, ...]:
+def auditors(conn: sqlite3.Connection, s: Settings, run_id: str) -> tuple[str, ...]:
     """The run's auditor keys (see the module docstring), sorted."""
-    s, conn = state.settings, state.conn
     others = s.aggregator_hotkeys | s.evaluator_hotkeys | s.witness_hotkeys
     others |= merge_storage.tape_signers(conn, run_id) | roster_storage.roster_keys(conn, run_id)
     return tuple(sorted(s.worker_hotkeys - others))
 
 
-def active(state: ServiceState, run_id: str) -> tuple[str, ...]:
+def active(conn: sqlite3.Connection, s: Settings, run_id: str) -> tuple[str, ...]:
     """The auditors expected to judge in the audit phase (see the module docstring)."""
-    usable = [k for k in auditors(state, run_id) if not is_faulty(state.conn, run_id, k)]
-    first = [k for k in usable if k not in state.settings.standby_hotkeys]
+    usable = [k for k in auditors(conn, s, run_id) if not is_faulty(conn, run_id, k)]
+    first = [k for k in usable if k not in s.standby_hotkeys]
     return tuple(first or usable)
 
 
-def standing_in(state: ServiceState, run_id: str) -> bool:
+def standing_in(conn: sqlite3.Connection, s: Settings, run_id: str) -> bool:
     """True when the standby jurors stand in for the active auditors (none is left)."""
-    return bool(set(active(state, run_id)) & state.settings.standby_hotkeys)
+    return bool(set(active(conn, s, run_id)) & s.standby_hotkeys)
 
 
-def jury(state: ServiceState, run_id: str, exclude: Iterable[str]) -> tuple[str, ...]:
+def jury(
+    conn: sqlite3.Connection, s: Settings, run_id: str, exclude: Iterable[str]
+) -> tuple[str, ...]:
     """The run's auditors less ``exclude`` (the island, the auditor judged), sorted."""
-    return tuple(sorted(set(auditors(state, run_id)) - set(exclude)))
+    return tuple(sorted(set(auditors(conn, s, run_id)) - set(exclude)))
 
 
 def quorum(size: int) -> int:
@@ -67,6 +72,6 @@ def quorum(size: int) -> int:
     return size // 2 + 1 if size else 0
 
 
-def live(state: ServiceState, run_id: str, keys: Iterable[str], until: int) -> frozenset[str]:
+def live(conn: sqlite3.Connection, run_id: str, keys: Iterable[str], until: int) -> frozenset[str]:
     """Those of ``keys`` that signed a verdict of the run by beacon round ``until``."""
-    return frozenset(keys) & verdict_storage.verdict_signers(state.conn, run_id, until)
+    return frozenset(keys) & verdict_storage.verdict_signers(conn, run_id, until)

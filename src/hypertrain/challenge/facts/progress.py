@@ -5,14 +5,16 @@ selection and a competition cycle both draw their randomness from it)."""
 
 from __future__ import annotations
 
+import sqlite3
+
 from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.state import ServiceState
 from hypertrain.challenge.store import rounds_storage
 
 
-def next_round(state: ServiceState, run_id: str) -> int:
+def next_round(conn: sqlite3.Connection, run_id: str) -> int:
     """The index of the next round to open (0 before the first)."""
-    last = rounds_storage.last_round(state.conn, run_id)
+    last = rounds_storage.last_round(conn, run_id)
     return 0 if last is None else last[0] + 1
 
 

@@ -91,7 +91,7 @@ def admit(
     state: ServiceState, run_id: str, hotkey: str, body: JoinRequest, device_class: str
 ) -> JoinAnswer:
     """Add an island to the roster (inside the caller's transaction); the join answer."""
-    first_round = next_round(state, run_id)
+    first_round = next_round(state.conn, run_id)
     probation_until = first_round + state.manifest(run_id).audit.probation_rounds
     roster_storage.add_island(
         state.conn,

@@ -72,7 +72,7 @@ def admit(state: ServiceState, run_id: str, index: int, hotkey: str) -> None:
             hotkey=hotkey,
             opened_beacon_round=now,
             close_round=now + window,
-            jury=jury.jury(state, run_id, {hotkey, *aside}),
+            jury=jury.jury(state.conn, state.settings, run_id, {hotkey, *aside}),
         ),
     )
 

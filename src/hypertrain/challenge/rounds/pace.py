@@ -81,8 +81,8 @@ def audits_done(state: ServiceState, run_id: str, index: int) -> bool:
     With no active auditor known (none listed, or only standby jurors), the phase runs
     until its window ends.
     """
-    listed = set(jury.auditors(state, run_id))
-    active = jury.active(state, run_id)
+    listed = set(jury.auditors(state.conn, state.settings, run_id))
+    active = jury.active(state.conn, state.settings, run_id)
     if not active or facts.unjudged(state.conn, run_id, index):
         return False
     judges = verdict_storage.judges_of(state.conn, run_id, index)

@@ -35,7 +35,7 @@ def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
     """Audits waiting for a new verdict: set aside (a faulty auditor, a recompute
     dispute) or missed (assigned, and no verdict by the end of the audit phase)."""
     state.manifest(run_id)
-    auditors = frozenset(jury.auditors(state, run_id))
+    auditors = frozenset(jury.auditors(state.conn, state.settings, run_id))
     set_aside = [
         ReassignedAudit(
             round=x.round,
@@ -63,7 +63,7 @@ def _stood_in(
 ) -> list[ReassignedAudit]:
     """Unjudged assignments of rounds in their audit phase, while standby jurors stand in
     (each audit once: one already ``listed`` as set aside is not listed again)."""
-    if not jury.standing_in(state, run_id):
+    if not jury.standing_in(state.conn, state.settings, run_id):
         return []
     return [
         _missed(a.round, a.hotkey, a.envelope)
@@ -151,7 +151,7 @@ def gathering(state: ServiceState, run_id: str, index: int, now: int) -> bool:
     cheat it passed) beyond any re-audit. The wait is bounded, so a silent jury holds a
     round one window at most.
     """
-    auditors = frozenset(jury.auditors(state, run_id))
+    auditors = frozenset(jury.auditors(state.conn, state.settings, run_id))
     window = state.manifest(run_id).round.dispute_window_rounds
     for x in reaudit_storage.set_aside_verdicts(state.conn, run_id):
         if x.round != index or not x.dispute_id or x.recompute:
