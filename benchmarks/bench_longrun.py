@@ -88,7 +88,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--honeypot", default="bad-update")
     p.add_argument("--overlap", action="store_true",
-                   help="overlapped rounds (results: longrun-overlap.json, curves, plot)")  # fmt: skip
+                   help="overlapped rounds (writes longrun-overlap.json)")  # fmt: skip
     p.add_argument("--analyse", action="store_true", help="only write the result and plot")
     p.add_argument(
         "--baseline-only",

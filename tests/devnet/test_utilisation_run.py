@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from hypertrain.devnet.report import markdown, utilisation_table
 from hypertrain.devnet.island_marks import island_rounds
+from hypertrain.devnet.report import markdown, utilisation_table
 from hypertrain.devnet.utilisation import (
     island_segments,
     round_clock,

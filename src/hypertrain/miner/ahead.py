@@ -29,7 +29,7 @@ from hypertrain.miner.ahead_files import Prediction, begin_ahead
 from hypertrain.miner.context import RunContext, round_records
 from hypertrain.miner.errors import MinerError
 from hypertrain.miner.report import Reporter
-from hypertrain.miner.run import kept_or_relay, previous_round, train_steps
+from hypertrain.miner.run import check_hooks, kept_or_relay, previous_round, train_steps
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.protocol.round_key import assignment_key
@@ -99,6 +99,7 @@ def train_ahead(
     config = island_train_config(manifest, nxt.round, layout=layout, device=cfg.device)
     dataset = open_dataset(Path(cfg.dataset_dir), manifest)
     hooks = ctx.hooks(nxt.round)
+    check_hooks(cfg, config, hooks)  # as the round itself would
     try:
         ids = ctx.opens.next_ids(dataset, nxt, hotkey)
         with RelayClient(cfg.relay_url, key, manifest.run_id) as relay:

@@ -112,7 +112,7 @@ def register(subparsers: Any) -> None:
                       " workload, which bounds no sybil farm")  # fmt: skip
     init.add_argument("--overlap", action="store_true",
                       help="overlapped rounds: islands train round r + 1 while round r is"
-                      " audited and merged (docs/protocol.md; its cost in docs/parity.md)")  # fmt: skip
+                      " audited and merged (docs/protocol.md, docs/parity.md)")  # fmt: skip
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=_init)
 
