@@ -24,6 +24,7 @@ from hypertrain.miner.report import Reporter
 from hypertrain.miner.run import round_inputs, start_state
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.manifest import RunManifest
+from hypertrain.relay.errors import RelayError
 from hypertrain.trainer.segment import TrainConfig
 from hypertrain.trainer.start_state import reset_state
 from tests.auditor.islands import MemoryRelay, publish_round
@@ -110,3 +111,32 @@ def test_a_round_whose_input_the_relay_lost_is_skipped_not_fatal(
     assert started == [True]
     reset = reset_state(config.state_config(), params, config.round_start_step(0))
     assert start.state_hash() == reset.state_hash()
+
+
+def test_an_overlapped_start_whose_public_input_the_relay_cannot_serve_is_retried(
+    world: World, tmp_path: Path
+) -> None:
+    """Under overlap the start needs the previous round's start model, a public input: the
+    relay failing on it is the relay's (RelayError: the follow loop backs off and retries
+    the round), never a MinerError that skips the round for good."""
+    doc = world.manifest.model_dump(mode="json")
+    doc["round"]["overlap"], doc["compression"]["error_feedback"] = True, False
+    world = dataclasses.replace(world, manifest=RunManifest.model_validate(doc))
+    manifest, key = world.manifest, ISLANDS[0]
+    relay = MemoryRelay()
+    relay.put(world.model_blob)
+    roster = [k.ss58_address for k in ISLANDS]
+    opens = [
+        verify_round_open(world.round_open(w, roster).model_dump(), manifest, w) for w in (0, 1)
+    ]
+    cfg = MinerConfig(run_id=manifest.run_id, state_dir=str(tmp_path / "state"))
+    r0 = publish_round(world, relay, key, opens[:1], cfg.round_dir(0))
+    ctx = RunContext(cfg, _Rounds([r0.envelope]), manifest)  # type: ignore[arg-type]
+    config = TrainConfig.from_manifest(manifest)
+    fine = start_state(ctx, config, opens, r0.start_params, key.ss58_address, relay)  # type: ignore[arg-type]
+    relay.unreachable = {world.model_sha}  # no kept copy here: the relay is asked
+    with pytest.raises(RelayError):
+        start_state(ctx, config, opens, r0.start_params, key.ss58_address, relay)  # type: ignore[arg-type]
+    relay.unreachable = set()
+    again = start_state(ctx, config, opens, r0.start_params, key.ss58_address, relay)  # type: ignore[arg-type]
+    assert again.state_hash() == fine.state_hash()

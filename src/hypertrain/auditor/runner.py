@@ -162,8 +162,16 @@ class Auditor:
         if raw is not None:
             commit = verify_commit(raw, self.manifest, hotkey, index - 1)
 
+        # the previous round's start model is a public input: fetched here, before any
+        # island-authored byte is judged, so the relay's failure is never the island's
+        held: list[dict[str, Tensor]] = []
+        if self.manifest.round.overlap and commit is not None:
+            held.append(fetch_start_params(self.relay, opens[index - 1], self.manifest)[1])
+
         def start_params() -> dict[str, Tensor]:
-            return fetch_start_params(self.relay, opens[index - 1], self.manifest)[1]
+            if not held:
+                held.append(fetch_start_params(self.relay, opens[index - 1], self.manifest)[1])
+            return held[0]
 
         return PreviousRound(commit, start_params, len(opens[index - 1].roster))
 

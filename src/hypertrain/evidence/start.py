@@ -59,13 +59,12 @@ def overlapped_start(
     is not the committed one."""
     commit = previous.commit
     assert commit is not None
+    start = previous.start_params()  # a public input: its failures are not the island's
     data = fetch(commit.update_sha256, commit.update_bytes)
     if hashlib.sha256(data).hexdigest() != commit.update_sha256:
         raise VerificationError(f"round {commit.round}'s update is not the committed one")
     try:
-        return overlap_params(
-            previous.start_params(), data, previous.roster_size, manifest.compression
-        )
+        return overlap_params(start, data, previous.roster_size, manifest.compression)
     except (ValueError, TrainerError) as exc:
         raise VerificationError(f"round {commit.round}'s update: {exc}") from exc
 
