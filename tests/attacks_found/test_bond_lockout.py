@@ -7,7 +7,7 @@ hotkey in the run that has not been paid".
 
 A newcomer has no escrow in its first round, so a lying auditor's mismatch on it cannot be
 disputed. The fault stands, the island earns nothing for the round and is flagged
-``faulted_before`` (audited every round). In every later round the same auditor signs another
+``accused_before`` (audited every round). In every later round the same auditor signs another
 mismatch; each fault burns whatever the island escrowed meanwhile, so its escrow never
 reaches the bond and none of the lies can ever be contested: the honest island is never paid
 and the liar is never checked nor barred.

@@ -8,7 +8,7 @@ next round for its whole commit window), for ever, at no further cost: the devne
 half speed, 70 beacon rounds per held round against about 8.
 
 Now an island with a fault by the settlement rule's one definition
-(:func:`hypertrain.challenge.facts.faulted_before`) is awaited by no later round:
+(:func:`hypertrain.challenge.facts.accused_before`) is awaited by no later round:
 its junk commits are still taken inside the window, and its silence holds nothing. Played
 on the real service with a hand-advanced beacon.
 """
@@ -123,4 +123,4 @@ def test_awaited_leaves_out_the_faulted_islands_from_the_database(svc: Service) 
     assert {HONEST.ss58_address, ALSO_HONEST.ss58_address} <= pace.awaited(state, row)
     # one definition of a fault: the rounds' outcomes, as settlement and the views read them
     outcomes = {h for accused in facts.run_accusations(state.conn, RUN).values() for h in accused}
-    assert facts.faulted_before(state.conn, RUN, 1) == outcomes == {CAUGHT.ss58_address}
+    assert facts.accused_before(state.conn, RUN, 1) == outcomes == {CAUGHT.ss58_address}

@@ -105,7 +105,7 @@ def test_view_after_two_rounds(harness: Harness) -> None:
     assert "2(n-1)/n" in t["formula"] and "sent and received" in t["formula"]
     shares = [i["share"] for i in d["islands"]]
     assert abs(sum(shares) - 1) < 1e-9 and len(set(shares)) == 3
-    caught = [a for a in d["audits"] if a["fault"]]
+    caught = [a for a in d["audits"] if a["accused"]]
     assert len(caught) == 1 and caught[0]["round"] == 0
     assert caught[0]["beacon_round"] == 101 and len(caught[0]["beacon_randomness"]) == 64
     verdict = caught[0]["verdicts"][0]

@@ -255,7 +255,7 @@ def test_faulty_auditors_other_verdicts_are_reassigned(service: Service) -> None
     counting = {k: sorted(v["counts"] for v in rows[k]["verdicts"]) for k in rows}
     assert counting[ISLANDS[0].ss58_address] == [False, True]  # the re-audit counts
     assert counting[ISLANDS[1].ss58_address] == [False]
-    assert rows[ISLANDS[0].ss58_address]["fault"] is False
+    assert rows[ISLANDS[0].ss58_address]["accused"] is False
     (panel,) = dash["disputes"]
     assert (panel["dispute_id"], panel["outcome"], panel["stage"]) == (
         dispute_id,

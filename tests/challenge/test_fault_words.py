@@ -6,7 +6,8 @@ both "a fault". The roster, the run summary and the dashboard count them apart
 (``accused_rounds`` / ``proven_faults``, ``accused_total`` / ``proven_faults_total``,
 the glance's ``accused`` / ``proven_faults``, the status ``accused`` / ``proven_fault``),
 every proven count is the rows of ``GET /faults``, and the older names that called an
-accusation a fault (``faults``, ``faults_total``, the status ``faulted``) are gone.
+accusation a fault (``faults``, ``faults_total``, the status ``faulted``, the glance's
+``faults``, the audit row's ``fault``) are gone: the audit row says ``accused``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ def test_an_accusation_is_not_a_proven_fault_until_its_round_is_final(harness: H
     assert _counts(accused) == [(1, 0)] * 4 and accused["proven_rows"] == []
     assert accused["roster"]["status"] == accused["card"]["status"] == "accused"
     assert "faults" not in accused["roster"] and "faults_total" not in accused["summary"]
+    assert "faults" not in accused["glance"]
+    audits = [a for a in h.client.get(f"{RUN}/dashboard").json()["audits"] if a["round"] == 0]
+    assert all("fault" not in a for a in audits)
+    assert {a["hotkey"] for a in audits if a["accused"]} == {cheat}
     proven = _views(h, cheat)  # the round settled: the fault is booked and burned
     assert h.client.get(f"{RUN}/rounds").json()[0]["phase"] == "final"
     assert _counts(proven) == [(1, 1)] * 4 and len(proven["proven_rows"]) == 1

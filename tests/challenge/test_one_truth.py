@@ -74,7 +74,7 @@ def _told(svc: Service) -> tuple[dict[str, Told], int, int]:
     told = {
         h: Told(
             (roster[h]["status"], roster[h]["accused_rounds"]),
-            (islands[h]["status"], islands[h]["accused_rounds"], audits[h]["fault"]),
+            (islands[h]["status"], islands[h]["accused_rounds"], audits[h]["accused"]),
         )
         for h in (I0, I1)
     }

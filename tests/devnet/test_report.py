@@ -45,7 +45,7 @@ def _doc(sec: Secrets) -> dict[str, Any]:
         "model": {"preset": "tiny"},
         "rounds": [_round(0, 6.5), _round(1, 6.1), _round(2, None, phase="audit")],
         "islands": islands,
-        "audits": [{"hotkey": honeypot, "fault": True, "round": 0}],
+        "audits": [{"hotkey": honeypot, "accused": True, "round": 0}],
     }
 
 

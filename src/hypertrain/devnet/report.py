@@ -60,7 +60,7 @@ def build_report(
             "ratio_words": r["ratio_words"],
             "probation": r["probation"],
             "audits": r["audits"],
-            "faults": r["verdicts"]["mismatch"],
+            "accused": r["verdicts"]["mismatch"],
             "compute_s": r["compute_s"],
             "sync_s": r["sync_s"],
         }
@@ -68,7 +68,7 @@ def build_report(
         if r["phase"] == "final"
     ]
     honeypot = secrets.islands[-1]
-    caught = any(a["fault"] and a["hotkey"] == honeypot.ss58 for a in doc["audits"])
+    caught = any(a["accused"] and a["hotkey"] == honeypot.ss58 for a in doc["audits"])
     names = {m.ss58: m.name for m in secrets.islands}
     weight_map = weights.get("weights", {})
     return {
@@ -219,7 +219,7 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {r['round']} | {loss} | {r['tokens']:,} | {r['honest_bytes']:,} |"
             f" {r['data_parallel_bytes']:,} | {r['ratio_words']}"
-            f"{' (probation)' if r['probation'] else ''} | {r['audits']} | {r['faults']} |"
+            f"{' (probation)' if r['probation'] else ''} | {r['audits']} | {r['accused']} |"
         )
     lines += utilisation_table(report.get("utilisation") or {})
     lines += ["", f"children left after exit: {report['children_left']}", ""]

@@ -36,7 +36,7 @@ def live_view(doc: dict[str, Any] | None, total_rounds: int, url: str) -> Group:
         f"phase {g['phase'] or '—'}  ",
         f"held-out loss {_fmt(g['heldout_loss'])}  ",
         f"tokens {g['tokens']:,}  sent {g['bytes_sent']:,} B  ",
-        f"audits {g['audits']}  accused {g['faults']}",
+        f"audits {g['audits']}  accused {g['accused']}",
     )
     table = Table(expand=True)
     for col in ("island", "status", "inner steps", "tok/s", "tokens", "share"):
@@ -225,7 +225,7 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("audits run", str(sum(r["audits"] for r in rounds))),
         (
             "islands accused (audit verdicts: mismatch or unverifiable)",
-            str(sum(r["faults"] for r in rounds)),
+            str(sum(r["accused"] for r in rounds)),
         ),
         (
             "honeypot",

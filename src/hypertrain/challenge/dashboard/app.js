@@ -232,12 +232,12 @@ function drawAudits(d, runId) {
     const verdicts = a.verdicts.length ? a.verdicts.map((v) => el("div", {}, badge(v.result),
       v.first_bad_leaf !== null && v.first_bad_leaf !== undefined ? ` first bad leaf ${v.first_bad_leaf}` : "",
       v.detail ? ` ${v.detail}` : "", v.counts === false ? el("small", { class: "void" }, " (no longer counts)") : null)) : "pending";
-    const outcome = a.fault ? badge("caught", "caught") : (a.verdicts.length ? badge("clean", "clean") : "waiting");
+    const outcome = a.accused ? badge("caught", "caught") : (a.verdicts.length ? badge("clean", "clean") : "waiting");
     return el("tr", {}, el("td", {}, a.round),
       el("td", { title: a.hotkey, class: "nowrap who" }, auditedIsland(islands.get(a.hotkey), a.hotkey, a.probation)),
       el("td", {}, link), el("td", {}, a.segments.join(", ") || dash), el("td", {}, verdicts),
       el("td", {}, a.disputes.length ? a.disputes.map((x) => `${x.status}: ${x.reason}`).join("; ") : "none"),
-      el("td", {}, outcome, a.fault ? " no reward" : ""));
+      el("td", {}, outcome, a.accused ? " no reward" : ""));
   });
   fillBody("audits-table", rows, 7, "No audits yet.");
 }

@@ -189,7 +189,7 @@ def audit_rows(state: ServiceState, run_id: str) -> list[AuditRow]:
                 beacon_randomness=a.randomness,
                 verdicts=verdicts,
                 disputes=disputes,
-                fault=a.hotkey in accused.get(a.round, {}),
+                accused=a.hotkey in accused.get(a.round, {}),
             )
         )
     return out
@@ -340,7 +340,6 @@ def _glance(
         bytes_sent=sum(r.bytes_sent for r in rounds),
         traffic=traffic,
         audits=summary.audits_total,
-        faults=summary.accused_total,
         beacon_round=summary.beacon_round,
         accused=summary.accused_total,
         proven_faults=summary.proven_faults_total,

@@ -73,7 +73,6 @@ class Glance(_Doc):
     bytes_sent: int
     traffic: TrafficPanel
     audits: int
-    faults: int  # = accused (the older name, kept for its readers: the devnet view)
     beacon_round: int | None
     accused: int = 0  # rounds an island is accused in (a standing fault verdict), summed
     proven_faults: int = 0  # of those, the faults proven (booked and burned: GET /faults)
@@ -320,7 +319,7 @@ class AuditRow(_Doc):
     beacon_randomness: str | None
     verdicts: list[AuditVerdict]
     disputes: list[AuditDispute]
-    fault: bool
+    accused: bool  # the round's outcome faults the island (a standing fault verdict)
 
 
 class UtilisationRow(_Doc):

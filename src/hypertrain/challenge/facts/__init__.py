@@ -5,7 +5,7 @@ The standing verdict of an audit (:func:`standing_verdicts`: the one query
 majority, :func:`~hypertrain.challenge.rule.late_standing`), a round's outcome
 (:func:`round_outcome`, the pure :func:`~hypertrain.challenge.rule.decide` over typed
 rows) and an island's accusations (:func:`run_accusations`, the rounds whose outcome
-faults it; :func:`faulted_before`, the islands an earlier round faulted) are defined here
+faults it; :func:`accused_before`, the islands an earlier round accused) are defined here
 only.
 
 Two words, never one: an island is *accused* in a round the settlement rule faults it in
@@ -172,8 +172,8 @@ def round_outcome(conn: sqlite3.Connection, run_id: str, index: int) -> Outcome:
     return round_inputs(conn, run_id, index).outcome()
 
 
-def faulted_before(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
-    """Hotkeys that a round before ``index`` faulted: a standing fault verdict
+def accused_before(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
+    """Hotkeys that a round before ``index`` accused: a standing fault verdict
     (:func:`~hypertrain.challenge.rule.verdict_faults`, the faults of
     :func:`round_outcome` and :func:`run_accusations`). One read of the verdicts, no tapes."""
     verdicts = standing_verdicts(conn, run_id)

@@ -7,7 +7,7 @@ to it, and except one an earlier round faulted (:func:`awaited`). A silent islan
 still commit inside the window, but its silence holds no later round open: an admitted
 island that never trains delays at most its first round, not every round of the run, and
 a caught island (a standing fault, the settlement rule's
-:func:`~hypertrain.challenge.facts.faulted_before`) holds none, however it
+:func:`~hypertrain.challenge.facts.accused_before`) holds none, however it
 alternates junk commits with silence (outsiders' findings). The
 audit selection is still the first beacon round strictly after the close, so no
 committer could have known it when it committed. An audit phase closes when every
@@ -59,7 +59,7 @@ def awaited(state: ServiceState, row: rounds_storage.OpenRound) -> frozenset[str
     roster = state.roster_of(row.run_id, row.round, row.open_envelope)
     if row.round == 0:
         return roster
-    roster -= facts.faulted_before(state.conn, row.run_id, row.round)
+    roster -= facts.accused_before(state.conn, row.run_id, row.round)
     before = rounds_storage.open_envelope(state.conn, row.run_id, row.round - 1)
     if before is None:
         return roster

@@ -33,7 +33,7 @@ import sqlite3
 from pydantic import JsonValue, ValidationError
 
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
-from hypertrain.challenge.facts import faulted_before
+from hypertrain.challenge.facts import accused_before
 from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.rounds import chain
 from hypertrain.challenge.rounds.selection import select_audits
@@ -192,7 +192,7 @@ def select_round(state: ServiceState, run_id: str, index: int, selector: BeaconR
     bytes keeps them, whoever committed first).
     """
     manifest = state.manifest(run_id)
-    forced = set(faulted_before(state.conn, run_id, index))
+    forced = set(accused_before(state.conn, run_id, index))
     forced |= commit_storage.shared_commitments(state.conn, run_id, index)
     committed = {
         hotkey: index < until or hotkey in forced
