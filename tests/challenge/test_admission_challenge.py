@@ -18,7 +18,7 @@ from hypertrain.api.client import ChallengeClient
 from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import AdmissionAnswerAck
 from hypertrain.auditor.admission import check_admissions
-from hypertrain.miner.admission import answer_challenge, challenge_hashes, memory_answers
+from hypertrain.miner.admission import challenge_hashes, memory_answers, one_challenge
 from hypertrain.protocol.envelope import seal
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
@@ -79,7 +79,7 @@ def test_correct_answer_admits(harness: Harness, client: ChallengeClient) -> Non
     assert early.value.code == "no_seed"
     h.tick(1)
     # no worker has checked yet: the miner gives up waiting for the decision, not admitted
-    answered = answer_challenge(client, key, RUN, devices=CPU, poll_s=0.01, timeout_s=0.5)
+    answered = one_challenge(client, key, RUN, devices=CPU, poll_s=0.01, timeout_s=0.5).status
     assert answered.status == "answered" and key.ss58_address not in _roster(client)
     assert check_admissions(client, h.auditor, RUN, classes=frozenset({DEVICE_CLASS})) == []
     h.tick(1)  # the check's sample comes from the beacon round after the answer
@@ -135,8 +135,9 @@ def test_the_miner_answering_late_is_refused(harness: Harness, client: Challenge
     h, key = harness, harness.miners[3]
     _join(h, key)
     h.tick(1 + 2 + 1)  # the island was busy past seed round + answer window
-    status = answer_challenge(client, key, RUN, devices=CPU, poll_s=0.01, timeout_s=5)
-    assert status.status == "refused" and key.ss58_address not in _roster(client)
+    outcome = one_challenge(client, key, RUN, devices=CPU, poll_s=0.01, timeout_s=5)
+    assert outcome.late and outcome.status.status == "refused"
+    assert key.ss58_address not in _roster(client)
 
 
 def test_the_challenge_is_on_by_default() -> None:

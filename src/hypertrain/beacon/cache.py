@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from types import TracebackType
 
 from hypertrain.beacon.bls import randomness_of
 from hypertrain.beacon.verify import Beacon
@@ -77,10 +76,5 @@ class BeaconCache:
     def __enter__(self) -> BeaconCache:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

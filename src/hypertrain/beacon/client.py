@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Final, TypeVar
 
 import httpx
@@ -141,12 +140,7 @@ class BeaconClient:
     def __enter__(self) -> BeaconClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- internals --------------------------------------------------------------------

@@ -15,7 +15,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from hypertrain.beacon.chain import ChainInfo, parse_chain_info
 from hypertrain.beacon.errors import BeaconError
@@ -43,12 +42,7 @@ class LocalBeaconProcess:
     def __enter__(self) -> LocalBeaconProcess:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

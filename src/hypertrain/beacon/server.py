@@ -15,7 +15,6 @@ import re
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Final
 
 from hypertrain.beacon.errors import FutureRoundError, RoundNotAvailableError
@@ -112,10 +111,5 @@ class LocalBeaconServer:
     def __enter__(self) -> LocalBeaconServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

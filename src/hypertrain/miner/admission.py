@@ -50,7 +50,6 @@ __all__ = [
     "WORKLOAD_STEPS",
     "ChallengeOutcome",
     "SelfcheckConfig",
-    "answer_challenge",
     "challenge_hashes",
     "device_class",
     "memory_answers",
@@ -138,35 +137,6 @@ class ChallengeOutcome:
     late: bool
 
 
-def answer_challenge(
-    service: ChallengeClient,
-    key: Hotkey,
-    run_id: str,
-    *,
-    devices: list[torch.device] | None = None,
-    poll_s: float = 1.0,
-    timeout_s: float = 600.0,
-    expiry_margin: int = 50,
-    sleep: Callable[[float], None] = time.sleep,
-) -> AdmissionStatus:
-    """Wait for the challenge seed, run the workload on every device, post the answer,
-    then wait for a worker's decision.
-
-    Returns the challenge status: ``admitted`` or ``refused`` (with its reason) once
-    decided, else the last status seen when ``timeout_s`` ran out (``pending`` or
-    ``answered``: a worker of the island's device class has not checked it yet)."""
-    return one_challenge(
-        service,
-        key,
-        run_id,
-        devices=devices,
-        poll_s=poll_s,
-        timeout_s=timeout_s,
-        expiry_margin=expiry_margin,
-        sleep=sleep,
-    ).status
-
-
 def one_challenge(
     service: ChallengeClient,
     key: Hotkey,
@@ -178,8 +148,12 @@ def one_challenge(
     expiry_margin: int = 50,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ChallengeOutcome:
-    """:func:`answer_challenge`, saying also whether the answer was refused as late.
+    """Wait for the challenge seed, run the workload on every device, post the answer,
+    then wait for a worker's decision; say also whether the answer was refused as late.
 
+    The status is the challenge's: ``admitted`` or ``refused`` (with its reason) once
+    decided, else the last status seen when ``timeout_s`` ran out (``pending`` or
+    ``answered``: a worker of the island's device class has not checked it yet).
     ``sleep`` is the wait between two polls (tests pass one that moves their beacon)."""
     deadline = time.monotonic() + timeout_s
     while True:

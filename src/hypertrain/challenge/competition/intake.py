@@ -13,6 +13,8 @@ import json
 import logging
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
@@ -154,28 +156,37 @@ def _open(
     return state.verify_signed(env, domain, model, registered=registered)
 
 
+@contextmanager
+def _recorded(state: ServiceState, env: Envelope, duplicate: str) -> Iterator[None]:
+    """One transaction that burns ``env``'s nonce and writes its row (the body of the
+    ``with``); a row the table already holds (its unique key) is a ``duplicate``
+    :class:`ConflictError` saying ``duplicate``, and nothing is written."""
+    try:
+        with transaction(state.conn):
+            state.burn(env)
+            yield
+    except sqlite3.IntegrityError:
+        raise ConflictError(duplicate, code="duplicate") from None
+
+
 def commit(state: ServiceState, env: Envelope) -> CommitAccepted:
     """Record a commitment at the current beacon round (that round orders submissions)."""
     verified, body = _open(state, env, COMMIT_DOMAIN, CompeteCommit, registered=True)
     spec = spec_of(state, env.run_id)
     now = state.due_round()
     commit_id = hashlib.sha256(env.to_bytes()).hexdigest()
-    try:
-        with transaction(state.conn):
-            state.burn(env)
-            competition_storage.add_commit(
-                state.conn,
-                competition_storage.NewCommit(
-                    competition_id=env.run_id,
-                    commitment=body.commitment,
-                    hotkey=verified.signer,
-                    commit_beacon_round=now,
-                    commit_id=commit_id,
-                    envelope=dumps(env.model_dump()),
-                ),
-            )
-    except sqlite3.IntegrityError:
-        raise ConflictError("this commitment was already recorded", code="duplicate") from None
+    with _recorded(state, env, "this commitment was already recorded"):
+        competition_storage.add_commit(
+            state.conn,
+            competition_storage.NewCommit(
+                competition_id=env.run_id,
+                commitment=body.commitment,
+                hotkey=verified.signer,
+                commit_beacon_round=now,
+                commit_id=commit_id,
+                envelope=dumps(env.model_dump()),
+            ),
+        )
     return CommitAccepted(
         commitment=body.commitment,
         hotkey=verified.signer,
@@ -254,23 +265,19 @@ def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
     if cycle.closed or state.due_round() > cycle.score_deadline:
         raise PhaseError(f"cycle {body.cycle} no longer takes scores", code="late")
     _check_score(CycleTask.model_validate_json(cycle.task), body)
-    try:
-        with transaction(state.conn):
-            state.burn(env)
-            cycle_storage.add_score(
-                state.conn,
-                cycle_storage.NewScore(
-                    competition_id=env.run_id,
-                    cycle=body.cycle,
-                    model_sha256=body.model_sha256,
-                    evaluator=verified.signer,
-                    losses_f32=body.losses_f32,
-                    envelope=dumps(env.model_dump()),
-                    received_beacon_round=state.due_round(),
-                ),
-            )
-    except sqlite3.IntegrityError:
-        raise ConflictError("this evaluator already scored that model", code="duplicate") from None
+    with _recorded(state, env, "this evaluator already scored that model"):
+        cycle_storage.add_score(
+            state.conn,
+            cycle_storage.NewScore(
+                competition_id=env.run_id,
+                cycle=body.cycle,
+                model_sha256=body.model_sha256,
+                evaluator=verified.signer,
+                losses_f32=body.losses_f32,
+                envelope=dumps(env.model_dump()),
+                received_beacon_round=state.due_round(),
+            ),
+        )
     return ScoreAccepted(accepted=True, cycle=body.cycle, model_sha256=body.model_sha256)
 
 
