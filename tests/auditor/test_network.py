@@ -125,7 +125,7 @@ def test_malformed_references_get_unverifiable_and_others_still_get_verdicts(
     assert len(stored) == 4
     faulty = {bad_ref.ss58_address, bad_index.ss58_address}
     assert faulty_hotkeys(client.round_detail(RUN_ID, 0), world.manifest) == faulty
-    assert set(verdict_faults(h.state, RUN_ID, 0)) == faulty  # settlement pays neither
+    assert set(verdict_faults(h.state.conn, RUN_ID, 0)) == faulty  # settlement pays neither
 
 
 def test_island_that_seeds_its_own_adam_moments_is_not_merged_or_paid(
@@ -151,4 +151,4 @@ def test_island_that_seeds_its_own_adam_moments_is_not_merged_or_paid(
     assert sorted(o.result for o in outcomes) == ["match", "mismatch"]
     detail = client.round_detail(RUN_ID, 0)
     assert faulty_hotkeys(detail, world.manifest) == {attacker.ss58_address}  # not merged
-    assert set(verdict_faults(h.state, RUN_ID, 0)) == {attacker.ss58_address}  # not paid
+    assert set(verdict_faults(h.state.conn, RUN_ID, 0)) == {attacker.ss58_address}  # not paid

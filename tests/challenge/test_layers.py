@@ -303,10 +303,9 @@ def test_the_resource_check_sees_a_crossing() -> None:
 
 
 # The lowest layers take the narrow pieces a function uses (the open connection, the
-# settings), never the service's whole state: no module of the store imports it, and no
-# module of the facts but those listed, which read the beacon, the manifest or the
-# signing key too. The list only shrinks.
-TAKES_STATE = frozenset({f"{CHALLENGE}.facts.progress", f"{CHALLENGE}.facts.roles"})
+# settings, the keys named for each role, the beacon), never the service's whole state:
+# no module of the store or of the facts imports it.
+TAKES_STATE: frozenset[str] = frozenset()
 
 
 def test_the_store_and_the_facts_take_the_connection_not_the_state() -> None:

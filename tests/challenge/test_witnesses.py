@@ -235,12 +235,14 @@ def test_a_round_without_a_tape_has_no_witness_wait(service: Service) -> None:
     state = service.client.app.state.service  # type: ignore[attr-defined]
     with state.lock:
         with pytest.raises(MissingRecordError, match="no merge tape") as refused:
-            witness.wait_until(state, RUN, 0)
+            witness.wait_until(state.conn, state.settings, RUN, 0)
         assert refused.value.code == "no_tape"
         assert chain.step(state, RUN, 0, state.due_round()) == "skip"
     merged(service)  # arrives at the current beacon round
     with state.lock:
-        assert witness.wait_until(state, RUN, 0) == state.due_round() + WITNESS_WAIT
+        assert witness.wait_until(state.conn, state.settings, RUN, 0) == (
+            state.due_round() + WITNESS_WAIT
+        )
 
 
 def test_without_witnesses_the_next_round_opens_on_the_tape_at_once(unwitnessed: Service) -> None:

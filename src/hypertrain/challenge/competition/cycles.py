@@ -64,7 +64,7 @@ def advance(state: ServiceState) -> None:
             if pool_spent(spec, _used_positions(state, spec.competition_id)):
                 continue  # said once, when the cycle that spent it opened
             beacon_round = row.start_beacon_round + (due + 1) * spec.cycle.eval_interval_rounds
-            beacon = verified_round(state, beacon_round)
+            beacon = verified_round(state.conn, state.beacon, state.current, beacon_round)
             task = open_cycle(state, spec, due, beacon.round, beacon.randomness)
             if task is not None and not task.models:
                 maybe_close(state, spec, due)

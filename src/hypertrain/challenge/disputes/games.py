@@ -211,12 +211,13 @@ def get_inputs(state: ServiceState, dispute_id: str) -> bytes:
 def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> DisputeView:
     verified, body = state.open_signed(env, "dispute-ruling", DisputeRuling, registered=False)
     game, now = _game(state, dispute_id), state.due_round()
-    referees = frozenset(state.manifest(game.run_id).dispute.referees)
+    named = roles.named_roles(state.settings, state.manifest(game.run_id))
+    referees = named.referees
     try:
         new = resolution.rule(game, verified.signer, body, referees, now)
     except DisputeError as exc:
         raise refusal(exc) from None
-    roles.check(state, game.run_id, verified.signer, "ruling")  # a referee of no other role
+    roles.check(state.conn, named, game.run_id, verified.signer, "ruling")  # a referee only
     with transaction(state.conn):
         state.burn(env)
         decisions.save(state.conn, new, now, len(env.to_bytes()), referees)

@@ -22,6 +22,10 @@ signer must be *named*. With no aggregator key named the service accepts no tape
 all (403 ``no_aggregator_named``), so a key the operator never named, an evaluator
 listed as a worker, an auditor that has not yet judged, can never choose who is paid and
 the next model by posting first in the merge phase.
+
+Each function takes what it reads, never the service's whole state: the open connection
+and the keys named for each role (:func:`named_roles`, from the settings and the run's
+manifest).
 """
 
 from __future__ import annotations
@@ -31,13 +35,14 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from hypertrain.challenge.errors import ForbiddenError
-from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.store import (
     attestation_storage,
     merge_storage,
     roster_storage,
     verdict_storage,
 )
+from hypertrain.protocol.manifest import RunManifest
 
 Act = Literal["verdict", "merge-tape", "witness", "island", "ruling"]
 Held = Literal["aggregator", "tape signer", "auditor", "witness", "evaluator", "referee", "island"]
@@ -95,14 +100,13 @@ class NamedRoles:
     referees: frozenset[str] = frozenset()
 
 
-def named_roles(state: ServiceState, run_id: str) -> NamedRoles:
-    """The keys the operator named for each role of ``run_id``."""
-    s = state.settings
+def named_roles(s: Settings, manifest: RunManifest) -> NamedRoles:
+    """The keys the operator named for each role of the run of ``manifest``."""
     return NamedRoles(
         aggregators=s.aggregator_hotkeys,
         witnesses=s.witness_hotkeys,
         evaluators=s.evaluator_hotkeys,
-        referees=frozenset(state.manifest(run_id).dispute.referees),
+        referees=frozenset(manifest.dispute.referees),
     )
 
 
@@ -128,13 +132,12 @@ def held_roles(
     return tuple(held)
 
 
-def check(state: ServiceState, run_id: str, signer: str, act: Act) -> None:
+def check(conn: sqlite3.Connection, named: NamedRoles, run_id: str, signer: str, act: Act) -> None:
     """Refuse ``signer``'s ``act`` in ``run_id`` when a role it holds bars it, and a tape
     from any key not named an aggregator key (see the module docstring)."""
-    named = named_roles(state, run_id)
     if act == "merge-tape":
         _check_named_aggregator(named, signer)
-    for role in held_roles(state.conn, named, run_id, signer):
+    for role in held_roles(conn, named, run_id, signer):
         if role in BARRED[act]:
             what = _WHAT[role].format(run=run_id)
             raise RoleConflictError(f"{signer} {what}: it cannot {_DOING[act]}")

@@ -39,7 +39,8 @@ def step(state: ServiceState) -> None:
             number = (row.commit_deadline if closed is None else closed) + 1
             if number > verified:
                 continue  # the selecting round is due but not verified yet: wait for it
-            select_round(state, run_id, index, beacon_round(state, number))
+            selector = beacon_round(state.conn, state.beacon, state.current, number)
+            select_round(state, run_id, index, selector)
             continue
         if phase == "audit" and (
             (row.audit_close_round is not None and now >= row.audit_close_round)

@@ -67,13 +67,18 @@ def _stored(env: Envelope) -> tuple[str, str]:
     return hashlib.sha256(raw).hexdigest(), raw.decode("utf-8")
 
 
+def _named(state: ServiceState, run_id: str) -> roles.NamedRoles:
+    """The keys named for each role of ``run_id`` (the settings' and its manifest's)."""
+    return roles.named_roles(state.settings, state.manifest(run_id))
+
+
 def join(state: ServiceState, env: Envelope) -> JoinAnswer:
     verified, body = state.open_signed(env, "join", JoinRequest, registered=True)
     run_id, hotkey = env.run_id, verified.signer
     challenged = state.manifest(run_id).admission.challenge
     device_class = check_join(state.manifest(run_id), body, self_reported=not challenged)
     refuse_rejoin(state, run_id, hotkey)
-    roles.check(state, run_id, hotkey, "island")
+    roles.check(state.conn, _named(state, run_id), run_id, hotkey, "island")
     if roster_storage.membership(state.conn, run_id, hotkey) is not None:
         raise ConflictError(f"{hotkey} is already admitted to {run_id}", code="already_joined")
     if challenged:
@@ -212,7 +217,7 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
         env, "verdict", Verdict, registered=False, allowed=state.settings.worker_hotkeys
     )
     run_id = env.run_id
-    roles.check(state, run_id, verified.signer, "verdict")
+    roles.check(state.conn, _named(state, run_id), run_id, verified.signer, "verdict")
     if is_faulty(state.conn, run_id, verified.signer):
         raise ForbiddenError(
             f"auditor {verified.signer} signed a verdict a dispute overturned; its verdicts"
@@ -280,7 +285,7 @@ def merge(state: ServiceState, env: Envelope) -> MergeAnswer:
         env, "merge-tape", MergeTape, registered=False
     )  # the signer must be a named aggregator key (roles.check), listed as a worker or not
     run_id = env.run_id
-    roles.check(state, run_id, verified.signer, "merge-tape")
+    roles.check(state.conn, _named(state, run_id), run_id, verified.signer, "merge-tape")
     row = _round_row(state, run_id, body.round)
     if row.phase != "merge":
         raise PhaseError(f"round {body.round} is in phase {row.phase}, not merge")

@@ -31,7 +31,7 @@ from hypertrain.challenge.tape_rule import ChainStep, TapeVerdict, chain_step
 def step(state: ServiceState, run_id: str, index: int, now: int) -> ChainStep:
     """What the round after ``index`` may open on at beacon round ``now``."""
     tape = rollbacks.current_tape(state.conn, run_id, index)
-    until = None if tape is None else witness.wait_until(state, run_id, index)
+    until = None if tape is None else witness.wait_until(state.conn, state.settings, run_id, index)
     verdict = witness.status(state, run_id, index)
     if not rollbacks.on_chain(state.conn, run_id, index):  # merged on a superseded model:
         verdict = TapeVerdict("awaiting", verdict.agreeing)  # it awaits its correction

@@ -19,6 +19,7 @@ import sqlite3
 from hypertrain.api.disputes import ReassignedAudit
 from hypertrain.challenge import facts
 from hypertrain.challenge.facts import jury
+from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.state import ServiceState, loads
 from hypertrain.challenge.store import (
     audit_storage,
@@ -54,22 +55,22 @@ def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
         for a in audit_storage.unjudged_audits(state.conn, run_id, state.due_round())
         if a.hotkey in facts.unjudged(state.conn, run_id, a.round)
     ]
-    listed = set_aside + missed + _splits(state, run_id)
-    return listed + _stood_in(state, run_id, {(x.round, x.hotkey) for x in listed})
+    listed = set_aside + missed + _splits(state.conn, run_id, state.due_round())
+    listed_keys = {(x.round, x.hotkey) for x in listed}
+    return listed + _stood_in(state.conn, state.settings, run_id, listed_keys)
 
 
 def _stood_in(
-    state: ServiceState, run_id: str, listed: set[tuple[int, str]]
+    conn: sqlite3.Connection, s: Settings, run_id: str, listed: set[tuple[int, str]]
 ) -> list[ReassignedAudit]:
     """Unjudged assignments of rounds in their audit phase, while standby jurors stand in
     (each audit once: one already ``listed`` as set aside is not listed again)."""
-    if not jury.standing_in(state.conn, state.settings, run_id):
+    if not jury.standing_in(conn, s, run_id):
         return []
     return [
         _missed(a.round, a.hotkey, a.envelope)
-        for a in audit_storage.audit_phase_audits(state.conn, run_id)
-        if (a.round, a.hotkey) not in listed
-        and a.hotkey in facts.unjudged(state.conn, run_id, a.round)
+        for a in audit_storage.audit_phase_audits(conn, run_id)
+        if (a.round, a.hotkey) not in listed and a.hotkey in facts.unjudged(conn, run_id, a.round)
     ]
 
 
@@ -86,10 +87,11 @@ def _missed(index: int, hotkey: str, envelope: str) -> ReassignedAudit:
     )
 
 
-def _splits(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
+def _splits(conn: sqlite3.Connection, run_id: str, now: int) -> list[ReassignedAudit]:
     """Split assignments past their audit phase (no majority either way) that still take
-    late verdicts: listed as missed, so the auditors that did not judge them do."""
-    conn, now, out = state.conn, state.due_round(), []
+    late verdicts at beacon round ``now``: listed as missed, so the auditors that did not
+    judge them do."""
+    out: list[ReassignedAudit] = []
     split = sorted({(v.round, v.hotkey) for v in facts.standing_verdicts(conn, run_id)
                     if v.standing == "split"})  # fmt: skip
     for index, hotkey in split:

@@ -256,7 +256,8 @@ def accept_correction(
         env, "merge-correction", MergeCorrection, registered=False
     )  # fmt: skip
     run_id, index = env.run_id, body.tape.round
-    roles.check(state, run_id, verified.signer, "merge-tape")  # a correction is a tape
+    named = roles.named_roles(state.settings, state.manifest(run_id))
+    roles.check(state.conn, named, run_id, verified.signer, "merge-tape")  # a correction is a tape
     check_correction(state.conn, run_id, body, contested(state, run_id, index))
     raw = env.to_bytes()
     with transaction(state.conn):

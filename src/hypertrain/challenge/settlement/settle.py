@@ -40,6 +40,7 @@ it stays the round's current tape.
 from __future__ import annotations
 
 import logging
+import sqlite3
 
 from hypertrain.challenge import facts
 from hypertrain.challenge.errors import PhaseError
@@ -84,9 +85,9 @@ def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> b
     return witness.status(state, run_id, index).cleared  # held on a tape not witnessed
 
 
-def verdict_faults(state: ServiceState, run_id: str, index: int) -> dict[str, str]:
+def verdict_faults(conn: sqlite3.Connection, run_id: str, index: int) -> dict[str, str]:
     """hotkey -> reason for every standing verdict of the round other than ``match``."""
-    return facts.round_outcome(state.conn, run_id, index).faults
+    return facts.round_outcome(conn, run_id, index).faults
 
 
 def outcome(state: ServiceState, run_id: str, index: int) -> Outcome:

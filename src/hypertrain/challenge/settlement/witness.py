@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sqlite3
 
 from hypertrain.api.models import AttestationAnswer, AttestationRecord, TapeWitnessView
 from hypertrain.challenge.errors import ConflictError, MissingRecordError, PhaseError
 from hypertrain.challenge.facts import RoundInputs, roles
+from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.settlement import rollbacks
 from hypertrain.challenge.state import ServiceState
 from hypertrain.challenge.store import attestation_storage, merge_storage
@@ -49,7 +51,8 @@ def attest(state: ServiceState, env: Envelope) -> AttestationAnswer:
         allowed=state.settings.witness_hotkeys,
     )  # fmt: skip
     run_id, signer = env.run_id, verified.signer
-    roles.check(state, run_id, signer, "witness")
+    named = roles.named_roles(state.settings, state.manifest(run_id))
+    roles.check(state.conn, named, run_id, signer, "witness")
     tape = rollbacks.current_tape(state.conn, run_id, body.round)
     if tape is None:
         raise PhaseError(f"round {body.round} of {run_id} has no merge tape to attest")
@@ -104,24 +107,24 @@ def _witnesses(
         attestations=tuple(
             Attestation(r.witness, r.tape_sha256, r.agrees, r.first_difference) for r in rows
         ),
-        barred=state.settings.aggregator_hotkeys | _tape_signers(state, run_id, index),
+        barred=state.settings.aggregator_hotkeys | _tape_signers(state.conn, run_id, index),
         allowed=state.settings.witness_hotkeys,
-        window_closed=state.due_round() > wait_until(state, run_id, index),
+        window_closed=state.due_round() > wait_until(state.conn, state.settings, run_id, index),
     )
 
 
-def wait_until(state: ServiceState, run_id: str, index: int) -> int:
+def wait_until(conn: sqlite3.Connection, s: Settings, run_id: str, index: int) -> int:
     """The last beacon round of the round's witness wait: from its tape's arrival, or
     from the arrival of a correction citing a fault not cited before
     (:func:`~hypertrain.challenge.settlement.rollbacks.wait_start`). A round whose tape has
     not arrived has no wait: :class:`MissingRecordError`, never a wait from round 0."""
-    arrived = rollbacks.wait_start(state.conn, run_id, index)
+    arrived = rollbacks.wait_start(conn, run_id, index)
     if arrived is None:
         raise MissingRecordError(
             f"round {index} of {run_id} has no merge tape yet: its witness wait has no start",
             code="no_tape",
         )
-    return arrived + state.settings.witness_wait_rounds
+    return arrived + s.witness_wait_rounds
 
 
 def status(state: ServiceState, run_id: str, index: int) -> TapeVerdict:
@@ -163,9 +166,9 @@ def view(state: ServiceState, run_id: str, index: int) -> TapeWitnessView | None
     )
 
 
-def _tape_signers(state: ServiceState, run_id: str, index: int) -> frozenset[str]:
+def _tape_signers(conn: sqlite3.Connection, run_id: str, index: int) -> frozenset[str]:
     """The keys that signed the round's merge tape and its corrections."""
-    merged = merge_storage.merge_envelope(state.conn, run_id, index)
+    merged = merge_storage.merge_envelope(conn, run_id, index)
     signers = {Envelope.model_validate_json(merged).signer} if merged else set()
-    signers.update(e.signer for e in rollbacks.corrections(state.conn, run_id, index))
+    signers.update(e.signer for e in rollbacks.corrections(conn, run_id, index))
     return frozenset(signers)
