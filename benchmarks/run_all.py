@@ -15,7 +15,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 DOC = HERE.parent / "docs" / "BENCHMARKS.md"
-ON_REQUEST = ("bench_longrun", "bench_soak")  # hours: run only when named
+ON_REQUEST = ("bench_longrun", "bench_soak", "bench_overlap")  # long: run only when named
 
 INTRO = """# Benchmarks
 
