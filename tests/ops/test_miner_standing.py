@@ -23,7 +23,7 @@ def _entry(**fields: int) -> RosterEntry:
     values = {"escrow": 0, "held": 0, "vested": 0, "paid": 0, "burned": 0, **fields}
     return RosterEntry(
         hotkey="5Fk", uid=1, status="probation", device_class="cpu", devices=1,
-        first_round=3, probation_until_round=5, commits=1, tokens=10, faults=0, **values,
+        first_round=3, probation_until_round=5, commits=1, tokens=10, accused_rounds=0, **values,
     )  # fmt: skip
 
 
