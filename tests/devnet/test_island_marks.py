@@ -34,7 +34,7 @@ def test_steps_trained_ahead_are_compute_and_the_wait_for_the_open_is_a_cause() 
     assert not marks[0].started_ahead
     u = whole_run(_doc(), {"island-o": OVERLAPPED})["islands"]["island-o"]
     assert u["compute_s"] == 13.0 and u["wall_s"] == 18.0 and u["complete"]
-    assert u["adopted"] == 1
+    assert u["adopted"] == 1 and u["rounds"] == 2 and u["compute_s_per_round"] == 6.5
     assert u["waiting_s"] == pytest.approx({
         "deadline": 0.3, "beacon": 0.7, "open": 2.0, "notice": 0.9, "prepare": 0.7,
         "download": 0.4,

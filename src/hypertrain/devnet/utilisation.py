@@ -281,7 +281,8 @@ def summary(islands: Sequence[Sequence[Segment]], from_round: int = 0) -> dict[s
     flat = [s for segments in kept for s in segments]
     compute = sum(s.seconds for s in flat if s.cause == "compute")
     wall = sum(s.seconds for s in flat)
-    rounds = sum(1 for s in flat if s.cause == "compute")
+    # island-rounds with compute (a round trained ahead has two compute pieces)
+    rounds = sum(len({s.round for s in k if s.cause == "compute"}) for k in kept)
     waiting = _add([(s.cause, s.seconds) for s in flat if s.cause != "compute"])
     walls = [(sum(s.seconds for s in k if s.cause == "compute"), sum(s.seconds for s in k))
              for k in kept]  # fmt: skip
