@@ -99,6 +99,7 @@ def build_result(
             "codec": manifest.compression.codec,
             "warm_start_steps": 0 if warm is None else warm.steps,
             "seq_len": seq,
+            "overlap": manifest.round.overlap,
         },
         "network_loss": net,
         "baseline_loss": dp,
@@ -125,13 +126,22 @@ def build_result(
         "last5_gap_pct": "<= +3 % (goal +1 %)",
         "final_gap_pct": "<= +3 % (goal +1 %)",
     }
+    tag = "-overlap" if manifest.round.overlap else ""
+    overlapped = (
+        " Overlapped rounds (round.overlap): islands train each round while the one before"
+        " is audited and merged (docs/protocol.md); its cost is this gap against the"
+        " sequential run's (longrun.json)."
+        if tag
+        else ""
+    )
     result["notes"] = (
         "The product's network (hypertrain.devnet: beacon, service, relay, auditor, witness,"
         " aggregator, honest islands and the honeypot, each its own process) against"
         " data-parallel training on exactly the tokens each round merged (devnet.baseline),"
         " from the same warm start; held-out loss is the aggregator's function on the same"
-        " held-out samples for both. Per-round series: benchmarks/results/longrun/curves.json."
-        "\n\n![Held-out loss against tokens, the network and data-parallel](longrun.png)"
+        f" held-out samples for both.{overlapped} Per-round series:"
+        f" benchmarks/results/longrun/curves{tag}.json."
+        f"\n\n![Held-out loss against tokens, the network and data-parallel](longrun{tag}.png)"
     )
     return result
 
@@ -184,7 +194,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     recipe = result["recipe"]
     ax.set_title(
         f"Long run: {result['rounds']} rounds, {recipe['preset']}, H = {recipe['inner_steps']},"
-        f" {recipe['state_policy']} (gap {result['last5_gap_pct']:+.2f} %, last 5 rounds)"
+        f" {recipe['state_policy']}{', overlapped' if recipe.get('overlap') else ''}"
+        f" (gap {result['last5_gap_pct']:+.2f} %, last 5 rounds)"
     )
     ax.grid(alpha=0.3)
     ax.legend()
