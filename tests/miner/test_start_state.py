@@ -31,6 +31,23 @@ from tests.auditor.islands import MemoryRelay, publish_round
 from tests.auditor.world import ISLANDS, World, make_world
 
 
+def _round_zero(world: World, tmp_path: Path) -> tuple[Any, ...]:
+    """Round 0 trained and committed by ISLANDS[0] at a memory relay, rounds 0 and 1 open:
+    the relay, the two verified records, the miner's config, the commit, its context and
+    round 1's train config."""
+    manifest = world.manifest
+    relay = MemoryRelay()
+    relay.put(world.model_blob)
+    roster = [k.ss58_address for k in ISLANDS]
+    opens = [
+        verify_round_open(world.round_open(w, roster).model_dump(), manifest, w) for w in (0, 1)
+    ]
+    cfg = MinerConfig(run_id=manifest.run_id, state_dir=str(tmp_path / "state"))
+    r0 = publish_round(world, relay, ISLANDS[0], opens[:1], cfg.round_dir(0))
+    ctx = RunContext(cfg, _Rounds([r0.envelope]), manifest)  # type: ignore[arg-type]
+    return relay, opens, cfg, r0, ctx, TrainConfig.from_manifest(manifest)
+
+
 @dataclass
 class _Detail:
     round: int
@@ -64,16 +81,7 @@ def _carry(world: World) -> World:
 def test_miner_start_state_is_the_auditors(world: World, tmp_path: Path, policy: str) -> None:
     world = _carry(world) if policy == "carry" else world
     manifest, key = world.manifest, ISLANDS[0]
-    relay = MemoryRelay()
-    relay.put(world.model_blob)
-    roster = [k.ss58_address for k in ISLANDS]
-    opens = [
-        verify_round_open(world.round_open(w, roster).model_dump(), manifest, w) for w in (0, 1)
-    ]
-    cfg = MinerConfig(run_id=manifest.run_id, state_dir=str(tmp_path / "state"))
-    r0 = publish_round(world, relay, key, opens[:1], cfg.round_dir(0))
-    ctx = RunContext(cfg, _Rounds([r0.envelope]), manifest)  # type: ignore[arg-type]
-    config = TrainConfig.from_manifest(manifest)
+    relay, opens, cfg, r0, ctx, config = _round_zero(world, tmp_path)
     params = r0.start_params
     fetch = lambda sha, limit: relay.get(sha, max_bytes=limit)  # noqa: E731
     expected = derive_start_state(
@@ -122,17 +130,8 @@ def test_an_overlapped_start_whose_public_input_the_relay_cannot_serve_is_retrie
     doc = world.manifest.model_dump(mode="json")
     doc["round"]["overlap"], doc["compression"]["error_feedback"] = True, False
     world = dataclasses.replace(world, manifest=RunManifest.model_validate(doc))
-    manifest, key = world.manifest, ISLANDS[0]
-    relay = MemoryRelay()
-    relay.put(world.model_blob)
-    roster = [k.ss58_address for k in ISLANDS]
-    opens = [
-        verify_round_open(world.round_open(w, roster).model_dump(), manifest, w) for w in (0, 1)
-    ]
-    cfg = MinerConfig(run_id=manifest.run_id, state_dir=str(tmp_path / "state"))
-    r0 = publish_round(world, relay, key, opens[:1], cfg.round_dir(0))
-    ctx = RunContext(cfg, _Rounds([r0.envelope]), manifest)  # type: ignore[arg-type]
-    config = TrainConfig.from_manifest(manifest)
+    key = ISLANDS[0]
+    relay, opens, _, r0, ctx, config = _round_zero(world, tmp_path)
     fine = start_state(ctx, config, opens, r0.start_params, key.ss58_address, relay)  # type: ignore[arg-type]
     relay.unreachable = {world.model_sha}  # no kept copy here: the relay is asked
     with pytest.raises(RelayError):
