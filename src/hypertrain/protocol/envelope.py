@@ -16,6 +16,7 @@ a separate component (:mod:`hypertrain.protocol.replay`) so each service picks i
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +71,15 @@ class Envelope(BaseModel):
 
     def to_bytes(self) -> bytes:
         return canonical_bytes(self.model_dump())
+
+    def content_id(self) -> str:
+        """The message's content id (a commit's, a dispute's, a stored envelope's)."""
+        return content_id(self.to_bytes())
+
+
+def content_id(canonical: bytes) -> str:
+    """The content id of a signed message: SHA-256 of its canonical bytes, hex."""
+    return hashlib.sha256(canonical).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,6 @@ is the competition id; nonces share the service's replay table.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import sqlite3
@@ -174,7 +173,7 @@ def commit(state: ServiceState, env: Envelope) -> CommitAccepted:
     verified, body = _open(state, env, COMMIT_DOMAIN, CompeteCommit, registered=True)
     spec = spec_of(state, env.run_id)
     now = state.due_round()
-    commit_id = hashlib.sha256(env.to_bytes()).hexdigest()
+    commit_id = env.content_id()
     with _recorded(state, env, "this commitment was already recorded"):
         competition_storage.add_commit(
             state.conn,

@@ -11,8 +11,6 @@ re-decision by independent re-audits (:func:`hypertrain.dispute.resolution.open_
 
 from __future__ import annotations
 
-import hashlib
-
 from hypertrain.challenge.disputes import windows
 from hypertrain.challenge.errors import ChallengeError, NotFoundError, PhaseError
 from hypertrain.challenge.facts import jury
@@ -130,7 +128,7 @@ def new_game(
     """A bisection game on the first differing segment, or a re-decision by recomputation."""
     run_id, hotkey = env.run_id, env.signer
     manifest = state.manifest(run_id)
-    dispute_id = hashlib.sha256(env.to_bytes()).hexdigest()
+    dispute_id = env.content_id()
     common = {"dispute_id": dispute_id, "run_id": run_id, "round": body.round}
     common |= {"segment": body.segment, "island": hotkey, "auditor": auditor}
     if check in RECOMPUTED:

@@ -8,7 +8,6 @@ nothing and gets a typed 4xx error; database uniqueness backs every "only once".
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sqlite3
 
@@ -49,22 +48,17 @@ from hypertrain.challenge.store.reaudit_storage import is_faulty
 from hypertrain.challenge.store.roster_storage import NewIsland
 from hypertrain.challenge.store.rounds_storage import RoundRecord
 from hypertrain.challenge.store.verdict_storage import NewVerdict
-from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.envelope import Envelope, content_id
 from hypertrain.protocol.messages import Commit, JoinRequest, MergeTape, Verdict
 from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
 
 
-def envelope_id(env: Envelope) -> str:
-    """Content id of a signed message: SHA-256 of its canonical bytes."""
-    return hashlib.sha256(env.to_bytes()).hexdigest()
-
-
 def _stored(env: Envelope) -> tuple[str, str]:
     """(id, canonical text) of an envelope, canonicalised once."""
     raw = env.to_bytes()
-    return hashlib.sha256(raw).hexdigest(), raw.decode("utf-8")
+    return content_id(raw), raw.decode("utf-8")
 
 
 def _named(state: ServiceState, run_id: str) -> roles.NamedRoles:
