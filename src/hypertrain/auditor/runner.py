@@ -162,17 +162,14 @@ class Auditor:
         if raw is not None:
             commit = verify_commit(raw, self.manifest, hotkey, index - 1)
 
-        # the previous round's start model is a public input: fetched here, before any
-        # island-authored byte is judged, so the relay's failure is never the island's
-        held: list[dict[str, Tensor]] = []
-        if self.manifest.round.overlap and commit is not None:
-            held.append(fetch_start_params(self.relay, opens[index - 1], self.manifest)[1])
-
         def start_params() -> dict[str, Tensor]:
-            if not held:
-                held.append(fetch_start_params(self.relay, opens[index - 1], self.manifest)[1])
-            return held[0]
+            return fetch_start_params(self.relay, opens[index - 1], self.manifest)[1]
 
+        if self.manifest.round.overlap and commit is not None:
+            # a public input the overlapped start needs: fetched here, before any
+            # island-authored byte is judged, so the relay's failure is never the island's
+            params = start_params()
+            return PreviousRound(commit, lambda: params, len(opens[index - 1].roster))
         return PreviousRound(commit, start_params, len(opens[index - 1].roster))
 
     def island_blob(self, sha256: str, what: str = "checkpoint", max_bytes: int = 0) -> bytes:

@@ -110,7 +110,8 @@ def kept_or_relay(ctx: RunContext, index: int, relay: RelayClient) -> FetchSized
     workdir = ctx.config.round_dir(index)
 
     def fetch(sha256: str, max_bytes: int) -> bytes:
-        kept = [*sorted(workdir.glob("ckpt_*.bin")), workdir / UPDATE_FILE] if index >= 0 else []
+        # the update first: it is small, and an overlapped start asks for it every round
+        kept = [workdir / UPDATE_FILE, *sorted(workdir.glob("ckpt_*.bin"))] if index >= 0 else []
         for path in kept:
             data = path.read_bytes() if path.exists() else b""
             if data and hashlib.sha256(data).hexdigest() == sha256:
