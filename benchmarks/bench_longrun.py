@@ -55,6 +55,7 @@ from hypertrain.data.descriptor import DESCRIPTOR_NAME
 from hypertrain.devnet.baseline import BaselineStore, record_batches, train_on_records
 from hypertrain.devnet.roles import RUN_ID
 from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.recipe import WARM_START_PERCENT
 from longrun_report import commit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,6 +90,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--honeypot", default="bad-update")
     p.add_argument("--overlap", action="store_true",
                    help="overlapped rounds (writes longrun-overlap.json)")  # fmt: skip
+    p.add_argument("--warm-start-percent", type=int, default=WARM_START_PERCENT,
+                   help="warm start, % of all steps (another: longrun-warmP.json)")  # fmt: skip
     p.add_argument("--analyse", action="store_true", help="only write the result and plot")
     p.add_argument(
         "--baseline-only",
@@ -122,6 +125,7 @@ def network_child(args: argparse.Namespace) -> int:
         baseline=False,  # this benchmark trains its own, resumable, beside the network
         resume=True,  # a stopped network goes on from its state (module docstring)
         overlap=args.overlap,
+        warm_start_percent=args.warm_start_percent,
         keep=True,  # its state stays until the report is written
     )
     return run_devnet(cfg)
@@ -149,6 +153,7 @@ def follow(args: argparse.Namespace, state: Path) -> None:
         cmd += ["--rounds", str(args.rounds), "--state", str(state), "--budgets", args.budgets]
         cmd += ["--preset", args.preset, "--seed", str(args.seed), "--honeypot", args.honeypot]
         cmd += ["--overlap"] if args.overlap else []
+        cmd += ["--warm-start-percent", str(args.warm_start_percent)]
         log = (state / "network.log").open("ab")
         child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         part_started = time.time()
@@ -273,7 +278,7 @@ def network_report(state: Path, manifest: RunManifest) -> dict[str, Any] | None:
 
 def analyse(state: Path, *, wall_s: float) -> dict[str, Any]:
     """longrun.json and the plot, from the state directory."""
-    from longrun_report import CURVES, build_result, plot
+    from longrun_report import CURVES, build_result, plot, result_tag
 
     manifest, details = load_records(state)
     report = network_report(state, manifest)
@@ -284,7 +289,7 @@ def analyse(state: Path, *, wall_s: float) -> dict[str, Any]:
     path = state / "commit.txt"
     measured = path.read_text().strip() if path.exists() else commit()
     result = build_result(manifest, details, report, losses, wall, samples, measured)
-    tag = "-overlap" if manifest.round.overlap else ""  # overlapped rounds: their own files
+    tag = result_tag(manifest)  # a variant of the recipe: its own files
     plot(result, PLOT.with_name(f"longrun{tag}.png"))
     curves = {k: result.pop(k) for k in CURVES}
     curves_file = CURVES_FILE.with_name(f"curves{tag}.json")

@@ -17,6 +17,7 @@ from typing import Any
 
 from hypertrain.api.models import RoundDetail
 from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.recipe import WARM_START_PERCENT, warm_start_steps
 
 WINDOW = 5  # rounds in the moving average
 BLOCK = 50  # rounds per block of the gap's trajectory (one round's gap is noisy: ±1-2 points)
@@ -126,12 +127,12 @@ def build_result(
         "last5_gap_pct": "<= +3 % (goal +1 %)",
         "final_gap_pct": "<= +3 % (goal +1 %)",
     }
-    tag = "-overlap" if manifest.round.overlap else ""
+    tag = result_tag(manifest)
     overlapped = (
         " Overlapped rounds (round.overlap): islands train each round while the one before"
         " is audited and merged (docs/protocol.md); its cost is this gap against the"
         " sequential run's (longrun.json)."
-        if tag
+        if manifest.round.overlap
         else ""
     )
     result["notes"] = (
@@ -144,6 +145,17 @@ def build_result(
         f"\n\n![Held-out loss against tokens, the network and data-parallel](longrun{tag}.png)"
     )
     return result
+
+
+def result_tag(manifest: RunManifest) -> str:
+    """The suffix of a variant's files: ``-overlap`` for overlapped rounds, ``-warmP`` for a
+    warm start other than the recipe's share (P % of all steps); "" for the recipe."""
+    tag = "-overlap" if manifest.round.overlap else ""
+    warm = manifest.warm_start.steps if manifest.warm_start is not None else 0
+    round_steps = manifest.inner.total_steps - warm  # the schedule plans warm start + rounds
+    if warm != warm_start_steps(round_steps, WARM_START_PERCENT):
+        tag += f"-warm{round(100 * warm / (warm + round_steps))}"
+    return tag
 
 
 def _walls(wall: dict[str, float]) -> dict[str, float]:
