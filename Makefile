@@ -6,7 +6,7 @@ LOCK := requirements.lock
 TORCH_LOCK := requirements-torch.lock
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) $(TORCH_LOCK) | sha256sum | cut -c1-16)
 
-.PHONY: install devnet test lint check bench fmt schemas docs lock
+.PHONY: install devnet test test-all lint check bench fmt schemas docs lock
 
 install: $(STAMP)
 
@@ -50,16 +50,21 @@ lock:
 devnet: install
 	$(VENV)/bin/hypertrain devnet $(ARGS)
 
+# The tests but those marked slow (whole networks on loopback, crash runs): minutes.
 test: install
+	$(PY) -m pytest -q -n 2 -m "not slow" $(ARGS)
+
+# Every test, the slow ones included: what CI runs (`make check`).
+test-all: install
 	$(PY) -m pytest -q -n 2 $(ARGS)
 
-# The quality gate: lint (format, lint rules, mypy strict), then every test.
+# The quality gate: lint (format, lint rules, mypy strict), then every test (slow included).
 lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-check: lint test
+check: lint test-all
 
 fmt: install
 	$(VENV)/bin/ruff format .
