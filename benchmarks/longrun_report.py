@@ -117,6 +117,7 @@ def build_result(
     }
     if report is not None:
         result["traffic"] = _traffic(report)
+        result["traffic"]["caught_island_audits"] = caught_audit_bytes(manifest, details, report)
         result["utilisation"] = {
             k: v for k, v in report.get("utilisation", {}).items() if k != "per_round"
         }
@@ -187,6 +188,46 @@ def _traffic(report: dict[str, Any]) -> dict[str, Any]:
         "rounds_data_parallel_bytes": rounds["data_parallel_bytes"],
         "warm_start_data_parallel_bytes": warm_dp,
         "parts": rounds["parts"],
+    }
+
+
+def caught_audit_bytes(
+    manifest: RunManifest, details: list[RoundDetail], report: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The checkpoint uploads of the honeypot's audits after its first proven fault (a
+    caught island is replayed every round: ``challenge.rounds.phases.select_round``),
+    counted as the service counts every audit (``dashboard.traffic``: under ``carry`` its
+    final state of the round before, plus one state per selected segment but segment 0),
+    and the all-in ratio the run would show without them (what an honest network moves)."""
+    from hypertrain.challenge.dashboard.traffic import state_bytes
+    from hypertrain.protocol.messages import AuditAssignment
+
+    honeypot = report.get("honeypot") or {}
+    hotkey, first = honeypot.get("hotkey"), honeypot.get("first_fault_round")
+    if hotkey is None or first is None:
+        return None
+    per_state = state_bytes(manifest, int(report["model"]["parameters"]))
+    carried = manifest.inner.state_policy == "carry"
+    states = 0
+    for i, detail in enumerate(details):
+        if i <= first:
+            continue
+        for envelope in detail.assignments:
+            audit = AuditAssignment.model_validate(envelope.body)
+            if audit.hotkey != hotkey:
+                continue
+            states += sum(1 for k in audit.segments if k > 0)
+            states += int(carried and hotkey in details[i - 1].commit_order)
+    traffic = _traffic(report)
+    warm = traffic["warm_start_data_parallel_bytes"]
+    ours = traffic["rounds_bytes"] - states * per_state + warm
+    theirs = traffic["rounds_data_parallel_bytes"] + warm
+    return {
+        "after_round": first,
+        "states_uploaded": states,
+        "bytes": states * per_state,
+        "share_of_rounds_bytes": states * per_state / traffic["rounds_bytes"],
+        "all_in_ratio_without": theirs / ours,
     }
 
 
