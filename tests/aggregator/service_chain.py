@@ -74,7 +74,9 @@ def current_tape(agg: Aggregator, blobs: MemoryBlobs, index: int) -> Tape:
 def prove(h: Harness, index: int, hotkey: str) -> None:
     """Book a fault as every proving path does (settlement, a late verdict's window)."""
     with transaction(h.state.conn):
-        rollbacks.book_fault(h.state, "run-1", index, hotkey, "late mismatch verdict", 1)
+        rollbacks.book_fault(
+            h.state.conn, h.state.ledger, "run-1", index, hotkey, "late mismatch verdict", 1
+        )
 
 
 def two_merged_rounds(h: Harness, tmp: Path, service: ChallengeClient | None = None) -> Merged:

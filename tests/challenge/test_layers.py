@@ -303,19 +303,22 @@ def test_the_resource_check_sees_a_crossing() -> None:
 
 
 # The lowest layers take the narrow pieces a function uses (the open connection, the
-# settings, the keys named for each role, the beacon), never the service's whole state:
-# no module of the store or of the facts imports it.
+# settings, the keys named for each role, the beacon; settlement also the ledger, the
+# metagraph view it books at, the run's manifest and the clock's due round), never the
+# service's whole state: no module of the store, the facts or settlement imports it.
+TAKE_NO_STATE = ("store", "facts", "settlement")
 TAKES_STATE: frozenset[str] = frozenset()
 
 
-def test_the_store_and_the_facts_take_the_connection_not_the_state() -> None:
+def test_the_store_the_facts_and_settlement_take_the_connection_not_the_state() -> None:
     state = f"{CHALLENGE}.state"
     found = sorted(
         name
         for name, imported in graph().items()
-        if _challenge_part(name) in ("store", "facts") and state in imported
+        if _challenge_part(name) in TAKE_NO_STATE and state in imported
     )
     assert found == sorted(TAKES_STATE), (
-        "pass the connection (or the settings) a function uses instead of the state; a "
-        f"module that no longer imports it leaves TAKES_STATE: {found}"
+        f"{', '.join(TAKE_NO_STATE)}: pass the connection (or the settings, the ledger, the "
+        "manifest, the due round) a function uses instead of the state; a module that no "
+        f"longer imports it leaves TAKES_STATE: {found}"
     )

@@ -156,7 +156,7 @@ def test_only_included_and_verified_updates_are_paid(net: Net, miner_keys: list[
         included=[honest.ss58_address],
         excluded={outlier.ss58_address: "norm_outlier", ghost.ss58_address: "missing_blob"},
     )
-    got = outcome(net.state, "run-1", 0)
+    got = outcome(net.state.conn, net.state.settings, net.state.due_round, "run-1", 0)
     assert got.accepted == {honest.ss58_address: commit_body(0)["tokens"]}
     assert got.faults == {}  # the tape's word is no proof: a fault needs a verdict
     assert got.unpaid == {
@@ -237,7 +237,7 @@ def test_any_verdict_but_match_is_a_fault(net: Net, miner_keys: list[Hotkey]) ->
         "UPDATE verdicts SET result = 'unverifiable' WHERE hotkey = ?", (b.ss58_address,)
     )
     net.merge(0, included=[a.ss58_address], excluded={b.ss58_address: "audit_mismatch"})
-    got = outcome(net.state, "run-1", 0)
+    got = outcome(net.state.conn, net.state.settings, net.state.due_round, "run-1", 0)
     assert set(got.accepted) == {a.ss58_address}
     assert got.faults[b.ss58_address].startswith("unverifiable verdict")
     net.settle(0)

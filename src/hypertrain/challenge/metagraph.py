@@ -21,7 +21,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hypertrain.api.models import MetagraphStatus
-from hypertrain.challenge.errors import MetagraphError
+from hypertrain.challenge.errors import MetagraphError, UnavailableError
 from hypertrain.protocol.canonical import parse_json
 from hypertrain.protocol.errors import ProtocolError
 from hypertrain.protocol.identity import ss58_decode
@@ -178,6 +178,12 @@ class MetagraphView:
 
     def is_registered(self, hotkey: str) -> bool:
         return self.snapshot is not None and hotkey in self.snapshot.hotkeys
+
+    def epoch_now(self, what: str) -> int:
+        """The epoch every reward and bond entry is booked at (never a fallback)."""
+        if self.snapshot is None:
+            raise UnavailableError(f"cannot {what}: no metagraph snapshot yet", code="no_metagraph")
+        return self.snapshot.epoch
 
     async def refresh(self) -> Snapshot | None:
         """Fetch a new snapshot; on failure keep the old one and mark it stale."""

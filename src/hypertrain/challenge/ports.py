@@ -9,9 +9,14 @@ service calls them from a worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
+
+# The beacon round due now by the service's own clock (``ServiceState.due_round``), for
+# a function that reads it only where it checks a deadline: one with nothing to check
+# (a round without a tape) answers without a verified beacon round.
+DueRound = Callable[[], int]
 
 
 @dataclass(frozen=True, slots=True)

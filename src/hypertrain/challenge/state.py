@@ -174,10 +174,7 @@ class ServiceState:
 
     def epoch_now(self, what: str) -> int:
         """The metagraph epoch every reward and bond entry is booked at (never a fallback)."""
-        snapshot = self.metagraph.snapshot
-        if snapshot is None:
-            raise UnavailableError(f"cannot {what}: no metagraph snapshot yet", code="no_metagraph")
-        return snapshot.epoch
+        return self.metagraph.epoch_now(what)
 
     def count(self, name: str, by: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + by

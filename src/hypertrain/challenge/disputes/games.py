@@ -253,7 +253,10 @@ def _rejudge(state: ServiceState, old: g.Game, new: g.Game) -> None:
     """A game was decided: the disputed verdict's standing changed, so the island's
     rewards held for it are decided again (released where nothing else holds them)."""
     if new.outcome is not None and new.outcome != old.outcome:
-        settle.release_later(state, new.run_id, new.round, new.island)
+        settle.release_later(
+            state.conn, state.ledger, state.metagraph, state.settings, state.due_round,
+            new.run_id, new.round, new.island,
+        )  # fmt: skip
 
 
 def settle_bonds(state: ServiceState) -> int:

@@ -70,7 +70,8 @@ def close_windows(state: ServiceState, now: int) -> int:
             if row.books_fault and faults:
                 reason = f"late {row.result} verdict {row.verdict_id}"
                 rollbacks.book_fault(
-                    state,
+                    state.conn,
+                    state.ledger,
                     row.run_id,
                     row.round,
                     row.hotkey,

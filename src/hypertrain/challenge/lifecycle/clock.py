@@ -47,14 +47,23 @@ def step(state: ServiceState) -> None:
             or pace.audits_done(state, run_id, index)
         ):
             _close_audit(state, run_id, index)
-        if phase == "settle" and ready_to_settle(state, run_id, index, now):
-            with transaction(state.conn):
-                settle_round(state, run_id, index)
+        if phase == "settle" and ready_to_settle(
+            state.conn, state.settings, state.manifest(run_id), state.due_round, run_id, index, now
+        ):
+            _settle(state, run_id, index)
 
 
 def _close_audit(state: ServiceState, run_id: str, index: int) -> None:
     if commit_storage.has_commits(state.conn, run_id, index):
         rounds_storage.set_phase(state.conn, run_id, index, "merge")
         return
+    _settle(state, run_id, index)
+
+
+def _settle(state: ServiceState, run_id: str, index: int) -> None:
     with transaction(state.conn):
-        settle_round(state, run_id, index)
+        settle_round(
+            state.conn, state.ledger, state.metagraph, state.settings, state.due_round,
+            run_id, index,
+        )  # fmt: skip
+        state.count("rounds_settled")

@@ -32,7 +32,7 @@ def step(state: ServiceState, run_id: str, index: int, now: int) -> ChainStep:
     """What the round after ``index`` may open on at beacon round ``now``."""
     tape = rollbacks.current_tape(state.conn, run_id, index)
     until = None if tape is None else witness.wait_until(state.conn, state.settings, run_id, index)
-    verdict = witness.status(state, run_id, index)
+    verdict = witness.status(state.conn, state.settings, state.due_round, run_id, index)
     if not rollbacks.on_chain(state.conn, run_id, index):  # merged on a superseded model:
         verdict = TapeVerdict("awaiting", verdict.agreeing)  # it awaits its correction
     return chain_step(verdict, now, until)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from hypertrain.challenge import facts
 from hypertrain.challenge.errors import ForbiddenError
 from hypertrain.challenge.facts import jury
-from hypertrain.challenge.settlement.settle import late_verdict, release_later
+from hypertrain.challenge.settlement.settle import late_match, release_later
 from hypertrain.challenge.state import ServiceState
 from hypertrain.challenge.store import (
     game_storage,
@@ -105,6 +105,7 @@ def decided(state: ServiceState, run_id: str, index: int, hotkey: str, final: bo
             ):
                 window_storage.open_window(conn, verdict, deadline, books_fault=True)
     if not faults:
+        ledger, metagraph, s, due = state.ledger, state.metagraph, state.settings, state.due_round
         if final:  # the reward was held for this verdict
-            late_verdict(state, run_id, index, hotkey, "match")
-        release_later(state, run_id, index, hotkey)
+            late_match(conn, ledger, metagraph, s, due, run_id, index, hotkey)
+        release_later(conn, ledger, metagraph, s, due, run_id, index, hotkey)

@@ -174,7 +174,7 @@ def round_detail(state: ServiceState, run_id: str, index: int) -> RoundDetail:
             else None
         ),
         probation=audit_storage.probation_flags(state.conn, run_id, index),
-        witnesses=witness.view(state, run_id, index),
+        witnesses=witness.view(state.conn, state.settings, state.due_round, run_id, index),
     )
 
 

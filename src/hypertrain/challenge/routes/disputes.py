@@ -77,4 +77,5 @@ def ruling(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
 @serialized
 def reassigned(state: State, run_id: str) -> list[ReassignedAudit]:
     """Audits awaiting another auditor's verdict: set aside by a dispute, or missed."""
-    return waiting(state, run_id)
+    state.manifest(run_id)
+    return waiting(state.conn, state.settings, state.due_round, run_id)

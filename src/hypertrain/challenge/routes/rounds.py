@@ -29,8 +29,8 @@ from hypertrain.challenge.deps import (
     serialized,
 )
 from hypertrain.challenge.lifecycle import intake
-from hypertrain.challenge.rounds import phases, views
-from hypertrain.challenge.settlement import rollbacks, witness
+from hypertrain.challenge.rounds import phases, tapes, views
+from hypertrain.challenge.settlement import rollbacks
 from hypertrain.protocol.envelope import Envelope
 
 public = APIRouter(prefix="/v1", tags=["rounds"])
@@ -87,7 +87,8 @@ def round_detail(state: State, run_id: RunId, round_index: RoundIndex) -> RoundD
 @serialized
 def faults(state: State, run_id: RunId) -> list[ProvenFault]:
     """Every proven fault of the run, and whether a rollback of its merged update is due."""
-    return rollbacks.proven_faults(state, run_id)
+    state.manifest(run_id)
+    return rollbacks.proven_faults(state.conn, run_id)
 
 
 @public.get("/runs/{run_id}/roster", response_model=list[RosterEntry])
@@ -139,7 +140,7 @@ def merge(state: State, envelope: Envelope) -> MergeAnswer:
 @serialized
 def merge_correction(state: State, envelope: Envelope) -> CorrectionAnswer:
     """A signed ``merge-correction``: a rollback's corrected tape for one merged round."""
-    return rollbacks.accept_correction(state, envelope, witness.contested)
+    return tapes.accept_correction(state, envelope)
 
 
 @admin.post("/runs", responses=ERRORS, response_model=Envelope)

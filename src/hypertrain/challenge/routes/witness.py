@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path
 from hypertrain.api.models import AttestationAnswer, TapeWitnessView
 from hypertrain.challenge.deps import ERRORS, State, serialized
 from hypertrain.challenge.errors import NotFoundError
+from hypertrain.challenge.rounds import tapes
 from hypertrain.challenge.settlement import witness
 from hypertrain.protocol.envelope import Envelope
 
@@ -21,7 +22,7 @@ RoundIndex = Annotated[int, Path(ge=0, le=2**53 - 1)]
 @serialized
 def attest(state: State, envelope: Envelope) -> AttestationAnswer:
     """A witness's signed ``tape-attestation``: its recomputation of the round's tape."""
-    return witness.attest(state, envelope)
+    return tapes.attest(state, envelope)
 
 
 @router.get(
@@ -33,7 +34,7 @@ def attest(state: State, envelope: Envelope) -> AttestationAnswer:
 def witnesses(state: State, run_id: RunId, round_index: RoundIndex) -> TapeWitnessView:
     """The witnesses' word on the round's current tape (404 while it has none)."""
     state.manifest(run_id)
-    found = witness.view(state, run_id, round_index)
+    found = witness.view(state.conn, state.settings, state.due_round, run_id, round_index)
     if found is None:
         raise NotFoundError(f"round {round_index} of {run_id} has no merge tape", code="no_tape")
     return found

@@ -15,12 +15,13 @@ in the phase.
 from __future__ import annotations
 
 import sqlite3
+from json import loads
 
 from hypertrain.api.disputes import ReassignedAudit
 from hypertrain.challenge import facts
 from hypertrain.challenge.facts import jury
+from hypertrain.challenge.ports import DueRound
 from hypertrain.challenge.settings import Settings
-from hypertrain.challenge.state import ServiceState, loads
 from hypertrain.challenge.store import (
     audit_storage,
     game_storage,
@@ -30,13 +31,16 @@ from hypertrain.challenge.store import (
     verdict_storage,
 )
 from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.manifest import RunManifest
 
 
-def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
+def waiting(
+    conn: sqlite3.Connection, s: Settings, due_round: DueRound, run_id: str
+) -> list[ReassignedAudit]:
     """Audits waiting for a new verdict: set aside (a faulty auditor, a recompute
-    dispute) or missed (assigned, and no verdict by the end of the audit phase)."""
-    state.manifest(run_id)
-    auditors = frozenset(jury.auditors(state.conn, state.settings, run_id))
+    dispute) or missed (assigned, and no verdict by the end of the audit phase), of a
+    run the caller checked exists."""
+    auditors = frozenset(jury.auditors(conn, s, run_id))
     set_aside = [
         ReassignedAudit(
             round=x.round,
@@ -47,17 +51,17 @@ def waiting(state: ServiceState, run_id: str) -> list[ReassignedAudit]:
             missed=False,
             assignment=Envelope.model_validate(loads(envelope)),
         )
-        for x in reaudit_storage.set_aside_verdicts(state.conn, run_id)
-        if (envelope := _still_waiting(state.conn, run_id, x, auditors)) is not None
+        for x in reaudit_storage.set_aside_verdicts(conn, run_id)
+        if (envelope := _still_waiting(conn, run_id, x, auditors)) is not None
     ]
     missed = [
         _missed(a.round, a.hotkey, a.envelope)
-        for a in audit_storage.unjudged_audits(state.conn, run_id, state.due_round())
-        if a.hotkey in facts.unjudged(state.conn, run_id, a.round)
+        for a in audit_storage.unjudged_audits(conn, run_id, due_round())
+        if a.hotkey in facts.unjudged(conn, run_id, a.round)
     ]
-    listed = set_aside + missed + _splits(state.conn, run_id, state.due_round())
+    listed = set_aside + missed + _splits(conn, run_id, due_round())
     listed_keys = {(x.round, x.hotkey) for x in listed}
-    return listed + _stood_in(state.conn, state.settings, run_id, listed_keys)
+    return listed + _stood_in(conn, s, run_id, listed_keys)
 
 
 def _stood_in(
@@ -143,7 +147,9 @@ def _gathering(
     return len(judges & panel) < jury.quorum(len(panel))
 
 
-def gathering(state: ServiceState, run_id: str, index: int, now: int) -> bool:
+def gathering(
+    conn: sqlite3.Connection, s: Settings, manifest: RunManifest, run_id: str, index: int, now: int
+) -> bool:
     """True while a bisection game of round ``index`` that its auditor lost still gathers
     its jury's re-audits (the barring rule's evidence, :func:`_gathering`), for at most
     ``round.dispute_window_rounds`` after the game's decision.
@@ -153,13 +159,13 @@ def gathering(state: ServiceState, run_id: str, index: int, now: int) -> bool:
     cheat it passed) beyond any re-audit. The wait is bounded, so a silent jury holds a
     round one window at most.
     """
-    auditors = frozenset(jury.auditors(state.conn, state.settings, run_id))
-    window = state.manifest(run_id).round.dispute_window_rounds
-    for x in reaudit_storage.set_aside_verdicts(state.conn, run_id):
+    auditors = frozenset(jury.auditors(conn, s, run_id))
+    window = manifest.round.dispute_window_rounds
+    for x in reaudit_storage.set_aside_verdicts(conn, run_id):
         if x.round != index or not x.dispute_id or x.recompute:
             continue
-        view = game_storage.load_view(state.conn, x.dispute_id)
+        view = game_storage.load_view(conn, x.dispute_id)
         decided = view.decided_beacon_round if view is not None else None
-        if decided is not None and now <= decided + window and _gathering(state.conn, x, auditors):
+        if decided is not None and now <= decided + window and _gathering(conn, x, auditors):
             return True
     return False

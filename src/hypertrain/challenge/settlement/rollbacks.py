@@ -9,10 +9,11 @@ round's current merge or a later merged round still starts from a superseded mod
 (:func:`first_broken_link`: a round that opened before the rollback, or an interrupted
 rebase). That is what the aggregator polls; nothing is read from log lines.
 
-A rollback is answered by ``merge-correction`` envelopes (:func:`accept_correction`),
-one per corrected round, each naming the tape it supersedes. The service keeps the
-supersession chain (``merge_corrections``; a tape is superseded at most once) and
-refuses, before storing anything:
+A rollback is answered by ``merge-correction`` envelopes
+(:func:`~hypertrain.challenge.rounds.tapes.accept_correction`, which checks each with
+:func:`check_correction`), one per corrected round, each naming the tape it supersedes.
+The service keeps the supersession chain (``merge_corrections``; a tape is superseded at
+most once) and refuses, before storing anything:
 
 * a signer that is not a worker hotkey;
 * a supersession of anything but the round's *current* tape (``superseded``);
@@ -37,33 +38,33 @@ a correction: the faulty island's value was burned when the fault was booked.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
-from collections.abc import Callable
+from json import loads
 
-from hypertrain.api.models import CorrectionAnswer, ProvenFault
+from hypertrain.api.models import ProvenFault
 from hypertrain.challenge import facts
 from hypertrain.challenge.errors import ChallengeError, ConflictError, ForbiddenError, NotFoundError
-from hypertrain.challenge.facts import roles
-from hypertrain.challenge.state import ServiceState, loads, quick_dumps
+from hypertrain.challenge.ports import LedgerPort
 from hypertrain.challenge.store import merge_storage, rounds_storage
-from hypertrain.challenge.store.merge_storage import NewCorrection, ProvenFaultRow
+from hypertrain.challenge.store.merge_storage import ProvenFaultRow
 from hypertrain.protocol.citations import may_cite
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.messages import MergeCorrection, MergeTape, RoundOpen
-from hypertrain.protocol.sqlite import transaction
-
-# (state, run, round) -> whether a counted witness contests the round's current tape
-Contested = Callable[[ServiceState, str, int], bool]
 
 
 def book_fault(
-    state: ServiceState, run_id: str, index: int, hotkey: str, reason: str, epoch: int
+    conn: sqlite3.Connection,
+    ledger: LedgerPort,
+    run_id: str,
+    index: int,
+    hotkey: str,
+    reason: str,
+    epoch: int,
 ) -> int:
     """Record a proven fault of round ``index`` and burn the island's unvested value
     (inside the caller's transaction); returns the amount the ledger burned."""
-    merge_storage.add_proven_fault(state.conn, run_id, ProvenFaultRow(index, hotkey, reason, epoch))
-    return state.ledger.record_fault(run_id, index, hotkey, reason, epoch)
+    merge_storage.add_proven_fault(conn, run_id, ProvenFaultRow(index, hotkey, reason, epoch))
+    return ledger.record_fault(run_id, index, hotkey, reason, epoch)
 
 
 def original_tape(conn: sqlite3.Connection, run_id: str, index: int) -> MergeTape | None:
@@ -100,16 +101,15 @@ def first_broken_link(conn: sqlite3.Connection, run_id: str) -> int | None:
     return None
 
 
-def proven_faults(state: ServiceState, run_id: str) -> list[ProvenFault]:
-    """Every proven fault of the run, and whether a rollback is due for it: its update is
-    still in the round's current tape, or a later round is not yet rebased onto the
-    corrected chain."""
-    state.manifest(run_id)
-    broken = first_broken_link(state.conn, run_id)
+def proven_faults(conn: sqlite3.Connection, run_id: str) -> list[ProvenFault]:
+    """Every proven fault of the run (the caller checked that it exists), and whether a
+    rollback is due for it: its update is still in the round's current tape, or a later
+    round is not yet rebased onto the corrected chain."""
+    broken = first_broken_link(conn, run_id)
     out: list[ProvenFault] = []
-    for row in merge_storage.proven_faults(state.conn, run_id):
-        first = original_tape(state.conn, run_id, row.round)
-        now = current_tape(state.conn, run_id, row.round)
+    for row in merge_storage.proven_faults(conn, run_id):
+        first = original_tape(conn, run_id, row.round)
+        now = current_tape(conn, run_id, row.round)
         merged = first is not None and row.hotkey in first.included
         still = now is not None and row.hotkey in now.included
         unrebased = merged and broken is not None and broken > row.round
@@ -245,32 +245,3 @@ def check_correction(
     moved = bool(own & set(now.included)) or tape.start_model_sha256 != now.start_model_sha256
     if not (moved or contested) or tape.tape_sha256 == now.tape_sha256:
         raise ConflictError(f"round {index}: nothing to correct", code="nothing_to_correct")
-
-
-def accept_correction(
-    state: ServiceState, env: Envelope, contested: Contested = lambda state, run, index: False
-) -> CorrectionAnswer:
-    """A worker's signed ``merge-correction``: store it as the round's current tape
-    (``contested``: whether a witness contests the round's current tape)."""
-    verified, body = state.open_signed(
-        env, "merge-correction", MergeCorrection, registered=False
-    )  # fmt: skip
-    run_id, index = env.run_id, body.tape.round
-    named = roles.named_roles(state.settings, state.manifest(run_id))
-    roles.check(state.conn, named, run_id, verified.signer, "merge-tape")  # a correction is a tape
-    check_correction(state.conn, run_id, body, contested(state, run_id, index))
-    raw = env.to_bytes()
-    with transaction(state.conn):
-        state.burn(env)
-        merge_storage.add_correction(
-            state.conn,
-            NewCorrection(run_id, index, body.tape.tape_sha256, body.supersedes_tape_sha256,
-                          quick_dumps(body.model_dump(mode="json")), raw.decode("utf-8"),
-                          state.current_round()),
-        )  # fmt: skip
-    state.count("merge_corrections")
-    return CorrectionAnswer(
-        accepted=True, round=index, tape_sha256=body.tape.tape_sha256,
-        supersedes_tape_sha256=body.supersedes_tape_sha256,
-        correction_id=hashlib.sha256(raw).hexdigest(), signer=verified.signer,
-    )  # fmt: skip

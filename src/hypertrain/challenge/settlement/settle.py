@@ -44,12 +44,14 @@ import sqlite3
 
 from hypertrain.challenge import facts
 from hypertrain.challenge.errors import PhaseError
+from hypertrain.challenge.metagraph import MetagraphView
+from hypertrain.challenge.ports import DueRound, LedgerPort
 from hypertrain.challenge.rule import HOLDS, PENDING_AUDIT, PROBATION_HOLD, Outcome
+from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.settlement import reassigned, rollbacks, witness
-from hypertrain.challenge.state import ServiceState
-from hypertrain.challenge.store import roster_storage, rounds_storage, verdict_storage
+from hypertrain.challenge.store import roster_storage, rounds_storage
 from hypertrain.challenge.store.game_storage import disputes_open
-from hypertrain.challenge.store.window_storage import open_window
+from hypertrain.protocol.manifest import RunManifest
 
 __all__ = [
     "PENDING_AUDIT",
@@ -62,7 +64,15 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> bool:
+def ready_to_settle(
+    conn: sqlite3.Connection,
+    s: Settings,
+    manifest: RunManifest,
+    due_round: DueRound,
+    run_id: str,
+    index: int,
+    now: int,
+) -> bool:
     """Whether round ``index`` may settle at beacon round ``now``.
 
     Every condition lives here: the merge tape was accepted (the round is in phase
@@ -70,19 +80,20 @@ def ready_to_settle(state: ServiceState, run_id: str, index: int, now: int) -> b
     every dispute filed in it is decided, no game its auditor lost is still gathering its
     jury's re-audits (for one window after its decision:
     :func:`~hypertrain.challenge.settlement.reassigned.gathering`), and the witnesses the
-    operator requires cleared the round's tape.
+    operator requires cleared the round's tape (their wait read by ``due_round``).
     """
-    record = rounds_storage.round_record(state.conn, run_id, index)
+    record = rounds_storage.round_record(conn, run_id, index)
     if record is None or record.phase != "settle":
         return False
     deadline = record.dispute_deadline_round
     if deadline is None or now <= int(deadline):
         return False
-    if disputes_open(state.conn, run_id, index):
+    if disputes_open(conn, run_id, index):
         return False  # a dispute is still undecided
-    if reassigned.gathering(state, run_id, index, now):
+    if reassigned.gathering(conn, s, manifest, run_id, index, now):
         return False  # a lost game's re-audits may still bar its auditor
-    return witness.status(state, run_id, index).cleared  # held on a tape not witnessed
+    verdict = witness.status(conn, s, due_round, run_id, index)
+    return verdict.cleared  # held on a tape not witnessed
 
 
 def verdict_faults(conn: sqlite3.Connection, run_id: str, index: int) -> dict[str, str]:
@@ -90,31 +101,44 @@ def verdict_faults(conn: sqlite3.Connection, run_id: str, index: int) -> dict[st
     return facts.round_outcome(conn, run_id, index).faults
 
 
-def outcome(state: ServiceState, run_id: str, index: int) -> Outcome:
+def outcome(
+    conn: sqlite3.Connection, s: Settings, due_round: DueRound, run_id: str, index: int
+) -> Outcome:
     """Decide, for every commit of the round, paid / held / faulted / unpaid (and whether
     the witnesses cleared its tape)."""
-    inputs = facts.round_inputs(state.conn, run_id, index)
-    return witness.witnessed_inputs(state, run_id, index, inputs).outcome()
+    inputs = facts.round_inputs(conn, run_id, index)
+    return witness.witnessed_inputs(conn, s, due_round, run_id, index, inputs).outcome()
 
 
-def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]:
-    """Settle inside the caller's transaction; marks the round final."""
-    result = outcome(state, run_id, index)
+def settle_round(
+    conn: sqlite3.Connection,
+    ledger: LedgerPort,
+    metagraph: MetagraphView,
+    s: Settings,
+    due_round: DueRound,
+    run_id: str,
+    index: int,
+) -> dict[str, int]:
+    """Settle inside the caller's transaction; marks the round final (the caller counts
+    ``rounds_settled``).
+
+    It decides the round (the database, the witness settings and the clock) and books it
+    (the ledger, at the metagraph's epoch); so does every release it completes."""
+    result = outcome(conn, s, due_round, run_id, index)
     if not result.tape.cleared:  # fail closed: no booking on a tape the witnesses hold
         raise PhaseError(f"round {index} of {run_id}: its tape is {result.tape.status}")
-    epoch = state.epoch_now("settle")
+    epoch = metagraph.epoch_now("settle")
     accepted = result.accepted
-    state.ledger.settle_round(run_id, index, accepted, epoch, held=result.held)
+    ledger.settle_round(run_id, index, accepted, epoch, held=result.held)
     for hotkey, reason in sorted(result.faults.items()):
-        rollbacks.book_fault(state, run_id, index, hotkey, reason, epoch)
+        rollbacks.book_fault(conn, ledger, run_id, index, hotkey, reason, epoch)
     for hotkey, reason in sorted(result.forfeited.items()):  # its update here was honest:
-        state.ledger.record_fault(run_id, index, hotkey, reason, epoch)  # burn, no rollback
-    rounds_storage.add_settlements(state.conn, run_id, index, accepted, epoch)
-    rounds_storage.mark_final(state.conn, run_id, index, epoch)
-    for hotkey, hold in facts.probation_holds(state.conn, run_id, index).items():
+        ledger.record_fault(run_id, index, hotkey, reason, epoch)  # burn, no rollback
+    rounds_storage.add_settlements(conn, run_id, index, accepted, epoch)
+    rounds_storage.mark_final(conn, run_id, index, epoch)
+    for hotkey, hold in facts.probation_holds(conn, run_id, index).items():
         if hold != PROBATION_HOLD:  # this settlement completed its probation
-            release_probation(state, run_id, hotkey)
-    state.count("rounds_settled")
+            release_probation(conn, ledger, metagraph, s, due_round, run_id, hotkey)
     log.info(
         "settled round %s/%d: %d islands paid (%d held, %d awaiting a verdict),"
         " %d faults, %d forfeited, %d unpaid, epoch %d",
@@ -131,31 +155,41 @@ def settle_round(state: ServiceState, run_id: str, index: int) -> dict[str, int]
     return accepted
 
 
-def late_verdict(state: ServiceState, run_id: str, index: int, hotkey: str, result: str) -> None:
-    """A verdict that arrived after its round settled: it lifts or burns the held reward.
+def late_match(
+    conn: sqlite3.Connection,
+    ledger: LedgerPort,
+    metagraph: MetagraphView,
+    s: Settings,
+    due_round: DueRound,
+    run_id: str,
+    index: int,
+    hotkey: str,
+) -> None:
+    """A ``match`` verdict that decided an assignment after its round settled: it lifts
+    the held reward where the rule keeps no other hold (the escrow vests from the next
+    settlement on, or stays held until the island has served its probation:
+    :func:`release_later`).
 
-    ``match`` releases the hold where the rule keeps no other (the escrow vests from the
-    next settlement on, or stays held until the island has served its probation:
-    :func:`release_later`); anything else is a fault, but
-    only once its own dispute window (from its arrival) closed undisputed or its dispute
-    was upheld (:func:`hypertrain.challenge.disputes.windows.close_windows` books it).
-    Without a metagraph snapshot the verdict is refused (the auditor posts it again).
+    A late fault verdict is booked only once its own dispute window (from its arrival)
+    closed undisputed or its dispute was upheld: the late verdicts open that window
+    (:func:`hypertrain.challenge.rounds.late.decided`) and
+    :func:`hypertrain.challenge.disputes.windows.close_windows` books it. Without a
+    metagraph snapshot the verdict is refused (the auditor posts it again).
     """
-    state.epoch_now("book a late verdict")  # fail closed before anything is stored
-    if result != "match":  # disputable first: booked once its own window closes undisputed
-        now = state.due_round()
-        deadline = now + state.manifest(run_id).round.dispute_window_rounds
-        # each late fault verdict gets its own window; the service's tick books the
-        # fault once it closed undisputed (or its dispute was upheld), never at arrival
-        for verdict in verdict_storage.fault_verdicts_received(
-            state.conn, run_id, index, hotkey, now
-        ):
-            open_window(state.conn, verdict, deadline, books_fault=True)
-        return
-    release_later(state, run_id, index, hotkey)
+    metagraph.epoch_now("book a late verdict")  # fail closed before anything is stored
+    release_later(conn, ledger, metagraph, s, due_round, run_id, index, hotkey)
 
 
-def release_later(state: ServiceState, run_id: str, index: int, hotkey: str) -> int:
+def release_later(
+    conn: sqlite3.Connection,
+    ledger: LedgerPort,
+    metagraph: MetagraphView,
+    s: Settings,
+    due_round: DueRound,
+    run_id: str,
+    index: int,
+    hotkey: str,
+) -> int:
     """A standing verdict of ``hotkey`` in round ``index`` changed: re-run its holds.
 
     Called on every path that changes a standing verdict (a late verdict, a dispute
@@ -166,11 +200,20 @@ def release_later(state: ServiceState, run_id: str, index: int, hotkey: str) -> 
     earlier fault proven later burns it with its own booking). The change may also
     complete the island's probation (:func:`release_probation`). Returns the releases.
     """
-    rounds = rounds_storage.settled_rounds(state.conn, run_id, hotkey, index)
-    return rehold(state, run_id, hotkey, rounds) + release_probation(state, run_id, hotkey)
+    rounds = rounds_storage.settled_rounds(conn, run_id, hotkey, index)
+    released = rehold(conn, ledger, metagraph, s, due_round, run_id, hotkey, rounds)
+    return released + release_probation(conn, ledger, metagraph, s, due_round, run_id, hotkey)
 
 
-def release_probation(state: ServiceState, run_id: str, hotkey: str) -> int:
+def release_probation(
+    conn: sqlite3.Connection,
+    ledger: LedgerPort,
+    metagraph: MetagraphView,
+    s: Settings,
+    due_round: DueRound,
+    run_id: str,
+    hotkey: str,
+) -> int:
     """Once ``hotkey`` has served its probation, end the hold of every reward it earned
     in probation (each vests from the next settlement on, never before round ``u``).
 
@@ -178,13 +221,13 @@ def release_probation(state: ServiceState, run_id: str, hotkey: str) -> int:
     last probation round ``u - 1`` is final and every probation audit is proven. Before
     it, nothing changes. Returns the releases (0 on a repeat).
     """
-    until = roster_storage.probation_until(state.conn, run_id, hotkey)
+    until = roster_storage.probation_until(conn, run_id, hotkey)
     if until is None or until < 1:
         return 0
-    if facts.probation_holds(state.conn, run_id, until - 1).get(hotkey) in (None, *HOLDS):
+    if facts.probation_holds(conn, run_id, until - 1).get(hotkey) in (None, *HOLDS):
         return 0  # not in probation, or not served yet
-    rounds = rounds_storage.settled_rounds(state.conn, run_id, hotkey, 0)
-    return rehold(state, run_id, hotkey, [r for r in rounds if r < until])
+    rounds = [r for r in rounds_storage.settled_rounds(conn, run_id, hotkey, 0) if r < until]
+    return rehold(conn, ledger, metagraph, s, due_round, run_id, hotkey, rounds)
 
 
 def hold_after(decided: Outcome, hotkey: str) -> int | None:
@@ -202,13 +245,22 @@ def hold_after(decided: Outcome, hotkey: str) -> int | None:
     return None if until in HOLDS else until
 
 
-def rehold(state: ServiceState, run_id: str, hotkey: str, rounds: list[int]) -> int:
+def rehold(
+    conn: sqlite3.Connection,
+    ledger: LedgerPort,
+    metagraph: MetagraphView,
+    s: Settings,
+    due_round: DueRound,
+    run_id: str,
+    hotkey: str,
+    rounds: list[int],
+) -> int:
     """Decide the hold of ``hotkey``'s reward in each final round again; release each
     that the rule accepts and no longer keeps held without a release round
     (:func:`hold_after`). Returns the releases."""
     released = 0
     for later in rounds:
-        decided = outcome(state, run_id, later)
+        decided = outcome(conn, s, due_round, run_id, later)
         until = hold_after(decided, hotkey)
         if until is None:
             if hotkey not in decided.accepted:
@@ -216,6 +268,6 @@ def rehold(state: ServiceState, run_id: str, hotkey: str, rounds: list[int]) -> 
                             " accepts it (%s)", run_id, later, hotkey,
                             decided.faults.get(hotkey) or decided.unpaid.get(hotkey))  # fmt: skip
             continue
-        epoch = state.epoch_now("release a held reward")
-        released += state.ledger.release_hold(run_id, later, hotkey, epoch, until)
+        epoch = metagraph.epoch_now("release a held reward")
+        released += ledger.release_hold(run_id, later, hotkey, epoch, until)
     return released

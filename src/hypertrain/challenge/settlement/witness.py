@@ -2,7 +2,8 @@
 
 A witness is a key of its own role (:func:`~hypertrain.challenge.facts.roles.check`,
 ``witness``) that recomputes each merged round from its tape and the public blobs and
-posts a signed ``tape-attestation`` (:func:`attest`): the round, the tape's hash,
+posts a signed ``tape-attestation``
+(:func:`~hypertrain.challenge.rounds.tapes.attest`): the round, the tape's hash,
 whether its recomputation agrees and, when not, the first differing field. The service
 cannot recompute a merge (it holds no blobs); it only counts words.
 
@@ -23,15 +24,14 @@ round opens on a merged model only once its tape is witnessed
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import sqlite3
 
-from hypertrain.api.models import AttestationAnswer, AttestationRecord, TapeWitnessView
-from hypertrain.challenge.errors import ConflictError, MissingRecordError, PhaseError
-from hypertrain.challenge.facts import RoundInputs, roles
+from hypertrain.api.models import AttestationRecord, TapeWitnessView
+from hypertrain.challenge.errors import MissingRecordError
+from hypertrain.challenge.facts import RoundInputs
+from hypertrain.challenge.ports import DueRound
 from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.settlement import rollbacks
-from hypertrain.challenge.state import ServiceState
 from hypertrain.challenge.store import attestation_storage, merge_storage
 from hypertrain.challenge.tape_rule import (
     Attestation,
@@ -40,76 +40,55 @@ from hypertrain.challenge.tape_rule import (
     tape_status,
 )
 from hypertrain.protocol.envelope import Envelope
-from hypertrain.protocol.messages import MergeTape, TapeAttestation
-from hypertrain.protocol.sqlite import transaction
-
-
-def attest(state: ServiceState, env: Envelope) -> AttestationAnswer:
-    """A witness's signed ``tape-attestation`` on the round's current tape."""
-    verified, body = state.open_signed(
-        env, "tape-attestation", TapeAttestation, registered=True,
-        allowed=state.settings.witness_hotkeys,
-    )  # fmt: skip
-    run_id, signer = env.run_id, verified.signer
-    named = roles.named_roles(state.settings, state.manifest(run_id))
-    roles.check(state.conn, named, run_id, signer, "witness")
-    tape = rollbacks.current_tape(state.conn, run_id, body.round)
-    if tape is None:
-        raise PhaseError(f"round {body.round} of {run_id} has no merge tape to attest")
-    if body.tape_sha256 != tape.tape_sha256:
-        raise ConflictError(
-            f"tape {body.tape_sha256[:16]}… is not the current tape of round {body.round}",
-            code="superseded",
-        )
-    raw = env.to_bytes()
-    row = attestation_storage.AttestationRow(
-        run_id, body.round, body.tape_sha256, signer, body.agrees, body.first_difference,
-        raw.decode("utf-8"), state.current_round(),
-    )  # fmt: skip
-    with transaction(state.conn):
-        state.burn(env)
-        if not attestation_storage.add(state.conn, row):
-            raise ConflictError(f"{signer} already attested this tape", code="duplicate")
-    state.count("tape_attestations_agree" if body.agrees else "tape_attestations_disagree")
-    return AttestationAnswer(
-        accepted=True, round=body.round, tape_sha256=body.tape_sha256, witness=signer,
-        attestation_id=hashlib.sha256(raw).hexdigest(),
-        status=status(state, run_id, body.round).status,
-    )  # fmt: skip
+from hypertrain.protocol.messages import MergeTape
 
 
 def witnessed_inputs(
-    state: ServiceState, run_id: str, index: int, inputs: RoundInputs
+    conn: sqlite3.Connection,
+    s: Settings,
+    due_round: DueRound,
+    run_id: str,
+    index: int,
+    inputs: RoundInputs,
 ) -> RoundInputs:
     """The rule's inputs with the round's witnesses; where witnesses are required, the
     round is paid on the tape they judge, its current one (a correction's, if any)."""
-    tape = rollbacks.current_tape(state.conn, run_id, index)
-    witnesses = _witnesses(state, run_id, index, tape)
-    if state.settings.tape_witnesses <= 0:
+    tape = rollbacks.current_tape(conn, run_id, index)
+    witnesses = _witnesses(conn, s, due_round, run_id, index, tape)
+    if s.tape_witnesses <= 0:
         return dataclasses.replace(inputs, witnesses=witnesses)
     return dataclasses.replace(inputs, tape=tape, witnesses=witnesses)
 
 
-def tape_witnesses(state: ServiceState, run_id: str, index: int) -> TapeWitnesses | None:
+def tape_witnesses(
+    conn: sqlite3.Connection, s: Settings, due_round: DueRound, run_id: str, index: int
+) -> TapeWitnesses | None:
     """The rule's ``witnesses`` input for round ``index`` (None: the round has no tape)."""
-    return _witnesses(state, run_id, index, rollbacks.current_tape(state.conn, run_id, index))
+    tape = rollbacks.current_tape(conn, run_id, index)
+    return _witnesses(conn, s, due_round, run_id, index, tape)
 
 
 def _witnesses(
-    state: ServiceState, run_id: str, index: int, tape: MergeTape | None
+    conn: sqlite3.Connection,
+    s: Settings,
+    due_round: DueRound,
+    run_id: str,
+    index: int,
+    tape: MergeTape | None,
 ) -> TapeWitnesses | None:
+    """The witnesses of ``tape``; the clock is read only for a round with a tape."""
     if tape is None:
         return None
-    rows = attestation_storage.for_round(state.conn, run_id, index)
+    rows = attestation_storage.for_round(conn, run_id, index)
     return TapeWitnesses(
-        required=state.settings.tape_witnesses,
+        required=s.tape_witnesses,
         tape_sha256=tape.tape_sha256,
         attestations=tuple(
             Attestation(r.witness, r.tape_sha256, r.agrees, r.first_difference) for r in rows
         ),
-        barred=state.settings.aggregator_hotkeys | _tape_signers(state.conn, run_id, index),
-        allowed=state.settings.witness_hotkeys,
-        window_closed=state.due_round() > wait_until(state.conn, state.settings, run_id, index),
+        barred=s.aggregator_hotkeys | _tape_signers(conn, run_id, index),
+        allowed=s.witness_hotkeys,
+        window_closed=due_round() > wait_until(conn, s, run_id, index),
     )
 
 
@@ -127,20 +106,26 @@ def wait_until(conn: sqlite3.Connection, s: Settings, run_id: str, index: int) -
     return arrived + s.witness_wait_rounds
 
 
-def status(state: ServiceState, run_id: str, index: int) -> TapeVerdict:
+def status(
+    conn: sqlite3.Connection, s: Settings, due_round: DueRound, run_id: str, index: int
+) -> TapeVerdict:
     """What the witnesses make of the round's current tape."""
-    return tape_status(tape_witnesses(state, run_id, index))
+    return tape_status(tape_witnesses(conn, s, due_round, run_id, index))
 
 
-def contested(state: ServiceState, run_id: str, index: int) -> bool:
+def contested(
+    conn: sqlite3.Connection, s: Settings, due_round: DueRound, run_id: str, index: int
+) -> bool:
     """Whether a counted witness contests the round's current tape (a correction may
     then answer the contest without a proven fault)."""
-    return status(state, run_id, index).status == "contested"
+    return status(conn, s, due_round, run_id, index).status == "contested"
 
 
-def view(state: ServiceState, run_id: str, index: int) -> TapeWitnessView | None:
+def view(
+    conn: sqlite3.Connection, s: Settings, due_round: DueRound, run_id: str, index: int
+) -> TapeWitnessView | None:
     """The public form of the round's witness state (None: no tape yet)."""
-    witnesses = tape_witnesses(state, run_id, index)
+    witnesses = tape_witnesses(conn, s, due_round, run_id, index)
     if witnesses is None:
         return None
     verdict = tape_status(witnesses)
@@ -153,7 +138,7 @@ def view(state: ServiceState, run_id: str, index: int) -> TapeWitnessView | None
             counted=witnesses.counts(Attestation(r.witness, r.tape_sha256, r.agrees)),
             envelope=Envelope.model_validate_json(r.envelope),
         )
-        for r in attestation_storage.for_round(state.conn, run_id, index)
+        for r in attestation_storage.for_round(conn, run_id, index)
     ]
     return TapeWitnessView(
         required=witnesses.required,
