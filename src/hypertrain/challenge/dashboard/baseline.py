@@ -10,10 +10,12 @@ never feeds a hash, a verdict, a bond or a reward.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
+
 from hypertrain.api.baseline import BaselineIn, BaselinePublic
 from hypertrain.challenge.dashboard.models import BaselineGap, BaselinePanel, CurvePoint
 from hypertrain.challenge.errors import ChallengeError
-from hypertrain.challenge.state import ServiceState
 from hypertrain.challenge.store import baseline_storage
 from hypertrain.challenge.store.baseline_storage import BaselineRow
 from hypertrain.protocol.manifest import RunManifest
@@ -27,26 +29,33 @@ def planned_rounds(manifest: RunManifest) -> int:
     return -(-round_steps // manifest.round.inner_steps)
 
 
-def publish(state: ServiceState, run_id: str, body: BaselineIn) -> BaselinePublic:
-    """Keep ``body`` as the run's baseline; a curve longer than the run's planned rounds
-    is ``too_many_rounds`` (400) and changes nothing. Informational only: nothing that
-    feeds a hash, a verdict, a bond or a reward reads it."""
-    planned = planned_rounds(state.manifest(run_id))  # unknown_run (404) first
+def publish(
+    conn: sqlite3.Connection,
+    manifest: RunManifest,
+    run_id: str,
+    body: BaselineIn,
+    current_round: Callable[[], int],
+) -> BaselinePublic:
+    """Keep ``body`` as the run's baseline (the caller read ``manifest``: unknown_run,
+    404, first); a curve longer than the run's planned rounds is ``too_many_rounds`` (400)
+    and changes nothing, before the verified beacon round is read (``current_round``).
+    Informational only: nothing that feeds a hash, a verdict, a bond or a reward reads it."""
+    planned = planned_rounds(manifest)
     if len(body.heldout_loss) > planned:
         raise ChallengeError(
             f"{len(body.heldout_loss)} losses, but run {run_id} plans {planned} rounds",
             code="too_many_rounds",
         )
-    row = BaselineRow(body.label, list(body.heldout_loss), state.current_round())
-    with transaction(state.conn):
-        baseline_storage.keep_baseline(state.conn, run_id, row)
+    row = BaselineRow(body.label, list(body.heldout_loss), current_round())
+    with transaction(conn):
+        baseline_storage.keep_baseline(conn, run_id, row)
     return _public(run_id, row)
 
 
-def panel(state: ServiceState, run_id: str, curve: list[CurvePoint]) -> BaselinePanel | None:
+def panel(conn: sqlite3.Connection, run_id: str, curve: list[CurvePoint]) -> BaselinePanel | None:
     """The run's baseline for the dashboard, with its gap to the network's curve at the
     latest round both have (None: no baseline published)."""
-    row = baseline_storage.baseline(state.conn, run_id)
+    row = baseline_storage.baseline(conn, run_id)
     if row is None:
         return None
     return BaselinePanel(

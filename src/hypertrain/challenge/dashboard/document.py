@@ -16,9 +16,10 @@ the headline tile show the same terms, so they cannot disagree.
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Final
 
-from hypertrain.api.models import Phase, RosterEntry
+from hypertrain.api.models import Phase, RosterEntry, RoundSummary, RunSummary
 from hypertrain.challenge import facts
 from hypertrain.challenge.dashboard import baseline, panels, utilisation
 from hypertrain.challenge.dashboard.models import (
@@ -39,6 +40,7 @@ from hypertrain.challenge.dashboard.models import (
 )
 from hypertrain.challenge.dashboard.traffic import expected_steady, round_traffic
 from hypertrain.challenge.rounds import views
+from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.state import ServiceState, loads
 from hypertrain.challenge.store import (
     audit_storage,
@@ -65,9 +67,9 @@ def param_count(spec: ModelSpec) -> int:
     return spec.vocab_size * spec.d_model + spec.num_layers * block + spec.d_model + head
 
 
-def chain_timing(state: ServiceState) -> tuple[int, int]:
+def chain_timing(s: Settings) -> tuple[int, int]:
     """(genesis unix seconds, period seconds) of the beacon chain the service follows."""
-    path = state.settings.beacon_info_file
+    path = s.beacon_info_file
     if path is None:
         return QUICKNET_GENESIS, QUICKNET_PERIOD_S
     try:
@@ -131,20 +133,25 @@ def _compression(manifest: RunManifest) -> CompressionCard:
 
 
 def round_rows(
-    state: ServiceState, run_id: str, manifest: RunManifest
+    conn: sqlite3.Connection,
+    settings: Settings,
+    run_id: str,
+    manifest: RunManifest,
+    summaries: list[RoundSummary],
 ) -> tuple[list[DashRound], list[TrafficRound]]:
-    """Recent rounds with timing, bytes and the data-parallel comparison, and each
-    round's traffic count (the same count the tile sums)."""
-    genesis, period = chain_timing(state)
-    timing = rounds_storage.timing(state.conn, run_id)
+    """Recent rounds (``summaries``: :func:`views.round_summaries`) with timing, bytes and
+    the data-parallel comparison, and each round's traffic count (the same count the tile
+    sums)."""
+    genesis, period = chain_timing(settings)
+    timing = rounds_storage.timing(conn, run_id)
     params = param_count(manifest.model)
     out, counts = [], []
-    for s in views.round_summaries(state, run_id):
+    for s in summaries:
         t = timing[s.round]
         opened, last_commit, merged = t.opened, t.last_commit, t.merged
         compute = (last_commit - opened) * period if last_commit else None
         sync = (merged - last_commit) * period if merged and last_commit else None
-        count = round_traffic(state, run_id, manifest, s, params)
+        count = round_traffic(conn, run_id, manifest, s, params)
         counts.append(count)
         out.append(
             DashRound(
@@ -165,19 +172,21 @@ def round_rows(
     return out, counts
 
 
-def audit_rows(state: ServiceState, run_id: str) -> list[AuditRow]:
-    """Every audit: the selecting beacon round, the segments, verdicts and disputes."""
-    standing = {v.verdict_id: v for v in facts.standing_verdicts(state.conn, run_id)}
-    accused = views.run_accusations(state, run_id)
+def audit_rows(
+    conn: sqlite3.Connection, run_id: str, accused: dict[int, dict[str, str]]
+) -> list[AuditRow]:
+    """Every audit: the selecting beacon round, the segments, verdicts and disputes
+    (``accused``: :func:`views.run_accusations`)."""
+    standing = {v.verdict_id: v for v in facts.standing_verdicts(conn, run_id)}
     out = []
-    for a in audit_storage.audits(state.conn, run_id):
+    for a in audit_storage.audits(conn, run_id):
         verdicts = [
             _audit_verdict(v, standing[v.verdict_id].standing == "stands")
-            for v in verdict_storage.verdicts_on(state.conn, run_id, a.round, a.hotkey)
+            for v in verdict_storage.verdicts_on(conn, run_id, a.round, a.hotkey)
         ]
         disputes = [
             AuditDispute(status=g.outcome or g.stage, reason=f"dispute {g.dispute_id[:12]}")
-            for g in game_storage.games_on(state.conn, run_id, a.round, a.hotkey)
+            for g in game_storage.games_on(conn, run_id, a.round, a.hotkey)
         ]
         out.append(
             AuditRow(
@@ -207,32 +216,34 @@ def _audit_verdict(row: verdict_storage.VerdictRow, counts: bool) -> AuditVerdic
 
 
 def merged_commits(
-    state: ServiceState, run_id: str, rounds: list[DashRound]
+    conn: sqlite3.Connection, run_id: str, rounds: list[DashRound]
 ) -> list[commit_storage.CommitTokens]:
     """The commits a merge included: the tokens that went into the model. A rejected
     round's commits (its island caught, or left out of the merge) are not among them."""
     included = {}
     for r in rounds:
-        tape = facts.merge_tape(state.conn, run_id, r.round) if r.new_model_sha256 else None
+        tape = facts.merge_tape(conn, run_id, r.round) if r.new_model_sha256 else None
         if tape is not None:
             included[r.round] = frozenset(tape.included)
-    commits = commit_storage.commit_tokens(state.conn, run_id)
+    commits = commit_storage.commit_tokens(conn, run_id)
     return [c for c in commits if c.hotkey in included.get(c.round, frozenset())]
 
 
 def _island_rows(
-    state: ServiceState,
+    conn: sqlite3.Connection,
+    settings: Settings,
+    manifest: RunManifest,
     run_id: str,
     rounds: list[DashRound],
     roster: list[RosterEntry],
     merged: list[commit_storage.CommitTokens],
 ) -> list[IslandCard]:
-    inner_steps = state.manifest(run_id).round.inner_steps
+    inner_steps = manifest.round.inner_steps
     current = rounds[-1].round if rounds else None
     compute = {r.round: r.compute_s for r in rounds}
-    commits = commit_storage.commit_tokens(state.conn, run_id)
+    commits = commit_storage.commit_tokens(conn, run_id)
     total_tokens = sum(c.tokens for c in merged)
-    genesis, period = chain_timing(state)
+    genesis, period = chain_timing(settings)
     out = []
     for entry in roster:
         mine = [c for c in commits if c.hotkey == entry.hotkey]
@@ -241,8 +252,8 @@ def _island_rows(
         tokens = sum(c.tokens for c in kept)
         synced = [c.round for c in kept]
         done_now = any(c.round == current for c in mine)
-        synced_at = merge_storage.last_sync(state.conn, run_id, entry.hotkey)
-        hardware = panels.island_hardware(state, run_id, entry.hotkey)
+        synced_at = merge_storage.last_sync(conn, run_id, entry.hotkey)
+        hardware = panels.island_hardware(conn, run_id, entry.hotkey)
         out.append(
             IslandCard(
                 **entry.model_dump(),
@@ -271,10 +282,12 @@ def island_name(hotkey: str, uid: int | None) -> str:
 def dashboard(state: ServiceState, run_id: str) -> Dashboard:
     """Everything the dashboard draws, for one run."""
     manifest = state.manifest(run_id)
-    rounds, counts = round_rows(state, run_id, manifest)
-    merged = merged_commits(state, run_id, rounds)
+    conn, settings = state.conn, state.settings
+    summaries = views.round_summaries(state, run_id)
+    rounds, counts = round_rows(conn, settings, run_id, manifest, summaries)
+    merged = merged_commits(conn, run_id, rounds)
     islands = sorted(  # island-1, island-2, ...: by metagraph uid
-        _island_rows(state, run_id, rounds, views.roster(state, run_id), merged),
+        _island_rows(conn, settings, manifest, run_id, rounds, views.roster(state, run_id), merged),
         key=lambda i: (i.uid is None, i.uid or 0, i.hotkey),
     )
     # verified figures only: the held-out loss of each merged model (merge tape); the
@@ -284,12 +297,12 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
         for r in rounds
         if r.eval_loss is not None
     ]
-    genesis, period = chain_timing(state)
+    genesis, period = chain_timing(settings)
     islands_of = [r.islands for r in rounds]
     params = param_count(manifest.model)
     expected = expected_steady(manifest, counts, islands_of, params)
     traffic = panels.traffic_panel(summarize(counts), expected)
-    glance = _glance(state, run_id, manifest, rounds, islands, traffic)
+    glance = _glance(views.run_summary(state, run_id), manifest, rounds, islands, traffic)
     return Dashboard(
         run_id=run_id,
         glance=glance,
@@ -299,11 +312,11 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
         model=model_card(manifest),
         curve=curve,
         curve_summary=panels.curve_summary(curve, glance.rounds_done, glance.rounds_total),
-        baseline=baseline.panel(state, run_id, curve),
+        baseline=baseline.panel(conn, run_id, curve),
         round_stations=panels.stations(rounds[-1] if rounds else None),
         islands=islands,
         rounds=rounds,
-        audits=audit_rows(state, run_id),
+        audits=audit_rows(conn, run_id, views.run_accusations(state, run_id)),
         traffic=traffic,
         honeypots=panels.honeypot_panel(state, run_id),
         disputes=panels.dispute_rows(state, run_id),
@@ -312,15 +325,14 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
 
 
 def _glance(
-    state: ServiceState,
-    run_id: str,
+    summary: RunSummary,
     manifest: RunManifest,
     rounds: list[DashRound],
     islands: list[IslandCard],
     traffic: TrafficPanel,
 ) -> Glance:
-    """The headline tiles: status, round, loss, islands, speed, tokens, bytes, audits."""
-    summary = views.run_summary(state, run_id)
+    """The headline tiles (``summary``: :func:`views.run_summary`): status, round, loss,
+    islands, speed, tokens, bytes, audits."""
     losses = [r.eval_loss for r in rounds if r.eval_loss is not None]
     current = rounds[-1] if rounds else None
     active = [i for i in islands if i.status in ("probation", "active")]

@@ -9,6 +9,7 @@ list, and the dispute games with their typed narrowing steps.
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from dataclasses import dataclass
 from itertools import pairwise
@@ -74,9 +75,9 @@ class Hardware:
     region: str | None
 
 
-def island_hardware(state: ServiceState, run_id: str, hotkey: str) -> Hardware:
+def island_hardware(conn: sqlite3.Connection, run_id: str, hotkey: str) -> Hardware:
     """Devices, the most common device model and the region, from the join request."""
-    text = roster_storage.join_body(state.conn, run_id, hotkey)
+    text = roster_storage.join_body(conn, run_id, hotkey)
     if text is None:
         return Hardware([], None, None)
     body = JoinRequest.model_validate_json(text)

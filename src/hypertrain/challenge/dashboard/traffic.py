@@ -26,10 +26,10 @@ includes the forced re-audits of islands with a proven earlier fault.
 from __future__ import annotations
 
 import json
+import sqlite3
 
 from hypertrain.api.models import RoundSummary
 from hypertrain.challenge.dashboard.models import ExpectedTraffic
-from hypertrain.challenge.state import ServiceState
 from hypertrain.challenge.store import audit_storage, commit_storage, merge_storage
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 from hypertrain.protocol.traffic import (
@@ -62,46 +62,50 @@ def state_bytes(manifest: RunManifest, params: int) -> int:
     return FLOAT32_BYTES * (params + slots + residual)
 
 
-def _committers(state: ServiceState, run_id: str, index: int) -> set[str]:
-    return set(commit_storage.commit_order(state.conn, run_id, index))
+def _committers(conn: sqlite3.Connection, run_id: str, index: int) -> set[str]:
+    return set(commit_storage.commit_order(conn, run_id, index))
 
 
-def _broadcast_bytes(state: ServiceState, run_id: str, index: int) -> int | None:
+def _broadcast_bytes(conn: sqlite3.Connection, run_id: str, index: int) -> int | None:
     """The size of round ``index``'s published broadcast (None: none published)."""
-    body = merge_storage.merge_body(state.conn, run_id, index)
+    body = merge_storage.merge_body(conn, run_id, index)
     if body is None:
         return None
     size = json.loads(body).get("broadcast_bytes")
     return int(size) if isinstance(size, int) else None
 
 
-def _audits(state: ServiceState, run_id: str, index: int, carried: bool) -> tuple[int, bool]:
+def _audits(conn: sqlite3.Connection, run_id: str, index: int, carried: bool) -> tuple[int, bool]:
     """(uploaded checkpoints, any island audited in its probation) of one round: one
     checkpoint per audited segment but segment 0, whose start state auditors derive from
     the public start model, and (``carried``: the run's ``carry`` policy) one more per
     audited island that committed in the previous round: its final checkpoint there,
     which holds the optimizer state this round started from."""
-    rows = audit_storage.audit_load(state.conn, run_id, index)
+    rows = audit_storage.audit_load(conn, run_id, index)
     segments = sum(sum(1 for k in json.loads(text) if k > 0) for text, _, _ in rows)
     if carried and index > 0:
-        previous = _committers(state, run_id, index - 1)
+        previous = _committers(conn, run_id, index - 1)
         segments += len({hotkey for _, _, hotkey in rows} & previous)
     return segments, any(new for _, new, _ in rows)
 
 
 def round_traffic(
-    state: ServiceState, run_id: str, manifest: RunManifest, summary: RoundSummary, params: int
+    conn: sqlite3.Connection,
+    run_id: str,
+    manifest: RunManifest,
+    summary: RoundSummary,
+    params: int,
 ) -> TrafficRound:
     """The honest byte count of one round (``params`` model parameters) and its baseline."""
     index = summary.round
-    islands = _committers(state, run_id, index)
-    held = _committers(state, run_id, index - 1) & islands if index > 0 else set()
-    broadcast = _broadcast_bytes(state, run_id, index - 1) if index > 0 else None
+    islands = _committers(conn, run_id, index)
+    held = _committers(conn, run_id, index - 1) & islands if index > 0 else set()
+    broadcast = _broadcast_bytes(conn, run_id, index - 1) if index > 0 else None
     receivers = len(held) if broadcast is not None else 0
     carried = manifest.inner.state_policy == "carry"
-    segments, probation = _audits(state, run_id, index, carried)
+    segments, probation = _audits(conn, run_id, index, carried)
     ours = RoundBytes(
-        commits=commit_storage.commit_bytes(state.conn, run_id, index),
+        commits=commit_storage.commit_bytes(conn, run_id, index),
         updates=summary.update_bytes,
         broadcasts=receivers * (broadcast or 0),
         checkpoints=segments * state_bytes(manifest, params),

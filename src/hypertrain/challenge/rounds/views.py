@@ -6,6 +6,7 @@ changes state, so every view can be served to anyone.
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from typing import Final
 
@@ -23,6 +24,7 @@ from hypertrain.api.models import (
 )
 from hypertrain.challenge import facts
 from hypertrain.challenge.errors import NotFoundError
+from hypertrain.challenge.metagraph import MetagraphView
 from hypertrain.challenge.rule import StandingVerdict
 from hypertrain.challenge.settlement import rollbacks, witness
 from hypertrain.challenge.state import ServiceState
@@ -40,15 +42,15 @@ from hypertrain.protocol.envelope import Envelope
 BALANCES: Final = ("escrow", "held", "vested", "paid", "burned")
 
 
-def list_runs(state: ServiceState) -> list[RunListItem]:
+def list_runs(conn: sqlite3.Connection) -> list[RunListItem]:
     return [
         RunListItem(run_id=r.run_id, manifest_digest=r.manifest_digest)
-        for r in rounds_storage.runs(state.conn)
+        for r in rounds_storage.runs(conn)
     ]
 
 
-def manifest_envelope(state: ServiceState, run_id: str) -> Envelope:
-    text = rounds_storage.manifest_envelope(state.conn, run_id)
+def manifest_envelope(conn: sqlite3.Connection, run_id: str) -> Envelope:
+    text = rounds_storage.manifest_envelope(conn, run_id)
     if text is None:
         raise NotFoundError(f"run {run_id!r} does not exist", code="unknown_run")
     return Envelope.model_validate_json(text)
@@ -61,7 +63,11 @@ def round_summaries(state: ServiceState, run_id: str) -> list[RoundSummary]:
     (:meth:`ServiceState.memo`): a poll between two writes costs nothing.
     """
     state.manifest(run_id)
-    return list(state.memo("round_summaries", run_id, lambda: _summaries(state, run_id)))
+
+    def read() -> tuple[RoundSummary, ...]:
+        return _summaries(state.conn, run_id, run_accusations(state, run_id))
+
+    return list(state.memo("round_summaries", run_id, read))
 
 
 def run_accusations(state: ServiceState, run_id: str) -> dict[int, dict[str, str]]:
@@ -71,11 +77,12 @@ def run_accusations(state: ServiceState, run_id: str) -> dict[int, dict[str, str
     return {index: dict(accused) for index, accused in kept.items()}
 
 
-def _summaries(state: ServiceState, run_id: str) -> tuple[RoundSummary, ...]:
-    accused = run_accusations(state, run_id)
-    verdicts = _verdict_counts(facts.standing_verdicts(state.conn, run_id))
-    losses = _train_losses(commit_storage.commit_tokens(state.conn, run_id), accused)
-    disputes = game_storage.games_per_round(state.conn, run_id)
+def _summaries(
+    conn: sqlite3.Connection, run_id: str, accused: dict[int, dict[str, str]]
+) -> tuple[RoundSummary, ...]:
+    verdicts = _verdict_counts(facts.standing_verdicts(conn, run_id))
+    losses = _train_losses(commit_storage.commit_tokens(conn, run_id), accused)
+    disputes = game_storage.games_per_round(conn, run_id)
     return tuple(
         RoundSummary(
             round=r.round,
@@ -87,7 +94,7 @@ def _summaries(state: ServiceState, run_id: str) -> tuple[RoundSummary, ...]:
             dispute_deadline_round=r.dispute_deadline_round,
             start_model_sha256=r.start_model_sha256,
             new_model_sha256=r.new_model_sha256,
-            tape_sha256=_tape_sha256(state, run_id, r.round),
+            tape_sha256=_tape_sha256(conn, run_id, r.round),
             commits=r.commits,
             tokens=r.tokens,
             update_bytes=r.update_bytes,
@@ -98,12 +105,12 @@ def _summaries(state: ServiceState, run_id: str) -> tuple[RoundSummary, ...]:
             disputes=disputes.get(r.round, 0),
             settled_epoch=r.settled_epoch,
         )
-        for r in rounds_storage.rounds(state.conn, run_id)
+        for r in rounds_storage.rounds(conn, run_id)
     )
 
 
-def _tape_sha256(state: ServiceState, run_id: str, index: int) -> str | None:
-    tape = rollbacks.current_tape(state.conn, run_id, index)
+def _tape_sha256(conn: sqlite3.Connection, run_id: str, index: int) -> str | None:
+    tape = rollbacks.current_tape(conn, run_id, index)
     return None if tape is None else tape.tape_sha256
 
 
@@ -158,7 +165,7 @@ def round_detail(state: ServiceState, run_id: str, index: int) -> RoundDetail:
             Envelope.model_validate_json(text)
             for text in commit_storage.commit_envelopes(state.conn, run_id, index)
         ],
-        assignments=assignments(state, run_id, index),
+        assignments=assignments(state.conn, run_id, index),
         verdicts=[
             VerdictRecord(verdict_id=verdict_id, envelope=Envelope.model_validate_json(text))
             for verdict_id, text in verdict_storage.verdict_envelopes(state.conn, run_id, index)
@@ -178,11 +185,11 @@ def round_detail(state: ServiceState, run_id: str, index: int) -> RoundDetail:
     )
 
 
-def assignments(state: ServiceState, run_id: str, index: int) -> list[Envelope]:
+def assignments(conn: sqlite3.Connection, run_id: str, index: int) -> list[Envelope]:
     """The coordinator-signed audit assignments of a round."""
     return [
         Envelope.model_validate_json(text)
-        for text in audit_storage.assignment_envelopes(state.conn, run_id, index)
+        for text in audit_storage.assignment_envelopes(conn, run_id, index)
     ]
 
 
@@ -202,7 +209,7 @@ def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
             RosterEntry(
                 hotkey=r.hotkey,
                 uid=snapshot.hotkeys.get(r.hotkey) if snapshot else None,
-                status=_status(state, r, record),
+                status=_status(state.metagraph, r, record),
                 device_class=r.device_class,
                 devices=r.num_devices,
                 first_round=r.first_round,
@@ -220,12 +227,12 @@ def roster(state: ServiceState, run_id: str) -> list[RosterEntry]:
 
 
 def _status(
-    state: ServiceState, r: roster_storage.RosterRow, faults: facts.FaultRecord
+    metagraph: MetagraphView, r: roster_storage.RosterRow, faults: facts.FaultRecord
 ) -> IslandStatus:
     """``proven_fault`` once a fault of it is proven, else ``accused`` while a standing
     fault verdict accuses it (see ``api.models.IslandStatus``), else left, probation or
     active; deregistered above all."""
-    if not state.metagraph.is_registered(r.hotkey):
+    if not metagraph.is_registered(r.hotkey):
         return "deregistered"
     if faults.proven:
         return "proven_fault"
@@ -237,10 +244,11 @@ def _status(
     return "probation" if current < r.probation_until_round else "active"
 
 
-def loss_curve(state: ServiceState, run_id: str) -> list[LossPoint]:
+def loss_curve(summaries: list[RoundSummary]) -> list[LossPoint]:
+    """The run's loss points, from its :func:`round_summaries`."""
     return [
         LossPoint(round=s.round, train_loss=s.train_loss, eval_loss=s.eval_loss, tokens=s.tokens)
-        for s in round_summaries(state, run_id)
+        for s in summaries
         if s.train_loss is not None or s.eval_loss is not None
     ]
 

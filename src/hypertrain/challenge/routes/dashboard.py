@@ -77,7 +77,8 @@ def put_baseline(state: State, run_id: RunId, payload: BaselineIn) -> BaselinePu
     """Publish the run's data-parallel baseline curve (its held-out loss after each round,
     at most the run's planned rounds), replacing the one before; the dashboard's loss chart
     draws it. Informational only: it never feeds a hash, a verdict or a reward."""
-    return baseline.publish(state, run_id, payload)
+    manifest = state.manifest(run_id)  # unknown_run (404) first
+    return baseline.publish(state.conn, manifest, run_id, payload, state.current_round)
 
 
 router = APIRouter()

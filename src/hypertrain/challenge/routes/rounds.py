@@ -54,7 +54,7 @@ class OpenRoundIn(BaseModel):
 @public.get("/runs", response_model=list[RunListItem])
 @serialized
 def runs(state: State) -> list[RunListItem]:
-    return views.list_runs(state)
+    return views.list_runs(state.conn)
 
 
 @public.get("/runs/{run_id}", response_model=RunSummary)
@@ -67,7 +67,7 @@ def run_summary(state: State, run_id: RunId) -> RunSummary:
 @serialized
 def manifest(state: State, run_id: RunId) -> Envelope:
     """The coordinator-signed manifest envelope (verify it before training)."""
-    return views.manifest_envelope(state, run_id)
+    return views.manifest_envelope(state.conn, run_id)
 
 
 @public.get("/runs/{run_id}/rounds", response_model=list[RoundSummary])
@@ -100,7 +100,7 @@ def roster(state: State, run_id: RunId) -> list[RosterEntry]:
 @public.get("/runs/{run_id}/loss", response_model=list[LossPoint])
 @serialized
 def loss(state: State, run_id: RunId) -> list[LossPoint]:
-    return views.loss_curve(state, run_id)
+    return views.loss_curve(views.round_summaries(state, run_id))
 
 
 @public.post("/commit", responses=ERRORS, response_model=CommitAnswer)
@@ -119,7 +119,7 @@ def commit(state: State, envelope: Envelope) -> CommitAnswer:
 def assignments(state: State, run_id: RunId, round_index: RoundIndex) -> list[Envelope]:
     """Coordinator-signed ``audit-assignment`` envelopes of a round."""
     views.round_detail(state, run_id, round_index)
-    return views.assignments(state, run_id, round_index)
+    return views.assignments(state.conn, run_id, round_index)
 
 
 @worker.post("/verdict", responses=ERRORS, response_model=VerdictAnswer)
