@@ -18,6 +18,8 @@ averaging, ``carry``, the int8 broadcast, int8 updates without error feedback):
 * H = 10 (1.5 times the round traffic);
 * 4-bit updates and broadcast, with and without error feedback on the islands, and 2-bit
   updates with error feedback (4-bit broadcast);
+* the SparseLoCo-style codec (chunked top-k, 64 of 4,096 values, 2-bit, error feedback;
+  4-bit broadcast), with its accumulator's decay (``sparse-decay``: 0.95) and without;
 * smaller warm starts (0, 30 and 105 of the 3,330 steps, the rounds filling the rest);
 * a prototype of a public optimizer state (``avgstate``; ``avgm``: the first moment
   only): islands start each round from the mean of their optimizer moments, as if the
@@ -106,6 +108,8 @@ def cells() -> list[Cell]:
         recipe(codec="int4-noef", broadcast_bits=4, name_tag="int4"),
         recipe(codec="int4", broadcast_bits=4, name_tag="int4ef"),
         recipe(codec="int2", broadcast_bits=4, name_tag="int2ef"),
+        recipe(codec="sparse", broadcast_bits=4, name_tag="sparse"),
+        recipe(codec="sparse-decay", broadcast_bits=4, name_tag="sparse-decay"),
         recipe(codec="int4-noef", broadcast_bits=4, overlap="own", name_tag="int4"),
         recipe(codec="int4-noef", broadcast_bits=4, overlap="share", name_tag="int4share"),
         recipe(codec="int4-noef", broadcast_bits=4, overlap="stale", name_tag="int4stale"),

@@ -60,7 +60,9 @@ from hypertrain.trainer.state import TrainState
 from hypertrain.trainer.warm_start import iter_warm_start, run_warm_start
 from parity_round import diloco_round, start_swarm
 
-Codec = Literal["int8", "int8-noef", "int4", "int4-noef", "int2", "sparse", "none"]
+Codec = Literal["int8", "int8-noef", "int4", "int4-noef", "int2", "sparse", "sparse-decay", "none"]
+# SparseLoCo's error-feedback decay (its accumulator: delta + decay * residual)
+SPARSE_DECAY = 0.95
 Params = dict[str, Tensor]
 HELDOUT_CHUNK = 256  # held-out windows per forward pass (bounds the logits' memory)
 
@@ -132,6 +134,10 @@ def compression(setup: Setup, codec: Codec) -> CompressionSpec:
         return CompressionSpec(error_feedback=True)
     if codec == "sparse":
         return CompressionSpec(error_feedback=True, sparse=setup.sparse)
+    if codec == "sparse-decay":
+        return CompressionSpec(
+            error_feedback=True, sparse=setup.sparse, error_feedback_decay=SPARSE_DECAY
+        )
     if codec == "int8-noef":  # the product's default compression (no error feedback)
         return CompressionSpec(error_feedback=False)
     if codec in ("int4", "int2"):  # narrower codes, with error feedback

@@ -69,11 +69,19 @@ class CompressionSpec(_Section):
     # Code width of the blockwise codec (trainer.codec: 8, 4 or 2 bits); omitted from the
     # canonical JSON at 8, so int8 manifests keep their hash.
     bits: Literal[8, 4, 2] = Field(default=8, exclude_if=lambda v: v == 8)
+    # Error feedback's decay (SparseLoCo's accumulator): the island encodes
+    # ``delta + decay * residual``, so unsent mass fades instead of waiting forever. Omitted
+    # from the canonical JSON at 1 (the plain residual), so earlier manifests keep their hash.
+    error_feedback_decay: float = Field(
+        default=1.0, gt=0, le=1, allow_inf_nan=False, exclude_if=lambda v: v == 1.0
+    )
 
     @model_validator(mode="after")
     def _sparse_needs_feedback(self) -> CompressionSpec:
         if self.sparse is not None and not self.error_feedback:
             raise ValueError("sparse compression needs error_feedback (unsent mass is carried)")
+        if self.error_feedback_decay != 1.0 and not self.error_feedback:
+            raise ValueError("error_feedback_decay needs error_feedback (it decays the residual)")
         if self.sparse is not None and self.bits != 8:
             raise ValueError("bits is the blockwise codec's; sparse sets its own value_bits")
         return self

@@ -5,7 +5,8 @@ the update is ``encode_quantized(delta)`` at the run's ``compression.bits`` (8, 
 or ``encode_sparse`` when the manifest's ``compression.sparse`` is set). With
 ``compression.error_feedback`` the island encodes ``delta + residual`` and keeps
 ``residual' = (delta + residual) - decoded`` for the next round, so quantisation error
-is re-sent later instead of lost. The residual
+is re-sent later instead of lost (with ``compression.error_feedback_decay`` below 1,
+SparseLoCo's accumulator: ``delta + decay * residual``). The residual
 is part of the training state (``residual.<param>``), hence of every state hash, so an
 auditor replaying the final segment can re-encode and compare the update hash.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
 from hypertrain.protocol.manifest import CompressionSpec
@@ -99,7 +101,9 @@ def build_update(
     """Encode the round's pseudo-gradient (plus the carried residual with error feedback)."""
     target = pseudo_gradient(start_params, end.params())
     if compression.error_feedback:
-        target = {k: v + end.tensors[RESIDUAL_PREFIX + k] for k, v in target.items()}
+        target = {
+            k: v + carried(end.tensors[RESIDUAL_PREFIX + k], compression) for k, v in target.items()
+        }
     data = encode_update(target, compression)
     params = sparse_params(compression)
     decoded = decode_quantized(data) if params is None else decode_sparse(data, params=params)
@@ -111,6 +115,14 @@ def build_update(
         residual=residual,
         num_elements=sum(t.numel() for t in target.values()),
     )
+
+
+def carried(residual: Tensor, compression: CompressionSpec) -> Tensor:
+    """The part of the residual a round re-sends: all of it, or ``decay * residual`` (one
+    correctly rounded float32 multiply, added to the round's delta as a separate operation,
+    never fused, so every machine encodes the same bytes)."""
+    decay = compression.error_feedback_decay
+    return residual if decay == 1.0 else torch.mul(residual, decay)
 
 
 def next_round_state(
