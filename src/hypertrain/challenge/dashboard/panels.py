@@ -226,7 +226,8 @@ def narrowing_row(step: NarrowStep) -> NarrowingStep:
 def dispute_rows(state: ServiceState, run_id: str) -> list[DisputePanelRow]:
     """Every dispute of the run with its narrowing so far, newest first."""
     out = []
-    for view in games.listing(state, run_id, None, None):
+    state.manifest(run_id)
+    for view in games.listing(state.conn, run_id, None, None):
         game = view.game
         out.append(
             DisputePanelRow(

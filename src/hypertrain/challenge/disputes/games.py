@@ -31,6 +31,9 @@ from hypertrain.challenge.errors import (
     PhaseError,
 )
 from hypertrain.challenge.facts import jury, roles
+from hypertrain.challenge.metagraph import MetagraphView
+from hypertrain.challenge.ports import DueRound, LedgerPort
+from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.settlement import settle
 from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.challenge.store import game_storage, reaudit_storage
@@ -48,6 +51,7 @@ from hypertrain.dispute.messages import DisputeAnswer, DisputeOpen, DisputeRulin
 from hypertrain.dispute.narrowing import describe
 from hypertrain.dispute.view import DisputeView
 from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.sqlite import transaction
 
 log = logging.getLogger(__name__)
@@ -68,7 +72,7 @@ def refusal(exc: DisputeError) -> ChallengeError:
 def open_dispute(state: ServiceState, env: Envelope) -> DisputeView:
     verified, body = state.open_signed(env, "dispute-open", DisputeOpen, registered=True)
     run_id, hotkey, now = env.run_id, verified.signer, state.due_round()
-    verdict = opening.verdict_of(state, run_id, body)
+    verdict = opening.verdict_of(state.conn, run_id, body)
     if verdict.hotkey != hotkey:
         raise ForbiddenError("only the judged island may dispute a verdict", code="not_judged")
     if reaudit_storage.is_reassigned(state.conn, body.verdict_id):
@@ -80,8 +84,8 @@ def open_dispute(state: ServiceState, env: Envelope) -> DisputeView:
         check = opening.contested_check(verdict, body, manifest.round.num_segments)
     except DisputeError as exc:
         raise refusal(exc) from None
-    row = opening.window_round(state, run_id, body, verdict, now)
-    opening.check_leaves(state, run_id, body, hotkey)
+    row = opening.window_round(state.conn, manifest, run_id, body, verdict, now)
+    opening.check_leaves(state.conn, run_id, body, hotkey)
     if game_storage.is_disputed(state.conn, body.verdict_id):
         raise ConflictError("this verdict is already disputed", code="duplicate")
     bond = bonds.dispute_bond(state.conn, state.ledger, run_id, hotkey, manifest.dispute.bond)
@@ -92,7 +96,7 @@ def open_dispute(state: ServiceState, env: Envelope) -> DisputeView:
         "dispute %s (%s check) opened by %s against verdict %s",
         game.dispute_id[:16], check, hotkey, body.verdict_id[:16],
     )  # fmt: skip
-    return _view(state, game.dispute_id)
+    return _view(state.conn, game.dispute_id)
 
 
 def _store_open(
@@ -108,28 +112,40 @@ def _store_open(
             )
             if game.stage == "recompute":  # the verdict waits for a quorum of re-audits
                 reaudit_storage.set_aside(state.conn, game, verdict_id, now)
-                _reaudits_known(state, game, now)
+                _reaudits_known(state.conn, game, now, _referees(state.manifest(game.run_id)))
             if bond > 0:  # its own ledger entry; a refusal undoes the open
                 state.ledger.lock_bond(
-                    game.run_id, game.island, game.dispute_id, bond, _epoch(state)
+                    game.run_id, game.island, game.dispute_id, bond, _epoch(state.metagraph)
                 )
     except sqlite3.IntegrityError:
         raise ConflictError("this verdict is already disputed", code="duplicate") from None
 
 
-def _reaudits_known(state: ServiceState, game: g.Game, now: int) -> g.Game:
+def _reaudits_known(
+    conn: sqlite3.Connection, game: g.Game, now: int, referees: frozenset[str]
+) -> g.Game:
     """A game that enters ``recompute`` counts the re-audits already stored (all of them,
     never only the first): a quorum of them, or a referee's, decides it at once."""
     new = game
-    for v in decisions.independent_verdicts(state.conn, game):
-        new = resolution.recomputed(new, v.auditor, v.result, now, _referees(state, game))
+    for v in decisions.independent_verdicts(conn, game):
+        new = resolution.recomputed(new, v.auditor, v.result, now, referees)
     if new != game:
-        decisions.save(state.conn, new, now, referees=_referees(state, game))
+        decisions.save(conn, new, now, referees=referees)
     return new
 
 
 def on_verdict(
-    state: ServiceState, run_id: str, index: int, hotkey: str, auditor: str, result: str
+    conn: sqlite3.Connection,
+    ledger: LedgerPort,
+    metagraph: MetagraphView,
+    s: Settings,
+    due_round: DueRound,
+    manifest: RunManifest,
+    run_id: str,
+    index: int,
+    hotkey: str,
+    auditor: str,
+    result: str,
 ) -> int:
     """An independent verdict on a disputed assignment: it re-decides or confirms.
 
@@ -138,25 +154,25 @@ def on_verdict(
     rule (:mod:`~hypertrain.challenge.disputes.decisions`): the auditor is barred once a
     strict majority of the game's jury (at least two) or a referee re-audited ``match``;
     a ``mismatch`` here faults the island instead, through settlement. Returns how many
-    games changed.
+    games changed. ``manifest`` is the run's.
     """
-    now, changed = state.due_round(), 0
-    windows.open_late_window(state, run_id, index, hotkey, auditor, now)
-    for game in game_storage.games_on(state.conn, run_id, index, hotkey):
+    now, changed = due_round(), 0
+    windows.open_late_window(conn, manifest, run_id, index, hotkey, auditor, now)
+    for game in game_storage.games_on(conn, run_id, index, hotkey):
         if auditor == game.auditor:
             continue
-        referees = _referees(state, game)
-        with transaction(state.conn):
+        referees = _referees(manifest)
+        with transaction(conn):
             if game.stage == "recompute":
                 new = resolution.recomputed(game, auditor, result, now, referees)
-                decisions.save(state.conn, new, now, referees=referees)
+                decisions.save(conn, new, now, referees=referees)
                 _log_progress(game, new)
-                _rejudge(state, game, new)
+                _rejudge(conn, ledger, metagraph, s, due_round, game, new)
                 changed += 1
             elif game.outcome == "overturned":
-                decisions.reconsider(state.conn, game, now, referees)
+                decisions.reconsider(conn, game, now, referees)
                 changed += 1
-    settle_bonds(state)
+    settle_bonds(conn, ledger, metagraph)
     return changed
 
 
@@ -164,45 +180,48 @@ def answer(state: ServiceState, dispute_id: str, env: Envelope) -> DisputeView:
     verified, body = state.open_signed(env, "dispute-answer", DisputeAnswer, registered=False)
     if body.dispute_id != dispute_id:
         raise ChallengeError("the answer names another dispute", code="wrong_query")
-    game, now = _game(state, dispute_id), state.due_round()
+    game, now = _game(state.conn, dispute_id), state.due_round()
     try:
         new = g.answer(game, verified.signer, body, now)
     except DisputeError as exc:
         raise refusal(exc) from None
     with transaction(state.conn):
         state.burn(env)
-        decisions.save(state.conn, new, now, len(env.to_bytes()), _referees(state, game))
+        referees = _referees(state.manifest(game.run_id))
+        decisions.save(state.conn, new, now, len(env.to_bytes()), referees)
         game_storage.record_message(
             state.conn, dispute_id, body.level, verified.signer, _text(env), now
         )
         if new.stage == "recompute":  # escalated: the traces could not tell who lied
-            new = _reaudits_known(state, new, now)
+            new = _reaudits_known(state.conn, new, now, referees)
     _log_progress(game, new)
-    _rejudge(state, game, new)
-    settle_bonds(state)
-    return _view(state, dispute_id)
+    _rejudge(state.conn, state.ledger, state.metagraph, state.settings, state.due_round, game, new)
+    settle_bonds(state.conn, state.ledger, state.metagraph)
+    return _view(state.conn, dispute_id)
 
 
-def put_inputs(state: ServiceState, dispute_id: str, data: bytes) -> DisputeView:
+def put_inputs(
+    conn: sqlite3.Connection, due_round: DueRound, dispute_id: str, data: bytes
+) -> DisputeView:
     """The contested operation's inputs: anyone may upload them, the hashes decide."""
-    game, now = _game(state, dispute_id), state.due_round()
+    game, now = _game(conn, dispute_id), due_round()
     if game.inputs_sha256 is not None:
-        return _view(state, dispute_id)  # already supplied; the bytes are fixed by the hashes
+        return _view(conn, dispute_id)  # already supplied; the bytes are fixed by the hashes
     try:
         new, sha = resolution.supply_inputs(game, data, now)
     except DisputeError as exc:
         raise refusal(exc) from None
-    with transaction(state.conn):
-        game_storage.add_inputs(state.conn, dispute_id, sha, data)
-        decisions.save(state.conn, new, now, len(data))
+    with transaction(conn):
+        game_storage.add_inputs(conn, dispute_id, sha, data)
+        decisions.save(conn, new, now, len(data))
         game_storage.record_message(
-            state.conn, dispute_id, "inputs", "", quick_dumps({"sha256": sha}), now
+            conn, dispute_id, "inputs", "", quick_dumps({"sha256": sha}), now
         )
-    return _view(state, dispute_id)
+    return _view(conn, dispute_id)
 
 
-def get_inputs(state: ServiceState, dispute_id: str) -> bytes:
-    data = game_storage.inputs(state.conn, dispute_id)
+def get_inputs(conn: sqlite3.Connection, dispute_id: str) -> bytes:
+    data = game_storage.inputs(conn, dispute_id)
     if data is None:
         raise NotFoundError("no inputs were supplied for this dispute", code="no_inputs")
     return data
@@ -210,7 +229,7 @@ def get_inputs(state: ServiceState, dispute_id: str) -> bytes:
 
 def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> DisputeView:
     verified, body = state.open_signed(env, "dispute-ruling", DisputeRuling, registered=False)
-    game, now = _game(state, dispute_id), state.due_round()
+    game, now = _game(state.conn, dispute_id), state.due_round()
     named = roles.named_roles(state.settings, state.manifest(game.run_id))
     referees = named.referees
     try:
@@ -225,9 +244,9 @@ def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> DisputeView:
             state.conn, dispute_id, "ruling", verified.signer, _text(env), now
         )
     _log_progress(game, new)
-    _rejudge(state, game, new)
-    settle_bonds(state)
-    return _view(state, dispute_id)
+    _rejudge(state.conn, state.ledger, state.metagraph, state.settings, state.due_round, game, new)
+    settle_bonds(state.conn, state.ledger, state.metagraph)
+    return _view(state.conn, dispute_id)
 
 
 def tick(state: ServiceState) -> int:
@@ -240,43 +259,54 @@ def tick(state: ServiceState) -> int:
         new = resolution.expire(game, now, live)
         if new != game:
             with transaction(state.conn):
-                decisions.save(state.conn, new, now, referees=_referees(state, game))
+                referees = _referees(state.manifest(game.run_id))
+                decisions.save(state.conn, new, now, referees=referees)
             _log_progress(game, new)
-            _rejudge(state, game, new)
+            _rejudge(
+                state.conn, state.ledger, state.metagraph, state.settings, state.due_round,
+                game, new,
+            )  # fmt: skip
             changed += 1
-    settle_bonds(state)
-    windows.close_windows(state, now)
+    settle_bonds(state.conn, state.ledger, state.metagraph)
+    windows.close_windows(state.conn, state.ledger, state.metagraph, now)
     return changed
 
 
-def _rejudge(state: ServiceState, old: g.Game, new: g.Game) -> None:
+def _rejudge(
+    conn: sqlite3.Connection,
+    ledger: LedgerPort,
+    metagraph: MetagraphView,
+    s: Settings,
+    due_round: DueRound,
+    old: g.Game,
+    new: g.Game,
+) -> None:
     """A game was decided: the disputed verdict's standing changed, so the island's
     rewards held for it are decided again (released where nothing else holds them)."""
     if new.outcome is not None and new.outcome != old.outcome:
         settle.release_later(
-            state.conn, state.ledger, state.metagraph, state.settings, state.due_round,
-            new.run_id, new.round, new.island,
-        )  # fmt: skip
+            conn, ledger, metagraph, s, due_round, new.run_id, new.round, new.island
+        )
 
 
-def settle_bonds(state: ServiceState) -> int:
+def settle_bonds(conn: sqlite3.Connection, ledger: LedgerPort, metagraph: MetagraphView) -> int:
     """Return the bond of each won dispute, burn that of each lost one (once each).
 
     The ledger call is idempotent per dispute, so a crash between it and the record
     here is settled again, to the same effect, at the next beacon round.
     """
     done = 0
-    if state.metagraph.snapshot is None:
+    if metagraph.snapshot is None:
         return 0  # no epoch to book at: the bonds stay unsettled (bond_state NULL) till one
-    for row in game_storage.unsettled_bonds(state.conn):
+    for row in game_storage.unsettled_bonds(conn):
         won = row.outcome in ("overturned", "held")  # held: no evidence against the island
         try:
-            moved = state.ledger.settle_bond(row.run_id, row.dispute_id, won, _epoch(state))
+            moved = ledger.settle_bond(row.run_id, row.dispute_id, won, _epoch(metagraph))
         except BondMissingError as exc:  # recorded as such, never as returned or burned
             log.warning("dispute %s: %s", row.dispute_id[:16], exc.detail)
-            game_storage.set_bond_state(state.conn, row.dispute_id, "missing")
+            game_storage.set_bond_state(conn, row.dispute_id, "missing")
             continue
-        game_storage.set_bond_state(state.conn, row.dispute_id, "returned" if won else "burned")
+        game_storage.set_bond_state(conn, row.dispute_id, "returned" if won else "burned")
         log.info(
             "dispute %s: bond of %d %s",
             row.dispute_id[:16],
@@ -287,41 +317,42 @@ def settle_bonds(state: ServiceState) -> int:
     return done
 
 
-def _epoch(state: ServiceState) -> int:
-    return state.epoch_now("book a dispute bond")
+def _epoch(metagraph: MetagraphView) -> int:
+    return metagraph.epoch_now("book a dispute bond")
 
 
-def view(state: ServiceState, dispute_id: str) -> DisputeView:
-    return _view(state, dispute_id)
+def view(conn: sqlite3.Connection, dispute_id: str) -> DisputeView:
+    return _view(conn, dispute_id)
 
 
 MAX_ROUND = 2**62  # round indexes are SQLite integers; anything larger names no round
 
 
 def listing(
-    state: ServiceState, run_id: str, round: int | None, stage: str | None
+    conn: sqlite3.Connection, run_id: str, round: int | None, stage: str | None
 ) -> list[DisputeView]:
-    state.manifest(run_id)
+    """The run's disputes (the caller checked that the run exists)."""
     if round is not None and not 0 <= round < MAX_ROUND:
         raise ChallengeError(f"round {round} is not a round index", code="bad_query")
     if stage is not None and stage not in STAGES:
         raise ChallengeError(f"stage {stage[:32]!r} is not one of {STAGES}", code="bad_query")
-    return [_view(state, i) for i in game_storage.list_ids(state.conn, run_id, round, stage)]
+    return [_view(conn, i) for i in game_storage.list_ids(conn, run_id, round, stage)]
 
 
-def _referees(state: ServiceState, game: g.Game) -> frozenset[str]:
-    return frozenset(state.manifest(game.run_id).dispute.referees)
+def _referees(manifest: RunManifest) -> frozenset[str]:
+    """The run's referees (``manifest``: the run of the game)."""
+    return frozenset(manifest.dispute.referees)
 
 
-def _game(state: ServiceState, dispute_id: str) -> g.Game:
-    game = game_storage.load_game(state.conn, dispute_id)
+def _game(conn: sqlite3.Connection, dispute_id: str) -> g.Game:
+    game = game_storage.load_game(conn, dispute_id)
     if game is None:
         raise NotFoundError(f"dispute {dispute_id[:16]} does not exist", code="unknown_dispute")
     return game
 
 
-def _view(state: ServiceState, dispute_id: str) -> DisputeView:
-    found = game_storage.load_view(state.conn, dispute_id)
+def _view(conn: sqlite3.Connection, dispute_id: str) -> DisputeView:
+    found = game_storage.load_view(conn, dispute_id)
     if found is None:
         raise NotFoundError(f"dispute {dispute_id[:16]} does not exist", code="unknown_dispute")
     return found

@@ -11,6 +11,8 @@ re-decision by independent re-audits (:func:`hypertrain.dispute.resolution.open_
 
 from __future__ import annotations
 
+import sqlite3
+
 from hypertrain.challenge.disputes import windows
 from hypertrain.challenge.errors import ChallengeError, NotFoundError, PhaseError
 from hypertrain.challenge.facts import jury
@@ -24,7 +26,7 @@ from hypertrain.dispute.admissible import disputed_check
 from hypertrain.dispute.messages import DisputeOpen, LeafProof
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.errors import MerkleError
-from hypertrain.protocol.manifest import DisputeSpec
+from hypertrain.protocol.manifest import DisputeSpec, RunManifest
 from hypertrain.protocol.merkle import MerkleProof, verify_proof
 from hypertrain.protocol.messages import Verdict
 
@@ -36,9 +38,9 @@ RECOMPUTED: dict[str, resolution.Check] = {
 }
 
 
-def verdict_of(state: ServiceState, run_id: str, body: DisputeOpen) -> VerdictRecord:
+def verdict_of(conn: sqlite3.Connection, run_id: str, body: DisputeOpen) -> VerdictRecord:
     """The disputed verdict, from the round the dispute names (``unknown_verdict``: none)."""
-    row = verdict_storage.verdict_record(state.conn, run_id, body.round, body.verdict_id)
+    row = verdict_storage.verdict_record(conn, run_id, body.round, body.verdict_id)
     if row is None:
         raise NotFoundError(
             f"verdict {body.verdict_id[:16]} not found in round {body.round}",
@@ -73,12 +75,18 @@ def contested_check(verdict: VerdictRecord, body: DisputeOpen, num_segments: int
 
 
 def window_round(
-    state: ServiceState, run_id: str, body: DisputeOpen, verdict: VerdictRecord, now: int
+    conn: sqlite3.Connection,
+    manifest: RunManifest,
+    run_id: str,
+    body: DisputeOpen,
+    verdict: VerdictRecord,
+    now: int,
 ) -> RoundState:
-    """The round's state, once the verdict's own dispute window is checked to be open."""
-    row = rounds_storage.round_state(state.conn, run_id, body.round)
+    """The round's state, once the verdict's own dispute window is checked to be open
+    (``manifest``: the run's)."""
+    row = rounds_storage.round_state(conn, run_id, body.round)
     assert row is not None  # the verdict's round
-    deadline = windows.verdict_deadline(state, run_id, row.dispute_deadline_round, verdict)
+    deadline = windows.verdict_deadline(manifest, row.dispute_deadline_round, verdict)
     if deadline is None or now > deadline:
         raise PhaseError(
             f"the dispute window of verdict {body.verdict_id[:16]} closed at beacon round"
@@ -88,8 +96,8 @@ def window_round(
     return row
 
 
-def check_leaves(state: ServiceState, run_id: str, body: DisputeOpen, hotkey: str) -> None:
-    commit = commit_storage.commit_body(state.conn, run_id, body.round, hotkey)
+def check_leaves(conn: sqlite3.Connection, run_id: str, body: DisputeOpen, hotkey: str) -> None:
+    commit = commit_storage.commit_body(conn, run_id, body.round, hotkey)
     assert commit is not None  # its verdict judged this commit
     root = bytes.fromhex(loads(commit)["checkpoint_root"])
     for index, leaf in ((body.segment, body.start), (body.segment + 1, body.end)):

@@ -14,26 +14,29 @@ path. The caller holds the transaction.
 
 from __future__ import annotations
 
+import sqlite3
+
 from hypertrain.challenge import facts
 from hypertrain.challenge.facts import jury
 from hypertrain.challenge.rule import StandingVerdict
-from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.store import reaudit_storage, rounds_storage, verdict_storage
 from hypertrain.dispute.resolution import bars
 from hypertrain.protocol.deadlines import upload_deadline
 
 
-def bar_outvoted(state: ServiceState, run_id: str, index: int, hotkey: str, now: int) -> int:
+def bar_outvoted(
+    conn: sqlite3.Connection, s: Settings, run_id: str, index: int, hotkey: str, now: int
+) -> int:
     """Bar each auditor of an outvoted verdict on the assignment that meets the rule."""
-    conn = state.conn
     on = [v for v in facts.standing_verdicts(conn, run_id, index) if v.hotkey == hotkey]
     barred = 0
     for v in on:
         if v.standing != "outvoted" or reaudit_storage.is_faulty(conn, run_id, v.auditor):
             continue
         if bars(
-            jury.jury(conn, state.settings, run_id, {hotkey, v.auditor}),
-            _evidence(state, run_id, v, on),
+            jury.jury(conn, s, run_id, {hotkey, v.auditor}),
+            _evidence(conn, run_id, v, on),
         ):
             outvoted = reaudit_storage.OutvotedVerdict(run_id, index, v.auditor, v.verdict_id)
             unfinal = verdict_storage.unfinal_verdicts_by(conn, run_id, v.auditor)
@@ -43,12 +46,12 @@ def bar_outvoted(state: ServiceState, run_id: str, index: int, hotkey: str, now:
 
 
 def _evidence(
-    state: ServiceState, run_id: str, v: StandingVerdict, on: list[StandingVerdict]
+    conn: sqlite3.Connection, run_id: str, v: StandingVerdict, on: list[StandingVerdict]
 ) -> dict[str, str]:
     """The standing ``match`` verdicts that count against ``v`` (auditor -> result)."""
     by: int | None = None
     if v.result == "unverifiable":
-        span = rounds_storage.audit_span(state.conn, run_id, v.round)
+        span = rounds_storage.audit_span(conn, run_id, v.round)
         if span is None:
             return {}
         by = upload_deadline(span[0], span[1] - span[0])

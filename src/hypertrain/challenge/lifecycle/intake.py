@@ -268,9 +268,12 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
             code="duplicate",
         ) from None
     state.count(f"verdicts_{body.result}")
-    games.on_verdict(state, run_id, body.round, body.hotkey, verified.signer, body.result)
+    games.on_verdict(
+        state.conn, state.ledger, state.metagraph, state.settings, state.due_round,
+        state.manifest(run_id), run_id, body.round, body.hotkey, verified.signer, body.result,
+    )  # fmt: skip
     with transaction(state.conn):  # a lie the judges' majority outvoted counts against it
-        outvoted.bar_outvoted(state, run_id, body.round, body.hotkey, now)
+        outvoted.bar_outvoted(state.conn, state.settings, run_id, body.round, body.hotkey, now)
     return VerdictAnswer(accepted=True, verdict_id=verdict_id)
 
 

@@ -37,13 +37,14 @@ def list_disputes(
     state: State, run_id: str, round: int | None = None, stage: str | None = None
 ) -> list[DisputeView]:
     """Every dispute of a run (optionally of one round, or at one stage)."""
-    return games.listing(state, run_id, round, stage)
+    state.manifest(run_id)
+    return games.listing(state.conn, run_id, round, stage)
 
 
 @router.get("/disputes/{dispute_id}", responses=ERRORS)
 @serialized
 def get_dispute(state: State, dispute_id: str) -> DisputeView:
-    return games.view(state, dispute_id)
+    return games.view(state.conn, dispute_id)
 
 
 @router.post("/disputes/{dispute_id}/answer", responses=ERRORS, response_model=DisputeAnswered)
@@ -57,13 +58,14 @@ def answer(state: State, dispute_id: str, envelope: Envelope) -> DisputeView:
 async def put_inputs(state: State, dispute_id: str, request: Request) -> DisputeView:
     """The contested operation's input tensors (``application/octet-stream``)."""
     data = await request.body()
-    return await state.offload(games.put_inputs, state, dispute_id, data)
+    return await state.offload(games.put_inputs, state.conn, state.due_round, dispute_id, data)
 
 
 @router.get("/disputes/{dispute_id}/inputs", responses=ERRORS)
 @serialized
 def get_inputs(state: State, dispute_id: str) -> Response:
-    return Response(games.get_inputs(state, dispute_id), media_type="application/octet-stream")
+    data = games.get_inputs(state.conn, dispute_id)
+    return Response(data, media_type="application/octet-stream")
 
 
 @router.post("/disputes/{dispute_id}/ruling", responses=ERRORS, response_model=DisputeRuled)
