@@ -306,11 +306,14 @@ def test_the_resource_check_sees_a_crossing() -> None:
 # settings, the keys named for each role, the beacon; settlement also the ledger, the
 # metagraph view it books at, the run's manifest and the clock's due round), never the
 # service's whole state: no module of the store, the facts or settlement imports it.
-TAKE_NO_STATE = ("store", "facts", "settlement")
+# Nor does a resource that needs none of the state's own services (its envelope check,
+# memo caches, lock, counters): the honeypots take the connection, the run's manifest
+# and the verified beacon round (read once every check passed).
+TAKE_NO_STATE = ("store", "facts", "settlement", "honeypots")
 TAKES_STATE: frozenset[str] = frozenset()
 
 
-def test_the_store_the_facts_and_settlement_take_the_connection_not_the_state() -> None:
+def test_the_narrow_layers_take_the_connection_not_the_state() -> None:
     state = f"{CHALLENGE}.state"
     found = sorted(
         name
@@ -319,6 +322,6 @@ def test_the_store_the_facts_and_settlement_take_the_connection_not_the_state() 
     )
     assert found == sorted(TAKES_STATE), (
         f"{', '.join(TAKE_NO_STATE)}: pass the connection (or the settings, the ledger, the "
-        "manifest, the due round) a function uses instead of the state; a module that no "
-        f"longer imports it leaves TAKES_STATE: {found}"
+        "manifest, the due round, the current round) a function uses instead of the state; "
+        f"a module that no longer imports it leaves TAKES_STATE: {found}"
     )

@@ -22,14 +22,15 @@ verdicts, disputes):
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hypertrain.api.disputes import HoneypotPeriodPublic, HoneypotRevealAck, HoneypotRow
 from hypertrain.challenge import facts
 from hypertrain.challenge.errors import ChallengeError, ConflictError, NotFoundError, PhaseError
 from hypertrain.challenge.facts.progress import next_round
-from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.challenge.store import (
     audit_storage,
     game_storage,
@@ -38,12 +39,21 @@ from hypertrain.challenge.store import (
     verdict_storage,
 )
 from hypertrain.protocol.honeypots import HoneypotList, HoneypotPeriod, commitment
+from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.sqlite import transaction
 
 
-def commit_period(state: ServiceState, run_id: str, body: HoneypotPeriod) -> HoneypotPeriodPublic:
-    """Record the commitment of the next period's list, before its first round opens."""
-    known = periods(state, run_id)
+def commit_period(
+    conn: sqlite3.Connection,
+    manifest: RunManifest,
+    current_round: Callable[[], int],
+    run_id: str,
+    body: HoneypotPeriod,
+) -> HoneypotPeriodPublic:
+    """Record the commitment of the next period's list, before its first round opens
+    (``manifest``: the run's; ``current_round``: the verified beacon round, read only
+    once every check passed)."""
+    known = periods(conn, manifest, run_id)
     expected = known[-1].period + 1 if known else 0
     if body.period < expected:
         raise ConflictError(f"period {body.period} is already committed", code="duplicate")
@@ -55,27 +65,34 @@ def commit_period(state: ServiceState, run_id: str, body: HoneypotPeriod) -> Hon
             f" {known[-1].period} (to round {known[-1].last_round})",
             code="overlap",
         )
-    opened = next_round(state.conn, run_id)
+    opened = next_round(conn, run_id)
     if body.first_round < opened:
         raise PhaseError(
             f"round {body.first_round} has opened already (next round {opened}): a list is"
             " committed before its first round",
             code="late",
         )
-    zero = _manifest_period(state, run_id)
-    with transaction(state.conn):
+    zero = _manifest_period(manifest)
+    with transaction(conn):
         if zero is not None:
-            honeypot_storage.add_period(state.conn, run_id, zero, 0, ignore=True)
-        honeypot_storage.add_period(state.conn, run_id, body, state.current_round())
-    return periods(state, run_id)[-1]
+            honeypot_storage.add_period(conn, run_id, zero, 0, ignore=True)
+        honeypot_storage.add_period(conn, run_id, body, current_round())
+    return periods(conn, manifest, run_id)[-1]
 
 
 def reveal(
-    state: ServiceState, run_id: str, honeypots: HoneypotList, period: int | None = None
+    conn: sqlite3.Connection,
+    manifest: RunManifest,
+    current_round: Callable[[], int],
+    run_id: str,
+    honeypots: HoneypotList,
+    period: int | None = None,
 ) -> HoneypotRevealAck:
     """Store a period's list once its last round is final and it hashes to the commitment
-    (``period``: the period it must be; None: the period whose commitment it matches)."""
-    known = periods(state, run_id)
+    (``period``: the period it must be; None: the period whose commitment it matches;
+    ``manifest``: the run's; ``current_round``: the verified beacon round, read once every
+    check passed)."""
+    known = periods(conn, manifest, run_id)
     if not known:
         raise ChallengeError(f"run {run_id} committed to no honeypot list", code="no_commitment")
     digest = commitment(honeypots)
@@ -86,40 +103,43 @@ def reveal(
     if match is None:
         where = f"period {period}'s commitment" if period is not None else "any committed period"
         raise ChallengeError(f"the list does not hash to {where}", code="bad_reveal")
-    if not _final(state.conn, run_id, match.last_round):
+    if not _final(conn, run_id, match.last_round):
         raise PhaseError(
             f"the list may be revealed once round {match.last_round} is final", code="early"
         )
     if match.revealed is not None:
         raise ConflictError(f"period {match.period} was already revealed", code="duplicate")
-    zero = _manifest_period(state, run_id)
-    with transaction(state.conn):
+    zero = _manifest_period(manifest)
+    with transaction(conn):
         if zero is not None:  # the manifest's period gets its row when first written
-            honeypot_storage.add_period(state.conn, run_id, zero, 0, ignore=True)
+            honeypot_storage.add_period(conn, run_id, zero, 0, ignore=True)
         honeypot_storage.reveal_period(
-            state.conn,
+            conn,
             run_id,
             match.period,
-            quick_dumps(honeypots.model_dump(mode="json")),
-            state.current_round(),
+            _compact(honeypots.model_dump(mode="json")),
+            current_round(),
         )
     return HoneypotRevealAck(
         revealed=True, period=match.period, commitment=digest, entries=len(honeypots.entries)
     )
 
 
-def periods(state: ServiceState, run_id: str) -> list[HoneypotPeriodPublic]:
-    """Every committed period in order (the manifest's period 0 first, if it has one)."""
-    out = [_public(r) for r in honeypot_storage.periods(state.conn, run_id)]
-    zero = _manifest_period(state, run_id)
+def periods(
+    conn: sqlite3.Connection, manifest: RunManifest, run_id: str
+) -> list[HoneypotPeriodPublic]:
+    """Every committed period in order (the manifest's period 0 first, if it has one;
+    ``manifest``: the run's)."""
+    out = [_public(r) for r in honeypot_storage.periods(conn, run_id)]
+    zero = _manifest_period(manifest)
     if zero is not None and not (out and out[0].period == 0):
         out.insert(0, HoneypotPeriodPublic(**zero.model_dump(), committed_beacon_round=0))
     return out
 
 
-def _manifest_period(state: ServiceState, run_id: str) -> HoneypotPeriod | None:
+def _manifest_period(manifest: RunManifest) -> HoneypotPeriod | None:
     """Period 0 as the signed manifest commits it (None: the manifest commits none)."""
-    spec = state.manifest(run_id).honeypots
+    spec = manifest.honeypots
     if not spec.commitment:
         return None
     return HoneypotPeriod(
@@ -127,9 +147,11 @@ def _manifest_period(state: ServiceState, run_id: str) -> HoneypotPeriod | None:
     )
 
 
-def revealed(state: ServiceState, run_id: str) -> list[HoneypotPeriodPublic]:
+def revealed(
+    conn: sqlite3.Connection, manifest: RunManifest, run_id: str
+) -> list[HoneypotPeriodPublic]:
     """The revealed periods; ``not_revealed`` (404) while there is none."""
-    done = [p for p in periods(state, run_id) if p.revealed is not None]
+    done = [p for p in periods(conn, manifest, run_id) if p.revealed is not None]
     if not done:
         raise NotFoundError(f"run {run_id} has not revealed its honeypots", code="not_revealed")
     return done
@@ -148,18 +170,18 @@ class _Tally:
             self.counts[name] = self.counts.get(name, 0) + value
 
 
-def table(state: ServiceState, run_id: str) -> list[HoneypotRow]:
+def table(conn: sqlite3.Connection, manifest: RunManifest, run_id: str) -> list[HoneypotRow]:
     """One row per role and strategy, accumulated over every revealed period."""
     rows: dict[tuple[str, str], _Tally] = {}
-    accused = facts.run_accusations(state.conn, run_id)
-    for p in revealed(state, run_id):
+    accused = facts.run_accusations(conn, run_id)
+    for p in revealed(conn, manifest, run_id):
         assert p.revealed is not None
         span = (p.first_round, p.last_round)
         for entry in p.revealed.entries:
             counts = (
-                _island(state.conn, run_id, entry.hotkey, span, accused)
+                _island(conn, run_id, entry.hotkey, span, accused)
                 if entry.role == "island"
-                else _auditor(state.conn, run_id, entry.hotkey, span)
+                else _auditor(conn, run_id, entry.hotkey, span)
             )
             rows.setdefault((entry.role, entry.strategy), _Tally()).add(entry.hotkey, counts)
     return [_row(role, strategy, rows[(role, strategy)]) for role, strategy in sorted(rows)]
@@ -204,6 +226,11 @@ def _auditor(
         "disputes_lost": games.overturned,
         "disputes_won": games.upheld,
     }
+
+
+def _compact(value: object) -> str:
+    """Compact sorted JSON of the revealed list, as stored (the state's ``quick_dumps``)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _final(conn: sqlite3.Connection, run_id: str, index: int) -> bool:

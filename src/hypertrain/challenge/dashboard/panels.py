@@ -145,13 +145,15 @@ def traffic_panel(summary: TrafficSummary, expected: ExpectedTraffic | None = No
 def honeypot_panel(state: ServiceState, run_id: str) -> HoneypotPanel:
     """The committed periods and, over the revealed ones, each strategy's catch and
     false-positive rate."""
-    spec = state.manifest(run_id).honeypots
-    known = honeypots.periods(state, run_id)
+    manifest = state.manifest(run_id)
+    spec = manifest.honeypots
+    known = honeypots.periods(state.conn, manifest, run_id)
     done = [p for p in known if p.revealed is not None]
     rows = []
     if done:
         cheating = _cheating(state, run_id)
-        rows = [_rated(r, cheating.get(r.strategy)) for r in honeypots.table(state, run_id)]
+        table = honeypots.table(state.conn, manifest, run_id)
+        rows = [_rated(r, cheating.get(r.strategy)) for r in table]
     return HoneypotPanel(
         committed=bool(known),
         commitment=spec.commitment,
@@ -179,7 +181,7 @@ def _cheating(state: ServiceState, run_id: str) -> dict[str, _Cheating]:
     when it says none), and the rounds of those the settlement rule faulted."""
     accused = views.run_accusations(state, run_id)
     out: dict[str, _Cheating] = {}
-    for period in honeypots.revealed(state, run_id):
+    for period in honeypots.revealed(state.conn, state.manifest(run_id), run_id):
         assert period.revealed is not None
         for e in period.revealed.entries:
             if e.role != "island" or e.strategy == "honest":

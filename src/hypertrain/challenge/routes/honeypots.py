@@ -23,8 +23,9 @@ admin = APIRouter(prefix="/admin/v1", dependencies=[Depends(require_admin)], tag
 def honeypot_table(state: State, run_id: str) -> HoneypotAnswer:
     """Every committed honeypot period (revealed lists included) and the per-strategy table
     accumulated over the revealed ones."""
-    rows = honeypots.table(state, run_id)  # not_revealed (404) until the first reveal
-    return HoneypotAnswer(periods=honeypots.periods(state, run_id), table=rows)
+    manifest = state.manifest(run_id)
+    rows = honeypots.table(state.conn, manifest, run_id)  # not_revealed (404) till a reveal
+    return HoneypotAnswer(periods=honeypots.periods(state.conn, manifest, run_id), table=rows)
 
 
 @public.get(
@@ -35,7 +36,7 @@ def honeypot_table(state: State, run_id: str) -> HoneypotAnswer:
 @serialized
 def honeypot_periods(state: State, run_id: str) -> list[HoneypotPeriodPublic]:
     """The committed periods: rounds, commitment, when committed; lists once revealed."""
-    return honeypots.periods(state, run_id)
+    return honeypots.periods(state.conn, state.manifest(run_id), run_id)
 
 
 @admin.post("/runs/{run_id}/honeypots", responses=ERRORS, response_model=HoneypotRevealAck)
@@ -43,7 +44,8 @@ def honeypot_periods(state: State, run_id: str) -> list[HoneypotPeriodPublic]:
 def reveal_honeypots(state: State, run_id: str, payload: HoneypotList) -> HoneypotRevealAck:
     """Publish a period's list (its last round final); it must hash to that period's
     commitment, the period found by the commitment it matches."""
-    return honeypots.reveal(state, run_id, payload)
+    manifest = state.manifest(run_id)
+    return honeypots.reveal(state.conn, manifest, state.current_round, run_id, payload)
 
 
 @admin.post(
@@ -56,7 +58,8 @@ def reveal_period(
     state: State, run_id: str, period: int, payload: HoneypotList
 ) -> HoneypotRevealAck:
     """Publish the list of one named period; it must hash to that period's commitment."""
-    return honeypots.reveal(state, run_id, payload, period)
+    manifest = state.manifest(run_id)
+    return honeypots.reveal(state.conn, manifest, state.current_round, run_id, payload, period)
 
 
 @admin.post(
@@ -65,7 +68,8 @@ def reveal_period(
 @serialized
 def commit_period(state: State, run_id: str, payload: HoneypotPeriod) -> HoneypotPeriodPublic:
     """Commit the next period's list (rounds, SHA-256 of the list) before its first round."""
-    return honeypots.commit_period(state, run_id, payload)
+    manifest = state.manifest(run_id)
+    return honeypots.commit_period(state.conn, manifest, state.current_round, run_id, payload)
 
 
 router = APIRouter()
