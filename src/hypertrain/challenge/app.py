@@ -149,7 +149,7 @@ async def _refresh_metagraph(state: ServiceState) -> None:
     before = state.metagraph.snapshot
     fresh = await state.metagraph.refresh()
     if fresh is not None:  # stored with the hotkeys that left since the one before
-        await state.offload(weights.note_snapshot, state, before, fresh)
+        await state.offload(weights.note_snapshot, state.conn, before, fresh)
 
 
 async def _poll_beacon(state: ServiceState) -> None:

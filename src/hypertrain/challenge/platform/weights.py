@@ -17,6 +17,7 @@ epoch older than one already answered is refused with 409 ``epoch_superseded``.
 from __future__ import annotations
 
 import math
+import sqlite3
 import time
 from collections.abc import Mapping
 from typing import Final
@@ -77,15 +78,15 @@ def weights_body(state: ServiceState, epoch: int) -> bytes:
     return platform_storage.keep_answer(state.conn, epoch, body)
 
 
-def latest_weights_body(state: ServiceState) -> bytes:
+def latest_weights_body(conn: sqlite3.Connection) -> bytes:
     """The stored answer of the newest epoch answered so far (never computes one)."""
-    body = platform_storage.latest_answer(state.conn)
+    body = platform_storage.latest_answer(conn)
     if body is None:
         raise NotFoundError("no epoch has been answered yet", code="no_weights")
     return body
 
 
-def note_snapshot(state: ServiceState, before: Snapshot | None, fresh: Snapshot) -> int:
+def note_snapshot(conn: sqlite3.Connection, before: Snapshot | None, fresh: Snapshot) -> int:
     """Store a fresh snapshot with the hotkeys that left since ``before``; how many left.
 
     A hotkey left when ``fresh`` no longer lists it or lists it under another uid
@@ -95,13 +96,13 @@ def note_snapshot(state: ServiceState, before: Snapshot | None, fresh: Snapshot)
     registration's value, whatever mode earned it.
     """
     left = {} if before is None else departures(before, fresh)
-    with transaction(state.conn):
+    with transaction(conn):
         if before is not None:
             platform_storage.note_departures(
-                state.conn,
+                conn,
                 [Departure(h, before.hotkeys[h], uid, fresh.epoch) for h, uid in left.items()],
             )
-        platform_storage.save_snapshot(state.conn, dumps(fresh.to_json()), time.time())
+        platform_storage.save_snapshot(conn, dumps(fresh.to_json()), time.time())
     return len(left)
 
 

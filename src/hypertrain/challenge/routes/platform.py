@@ -89,7 +89,7 @@ async def beacon(state: State) -> BeaconPublic:
 @public.get("/weights/latest", responses={200: {"model": WeightsPublic}, 404: {}})
 async def latest_weights(state: State) -> Response:
     """The newest epoch's ``get_weights`` answer, as stored (miners read their weight here)."""
-    return Response(latest_weights_body(state), media_type="application/json")
+    return Response(latest_weights_body(state.conn), media_type="application/json")
 
 
 @admin.post("/metagraph/refresh", responses=ERRORS, response_model=MetagraphStatus)
