@@ -34,6 +34,7 @@ of this, a device's claim above its class's cap (:mod:`.deadlines`) is refused a
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 
 from hypertrain.api.models import (
@@ -52,10 +53,13 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
+from hypertrain.challenge.ports import BeaconRound, BeaconSource, DueRound
+from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.state import ServiceState, loads, quick_dumps
 from hypertrain.challenge.store import admission_storage, roster_storage, rounds_storage
 from hypertrain.challenge.store.admission_storage import ChallengeRow, ChallengeStatus, NewChallenge
 from hypertrain.protocol.envelope import Envelope
+from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.memproof import QUERIES, check_sample, table_shape
 from hypertrain.protocol.messages import AdmissionAnswer, AdmissionCheck, JoinRequest
 from hypertrain.protocol.sqlite import transaction
@@ -66,9 +70,9 @@ Admit = Callable[[str, str, JoinRequest, str], JoinAnswer]
 MAX_BACKOFF_DOUBLINGS = 10
 
 
-def check_claims(state: ServiceState, body: JoinRequest, device_class: str) -> None:
+def check_claims(s: Settings, body: JoinRequest, device_class: str) -> None:
     """Refuse (``claim_too_large``) a device claiming more than its class's cap."""
-    cap = state.settings.admission_deadlines.max_claim_bytes(device_class)
+    cap = s.admission_deadlines.max_claim_bytes(device_class)
     for device in body.devices:
         if device.memory_bytes > cap:
             raise AdmissionError(
@@ -78,10 +82,10 @@ def check_claims(state: ServiceState, body: JoinRequest, device_class: str) -> N
             )
 
 
-def check_backoff(state: ServiceState, run_id: str, hotkey: str) -> None:
+def check_backoff(conn: sqlite3.Connection, due_round: DueRound, run_id: str, hotkey: str) -> None:
     """Refuse (``backoff``) a join again before the last refusal's backoff has passed."""
-    row = admission_storage.challenge(state.conn, run_id, hotkey)
-    now = state.due_round()
+    row = admission_storage.challenge(conn, run_id, hotkey)
+    now = due_round()
     if row is not None and row.status == "refused" and now < row.retry_round:
         raise ConflictError(
             f"{hotkey} was refused {row.refusals} time(s); it may join again from round"
@@ -140,8 +144,9 @@ def _deadline(state: ServiceState, device_class: str, claims: list[int]) -> Dead
 
 def status(state: ServiceState, run_id: str, hotkey: str) -> AdmissionStatus:
     """The island's challenge: its seed once the seed round is verified, and its status."""
-    row = _require(state, run_id, hotkey)
-    seed = _seed(state, row)
+    state.manifest(run_id)
+    row = _require(state.conn, run_id, hotkey)
+    seed = _seed(state.conn, state.beacon, state.current, row)
     return AdmissionStatus(
         run_id=run_id,
         hotkey=hotkey,
@@ -160,13 +165,14 @@ def answer(state: ServiceState, env: Envelope) -> AdmissionAnswerAck:
     """The island's per-device hashes; refused (and the island with it) when late."""
     verified, body = state.open_signed(env, "admission-answer", AdmissionAnswer, registered=True)
     run_id, hotkey = env.run_id, verified.signer
-    row = _require(state, run_id, hotkey)
+    state.manifest(run_id)
+    row = _require(state.conn, run_id, hotkey)
     if row.status != "pending":
         code = "duplicate" if row.status == "answered" else "closed"
         raise ConflictError(f"challenge is {row.status}, not awaiting an answer", code=code)
     if body.seed_beacon_round != row.seed_beacon_round:
         raise ChallengeError("answer is for another seed round", code="wrong_seed")
-    seed = _seed(state, row)
+    seed = _seed(state.conn, state.beacon, state.current, row)
     if seed is None:
         raise PhaseError("the seed round is not public yet", code="no_seed")
     now = state.due_round()
@@ -174,7 +180,9 @@ def answer(state: ServiceState, env: Envelope) -> AdmissionAnswerAck:
         with transaction(state.conn):
             state.burn(env)
             _close(
-                state,
+                state.conn,
+                state.settings,
+                state.due_round,
                 run_id,
                 hotkey,
                 "refused",
@@ -211,24 +219,32 @@ def _claims(row: ChallengeRow) -> list[int]:
     return [int(d["memory_bytes"]) for d in loads(row.join_body)["devices"]]
 
 
-def _sample(state: ServiceState, row: ChallengeRow) -> list[tuple[int, int]] | None:
+def _sample(
+    conn: sqlite3.Connection, beacon: BeaconSource, current: BeaconRound | None, row: ChallengeRow
+) -> list[tuple[int, int]] | None:
     """The (device, query) pairs to recompute, from the beacon round after the answer;
     None until that round is verified."""
     assert row.answered_round is not None  # only an answered challenge has a sample
-    randomness = _randomness(state, row.answered_round + 1)
+    randomness = _randomness(conn, beacon, current, row.answered_round + 1)
     if randomness is None:
         return None
     return check_sample(randomness, row.hotkey, len(_claims(row)))
 
 
-def pending(state: ServiceState, run_id: str) -> list[PendingAdmission]:
-    """Answered challenges awaiting a worker's check, once their sample round is public."""
-    state.manifest(run_id)
-    rows = admission_storage.answered(state.conn, run_id)
-    spec = state.manifest(run_id).admission
+def pending(
+    conn: sqlite3.Connection,
+    manifest: RunManifest,
+    beacon: BeaconSource,
+    current: BeaconRound | None,
+    run_id: str,
+) -> list[PendingAdmission]:
+    """Answered challenges awaiting a worker's check, once their sample round is public
+    (``manifest``: the run's; ``current``: the latest verified beacon round)."""
+    rows = admission_storage.answered(conn, run_id)
+    spec = manifest.admission
     out = []
     for r in rows:
-        sample = _sample(state, r)
+        sample = _sample(conn, beacon, current, r)
         if sample is None:
             continue  # the beacon round after the answer is not verified yet
         assert r.memory_answers is not None  # an answered challenge holds its answers
@@ -259,10 +275,11 @@ def check(state: ServiceState, env: Envelope, admit: Admit) -> JoinAnswer:
         allowed=state.settings.worker_hotkeys,
     )
     run_id = env.run_id
-    row = _require(state, run_id, body.hotkey)
+    state.manifest(run_id)
+    row = _require(state.conn, run_id, body.hotkey)
     if row.status != "answered" or body.seed_beacon_round != row.seed_beacon_round:
         raise ConflictError(f"challenge is {row.status}, not awaiting a check", code="closed")
-    sample = _sample(state, row)
+    sample = _sample(state.conn, state.beacon, state.current, row)
     if sample is None:
         raise PhaseError("the sample's beacon round is not public yet", code="no_sample")
     request = JoinRequest.model_validate(loads(row.join_body))
@@ -279,12 +296,14 @@ def check(state: ServiceState, env: Envelope, admit: Admit) -> JoinAnswer:
     with transaction(state.conn):
         state.burn(env)
         if not reason:
-            _close(state, run_id, body.hotkey, "admitted", "")
+            _close(state.conn, state.settings, state.due_round, run_id, body.hotkey, "admitted", "")
             result = admit(run_id, body.hotkey, request, row.device_class)
             proven = sum(table_shape(claim).proven_bytes for claim in _claims(row))
             roster_storage.prove_memory(state.conn, run_id, body.hotkey, proven)
         else:
-            _close(state, run_id, body.hotkey, "refused", reason)
+            _close(
+                state.conn, state.settings, state.due_round, run_id, body.hotkey, "refused", reason
+            )
             result = JoinAnswer(admitted=False, run_id=run_id, hotkey=body.hotkey)
     state.count("admissions_refused" if reason else "admissions_admitted")
     return result
@@ -306,48 +325,56 @@ def _refusal(
     return ""
 
 
-def _randomness(state: ServiceState, number: int) -> str | None:
-    """The verified randomness of beacon round ``number`` (None: not verified yet)."""
-    current = state.current
+def _randomness(
+    conn: sqlite3.Connection, beacon: BeaconSource, current: BeaconRound | None, number: int
+) -> str | None:
+    """The verified randomness of beacon round ``number`` (None: not verified yet;
+    ``current``: the latest verified round)."""
     if current is None or current.round < number:
         return None
     if current.round == number:
         return current.randomness
-    stored = rounds_storage.beacon(state.conn, number)
-    return stored.randomness if stored else state.beacon.get(number).randomness
+    stored = rounds_storage.beacon(conn, number)
+    return stored.randomness if stored else beacon.get(number).randomness
 
 
-def _seed(state: ServiceState, row: ChallengeRow) -> int | None:
+def _seed(
+    conn: sqlite3.Connection, beacon: BeaconSource, current: BeaconRound | None, row: ChallengeRow
+) -> int | None:
     if row.seed is not None:
         return int(row.seed)
     number = row.seed_beacon_round
-    randomness = _randomness(state, number)
+    randomness = _randomness(conn, beacon, current, number)
     if randomness is None:
         return None
     seed = challenge_seed(row.run_id, row.hotkey, number, randomness)
-    with transaction(state.conn):
-        admission_storage.set_seed(state.conn, row.run_id, row.hotkey, seed)
+    with transaction(conn):
+        admission_storage.set_seed(conn, row.run_id, row.hotkey, seed)
     return seed
 
 
 def _close(
-    state: ServiceState, run_id: str, hotkey: str, status_: ChallengeStatus, reason: str
+    conn: sqlite3.Connection,
+    s: Settings,
+    due_round: DueRound,
+    run_id: str,
+    hotkey: str,
+    status_: ChallengeStatus,
+    reason: str,
 ) -> None:
     """Decide a challenge; a refusal counts towards the hotkey's backoff."""
-    admission_storage.close(state.conn, run_id, hotkey, status_, reason)
+    admission_storage.close(conn, run_id, hotkey, status_, reason)
     if status_ == "refused":
-        row = admission_storage.challenge(state.conn, run_id, hotkey)
+        row = admission_storage.challenge(conn, run_id, hotkey)
         assert row is not None
         refusals = row.refusals + 1
-        wait = state.settings.admission_backoff_rounds << min(refusals - 1, MAX_BACKOFF_DOUBLINGS)
-        admission_storage.record_refusal(
-            state.conn, run_id, hotkey, refusals, state.due_round() + wait
-        )
+        wait = s.admission_backoff_rounds << min(refusals - 1, MAX_BACKOFF_DOUBLINGS)
+        admission_storage.record_refusal(conn, run_id, hotkey, refusals, due_round() + wait)
 
 
-def _require(state: ServiceState, run_id: str, hotkey: str) -> ChallengeRow:
-    state.manifest(run_id)
-    row = admission_storage.challenge(state.conn, run_id, hotkey)
+def _require(conn: sqlite3.Connection, run_id: str, hotkey: str) -> ChallengeRow:
+    """The island's challenge (the caller checked that the run exists)."""
+    row = admission_storage.challenge(conn, run_id, hotkey)
     if row is None:
         raise NotFoundError(
             f"{hotkey} has no admission challenge in {run_id}", code="unknown_challenge"

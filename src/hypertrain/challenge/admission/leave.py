@@ -17,6 +17,7 @@ The rule (docs/mechanism.md, "Leaving"):
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 
 from hypertrain.api.models import LeaveAnswer
 from hypertrain.challenge.errors import ConflictError, NotFoundError
@@ -53,9 +54,9 @@ def leave(state: ServiceState, env: Envelope) -> LeaveAnswer:
     )
 
 
-def refuse_rejoin(state: ServiceState, run_id: str, hotkey: str) -> None:
+def refuse_rejoin(conn: sqlite3.Connection, run_id: str, hotkey: str) -> None:
     """A join after a leave is refused: leaving is final for the run."""
-    member = roster_storage.membership(state.conn, run_id, hotkey)
+    member = roster_storage.membership(conn, run_id, hotkey)
     if member is not None and member.left_round is not None:
         raise ConflictError(
             f"{hotkey} left {run_id} from round {member.left_round}; a leave is final",

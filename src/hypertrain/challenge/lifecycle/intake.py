@@ -71,13 +71,13 @@ def join(state: ServiceState, env: Envelope) -> JoinAnswer:
     run_id, hotkey = env.run_id, verified.signer
     challenged = state.manifest(run_id).admission.challenge
     device_class = check_join(state.manifest(run_id), body, self_reported=not challenged)
-    refuse_rejoin(state, run_id, hotkey)
+    refuse_rejoin(state.conn, run_id, hotkey)
     roles.check(state.conn, _named(state, run_id), run_id, hotkey, "island")
     if roster_storage.membership(state.conn, run_id, hotkey) is not None:
         raise ConflictError(f"{hotkey} is already admitted to {run_id}", code="already_joined")
     if challenged:
-        challenge.check_claims(state, body, device_class)
-        challenge.check_backoff(state, run_id, hotkey)
+        challenge.check_claims(state.settings, body, device_class)
+        challenge.check_backoff(state.conn, state.due_round, run_id, hotkey)
         with transaction(state.conn):
             state.burn(env)
             return challenge.open_challenge(state, run_id, hotkey, body, device_class)

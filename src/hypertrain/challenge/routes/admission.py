@@ -59,7 +59,8 @@ def admission_answer(state: State, envelope: Envelope) -> AdmissionAnswerAck:
 @serialized
 def admissions(state: State, run_id: RunId) -> list[PendingAdmission]:
     """Answered admission challenges awaiting a worker's reference hash."""
-    return challenge.pending(state, run_id)
+    manifest = state.manifest(run_id)
+    return challenge.pending(state.conn, manifest, state.beacon, state.current, run_id)
 
 
 @worker.post("/admission/check", responses=ERRORS, response_model=JoinAnswer)
