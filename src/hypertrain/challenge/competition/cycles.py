@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from pathlib import Path
 
 import numpy as np
 
 from hypertrain.challenge.competition.intake import spec_of
 from hypertrain.challenge.facts.progress import beacon_round as verified_round
+from hypertrain.challenge.metagraph import MetagraphView
+from hypertrain.challenge.ports import DueRound, LedgerPort
+from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.challenge.store import competition_storage, cycle_storage
 from hypertrain.competition.messages import (
@@ -54,35 +58,41 @@ def advance(state: ServiceState) -> None:
         return
     now = state.current.round
     for row in competition_storage.competitions(state.conn):
-        spec = spec_of(state, row.competition_id)
+        spec = spec_of(state.conn, row.competition_id)
         still_open = cycle_storage.open_cycles(state.conn, spec.competition_id)
-        closed = [maybe_close(state, spec, cycle) for cycle in still_open]
+        closed = [
+            maybe_close(state.conn, state.ledger, state.metagraph, state.due_round, spec, cycle)
+            for cycle in still_open
+        ]
         if not all(closed):
             continue  # a cycle is still being scored: the next one waits for it
         due = (now - row.start_beacon_round) // spec.cycle.eval_interval_rounds - 1
         if due >= 0 and cycle_storage.cycle(state.conn, spec.competition_id, due) is None:
-            if pool_spent(spec, _used_positions(state, spec.competition_id)):
+            if pool_spent(spec, _used_positions(state.conn, spec.competition_id)):
                 continue  # said once, when the cycle that spent it opened
             beacon_round = row.start_beacon_round + (due + 1) * spec.cycle.eval_interval_rounds
             beacon = verified_round(state.conn, state.beacon, state.current, beacon_round)
-            task = open_cycle(state, spec, due, beacon.round, beacon.randomness)
+            task = open_cycle(
+                state.conn, state.settings, state.metagraph, state.due_round,
+                spec, due, beacon.round, beacon.randomness,
+            )  # fmt: skip
             if task is not None and not task.models:
-                maybe_close(state, spec, due)
+                maybe_close(state.conn, state.ledger, state.metagraph, state.due_round, spec, due)
 
 
 def eligible(
-    state: ServiceState, spec: CompetitionSpec, beacon_round: int
+    conn: sqlite3.Connection, metagraph: MetagraphView, spec: CompetitionSpec, beacon_round: int
 ) -> tuple[list[competition_storage.RevealedRow], list[competition_storage.RevealedRow]]:
     """(each hotkey's newest eligible commitment, the references) of a cycle at
     ``beacon_round``, both oldest first (see :mod:`hypertrain.competition.references`)."""
     delay = spec.cycle.eligibility_delay_rounds
-    rows = competition_storage.revealed_by(state.conn, spec.competition_id, delay, beacon_round)
+    rows = competition_storage.revealed_by(conn, spec.competition_id, delay, beacon_round)
     first_of_model: dict[str, competition_storage.RevealedRow] = {}
     for row in rows:
         first_of_model.setdefault(row.model_sha256, row)
-    verdicts = competition_storage.ever_counted(state.conn, spec.competition_id)
+    verdicts = competition_storage.ever_counted(conn, spec.competition_id)
     listed = {
-        sha: row for sha, row in first_of_model.items() if state.metagraph.is_registered(row.hotkey)
+        sha: row for sha, row in first_of_model.items() if metagraph.is_registered(row.hotkey)
     }
     candidates = [
         Candidate(r.hotkey, sha, r.commit_beacon_round, r.seq, verdicts.get((r.hotkey, sha)))
@@ -98,23 +108,23 @@ def pages_revealable(spec: CompetitionSpec, cycle_beacon_round: int, now: int) -
     return now >= cycle_beacon_round
 
 
-def pool_path(state: ServiceState, cid: str) -> Path:
+def pool_path(s: Settings, cid: str) -> Path:
     """Where the service keeps a competition's secret pool (never served as a whole)."""
-    return state.settings.state_dir / "competitions" / f"{cid}.pool.npy"
+    return s.state_dir / "competitions" / f"{cid}.pool.npy"
 
 
-def _used_positions(state: ServiceState, cid: str) -> list[int]:
-    return [
-        p for task in cycle_storage.cycle_tasks(state.conn, cid) for p in json.loads(task)["pages"]
-    ]
+def _used_positions(conn: sqlite3.Connection, cid: str) -> list[int]:
+    return [p for task in cycle_storage.cycle_tasks(conn, cid) for p in json.loads(task)["pages"]]
 
 
-def reveal_pages(state: ServiceState, spec: CompetitionSpec, key: str) -> list[RevealedPage]:
+def reveal_pages(
+    conn: sqlite3.Connection, s: Settings, spec: CompetitionSpec, key: str
+) -> list[RevealedPage]:
     """The cycle's pages from the pool, with proofs; empty when the pool is spent."""
-    positions = cycle_positions(spec, key, _used_positions(state, spec.competition_id))
+    positions = cycle_positions(spec, key, _used_positions(conn, spec.competition_id))
     if not positions:
         return []
-    samples = np.load(pool_path(state, spec.competition_id), allow_pickle=False)
+    samples = np.load(pool_path(s, spec.competition_id), allow_pickle=False)
     tree = pool_tree(samples)
     return [
         RevealedPage(
@@ -127,22 +137,25 @@ def reveal_pages(state: ServiceState, spec: CompetitionSpec, key: str) -> list[R
 
 
 def open_cycle(
-    state: ServiceState,
+    conn: sqlite3.Connection,
+    s: Settings,
+    metagraph: MetagraphView,
+    due_round: DueRound,
     spec: CompetitionSpec,
     cycle: int,
     beacon_round: int,
     randomness: str,
 ) -> CycleTask | None:
     """Open a cycle: reveal its pages and fix its models; None when the pool is spent."""
-    if not pages_revealable(spec, beacon_round, state.due_round()):
+    if not pages_revealable(spec, beacon_round, due_round()):
         return None
     key = pages_key(spec, cycle, randomness)
-    revealed = reveal_pages(state, spec, key)
+    revealed = reveal_pages(conn, s, spec, key)
     if not revealed:
         log.debug("competition %s: the pool is spent; cycle %d not opened",
                   spec.competition_id, cycle)  # fmt: skip
         return None
-    entries, references = eligible(state, spec, beacon_round)
+    entries, references = eligible(conn, metagraph, spec, beacon_round)
     models, kept = [_cycle_model(r) for r in entries], [_cycle_model(r) for r in references]
     task = CycleTask(
         competition_id=spec.competition_id,
@@ -156,9 +169,9 @@ def open_cycle(
         models=models,
         references=kept,
     )
-    with transaction(state.conn):
+    with transaction(conn):
         cycle_storage.add_cycle(
-            state.conn,
+            conn,
             cycle_storage.NewCycle(
                 competition_id=spec.competition_id,
                 cycle=cycle,
@@ -171,7 +184,7 @@ def open_cycle(
         )
     log.info("competition %s: cycle %d opened with %d models and %d references",
              spec.competition_id, cycle, len(models), len(kept))  # fmt: skip
-    if pool_spent(spec, _used_positions(state, spec.competition_id)):
+    if pool_spent(spec, _used_positions(conn, spec.competition_id)):
         log.warning("competition %s: the pool is spent: cycle %d revealed its last pages and"
                     " no later cycle opens (create a new competition with a fresh pool)",
                     spec.competition_id, cycle)  # fmt: skip
@@ -190,32 +203,38 @@ def _cycle_model(r: competition_storage.RevealedRow) -> CycleModel:
     )
 
 
-def stored_scores(state: ServiceState, cid: str, cycle: int) -> list[tuple[str, str, str]]:
+def stored_scores(conn: sqlite3.Connection, cid: str, cycle: int) -> list[tuple[str, str, str]]:
     """``(model hash, evaluator, losses hex)`` of every score stored for a cycle."""
     return [
-        (r.model_sha256, r.evaluator, r.losses_f32)
-        for r in cycle_storage.scores(state.conn, cid, cycle)
+        (r.model_sha256, r.evaluator, r.losses_f32) for r in cycle_storage.scores(conn, cid, cycle)
     ]
 
 
-def maybe_close(state: ServiceState, spec: CompetitionSpec, cycle: int) -> bool:
+def maybe_close(
+    conn: sqlite3.Connection,
+    ledger: LedgerPort,
+    metagraph: MetagraphView,
+    due_round: DueRound,
+    spec: CompetitionSpec,
+    cycle: int,
+) -> bool:
     """Close and settle a cycle once all its models are scored or its deadline passed."""
     cid = spec.competition_id
-    row = cycle_storage.cycle(state.conn, cid, cycle)
+    row = cycle_storage.cycle(conn, cid, cycle)
     assert row is not None  # only opened cycles are closed
     task = CycleTask.model_validate_json(row.task)
-    scores = agreed_losses(stored_scores(state, cid, cycle))
+    scores = agreed_losses(stored_scores(conn, cid, cycle))
     complete = all(m.model_sha256 in scores for m in task.listed())
-    if not complete and state.due_round() <= task.score_deadline_round:
+    if not complete and due_round() <= task.score_deadline_round:
         return False
-    snapshot = state.metagraph.snapshot
+    snapshot = metagraph.snapshot
     if snapshot is None:
         return False
     results = cycle_results(spec, task, scores)
-    with transaction(state.conn):
-        competition_storage.add_results(state.conn, cid, cycle, results)
+    with transaction(conn):
+        competition_storage.add_results(conn, cid, cycle, results)
         accepted = {r.hotkey: r.units for r in results if r.units > 0}
-        state.ledger.settle_round(cid, cycle, accepted, snapshot.epoch)
-        cycle_storage.close_cycle(state.conn, cid, cycle)
+        ledger.settle_round(cid, cycle, accepted, snapshot.epoch)
+        cycle_storage.close_cycle(conn, cid, cycle)
     log.info("competition %s: cycle %d settled %s", cid, cycle, quick_dumps(accepted))
     return True

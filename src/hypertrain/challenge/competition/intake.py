@@ -26,6 +26,7 @@ from hypertrain.challenge.errors import (
     NotFoundError,
     PhaseError,
 )
+from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.state import ServiceState, dumps
 from hypertrain.challenge.store import competition_storage, cycle_storage, rounds_storage
 from hypertrain.competition.messages import (
@@ -61,8 +62,8 @@ class SpecRecord(BaseModel):
     spec: CompetitionSpec
 
 
-def spec_of(state: ServiceState, competition_id: str) -> CompetitionSpec:
-    text = competition_storage.spec_json(state.conn, competition_id)
+def spec_of(conn: sqlite3.Connection, competition_id: str) -> CompetitionSpec:
+    text = competition_storage.spec_json(conn, competition_id)
     if text is None:
         raise NotFoundError(
             f"competition {competition_id!r} does not exist", code="unknown_competition"
@@ -70,16 +71,16 @@ def spec_of(state: ServiceState, competition_id: str) -> CompetitionSpec:
     return CompetitionSpec.model_validate_json(text)
 
 
-def spec_envelope(state: ServiceState, competition_id: str) -> Envelope:
+def spec_envelope(conn: sqlite3.Connection, competition_id: str) -> Envelope:
     """The coordinator-signed ``competition`` envelope of a competition's spec."""
-    spec_of(state, competition_id)
-    text = competition_storage.spec_envelope(state.conn, competition_id)
+    spec_of(conn, competition_id)
+    text = competition_storage.spec_envelope(conn, competition_id)
     assert text is not None  # the competition exists
     return Envelope.model_validate_json(text)
 
 
-def _evaluators_named(state: ServiceState, spec: CompetitionSpec) -> None:
-    if not spec.evaluators and not state.settings.evaluator_hotkeys:
+def _evaluators_named(s: Settings, spec: CompetitionSpec) -> None:
+    if not spec.evaluators and not s.evaluator_hotkeys:
         raise ChallengeError(
             "nobody could score this competition: name its evaluators in the spec"
             ' ("evaluators": [SS58, ...]) or start the service with'
@@ -96,7 +97,7 @@ def create(state: ServiceState, doc: dict[str, JsonValue], pool_b64: str) -> Com
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "spec"
         raise ChallengeError(f"spec.{where}: {first['msg']}", code="bad_spec") from None
-    _evaluators_named(state, spec)
+    _evaluators_named(state.settings, spec)
     try:  # an evaluator's scores must fit the window on this service's beacon
         check_score_window(spec, state.beacon_period_s())
     except DeadlineError as exc:
@@ -128,7 +129,7 @@ def create(state: ServiceState, doc: dict[str, JsonValue], pool_b64: str) -> Com
                 pool_per_round=spec.reward.pool_per_cycle,
                 vesting_rounds=spec.reward.vesting_rounds,
             )
-            _write_pool(state, cid, pool)
+            _write_pool(state.settings, cid, pool)
     except sqlite3.IntegrityError:
         raise ConflictError(f"competition {cid!r} already exists") from None
     log.info("created competition %s (spec %s)", cid, spec.digest())
@@ -140,8 +141,8 @@ def create(state: ServiceState, doc: dict[str, JsonValue], pool_b64: str) -> Com
     )
 
 
-def _write_pool(state: ServiceState, cid: str, pool: np.ndarray[Any, Any]) -> None:
-    path = state.settings.state_dir / "competitions" / f"{cid}.pool.npy"
+def _write_pool(s: Settings, cid: str, pool: np.ndarray[Any, Any]) -> None:
+    path = s.state_dir / "competitions" / f"{cid}.pool.npy"
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial.npy")
     np.save(partial, pool, allow_pickle=False)
@@ -151,7 +152,7 @@ def _write_pool(state: ServiceState, cid: str, pool: np.ndarray[Any, Any]) -> No
 def _open(
     state: ServiceState, env: Envelope, domain: str, model: type[BodyT], *, registered: bool
 ) -> tuple[VerifiedEnvelope, BodyT]:
-    spec_of(state, env.run_id)
+    spec_of(state.conn, env.run_id)
     return state.verify_signed(env, domain, model, registered=registered)
 
 
@@ -171,7 +172,7 @@ def _recorded(state: ServiceState, env: Envelope, duplicate: str) -> Iterator[No
 def commit(state: ServiceState, env: Envelope) -> CommitAccepted:
     """Record a commitment at the current beacon round (that round orders submissions)."""
     verified, body = _open(state, env, COMMIT_DOMAIN, CompeteCommit, registered=True)
-    spec = spec_of(state, env.run_id)
+    spec = spec_of(state.conn, env.run_id)
     now = state.due_round()
     commit_id = env.content_id()
     with _recorded(state, env, "this commitment was already recorded"):
@@ -240,16 +241,16 @@ def reveal(state: ServiceState, env: Envelope) -> RevealAccepted:
     return RevealAccepted(commitment=expected, model_sha256=body.model_sha256, revealed=True)
 
 
-def _evaluators(state: ServiceState, spec: CompetitionSpec) -> frozenset[str]:
+def _evaluators(s: Settings, spec: CompetitionSpec) -> frozenset[str]:
     """The keys that may score: the spec's, else the evaluator role's (never the auditors)."""
-    return frozenset(spec.evaluators) if spec.evaluators else state.settings.evaluator_hotkeys
+    return frozenset(spec.evaluators) if spec.evaluators else s.evaluator_hotkeys
 
 
 def score(state: ServiceState, env: Envelope) -> ScoreAccepted:
     """An evaluator's page losses for one model of an open cycle."""
     verified, body = _open(state, env, SCORE_DOMAIN, CompeteScore, registered=False)
-    spec = spec_of(state, env.run_id)
-    if verified.signer not in _evaluators(state, spec):
+    spec = spec_of(state.conn, env.run_id)
+    if verified.signer not in _evaluators(state.settings, spec):
         where = (
             "the spec's evaluators"
             if spec.evaluators

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 from hypertrain.challenge.competition.intake import spec_of
 from hypertrain.challenge.errors import NotFoundError
-from hypertrain.challenge.state import ServiceState
+from hypertrain.challenge.ports import DueRound
 from hypertrain.challenge.store import competition_storage, cycle_storage
 from hypertrain.competition.messages import (
     CompetitorPublic,
@@ -18,13 +19,13 @@ from hypertrain.competition.messages import (
 from hypertrain.competition.spec import CompetitionSpec
 
 
-def task(state: ServiceState, cid: str, evaluator: str | None) -> CycleTask:
+def task(conn: sqlite3.Connection, cid: str, evaluator: str | None) -> CycleTask:
     """The newest open cycle, with the models ``evaluator`` already scored marked."""
-    spec_of(state, cid)
-    row = cycle_storage.newest_open_cycle(state.conn, cid)
+    spec_of(conn, cid)
+    row = cycle_storage.newest_open_cycle(conn, cid)
     if row is None:
         raise NotFoundError(f"competition {cid!r} has no open cycle", code="no_open_cycle")
-    scored = cycle_storage.scored_by(state.conn, cid, row.cycle, evaluator or "")
+    scored = cycle_storage.scored_by(conn, cid, row.cycle, evaluator or "")
     return CycleTask.model_validate_json(row.task).model_copy(update={"scored": scored})
 
 
@@ -38,16 +39,16 @@ def _status(
     return "eligible" if row.commit_beacon_round + delay <= now else "revealed"
 
 
-def leaderboard(state: ServiceState, cid: str) -> Leaderboard:
+def leaderboard(conn: sqlite3.Connection, due_round: DueRound, cid: str) -> Leaderboard:
     """Every commitment with its status and its standing in the latest settled cycle."""
-    spec = spec_of(state, cid)
-    now = state.due_round()
-    latest = cycle_storage.latest_closed_cycle(state.conn, cid)
+    spec = spec_of(conn, cid)
+    now = due_round()
+    latest = cycle_storage.latest_closed_cycle(conn, cid)
     results = {
         (r.hotkey, r.model_sha256): r
-        for r in competition_storage.results(state.conn, cid, latest if latest is not None else -1)
+        for r in competition_storage.results(conn, cid, latest if latest is not None else -1)
     }
-    rows = competition_storage.commits(state.conn, cid)
+    rows = competition_storage.commits(conn, cid)
     first_of_model: dict[str, str] = {}
     for r in rows:
         if r.model_sha256 is not None:
@@ -89,20 +90,20 @@ def epsilon_now(spec: CompetitionSpec, board: list[CompetitorPublic], now: int) 
     return spec.epsilon.at(now - leader.commit_beacon_round)
 
 
-def cycle_record(state: ServiceState, cid: str, cycle: int) -> CycleRecord:
+def cycle_record(conn: sqlite3.Connection, cid: str, cycle: int) -> CycleRecord:
     """Everything public about one opened cycle (see :class:`CycleRecord`)."""
-    spec_of(state, cid)
-    row = cycle_storage.cycle(state.conn, cid, cycle)
+    spec_of(conn, cid)
+    row = cycle_storage.cycle(conn, cid, cycle)
     if row is None:
         raise NotFoundError(f"competition {cid!r} has no cycle {cycle}", code="unknown_cycle")
-    scores = [json.loads(text) for text in cycle_storage.score_envelopes(state.conn, cid, cycle)]
+    scores = [json.loads(text) for text in cycle_storage.score_envelopes(conn, cid, cycle)]
     results = [
         CycleResult(
             hotkey=r.hotkey, model_sha256=r.model_sha256, mean_loss=r.mean_loss, wins=r.wins,
             comparisons=r.comparisons, win_rate=r.win_rate, weight=r.weight, units=r.units,
             counted=r.counted,
         )
-        for r in competition_storage.results(state.conn, cid, cycle)
+        for r in competition_storage.results(conn, cid, cycle)
     ]  # fmt: skip
     return CycleRecord(
         competition_id=cid, cycle=cycle, closed=row.closed,

@@ -42,13 +42,13 @@ def create_competition(state: State, payload: CreateCompetitionIn) -> Competitio
 @serialized
 def competition_spec(state: State, competition_id: CompetitionId) -> Envelope:
     """The coordinator-signed ``competition`` envelope of the spec."""
-    return intake.spec_envelope(state, competition_id)
+    return intake.spec_envelope(state.conn, competition_id)
 
 
 @router.get("/v1/competitions/{competition_id}/leaderboard", responses=ERRORS)
 @serialized
 def leaderboard(state: State, competition_id: CompetitionId) -> Leaderboard:
-    return views.leaderboard(state, competition_id)
+    return views.leaderboard(state.conn, state.due_round, competition_id)
 
 
 @router.get("/v1/competitions/{competition_id}/cycles/{cycle}", responses=ERRORS)
@@ -57,7 +57,7 @@ def cycle_record(
     state: State, competition_id: CompetitionId, cycle: Annotated[int, Path(ge=0, le=2**53 - 1)]
 ) -> CycleRecord:
     """A cycle's public record: revealed pages, models, signed scores and standings."""
-    return views.cycle_record(state, competition_id, cycle)
+    return views.cycle_record(state.conn, competition_id, cycle)
 
 
 @router.post("/v1/compete/commit", responses=ERRORS)
@@ -86,7 +86,7 @@ def task(
     evaluator: Annotated[str | None, Query(max_length=64)] = None,
 ) -> CycleTask:
     """The open evaluation cycle: pages and models (those already scored are listed)."""
-    return views.task(state, competition_id, evaluator)
+    return views.task(state.conn, competition_id, evaluator)
 
 
 @router.post("/worker/v1/compete/score", responses=ERRORS, dependencies=[Depends(require_worker)])
