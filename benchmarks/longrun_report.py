@@ -136,6 +136,11 @@ def build_result(
         if manifest.round.overlap
         else ""
     )
+    if "-warm" in tag:
+        overlapped += (
+            f" A warm start of {tag.rsplit('-warm', 1)[1]} % of all steps instead of the"
+            f" recipe's {WARM_START_PERCENT} % (bench_longrun.py --warm-start-percent)."
+        )
     result["notes"] = (
         "The product's network (hypertrain.devnet: beacon, service, relay, auditor, witness,"
         " aggregator, honest islands and the honeypot, each its own process) against"
