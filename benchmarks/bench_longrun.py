@@ -56,7 +56,7 @@ from hypertrain.devnet.baseline import BaselineStore, record_batches, train_on_r
 from hypertrain.devnet.roles import RUN_ID
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.recipe import WARM_START_PERCENT
-from longrun_report import commit
+from longrun_report import SEED, commit
 
 ROOT = Path(__file__).resolve().parent.parent
 PLOT = ROOT / "docs" / "longrun.png"
@@ -86,7 +86,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--state", type=Path, default=ROOT / ".cache" / "longrun")
     p.add_argument("--budgets", default="1,1,1", help="micro-batches per step per island")
     p.add_argument("--preset", default="proxy")
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--honeypot", default="bad-update")
     p.add_argument("--overlap", action="store_true",
                    help="overlapped rounds (writes longrun-overlap.json)")  # fmt: skip

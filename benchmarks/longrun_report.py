@@ -22,6 +22,7 @@ from hypertrain.protocol.recipe import WARM_START_PERCENT, warm_start_steps
 WINDOW = 5  # rounds in the moving average
 BLOCK = 50  # rounds per block of the gap's trajectory (one round's gap is noisy: ±1-2 points)
 CURVES = ("network_loss", "baseline_loss", "tokens")  # per-round series, kept out of the table
+SEED = 7  # the long run's run seed (another seed's files: -seedN)
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,12 +156,15 @@ def build_result(
 
 def result_tag(manifest: RunManifest) -> str:
     """The suffix of a variant's files: ``-overlap`` for overlapped rounds, ``-warmP`` for a
-    warm start other than the recipe's share (P % of all steps); "" for the recipe."""
+    warm start other than the recipe's share (P % of all steps), ``-seedN`` for another run
+    seed; "" for the recipe."""
     tag = "-overlap" if manifest.round.overlap else ""
     warm = manifest.warm_start.steps if manifest.warm_start is not None else 0
     round_steps = manifest.inner.total_steps - warm  # the schedule plans warm start + rounds
     if warm != warm_start_steps(round_steps, WARM_START_PERCENT):
         tag += f"-warm{round(100 * warm / (warm + round_steps))}"
+    if manifest.seed != SEED:
+        tag += f"-seed{manifest.seed}"
     return tag
 
 
