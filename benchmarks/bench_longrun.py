@@ -21,8 +21,10 @@ state, the service and relay on the ports the records name, which ``port.txt`` k
 rounds whose commit windows passed while it was down close unmerged, as missed rounds
 do. The baseline resumes at its last finished round. ``wall.json`` keeps each part's
 running seconds (``network_running_s``: the network's time up, over every part).
-``--analyse`` only rewrites the result and the plot from the state. To judge a run that
-will not be resumed: save its dashboard document as ``dashboard.json`` in the state
+Once the network has written its report, its blob stores (every round's models, updates
+and checkpoints: about 30 GB for 200 rounds) are removed; the records, the report and the
+baseline stay. ``--analyse`` only rewrites the result and the plot from the state. To
+judge a run that will not be resumed: save its dashboard document as ``dashboard.json`` in the state
 directory (``GET /v1/runs/devnet/dashboard``), then ``--baseline-only`` trains the
 baseline on every saved round and writes the result with the traffic of the final rounds.
 
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -175,8 +178,21 @@ def follow(args: argparse.Namespace, state: Path) -> None:
         if child.returncode != 0:
             raise SystemExit(f"the network exited with {child.returncode}: see network.log")
         _note_wall(state, "network_finished")
+        prune_blobs(state)
     baseline(state)
     _note_wall(state, "baseline_finished")
+
+
+# The network's blob stores: every round's models, updates and audited checkpoints (about
+# 30 GB over 200 rounds of the proxy model). The result reads only the records, the report
+# and the baseline, so they go once the network has written its report.
+BLOB_STORES = ("relay", "aggregator", "witness", "islands")
+
+
+def prune_blobs(state: Path) -> None:
+    """Remove the finished network's blob stores (``BLOB_STORES``)."""
+    for name in BLOB_STORES:
+        shutil.rmtree(state / "network" / "state" / name, ignore_errors=True)
 
 
 def _note_wall(state: Path, what: str, *, first: bool = False) -> None:
