@@ -18,6 +18,9 @@ averaging, ``carry``, the int8 broadcast, int8 updates without error feedback):
 * H = 10 (1.5 times the round traffic);
 * 4-bit updates and broadcast, with and without error feedback on the islands, and 2-bit
   updates with error feedback (4-bit broadcast);
+* Muon inner steps (``muon``, at the harness's Muon rate; data-parallel stays AdamW, so
+  read the pair, int8 against 4-bit, not the gap), with int8 updates and with 4-bit
+  updates and broadcast (``muon-int4``);
 * the SparseLoCo-style codec (chunked top-k, 64 of 4,096 values, 2-bit, error feedback;
   4-bit broadcast), with its accumulator's decay (``sparse-decay``: 0.95) and without;
 * smaller warm starts (0, 30 and 105 of the 3,330 steps, the rounds filling the rest);
@@ -108,6 +111,8 @@ def cells() -> list[Cell]:
         recipe(codec="int4-noef", broadcast_bits=4, name_tag="int4"),
         recipe(codec="int4", broadcast_bits=4, name_tag="int4ef"),
         recipe(codec="int2", broadcast_bits=4, name_tag="int2ef"),
+        recipe(optimizer="muon", name_tag="muon"),
+        recipe(optimizer="muon", codec="int4-noef", broadcast_bits=4, name_tag="muon-int4"),
         recipe(codec="sparse", broadcast_bits=4, name_tag="sparse"),
         recipe(codec="sparse-decay", broadcast_bits=4, name_tag="sparse-decay"),
         recipe(codec="int4-noef", broadcast_bits=4, overlap="own", name_tag="int4"),
