@@ -4,14 +4,19 @@
 randomness of any past round. :class:`LedgerPort` is the integer ledger that
 settles rounds and answers weights. Production wiring (``wiring.py``) plugs in
 ``hypertrain.beacon`` and ``hypertrain.ledger``; both are synchronous, so the
-service calls them from a worker thread.
+service calls them from a worker thread. :class:`Books` bundles what settlement books
+with (the database, the ledger, the metagraph's epoch, the witness settings, the clock).
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
+
+from hypertrain.challenge.metagraph import MetagraphView
+from hypertrain.challenge.settings import Settings
 
 # The beacon round due now by the service's own clock (``ServiceState.due_round``), for
 # a function that reads it only where it checks a deadline: one with nothing to check
@@ -107,3 +112,17 @@ class LedgerPort(Protocol):
         (``LedgerFaultError``), never answers zeros.
         """
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Books:
+    """What deciding a final round's rewards again and booking the result takes
+    (settlement, and every path that changes a standing verdict): the database, the
+    ledger at the metagraph's epoch, the witness settings and the service's clock
+    (``ServiceState.books``)."""
+
+    conn: sqlite3.Connection
+    ledger: LedgerPort
+    metagraph: MetagraphView
+    settings: Settings
+    due_round: DueRound

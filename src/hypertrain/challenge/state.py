@@ -38,7 +38,7 @@ from hypertrain.challenge.errors import (
     UnavailableError,
 )
 from hypertrain.challenge.metagraph import MetagraphView
-from hypertrain.challenge.ports import BeaconRound, BeaconSource, LedgerPort
+from hypertrain.challenge.ports import BeaconRound, BeaconSource, Books, LedgerPort
 from hypertrain.challenge.settings import Settings
 from hypertrain.protocol.canonical import canonical_bytes
 from hypertrain.protocol.envelope import Envelope, VerifiedEnvelope, open_envelope, seal
@@ -171,6 +171,10 @@ class ServiceState:
             lag_rounds=lag,
             lagging=due is None or (lag is not None and lag > BEACON_LAG_ROUNDS),
         )
+
+    def books(self) -> Books:
+        """The pieces settlement books with (:class:`~hypertrain.challenge.ports.Books`)."""
+        return Books(self.conn, self.ledger, self.metagraph, self.settings, self.due_round)
 
     def epoch_now(self, what: str) -> int:
         """The metagraph epoch every reward and bond entry is booked at (never a fallback)."""

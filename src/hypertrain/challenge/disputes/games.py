@@ -32,8 +32,7 @@ from hypertrain.challenge.errors import (
 )
 from hypertrain.challenge.facts import jury, roles
 from hypertrain.challenge.metagraph import MetagraphView
-from hypertrain.challenge.ports import DueRound, LedgerPort
-from hypertrain.challenge.settings import Settings
+from hypertrain.challenge.ports import Books, DueRound, LedgerPort
 from hypertrain.challenge.settlement import settle
 from hypertrain.challenge.state import ServiceState, quick_dumps
 from hypertrain.challenge.store import game_storage, reaudit_storage
@@ -135,11 +134,7 @@ def _reaudits_known(
 
 
 def on_verdict(
-    conn: sqlite3.Connection,
-    ledger: LedgerPort,
-    metagraph: MetagraphView,
-    s: Settings,
-    due_round: DueRound,
+    books: Books,
     manifest: RunManifest,
     run_id: str,
     index: int,
@@ -156,7 +151,8 @@ def on_verdict(
     a ``mismatch`` here faults the island instead, through settlement. Returns how many
     games changed. ``manifest`` is the run's.
     """
-    now, changed = due_round(), 0
+    conn = books.conn
+    now, changed = books.due_round(), 0
     windows.open_late_window(conn, manifest, run_id, index, hotkey, auditor, now)
     for game in game_storage.games_on(conn, run_id, index, hotkey):
         if auditor == game.auditor:
@@ -167,12 +163,12 @@ def on_verdict(
                 new = resolution.recomputed(game, auditor, result, now, referees)
                 decisions.save(conn, new, now, referees=referees)
                 _log_progress(game, new)
-                _rejudge(conn, ledger, metagraph, s, due_round, game, new)
+                _rejudge(books, game, new)
                 changed += 1
             elif game.outcome == "overturned":
                 decisions.reconsider(conn, game, now, referees)
                 changed += 1
-    settle_bonds(conn, ledger, metagraph)
+    settle_bonds(conn, books.ledger, books.metagraph)
     return changed
 
 
@@ -195,7 +191,7 @@ def answer(state: ServiceState, dispute_id: str, env: Envelope) -> DisputeView:
         if new.stage == "recompute":  # escalated: the traces could not tell who lied
             new = _reaudits_known(state.conn, new, now, referees)
     _log_progress(game, new)
-    _rejudge(state.conn, state.ledger, state.metagraph, state.settings, state.due_round, game, new)
+    _rejudge(state.books(), game, new)
     settle_bonds(state.conn, state.ledger, state.metagraph)
     return _view(state.conn, dispute_id)
 
@@ -244,7 +240,7 @@ def ruling(state: ServiceState, dispute_id: str, env: Envelope) -> DisputeView:
             state.conn, dispute_id, "ruling", verified.signer, _text(env), now
         )
     _log_progress(game, new)
-    _rejudge(state.conn, state.ledger, state.metagraph, state.settings, state.due_round, game, new)
+    _rejudge(state.books(), game, new)
     settle_bonds(state.conn, state.ledger, state.metagraph)
     return _view(state.conn, dispute_id)
 
@@ -262,31 +258,18 @@ def tick(state: ServiceState) -> int:
                 referees = _referees(state.manifest(game.run_id))
                 decisions.save(state.conn, new, now, referees=referees)
             _log_progress(game, new)
-            _rejudge(
-                state.conn, state.ledger, state.metagraph, state.settings, state.due_round,
-                game, new,
-            )  # fmt: skip
+            _rejudge(state.books(), game, new)
             changed += 1
     settle_bonds(state.conn, state.ledger, state.metagraph)
     windows.close_windows(state.conn, state.ledger, state.metagraph, now)
     return changed
 
 
-def _rejudge(
-    conn: sqlite3.Connection,
-    ledger: LedgerPort,
-    metagraph: MetagraphView,
-    s: Settings,
-    due_round: DueRound,
-    old: g.Game,
-    new: g.Game,
-) -> None:
+def _rejudge(books: Books, old: g.Game, new: g.Game) -> None:
     """A game was decided: the disputed verdict's standing changed, so the island's
     rewards held for it are decided again (released where nothing else holds them)."""
     if new.outcome is not None and new.outcome != old.outcome:
-        settle.release_later(
-            conn, ledger, metagraph, s, due_round, new.run_id, new.round, new.island
-        )
+        settle.release_later(books, new.run_id, new.round, new.island)
 
 
 def settle_bonds(conn: sqlite3.Connection, ledger: LedgerPort, metagraph: MetagraphView) -> int:

@@ -62,8 +62,5 @@ def _close_audit(state: ServiceState, run_id: str, index: int) -> None:
 
 def _settle(state: ServiceState, run_id: str, index: int) -> None:
     with transaction(state.conn):
-        settle_round(
-            state.conn, state.ledger, state.metagraph, state.settings, state.due_round,
-            run_id, index,
-        )  # fmt: skip
+        settle_round(state.books(), run_id, index)
         state.count("rounds_settled")

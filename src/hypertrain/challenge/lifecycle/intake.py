@@ -269,8 +269,8 @@ def verdict(state: ServiceState, env: Envelope) -> VerdictAnswer:
         ) from None
     state.count(f"verdicts_{body.result}")
     games.on_verdict(
-        state.conn, state.ledger, state.metagraph, state.settings, state.due_round,
-        state.manifest(run_id), run_id, body.round, body.hotkey, verified.signer, body.result,
+        state.books(), state.manifest(run_id), run_id, body.round, body.hotkey,
+        verified.signer, body.result,
     )  # fmt: skip
     with transaction(state.conn):  # a lie the judges' majority outvoted counts against it
         outvoted.bar_outvoted(state.conn, state.settings, run_id, body.round, body.hotkey, now)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from hypertrain.challenge import facts
 from hypertrain.challenge.errors import ForbiddenError
 from hypertrain.challenge.facts import jury
-from hypertrain.challenge.settlement.settle import late_match, release_later
+from hypertrain.challenge.settlement.settle import release_later
 from hypertrain.challenge.state import ServiceState
 from hypertrain.challenge.store import (
     game_storage,
@@ -104,8 +104,5 @@ def decided(state: ServiceState, run_id: str, index: int, hotkey: str, final: bo
                 conn, run_id, index, hotkey, received
             ):
                 window_storage.open_window(conn, verdict, deadline, books_fault=True)
-    if not faults:
-        ledger, metagraph, s, due = state.ledger, state.metagraph, state.settings, state.due_round
-        if final:  # the reward was held for this verdict
-            late_match(conn, ledger, metagraph, s, due, run_id, index, hotkey)
-        release_later(conn, ledger, metagraph, s, due, run_id, index, hotkey)
+    if not faults:  # on a final round the reward was held for this verdict: released here
+        release_later(state.books(), run_id, index, hotkey)

@@ -44,8 +44,7 @@ import sqlite3
 
 from hypertrain.challenge import facts
 from hypertrain.challenge.errors import PhaseError
-from hypertrain.challenge.metagraph import MetagraphView
-from hypertrain.challenge.ports import DueRound, LedgerPort
+from hypertrain.challenge.ports import Books, DueRound
 from hypertrain.challenge.rule import HOLDS, PENDING_AUDIT, PROBATION_HOLD, Outcome
 from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.settlement import reassigned, rollbacks, witness
@@ -110,24 +109,17 @@ def outcome(
     return witness.witnessed_inputs(conn, s, due_round, run_id, index, inputs).outcome()
 
 
-def settle_round(
-    conn: sqlite3.Connection,
-    ledger: LedgerPort,
-    metagraph: MetagraphView,
-    s: Settings,
-    due_round: DueRound,
-    run_id: str,
-    index: int,
-) -> dict[str, int]:
+def settle_round(books: Books, run_id: str, index: int) -> dict[str, int]:
     """Settle inside the caller's transaction; marks the round final (the caller counts
     ``rounds_settled``).
 
     It decides the round (the database, the witness settings and the clock) and books it
     (the ledger, at the metagraph's epoch); so does every release it completes."""
-    result = outcome(conn, s, due_round, run_id, index)
+    conn, ledger = books.conn, books.ledger
+    result = outcome(conn, books.settings, books.due_round, run_id, index)
     if not result.tape.cleared:  # fail closed: no booking on a tape the witnesses hold
         raise PhaseError(f"round {index} of {run_id}: its tape is {result.tape.status}")
-    epoch = metagraph.epoch_now("settle")
+    epoch = books.metagraph.epoch_now("settle")
     accepted = result.accepted
     ledger.settle_round(run_id, index, accepted, epoch, held=result.held)
     for hotkey, reason in sorted(result.faults.items()):
@@ -138,7 +130,7 @@ def settle_round(
     rounds_storage.mark_final(conn, run_id, index, epoch)
     for hotkey, hold in facts.probation_holds(conn, run_id, index).items():
         if hold != PROBATION_HOLD:  # this settlement completed its probation
-            release_probation(conn, ledger, metagraph, s, due_round, run_id, hotkey)
+            release_probation(books, run_id, hotkey)
     log.info(
         "settled round %s/%d: %d islands paid (%d held, %d awaiting a verdict),"
         " %d faults, %d forfeited, %d unpaid, epoch %d",
@@ -155,41 +147,7 @@ def settle_round(
     return accepted
 
 
-def late_match(
-    conn: sqlite3.Connection,
-    ledger: LedgerPort,
-    metagraph: MetagraphView,
-    s: Settings,
-    due_round: DueRound,
-    run_id: str,
-    index: int,
-    hotkey: str,
-) -> None:
-    """A ``match`` verdict that decided an assignment after its round settled: it lifts
-    the held reward where the rule keeps no other hold (the escrow vests from the next
-    settlement on, or stays held until the island has served its probation:
-    :func:`release_later`).
-
-    A late fault verdict is booked only once its own dispute window (from its arrival)
-    closed undisputed or its dispute was upheld: the late verdicts open that window
-    (:func:`hypertrain.challenge.rounds.late.decided`) and
-    :func:`hypertrain.challenge.disputes.windows.close_windows` books it. Without a
-    metagraph snapshot the verdict is refused (the auditor posts it again).
-    """
-    metagraph.epoch_now("book a late verdict")  # fail closed before anything is stored
-    release_later(conn, ledger, metagraph, s, due_round, run_id, index, hotkey)
-
-
-def release_later(
-    conn: sqlite3.Connection,
-    ledger: LedgerPort,
-    metagraph: MetagraphView,
-    s: Settings,
-    due_round: DueRound,
-    run_id: str,
-    index: int,
-    hotkey: str,
-) -> int:
+def release_later(books: Books, run_id: str, index: int, hotkey: str) -> int:
     """A standing verdict of ``hotkey`` in round ``index`` changed: re-run its holds.
 
     Called on every path that changes a standing verdict (a late verdict, a dispute
@@ -200,20 +158,12 @@ def release_later(
     earlier fault proven later burns it with its own booking). The change may also
     complete the island's probation (:func:`release_probation`). Returns the releases.
     """
-    rounds = rounds_storage.settled_rounds(conn, run_id, hotkey, index)
-    released = rehold(conn, ledger, metagraph, s, due_round, run_id, hotkey, rounds)
-    return released + release_probation(conn, ledger, metagraph, s, due_round, run_id, hotkey)
+    rounds = rounds_storage.settled_rounds(books.conn, run_id, hotkey, index)
+    released = rehold(books, run_id, hotkey, rounds)
+    return released + release_probation(books, run_id, hotkey)
 
 
-def release_probation(
-    conn: sqlite3.Connection,
-    ledger: LedgerPort,
-    metagraph: MetagraphView,
-    s: Settings,
-    due_round: DueRound,
-    run_id: str,
-    hotkey: str,
-) -> int:
+def release_probation(books: Books, run_id: str, hotkey: str) -> int:
     """Once ``hotkey`` has served its probation, end the hold of every reward it earned
     in probation (each vests from the next settlement on, never before round ``u``).
 
@@ -221,13 +171,14 @@ def release_probation(
     last probation round ``u - 1`` is final and every probation audit is proven. Before
     it, nothing changes. Returns the releases (0 on a repeat).
     """
+    conn = books.conn
     until = roster_storage.probation_until(conn, run_id, hotkey)
     if until is None or until < 1:
         return 0
     if facts.probation_holds(conn, run_id, until - 1).get(hotkey) in (None, *HOLDS):
         return 0  # not in probation, or not served yet
     rounds = [r for r in rounds_storage.settled_rounds(conn, run_id, hotkey, 0) if r < until]
-    return rehold(conn, ledger, metagraph, s, due_round, run_id, hotkey, rounds)
+    return rehold(books, run_id, hotkey, rounds)
 
 
 def hold_after(decided: Outcome, hotkey: str) -> int | None:
@@ -245,22 +196,13 @@ def hold_after(decided: Outcome, hotkey: str) -> int | None:
     return None if until in HOLDS else until
 
 
-def rehold(
-    conn: sqlite3.Connection,
-    ledger: LedgerPort,
-    metagraph: MetagraphView,
-    s: Settings,
-    due_round: DueRound,
-    run_id: str,
-    hotkey: str,
-    rounds: list[int],
-) -> int:
+def rehold(books: Books, run_id: str, hotkey: str, rounds: list[int]) -> int:
     """Decide the hold of ``hotkey``'s reward in each final round again; release each
     that the rule accepts and no longer keeps held without a release round
     (:func:`hold_after`). Returns the releases."""
     released = 0
     for later in rounds:
-        decided = outcome(conn, s, due_round, run_id, later)
+        decided = outcome(books.conn, books.settings, books.due_round, run_id, later)
         until = hold_after(decided, hotkey)
         if until is None:
             if hotkey not in decided.accepted:
@@ -268,6 +210,6 @@ def rehold(
                             " accepts it (%s)", run_id, later, hotkey,
                             decided.faults.get(hotkey) or decided.unpaid.get(hotkey))  # fmt: skip
             continue
-        epoch = metagraph.epoch_now("release a held reward")
-        released += ledger.release_hold(run_id, later, hotkey, epoch, until)
+        epoch = books.metagraph.epoch_now("release a held reward")
+        released += books.ledger.release_hold(run_id, later, hotkey, epoch, until)
     return released
