@@ -72,8 +72,10 @@ def current_tape(agg: Aggregator, blobs: MemoryBlobs, index: int) -> Tape:
 
 
 def prove(h: Harness, index: int, hotkey: str) -> None:
-    """Book a fault as every proving path does (settlement, a late verdict's window)."""
-    with transaction(h.state.conn):
+    """Book a fault as every proving path does (settlement, a late verdict's window),
+    under the service's lock as its own paths are (its background work shares the
+    connection)."""
+    with h.state.lock, transaction(h.state.conn):
         rollbacks.book_fault(
             h.state.conn, h.state.ledger, "run-1", index, hotkey, "late mismatch verdict", 1
         )

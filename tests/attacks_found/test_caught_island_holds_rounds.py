@@ -22,9 +22,11 @@ from typing import Any
 import pytest
 
 from hypertrain.challenge import facts
+from hypertrain.challenge.dashboard.traffic import state_bytes
 from hypertrain.challenge.rounds import pace
 from hypertrain.challenge.store import rounds_storage
 from hypertrain.protocol.identity import Hotkey
+from hypertrain.protocol.manifest import RunManifest
 from tests.challenge.dispute_scenario import (
     AUDITOR,
     Service,
@@ -48,6 +50,18 @@ def svc(tmp_path: Path) -> Iterator[Service]:
         yield service
 
 
+def _carry_doc() -> dict[str, Any]:
+    doc = manifest_doc(RUN, rate=1.0, segments=1)
+    doc["inner"] = {**doc.get("inner", {}), "state_policy": "carry"}
+    return doc
+
+
+@pytest.fixture
+def carry_svc(tmp_path: Path) -> Iterator[Service]:
+    with joined_run(tmp_path, _carry_doc(), ISLANDS) as service:
+        yield service
+
+
 def _detail(svc: Service, index: int) -> dict[str, Any]:
     detail: dict[str, Any] = svc.client.get(f"/v1/runs/{RUN}/rounds/{index}").json()
     return detail
@@ -64,7 +78,14 @@ def _commit(svc: Service, index: int, *keys: Hotkey) -> None:
         assert posted.status_code == 200, posted.text
 
 
-def _finish(svc: Service, index: int) -> None:
+def _audited(board: dict[str, Any]) -> list[set[str]]:
+    rounds: dict[int, set[str]] = {}
+    for a in board["audits"]:
+        rounds.setdefault(a["round"], set()).add(a["hotkey"])
+    return [rounds[i] for i in sorted(rounds)]
+
+
+def _finish(svc: Service, index: int, *, excluded: bool = False) -> None:
     """Judge every assignment (the caught island's junk ``unverifiable``), merge, settle."""
     for a in svc.client.get(
         f"/worker/v1/runs/{RUN}/rounds/{index}/assignments", headers=bearer("worker")
@@ -79,7 +100,7 @@ def _finish(svc: Service, index: int) -> None:
     body = tape(
         index,
         included=sorted(k.ss58_address for k in (HONEST, ALSO_HONEST)),
-        excluded={} if index % 2 else {CAUGHT.ss58_address: "audit_mismatch"},
+        excluded={} if index % 2 and not excluded else {CAUGHT.ss58_address: "audit_mismatch"},
     )
     merged = post_tape(svc, body, run_id=RUN)
     assert merged.status_code == 200, merged.text
@@ -124,3 +145,34 @@ def test_awaited_leaves_out_the_faulted_islands_from_the_database(svc: Service) 
     # one definition of a fault: the rounds' outcomes, as settlement and the views read them
     outcomes = {h for accused in facts.run_accusations(state.conn, RUN).values() for h in accused}
     assert facts.accused_before(state.conn, RUN, 1) == outcomes == {CAUGHT.ss58_address}
+
+
+def test_a_caught_island_starts_every_later_round_from_the_public_state(
+    carry_svc: Service,
+) -> None:
+    """The open record of every round after the fault lists the caught island in
+    ``fresh_start`` (its replays then need nothing it holds privately: evidence.start),
+    and no honest island; the dashboard's byte count then charges the caught island's
+    audits no carried checkpoint, while each honest island audited after committing the
+    round before still uploads its previous final state under ``carry``."""
+    fresh = []
+    for index in range(3):
+        assert _open(carry_svc) == index
+        fresh.append(_detail(carry_svc, index)["open"]["body"]["fresh_start"])
+        _commit(carry_svc, index, *ISLANDS)  # the caught island commits junk every round
+        while _detail(carry_svc, index)["phase"] == "train":
+            carry_svc.tick(1)
+        _finish(carry_svc, index, excluded=True)
+    assert fresh == [[], [CAUGHT.ss58_address], [CAUGHT.ss58_address]], fresh
+    board = carry_svc.client.get(f"/v1/runs/{RUN}/dashboard").json()
+    manifest = RunManifest.model_validate(_carry_doc())
+    one = state_bytes(manifest, board["model"]["parameters"])
+    uploads = [r["traffic"]["checkpoints"] // one for r in board["rounds"]]
+    assert [len(a) for a in _audited(board)] == [3, 3, 3]  # every island, every round
+    # one state per selected segment but segment 0, and from round 1 the carried state
+    # of the two honest islands only (the caught one starts from the public state)
+    segments = [
+        sum(k > 0 for a in _detail(carry_svc, i)["assignments"] for k in a["body"]["segments"])
+        for i in range(3)
+    ]
+    assert uploads == [segments[0], segments[1] + 2, segments[2] + 2], (uploads, segments)

@@ -18,8 +18,14 @@ import torch
 from hypertrain.auditor.replay import IslandRound, audit_island
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.inputs import load_samples, round_sample_ids
-from hypertrain.evidence.start import PreviousRound, derive_start_state, previous_final_state
+from hypertrain.evidence.start import (
+    PreviousRound,
+    carries_previous,
+    derive_start_state,
+    previous_final_state,
+)
 from hypertrain.evidence.verify import verify_round_open
+from hypertrain.miner.checkpoints import carried_checkpoint
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.trainer.blob import decode_model_blob
@@ -128,3 +134,38 @@ def _raising(relay: MemoryRelay) -> Callable[[str, int], bytes]:
         return relay.get(sha, max_bytes=limit)
 
     return fetch
+
+
+def test_an_island_the_record_starts_fresh_carries_nothing(world: World, tmp_path: Path) -> None:
+    """An island the round-open record lists in ``fresh_start`` (an earlier round accused
+    it) starts from the reset state under ``carry``: its audit needs no upload, and a
+    start that carried its optimizer state anyway is a mismatch at leaf 0."""
+    manifest = world.manifest.model_copy(
+        update={"inner": world.manifest.inner.model_copy(update={"state_policy": "carry"})}
+    )
+    carry_world = dataclasses.replace(world, manifest=manifest)
+    relay = MemoryRelay()
+    relay.put(world.model_blob)
+    caught, honest = ISLANDS[0].ss58_address, ISLANDS[1].ss58_address
+    opens = _opens(carry_world, 2, manifest)
+    opens[1] = opens[1].model_copy(update={"fresh_start": [caught]})
+    assert not carries_previous(manifest, opens[1], caught)
+    assert carries_previous(manifest, opens[1], honest)
+    assert not carries_previous(manifest, opens[0], honest)  # round 0 has no previous
+    config = TrainConfig.from_manifest(manifest)
+    r0 = publish_round(carry_world, relay, ISLANDS[0], opens[:1], tmp_path / "r0")
+    kept = tmp_path / "r0"
+    assert carried_checkpoint(manifest, opens[1], caught, kept) is None
+    assert carried_checkpoint(manifest, opens[1], honest, kept) is not None
+    params = r0.start_params
+    fetch = lambda sha, limit: relay.get(sha, max_bytes=limit)  # noqa: E731
+    carried = derive_start_state(
+        manifest, config, 1, params, PreviousRound(r0.commit, lambda: params), fetch
+    )
+    public = reset_state(config.state_config(), params, config.round_start_step(1))
+    fresh = publish_round(carry_world, relay, ISLANDS[0], opens, tmp_path / "f", start=public)
+    kept_state = publish_round(carry_world, relay, ISLANDS[0], opens, tmp_path / "k", start=carried)
+    for pub, result in ((fresh, "match"), (kept_state, "mismatch")):
+        island = IslandRound(manifest, pub.commit, pub.index, [], params, None, public)
+        outcome = audit_island(island, [], relay.blobs.__getitem__)
+        assert outcome.result == result, outcome.detail

@@ -201,7 +201,8 @@ def test_carry_counts_each_audited_islands_previous_final_checkpoint(
     tmp_path: Path, miner_keys: list[Hotkey]
 ) -> None:
     """Under ``carry`` an audited island that committed the round before also uploads its
-    final checkpoint there (``miner.checkpoints.carried_checkpoint``): the count has it."""
+    final checkpoint there (``miner.checkpoints.carried_checkpoint``): the count has it,
+    except for an island the round starts fresh (an earlier round accused it)."""
     counts: dict[str, list[int]] = {}
     audited: dict[str, set[str]] = {}
     for policy in ("reset", "carry"):
@@ -220,9 +221,13 @@ def test_carry_counts_each_audited_islands_previous_final_checkpoint(
             d = client.get("/v1/runs/run-1/dashboard").json()
             counts[policy] = [r["traffic"]["checkpoints"] for r in d["rounds"]]
             audited[policy] = {a["hotkey"] for a in d["audits"] if a["round"] == 1}
+            opened = client.get("/v1/runs/run-1/rounds/1").json()["open"]["body"]
+            fresh = set(opened["fresh_start"])  # the harness's round-0 cheat
             manifest = RunManifest.model_validate(doc)
             one = state_bytes(manifest, d["model"]["parameters"])
     assert audited["carry"] == audited["reset"] and audited["carry"]
     assert counts["carry"][0] == counts["reset"][0]  # round 0 starts from the public model
-    # every island committed in round 0, so each one audited in round 1 uploads one more
-    assert counts["carry"][1] - counts["reset"][1] == len(audited["carry"]) * one
+    # every island committed in round 0, so each one audited in round 1 uploads one more,
+    # but the one round 0 caught: it starts round 1 from the public state
+    assert fresh and fresh <= audited["carry"]
+    assert counts["carry"][1] - counts["reset"][1] == len(audited["carry"] - fresh) * one

@@ -95,6 +95,14 @@ def test_round_open_layouts_must_name_roster_members() -> None:
     assert record.layout_of("b", default) is default
     with pytest.raises(ValidationError, match="outside the roster"):
         RoundOpen.model_validate({**base, "layouts": {"b": {}}})
+    # the islands started fresh are rostered ones, each named once, in order
+    assert RoundOpen.model_validate({**base, "fresh_start": ["a"]}).fresh_start == ["a"]
+    with pytest.raises(ValidationError, match="outside the roster"):
+        RoundOpen.model_validate({**base, "fresh_start": ["b"]})
+    many = {**base, "roster": ["a", "b"]}
+    for wrong in (["b", "a"], ["a", "a"]):
+        with pytest.raises(ValidationError, match="sorted and name each hotkey once"):
+            RoundOpen.model_validate({**many, "fresh_start": wrong})
 
 
 def _join_and_open(h: Harness, micro_batches: list[int]) -> dict[str, object]:

@@ -16,7 +16,7 @@ from hypertrain.miner.checkpoints import (
 )
 from hypertrain.miner.island import checkpoint_path
 from hypertrain.protocol.envelope import seal
-from hypertrain.protocol.messages import AuditAssignment
+from hypertrain.protocol.messages import AuditAssignment, RoundOpen
 from tests.auditor.world import COORD, ISLANDS, RUN_ID, World, make_world
 
 
@@ -34,6 +34,11 @@ def _assignment(signer: object, hotkey: str, segments: list[int]) -> dict[str, o
         body=body.model_dump(mode="json"),
         expiry_round=10**9,
     ).model_dump()
+
+
+def _open(world: World, index: int) -> RoundOpen:
+    roster = [k.ss58_address for k in ISLANDS]
+    return RoundOpen.model_validate(world.round_open(index, roster).body)
 
 
 def test_only_coordinator_signed_assignments_select(world: World) -> None:
@@ -94,10 +99,15 @@ def test_an_audit_under_carry_also_uploads_the_previous_final_checkpoint(
     inner = world.manifest.inner.model_copy(update={"state_policy": policy})
     manifest = world.manifest.model_copy(update={"inner": inner})
     previous, current = _round_dir(tmp_path, 0, 3), _round_dir(tmp_path, 1, 3)
-    carried = carried_checkpoint(manifest, previous, 1)
+    me = ISLANDS[0].ss58_address
+    opens = [_open(world, w) for w in (0, 1)]
+    carried = carried_checkpoint(manifest, opens[1], me, previous)
     assert carried == (checkpoint_path(previous, 2) if policy == "carry" else None)
-    assert carried_checkpoint(manifest, previous, 0) is None  # round 0: the public start
-    assert carried_checkpoint(manifest, tmp_path / "never-trained", 1) is None
+    assert carried_checkpoint(manifest, opens[0], me, previous) is None  # the public start
+    assert carried_checkpoint(manifest, opens[1], me, tmp_path / "never-trained") is None
+    # an island the round starts fresh (an earlier round accused it) carries nothing
+    fresh = opens[1].model_copy(update={"fresh_start": [me]})
+    assert carried_checkpoint(manifest, fresh, me, previous) is None
     relay = _Relay()
     sent = upload_selected(relay, current, 1, [0, 2], 10**9, carried)  # type: ignore[arg-type]
     want = [checkpoint_path(current, 2), *([carried] if carried is not None else [])]

@@ -54,7 +54,7 @@ from hypertrain.evidence.inputs import (
     open_dataset,
 )
 from hypertrain.evidence.opens import OpenRecords
-from hypertrain.evidence.start import PreviousRound, derive_start_state, needs_previous
+from hypertrain.evidence.start import PreviousRound, carries_previous, derive_start_state
 from hypertrain.evidence.verify import (
     find_commit,
     verify_assignment,
@@ -155,7 +155,7 @@ class Auditor:
     ) -> PreviousRound | None:
         """The island's commit of round ``index - 1`` (``carry`` or overlapped rounds;
         None otherwise)."""
-        if not needs_previous(self.manifest, index):
+        if not carries_previous(self.manifest, opens[index], hotkey):
             return None
         raw = find_commit(self.round_detail(detail, index, index - 1), hotkey)
         commit: Commit | None = None

@@ -11,7 +11,10 @@ round ``r - 1`` starts, under either policy, from round ``r - 1``'s start model 
 ``1 / M`` of its own committed round ``r - 1`` update (fetched by its committed hash;
 ``M`` is round ``r - 1``'s roster size: :func:`~hypertrain.trainer.start_state.
 overlap_params`) instead of round ``r``'s merged model, so it can start before round
-``r - 1`` is merged. The miner and the auditor call the same function, so both sides
+``r - 1`` is merged. An island the round-open record lists in ``fresh_start`` (one an
+earlier round accused: it is replayed every round) starts from the ``reset`` state
+whatever it committed before (:func:`carries_previous`), so its audits need nothing it
+holds privately. The miner and the auditor call the same functions, so both sides
 derive the same bytes.
 """
 
@@ -26,7 +29,7 @@ from torch import Tensor
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.index import MAX_INDEX_BYTES, CheckpointIndex, sha_from_url
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.messages import Commit
+from hypertrain.protocol.messages import Commit, RoundOpen
 from hypertrain.trainer.checkpoint import checkpoint_size, decode_checkpoint
 from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.segment import TrainConfig
@@ -49,6 +52,12 @@ class PreviousRound:
 def needs_previous(manifest: RunManifest, index: int) -> bool:
     """Whether round ``index``'s start state depends on the island's round ``index - 1``."""
     return index > 0 and (manifest.inner.state_policy == "carry" or manifest.round.overlap)
+
+
+def carries_previous(manifest: RunManifest, record: RoundOpen, hotkey: str) -> bool:
+    """Whether ``hotkey``'s start state of round ``record.round`` depends on its previous
+    round: the policy asks for it and the record does not list the island to start fresh."""
+    return needs_previous(manifest, record.round) and hotkey not in record.fresh_start
 
 
 def overlapped_start(

@@ -8,7 +8,8 @@ auditor must replay (which covers the final-segment update check), except segmen
 ``evidence.index.upload_deadline``. Under ``carry`` the round's start state holds the
 island's optimizer state from its previous round, so an audited island also uploads that
 round's final checkpoint (committed there as its last leaf), from which auditors derive
-the start state (``evidence.start``). Nothing else ever leaves the island, so a round
+the start state (``evidence.start``), unless the round-open record has it start fresh
+(an island an earlier round accused). Nothing else ever leaves the island, so a round
 costs one update plus the audited checkpoints instead of all ``H/J + 1``.
 """
 
@@ -19,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from hypertrain.evidence.errors import VerificationError
+from hypertrain.evidence.start import carries_previous
 from hypertrain.evidence.verify import verify_assignment
 from hypertrain.miner.island import checkpoint_path
 from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.messages import RoundOpen
 from hypertrain.relay.client import RelayClient
 from hypertrain.relay.spool import sha256_file
 
@@ -58,10 +61,12 @@ def checkpoints_to_upload(segments: Sequence[int]) -> list[int]:
     return [k for k in segments if k > 0]
 
 
-def carried_checkpoint(manifest: RunManifest, previous_dir: Path, round_index: int) -> Path | None:
-    """The previous round's final checkpoint an audit of ``round_index`` needs under
+def carried_checkpoint(
+    manifest: RunManifest, record: RoundOpen, hotkey: str, previous_dir: Path
+) -> Path | None:
+    """The previous round's final checkpoint an audit of round ``record.round`` needs under
     ``carry`` (None: the start state is public, or this island kept no previous round)."""
-    if manifest.inner.state_policy != "carry" or round_index == 0:
+    if manifest.inner.state_policy != "carry" or not carries_previous(manifest, record, hotkey):
         return None
     paths = sorted(previous_dir.glob("ckpt_*.bin"), key=lambda p: int(p.stem.removeprefix("ckpt_")))
     return paths[-1] if paths else None

@@ -29,7 +29,12 @@ from hypertrain.evidence.inputs import (
     island_layout,
     open_dataset,
 )
-from hypertrain.evidence.start import FetchSized, PreviousRound, derive_start_state, needs_previous
+from hypertrain.evidence.start import (
+    FetchSized,
+    PreviousRound,
+    carries_previous,
+    derive_start_state,
+)
 from hypertrain.evidence.verify import find_commit, verify_commit
 from hypertrain.miner.ahead_files import Prediction, adopt_ahead
 from hypertrain.miner.checkpoints import checkpoint_addresses
@@ -68,7 +73,7 @@ def previous_round(
     """What the start state of round ``records[-1]`` needs of this island's previous round
     (``carry`` or overlapped rounds; None otherwise), from the verified records."""
     manifest, index = ctx.manifest, records[-1].round
-    if not needs_previous(manifest, index):
+    if not carries_previous(manifest, records[-1], hotkey):
         return None
     detail = ctx.service.round_detail(manifest.run_id, index - 1)
     raw = find_commit(detail, hotkey)

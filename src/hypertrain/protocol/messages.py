@@ -64,12 +64,19 @@ class RoundOpen(_Body):
     # Each island's admitted layout, keyed by hotkey; an island missing here trains
     # with the manifest's default layout (records written before layouts existed).
     layouts: dict[str, LayoutSpec] = Field(default_factory=dict, max_length=65536)
+    # Rostered islands that start this round from the public reset state of the start
+    # model whatever they did in the round before: those an earlier round accused
+    # (evidence.start; empty in records written before the field existed).
+    fresh_start: list[str] = Field(default_factory=list, max_length=65536)
 
     @model_validator(mode="after")
     def _layouts_of_roster(self) -> RoundOpen:
-        stray = sorted(set(self.layouts) - set(self.roster))
+        stray = sorted((set(self.layouts) | set(self.fresh_start)) - set(self.roster))
         if stray:
-            raise ValueError(f"layouts name hotkeys outside the roster: {stray[:3]}")
+            named = "layouts or fresh starts name hotkeys"
+            raise ValueError(f"{named} outside the roster: {stray[:3]}")
+        if self.fresh_start != sorted(set(self.fresh_start)):
+            raise ValueError("fresh starts must be sorted and name each hotkey once")
         return self
 
     def layout_of(self, hotkey: str, default: LayoutSpec) -> LayoutSpec:

@@ -30,8 +30,10 @@ import sqlite3
 
 from hypertrain.api.models import RoundSummary
 from hypertrain.challenge.dashboard.models import ExpectedTraffic
-from hypertrain.challenge.store import audit_storage, commit_storage, merge_storage
+from hypertrain.challenge.store import audit_storage, commit_storage, merge_storage, rounds_storage
+from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
+from hypertrain.protocol.messages import RoundOpen
 from hypertrain.protocol.traffic import (
     RoundBytes,
     TrafficRound,
@@ -75,16 +77,25 @@ def _broadcast_bytes(conn: sqlite3.Connection, run_id: str, index: int) -> int |
     return int(size) if isinstance(size, int) else None
 
 
+def _fresh_starts(conn: sqlite3.Connection, run_id: str, index: int) -> set[str]:
+    """The islands round ``index``'s open record starts from the public state."""
+    envelope = rounds_storage.open_envelope(conn, run_id, index)
+    if envelope is None:
+        return set()
+    return set(RoundOpen.model_validate(Envelope.model_validate_json(envelope).body).fresh_start)
+
+
 def _audits(conn: sqlite3.Connection, run_id: str, index: int, carried: bool) -> tuple[int, bool]:
     """(uploaded checkpoints, any island audited in its probation) of one round: one
     checkpoint per audited segment but segment 0, whose start state auditors derive from
     the public start model, and (``carried``: the run's ``carry`` policy) one more per
     audited island that committed in the previous round: its final checkpoint there,
-    which holds the optimizer state this round started from."""
+    which holds the optimizer state this round started from (none for an island the
+    round-open record has start fresh)."""
     rows = audit_storage.audit_load(conn, run_id, index)
     segments = sum(sum(1 for k in json.loads(text) if k > 0) for text, _, _ in rows)
     if carried and index > 0:
-        previous = _committers(conn, run_id, index - 1)
+        previous = _committers(conn, run_id, index - 1) - _fresh_starts(conn, run_id, index)
         segments += len({hotkey for _, _, hotkey in rows} & previous)
     return segments, any(new for _, new, _ in rows)
 

@@ -106,6 +106,9 @@ def open_round(
     sha, url = _start_model(state, run_id, index, start_model_sha256, start_model_url)
     layouts = _open_roster(state, run_id, manifest)
     roster = sorted(layouts)
+    # a caught island is replayed every round: it starts from the public state, so its
+    # replays need nothing it holds privately (evidence.start.carries_previous)
+    fresh = sorted(accused_before(state.conn, run_id, index) & set(roster))
     record = RoundOpen(
         round=index,
         start_model_sha256=sha,
@@ -115,6 +118,7 @@ def open_round(
         roster=roster,
         commit_deadline_round=beacon.round + manifest.round.commit_window_rounds,
         layouts=layouts,
+        fresh_start=fresh,
     )
     envelope = state.sign(run_id, "round-open", record)
     with transaction(state.conn):
