@@ -137,8 +137,8 @@ def _raising(relay: MemoryRelay) -> Callable[[str, int], bytes]:
 
 
 def test_an_island_the_record_starts_fresh_carries_nothing(world: World, tmp_path: Path) -> None:
-    """An island the round-open record lists in ``fresh_start`` (an earlier round accused
-    it) starts from the reset state under ``carry``: its audit needs no upload, and a
+    """An island the round-open record lists in ``fresh_start`` (a proven fault in an
+    earlier round) starts from the reset state under ``carry``: its audit needs no upload, and a
     start that carried its optimizer state anyway is a mismatch at leaf 0."""
     manifest = world.manifest.model_copy(
         update={"inner": world.manifest.inner.model_copy(update={"state_policy": "carry"})}

@@ -202,7 +202,7 @@ def test_carry_counts_each_audited_islands_previous_final_checkpoint(
 ) -> None:
     """Under ``carry`` an audited island that committed the round before also uploads its
     final checkpoint there (``miner.checkpoints.carried_checkpoint``): the count has it,
-    except for an island the round starts fresh (an earlier round accused it)."""
+    except for an island the round starts fresh (a proven fault before it)."""
     counts: dict[str, list[int]] = {}
     audited: dict[str, set[str]] = {}
     for policy in ("reset", "carry"):

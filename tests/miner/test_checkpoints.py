@@ -105,7 +105,7 @@ def test_an_audit_under_carry_also_uploads_the_previous_final_checkpoint(
     assert carried == (checkpoint_path(previous, 2) if policy == "carry" else None)
     assert carried_checkpoint(manifest, opens[0], me, previous) is None  # the public start
     assert carried_checkpoint(manifest, opens[1], me, tmp_path / "never-trained") is None
-    # an island the round starts fresh (an earlier round accused it) carries nothing
+    # an island the round starts fresh (a proven fault before it) carries nothing
     fresh = opens[1].model_copy(update={"fresh_start": [me]})
     assert carried_checkpoint(manifest, fresh, me, previous) is None
     relay = _Relay()

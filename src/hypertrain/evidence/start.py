@@ -11,8 +11,8 @@ round ``r - 1`` starts, under either policy, from round ``r - 1``'s start model 
 ``1 / M`` of its own committed round ``r - 1`` update (fetched by its committed hash;
 ``M`` is round ``r - 1``'s roster size: :func:`~hypertrain.trainer.start_state.
 overlap_params`) instead of round ``r``'s merged model, so it can start before round
-``r - 1`` is merged. An island the round-open record lists in ``fresh_start`` (one an
-earlier round accused: it is replayed every round) starts from the ``reset`` state
+``r - 1`` is merged. An island the round-open record lists in ``fresh_start`` (a proven
+fault in an earlier round: it is replayed every round) starts from the ``reset`` state
 whatever it committed before (:func:`carries_previous`), so its audits need nothing it
 holds privately. The miner and the auditor call the same functions, so both sides
 derive the same bytes.

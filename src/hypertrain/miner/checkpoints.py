@@ -9,7 +9,7 @@ auditor must replay (which covers the final-segment update check), except segmen
 island's optimizer state from its previous round, so an audited island also uploads that
 round's final checkpoint (committed there as its last leaf), from which auditors derive
 the start state (``evidence.start``), unless the round-open record has it start fresh
-(an island an earlier round accused). Nothing else ever leaves the island, so a round
+(an island with a proven fault). Nothing else ever leaves the island, so a round
 costs one update plus the audited checkpoints instead of all ``H/J + 1``.
 """
 

@@ -65,9 +65,12 @@ class RoundOpen(_Body):
     # with the manifest's default layout (records written before layouts existed).
     layouts: dict[str, LayoutSpec] = Field(default_factory=dict, max_length=65536)
     # Rostered islands that start this round from the public reset state of the start
-    # model whatever they did in the round before: those an earlier round accused
-    # (evidence.start; empty in records written before the field existed).
-    fresh_start: list[str] = Field(default_factory=list, max_length=65536)
+    # model whatever they did in the round before: those with a proven fault in an
+    # earlier round (evidence.start). Omitted from the signed body when empty, so a
+    # record naming nobody keeps the bytes records had before the field existed.
+    fresh_start: list[str] = Field(
+        default_factory=list, max_length=65536, exclude_if=lambda v: not v
+    )
 
     @model_validator(mode="after")
     def _layouts_of_roster(self) -> RoundOpen:

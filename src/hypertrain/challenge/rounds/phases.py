@@ -33,7 +33,7 @@ import sqlite3
 from pydantic import JsonValue, ValidationError
 
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
-from hypertrain.challenge.facts import accused_before
+from hypertrain.challenge.facts import accused_before, proven_faults
 from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.rounds import chain
 from hypertrain.challenge.rounds.selection import select_audits
@@ -106,9 +106,11 @@ def open_round(
     sha, url = _start_model(state, run_id, index, start_model_sha256, start_model_url)
     layouts = _open_roster(state, run_id, manifest)
     roster = sorted(layouts)
-    # a caught island is replayed every round: it starts from the public state, so its
-    # replays need nothing it holds privately (evidence.start.carries_previous)
-    fresh = sorted(accused_before(state.conn, run_id, index) & set(roster))
+    # an island with a proven (final) fault is replayed every round: it starts from the
+    # public state, so its replays need nothing it holds (evidence.start.carries_previous);
+    # a fault a dispute may still overturn changes no island's training
+    proven = {hotkey for r, hotkey in proven_faults(state.conn, run_id) if r < index}
+    fresh = sorted(proven & set(roster))
     record = RoundOpen(
         round=index,
         start_model_sha256=sha,
