@@ -30,9 +30,11 @@ from hypertrain.protocol.manifest import RunManifest
 from tests.challenge.dispute_scenario import (
     AUDITOR,
     Service,
+    carry_doc,
     joined_run,
     open_round,
     post_tape,
+    round_detail,
     tape,
 )
 from tests.challenge.helpers import bearer, commit_body, manifest_doc, signed
@@ -50,21 +52,14 @@ def svc(tmp_path: Path) -> Iterator[Service]:
         yield service
 
 
-def _carry_doc() -> dict[str, Any]:
-    doc = manifest_doc(RUN, rate=1.0, segments=1)
-    doc["inner"] = {**doc.get("inner", {}), "state_policy": "carry"}
-    return doc
-
-
 @pytest.fixture
 def carry_svc(tmp_path: Path) -> Iterator[Service]:
-    with joined_run(tmp_path, _carry_doc(), ISLANDS) as service:
+    with joined_run(tmp_path, carry_doc(RUN), ISLANDS) as service:
         yield service
 
 
 def _detail(svc: Service, index: int) -> dict[str, Any]:
-    detail: dict[str, Any] = svc.client.get(f"/v1/runs/{RUN}/rounds/{index}").json()
-    return detail
+    return round_detail(svc, index, run_id=RUN)
 
 
 def _open(svc: Service) -> int:
@@ -165,7 +160,7 @@ def test_a_caught_island_starts_every_later_round_from_the_public_state(
         _finish(carry_svc, index, excluded=True)
     assert fresh == [[], [CAUGHT.ss58_address], [CAUGHT.ss58_address]], fresh
     board = carry_svc.client.get(f"/v1/runs/{RUN}/dashboard").json()
-    manifest = RunManifest.model_validate(_carry_doc())
+    manifest = RunManifest.model_validate(carry_doc(RUN))
     one = state_bytes(manifest, board["model"]["parameters"])
     uploads = [r["traffic"]["checkpoints"] // one for r in board["rounds"]]
     assert [len(a) for a in _audited(board)] == [3, 3, 3]  # every island, every round

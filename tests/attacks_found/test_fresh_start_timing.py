@@ -28,33 +28,28 @@ from hypertrain.protocol.messages import RoundOpen
 from tests.challenge.dispute_scenario import (
     AUDITOR,
     Service,
+    carry_doc,
     joined_run,
     open_round,
     post_tape,
+    round_detail,
     tape,
 )
-from tests.challenge.helpers import bearer, commit_body, manifest_doc, signed
+from tests.challenge.helpers import bearer, commit_body, signed
 
 RUN = "run-fresh-timing"
 HONEST, LATE = (Hotkey.from_seed(bytes([0x70 + i]) * 32) for i in range(2))
 ISLANDS = (HONEST, LATE)
 
 
-def _doc() -> dict[str, Any]:
-    doc = manifest_doc(RUN, rate=1.0, segments=1)
-    doc["inner"] = {**doc.get("inner", {}), "state_policy": "carry"}
-    return doc
-
-
 @pytest.fixture
 def svc(tmp_path: Path) -> Iterator[Service]:
-    with joined_run(tmp_path, _doc(), ISLANDS) as service:
+    with joined_run(tmp_path, carry_doc(RUN), ISLANDS) as service:
         yield service
 
 
 def _detail(svc: Service, index: int) -> dict[str, Any]:
-    detail: dict[str, Any] = svc.client.get(f"/v1/runs/{RUN}/rounds/{index}").json()
-    return detail
+    return round_detail(svc, index, run_id=RUN)
 
 
 def _commit_and_select(svc: Service, index: int) -> None:
@@ -115,7 +110,7 @@ def test_a_verdict_after_the_open_is_replayed_with_its_carried_state(
     audited = {a["body"]["hotkey"] for a in _detail(svc, 1)["assignments"]}
     assert late in audited  # replayed this round (rate 1 and accused)
     # miner and auditor both read the record: LATE's start carries its round-0 state
-    manifest = RunManifest.model_validate(_doc())
+    manifest = RunManifest.model_validate(carry_doc(RUN))
     assert carries_previous(manifest, record, late)
     kept = tmp_path / "r0"
     kept.mkdir()

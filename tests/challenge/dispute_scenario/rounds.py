@@ -23,6 +23,12 @@ def open_round(svc: Played, *, run_id: str = RUN, start_url: str = "u") -> int:
     return int(r.json()["body"]["round"])
 
 
+def round_detail(svc: Played, index: int, *, run_id: str = RUN) -> dict[str, Any]:
+    """``GET /v1/runs/{run}/rounds/{index}``: the round's public records, as JSON."""
+    detail: dict[str, Any] = svc.client.get(f"/v1/runs/{run_id}/rounds/{index}").json()
+    return detail
+
+
 def assignment(svc: Played, island: Hotkey, index: int = 0) -> dict[str, Any]:
     """``island``'s audit assignment in round ``index`` (its body)."""
     assigned = svc.client.get(

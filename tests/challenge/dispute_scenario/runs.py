@@ -108,6 +108,13 @@ def joined_run(tmp_path: Path, doc: dict[str, Any], islands: Sequence[Hotkey]) -
         yield svc
 
 
+def carry_doc(run_id: str) -> dict[str, Any]:
+    """``run_id`` at audit rate 1, one segment audited, under the ``carry`` state policy."""
+    doc = manifest_doc(run_id, rate=1.0, segments=1)
+    doc["inner"] = {**doc.get("inner", {}), "state_policy": "carry"}
+    return doc
+
+
 def dispute_doc(dispute: dict[str, Any], *, segments: int = 1, **audit: Any) -> dict[str, Any]:
     """The scenario's manifest: :data:`RUN` at audit rate 1 with ``segments`` audited per
     island, a 20-round audit window and the ``dispute`` section."""
