@@ -27,7 +27,7 @@ from hypertrain.miner.checkpoints import (
     upload_selected,
 )
 from hypertrain.miner.config import MinerConfig, config_from_args
-from hypertrain.miner.context import RunContext, load_run, round_records
+from hypertrain.miner.context import RunContext, load_run, records_to
 from hypertrain.miner.defence import defend
 from hypertrain.miner.disputes import answer_own, prune_closed
 from hypertrain.miner.errors import MinerError
@@ -319,7 +319,7 @@ def serve_audits(
             expiry = service.beacon_round() + ctx.config.expiry_margin
             try:
                 with RelayClient(ctx.config.relay_url, key, ctx.manifest.run_id) as relay:
-                    carried = _carried(ctx, key.ss58_address, index)
+                    carried = _carried(ctx, key.ss58_address, detail)
                     sent = upload_selected(
                         relay, ctx.config.round_dir(index), index, segments, expiry, carried
                     )
@@ -330,10 +330,10 @@ def serve_audits(
         served.add(index)
 
 
-def _carried(ctx: RunContext, hotkey: str, index: int) -> Path | None:
-    """The previous final checkpoint an audit of round ``index`` needs from us, if any."""
-    record = round_records(ctx, index)[0][-1]
-    return carried_checkpoint(ctx.manifest, record, hotkey, ctx.config.round_dir(index - 1))
+def _carried(ctx: RunContext, hotkey: str, detail: RoundDetail) -> Path | None:
+    """The previous final checkpoint an audit of round ``detail.round`` needs from us."""
+    record = records_to(ctx, detail)[-1]
+    return carried_checkpoint(ctx.manifest, record, hotkey, ctx.config.round_dir(detail.round - 1))
 
 
 def _serve(
@@ -348,7 +348,7 @@ def _serve(
     segments = selected_segments(detail.assignments, manifest, relay.key.ss58_address)
     paths = [checkpoint_path(workdir, k) for k in checkpoints_to_upload(segments or [])]
     if segments is not None:
-        carried = _carried(ctx, relay.key.ss58_address, body.round)
+        carried = _carried(ctx, relay.key.ss58_address, detail)
         paths += [carried] if carried is not None else []
     for path in paths:
         if path.exists():

@@ -80,5 +80,11 @@ def round_records(ctx: RunContext, index: int) -> tuple[list[RoundOpen], RoundDe
     """Verified open records of rounds 0..index and the detail of round ``index`` (read
     now; earlier rounds' records only the first time they are needed)."""
     detail = _detail(ctx, index)
-    records = ctx.opens.upto(index, lambda w: detail.open if w == index else _detail(ctx, w).open)
-    return records, detail
+    return records_to(ctx, detail), detail
+
+
+def records_to(ctx: RunContext, detail: RoundDetail) -> list[RoundOpen]:
+    """Verified open records of rounds 0..``detail.round``, that round's from ``detail``
+    (one already read), earlier ones only the first time they are needed."""
+    index = detail.round
+    return ctx.opens.upto(index, lambda w: detail.open if w == index else _detail(ctx, w).open)
