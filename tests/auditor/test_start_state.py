@@ -51,6 +51,12 @@ def _opens(world: World, rounds: int, manifest: RunManifest | None = None) -> li
     ]
 
 
+def _carry(world: World) -> World:
+    """``world`` under the ``carry`` state policy."""
+    inner = world.manifest.inner.model_copy(update={"state_policy": "carry"})
+    return dataclasses.replace(world, manifest=world.manifest.model_copy(update={"inner": inner}))
+
+
 def _island(world: World, pub: Published, start: TrainState | None = None) -> IslandRound:
     return IslandRound(world.manifest, pub.commit, pub.index, [], pub.start_params, None, start)
 
@@ -96,10 +102,8 @@ def test_injected_adam_moments_are_caught_on_every_audit(world: World, tmp_path:
 def test_carry_chain_is_checked_against_the_previous_final_state(
     world: World, tmp_path: Path
 ) -> None:
-    manifest = world.manifest.model_copy(
-        update={"inner": world.manifest.inner.model_copy(update={"state_policy": "carry"})}
-    )
-    carry_world = dataclasses.replace(world, manifest=manifest)
+    carry_world = _carry(world)
+    manifest = carry_world.manifest
     relay = MemoryRelay()
     relay.put(world.model_blob)
     opens = _opens(carry_world, 2, manifest)
@@ -140,10 +144,8 @@ def test_an_island_the_record_starts_fresh_carries_nothing(world: World, tmp_pat
     """An island the round-open record lists in ``fresh_start`` (a proven fault in an
     earlier round) starts from the reset state under ``carry``: its audit needs no upload, and a
     start that carried its optimizer state anyway is a mismatch at leaf 0."""
-    manifest = world.manifest.model_copy(
-        update={"inner": world.manifest.inner.model_copy(update={"state_policy": "carry"})}
-    )
-    carry_world = dataclasses.replace(world, manifest=manifest)
+    carry_world = _carry(world)
+    manifest = carry_world.manifest
     relay = MemoryRelay()
     relay.put(world.model_blob)
     caught, honest = ISLANDS[0].ss58_address, ISLANDS[1].ss58_address
