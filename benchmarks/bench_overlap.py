@@ -8,7 +8,7 @@ outweighs the chain's own work. The figure of merit is the whole-run utilisation
 probation (``devnet.utilisation``: an island's compute over its wall time, every wait by
 cause) and the overlapped run's over the sequential one's at the same H; held-out loss
 against data-parallel is recorded beside it (a short run: the start of training, where the
-overlap costs most; its long-run cost is ``longrun-overlap.json``). The machine's load is
+overlap costs most; its long-run cost is ``longrun-overlap-warm10.json``). The machine's load is
 recorded before and after each cell: the islands, the auditor and the rest share its cores.
 
     .venv/bin/python benchmarks/bench_overlap.py [--rounds 10] [--big-h 150 --big-rounds 6]
@@ -102,7 +102,7 @@ def main() -> int:
         " and the auditor's replays slow each other: the overlap gains most where"
         " compute outweighs the chain's work (the larger H). Held-out gaps are of short"
         " runs (the start of training, where the overlap costs most); the long-run cost"
-        " is longrun-overlap.json's."
+        " is longrun-overlap-warm10.json's."
     )
     targets = {f"{t}_overlapped": "utilisation_steady >= 0.9 (issue 39)" for t, _ in plans}
     write_result("overlap", values, targets=targets, notes=notes)

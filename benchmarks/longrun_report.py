@@ -137,9 +137,10 @@ def build_result(
         if manifest.round.overlap
         else ""
     )
-    if "-warm" in tag:
+    warm = warm_percent(manifest)
+    if warm is not None:
         overlapped += (
-            f" A warm start of {tag.rsplit('-warm', 1)[1]} % of all steps instead of the"
+            f" A warm start of {warm} % of all steps instead of the"
             f" recipe's {WARM_START_PERCENT} % (bench_longrun.py --warm-start-percent)."
         )
     result["notes"] = (
@@ -154,15 +155,23 @@ def build_result(
     return result
 
 
+def warm_percent(manifest: RunManifest) -> int | None:
+    """The warm start's share of all steps, in %, when it is not the recipe's (else None)."""
+    warm = manifest.warm_start.steps if manifest.warm_start is not None else 0
+    round_steps = manifest.inner.total_steps - warm  # the schedule plans warm start + rounds
+    if warm == warm_start_steps(round_steps, WARM_START_PERCENT):
+        return None
+    return round(100 * warm / (warm + round_steps))
+
+
 def result_tag(manifest: RunManifest) -> str:
     """The suffix of a variant's files: ``-overlap`` for overlapped rounds, ``-warmP`` for a
     warm start other than the recipe's share (P % of all steps), ``-seedN`` for another run
     seed; "" for the recipe."""
     tag = "-overlap" if manifest.round.overlap else ""
-    warm = manifest.warm_start.steps if manifest.warm_start is not None else 0
-    round_steps = manifest.inner.total_steps - warm  # the schedule plans warm start + rounds
-    if warm != warm_start_steps(round_steps, WARM_START_PERCENT):
-        tag += f"-warm{round(100 * warm / (warm + round_steps))}"
+    warm = warm_percent(manifest)
+    if warm is not None:
+        tag += f"-warm{warm}"
     if manifest.seed != SEED:
         tag += f"-seed{manifest.seed}"
     return tag

@@ -160,9 +160,9 @@ LITERATURE_35M_PCT = {2: 0.7, 4: 2.0, 8: 3.9}  # Scaling Laws for DiLoCo, Table 
 DEFAULT_RECIPE_CELL = "diloco-M8-s-H25-n0.7-0.9-lr0.006"
 # The recipe new runs use (``hypertrain run init``, the devnet: protocol.recipe and
 # ops.manifest.RunOptions; tests/benchmarks/test_parity.py checks they agree): the
-# pre-registered winner's warm start and plain averaging with the int8 broadcast, the
-# ``carry`` policy and H = 15 (docs/parity.md, "The product default").
-PRODUCT_RECIPE_CELL = "diloco-M8-s-H15-avg-warm10-carry-lr0.006"
+# recipe's warm-start share of the grid's 100 steps and plain averaging with the
+# broadcast, the ``carry`` policy and H = 15 (docs/parity.md, "The product default").
+PRODUCT_RECIPE_CELL = "diloco-M8-s-H15-avg-warm1-carry-lr0.006"
 
 
 def paired_gap(cell: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | None:

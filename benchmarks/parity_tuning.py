@@ -45,6 +45,8 @@ from parity_grid import diloco_cell, dp_cell  # noqa: E402
 from parity_sim import Cell, Setup  # noqa: E402
 from parity_stats import EXPLORE_FILES, files_sha256, paired_gap  # noqa: E402
 
+from hypertrain.protocol.recipe import WARM_START_PERCENT  # noqa: E402
+
 DP_LRS = (1.5e-3, 3e-3, 6e-3, 1.2e-2)  # the grid's three and one below its winner
 PRODUCT_LRS = (3e-3, 6e-3, 1.2e-2)
 MUON_LRS = (0.01, 0.02, 0.04)
@@ -57,7 +59,7 @@ Results = Mapping[tuple[str, int], float]
 def product_cell(lr: float, muon_lr: float = 0.0) -> Cell:
     """The recipe new runs use (``protocol.recipe``: OUTER_STEP, STATE_POLICY,
     WARM_START_PERCENT; H = 15) at M = 8, size ``s``; Muon inner steps when ``muon_lr``."""
-    base = diloco_cell(8, 15, lr, (1.0, 0.0), warm=10)
+    base = diloco_cell(8, 15, lr, (1.0, 0.0), warm=WARM_START_PERCENT)  # of 100 steps
     tag = "-carry" + (f"-muon{muon_lr:g}" if muon_lr else "")
     return replace(
         base,

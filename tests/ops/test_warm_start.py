@@ -14,7 +14,7 @@ from hypertrain.data import Dataset, warm_start_ids
 from hypertrain.data.descriptor import DESCRIPTOR_NAME
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.manifest_file import manifest_document
-from hypertrain.protocol.recipe import warm_start_steps
+from hypertrain.protocol.recipe import WARM_START_PERCENT, warm_start_steps
 from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.model import init_params
 from tests.ops.conftest import LiveService
@@ -39,15 +39,15 @@ def _warm(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
     return _cli(capsys, "run", "warm-start", *argv)
 
 
-def test_run_init_plans_a_tenth_of_all_steps_as_the_warm_start(
+def test_run_init_plans_the_recipes_share_of_all_steps_as_the_warm_start(
     small_dataset: Path, tmp_path: Path
 ) -> None:
     _, manifest = _init(tmp_path, small_dataset)
     warm = manifest.warm_start
-    assert warm is not None and warm.steps == warm_start_steps(36, 10) == 4
+    assert warm is not None and warm.steps == warm_start_steps(36, WARM_START_PERCENT) == 1
     assert warm.samples_per_step == 8 * manifest.round.layout.micro_batch_size
     # the schedule covers the warm start and the rounds; round 0 starts after the warm start
-    assert manifest.inner.total_steps == 36 + 4 and manifest.first_round_step == 4
+    assert manifest.inner.total_steps == 36 + 1 and manifest.first_round_step == 1
     _, none = _init(tmp_path, small_dataset, "--warm-start-percent", "0", "--force")
     assert none.warm_start is None and none.inner.total_steps == 36
     assert "warm_start" not in json.loads(none.canonical())  # older manifests keep their hash
@@ -63,7 +63,9 @@ def test_warm_start_trains_round_zero_and_a_replay_checks_it(
     assert code == 0, err
     line = json.loads(out)
     blob = model.read_bytes()
-    assert line["model_sha256"] == hashlib.sha256(blob).hexdigest() and line["steps"] == 4
+    assert manifest.warm_start is not None
+    assert line["model_sha256"] == hashlib.sha256(blob).hexdigest()
+    assert line["steps"] == manifest.warm_start.steps
     params = decode_model_blob(blob, manifest.model)
     fresh = init_params(manifest.model, manifest.seed)
     assert any(not params[k].equal(fresh[k]) for k in fresh)  # it trained
