@@ -227,7 +227,7 @@ def main() -> None:
             " segment per round, whose start state is public, so audits upload nothing."
             " *_recipe: the recipe new runs get (4-bit updates and broadcast, carry, J = H:"
             " an audit uploads the previous final state), with the all-in ratio of its"
-            " 10 % warm start (1 / ((1 - w) / ratio + w))."
+            f" {WARM_START_PERCENT} % warm start (1 / ((1 - w) / ratio + w))."
             " Every ratio is a projection: no loss gap was measured for these models;"
             " the parity grid's largest validated H is in loss_gap_validated."
         ),

@@ -33,6 +33,12 @@ averaging, ``carry``, the int8 broadcast, int8 updates without error feedback):
   mean (``int4share``), that share plus the last merge's step for the others
   (``int4look``) or none of it (``int4stale``), and receives the merge of round ``r`` one
   round late (``parity_round.diloco_round``'s ``overlap``);
+* a prototype of a compact carried state (on the 4-bit recipe): each island's carried
+  Adam moments rounded at every round's end as an upload of only the moments would hold
+  them (``bf16state``: bfloat16, a third of the training state's bytes; ``q8state``:
+  blockwise int8 first moment and 8-bit log codes of the second, about a sixth;
+  ``parity_round.round_moments``), which an audit under ``carry`` could fetch instead of
+  the island's whole previous final state;
 * data-parallel on the same tokens (the same inner rate and schedule).
 
 Task files go to ``benchmarks/results/parity/horizon/`` with the grid's header and this
@@ -120,6 +126,8 @@ def cells() -> list[Cell]:
         recipe(codec="int4-noef", broadcast_bits=4, overlap="stale", name_tag="int4stale"),
         recipe(codec="int4-noef", broadcast_bits=4, overlap="half", name_tag="int4half"),
         recipe(codec="int4-noef", broadcast_bits=4, overlap="lookahead", name_tag="int4look"),
+        recipe(codec="int4-noef", broadcast_bits=4, carry_bits=16, name_tag="int4-bf16state"),
+        recipe(codec="int4-noef", broadcast_bits=4, carry_bits=8, name_tag="int4-q8state"),
     ]
 
 

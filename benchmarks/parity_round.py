@@ -134,17 +134,19 @@ def next_states(
     ends: Sequence[TrainState],
     merged: Params,
     average: tuple[str, ...] = (),
+    carry_bits: int = 0,
 ) -> tuple[TrainState, ...]:
     """Each island's start state of round ``r + 1``, per ``inner.state_policy``
     (``average``: a prototype, not a product policy: under ``carry``, the optimizer
     tensors whose names start with one of these prefixes are replaced by their float32
-    mean over the islands, as if published with the merge)."""
+    mean over the islands, as if published with the merge; ``carry_bits``, another: the
+    carried moments are rounded to that width, :func:`round_moments`)."""
     if manifest.inner.state_policy == "reset":
         cfg = island_train_config(manifest, r + 1)
         first = reset_state(cfg.state_config(), merged, cfg.round_start_step(r + 1))
         return tuple(first.clone() for _ in ends)
     states = tuple(
-        carry_state(end, start.params(), merged, manifest.compression)
+        round_moments(carry_state(end, start.params(), merged, manifest.compression), carry_bits)
         for start, end in zip(starts, ends, strict=True)
     )
     if not average:
@@ -156,6 +158,59 @@ def next_states(
                    s.config_digest)
         for s in states
     )  # fmt: skip
+
+
+MOMENT_BLOCK = 64  # values per scale of the 8-bit prototype
+
+
+def round_moments(state: TrainState, bits: int) -> TrainState:
+    """``state`` with its Adam moments rounded as a compact carried state would hold them
+    (a prototype, not a product format; 0: unchanged). 16: bfloat16. 8: the first moment
+    as blockwise absmax int8, the second as 8-bit codes of its log2 between each block's
+    least and greatest positive value (zeros stay zero), so small entries keep their
+    relative precision and a step never divides by a second moment rounded to zero."""
+    if bits == 0:
+        return state
+    if bits not in (8, 16):
+        raise ValueError(f"carry_bits must be 0, 8 or 16, got {bits}")
+    out = dict(state.tensors)
+    for name, t in state.tensors.items():
+        if not name.startswith("optim.exp_avg"):
+            continue
+        if bits == 16:
+            out[name] = t.to(torch.bfloat16).float()
+        elif name.startswith("optim.exp_avg_sq."):
+            out[name] = _log8(t)
+        else:
+            out[name] = _absmax8(t)
+    return TrainState(state.step, out, state.config_digest)
+
+
+def _blocks(t: torch.Tensor) -> torch.Tensor:
+    flat = t.reshape(-1)
+    pad = (-flat.numel()) % MOMENT_BLOCK
+    return torch.nn.functional.pad(flat, (0, pad)).reshape(-1, MOMENT_BLOCK)
+
+
+def _absmax8(t: torch.Tensor) -> torch.Tensor:
+    x = _blocks(t)
+    scale = x.abs().amax(dim=1, keepdim=True).clamp_min(1e-30) / 127
+    y = (x / scale).round().clamp(-127, 127) * scale
+    return y.reshape(-1)[: t.numel()].reshape(t.shape)
+
+
+def _log8(t: torch.Tensor) -> torch.Tensor:
+    x = _blocks(t)
+    pos = x > 0
+    logs = torch.where(pos, x.clamp_min(1e-38).log2(), torch.zeros_like(x))
+    lo = torch.where(pos, logs, torch.full_like(x, float("inf"))).amin(dim=1, keepdim=True)
+    hi = torch.where(pos, logs, torch.full_like(x, float("-inf"))).amax(dim=1, keepdim=True)
+    some = pos.any(dim=1, keepdim=True)  # a block of zeros keeps its zeros
+    lo, hi = torch.where(some, lo, 0.0), torch.where(some, hi, 0.0)
+    span = (hi - lo).clamp_min(1e-12)
+    q = ((logs - lo) / span * 255).round()
+    y = torch.where(pos, torch.exp2(lo + q * span / 255), torch.zeros_like(x))
+    return y.reshape(-1)[: t.numel()].reshape(t.shape)
 
 
 def exact_merge(
@@ -198,6 +253,7 @@ def diloco_round(
     exact: bool = False,
     average: tuple[str, ...] = (),
     overlap: str = "",
+    carry_bits: int = 0,
 ) -> tuple[Swarm, RoundLog]:
     """Round ``r``: island ``i`` trains on ``samples[i]``, the aggregator merges, every
     island receives the model and starts round ``r + 1`` (``exact``: the ``none`` codec).
@@ -234,7 +290,7 @@ def diloco_round(
             for s, e, u in zip(swarm.states, ends, updates, strict=True)
         )
     else:
-        states = next_states(manifest, r, swarm.states, ends, params, average)
+        states = next_states(manifest, r, swarm.states, ends, params, average, carry_bits)
     merges = (merged.selection, *swarm.merges)
     return Swarm(states, params, merged.momentum, merges, swarm.params), log
 

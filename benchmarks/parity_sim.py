@@ -93,6 +93,7 @@ class Cell:
     warm_moments: bool = False  # round 0 starts from the warm start's optimizer moments
     average: tuple[str, ...] = ()  # prototype: optimizer tensors averaged over islands
     overlap: str = ""  # prototype: overlapped rounds (parity_round.diloco_round's overlap)
+    carry_bits: int = 0  # prototype: carried moments rounded (parity_round.round_moments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,8 +298,9 @@ def run_diloco(cell: Cell, setup: Setup, data: Data, seed: int) -> CellRun:
     for r in range((setup.steps - cell.warm_start) // cell.inner_steps):
         samples = island_samples(manifest, cell.islands, data, r)
         swarm, log = diloco_round(
-            manifest, swarm, samples, r, exact=exact, average=cell.average, overlap=cell.overlap
-        )
+            manifest, swarm, samples, r, exact=exact, average=cell.average,
+            overlap=cell.overlap, carry_bits=cell.carry_bits,
+        )  # fmt: skip
         out.update_bytes += log.upload_bytes
         out.model_download_bytes += log.download_bytes
         out.merged_updates += log.merged

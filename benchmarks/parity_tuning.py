@@ -41,11 +41,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "src")]
 
+from hypertrain.protocol.recipe import WARM_START_PERCENT  # noqa: E402
 from parity_grid import diloco_cell, dp_cell  # noqa: E402
 from parity_sim import Cell, Setup  # noqa: E402
 from parity_stats import EXPLORE_FILES, files_sha256, paired_gap  # noqa: E402
-
-from hypertrain.protocol.recipe import WARM_START_PERCENT  # noqa: E402
 
 DP_LRS = (1.5e-3, 3e-3, 6e-3, 1.2e-2)  # the grid's three and one below its winner
 PRODUCT_LRS = (3e-3, 6e-3, 1.2e-2)

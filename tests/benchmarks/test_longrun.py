@@ -16,9 +16,23 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "benchmarks")]
 
 from hypertrain.devnet.config import DevnetConfig  # noqa: E402
-from hypertrain.protocol.manifest import CompressionSpec  # noqa: E402
-from hypertrain.protocol.recipe import COMPRESSION, OUTER_STEP, STATE_POLICY  # noqa: E402
-from longrun_report import WINDOW, longest_rise, moving_average  # noqa: E402
+from hypertrain.protocol.manifest import CompressionSpec, RunManifest  # noqa: E402
+from hypertrain.protocol.recipe import (  # noqa: E402
+    COMPRESSION,
+    OUTER_STEP,
+    STATE_POLICY,
+    WARM_START_PERCENT,
+    warm_start_steps,
+)
+from longrun_report import (  # noqa: E402
+    SEED,
+    WINDOW,
+    longest_rise,
+    moving_average,
+    result_tag,
+    warm_percent,
+)
+from tests.aggregator.helpers import manifest as aggregator_manifest  # noqa: E402
 
 RESULT = ROOT / "benchmarks" / "results" / "longrun.json"
 CURVES = ROOT / "benchmarks" / "results" / "longrun" / "curves.json"
@@ -55,3 +69,25 @@ def test_the_moving_average_and_its_longest_rise() -> None:
     assert WINDOW == 5
     assert longest_rise([5.0, 4.0, 4.5, 4.6, 4.7, 4.0, 4.1]) == 3
     assert longest_rise([3.0, 2.0, 1.0]) == 0
+
+
+def _longrun_manifest(warm: int, round_steps: int, seed: int) -> RunManifest:
+    doc = json.loads(aggregator_manifest().canonical())
+    doc["seed"] = seed
+    doc["inner"] = {**doc.get("inner", {}), "total_steps": warm + round_steps}
+    if warm:
+        doc["warm_start"] = {"steps": warm, "samples_per_step": 8}
+    return RunManifest.model_validate(doc)
+
+
+def test_a_variant_is_named_by_what_differs_from_the_recipe() -> None:
+    """``longrun.json`` is the recipe's run; a variant's files and note name its warm-start
+    share and seed (a seed run's note once read "1-seed8 %")."""
+    recipe_warm = warm_start_steps(3000, WARM_START_PERCENT)
+    recipe = _longrun_manifest(recipe_warm, 3000, SEED)
+    assert result_tag(recipe) == "" and warm_percent(recipe) is None
+    ten = _longrun_manifest(warm_start_steps(3000, 10), 3000, SEED + 1)
+    assert result_tag(ten) == f"-warm10-seed{SEED + 1}" and warm_percent(ten) == 10
+    none = _longrun_manifest(0, 3000, SEED)
+    assert result_tag(none) == "-warm0" and warm_percent(none) == 0
+    assert result_tag(_longrun_manifest(recipe_warm, 3000, 8)) == "-seed8"
