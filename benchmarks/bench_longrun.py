@@ -284,10 +284,10 @@ def network_report(state: Path, manifest: RunManifest) -> dict[str, Any] | None:
         return None
     doc = json.loads(saved.read_text())
     rounds = [r for r in doc["rounds"] if r["phase"] == "final"]
-    devices = len(doc["islands"])
+    warm = warm_start_row(manifest, len(doc["islands"]))
     return {
-        "traffic": traffic_summary(rounds),
-        "warm_start": warm_start_row(manifest, devices),
+        "traffic": traffic_summary(rounds, warm),
+        "warm_start": warm,
         "stopped_at_round": len(rounds),
     }
 

@@ -193,18 +193,17 @@ def _walls(wall: dict[str, float]) -> dict[str, float]:
 
 def _traffic(report: dict[str, Any]) -> dict[str, Any]:
     """All-in first (every round plus the warm start's data-parallel steps), then rounds."""
+    from hypertrain.devnet.report import all_in_of
+
     rounds = report["traffic"]["all"]
-    warm = report.get("warm_start") or {}
-    warm_dp = int(warm.get("data_parallel_bytes", 0))
-    ours = int(rounds["honest_bytes"]) + warm_dp
-    theirs = int(rounds["data_parallel_bytes"]) + warm_dp
+    card = all_in_of(report["traffic"], report.get("warm_start"))
     return {
-        "all_in_ratio": theirs / ours if ours else None,
-        "all_in_words": f"{theirs / ours:.1f}x less than data-parallel" if ours else "",
+        "all_in_ratio": card["ratio"],
+        "all_in_words": card["words"],
         "rounds_ratio": rounds["ratio"],
         "rounds_bytes": rounds["honest_bytes"],
         "rounds_data_parallel_bytes": rounds["data_parallel_bytes"],
-        "warm_start_data_parallel_bytes": warm_dp,
+        "warm_start_data_parallel_bytes": card["warm_start_bytes"],
         "parts": rounds["parts"],
     }
 

@@ -264,13 +264,18 @@ def check_honeypot_rows(page: Any, hp: dict[str, Any]) -> None:
 
 
 def check_traffic(page: Any, t: dict[str, Any]) -> None:
-    """One traffic figure: the tile and the panel print the service's words."""
+    """One traffic figure: the tile leads with the all-in words and the panel prints the
+    service's words for every row."""
     from playwright.sync_api import expect
 
     assert t["all"]["ratio"] is not None and t["all"]["ratio"] > 0
     expect(page.locator("#traffic-table tr.all .ratio")).to_have_text(t["all"]["words"])
-    shown = t["steady"] if t["steady"]["rounds"] else t["all"]
-    expect(page.locator("#glance-tiles")).to_contain_text(shown["words"])
+    head = t["all_in"]
+    expect(page.locator("#traffic-table tr.all-in .ratio")).to_have_text(head["words"])
+    tile = page.locator("#glance-tiles .tile", has_text="Traffic vs data-parallel")
+    expect(tile.locator("dd")).to_contain_text(f"{head['words']} all-in")
+    if t["steady"]["rounds"]:
+        expect(tile).to_contain_text(t["steady"]["words"])
     expect(page.locator("#traffic-table tr.all .honest")).not_to_have_text("—")
 
 

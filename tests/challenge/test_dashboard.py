@@ -11,11 +11,11 @@ from hypertrain.challenge.app import create_app
 from hypertrain.challenge.dashboard import panels
 from hypertrain.challenge.dashboard.document import _status
 from hypertrain.challenge.dashboard.models import Dashboard
-from hypertrain.challenge.dashboard.traffic import state_bytes
+from hypertrain.challenge.dashboard.traffic import state_bytes, warm_start_bytes
 from hypertrain.dispute.narrowing import NarrowStep
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.traffic import factor_words, ratio_words
+from hypertrain.protocol.traffic import data_parallel_bytes, factor_words, ratio_words
 from tests.challenge.conftest import Harness
 from tests.challenge.dashdata import BROADCAST_BYTES, run_rounds
 from tests.challenge.helpers import FakeLedger, SteppedBeacon, bearer, make_settings, manifest_doc
@@ -92,6 +92,15 @@ def test_view_after_two_rounds(harness: Harness) -> None:
     assert (first["probation"], second["probation"]) == (True, False)
     assert t["probation"]["rounds"] == 1 and t["steady"]["rounds"] == 1
     assert t["steady"]["words"] == second["ratio_words"]
+    # the headline: every round plus the warm start (none in this manifest)
+    assert t["all_in"] == {
+        "rounds": 2,
+        "honest_bytes": t["all"]["honest_bytes"],
+        "data_parallel_bytes": t["all"]["data_parallel_bytes"],
+        "warm_start_bytes": 0,
+        "ratio": t["all"]["ratio"],
+        "words": t["all"]["words"],
+    }
     # the steady state at the audit rate: round 1's bytes but checkpoints, plus the rate's
     # share of audits of its three islands, each uploading the expected training states
     e, manifest = t["expected"], RunManifest.model_validate(manifest_doc())
@@ -231,3 +240,15 @@ def test_carry_counts_each_audited_islands_previous_final_checkpoint(
     # but the one round 0 caught: it starts round 1 from the public state
     assert fresh and fresh <= audited["carry"]
     assert counts["carry"][1] - counts["reset"][1] == len(audited["carry"] - fresh) * one
+
+
+def test_the_all_in_figure_counts_the_manifests_warm_start_on_round_zeros_ring() -> None:
+    doc = manifest_doc()
+    plain = RunManifest.model_validate(doc)
+    assert warm_start_bytes(plain, 3, 1_000) == 0
+    warm = RunManifest.model_validate(
+        {**doc, "warm_start": {"steps": 4, "samples_per_step": 8},
+         "inner": {**doc.get("inner", {}), "total_steps": 1_000}}
+    )  # fmt: skip
+    assert warm_start_bytes(warm, 3, 1_000) == data_parallel_bytes(1_000, 3, 4) > 0
+    assert warm_start_bytes(warm, 0, 1_000) == data_parallel_bytes(1_000, 1, 4)  # no round yet

@@ -172,14 +172,23 @@ def test_the_rollback_line_names_the_island_its_depth_and_where_islands_moved() 
 
 
 def test_the_all_in_ratio_leads_and_counts_the_warm_start_on_both_sides() -> None:
+    from hypertrain.devnet.report import all_in_of, traffic_summary
     from hypertrain.devnet.view import all_in_rows
 
-    traffic = {"all": {"honest_bytes": 100, "data_parallel_bytes": 2_000}}
-    [(label, words)] = all_in_rows(traffic, {"data_parallel_bytes": 900})
+    rounds = [{"round": 0, "traffic": {"updates": 60, "broadcasts": 40},
+               "data_parallel_bytes": 2_000, "probation": True}]  # fmt: skip
+    traffic = traffic_summary(rounds, {"data_parallel_bytes": 900})
+    card = traffic["all_in"]
+    assert (card["honest_bytes"], card["data_parallel_bytes"]) == (1_000, 2_900)
+    assert card["warm_start_bytes"] == 900 and card["words"] == "2.9× less than data-parallel"
+    [(label, words)] = all_in_rows(traffic)
     assert label.endswith("all-in")
     assert words.startswith("2.9× less than data-parallel (1,000 B against 2,900 B")
-    assert all_in_rows(traffic, None)[0][1].startswith("20.0× less")
-    assert all_in_rows(None, None) == []
+    assert all_in_rows(traffic_summary(rounds))[0][1].startswith("20× less")
+    assert all_in_rows(None) == [] and all_in_rows(traffic_summary([])) == []
+    # a report written before reports carried the card gets the same one from its rows
+    older = {k: v for k, v in traffic.items() if k != "all_in"}
+    assert all_in_of(older, {"data_parallel_bytes": 900}) == card
 
 
 def test_the_summary_gives_the_steady_state_expected_at_the_audit_rate() -> None:

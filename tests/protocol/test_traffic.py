@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hypertrain.protocol.traffic import (
+    AllIn,
     RoundBytes,
     TrafficRound,
     data_parallel_bytes,
@@ -83,6 +84,21 @@ def test_summary_splits_steady_state_from_probation() -> None:
     assert s.probation.words == "as much as data-parallel"
     assert s.all.ratio == 21_000 / 1400
     assert summarize([]).steady.words == "no such round yet"
+
+
+def test_all_in_counts_the_warm_start_on_both_sides_and_so_is_capped_by_it() -> None:
+    rounds = [TrafficRound(r, RoundBytes(updates=10), 10_000, probation=False) for r in range(3)]
+    rounds_only = summarize(rounds).all
+    assert rounds_only.words == "1,000× less than data-parallel"
+    # a warm start of 1 % of all steps: 3 rounds of 10,000 are 99 % of the baseline
+    warm = AllIn(rounds_only, warm_start=303)
+    assert (warm.ours_bytes, warm.data_parallel) == (333, 30_303)
+    assert warm.ratio == 30_303 / 333 and warm.ratio < 100  # the cap: 1 / 1 %
+    assert warm.words == "91× less than data-parallel"
+    assert AllIn(rounds_only).ratio == rounds_only.ratio  # no warm start: the rounds
+    assert AllIn(summarize([]).all, warm_start=303).words == "no such round yet"
+    with pytest.raises(ValueError, match="negative"):
+        AllIn(rounds_only, warm_start=-1)
 
 
 def test_uploads_per_audit_by_layout_and_policy() -> None:

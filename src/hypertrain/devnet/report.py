@@ -6,13 +6,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hypertrain.challenge.dashboard.panels import traffic_panel
+from hypertrain.challenge.dashboard.panels import all_in_card, traffic_panel
 from hypertrain.devnet.keys import Secrets
 from hypertrain.devnet.view import summary_rows
 from hypertrain.protocol.manifest import RunManifest, param_count
 from hypertrain.protocol.traffic import (
+    AllIn,
     RoundBytes,
     TrafficRound,
+    TrafficTotal,
     data_parallel_bytes,
     summarize,
 )
@@ -89,7 +91,7 @@ def build_report(
         "rollbacks": rollbacks or [],
         "weights": weights,
         # the dashboard's own count, with its steady state expected at the audit rate
-        "traffic": {**traffic_summary(rounds), "expected": expected_traffic(doc)},
+        "traffic": {**traffic_summary(rounds, warm_start), "expected": expected_traffic(doc)},
         "warm_start": warm_start,
         "baseline": baseline_row(rounds, baseline),
         "model_export": model_export,
@@ -194,16 +196,34 @@ def expected_traffic(doc: dict[str, Any]) -> dict[str, Any] | None:
     return expected
 
 
-def traffic_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+def traffic_summary(
+    rounds: list[dict[str, Any]], warm_start: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The finished rounds' traffic, by the dashboard's own function (the tile's terms):
-    all rounds, the steady state and the probation rounds, against data-parallel."""
+    all-in (with the warm start of :func:`warm_start_row`), all rounds, the steady state
+    and the probation rounds, against data-parallel."""
     counts = [
         TrafficRound(
             r["round"], RoundBytes(**r["traffic"]), r["data_parallel_bytes"], r["probation"]
         )
         for r in rounds
     ]
-    return traffic_panel(summarize(counts)).model_dump()
+    return traffic_panel(summarize(counts), warm_start=_warm_bytes(warm_start)).model_dump()
+
+
+def all_in_of(traffic: dict[str, Any], warm_start: dict[str, Any] | None) -> dict[str, Any]:
+    """A report's all-in card: its own, or for a report written before reports carried
+    one, the same card from its ``traffic.all`` total and its warm start."""
+    if traffic.get("all_in"):
+        card: dict[str, Any] = traffic["all_in"]
+        return card
+    t = traffic["all"]
+    total = TrafficTotal(t["rounds"], RoundBytes(**t["parts"]), t["data_parallel_bytes"])
+    return all_in_card(AllIn(total, _warm_bytes(warm_start))).model_dump()
+
+
+def _warm_bytes(warm_start: dict[str, Any] | None) -> int:
+    return int((warm_start or {}).get("data_parallel_bytes", 0))
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -121,23 +121,19 @@ def traffic_rows(traffic: dict[str, Any] | None) -> list[tuple[str, str]]:
     return out
 
 
-def all_in_rows(
-    traffic: dict[str, Any] | None, warm: dict[str, Any] | None
-) -> list[tuple[str, str]]:
+def all_in_rows(traffic: dict[str, Any] | None) -> list[tuple[str, str]]:
     """The headline: every round and the warm start, whose data-parallel steps cost the
-    same ring bytes on both sides (so it caps the ratio near 1 / its share of the steps)."""
-    if not traffic:
+    same ring bytes on both sides (so it caps the ratio near 1 / its share of the steps):
+    the report's ``traffic.all_in``, by the dashboard's own function."""
+    card = (traffic or {}).get("all_in")
+    if not card or not card["honest_bytes"]:
         return []
-    rounds = traffic["all"]
-    warm_dp = int((warm or {}).get("data_parallel_bytes", 0))
-    ours, theirs = rounds["honest_bytes"] + warm_dp, rounds["data_parallel_bytes"] + warm_dp
-    if not ours:
-        return []
+    ours, theirs = card["honest_bytes"], card["data_parallel_bytes"]
     return [
         (
             "traffic vs data-parallel, all-in",
-            f"{theirs / ours:.1f}× less than data-parallel ({ours:,} B against {theirs:,} B:"
-            f" every round, and the warm start's steps counted as data-parallel on both sides)",
+            f"{card['words']} ({ours:,} B against {theirs:,} B: every round, and the warm"
+            " start's steps counted as data-parallel on both sides)",
         )
     ]
 
@@ -219,7 +215,7 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
             f"{report.get('tokens_merged', 0):,} (committed: {sum(r['tokens'] for r in rounds):,};"
             " a faulted island's tokens are left out of its rounds' merges)",
         ),
-        *all_in_rows(report.get("traffic"), report.get("warm_start")),
+        *all_in_rows(report.get("traffic")),
         *traffic_rows(report.get("traffic")),
         *warm_start_rows(report.get("warm_start")),
         ("audits run", str(sum(r["audits"] for r in rounds))),

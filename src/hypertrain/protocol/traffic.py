@@ -149,6 +149,39 @@ def total(rounds: Iterable[TrafficRound]) -> TrafficTotal:
 
 
 @dataclass(frozen=True, slots=True)
+class AllIn:
+    """The headline figure: every round plus the warm start, whose steps are data-parallel
+    and so count the same ring bytes on both sides (``warm_start``: those bytes). A warm
+    start of a share ``w`` of all steps therefore caps the ratio at ``1 / w``, however
+    few bytes the rounds move."""
+
+    rounds: TrafficTotal
+    warm_start: int = 0
+
+    def __post_init__(self) -> None:
+        if self.warm_start < 0:
+            raise ValueError(f"negative warm-start bytes: {self.warm_start}")
+
+    @property
+    def ours_bytes(self) -> int:
+        return self.rounds.ours_bytes + self.warm_start
+
+    @property
+    def data_parallel(self) -> int:
+        return self.rounds.data_parallel + self.warm_start
+
+    @property
+    def ratio(self) -> float | None:
+        return ratio(self.data_parallel, self.ours_bytes)
+
+    @property
+    def words(self) -> str:
+        if self.rounds.rounds == 0:
+            return "no such round yet"
+        return ratio_words(self.data_parallel, self.ours_bytes)
+
+
+@dataclass(frozen=True, slots=True)
 class TrafficSummary:
     """The run's totals: all rounds, the steady-state rounds and the probation rounds."""
 

@@ -97,16 +97,18 @@ function drawGlance(d) {
 // The one "rounds done" figure (rounds merged, of the schedule's), in the glance and the curve.
 function roundsDone(done, total) { return `${num(done)}${total ? ` of ${num(total)}` : ""}`; }
 
-// The headline traffic tile: the steady-state rounds once there are any, else every
-// round; the words come from the service (protocol.traffic.ratio_words), never recomputed.
+// The headline traffic tile: all-in (every round and the warm start, counted on both
+// sides), then the steady state expected at the audit rate and the steady rounds as run;
+// the words come from the service (protocol.traffic), never recomputed.
 function trafficTile(t) {
   if (!t || !t.all || !t.all.honest_bytes) return ["Traffic vs data-parallel", dash, "no bytes moved yet"];
+  const head = t.all_in || t.all;
+  const warm = t.all_in && t.all_in.warm_start_bytes ? ", the warm start included" : "";
   const steady = t.steady.rounds > 0 && t.steady.honest_bytes > 0;
-  const shown = steady ? t.steady : t.all;
-  const expected = t.expected ? `; at the audit rate ${t.expected.audit_rate}: ${t.expected.words}` : "";
-  const sub = steady ? `steady state, ${t.steady.rounds} rounds${expected}; probation rounds: ${t.probation.words}`
-    : `all ${t.all.rounds} rounds (still in probation)`;
-  return ["Traffic vs data-parallel", shown.words, sub];
+  const expected = t.expected ? `; expected at the audit rate ${t.expected.audit_rate}: ${t.expected.words}` : "";
+  const sub = `all-in, ${t.all.rounds} rounds${warm}${expected}; ` + (steady
+    ? `steady state (${t.steady.rounds} rounds): ${t.steady.words}` : "still in probation");
+  return ["Traffic vs data-parallel", head.words, sub];
 }
 
 function drawModel(d) {

@@ -38,7 +38,11 @@ from hypertrain.challenge.dashboard.models import (
     OuterCard,
     TrafficPanel,
 )
-from hypertrain.challenge.dashboard.traffic import expected_steady, round_traffic
+from hypertrain.challenge.dashboard.traffic import (
+    expected_steady,
+    round_traffic,
+    warm_start_bytes,
+)
 from hypertrain.challenge.rounds import views
 from hypertrain.challenge.settings import Settings
 from hypertrain.challenge.state import ServiceState, loads
@@ -301,7 +305,8 @@ def dashboard(state: ServiceState, run_id: str) -> Dashboard:
     islands_of = [r.islands for r in rounds]
     params = param_count(manifest.model)
     expected = expected_steady(manifest, counts, islands_of, params)
-    traffic = panels.traffic_panel(summarize(counts), expected)
+    warm = warm_start_bytes(manifest, islands_of[0] if islands_of else 1, params)
+    traffic = panels.traffic_panel(summarize(counts), expected, warm)
     glance = _glance(views.run_summary(state, run_id), manifest, rounds, islands, traffic)
     return Dashboard(
         run_id=run_id,

@@ -32,6 +32,19 @@ class TrafficTotal(_Doc):
     parts: dict[str, int]
 
 
+class AllInTraffic(_Doc):
+    """The headline: every round plus the warm start, whose data-parallel steps
+    (``warm_start_bytes``: on a ring of round 0's islands) count on both sides
+    (``protocol.traffic.AllIn``)."""
+
+    rounds: int
+    honest_bytes: int
+    data_parallel_bytes: int
+    warm_start_bytes: int
+    ratio: float | None
+    words: str
+
+
 class ExpectedTraffic(_Doc):
     """The steady state at the manifest's audit rate instead of one run's draw of audits:
     the steady rounds' bytes other than checkpoints, per round, plus ``audit_rate`` ×
@@ -48,10 +61,12 @@ class ExpectedTraffic(_Doc):
 
 
 class TrafficPanel(_Doc):
-    """The traffic tile and panel: every round, the steady-state rounds (no island in
-    probation) and the probation rounds, all from ``protocol.traffic.summarize``, and the
+    """The traffic tile and panel: every round with the warm start (``all_in``, the
+    headline; None in a document from before it), every round, the steady-state rounds (no
+    island in probation) and the probation rounds, all from ``protocol.traffic``, and the
     steady state expected at the audit rate (None before a steady round)."""
 
+    all_in: AllInTraffic | None = None
     all: TrafficTotal
     steady: TrafficTotal
     probation: TrafficTotal

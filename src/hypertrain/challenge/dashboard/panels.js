@@ -138,7 +138,8 @@ function drawTraffic(d) {
     el("div", { class: "scroll", tabindex: 0, "aria-label": "Traffic (scrolls sideways)" },
       el("table", { id: "traffic-table" }, el("caption", { class: "vh" }, "Bytes moved against data-parallel"),
         el("thead", {}, el("tr", {}, ["Rounds", "Count", "Our bytes", "Data-parallel bytes", "Ratio"].map((x) => el("th", { scope: "col" }, x)))),
-        el("tbody", {}, row("Steady state", t.steady, "steady"), row("Probation", t.probation, "probation"), row("All", t.all, "all")))),
+        el("tbody", {}, t.all_in ? row("All, with the warm start", t.all_in, "all-in") : null,
+          row("Steady state", t.steady, "steady"), row("Probation", t.probation, "probation"), row("All", t.all, "all")))),
     el("p", {}, el("small", {}, `Our bytes by kind: ${parts}. ${t.formula}`)));
 }
 

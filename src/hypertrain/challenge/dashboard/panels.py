@@ -19,6 +19,7 @@ from hypertrain.api.disputes import HoneypotRow
 from hypertrain.api.models import RoundSummary
 from hypertrain.challenge import honeypots
 from hypertrain.challenge.dashboard.models import (
+    AllInTraffic,
     CurvePoint,
     CurveSummary,
     DeviceCard,
@@ -41,7 +42,7 @@ from hypertrain.challenge.state import ServiceState
 from hypertrain.challenge.store import audit_storage, game_storage, roster_storage
 from hypertrain.dispute.narrowing import NarrowStep, describe
 from hypertrain.protocol.messages import JoinRequest
-from hypertrain.protocol.traffic import FORMULA, TrafficSummary, TrafficTotal
+from hypertrain.protocol.traffic import FORMULA, AllIn, TrafficSummary, TrafficTotal
 
 STATIONS: Final = (
     ("open", "Open", "the round opens at a beacon round with the start model"),
@@ -130,10 +131,25 @@ def _traffic_total(t: TrafficTotal) -> TrafficTotalCard:
     )
 
 
-def traffic_panel(summary: TrafficSummary, expected: ExpectedTraffic | None = None) -> TrafficPanel:
-    """The run's traffic against data-parallel: all rounds, steady state, probation, and
-    the steady state expected at the audit rate."""
+def all_in_card(all_in: AllIn) -> AllInTraffic:
+    return AllInTraffic(
+        rounds=all_in.rounds.rounds,
+        honest_bytes=all_in.ours_bytes,
+        data_parallel_bytes=all_in.data_parallel,
+        warm_start_bytes=all_in.warm_start,
+        ratio=all_in.ratio,
+        words=all_in.words,
+    )
+
+
+def traffic_panel(
+    summary: TrafficSummary, expected: ExpectedTraffic | None = None, warm_start: int = 0
+) -> TrafficPanel:
+    """The run's traffic against data-parallel: all-in (every round and the warm start's
+    ``warm_start`` data-parallel bytes), all rounds, steady state, probation, and the
+    steady state expected at the audit rate."""
     return TrafficPanel(
+        all_in=all_in_card(AllIn(summary.all, warm_start)),
         all=_traffic_total(summary.all),
         steady=_traffic_total(summary.steady),
         probation=_traffic_total(summary.probation),

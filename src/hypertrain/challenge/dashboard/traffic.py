@@ -126,6 +126,14 @@ def round_traffic(
     return TrafficRound(index, ours, ddp, probation)
 
 
+def warm_start_bytes(manifest: RunManifest, islands: int, params: int) -> int:
+    """The data-parallel bytes of the manifest's warm start on a ring of ``islands`` (the
+    all-in figure counts them on both sides; 0 without a warm start)."""
+    if manifest.warm_start is None:
+        return 0
+    return data_parallel_bytes(params, max(1, islands), manifest.warm_start.steps)
+
+
 def expected_steady(
     manifest: RunManifest, counts: list[TrafficRound], islands: list[int], params: int
 ) -> ExpectedTraffic | None:
