@@ -214,8 +214,8 @@ def caught_audit_bytes(
     """The checkpoint uploads of the honeypot's audits after its first proven fault (a
     caught island is replayed every round: ``challenge.rounds.phases.select_round``),
     counted as the service counts every audit (``dashboard.traffic``: under ``carry`` its
-    final state of the round before unless the round's open record has it start fresh,
-    plus one state per selected segment but segment 0),
+    final state of the round before unless the round's open record has it start fresh or
+    lists it as stored, plus one state per selected segment but segment 0),
     and the all-in ratio the run would show without them (what an honest network moves)."""
     from hypertrain.challenge.dashboard.traffic import state_bytes
     from hypertrain.protocol.messages import AuditAssignment, RoundOpen
@@ -235,8 +235,9 @@ def caught_audit_bytes(
             if audit.hotkey != hotkey:
                 continue
             states += sum(1 for k in audit.segments if k > 0)
-            fresh = hotkey in RoundOpen.model_validate(detail.open.body).fresh_start
-            states += int(carried and not fresh and hotkey in details[i - 1].commit_order)
+            record = RoundOpen.model_validate(detail.open.body)
+            public = hotkey in record.fresh_start or hotkey in record.carry_stored
+            states += int(carried and not public and hotkey in details[i - 1].commit_order)
     traffic = _traffic(report)
     warm = traffic["warm_start_data_parallel_bytes"]
     ours = traffic["rounds_bytes"] - states * per_state + warm

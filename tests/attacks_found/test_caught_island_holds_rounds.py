@@ -148,26 +148,30 @@ def test_a_caught_island_starts_every_later_round_from_the_public_state(
     """The open record of every round after the fault lists the caught island in
     ``fresh_start`` (its replays then need nothing it holds privately: evidence.start),
     and no honest island; the dashboard's byte count then charges the caught island's
-    audits no carried checkpoint, while each honest island audited after committing the
-    round before still uploads its previous final state under ``carry``."""
-    fresh = []
+    audits no carried checkpoint. The honest islands, matched every round, are listed in
+    ``carry_stored`` (their auditor stored each final state), so under ``carry`` their
+    audits upload no carried state either."""
+    fresh, stored = [], []
     for index in range(3):
         assert _open(carry_svc) == index
         fresh.append(_detail(carry_svc, index)["open"]["body"].get("fresh_start", []))
+        stored.append(_detail(carry_svc, index)["open"]["body"].get("carry_stored", []))
         _commit(carry_svc, index, *ISLANDS)  # the caught island commits junk every round
         while _detail(carry_svc, index)["phase"] == "train":
             carry_svc.tick(1)
         _finish(carry_svc, index, excluded=True)
     assert fresh == [[], [CAUGHT.ss58_address], [CAUGHT.ss58_address]], fresh
+    honest = sorted(k.ss58_address for k in ISLANDS if k != CAUGHT)
+    assert stored == [[], honest, honest], stored
     board = carry_svc.client.get(f"/v1/runs/{RUN}/dashboard").json()
     manifest = RunManifest.model_validate(carry_doc(RUN))
     one = state_bytes(manifest, board["model"]["parameters"])
     uploads = [r["traffic"]["checkpoints"] // one for r in board["rounds"]]
     assert [len(a) for a in _audited(board)] == [3, 3, 3]  # every island, every round
-    # one state per selected segment but segment 0, and from round 1 the carried state
-    # of the two honest islands only (the caught one starts from the public state)
+    # one state per selected segment but segment 0, and no carried state (the caught
+    # island starts from the public state, the honest ones' were stored by their auditor)
     segments = [
         sum(k > 0 for a in _detail(carry_svc, i)["assignments"] for k in a["body"]["segments"])
         for i in range(3)
     ]
-    assert uploads == [segments[0], segments[1] + 2, segments[2] + 2], (uploads, segments)
+    assert uploads == segments, (uploads, segments)

@@ -101,6 +101,8 @@ def test_a_verdict_after_the_open_is_replayed_with_its_carried_state(
     assert open_round(svc, run_id=RUN) == 1
     record = RoundOpen.model_validate(_detail(svc, 1)["open"]["body"])
     assert record.fresh_start == []  # nothing accused LATE yet
+    # HONEST's round 0 was matched (its auditor stored that final state); LATE's was not
+    assert record.carry_stored == [HONEST.ss58_address]
     # the pending verdict lands after round 1 opened, before its selection
     answer = _verdict(svc, 0, LATE, "unverifiable")
     assert answer.is_success, answer.text
@@ -116,12 +118,13 @@ def test_a_verdict_after_the_open_is_replayed_with_its_carried_state(
     kept.mkdir()
     (kept / "ckpt_1.bin").write_bytes(b"x")
     assert carried_checkpoint(manifest, record, late, kept) == kept / "ckpt_1.bin"
-    # the dashboard charges the carried state of both audited islands in round 1
+    assert carried_checkpoint(manifest, record, HONEST.ss58_address, kept) is None
+    # the dashboard charges LATE's carried state in round 1, not HONEST's
     board = svc.client.get(f"/v1/runs/{RUN}/dashboard").json()
     one = state_bytes(manifest, board["model"]["parameters"])
     segments = sum(k > 0 for a in _detail(svc, 1)["assignments"] for k in a["body"]["segments"])
     (r1,) = [r for r in board["rounds"] if r["round"] == 1]
-    assert r1["traffic"]["checkpoints"] // one == segments + 2, r1["traffic"]
+    assert r1["traffic"]["checkpoints"] // one == segments + 1, r1["traffic"]
     # from round 2 on, LATE starts fresh
     for key in ISLANDS:
         _verdict(svc, 1, key, "match")

@@ -41,7 +41,7 @@ class MemoryRelay:
         self.blobs: dict[str, bytes] = {}
         self.unreachable: set[str] = set()  # downloads that fail as a network error would
 
-    def put(self, data: bytes) -> str:
+    def put(self, data: bytes, **_: object) -> str:  # kind, round, expiry: the relay's
         sha = hashlib.sha256(data).hexdigest()
         self.blobs[sha] = data
         return sha

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hypertrain.auditor.runner import Auditor
+from hypertrain.auditor.replay import audit_island
+from hypertrain.auditor.runner import Auditor, judge_and_post
 from hypertrain.evidence.errors import VerificationError
-from hypertrain.evidence.index import upload_deadline
+from hypertrain.evidence.index import CheckpointIndex, upload_deadline
 from hypertrain.protocol.messages import AuditAssignment
 from hypertrain.relay.errors import NotFoundError
 from tests.auditor.islands import BeaconClock, MemoryRelay, published_round
@@ -138,3 +139,77 @@ def test_a_checkpoint_uploaded_after_the_deadline_is_withheld_however_late_one_l
         assert outcome.result == result, outcome.detail
         if result == "unverifiable":
             assert "after the upload deadline" in outcome.detail
+
+
+class _Posting(BeaconClock):
+    """The service as far as a verdict goes: records whether the relay held ``sha256``
+    when the verdict was posted."""
+
+    def __init__(self, relay: MemoryRelay, sha256: str) -> None:
+        super().__init__(10**6)
+        self.relay, self.sha256, self.held_at_post = relay, sha256, None
+
+    def verdict(self, envelope: object) -> None:
+        self.held_at_post = self.sha256 in self.relay.blobs
+
+
+def _carry(world: World) -> World:
+    inner = world.manifest.inner.model_copy(update={"state_policy": "carry"})
+    return replace(world, manifest=world.manifest.model_copy(update={"inner": inner}))
+
+
+def test_a_match_under_carry_stores_the_final_state_before_its_verdict(
+    world: World, tmp_path: Path
+) -> None:
+    """The island never uploads its final checkpoint; the auditor that matched the round
+    stores it, at the address the island's index names, before it posts the verdict that
+    lets the next round's audit fetch it from the relay (``RoundOpen.carry_stored``)."""
+    carry = _carry(world)
+    relay, detail, index = published_round(carry, tmp_path)
+    final = relay.blobs.pop(index.blobs[-1])
+    service = _Posting(relay, index.blobs[-1])
+    auditor = Auditor(
+        service, relay, ISLANDS[2], carry.manifest, carry.dataset_dir, upload_poll_s=0
+    )  # type: ignore[arg-type]
+    assignment = AuditAssignment(
+        round=0, hotkey=ISLANDS[0].ss58_address, segments=[0, 1], selection_beacon_round=1
+    )
+    outcome = judge_and_post(auditor, detail, assignment, lambda *_, **__: None)
+    assert outcome.result == "match" and service.held_at_post is True
+    assert relay.blobs[index.blobs[-1]] == final
+    # under reset nothing later needs it: nothing is stored
+    relay, detail, index = published_round(world, tmp_path / "reset")
+    del relay.blobs[index.blobs[-1]]
+    plain = Auditor(
+        _Posting(relay, index.blobs[-1]),
+        relay,
+        ISLANDS[2],
+        world.manifest,
+        world.dataset_dir,
+        upload_poll_s=0,
+    )  # type: ignore[arg-type]
+    assert judge_and_post(plain, detail, assignment, lambda *_, **__: None).result == "match"
+    assert index.blobs[-1] not in relay.blobs
+
+
+def test_an_index_naming_another_final_checkpoint_is_a_mismatch_under_carry(
+    world: World, tmp_path: Path
+) -> None:
+    """Later rounds' audits fetch the carried state by the address the index names, so
+    under ``carry`` the final segment's check compares it with the replayed final state's
+    (a lie there would otherwise hide the carried state from every later audit)."""
+    carry = _carry(world)
+    relay, detail, index = published_round(carry, tmp_path)
+    auditor = Auditor(
+        BeaconClock(10**6), relay, ISLANDS[2], carry.manifest, carry.dataset_dir, upload_poll_s=0
+    )  # type: ignore[arg-type]
+    assignment = AuditAssignment(
+        round=0, hotkey=ISLANDS[0].ss58_address, segments=[0, 1], selection_beacon_round=1
+    )
+    island = auditor.island_round(detail, assignment)
+    assert audit_island(island, [0, 1], relay.blobs.__getitem__).result == "match"
+    lie = CheckpointIndex(0, index.leaves, (*index.blobs[:-1], "ab" * 32))
+    outcome = audit_island(replace(island, index=lie), [0, 1], relay.blobs.__getitem__)
+    assert (outcome.result, outcome.check) == ("mismatch", "update")
+    assert "final checkpoint address" in outcome.detail
+    assert outcome.final is None  # nothing to store

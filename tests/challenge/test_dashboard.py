@@ -211,9 +211,11 @@ def test_carry_counts_each_audited_islands_previous_final_checkpoint(
 ) -> None:
     """Under ``carry`` an audited island that committed the round before also uploads its
     final checkpoint there (``miner.checkpoints.carried_checkpoint``): the count has it,
-    except for an island the round starts fresh (a proven fault before it)."""
+    except for an island the round starts fresh (a proven fault before it) and one whose
+    round before an auditor matched and stored (``carry_stored``)."""
     counts: dict[str, list[int]] = {}
     audited: dict[str, set[str]] = {}
+    listed: dict[str, set[str]] = {}
     for policy in ("reset", "carry"):
         settings = make_settings(tmp_path / policy, [k.ss58_address for k in miner_keys])
         beacon = SteppedBeacon()
@@ -232,14 +234,19 @@ def test_carry_counts_each_audited_islands_previous_final_checkpoint(
             audited[policy] = {a["hotkey"] for a in d["audits"] if a["round"] == 1}
             opened = client.get("/v1/runs/run-1/rounds/1").json()["open"]["body"]
             fresh = set(opened["fresh_start"])  # the harness's round-0 cheat
+            stored = set(opened.get("carry_stored", []))  # round 0's matches
+            listed[policy] = stored
             manifest = RunManifest.model_validate(doc)
             one = state_bytes(manifest, d["model"]["parameters"])
     assert audited["carry"] == audited["reset"] and audited["carry"]
     assert counts["carry"][0] == counts["reset"][0]  # round 0 starts from the public model
     # every island committed in round 0, so each one audited in round 1 uploads one more,
-    # but the one round 0 caught: it starts round 1 from the public state
-    assert fresh and fresh <= audited["carry"]
-    assert counts["carry"][1] - counts["reset"][1] == len(audited["carry"] - fresh) * one
+    # but the one round 0 caught (it starts round 1 from the public state) and those round
+    # 0 matched (an auditor stored their final state)
+    assert fresh and fresh <= audited["carry"] and not fresh & stored
+    assert listed["reset"] == set() and listed["carry"] == audited["carry"] - fresh
+    uploading = audited["carry"] - fresh - stored
+    assert counts["carry"][1] - counts["reset"][1] == len(uploading) * one
 
 
 def test_the_all_in_figure_counts_the_manifests_warm_start_on_round_zeros_ring() -> None:

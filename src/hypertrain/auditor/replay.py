@@ -11,7 +11,9 @@ round-open record names it), and compares the state hash with leaf ``k + 1``. Th
 runs in one process whatever the layout's ``world``, ``ep`` and ``zero1``: an island's
 processes, expert placement and optimizer sharding change none of its bytes. For
 the final segment the update is re-encoded from the replayed final state and its
-SHA-256 compared with the committed one. The first failure decides the verdict:
+SHA-256 compared with the committed one, and under ``carry`` the index's address of
+the final checkpoint with the replayed final state's (later rounds' audits fetch the
+carried state by that address). The first failure decides the verdict:
 
 * ``mismatch``: a proven difference (a leaf or the update is not what the public
   inputs give);
@@ -40,7 +42,7 @@ from hypertrain.evidence.inputs import segment_samples
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import Commit
 from hypertrain.relay.errors import RelayError
-from hypertrain.trainer.checkpoint import decode_checkpoint
+from hypertrain.trainer.checkpoint import decode_checkpoint, encode_checkpoint
 from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.round_config import island_train_config
 from hypertrain.trainer.segment import Sample, TrainConfig, run_segment
@@ -61,6 +63,9 @@ class AuditOutcome:
     detail: str
     segments: tuple[int, ...]
     check: Check | None = None  # which check decided a mismatch (what a dispute may contest)
+    # a match's replayed final state (the final segment replayed): under ``carry`` the
+    # auditor stores it on the relay for the next round's audits (RoundOpen.carry_stored)
+    final: TrainState | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,14 +174,21 @@ def _island_bytes(leaf: int, what: str) -> Iterator[None]:
 
 
 def _check_update(island: IslandRound, end: TrainState) -> None:
+    last = island.commit.leaf_count - 1
     update = build_update(island.start_params, end, island.manifest.compression)
     if hashlib.sha256(update.data).hexdigest() != island.commit.update_sha256:
         raise _FailedError(
-            "mismatch",
-            island.commit.leaf_count - 1,
-            "uploaded update is not the compressed delta of the final state",
+            "mismatch", last, "uploaded update is not the compressed delta of the final state",
             "update",
-        )
+        )  # fmt: skip
+    # under ``carry`` the final checkpoint is the next round's carried state, which later
+    # audits fetch by the address the index names: it must be the final state's
+    carried = island.manifest.inner.state_policy == "carry"
+    if carried and island.index.blobs[last] != hashlib.sha256(encode_checkpoint(end)).hexdigest():
+        raise _FailedError(
+            "mismatch", last, "the index's final checkpoint address is not the final"
+            " state's checkpoint", "update",
+        )  # fmt: skip
 
 
 def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob) -> AuditOutcome:
@@ -185,6 +197,7 @@ def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob)
     last = island.manifest.round.num_segments - 1
     ordered = tuple(sorted(set(segments)))
     update_checked = last in ordered
+    final: TrainState | None = None
     try:
         with _island_bytes(0, "derived start state"):
             start0 = expected_start(island, config)
@@ -193,7 +206,8 @@ def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob)
             end = _segment(island, k, fetch, config, start0)
             if k == last:
                 _check_update(island, end)
+                final = end
     except _FailedError as bad:
         check = bad.check if bad.result == "mismatch" else None
         return AuditOutcome(bad.result, bad.leaf, update_checked, bad.detail, ordered, check)
-    return AuditOutcome("match", None, update_checked, "", ordered)
+    return AuditOutcome("match", None, update_checked, "", ordered, final=final)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from torch import Tensor
 
@@ -36,6 +36,7 @@ from hypertrain.auditor.replay import AuditOutcome, IslandRound, audit_island
 from hypertrain.auditor.uploads import (
     ISLAND_BLOB_FAULTS,
     UploadPending,
+    check_arrival,
     held,
     judging_ready,
     ready_only,
@@ -68,8 +69,9 @@ from hypertrain.relay.client import RelayClient
 from hypertrain.relay.errors import NotFoundError as RelayNotFoundError
 from hypertrain.relay.errors import RelayError
 from hypertrain.rolekit import Emit, peer_away, role_events
-from hypertrain.trainer.checkpoint import checkpoint_size
+from hypertrain.trainer.checkpoint import checkpoint_size, encode_checkpoint
 from hypertrain.trainer.round_config import island_train_config
+from hypertrain.trainer.state import TrainState
 
 log = logging.getLogger(__name__)
 emit_json = role_events("auditor")
@@ -133,8 +135,11 @@ class Auditor:
                 index,
                 params,
                 previous,
-                # under ``carry`` the island uploads it once selected, like a checkpoint
-                lambda sha, limit: self.awaited_blob(sha, self.upload_by(assignment), limit),
+                # under ``carry`` the island uploads it once selected, like a checkpoint,
+                # unless the auditor that matched its round before stored it
+                self.stored_blob
+                if hotkey in opens[index].carry_stored
+                else lambda sha, limit: self.awaited_blob(sha, self.upload_by(assignment), limit),
             )
         except (IslandInputError, RelayError, ServiceError, UploadPending):
             raise
@@ -171,6 +176,25 @@ class Auditor:
             params = start_params()
             return PreviousRound(commit, lambda: params, len(opens[index - 1].roster))
         return PreviousRound(commit, start_params, len(opens[index - 1].roster))
+
+    def stored_blob(self, sha256: str, max_bytes: int) -> bytes:
+        """The previous round's records and final state of an island the round-open record
+        lists in ``carry_stored``: the auditor that matched that round stored the state
+        before posting its verdict, so they are public inputs, and a failure to fetch them
+        is the relay's or the auditors', never the island's (:class:`RelayError`
+        propagates, and the assignment is tried again on the next pass)."""
+        return self.relay.get(sha256, max_bytes=max_bytes)
+
+    def store_final(self, assignment: AuditAssignment, final: TrainState) -> str:
+        """Store a matched round's replayed final state on the relay (the next round's
+        carried state: :func:`~hypertrain.challenge.facts.stored_carries`); its address is
+        the one the island's index names (the replay's update check compared them)."""
+        return self.relay.put(
+            encode_checkpoint(final),
+            kind="checkpoint",
+            round=assignment.round,
+            expiry_round=self.service.beacon_round() + self.expiry_margin,
+        )
 
     def island_blob(self, sha256: str, what: str = "checkpoint", max_bytes: int = 0) -> bytes:
         """A blob the island must provide, at most ``max_bytes`` (default: one checkpoint).
@@ -237,18 +261,8 @@ class Auditor:
             raise UploadPending(sha256, deadline)
 
     def check_in_time(self, sha256: str, deadline: int) -> None:
-        """A selected blob counts only if the relay's arrival record says it first arrived
-        by the upload deadline: one rule however late this auditor (or a re-audit) looks,
-        so a blob uploaded after the deadline is withheld (``IslandInputError``)."""
-        if not isinstance(self.relay, ArrivalRecords):
-            return  # a source without arrival records (tests' in-memory relays)
-        arrived = self.relay.arrival_round(sha256)
-        if arrived is None or arrived > deadline:
-            when = "without an arrival record" if arrived is None else f"at {arrived}"
-            raise IslandInputError(
-                f"checkpoint {sha256[:16]}… reached the relay {when}, after the upload"
-                f" deadline (beacon round {deadline})"
-            )
+        """:func:`~hypertrain.auditor.uploads.check_arrival` on this auditor's relay."""
+        check_arrival(self.relay, sha256, deadline)
 
     def answer_pending(self) -> None:
         """Answer pending disputes now (a no-op unless :func:`follow` set ``attend``)."""
@@ -275,13 +289,6 @@ class Auditor:
             expiry_round=expiry,
         )
         return self.service.verdict(env)
-
-
-@runtime_checkable
-class ArrivalRecords(Protocol):
-    """A relay that says when it first received a blob (``RelayClient``)."""
-
-    def arrival_round(self, sha256: str) -> int | None: ...
 
 
 @dataclass
@@ -368,6 +375,8 @@ def judge_and_post(
     """Judge one assignment, emit its ``verdict`` event and post it (a duplicate is fine)."""
     t0 = time.perf_counter()
     outcome = auditor.judge(detail, assignment)
+    if outcome.final is not None and auditor.manifest.inner.state_policy == "carry":
+        auditor.store_final(assignment, outcome.final)  # before the verdict that lists it
     emit(
         "verdict",
         round=assignment.round,

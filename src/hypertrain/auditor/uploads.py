@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
 
+from hypertrain.evidence.errors import IslandInputError
 from hypertrain.relay.errors import NotFoundError, RelayError
 
 # blob faults that are the island's (the relay holds something, the judge decides)
@@ -48,6 +49,28 @@ def judging_ready() -> Iterator[None]:
 def ready_only() -> bool:
     """Whether a missing awaited blob is set aside (inside :func:`judging_ready`)."""
     return _READY_ONLY.get()
+
+
+@runtime_checkable
+class ArrivalRecords(Protocol):
+    """A relay that says when it first received a blob (``RelayClient``)."""
+
+    def arrival_round(self, sha256: str) -> int | None: ...
+
+
+def check_arrival(relay: object, sha256: str, deadline: int) -> None:
+    """A selected blob counts only if the relay's arrival record says it first arrived
+    by the upload deadline: one rule however late an auditor (or a re-audit) looks, so a
+    blob uploaded after the deadline is withheld (``IslandInputError``)."""
+    if not isinstance(relay, ArrivalRecords):
+        return  # a source without arrival records (tests' in-memory relays)
+    arrived = relay.arrival_round(sha256)
+    if arrived is None or arrived > deadline:
+        when = "without an arrival record" if arrived is None else f"at {arrived}"
+        raise IslandInputError(
+            f"checkpoint {sha256[:16]}… reached the relay {when}, after the upload"
+            f" deadline (beacon round {deadline})"
+        )
 
 
 @runtime_checkable

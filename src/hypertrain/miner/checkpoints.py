@@ -9,8 +9,10 @@ auditor must replay (which covers the final-segment update check), except segmen
 island's optimizer state from its previous round, so an audited island also uploads that
 round's final checkpoint (committed there as its last leaf), from which auditors derive
 the start state (``evidence.start``), unless the round-open record has it start fresh
-(an island with a proven fault). Nothing else ever leaves the island, so a round
-costs one update plus the audited checkpoints instead of all ``H/J + 1``.
+(an island with a proven fault) or lists it in ``carry_stored`` (an auditor replayed its
+previous round, matched it and stored that final state on the relay itself). Nothing
+else ever leaves the island, so a round costs one update plus the audited checkpoints
+instead of all ``H/J + 1``.
 """
 
 from __future__ import annotations
@@ -65,9 +67,12 @@ def carried_checkpoint(
     manifest: RunManifest, record: RoundOpen, hotkey: str, previous_dir: Path
 ) -> Path | None:
     """The previous round's final checkpoint an audit of round ``record.round`` needs under
-    ``carry`` (None: the start state is public, or this island kept no previous round)."""
+    ``carry`` (None: the start state is public, an auditor already stored it on the relay,
+    or this island kept no previous round)."""
     if manifest.inner.state_policy != "carry" or not carries_previous(manifest, record, hotkey):
         return None
+    if hotkey in record.carry_stored:
+        return None  # the auditor that matched the round before stored it (RoundOpen)
     paths = sorted(previous_dir.glob("ckpt_*.bin"), key=lambda p: int(p.stem.removeprefix("ckpt_")))
     return paths[-1] if paths else None
 

@@ -71,15 +71,26 @@ class RoundOpen(_Body):
     fresh_start: list[str] = Field(
         default_factory=list, max_length=65536, exclude_if=lambda v: not v
     )
+    # Rostered islands whose final state of the round before an auditor replayed, matched
+    # and stored on the relay (a standing ``match`` verdict there, under ``carry``): an
+    # audit of them this round fetches that state from the relay, so they upload nothing
+    # for it (miner.checkpoints). Omitted when empty, as ``fresh_start`` is.
+    carry_stored: list[str] = Field(
+        default_factory=list, max_length=65536, exclude_if=lambda v: not v
+    )
 
     @model_validator(mode="after")
     def _layouts_of_roster(self) -> RoundOpen:
-        stray = sorted((set(self.layouts) | set(self.fresh_start)) - set(self.roster))
+        named = set(self.layouts) | set(self.fresh_start) | set(self.carry_stored)
+        stray = sorted(named - set(self.roster))
         if stray:
-            named = "layouts or fresh starts name hotkeys"
-            raise ValueError(f"{named} outside the roster: {stray[:3]}")
-        if self.fresh_start != sorted(set(self.fresh_start)):
-            raise ValueError("fresh starts must be sorted and name each hotkey once")
+            named_by = "layouts, fresh starts or stored carried states name hotkeys"
+            raise ValueError(f"{named_by} outside the roster: {stray[:3]}")
+        for name, keys in (("fresh starts", self.fresh_start), ("stored", self.carry_stored)):
+            if keys != sorted(set(keys)):
+                raise ValueError(f"{name} must be sorted and name each hotkey once")
+        if set(self.fresh_start) & set(self.carry_stored):
+            raise ValueError("an island that starts fresh carries no stored state")
         return self
 
     def layout_of(self, hotkey: str, default: LayoutSpec) -> LayoutSpec:

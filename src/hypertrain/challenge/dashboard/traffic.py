@@ -77,12 +77,14 @@ def _broadcast_bytes(conn: sqlite3.Connection, run_id: str, index: int) -> int |
     return int(size) if isinstance(size, int) else None
 
 
-def _fresh_starts(conn: sqlite3.Connection, run_id: str, index: int) -> set[str]:
-    """The islands round ``index``'s open record starts from the public state."""
+def _not_carried(conn: sqlite3.Connection, run_id: str, index: int) -> set[str]:
+    """The islands whose audits in round ``index`` upload no carried state: its open
+    record starts them from the public state or lists them as stored by an auditor."""
     envelope = rounds_storage.open_envelope(conn, run_id, index)
     if envelope is None:
         return set()
-    return set(RoundOpen.model_validate(Envelope.model_validate_json(envelope).body).fresh_start)
+    record = RoundOpen.model_validate(Envelope.model_validate_json(envelope).body)
+    return set(record.fresh_start) | set(record.carry_stored)
 
 
 def _audits(conn: sqlite3.Connection, run_id: str, index: int, carried: bool) -> tuple[int, bool]:
@@ -91,11 +93,11 @@ def _audits(conn: sqlite3.Connection, run_id: str, index: int, carried: bool) ->
     the public start model, and (``carried``: the run's ``carry`` policy) one more per
     audited island that committed in the previous round: its final checkpoint there,
     which holds the optimizer state this round started from (none for an island the
-    round-open record has start fresh)."""
+    round-open record has start fresh or lists as stored by an auditor)."""
     rows = audit_storage.audit_load(conn, run_id, index)
     segments = sum(sum(1 for k in json.loads(text) if k > 0) for text, _, _ in rows)
     if carried and index > 0:
-        previous = _committers(conn, run_id, index - 1) - _fresh_starts(conn, run_id, index)
+        previous = _committers(conn, run_id, index - 1) - _not_carried(conn, run_id, index)
         segments += len({hotkey for _, _, hotkey in rows} & previous)
     return segments, any(new for _, new, _ in rows)
 

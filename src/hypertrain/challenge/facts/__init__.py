@@ -48,6 +48,7 @@ from hypertrain.challenge.store import (
     verdict_storage,
 )
 from hypertrain.challenge.tape_rule import TapeWitnesses
+from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import MergeTape
 
 
@@ -201,6 +202,19 @@ def proven_faults(conn: sqlite3.Connection, run_id: str) -> frozenset[tuple[int,
     """(round, hotkey) of every proven fault of the run: booked (and burned) by settlement
     or a late verdict, the rows ``GET /v1/runs/{run}/faults`` lists."""
     return frozenset((f.round, f.hotkey) for f in merge_storage.proven_faults(conn, run_id))
+
+
+def stored_carries(
+    conn: sqlite3.Connection, manifest: RunManifest, run_id: str, index: int
+) -> frozenset[str]:
+    """Hotkeys whose round ``index - 1`` final state an auditor replayed, matched and
+    stored on the relay before posting its verdict (a standing ``match`` there) under
+    ``carry``: round ``index``'s audits fetch it from the relay, not from the island."""
+    if index == 0 or manifest.inner.state_policy != "carry":
+        return frozenset()
+    verdicts = standing_verdicts(conn, run_id, index - 1)
+    matched = {v.hotkey for v in verdicts if v.standing == "stands" and v.result == "match"}
+    return frozenset(matched - set(rule.verdict_faults(verdicts)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ import sqlite3
 from pydantic import JsonValue, ValidationError
 
 from hypertrain.challenge.errors import ChallengeError, ConflictError, PhaseError
-from hypertrain.challenge.facts import accused_before, proven_faults
+from hypertrain.challenge.facts import accused_before, proven_faults, stored_carries
 from hypertrain.challenge.ports import BeaconRound
 from hypertrain.challenge.rounds import chain
 from hypertrain.challenge.rounds.selection import select_audits
@@ -111,6 +111,7 @@ def open_round(
     # a fault a dispute may still overturn changes no island's training
     proven = {hotkey for r, hotkey in proven_faults(state.conn, run_id) if r < index}
     fresh = sorted(proven & set(roster))
+    stored = sorted(stored_carries(state.conn, manifest, run_id, index) & set(roster) - proven)
     record = RoundOpen(
         round=index,
         start_model_sha256=sha,
@@ -121,6 +122,7 @@ def open_round(
         commit_deadline_round=beacon.round + manifest.round.commit_window_rounds,
         layouts=layouts,
         fresh_start=fresh,
+        carry_stored=stored,
     )
     envelope = state.sign(run_id, "round-open", record)
     with transaction(state.conn):
