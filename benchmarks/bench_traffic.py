@@ -96,8 +96,10 @@ class Scenario:
         return self.inner_steps // self.checkpoint_interval
 
     def uploads_per_audit(self) -> float:
-        """Expected uploaded checkpoints of one audit (``protocol.traffic``'s count)."""
-        return uploads_per_audit(self.segments, self.random_segments, self.carried)
+        """Expected uploaded checkpoints of one audit (``protocol.traffic``'s count: under
+        ``carry`` the previous final state only when the rate did not match the round
+        before, whose auditor then stored it)."""
+        return uploads_per_audit(self.segments, self.random_segments, self.carried, self.audit_rate)
 
 
 _SIZES: dict[tuple[str, str], tuple[int, int]] = {}
@@ -185,7 +187,8 @@ def audit_costs() -> dict[str, Any]:
     return {
         "audit_bytes_reset_j50": round(base.uploads_per_audit() * ckpt),
         "audit_bytes_reset_j_eq_h": round(one_segment.uploads_per_audit() * ckpt),
-        # carry: the start state also needs the island's previous final checkpoint
+        # carry: the start state also needs the island's previous final checkpoint (an
+        # audit whose island's round before no auditor matched and stored)
         "audit_bytes_carry_j50": round((base.uploads_per_audit() + 1) * ckpt),
         "audit_bytes_carry_j_eq_h": ckpt,
         "checkpoint_bytes_50m_ef": ckpt,

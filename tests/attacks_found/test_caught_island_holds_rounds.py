@@ -86,7 +86,11 @@ def _finish(svc: Service, index: int, *, excluded: bool = False) -> None:
         f"/worker/v1/runs/{RUN}/rounds/{index}/assignments", headers=bearer("worker")
     ).json():
         junk = a["body"]["hotkey"] == CAUGHT.ss58_address
-        body = {**a["body"], "result": "unverifiable" if junk else "match"}
+        body = {
+            **a["body"],
+            "result": "unverifiable" if junk else "match",
+            "update_checked": not junk,
+        }
         body.pop("selection_beacon_round")
         verdict = signed(AUDITOR, "verdict", body, RUN)
         posted = svc.client.post("/worker/v1/verdict", headers=bearer("worker"), json=verdict)

@@ -62,6 +62,7 @@ def run_rounds(
                 "hotkey": a["body"]["hotkey"],
                 "segments": a["body"]["segments"],
                 "result": "mismatch" if cheat else "match",
+                "update_checked": not cheat,  # the final segment is always selected
             }
             if cheat:
                 bad = min(a["body"]["segments"]) + 1  # a dispute may contest only this one

@@ -71,14 +71,21 @@ def test_segment_zero_is_never_uploaded() -> None:
 
 
 class _Relay:
-    """What ``upload_selected`` calls of a relay: ``put`` of a path, recorded."""
+    """What ``upload_selected`` calls of a relay: ``exists`` and ``put`` of a path, recorded."""
 
     def __init__(self) -> None:
         self.put_paths: list[Path] = []
+        self.held: dict[str, int] = {}
+
+    def exists(self, sha256: str) -> int | None:
+        return self.held.get(sha256)
 
     def put(self, path: Path, **_: object) -> str:
         self.put_paths.append(path)
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        data = path.read_bytes()
+        sha = hashlib.sha256(data).hexdigest()
+        self.held[sha] = len(data)
+        return sha
 
 
 def _round_dir(root: Path, index: int, leaves: int) -> Path:
@@ -112,3 +119,24 @@ def test_an_audit_under_carry_also_uploads_the_previous_final_checkpoint(
     sent = upload_selected(relay, current, 1, [0, 2], 10**9, carried)  # type: ignore[arg-type]
     want = [checkpoint_path(current, 2), *([carried] if carried is not None else [])]
     assert relay.put_paths == want and sent == sum(p.stat().st_size for p in want)
+
+
+def test_a_checkpoint_the_relay_holds_is_not_uploaded_again(world: World, tmp_path: Path) -> None:
+    """An auditor that matched the island's previous round stored that final state (the
+    record's ``carry_stored``): the island's carried upload is then skipped, and made
+    only when the relay does not hold it (a store that failed)."""
+    inner = world.manifest.inner.model_copy(update={"state_policy": "carry"})
+    manifest = world.manifest.model_copy(update={"inner": inner})
+    previous, current = _round_dir(tmp_path, 0, 3), _round_dir(tmp_path, 1, 3)
+    me = ISLANDS[0].ss58_address
+    listed = _open(world, 1).model_copy(update={"carry_stored": [me]})
+    carried = carried_checkpoint(manifest, listed, me, previous)
+    assert carried == checkpoint_path(previous, 2)  # the island still holds the duty
+    relay = _Relay()
+    stored = carried.read_bytes()
+    relay.held[hashlib.sha256(stored).hexdigest()] = len(stored)  # the auditor's store
+    assert upload_selected(relay, current, 1, [0], 10**9, carried) == 0  # type: ignore[arg-type]
+    assert relay.put_paths == []
+    relay.held.clear()  # the store failed: the island uploads it
+    sent = upload_selected(relay, current, 1, [0], 10**9, carried)  # type: ignore[arg-type]
+    assert relay.put_paths == [carried] and sent == len(stored)

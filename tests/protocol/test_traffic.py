@@ -105,6 +105,11 @@ def test_uploads_per_audit_by_layout_and_policy() -> None:
     # one segment (J = H): nothing to upload but, under carry, the previous final state
     assert uploads_per_audit(1, 2, carried=False) == 0.0
     assert uploads_per_audit(1, 2, carried=True) == 1.0
+    # an auditor stored the carried state of the islands the rate matched the round before
+    assert uploads_per_audit(1, 2, carried=True, audit_rate=0.1) == pytest.approx(0.9)
+    assert uploads_per_audit(1, 2, carried=True, audit_rate=1.0) == 0.0
+    with pytest.raises(ValueError):
+        uploads_per_audit(1, 2, carried=True, audit_rate=1.5)
     # ten segments, two drawn plus the final one: segment 0 in 2 of 9 draws (docs/traffic.md)
     assert uploads_per_audit(10, 2, carried=False) == pytest.approx(1 + 2 - 2 / 9)
     assert uploads_per_audit(10, 2, carried=True) == pytest.approx(2 + 2 - 2 / 9)

@@ -136,10 +136,8 @@ class Auditor:
                 params,
                 previous,
                 # under ``carry`` the island uploads it once selected, like a checkpoint,
-                # unless the auditor that matched its round before stored it
-                self.stored_blob
-                if hotkey in opens[index].carry_stored
-                else lambda sha, limit: self.awaited_blob(sha, self.upload_by(assignment), limit),
+                # unless the auditor that matched its round before stored it already
+                lambda sha, limit: self.awaited_blob(sha, self.upload_by(assignment), limit),
             )
         except (IslandInputError, RelayError, ServiceError, UploadPending):
             raise
@@ -177,24 +175,24 @@ class Auditor:
             return PreviousRound(commit, lambda: params, len(opens[index - 1].roster))
         return PreviousRound(commit, start_params, len(opens[index - 1].roster))
 
-    def stored_blob(self, sha256: str, max_bytes: int) -> bytes:
-        """The previous round's records and final state of an island the round-open record
-        lists in ``carry_stored``: the auditor that matched that round stored the state
-        before posting its verdict, so they are public inputs, and a failure to fetch them
-        is the relay's or the auditors', never the island's (:class:`RelayError`
-        propagates, and the assignment is tried again on the next pass)."""
-        return self.relay.get(sha256, max_bytes=max_bytes)
-
-    def store_final(self, assignment: AuditAssignment, final: TrainState) -> str:
-        """Store a matched round's replayed final state on the relay (the next round's
-        carried state: :func:`~hypertrain.challenge.facts.stored_carries`); its address is
-        the one the island's index names (the replay's update check compared them)."""
-        return self.relay.put(
-            encode_checkpoint(final),
-            kind="checkpoint",
-            round=assignment.round,
-            expiry_round=self.service.beacon_round() + self.expiry_margin,
-        )
+    def store_final(self, assignment: AuditAssignment, final: TrainState) -> bool:
+        """Store a matched round's replayed final state on the relay, the next round's
+        carried state (:func:`~hypertrain.challenge.facts.stored_carries`), at the address
+        the island's index names (the replay's update check compared them). Best effort:
+        an island uploads what the relay does not hold, so a refused store (the auditor's
+        quota, an outage) costs bytes, never a verdict; False then."""
+        try:
+            self.relay.put(
+                encode_checkpoint(final),
+                kind="checkpoint",
+                round=assignment.round,
+                expiry_round=self.service.beacon_round() + self.expiry_margin,
+            )
+        except RelayError as exc:
+            log.warning("round %s %s: final state not stored: %s", assignment.round,
+                        assignment.hotkey, exc)  # fmt: skip
+            return False
+        return True
 
     def island_blob(self, sha256: str, what: str = "checkpoint", max_bytes: int = 0) -> bytes:
         """A blob the island must provide, at most ``max_bytes`` (default: one checkpoint).
@@ -270,6 +268,11 @@ class Auditor:
             self.attend()
 
     def post(self, assignment: AuditAssignment, outcome: AuditOutcome) -> VerdictAnswer:
+        """Post the verdict; under ``carry`` a match's replayed final state is stored first
+        (every path that posts one: a round's audit, a re-audit), so the round-open record
+        that lists the island for it (``carry_stored``) follows a stored state."""
+        if outcome.final is not None and self.manifest.inner.state_policy == "carry":
+            self.store_final(assignment, outcome.final)
         body = Verdict(
             round=assignment.round,
             hotkey=assignment.hotkey,
@@ -375,8 +378,6 @@ def judge_and_post(
     """Judge one assignment, emit its ``verdict`` event and post it (a duplicate is fine)."""
     t0 = time.perf_counter()
     outcome = auditor.judge(detail, assignment)
-    if outcome.final is not None and auditor.manifest.inner.state_policy == "carry":
-        auditor.store_final(assignment, outcome.final)  # before the verdict that lists it
     emit(
         "verdict",
         round=assignment.round,

@@ -9,10 +9,11 @@ auditor must replay (which covers the final-segment update check), except segmen
 island's optimizer state from its previous round, so an audited island also uploads that
 round's final checkpoint (committed there as its last leaf), from which auditors derive
 the start state (``evidence.start``), unless the round-open record has it start fresh
-(an island with a proven fault) or lists it in ``carry_stored`` (an auditor replayed its
-previous round, matched it and stored that final state on the relay itself). Nothing
-else ever leaves the island, so a round costs one update plus the audited checkpoints
-instead of all ``H/J + 1``.
+(an island with a proven fault). No checkpoint the relay already holds is uploaded
+again: an auditor that replayed and matched the island's previous round stored that
+final state itself (the record lists the island in ``carry_stored``), and the island
+uploads it only if the store failed. Nothing else ever leaves the island, so a round
+costs one update plus the audited checkpoints instead of all ``H/J + 1``.
 """
 
 from __future__ import annotations
@@ -67,12 +68,11 @@ def carried_checkpoint(
     manifest: RunManifest, record: RoundOpen, hotkey: str, previous_dir: Path
 ) -> Path | None:
     """The previous round's final checkpoint an audit of round ``record.round`` needs under
-    ``carry`` (None: the start state is public, an auditor already stored it on the relay,
-    or this island kept no previous round)."""
+    ``carry`` (None: the start state is public, or this island kept no previous round).
+    :func:`upload_selected` skips it when the relay already holds it: the auditor that
+    matched the round before stored it (the record's ``carry_stored``)."""
     if manifest.inner.state_policy != "carry" or not carries_previous(manifest, record, hotkey):
         return None
-    if hotkey in record.carry_stored:
-        return None  # the auditor that matched the round before stored it (RoundOpen)
     paths = sorted(previous_dir.glob("ckpt_*.bin"), key=lambda p: int(p.stem.removeprefix("ckpt_")))
     return paths[-1] if paths else None
 
@@ -86,10 +86,15 @@ def upload_selected(
     carried: Path | None = None,
 ) -> int:
     """Upload the start checkpoint of each selected segment that needs one and, under
-    ``carry``, the previous round's final checkpoint (``carried``); returns the bytes sent."""
+    ``carry``, the previous round's final checkpoint (``carried``), each unless the relay
+    already holds it (an auditor stores the final state of a round it matched); returns
+    the bytes sent."""
     sent = 0
     paths = [checkpoint_path(workdir, k) for k in checkpoints_to_upload(segments)]
     for path in [*paths, *([carried] if carried is not None else [])]:
+        sha256, size = sha256_file(path)
+        if relay.exists(sha256) == size:
+            continue
         relay.put(path, kind="checkpoint", round=round_index, expiry_round=expiry)
-        sent += path.stat().st_size
+        sent += size
     return sent

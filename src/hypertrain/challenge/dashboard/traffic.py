@@ -149,6 +149,7 @@ def expected_steady(
         rounds.inner_steps // rounds.checkpoint_interval,
         manifest.audit.segments,
         manifest.inner.state_policy == "carry",
+        manifest.audit.rate,
     )
     audits = manifest.audit.rate * sum(n for _, n in steady) / len(steady)
     other = sum(c.ours.total() - c.ours.checkpoints for c, _ in steady) / len(steady)

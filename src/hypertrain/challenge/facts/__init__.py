@@ -25,6 +25,7 @@ round).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -208,12 +209,23 @@ def stored_carries(
     conn: sqlite3.Connection, manifest: RunManifest, run_id: str, index: int
 ) -> frozenset[str]:
     """Hotkeys whose round ``index - 1`` final state an auditor replayed, matched and
-    stored on the relay before posting its verdict (a standing ``match`` there) under
-    ``carry``: round ``index``'s audits fetch it from the relay, not from the island."""
+    stored on the relay before posting its verdict under ``carry``: a standing ``match``
+    that replayed the final segment (``update_checked``) and no standing fault there.
+    Round ``index``'s audits find that state on the relay, so the island need not upload
+    it (it still does when the relay lacks it: ``miner.checkpoints.upload_selected``)."""
     if index == 0 or manifest.inner.state_policy != "carry":
         return frozenset()
     verdicts = standing_verdicts(conn, run_id, index - 1)
-    matched = {v.hotkey for v in verdicts if v.standing == "stands" and v.result == "match"}
+    final = {
+        verdict_id
+        for verdict_id, envelope in verdict_storage.verdict_envelopes(conn, run_id, index - 1)
+        if json.loads(envelope).get("body", {}).get("update_checked") is True
+    }
+    matched = {
+        v.hotkey
+        for v in verdicts
+        if v.standing == "stands" and v.result == "match" and v.verdict_id in final
+    }
     return frozenset(matched - set(rule.verdict_faults(verdicts)))
 
 
