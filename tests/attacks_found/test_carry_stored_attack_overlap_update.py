@@ -30,9 +30,9 @@ import pytest
 from hypertrain.auditor.runner import Auditor, judge_and_post
 from hypertrain.evidence.start import PreviousRound, derive_start_state
 from hypertrain.evidence.verify import verify_round_open
-from hypertrain.protocol.envelope import Envelope, seal
+from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.messages import AuditAssignment, RoundOpen
+from hypertrain.protocol.messages import AuditAssignment
 from hypertrain.relay.errors import RelayError
 from hypertrain.trainer.segment import TrainConfig
 from tests.auditor.islands import (
@@ -43,7 +43,7 @@ from tests.auditor.islands import (
     inject_moments,
     publish_round,
 )
-from tests.auditor.world import COORD, ISLANDS, RUN_ID, World, make_world
+from tests.auditor.world import ISLANDS, World, make_world
 
 ISLAND = ISLANDS[0]
 ROSTER = sorted(k.ss58_address for k in ISLANDS)
@@ -78,15 +78,7 @@ class _Service(BeaconClock):
 
 
 def _sealed_open(world: World, index: int, stored: Sequence[str]) -> Envelope:
-    body = {**world.round_open(index, ROSTER).body, "carry_stored": list(stored)}
-    record = RoundOpen.model_validate(body)
-    return seal(
-        COORD,
-        domain="round-open",
-        run_id=RUN_ID,
-        body=record.model_dump(mode="json"),
-        expiry_round=10**9,
-    )
+    return world.round_open(index, ROSTER, carry_stored=sorted(stored))
 
 
 def _records(open_env: Envelope, published: Published) -> Records:

@@ -88,7 +88,11 @@ class World:
         body = {"manifest": self.manifest.model_dump(mode="json")}
         return seal(key, domain="manifest", run_id=RUN_ID, body=body, expiry_round=10**9)
 
-    def round_open(self, index: int, roster: list[str], sha: str | None = None) -> Envelope:
+    def round_open(
+        self, index: int, roster: list[str], sha: str | None = None, **fields: Any
+    ) -> Envelope:
+        """The coordinator's round-open record (``fields``: its optional lists, e.g.
+        ``carry_stored``)."""
         record = RoundOpen(
             round=index,
             start_model_sha256=sha or self.model_sha,
@@ -97,6 +101,7 @@ class World:
             assignment_key=f"{index + 1:02x}" * 32,
             roster=sorted(roster),
             commit_deadline_round=200,
+            **fields,
         )
         return seal(
             COORD,
