@@ -71,14 +71,14 @@ def test_segment_zero_is_never_uploaded() -> None:
 
 
 class _Relay:
-    """What ``upload_selected`` calls of a relay: ``exists`` and ``put`` of a path, recorded."""
+    """What ``upload_selected`` calls of a relay: ``held_at_origin`` and ``put`` of a path."""
 
     def __init__(self) -> None:
         self.put_paths: list[Path] = []
         self.held: dict[str, int] = {}
 
-    def exists(self, sha256: str) -> int | None:
-        return self.held.get(sha256)
+    def held_at_origin(self, sha256: str, size: int) -> bool:
+        return self.held.get(sha256) == size
 
     def put(self, path: Path, **_: object) -> str:
         self.put_paths.append(path)

@@ -91,11 +91,33 @@ def test_put_skips_blob_already_held(keys: Keys) -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         methods.append(request.method)
-        return httpx.Response(200, headers={"content-length": str(len(DATA))})
+        held = {"content-length": str(len(DATA)), "x-hypertrain-arrival-round": "7"}
+        return httpx.Response(200, headers=held)
 
     with _client(handler, keys.miner) as client:
         assert client.put(DATA, kind="update", round=1, expiry_round=9) == SHA
-    assert methods == ["HEAD"]
+        assert client.held_at_origin(SHA, len(DATA))
+        assert not client.held_at_origin(SHA, len(DATA) + 1)  # another size: not this blob
+    assert methods == ["HEAD", "HEAD", "HEAD"]
+
+
+def test_put_sends_a_blob_held_without_an_arrival_record(keys: Keys) -> None:
+    """A regional relay's local copy whose forward upstream failed has no arrival record at
+    the origin (what an audit counts): the client uploads it again, so the relay forwards
+    it, instead of trusting the local copy (found by an attacker review)."""
+    methods: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        methods.append(request.method)
+        if request.method == "HEAD":
+            return httpx.Response(200, headers={"content-length": str(len(DATA))})
+        receipt = {"sha256": SHA, "size": len(DATA), "created": False, "forwarded": True}
+        return httpx.Response(200, json=receipt)
+
+    with _client(handler, keys.miner) as client:
+        assert not client.held_at_origin(SHA, len(DATA))
+        assert client.put(DATA, kind="update", round=1, expiry_round=9) == SHA
+    assert methods == ["HEAD", "HEAD", "PUT"]
 
 
 def test_unreachable_and_no_key(keys: Keys) -> None:

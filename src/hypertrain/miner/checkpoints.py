@@ -86,15 +86,16 @@ def upload_selected(
     carried: Path | None = None,
 ) -> int:
     """Upload the start checkpoint of each selected segment that needs one and, under
-    ``carry``, the previous round's final checkpoint (``carried``), each unless the relay
-    already holds it (an auditor stores the final state of a round it matched); returns
-    the bytes sent."""
+    ``carry``, the previous round's final checkpoint (``carried``), each unless the origin
+    relay already holds it with an arrival record (an auditor stores the final state of a
+    round it matched; a regional relay's copy whose forward failed does not count);
+    returns the bytes sent."""
     sent = 0
     paths = [checkpoint_path(workdir, k) for k in checkpoints_to_upload(segments)]
     for path in [*paths, *([carried] if carried is not None else [])]:
         sha256, size = sha256_file(path)
-        if relay.exists(sha256) == size:
-            continue
+        if relay.held_at_origin(sha256, size):
+            continue  # what the audit counts is there (stored by the auditor, or sent before)
         relay.put(path, kind="checkpoint", round=round_index, expiry_round=expiry)
         sent += size
     return sent

@@ -92,6 +92,18 @@ class RelayClient:
         _raise_for(resp)
         return int(resp.headers["content-length"])
 
+    def held_at_origin(self, sha256: str, size: int) -> bool:
+        """Whether the blob is held at ``size`` with an arrival record at the origin relay:
+        what an audit counts (``auditor.uploads.check_arrival``). A regional relay's local
+        copy whose forward upstream failed is not, so it is uploaded again (and forwarded)."""
+        resp = self._retrying(lambda: self._http.head(self.url(sha256)))
+        if resp.status_code == 404:
+            return False
+        _raise_for(resp)
+        if int(resp.headers["content-length"]) != size:
+            return False
+        return parse_arrival(resp.headers.get(ARRIVAL_HEADER)) is not None
+
     def arrival_round(self, sha256: str) -> int | None:
         """The beacon round the blob first arrived at, by the relay's record (None: held
         without one); raises :class:`NotFoundError` when the relay does not hold it and
@@ -125,7 +137,7 @@ class RelayClient:
             sha256, size = sha256_file(data)
         else:
             sha256, size = hashlib.sha256(data).hexdigest(), len(data)
-        if self.exists(sha256) == size:
+        if self.held_at_origin(sha256, size):
             return sha256
         body = BlobPut(sha256=sha256, size=size, round=round, kind=kind).model_dump()
 
