@@ -100,9 +100,10 @@ def test_a_store_only_a_regional_relay_kept_makes_an_honest_island_skip_and_fail
     tmp_path: Path, keys: Keys, serve: Serve
 ) -> None:
     """Found by an attacker review, fixed. The auditor (``keys.other``) and the island
-    (``keys.miner``) use the same regional relay. The auditor's upstream quota is spent (it stored other
-    islands' states at the origin in this window: docs/auditor.md counts one state per
-    matched island against it), so the origin refuses the forward of its store; the
+    (``keys.miner``) use the same regional relay. The auditor's upstream quota is spent
+    (it stored other islands' states at the origin in this window: docs/auditor.md counts
+    one state per matched island against it), so the origin refuses the forward of its
+    store; the
     region keeps the local copy and ``store_final`` returns False, "best effort". The
     honest island then asks the region ``exists`` for its carried state, is told it is
     held (the region's local copy) and uploads nothing. Its audit reads the origin's
