@@ -84,23 +84,25 @@ class RelayClient:
         """Where the blob ``sha256`` is served by this relay."""
         return f"{self.base_url}/blobs/{validate_sha256(sha256)}"
 
-    def exists(self, sha256: str) -> int | None:
-        """The blob's size if the relay holds it, else None."""
+    def _head(self, sha256: str) -> httpx.Response | None:
+        """The relay's HEAD answer for the blob (None: it does not hold it)."""
         resp = self._retrying(lambda: self._http.head(self.url(sha256)))
         if resp.status_code == 404:
             return None
         _raise_for(resp)
-        return int(resp.headers["content-length"])
+        return resp
+
+    def exists(self, sha256: str) -> int | None:
+        """The blob's size if the relay holds it, else None."""
+        resp = self._head(sha256)
+        return None if resp is None else int(resp.headers["content-length"])
 
     def held_at_origin(self, sha256: str, size: int) -> bool:
         """Whether the blob is held at ``size`` with an arrival record at the origin relay:
         what an audit counts (``auditor.uploads.check_arrival``). A regional relay's local
         copy whose forward upstream failed is not, so it is uploaded again (and forwarded)."""
-        resp = self._retrying(lambda: self._http.head(self.url(sha256)))
-        if resp.status_code == 404:
-            return False
-        _raise_for(resp)
-        if int(resp.headers["content-length"]) != size:
+        resp = self._head(sha256)
+        if resp is None or int(resp.headers["content-length"]) != size:
             return False
         return parse_arrival(resp.headers.get(ARRIVAL_HEADER)) is not None
 
@@ -108,10 +110,9 @@ class RelayClient:
         """The beacon round the blob first arrived at, by the relay's record (None: held
         without one); raises :class:`NotFoundError` when the relay does not hold it and
         :class:`~hypertrain.relay.errors.ArrivalError` on a malformed record."""
-        resp = self._retrying(lambda: self._http.head(self.url(sha256)))
-        if resp.status_code == 404:
+        resp = self._head(sha256)
+        if resp is None:
             raise NotFoundError(sha256)
-        _raise_for(resp)
         return parse_arrival(resp.headers.get(ARRIVAL_HEADER))
 
     def beacon_round(self) -> int:
