@@ -45,6 +45,7 @@ from hypertrain.protocol.traffic import (
     uploads_per_audit,
 )
 from hypertrain.trainer.broadcast import broadcast_step
+from hypertrain.trainer.carried import carried_size
 from hypertrain.trainer.checkpoint import checkpoint_size
 from hypertrain.trainer.model import init_params, param_shapes
 from hypertrain.trainer.presets import PRESETS, param_count, with_vocab
@@ -96,10 +97,15 @@ class Scenario:
         return self.inner_steps // self.checkpoint_interval
 
     def uploads_per_audit(self) -> float:
-        """Expected uploaded checkpoints of one audit (``protocol.traffic``'s count: under
-        ``carry`` the previous final state only when the rate did not match the round
-        before, whose auditor then stored it)."""
-        return uploads_per_audit(self.segments, self.random_segments, self.carried, self.audit_rate)
+        """Expected training states' worth uploaded by one audit (``protocol.traffic``'s
+        count: under ``carry`` the previous round's carried state, a state without its
+        parameters, only when the rate did not match the round before, whose auditor
+        then stored it)."""
+        state = StateConfig(self.model, InnerOptimSpec(), self.compression.error_feedback)
+        share = carried_size(state) / checkpoint_size(state)
+        return uploads_per_audit(
+            self.segments, self.random_segments, self.carried, self.audit_rate, share
+        )
 
 
 _SIZES: dict[tuple[str, str], tuple[int, int]] = {}
@@ -183,14 +189,15 @@ def audit_costs() -> dict[str, Any]:
     """Bytes one audit makes the 50m island upload, per state policy and layout (H = 500)."""
     base = Scenario("audit", PRESETS["50m"], 8, 500, 50, 1.0, 2, EF)
     ckpt = checkpoint_size(StateConfig(base.model, InnerOptimSpec(), True))
+    carried = carried_size(StateConfig(base.model, InnerOptimSpec(), True))
     one_segment = Scenario("audit", PRESETS["50m"], 8, 500, 500, 1.0, 0, EF)
     return {
         "audit_bytes_reset_j50": round(base.uploads_per_audit() * ckpt),
         "audit_bytes_reset_j_eq_h": round(one_segment.uploads_per_audit() * ckpt),
-        # carry: the start state also needs the island's previous final checkpoint (an
+        # carry: the start state also needs the island's previous carried state (an
         # audit whose island's round before no auditor matched and stored)
-        "audit_bytes_carry_j50": round((base.uploads_per_audit() + 1) * ckpt),
-        "audit_bytes_carry_j_eq_h": ckpt,
+        "audit_bytes_carry_j50": round(base.uploads_per_audit() * ckpt) + carried,
+        "audit_bytes_carry_j_eq_h": carried,
         "checkpoint_bytes_50m_ef": ckpt,
     }
 

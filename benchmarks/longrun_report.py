@@ -214,19 +214,20 @@ def caught_audit_bytes(
     """The checkpoint uploads of the honeypot's audits after its first proven fault (a
     caught island is replayed every round: ``challenge.rounds.phases.select_round``),
     counted as the service counts every audit (``dashboard.traffic``: under ``carry`` its
-    final state of the round before unless the round's open record has it start fresh or
+    carried state of the round before unless the round's open record has it start fresh or
     lists it as stored, plus one state per selected segment but segment 0),
     and the all-in ratio the run would show without them (what an honest network moves)."""
-    from hypertrain.challenge.dashboard.traffic import state_bytes
+    from hypertrain.challenge.dashboard.traffic import carried_bytes, state_bytes
     from hypertrain.protocol.messages import AuditAssignment, RoundOpen
 
     honeypot = report.get("honeypot") or {}
     hotkey, first = honeypot.get("hotkey"), honeypot.get("first_fault_round")
     if hotkey is None or first is None:
         return None
-    per_state = state_bytes(manifest, int(report["model"]["parameters"]))
+    params = int(report["model"]["parameters"])
+    per_state, per_carried = state_bytes(manifest, params), carried_bytes(manifest, params)
     carried = manifest.inner.state_policy == "carry"
-    states = 0
+    states = carries = 0
     for i, detail in enumerate(details):
         if i <= first:
             continue
@@ -237,16 +238,18 @@ def caught_audit_bytes(
             states += sum(1 for k in audit.segments if k > 0)
             record = RoundOpen.model_validate(detail.open.body)
             public = hotkey in record.fresh_start or hotkey in record.carry_stored
-            states += int(carried and not public and hotkey in details[i - 1].commit_order)
+            carries += int(carried and not public and hotkey in details[i - 1].commit_order)
     traffic = _traffic(report)
     warm = traffic["warm_start_data_parallel_bytes"]
-    ours = traffic["rounds_bytes"] - states * per_state + warm
+    moved = states * per_state + carries * per_carried
+    ours = traffic["rounds_bytes"] - moved + warm
     theirs = traffic["rounds_data_parallel_bytes"] + warm
     return {
         "after_round": first,
         "states_uploaded": states,
-        "bytes": states * per_state,
-        "share_of_rounds_bytes": states * per_state / traffic["rounds_bytes"],
+        "carried_states_uploaded": carries,
+        "bytes": moved,
+        "share_of_rounds_bytes": moved / traffic["rounds_bytes"],
         "all_in_ratio_without": theirs / ours,
     }
 

@@ -26,7 +26,7 @@ one island is data-parallel training bit for bit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -42,7 +42,7 @@ from hypertrain.trainer.blob import blob_hash, encode_model_blob
 from hypertrain.trainer.broadcast import rebuild_model
 from hypertrain.trainer.round_config import island_train_config
 from hypertrain.trainer.segment import Sample, run_segment
-from hypertrain.trainer.start_state import carry_state, reset_state
+from hypertrain.trainer.start_state import carried_of, carry_state, reset_state
 from hypertrain.trainer.state import TrainState
 from hypertrain.trainer.update import build_update, decode_update
 
@@ -127,6 +127,15 @@ def received_model(manifest: RunManifest, start: Params, merged: Combined) -> tu
     return params, len(merged.broadcast)
 
 
+def carried_start(
+    manifest: RunManifest, end: TrainState, start_params: Mapping[str, Tensor],
+    merged: Mapping[str, Tensor],
+) -> TrainState:  # fmt: skip
+    """The product's ``carry`` start state: ``merged`` with what ``end`` carries."""
+    config = island_train_config(manifest, 0).state_config()
+    return carry_state(carried_of(end, start_params, manifest.compression), merged, config)
+
+
 def next_states(
     manifest: RunManifest,
     r: int,
@@ -146,7 +155,7 @@ def next_states(
         first = reset_state(cfg.state_config(), merged, cfg.round_start_step(r + 1))
         return tuple(first.clone() for _ in ends)
     states = tuple(
-        round_moments(carry_state(end, start.params(), merged, manifest.compression), carry_bits)
+        round_moments(carried_start(manifest, end, start.params(), merged), carry_bits)
         for start, end in zip(starts, ends, strict=True)
     )
     if not average:
@@ -286,7 +295,7 @@ def diloco_round(
         if overlap == "lookahead" and swarm.previous is not None:  # + the last merge's step
             held = {k: v + (1 - 1 / m) * (v - swarm.previous[k]) for k, v in held.items()}
         states = tuple(
-            carry_state(e, s.params(), own_start(held, u, comp, weight[overlap]), comp)
+            carried_start(manifest, e, s.params(), own_start(held, u, comp, weight[overlap]))
             for s, e, u in zip(swarm.states, ends, updates, strict=True)
         )
     else:

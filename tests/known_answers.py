@@ -85,6 +85,21 @@ def checkpoint() -> Answer:
     return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+def carried_state() -> Answer:
+    """What the fixed state carries into the next round (``HTCARRY1``: no parameters), and
+    a checkpoint index naming it."""
+    from hypertrain.evidence.index import CheckpointIndex
+    from hypertrain.protocol.manifest import CompressionSpec
+    from hypertrain.trainer.carried import encode_carried
+    from hypertrain.trainer.start_state import carried_of
+
+    state = _fixed_state()
+    data = encode_carried(carried_of(state, state.params(), CompressionSpec()))
+    sha = hashlib.sha256(data).hexdigest()
+    index = CheckpointIndex(0, (state.state_hash().hex(),), (sha,), sha).to_bytes()
+    return {"bytes": len(data), "sha256": sha, "index_sha256": hashlib.sha256(index).hexdigest()}
+
+
 def _quantized_update(bits: int) -> Answer:
     from hypertrain.trainer.codec import encode_quantized, update_hash
 
@@ -256,6 +271,7 @@ def broadcast() -> Answer:
 RECIPES: dict[str, Callable[[], Answer]] = {
     "state_hash": state_hash,
     "checkpoint": checkpoint,
+    "carried_state": carried_state,
     "int8_update": int8_update,
     "int4_update": int4_update,
     "int2_update": int2_update,

@@ -14,7 +14,7 @@ the hash of its own re-encoding), so an island that withholds its update in roun
 audit fails to fetch the update on every pass and re-audit, and is never judged. Without
 the listing the same withheld update is the island's fault (``unverifiable``).
 
-Played with the real auditor (judge_and_post stores the final state) over an in-memory
+Played with the real auditor (judge_and_post stores the carried state) over an in-memory
 relay, the islands' rounds trained for real (tests/auditor/islands.py).
 """
 
@@ -95,7 +95,7 @@ def _auditor(world: World, relay: MemoryRelay, service: _Service) -> Auditor:
 def _two_rounds(
     world: World, tmp: Path, *, withhold_update: bool, cheat: bool
 ) -> tuple[MemoryRelay, Records, Published, Published]:
-    """Round 0 trained honestly and matched by an auditor that stores its final state
+    """Round 0 trained honestly and matched by an auditor that stores its carried state
     (the island withholding its round-0 update when asked), then the island's round 1
     (cheating when asked): the relay, round 0's records and both publications."""
     manifest = world.manifest
@@ -104,7 +104,8 @@ def _two_rounds(
     open0 = world.round_open(0, ROSTER)
     opens = [verify_round_open(open0.model_dump(), manifest, 0)]
     r0 = publish_round(world, relay, ISLAND, opens, tmp / "r0")
-    kept = {k: relay.blobs.pop(k) for k in (r0.index.blobs[-1], r0.commit.update_sha256)}
+    assert r0.index.carried is not None
+    kept = {k: relay.blobs.pop(k) for k in (r0.index.carried, r0.commit.update_sha256)}
     if not withhold_update:
         relay.blobs[r0.commit.update_sha256] = kept[r0.commit.update_sha256]
     records0 = _records(open0, r0)
@@ -114,7 +115,7 @@ def _two_rounds(
     )
     outcome = judge_and_post(_auditor(world, relay, service), records0, assignment, _quiet)
     assert (outcome.result, service.verdicts) == ("match", ["match"]), outcome.detail
-    assert r0.index.blobs[-1] in relay.blobs  # the auditor stored the final state
+    assert r0.index.carried in relay.blobs  # the auditor stored the carried state
     # round 1: the island derives its start from what it holds itself
     opens.append(verify_round_open(_sealed_open(world, 1, []).model_dump(), manifest, 1))
     local = {**relay.blobs, **kept}
@@ -192,6 +193,7 @@ def test_a_listed_island_whose_stored_state_is_gone_still_owes_it(
     world = _world(made, overlap=False)
     relay, records0, r0, r1 = _two_rounds(world, tmp_path, withhold_update=False, cheat=True)
     assert _judge_round_1(world, relay, records0, r1, [ISLAND.ss58_address]).result == "mismatch"
-    del relay.blobs[r0.index.blobs[-1]]  # the stored state is gone (or was never stored)
+    assert r0.index.carried is not None
+    del relay.blobs[r0.index.carried]  # the stored state is gone (or was never stored)
     gone = _judge_round_1(world, relay, records0, r1, [ISLAND.ss58_address])
     assert gone.result == "unverifiable", gone.detail

@@ -1,6 +1,6 @@
 """``carry_stored`` against the relay's upload quota: an honest match that is never posted.
 
-docs/auditor.md: under ``carry`` the auditor stores each matched round's final state on
+docs/auditor.md: under ``carry`` the auditor stores each matched round's carried state on
 the relay "signed by its own hotkey, so it counts against the auditor's upload quota
 there: about one training state per matched island and round in a probation". The quota
 (docs/relay.md) is per hotkey and quota window (default 4 GiB per 100 beacon rounds);
@@ -62,12 +62,12 @@ def test_an_honest_match_is_posted_when_the_auditors_store_is_refused(
     world: World, tmp_path: Path
 ) -> None:
     """Found by an attacker review, fixed. The island is honest and its replay
-    matches; the auditor's store of the final state is refused by its quota. The store
+    matches; the auditor's store of the carried state is refused by its quota. The store
     raised out of the judge, so no verdict was posted at all. Now the store is best effort
     (the island uploads what the relay lacks) and the ``match`` is posted."""
     published, records, index = published_round(world, tmp_path)
     relay = _FullQuota()
-    relay.blobs = {k: v for k, v in published.blobs.items() if k != index.blobs[-1]}
+    relay.blobs = {k: v for k, v in published.blobs.items() if k != index.carried}
     service = _Service()
     auditor = Auditor(
         service,  # type: ignore[arg-type]

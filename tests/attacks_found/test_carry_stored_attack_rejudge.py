@@ -1,7 +1,7 @@
 """``carry_stored`` against re-assigned audits: a re-audit's ``match`` stores nothing.
 
 docs/mechanism.md ("A matched island's carried state is stored by its auditor"): an
-auditor that matches a round under ``carry`` stores the replayed final state on the relay
+auditor that matches a round under ``carry`` stores the replayed carried state on the relay
 *before* it posts the ``match``, and the next round-open record lists every island with
 a standing ``match`` the round before in ``carry_stored``; a listed island uploads no
 carried state and its next audit fetches the stored one, waiting (never blaming the
@@ -106,8 +106,9 @@ def test_a_reassigned_reaudit_that_matches_stores_the_final_state(
     service test below). Now every posted ``match`` stores first (``Auditor.post``), and
     a listed island still uploads a state the relay lacks."""
     relay, records, index = published_round(world, tmp_path)
-    final = index.blobs[-1]
-    relay.blobs.pop(final)  # the island never uploads its final checkpoint (miner.checkpoints)
+    final = index.carried
+    assert final is not None
+    relay.blobs.pop(final)  # the island never uploads its carried state (miner.checkpoints)
     island = ISLANDS[0].ss58_address
     body = AuditAssignment(round=0, hotkey=island, segments=[0, 1], selection_beacon_round=1)
     raw = seal(

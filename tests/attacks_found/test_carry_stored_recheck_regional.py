@@ -2,7 +2,7 @@
 and the relay's arrival rule, played on real relays (an origin and a regional one).
 
 The rule under review (docs/mechanism.md, docs/threats.md): an auditor that posts a
-``match`` under ``carry`` first stores the replayed final state on the relay, best effort
+``match`` under ``carry`` first stores the replayed carried state on the relay, best effort
 ("a refused store ... costs the island's upload, never a verdict"); an audited island
 skips uploading what the relay already holds (``miner.checkpoints.upload_selected`` asks
 ``relay.exists``); the audit counts a blob only if the relay's arrival record says it
@@ -82,11 +82,13 @@ def _final_state(numel: int) -> TrainState:
 
 
 def _store_final(relay: RelayClient, wall: Wall, state: TrainState) -> bool:
-    """The real ``Auditor.store_final`` (it reads only the relay, the service's clock
-    and the expiry margin of its auditor)."""
+    """The real ``Auditor.store_carried`` (it reads only the relay, the service's clock
+    and the expiry margin of its auditor), of ``state``'s bytes (only their address
+    matters here)."""
     auditor = SimpleNamespace(relay=relay, service=_Service(wall), expiry_margin=50)
     assignment = SimpleNamespace(round=ROUND, hotkey="island")
-    return Auditor.store_final(auditor, assignment, state)  # type: ignore[arg-type]
+    data = encode_checkpoint(state)
+    return Auditor.store_carried(auditor, assignment, data)  # type: ignore[arg-type]
 
 
 def _island_dir(tmp_path: Path, data: bytes) -> Path:
@@ -143,7 +145,7 @@ def test_a_store_only_a_regional_relay_kept_makes_an_honest_island_skip_and_fail
 def test_a_state_the_auditor_stored_before_the_island_looked_counts_for_the_island(
     tmp_path: Path, keys: Keys, serve: Serve
 ) -> None:
-    """Defence that holds. The auditor stores the final state at round 1001; the island
+    """Defence that holds. The auditor stores the carried state at round 1001; the island
     asks at round 1005, finds it held and skips; the audit past the deadline (round 1013)
     reads the first arrival (1001 <= 1010) and counts it. A blob the island saw held
     before it had to act always arrived before the deadline it had to meet."""

@@ -17,7 +17,7 @@ import pytest
 
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.verify import verify_round_open
-from hypertrain.miner.checkpoints import carried_checkpoint
+from hypertrain.miner.checkpoints import CARRIED_FILE, carried_checkpoint
 from hypertrain.protocol.messages import RoundOpen
 from tests.attacks_found.test_fresh_start_records import A, B, _manifest, _old_body, _sealed
 
@@ -31,11 +31,11 @@ def test_an_old_record_lists_nobody_and_a_listed_island_keeps_its_duty(tmp_path:
     manifest = _manifest()
     record = verify_round_open(_sealed(_old_body(1)), manifest, 1)
     assert record.carry_stored == []
-    (tmp_path / "ckpt_1.bin").write_bytes(b"x")
-    assert carried_checkpoint(manifest, record, A, tmp_path) == tmp_path / "ckpt_1.bin"
+    (tmp_path / CARRIED_FILE).write_bytes(b"x")
+    assert carried_checkpoint(manifest, record, A, tmp_path) == tmp_path / CARRIED_FILE
     listed = verify_round_open(_sealed({**_old_body(1), "carry_stored": [A]}), manifest, 1)
     assert listed.carry_stored == [A]
-    assert carried_checkpoint(manifest, listed, A, tmp_path) == tmp_path / "ckpt_1.bin"
+    assert carried_checkpoint(manifest, listed, A, tmp_path) == tmp_path / CARRIED_FILE
 
 
 @pytest.mark.parametrize(

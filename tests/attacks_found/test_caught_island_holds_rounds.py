@@ -153,7 +153,7 @@ def test_a_caught_island_starts_every_later_round_from_the_public_state(
     ``fresh_start`` (its replays then need nothing it holds privately: evidence.start),
     and no honest island; the dashboard's byte count then charges the caught island's
     audits no carried checkpoint. The honest islands, matched every round, are listed in
-    ``carry_stored`` (their auditor stored each final state), so under ``carry`` their
+    ``carry_stored`` (their auditor stored each carried state), so under ``carry`` their
     audits upload no carried state either."""
     fresh, stored = [], []
     for index in range(3):

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from hypertrain.challenge import facts
-from hypertrain.challenge.dashboard.traffic import state_bytes
+from hypertrain.challenge.dashboard.traffic import carried_bytes, state_bytes
 from hypertrain.evidence.start import carries_previous
-from hypertrain.miner.checkpoints import carried_checkpoint
+from hypertrain.miner.checkpoints import CARRIED_FILE, carried_checkpoint
 from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import RoundOpen
@@ -101,7 +101,7 @@ def test_a_verdict_after_the_open_is_replayed_with_its_carried_state(
     assert open_round(svc, run_id=RUN) == 1
     record = RoundOpen.model_validate(_detail(svc, 1)["open"]["body"])
     assert record.fresh_start == []  # nothing accused LATE yet
-    # HONEST's round 0 was matched (its auditor stored that final state); LATE's was not
+    # HONEST's round 0 was matched (its auditor stored that carried state); LATE's was not
     assert record.carry_stored == [HONEST.ss58_address]
     # the pending verdict lands after round 1 opened, before its selection
     answer = _verdict(svc, 0, LATE, "unverifiable")
@@ -116,14 +116,15 @@ def test_a_verdict_after_the_open_is_replayed_with_its_carried_state(
     assert carries_previous(manifest, record, late)
     kept = tmp_path / "r0"
     kept.mkdir()
-    (kept / "ckpt_1.bin").write_bytes(b"x")
-    assert carried_checkpoint(manifest, record, late, kept) == kept / "ckpt_1.bin"
+    (kept / CARRIED_FILE).write_bytes(b"x")
+    assert carried_checkpoint(manifest, record, late, kept) == kept / CARRIED_FILE
     # the dashboard charges LATE's carried state in round 1, not HONEST's
     board = svc.client.get(f"/v1/runs/{RUN}/dashboard").json()
-    one = state_bytes(manifest, board["model"]["parameters"])
+    params = board["model"]["parameters"]
+    one, carried = state_bytes(manifest, params), carried_bytes(manifest, params)
     segments = sum(k > 0 for a in _detail(svc, 1)["assignments"] for k in a["body"]["segments"])
     (r1,) = [r for r in board["rounds"] if r["round"] == 1]
-    assert r1["traffic"]["checkpoints"] // one == segments + 1, r1["traffic"]
+    assert r1["traffic"]["checkpoints"] == segments * one + carried, r1["traffic"]
     # from round 2 on, LATE starts fresh
     for key in ISLANDS:
         _verdict(svc, 1, key, "match")

@@ -2,7 +2,7 @@
 is late (found on a devnet).
 
 docs/threats.md (Auditor): an island audited every round has nothing left to lose, so it
-withholds its selected checkpoint (or, under ``carry``, its previous final checkpoint)
+withholds its selected checkpoint (or, under ``carry``, its previous carried state)
 every round. The auditor judged a round's islands one after another and waited for the
 withheld upload until the upload deadline, so an honest island judged after it got its
 verdict only then: once after the audit window, and its update was left out of the merge
@@ -29,7 +29,8 @@ from hypertrain.evidence.index import upload_deadline
 from hypertrain.evidence.verify import verify_round_open
 from hypertrain.protocol.envelope import Envelope, seal
 from hypertrain.protocol.messages import AuditAssignment
-from hypertrain.trainer.start_state import carry_state
+from hypertrain.trainer.round_config import island_train_config
+from hypertrain.trainer.start_state import carried_of, carry_state
 from tests.auditor.islands import BeaconClock, MemoryRelay, Published, publish_round
 from tests.auditor.world import COORD, ISLANDS, RUN_ID, World, make_world
 
@@ -99,7 +100,7 @@ def _selected(world: World, relay: MemoryRelay, tmp: Path, kept: Kept = None) ->
 
 def _carried(world: World, relay: MemoryRelay, tmp: Path) -> Rounds:
     """Under ``carry``, rounds 0 and 1 of both islands, each round-1 start state carried
-    honestly; the withholder keeps its round-0 final checkpoint (the one its round-1
+    honestly; the withholder keeps its round-0 carried state (the one its round-1
     start state is carried from), so its round-1 audit waits for it."""
     inner = world.manifest.inner.model_copy(update={"state_policy": "carry"})
     world = dataclasses.replace(world, manifest=world.manifest.model_copy(update={"inner": inner}))
@@ -107,18 +108,22 @@ def _carried(world: World, relay: MemoryRelay, tmp: Path) -> Rounds:
     records = [world.round_open(w, roster) for w in range(2)]
     opens = [verify_round_open(r.model_dump(), world.manifest, w) for w, r in enumerate(records)]
     rounds: list[list[Published]] = []
+    state_config = island_train_config(world.manifest, 0).state_config()
     for w in range(2):
         pubs = []
         for i, key in enumerate((WITHHOLDER, HONEST)):
             start = None
             if rounds:
                 prev = rounds[-1][i]
-                start = carry_state(prev.result.final, prev.start_params, prev.start_params,
-                                    world.manifest.compression)  # fmt: skip
+                carried = carried_of(prev.result.final, prev.start_params,
+                                     world.manifest.compression)  # fmt: skip
+                start = carry_state(carried, prev.start_params, state_config)
             pubs.append(publish_round(world, relay, key, opens[: w + 1], tmp / f"{w}-{i}",
                                       start=start))  # fmt: skip
         rounds.append(pubs)
-    del relay.blobs[rounds[0][0].index.blobs[-1]]  # the withholder's round-0 final state
+    carried = rounds[0][0].index.carried
+    assert carried is not None
+    del relay.blobs[carried]  # the state the withholder's round 0 carried
     assignments = [_assignment(1, k.ss58_address, [0]) for k in (WITHHOLDER, HONEST)]
     details = {
         w: Detail(records[w], [_envelope(p) for p in rounds[w]], assignments if w else [])

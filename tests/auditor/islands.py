@@ -18,6 +18,7 @@ from hypertrain.evidence.index import CheckpointIndex
 from hypertrain.evidence.inputs import island_layout, load_samples, round_sample_ids
 from hypertrain.evidence.verify import verify_round_open
 from hypertrain.honeypot.cheats import Schedule, check_strategy, hooks_for
+from hypertrain.miner.checkpoints import write_carried
 from hypertrain.miner.hooks import HONEST
 from hypertrain.miner.island import IslandResult, train_round
 from hypertrain.protocol.envelope import Envelope, seal
@@ -25,8 +26,9 @@ from hypertrain.protocol.identity import Hotkey
 from hypertrain.protocol.messages import Commit, RoundOpen
 from hypertrain.relay.errors import NotFoundError, RelayError
 from hypertrain.trainer.blob import decode_model_blob
+from hypertrain.trainer.carried import encode_carried
 from hypertrain.trainer.segment import TrainConfig
-from hypertrain.trainer.start_state import reset_state
+from hypertrain.trainer.start_state import carried_of, reset_state
 from hypertrain.trainer.state import TrainState, init_state
 from hypertrain.trainer.update import build_update, next_round_state
 from tests.auditor.world import ISLANDS, RUN_ID, World
@@ -92,7 +94,13 @@ def publish_round(
     result = train_round(start, config, load_samples(world.dataset, ids), workdir)
     update = build_update(base, result.final, manifest.compression)
     blobs = tuple(relay.put(p.read_bytes()) for p in result.checkpoint_paths)
-    index = CheckpointIndex(record.round, tuple(x.hex() for x in result.leaves), blobs)
+    carried = None
+    if manifest.inner.state_policy == "carry":  # what the next round starts from
+        carried = relay.put(
+            write_carried(workdir, result.final, base, manifest.compression).read_bytes()
+        )
+    leaves = tuple(x.hex() for x in result.leaves)
+    index = CheckpointIndex(record.round, leaves, blobs, carried)
     index_sha, update_sha = relay.put(index.to_bytes()), relay.put(update.data)
     body = Commit(
         round=record.round,
@@ -152,7 +160,11 @@ def published_round(world: World, tmp: Path) -> tuple[MemoryRelay, Records, Chec
     result = train_round(start, config, load_samples(world.dataset, ids), tmp)
     update = build_update(params, result.final, world.manifest.compression)
     blobs = tuple(relay.put(p.read_bytes()) for p in result.checkpoint_paths)
-    index = CheckpointIndex(0, tuple(x.hex() for x in result.leaves), blobs)
+    carried = None
+    if world.manifest.inner.state_policy == "carry":
+        compression = world.manifest.compression
+        carried = relay.put(encode_carried(carried_of(result.final, params, compression)))
+    index = CheckpointIndex(0, tuple(x.hex() for x in result.leaves), blobs, carried)
     index_sha, update_sha = relay.put(index.to_bytes()), relay.put(update.data)
     body = Commit(
         round=0,

@@ -23,7 +23,7 @@ from hypertrain.evidence.verify import verify_round_open
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.trainer.segment import TrainConfig
-from hypertrain.trainer.start_state import carry_state, overlap_params, reset_state
+from hypertrain.trainer.start_state import carried_of, carry_state, overlap_params, reset_state
 from hypertrain.trainer.update import decode_update
 from tests.auditor.islands import MemoryRelay, publish_round
 from tests.auditor.world import ISLANDS, World, make_world
@@ -76,7 +76,8 @@ def test_overlapped_start_is_the_previous_start_minus_a_share_of_the_own_update(
         params, relay.blobs[r0.commit.update_sha256], len(ISLANDS), manifest.compression
     )
     if policy == "carry":
-        want = carry_state(r0.result.final, params, start, manifest.compression)
+        carried = carried_of(r0.result.final, params, manifest.compression)
+        want = carry_state(carried, start, config.state_config())
     else:
         want = reset_state(config.state_config(), start, config.round_start_step(1))
     assert derived.state_hash() == want.state_hash()
@@ -86,7 +87,9 @@ def test_overlapped_start_is_the_previous_start_minus_a_share_of_the_own_update(
     assert fresh.state_hash() == reset.state_hash()
     # trained from its overlapped start: a match; from the opened model's start: leaf 0
     honest = publish_round(world, relay, ISLANDS[0], opens, tmp_path / "h", start=derived)
-    stale = carry_state(r0.result.final, params, params, manifest.compression)
+    stale = carry_state(
+        carried_of(r0.result.final, params, manifest.compression), params, config.state_config()
+    )
     if policy == "reset":
         stale = reset_state(config.state_config(), params, config.round_start_step(1))
     other = publish_round(world, relay, ISLANDS[0], opens, tmp_path / "s", start=stale)

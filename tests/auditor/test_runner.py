@@ -158,16 +158,17 @@ def _carry(world: World) -> World:
     return replace(world, manifest=world.manifest.model_copy(update={"inner": inner}))
 
 
-def test_a_match_under_carry_stores_the_final_state_before_its_verdict(
+def test_a_match_under_carry_stores_the_carried_state_before_its_verdict(
     world: World, tmp_path: Path
 ) -> None:
-    """The island never uploads its final checkpoint; the auditor that matched the round
+    """The island never uploads its carried state; the auditor that matched the round
     stores it, at the address the island's index names, before it posts the verdict that
     lets the next round's audit fetch it from the relay (``RoundOpen.carry_stored``)."""
     carry = _carry(world)
     relay, detail, index = published_round(carry, tmp_path)
-    final = relay.blobs.pop(index.blobs[-1])
-    service = _Posting(relay, index.blobs[-1])
+    assert index.carried is not None
+    carried = relay.blobs.pop(index.carried)
+    service = _Posting(relay, index.carried)
     auditor = Auditor(
         service, relay, ISLANDS[2], carry.manifest, carry.dataset_dir, upload_poll_s=0
     )  # type: ignore[arg-type]
@@ -176,9 +177,11 @@ def test_a_match_under_carry_stores_the_final_state_before_its_verdict(
     )
     outcome = judge_and_post(auditor, detail, assignment, lambda *_, **__: None)
     assert outcome.result == "match" and service.held_at_post is True
-    assert relay.blobs[index.blobs[-1]] == final
-    # under reset nothing later needs it: nothing is stored
+    assert relay.blobs[index.carried] == carried
+    assert index.blobs[-1] in relay.blobs  # this helper published every checkpoint
+    # under reset nothing later needs it: the index names none, nothing is stored
     relay, detail, index = published_round(world, tmp_path / "reset")
+    assert index.carried is None
     del relay.blobs[index.blobs[-1]]
     plain = Auditor(
         _Posting(relay, index.blobs[-1]),
@@ -192,12 +195,13 @@ def test_a_match_under_carry_stores_the_final_state_before_its_verdict(
     assert index.blobs[-1] not in relay.blobs
 
 
-def test_an_index_naming_another_final_checkpoint_is_a_mismatch_under_carry(
+def test_an_index_naming_another_carried_state_is_a_mismatch_under_carry(
     world: World, tmp_path: Path
 ) -> None:
     """Later rounds' audits fetch the carried state by the address the index names, so
     under ``carry`` the final segment's check compares it with the replayed final state's
-    (a lie there would otherwise hide the carried state from every later audit)."""
+    carried state (a lie there would otherwise hide the carried state from every later
+    audit, or start the next round from moments no replay produced)."""
     carry = _carry(world)
     relay, detail, index = published_round(carry, tmp_path)
     auditor = Auditor(
@@ -208,8 +212,9 @@ def test_an_index_naming_another_final_checkpoint_is_a_mismatch_under_carry(
     )
     island = auditor.island_round(detail, assignment)
     assert audit_island(island, [0, 1], relay.blobs.__getitem__).result == "match"
-    lie = CheckpointIndex(0, index.leaves, (*index.blobs[:-1], "ab" * 32))
-    outcome = audit_island(replace(island, index=lie), [0, 1], relay.blobs.__getitem__)
-    assert (outcome.result, outcome.check) == ("mismatch", "update")
-    assert "final checkpoint address" in outcome.detail
-    assert outcome.final is None  # nothing to store
+    for named in ("ab" * 32, None, index.blobs[-1]):  # another, none, the full final state
+        lie = CheckpointIndex(0, index.leaves, index.blobs, named)
+        outcome = audit_island(replace(island, index=lie), [0, 1], relay.blobs.__getitem__)
+        assert (outcome.result, outcome.check) == ("mismatch", "update")
+        assert "carried state address" in outcome.detail
+        assert outcome.carried is None  # nothing to store

@@ -1,9 +1,10 @@
 """The whole start state is bound: an island that seeds its own optimizer state is caught.
 
 Under ``reset`` checkpoint 0 must be the merged model with zero moments and the step
-counter of the round; under ``carry`` it must be ``next_round_state`` of the island's
-committed final state of the previous round. Leaf 0 is checked on every audit, so an
-injected state is caught whichever segments are assigned.
+counter of the round; under ``carry`` it must be the merged model with the state the
+island's previous round carried (``carry_state``), at the address its index named.
+Leaf 0 is checked on every audit, so an injected state is caught whichever segments are
+assigned.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from hypertrain.evidence.start import (
     PreviousRound,
     carries_previous,
     derive_start_state,
-    previous_final_state,
+    previous_carried,
 )
 from hypertrain.evidence.verify import verify_round_open
 from hypertrain.miner.checkpoints import carried_checkpoint
@@ -31,7 +32,7 @@ from hypertrain.protocol.messages import RoundOpen
 from hypertrain.trainer.blob import decode_model_blob
 from hypertrain.trainer.codec import decode_int8
 from hypertrain.trainer.segment import TrainConfig
-from hypertrain.trainer.start_state import carry_state, reset_state
+from hypertrain.trainer.start_state import carried_of, carry_state, reset_state
 from hypertrain.trainer.state import TrainState, init_state
 from hypertrain.trainer.update import next_round_state
 from tests.auditor.islands import MemoryRelay, Published, inject_moments, publish_round
@@ -113,8 +114,12 @@ def test_carry_chain_is_checked_against_the_previous_final_state(
     params = r0.start_params
     previous = PreviousRound(r0.commit, lambda: params)
     derived = derive_start_state(manifest, config, 1, params, previous, fetch)
-    expected = carry_state(r0.result.final, params, params, manifest.compression)
+    carried = carried_of(r0.result.final, params, manifest.compression)
+    expected = carry_state(carried, params, config.state_config())
     assert derived.state_hash() == expected.state_hash()
+    # the same bytes as the final state with the merged parameters put in (no residual)
+    legacy = next_round_state(r0.result.final, params, None)
+    assert derived.state_hash() == legacy.state_hash()
     assert derived.step == r0.result.final.step and derived.step == 4
     # without a commit in the previous round the island starts from the reset state
     fresh = derive_start_state(manifest, config, 1, params, PreviousRound(None, dict), fetch)
@@ -125,10 +130,11 @@ def test_carry_chain_is_checked_against_the_previous_final_state(
         island = IslandRound(manifest, pub.commit, pub.index, [], params, None, derived)
         outcome = audit_island(island, [], relay.blobs.__getitem__)
         assert outcome.result == result, outcome.detail
-    # a withheld previous final checkpoint cannot be proven: the island's fault
-    del relay.blobs[r0.index.blobs[-1]]
+    # a withheld previous carried state cannot be proven: the island's fault
+    assert r0.index.carried is not None
+    del relay.blobs[r0.index.carried]
     with pytest.raises(VerificationError, match="not available"):
-        previous_final_state(r0.commit, config, _raising(relay))
+        previous_carried(r0.commit, config, _raising(relay))
 
 
 def _raising(relay: MemoryRelay) -> Callable[[str, int], bytes]:

@@ -242,7 +242,7 @@ def test_carry_counts_each_audited_islands_previous_final_checkpoint(
     assert counts["carry"][0] == counts["reset"][0]  # round 0 starts from the public model
     # every island committed in round 0, so each one audited in round 1 uploads one more,
     # but the one round 0 caught (it starts round 1 from the public state) and those round
-    # 0 matched (an auditor stored their final state)
+    # 0 matched (an auditor stored their carried state)
     assert fresh and fresh <= audited["carry"] and not fresh & stored
     assert listed["reset"] == set() and listed["carry"] == audited["carry"] - fresh
     uploading = audited["carry"] - fresh - stored

@@ -100,12 +100,15 @@ def install(strategy: str) -> None:
         run_mod._post_commit = post_commit
     elif strategy == "ghost":
 
-        def upload(relay: Any, result: Any, update: bytes, index: int, expiry: int) -> Any:
+        def upload(
+            relay: Any, result: Any, update: bytes, index: int, expiry: int, carried: Any
+        ) -> Any:
             from hypertrain.evidence.index import CheckpointIndex
             from hypertrain.miner.checkpoints import checkpoint_addresses
 
             blobs = checkpoint_addresses(result.checkpoint_paths)
-            idx = CheckpointIndex(index, tuple(x.hex() for x in result.leaves), blobs)
+            named = checkpoint_addresses([carried])[0] if carried is not None else None
+            idx = CheckpointIndex(index, tuple(x.hex() for x in result.leaves), blobs, named)
             index_sha = relay.put(idx.to_bytes(), kind="other", round=index, expiry_round=expiry)
             return index_sha, hashlib.sha256(update).hexdigest()  # the update stays here
 

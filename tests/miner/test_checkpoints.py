@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hypertrain.miner.checkpoints import (
+    CARRIED_FILE,
     carried_checkpoint,
     checkpoint_addresses,
     checkpoints_to_upload,
@@ -93,23 +94,24 @@ def _round_dir(root: Path, index: int, leaves: int) -> Path:
     workdir.mkdir(parents=True)
     for k in range(leaves):
         checkpoint_path(workdir, k).write_bytes(bytes([index, k]) * 8)
+    (workdir / CARRIED_FILE).write_bytes(bytes([index, 255]) * 8)
     return workdir
 
 
 @pytest.mark.parametrize("policy", ["reset", "carry"])
-def test_an_audit_under_carry_also_uploads_the_previous_final_checkpoint(
+def test_an_audit_under_carry_also_uploads_the_previous_carried_state(
     world: World, tmp_path: Path, policy: str
 ) -> None:
-    """Under ``carry`` the auditor derives round r's start state from the island's final
-    checkpoint of round r - 1, so an audited island uploads it (every audit of a carry run
-    was ``unverifiable`` while it did not); under ``reset`` nothing more leaves."""
+    """Under ``carry`` the auditor derives round r's start state from the state the
+    island's round r - 1 carried, so an audited island uploads it (every audit of a carry
+    run was ``unverifiable`` while it did not); under ``reset`` nothing more leaves."""
     inner = world.manifest.inner.model_copy(update={"state_policy": policy})
     manifest = world.manifest.model_copy(update={"inner": inner})
     previous, current = _round_dir(tmp_path, 0, 3), _round_dir(tmp_path, 1, 3)
     me = ISLANDS[0].ss58_address
     opens = [_open(world, w) for w in (0, 1)]
     carried = carried_checkpoint(manifest, opens[1], me, previous)
-    assert carried == (checkpoint_path(previous, 2) if policy == "carry" else None)
+    assert carried == (previous / CARRIED_FILE if policy == "carry" else None)
     assert carried_checkpoint(manifest, opens[0], me, previous) is None  # the public start
     assert carried_checkpoint(manifest, opens[1], me, tmp_path / "never-trained") is None
     # an island the round starts fresh (a proven fault before it) carries nothing
@@ -122,7 +124,7 @@ def test_an_audit_under_carry_also_uploads_the_previous_final_checkpoint(
 
 
 def test_a_checkpoint_the_relay_holds_is_not_uploaded_again(world: World, tmp_path: Path) -> None:
-    """An auditor that matched the island's previous round stored that final state (the
+    """An auditor that matched the island's previous round stored that carried state (the
     record's ``carry_stored``): the island's carried upload is then skipped, and made
     only when the relay does not hold it (a store that failed)."""
     inner = world.manifest.inner.model_copy(update={"state_policy": "carry"})
@@ -131,7 +133,7 @@ def test_a_checkpoint_the_relay_holds_is_not_uploaded_again(world: World, tmp_pa
     me = ISLANDS[0].ss58_address
     listed = _open(world, 1).model_copy(update={"carry_stored": [me]})
     carried = carried_checkpoint(manifest, listed, me, previous)
-    assert carried == checkpoint_path(previous, 2)  # the island still holds the duty
+    assert carried == previous / CARRIED_FILE  # the island still holds the duty
     relay = _Relay()
     stored = carried.read_bytes()
     relay.held[hashlib.sha256(stored).hexdigest()] = len(stored)  # the auditor's store

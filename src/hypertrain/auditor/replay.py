@@ -11,9 +11,10 @@ round-open record names it), and compares the state hash with leaf ``k + 1``. Th
 runs in one process whatever the layout's ``world``, ``ep`` and ``zero1``: an island's
 processes, expert placement and optimizer sharding change none of its bytes. For
 the final segment the update is re-encoded from the replayed final state and its
-SHA-256 compared with the committed one, and under ``carry`` the index's address of
-the final checkpoint with the replayed final state's (later rounds' audits fetch the
-carried state by that address). The first failure decides the verdict:
+SHA-256 compared with the committed one, and under ``carry`` the address of the carried
+state the index names with the replayed final state's carried state's
+(``trainer.carried``; later rounds' audits fetch it by that address). The first failure
+decides the verdict:
 
 * ``mismatch``: a proven difference (a leaf or the update is not what the public
   inputs give);
@@ -42,11 +43,12 @@ from hypertrain.evidence.inputs import segment_samples
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import Commit
 from hypertrain.relay.errors import RelayError
-from hypertrain.trainer.checkpoint import decode_checkpoint, encode_checkpoint
+from hypertrain.trainer.carried import encode_carried
+from hypertrain.trainer.checkpoint import decode_checkpoint
 from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.round_config import island_train_config
 from hypertrain.trainer.segment import Sample, TrainConfig, run_segment
-from hypertrain.trainer.start_state import reset_state
+from hypertrain.trainer.start_state import carried_of, reset_state
 from hypertrain.trainer.state import TrainState
 from hypertrain.trainer.update import build_update
 
@@ -63,9 +65,10 @@ class AuditOutcome:
     detail: str
     segments: tuple[int, ...]
     check: Check | None = None  # which check decided a mismatch (what a dispute may contest)
-    # a match's replayed final state (the final segment replayed): under ``carry`` the
-    # auditor stores it on the relay for the next round's audits (RoundOpen.carry_stored)
-    final: TrainState | None = None
+    # a match's replayed carried state, encoded (the final segment replayed under
+    # ``carry``): the auditor stores it on the relay for the next round's audits
+    # (RoundOpen.carry_stored)
+    carried: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,22 +176,27 @@ def _island_bytes(leaf: int, what: str) -> Iterator[None]:
         ) from exc
 
 
-def _check_update(island: IslandRound, end: TrainState) -> None:
+def _check_update(island: IslandRound, end: TrainState) -> bytes | None:
+    """Check the update re-encoded from the replayed final state and, under ``carry``, the
+    address of the carried state the index names (later rounds' audits fetch it there);
+    returns that carried state's bytes (None without ``carry``)."""
     last = island.commit.leaf_count - 1
-    update = build_update(island.start_params, end, island.manifest.compression)
+    compression = island.manifest.compression
+    update = build_update(island.start_params, end, compression)
     if hashlib.sha256(update.data).hexdigest() != island.commit.update_sha256:
         raise _FailedError(
             "mismatch", last, "uploaded update is not the compressed delta of the final state",
             "update",
         )  # fmt: skip
-    # under ``carry`` the final checkpoint is the next round's carried state, which later
-    # audits fetch by the address the index names: it must be the final state's
-    carried = island.manifest.inner.state_policy == "carry"
-    if carried and island.index.blobs[last] != hashlib.sha256(encode_checkpoint(end)).hexdigest():
+    if island.manifest.inner.state_policy != "carry":
+        return None
+    carried = encode_carried(carried_of(end, island.start_params, compression))
+    if island.index.carried != hashlib.sha256(carried).hexdigest():
         raise _FailedError(
-            "mismatch", last, "the index's final checkpoint address is not the final"
-            " state's checkpoint", "update",
+            "mismatch", last, "the index's carried state address is not the replayed final"
+            " state's carried state", "update",
         )  # fmt: skip
+    return carried
 
 
 def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob) -> AuditOutcome:
@@ -197,7 +205,7 @@ def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob)
     last = island.manifest.round.num_segments - 1
     ordered = tuple(sorted(set(segments)))
     update_checked = last in ordered
-    final: TrainState | None = None
+    carried: bytes | None = None
     try:
         with _island_bytes(0, "derived start state"):
             start0 = expected_start(island, config)
@@ -205,9 +213,8 @@ def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob)
         for k in ordered:
             end = _segment(island, k, fetch, config, start0)
             if k == last:
-                _check_update(island, end)
-                final = end
+                carried = _check_update(island, end)
     except _FailedError as bad:
         check = bad.check if bad.result == "mismatch" else None
         return AuditOutcome(bad.result, bad.leaf, update_checked, bad.detail, ordered, check)
-    return AuditOutcome("match", None, update_checked, "", ordered, final=final)
+    return AuditOutcome("match", None, update_checked, "", ordered, carried=carried)

@@ -69,9 +69,8 @@ from hypertrain.relay.client import RelayClient
 from hypertrain.relay.errors import NotFoundError as RelayNotFoundError
 from hypertrain.relay.errors import RelayError
 from hypertrain.rolekit import Emit, peer_away, role_events
-from hypertrain.trainer.checkpoint import checkpoint_size, encode_checkpoint
+from hypertrain.trainer.checkpoint import checkpoint_size
 from hypertrain.trainer.round_config import island_train_config
-from hypertrain.trainer.state import TrainState
 
 log = logging.getLogger(__name__)
 emit_json = role_events("auditor")
@@ -175,21 +174,21 @@ class Auditor:
             return PreviousRound(commit, lambda: params, len(opens[index - 1].roster))
         return PreviousRound(commit, start_params, len(opens[index - 1].roster))
 
-    def store_final(self, assignment: AuditAssignment, final: TrainState) -> bool:
-        """Store a matched round's replayed final state on the relay, the next round's
-        carried state (:func:`~hypertrain.challenge.facts.stored_carries`), at the address
-        the island's index names (the replay's update check compared them). Best effort:
+    def store_carried(self, assignment: AuditAssignment, carried: bytes) -> bool:
+        """Store the state a matched round carries on the relay, the next round's start
+        (:func:`~hypertrain.challenge.facts.stored_carries`), at the address the island's
+        index names (the replay's update check compared them). Best effort:
         an island uploads what the relay does not hold, so a refused store (the auditor's
         quota, an outage) costs bytes, never a verdict; False then."""
         try:
             self.relay.put(
-                encode_checkpoint(final),
+                carried,
                 kind="checkpoint",
                 round=assignment.round,
                 expiry_round=self.service.beacon_round() + self.expiry_margin,
             )
         except RelayError as exc:
-            log.warning("round %s %s: final state not stored: %s", assignment.round,
+            log.warning("round %s %s: carried state not stored: %s", assignment.round,
                         assignment.hotkey, exc)  # fmt: skip
             return False
         return True
@@ -268,11 +267,11 @@ class Auditor:
             self.attend()
 
     def post(self, assignment: AuditAssignment, outcome: AuditOutcome) -> VerdictAnswer:
-        """Post the verdict; under ``carry`` a match's replayed final state is stored first
+        """Post the verdict; under ``carry`` a match's replayed carried state is stored first
         (every path that posts one: a round's audit, a re-audit), so the round-open record
         that lists the island for it (``carry_stored``) follows a stored state."""
-        if outcome.final is not None and self.manifest.inner.state_policy == "carry":
-            self.store_final(assignment, outcome.final)
+        if outcome.carried is not None:
+            self.store_carried(assignment, outcome.carried)
         body = Verdict(
             round=assignment.round,
             hotkey=assignment.hotkey,

@@ -9,6 +9,12 @@ never trusts the index: it checks that leaf ``k`` is under the committed root wi
 Merkle inclusion proof, then that the checkpoint bytes hash to that leaf (the
 checkpoint decoder recomputes the state hash), so a relay or island can withhold
 data but never substitute it.
+
+Under ``carry`` the index also names ``carried``: the relay address of the state the
+round carries into the island's next round (``trainer.carried``: step counter, optimizer
+slots, residual; no parameters), which an audit of that next round fetches to derive its
+start state. An audit that replays this round's final segment checks that address
+against its replay, as it checks the final leaf.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from hypertrain.protocol.merkle import MerkleTree, verify_proof
 
 FORMAT: Final = "hypertrain-checkpoints/1"
 MAX_INDEX_BYTES: Final = 1 << 22
+_FIELDS: Final = frozenset({"format", "round", "leaves", "blobs"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,14 +38,17 @@ class CheckpointIndex:
     round: int
     leaves: tuple[str, ...]  # hex state hashes at local steps 0, J, ..., H
     blobs: tuple[str, ...]  # hex SHA-256 relay addresses of the checkpoint bytes
+    carried: str | None = None  # hex SHA-256 relay address of the carried state (carry)
 
     def to_bytes(self) -> bytes:
-        doc = {
+        doc: dict[str, Any] = {
             "format": FORMAT,
             "round": self.round,
             "leaves": list(self.leaves),
             "blobs": list(self.blobs),
         }
+        if self.carried is not None:
+            doc["carried"] = self.carried
         return canonical_bytes(doc)
 
     @classmethod
@@ -54,8 +64,11 @@ class CheckpointIndex:
             doc: Any = parse_json(data, max_bytes=MAX_INDEX_BYTES)
         except CanonicalJSONError as exc:
             raise VerificationError(f"checkpoint index is malformed: {exc}") from exc
-        if not isinstance(doc, dict) or set(doc) != {"format", "round", "leaves", "blobs"}:
+        if not isinstance(doc, dict) or set(doc) - {"carried"} != _FIELDS:
             raise VerificationError("checkpoint index is malformed: wrong fields")
+        carried = doc.get("carried")
+        if "carried" in doc and not _is_hex64(carried):
+            raise VerificationError("checkpoint index is malformed: carried")
         rnd, leaves, blobs = doc["round"], doc["leaves"], doc["blobs"]
         if doc["format"] != FORMAT or type(rnd) is not int or rnd < 0:
             raise VerificationError("checkpoint index is malformed: format or round")
@@ -67,7 +80,7 @@ class CheckpointIndex:
             raise VerificationError(
                 f"checkpoint index lists {len(leaves)} leaves, the commit {leaf_count}"
             )
-        return cls(rnd, tuple(leaves), tuple(blobs))
+        return cls(rnd, tuple(leaves), tuple(blobs), carried)
 
     def verified_leaf(self, k: int, root_hex: str) -> bytes:
         """Leaf ``k`` after checking its inclusion proof against the committed root."""

@@ -2,11 +2,11 @@
 
 Under ``reset`` the state depends only on the merged model and the round index.
 Under ``carry`` it also depends on the island's previous round: when the island
-committed in round ``r - 1``, its final checkpoint there (leaf ``H/J`` under that
-commit's root) is fetched by its committed hash, and the start state is
-``next_round_state(that state, merged model)`` with the public residual of that
-round's update; an island with no commit in round ``r - 1`` starts from the
-``reset`` state. With overlapped rounds (``round.overlap``) an island that committed in
+committed in round ``r - 1``, the state that round carried (``trainer.carried``: step
+counter, optimizer slots, residual) is fetched at the address that commit's checkpoint
+index names, and the start state is the merged model with it (``carry_state``); an
+island with no commit in round ``r - 1`` starts from the ``reset`` state. With
+overlapped rounds (``round.overlap``) an island that committed in
 round ``r - 1`` starts, under either policy, from round ``r - 1``'s start model minus
 ``1 / M`` of its own committed round ``r - 1`` update (fetched by its committed hash;
 ``M`` is round ``r - 1``'s roster size: :func:`~hypertrain.trainer.start_state.
@@ -30,7 +30,7 @@ from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.index import MAX_INDEX_BYTES, CheckpointIndex, sha_from_url
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import Commit, RoundOpen
-from hypertrain.trainer.checkpoint import checkpoint_size, decode_checkpoint
+from hypertrain.trainer.carried import CarriedState, carried_size, decode_carried
 from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.segment import TrainConfig
 from hypertrain.trainer.start_state import carry_state, overlap_params, reset_state
@@ -78,24 +78,29 @@ def overlapped_start(
         raise VerificationError(f"round {commit.round}'s update: {exc}") from exc
 
 
-def previous_final_state(commit: Commit, config: TrainConfig, fetch: FetchSized) -> TrainState:
-    """The final checkpoint under ``commit``'s root, verified; VerificationError if not."""
+def previous_carried(commit: Commit, config: TrainConfig, fetch: FetchSized) -> CarriedState:
+    """The state ``commit``'s round carried, at the address its index names (a blob's
+    address is its SHA-256, so the bytes are the committed ones), validated;
+    VerificationError if it is missing, malformed or at another step."""
     index = CheckpointIndex.from_bytes(
         fetch(sha_from_url(commit.checkpoint_url), MAX_INDEX_BYTES), leaf_count=commit.leaf_count
     )
     if index.round != commit.round:
         raise VerificationError("previous checkpoint index is for another round")
-    last = commit.leaf_count - 1
-    leaf = index.verified_leaf(last, commit.checkpoint_root)
-    data = fetch(index.blobs[last], checkpoint_size(config.state_config()))
+    if index.carried is None:
+        raise VerificationError("previous checkpoint index names no carried state")
+    state_config = config.state_config()
+    data = fetch(index.carried, carried_size(state_config))
+    if hashlib.sha256(data).hexdigest() != index.carried:
+        raise VerificationError("previous carried state is not the one its index names")
     try:
-        state = decode_checkpoint(data, config.state_config(), expected_hash=leaf)
+        carried = decode_carried(data, state_config)
     except TrainerError as exc:
-        raise VerificationError(f"previous final checkpoint: {exc}") from exc
+        raise VerificationError(f"previous carried state: {exc}") from exc
     must = config.round_start_step(commit.round + 1)  # where round r - 1 ends
-    if state.step != must:
-        raise VerificationError(f"previous final checkpoint carries step {state.step}, not {must}")
-    return state
+    if carried.step != must:
+        raise VerificationError(f"previous carried state has step {carried.step}, not {must}")
+    return carried
 
 
 def derive_start_state(
@@ -114,6 +119,8 @@ def derive_start_state(
         merged = overlapped_start(manifest, previous, fetch)
     if manifest.inner.state_policy != "carry":
         return reset_state(state_config, merged, config.round_start_step(index))
-    prev_final = previous_final_state(previous.commit, config, fetch)
-    prev_start = previous.start_params() if manifest.compression.error_feedback else {}
-    return carry_state(prev_final, prev_start, merged, manifest.compression)
+    carried = previous_carried(previous.commit, config, fetch)
+    try:
+        return carry_state(carried, merged, state_config)
+    except ValueError as exc:
+        raise VerificationError(f"previous carried state: {exc}") from exc

@@ -6,30 +6,39 @@ assignments are signed, the island uploads the start checkpoint of every segment
 auditor must replay (which covers the final-segment update check), except segment 0's
 (the public start state), before the upload deadline of
 ``evidence.index.upload_deadline``. Under ``carry`` the round's start state holds the
-island's optimizer state from its previous round, so an audited island also uploads that
-round's final checkpoint (committed there as its last leaf), from which auditors derive
-the start state (``evidence.start``), unless the round-open record has it start fresh
-(an island with a proven fault). No checkpoint the relay already holds is uploaded
-again: an auditor that replayed and matched the island's previous round stored that
-final state itself (the record lists the island in ``carry_stored``), and the island
-uploads it only if the store failed. Nothing else ever leaves the island, so a round
+island's optimizer state from its previous round, so an audited island also uploads the
+state that round carried (``trainer.carried``: step counter, optimizer slots, residual;
+no parameters), written beside that round's checkpoints as ``carried.bin`` and named by
+its index, from which auditors derive the start state (``evidence.start``), unless the
+round-open record has it start fresh (an island with a proven fault). Nothing the relay
+already holds is uploaded again: an auditor that replayed and matched the island's
+previous round stored that carried state itself (the record lists the island in
+``carry_stored``), and the island uploads it only if the store failed. Nothing else
+ever leaves the island, so a round
 costs one update plus the audited checkpoints instead of all ``H/J + 1``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+from torch import Tensor
 
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.start import carries_previous
 from hypertrain.evidence.verify import verify_assignment
 from hypertrain.miner.island import checkpoint_path
-from hypertrain.protocol.manifest import RunManifest
+from hypertrain.protocol.manifest import CompressionSpec, RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.relay.client import RelayClient
 from hypertrain.relay.spool import sha256_file
+from hypertrain.trainer.carried import encode_carried
+from hypertrain.trainer.start_state import carried_of
+from hypertrain.trainer.state import TrainState
+
+CARRIED_FILE: Final = "carried.bin"  # the state a round carries into the next (carry)
 
 
 def checkpoint_addresses(paths: Iterable[Path]) -> tuple[str, ...]:
@@ -64,17 +73,29 @@ def checkpoints_to_upload(segments: Sequence[int]) -> list[int]:
     return [k for k in segments if k > 0]
 
 
+def write_carried(
+    workdir: Path, final: TrainState, start_params: Mapping[str, Tensor],
+    compression: CompressionSpec,
+) -> Path:  # fmt: skip
+    """Write the state the round carries into the next (``carried.bin``, atomically)."""
+    path = workdir / CARRIED_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(encode_carried(carried_of(final, start_params, compression)))
+    tmp.replace(path)
+    return path
+
+
 def carried_checkpoint(
     manifest: RunManifest, record: RoundOpen, hotkey: str, previous_dir: Path
 ) -> Path | None:
-    """The previous round's final checkpoint an audit of round ``record.round`` needs under
-    ``carry`` (None: the start state is public, or this island kept no previous round).
-    :func:`upload_selected` skips it when the relay already holds it: the auditor that
-    matched the round before stored it (the record's ``carry_stored``)."""
+    """The carried state of the previous round an audit of round ``record.round`` needs
+    under ``carry`` (None: the start state is public, or this island kept no previous
+    round). :func:`upload_selected` skips it when the relay already holds it: the auditor
+    that matched the round before stored it (the record's ``carry_stored``)."""
     if manifest.inner.state_policy != "carry" or not carries_previous(manifest, record, hotkey):
         return None
-    paths = sorted(previous_dir.glob("ckpt_*.bin"), key=lambda p: int(p.stem.removeprefix("ckpt_")))
-    return paths[-1] if paths else None
+    path = previous_dir / CARRIED_FILE
+    return path if path.exists() else None
 
 
 def upload_selected(
@@ -86,9 +107,9 @@ def upload_selected(
     carried: Path | None = None,
 ) -> int:
     """Upload the start checkpoint of each selected segment that needs one and, under
-    ``carry``, the previous round's final checkpoint (``carried``), each unless the origin
-    relay already holds it with an arrival record (an auditor stores the final state of a
-    round it matched; a regional relay's copy whose forward failed does not count);
+    ``carry``, the previous round's carried state (``carried``), each unless the origin
+    relay already holds it with an arrival record (an auditor stores the carried state of
+    a round it matched; a regional relay's copy whose forward failed does not count);
     returns the bytes sent."""
     sent = 0
     paths = [checkpoint_path(workdir, k) for k in checkpoints_to_upload(segments)]

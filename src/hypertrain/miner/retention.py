@@ -7,9 +7,9 @@ by the same rule ``watch`` applies (:func:`hypertrain.miner.disputes.prunable` a
 ``audits_closed``): a round is *closed* once it is final, its dispute window has passed,
 no dispute of this island in it is undecided, and every verdict on this island in it has
 had its own window from when this island first saw it. A closed round keeps only its
-final checkpoint (the next round's ``carry`` start state and a late audit's previous
-checkpoint are derived from it); once the round after it is closed too, nothing can need
-it any more and its directory goes.
+final checkpoint and the state it carried (the next round's ``carry`` start state is
+derived from that); once the round after it is closed too, nothing can need it any more
+and its directory goes.
 """
 
 from __future__ import annotations

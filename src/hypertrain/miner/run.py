@@ -37,7 +37,7 @@ from hypertrain.evidence.start import (
 )
 from hypertrain.evidence.verify import find_commit, verify_commit
 from hypertrain.miner.ahead_files import Prediction, adopt_ahead
-from hypertrain.miner.checkpoints import checkpoint_addresses
+from hypertrain.miner.checkpoints import CARRIED_FILE, checkpoint_addresses, write_carried
 from hypertrain.miner.config import MinerConfig
 from hypertrain.miner.context import RunContext, round_records
 from hypertrain.miner.errors import ConfigError, MinerError
@@ -95,7 +95,7 @@ def start_state(
 ) -> TrainState:
     """The round's start state as the run's state policy derives it (what auditors check).
 
-    Under ``carry`` or overlapped rounds, the previous round's final checkpoint and update
+    Under ``carry`` or overlapped rounds, the previous round's carried state and update
     are read from this island's work directory when their bytes are the committed ones,
     else from the relay.
     """
@@ -110,13 +110,13 @@ def start_state(
 
 
 def kept_or_relay(ctx: RunContext, index: int, relay: RelayClient) -> FetchSized:
-    """A blob by hash from round ``index``'s work directory (its checkpoints and the
-    update this island built), else from the relay."""
+    """A blob by hash from round ``index``'s work directory (the update this island built
+    and the state it carried), else from the relay."""
     workdir = ctx.config.round_dir(index)
 
     def fetch(sha256: str, max_bytes: int) -> bytes:
         # the update first: it is small, and an overlapped start asks for it every round
-        kept = [workdir / UPDATE_FILE, *sorted(workdir.glob("ckpt_*.bin"))] if index >= 0 else []
+        kept = [workdir / UPDATE_FILE, workdir / CARRIED_FILE] if index >= 0 else []
         for path in kept:
             data = path.read_bytes() if path.exists() else b""
             if data and hashlib.sha256(data).hexdigest() == sha256:
@@ -154,10 +154,12 @@ def check_hooks(cfg: MinerConfig, config: TrainConfig, hooks: RoundHooks) -> Non
 
 
 def _upload(
-    relay: RelayClient, result: IslandResult, update: bytes, index: int, expiry: int
-) -> tuple[str, str]:
+    relay: RelayClient, result: IslandResult, update: bytes, index: int, expiry: int,
+    carried: Path | None,
+) -> tuple[str, str]:  # fmt: skip
     blobs = checkpoint_addresses(result.checkpoint_paths)  # uploaded only when audited
-    idx = CheckpointIndex(index, tuple(x.hex() for x in result.leaves), blobs)
+    carried_sha = checkpoint_addresses([carried])[0] if carried is not None else None
+    idx = CheckpointIndex(index, tuple(x.hex() for x in result.leaves), blobs, carried_sha)
     index_sha = relay.put(idx.to_bytes(), kind="other", round=index, expiry_round=expiry)
     update_sha = relay.put(update, kind="update", round=index, expiry_round=expiry)
     return index_sha, update_sha
@@ -231,8 +233,11 @@ def run_round(
         # the update is the delta from the island's own start (its overlapped start too)
         update = hooks.update(start.params(), result.final, manifest.compression)
         keep_update(workdir, update.data)
+        carried = None
+        if manifest.inner.state_policy == "carry":
+            carried = write_carried(workdir, result.final, start.params(), manifest.compression)
         expiry = ctx.service.beacon_round() + cfg.expiry_margin
-        index_sha, update_sha = _upload(relay, result, update.data, index, expiry)
+        index_sha, update_sha = _upload(relay, result, update.data, index, expiry, carried)
         reporter.event("uploaded", round=index, bytes=len(update.data), update_sha256=update_sha)
         body = Commit(
             round=index,

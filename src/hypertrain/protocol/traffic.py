@@ -200,20 +200,24 @@ def summarize(rounds: Iterable[TrafficRound]) -> TrafficSummary:
     )
 
 
-def uploads_per_audit(segments: int, drawn: int, carried: bool, audit_rate: float = 0.0) -> float:
-    """Training states an audited island uploads on average: the selected segments' start
-    checkpoints but segment 0's (the final segment always, ``drawn`` more at random among
-    the ``segments - 1`` others, segment 0 among them with probability
-    ``drawn / (segments - 1)``) and, ``carried`` (the ``carry`` policy), its previous final
-    checkpoint unless an auditor stored it: one that matched the island's round before,
-    which the rate drew with probability ``audit_rate`` (``RoundOpen.carry_stored``). One
-    segment (J = H): nothing but the carried state, ``1 - audit_rate`` of the time."""
-    if segments < 1 or drawn < 0 or not 0.0 <= audit_rate <= 1.0:
+def uploads_per_audit(
+    segments: int, drawn: int, carried: bool, audit_rate: float = 0.0, carried_size: float = 1.0
+) -> float:
+    """Training states' worth of bytes an audited island uploads on average: the selected
+    segments' start checkpoints but segment 0's (the final segment always, ``drawn`` more
+    at random among the ``segments - 1`` others, segment 0 among them with probability
+    ``drawn / (segments - 1)``) and, ``carried`` (the ``carry`` policy), the state its
+    previous round carried (``carried_size`` of a training state: no parameters) unless
+    an auditor stored it: one that matched the island's round before, which the rate drew
+    with probability ``audit_rate`` (``RoundOpen.carry_stored``). One segment (J = H):
+    nothing but the carried state, ``1 - audit_rate`` of the time."""
+    if segments < 1 or drawn < 0 or not 0.0 <= audit_rate <= 1.0 or not 0 < carried_size <= 1:
         raise ValueError(
             f"an audit of {segments} segments cannot draw {drawn} at rate {audit_rate}"
+            f" with a carried state of {carried_size} training states"
         )
     picked = 0.0
     if segments > 1:
         k = min(drawn, segments - 1)
         picked = 1 + k - k / (segments - 1)
-    return picked + (1.0 - audit_rate if carried else 0.0)
+    return picked + ((1.0 - audit_rate) * carried_size if carried else 0.0)

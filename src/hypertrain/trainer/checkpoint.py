@@ -40,8 +40,13 @@ def encode_checkpoint(state: TrainState) -> bytes:
 
 def checkpoint_size(config: StateConfig) -> int:
     """The exact byte size of every checkpoint of ``config`` (a download limit)."""
-    size = HEADER.size + DIGEST_SIZE
-    for spec in config.layout():
+    return HEADER.size + tensors_size(config.layout()) + DIGEST_SIZE
+
+
+def tensors_size(specs: list[TensorSpec]) -> int:
+    """Bytes of the per-tensor records of ``specs`` in a state stream (headers and data)."""
+    size = 0
+    for spec in specs:
         numel = int(np.prod(spec.shape, dtype=np.int64))
         size += 2 + len(spec.name.encode("utf-8")) + 2 + 8 * len(spec.shape)
         size += numel * spec.dtype.itemsize
@@ -57,17 +62,20 @@ def save_checkpoint(state: TrainState, path: Path) -> bytes:
     return data[-DIGEST_SIZE:]
 
 
-class _Reader:
-    """Bounds-checked little-endian reader over a byte buffer."""
+class Reader:
+    """Bounds-checked little-endian reader over a byte buffer, up to ``trailer`` bytes
+    before its end (a checkpoint's hash trailer; none for a carried state)."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, trailer: int = DIGEST_SIZE, what: str = "checkpoint") -> None:
         self.view = memoryview(data)
         self.pos = 0
+        self.end = len(data) - trailer
+        self.what = what
 
     def take(self, n: int, what: str) -> memoryview:
         end = self.pos + n
-        if end > len(self.view) - DIGEST_SIZE:
-            raise CheckpointError(f"checkpoint is truncated (while reading {what})")
+        if end > self.end:
+            raise CheckpointError(f"{self.what} is truncated (while reading {what})")
         out = self.view[self.pos : end]
         self.pos = end
         return out
@@ -76,7 +84,7 @@ class _Reader:
         return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))
 
 
-def _read_tensor_header(r: _Reader, expected: TensorSpec) -> int:
+def read_tensor_header(r: Reader, expected: TensorSpec) -> int:
     """Check one tensor header against the layout; return its data size in bytes."""
     (name_len,) = r.unpack("<H", "tensor name length")
     try:
@@ -109,11 +117,11 @@ def decode_checkpoint(
     layout = config.layout()
     if count != len(layout):
         raise CheckpointError(f"checkpoint has {count} tensors, expected {len(layout)}")
-    r = _Reader(data)
+    r = Reader(data)
     r.pos = HEADER.size
     spans: list[tuple[TensorSpec, memoryview]] = []
     for spec in layout:
-        nbytes = _read_tensor_header(r, spec)
+        nbytes = read_tensor_header(r, spec)
         spans.append((spec, r.take(nbytes, f"{spec.name} data")))
     if r.pos + DIGEST_SIZE != len(data):
         raise CheckpointError(f"checkpoint has {len(data) - r.pos - DIGEST_SIZE} trailing bytes")
@@ -126,11 +134,11 @@ def decode_checkpoint(
         raise CheckpointError(
             f"checkpoint hash {actual.hex()[:16]}… is not the expected {expected_hash.hex()[:16]}…"
         )
-    tensors = {spec.name: _to_tensor(spec, buf) for spec, buf in spans}
+    tensors = {spec.name: to_tensor(spec, buf) for spec, buf in spans}
     return TrainState(step, tensors, digest)
 
 
-def _to_tensor(spec: TensorSpec, buf: memoryview) -> torch.Tensor:
+def to_tensor(spec: TensorSpec, buf: memoryview) -> torch.Tensor:
     raw = bytearray(buf)
     if spec.dtype == torch.bfloat16:
         t = torch.frombuffer(raw, dtype=torch.int16).view(torch.bfloat16)

@@ -8,11 +8,11 @@ counter, error-feedback residual) against leaf 0, not just the parameters.
   residual, and the global step counter at the round's start (``TrainConfig.
   round_start_step``: the warm start's steps plus ``round * H``). Anyone holding the merged
   model derives it.
-* ``carry`` (:func:`carry_state`): the island's final state of the previous round
-  (a committed leaf), with the merged model's parameters and, with error feedback,
-  the residual the previous round's update left behind (recomputed from that round's
-  start model and final state, so it is public too). An island with no commit in the
-  previous round starts from the ``reset`` state.
+* ``carry`` (:func:`carry_state`): the merged model's parameters with the state the
+  island's previous round carried (:func:`carried_of`: that round's final step counter
+  and optimizer slots and, with error feedback, the residual its update left behind),
+  which the island uploads when audited (``trainer.carried``). An island with no commit
+  in the previous round starts from the ``reset`` state.
 * overlapped rounds (:func:`overlap_params`): the parameters either policy starts from
   are the previous round's start model minus the island's share (``1 / M``, ``M`` that
   round's roster) of its own decoded previous update, instead of the merged model.
@@ -26,8 +26,9 @@ import torch
 from torch import Tensor
 
 from hypertrain.protocol.manifest import CompressionSpec
-from hypertrain.trainer.state import StateConfig, TrainState
-from hypertrain.trainer.update import build_update, decode_update, next_round_state
+from hypertrain.trainer.carried import CarriedState, is_carried
+from hypertrain.trainer.state import RESIDUAL_PREFIX, StateConfig, TrainState
+from hypertrain.trainer.update import build_update, decode_update
 
 
 def reset_state(config: StateConfig, merged: Mapping[str, Tensor], step: int) -> TrainState:
@@ -47,17 +48,34 @@ def reset_state(config: StateConfig, merged: Mapping[str, Tensor], step: int) ->
     return TrainState(step, tensors, config.digest())
 
 
-def carry_state(
-    prev_final: TrainState,
-    prev_start_params: Mapping[str, Tensor],
-    merged: Mapping[str, Tensor],
-    compression: CompressionSpec,
-) -> TrainState:
-    """``next_round_state(prev_final, merged)`` with the public residual of the last update."""
-    residual = None
+def carried_of(
+    final: TrainState, start_params: Mapping[str, Tensor], compression: CompressionSpec
+) -> CarriedState:
+    """What a round's ``final`` state carries into the island's next round: its step
+    counter and optimizer slots and, with error feedback, the residual the round's update
+    (built from ``start_params``, the round's start model) left behind."""
+    tensors = {name: t for name, t in final.tensors.items() if is_carried(name)}
     if compression.error_feedback:
-        residual = build_update(prev_start_params, prev_final, compression).residual
-    return next_round_state(prev_final, merged, residual)
+        residual = build_update(start_params, final, compression).residual or {}
+        for name, value in residual.items():
+            tensors[RESIDUAL_PREFIX + name] = value.detach().float().clone()
+    return CarriedState(final.step, tensors, final.config_digest)
+
+
+def carry_state(
+    carried: CarriedState, merged: Mapping[str, Tensor], config: StateConfig
+) -> TrainState:
+    """The ``carry`` start state: the merged model's parameters with ``carried``'s step
+    counter, optimizer slots and residual, in ``config``'s layout order."""
+    if carried.config_digest != config.digest():
+        raise ValueError("the carried state was written for another model or optimizer")
+    tensors: dict[str, Tensor] = {}
+    for spec in config.layout():
+        value = carried.tensors.get(spec.name) if is_carried(spec.name) else merged.get(spec.name)
+        if value is None or tuple(value.shape) != spec.shape:
+            raise ValueError(f"the carry start state has no tensor {spec.name!r} of {spec.shape}")
+        tensors[spec.name] = value.detach().float().clone()
+    return TrainState(carried.step, tensors, carried.config_digest)
 
 
 def overlap_params(

@@ -12,11 +12,12 @@ Counted from what passed through the service plus sizes the protocol fixes exact
   per parameter (the float32 model blob, header excluded);
 * ``checkpoints``: one full training-state checkpoint per segment an audit selected but
   segment 0 (its start state is public), since islands upload only those
-  (``miner.checkpoints``), and under ``carry`` one more per audited island that committed
-  the round before (its final checkpoint there, the optimizer state its round started
-  from); a checkpoint's size is 4 bytes per
-  parameter, per optimizer slot and per residual value (per-tensor headers, well under
-  0.1%, are left out: this package does not import the trainer).
+  (``miner.checkpoints``), and under ``carry`` one carried state per audited island that
+  committed the round before (the step counter, optimizer slots and residual its round
+  started from, no parameters); a checkpoint's size is 4 bytes per parameter, per
+  optimizer slot and per residual value, a carried state's the same without the
+  parameters (per-tensor headers, well under 0.1%, are left out: this package does not
+  import the trainer).
 
 A round is a *probation* round when one of its audited islands was still in its probation
 (audited because it is new, not by the rate); the others are the steady state, which
@@ -55,13 +56,18 @@ def _adamw_only_params(spec: ModelSpec) -> int:
 
 def state_bytes(manifest: RunManifest, params: int) -> int:
     """Tensor bytes of one training-state checkpoint: parameters, optimizer slots, residual."""
+    return FLOAT32_BYTES * params + carried_bytes(manifest, params)
+
+
+def carried_bytes(manifest: RunManifest, params: int) -> int:
+    """Tensor bytes of one carried state (``carry``): optimizer slots and residual."""
     if manifest.inner.name == "muon":
         adamw = _adamw_only_params(manifest.model)
         slots = (params - adamw) + 2 * adamw
     else:
         slots = 2 * params
     residual = params if manifest.compression.error_feedback else 0
-    return FLOAT32_BYTES * (params + slots + residual)
+    return FLOAT32_BYTES * (slots + residual)
 
 
 def _committers(conn: sqlite3.Connection, run_id: str, index: int) -> set[str]:
@@ -87,19 +93,22 @@ def _not_carried(conn: sqlite3.Connection, run_id: str, index: int) -> set[str]:
     return set(record.fresh_start) | set(record.carry_stored)
 
 
-def _audits(conn: sqlite3.Connection, run_id: str, index: int, carried: bool) -> tuple[int, bool]:
-    """(uploaded checkpoints, any island audited in its probation) of one round: one
-    checkpoint per audited segment but segment 0, whose start state auditors derive from
-    the public start model, and (``carried``: the run's ``carry`` policy) one more per
-    audited island that committed in the previous round: its final checkpoint there,
-    which holds the optimizer state this round started from (none for an island the
+def _audits(
+    conn: sqlite3.Connection, run_id: str, index: int, carried: bool
+) -> tuple[int, int, bool]:
+    """(uploaded checkpoints, uploaded carried states, any island audited in its
+    probation) of one round: one checkpoint per audited segment but segment 0, whose
+    start state auditors derive from the public start model, and (``carried``: the run's
+    ``carry`` policy) one carried state per audited island that committed in the previous
+    round, the optimizer state this round started from (none for an island the
     round-open record has start fresh or lists as stored by an auditor)."""
     rows = audit_storage.audit_load(conn, run_id, index)
     segments = sum(sum(1 for k in json.loads(text) if k > 0) for text, _, _ in rows)
+    states = 0
     if carried and index > 0:
         previous = _committers(conn, run_id, index - 1) - _not_carried(conn, run_id, index)
-        segments += len({hotkey for _, _, hotkey in rows} & previous)
-    return segments, any(new for _, new, _ in rows)
+        states = len({hotkey for _, _, hotkey in rows} & previous)
+    return segments, states, any(new for _, new, _ in rows)
 
 
 def round_traffic(
@@ -116,12 +125,13 @@ def round_traffic(
     broadcast = _broadcast_bytes(conn, run_id, index - 1) if index > 0 else None
     receivers = len(held) if broadcast is not None else 0
     carried = manifest.inner.state_policy == "carry"
-    segments, probation = _audits(conn, run_id, index, carried)
+    segments, states, probation = _audits(conn, run_id, index, carried)
     ours = RoundBytes(
         commits=commit_storage.commit_bytes(conn, run_id, index),
         updates=summary.update_bytes,
         broadcasts=receivers * (broadcast or 0),
-        checkpoints=segments * state_bytes(manifest, params),
+        checkpoints=segments * state_bytes(manifest, params)
+        + states * carried_bytes(manifest, params),
         joins=(len(islands) - receivers) * FLOAT32_BYTES * params,
     )
     ddp = data_parallel_bytes(params, max(1, len(islands)), manifest.round.inner_steps)
@@ -150,6 +160,7 @@ def expected_steady(
         manifest.audit.segments,
         manifest.inner.state_policy == "carry",
         manifest.audit.rate,
+        carried_bytes(manifest, params) / state_bytes(manifest, params),
     )
     audits = manifest.audit.rate * sum(n for _, n in steady) / len(steady)
     other = sum(c.ours.total() - c.ours.checkpoints for c, _ in steady) / len(steady)

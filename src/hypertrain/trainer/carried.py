@@ -1,0 +1,94 @@
+"""The carried state: what a ``carry`` round's start state holds that is not public.
+
+Under ``carry`` an island starts round ``r`` from the merged model (public) with the step
+counter, optimizer slots and, with error feedback, the residual its round ``r - 1`` left
+(:func:`hypertrain.trainer.start_state.carried_of`). Those are all an auditor of round
+``r`` needs from the island besides public records, so an audited island uploads them
+alone, a third less than a whole training state with AdamW. The byte stream
+(docs/protocol-trainer.md, "Carried state") is the state stream's header with magic
+``HTCARRY1`` followed by the non-parameter tensors of the layout in layout order:
+
+    magic "HTCARRY1" | u32 version | 32-byte config digest | u64 step | u32 count
+    then per tensor: u16 name length | name (UTF-8) | u8 dtype code | u8 ndim |
+                     u64 dims... | raw little-endian C-order element bytes
+
+It has no hash trailer: its relay address is its SHA-256, which the island's checkpoint
+index names (``CheckpointIndex.carried``) and an audit of round ``r - 1`` checks against
+its replay. Decoding validates everything before a tensor is built and raises
+:class:`CheckpointError` for truncation, trailing bytes, a wrong magic or version,
+another config, a layout that differs, and NaN/Inf.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from hypertrain.trainer.checkpoint import Reader, read_tensor_header, tensors_size, to_tensor
+from hypertrain.trainer.errors import CheckpointError
+from hypertrain.trainer.state import (
+    HEADER,
+    RESIDUAL_PREFIX,
+    VERSION,
+    StateConfig,
+    TensorSpec,
+    tensor_bytes,
+    tensor_header,
+)
+
+CARRIED_MAGIC = b"HTCARRY1"
+
+
+@dataclass(frozen=True, slots=True)
+class CarriedState:
+    """Step counter, optimizer slots and residual (no parameters), in layout order."""
+
+    step: int
+    tensors: dict[str, Tensor]
+    config_digest: bytes
+
+
+def is_carried(name: str) -> bool:
+    """Whether a state tensor is carried (an optimizer slot or a residual), not a parameter."""
+    return name.startswith(("optim.", RESIDUAL_PREFIX))
+
+
+def carried_layout(config: StateConfig) -> list[TensorSpec]:
+    """The carried tensors of ``config``'s layout, in layout order."""
+    return [spec for spec in config.layout() if is_carried(spec.name)]
+
+
+def carried_size(config: StateConfig) -> int:
+    """The exact byte size of every carried state of ``config`` (a download limit)."""
+    return HEADER.size + tensors_size(carried_layout(config))
+
+
+def encode_carried(carried: CarriedState) -> bytes:
+    """The carried state's byte stream (module docstring)."""
+    count = len(carried.tensors)
+    header = HEADER.pack(CARRIED_MAGIC, VERSION, carried.config_digest, carried.step, count)
+    parts: list[bytes | memoryview] = [header]
+    for name, t in carried.tensors.items():
+        parts += [tensor_header(name, t), tensor_bytes(t)]
+    return b"".join(bytes(p) for p in parts)
+
+
+def decode_carried(data: bytes, config: StateConfig) -> CarriedState:
+    """Parse and fully validate a carried state of ``config`` (module docstring)."""
+    if len(data) < HEADER.size:
+        raise CheckpointError(f"carried state is truncated ({len(data)} bytes)")
+    magic, version, digest, step, count = HEADER.unpack_from(data)
+    if magic != CARRIED_MAGIC or version != VERSION:
+        raise CheckpointError(f"not a version-{VERSION} carried state (magic {magic!r})")
+    if digest != config.digest():
+        raise CheckpointError("carried state was written for another model or optimizer config")
+    layout = carried_layout(config)
+    if count != len(layout):
+        raise CheckpointError(f"carried state has {count} tensors, expected {len(layout)}")
+    r = Reader(data, trailer=0, what="carried state")
+    r.pos = HEADER.size
+    spans = [(spec, r.take(read_tensor_header(r, spec), f"{spec.name} data")) for spec in layout]
+    if r.pos != len(data):
+        raise CheckpointError(f"carried state has {len(data) - r.pos} trailing bytes")
+    return CarriedState(step, {spec.name: to_tensor(spec, buf) for spec, buf in spans}, digest)
