@@ -17,9 +17,11 @@ import torch
 
 from hypertrain.aggregator.merge import merge
 from hypertrain.aggregator.rebase import rollback
-from hypertrain.miner.start_model import START_MODEL_FILE, fetch_start_model
+from hypertrain.evidence.genesis import genesis_blob
+from hypertrain.miner.start_model import START_MODEL_FILE, derived_genesis, fetch_start_model
+from hypertrain.protocol.manifest import WarmStartSpec
 from hypertrain.protocol.messages import MergeTape
-from hypertrain.trainer.blob import decode_model_blob
+from hypertrain.trainer.blob import blob_hash, decode_model_blob
 from tests.aggregator.helpers import HOTKEYS, World
 
 
@@ -153,3 +155,27 @@ def test_a_rolled_back_round_moves_the_island_to_the_corrected_model(tmp_path: P
     got = fetch_start_model(ctx2, relay2, records2, reporter2)
     assert ctx2.events[-1] == ("start_model", {"round": 1, "source": "download"})
     assert all(torch.equal(got[n], expected[n]) for n in expected)
+
+
+def test_round_zero_without_a_warm_start_is_computed_not_downloaded(tmp_path: Path) -> None:
+    """Round 0's start model of a run without a warm start is the seed's initial
+    parameters: the island computes it, and downloads only what it cannot (a run with a
+    warm start, a later round, a record naming other bytes)."""
+    ctx, relay, _, (reporter, _) = _setup(tmp_path)
+    genesis = genesis_blob(ctx.manifest)
+    sha = blob_hash(genesis)
+    relay.blobs[sha] = genesis
+    zero = SimpleNamespace(round=0, start_model_sha256=sha)
+    params = fetch_start_model(ctx, relay, [zero], reporter)
+    assert ctx.events[-1] == ("start_model", {"round": 0, "source": "derived"})
+    assert relay.got == []  # nothing moved
+    expected = decode_model_blob(genesis, ctx.manifest.model)
+    assert all(torch.equal(params[n], expected[n]) for n in expected)
+    assert (ctx.config.round_dir(0) / START_MODEL_FILE).read_bytes() == genesis
+    assert derived_genesis(ctx.manifest, SimpleNamespace(round=1, start_model_sha256=sha)) is None
+    other = SimpleNamespace(round=0, start_model_sha256=hashlib.sha256(b"x").hexdigest())
+    assert derived_genesis(ctx.manifest, other) is None  # not the record's bytes: download
+    warm = ctx.manifest.model_copy(
+        update={"warm_start": WarmStartSpec(steps=1, samples_per_step=2)}
+    )
+    assert derived_genesis(warm, zero) is None  # trained by the operator: downloaded

@@ -9,7 +9,9 @@ round ``r``'s verified round-open record: the rebuilt blob must hash to its
 ``start_model_sha256``. A broadcast that does not rebuild it is refused (a
 ``broadcast_refused`` event with the reason) and the full model is downloaded instead,
 as it is for a joining island or one catching up; both paths yield the same verified
-bytes.
+bytes. Round 0's start model of a run without a warm start is the seed's initial
+parameters (``evidence.genesis``), so the island computes it instead of downloading it,
+and downloads it only if its bytes are not the record's.
 
 A round rolled back after its merge (a fault proven late) has a corrected tape that
 supersedes its merge-tape; the island reads the round's *current* tape, so a
@@ -23,9 +25,11 @@ from pathlib import Path
 
 from torch import Tensor
 
+from hypertrain.evidence.genesis import genesis_blob
 from hypertrain.evidence.inputs import fetch_start_params
 from hypertrain.miner.context import RunContext
 from hypertrain.miner.report import Reporter
+from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import MergeTape, RoundOpen
 from hypertrain.relay.client import RelayClient
 from hypertrain.trainer.blob import blob_hash, decode_model_blob
@@ -83,6 +87,19 @@ def rebuilt_start(
     return rebuild_model(start, data, spec, block, records[-1].start_model_sha256, bits)
 
 
+def derived_genesis(
+    manifest: RunManifest, record: RoundOpen
+) -> tuple[bytes, dict[str, Tensor]] | None:
+    """Round 0's start model computed here: the seed's initial parameters, when the run
+    has no warm start and their bytes are the record's (None otherwise: download it)."""
+    if record.round != 0 or manifest.warm_start is not None:
+        return None
+    blob = genesis_blob(manifest)
+    if blob_hash(blob) != record.start_model_sha256:
+        return None
+    return blob, decode_model_blob(blob, manifest.model, record.start_model_sha256)
+
+
 def fetch_start_model(
     ctx: RunContext, relay: RelayClient, records: list[RoundOpen], reporter: Reporter
 ) -> dict[str, Tensor]:
@@ -94,8 +111,12 @@ def fetch_start_model(
     except BroadcastError as exc:
         reporter.event("broadcast_refused", round=record.round, reason=str(exc))
         got = None
+    derived = derived_genesis(ctx.manifest, record) if got is None else None
     if got is not None:
         reporter.event("start_model", round=record.round, source="broadcast")
+    elif derived is not None:
+        got = derived
+        reporter.event("start_model", round=record.round, source="derived")
     else:
         got = fetch_start_params(relay, record, ctx.manifest)
         reporter.event("start_model", round=record.round, source="download")

@@ -9,7 +9,9 @@ Counted from what passed through the service plus sizes the protocol fixes exact
   merge-tape message) and rebuilds the new start model from it;
 * ``joins``: every other committing island (round 0, a newcomer, one that missed a
   round, or a run that publishes no broadcast) downloads the full start model, 4 bytes
-  per parameter (the float32 model blob, header excluded);
+  per parameter (the float32 model blob, header excluded), except in round 0 of a run
+  without a warm start, whose start model (the seed's initial parameters) every island
+  computes itself (``miner.start_model.derived_genesis``);
 * ``checkpoints``: one full training-state checkpoint per segment an audit selected but
   segment 0 (its start state is public), since islands upload only those
   (``miner.checkpoints``), and under ``carry`` one carried state per audited island that
@@ -124,6 +126,7 @@ def round_traffic(
     held = _committers(conn, run_id, index - 1) & islands if index > 0 else set()
     broadcast = _broadcast_bytes(conn, run_id, index - 1) if index > 0 else None
     receivers = len(held) if broadcast is not None else 0
+    derived = index == 0 and manifest.warm_start is None  # the seed's model, computed
     carried = manifest.inner.state_policy == "carry"
     segments, states, probation = _audits(conn, run_id, index, carried)
     ours = RoundBytes(
@@ -132,7 +135,7 @@ def round_traffic(
         broadcasts=receivers * (broadcast or 0),
         checkpoints=segments * state_bytes(manifest, params)
         + states * carried_bytes(manifest, params),
-        joins=(len(islands) - receivers) * FLOAT32_BYTES * params,
+        joins=0 if derived else (len(islands) - receivers) * FLOAT32_BYTES * params,
     )
     ddp = data_parallel_bytes(params, max(1, len(islands)), manifest.round.inner_steps)
     return TrafficRound(index, ours, ddp, probation)
