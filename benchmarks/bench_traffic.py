@@ -236,7 +236,7 @@ def main() -> None:
             " start model downloaded every round instead of the broadcast. *_j_eq_h: one"
             " segment per round, whose start state is public, so audits upload nothing."
             " *_recipe: the recipe new runs get (4-bit updates and broadcast, carry, J = H:"
-            " an audit uploads the previous final state), with the all-in ratio of its"
+            " an audit uploads the previous carried state), with the all-in ratio of its"
             f" {WARM_START_PERCENT} % warm start (1 / ((1 - w) / ratio + w))."
             " Every ratio is a projection: no loss gap was measured for these models;"
             " the parity grid's largest validated H is in loss_gap_validated."

@@ -32,10 +32,14 @@ def test_an_old_record_lists_nobody_and_a_listed_island_keeps_its_duty(tmp_path:
     record = verify_round_open(_sealed(_old_body(1)), manifest, 1)
     assert record.carry_stored == []
     (tmp_path / CARRIED_FILE).write_bytes(b"x")
-    assert carried_checkpoint(manifest, record, A, tmp_path) == tmp_path / CARRIED_FILE
+    assert (
+        carried_checkpoint(manifest, record, A, tmp_path, committed=True) == tmp_path / CARRIED_FILE
+    )
     listed = verify_round_open(_sealed({**_old_body(1), "carry_stored": [A]}), manifest, 1)
     assert listed.carry_stored == [A]
-    assert carried_checkpoint(manifest, listed, A, tmp_path) == tmp_path / CARRIED_FILE
+    assert (
+        carried_checkpoint(manifest, listed, A, tmp_path, committed=True) == tmp_path / CARRIED_FILE
+    )
 
 
 @pytest.mark.parametrize(

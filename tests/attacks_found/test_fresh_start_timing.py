@@ -117,7 +117,7 @@ def test_a_verdict_after_the_open_is_replayed_with_its_carried_state(
     kept = tmp_path / "r0"
     kept.mkdir()
     (kept / CARRIED_FILE).write_bytes(b"x")
-    assert carried_checkpoint(manifest, record, late, kept) == kept / CARRIED_FILE
+    assert carried_checkpoint(manifest, record, late, kept, committed=True) == kept / CARRIED_FILE
     # the dashboard charges LATE's carried state in round 1, not HONEST's
     board = svc.client.get(f"/v1/runs/{RUN}/dashboard").json()
     params = board["model"]["parameters"]

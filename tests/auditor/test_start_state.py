@@ -163,8 +163,8 @@ def test_an_island_the_record_starts_fresh_carries_nothing(world: World, tmp_pat
     config = TrainConfig.from_manifest(manifest)
     r0 = publish_round(carry_world, relay, ISLANDS[0], opens[:1], tmp_path / "r0")
     kept = tmp_path / "r0"
-    assert carried_checkpoint(manifest, opens[1], caught, kept) is None
-    assert carried_checkpoint(manifest, opens[1], honest, kept) is not None
+    assert carried_checkpoint(manifest, opens[1], caught, kept, committed=True) is None
+    assert carried_checkpoint(manifest, opens[1], honest, kept, committed=True) is not None
     params = r0.start_params
     fetch = lambda sha, limit: relay.get(sha, max_bytes=limit)  # noqa: E731
     carried = derive_start_state(

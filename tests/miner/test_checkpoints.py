@@ -110,13 +110,21 @@ def test_an_audit_under_carry_also_uploads_the_previous_carried_state(
     previous, current = _round_dir(tmp_path, 0, 3), _round_dir(tmp_path, 1, 3)
     me = ISLANDS[0].ss58_address
     opens = [_open(world, w) for w in (0, 1)]
-    carried = carried_checkpoint(manifest, opens[1], me, previous)
+    carried = carried_checkpoint(manifest, opens[1], me, previous, committed=True)
     assert carried == (previous / CARRIED_FILE if policy == "carry" else None)
-    assert carried_checkpoint(manifest, opens[0], me, previous) is None  # the public start
-    assert carried_checkpoint(manifest, opens[1], me, tmp_path / "never-trained") is None
+    assert (
+        carried_checkpoint(manifest, opens[0], me, previous, committed=True) is None
+    )  # the public start
+    assert (
+        carried_checkpoint(manifest, opens[1], me, tmp_path / "never-trained", committed=True)
+        is None
+    )
     # an island the round starts fresh (a proven fault before it) carries nothing
     fresh = opens[1].model_copy(update={"fresh_start": [me]})
-    assert carried_checkpoint(manifest, fresh, me, previous) is None
+    assert carried_checkpoint(manifest, fresh, me, previous, committed=True) is None
+    # a carried state written for a commit the service refused (late) is owed by nobody:
+    # the round starts from the public state (found by an attacker review)
+    assert carried_checkpoint(manifest, opens[1], me, previous, committed=False) is None
     relay = _Relay()
     sent = upload_selected(relay, current, 1, [0, 2], 10**9, carried)  # type: ignore[arg-type]
     want = [checkpoint_path(current, 2), *([carried] if carried is not None else [])]
@@ -132,7 +140,7 @@ def test_a_checkpoint_the_relay_holds_is_not_uploaded_again(world: World, tmp_pa
     previous, current = _round_dir(tmp_path, 0, 3), _round_dir(tmp_path, 1, 3)
     me = ISLANDS[0].ss58_address
     listed = _open(world, 1).model_copy(update={"carry_stored": [me]})
-    carried = carried_checkpoint(manifest, listed, me, previous)
+    carried = carried_checkpoint(manifest, listed, me, previous, committed=True)
     assert carried == previous / CARRIED_FILE  # the island still holds the duty
     relay = _Relay()
     stored = carried.read_bytes()

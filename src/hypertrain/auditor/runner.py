@@ -35,6 +35,7 @@ from hypertrain.api.models import VerdictAnswer
 from hypertrain.auditor.replay import AuditOutcome, IslandRound, audit_island
 from hypertrain.auditor.uploads import (
     ISLAND_BLOB_FAULTS,
+    NotCountedError,
     UploadPending,
     check_arrival,
     held,
@@ -233,7 +234,8 @@ class Auditor:
 
     def awaited_blob(self, sha256: str, deadline: int, max_bytes: int = 0) -> bytes:
         """A selected checkpoint: the island uploads it after the selection, so wait for it
-        until beacon round ``deadline``; missing after it means withheld. Inside
+        until beacon round ``deadline``; missing after it (or held without an arrival
+        record: a regional copy never forwarded) means withheld. Inside
         :func:`~hypertrain.auditor.uploads.judging_ready` a missing one raises
         :class:`~hypertrain.auditor.uploads.UploadPending` instead of waiting, so the
         round's other islands are judged first (:func:`audit_round`)."""
@@ -243,7 +245,11 @@ class Auditor:
                 self.check_in_time(sha256, deadline)
                 return data
             except IslandInputError as exc:
-                missing = isinstance(exc.__cause__, RelayNotFoundError)
+                # not there, or held without an arrival record (a regional copy the
+                # island's own upload may still bring): not yet withheld before the deadline
+                missing = isinstance(exc.__cause__, RelayNotFoundError) or (
+                    isinstance(exc, NotCountedError) and exc.arrived is None
+                )
                 if not missing or self.service.beacon_round() > deadline:
                     raise
             if ready_only():

@@ -1,7 +1,7 @@
 """Uploads an assignment still waits for: a withheld upload delays only its own verdict.
 
 An island uploads what it was selected for (the start checkpoints of its selected
-segments and, under ``carry``, its previous round's final checkpoint) after the
+segments and, under ``carry``, its previous round's carried state) after the
 selection, until the upload deadline. Inside :func:`judging_ready`, the auditor does not
 wait for such a blob when the relay does not hold it yet: it raises
 :class:`UploadPending`, and :func:`~hypertrain.auditor.runner.audit_round` sets the
@@ -26,6 +26,17 @@ from hypertrain.relay.errors import NotFoundError, RelayError
 ISLAND_BLOB_FAULTS = frozenset({"too_large", "size_mismatch"})
 
 _READY_ONLY: ContextVar[bool] = ContextVar("hypertrain_auditor_ready_only", default=False)
+
+
+class NotCountedError(IslandInputError):
+    """A held blob whose arrival the relay has not counted by the upload deadline:
+    ``arrived`` is its first arrival round, None while the relay has no record of it (a
+    regional copy not forwarded to the origin yet, which the island's upload may still
+    bring before the deadline)."""
+
+    def __init__(self, message: str, arrived: int | None) -> None:
+        super().__init__(message)
+        self.arrived = arrived
 
 
 class UploadPending(Exception):  # noqa: N818 (a state, not a failure)
@@ -67,9 +78,10 @@ def check_arrival(relay: object, sha256: str, deadline: int) -> None:
     arrived = relay.arrival_round(sha256)
     if arrived is None or arrived > deadline:
         when = "without an arrival record" if arrived is None else f"at {arrived}"
-        raise IslandInputError(
+        raise NotCountedError(
             f"checkpoint {sha256[:16]}… reached the relay {when}, after the upload"
-            f" deadline (beacon round {deadline})"
+            f" deadline (beacon round {deadline})",
+            arrived,
         )
 
 

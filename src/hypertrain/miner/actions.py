@@ -18,6 +18,7 @@ from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundDetail
 from hypertrain.dispute.narrowing import describe
 from hypertrain.evidence.index import sha_from_url
+from hypertrain.evidence.verify import find_commit
 from hypertrain.miner.admission import selfcheck
 from hypertrain.miner.ahead import train_ahead
 from hypertrain.miner.checkpoints import (
@@ -331,9 +332,15 @@ def serve_audits(
 
 
 def _carried(ctx: RunContext, hotkey: str, detail: RoundDetail) -> Path | None:
-    """The previous final checkpoint an audit of round ``detail.round`` needs from us."""
+    """The previous carried state an audit of round ``detail.round`` needs from us (only
+    if we committed in the previous round: the start state is derived from that commit)."""
     record = records_to(ctx, detail)[-1]
-    return carried_checkpoint(ctx.manifest, record, hotkey, ctx.config.round_dir(detail.round - 1))
+    index = detail.round - 1
+    committed = index >= 0 and (
+        find_commit(ctx.service.round_detail(ctx.manifest.run_id, index), hotkey) is not None
+    )
+    previous = ctx.config.round_dir(index)
+    return carried_checkpoint(ctx.manifest, record, hotkey, previous, committed=committed)
 
 
 def _serve(

@@ -86,13 +86,19 @@ def write_carried(
 
 
 def carried_checkpoint(
-    manifest: RunManifest, record: RoundOpen, hotkey: str, previous_dir: Path
-) -> Path | None:
+    manifest: RunManifest, record: RoundOpen, hotkey: str, previous_dir: Path, *,
+    committed: bool,
+) -> Path | None:  # fmt: skip
     """The carried state of the previous round an audit of round ``record.round`` needs
-    under ``carry`` (None: the start state is public, or this island kept no previous
-    round). :func:`upload_selected` skips it when the relay already holds it: the auditor
-    that matched the round before stored it (the record's ``carry_stored``)."""
+    under ``carry``: owed only when this island has a commit in that round (``committed``)
+    and the record does not start it fresh, the facts the start state is derived from
+    (``evidence.start``); None otherwise (the start state is public), or when this island
+    kept no previous round. A file written for a commit the service refused is not owed.
+    :func:`upload_selected` skips it when the relay already holds it: the auditor that
+    matched the round before stored it (the record's ``carry_stored``)."""
     if manifest.inner.state_policy != "carry" or not carries_previous(manifest, record, hotkey):
+        return None
+    if not committed:
         return None
     path = previous_dir / CARRIED_FILE
     return path if path.exists() else None
