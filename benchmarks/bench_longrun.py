@@ -78,7 +78,7 @@ def main() -> int:
         baseline(state)
     elif not args.analyse:
         follow(args, state)
-    result = analyse(state, wall_s=time.time() - started)
+    result = analyse(state, wall_s=time.time() - started, recount=args.recount)
     print(json.dumps({k: v for k, v in result.items() if not isinstance(v, list)}, indent=1))
     return 0
 
@@ -96,6 +96,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--warm-start-percent", type=int, default=WARM_START_PERCENT,
                    help="warm start, % of all steps (another: longrun-warmP.json)")  # fmt: skip
     p.add_argument("--analyse", action="store_true", help="only write the result and plot")
+    p.add_argument(
+        "--recount",
+        action="store_true",
+        help="with --analyse: also count the run's traffic by this tree's rules",
+    )
     p.add_argument(
         "--baseline-only",
         action="store_true",
@@ -292,9 +297,40 @@ def network_report(state: Path, manifest: RunManifest) -> dict[str, Any] | None:
     }
 
 
-def analyse(state: Path, *, wall_s: float) -> dict[str, Any]:
-    """longrun.json and the plot, from the state directory."""
-    from longrun_report import CURVES, build_result, plot, result_tag
+def recounted_report(state: Path, manifest: RunManifest) -> dict[str, Any]:
+    """The run's traffic counted by this tree's rules from the run's own service records
+    (its database and final dashboard document): ``dashboard.traffic.round_traffic`` per
+    final round, summed by the report's function. For a run made before a change of what
+    islands upload (the bytes of training are unchanged), what the same rounds, audits and
+    verdicts move on this tree."""
+    from types import SimpleNamespace
+
+    from hypertrain.challenge.dashboard.document import param_count
+    from hypertrain.challenge.dashboard.traffic import round_traffic
+    from hypertrain.challenge.database import reader
+    from hypertrain.devnet.report import traffic_summary, warm_start_row
+
+    network = state / "network"
+    doc = json.loads((network / "report-dashboard.json").read_text())
+    conn = reader(network / "state" / "service")  # the service's own read connection
+    params, rows = param_count(manifest.model), []
+    try:
+        for r in (r for r in doc["rounds"] if r["phase"] == "final"):
+            summary = SimpleNamespace(round=r["round"], update_bytes=r["update_bytes"])
+            count = round_traffic(conn, doc["run_id"], manifest, summary, params)  # type: ignore[arg-type]
+            rows.append({"round": r["round"], "traffic": count.ours.parts(),
+                         "data_parallel_bytes": count.data_parallel,
+                         "probation": count.probation})  # fmt: skip
+    finally:
+        conn.close()
+    warm = warm_start_row(manifest, len(doc["islands"]))
+    return {"traffic": traffic_summary(rows, warm), "warm_start": warm}
+
+
+def analyse(state: Path, *, wall_s: float, recount: bool = False) -> dict[str, Any]:
+    """longrun.json and the plot, from the state directory (``recount``: also the traffic
+    by this tree's rules, :func:`recounted_report`)."""
+    from longrun_report import CURVES, build_result, plot, recount_note, result_tag
 
     manifest, details = load_records(state)
     report = network_report(state, manifest)
@@ -305,6 +341,8 @@ def analyse(state: Path, *, wall_s: float) -> dict[str, Any]:
     path = state / "commit.txt"
     measured = path.read_text().strip() if path.exists() else commit()
     result = build_result(manifest, details, report, losses, wall, samples, measured)
+    if recount:
+        result["traffic_recounted"] = recount_note(recounted_report(state, manifest), commit())
     tag = result_tag(manifest)  # a variant of the recipe: its own files
     plot(result, PLOT.with_name(f"longrun{tag}.png"))
     curves = {k: result.pop(k) for k in CURVES}

@@ -191,6 +191,17 @@ def _walls(wall: dict[str, float]) -> dict[str, float]:
     return out
 
 
+def recount_note(report: dict[str, Any], tree: str) -> dict[str, Any]:
+    """A recounted report's traffic (``bench_longrun.recounted_report``) with what it is."""
+    return {
+        **_traffic(report),
+        "counted_by": tree,
+        "note": "the run's own rounds, audits and verdicts, counted by the rules of the tree"
+        " named in counted_by (dashboard.traffic.round_traffic): what the same rounds move"
+        " there; the run's islands moved what traffic says",
+    }
+
+
 def _traffic(report: dict[str, Any]) -> dict[str, Any]:
     """All-in first (every round plus the warm start's data-parallel steps), then rounds."""
     from hypertrain.devnet.report import all_in_of

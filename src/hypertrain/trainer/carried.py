@@ -25,7 +25,13 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from hypertrain.trainer.checkpoint import Reader, read_tensor_header, tensors_size, to_tensor
+from hypertrain.trainer.checkpoint import (
+    Reader,
+    read_header,
+    read_tensor_header,
+    tensors_size,
+    to_tensor,
+)
 from hypertrain.trainer.errors import CheckpointError
 from hypertrain.trainer.state import (
     HEADER,
@@ -76,16 +82,10 @@ def encode_carried(carried: CarriedState) -> bytes:
 
 def decode_carried(data: bytes, config: StateConfig) -> CarriedState:
     """Parse and fully validate a carried state of ``config`` (module docstring)."""
-    if len(data) < HEADER.size:
-        raise CheckpointError(f"carried state is truncated ({len(data)} bytes)")
-    magic, version, digest, step, count = HEADER.unpack_from(data)
-    if magic != CARRIED_MAGIC or version != VERSION:
-        raise CheckpointError(f"not a version-{VERSION} carried state (magic {magic!r})")
-    if digest != config.digest():
-        raise CheckpointError("carried state was written for another model or optimizer config")
     layout = carried_layout(config)
-    if count != len(layout):
-        raise CheckpointError(f"carried state has {count} tensors, expected {len(layout)}")
+    step, digest = read_header(
+        data, config, len(layout), magic=CARRIED_MAGIC, what="carried state", trailer=0
+    )
     r = Reader(data, trailer=0, what="carried state")
     r.pos = HEADER.size
     spans = [(spec, r.take(read_tensor_header(r, spec), f"{spec.name} data")) for spec in layout]

@@ -103,20 +103,30 @@ def read_tensor_header(r: Reader, expected: TensorSpec) -> int:
     return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
 
 
+def read_header(
+    data: bytes, config: StateConfig, tensors: int, *, magic: bytes = MAGIC,
+    what: str = "checkpoint", trailer: int = DIGEST_SIZE,
+) -> tuple[int, bytes]:  # fmt: skip
+    """Check a state stream's header (``magic``, version, ``config``'s digest, ``tensors``
+    tensors); returns its step counter and config digest."""
+    if len(data) < HEADER.size + trailer:
+        raise CheckpointError(f"{what} is truncated ({len(data)} bytes)")
+    found, version, digest, step, count = HEADER.unpack_from(data)
+    if found != magic or version != VERSION:
+        raise CheckpointError(f"not a version-{VERSION} {what} (magic {found!r})")
+    if digest != config.digest():
+        raise CheckpointError(f"{what} was written for another model or optimizer config")
+    if count != tensors:
+        raise CheckpointError(f"{what} has {count} tensors, expected {tensors}")
+    return step, digest
+
+
 def decode_checkpoint(
     data: bytes, config: StateConfig, expected_hash: bytes | None = None
 ) -> TrainState:
     """Parse and fully validate checkpoint bytes for ``config``; see the module docstring."""
-    if len(data) < HEADER.size + DIGEST_SIZE:
-        raise CheckpointError(f"checkpoint is truncated ({len(data)} bytes)")
-    magic, version, digest, step, count = HEADER.unpack_from(data)
-    if magic != MAGIC or version != VERSION:
-        raise CheckpointError(f"not a version-{VERSION} checkpoint (magic {magic!r})")
-    if digest != config.digest():
-        raise CheckpointError("checkpoint was written for another model or optimizer config")
     layout = config.layout()
-    if count != len(layout):
-        raise CheckpointError(f"checkpoint has {count} tensors, expected {len(layout)}")
+    step, digest = read_header(data, config, len(layout))
     r = Reader(data)
     r.pos = HEADER.size
     spans: list[tuple[TensorSpec, memoryview]] = []
