@@ -147,8 +147,9 @@ def build_result(
         "The product's network (hypertrain.devnet: beacon, service, relay, auditor, witness,"
         " aggregator, honest islands and the honeypot, each its own process) against"
         " data-parallel training on exactly the tokens each round merged (devnet.baseline),"
-        " from the same warm start; held-out loss is the aggregator's function on the same"
-        f" held-out samples for both.{overlapped} Per-round series:"
+        " from the same start (the seed's model, or the same warm start); held-out loss is"
+        f" the aggregator's function on the same held-out samples for both.{overlapped}"
+        " Per-round series:"
         f" benchmarks/results/longrun/curves{tag}.json."
         f"\n\n![Held-out loss against tokens, the network and data-parallel](longrun{tag}.png)"
     )

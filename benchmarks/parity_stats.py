@@ -162,7 +162,7 @@ DEFAULT_RECIPE_CELL = "diloco-M8-s-H25-n0.7-0.9-lr0.006"
 # ops.manifest.RunOptions; tests/benchmarks/test_parity.py checks they agree): the
 # recipe's warm-start share of the grid's 100 steps and plain averaging with the
 # broadcast, the ``carry`` policy and H = 15 (docs/parity.md, "The product default").
-PRODUCT_RECIPE_CELL = "diloco-M8-s-H15-avg-warm1-carry-lr0.006"
+PRODUCT_RECIPE_CELL = "diloco-M8-s-H15-avg-carry-lr0.006"
 
 
 def paired_gap(cell: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | None:

@@ -88,6 +88,7 @@ def test_a_variant_is_named_by_what_differs_from_the_recipe() -> None:
     assert result_tag(recipe) == "" and warm_percent(recipe) is None
     ten = _longrun_manifest(warm_start_steps(3000, 10), 3000, SEED + 1)
     assert result_tag(ten) == f"-warm10-seed{SEED + 1}" and warm_percent(ten) == 10
-    none = _longrun_manifest(0, 3000, SEED)
-    assert result_tag(none) == "-warm0" and warm_percent(none) == 0
+    other = 0 if WARM_START_PERCENT else 1  # a share other than the recipe's
+    variant = _longrun_manifest(warm_start_steps(3000, other), 3000, SEED)
+    assert result_tag(variant) == f"-warm{other}" and warm_percent(variant) == other
     assert result_tag(_longrun_manifest(recipe_warm, 3000, 8)) == "-seed8"

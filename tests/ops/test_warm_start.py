@@ -21,7 +21,10 @@ from tests.ops.conftest import LiveService
 
 
 def _init(tmp_path: Path, dataset: Path, *extra: str) -> tuple[Path, RunManifest]:
+    """``run init`` with a 1 % warm start unless ``extra`` sets the share."""
     out = tmp_path / "run.json"
+    if "--warm-start-percent" not in extra:
+        extra = ("--warm-start-percent", "1", *extra)
     args = ["run", "init", "--run-id", "w1", "--preset", "tiny", "--dataset-dir", str(dataset),
             "--local"]  # fmt: skip
     assert main([*args, "--h", "4", "--j", "2", "--rounds", "9", *extra, "--out", str(out)]) == 0
@@ -39,18 +42,26 @@ def _warm(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
     return _cli(capsys, "run", "warm-start", *argv)
 
 
-def test_run_init_plans_the_recipes_share_of_all_steps_as_the_warm_start(
+def test_run_init_plans_a_share_of_all_steps_as_the_warm_start(
     small_dataset: Path, tmp_path: Path
 ) -> None:
     _, manifest = _init(tmp_path, small_dataset)
     warm = manifest.warm_start
-    assert warm is not None and warm.steps == warm_start_steps(36, WARM_START_PERCENT) == 1
+    assert warm is not None and warm.steps == warm_start_steps(36, 1) == 1
     assert warm.samples_per_step == 8 * manifest.round.layout.micro_batch_size
     # the schedule covers the warm start and the rounds; round 0 starts after the warm start
     assert manifest.inner.total_steps == 36 + 1 and manifest.first_round_step == 1
     _, none = _init(tmp_path, small_dataset, "--warm-start-percent", "0", "--force")
     assert none.warm_start is None and none.inner.total_steps == 36
     assert "warm_start" not in json.loads(none.canonical())  # older manifests keep their hash
+    # the recipe's share, when run init is not told one (none: protocol.recipe)
+    out = tmp_path / "recipe.json"
+    args = ["run", "init", "--run-id", "w1", "--preset", "tiny", "--dataset-dir",
+            str(small_dataset), "--local", "--h", "4", "--j", "2", "--rounds", "9"]  # fmt: skip
+    assert main([*args, "--out", str(out)]) == 0
+    recipe = RunManifest.model_validate(manifest_document(out.read_bytes()))
+    steps = warm_start_steps(36, WARM_START_PERCENT)
+    assert (recipe.warm_start.steps if recipe.warm_start else 0) == steps
 
 
 def test_warm_start_trains_round_zero_and_a_replay_checks_it(
@@ -93,7 +104,8 @@ def test_warm_start_errors_are_one_clear_line(
     assert code == 1 and "has no warm start" in err
     code, _, err = _cli(
         capsys, "run", "init", "--run-id", "w1", "--dataset-dir", str(small_dataset),
-        "--warm-start-batch", "100000", "--local", "--out", str(tmp_path / "big.json"),
+        "--warm-start-percent", "1", "--warm-start-batch", "100000", "--local",
+        "--out", str(tmp_path / "big.json"),
     )  # fmt: skip
     assert code == 1 and "does not fit" in err and "--warm-start-batch" in err
     bad = tmp_path / "bad.json"

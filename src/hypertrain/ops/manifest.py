@@ -61,7 +61,7 @@ SECTION_NOTES: Final = {
     "honeypots": "commitment to the operator's honeypot list (python -m"
     " hypertrain.honeypot.commit LIST) and the round after which it is revealed",
     "coordinator": "filled in and signed by the service at create-run",
-    "warm_start": "data-parallel steps before round 0 (the measured recipe, docs/parity.md):"
+    "warm_start": "data-parallel steps before round 0 (--warm-start-percent, docs/parity.md):"
     " train them with hypertrain run warm-start and give the aggregator --genesis-model",
 }
 

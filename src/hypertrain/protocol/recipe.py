@@ -37,11 +37,12 @@ STATE_POLICY: Final = "carry"
 # catch (docs/traffic.md, "Checkpoints").
 CHECKPOINT_INTERVAL: Final = 0
 # The share of all steps a new run trains data-parallel before round 0 (the manifest's
-# ``warm_start``). Through the product's long run (docs/parity.md, "The warm start's
-# share") 1 % ended as close to data-parallel as 10 % (+2.55 % on two seeds against
-# +3.01 %) at more than twice the all-in ratio (15.0x against 6.7x): the warm start's
-# all-reduce is data-parallel traffic, so every point of it caps the whole run's ratio.
-WARM_START_PERCENT: Final = 1
+# ``warm_start``; 0: none, round 0 starts from the seed's model, which every island
+# computes). Through the product's long run (docs/parity.md, "The warm start's share")
+# no warm start ended closer to data-parallel than 1 % on both seeds measured, and 1 %
+# as close as 10 %, while the warm start's all-reduce is data-parallel traffic that caps
+# the whole run's all-in ratio at 100x for 1 % and 10x for 10 %.
+WARM_START_PERCENT: Final = 0
 
 
 def warm_start_steps(round_steps: int, percent: int) -> int:
