@@ -184,7 +184,9 @@ def test_the_all_in_ratio_leads_and_counts_the_warm_start_on_both_sides() -> Non
     [(label, words)] = all_in_rows(traffic)
     assert label.endswith("all-in")
     assert words.startswith("2.9× less than data-parallel (1,000 B against 2,900 B")
-    assert all_in_rows(traffic_summary(rounds))[0][1].startswith("20× less")
+    assert words.endswith("warm start's steps counted as data-parallel on both sides)")
+    plain = all_in_rows(traffic_summary(rounds))[0][1]
+    assert plain.startswith("20× less") and plain.endswith("every round, no warm start)")
     assert all_in_rows(None) == [] and all_in_rows(traffic_summary([])) == []
     # a report written before reports carried the card gets the same one from its rows
     older = {k: v for k, v in traffic.items() if k != "all_in"}

@@ -129,13 +129,13 @@ def all_in_rows(traffic: dict[str, Any] | None) -> list[tuple[str, str]]:
     if not card or not card["honest_bytes"]:
         return []
     ours, theirs = card["honest_bytes"], card["data_parallel_bytes"]
-    return [
-        (
-            "traffic vs data-parallel, all-in",
-            f"{card['words']} ({ours:,} B against {theirs:,} B: every round, and the warm"
-            " start's steps counted as data-parallel on both sides)",
-        )
-    ]
+    warm = (
+        "and the warm start's steps counted as data-parallel on both sides"
+        if card.get("warm_start_bytes")
+        else "no warm start"
+    )
+    words = f"{card['words']} ({ours:,} B against {theirs:,} B: every round, {warm})"
+    return [("traffic vs data-parallel, all-in", words)]
 
 
 def warm_start_rows(warm: dict[str, Any] | None) -> list[tuple[str, str]]:
