@@ -7,7 +7,7 @@ docs/miner.md) the file stays in that round's work directory. In the next round 
 island has no previous commit, so its start is the ``reset`` state and the audit needs
 nothing of it (``derive_start_state``: no commit, the public start; the auditor's
 ``previous_round`` finds none). Yet when that round is audited, ``watch``/``run`` serve the
-selection through ``miner.actions._carried`` -> ``carried_checkpoint``, which asks only
+selection through ``miner.checkpoints.owed_carried`` -> ``carried_checkpoint``, which asks only
 whether the file exists, and ``upload_selected`` sends it: two thirds of a training
 state (AdamW) the island pays for in bytes and relay quota for nothing, and that the
 byte count (``dashboard.traffic._audits``: carried states only for islands that
@@ -28,8 +28,7 @@ import pytest
 
 from hypertrain.evidence.opens import OpenRecords
 from hypertrain.evidence.start import PreviousRound, derive_start_state
-from hypertrain.miner.actions import _carried
-from hypertrain.miner.checkpoints import CARRIED_FILE, upload_selected
+from hypertrain.miner.checkpoints import CARRIED_FILE, owed_carried, upload_selected
 from hypertrain.miner.island import checkpoint_path
 from hypertrain.protocol.envelope import Envelope
 from hypertrain.trainer.segment import TrainConfig
@@ -106,7 +105,7 @@ def test_an_island_with_no_previous_commit_uploads_no_carried_state(
     current.mkdir()
     for k in range(3):
         checkpoint_path(current, k).write_bytes(bytes([1, k]) * 8)
-    carried = _carried(_ctx(world, tmp_path, details), ISLAND.ss58_address, details[1])  # type: ignore[arg-type]
+    carried = owed_carried(_ctx(world, tmp_path, details), ISLAND.ss58_address, details[1])  # type: ignore[arg-type]
     island_relay = _Relay()
     sent = upload_selected(island_relay, current, 1, [0, 1], 10**9, carried)  # type: ignore[arg-type]
     extra = [p for p in island_relay.put_paths if p.name == CARRIED_FILE]

@@ -50,7 +50,9 @@ def test_the_long_run_is_of_the_recipe_new_runs_get() -> None:
     assert recipe["codec"] == CompressionSpec.model_validate(COMPRESSION).codec
     assert recipe["inner_steps"] == DevnetConfig().inner_steps
     assert recipe["checkpoint_interval"] == DevnetConfig().checkpoint_interval
-    assert recipe["warm_start_steps"] > 0
+    # the recipe's warm-start share of the run's 200 rounds (none: 0 steps)
+    rounds = result["rounds"] * recipe["inner_steps"]
+    assert recipe["warm_start_steps"] == warm_start_steps(rounds, WARM_START_PERCENT)
 
 
 def test_the_figures_follow_from_the_series() -> None:

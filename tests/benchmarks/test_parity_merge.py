@@ -5,6 +5,7 @@ round (``hypertrain run init``'s manifest) is a round built by hand from the sam
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,7 +33,7 @@ from hypertrain.evidence.genesis import genesis_blob  # noqa: E402
 from hypertrain.evidence.inputs import load_samples  # noqa: E402
 from hypertrain.ops.manifest import RunOptions, build_manifest  # noqa: E402
 from hypertrain.protocol.manifest import RunManifest, SparseSpec  # noqa: E402
-from hypertrain.protocol.recipe import OUTER_STEP  # noqa: E402
+from hypertrain.protocol.recipe import OUTER_STEP, WARM_START_PERCENT  # noqa: E402
 from hypertrain.trainer.blob import blob_hash, decode_model_blob, encode_model_blob  # noqa: E402
 from hypertrain.trainer.codec import decode_quantized, encode_quantized  # noqa: E402
 from hypertrain.trainer.determinism import configure_determinism  # noqa: E402
@@ -158,9 +159,12 @@ def test_identical_islands_are_one_island(
 
 
 @pytest.fixture(scope="module")
-def recipe(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunManifest, Dataset]:
+def recipe(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[RunManifest, Dataset, RunManifest]:
     """``hypertrain run init``'s manifest (the tiny preset, H = 4, J = 2, 9 rounds) on a
-    dataset prepared with the operator's commands, and the dataset."""
+    dataset prepared with the operator's commands, the dataset, and the same manifest with
+    a 1 % warm start (``--warm-start-percent 1``)."""
     tmp = tmp_path_factory.mktemp("recipe")
     corpus, tok, out = tmp / "corpus.txt", tmp / "tokenizer.json", tmp / "dataset"
     corpus.write_bytes((ROOT / "tests/assets/tinyshakespeare.txt").read_bytes()[:20_000])
@@ -171,7 +175,8 @@ def recipe(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunManifest, Datas
     opts = RunOptions(run_id="recipe", preset="tiny", dataset_dir=out, inner_steps=4,
                       checkpoint_interval=2, rounds=9, local=True)  # fmt: skip
     manifest = RunManifest.model_validate(build_manifest(opts))
-    return manifest, Dataset(out / DESCRIPTOR_NAME)
+    warm = RunManifest.model_validate(build_manifest(replace(opts, warm_start_percent=1)))
+    return manifest, Dataset(out / DESCRIPTOR_NAME), warm
 
 
 def _by_hand(
@@ -205,18 +210,22 @@ def _by_hand(
     )
 
 
-@pytest.mark.parametrize("policy", ["recipe", "reset", "carry"])
+@pytest.mark.parametrize("policy", ["recipe", "reset", "carry", "warm1"])
 def test_the_recipes_first_round_is_a_round_built_by_hand(
-    recipe: tuple[RunManifest, Dataset], policy: str
+    recipe: tuple[RunManifest, Dataset, RunManifest], policy: str
 ) -> None:
-    """Round 0 of the new-run recipe (its warm start, plain averaging and the broadcast,
-    under the recipe's inner state policy and under each one) in the simulator equals
-    the same round written out by hand, from the same start state, bit for bit."""
-    shipped, dataset = recipe
-    inner = shipped.inner if policy == "recipe" else shipped.inner.model_copy(
+    """Round 0 of the new-run recipe (its warm start if it has one, plain averaging and
+    the broadcast, under the recipe's inner state policy and under each one, and with a
+    1 % warm start) in the simulator equals the same round written out by hand, from the
+    same start state, bit for bit."""
+    shipped, dataset, warm = recipe
+    if policy == "warm1":
+        shipped = warm
+    inner = shipped.inner if policy in ("recipe", "warm1") else shipped.inner.model_copy(
         update={"state_policy": policy})  # fmt: skip
     manifest = shipped.model_copy(update={"inner": inner})
-    assert manifest.warm_start is not None and manifest.first_round_step > 0
+    assert (manifest.warm_start is not None) == (policy == "warm1" or WARM_START_PERCENT > 0)
+    assert (manifest.first_round_step > 0) == (manifest.warm_start is not None)
     assert (manifest.outer.lr, manifest.outer.momentum) == (
         OUTER_STEP["lr"],
         OUTER_STEP["momentum"],

@@ -98,9 +98,14 @@ def test_run_init_writes_a_complete_commented_manifest(
     assert code == 0 and "create-run" in printed
     assert "HYPERTRAIN_WITNESS_HOTKEYS" in printed  # no round is paid before a witness
     text = out.read_text()
-    sections = [k for k in RunManifest.model_fields if k != "coordinator"]
+    doc = manifest_document(text.encode())
+    sections = [k for k in RunManifest.model_fields if k != "coordinator" and k in doc]
+    assert "warm_start" not in doc  # the recipe has none (protocol.recipe)
     for section in sections:
         assert f"  // {section}: " in text  # each section explains itself
+    warm = tmp_path / "warm.json"
+    assert _run(capsys, *args, "--warm-start-percent", "1", "--out", str(warm))[0] == 0
+    assert "  // warm_start: " in warm.read_text()
     manifest = RunManifest.model_validate(manifest_document(text.encode()))
     # the dispute bond is sized against run init's own pool (docs/mechanism.md): a tenth
     assert manifest.dispute.bond * 10 == manifest.reward.pool_per_round

@@ -245,8 +245,7 @@ class Auditor:
                 self.check_in_time(sha256, deadline)
                 return data
             except IslandInputError as exc:
-                # not there, or held without an arrival record (a regional copy the
-                # island's own upload may still bring): not yet withheld before the deadline
+                # not there, or held without an arrival record (a regional copy): not yet
                 missing = isinstance(exc.__cause__, RelayNotFoundError) or (
                     isinstance(exc, NotCountedError) and exc.arrived is None
                 )

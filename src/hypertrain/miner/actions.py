@@ -18,17 +18,16 @@ from hypertrain.api.errors import ServiceError
 from hypertrain.api.models import RoundDetail
 from hypertrain.dispute.narrowing import describe
 from hypertrain.evidence.index import sha_from_url
-from hypertrain.evidence.verify import find_commit
 from hypertrain.miner.admission import selfcheck
 from hypertrain.miner.ahead import train_ahead
 from hypertrain.miner.checkpoints import (
-    carried_checkpoint,
     checkpoints_to_upload,
+    owed_carried,
     selected_segments,
     upload_selected,
 )
 from hypertrain.miner.config import MinerConfig, config_from_args
-from hypertrain.miner.context import RunContext, load_run, records_to
+from hypertrain.miner.context import RunContext, load_run
 from hypertrain.miner.defence import defend
 from hypertrain.miner.disputes import answer_own, prune_closed
 from hypertrain.miner.errors import MinerError
@@ -320,7 +319,7 @@ def serve_audits(
             expiry = service.beacon_round() + ctx.config.expiry_margin
             try:
                 with RelayClient(ctx.config.relay_url, key, ctx.manifest.run_id) as relay:
-                    carried = _carried(ctx, key.ss58_address, detail)
+                    carried = owed_carried(ctx, key.ss58_address, detail)
                     sent = upload_selected(
                         relay, ctx.config.round_dir(index), index, segments, expiry, carried
                     )
@@ -329,18 +328,6 @@ def serve_audits(
             else:
                 reporter.event("checkpoints_uploaded", round=index, segments=segments, bytes=sent)
         served.add(index)
-
-
-def _carried(ctx: RunContext, hotkey: str, detail: RoundDetail) -> Path | None:
-    """The previous carried state an audit of round ``detail.round`` needs from us (only
-    if we committed in the previous round: the start state is derived from that commit)."""
-    record = records_to(ctx, detail)[-1]
-    index = detail.round - 1
-    committed = index >= 0 and (
-        find_commit(ctx.service.round_detail(ctx.manifest.run_id, index), hotkey) is not None
-    )
-    previous = ctx.config.round_dir(index)
-    return carried_checkpoint(ctx.manifest, record, hotkey, previous, committed=committed)
 
 
 def _serve(
@@ -355,7 +342,7 @@ def _serve(
     segments = selected_segments(detail.assignments, manifest, relay.key.ss58_address)
     paths = [checkpoint_path(workdir, k) for k in checkpoints_to_upload(segments or [])]
     if segments is not None:
-        carried = _carried(ctx, relay.key.ss58_address, detail)
+        carried = owed_carried(ctx, relay.key.ss58_address, detail)
         paths += [carried] if carried is not None else []
     for path in paths:
         if path.exists():

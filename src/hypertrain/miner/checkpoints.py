@@ -26,9 +26,11 @@ from typing import Any, Final
 
 from torch import Tensor
 
+from hypertrain.api.models import RoundDetail
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.start import carries_previous
-from hypertrain.evidence.verify import verify_assignment
+from hypertrain.evidence.verify import find_commit, verify_assignment
+from hypertrain.miner.context import RunContext, records_to
 from hypertrain.miner.island import checkpoint_path
 from hypertrain.protocol.manifest import CompressionSpec, RunManifest
 from hypertrain.protocol.messages import RoundOpen
@@ -102,6 +104,19 @@ def carried_checkpoint(
         return None
     path = previous_dir / CARRIED_FILE
     return path if path.exists() else None
+
+
+def owed_carried(ctx: RunContext, hotkey: str, detail: RoundDetail) -> Path | None:
+    """The previous carried state an audit of round ``detail.round`` needs from ``hotkey``
+    (:func:`carried_checkpoint`, ``committed`` from the service's record of the round
+    before: the start state is derived from that commit)."""
+    index = detail.round - 1
+    committed = index >= 0 and (
+        find_commit(ctx.service.round_detail(ctx.manifest.run_id, index), hotkey) is not None
+    )
+    record = records_to(ctx, detail)[-1]
+    previous = ctx.config.round_dir(index)
+    return carried_checkpoint(ctx.manifest, record, hotkey, previous, committed=committed)
 
 
 def upload_selected(
