@@ -65,7 +65,9 @@ def devnet_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     report = tmp / "report.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     done = subprocess.run(
-        _devnet(tmp, "--exit-when-done", "--report", str(report), "--timeout-s", "400"),
+        # with a warm start (the recipe has none; the other devnet tests run without one)
+        _devnet(tmp, "--exit-when-done", "--report", str(report), "--timeout-s", "400",
+                "--warm-start-percent", "1"),
         capture_output=True, text=True, timeout=480, env=env, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -104,8 +106,8 @@ def test_report_of_a_two_round_devnet(devnet_run: dict[str, Any]) -> None:
         a["data_parallel_bytes"], a["honest_bytes"]
     )
     assert a["data_parallel_bytes"] == sum(x["data_parallel_bytes"] for x in r["rounds"])
-    # the new-run recipe's warm start: a tenth of all steps, before round 0, on every
-    # island's samples of a step together; its data-parallel bytes are named, not hidden
+    # a warm start (--warm-start-percent 1: one step), before round 0, on every island's
+    # samples of a step together; its data-parallel bytes are named, not hidden
     w = r["warm_start"]
     assert (w["steps"], w["devices"]) == (1, 3) and w["data_parallel_bytes"] > 0
     assert w["samples_per_step"] == 2 * (1 + 2 + 1)  # MICRO_BATCH_SIZE x the budgets
