@@ -19,7 +19,6 @@ no carried state.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -36,6 +35,7 @@ from hypertrain.trainer.start_state import reset_state
 from tests.attacks_found.carried_state_review import ROSTER, policy_world
 from tests.auditor.islands import MemoryRelay, publish_round
 from tests.auditor.world import ISLANDS, World, make_world
+from tests.miner.test_checkpoints import PathRelay
 
 ISLAND = ISLANDS[0]
 
@@ -43,24 +43,6 @@ ISLAND = ISLANDS[0]
 @pytest.fixture(scope="module")
 def made(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> World:
     return make_world(assets_dir, tmp_path_factory.mktemp("carried-uploads"))
-
-
-class _Relay:
-    """What ``upload_selected`` calls of a relay (tests/miner/test_checkpoints.py)."""
-
-    def __init__(self) -> None:
-        self.put_paths: list[Path] = []
-        self.held: dict[str, int] = {}
-
-    def held_at_origin(self, sha256: str, size: int) -> bool:
-        return self.held.get(sha256) == size
-
-    def put(self, path: Path, **_: object) -> str:
-        self.put_paths.append(path)
-        data = path.read_bytes()
-        sha = hashlib.sha256(data).hexdigest()
-        self.held[sha] = len(data)
-        return sha
 
 
 def _ctx(world: World, root: Path, details: dict[int, Any]) -> Any:
@@ -106,7 +88,7 @@ def test_an_island_with_no_previous_commit_uploads_no_carried_state(
     for k in range(3):
         checkpoint_path(current, k).write_bytes(bytes([1, k]) * 8)
     carried = owed_carried(_ctx(world, tmp_path, details), ISLAND.ss58_address, details[1])  # type: ignore[arg-type]
-    island_relay = _Relay()
+    island_relay = PathRelay()
     sent = upload_selected(island_relay, current, 1, [0, 1], 10**9, carried)  # type: ignore[arg-type]
     extra = [p for p in island_relay.put_paths if p.name == CARRIED_FILE]
     assert extra == [], (

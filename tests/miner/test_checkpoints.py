@@ -71,7 +71,7 @@ def test_segment_zero_is_never_uploaded() -> None:
     assert checkpoints_to_upload([0]) == []  # J = H: an audit moves no checkpoint at all
 
 
-class _Relay:
+class PathRelay:
     """What ``upload_selected`` calls of a relay: ``held_at_origin`` and ``put`` of a path."""
 
     def __init__(self) -> None:
@@ -125,7 +125,7 @@ def test_an_audit_under_carry_also_uploads_the_previous_carried_state(
     # a carried state written for a commit the service refused (late) is owed by nobody:
     # the round starts from the public state (found by an attacker review)
     assert carried_checkpoint(manifest, opens[1], me, previous, committed=False) is None
-    relay = _Relay()
+    relay = PathRelay()
     sent = upload_selected(relay, current, 1, [0, 2], 10**9, carried)  # type: ignore[arg-type]
     want = [checkpoint_path(current, 2), *([carried] if carried is not None else [])]
     assert relay.put_paths == want and sent == sum(p.stat().st_size for p in want)
@@ -142,7 +142,7 @@ def test_a_checkpoint_the_relay_holds_is_not_uploaded_again(world: World, tmp_pa
     listed = _open(world, 1).model_copy(update={"carry_stored": [me]})
     carried = carried_checkpoint(manifest, listed, me, previous, committed=True)
     assert carried == previous / CARRIED_FILE  # the island still holds the duty
-    relay = _Relay()
+    relay = PathRelay()
     stored = carried.read_bytes()
     relay.held[hashlib.sha256(stored).hexdigest()] = len(stored)  # the auditor's store
     assert upload_selected(relay, current, 1, [0], 10**9, carried) == 0  # type: ignore[arg-type]

@@ -190,7 +190,7 @@ def _check_update(island: IslandRound, end: TrainState) -> bytes | None:
         )  # fmt: skip
     if island.manifest.inner.state_policy != "carry":
         return None
-    carried = encode_carried(carried_of(end, island.start_params, compression))
+    carried = encode_carried(carried_of(end, island.start_params, compression, update.residual))
     if island.index.carried != hashlib.sha256(carried).hexdigest():
         raise _FailedError(
             "mismatch", last, "the index's carried state address is not the replayed final"

@@ -49,14 +49,17 @@ def reset_state(config: StateConfig, merged: Mapping[str, Tensor], step: int) ->
 
 
 def carried_of(
-    final: TrainState, start_params: Mapping[str, Tensor], compression: CompressionSpec
-) -> CarriedState:
+    final: TrainState, start_params: Mapping[str, Tensor], compression: CompressionSpec,
+    residual: Mapping[str, Tensor] | None = None,
+) -> CarriedState:  # fmt: skip
     """What a round's ``final`` state carries into the island's next round: its step
     counter and optimizer slots and, with error feedback, the residual the round's update
-    (built from ``start_params``, the round's start model) left behind."""
+    (built from ``start_params``, the round's start model) left behind; ``residual``: that
+    update's, when the caller already built it."""
     tensors = {name: t for name, t in final.tensors.items() if is_carried(name)}
     if compression.error_feedback:
-        residual = build_update(start_params, final, compression).residual or {}
+        if residual is None:
+            residual = build_update(start_params, final, compression).residual or {}
         for name, value in residual.items():
             tensors[RESIDUAL_PREFIX + name] = value.detach().float().clone()
     return CarriedState(final.step, tensors, final.config_digest)
