@@ -7,8 +7,9 @@ Usage::
 It starts the product's own network (``hypertrain.devnet``: a local beacon, the challenge
 service, a relay, the auditor, a tape witness, the aggregator, honest islands and the
 honeypot, each its own process on loopback) on the proxy preset and the repository's
-text for ``--rounds`` rounds of the default recipe (``protocol.recipe``: warm start, the
-inner state policy, plain averaging, the int8 broadcast, H = 15, J = 5). While it runs,
+text for ``--rounds`` rounds of the recipe new runs get (``protocol.recipe``: no warm
+start, ``carry``, plain averaging, 4-bit updates and broadcast, H = 15 unless ``--h``
+says otherwise, J = H). While it runs,
 every final round's signed records are saved, and the data-parallel baseline trains on
 exactly the tokens each round merged (``devnet.baseline``: the union of the included
 islands' samples at each step, one model, the run's optimizer and schedule, from the same
@@ -58,7 +59,7 @@ from hypertrain.data.descriptor import DESCRIPTOR_NAME
 from hypertrain.devnet.baseline import BaselineStore, record_batches, train_on_records
 from hypertrain.devnet.roles import RUN_ID
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.recipe import WARM_START_PERCENT
+from hypertrain.protocol.recipe import INNER_STEPS, WARM_START_PERCENT
 from longrun_report import SEED, commit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +94,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--honeypot", default="bad-update")
     p.add_argument("--overlap", action="store_true",
                    help="overlapped rounds (writes longrun-overlap.json)")  # fmt: skip
+    p.add_argument("--h", type=int, default=INNER_STEPS,
+                   help="inner steps per round (another: longrun-hH.json)")  # fmt: skip
     p.add_argument("--warm-start-percent", type=int, default=WARM_START_PERCENT,
                    help="warm start, % of all steps (another: longrun-warmP.json)")  # fmt: skip
     p.add_argument("--analyse", action="store_true", help="only write the result and plot")
@@ -134,6 +137,7 @@ def network_child(args: argparse.Namespace) -> int:
         resume=True,  # a stopped network goes on from its state (module docstring)
         overlap=args.overlap,
         warm_start_percent=args.warm_start_percent,
+        inner_steps=args.h,
         keep=True,  # its state stays until the report is written
     )
     return run_devnet(cfg)
@@ -161,7 +165,7 @@ def follow(args: argparse.Namespace, state: Path) -> None:
         cmd += ["--rounds", str(args.rounds), "--state", str(state), "--budgets", args.budgets]
         cmd += ["--preset", args.preset, "--seed", str(args.seed), "--honeypot", args.honeypot]
         cmd += ["--overlap"] if args.overlap else []
-        cmd += ["--warm-start-percent", str(args.warm_start_percent)]
+        cmd += ["--warm-start-percent", str(args.warm_start_percent), "--h", str(args.h)]
         log = (state / "network.log").open("ab")
         child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         part_started = time.time()

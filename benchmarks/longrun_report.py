@@ -17,7 +17,7 @@ from typing import Any
 
 from hypertrain.api.models import RoundDetail
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.recipe import WARM_START_PERCENT, warm_start_steps
+from hypertrain.protocol.recipe import INNER_STEPS, WARM_START_PERCENT, warm_start_steps
 
 WINDOW = 5  # rounds in the moving average
 BLOCK = 50  # rounds per block of the gap's trajectory (one round's gap is noisy: ±1-2 points)
@@ -167,9 +167,11 @@ def warm_percent(manifest: RunManifest) -> int | None:
 
 def result_tag(manifest: RunManifest) -> str:
     """The suffix of a variant's files: ``-overlap`` for overlapped rounds, ``-warmP`` for a
-    warm start other than the recipe's share (P % of all steps), ``-seedN`` for another run
-    seed; "" for the recipe."""
+    warm start other than the recipe's share (P % of all steps), ``-hH`` for another H,
+    ``-seedN`` for another run seed; "" for the recipe."""
     tag = "-overlap" if manifest.round.overlap else ""
+    if manifest.round.inner_steps != INNER_STEPS:
+        tag += f"-h{manifest.round.inner_steps}"
     warm = warm_percent(manifest)
     if warm is not None:
         tag += f"-warm{warm}"

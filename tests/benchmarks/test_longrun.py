@@ -19,6 +19,7 @@ from hypertrain.devnet.config import DevnetConfig  # noqa: E402
 from hypertrain.protocol.manifest import CompressionSpec, RunManifest  # noqa: E402
 from hypertrain.protocol.recipe import (  # noqa: E402
     COMPRESSION,
+    INNER_STEPS,
     OUTER_STEP,
     STATE_POLICY,
     WARM_START_PERCENT,
@@ -73,9 +74,10 @@ def test_the_moving_average_and_its_longest_rise() -> None:
     assert longest_rise([3.0, 2.0, 1.0]) == 0
 
 
-def _longrun_manifest(warm: int, round_steps: int, seed: int) -> RunManifest:
+def _longrun_manifest(warm: int, round_steps: int, seed: int, h: int = INNER_STEPS) -> RunManifest:
     doc = json.loads(aggregator_manifest().canonical())
     doc["seed"] = seed
+    doc["round"] = {**doc["round"], "inner_steps": h, "checkpoint_interval": h}
     doc["inner"] = {**doc.get("inner", {}), "total_steps": warm + round_steps}
     if warm:
         doc["warm_start"] = {"steps": warm, "samples_per_step": 8}
@@ -84,7 +86,7 @@ def _longrun_manifest(warm: int, round_steps: int, seed: int) -> RunManifest:
 
 def test_a_variant_is_named_by_what_differs_from_the_recipe() -> None:
     """``longrun.json`` is the recipe's run; a variant's files and note name its warm-start
-    share and seed (a seed run's note once read "1-seed8 %")."""
+    share, H and seed (a seed run's note once read "1-seed8 %")."""
     recipe_warm = warm_start_steps(3000, WARM_START_PERCENT)
     recipe = _longrun_manifest(recipe_warm, 3000, SEED)
     assert result_tag(recipe) == "" and warm_percent(recipe) is None
@@ -94,3 +96,5 @@ def test_a_variant_is_named_by_what_differs_from_the_recipe() -> None:
     variant = _longrun_manifest(warm_start_steps(3000, other), 3000, SEED)
     assert result_tag(variant) == f"-warm{other}" and warm_percent(variant) == other
     assert result_tag(_longrun_manifest(recipe_warm, 3000, 8)) == "-seed8"
+    longer = _longrun_manifest(recipe_warm, 3000, 8, h=2 * INNER_STEPS)
+    assert result_tag(longer) == f"-h{2 * INNER_STEPS}-seed8"

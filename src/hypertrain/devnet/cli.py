@@ -16,7 +16,7 @@ from hypertrain.devnet.config import (
     SCENARIOS,
     DevnetConfig,
 )
-from hypertrain.protocol.recipe import WARM_START_PERCENT
+from hypertrain.protocol.recipe import INNER_STEPS, WARM_START_PERCENT
 
 
 def register(subparsers: Any) -> None:
@@ -32,7 +32,11 @@ def register(subparsers: Any) -> None:
                    " rollback)")  # fmt: skip
     p.add_argument("--islands", type=int, default=3, help="honest islands (default 3)")
     p.add_argument(
-        "--h", dest="inner_steps", type=int, default=15, help="inner steps H per round (default 15)"
+        "--h",
+        dest="inner_steps",
+        type=int,
+        default=INNER_STEPS,
+        help=f"inner steps H per round (default {INNER_STEPS})",
     )
     p.add_argument("--j", dest="checkpoint_interval", type=int, default=0,
                    help="checkpoint interval J (steps between committed state hashes;"

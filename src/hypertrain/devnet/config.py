@@ -7,7 +7,12 @@ from pathlib import Path
 from typing import Final
 
 from hypertrain.devnet.errors import DevnetError
-from hypertrain.protocol.recipe import CHECKPOINT_INTERVAL, WARM_START_PERCENT, warm_start_steps
+from hypertrain.protocol.recipe import (
+    CHECKPOINT_INTERVAL,
+    INNER_STEPS,
+    WARM_START_PERCENT,
+    warm_start_steps,
+)
 
 PRESETS: Final = ("proxy", "tiny", "proxy-moe", "tiny-moe")
 # The service's port unless --port names one: when it is taken, any free port is used
@@ -63,7 +68,7 @@ class DevnetConfig:
 
     rounds: int = 6
     islands: int = 3
-    inner_steps: int = 15  # H: the measured recipe's (docs/parity.md, "The product default")
+    inner_steps: int = INNER_STEPS  # H: the recipe's (protocol.recipe)
     checkpoint_interval: int = CHECKPOINT_INTERVAL  # J; 0: the whole round (J = H)
     preset: str = "proxy"
     seq_len: int = 64

@@ -29,6 +29,7 @@ from hypertrain.protocol.manifest import (
 from hypertrain.protocol.recipe import (
     CHECKPOINT_INTERVAL,
     COMPRESSION,
+    INNER_STEPS,
     OUTER_STEP,
     STATE_POLICY,
     WARM_START_PERCENT,
@@ -87,7 +88,7 @@ class RunOptions:
     preset: str = "proxy"
     dataset_dir: Path
     seed: int = 0
-    inner_steps: int = 15  # the measured recipe's H (docs/parity.md, "The product default")
+    inner_steps: int = INNER_STEPS  # the recipe's H (protocol.recipe)
     rounds: int = 100  # rounds the LR schedule plans (total_steps = rounds × H)
     checkpoint_interval: int = CHECKPOINT_INTERVAL  # 0: the whole round (J = H)
     micro_batch_size: int = 2

@@ -29,6 +29,8 @@ OUTER_STEP: Final = {"lr": 1.0, "momentum": 0.0, "broadcast": "int4"}
 # ended 0.27 points of held-out loss gap behind int8 (docs/parity.md, "The recipe at the
 # long run's horizon"); 2-bit with error feedback 0.5 behind.
 COMPRESSION: Final = {"bits": 4}
+# H of a new run: inner steps per round (docs/parity.md, "The product default").
+INNER_STEPS: Final = 15
 # How a new run's rounds start their inner optimizer state (module docstring).
 STATE_POLICY: Final = "carry"
 # J of a new run: 0 means the whole round (J = H). Each checkpoint an audit replays from
