@@ -100,6 +100,32 @@ def carried_state() -> Answer:
     return {"bytes": len(data), "sha256": sha, "index_sha256": hashlib.sha256(index).hexdigest()}
 
 
+def carried_state_bf16() -> Answer:
+    """The fixed state with its optimizer slots divided by 3 (so bfloat16 rounds them),
+    carried with the slots in bfloat16 (``inner.carried_dtype``), and the start state it
+    gives with the fixed parameters."""
+    import torch
+
+    from hypertrain.protocol.manifest import CompressionSpec
+    from hypertrain.trainer.carried import encode_carried
+    from hypertrain.trainer.start_state import carried_of, carry_state
+    from hypertrain.trainer.state import StateConfig, TrainState
+
+    fixed = _fixed_state()
+    tensors = {k: v / 3 if k.startswith("optim.") else v for k, v in fixed.tensors.items()}
+    state = TrainState(fixed.step, tensors, fixed.config_digest)
+    carried = carried_of(state, state.params(), CompressionSpec(), slots=torch.bfloat16)
+    data = encode_carried(carried)
+    tiny = _tiny_config()
+    inner = tiny.inner.model_copy(update={"state_policy": "carry", "carried_dtype": "bfloat16"})
+    start = carry_state(carried, state.params(), StateConfig(tiny.model, inner))
+    return {
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "start_state_hash": start.state_hash().hex(),
+    }
+
+
 def _quantized_update(bits: int) -> Answer:
     from hypertrain.trainer.codec import encode_quantized, update_hash
 
@@ -272,6 +298,7 @@ RECIPES: dict[str, Callable[[], Answer]] = {
     "state_hash": state_hash,
     "checkpoint": checkpoint,
     "carried_state": carried_state,
+    "carried_state_bf16": carried_state_bf16,
     "int8_update": int8_update,
     "int4_update": int4_update,
     "int2_update": int2_update,

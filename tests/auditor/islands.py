@@ -96,9 +96,7 @@ def publish_round(
     blobs = tuple(relay.put(p.read_bytes()) for p in result.checkpoint_paths)
     carried = None
     if manifest.inner.state_policy == "carry":  # what the next round starts from
-        carried = relay.put(
-            write_carried(workdir, result.final, base, manifest.compression).read_bytes()
-        )
+        carried = relay.put(write_carried(workdir, result.final, base, manifest).read_bytes())
     leaves = tuple(x.hex() for x in result.leaves)
     index = CheckpointIndex(record.round, leaves, blobs, carried)
     index_sha, update_sha = relay.put(index.to_bytes()), relay.put(update.data)

@@ -30,6 +30,7 @@ from hypertrain.miner.checkpoints import carried_checkpoint
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.trainer.blob import decode_model_blob
+from hypertrain.trainer.carried import slot_dtype
 from hypertrain.trainer.codec import decode_int8
 from hypertrain.trainer.segment import TrainConfig
 from hypertrain.trainer.start_state import carried_of, carry_state, reset_state
@@ -52,9 +53,10 @@ def _opens(world: World, rounds: int, manifest: RunManifest | None = None) -> li
     ]
 
 
-def _carry(world: World) -> World:
-    """``world`` under the ``carry`` state policy."""
-    inner = world.manifest.inner.model_copy(update={"state_policy": "carry"})
+def _carry(world: World, carried_dtype: str = "float32") -> World:
+    """``world`` under the ``carry`` state policy, its slots carried in ``carried_dtype``."""
+    update = {"state_policy": "carry", "carried_dtype": carried_dtype}
+    inner = world.manifest.inner.model_copy(update=update)
     return dataclasses.replace(world, manifest=world.manifest.model_copy(update={"inner": inner}))
 
 
@@ -100,10 +102,11 @@ def test_injected_adam_moments_are_caught_on_every_audit(world: World, tmp_path:
         assert "start state" in bad.detail
 
 
+@pytest.mark.parametrize("carried_dtype", ["float32", "bfloat16"])
 def test_carry_chain_is_checked_against_the_previous_final_state(
-    world: World, tmp_path: Path
+    world: World, tmp_path: Path, carried_dtype: str
 ) -> None:
-    carry_world = _carry(world)
+    carry_world = _carry(world, carried_dtype)
     manifest = carry_world.manifest
     relay = MemoryRelay()
     relay.put(world.model_blob)
@@ -114,19 +117,30 @@ def test_carry_chain_is_checked_against_the_previous_final_state(
     params = r0.start_params
     previous = PreviousRound(r0.commit, lambda: params)
     derived = derive_start_state(manifest, config, 1, params, previous, fetch)
-    carried = carried_of(r0.result.final, params, manifest.compression)
+    slots = slot_dtype(manifest.inner)
+    carried = carried_of(r0.result.final, params, manifest.compression, slots=slots)
     expected = carry_state(carried, params, config.state_config())
     assert derived.state_hash() == expected.state_hash()
-    # the same bytes as the final state with the merged parameters put in (no residual)
+    # float32: the same bytes as the final state with the merged parameters put in (no
+    # residual); bfloat16: its moments rounded, which the unrounded state is not
     legacy = next_round_state(r0.result.final, params, None)
-    assert derived.state_hash() == legacy.state_hash()
+    assert (derived.state_hash() == legacy.state_hash()) == (carried_dtype == "float32")
+    for name, value in derived.tensors.items():
+        if name.startswith("optim."):
+            assert torch.equal(value, r0.result.final.tensors[name].to(slots).float())
     assert derived.step == r0.result.final.step and derived.step == 4
     # without a commit in the previous round the island starts from the reset state
     fresh = derive_start_state(manifest, config, 1, params, PreviousRound(None, dict), fetch)
     assert fresh.state_hash() == reset_state(config.state_config(), params, 4).state_hash()
     honest = publish_round(carry_world, relay, ISLANDS[0], opens, tmp_path / "h", start=derived)
     reset = publish_round(carry_world, relay, ISLANDS[0], opens, tmp_path / "r", start=fresh)
-    for pub, result in ((honest, "match"), (reset, "mismatch")):
+    runs = [(honest, "match"), (reset, "mismatch")]
+    if carried_dtype != "float32":  # an island that keeps its moments unrounded is caught
+        unrounded = publish_round(
+            carry_world, relay, ISLANDS[0], opens, tmp_path / "u", start=legacy
+        )
+        runs.append((unrounded, "mismatch"))
+    for pub, result in runs:
         island = IslandRound(manifest, pub.commit, pub.index, [], params, None, derived)
         outcome = audit_island(island, [], relay.blobs.__getitem__)
         assert outcome.result == result, outcome.detail

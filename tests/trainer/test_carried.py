@@ -8,11 +8,12 @@ import struct
 
 import pytest
 import torch
+from pydantic import ValidationError
 
 from hypertrain.evidence.errors import VerificationError
 from hypertrain.evidence.index import CheckpointIndex
 from hypertrain.protocol.canonical import canonical_bytes, parse_json
-from hypertrain.protocol.manifest import CompressionSpec
+from hypertrain.protocol.manifest import CompressionSpec, InnerOptimSpec
 from hypertrain.trainer.carried import (
     CARRIED_MAGIC,
     CarriedState,
@@ -20,6 +21,7 @@ from hypertrain.trainer.carried import (
     carried_size,
     decode_carried,
     encode_carried,
+    slot_dtype,
 )
 from hypertrain.trainer.checkpoint import checkpoint_size
 from hypertrain.trainer.errors import CheckpointError
@@ -132,3 +134,62 @@ def test_the_index_names_the_carried_state_strictly() -> None:
             CheckpointIndex.from_bytes(canonical_bytes({**doc, "carried": bad}))
     with pytest.raises(VerificationError, match="wrong fields"):
         CheckpointIndex.from_bytes(canonical_bytes({**doc, "carry": "cd" * 32}))
+
+
+def _bf16_config(error_feedback: bool = False) -> StateConfig:
+    config = make_config(state_policy="carry", carried_dtype="bfloat16")
+    return StateConfig(config.model, config.inner, error_feedback)
+
+
+def test_bfloat16_slots_are_rounded_once_and_widened_exactly() -> None:
+    """``carried_dtype: bfloat16``: the slots travel rounded to nearest-even (a third of a
+    checkpoint with AdamW instead of two thirds), the residual stays float32, and the next
+    start state holds exactly the rounded values."""
+    config = _bf16_config(error_feedback=True)
+    final, start = _final(config)
+    carried = carried_of(final, start, EF, slots=slot_dtype(config.inner))
+    data = encode_carried(carried)
+    assert len(data) == carried_size(config)
+    plain = _bf16_config()  # AdamW without a residual: a third of a checkpoint
+    assert carried_size(plain) < checkpoint_size(plain) * 0.4
+    assert carried_size(plain) < 0.6 * carried_size(make_config().state_config())
+    back = decode_carried(data, config)
+    assert encode_carried(back) == data
+    merged = {k: v * 0.5 for k, v in start.items()}
+    state = carry_state(back, merged, config)
+    for name, value in final.tensors.items():
+        if name.startswith("optim."):
+            assert back.tensors[name].dtype == torch.bfloat16
+            rounded = value.to(torch.bfloat16).float()
+            assert torch.equal(state.tensors[name], rounded)
+            assert not torch.equal(rounded, value)  # the rounding is real
+        elif name.startswith("residual."):
+            assert back.tensors[name].dtype == torch.float32
+            assert torch.equal(state.tensors[name], back.tensors[name])
+
+
+def test_a_carried_state_of_the_other_width_is_refused() -> None:
+    """A float32 carried state in a bfloat16 run, and the reverse, are typed refusals."""
+    wide = make_config().state_config()
+    narrow = _bf16_config()
+    final, start = _final(wide)
+    as_float32 = encode_carried(carried_of(final, start, CompressionSpec()))
+    as_bf16 = encode_carried(carried_of(final, start, CompressionSpec(), slots=torch.bfloat16))
+    for data, config in ((as_float32, narrow), (as_bf16, wide)):
+        with pytest.raises(CheckpointError, match="dtype code"):
+            decode_carried(data, config)
+
+
+def test_the_carried_width_is_a_manifest_choice_of_carry_runs() -> None:
+    """float32 is absent from the canonical bytes (older manifests keep their hash);
+    bfloat16 is written, and refused under ``reset``, which carries nothing."""
+    plain = InnerOptimSpec()
+    assert b"carried_dtype" not in canonical_bytes(plain.model_dump(mode="json"))
+    narrow = InnerOptimSpec(state_policy="carry", carried_dtype="bfloat16")
+    doc = narrow.model_dump(mode="json")
+    assert doc["carried_dtype"] == "bfloat16" and InnerOptimSpec.model_validate(doc) == narrow
+    assert slot_dtype(narrow) == torch.bfloat16 and slot_dtype(plain) == torch.float32
+    with pytest.raises(ValidationError, match="needs state_policy carry"):
+        InnerOptimSpec(carried_dtype="bfloat16")
+    with pytest.raises(ValidationError):
+        InnerOptimSpec(state_policy="carry", carried_dtype="float16")

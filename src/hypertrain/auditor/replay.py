@@ -43,7 +43,7 @@ from hypertrain.evidence.inputs import segment_samples
 from hypertrain.protocol.manifest import LayoutSpec, RunManifest
 from hypertrain.protocol.messages import Commit
 from hypertrain.relay.errors import RelayError
-from hypertrain.trainer.carried import encode_carried
+from hypertrain.trainer.carried import encode_carried, slot_dtype
 from hypertrain.trainer.checkpoint import decode_checkpoint
 from hypertrain.trainer.errors import TrainerError
 from hypertrain.trainer.round_config import island_train_config
@@ -190,13 +190,15 @@ def _check_update(island: IslandRound, end: TrainState) -> bytes | None:
         )  # fmt: skip
     if island.manifest.inner.state_policy != "carry":
         return None
-    carried = encode_carried(carried_of(end, island.start_params, compression, update.residual))
-    if island.index.carried != hashlib.sha256(carried).hexdigest():
+    slots = slot_dtype(island.manifest.inner)
+    carried = carried_of(end, island.start_params, compression, update.residual, slots=slots)
+    encoded = encode_carried(carried)
+    if island.index.carried != hashlib.sha256(encoded).hexdigest():
         raise _FailedError(
             "mismatch", last, "the index's carried state address is not the replayed final"
             " state's carried state", "update",
         )  # fmt: skip
-    return carried
+    return encoded
 
 
 def audit_island(island: IslandRound, segments: Sequence[int], fetch: FetchBlob) -> AuditOutcome:

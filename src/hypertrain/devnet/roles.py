@@ -19,7 +19,7 @@ from hypertrain.devnet.keys import Identity, Secrets
 from hypertrain.devnet.procs import honeypot_island_cmd, hypertrain_cmd, miner_cmd, python_cmd
 from hypertrain.protocol.deadlines import answer_floor_rounds
 from hypertrain.protocol.manifest import DisputeSpec, RunManifest
-from hypertrain.protocol.recipe import COMPRESSION, OUTER_STEP, STATE_POLICY
+from hypertrain.protocol.recipe import COMPRESSION, INNER_STATE, OUTER_STEP
 
 RUN_ID = "devnet"
 STEADY_AUDIT_RATE = 0.1  # the manifest default (protocol.manifest.AuditSpec)
@@ -59,7 +59,7 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
         "inner": {
             "warmup_steps": min(2, total),
             "total_steps": total,
-            "state_policy": STATE_POLICY,
+            **INNER_STATE,
         },
         "round": {
             "inner_steps": cfg.inner_steps,

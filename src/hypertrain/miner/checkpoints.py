@@ -32,11 +32,11 @@ from hypertrain.evidence.start import carries_previous
 from hypertrain.evidence.verify import find_commit, verify_assignment
 from hypertrain.miner.context import RunContext, records_to
 from hypertrain.miner.island import checkpoint_path
-from hypertrain.protocol.manifest import CompressionSpec, RunManifest
+from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.relay.client import RelayClient
 from hypertrain.relay.spool import sha256_file
-from hypertrain.trainer.carried import encode_carried
+from hypertrain.trainer.carried import encode_carried, slot_dtype
 from hypertrain.trainer.start_state import carried_of
 from hypertrain.trainer.state import TrainState
 
@@ -76,13 +76,16 @@ def checkpoints_to_upload(segments: Sequence[int]) -> list[int]:
 
 
 def write_carried(
-    workdir: Path, final: TrainState, start_params: Mapping[str, Tensor],
-    compression: CompressionSpec,
-) -> Path:  # fmt: skip
-    """Write the state the round carries into the next (``carried.bin``, atomically)."""
+    workdir: Path, final: TrainState, start_params: Mapping[str, Tensor], manifest: RunManifest
+) -> Path:
+    """Write the state the round carries into the next (``carried.bin``, atomically), its
+    optimizer slots in the run's carried width."""
     path = workdir / CARRIED_FILE
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(encode_carried(carried_of(final, start_params, compression)))
+    slots = slot_dtype(manifest.inner)
+    tmp.write_bytes(
+        encode_carried(carried_of(final, start_params, manifest.compression, slots=slots))
+    )
     tmp.replace(path)
     return path
 

@@ -235,7 +235,7 @@ def run_round(
         keep_update(workdir, update.data)
         carried = None
         if manifest.inner.state_policy == "carry":
-            carried = write_carried(workdir, result.final, start.params(), manifest.compression)
+            carried = write_carried(workdir, result.final, start.params(), manifest)
         expiry = ctx.service.beacon_round() + cfg.expiry_margin
         index_sha, update_sha = _upload(relay, result, update.data, index, expiry, carried)
         reporter.event("uploaded", round=index, bytes=len(update.data), update_sha256=update_sha)

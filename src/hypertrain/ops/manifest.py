@@ -29,9 +29,9 @@ from hypertrain.protocol.manifest import (
 from hypertrain.protocol.recipe import (
     CHECKPOINT_INTERVAL,
     COMPRESSION,
+    INNER_STATE,
     INNER_STEPS,
     OUTER_STEP,
-    STATE_POLICY,
     WARM_START_PERCENT,
     warm_start_steps,
 )
@@ -148,7 +148,7 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
         "inner": {
             "warmup_steps": 2,
             "total_steps": round_steps + (warm or {}).get("steps", 0),
-            "state_policy": STATE_POLICY,
+            **INNER_STATE,
         },
         "outer": dict(OUTER_STEP),
         "round": {

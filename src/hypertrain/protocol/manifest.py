@@ -85,6 +85,22 @@ class InnerOptimSpec(_Section):
     muon_momentum: float = Field(default=0.95, ge=0, lt=1)
     muon_ns_steps: int = Field(default=5, ge=1, le=20)
     state_policy: Literal["reset", "carry"] = "reset"  # reset: start state public (mechanism.md)
+    # The width the optimizer slots are carried in between rounds under ``carry``:
+    # ``bfloat16`` rounds them at each round's end (trainer.carried), half the bytes an
+    # audit fetches. Absent from the canonical bytes when float32, so older manifests keep
+    # their hash.
+    carried_dtype: Literal["float32", "bfloat16"] = Field(
+        default="float32", exclude_if=lambda v: v == "float32"
+    )
+
+    @model_validator(mode="after")
+    def _carried_needs_carry(self) -> InnerOptimSpec:
+        if self.carried_dtype != "float32" and self.state_policy != "carry":
+            raise ValueError(
+                f"carried_dtype {self.carried_dtype} needs state_policy carry (reset carries"
+                " nothing between rounds)"
+            )
+        return self
 
 
 class DataSpec(_Section):

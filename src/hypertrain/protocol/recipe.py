@@ -33,6 +33,14 @@ COMPRESSION: Final = {"bits": 4}
 INNER_STEPS: Final = 15
 # How a new run's rounds start their inner optimizer state (module docstring).
 STATE_POLICY: Final = "carry"
+# The width a new run's islands carry their optimizer slots in between rounds: rounded to
+# bfloat16 at each round's end, so an audit fetches half the carried bytes. In process at
+# the long run's shape (benchmarks/parity_horizon.py, 4-bit codes, three seeds) it ended
+# +0.70 % to data-parallel against +0.79 % with float32 slots: no measurable cost
+# (docs/parity.md, "The recipe at the long run's horizon").
+CARRIED_DTYPE: Final = "bfloat16"
+# Both, as the manifest's ``inner`` section takes them.
+INNER_STATE: Final = {"state_policy": STATE_POLICY, "carried_dtype": CARRIED_DTYPE}
 # J of a new run: 0 means the whole round (J = H). Each checkpoint an audit replays from
 # costs an audited island one full training state's upload, and an audit draws every
 # segment of a short round anyway, so one segment moves the fewest bytes for the same

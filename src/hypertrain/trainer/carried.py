@@ -12,9 +12,13 @@ alone, a third less than a whole training state with AdamW. The byte stream
     then per tensor: u16 name length | name (UTF-8) | u8 dtype code | u8 ndim |
                      u64 dims... | raw little-endian C-order element bytes
 
-It has no hash trailer: its relay address is its SHA-256, which the island's checkpoint
-index names (``CheckpointIndex.carried``) and an audit of round ``r - 1`` checks against
-its replay. Decoding validates everything before a tensor is built and raises
+The optimizer slots are stored in the manifest's ``inner.carried_dtype`` (float32, or
+bfloat16: :func:`carried_of` rounds them to nearest-even at the round's end, and the next
+round starts from the rounded values on the island and in every replay alike); the step
+counter is exact and an error-feedback residual stays float32. It has no hash trailer: its
+relay address is its SHA-256, which the island's checkpoint index names
+(``CheckpointIndex.carried``) and an audit of round ``r - 1`` checks against its replay.
+Decoding validates everything before a tensor is built and raises
 :class:`CheckpointError` for truncation, trailing bytes, a wrong magic or version,
 another config, a layout that differs, and NaN/Inf.
 """
@@ -23,8 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
+from hypertrain.protocol.manifest import InnerOptimSpec
 from hypertrain.trainer.checkpoint import (
     Reader,
     read_header,
@@ -44,6 +50,7 @@ from hypertrain.trainer.state import (
 )
 
 CARRIED_MAGIC = b"HTCARRY1"
+SLOT_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +67,20 @@ def is_carried(name: str) -> bool:
     return name.startswith(("optim.", RESIDUAL_PREFIX))
 
 
+def slot_dtype(inner: InnerOptimSpec) -> torch.dtype:
+    """The dtype a carried state holds the optimizer slots in (``inner.carried_dtype``)."""
+    return SLOT_DTYPES[inner.carried_dtype]
+
+
 def carried_layout(config: StateConfig) -> list[TensorSpec]:
-    """The carried tensors of ``config``'s layout, in layout order."""
-    return [spec for spec in config.layout() if is_carried(spec.name)]
+    """The carried tensors of ``config``'s layout, in layout order, the optimizer slots in
+    the run's carried width."""
+    slots = slot_dtype(config.inner)
+    return [
+        TensorSpec(spec.name, spec.shape, slots) if spec.name.startswith("optim.") else spec
+        for spec in config.layout()
+        if is_carried(spec.name)
+    ]
 
 
 def carried_size(config: StateConfig) -> int:

@@ -50,13 +50,18 @@ def reset_state(config: StateConfig, merged: Mapping[str, Tensor], step: int) ->
 
 def carried_of(
     final: TrainState, start_params: Mapping[str, Tensor], compression: CompressionSpec,
-    residual: Mapping[str, Tensor] | None = None,
+    residual: Mapping[str, Tensor] | None = None, *, slots: torch.dtype = torch.float32,
 ) -> CarriedState:  # fmt: skip
     """What a round's ``final`` state carries into the island's next round: its step
-    counter and optimizer slots and, with error feedback, the residual the round's update
-    (built from ``start_params``, the round's start model) left behind; ``residual``: that
-    update's, when the caller already built it."""
-    tensors = {name: t for name, t in final.tensors.items() if is_carried(name)}
+    counter, its optimizer slots in ``slots`` (the run's ``carried.slot_dtype``; rounded
+    to nearest-even when narrower) and, with error feedback, the residual the round's
+    update (built from ``start_params``, the round's start model) left behind;
+    ``residual``: that update's, when the caller already built it."""
+    tensors = {
+        name: t.detach().to(slots) if name.startswith("optim.") else t
+        for name, t in final.tensors.items()
+        if is_carried(name)
+    }
     if compression.error_feedback:
         if residual is None:
             residual = build_update(start_params, final, compression).residual or {}
@@ -69,7 +74,8 @@ def carry_state(
     carried: CarriedState, merged: Mapping[str, Tensor], config: StateConfig
 ) -> TrainState:
     """The ``carry`` start state: the merged model's parameters with ``carried``'s step
-    counter, optimizer slots and residual, in ``config``'s layout order."""
+    counter, optimizer slots (widened to float32) and residual, in ``config``'s layout
+    order."""
     if carried.config_digest != config.digest():
         raise ValueError("the carried state was written for another model or optimizer")
     tensors: dict[str, Tensor] = {}
