@@ -36,7 +36,13 @@ from hypertrain.protocol.manifest import (
     ModelSpec,
     SparseSpec,
 )
-from hypertrain.protocol.recipe import COMPRESSION, OUTER_STEP, STATE_POLICY, WARM_START_PERCENT
+from hypertrain.protocol.recipe import (
+    CARRIED_DTYPE,
+    COMPRESSION,
+    OUTER_STEP,
+    STATE_POLICY,
+    WARM_START_PERCENT,
+)
 from hypertrain.protocol.traffic import (
     RoundBytes,
     data_parallel_bytes,
@@ -91,17 +97,23 @@ class Scenario:
     broadcast: bool = True
     carried: bool = False  # the ``carry`` policy: an audit also uploads the previous state
     broadcast_bits: int = 8
+    carried_dtype: str = "float32"  # the width of the carried optimizer slots
 
     @property
     def segments(self) -> int:
         return self.inner_steps // self.checkpoint_interval
+
+    def inner(self) -> InnerOptimSpec:
+        if not self.carried:
+            return InnerOptimSpec()
+        return InnerOptimSpec(state_policy="carry", carried_dtype=self.carried_dtype)
 
     def uploads_per_audit(self) -> float:
         """Expected training states' worth uploaded by one audit (``protocol.traffic``'s
         count: under ``carry`` the previous round's carried state, a state without its
         parameters, only when the rate did not match the round before, whose auditor
         then stored it)."""
-        state = StateConfig(self.model, InnerOptimSpec(), self.compression.error_feedback)
+        state = StateConfig(self.model, self.inner(), self.compression.error_feedback)
         share = carried_size(state) / checkpoint_size(state)
         return uploads_per_audit(
             self.segments, self.random_segments, self.carried, self.audit_rate, share
@@ -169,7 +181,11 @@ def scenarios() -> list[Scenario]:
     ]
     # the recipe new runs get (protocol.recipe): 4-bit updates and broadcast, carry, J = H
     four = CompressionSpec.model_validate(COMPRESSION)
-    recipe = {"carried": STATE_POLICY == "carry", "broadcast_bits": BROADCAST_BITS}
+    recipe = {
+        "carried": STATE_POLICY == "carry",
+        "broadcast_bits": BROADCAST_BITS,
+        "carried_dtype": CARRIED_DTYPE,
+    }
     out += [
         Scenario("devnet_recipe_probation", proxy, 4, 15, 15, 1.0, 2, four, **recipe),
         Scenario("devnet_recipe_steady", proxy, 4, 15, 15, 0.1, 2, four, **recipe),
@@ -189,7 +205,8 @@ def audit_costs() -> dict[str, Any]:
     """Bytes one audit makes the 50m island upload, per state policy and layout (H = 500)."""
     base = Scenario("audit", PRESETS["50m"], 8, 500, 50, 1.0, 2, EF)
     ckpt = checkpoint_size(StateConfig(base.model, InnerOptimSpec(), True))
-    carried = carried_size(StateConfig(base.model, InnerOptimSpec(), True))
+    recipe = InnerOptimSpec(state_policy="carry", carried_dtype=CARRIED_DTYPE)
+    carried = carried_size(StateConfig(base.model, recipe, True))  # the recipe's slot width
     one_segment = Scenario("audit", PRESETS["50m"], 8, 500, 500, 1.0, 0, EF)
     return {
         "audit_bytes_reset_j50": round(base.uploads_per_audit() * ckpt),

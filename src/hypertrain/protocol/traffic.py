@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 from typing import Final
 
 BF16_BYTES: Final = 2
+# Bytes per element of each width the manifest names (``inner.carried_dtype``).
+DTYPE_BYTES: Final = {"float32": 4, "bfloat16": BF16_BYTES}
 
 FORMULA: Final = (
     "data-parallel bytes = islands x 2 (sent and received) x 2(n-1)/n x 2 B x params x H"

@@ -18,8 +18,8 @@ Counted from what passed through the service plus sizes the protocol fixes exact
   committed the round before (the step counter, optimizer slots and residual its round
   started from, no parameters); a checkpoint's size is 4 bytes per parameter, per
   optimizer slot and per residual value, a carried state's the same without the
-  parameters (per-tensor headers, well under 0.1%, are left out: this package does not
-  import the trainer).
+  parameters and with its slots in the run's carried width (per-tensor headers, well
+  under 0.1%, are left out: this package does not import the trainer).
 
 A round is a *probation* round when one of its audited islands was still in its probation
 (audited because it is new, not by the rate); the others are the steady state, which
@@ -38,6 +38,7 @@ from hypertrain.protocol.envelope import Envelope
 from hypertrain.protocol.manifest import ModelSpec, RunManifest
 from hypertrain.protocol.messages import RoundOpen
 from hypertrain.protocol.traffic import (
+    DTYPE_BYTES,
     RoundBytes,
     TrafficRound,
     data_parallel_bytes,
@@ -45,7 +46,7 @@ from hypertrain.protocol.traffic import (
     uploads_per_audit,
 )
 
-FLOAT32_BYTES = 4
+FLOAT32_BYTES = DTYPE_BYTES["float32"]
 
 
 def _adamw_only_params(spec: ModelSpec) -> int:
@@ -56,20 +57,29 @@ def _adamw_only_params(spec: ModelSpec) -> int:
     return spec.vocab_size * spec.d_model + head + norms + spec.num_layers * router
 
 
+def _slots(manifest: RunManifest, params: int) -> int:
+    """Optimizer slot values: one per Muon parameter, two per AdamW parameter."""
+    if manifest.inner.name == "muon":
+        adamw = _adamw_only_params(manifest.model)
+        return (params - adamw) + 2 * adamw
+    return 2 * params
+
+
+def _residual(manifest: RunManifest, params: int) -> int:
+    return params if manifest.compression.error_feedback else 0
+
+
 def state_bytes(manifest: RunManifest, params: int) -> int:
-    """Tensor bytes of one training-state checkpoint: parameters, optimizer slots, residual."""
-    return FLOAT32_BYTES * params + carried_bytes(manifest, params)
+    """Tensor bytes of one training-state checkpoint (all float32): parameters, optimizer
+    slots, residual."""
+    return FLOAT32_BYTES * (params + _slots(manifest, params) + _residual(manifest, params))
 
 
 def carried_bytes(manifest: RunManifest, params: int) -> int:
-    """Tensor bytes of one carried state (``carry``): optimizer slots and residual."""
-    if manifest.inner.name == "muon":
-        adamw = _adamw_only_params(manifest.model)
-        slots = (params - adamw) + 2 * adamw
-    else:
-        slots = 2 * params
-    residual = params if manifest.compression.error_feedback else 0
-    return FLOAT32_BYTES * (slots + residual)
+    """Tensor bytes of one carried state (``carry``): optimizer slots in the run's carried
+    width (``inner.carried_dtype``) and a float32 residual."""
+    slot = DTYPE_BYTES[manifest.inner.carried_dtype]
+    return slot * _slots(manifest, params) + FLOAT32_BYTES * _residual(manifest, params)
 
 
 def _committers(conn: sqlite3.Connection, run_id: str, index: int) -> set[str]:
