@@ -173,8 +173,9 @@ MOMENT_BLOCK = 64  # values per scale of the 8-bit prototype
 
 
 def round_moments(state: TrainState, bits: int) -> TrainState:
-    """``state`` with its Adam moments rounded as a compact carried state would hold them
-    (a prototype, not a product format; 0: unchanged). 16: bfloat16. 8: the first moment
+    """``state`` with its Adam moments rounded as a compact carried state holds them (0:
+    unchanged). 16: the product's bfloat16 carried slots (``inner.carried_dtype``, through
+    ``trainer.start_state.carried_of``). 8 (a prototype, not a product format): the first moment
     as blockwise absmax int8, the second as 8-bit codes of its log2 between each block's
     least and greatest positive value (zeros stay zero), so small entries keep their
     relative precision and a step never divides by a second moment rounded to zero."""
@@ -183,12 +184,14 @@ def round_moments(state: TrainState, bits: int) -> TrainState:
     if bits not in (8, 16):
         raise ValueError(f"carry_bits must be 0, 8 or 16, got {bits}")
     out = dict(state.tensors)
+    if bits == 16:
+        carried = carried_of(state, state.params(), CompressionSpec(), slots=torch.bfloat16)
+        slots = {k: v.float() for k, v in carried.tensors.items() if k.startswith("optim.")}
+        return TrainState(state.step, {**out, **slots}, state.config_digest)
     for name, t in state.tensors.items():
         if not name.startswith("optim.exp_avg"):
             continue
-        if bits == 16:
-            out[name] = t.to(torch.bfloat16).float()
-        elif name.startswith("optim.exp_avg_sq."):
+        if name.startswith("optim.exp_avg_sq."):
             out[name] = _log8(t)
         else:
             out[name] = _absmax8(t)

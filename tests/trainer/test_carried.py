@@ -193,3 +193,16 @@ def test_the_carried_width_is_a_manifest_choice_of_carry_runs() -> None:
         InnerOptimSpec(carried_dtype="bfloat16")
     with pytest.raises(ValidationError):
         InnerOptimSpec(state_policy="carry", carried_dtype="float16")
+
+
+def test_a_slot_beyond_the_narrow_range_is_an_error_at_the_source() -> None:
+    """A finite float32 moment that bfloat16 rounds to Inf never becomes a carried state
+    no reader accepts: ``carried_of`` refuses it."""
+    config = _bf16_config()
+    final, start = _final(config)
+    name = next(n for n in final.tensors if n.startswith("optim."))
+    final.tensors[name][0] = 3.40e38  # finite in float32, Inf in bfloat16
+    assert bool(torch.isfinite(final.tensors[name]).all())
+    with pytest.raises(ValueError, match=r"not finite in torch\.bfloat16"):
+        carried_of(final, start, CompressionSpec(), slots=torch.bfloat16)
+    carried_of(final, start, CompressionSpec())  # float32 slots hold it

@@ -56,12 +56,16 @@ def carried_of(
     counter, its optimizer slots in ``slots`` (the run's ``carried.slot_dtype``; rounded
     to nearest-even when narrower) and, with error feedback, the residual the round's
     update (built from ``start_params``, the round's start model) left behind;
-    ``residual``: that update's, when the caller already built it."""
+    ``residual``: that update's, when the caller already built it. ValueError if a slot
+    is not finite in ``slots`` (a finite float32 beyond bfloat16's range rounds to Inf)."""
     tensors = {
         name: t.detach().to(slots) if name.startswith("optim.") else t
         for name, t in final.tensors.items()
         if is_carried(name)
     }
+    for name, t in tensors.items():  # a finite slot beyond the width's range rounds to Inf
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} is not finite in {t.dtype}: no reader accepts it")
     if compression.error_feedback:
         if residual is None:
             residual = build_update(start_params, final, compression).residual or {}
