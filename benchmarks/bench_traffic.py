@@ -39,6 +39,7 @@ from hypertrain.protocol.manifest import (
 from hypertrain.protocol.recipe import (
     CARRIED_DTYPE,
     COMPRESSION,
+    INNER_STEPS,
     OUTER_STEP,
     STATE_POLICY,
     WARM_START_PERCENT,
@@ -179,16 +180,19 @@ def scenarios() -> list[Scenario]:
         Scenario("devnet_probation", proxy, 4, 12, 4, 1.0, 2, CompressionSpec()),
         Scenario("devnet_steady", proxy, 4, 12, 4, 0.1, 2, CompressionSpec()),
     ]
-    # the recipe new runs get (protocol.recipe): 4-bit updates and broadcast, carry, J = H
-    four = CompressionSpec.model_validate(COMPRESSION)
+    # the recipe new runs get (protocol.recipe): 4-bit updates and broadcast, carry with
+    # bfloat16 slots, h = H = INNER_STEPS, J = H
+    four, h = CompressionSpec.model_validate(COMPRESSION), INNER_STEPS
     recipe = {
         "carried": STATE_POLICY == "carry",
         "broadcast_bits": BROADCAST_BITS,
         "carried_dtype": CARRIED_DTYPE,
     }
     out += [
-        Scenario("devnet_recipe_probation", proxy, 4, 15, 15, 1.0, 2, four, **recipe),
-        Scenario("devnet_recipe_steady", proxy, 4, 15, 15, 0.1, 2, four, **recipe),
+        Scenario("devnet_recipe_probation", proxy, 4, h, h, 1.0, 2, four, **recipe),
+        Scenario("devnet_recipe_steady", proxy, 4, h, h, 0.1, 2, four, **recipe),
+        # the 50m model at the recipe's H, which the long run measured on the proxy
+        Scenario(f"50m_h{h}_recipe", big, 8, h, h, 0.1, 2, four, **recipe),
         Scenario("50m_h500_recipe", big, 8, 500, 500, 0.1, 2, four, **recipe),
     ]
     for h in (100, 500):
@@ -252,8 +256,9 @@ def main() -> None:
             " A join downloads the float32 model once (join_bytes). *_model_download: the"
             " start model downloaded every round instead of the broadcast. *_j_eq_h: one"
             " segment per round, whose start state is public, so audits upload nothing."
-            " *_recipe: the recipe new runs get (4-bit updates and broadcast, carry, J = H:"
-            " an audit uploads the previous carried state), with the all-in ratio of its"
+            " *_recipe: the recipe new runs get (4-bit updates and broadcast, carry with"
+            f" {CARRIED_DTYPE} optimizer slots, J = H: an audit uploads the previous carried"
+            f" state; devnet and 50m_h{INNER_STEPS}: the recipe's H), with the all-in ratio of its"
             f" {WARM_START_PERCENT} % warm start (1 / ((1 - w) / ratio + w))."
             " Every ratio is a projection: no loss gap was measured for these models;"
             " the parity grid's largest validated H is in loss_gap_validated."
