@@ -234,11 +234,8 @@ def test_the_product_recipe_is_the_cell_the_docs_name() -> None:
     cells = {c.name: c for c, _ in parity_explore.cells({})}
     cell = cells[PRODUCT_RECIPE_CELL]
     steps = 100  # the grid's global steps (docs/parity.md, "Shapes")
-    h = RunOptions(run_id="x", dataset_dir=Path()).inner_steps
-    assert h == DevnetConfig().inner_steps
-    # the recipe's H was chosen through the long run (docs/parity.md, "The long run"); when
-    # it does not divide the grid's steps, the grid's cell keeps the last H it measured
-    assert cell.inner_steps == h or (steps % h != 0 and cell.inner_steps < h)
+    assert cell.inner_steps == RunOptions(run_id="x", dataset_dir=Path()).inner_steps
+    assert cell.inner_steps == DevnetConfig().inner_steps
     assert (cell.outer_lr, cell.outer_momentum) == (OUTER_STEP["lr"], OUTER_STEP["momentum"])
     # the grid's cell broadcasts as the recipe does; its width (int8 there, the recipe's
     # 4 bits now) was measured apart at the long run's horizon (parity_horizon.py: equal)

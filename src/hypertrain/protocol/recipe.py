@@ -29,11 +29,12 @@ OUTER_STEP: Final = {"lr": 1.0, "momentum": 0.0, "broadcast": "int4"}
 # ended 0.27 points of held-out loss gap behind int8 (docs/parity.md, "The recipe at the
 # long run's horizon"); 2-bit with error feedback 0.5 behind.
 COMPRESSION: Final = {"bits": 4}
-# H of a new run: inner steps per round. Through the product's long run (docs/parity.md,
-# "The long run"), H = 30 for 100 rounds ended +2.76 % to data-parallel on the same
-# tokens (inside the +3 % target) at 134x less traffic all-in, where H = 15 for 200
-# rounds ended +1.55 % at 55x (float32 carried slots): a round's bytes do not grow with H.
-INNER_STEPS: Final = 30
+# H of a new run: inner steps per round (docs/parity.md, "The product default"). Through
+# the product's long run (docs/parity.md, "The long run"), H = 30 moved 134x less than
+# data-parallel all-in where H = 15 moved 55x (a round's bytes do not grow with H), but
+# ended +2.76 % to data-parallel on one seed and about +5 % on the other, past the +3 %
+# target; H = 15 ended inside it on three seeds.
+INNER_STEPS: Final = 15
 # How a new run's rounds start their inner optimizer state (module docstring).
 STATE_POLICY: Final = "carry"
 # The width a new run's islands carry their optimizer slots in between rounds: rounded to
