@@ -32,7 +32,7 @@ COMPRESSION: Final = {"bits": 4}
 # H of a new run: inner steps per round (docs/parity.md, "The product default"). Through
 # the product's long run (docs/parity.md, "The long run"), H = 30 moved 134x less than
 # data-parallel all-in where H = 15 moved 55x (a round's bytes do not grow with H), but
-# ended +2.76 % to data-parallel on one seed and about +5 % on the other, past the +3 %
+# ended +2.76 % to data-parallel on one seed and +6.95 % on the other, past the +3 %
 # target; H = 15 ended inside it on three seeds.
 INNER_STEPS: Final = 15
 # How a new run's rounds start their inner optimizer state (module docstring).
