@@ -98,6 +98,8 @@ def parse_args() -> argparse.Namespace:
                    help="inner steps per round (another: longrun-hH.json)")  # fmt: skip
     p.add_argument("--warm-start-percent", type=int, default=WARM_START_PERCENT,
                    help="warm start, % of all steps (another: longrun-warmP.json)")  # fmt: skip
+    p.add_argument("--optimizer", choices=("adamw", "muon"), default="adamw",
+                   help="the islands' inner optimizer (muon writes longrun-muon.json)")  # fmt: skip
     p.add_argument("--analyse", action="store_true", help="only write the result and plot")
     p.add_argument(
         "--recount",
@@ -138,6 +140,7 @@ def network_child(args: argparse.Namespace) -> int:
         overlap=args.overlap,
         warm_start_percent=args.warm_start_percent,
         inner_steps=args.h,
+        optimizer=args.optimizer,
         keep=True,  # its state stays until the report is written
     )
     return run_devnet(cfg)
@@ -166,6 +169,7 @@ def follow(args: argparse.Namespace, state: Path) -> None:
         cmd += ["--preset", args.preset, "--seed", str(args.seed), "--honeypot", args.honeypot]
         cmd += ["--overlap"] if args.overlap else []
         cmd += ["--warm-start-percent", str(args.warm_start_percent), "--h", str(args.h)]
+        cmd += ["--optimizer", args.optimizer]
         log = (state / "network.log").open("ab")
         child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         part_started = time.time()

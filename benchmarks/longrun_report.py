@@ -17,7 +17,12 @@ from typing import Any
 
 from hypertrain.api.models import RoundDetail
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.recipe import INNER_STEPS, WARM_START_PERCENT, warm_start_steps
+from hypertrain.protocol.recipe import (
+    CARRIED_DTYPE,
+    INNER_STEPS,
+    WARM_START_PERCENT,
+    warm_start_steps,
+)
 
 WINDOW = 5  # rounds in the moving average
 BLOCK = 50  # rounds per block of the gap's trajectory (one round's gap is noisy: ±1-2 points)
@@ -97,6 +102,8 @@ def build_result(
             "inner_steps": manifest.round.inner_steps,
             "checkpoint_interval": manifest.round.checkpoint_interval,
             "state_policy": manifest.inner.state_policy,
+            "optimizer": manifest.inner.name,
+            "carried_dtype": manifest.inner.carried_dtype,
             "outer": manifest.outer.model_dump(mode="json"),
             "codec": manifest.compression.codec,
             "warm_start_steps": 0 if warm is None else warm.steps,
@@ -166,10 +173,16 @@ def warm_percent(manifest: RunManifest) -> int | None:
 
 
 def result_tag(manifest: RunManifest) -> str:
-    """The suffix of a variant's files: ``-overlap`` for overlapped rounds, ``-warmP`` for a
-    warm start other than the recipe's share (P % of all steps), ``-hH`` for another H,
-    ``-seedN`` for another run seed; "" for the recipe."""
+    """The suffix of a variant's files: ``-overlap`` for overlapped rounds, ``-muon`` for
+    Muon inner steps, ``-f32slots`` for optimizer slots carried in float32 (not the recipe's
+    width), ``-warmP`` for a warm start other than the recipe's share (P % of all steps),
+    ``-hH`` for another H, ``-seedN`` for another run seed; "" for the recipe."""
     tag = "-overlap" if manifest.round.overlap else ""
+    if manifest.inner.name != "adamw":
+        tag += f"-{manifest.inner.name}"
+    carried = manifest.inner.carried_dtype
+    if manifest.inner.state_policy == "carry" and carried != CARRIED_DTYPE:
+        tag += f"-{carried.replace('float', 'f')}slots"
     if manifest.round.inner_steps != INNER_STEPS:
         tag += f"-h{manifest.round.inner_steps}"
     warm = warm_percent(manifest)

@@ -19,6 +19,7 @@ from hypertrain.devnet.config import DevnetConfig  # noqa: E402
 from hypertrain.protocol.manifest import CompressionSpec, RunManifest  # noqa: E402
 from hypertrain.protocol.recipe import (  # noqa: E402
     COMPRESSION,
+    INNER_STATE,
     INNER_STEPS,
     OUTER_STEP,
     STATE_POLICY,
@@ -74,11 +75,14 @@ def test_the_moving_average_and_its_longest_rise() -> None:
     assert longest_rise([3.0, 2.0, 1.0]) == 0
 
 
-def _longrun_manifest(warm: int, round_steps: int, seed: int, h: int = INNER_STEPS) -> RunManifest:
+def _longrun_manifest(
+    warm: int, round_steps: int, seed: int, h: int = INNER_STEPS, **inner: str
+) -> RunManifest:
     doc = json.loads(aggregator_manifest().canonical())
     doc["seed"] = seed
     doc["round"] = {**doc["round"], "inner_steps": h, "checkpoint_interval": h}
-    doc["inner"] = {**doc.get("inner", {}), "total_steps": warm + round_steps}
+    recipe_inner = {**INNER_STATE, "total_steps": warm + round_steps}
+    doc["inner"] = {**doc.get("inner", {}), **recipe_inner, **inner}
     if warm:
         doc["warm_start"] = {"steps": warm, "samples_per_step": 8}
     return RunManifest.model_validate(doc)
@@ -98,3 +102,12 @@ def test_a_variant_is_named_by_what_differs_from_the_recipe() -> None:
     assert result_tag(_longrun_manifest(recipe_warm, 3000, 8)) == "-seed8"
     longer = _longrun_manifest(recipe_warm, 3000, 8, h=2 * INNER_STEPS)
     assert result_tag(longer) == f"-h{2 * INNER_STEPS}-seed8"
+    muon = _longrun_manifest(recipe_warm, 3000, SEED, name="muon")
+    assert result_tag(muon) == "-muon"
+    wide = _longrun_manifest(recipe_warm, 3000, 8, carried_dtype="float32")
+    assert result_tag(wide) == "-f32slots-seed8"
+    # under reset nothing is carried, so the slots' width names nothing
+    reset = _longrun_manifest(
+        recipe_warm, 3000, SEED, state_policy="reset", carried_dtype="float32"
+    )
+    assert result_tag(reset) == ""

@@ -32,6 +32,7 @@ from hypertrain.devnet.procs import Supervisor
         ({"rounds": 3, "honest_rounds": 3}, "cheats at least once"),
         ({"honest_rounds": -1}, "--honest-rounds"),
         ({"scenario": "chaos"}, "--scenario"),
+        ({"optimizer": "sgd"}, "--optimizer"),
         ({"scenario": "rollback", "honeypot": "bad-update"}, "merge lets in"),
         ({"scenario": "rollback", "rounds": 3}, "--honest-rounds \\+ 3"),
         ({"scenario": "rollback", "rounds": 5, "honest_rounds": 3}, "corrected model"),

@@ -11,6 +11,7 @@ from hypertrain.devnet.config import (
     DEFAULT_PORT,
     HONEST_ROUNDS,
     HONEYPOT_STRATEGIES,
+    OPTIMIZERS,
     PRESETS,
     ROLLBACK_ROUNDS,
     SCENARIOS,
@@ -101,6 +102,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--overlap", action="store_true",
                    help="overlapped rounds: islands train round r + 1 while round r is audited"
                    " and merged (docs/protocol.md, \"Overlapped rounds\")")  # fmt: skip
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
+                   help="the islands' inner optimizer (default adamw; muon: Muon on the"
+                   " matrices, AdamW on embeddings and norms)")  # fmt: skip
     p.add_argument("--commit-window-s", type=int, help="seconds islands get to commit a round")
     p.add_argument("--audit-window-s", type=int, help="seconds auditors get to post verdicts")
     p.set_defaults(func=_run)
@@ -138,6 +142,7 @@ def _run(args: argparse.Namespace) -> int:
         chaos_every_rounds=args.chaos_every,
         chaos_seed=args.chaos_seed,
         overlap=args.overlap,
+        optimizer=args.optimizer,
     )
     interrupt.install()  # Ctrl-C and SIGTERM stop it, even when one interrupt is lost
     return run_devnet(cfg)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from hypertrain.devnet.errors import DevnetError
 from hypertrain.protocol.recipe import (
@@ -19,6 +19,8 @@ PRESETS: Final = ("proxy", "tiny", "proxy-moe", "tiny-moe")
 # (and the address printed); an explicit --port that is taken is an error.
 DEFAULT_PORT: Final = 8000
 MAX_ISLANDS: Final = 8
+# The islands' inner optimizers a devnet can run (the manifest's inner.name).
+OPTIMIZERS: Final = ("adamw", "muon")
 MICRO_BATCH_SIZE: Final = 2
 AUDIT_SEGMENTS: Final = 2  # random segments per audit; the final one is always added
 DEFAULT_BUDGETS: Final = (1, 2, 3)  # micro-batches per step, island by island (cycled)
@@ -96,6 +98,7 @@ class DevnetConfig:
     chaos_seed: int = 0  # which roles the chaos loop draws, in which order
     resume: bool = False  # go on with the stopped run in state_dir (devnet.resume), if any
     overlap: bool = False  # overlapped rounds (manifest round.overlap)
+    optimizer: Literal["adamw", "muon"] = "adamw"  # the islands' inner optimizer (inner.name)
 
     def __post_init__(self) -> None:
         if self.checkpoint_interval == 0:  # the recipe's default: one segment, J = H
@@ -110,6 +113,9 @@ class DevnetConfig:
             raise DevnetError(
                 f"--h {self.inner_steps} must be a multiple of --j {self.checkpoint_interval}"
             )
+        if self.optimizer not in OPTIMIZERS:
+            choices = ", ".join(OPTIMIZERS)
+            raise DevnetError(f"--optimizer {self.optimizer!r} is not one of {choices}")
         if self.preset not in PRESETS:
             raise DevnetError(f"--preset {self.preset!r} is not one of {', '.join(PRESETS)}")
         if self.port is not None and not 0 <= self.port <= 65535:
