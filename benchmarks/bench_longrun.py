@@ -238,14 +238,22 @@ def save_records(service: ChallengeClient, records: Path) -> None:
     try:
         if not (records / "manifest.json").exists():
             manifest = service.manifest(RUN_ID)
-            (records / "manifest.json").write_text(manifest.model_dump_json())
+            _write_whole(records / "manifest.json", manifest.model_dump_json())
         for summary in service.rounds(RUN_ID):
             path = records / f"{summary.round:05d}.json"
             if summary.phase == "final" and not path.exists():
                 detail = service.round_detail(RUN_ID, summary.round)
-                path.write_text(detail.model_dump_json())
+                _write_whole(path, detail.model_dump_json())
     except (ServiceError, OSError):
         return
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Write ``path`` under a temporary name, then rename it: the main loop, which reads the
+    records while this thread writes them, never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def load_records(state: Path) -> tuple[RunManifest, list[RoundDetail]]:

@@ -3,15 +3,18 @@
 ``round_batches`` must give step ``i`` of a round as the included islands' own step-``i``
 samples (what ``evidence.inputs.round_sample_ids`` assigns each), in roster order, and
 nothing of an excluded island; ``train_baseline`` stopped after a round and resumed from
-its store must end in the same state as one uninterrupted pass.
+its store must end in the same state as one uninterrupted pass, also when the stop fell
+between writing a round's state and its loss.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from hypertrain.devnet import baseline
 from hypertrain.devnet.baseline import BaselineStore, round_batches, train_baseline
 from hypertrain.evidence.inputs import round_sample_ids
 from hypertrain.evidence.verify import verify_round_open
@@ -69,3 +72,33 @@ def test_a_stopped_baseline_resumes_to_the_same_state(world: World, tmp_path: Pa
     assert train_baseline(world.manifest, world.dataset, rounds(first=1), resumed) == losses
     a, b = whole.state(), resumed.state()
     assert a is not None and b is not None and a.state_hash() == b.state_hash()
+
+
+def test_a_stop_between_the_state_and_the_losses_retrains_that_round_once(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop after round 1's state was written but before its loss: the resumed baseline
+    trains round 1 once, from round 0's state, and ends where an unstopped one does."""
+    opens = _opens(world, 2)
+    kept = [[k.ss58_address for k in ISLANDS]] * 2
+    rounds = list(round_batches(world.manifest, world.dataset, opens, kept))
+    whole = BaselineStore(tmp_path / "whole", world.manifest)
+    losses = train_baseline(world.manifest, world.dataset, rounds, whole)
+
+    write = baseline._atomic
+
+    def stop_before_round_two_losses(path: Path, data: bytes) -> None:
+        if path.name == "losses.json" and len(json.loads(data)["rounds"]) == 2:
+            raise KeyboardInterrupt  # the process is stopped here
+        write(path, data)
+
+    stopped = BaselineStore(tmp_path / "stopped", world.manifest)
+    monkeypatch.setattr(baseline, "_atomic", stop_before_round_two_losses)
+    with pytest.raises(KeyboardInterrupt):
+        train_baseline(world.manifest, world.dataset, rounds, stopped)
+    monkeypatch.setattr(baseline, "_atomic", write)
+    assert len(stopped.losses()["rounds"]) == 1
+    assert train_baseline(world.manifest, world.dataset, rounds, stopped) == losses
+    a, b = whole.state(), stopped.state()
+    assert a is not None and b is not None and a.state_hash() == b.state_hash()
+    assert [p.name for p in stopped.directory.glob("state-*")] == ["state-2.ckpt"]

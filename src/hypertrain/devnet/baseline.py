@@ -80,15 +80,18 @@ def round_batches(
 
 @dataclass(frozen=True, slots=True)
 class BaselineStore:
-    """A baseline's resumable state: ``state.ckpt`` (after the last finished round) and
-    ``losses.json`` (the warm start's held-out loss and one per finished round)."""
+    """A baseline's resumable state: ``losses.json`` (the warm start's held-out loss and one
+    per finished round) and ``state-N.ckpt``, the state after its N finished rounds.
+
+    A save writes the new state beside the old one, then the losses, then drops the old
+    state, so a stop anywhere between leaves a state that matches the losses: a round is
+    retrained from where it began, never trained twice or skipped."""
 
     directory: Path
     manifest: RunManifest
 
-    @property
-    def _state_path(self) -> Path:
-        return self.directory / "state.ckpt"
+    def _state_path(self, rounds: int) -> Path:
+        return self.directory / f"state-{rounds}.ckpt"
 
     @property
     def _losses_path(self) -> Path:
@@ -101,17 +104,23 @@ class BaselineStore:
         return value
 
     def state(self) -> TrainState | None:
-        if not self._state_path.exists():
+        """The state after the rounds ``losses.json`` holds (None before the first save)."""
+        path = self._state_path(len(self.losses()["rounds"]))
+        if not path.exists():
             return None
         config = island_train_config(self.manifest, 0).state_config()
-        return decode_checkpoint(self._state_path.read_bytes(), config)
+        return decode_checkpoint(path.read_bytes(), config)
 
     def save(self, state: TrainState, losses: dict[str, list[float]]) -> None:
-        """Write the state, then the losses (each atomically: a stop between them only
-        repeats the last round)."""
+        """Write the state after ``losses``' rounds, then the losses (each atomically), then
+        drop every other state."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        _atomic(self._state_path, encode_checkpoint(state))
+        rounds = len(losses["rounds"])
+        _atomic(self._state_path(rounds), encode_checkpoint(state))
         _atomic(self._losses_path, json.dumps(losses).encode())
+        for old in self.directory.glob("state-*.ckpt"):
+            if old != self._state_path(rounds):
+                old.unlink()
 
 
 def train_baseline(
