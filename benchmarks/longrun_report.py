@@ -67,6 +67,21 @@ def gap_blocks(net: list[float], dp: list[float], block: int = BLOCK) -> list[di
     return out
 
 
+def network_losses(details: list[RoundDetail]) -> list[float]:
+    """The network's held-out loss after each round. A round that merged nothing (no
+    island committed in time) left the model as it was, so its loss is the round before's;
+    any other final round without a loss is an error."""
+    out: list[float] = []
+    for d in details:
+        if d.eval_loss is not None:
+            out.append(float(d.eval_loss))
+        elif d.new_model_sha256 is None and out:
+            out.append(out[-1])
+        else:
+            raise SystemExit(f"final round {d.round} has no held-out loss on its tape")
+    return out
+
+
 def build_result(
     manifest: RunManifest,
     details: list[RoundDetail],
@@ -76,10 +91,7 @@ def build_result(
     samples: list[int],
     measured: str,
 ) -> dict[str, Any]:
-    network = [d.eval_loss for d in details]
-    if any(v is None for v in network):
-        raise SystemExit("a final round has no held-out loss on its tape")
-    net = [float(v) for v in network if v is not None]
+    net = network_losses(details)
     dp = losses["rounds"][: len(net)]
     n = len(dp)
     seq = manifest.data.seq_len
@@ -119,6 +131,7 @@ def build_result(
         "final_gap_pct": 100 * (net[n - 1] / dp[n - 1] - 1) if n else None,
         "last5_gap_pct": 100 * (net_tail / dp_tail - 1) if n else None,
         "gap_by_block": gap_blocks(net[:n], dp),
+        "rounds_without_merge": [d.round for d in details if d.new_model_sha256 is None],
         "network_longest_ma5_rise": longest_rise(moving_average(net)),
         "baseline_longest_ma5_rise": longest_rise(moving_average(dp)),
         "wall": _walls(wall),

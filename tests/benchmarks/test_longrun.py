@@ -12,9 +12,12 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "benchmarks")]
 
+from hypertrain.api.models import RoundDetail  # noqa: E402
 from hypertrain.devnet.config import DevnetConfig  # noqa: E402
 from hypertrain.protocol.manifest import CompressionSpec, RunManifest  # noqa: E402
 from hypertrain.protocol.recipe import (  # noqa: E402
@@ -31,6 +34,7 @@ from longrun_report import (  # noqa: E402
     WINDOW,
     longest_rise,
     moving_average,
+    network_losses,
     result_tag,
     warm_percent,
 )
@@ -73,6 +77,23 @@ def test_the_moving_average_and_its_longest_rise() -> None:
     assert WINDOW == 5
     assert longest_rise([5.0, 4.0, 4.5, 4.6, 4.7, 4.0, 4.1]) == 3
     assert longest_rise([3.0, 2.0, 1.0]) == 0
+
+
+def _detail(round_: int, loss: float | None, merged: bool = True) -> RoundDetail:
+    return RoundDetail.model_construct(
+        round=round_, eval_loss=loss, new_model_sha256="ab" * 32 if merged else None
+    )
+
+
+def test_a_round_that_merged_nothing_keeps_the_loss_before_it() -> None:
+    """A round no island committed in time leaves the model as it was; a round that
+    merged a model and has no loss is an error, not a gap in the curve."""
+    rounds = [_detail(0, 5.0), _detail(1, 4.5), _detail(2, None, merged=False), _detail(3, 4.4)]
+    assert network_losses(rounds) == [5.0, 4.5, 4.5, 4.4]
+    with pytest.raises(SystemExit, match="round 1"):
+        network_losses([_detail(0, 5.0), _detail(1, None)])
+    with pytest.raises(SystemExit, match="round 0"):
+        network_losses([_detail(0, None, merged=False)])
 
 
 def _longrun_manifest(
