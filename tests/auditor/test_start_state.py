@@ -53,9 +53,10 @@ def _opens(world: World, rounds: int, manifest: RunManifest | None = None) -> li
     ]
 
 
-def _carry(world: World, carried_dtype: str = "float32") -> World:
-    """``world`` under the ``carry`` state policy, its slots carried in ``carried_dtype``."""
-    update = {"state_policy": "carry", "carried_dtype": carried_dtype}
+def _carry(world: World, carried_dtype: str = "float32", optimizer: str = "adamw") -> World:
+    """``world`` under the ``carry`` state policy, its slots carried in ``carried_dtype``,
+    its islands stepping with ``optimizer``."""
+    update = {"state_policy": "carry", "carried_dtype": carried_dtype, "name": optimizer}
     inner = world.manifest.inner.model_copy(update=update)
     return dataclasses.replace(world, manifest=world.manifest.model_copy(update={"inner": inner}))
 
@@ -102,11 +103,16 @@ def test_injected_adam_moments_are_caught_on_every_audit(world: World, tmp_path:
         assert "start state" in bad.detail
 
 
-@pytest.mark.parametrize("carried_dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize(
+    ("optimizer", "carried_dtype"),
+    [("adamw", "float32"), ("adamw", "bfloat16"), ("muon", "bfloat16")],
+)
 def test_carry_chain_is_checked_against_the_previous_final_state(
-    world: World, tmp_path: Path, carried_dtype: str
+    world: World, tmp_path: Path, optimizer: str, carried_dtype: str
 ) -> None:
-    carry_world = _carry(world, carried_dtype)
+    """Muon carries one momentum per weight matrix and AdamW's two moments for the rest:
+    every slot is rounded and bound the same way."""
+    carry_world = _carry(world, carried_dtype, optimizer)
     manifest = carry_world.manifest
     relay = MemoryRelay()
     relay.put(world.model_blob)
@@ -125,9 +131,13 @@ def test_carry_chain_is_checked_against_the_previous_final_state(
     # residual); bfloat16: its moments rounded, which the unrounded state is not
     legacy = next_round_state(r0.result.final, params, None)
     assert (derived.state_hash() == legacy.state_hash()) == (carried_dtype == "float32")
-    for name, value in derived.tensors.items():
-        if name.startswith("optim."):
-            assert torch.equal(value, r0.result.final.tensors[name].to(slots).float())
+    carried_slots = [name for name in derived.tensors if name.startswith("optim.")]
+    assert any(name.startswith("optim.momentum.") for name in carried_slots) == (
+        optimizer == "muon"
+    )
+    for name in carried_slots:
+        want = r0.result.final.tensors[name].to(slots).float()
+        assert torch.equal(derived.tensors[name], want)
     assert derived.step == r0.result.final.step and derived.step == 4
     # without a commit in the previous round the island starts from the reset state
     fresh = derive_start_state(manifest, config, 1, params, PreviousRound(None, dict), fetch)
