@@ -57,6 +57,7 @@ from hypertrain.api.models import RoundDetail
 from hypertrain.data.dataset import Dataset
 from hypertrain.data.descriptor import DESCRIPTOR_NAME
 from hypertrain.devnet.baseline import BaselineStore, record_batches, train_on_records
+from hypertrain.devnet.config import OPTIMIZERS
 from hypertrain.devnet.roles import RUN_ID
 from hypertrain.protocol.manifest import RunManifest
 from hypertrain.protocol.recipe import INNER_STEPS, WARM_START_PERCENT
@@ -97,8 +98,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--h", type=int, default=INNER_STEPS,
                    help="inner steps per round (another: longrun-hH.json)")  # fmt: skip
     p.add_argument("--warm-start-percent", type=int, default=WARM_START_PERCENT,
-                   help="warm start, % of all steps (another: longrun-warmP.json)")  # fmt: skip
-    p.add_argument("--optimizer", choices=("adamw", "muon"), default="adamw",
+                   help="warm start, %% of all steps (another: longrun-warmP.json)")  # fmt: skip
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
                    help="the islands' inner optimizer (muon writes longrun-muon.json)")  # fmt: skip
     p.add_argument("--analyse", action="store_true", help="only write the result and plot")
     p.add_argument(

@@ -9,6 +9,8 @@ state policy, the outer step, H), with a baseline for every round, and its deriv
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -132,3 +134,14 @@ def test_a_variant_is_named_by_what_differs_from_the_recipe() -> None:
         recipe_warm, 3000, SEED, state_policy="reset", carried_dtype="float32"
     )
     assert result_tag(reset) == ""
+
+
+def test_the_benchmarks_help_prints() -> None:
+    """Every option's help formats (a bare ``%`` in one once made ``--help`` crash)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_longrun.py"), "--help"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'benchmarks'}"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "--optimizer" in done.stdout and "% of all steps" in done.stdout

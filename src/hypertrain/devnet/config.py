@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from hypertrain.devnet.errors import DevnetError
+from hypertrain.protocol.manifest import InnerOptimSpec
 from hypertrain.protocol.recipe import (
     CHECKPOINT_INTERVAL,
     INNER_STEPS,
@@ -19,8 +20,8 @@ PRESETS: Final = ("proxy", "tiny", "proxy-moe", "tiny-moe")
 # (and the address printed); an explicit --port that is taken is an error.
 DEFAULT_PORT: Final = 8000
 MAX_ISLANDS: Final = 8
-# The islands' inner optimizers a devnet can run (the manifest's inner.name).
-OPTIMIZERS: Final = ("adamw", "muon")
+# The islands' inner optimizers a devnet can run: the manifest's inner.name choices.
+OPTIMIZERS: Final[tuple[str, ...]] = get_args(InnerOptimSpec.model_fields["name"].annotation)
 MICRO_BATCH_SIZE: Final = 2
 AUDIT_SEGMENTS: Final = 2  # random segments per audit; the final one is always added
 DEFAULT_BUDGETS: Final = (1, 2, 3)  # micro-batches per step, island by island (cycled)
