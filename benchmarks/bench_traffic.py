@@ -134,7 +134,10 @@ def encoded_sizes(
         start = init_params(model, 0)
         end = {n: start[n] - 1e-3 * torch.randn(s, generator=g) for n, s in param_shapes(model)}
         update = encode_update({n: start[n] - end[n] for n in start}, compression)
-        broadcast = broadcast_step(start, end, model, compression.block_size, broadcast_bits)[0]
+        coded = compression.entropy and broadcast_bits != 8  # int8 broadcasts are never coded
+        broadcast = broadcast_step(
+            start, end, model, compression.block_size, broadcast_bits, coded
+        )[0]
         _SIZES[key] = (len(update), len(broadcast))
     return _SIZES[key]
 
@@ -180,9 +183,10 @@ def scenarios() -> list[Scenario]:
         Scenario("devnet_probation", proxy, 4, 12, 4, 1.0, 2, CompressionSpec()),
         Scenario("devnet_steady", proxy, 4, 12, 4, 0.1, 2, CompressionSpec()),
     ]
-    # the recipe new runs get (protocol.recipe): 4-bit updates and broadcast, carry with
-    # bfloat16 slots, h = H = INNER_STEPS, J = H
+    # the recipe new runs get (protocol.recipe): entropy-coded 4-bit updates and
+    # broadcast, carry with bfloat16 slots, h = H = INNER_STEPS, J = H
     four, h = CompressionSpec.model_validate(COMPRESSION), INNER_STEPS
+    plain = four.model_copy(update={"entropy": False})
     recipe = {
         "carried": STATE_POLICY == "carry",
         "broadcast_bits": BROADCAST_BITS,
@@ -193,6 +197,8 @@ def scenarios() -> list[Scenario]:
         Scenario("devnet_recipe_steady", proxy, 4, h, h, 0.1, 2, four, **recipe),
         # the 50m model at the recipe's H, which the long run measured on the proxy
         Scenario(f"50m_h{h}_recipe", big, 8, h, h, 0.1, 2, four, **recipe),
+        # the same without entropy coding: what the lossless coding saves
+        Scenario(f"50m_h{h}_recipe_plain_codes", big, 8, h, h, 0.1, 2, plain, **recipe),
         Scenario("50m_h500_recipe", big, 8, 500, 500, 0.1, 2, four, **recipe),
     ]
     for h in (100, 500):

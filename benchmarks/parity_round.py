@@ -121,9 +121,16 @@ def received_model(manifest: RunManifest, start: Params, merged: Combined) -> tu
     blob = encode_model_blob(merged.params, manifest.model)
     if merged.broadcast is None:
         return merged.params, len(blob)
-    block = manifest.compression.block_size
-    bits = manifest.outer.broadcast_bits or 8
-    _, params = rebuild_model(start, merged.broadcast, manifest.model, block, blob_hash(blob), bits)
+    compression, bits = manifest.compression, manifest.outer.broadcast_bits or 8
+    _, params = rebuild_model(
+        start,
+        merged.broadcast,
+        manifest.model,
+        compression.block_size,
+        blob_hash(blob),
+        bits,
+        compression.entropy,
+    )
     return params, len(merged.broadcast)
 
 

@@ -126,12 +126,12 @@ def carried_state_bf16() -> Answer:
     }
 
 
-def _quantized_update(bits: int) -> Answer:
+def _quantized_update(bits: int, entropy: bool = False) -> Answer:
     from hypertrain.trainer.codec import encode_quantized, update_hash
 
     params = _fixed_state().params()
     delta = {k: _exact(tuple(v.shape), 7 + i) / 64 for i, (k, v) in enumerate(params.items())}
-    data = encode_quantized(delta, 64, bits)
+    data = encode_quantized(delta, 64, bits, entropy)
     return {
         "bytes": len(data),
         "sha256": hashlib.sha256(data).hexdigest(),
@@ -151,6 +151,16 @@ def int4_update() -> Answer:
 def int2_update() -> Answer:
     """The same delta in the 2-bit format (``HTQ2``)."""
     return _quantized_update(2)
+
+
+def int4_entropy_update() -> Answer:
+    """The same delta's 4-bit codes entropy coded (``HTE4``)."""
+    return _quantized_update(4, entropy=True)
+
+
+def int2_entropy_update() -> Answer:
+    """The same delta's 2-bit codes entropy coded (``HTE2``)."""
+    return _quantized_update(2, entropy=True)
 
 
 def _samples(count: int) -> list[tuple[int, Any]]:
@@ -302,6 +312,8 @@ RECIPES: dict[str, Callable[[], Answer]] = {
     "int8_update": int8_update,
     "int4_update": int4_update,
     "int2_update": int2_update,
+    "int4_entropy_update": int4_entropy_update,
+    "int2_entropy_update": int2_entropy_update,
     "segment": segment,
     "envelope": envelope,
     "permutation": permutation,

@@ -71,7 +71,7 @@ def test_malformed_broadcasts_are_refused() -> None:
         decode_broadcast(data, other, BLOCK)
     with pytest.raises(BroadcastError):
         decode_broadcast(b"HTQ8" + bytes(HEADER.size), SPEC, BLOCK)
-    with pytest.raises(BroadcastError, match="8-bit codes, the run's is 4"):
+    with pytest.raises(BroadcastError, match="8-bit codes, the run's are 4-bit"):
         decode_broadcast(data, SPEC, BLOCK, bits=4)
 
 
@@ -83,5 +83,22 @@ def test_a_four_bit_broadcast_rebuilds_the_merged_model() -> None:
     sha = blob_hash(encode_model_blob(new, SPEC))
     blob, params = rebuild_model(start, data, SPEC, BLOCK, sha, bits=4)
     assert blob_hash(blob) == sha and all(torch.equal(params[k], new[k]) for k in new)
-    with pytest.raises(BroadcastError, match="4-bit codes, the run's is 8"):
+    with pytest.raises(BroadcastError, match="4-bit codes, the run's are 8-bit"):
         rebuild_model(start, data, SPEC, BLOCK, sha)
+
+
+@pytest.mark.parametrize("bits", [4, 2])
+def test_an_entropy_coded_broadcast_rebuilds_the_same_model(bits: int) -> None:
+    start = init_params(SPEC, seed=1)
+    merged = {k: v - 0.01 * torch.randn_like(v) for k, v in start.items()}
+    plain, new = broadcast_step(start, merged, SPEC, BLOCK, bits=bits)
+    coded, coded_new = broadcast_step(start, merged, SPEC, BLOCK, bits=bits, entropy=True)
+    assert coded[:4] == f"HTE{bits}".encode() and len(coded) < len(plain)
+    assert all(torch.equal(coded_new[k], new[k]) for k in new)  # lossless: the same model
+    sha = blob_hash(encode_model_blob(new, SPEC))
+    blob, _ = rebuild_model(start, coded, SPEC, BLOCK, sha, bits=bits, entropy=True)
+    assert blob_hash(blob) == sha
+    with pytest.raises(BroadcastError, match="codes entropy coded, the run's are not"):
+        rebuild_model(start, coded, SPEC, BLOCK, sha, bits=bits)
+    with pytest.raises(BroadcastError, match="codes not entropy coded, the run's are"):
+        rebuild_model(start, plain, SPEC, BLOCK, sha, bits=bits, entropy=True)

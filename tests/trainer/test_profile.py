@@ -37,7 +37,7 @@ def _probe(record_json: str) -> subprocess.CompletedProcess[str]:
         text=True,
         cwd=ROOT,
         env=env,
-        timeout=120,
+        timeout=900,  # a hang guard only: a loaded machine imports torch slowly
     )
 
 

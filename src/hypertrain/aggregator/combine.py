@@ -200,8 +200,9 @@ def outer_step(
     broadcast = None
     bits = manifest.outer.broadcast_bits
     if bits is not None:  # the model is the start minus the decoded step
+        compression = manifest.compression
         broadcast, new_params = broadcast_step(
-            start, new_params, spec, manifest.compression.block_size, bits
+            start, new_params, spec, compression.block_size, bits, compression.entropy
         )
     return new_params, new_momentum, broadcast
 

@@ -76,7 +76,7 @@ class MergeResult:
     tape: Tape
     model_blob: bytes
     outer_blob: bytes
-    broadcast_blob: bytes | None = None  # the int8 outer step, when the run broadcasts
+    broadcast_blob: bytes | None = None  # the encoded outer step, when the run broadcasts
 
 
 def late_updates(inputs: MergeInputs, blobs: BlobSource) -> list[Excluded]:

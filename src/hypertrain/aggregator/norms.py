@@ -25,7 +25,7 @@ import numpy as np
 
 from hypertrain.aggregator.errors import UpdateFormatError
 from hypertrain.protocol.manifest import CompressionSpec
-from hypertrain.trainer.codec import code_bits, iter_blocks, parse_header
+from hypertrain.trainer.codec import check_format, iter_blocks, parse_header
 from hypertrain.trainer.errors import CodecError
 from hypertrain.trainer.sparse_codec import SparseParams, is_sparse, sparse_norm_terms
 from hypertrain.trainer.update import sparse_params
@@ -61,10 +61,8 @@ def update_norm(data: bytes, expected: Shapes, compression: CompressionSpec | No
             raise UpdateFormatError(
                 "malformed", f"block size {block_size}, the run's is {compression.block_size}"
             )
-        if compression is not None and code_bits(data) != compression.bits:
-            raise UpdateFormatError(
-                "malformed", f"{code_bits(data)}-bit codes, the run's are {compression.bits}-bit"
-            )
+        if compression is not None:
+            check_format(data, compression.bits, compression.entropy)
         terms = [_block_terms(scales, codes, block_size)
                  for _, scales, codes in iter_blocks(data, expected)]  # fmt: skip
     except CodecError as exc:

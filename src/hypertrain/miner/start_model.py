@@ -83,8 +83,11 @@ def rebuilt_start(
     spec = ctx.manifest.model
     start = decode_model_blob(held, spec, records[-2].start_model_sha256)
     data = relay.get(tape.broadcast_sha256, max_bytes=MAX_BROADCAST_BYTES)
-    block, bits = ctx.manifest.compression.block_size, ctx.manifest.outer.broadcast_bits or 8
-    return rebuild_model(start, data, spec, block, records[-1].start_model_sha256, bits)
+    compression, bits = ctx.manifest.compression, ctx.manifest.outer.broadcast_bits or 8
+    expected = records[-1].start_model_sha256
+    return rebuild_model(
+        start, data, spec, compression.block_size, expected, bits, compression.entropy
+    )
 
 
 def derived_genesis(

@@ -241,6 +241,11 @@ class RunManifest(_Section):
                 "round.overlap with compression.error_feedback is not supported: an"
                 " overlapped start is not the start its residual was encoded against"
             )
+        if self.compression.entropy and self.outer.broadcast == "int8":
+            raise ValueError(
+                "compression.entropy codes the broadcast too, and only 4- and 2-bit codes:"
+                " set outer.broadcast to int4 or int2"
+            )
         self._reference_is_trusted()
         return self
 

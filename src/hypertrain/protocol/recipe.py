@@ -27,8 +27,10 @@ OUTER_STEP: Final = {"lr": 1.0, "momentum": 0.0, "broadcast": "int4"}
 # error feedback, half the bytes of int8. At the long run's shape in process
 # (benchmarks/parity_horizon.py, 200 rounds, three seeds) 4-bit updates and broadcast
 # ended 0.27 points of held-out loss gap behind int8 (docs/parity.md, "The recipe at the
-# long run's horizon"); 2-bit with error feedback 0.5 behind.
-COMPRESSION: Final = {"bits": 4}
+# long run's horizon"); 2-bit with error feedback 0.5 behind. The codes are entropy coded
+# (trainer.entropy, lossless, updates and broadcast): a real 4-bit update's codes take
+# about 3.3 bits each, so an update or a broadcast is about 0.83 of its plain size.
+COMPRESSION: Final = {"bits": 4, "entropy": True}
 # H of a new run: inner steps per round (docs/parity.md, "The product default"). Through
 # the product's long run (docs/parity.md, "The long run"), H = 30 moved 134x less than
 # data-parallel all-in where H = 15 moved 55x (a round's bytes do not grow with H), but

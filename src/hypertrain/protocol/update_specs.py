@@ -75,6 +75,10 @@ class CompressionSpec(_Section):
     error_feedback_decay: float = Field(
         default=1.0, gt=0, le=1, allow_inf_nan=False, exclude_if=lambda v: v == 1.0
     )
+    # The blockwise codes entropy coded (trainer.entropy: canonical Huffman, lossless), in
+    # updates and in the broadcast: 4- and 2-bit codes only. Omitted from the canonical
+    # JSON when off, so earlier manifests keep their hash.
+    entropy: bool = Field(default=False, exclude_if=lambda v: not v)
 
     @model_validator(mode="after")
     def _sparse_needs_feedback(self) -> CompressionSpec:
@@ -84,6 +88,8 @@ class CompressionSpec(_Section):
             raise ValueError("error_feedback_decay needs error_feedback (it decays the residual)")
         if self.sparse is not None and self.bits != 8:
             raise ValueError("bits is the blockwise codec's; sparse sets its own value_bits")
+        if self.entropy and (self.sparse is not None or self.bits == 8):
+            raise ValueError("entropy coding is the 4- and 2-bit blockwise codecs' (bits 4 or 2)")
         return self
 
     @property

@@ -6,7 +6,8 @@ An island that holds round ``r``'s start model does not download round ``r + 1``
     step = start - merged                      (float32, per tensor, canonical order)
 
 encoded exactly like an update (``trainer.codec``, the run's ``block_size``, at the width
-``outer.broadcast`` names: about one byte a parameter at int8, half at int4), and rebuilds
+``outer.broadcast`` names: about one byte a parameter at int8, half at int4; entropy coded
+when the run's updates are, ``compression.entropy``), and rebuilds
 
     new = start - decode(encode(step))         (one elementwise float32 subtraction)
 
@@ -31,7 +32,7 @@ from torch import Tensor
 
 from hypertrain.protocol.manifest import ModelSpec
 from hypertrain.trainer.blob import blob_hash, encode_model_blob
-from hypertrain.trainer.codec import code_bits, decode_quantized, encode_quantized, parse_header
+from hypertrain.trainer.codec import check_format, decode_quantized, encode_quantized, parse_header
 from hypertrain.trainer.errors import CheckpointError, CodecError
 from hypertrain.trainer.model import param_shapes
 
@@ -52,26 +53,26 @@ def broadcast_step(
     spec: ModelSpec,
     block_size: int,
     bits: int = 8,
+    entropy: bool = False,
 ) -> tuple[bytes, dict[str, Tensor]]:
     """(broadcast bytes, the new model) for the move from ``start`` to ``merged``."""
     step = {
         name: torch.sub(start[name].float(), merged[name].float()) for name, _ in param_shapes(spec)
     }
-    data = encode_quantized(step, block_size, bits)
+    data = encode_quantized(step, block_size, bits, entropy)
     return data, _apply(start, decode_quantized(data, param_shapes(spec)), spec)
 
 
 def decode_broadcast(
-    data: bytes, spec: ModelSpec, block_size: int, bits: int = 8
+    data: bytes, spec: ModelSpec, block_size: int, bits: int = 8, entropy: bool = False
 ) -> dict[str, Tensor]:
-    """The decoded step, refusing another block size or width, another model's shapes or
-    bad bytes."""
+    """The decoded step, refusing another block size, width or coding, another model's
+    shapes or bad bytes."""
     try:
         header_block, _, _ = parse_header(data)
         if header_block != block_size:
             raise BroadcastError(f"broadcast block size {header_block}, the run's is {block_size}")
-        if code_bits(data) != bits:
-            raise BroadcastError(f"broadcast of {code_bits(data)}-bit codes, the run's is {bits}")
+        check_format(data, bits, entropy)
         return decode_quantized(data, param_shapes(spec))
     except CodecError as exc:
         raise BroadcastError(f"broadcast is not a valid int{bits} step: {exc}") from None
@@ -84,10 +85,11 @@ def rebuild_model(
     block_size: int,
     expected_sha256: str,
     bits: int = 8,
+    entropy: bool = False,
 ) -> tuple[bytes, dict[str, Tensor]]:
     """(model blob, parameters) rebuilt from ``start`` and a broadcast, verified against
     the merge's ``expected_sha256``; :class:`BroadcastError` when they differ."""
-    params = _apply(start, decode_broadcast(data, spec, block_size, bits), spec)
+    params = _apply(start, decode_broadcast(data, spec, block_size, bits, entropy), spec)
     blob = encode_model_blob(params, spec)
     if blob_hash(blob) != expected_sha256:
         raise BroadcastError(

@@ -15,8 +15,14 @@ The magic names the width: "HTQ8" (codes: int8 ``q[n]``, the first format, uncha
 "HTQ4" and "HTQ2" (codes: ``q + Q`` as unsigned ``b``-bit fields packed low bits first,
 ``8 / b`` to a byte, ``ceil(n * b / 8)`` bytes, unused bits of the last byte zero).
 
+"HTE4" and "HTE2" are the same codes entropy coded (``trainer.entropy``, canonical
+Huffman over the ``2Q + 1`` values ``q + Q``): every tensor's scales, in header order,
+then one entropy-coded section of all tensors' codes, in header order. A real 4-bit
+pseudo-gradient's codes take about 3.3 bits each there.
+
 The whole header comes first (its tensor table, shared with the sparse codec, is
-update_header.py's), so the exact total length is known before any body is read: a
+update_header.py's), so the exact total length is known before any body is read (for the
+entropy-coded formats, from the header and the entropy section's own tables): a
 decoder refuses a wrong length, a bad header, a non-finite or negative scale, a code
 outside ``[-Q, Q]`` (int8's -128, the packed field ``2Q + 1``) or non-zero padding bits
 with :class:`CodecError`. :func:`iter_blocks` yields each tensor's scales and integer
@@ -36,6 +42,7 @@ import torch
 from torch import Tensor
 
 from hypertrain.protocol import domains
+from hypertrain.trainer import entropy as entropy_coder
 from hypertrain.trainer.errors import CodecError
 from hypertrain.trainer.update_header import check_tensors, entry_bytes, read_fixed, read_tensors
 
@@ -43,7 +50,11 @@ MAGIC = b"HTQ8"  # the int8 format's
 VERSION = 1
 HEADER = struct.Struct("<4sHII")
 MAGICS = {8: b"HTQ8", 4: b"HTQ4", 2: b"HTQ2"}  # code width -> magic
-BITS = {magic: bits for bits, magic in MAGICS.items()}
+CODED_MAGICS = {4: b"HTE4", 2: b"HTE2"}  # code width -> magic of the entropy-coded format
+# magic -> (code width, entropy coded)
+FORMATS = {m: (b, False) for b, m in MAGICS.items()} | {
+    m: (b, True) for b, m in CODED_MAGICS.items()
+}
 
 
 def levels(bits: int) -> int:
@@ -128,19 +139,33 @@ def unpack_codes(raw: memoryview, numel: int, bits: int, name: str) -> np.ndarra
     return (fields.astype(np.int16) - top).astype(np.int8)
 
 
-def encode_quantized(tensors: Mapping[str, Tensor], block_size: int, bits: int = 8) -> bytes:
-    """Canonical ``bits``-wide encoding of named tensors (order = mapping order)."""
+def encode_quantized(
+    tensors: Mapping[str, Tensor], block_size: int, bits: int = 8, entropy: bool = False
+) -> bytes:
+    """Canonical ``bits``-wide encoding of named tensors (order = mapping order), its codes
+    entropy coded when ``entropy`` (4 and 2 bits only)."""
     if block_size < 1:
         raise CodecError(f"block size must be positive, got {block_size}")
-    magic = MAGICS.get(bits)
+    magic = (CODED_MAGICS if entropy else MAGICS).get(bits)
     if magic is None:
-        raise CodecError(f"codes are 8, 4 or 2 bits wide, not {bits}")
+        widths = "4 or 2" if entropy else "8, 4 or 2"
+        raise CodecError(
+            f"{'entropy-coded ' if entropy else ''}codes are {widths} bits wide, not {bits}"
+        )
     header = [HEADER.pack(magic, VERSION, block_size, len(tensors))]
     bodies: list[bytes] = []
+    codes: list[np.ndarray] = []
     for name, t in tensors.items():
         header.append(entry_bytes(name, tuple(t.shape)))
         scales, q = quantize(t, block_size, bits)
-        bodies += [scales.numpy().tobytes(), pack_codes(q, bits)]
+        bodies.append(scales.numpy().tobytes())
+        if entropy:
+            codes.append(q.numpy().astype(np.int64) + levels(bits))
+        else:
+            bodies.append(pack_codes(q, bits))
+    if entropy:
+        symbols = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
+        bodies.append(entropy_coder.encode(symbols, 2 * levels(bits) + 1))
     return b"".join(header + bodies)
 
 
@@ -149,21 +174,41 @@ def encode_int8(tensors: Mapping[str, Tensor], block_size: int) -> bytes:
     return encode_quantized(tensors, block_size, 8)
 
 
-def code_bits(data: bytes) -> int:
-    """The code width an update's magic names; :class:`CodecError` for another format."""
+def code_format(data: bytes) -> tuple[int, bool]:
+    """(code width, entropy coded) of an update's magic; :class:`CodecError` for another
+    format."""
     if len(data) < HEADER.size:
         raise CodecError(f"update is truncated ({len(data)} bytes)")
-    bits = BITS.get(bytes(data[:4]))
-    if bits is None:
+    found = FORMATS.get(bytes(data[:4]))
+    if found is None:
         raise CodecError(f"not a blockwise update (magic {bytes(data[:4])!r})")
-    return bits
+    return found
+
+
+def code_bits(data: bytes) -> int:
+    """The code width an update's magic names; :class:`CodecError` for another format."""
+    return code_format(data)[0]
+
+
+def check_format(data: bytes, bits: int, entropy: bool) -> None:
+    """Refuse an update whose codes are not ``bits`` wide or not (``entropy``) entropy
+    coded, with :class:`CodecError`."""
+    found_bits, found_entropy = code_format(data)
+    if found_bits != bits:
+        raise CodecError(f"{found_bits}-bit codes, the run's are {bits}-bit")
+    if found_entropy != entropy:
+        raise CodecError(
+            f"codes {'' if found_entropy else 'not '}entropy coded, the run's are"
+            f"{'' if entropy else ' not'}"
+        )
 
 
 def parse_header(data: bytes) -> tuple[int, list[TensorMeta], int]:
-    """(block size, tensor metas, offset of the first body) of an update of any width
-    (:func:`code_bits` gives it); checks the exact total length."""
-    bits = code_bits(data)
-    block_size, count = read_fixed(data, HEADER, MAGICS[bits], VERSION, f"{bits}-bit", CodecError)
+    """(block size, tensor metas, offset of the first body) of an update of any format
+    (:func:`code_format` gives it); checks the exact total length."""
+    bits, coded = code_format(data)
+    magic = (CODED_MAGICS if coded else MAGICS)[bits]
+    block_size, count = read_fixed(data, HEADER, magic, VERSION, f"{bits}-bit", CodecError)
     if block_size < 1:
         raise CodecError(f"bad header: block size {block_size}")
     metas, pos = read_tensors(
@@ -171,10 +216,17 @@ def parse_header(data: bytes) -> tuple[int, list[TensorMeta], int]:
         HEADER.size,
         count,
         TensorMeta,
-        lambda m: m.body_size(block_size, bits),
+        lambda m: 4 * -(-m.numel // block_size) if coded else m.body_size(block_size, bits),
         CodecError,
+        (lambda metas, end: _section_size(data, metas, end, bits)) if coded else None,
     )
     return block_size, metas, pos
+
+
+def _section_size(data: bytes, metas: list[TensorMeta], end: int, bits: int) -> int:
+    """The entropy section's size, read from its own tables at the end of the scales."""
+    numel = sum(m.numel for m in metas)
+    return entropy_coder.stream_size(memoryview(data)[end:], numel, 2 * levels(bits) + 1)
 
 
 def iter_blocks(
@@ -183,16 +235,26 @@ def iter_blocks(
     """Validate the header (and names/shapes if ``expected``), then yield each tensor's
     (meta, float32 scales, int8 codes), every scale and code checked, without decoding."""
     block_size, metas, pos = parse_header(data)
-    bits = code_bits(data)
+    bits, coded = code_format(data)
     check_tensors(metas, expected, CodecError)
     view = memoryview(data)
-    for meta in metas:
+    if coded:  # every scale first, then all codes in one entropy section
+        ends = np.cumsum([4 * -(-m.numel // block_size) for m in metas], dtype=np.int64)
+        section = view[pos + (int(ends[-1]) if metas else 0) :]
+        numel = sum(m.numel for m in metas)
+        symbols = entropy_coder.decode(section, numel, 2 * levels(bits) + 1) - levels(bits)
+        cuts = np.cumsum([m.numel for m in metas])[:-1]
+        all_codes = np.split(symbols.astype(np.int8), cuts)
+    for i, meta in enumerate(metas):
         nb = -(-meta.numel // block_size)
         scales = np.frombuffer(view[pos : pos + 4 * nb], dtype="<f4")
-        start = pos + 4 * nb
-        codes = unpack_codes(view[start : start + meta.code_bytes(bits)], meta.numel, bits,
-                             meta.name)  # fmt: skip
-        pos += meta.body_size(block_size, bits)
+        if coded:
+            codes, pos = all_codes[i], pos + 4 * nb
+        else:
+            start = pos + 4 * nb
+            codes = unpack_codes(view[start : start + meta.code_bytes(bits)], meta.numel, bits,
+                                 meta.name)  # fmt: skip
+            pos += meta.body_size(block_size, bits)
         if not np.isfinite(scales).all():
             raise CodecError(f"{meta.name}: a scale is NaN or Inf")
         if (scales < 0).any():

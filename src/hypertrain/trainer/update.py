@@ -2,7 +2,8 @@
 
 ``delta = theta_round_start - theta_after_H`` per parameter. Without error feedback
 the update is ``encode_quantized(delta)`` at the run's ``compression.bits`` (8, 4 or 2;
-or ``encode_sparse`` when the manifest's ``compression.sparse`` is set). With
+entropy coded with ``compression.entropy``; or ``encode_sparse`` when the manifest's
+``compression.sparse`` is set). With
 ``compression.error_feedback`` the island encodes ``delta + residual`` and keeps
 ``residual' = (delta + residual) - decoded`` for the next round, so quantisation error
 is re-sent later instead of lost (with ``compression.error_feedback_decay`` below 1,
@@ -21,7 +22,7 @@ from torch import Tensor
 
 from hypertrain.protocol.manifest import CompressionSpec
 from hypertrain.trainer.codec import (
-    code_bits,
+    code_format,
     decode_quantized,
     encode_quantized,
     iter_decode,
@@ -71,7 +72,9 @@ def encode_update(tensors: Mapping[str, Tensor], compression: CompressionSpec) -
     """The canonical encoding of ``tensors`` under the run's codec."""
     params = sparse_params(compression)
     if params is None:
-        return encode_quantized(tensors, compression.block_size, compression.bits)
+        return encode_quantized(
+            tensors, compression.block_size, compression.bits, compression.entropy
+        )
     return encode_sparse(tensors, params)
 
 
@@ -87,9 +90,10 @@ def iter_decode_update(
     """Stream-decode an update, refusing one made with another codec than the run's."""
     params = sparse_params(compression)
     if (params is not None) != is_sparse(data) or (
-        params is None and code_bits(data) != compression.bits
+        params is None and code_format(data) != (compression.bits, compression.entropy)
     ):
-        raise CodecError(f"update is not encoded with the run's {compression.codec} codec")
+        coded = " entropy-coded" if compression.entropy else ""
+        raise CodecError(f"update is not encoded with the run's {compression.codec}{coded} codec")
     if params is None:
         return iter_decode(data, expected)
     return iter_decode_sparse(data, expected, params)

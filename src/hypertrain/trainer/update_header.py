@@ -70,10 +70,12 @@ def read_tensors(
     meta: Callable[[str, tuple[int, ...]], M],
     body_size: Callable[[M], int],
     error: type[CodecError],
+    trailer: Callable[[list[M], int], int] | None = None,
 ) -> tuple[list[M], int]:
     """The ``count`` tensor entries at ``pos`` (each made by ``meta``) and the offset of
-    the first body; refused unless the bodies (``body_size`` each) end exactly at the
-    end of ``data``."""
+    the first body; refused unless the bodies (``body_size`` each), and the ``trailer``
+    after them (its size read from ``data`` at their end), end exactly at the end of
+    ``data``."""
     if count > MAX_TENSORS:
         raise error(f"bad header: {count} tensors")
     metas = []
@@ -81,6 +83,8 @@ def read_tensors(
         name, shape, pos = _read_entry(data, pos, error)
         metas.append(meta(name, shape))
     expected = pos + sum(body_size(m) for m in metas)
+    if trailer is not None:
+        expected += trailer(metas, expected)
     if len(data) != expected:
         raise error(f"update is {len(data)} bytes, its header implies {expected}")
     return metas, pos

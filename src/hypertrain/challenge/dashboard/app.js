@@ -123,7 +123,7 @@ function drawModel(d) {
     el("h3", {}, "Optimizers"),
     row("Inner", `${m.inner.name}, lr ${m.inner.lr}, ${m.inner.steps_per_round} steps per round`),
     row("Outer", m.outer.words),
-    row("Compression", `${m.compression.codec}, blocks of ${m.compression.block_size}`),
+    row("Compression", `${m.compression.codec}${m.compression.entropy ? " entropy-coded" : ""}, blocks of ${m.compression.block_size}`),
     row("Checkpoints", `every ${m.inner.checkpoint_interval} steps`)));
 }
 

@@ -125,7 +125,10 @@ def _compression(manifest: RunManifest) -> CompressionCard:
     spec = manifest.compression
     if spec.sparse is None:
         return CompressionCard(
-            codec=spec.codec, error_feedback=spec.error_feedback, block_size=spec.block_size
+            codec=spec.codec,
+            error_feedback=spec.error_feedback,
+            entropy=spec.entropy,
+            block_size=spec.block_size,
         )
     return CompressionCard(
         codec=spec.codec,

@@ -208,6 +208,7 @@ class CompressionCard(_Doc):
 
     codec: str
     error_feedback: bool
+    entropy: bool = False  # the blockwise codes entropy coded (lossless)
     block_size: int | None = None
     chunk_size: int | None = None
     topk_per_chunk: int | None = None
