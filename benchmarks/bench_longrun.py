@@ -60,7 +60,7 @@ from hypertrain.devnet.baseline import BaselineStore, record_batches, train_on_r
 from hypertrain.devnet.config import OPTIMIZERS
 from hypertrain.devnet.roles import RUN_ID
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.recipe import INNER_STEPS, WARM_START_PERCENT
+from hypertrain.protocol.recipe import INNER_OPTIMIZER, INNER_STEPS, WARM_START_PERCENT
 from longrun_report import SEED, commit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,8 +99,9 @@ def parse_args() -> argparse.Namespace:
                    help="inner steps per round (another: longrun-hH.json)")  # fmt: skip
     p.add_argument("--warm-start-percent", type=int, default=WARM_START_PERCENT,
                    help="warm start, %% of all steps (another: longrun-warmP.json)")  # fmt: skip
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
-                   help="the islands' inner optimizer (muon writes longrun-muon.json)")  # fmt: skip
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=INNER_OPTIMIZER,
+                   help="the islands' inner optimizer (default %(default)s, the recipe's;"
+                   " muon writes longrun-muon.json, adamw longrun.json)")  # fmt: skip
     p.add_argument("--analyse", action="store_true", help="only write the result and plot")
     p.add_argument(
         "--recount",

@@ -39,6 +39,7 @@ from hypertrain.protocol.manifest import (
 from hypertrain.protocol.recipe import (
     CARRIED_DTYPE,
     COMPRESSION,
+    INNER_OPTIMIZER,
     INNER_STEPS,
     OUTER_STEP,
     STATE_POLICY,
@@ -99,6 +100,7 @@ class Scenario:
     carried: bool = False  # the ``carry`` policy: an audit also uploads the previous state
     broadcast_bits: int = 8
     carried_dtype: str = "float32"  # the width of the carried optimizer slots
+    optimizer: str = "adamw"  # the inner optimizer (its slots make the states' sizes)
 
     @property
     def segments(self) -> int:
@@ -106,8 +108,10 @@ class Scenario:
 
     def inner(self) -> InnerOptimSpec:
         if not self.carried:
-            return InnerOptimSpec()
-        return InnerOptimSpec(state_policy="carry", carried_dtype=self.carried_dtype)
+            return InnerOptimSpec.model_validate({"name": self.optimizer})
+        return InnerOptimSpec.model_validate(
+            {"name": self.optimizer, "state_policy": "carry", "carried_dtype": self.carried_dtype}
+        )
 
     def uploads_per_audit(self) -> float:
         """Expected training states' worth uploaded by one audit (``protocol.traffic``'s
@@ -145,7 +149,7 @@ def encoded_sizes(
 def steady_round(s: Scenario) -> tuple[RoundBytes, int]:
     """(one island's steady-state bytes in a round, one full-state checkpoint's bytes)."""
     update, broadcast = encoded_sizes(s.model, s.compression, s.broadcast_bits)
-    state = StateConfig(s.model, InnerOptimSpec(), s.compression.error_feedback)
+    state = StateConfig(s.model, s.inner(), s.compression.error_feedback)
     ckpt = checkpoint_size(state)
     join = 0 if s.broadcast else 4 * param_count(s.model)  # no broadcast: the model, always
     ours = RoundBytes(
@@ -191,6 +195,7 @@ def scenarios() -> list[Scenario]:
         "carried": STATE_POLICY == "carry",
         "broadcast_bits": BROADCAST_BITS,
         "carried_dtype": CARRIED_DTYPE,
+        "optimizer": INNER_OPTIMIZER,
     }
     out += [
         Scenario("devnet_recipe_probation", proxy, 4, h, h, 1.0, 2, four, **recipe),

@@ -118,6 +118,7 @@ def build_result(
             "carried_dtype": manifest.inner.carried_dtype,
             "outer": manifest.outer.model_dump(mode="json"),
             "codec": manifest.compression.codec,
+            "entropy_coded": manifest.compression.entropy,
             "warm_start_steps": 0 if warm is None else warm.steps,
             "seq_len": seq,
             "overlap": manifest.round.overlap,
@@ -189,7 +190,10 @@ def result_tag(manifest: RunManifest) -> str:
     """The suffix of a variant's files: ``-overlap`` for overlapped rounds, ``-muon`` for
     Muon inner steps, ``-f32slots`` for optimizer slots carried in float32 (not the recipe's
     width), ``-warmP`` for a warm start other than the recipe's share (P % of all steps),
-    ``-hH`` for another H, ``-seedN`` for another run seed; "" for the recipe."""
+    ``-hH`` for another H, ``-seedN`` for another run seed; "" for AdamW inner steps and
+    the recipe's other settings (the files' names predate Muon as the recipe's optimizer;
+    the result's ``recipe`` section names the optimizer and whether codes were entropy
+    coded)."""
     tag = "-overlap" if manifest.round.overlap else ""
     if manifest.inner.name != "adamw":
         tag += f"-{manifest.inner.name}"

@@ -104,7 +104,8 @@ def _longrun_manifest(
     doc = json.loads(aggregator_manifest().canonical())
     doc["seed"] = seed
     doc["round"] = {**doc["round"], "inner_steps": h, "checkpoint_interval": h}
-    recipe_inner = {**INNER_STATE, "total_steps": warm + round_steps}
+    # AdamW unless told: result files without an optimizer suffix are AdamW runs
+    recipe_inner = {**INNER_STATE, "name": "adamw", "total_steps": warm + round_steps}
     doc["inner"] = {**doc.get("inner", {}), **recipe_inner, **inner}
     if warm:
         doc["warm_start"] = {"steps": warm, "samples_per_step": 8}
@@ -112,8 +113,9 @@ def _longrun_manifest(
 
 
 def test_a_variant_is_named_by_what_differs_from_the_recipe() -> None:
-    """``longrun.json`` is the recipe's run; a variant's files and note name its warm-start
-    share, H and seed (a seed run's note once read "1-seed8 %")."""
+    """``longrun.json`` is AdamW's run of the recipe's other settings, ``longrun-muon.json``
+    the recipe's; a variant's files and note name its warm-start share, H and seed (a seed
+    run's note once read "1-seed8 %")."""
     recipe_warm = warm_start_steps(3000, WARM_START_PERCENT)
     recipe = _longrun_manifest(recipe_warm, 3000, SEED)
     assert result_tag(recipe) == "" and warm_percent(recipe) is None
@@ -126,7 +128,7 @@ def test_a_variant_is_named_by_what_differs_from_the_recipe() -> None:
     longer = _longrun_manifest(recipe_warm, 3000, 8, h=2 * INNER_STEPS)
     assert result_tag(longer) == f"-h{2 * INNER_STEPS}-seed8"
     muon = _longrun_manifest(recipe_warm, 3000, SEED, name="muon")
-    assert result_tag(muon) == "-muon"
+    assert result_tag(muon) == "-muon" and INNER_STATE["name"] == "muon"  # the recipe's
     wide = _longrun_manifest(recipe_warm, 3000, 8, carried_dtype="float32")
     assert result_tag(wide) == "-f32slots-seed8"
     # under reset nothing is carried, so the slots' width names nothing

@@ -196,7 +196,7 @@ def _by_hand(
     bits = manifest.outer.broadcast_bits
     if bits is not None:
         delta = {k: v - model[k] for k, v in start.params().items()}
-        broadcast = encode_quantized(delta, block, bits)
+        broadcast = encode_quantized(delta, block, bits, manifest.compression.entropy)
         step = decode_quantized(broadcast)
         model = {k: v - step[k] for k, v in start.params().items()}
     if manifest.inner.state_policy == "reset":

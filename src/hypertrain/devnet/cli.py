@@ -17,7 +17,7 @@ from hypertrain.devnet.config import (
     SCENARIOS,
     DevnetConfig,
 )
-from hypertrain.protocol.recipe import INNER_STEPS, WARM_START_PERCENT
+from hypertrain.protocol.recipe import INNER_OPTIMIZER, INNER_STEPS, WARM_START_PERCENT
 
 
 def register(subparsers: Any) -> None:
@@ -102,9 +102,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--overlap", action="store_true",
                    help="overlapped rounds: islands train round r + 1 while round r is audited"
                    " and merged (docs/protocol.md, \"Overlapped rounds\")")  # fmt: skip
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
-                   help="the islands' inner optimizer (default adamw; muon: Muon on the"
-                   " matrices, AdamW on embeddings and norms)")  # fmt: skip
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=INNER_OPTIMIZER,
+                   help="the islands' inner optimizer (default %(default)s, the recipe's;"
+                   " muon: Muon on the matrices, AdamW on embeddings and norms)")  # fmt: skip
     p.add_argument("--commit-window-s", type=int, help="seconds islands get to commit a round")
     p.add_argument("--audit-window-s", type=int, help="seconds auditors get to post verdicts")
     p.set_defaults(func=_run)

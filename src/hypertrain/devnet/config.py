@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal, get_args
+from typing import Final, Literal
 
 from hypertrain.devnet.errors import DevnetError
-from hypertrain.protocol.manifest import InnerOptimSpec
+from hypertrain.protocol.manifest import INNER_OPTIMIZERS
 from hypertrain.protocol.recipe import (
     CHECKPOINT_INTERVAL,
+    INNER_OPTIMIZER,
     INNER_STEPS,
     WARM_START_PERCENT,
     warm_start_steps,
@@ -21,7 +22,7 @@ PRESETS: Final = ("proxy", "tiny", "proxy-moe", "tiny-moe")
 DEFAULT_PORT: Final = 8000
 MAX_ISLANDS: Final = 8
 # The islands' inner optimizers a devnet can run: the manifest's inner.name choices.
-OPTIMIZERS: Final[tuple[str, ...]] = get_args(InnerOptimSpec.model_fields["name"].annotation)
+OPTIMIZERS: Final = INNER_OPTIMIZERS
 MICRO_BATCH_SIZE: Final = 2
 AUDIT_SEGMENTS: Final = 2  # random segments per audit; the final one is always added
 DEFAULT_BUDGETS: Final = (1, 2, 3)  # micro-batches per step, island by island (cycled)
@@ -99,7 +100,7 @@ class DevnetConfig:
     chaos_seed: int = 0  # which roles the chaos loop draws, in which order
     resume: bool = False  # go on with the stopped run in state_dir (devnet.resume), if any
     overlap: bool = False  # overlapped rounds (manifest round.overlap)
-    optimizer: Literal["adamw", "muon"] = "adamw"  # the islands' inner optimizer (inner.name)
+    optimizer: Literal["adamw", "muon"] = INNER_OPTIMIZER  # the islands' (inner.name)
 
     def __post_init__(self) -> None:
         if self.checkpoint_interval == 0:  # the recipe's default: one segment, J = H

@@ -57,10 +57,10 @@ def manifest_doc(cfg: DevnetConfig, dataset_dir: Path, coordinator: str) -> dict
         # the schedule plans exactly the warm start and the devnet's rounds: the
         # dashboard's total is --rounds
         "inner": {
+            **INNER_STATE,
             "name": cfg.optimizer,
             "warmup_steps": min(2, total),
             "total_steps": total,
-            **INNER_STATE,
         },
         "round": {
             "inner_steps": cfg.inner_steps,

@@ -29,6 +29,7 @@ from hypertrain.protocol.manifest import (
 from hypertrain.protocol.recipe import (
     CHECKPOINT_INTERVAL,
     COMPRESSION,
+    INNER_OPTIMIZER,
     INNER_STATE,
     INNER_STEPS,
     OUTER_STEP,
@@ -112,6 +113,7 @@ class RunOptions:
     beacon_period_s: int = QUICKNET_PERIOD_S  # seconds per beacon round the deadlines fit
     device: str = "cpu"
     overlap: bool = False  # overlapped rounds (docs/protocol.md, "Overlapped rounds")
+    optimizer: str = INNER_OPTIMIZER  # the islands' inner optimizer (inner.name)
 
     def __post_init__(self) -> None:
         if self.checkpoint_interval == 0:  # the recipe's default: one segment, J = H
@@ -146,9 +148,10 @@ def build_manifest(opts: RunOptions) -> dict[str, Any]:
         "seed": opts.seed,
         "model": spec.model_dump(mode="json"),
         "inner": {
+            **INNER_STATE,
+            "name": opts.optimizer,
             "warmup_steps": 2,
             "total_steps": round_steps + (warm or {}).get("steps", 0),
-            **INNER_STATE,
         },
         "outer": dict(OUTER_STEP),
         "round": {

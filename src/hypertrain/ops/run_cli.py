@@ -10,6 +10,7 @@ from typing import Any
 
 from hypertrain.ops.manifest import RunOptions, build_manifest, commented
 from hypertrain.protocol.cliargs import add_relay_url, add_service_url
+from hypertrain.protocol.manifest import INNER_OPTIMIZERS
 from hypertrain.trainer.presets import PRESETS
 
 # (flag, RunOptions field, help) of the integer settings, in the order --help lists them
@@ -113,6 +114,9 @@ def register(subparsers: Any) -> None:
     init.add_argument("--overlap", action="store_true",
                       help="overlapped rounds: islands train round r + 1 while round r is"
                       " audited and merged (docs/protocol.md, docs/parity.md)")  # fmt: skip
+    init.add_argument("--optimizer", choices=INNER_OPTIMIZERS, default=d.optimizer,
+                      help="the islands' inner optimizer (default %(default)s, the recipe's;"
+                      " muon: Muon on the matrices, AdamW on embeddings and norms)")  # fmt: skip
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=_init)
 
@@ -234,6 +238,7 @@ def _init(args: argparse.Namespace) -> int:
         admission_workload_steps=args.admission_workload_steps,
         admission_window_rounds=args.admission_window_rounds,
         overlap=args.overlap,
+        optimizer=args.optimizer,
         admission_device_class=args.admission_device_class,
         local=args.local,
         dispute_answer_rounds=args.dispute_answer_rounds,

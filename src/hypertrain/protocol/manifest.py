@@ -10,7 +10,7 @@ is refused where it is parsed. All sections are frozen and reject unknown keys.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -283,6 +283,11 @@ class RunManifest(_Section):
     def digest(self) -> str:
         """Hex tagged hash of the canonical manifest: the run's identity for replay."""
         return tagged_hash(MANIFEST, self.canonical()).hex()
+
+
+# The inner optimizers a manifest can name (``inner.name``): the devnet's and run init's
+# ``--optimizer`` choices.
+INNER_OPTIMIZERS: tuple[str, ...] = get_args(InnerOptimSpec.model_fields["name"].annotation)
 
 
 def ffn_params(spec: ModelSpec) -> tuple[int, int]:

@@ -37,6 +37,15 @@ COMPRESSION: Final = {"bits": 4, "entropy": True}
 # ended +2.76 % to data-parallel on one seed and +6.95 % on the other, past the +3 %
 # target; H = 15 ended inside it on three seeds.
 INNER_STEPS: Final = 15
+# The islands' inner optimizer in a new run: Muon (orthogonalised momentum on the weight
+# matrices, AdamW on embeddings, head and norms). Through the product's long run (200
+# rounds, H = 15, each against data-parallel trained with Muon on the same tokens) it ended
+# +2.58 % and +0.47 % to data-parallel on two seeds, inside the +3 % target, at held-out
+# losses 3.10 and 3.10 where the AdamW recipe ended at 3.58 (AdamW data-parallel: 3.52);
+# its carried state holds one momentum per matrix, so an audit fetches about half the
+# bytes. One seed's five-round moving average rose 7 rounds in a row (the target allows 5;
+# data-parallel Muon rose 6 on the other seed). docs/parity.md, "Muon inner steps".
+INNER_OPTIMIZER: Final = "muon"
 # How a new run's rounds start their inner optimizer state (module docstring).
 STATE_POLICY: Final = "carry"
 # The width a new run's islands carry their optimizer slots in between rounds: rounded to
@@ -45,8 +54,12 @@ STATE_POLICY: Final = "carry"
 # +0.70 % to data-parallel against +0.79 % with float32 slots: no measurable cost
 # (docs/parity.md, "The recipe at the long run's horizon").
 CARRIED_DTYPE: Final = "bfloat16"
-# Both, as the manifest's ``inner`` section takes them.
-INNER_STATE: Final = {"state_policy": STATE_POLICY, "carried_dtype": CARRIED_DTYPE}
+# The three, as the manifest's ``inner`` section takes them.
+INNER_STATE: Final = {
+    "name": INNER_OPTIMIZER,
+    "state_policy": STATE_POLICY,
+    "carried_dtype": CARRIED_DTYPE,
+}
 # J of a new run: 0 means the whole round (J = H). Each checkpoint an audit replays from
 # costs an audited island one full training state's upload, and an audit draws every
 # segment of a short round anyway, so one segment moves the fewest bytes for the same
