@@ -57,6 +57,11 @@ FORMATS = {m: (b, False) for b, m in MAGICS.items()} | {
 }
 
 
+def alphabet(bits: int) -> int:
+    """The entropy coder's alphabet at ``bits``: the ``2Q + 1`` codes, as ``q + Q``."""
+    return 2 * levels(bits) + 1
+
+
 def levels(bits: int) -> int:
     """``Q``: the largest code of a ``bits``-wide format (127, 7, 1)."""
     if bits not in MAGICS:
@@ -76,8 +81,11 @@ class TensorMeta:
     def code_bytes(self, bits: int = 8) -> int:
         return -(-self.numel * bits // 8)
 
+    def scale_bytes(self, block_size: int) -> int:
+        return 4 * -(-self.numel // block_size)
+
     def body_size(self, block_size: int, bits: int = 8) -> int:
-        return 4 * -(-self.numel // block_size) + self.code_bytes(bits)
+        return self.scale_bytes(block_size) + self.code_bytes(bits)
 
 
 def update_hash(data: bytes) -> bytes:
@@ -165,7 +173,7 @@ def encode_quantized(
             bodies.append(pack_codes(q, bits))
     if entropy:
         symbols = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
-        bodies.append(entropy_coder.encode(symbols, 2 * levels(bits) + 1))
+        bodies.append(entropy_coder.encode(symbols, alphabet(bits)))
     return b"".join(header + bodies)
 
 
@@ -216,7 +224,7 @@ def parse_header(data: bytes) -> tuple[int, list[TensorMeta], int]:
         HEADER.size,
         count,
         TensorMeta,
-        lambda m: 4 * -(-m.numel // block_size) if coded else m.body_size(block_size, bits),
+        lambda m: m.scale_bytes(block_size) if coded else m.body_size(block_size, bits),
         CodecError,
         (lambda metas, end: _section_size(data, metas, end, bits)) if coded else None,
     )
@@ -226,7 +234,7 @@ def parse_header(data: bytes) -> tuple[int, list[TensorMeta], int]:
 def _section_size(data: bytes, metas: list[TensorMeta], end: int, bits: int) -> int:
     """The entropy section's size, read from its own tables at the end of the scales."""
     numel = sum(m.numel for m in metas)
-    return entropy_coder.stream_size(memoryview(data)[end:], numel, 2 * levels(bits) + 1)
+    return entropy_coder.stream_size(memoryview(data)[end:], numel, alphabet(bits))
 
 
 def iter_blocks(
@@ -239,19 +247,17 @@ def iter_blocks(
     check_tensors(metas, expected, CodecError)
     view = memoryview(data)
     if coded:  # every scale first, then all codes in one entropy section
-        ends = np.cumsum([4 * -(-m.numel // block_size) for m in metas], dtype=np.int64)
-        section = view[pos + (int(ends[-1]) if metas else 0) :]
+        section = view[pos + sum(m.scale_bytes(block_size) for m in metas) :]
         numel = sum(m.numel for m in metas)
-        symbols = entropy_coder.decode(section, numel, 2 * levels(bits) + 1) - levels(bits)
+        symbols = entropy_coder.decode(section, numel, alphabet(bits)) - levels(bits)
         cuts = np.cumsum([m.numel for m in metas])[:-1]
         all_codes = np.split(symbols.astype(np.int8), cuts)
     for i, meta in enumerate(metas):
-        nb = -(-meta.numel // block_size)
-        scales = np.frombuffer(view[pos : pos + 4 * nb], dtype="<f4")
+        start = pos + meta.scale_bytes(block_size)
+        scales = np.frombuffer(view[pos:start], dtype="<f4")
         if coded:
-            codes, pos = all_codes[i], pos + 4 * nb
+            codes, pos = all_codes[i], start
         else:
-            start = pos + 4 * nb
             codes = unpack_codes(view[start : start + meta.code_bytes(bits)], meta.numel, bits,
                                  meta.name)  # fmt: skip
             pos += meta.body_size(block_size, bits)

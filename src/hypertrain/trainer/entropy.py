@@ -152,10 +152,10 @@ def decode(raw: memoryview, n: int, alphabet: int) -> np.ndarray:
     pos = ends - chunk_bits
     out = np.zeros((CHUNK, chunks), dtype=np.int64)
     last = n - (chunks - 1) * CHUNK
-    mask, live, short = (1 << top) - 1, chunks, False
+    mask, live = (1 << top) - 1, chunks
     for step in range(CHUNK if chunks > 1 else last):
-        if step == last and not short:
-            live, short = chunks - 1, True
+        if step == last:  # the short last chunk is done
+            live = chunks - 1
         p = pos[:live]
         byte = np.minimum(p >> 3, stream.size)  # a chunk overrunning the stream reads zeros
         window = ((padded[byte] | padded[byte + 1] << 8 | padded[byte + 2] << 16) >> (p & 7)) & mask
