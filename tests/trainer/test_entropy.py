@@ -157,6 +157,23 @@ def test_entropy_coded_updates_decode_to_the_plain_format(bits: int) -> None:
         check_format(coded, bits, False)
 
 
+def test_a_read_again_shares_read_only_codes_and_a_refusal_repeats() -> None:
+    coded = encode_quantized(_update(), 64, 4, entropy=True)
+    first = [codes for _, _, codes in iter_blocks(coded)]
+    again = [codes for _, _, codes in iter_blocks(bytes(coded))]
+    assert len(first) == len(again) == 3
+    assert all(
+        np.array_equal(a, b) and not b.flags.writeable for a, b in zip(first, again, strict=True)
+    )
+    with pytest.raises(ValueError, match="read-only"):
+        again[0][0] = 1
+    broken = bytearray(coded)
+    broken[-1] ^= 0x80  # a set padding bit or a stream that no longer ends where it says
+    for _ in range(2):  # a refused section is not remembered as decoded
+        with pytest.raises(CodecError):
+            list(iter_blocks(bytes(broken)))
+
+
 def test_entropy_coded_containers_refuse_bad_lengths_and_widths() -> None:
     coded = encode_quantized(_update(), 64, 4, entropy=True)
     with pytest.raises(CodecError, match=r"header implies|truncated"):

@@ -32,6 +32,7 @@ each decoded tensor, one at a time, for aggregators that stream many updates.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Iterator, Mapping, Sequence
@@ -248,10 +249,8 @@ def iter_blocks(
     view = memoryview(data)
     if coded:  # every scale first, then all codes in one entropy section
         section = view[pos + sum(m.scale_bytes(block_size) for m in metas) :]
-        numel = sum(m.numel for m in metas)
-        symbols = entropy_coder.decode(section, numel, alphabet(bits)) - levels(bits)
-        cuts = np.cumsum([m.numel for m in metas])[:-1]
-        all_codes = np.split(symbols.astype(np.int8), cuts)
+        codes_all = _entropy_codes(bytes(section), sum(m.numel for m in metas), bits)
+        all_codes = np.split(codes_all, np.cumsum([m.numel for m in metas])[:-1])
     for i, meta in enumerate(metas):
         start = pos + meta.scale_bytes(block_size)
         scales = np.frombuffer(view[pos:start], dtype="<f4")
@@ -266,6 +265,21 @@ def iter_blocks(
         if (scales < 0).any():
             raise CodecError(f"{meta.name}: negative scale")
         yield meta, scales, codes
+
+
+# The aggregator reads each coded update three times (its norm, the Gram matrix, the
+# merge's sum); decoding an entropy section dominates each read, so the last few decoded
+# sections are kept, keyed by their bytes (a refused section raises and is not kept).
+DECODED_SECTIONS = 8
+
+
+@functools.lru_cache(maxsize=DECODED_SECTIONS)
+def _entropy_codes(section: bytes, numel: int, bits: int) -> np.ndarray:
+    """The ``numel`` int8 codes of an entropy section (read-only: callers share it)."""
+    codes = entropy_coder.decode(memoryview(section), numel, alphabet(bits)) - levels(bits)
+    codes = codes.astype(np.int8)
+    codes.flags.writeable = False
+    return codes
 
 
 def iter_decode(
