@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from hypertrain.protocol.manifest import CompressionSpec
+from hypertrain.trainer import entropy as coder
 from hypertrain.trainer.codec import (
     HEADER,
     MAGICS,
@@ -114,6 +115,52 @@ def test_non_finite_scale_is_refused() -> None:
     corrupt[body + 8] = 0x80  # int8 -128
     with pytest.raises(CodecError, match="-128"):
         decode_int8(bytes(corrupt))
+
+
+@pytest.mark.parametrize("entropy", [False, True])
+def test_only_the_encoders_blocks_decode(entropy: bool) -> None:
+    """Two byte strings never decode to the same values: a zero block carries zero codes,
+    a non-zero block its absmax code and a normal scale (the encoder flushes scales that
+    would be subnormal to 0)."""
+    x = {"w": torch.tensor([4.0, 0.0, 0.0, 0.0, 0.5, -1.0, 0.25, 2.0])}
+    assert quantize(torch.full((4,), 1e-40), 4, 4)[0].tolist() == [0.0]
+    scales, q = quantize(x["w"], 4, 4)
+    q = q.clone()
+
+    def encoded(s: torch.Tensor, codes: torch.Tensor) -> bytes:
+        data = bytearray(encode_quantized(x, 4, 4, entropy))
+        _, _, body = parse_header(bytes(data))
+        struct.pack_into("<2f", data, body, *s.tolist())
+        if entropy:  # the codes change the entropy section: re-encode it around them
+            return _with_codes(bytes(data), codes)
+        packed = ((codes.to(torch.int16) + 7).numpy().astype(np.uint8)).reshape(-1, 2)
+        data[body + 8 : body + 12] = bytes(packed[:, 0] | packed[:, 1] << 4)
+        return bytes(data)
+
+    assert encoded(scales, q) == encode_quantized(x, 4, 4, entropy)
+    zero_block = torch.tensor([0.0, scales[1].item()])
+    ones = torch.tensor([0, 1, 0, 0, 1, -1, 0, 2], dtype=torch.int8)
+    # codes (1, -2, 0, 3) at scale s decode as (2, -4, 0, 6) at s / 2 do: neither is written
+    low = torch.tensor([7, 0, 0, 0, 1, -2, 0, 3], dtype=torch.int8)
+    for s, codes, why in [
+        (zero_block, ones, "scale 0 carries non-zero codes"),
+        (torch.tensor([1e-40, scales[1].item()]), q, "subnormal scale"),
+        (scales, low, "largest code is not 7"),
+        (
+            scales / torch.tensor([1.0, 2.0]),
+            low * torch.tensor([1, 1, 1, 1, 2, 2, 2, 2], dtype=torch.int8),
+            "largest code is not 7",
+        ),
+    ]:
+        with pytest.raises(CodecError, match=why):
+            decode_quantized(encoded(s, codes))
+
+
+def _with_codes(data: bytes, codes: torch.Tensor) -> bytes:
+    """``data`` (one tensor, HTE4) with its entropy section re-encoded for ``codes``."""
+    _, metas, body = parse_header(data)
+    section = body + metas[0].scale_bytes(4)
+    return data[:section] + coder.encode((codes.to(torch.int64) + 7).numpy(), 15)
 
 
 def test_non_finite_input_is_refused() -> None:

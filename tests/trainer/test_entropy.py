@@ -200,3 +200,17 @@ def test_manifests_take_entropy_coding_only_where_it_is_defined() -> None:
     doc["compression"] |= {"bits": 4, "entropy": True}
     with pytest.raises(ValidationError, match=r"set outer\.broadcast to int4 or int2"):
         RunManifest.model_validate(doc)
+
+
+def test_a_stream_too_short_for_its_count_is_refused_before_decoding() -> None:
+    """A decoding bomb: a small blob claiming many symbols is refused from its tables."""
+    n = 1 << 22
+    chunks = -(-n // entropy.CHUNK)
+    lengths = [0] * 7 + [1, 1] + [0] * 6
+    bomb = bytes(lengths) + bytes(2 * chunks)  # every chunk claims 0 bits
+    with pytest.raises(CodecError, match="does not fit its symbols' codes"):
+        entropy.decode(memoryview(bomb), n, 15)
+    greedy = bytes(lengths) + struct.pack(f"<{chunks}H", *[2 * entropy.CHUNK] * chunks)
+    greedy += bytes(2 * entropy.CHUNK * chunks // 8)  # two bits a symbol from 1-bit codes
+    with pytest.raises(CodecError, match="does not fit its symbols' codes"):
+        entropy.decode(memoryview(greedy), n, 15)

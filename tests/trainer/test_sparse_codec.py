@@ -188,3 +188,34 @@ def test_non_finite_or_negative_scale_is_refused() -> None:
 def test_non_finite_input_is_refused() -> None:
     with pytest.raises(SparseCodecError, match="NaN"):
         encode_sparse({"w": torch.tensor([1.0, float("nan")])}, P)
+
+
+def test_only_the_encoders_chunks_decode() -> None:
+    """Two byte strings never decode to the same values: a zero chunk keeps its first
+    entries with the zero code, any other chunk a code at an end of the range and a
+    normal scale (the encoder sends a chunk whose scale would be subnormal as zeros)."""
+    p = SparseParams(chunk_size=4, k=2, bits=2)
+    data = encode_sparse({"w": torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 3.0, -1.0, 0.5])}, p)
+    _, _, pos = parse_sparse_header(data)
+
+    def body(scales: list[float], offsets: list[int], codes: list[int]) -> bytes:
+        return (
+            data[:pos]
+            + struct.pack("<2f", *scales)
+            + pack_bits(np.array(offsets), p.index_bits)
+            + pack_bits(np.array(codes), p.bits)
+        )
+
+    assert body([0.0, 1.5], [0, 1, 1, 2], [2, 2, 3, 1]) == data
+    canonical = body([0.0, 0.5], [0, 1, 1, 2], [2, 2, 0, 3])  # -0.75 and 0.75
+    assert decode_sparse(canonical)["w"].tolist() == [0, 0, 0, 0, 0, -0.75, 0.75, 0]
+    for bad, why in [
+        (body([0.0, 1.5], [0, 1, 1, 2], [1, 2, 3, 1]), "scale 0 is not the zero chunk"),
+        (body([0.0, 1.5], [1, 2, 1, 2], [2, 2, 3, 1]), "scale 0 is not the zero chunk"),
+        (body([0.0, 1e-40], [0, 1, 1, 2], [2, 2, 3, 1]), "subnormal scale"),
+        (body([0.0, 1.5], [0, 1, 1, 2], [2, 2, 1, 2]), "no code at an end"),  # as canonical
+    ]:
+        with pytest.raises(SparseCodecError, match=why):
+            decode_sparse(bad)
+    tiny = encode_sparse({"w": torch.tensor([1e-39, 0.0, 0.0, 0.0])}, p)
+    assert tiny == encode_sparse({"w": torch.zeros(4)}, p)

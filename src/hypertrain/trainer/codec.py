@@ -56,6 +56,9 @@ CODED_MAGICS = {4: b"HTE4", 2: b"HTE2"}  # code width -> magic of the entropy-co
 FORMATS = {m: (b, False) for b, m in MAGICS.items()} | {
     m: (b, True) for b, m in CODED_MAGICS.items()
 }
+# The smallest normal float32: a scale below it is written as 0 (a subnormal scale's
+# rounding could leave a block without a code of magnitude Q, see check_canonical).
+TINY = float(np.finfo(np.float32).tiny)
 
 
 def alphabet(bits: int) -> int:
@@ -104,6 +107,7 @@ def quantize(x: Tensor, block_size: int, bits: int = 8) -> tuple[Tensor, Tensor]
     pad = -n % block_size
     blocks = torch.nn.functional.pad(flat, (0, pad)).view(-1, block_size)
     scales = blocks.abs().amax(dim=1) / float(top)  # (num_blocks,)
+    scales = torch.where(scales >= TINY, scales, torch.zeros_like(scales))  # no subnormal
     safe = torch.where(scales > 0, scales, torch.ones_like(scales))
     q = torch.round(blocks / safe[:, None]).clamp_(-top, top)
     q = torch.where(scales[:, None] > 0, q, torch.zeros_like(q))
@@ -264,7 +268,29 @@ def iter_blocks(
             raise CodecError(f"{meta.name}: a scale is NaN or Inf")
         if (scales < 0).any():
             raise CodecError(f"{meta.name}: negative scale")
+        check_canonical(scales, codes, block_size, levels(bits), meta.name)
         yield meta, scales, codes
+
+
+def check_canonical(
+    scales: np.ndarray, codes: np.ndarray, block_size: int, top: int, name: str
+) -> None:
+    """Refuse blocks the encoder never writes, so that no two byte strings decode to the
+    same values: a scale of 0 carries only zero codes; any other scale is a normal float
+    and its block holds a code of magnitude ``top`` (the block's absmax element; a scale
+    ``s`` with codes ``q`` would otherwise decode as ``s / 2`` with ``2q``)."""
+    if codes.size == 0:
+        return
+    peaks = np.maximum.reduceat(
+        np.abs(codes.astype(np.int16)), np.arange(0, codes.size, block_size)
+    )
+    zero = scales == 0
+    if (peaks[zero] != 0).any():
+        raise CodecError(f"{name}: a block of scale 0 carries non-zero codes")
+    if (scales[~zero] < TINY).any():
+        raise CodecError(f"{name}: a subnormal scale (the encoder writes 0 there)")
+    if (peaks[~zero] != top).any():
+        raise CodecError(f"{name}: a block's largest code is not {top} (not its absmax)")
 
 
 # The aggregator reads each coded update three times (its norm, the Gram matrix, the

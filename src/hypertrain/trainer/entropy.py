@@ -139,6 +139,13 @@ def decode(raw: memoryview, n: int, alphabet: int) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     if top == 0:
         raise CodecError("entropy code has no symbols")
+    # Every symbol takes between the shortest and the longest code's bits, so a stream too
+    # short for its count is refused before any work in proportion to the claimed count.
+    sizes = np.full(chunks, CHUNK, dtype=np.int64)
+    sizes[-1] = n - (chunks - 1) * CHUNK
+    shortest = min(length for length in lengths if length)
+    if (chunk_bits < shortest * sizes).any() or (chunk_bits > top * sizes).any():
+        raise CodecError("an entropy-coded chunk's length does not fit its symbols' codes")
     # Windows of `top` bits, first stream bit lowest, map to (symbol, length); 0: no code.
     sym_of = np.zeros(1 << top, dtype=np.int64)
     len_of = np.zeros(1 << top, dtype=np.int64)

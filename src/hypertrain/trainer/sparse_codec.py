@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from hypertrain.trainer.codec import TINY
 from hypertrain.trainer.errors import CodecError
 from hypertrain.trainer.update_header import check_tensors, entry_bytes, read_fixed, read_tensors
 
@@ -154,6 +155,9 @@ def dequantize_values(scale: np.ndarray, codes: np.ndarray, p: SparseParams) -> 
 
 def _encode_tensor(x: Tensor, p: SparseParams) -> bytes:
     chunks, n = _chunked(x, p)
+    # A chunk whose scale would be subnormal is sent as zeros (see check_canonical).
+    tiny = np.abs(chunks).max(axis=1) / np.float32(p.levels // 2) < TINY
+    chunks[tiny] = 0.0
     picks = select_top_k(chunks, n, p)
     scales, indices, codes = [], [], []
     for row, offsets in zip(chunks, picks, strict=True):
@@ -246,7 +250,33 @@ def read_body(view: memoryview, pos: int, meta: SparseMeta, p: SparseParams) -> 
         same = chunk_of[1:] == chunk_of[:-1]
         if (offsets[1:][same] <= offsets[:-1][same]).any():
             raise SparseCodecError(f"{meta.name}: indices in a chunk are not strictly ascending")
+    check_canonical(scales, offsets, codes, p, meta.name)
     return SparseBody(scales.astype(np.float32), chunk_of, positions, codes)
+
+
+def check_canonical(
+    scales: np.ndarray, offsets: np.ndarray, codes: np.ndarray, p: SparseParams, name: str
+) -> None:
+    """Refuse chunks the encoder never writes, so that no two byte strings decode to the
+    same values: a chunk of scale 0 keeps its first entries with the zero code ``L/2``; any
+    other scale is a normal float and its chunk holds a code at an end of the range (the
+    largest kept magnitude; ``s`` with codes 1 and 2 would otherwise decode as ``s / 3``
+    with 0 and 3)."""
+    if codes.size == 0:
+        return
+    starts = np.arange(0, codes.size, p.k)  # every chunk keeps k entries but the last
+    zero = scales == 0
+    rank = np.arange(codes.size) % p.k
+    in_zero = zero[np.arange(codes.size) // p.k]
+    if (codes[in_zero] != p.levels // 2).any() or (offsets[in_zero] != rank[in_zero]).any():
+        raise SparseCodecError(f"{name}: a chunk of scale 0 is not the zero chunk's encoding")
+    if (scales[~zero] < TINY).any():
+        raise SparseCodecError(f"{name}: a subnormal scale (the encoder writes 0 there)")
+    ends = (np.minimum.reduceat(codes, starts) == 0) | (
+        np.maximum.reduceat(codes, starts) == p.levels - 1
+    )
+    if not ends[~zero].all():
+        raise SparseCodecError(f"{name}: a chunk holds no code at an end of the range")
 
 
 def densify(body: SparseBody, meta: SparseMeta, p: SparseParams) -> Tensor:
