@@ -73,6 +73,16 @@ def test_commit_phase_closes_when_every_island_committed(harness: Harness) -> No
     assert detail["commit_deadline_round"] == 103  # the signed deadline does not move
 
 
+def test_a_commit_after_an_early_close_says_the_phase_closed(harness: Harness) -> None:
+    h = harness
+    _open(h)  # deadline 103
+    assert [_commit(h, i) for i in range(3)] == [200, 200, 200]
+    h.tick(1)  # beacon 101: the commit phase closed early
+    r = h.client.post("/v1/commit", json=signed(h.miners[0], "commit", commit_body(0)))
+    assert (r.status_code, r.json()["error"]) == (409, "late"), r.text
+    assert "is beacon round 103, but the round is in its audit phase" in r.text
+
+
 def test_selection_is_the_beacon_after_the_last_commit(harness: Harness) -> None:
     h = harness
     _open(h)

@@ -158,11 +158,13 @@ def commit(state: ServiceState, env: Envelope) -> CommitAnswer:
     # with that round too, so an early close selects by a round no committer could know
     due = state.due_round()
     if row.phase != "train" or due > row.commit_deadline:
-        raise PhaseError(
-            f"commit deadline of round {body.round} was beacon round {row.commit_deadline}"
-            f" (now {due})",
-            code="late",
+        why = (
+            f"was beacon round {row.commit_deadline} (now {due})"
+            if due > row.commit_deadline
+            else f"is beacon round {row.commit_deadline}, but the round is in its "
+            f"{row.phase} phase, not train (it closes early once every awaited island committed)"
         )
+        raise PhaseError(f"commit deadline of round {body.round} {why}", code="late")
     if hotkey not in state.roster_of(run_id, body.round, row.open_envelope):
         raise ForbiddenError(
             f"{hotkey} is not in the roster of round {body.round}", code="not_in_roster"
