@@ -204,6 +204,8 @@ def scenarios() -> list[Scenario]:
         Scenario(f"50m_h{h}_recipe", big, 8, h, h, 0.1, 2, four, **recipe),
         # the same without entropy coding: what the lossless coding saves
         Scenario(f"50m_h{h}_recipe_plain_codes", big, 8, h, h, 0.1, 2, plain, **recipe),
+        # H = 20: the longest H a long run has ended inside the quality target with
+        Scenario("50m_h20_recipe", big, 8, 20, 20, 0.1, 2, four, **recipe),
         Scenario("50m_h500_recipe", big, 8, 500, 500, 0.1, 2, four, **recipe),
     ]
     for h in (100, 500):
