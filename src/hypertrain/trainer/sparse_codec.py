@@ -250,12 +250,17 @@ def read_body(view: memoryview, pos: int, meta: SparseMeta, p: SparseParams) -> 
         same = chunk_of[1:] == chunk_of[:-1]
         if (offsets[1:][same] <= offsets[:-1][same]).any():
             raise SparseCodecError(f"{meta.name}: indices in a chunk are not strictly ascending")
-    check_canonical(scales, offsets, codes, p, meta.name)
+    check_canonical(scales, chunk_of, offsets, codes, p, meta.name)
     return SparseBody(scales.astype(np.float32), chunk_of, positions, codes)
 
 
 def check_canonical(
-    scales: np.ndarray, offsets: np.ndarray, codes: np.ndarray, p: SparseParams, name: str
+    scales: np.ndarray,
+    chunk_of: np.ndarray,
+    offsets: np.ndarray,
+    codes: np.ndarray,
+    p: SparseParams,
+    name: str,
 ) -> None:
     """Refuse chunks the encoder never writes, so that no two byte strings decode to the
     same values: a chunk of scale 0 keeps its first entries with the zero code ``L/2``; any
@@ -266,8 +271,8 @@ def check_canonical(
         return
     starts = np.arange(0, codes.size, p.k)  # every chunk keeps k entries but the last
     zero = scales == 0
-    rank = np.arange(codes.size) % p.k
-    in_zero = zero[np.arange(codes.size) // p.k]
+    rank = np.arange(codes.size) - chunk_of * p.k  # an entry's place in its chunk
+    in_zero = zero[chunk_of]
     if (codes[in_zero] != p.levels // 2).any() or (offsets[in_zero] != rank[in_zero]).any():
         raise SparseCodecError(f"{name}: a chunk of scale 0 is not the zero chunk's encoding")
     if (scales[~zero] < TINY).any():
