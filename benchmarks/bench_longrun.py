@@ -2,14 +2,15 @@
 
 Usage::
 
-    python benchmarks/bench_longrun.py [--rounds 200] [--state .cache/longrun] [--budgets 1,1,1]
+    python benchmarks/bench_longrun.py [--rounds 150] [--state .cache/longrun] [--budgets 1,1,1]
 
 It starts the product's own network (``hypertrain.devnet``: a local beacon, the challenge
 service, a relay, the auditor, a tape witness, the aggregator, honest islands and the
 honeypot, each its own process on loopback) on the proxy preset and the repository's
 text for ``--rounds`` rounds of the recipe new runs get (``protocol.recipe``: no warm
-start, ``carry``, plain averaging, 4-bit updates and broadcast, H = 15 unless ``--h``
-says otherwise, J = H). While it runs,
+start, ``carry``, plain averaging, entropy-coded 4-bit updates and broadcast, Muon inner
+steps, H = 20 unless ``--h`` says otherwise, J = H) for 3,000 inner steps unless ``--rounds``
+says otherwise. While it runs,
 every final round's signed records are saved, and the data-parallel baseline trains on
 exactly the tokens each round merged (``devnet.baseline``: the union of the included
 islands' samples at each step, one model, the run's optimizer and schedule, from the same
@@ -67,6 +68,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PLOT = ROOT / "docs" / "longrun.png"
 CURVES_FILE = ROOT / "benchmarks" / "results" / "longrun" / "curves.json"  # per-round series
 POLL_S = 5.0
+STEPS = 3000  # the rounds' inner steps: --rounds defaults to STEPS / H (200 at H = 15)
 
 
 def main() -> int:
@@ -87,7 +89,8 @@ def main() -> int:
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rounds", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=None,
+                   help=f"rounds (default {STEPS} steps' worth: {STEPS} / H)")  # fmt: skip
     p.add_argument("--state", type=Path, default=ROOT / ".cache" / "longrun")
     p.add_argument("--budgets", default="1,1,1", help="micro-batches per step per island")
     p.add_argument("--preset", default="proxy")
@@ -96,12 +99,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--overlap", action="store_true",
                    help="overlapped rounds (writes longrun-overlap.json)")  # fmt: skip
     p.add_argument("--h", type=int, default=INNER_STEPS,
-                   help="inner steps per round (another: longrun-hH.json)")  # fmt: skip
+                   help="inner steps per round (files name an H but 15: longrun-muon-h20.json)")  # fmt: skip
     p.add_argument("--warm-start-percent", type=int, default=WARM_START_PERCENT,
                    help="warm start, %% of all steps (another: longrun-warmP.json)")  # fmt: skip
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=INNER_OPTIMIZER,
                    help="the islands' inner optimizer (default %(default)s, the recipe's;"
-                   " muon writes longrun-muon.json, adamw longrun.json)")  # fmt: skip
+                   " at H = 15 muon writes longrun-muon.json, adamw longrun.json)")  # fmt: skip
     p.add_argument("--analyse", action="store_true", help="only write the result and plot")
     p.add_argument(
         "--recount",
@@ -115,7 +118,10 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument("--network-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
-    return p.parse_args()
+    args = p.parse_args()
+    if args.rounds is None:
+        args.rounds = STEPS // args.h
+    return args
 
 
 def network_child(args: argparse.Namespace) -> int:

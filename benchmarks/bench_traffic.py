@@ -204,9 +204,12 @@ def scenarios() -> list[Scenario]:
         Scenario(f"50m_h{h}_recipe", big, 8, h, h, 0.1, 2, four, **recipe),
         # the same without entropy coding: what the lossless coding saves
         Scenario(f"50m_h{h}_recipe_plain_codes", big, 8, h, h, 0.1, 2, plain, **recipe),
-        # H = 20: the longest H a long run has ended inside the quality target with
-        Scenario("50m_h20_recipe", big, 8, 20, 20, 0.1, 2, four, **recipe),
-        Scenario("50m_h500_recipe", big, 8, 500, 500, 0.1, 2, four, **recipe),
+    ]
+    # the recipe at the H before it (15) and at DiLoCo's horizon (500)
+    out += [
+        Scenario(f"50m_h{other}_recipe", big, 8, other, other, 0.1, 2, four, **recipe)
+        for other in (15, 500)
+        if other != h
     ]
     for h in (100, 500):
         out += [

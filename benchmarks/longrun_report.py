@@ -17,17 +17,15 @@ from typing import Any
 
 from hypertrain.api.models import RoundDetail
 from hypertrain.protocol.manifest import RunManifest
-from hypertrain.protocol.recipe import (
-    CARRIED_DTYPE,
-    INNER_STEPS,
-    WARM_START_PERCENT,
-    warm_start_steps,
-)
+from hypertrain.protocol.recipe import CARRIED_DTYPE, WARM_START_PERCENT, warm_start_steps
 
 WINDOW = 5  # rounds in the moving average
 BLOCK = 50  # rounds per block of the gap's trajectory (one round's gap is noisy: ±1-2 points)
 CURVES = ("network_loss", "baseline_loss", "tokens")  # per-round series, kept out of the table
 SEED = 7  # the long run's run seed (another seed's files: -seedN)
+# The H files name no H for: the recipe's H when the first long runs were named. Files of
+# the recipe's H = 20 say -h20, as the runs that measured it before it became the recipe's.
+NAMES_H = 15
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,7 +188,7 @@ def result_tag(manifest: RunManifest) -> str:
     """The suffix of a variant's files: ``-overlap`` for overlapped rounds, ``-muon`` for
     Muon inner steps, ``-f32slots`` for optimizer slots carried in float32 (not the recipe's
     width), ``-warmP`` for a warm start other than the recipe's share (P % of all steps),
-    ``-hH`` for another H, ``-seedN`` for another run seed; "" for AdamW inner steps and
+    ``-hH`` for an H other than 15 (:data:`NAMES_H`), ``-seedN`` for another run seed; "" for AdamW inner steps and
     the recipe's other settings (the files' names predate Muon as the recipe's optimizer;
     the result's ``recipe`` section names the optimizer and whether codes were entropy
     coded)."""
@@ -200,7 +198,7 @@ def result_tag(manifest: RunManifest) -> str:
     carried = manifest.inner.carried_dtype
     if manifest.inner.state_policy == "carry" and carried != CARRIED_DTYPE:
         tag += f"-{carried.replace('float', 'f')}slots"
-    if manifest.round.inner_steps != INNER_STEPS:
+    if manifest.round.inner_steps != NAMES_H:
         tag += f"-h{manifest.round.inner_steps}"
     warm = warm_percent(manifest)
     if warm is not None:

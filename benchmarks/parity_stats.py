@@ -161,7 +161,8 @@ DEFAULT_RECIPE_CELL = "diloco-M8-s-H25-n0.7-0.9-lr0.006"
 # The recipe new runs use (``hypertrain run init``, the devnet: protocol.recipe and
 # ops.manifest.RunOptions; tests/benchmarks/test_parity.py checks they agree): the
 # recipe's warm-start share of the grid's 100 steps and plain averaging with the
-# broadcast, the ``carry`` policy and H = 15 (docs/parity.md, "The product default").
+# broadcast, the ``carry`` policy and H = 15 (docs/parity.md, "The product default"), the
+# recipe's H until the long run moved it to 20 (docs/parity.md, "The long run").
 PRODUCT_RECIPE_CELL = "diloco-M8-s-H15-avg-carry-lr0.006"
 
 

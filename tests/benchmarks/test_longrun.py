@@ -25,13 +25,13 @@ from hypertrain.protocol.manifest import CompressionSpec, RunManifest  # noqa: E
 from hypertrain.protocol.recipe import (  # noqa: E402
     COMPRESSION,
     INNER_STATE,
-    INNER_STEPS,
     OUTER_STEP,
     STATE_POLICY,
     WARM_START_PERCENT,
     warm_start_steps,
 )
 from longrun_report import (  # noqa: E402
+    NAMES_H,
     SEED,
     WINDOW,
     longest_rise,
@@ -42,14 +42,20 @@ from longrun_report import (  # noqa: E402
 )
 from tests.aggregator.helpers import manifest as aggregator_manifest  # noqa: E402
 
-RESULT = ROOT / "benchmarks" / "results" / "longrun.json"
-CURVES = ROOT / "benchmarks" / "results" / "longrun" / "curves.json"
+# the long run of the recipe new runs get (Muon at H = 20: names relative to NAMES_H)
+RESULT = ROOT / "benchmarks" / "results" / "longrun-muon-h20.json"
+CURVES = ROOT / "benchmarks" / "results" / "longrun" / "curves-muon-h20.json"
 
 
 def test_the_long_run_is_of_the_recipe_new_runs_get() -> None:
     result = json.loads(RESULT.read_text())
     recipe = result["recipe"]
     assert recipe["state_policy"] == STATE_POLICY
+    assert (recipe["optimizer"], recipe["carried_dtype"]) == (
+        INNER_STATE["name"],
+        INNER_STATE["carried_dtype"],
+    )
+    assert recipe["entropy_coded"] == COMPRESSION["entropy"]
     assert (recipe["outer"]["lr"], recipe["outer"]["momentum"]) == (
         OUTER_STEP["lr"],
         OUTER_STEP["momentum"],
@@ -58,7 +64,7 @@ def test_the_long_run_is_of_the_recipe_new_runs_get() -> None:
     assert recipe["codec"] == CompressionSpec.model_validate(COMPRESSION).codec
     assert recipe["inner_steps"] == DevnetConfig().inner_steps
     assert recipe["checkpoint_interval"] == DevnetConfig().checkpoint_interval
-    # the recipe's warm-start share of the run's 200 rounds (none: 0 steps)
+    # the recipe's warm-start share of the run's rounds (none: 0 steps)
     rounds = result["rounds"] * recipe["inner_steps"]
     assert recipe["warm_start_steps"] == warm_start_steps(rounds, WARM_START_PERCENT)
 
@@ -99,7 +105,7 @@ def test_a_round_that_merged_nothing_keeps_the_loss_before_it() -> None:
 
 
 def _longrun_manifest(
-    warm: int, round_steps: int, seed: int, h: int = INNER_STEPS, **inner: str
+    warm: int, round_steps: int, seed: int, h: int = NAMES_H, **inner: str
 ) -> RunManifest:
     doc = json.loads(aggregator_manifest().canonical())
     doc["seed"] = seed
@@ -113,9 +119,9 @@ def _longrun_manifest(
 
 
 def test_a_variant_is_named_by_what_differs_from_the_recipe() -> None:
-    """``longrun.json`` is AdamW's run of the recipe's other settings, ``longrun-muon.json``
-    the recipe's; a variant's files and note name its warm-start share, H and seed (a seed
-    run's note once read "1-seed8 %")."""
+    """``longrun.json`` is AdamW's run of the recipe's other settings at H = 15,
+    ``longrun-muon.json`` Muon's; a variant's files and note name its warm-start share, H
+    and seed (a seed run's note once read "1-seed8 %")."""
     recipe_warm = warm_start_steps(3000, WARM_START_PERCENT)
     recipe = _longrun_manifest(recipe_warm, 3000, SEED)
     assert result_tag(recipe) == "" and warm_percent(recipe) is None
@@ -125,8 +131,10 @@ def test_a_variant_is_named_by_what_differs_from_the_recipe() -> None:
     variant = _longrun_manifest(warm_start_steps(3000, other), 3000, SEED)
     assert result_tag(variant) == f"-warm{other}" and warm_percent(variant) == other
     assert result_tag(_longrun_manifest(recipe_warm, 3000, 8)) == "-seed8"
-    longer = _longrun_manifest(recipe_warm, 3000, 8, h=2 * INNER_STEPS)
-    assert result_tag(longer) == f"-h{2 * INNER_STEPS}-seed8"
+    longer = _longrun_manifest(recipe_warm, 3000, 8, h=30)
+    assert result_tag(longer) == "-h30-seed8"
+    # the recipe's H = 20 keeps the name the runs that measured it had
+    assert result_tag(_longrun_manifest(recipe_warm, 3000, SEED, h=20)) == "-h20"
     muon = _longrun_manifest(recipe_warm, 3000, SEED, name="muon")
     assert result_tag(muon) == "-muon" and INNER_STATE["name"] == "muon"  # the recipe's
     wide = _longrun_manifest(recipe_warm, 3000, 8, carried_dtype="float32")

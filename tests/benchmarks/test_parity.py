@@ -223,19 +223,27 @@ def test_quick_grid_checks_the_identities_and_writes_the_documented_json(tmp_pat
 
 def test_the_product_recipe_is_the_cell_the_docs_name() -> None:
     """What ``run init`` and the devnet write (``protocol.recipe``) is the recipe of
-    ``PRODUCT_RECIPE_CELL``: its H, outer step and broadcast, inner state policy and
-    warm-start share."""
+    ``PRODUCT_RECIPE_CELL``: its outer step and broadcast, inner state policy and
+    warm-start share; its H = 15 was the recipe's until the long run moved it to 20."""
     import parity_explore
     from hypertrain.devnet.config import DevnetConfig
     from hypertrain.ops.manifest import RunOptions
-    from hypertrain.protocol.recipe import OUTER_STEP, STATE_POLICY, WARM_START_PERCENT
+    from hypertrain.protocol.recipe import (
+        INNER_STEPS,
+        OUTER_STEP,
+        STATE_POLICY,
+        WARM_START_PERCENT,
+    )
     from parity_stats import PRODUCT_RECIPE_CELL
 
     cells = {c.name: c for c, _ in parity_explore.cells({})}
     cell = cells[PRODUCT_RECIPE_CELL]
     steps = 100  # the grid's global steps (docs/parity.md, "Shapes")
-    assert cell.inner_steps == RunOptions(run_id="x", dataset_dir=Path()).inner_steps
-    assert cell.inner_steps == DevnetConfig().inner_steps
+    # the grid chose H = 15; the long run (docs/parity.md, "The long run": two seeds each
+    # inside the quality target at H = 20) chose the recipe's H, which both tools write
+    assert cell.inner_steps == 15 < INNER_STEPS
+    assert RunOptions(run_id="x", dataset_dir=Path()).inner_steps == INNER_STEPS
+    assert DevnetConfig().inner_steps == INNER_STEPS
     assert (cell.outer_lr, cell.outer_momentum) == (OUTER_STEP["lr"], OUTER_STEP["momentum"])
     # the grid's cell broadcasts as the recipe does; its width (int8 there, the recipe's
     # 4 bits now) was measured apart at the long run's horizon (parity_horizon.py: equal)
