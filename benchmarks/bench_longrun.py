@@ -99,7 +99,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--overlap", action="store_true",
                    help="overlapped rounds (writes longrun-overlap.json)")  # fmt: skip
     p.add_argument("--h", type=int, default=INNER_STEPS,
-                   help="inner steps per round (files name an H but 15: longrun-muon-h20.json)")  # fmt: skip
+                   help="inner steps per round (files name an H but 15: -h20)")  # fmt: skip
     p.add_argument("--warm-start-percent", type=int, default=WARM_START_PERCENT,
                    help="warm start, %% of all steps (another: longrun-warmP.json)")  # fmt: skip
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=INNER_OPTIMIZER,

@@ -188,10 +188,10 @@ def result_tag(manifest: RunManifest) -> str:
     """The suffix of a variant's files: ``-overlap`` for overlapped rounds, ``-muon`` for
     Muon inner steps, ``-f32slots`` for optimizer slots carried in float32 (not the recipe's
     width), ``-warmP`` for a warm start other than the recipe's share (P % of all steps),
-    ``-hH`` for an H other than 15 (:data:`NAMES_H`), ``-seedN`` for another run seed; "" for AdamW inner steps and
-    the recipe's other settings (the files' names predate Muon as the recipe's optimizer;
-    the result's ``recipe`` section names the optimizer and whether codes were entropy
-    coded)."""
+    ``-hH`` for an H other than :data:`NAMES_H`, ``-seedN`` for another run seed; "" for
+    AdamW inner steps, H = 15 and the recipe's other settings (the files' names predate
+    Muon and H = 20 in the recipe; the result's ``recipe`` section names the optimizer, H
+    and whether codes were entropy coded)."""
     tag = "-overlap" if manifest.round.overlap else ""
     if manifest.inner.name != "adamw":
         tag += f"-{manifest.inner.name}"
