@@ -99,6 +99,15 @@ def test_round_line_reads_as_a_sentence() -> None:
     assert line.endswith("audits 4: 3 match, 1 fault (mismatch or unverifiable)")
 
 
+def test_a_round_without_a_fault_still_prints_its_line() -> None:
+    """A round whose audits all matched once printed an empty line: the fault clause's
+    ``* bool(...)`` repeated the whole concatenated sentence, not just the clause."""
+    clean = {**_round(0, 6.5), "verdicts": {"match": 4, "mismatch": 0}}
+    line = round_line(clean, 4)
+    assert line.startswith("round 0 done (1/4): held-out loss 6.5000")
+    assert line.endswith("audits 4: 4 match, 0 faults")
+
+
 def test_the_summary_shows_what_the_honeypots_fault_cost(tmp_path: Path) -> None:
     """Honest in rounds 0 and 1 (probation, then vesting), caught cheating in round 2: the
     real ledger's journal gives the escrow it built and the burn; its weight is 0."""

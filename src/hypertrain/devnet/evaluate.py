@@ -57,7 +57,10 @@ def sample_text(model_dir: Path, prompt: str = SAMPLE_PROMPT, tokens: int = SAMP
     if not (model_dir / "tokenizer.json").is_file():
         return ""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    # a weight-loading bar would clutter the devnet's log
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(model_dir))
     ids = tok(prompt, return_tensors="pt").input_ids

@@ -63,13 +63,14 @@ def live_view(doc: dict[str, Any] | None, total_rounds: int, url: str) -> Group:
 def round_line(r: dict[str, Any], total_rounds: int) -> str:
     """One plain line per finished round, for runs without a terminal."""
     v = r["verdicts"]
+    faults = f"{v['mismatch']} fault{'' if v['mismatch'] == 1 else 's'}"
+    if v["mismatch"]:
+        faults += " (mismatch or unverifiable)"
     return (
         f"round {r['round']} done ({r['round'] + 1}/{total_rounds}): held-out loss"
         f" {_fmt(r['eval_loss'])}, "
         f"{r['tokens']:,} tokens, {r['honest_bytes']:,} B moved "
-        f"({r['ratio_words']}), audits {r['audits']}: "
-        f"{v['match']} match, {v['mismatch']} fault{'' if v['mismatch'] == 1 else 's'}"
-        " (mismatch or unverifiable)" * bool(v["mismatch"])
+        f"({r['ratio_words']}), audits {r['audits']}: {v['match']} match, {faults}"
     )
 
 
@@ -220,7 +221,7 @@ def summary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         *warm_start_rows(report.get("warm_start")),
         ("audits run", str(sum(r["audits"] for r in rounds))),
         (
-            "islands accused (audit verdicts: mismatch or unverifiable)",
+            "accusations (islands accused in a round, summed over rounds)",
             str(sum(r["accused"] for r in rounds)),
         ),
         (
